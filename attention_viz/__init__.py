@@ -1,0 +1,36 @@
+"""attention_viz: the Transformer of "Attention Is All You Need" (§3.1-3.2), every attention map exposed."""
+
+from .attention import (
+    AdditiveAttention,
+    MultiHeadAttention,
+    attention_steps,
+    causal_mask,
+    padding_mask,
+    scale_factor,
+    scaled_dot_product_attention,
+)
+from .config import TransformerConfig
+from .device import resolve_device
+from .interop import multihead_attention_from_torch, transformer_from_torch
+from .maps import KINDS, AttentionMaps, head_statistics
+from .model import Decoder, Encoder, Transformer
+
+__all__ = [
+    "AdditiveAttention",
+    "AttentionMaps",
+    "Decoder",
+    "Encoder",
+    "KINDS",
+    "MultiHeadAttention",
+    "Transformer",
+    "TransformerConfig",
+    "attention_steps",
+    "causal_mask",
+    "head_statistics",
+    "multihead_attention_from_torch",
+    "padding_mask",
+    "resolve_device",
+    "scale_factor",
+    "scaled_dot_product_attention",
+    "transformer_from_torch",
+]

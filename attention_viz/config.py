@@ -1,0 +1,44 @@
+"""TransformerConfig: the hyper-parameters of the encoder-decoder Transformer (§3, Table 3)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes of the model; the defaults are the paper's base model (Table 3)."""
+
+    vocab_size: int = 37000      # shared source/target vocabulary (§5.1: byte-pair encoding, ~37k tokens)
+    n_encoder_layers: int = 6    # N
+    n_decoder_layers: int = 6    # N
+    d_model: int = 512           # width of every sub-layer output and of the embeddings
+    n_heads: int = 8             # h
+    d_k: int = 64                # query/key width per head (free: need not be d_model / h)
+    d_v: int = 64                # value width per head
+    d_ff: int = 2048             # inner width of the position-wise feed-forward network
+    dropout: float = 0.1         # P_drop, on sub-layer outputs, embeddings and attention weights
+    pad_id: int = 0              # token id the padding mask hides
+    share_embeddings: bool = True  # §3.4: one matrix for both embeddings and the pre-softmax projection
+    final_norm: bool = False     # an extra LayerNorm after each stack (nn.Transformer has it; the paper does not)
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads", "d_k", "d_v", "d_ff"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id must be a token id below vocab_size, got {self.pad_id!r}")
+
+    @classmethod
+    def small(cls, vocab_size: int = 99, **overrides) -> "TransformerConfig":
+        """A demo/test preset: N=2, d_model=128, h=4, d_k=d_v=32, d_ff=512."""
+        sizes = dict(n_encoder_layers=2, n_decoder_layers=2, d_model=128, n_heads=4, d_k=32, d_v=32, d_ff=512)
+        return cls(vocab_size=vocab_size, **{**sizes, **overrides})
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it."""
+        return asdict(self)

@@ -1,0 +1,96 @@
+"""AttentionMaps: every attention matrix of one forward pass, under stable keys, plus per-head statistics.
+
+Keys, in this order (L_enc encoder layers, L_dec decoder layers):
+    encoder.{i}.self_attn    [B, H, S, S]   encoder self-attention
+    decoder.{i}.self_attn    [B, H, T, T]   masked decoder self-attention
+    decoder.{i}.cross_attn   [B, H, T, S]   encoder-decoder attention (queries from the decoder)
+Every tensor is [batch, heads, query, key], recorded after the softmax and before dropout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import torch
+
+# The three ways the paper uses attention (§3.2.3), by the suffix of their keys.
+KINDS: dict[str, str] = {
+    "encoder.self_attn": "encoder self-attention",
+    "decoder.self_attn": "masked decoder self-attention",
+    "decoder.cross_attn": "encoder-decoder attention",
+}
+
+
+def map_key(stack: str, layer: int, name: str) -> str:
+    """The key of one layer's map, e.g. map_key("decoder", 1, "cross_attn") == "decoder.1.cross_attn"."""
+    return f"{stack}.{layer}.{name}"
+
+
+class AttentionMaps(Mapping[str, torch.Tensor]):
+    """An ordered, read-only record of attention weights, one [B, H, Q, K] tensor per key."""
+
+    def __init__(self, maps: dict[str, torch.Tensor]) -> None:
+        self._maps = dict(maps)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self._maps[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._maps)
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}: {list(v.shape)}" for k, v in self._maps.items())
+        return f"AttentionMaps({shapes})"
+
+    def kind(self, kind: str) -> torch.Tensor:
+        """All layers of one kind ("encoder.self_attn", ...) stacked: [L, B, H, Q, K]."""
+        if kind not in KINDS:
+            raise KeyError(f"unknown attention kind {kind!r}; choose one of {list(KINDS)}")
+        stack, name = kind.split(".")
+        layers = [v for k, v in self._maps.items() if k.startswith(stack + ".") and k.endswith("." + name)]
+        return torch.stack(layers)
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        """The maps as float32 numpy arrays on the CPU, same keys."""
+        return {k: v.detach().float().cpu().numpy() for k, v in self._maps.items()}
+
+    def select(self, index: int) -> "AttentionMaps":
+        """The maps of one batch element, keeping a batch axis of size 1."""
+        return AttentionMaps({k: v[index : index + 1] for k, v in self._maps.items()})
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by all maps."""
+        return sum(v.numel() * v.element_size() for v in self._maps.values())
+
+
+def head_statistics(weights: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-head summaries of weights [..., Q, K], averaged over the query rows that attend to anything.
+
+    entropy        -Σ_j p_ij log p_ij in nats (0 = one key, log K = uniform)
+    max_weight     the largest weight of a row
+    mean_distance  Σ_j p_ij |i - j|, how far (in positions) a query looks
+    diagonal       p_ii, the weight a query puts on the key at its own position
+    Each is returned with shape [...].
+    """
+    p = np.asarray(weights, dtype=np.float64)
+    n_q, n_k = p.shape[-2:]
+    live = p.sum(-1) > 0  # [..., Q]: rows with at least one unmasked key
+    n_live = np.maximum(live.sum(-1), 1)
+
+    def row_mean(x: np.ndarray) -> np.ndarray:
+        return np.where(live, x, 0.0).sum(-1) / n_live
+
+    plogp = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+    distance = np.abs(np.arange(n_q)[:, None] - np.arange(n_k)[None, :])  # (Q, K)
+    eye = np.eye(n_q, n_k, dtype=bool)
+    return {
+        "entropy": row_mean(-plogp.sum(-1)),
+        "max_weight": row_mean(p.max(-1)),
+        "mean_distance": row_mean((p * distance).sum(-1)),
+        "diagonal": row_mean(np.where(eye, p, 0.0).sum(-1)),
+    }

@@ -1,0 +1,46 @@
+"""The same model on a CUDA GPU gives the CPU's numbers. Skipped, saying so, where no GPU is present."""
+
+import pytest
+import torch
+
+from attention_viz import Transformer, TransformerConfig, resolve_device, scaled_dot_product_attention
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+
+
+def test_auto_device_picks_what_is_there():
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            resolve_device("cuda")
+
+
+@cuda
+@pytest.mark.cuda
+def test_attention_on_cuda_matches_cpu():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 4, 9, 16).unbind(0)
+    mask = torch.ones(9, 9, dtype=torch.bool).tril()
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    out_gpu, w_gpu = scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), mask.cuda())
+    assert out_gpu.is_cuda and w_gpu.is_cuda
+    torch.testing.assert_close(out_gpu.cpu(), out, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w_gpu.cpu(), w, atol=1e-4, rtol=1e-4)
+
+
+@cuda
+@pytest.mark.cuda
+def test_model_and_maps_on_cuda_match_cpu():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.small(vocab_size=20, dropout=0.0)).eval()
+    src, tgt = torch.randint(3, 20, (2, 8)), torch.randint(3, 20, (2, 6))
+    logits, maps = model(src, tgt)
+    gpu = model.to(resolve_device("auto"))
+    logits_gpu, maps_gpu = gpu(src.cuda(), tgt.cuda())
+    torch.testing.assert_close(logits_gpu.cpu(), logits, atol=1e-4, rtol=1e-4)
+    for key in maps:
+        assert maps_gpu[key].is_cuda
+        torch.testing.assert_close(maps_gpu[key].cpu(), maps[key], atol=1e-4, rtol=1e-4)
+    tokens, _ = gpu.greedy_decode(src.cuda(), max_len=5, bos_id=1, eos_id=2)
+    assert tokens.is_cuda

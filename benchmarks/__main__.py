@@ -1,0 +1,98 @@
+"""One command for every benchmark: `python -m benchmarks [--quick] [--only kernel,model,memory,app] [--device auto|cpu|cuda]`.
+
+Prints Markdown tables and writes everything measured to benchmarks/results/<time>.json and
+benchmarks/results/latest.json. Ours and PyTorch's references are measured in the same run,
+interleaved, so their ratios hold even on a shared, noisy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+SECTIONS = ("kernel", "model", "memory", "app")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (under a minute)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="auto: CPU tables, plus kernel and model on CUDA when a GPU is present; cpu or cuda: that one only",
+    )
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads for kernel, model, memory")
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(args.only) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    import torch
+
+    from . import kernel, memory, model
+    from .common import RESULTS_DIR, load, machine, write_json
+
+    torch.set_num_threads(args.threads)
+    info = machine(args.threads)
+    results: dict = {"machine": info, "args": {k: v for k, v in vars(args).items()}, "sections": {}}
+    print(f"# attention_viz benchmarks{' (quick)' if args.quick else ''}")
+    print(
+        f"machine: {info['cpu']}, {info['cores']} cores ({info['cpu_capability']}), torch {info['torch']} "
+        f"with {args.threads} threads, gradio {info['gradio']}, Python {info['python']}; "
+        f"load average {info['load_at_start']}"
+    )
+    started = time.perf_counter()
+
+    def section(title: str, key: str, fn, report) -> None:
+        print(f"\n## {title}  (load {load()})\n", flush=True)
+        t0 = time.perf_counter()
+        result = fn()
+        result["seconds"] = time.perf_counter() - t0
+        results["sections"][key] = result
+        print(report(result), flush=True)
+
+    devices = []
+    if args.device in ("auto", "cpu"):
+        devices.append(torch.device("cpu"))
+    cuda_wanted = args.device in ("auto", "cuda") and {"kernel", "model"} & set(args.only)
+    if cuda_wanted and torch.cuda.is_available():
+        devices.append(torch.device("cuda"))
+
+    for device in devices:
+        label = "CPU" if device.type == "cpu" else f"GPU ({torch.cuda.get_device_name(0)})"
+        if "kernel" in args.only:
+            section(f"Kernel, {label}", f"kernel_{device.type}", lambda: kernel.run(device, args.quick), kernel.report)
+        if "model" in args.only:
+            section(f"Model, {label}", f"model_{device.type}", lambda: model.run(device, args.quick), model.report)
+    if cuda_wanted and not torch.cuda.is_available():
+        print("\n## Kernel and model, GPU\n\nno CUDA device: skipped")
+        results["sections"]["gpu"] = {"skipped": "no CUDA device"}
+    if "memory" in args.only and args.device != "cuda":
+        section("Memory, CPU", "memory", lambda: memory.run(args.quick, threads=args.threads), memory.report)
+    if "app" in args.only and args.device != "cuda":
+        from . import app
+
+        section("App latency over HTTP (Gradio queue protocol)", "app", lambda: app.run(args.quick), app.report)
+
+    results["seconds"] = time.perf_counter() - started
+    results["load_at_end"] = load()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out_dir = RESULTS_DIR if args.out is None else __import__("pathlib").Path(args.out)
+    path = write_json(f"run-{stamp}{'-quick' if args.quick else ''}", results, out_dir)
+    write_json("latest", results, out_dir)
+    print(f"\n{results['seconds']:.0f} s in all; load average at the end {results['load_at_end']}; results in {path}")
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,252 @@
+"""App benchmark: latency as a browser sees it, over raw HTTP and Gradio 6's queue protocol, and cold start.
+
+One interaction, as the browser's JavaScript client does it:
+    POST /gradio_api/queue/join   {data, fn_index, trigger_id, session_hash}  -> {event_id}
+    GET  /gradio_api/queue/data?session_hash=...   server-sent events, until process_completed
+    GET  /gradio_api/file=...     every image the answer names (PNG)
+`gradio_client` polls every 50 ms and adds ~70 ms, so it is not used here.
+
+Candidates, interleaved in rounds against one server (the app, launched as a subprocess):
+    floor    a trivial endpoint (api_name "ping") of the same app: the protocol's own cost
+    rerun    `visualize` after a new text: the model reruns (greedy decode, every map) and everything re-renders
+    view     `visualize` after a new (attention kind, layer, head, colour scale): cached run, re-render only
+Every view sample picks a combination not seen before for the current text, so no rendered image is
+served from the app's image cache. Texts are fresh random strings of the app's maximum length (tokenizer.DEFAULT_MAX_LEN).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import string
+import subprocess
+import sys
+import time
+import uuid
+from itertools import product
+from pathlib import Path
+
+from .common import Timing, load, ms, table
+from .model import app_default_config
+
+ROOT = Path(__file__).resolve().parent.parent
+API = "/gradio_api"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A Gradio app started as a subprocess on a free loopback port; stopped (by its own pid) on exit."""
+
+    def __init__(self, argv: list[str], log: Path) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(self.port),
+               "GRADIO_ANALYTICS_ENABLED": "False"}
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        self._log_file = open(log, "w")
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
+
+    def wait_http(self, client, timeout_s: float = 120.0) -> float:
+        """Seconds from start to the first HTTP 200 on /."""
+        while time.perf_counter() - self.started < timeout_s:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the app exited with {self.process.returncode}; see {self.log}")
+            try:
+                if client.get(self.base + "/").status_code == 200:
+                    return time.perf_counter() - self.started
+            except Exception:  # not listening yet
+                pass
+            time.sleep(0.02)
+        raise TimeoutError(f"no HTTP 200 from {self.base} in {timeout_s} s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log_file.close()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Browser:
+    """What the browser's client does for one event: join the queue, read the stream, fetch the files."""
+
+    def __init__(self, client, base: str) -> None:
+        self.client, self.base = client, base
+        self.session_hash = uuid.uuid4().hex[:11]
+        self.config = client.get(base + "/config").json()
+        self.components = {c["id"]: c for c in self.config["components"]}
+        self.by_elem_id = {c.get("props", {}).get("elem_id"): c["id"] for c in self.config["components"]}
+        self.dependencies = self.config["dependencies"]
+
+    def dependency(self, api_name: str) -> dict | None:
+        return next((d for d in self.dependencies if d.get("api_name") == api_name), None)
+
+    def initial_inputs(self, dependency: dict) -> dict[int, object]:
+        """Component id -> the value the page starts with, for every input of `dependency`."""
+        return {i: self.components[i].get("props", {}).get("value") for i in dependency["inputs"]}
+
+    def call(self, dependency: dict, values: dict[int, object], trigger_id: int | None) -> tuple[float, dict]:
+        """Seconds from joining the queue to the last image fetched, and the completed message."""
+        data = [values[i] for i in dependency["inputs"]]
+        body = {"data": data, "event_data": None, "fn_index": dependency["id"], "trigger_id": trigger_id,
+                "session_hash": self.session_hash}
+        t0 = time.perf_counter()
+        joined = self.client.post(self.base + API + "/queue/join", json=body)
+        joined.raise_for_status()
+        completed = None
+        with self.client.stream("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                message = json.loads(line[5:])
+                if message.get("msg") == "process_completed":
+                    completed = message
+                if message.get("msg") == "close_stream":
+                    break
+        if completed is None or not completed.get("success"):
+            raise RuntimeError(f"event failed: {completed}")
+        for item in completed["output"]["data"]:
+            if isinstance(item, dict) and item.get("url"):
+                self.client.get(item["url"]).raise_for_status()
+        return time.perf_counter() - t0, completed
+
+
+def random_text(rng: random.Random, length: int) -> str:
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(length))
+
+
+def cold_start(client, log_dir: Path) -> dict:
+    """Launch app.py and time the first HTTP 200 and the first answer of `visualize` (default controls)."""
+    with Server([sys.executable, "app.py"], log_dir / "cold_start.log") as server:
+        http_s = server.wait_http(client)
+        browser = Browser(client, server.base)
+        visualize = browser.dependency("visualize")
+        seconds, _ = browser.call(visualize, browser.initial_inputs(visualize), trigger_id=None)
+        return {"first_http_s": http_s, "first_answer_s": time.perf_counter() - server.started, "first_call_s": seconds}
+
+
+def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None = None, text_length: int | None = None) -> dict:
+    """Cold starts, then interleaved rounds of floor / rerun / view against one server."""
+    import httpx
+
+    from attention_viz.tokenizer import DEFAULT_MAX_LEN
+
+    text_length = text_length or DEFAULT_MAX_LEN  # the longest text the app accepts
+    rounds = rounds or (8 if quick else 60)
+    cold_starts = cold_starts if cold_starts is not None else (1 if quick else 3)
+    log_dir = ROOT / "benchmarks" / "results" / "logs"
+    rng = random.Random(0)
+    result: dict = {"rounds": rounds, "text_length": text_length, "load_before": load()}
+    with httpx.Client(timeout=60) as client:
+        result["cold_start"] = [cold_start(client, log_dir) for _ in range(cold_starts)]
+        with Server([sys.executable, "app.py"], log_dir / "app.log") as app:
+            app.wait_http(client)
+            browser = Browser(client, app.base)
+            visualize = browser.dependency("visualize")
+            ping, floor_browser, stand_in = browser.dependency("ping"), browser, None
+            if ping is None:  # no trivial endpoint in the app: measure Gradio's floor on a stand-in app
+                stand_in = Server([sys.executable, "-m", "benchmarks.ping_app"], log_dir / "ping_app.log")
+                stand_in.wait_http(client)
+                floor_browser = Browser(client, stand_in.base)
+                ping = floor_browser.dependency("ping")
+            try:
+                result.update(_rounds(browser, visualize, floor_browser, ping, rounds, rng, text_length))
+            finally:
+                if stand_in is not None:
+                    stand_in.stop()
+            result["floor_from"] = "the app's ping endpoint" if stand_in is None else "a stand-in app (benchmarks/ping_app.py): app.py has no 'ping' endpoint"
+    result["load_after"] = load()
+    return result
+
+
+def _rounds(browser: Browser, visualize: dict, floor_browser: Browser, ping: dict, rounds: int, rng: random.Random,
+            text_length: int) -> dict:
+    ids = browser.by_elem_id
+    values = browser.initial_inputs(visualize)
+    ping_values = floor_browser.initial_inputs(ping)
+    kinds = [choice[1] if isinstance(choice, (list, tuple)) else choice
+             for choice in browser.components[ids["kind"]]["props"]["choices"]]
+    colours = [choice[1] if isinstance(choice, (list, tuple)) else choice
+               for choice in browser.components[ids["colour"]]["props"]["choices"]]
+    config = app_default_config(torch_compatible=False)  # the model the page opens with
+    n_layers, n_heads = min(config.n_encoder_layers, config.n_decoder_layers), config.n_heads
+    combos = [c for c in product(kinds, range(n_layers), range(n_heads), colours)
+              if (c[0], c[1], c[2], c[3]) != (values[ids["kind"]], 0, 0, values[ids["colour"]])]
+
+    def floor():
+        return floor_browser.call(ping, ping_values, None)[0]
+
+    def rerun():
+        values[ids["text"]] = random_text(rng, text_length)
+        unseen[:] = rng.sample(combos, len(combos))
+        return browser.call(visualize, values, ids["text"])[0]
+
+    unseen: list = rng.sample(combos, len(combos))
+
+    def view():
+        if not unseen:
+            return None
+        kind, layer, head, colour = unseen.pop()
+        values.update({ids["kind"]: kind, ids["layer"]: layer, ids["head"]: head, ids["colour"]: colour})
+        return browser.call(visualize, values, ids["head"])[0]
+
+    candidates = {"floor": floor, "rerun": rerun, "view": view}
+    for fn in candidates.values():  # warm-up: first connection, first of each path
+        fn()
+    timings = {name: Timing() for name in candidates}
+    for r in range(rounds):
+        names = list(candidates)
+        for name in names[r % 3:] + names[: r % 3]:
+            seconds = candidates[name]()
+            if seconds is not None:
+                timings[name].samples.append(seconds)
+    return {
+        "model": {"layers": n_layers, "heads": n_heads, "config": config.to_dict()},
+        "timings": {name: t.to_dict() | {"samples_s": t.samples} for name, t in timings.items()},
+    }
+
+
+LABELS = {
+    "floor": "trivial endpoint (floor)",
+    "rerun": "new text: the model reruns",
+    "view": "new kind/layer/head/colour: view only",
+}
+
+
+def report(result: dict) -> str:
+    """Latency table (median, p95, over the floor) and the cold start."""
+    t = result["timings"]
+    floor = t["floor"]["median_s"]
+    rows = [
+        [label, ms(t[name]["median_s"]), ms(t[name]["p95_s"]),
+         "" if name == "floor" else ms(t[name]["median_s"] - floor), t[name]["n"]]
+        for name, label in LABELS.items()
+    ]
+    cold = [[i + 1, f"{c['first_http_s']:.2f}", f"{c['first_answer_s']:.2f}"] for i, c in enumerate(result["cold_start"])]
+    head = (
+        f"App over HTTP (join the queue, read the event stream, fetch the PNGs), {result['rounds']} interleaved rounds, "
+        f"texts of {result['text_length']} characters, default model ({result['model']['layers']} layers x "
+        f"{result['model']['heads']} heads); floor from {result['floor_from']}"
+    )
+    t1 = table(["interaction", "p50 ms", "p95 ms", "p50 over floor ms", "samples"], rows)
+    t2 = table(["cold start", "first HTTP 200 s", "first answer s"], cold)
+    return f"{head}\n\n{t1}\n\n{t2}"

@@ -1,0 +1,170 @@
+"""Timing helpers shared by every benchmark: interleaved rounds, medians, p95, the machine, tables, JSON.
+
+The machine is shared and noisy, so candidates are never timed one after the other: each round
+runs every candidate once (in a rotating order), and the report is the median over rounds.
+Ratios are taken between medians measured in the same interleaved run.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Timing:
+    """Per-call seconds of one candidate, and the summaries the tables print."""
+
+    samples: list[float] = field(default_factory=list)
+    calls: int = 1  # back-to-back calls averaged into each sample
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.samples, 95)
+
+    def to_dict(self) -> dict:
+        return {"median_s": self.median, "p95_s": self.p95, "n": len(self.samples), "calls_per_sample": self.calls}
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between order statistics (numpy's default)."""
+    ordered = sorted(samples)
+    if not ordered:
+        raise ValueError("no samples")
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def interleaved(
+    candidates: dict[str, Callable[[], object]],
+    rounds: int,
+    sample_s: float = 0.01,
+    warmup: int = 2,
+    sync: Callable[[], None] | None = None,
+    budget_s: float | None = None,
+) -> dict[str, Timing]:
+    """Time every candidate in interleaved rounds, rotating who goes first.
+
+    Each sample is the mean of as many back-to-back calls of one candidate as fill about `sample_s`
+    (sized from one timed call after `warmup` untimed ones), so fast and slow candidates get equally long samples.
+    `sync` (e.g. torch.cuda.synchronize) is called before starting and before stopping each clock.
+    `budget_s` stops early (after at least 3 rounds) once that much wall time has been spent.
+    """
+    sync = sync or (lambda: None)
+    names = list(candidates)
+    calls = {}
+    for name in names:
+        for _ in range(warmup):
+            candidates[name]()
+        sync()
+        t0 = time.perf_counter()
+        candidates[name]()
+        sync()
+        calls[name] = calls_for(time.perf_counter() - t0, sample_s)
+    timings = {name: Timing(calls=calls[name]) for name in names}
+    start = time.perf_counter()
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            fn, n = candidates[name], calls[name]
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            sync()
+            timings[name].samples.append((time.perf_counter() - t0) / n)
+        if budget_s is not None and r >= 2 and time.perf_counter() - start > budget_s:
+            break
+    return timings
+
+
+def calls_for(seconds_per_call: float, target_s: float = 0.01) -> int:
+    """How many back-to-back calls make one sample last about `target_s` (1 to 1000)."""
+    return max(1, min(1000, int(target_s / max(seconds_per_call, 1e-7))))
+
+
+def load() -> list[float]:
+    """The 1, 5 and 15 minute load averages (2.0 means both of 2 cores busy on average)."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def machine(threads: int | None = None) -> dict:
+    """What the numbers were measured on."""
+    import torch
+
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": threads if threads is not None else torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "load_at_start": load(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+    try:  # the version without importing gradio (seconds)
+        info["gradio"] = importlib.metadata.version("gradio")
+    except importlib.metadata.PackageNotFoundError:
+        info["gradio"] = None
+    return info
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds with about three significant figures."""
+    value = seconds * 1e3
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def mib(nbytes: float) -> str:
+    """Bytes as MiB."""
+    value = nbytes / 2**20
+    return f"{value:.1f}" if value >= 1 else f"{value:.3f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-flavoured Markdown table, right-aligned numbers, that also reads well in a terminal."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+
+
+def write_json(name: str, payload: dict, directory: Path = RESULTS_DIR) -> Path:
+    """Write `payload` to results/<name>.json and return the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    return path

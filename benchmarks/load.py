@@ -1,0 +1,653 @@
+"""Load test: concurrent browser-protocol clients x mixed requests against app.py on loopback.
+
+`python -m benchmarks.load [--clients 20] [--requests 50] [--seed 0] [--budget-s 1500] [--burst 80]`
+
+Each client is one browser page (its own session, `benchmarks.app.Browser`) that keeps the page's
+control values and, one request at a time, does what a person does: a new text or a changed
+computation control (the model reruns), a view-only change (attention kind, layer, head, colour),
+a new model (the page first asks `model_controls` for the new slider ranges, as the browser does),
+the step view, a comparison, an export, the √d_k lab. Every answer is checked against its own
+request (images are PNG, the notes name the request's heads, d_k, pads and masks, the export has its
+four files), so crossed or stale answers count as errors, not as successes.
+
+Reported: errors by kind, p50/p95 per interaction, throughput, and the app process's resident memory
+(VmRSS from /proc/<pid>/status) after the 100th and after the last request. The only error the app
+may answer under load is Gradio's "Queue is full" (HTTP 503 at join) once more than the queue's
+max_size events wait; with one event in flight per client it cannot happen below 64 clients, so an
+optional burst (`--burst N`: one session joins N events back to back) shows that answer on purpose,
+and that the app serves normally right after. All traffic goes to 127.0.0.1 only; every loop is
+bounded in count and in time (`--budget-s`, and a timeout on every HTTP call).
+
+Results: a table on stdout, and JSON in benchmarks/results/load-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import re
+import shutil
+import string
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attention_viz.tokenizer import DEFAULT_MAX_LEN
+
+from .app import ROOT, Browser, Server
+from .common import Timing, load, machine, ms, table, write_json
+
+PNG = b"\x89PNG\r\n\x1a\n"
+API = "/gradio_api"
+ALLOWED_ERRORS = {"queue_full"}   # the one answer a crowd may get, by design (QUEUE_SIZE in app.py)
+HTTP_TIMEOUT_S = 120.0            # per HTTP call; the queue may hold 20 events of ~0.5 s each
+TEXT_CHARS = string.ascii_letters + string.digits + string.punctuation + " "
+COMPARE_LABEL = {"scaling": "scaled by 1/√d_k", "causal_mask": "causal mask on", "padding_mask": "padding mask on"}
+
+# What one client does next, and how often (the weights add up to 100).
+ACTIONS = {
+    "rerun": 30,       # a new text, sometimes with a changed computation control: the model reruns
+    "view": 22,        # attention kind, layer, head or colour only: cached run, re-render
+    "model": 6,        # another model: model_controls, then visualize
+    "steps": 10,
+    "compare": 10,
+    "export": 6,
+    "dk_lab": 16,
+}
+UNTRAINED_D_MODELS = (16, 32, 64, 128, 256)
+UNTRAINED_HEADS = (1, 2, 4, 8)
+UNTRAINED_D_KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+HEAD_WIDTH_MAX = 4096  # heads x d_k of the untrained model (session.MAX_HEAD_WIDTH)
+
+
+# ---------------------------------------------------------------------------- thin wrappers over benchmarks.app
+
+
+class RecordingClient:
+    """An httpx.Client stand-in for `Browser` that keeps the bytes of the files it fetches (to check answers).
+
+    Browser.call fetches every image an answer names and drops the bytes; this wrapper keeps the
+    last ones so a test can look at them without a second request. Loopback only: it refuses others.
+    """
+
+    def __init__(self, timeout_s: float = HTTP_TIMEOUT_S) -> None:
+        import httpx
+
+        self.http = httpx.Client(timeout=timeout_s)
+        self.files: dict[str, bytes] = {}
+
+    def _local(self, url: str) -> str:
+        if not url.startswith(("http://127.0.0.1:", "/")):
+            raise ValueError(f"refusing a request off loopback: {url}")
+        return url
+
+    def get(self, url: str, **kwargs):
+        response = self.http.get(self._local(url), **kwargs)
+        if "/file=" in url:
+            self.files[url] = response.content
+        return response
+
+    def post(self, url: str, **kwargs):
+        return self.http.post(self._local(url), **kwargs)
+
+    def stream(self, method: str, url: str, **kwargs):
+        return self.http.stream(method, self._local(url), **kwargs)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def launch(log: Path, temp_dir: Path) -> Server:
+    """`python app.py` through benchmarks.app.Server, with Gradio's file cache in `temp_dir` (measured, removed)."""
+    previous = os.environ.get("GRADIO_TEMP_DIR")
+    os.environ["GRADIO_TEMP_DIR"] = str(temp_dir)
+    try:
+        return Server([sys.executable, "app.py"], log)
+    finally:
+        if previous is None:
+            os.environ.pop("GRADIO_TEMP_DIR", None)
+        else:
+            os.environ["GRADIO_TEMP_DIR"] = previous
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process in KiB, from /proc/<pid>/status."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def folder_bytes(folder: Path) -> tuple[int, int]:
+    """(files, bytes) under a folder."""
+    files = size = 0
+    for path in folder.rglob("*"):
+        if path.is_file():
+            files += 1
+            size += path.stat().st_size
+    return files, size
+
+
+def choice_values(component: dict) -> list:
+    """The values of a Radio / Dropdown's choices ([label, value] pairs in the config)."""
+    return [c[1] if isinstance(c, (list, tuple)) else c for c in component["props"]["choices"]]
+
+
+# ---------------------------------------------------------------------------- one page
+
+
+@dataclass
+class Request:
+    """One event to send and what its answer must say."""
+
+    name: str                  # interaction: "visualize:rerun", "visualize:view", "model_controls", "steps", ...
+    api: str                   # the dependency's api_name
+    values: dict[int, object]  # component id -> value, for every input of the dependency
+    trigger: int | None
+    expect: dict = field(default_factory=dict)
+
+
+class Page:
+    """One browser page's controls, changed the way a person changes them, and the checks of each answer."""
+
+    def __init__(self, browser: Browser, rng: random.Random) -> None:
+        self.browser, self.rng = browser, rng
+        self.ids = browser.by_elem_id
+        self.deps = {name: browser.dependency(name) for name in
+                     ("visualize", "steps", "compare", "export", "dk_lab", "model_controls")}
+        missing = [name for name in ("visualize", "steps", "compare", "export", "dk_lab") if self.deps[name] is None]
+        if missing:
+            raise RuntimeError(f"app.py has no endpoint named {missing}")
+        comp = browser.components
+        self.values: dict[int, object] = {i: comp[i].get("props", {}).get("value") for i in comp}
+        self.models = choice_values(comp[self.ids["model"]])
+        self.kinds = choice_values(comp[self.ids["kind"]])
+        self.colours = choice_values(comp[self.ids["colour"]])
+        self.comparisons = choice_values(comp[self.ids["comparison"]])
+        self.n_layers, self.n_heads = 2, int(self.v("n_heads"))
+        self.trained_d_ks: list[int] = []
+        self.then_visualize = False  # model_controls was sent: the browser's .success chain runs visualize next
+        self.loaded = False          # the page's load events (model_controls, then visualize) not sent yet
+
+    def v(self, elem_id: str):
+        return self.values[self.ids[elem_id]]
+
+    def set(self, **changes) -> None:
+        for elem_id, value in changes.items():
+            self.values[self.ids[elem_id]] = value
+
+    @property
+    def untrained(self) -> bool:
+        return self.v("model") == "untrained"
+
+    def _request(self, name: str, api: str, trigger: str | None, **expect) -> Request:
+        dep = self.deps[api]
+        return Request(name, api, {i: self.values[i] for i in dep["inputs"]},
+                       self.ids.get(trigger) if trigger else None, expect)
+
+    # -- what a person does next
+
+    def next_request(self) -> Request:
+        if not self.loaded and self.deps["model_controls"] is not None:  # as the page opens (demo.load)
+            self.loaded = True
+            self.then_visualize = True
+            return self._request("model_controls", "model_controls", None)
+        if self.then_visualize:
+            self.then_visualize = False
+            return self._visualize("visualize:rerun", "model")
+        action = self.rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
+        return getattr(self, "_" + action)()
+
+    def _rerun(self) -> Request:
+        rng = self.rng
+        self.set(text="".join(rng.choice(TEXT_CHARS) for _ in range(rng.randint(1, DEFAULT_MAX_LEN))))
+        trigger = "text"
+        if rng.random() < 0.5:
+            control = rng.choice(["scale", "factor", "causal", "padding", "pads", "dk", "shape"])
+            trigger = control
+            if control == "scale":
+                self.set(scale=rng.choice(["sqrt_dk", "none", "custom"]))
+            elif control == "factor":
+                self.set(scale="custom", factor=round(10 ** rng.uniform(-3, 2), 4))
+            elif control in ("causal", "padding"):
+                self.set(**{control: not self.v(control)})
+            elif control == "pads":
+                self.set(pads=rng.randint(0, 16))
+            elif control == "dk":
+                pool = self.trained_d_ks or [d for d in UNTRAINED_D_KS if d * self.n_heads <= HEAD_WIDTH_MAX]
+                self.set(dk=rng.choice(pool))
+            elif self.untrained:  # shape: width and heads of the untrained model
+                heads = rng.choice(UNTRAINED_HEADS)
+                d_k = min(int(self.v("dk")), HEAD_WIDTH_MAX // heads)
+                self.set(d_model=rng.choice(UNTRAINED_D_MODELS), n_heads=heads, dk=d_k)
+                trigger = "d_model"
+                if self.deps["model_controls"] is not None and heads != self.n_heads:
+                    # n_heads.release runs model_controls first: it narrows the head slider, for this session too
+                    self.then_visualize = True
+                    return self._request("model_controls", "model_controls", "n_heads")
+                self.n_heads = heads
+                self._clamp()
+        return self._visualize("visualize:rerun", trigger)
+
+    def _view(self) -> Request:
+        rng = self.rng
+        what = rng.choice(["kind", "layer", "head", "colour"])
+        if what == "kind":
+            self.set(kind=rng.choice(self.kinds))
+        elif what == "layer":
+            self.set(layer=rng.randrange(self.n_layers))
+        elif what == "head":
+            self.set(head=rng.randrange(self.n_heads))
+        else:
+            self.set(colour=rng.choice(self.colours))
+        return self._visualize("visualize:view", what)
+
+    def _model(self) -> Request:
+        self.set(model=self.rng.choice(self.models))
+        if self.deps["model_controls"] is None:
+            return self._visualize("visualize:rerun", "model")
+        self.then_visualize = True
+        return self._request("model_controls", "model_controls", "model")
+
+    def _steps(self) -> Request:
+        return self._request("steps", "steps", None, **self._expect_run())
+
+    def _compare(self) -> Request:
+        self.set(comparison=self.rng.choice(self.comparisons))
+        return self._request("compare", "compare", "comparison", label=COMPARE_LABEL.get(self.v("comparison")))
+
+    def _export(self) -> Request:
+        return self._request("export", "export", None, kind=self.v("kind"), layer=self.v("layer"),
+                             head=self.v("head"))
+
+    def _dk_lab(self) -> Request:
+        rng = self.rng
+        d_k = 2 ** rng.randint(0, 12) if rng.random() < 0.7 else rng.randint(1, 4096)
+        self.set(lab_dk=d_k, lab_keys=rng.randint(2, 1024), lab_scaled=rng.random() < 0.5)
+        return self._request("dk_lab", "dk_lab", "lab_dk", d_k=d_k)
+
+    def _visualize(self, name: str, trigger: str) -> Request:
+        return self._request(name, "visualize", trigger, **self._expect_run())
+
+    def _expect_run(self) -> dict:
+        expect = {"pads": int(self.v("pads")), "causal": bool(self.v("causal")), "n_heads": self.n_heads,
+                  "layer": int(self.v("layer")), "head": int(self.v("head"))}
+        if self.untrained:  # its shape is what the page says, even when model_controls failed
+            expect |= {"d_k": int(self.v("dk")), "d_model": int(self.v("d_model")), "n_heads": int(self.v("n_heads"))}
+        return expect
+
+    def _clamp(self) -> None:
+        self.set(layer=min(int(self.v("layer")), self.n_layers - 1), head=min(int(self.v("head")), self.n_heads - 1))
+
+    def describe(self, request: Request) -> dict:
+        """The request's values by elem_id: enough to reproduce it by hand."""
+        names = {i: name for name, i in self.ids.items()}
+        return {names.get(i, i): value for i, value in request.values.items()}
+
+    # -- answers
+
+    def apply_model_controls(self, data: list) -> None:
+        """The page's slider ranges and values after model_controls answered (what the browser applies)."""
+        _, d_k, layer, head, _, scale, note = data
+
+        def count(update: dict) -> int:  # a locked slider (interactive False) stands for one layer or head
+            return int(update["maximum"]) + 1 if update.get("interactive", True) else 1
+
+        self.n_layers, self.n_heads = count(layer), count(head)
+        self.set(dk=int(d_k["value"]), layer=int(layer["value"]), head=int(head["value"]), scale=scale["value"])
+        self.trained_d_ks = [int(x) for x in re.findall(r"\d+", note.split(":", 1)[1])] if "Trained" in note else []
+        if self.untrained:
+            self.n_heads = int(self.v("n_heads"))
+
+    def check(self, request: Request, data: list, files: dict[str, bytes]) -> str | None:
+        """None when the answer is right for this request, else what is wrong with it."""
+        e = request.expect
+
+        def png(item) -> bool:
+            return isinstance(item, dict) and files.get(item.get("url"), b"")[:8] == PNG
+
+        if request.api == "model_controls":
+            if len(data) != 7 or not isinstance(data[1].get("value"), int):
+                return f"model_controls answered {str(data)[:200]}"
+            self.apply_model_controls(data)
+            return None
+        if request.api == "visualize":
+            grid, head, output, stats, info = data
+            rows = stats.get("data") if isinstance(stats, dict) else None
+            wanted = [f"{e['pads']} pad token", f"causal mask {'on' if e['causal'] else 'off'}", "Scores QKᵀ"]
+            if "d_k" in e:
+                wanted.append(f"d_model {e['d_model']}, h {e['n_heads']}, d_k {e['d_k']}")
+            problems = [
+                not (png(grid) and png(head)) and "images are not PNG",
+                not isinstance(output, str) and "no output text",  # a trained model may answer "" (<eos> first)
+                "d_k" in e and not output.startswith("(untrained model") and "not the untrained model's output",
+                not rows and "no statistics",
+                rows and len({row[1] for row in rows}) != e["n_heads"] and f"statistics for {len(rows)} heads",
+                *[w not in info and f"notes lack {w!r}" for w in wanted],
+            ]
+        elif request.api == "steps":
+            image, text = data
+            problems = [not png(image) and "image is not PNG", "softmax" not in text and "no step text",
+                        "d_k" in e and f"d_k = {e['d_k']})" not in text and f"text lacks d_k = {e['d_k']}"]
+        elif request.api == "compare":
+            image, text = data
+            problems = [not png(image) and "image is not PNG",
+                        e["label"] and e["label"] not in text and f"text lacks {e['label']!r}"]
+        elif request.api == "export":
+            items = data[0] if data and isinstance(data[0], list) else []
+            names = sorted(item.get("orig_name", "") for item in items)
+            suffixes = sorted(Path(name).suffix for name in names)
+            stem = f"{e['kind'].replace('.', '_')}_L{e['layer']}_H{e['head']}"
+            problems = [suffixes != [".csv", ".npz", ".png", ".png"] and f"export files {names}",
+                        f"head_{stem}.csv" not in names and f"no head_{stem}.csv"]
+            csv_item = next((item for item in items if str(item.get("orig_name", "")).endswith(".csv")), None)
+            if csv_item is not None:
+                body = self.browser.client.get(csv_item["url"]).content
+                problems.append(not body.startswith(b"query \\ key") and "CSV has no header row")
+        elif request.api == "dk_lab":
+            *images, numbers = data
+            rows = numbers.get("data") if isinstance(numbers, dict) else None
+            problems = [not all(png(i) for i in images) and "images are not PNG",
+                        not rows and "no numbers",
+                        rows and rows[0][3] != f"{e['d_k']} and 1" and f"numbers are for {rows[0][3]!r}"]
+        else:
+            return f"unknown endpoint {request.api}"
+        problems = [p for p in problems if p]
+        return "; ".join(problems) or None
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def send(browser: Browser, request: Request) -> tuple[float, str | None, str | None, dict | None]:
+    """(seconds, error kind or None, error detail, completed message) for one event over the browser protocol."""
+    import httpx
+
+    dep = browser.dependency(request.api)
+    t0 = time.perf_counter()
+    try:
+        seconds, completed = browser.call(dep, request.values, request.trigger)
+        return seconds, None, None, completed
+    except httpx.HTTPStatusError as error:
+        body = error.response.text[:300]
+        kind = "queue_full" if error.response.status_code == 503 and "Queue is full" in body else \
+            f"http_{error.response.status_code}"
+        return time.perf_counter() - t0, kind, body, None
+    except httpx.TimeoutException as error:
+        return time.perf_counter() - t0, "timeout", repr(error), None
+    except httpx.HTTPError as error:
+        return time.perf_counter() - t0, "transport", repr(error), None
+    except RuntimeError as error:  # Browser.call: no process_completed, or success false
+        text = str(error).removeprefix("event failed: ")
+        try:
+            message = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            message = None
+        if isinstance(message, dict) and message.get("success") is False:
+            # None: an exception that was not a gr.Error (its text is hidden from users by show_error=False)
+            return time.perf_counter() - t0, "app_error", repr(message.get("output", {}).get("error")), None
+        return time.perf_counter() - t0, "no_answer", text[:300], None
+
+
+@dataclass
+class Tally:
+    """Everything the clients saw, shared between their threads."""
+
+    pid: int
+    total: int
+    rss_every: int = 50
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    timings: dict[str, Timing] = field(default_factory=lambda: defaultdict(Timing))
+    errors: Counter = field(default_factory=Counter)
+    errors_by_endpoint: Counter = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    done: int = 0
+    correct: int = 0
+    rss: list[dict] = field(default_factory=list)
+
+    def record(self, name: str, seconds: float, error: str | None, detail: str | None) -> None:
+        with self.lock:
+            self.done += 1
+            self.timings[name].samples.append(seconds)
+            if error is None:
+                self.correct += 1
+            else:
+                self.errors[error] += 1
+                self.errors_by_endpoint[f"{name}: {error}"] += 1
+                if len(self.examples.setdefault(error, [])) < 5:
+                    self.examples[error].append(detail or "")
+            if self.done % self.rss_every == 0 or self.done in (100, self.total):
+                try:
+                    self.rss.append({"after": self.done, **rss_kib(self.pid), "t": time.time()})
+                except OSError:  # the app is gone: that shows up as transport errors
+                    pass
+
+
+def client_loop(index: int, base: str, tally: Tally, requests: int, seed: int, deadline: float) -> None:
+    """One page: `requests` events, one at a time, each checked; stops early at the deadline."""
+    rng = random.Random(seed * 1000 + index)
+    client = RecordingClient()
+    try:
+        browser = Browser(client, base)
+        page = Page(browser, rng)
+        for _ in range(requests):
+            if time.monotonic() > deadline:
+                with tally.lock:
+                    tally.errors["deadline"] += 1
+                continue
+            request = page.next_request()
+            client.files.clear()
+            seconds, error, detail, completed = send(browser, request)
+            if error == "app_error":
+                detail = f"{request.name} {detail}; inputs {page.describe(request)}"
+            if error is None:
+                try:
+                    wrong = page.check(request, completed["output"]["data"], client.files)
+                except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a wrong shape
+                    wrong = f"{type(exc).__name__}: {exc}"
+                if wrong:
+                    error, detail = "wrong_answer", f"{request.name}: {wrong}; inputs {page.describe(request)}"
+            elif request.api == "model_controls":  # the browser's chain stops; the sliders keep their old ranges
+                page.then_visualize = False
+                if page.untrained:
+                    page.n_heads = int(page.v("n_heads"))
+            tally.record(request.name, seconds, error, detail)
+    finally:
+        client.close()
+
+
+def run_load(base: str, pid: int, clients: int, requests: int, seed: int = 0, budget_s: float = 1500.0) -> dict:
+    """`clients` threads x `requests` mixed, checked events against the app at `base`; errors, latencies, RSS."""
+    total = clients * requests
+    tally = Tally(pid=pid, total=total)
+    tally.rss.append({"after": 0, **rss_kib(pid), "t": time.time()})
+    deadline = time.monotonic() + budget_s
+    threads = [threading.Thread(target=client_loop, args=(i, base, tally, requests, seed, deadline), daemon=True)
+               for i in range(clients)]
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(1.0, deadline - time.monotonic() + 2 * HTTP_TIMEOUT_S))
+    wall = time.perf_counter() - t0
+    hung = sum(thread.is_alive() for thread in threads)
+    if hung:
+        tally.errors["hung_client"] += hung
+    rss_at = {sample["after"]: sample for sample in tally.rss}
+    after_100 = rss_at.get(100) or min(tally.rss, key=lambda s: abs(s["after"] - 100))
+    last = max(tally.rss, key=lambda s: s["after"])
+    half = min(tally.rss, key=lambda s: abs(s["after"] - total // 2))
+    unexpected = {k: n for k, n in tally.errors.items() if k not in ALLOWED_ERRORS}
+    return {
+        "clients": clients, "requests_per_client": requests, "requests": total, "answered": tally.done,
+        "correct": tally.correct, "wall_s": wall, "throughput_per_s": tally.done / wall if wall else 0.0,
+        "errors": dict(tally.errors), "unexpected_errors": unexpected,
+        "errors_by_endpoint": dict(tally.errors_by_endpoint), "error_examples": tally.examples,
+        "timings": {name: t.to_dict() | {"max_s": max(t.samples)} for name, t in sorted(tally.timings.items())},
+        "all": Timing([s for t in tally.timings.values() for s in t.samples]).to_dict() if tally.done else {},
+        "rss_kib": {"start": tally.rss[0]["VmRSS"], "after_100": after_100["VmRSS"], "after_100_n": after_100["after"],
+                    "after_half": half["VmRSS"], "after_half_n": half["after"],
+                    "after_last": last["VmRSS"], "after_last_n": last["after"], "peak": last.get("VmHWM"),
+                    "growth_100_to_last": last["VmRSS"] - after_100["VmRSS"]},
+        "rss_timeline": [{k: s[k] for k in ("after", "VmRSS")} for s in tally.rss],
+    }
+
+
+def burst(base: str, n: int, timeout_s: float = 180.0) -> dict:
+    """One session joins `n` events back to back: how many hear "Queue is full", then whether all others answer.
+
+    The event is `visualize` with the page's opening values: the run and the head image are cached, so
+    each event costs one grid render (tens of ms) while a join costs a few ms, and the line outgrows the
+    queue's max_size. Bounded: n joins, then the stream is read until every accepted event completed or
+    `timeout_s` passed.
+    """
+    client = RecordingClient()
+    try:
+        browser = Browser(client, base)
+        dep = browser.dependency("visualize")
+        values = browser.initial_inputs(dep)
+        session = uuid.uuid4().hex[:11]
+        accepted, refused, other, messages, statuses = 0, 0, 0, set(), Counter()
+        for _ in range(n):
+            body = {"data": [values[i] for i in dep["inputs"]], "event_data": None, "fn_index": dep["id"],
+                    "trigger_id": None, "session_hash": session}
+            response = client.post(base + API + "/queue/join", json=body)
+            statuses[response.status_code] += 1
+            if response.status_code == 200:
+                accepted += 1
+            elif response.status_code == 503 and "Queue is full" in response.text:
+                refused += 1
+                messages.add(response.json().get("detail", response.text)[:120])
+            else:
+                other += 1
+        completed = failed = 0
+        deadline = time.monotonic() + timeout_s
+        while completed + failed < accepted and time.monotonic() < deadline:
+            with client.stream("GET", base + API + "/queue/data", params={"session_hash": session}) as stream:
+                for line in stream.iter_lines():
+                    if line.startswith("data:"):
+                        message = json.loads(line[5:])
+                        if message.get("msg") == "process_completed":
+                            completed += bool(message.get("success"))
+                            failed += not message.get("success")
+                        if message.get("msg") == "close_stream":
+                            break
+        after = Page(browser, random.Random(0))
+        request = after._dk_lab()
+        client.files.clear()
+        _, error, _, done = send(browser, request)
+        serves_after = error is None and after.check(request, done["output"]["data"], client.files) is None
+        return {"event": dep.get("api_name"), "joined": n, "accepted": accepted, "queue_full": refused,
+                "other_refusals": other, "statuses": dict(statuses), "messages": sorted(messages),
+                "completed": completed, "failed": failed,
+                "serves_after": serves_after}
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------------------- report
+
+
+LABELS = {
+    "visualize:rerun": "visualize, new text or computation control (model reruns)",
+    "visualize:view": "visualize, kind / layer / head / colour (view only)",
+    "model_controls": "model_controls (new model: slider ranges)",
+    "steps": "steps (Figure 2)", "compare": "compare (difference heatmap)", "export": "export (PNG, .npz, CSV)",
+    "dk_lab": "dk_lab (√d_k lab)",
+}
+
+
+def report(result: dict) -> str:
+    """Markdown tables: latency per interaction, errors, memory, the burst."""
+    load_ = result["load"]
+    rows = [[LABELS.get(name, name), t["n"], ms(t["median_s"]), ms(t["p95_s"]), ms(t["max_s"])]
+            for name, t in load_["timings"].items()]
+    if load_["all"]:
+        rows.append(["all requests", load_["all"]["n"], ms(load_["all"]["median_s"]), ms(load_["all"]["p95_s"]), ""])
+    rss = load_["rss_kib"]
+    head = (f"{load_['clients']} clients x {load_['requests_per_client']} requests = {load_['requests']}, "
+            f"{load_['answered']} answered, {load_['correct']} correct, in {load_['wall_s']:.0f} s "
+            f"({load_['throughput_per_s']:.1f} requests/s); latency = join the queue .. last image fetched, "
+            f"queueing included (the app serves one event at a time)")
+    errors = ", ".join(f"{k}: {n}" for k, n in load_["errors"].items()) or "none"
+    lines = [head, "", table(["interaction", "n", "p50 ms", "p95 ms", "max ms"], rows), "",
+             f"errors: {errors}"]
+    for kind, examples in load_["error_examples"].items():
+        for example in examples:
+            lines.append(f"  {kind}: {example[:400]}")
+    lines += ["", table(["app resident memory (VmRSS)", "MiB"], [
+        ["at start (warmed up)", f"{rss['start'] / 1024:.1f}"],
+        [f"after {rss['after_100_n']} requests", f"{rss['after_100'] / 1024:.1f}"],
+        *([[f"after {rss['after_half_n']} requests", f"{rss['after_half'] / 1024:.1f}"]]
+          if rss.get("after_half_n", 0) > rss["after_100_n"] else []),
+        [f"after {rss['after_last_n']} requests", f"{rss['after_last'] / 1024:.1f}"],
+        [f"growth {rss['after_100_n']} -> {rss['after_last_n']}", f"{rss['growth_100_to_last'] / 1024:+.1f}"],
+        ["peak (VmHWM)", f"{(rss['peak'] or 0) / 1024:.1f}"],
+    ])]
+    cache = result.get("gradio_cache")
+    if cache:
+        lines.append(f"\nGradio's file cache: {cache['files']} files, {cache['bytes'] / 2**20:.1f} MiB after the run")
+    b = result.get("burst")
+    if b:
+        lines.append(f"\nburst: {b['joined']} `{b['event']}` joins from one session: {b['accepted']} queued, "
+                     f"{b['queue_full']} refused with HTTP 503 {b['messages']}; {b['completed']} completed, "
+                     f"{b['failed']} failed; a normal request right after: "
+                     f"{'answered' if b['serves_after'] else 'FAILED'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=50, help="per client")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-s", type=float, default=1500.0, help="stop sending new requests after this long")
+    parser.add_argument("--burst", type=int, default=80, help="joins for the queue-full check (0: skip)")
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    if not (1 <= args.clients <= 200 and 1 <= args.requests <= 10_000 and 0 <= args.burst <= 1000):
+        parser.error("clients 1..200, requests 1..10000, burst 0..1000")
+
+    import httpx
+
+    info = machine(threads=1)
+    print(f"# load test: {args.clients} clients x {args.requests} requests (seed {args.seed}); "
+          f"{info['cpu']}, {info['cores']} cores; load average {info['load_at_start']}", flush=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_dir = ROOT / "benchmarks" / "results" / "logs"
+    temp_dir = Path(tempfile.mkdtemp(prefix="attention_viz-load-"))
+    result: dict = {"args": vars(args), "machine": info}
+    try:
+        with launch(log_dir / f"load-{stamp}.log", temp_dir) as server, httpx.Client(timeout=30) as http:
+            result["startup_s"] = server.wait_http(http, timeout_s=300)
+            pid = server.process.pid
+            result["load"] = run_load(server.base, pid, args.clients, args.requests, args.seed, args.budget_s)
+            files, size = folder_bytes(temp_dir)
+            result["gradio_cache"] = {"files": files, "bytes": size}
+            if args.burst:
+                result["burst"] = burst(server.base, args.burst)
+            result["rss_after_burst_kib"] = rss_kib(pid)["VmRSS"]
+            result["app_alive"] = server.process.poll() is None
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    result["load_at_end"] = load()
+    print(report(result), flush=True)
+    out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results"
+    path = write_json(f"load-{stamp}", result, out_dir)
+    print(f"\nresults in {path}")
+    ok = not result["load"]["unexpected_errors"] and result["load"]["correct"] == result["load"]["requests"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

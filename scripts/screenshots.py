@@ -1,0 +1,121 @@
+"""Take the README's screenshots: `python scripts/screenshots.py` writes assets/screenshots/*.png.
+
+Starts `python app.py` on a free loopback port (shipped models), drives Debian's headless Chromium
+through Playwright as a person would, and stops the app (by its own pid) at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 60_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def settle(page: Page) -> None:
+    """Wait until no output is updating, then a little for images to paint."""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=status-tracker]')].every(e => e.classList.contains('hide'))",
+        timeout=TIMEOUT_MS,
+    )
+    page.wait_for_timeout(500)
+
+
+def set_number(page: Page, elem_id: str, value: str) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(value)
+    box.press("Tab")
+
+
+def take(page: Page, url: str, out: Path) -> None:
+    page.goto(url)
+    expect(page.locator("#head_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator("#text input").fill("transformer")
+    page.get_by_label("encoder-decoder attention").check()
+    settle(page)
+    set_number(page, "layer", "1")  # the second layer's cross-attention: reverse's anti-diagonal
+    settle(page)
+    page.screenshot(path=str(out / "transformer.png"), full_page=True)
+
+    page.get_by_label("off (plain q·k)").check()
+    settle(page)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(out / "unscaled.png"))  # the top of the page: output, notes and grid
+    page.get_by_label("1/√d_k (paper)").check()
+    settle(page)
+
+    page.get_by_label("masked decoder self-attention").check()
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    expect(page.locator("#steps_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator("#steps_image").screenshot(path=str(out / "steps.png"))
+
+    page.get_by_role("tab", name="Compare").click()
+    page.get_by_label("encoder-decoder attention").check()
+    expect(page.locator("#compare_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator("#compare_image").screenshot(path=str(out / "compare.png"))
+
+    page.get_by_role("tab", name="√d_k lab").click()
+    expect(page.locator("#lab_sweep img")).to_be_visible(timeout=TIMEOUT_MS)
+    set_number(page, "lab_dk_log", "9")
+    expect(page.locator("#lab_dk input")).to_have_value("512", timeout=TIMEOUT_MS)
+    page.locator("#lab_scaled input[type=checkbox]").uncheck()
+    settle(page)
+    page.screenshot(path=str(out / "lab.png"), full_page=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshots")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                break
+            except OSError:
+                if app.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("app.py did not start") from None
+                time.sleep(0.25)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+            take(page, url, args.out)
+            browser.close()
+    finally:
+        app.terminate()
+        app.wait(timeout=15)
+    for path in sorted(args.out.glob("*.png")):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

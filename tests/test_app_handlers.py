@@ -1,0 +1,219 @@
+"""app.py's handlers called directly, per control: what each returns, what reruns the model, what errors say."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from attention_viz import render
+from attention_viz.session import STAT_HEADERS, UNTRAINED
+from attention_viz.tokenizer import DEFAULT_MAX_LEN
+from attention_viz.views import LAB_HEADERS, grid_cell
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = dict(text="attention", model="reverse/sqrt_dk", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
+            causal_mask=True, padding_mask=True, pad_tokens=0, d_model=64, n_heads=4,
+            kind="encoder.self_attn", layer=0, head=0, colour_scale="absolute")
+SETTINGS_KEYS = list(BASE)[:10]
+
+
+@pytest.fixture(scope="module")
+def app_module():
+    spec = importlib.util.spec_from_file_location("attention_viz_app", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def handlers(app_module, views):
+    return app_module.Handlers(views)
+
+
+def visualize(handlers, **changes):
+    return handlers.visualize(**{**BASE, **changes})
+
+
+def head_args(**changes):
+    values = {**BASE, **changes}
+    return {key: values[key] for key in [*SETTINGS_KEYS, "kind", "layer", "head"]}
+
+
+def test_visualize_returns_every_output(handlers, explorer):
+    grid, head, output, stats, info = visualize(handlers)
+    for image in (grid, head):
+        assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    run = explorer.run(explorer.settings("attention", "reverse/sqrt_dk", 16))
+    assert output == run.output or output.startswith(run.output)
+    assert stats["headers"] == STAT_HEADERS and len(stats["data"]) == 2 * 2  # layers × heads
+    assert "`reverse_dk16_sqrt_dk`" in info and "×1/√16 = 0.25" in info
+
+
+# Controls that change the computation: from a starting point, one change reruns the model and changes the picture.
+UNTRAINED_BASE = {"model": UNTRAINED}
+@pytest.mark.parametrize("start, changes", [
+    ({}, {"text": "transformer"}),
+    ({}, {"model": "copy/none"}),
+    ({}, {"model": UNTRAINED}),
+    ({}, {"d_k": 64}),
+    ({}, {"scale_mode": "none"}),
+    ({}, {"scale_mode": "custom", "custom_factor": 0.01}),
+    ({"kind": "decoder.self_attn"}, {"causal_mask": False}),
+    ({}, {"pad_tokens": 3}),
+    ({"pad_tokens": 3}, {"padding_mask": False}),
+    (UNTRAINED_BASE, {"d_model": 32}),
+    (UNTRAINED_BASE, {"n_heads": 2}),
+    (UNTRAINED_BASE, {"d_k": 300}),
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_computation_controls_rerun_the_model(handlers, explorer, start, changes):
+    before = visualize(handlers, **start)
+    misses = explorer.run.cache_info().misses
+    after = visualize(handlers, **start, **changes)
+    assert explorer.run.cache_info().misses == misses + 1
+    assert not np.array_equal(before[1], after[1]) or not np.array_equal(before[0], after[0])
+
+
+# Controls that only change the view: the picture changes, the model does not rerun.
+@pytest.mark.parametrize("changes", [
+    {"kind": "decoder.self_attn"}, {"kind": "decoder.cross_attn"}, {"layer": 1}, {"head": 1},
+    {"colour_scale": "per_head"},
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_view_controls_only_rerender(handlers, explorer, changes):
+    before = visualize(handlers)
+    misses = explorer.run.cache_info().misses
+    after = visualize(handlers, **changes)
+    assert explorer.run.cache_info().misses == misses
+    assert not np.array_equal(before[1], after[1])
+
+
+def test_custom_factor_matters_only_in_custom_mode(handlers):
+    assert np.array_equal(visualize(handlers, custom_factor=0.5)[1], visualize(handlers)[1])
+    assert not np.array_equal(visualize(handlers, scale_mode="custom", custom_factor=0.5)[1], visualize(handlers)[1])
+
+
+def test_untrained_output_says_it_is_meaningless(handlers):
+    _, _, output, _, info = visualize(handlers, model=UNTRAINED)
+    assert output.startswith("(untrained model: no meaningful output")
+    assert "Untrained model" in info
+
+
+def test_snapped_d_k_is_reported(handlers):
+    info = visualize(handlers, d_k=24.0)[4]  # Gradio sends numbers as floats
+    assert "No trained model with d_k = 24; showing the nearest, d_k = 16." in info
+
+
+def test_model_controls_follow_the_family(handlers):
+    dk_log, d_k, layer, head, untrained_box, scale, note = handlers.model_controls("reverse/sqrt_dk", 20, 1, 1, 4)
+    # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
+    assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
+    assert d_k["value"] == 16 and layer == {"__type__": "update", "maximum": 1, "value": 1, "interactive": True}
+    assert head["maximum"] == 1 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
+    assert note == "Trained d_k: 4, 16, 64."
+    assert handlers.model_controls("copy/none", 16, 0, 0, 4)[5]["value"] == "none"
+    dk_log, d_k, layer, head, untrained_box, scale, note = handlers.model_controls(UNTRAINED, 300, 1, 7, 3)
+    assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
+    assert head["maximum"] == 2 and head["value"] == 2 and untrained_box["visible"] is True
+    head = handlers.model_controls(UNTRAINED, 16, 0, 3, 1)[3]  # one head: Gradio needs minimum < maximum
+    assert (head["maximum"], head["value"], head["interactive"]) == (1, 0, False)
+
+
+def test_grid_click_picks_the_head_under_the_pointer(handlers, explorer):
+    settings = explorer.settings("attention", "reverse/sqrt_dk", 16)
+    shape = explorer.run(settings).weights("decoder.cross_attn").shape
+    layout = render.grid_layout(shape, cell=grid_cell(shape), labels=True)
+    y, x = layout.origin(1, 1)
+    event = gr.SelectData(None, {"index": [x + 2, y + 2], "value": None})
+    assert handlers.grid_click(**head_args(kind="decoder.cross_attn"), evt=event) == (1, 1)
+    margin = gr.SelectData(None, {"index": [0, 0], "value": None})
+    assert handlers.grid_click(**head_args(kind="decoder.cross_attn"), evt=margin) == (gr.skip(), gr.skip())
+
+
+def test_steps_handler(handlers):
+    image, text = handlers.steps(**head_args(kind="decoder.self_attn", layer=1, head=1))
+    assert image.dtype == np.uint8 and image.shape[1] > image.shape[0]  # five panels side by side
+    assert "×0.25" in text and "−∞" in text
+
+
+@pytest.mark.parametrize("comparison", ["scaling", "causal_mask", "padding_mask"])
+def test_compare_handler(handlers, comparison):
+    image, text = handlers.compare(**head_args(kind="decoder.self_attn", pad_tokens=2), comparison=comparison)
+    assert image.dtype == np.uint8
+    assert "Output" in text
+
+
+def test_export_handler_writes_png_npz_csv(handlers, views):
+    paths = [Path(p) for p in handlers.export(**head_args(kind="decoder.cross_attn", layer=1, head=1),
+                                              colour_scale="absolute")]
+    assert sorted(p.suffix for p in paths) == [".csv", ".npz", ".png", ".png"]
+    for path in paths:
+        assert path.is_file() and views.export_root in path.parents
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths if p.suffix == ".png")
+
+
+def test_dk_lab_handler(handlers):
+    histogram, softmax, sweep, numbers = handlers.dk_lab(1024, 32, False)
+    assert all(image.dtype == np.uint8 for image in (histogram, softmax, sweep))
+    assert numbers["headers"] == LAB_HEADERS
+    variance = numbers["data"][0]
+    assert variance[1] == pytest.approx(1024, rel=0.05) and variance[2] == pytest.approx(1, rel=0.05)
+    scaled = handlers.dk_lab(1024, 32, True)
+    assert not np.array_equal(scaled[0], histogram) and not np.array_equal(scaled[1], softmax)
+
+
+def test_refresh_updates_only_the_open_tab(handlers):
+    args = dict(head_args(), comparison="scaling")
+    assert handlers.refresh_tab("heatmaps", **args) == (gr.skip(),) * 4
+    steps = handlers.refresh_tab("steps", **args)
+    assert isinstance(steps[0], np.ndarray) and steps[2:] == (gr.skip(), gr.skip())
+    compare = handlers.refresh_tab("compare", **args)
+    assert compare[:2] == (gr.skip(), gr.skip()) and isinstance(compare[2], np.ndarray)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"text": "x" * 31}, f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}."),
+    ({"text": "naïve"}, "Unknown characters: 'ï'."),
+    ({"text": ""}, "Text is empty"),
+    ({"d_k": math.nan}, "d_k must be a finite number"),
+    ({"d_k": 0}, "d_k must be between 1 and 1024, got 0"),
+    ({"scale_mode": "custom", "custom_factor": math.inf}, "custom scale factor must be a finite number"),
+    ({"pad_tokens": 2.5}, "pad tokens must be a whole number"),
+    ({"causal_mask": "maybe"}, "causal mask must be true or false"),
+    ({"model": "../../etc/passwd"}, "Unknown model"),
+    ({"layer": 2}, "layer must be between 0 and 1, got 2"),
+    ({"head": -1}, "head must be between 0 and 1, got -1"),
+    ({"kind": "self"}, "attention kind must be one of"),
+    ({"colour_scale": "rainbow"}, "colour scale must be one of"),
+])
+def test_bad_inputs_raise_gradio_errors_with_the_message(handlers, changes, message):
+    with pytest.raises(gr.Error) as error:
+        visualize(handlers, **changes)
+    assert message in error.value.message
+
+
+@pytest.mark.parametrize("args, message", [
+    ((0, 32, True), "d_k must be between 1 and 4096"), ((math.nan, 32, True), "d_k must be a finite number"),
+    ((16, 1, True), "number of keys must be between 2 and 1024"), ((16, 32, "perhaps"), "scaled must be true or false"),
+])
+def test_bad_lab_inputs(handlers, args, message):
+    with pytest.raises(gr.Error) as error:
+        handlers.dk_lab(*args)
+    assert message in error.value.message
+
+
+def test_strings_for_booleans_are_coerced(handlers):
+    assert np.array_equal(visualize(handlers, causal_mask="false", kind="decoder.self_attn")[1],
+                          visualize(handlers, causal_mask=False, kind="decoder.self_attn")[1])
+
+
+def test_build_app_names_its_endpoints_and_bounds_its_queue(app_module, explorer):
+    demo = app_module.build_app(explorer, warm=False)
+    endpoints = demo.get_api_info()["named_endpoints"]
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab"}
+    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == list(BASE)
+    assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
+    assert demo._queue.max_size == app_module.QUEUE_SIZE
+    assert demo._queue.default_concurrency_limit == app_module.CONCURRENCY

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_model as load_safetensors_into
-from safetensors.torch import save_model as save_safetensors_from
+from safetensors.torch import save_file
 
 from .config import TransformerConfig
 from .device import resolve_device
@@ -44,7 +44,7 @@ def save_checkpoint(model: Transformer, card: dict, path: str | Path) -> Path:
     card = {**card, "name": stem.name, "config": model.config.to_dict(), "n_params": count_parameters(model)}
     weights, card_path = _file(stem, WEIGHTS_SUFFIX), _file(stem, CARD_SUFFIX)
     partial = _file(stem, ".partial")  # written first, then renamed: a reader never sees half a file
-    save_safetensors_from(model, str(partial), metadata={"format": "pt"})
+    save_file(unique_tensors(model), str(partial), metadata={"format": "pt"})  # one key: the same bytes every time
     os.replace(partial, weights)
     partial.write_text(json.dumps(card, indent=1) + "\n")
     os.replace(partial, card_path)
@@ -109,6 +109,16 @@ def load_model(
         known = ", ".join(card["name"] for card in list_models(folder)) or "none"
         raise ValueError(f"no model named {name!r} in {folder} (known: {known})")
     return load_checkpoint(stem, device)
+
+
+def unique_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each tied tensor kept once, under its alphabetically first name (safetensors' choice)."""
+    state, seen = {}, set()
+    for name, tensor in sorted(model.state_dict().items()):
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            state[name] = tensor.contiguous()
+    return state
 
 
 def count_parameters(model: torch.nn.Module) -> int:

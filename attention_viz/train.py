@@ -35,7 +35,7 @@ class TrainSettings:
     """Everything that decides a training run; two runs with equal settings give equal weights on one device."""
 
     task: str = "reverse"
-    scale: str = "sqrt_dk"       # "sqrt_dk" (the paper) or "none" (plain dot products), used in training and kept in the card
+    scale: str = "sqrt_dk"       # "sqrt_dk" (the paper) or "none" (plain dot products); the card keeps it
     d_k: int = 16                # query/key width per head
     d_v: int = 16                # value width per head
     d_model: int = 64
@@ -77,7 +77,9 @@ def learning_rate(step: int, settings: TrainSettings) -> float:
     return settings.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
 
 
-def sequence_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, label_smoothing: float = 0.0) -> torch.Tensor:
+def sequence_loss(
+    logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, label_smoothing: float = 0.0
+) -> torch.Tensor:
     """Mean cross-entropy over the non-pad target tokens; logits [B, T, V], tgt_out [B, T]."""
     return F.cross_entropy(
         logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing

@@ -31,7 +31,9 @@ class CodeOnUnpickle:
 
 def tiny_model(d_k: int = 8) -> Transformer:
     torch.manual_seed(0)
-    cfg = TransformerConfig.small(vocab_size=99, n_encoder_layers=1, n_decoder_layers=1, d_model=16, d_k=d_k, d_v=4, d_ff=32)
+    cfg = TransformerConfig.small(
+        vocab_size=99, n_encoder_layers=1, n_decoder_layers=1, d_model=16, d_k=d_k, d_v=4, d_ff=32
+    )
     return Transformer(cfg).eval()
 
 
@@ -47,6 +49,14 @@ def test_round_trip_keeps_weights_outputs_and_card(tmp_path):
     src, tgt = torch.randint(4, 99, (2, 5)), torch.randint(4, 99, (2, 4))
     assert torch.equal(model(src, tgt)[0], loaded(src, tgt)[0])
     assert loaded.generator.weight is loaded.src_embed.lookup.weight  # tied embedding survives the round trip
+
+
+def test_saving_twice_writes_the_same_bytes(tmp_path):
+    model = tiny_model()
+    save_checkpoint(model, {"task": "copy", "scale": "sqrt_dk"}, tmp_path / "a")
+    save_checkpoint(model, {"task": "copy", "scale": "sqrt_dk"}, tmp_path / "b")
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    assert not list(tmp_path.glob("*.partial"))
 
 
 def test_pickled_code_is_refused_without_running(tmp_path):

@@ -85,7 +85,7 @@ def test_family_summary_and_figure_cover_every_member():
 
 
 def cross_attention_alignment(model: Transformer, task: str, texts: list[str]) -> float:
-    """How often the last decoder layer's cross-attention (heads averaged) peaks on the source character being written."""
+    """How often the last decoder layer's cross-attention (heads averaged) peaks on the source character written."""
     tokenizer = CharTokenizer(max(len(t) for t in texts))
     batch = make_batch(texts, task, tokenizer)
     with torch.no_grad():

@@ -35,7 +35,10 @@ def test_heldout_is_fixed_and_independent_of_training_streams():
 def test_batch_layout_for_reverse():
     tok = CharTokenizer(max_len=8)
     batch = make_batch(["abc", "x"], "reverse", tok)
-    ids = lambda text: tok.encode(text, add_eos=False).ids
+
+    def ids(text: str) -> list[int]:
+        return tok.encode(text, add_eos=False).ids
+
     assert batch.src.tolist() == [ids("abc") + [EOS_ID], ids("x") + [EOS_ID, PAD_ID, PAD_ID]]
     assert batch.tgt_in.tolist() == [[BOS_ID] + ids("cba"), [BOS_ID] + ids("x") + [PAD_ID, PAD_ID]]
     assert batch.tgt_out.tolist() == [ids("cba") + [EOS_ID], ids("x") + [EOS_ID, PAD_ID, PAD_ID]]

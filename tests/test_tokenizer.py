@@ -30,8 +30,8 @@ def test_round_trip_of_every_printable_character():
 
 def test_unknown_characters_are_reported_not_dropped():
     encoding = CharTokenizer().encode("héllo\tñé")
-    h, l, o = (ord(c) - 32 + 4 for c in "hlo")
-    assert encoding.ids[:-1] == [h, UNK_ID, l, l, o, UNK_ID, UNK_ID, UNK_ID]
+    h, ell, o = (ord(c) - 32 + 4 for c in "hlo")
+    assert encoding.ids[:-1] == [h, UNK_ID, ell, ell, o, UNK_ID, UNK_ID, UNK_ID]
     assert encoding.unknown == ["é", "\t", "ñ"]  # distinct, in order of first appearance
     assert len(encoding.ids) == len("héllo\tñé") + 1
 

@@ -17,7 +17,10 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-TINY = dict(task="copy", d_model=32, d_k=8, d_v=8, n_heads=2, n_layers=1, d_ff=64, max_len=6, batch_size=32, lr=3e-3, warmup=5, heldout_size=100)
+TINY = dict(
+    task="copy", d_model=32, d_k=8, d_v=8, n_heads=2, n_layers=1, d_ff=64, max_len=6,
+    batch_size=32, lr=3e-3, warmup=5, heldout_size=100,
+)
 
 
 def test_a_few_dozen_steps_lower_the_loss():

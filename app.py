@@ -57,7 +57,7 @@ d_k slider moves through."""
 def _picture(caption: str, elem_id: str, **kwargs) -> gr.Image:
     """A PNG image output under a one-line caption (a label drawn on the image would hide its corner)."""
     gr.Markdown(caption)
-    return gr.Image(label=caption.strip("*"), show_label=False, format="png", type="numpy", interactive=False,
+    return gr.Image(label=caption.strip("*"), show_label=False, format="png", type="filepath", interactive=False,
                     elem_id=elem_id, buttons=["download", "fullscreen"], **kwargs)
 
 
@@ -94,7 +94,8 @@ class Handlers:
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
         view = self.views.visualize(settings, kind, layer, head, colour_scale, requested_d_k=d_k)
-        return view.grid, view.head, view.output, {"headers": STAT_HEADERS, "data": view.statistics}, view.info
+        png, table = self.views.png_file, {"headers": STAT_HEADERS, "data": view.statistics}
+        return png(view.grid), png(view.head), view.output, table, view.info
 
     @_user_errors
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -103,7 +104,8 @@ class Handlers:
         """Figure 2 (left) for one head: QKᵀ, scaled, masked, softmax, weights·V."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
-        return self.views.steps(settings, kind, layer, head)
+        image, text = self.views.steps(settings, kind, layer, head)
+        return self.views.png_file(image), text
 
     @_user_errors
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -112,7 +114,8 @@ class Handlers:
         """One head with a switch on minus off ("scaling", "causal_mask" or "padding_mask"), as a difference heatmap."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
-        return self.views.compare(settings, comparison, kind, layer, head)
+        image, text = self.views.compare(settings, comparison, kind, layer, head)
+        return self.views.png_file(image), text
 
     @_user_errors
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -127,7 +130,8 @@ class Handlers:
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):
         """The √d_k lab: q·k histogram against N(0, d_k), one softmax row, curves over d_k, the numbers."""
         view = self.views.dk_lab(d_k, n_keys, scaled)
-        return view.histogram, view.softmax, view.sweep, {"headers": LAB_HEADERS, "data": view.numbers}
+        png = self.views.png_file
+        return png(view.histogram), png(view.softmax), png(view.sweep), {"headers": LAB_HEADERS, "data": view.numbers}
 
     @_user_errors
     def model_controls(self, model: str, d_k: float, layer: float, head: float, n_heads: float):
@@ -185,8 +189,8 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
             with gr.Tab("Transformer", id="transformer"):
                 with gr.Row():
                     with gr.Column(scale=1, min_width=300):
-                        text = gr.Textbox(value=EXAMPLES[0], label=f"Text (1 to {explorer.tokenizer.max_len} printable ASCII characters)",
-                                          max_lines=1, elem_id="text")
+                        text = gr.Textbox(value=EXAMPLES[0], max_lines=1, elem_id="text",
+                                          label=f"Text (1 to {explorer.tokenizer.max_len} printable ASCII characters)")
                         gr.Examples([[e] for e in EXAMPLES], inputs=[text], label="Examples")
                         model = gr.Dropdown(explorer.model_choices, value=model0, label="Model", elem_id="model")
                         with gr.Group(visible=controls0.untrained) as untrained_box:
@@ -266,7 +270,7 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
                 gr.Markdown(FAMILY_TEXT)
                 family = views.family_curves()
                 if family is not None:
-                    gr.Image(family, format="png", interactive=False, show_label=False, elem_id="family")
+                    gr.Image(views.png_file(family), interactive=False, show_label=False, elem_id="family")
                 else:
                     gr.Markdown("*The family's curves appear here once its checkpoints are in `assets/models`.*")
 
@@ -274,12 +278,15 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
         head_inputs = [*settings_inputs, kind, layer, head]
         view_outputs = [grid, head_image, output, stats, info]
         live = dict(trigger_mode="always_last", show_progress="minimal")
+        # Public endpoints take the values as sent: Gradio's own checks would fail on a word where a number
+        # belongs with a message that show_error=False hides; the package checks everything and says why.
+        raw = dict(preprocess=False)
 
         # Every control reruns `visualize`; the run is cached, so view-only controls only re-render.
         shown = gr.on(
             [text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
              d_model.release, kind.change, layer.release, head.release, colour.change],
-            handlers.visualize, [*head_inputs, colour], view_outputs, api_name="visualize", **live,
+            handlers.visualize, [*head_inputs, colour], view_outputs, api_name="visualize", **live, **raw,
         )
         refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison],
                        outputs=[steps_image, steps_text, compare_image, compare_text], api_visibility="private")
@@ -299,15 +306,15 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
         for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                           (tab_export, "export")):
             tab.select(lambda name=name: name, None, active, api_visibility="private", queue=False)
-        tab_steps.select(handlers.steps, head_inputs, [steps_image, steps_text], api_name="steps")
+        tab_steps.select(handlers.steps, head_inputs, [steps_image, steps_text], api_name="steps", **raw)
         compare_inputs = [*head_inputs, comparison]
-        comparison.change(handlers.compare, compare_inputs, [compare_image, compare_text], api_name="compare")
+        comparison.change(handlers.compare, compare_inputs, [compare_image, compare_text], api_name="compare", **raw)
         tab_compare.select(handlers.compare, compare_inputs, [compare_image, compare_text], api_visibility="private")
-        export_button.click(handlers.export, [*head_inputs, colour], files, api_name="export")
+        export_button.click(handlers.export, [*head_inputs, colour], files, api_name="export", **raw)
 
         lab_inputs, lab_outputs = [lab_dk, lab_keys, lab_scaled], [lab_histogram, lab_softmax, lab_sweep, lab_numbers]
         gr.on([lab_dk.change, lab_keys.release, lab_scaled.change], handlers.dk_lab, lab_inputs, lab_outputs,
-              api_name="dk_lab", **live)
+              api_name="dk_lab", **live, **raw)
         lab_dk_log.release(None, lab_dk_log, lab_dk, js="(x) => Math.round(2 ** x)", api_visibility="private")
         lab_dk.input(None, lab_dk, lab_dk_log, js="(d) => Math.log2(Math.max(1, d))", api_visibility="private")
 
@@ -319,7 +326,8 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
 def main() -> None:
     """Start the server: host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)."""
     torch.set_num_threads(1)  # the event loop and PNG encoding share the cores; one thread answers fastest
-    build_app().launch(show_error=False, footer_links=["api"])  # show_error=False: no internal text reaches users
+    # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores none.
+    build_app().launch(show_error=False, max_file_size=0, footer_links=["api"])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import csv
 import functools
 import io
 import json
+import logging
 import math
 import threading
 from collections.abc import Sequence
@@ -25,13 +26,15 @@ import numpy as np
 import torch
 
 from .attention import MultiHeadAttention, Scale, attention_steps, scale_factor
-from .checkpoints import list_models, load_model
+from .checkpoints import UnsafeCheckpointError, list_models, load_model
 from .config import TransformerConfig
 from .inputs import check_bool, check_choice, check_float, check_int, check_text
 from .maps import KINDS, head_statistics
 from .model import Transformer
 from .tasks import target
 from .tokenizer import DEFAULT_MAX_LEN, CharTokenizer
+
+logger = logging.getLogger(__name__)
 
 UNTRAINED = "untrained"
 SCALE_MODES = {"sqrt_dk": "1/√d_k (paper)", "none": "off (plain q·k)", "custom": "custom factor"}
@@ -333,7 +336,15 @@ class Explorer:
 
     def _load_checkpoint(self, name: str) -> tuple[Transformer, dict]:
         with self._build_lock:
-            return load_model(name, device=self.device, directory=self.models_dir)
+            try:
+                return load_model(name, device=self.device, directory=self.models_dir)
+            except (OSError, ValueError) as error:  # the full reason, with server paths, goes to the log only
+                logger.error("loading checkpoint %r failed: %s", name, error)
+                if isinstance(error, UnsafeCheckpointError):
+                    raise UnsafeCheckpointError(
+                        f"The model {name!r} was refused: its weights are not a safetensors file."
+                    ) from None
+                raise ValueError(f"The model {name!r} could not be loaded; its checkpoint may be damaged.") from None
 
     def _build_untrained(self, d_model: int, n_heads: int, d_k: int) -> Transformer:
         with self._build_lock:  # fork_rng touches the global generator: one build at a time

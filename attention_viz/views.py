@@ -9,10 +9,13 @@ most one figure and never reruns the model.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import os
 import shutil
 import tempfile
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +45,7 @@ LAB_SAMPLES = 20_000
 LAB_SEED = 0
 GRID_WIDTH = 900            # pixels the grid of every head is scaled to, about
 KEPT_EXPORTS = 32           # export folders kept on disk; older ones are deleted
+KEPT_PNGS = 512             # image files kept for the app to serve (content-named; a few MB at most)
 
 
 @dataclass(frozen=True)
@@ -107,11 +111,39 @@ class Views:
         self._sweep_image = functools.lru_cache(maxsize=image_cache_size // 2)(self._render_sweep)
         self._exports = tempfile.TemporaryDirectory(prefix="attention_viz-exports-")
         self._export_dirs: deque[Path] = deque()
+        self._pngs: OrderedDict[str, Path] = OrderedDict()  # content hash -> file, least recently used first
+        self._png_lock = threading.Lock()
 
     @property
     def export_root(self) -> Path:
         """The temporary folder this server writes exports to (removed when the Views is collected)."""
         return Path(self._exports.name)
+
+    def png_file(self, image: np.ndarray) -> str:
+        """The image as a PNG file named by its content, written once and atomically; its path, for the app.
+
+        Gradio writes a returned array to its cache under a content hash each time, truncating the file in
+        place, so two users shown the same image can race and one download finds it empty. A path is copied
+        once (written aside, then renamed) and never rewritten; it also saves re-encoding cached images.
+        """
+        pixels = np.ascontiguousarray(image)
+        digest = hashlib.blake2b(pixels.tobytes(), digest_size=16)
+        digest.update(repr((pixels.shape, pixels.dtype.str)).encode())
+        name = digest.hexdigest()
+        with self._png_lock:
+            if name in self._pngs:
+                self._pngs.move_to_end(name)
+                return str(self._pngs[name])
+        path = self.export_root / "images" / f"{name}.png"
+        path.parent.mkdir(exist_ok=True)
+        staging = path.with_name(f".{name}.{threading.get_ident()}.tmp")
+        staging.write_bytes(render.array_to_png(pixels))
+        os.replace(staging, path)  # atomic: a reader sees the whole file or none
+        with self._png_lock:
+            self._pngs[name] = path
+            while len(self._pngs) > KEPT_PNGS:
+                self._pngs.popitem(last=False)[1].unlink(missing_ok=True)
+        return str(path)
 
     # ------------------------------------------------------------------ transformer view
 

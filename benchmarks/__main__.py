@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> dict:
     for device in devices:
         label = "CPU" if device.type == "cpu" else f"GPU ({torch.cuda.get_device_name(0)})"
         if "kernel" in args.only:
-            section(f"Kernel, {label}", f"kernel_{device.type}", lambda: kernel.run(device, args.quick), kernel.report)
+            section(f"Kernel, {label}", f"kernel_{device.type}", lambda d=device: kernel.run(d, args.quick), kernel.report)
         if "model" in args.only:
-            section(f"Model, {label}", f"model_{device.type}", lambda: model.run(device, args.quick), model.report)
+            section(f"Model, {label}", f"model_{device.type}", lambda d=device: model.run(d, args.quick), model.report)
     if cuda_wanted and not torch.cuda.is_available():
         print("\n## Kernel and model, GPU\n\nno CUDA device: skipped")
         results["sections"]["gpu"] = {"skipped": "no CUDA device"}

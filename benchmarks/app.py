@@ -28,6 +28,8 @@ import uuid
 from itertools import product
 from pathlib import Path
 
+import httpx
+
 from .common import Timing, load, ms, table
 from .model import app_default_config
 
@@ -62,10 +64,11 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the app exited with {self.process.returncode}; see {self.log}")
             try:
-                if client.get(self.base + "/").status_code == 200:
-                    return time.perf_counter() - self.started
-            except Exception:  # not listening yet
-                pass
+                ready = client.get(self.base + "/").status_code == 200
+            except httpx.TransportError:  # not listening yet
+                ready = False
+            if ready:
+                return time.perf_counter() - self.started
             time.sleep(0.02)
         raise TimeoutError(f"no HTTP 200 from {self.base} in {timeout_s} s; see {self.log}")
 
@@ -79,7 +82,7 @@ class Server:
                 self.process.wait()
         self._log_file.close()
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -146,8 +149,6 @@ def cold_start(client, log_dir: Path) -> dict:
 
 def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None = None, text_length: int | None = None) -> dict:
     """Cold starts, then interleaved rounds of floor / rerun / view against one server."""
-    import httpx
-
     from attention_viz.tokenizer import DEFAULT_MAX_LEN
 
     text_length = text_length or DEFAULT_MAX_LEN  # the longest text the app accepts

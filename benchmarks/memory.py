@@ -118,7 +118,7 @@ def run(
     for model in models:
         for n in lengths:
             cmd = [sys.executable, "-m", "benchmarks.memory", "--child", model, str(n), str(threads)]
-            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+            done = subprocess.run(cmd, check=False, cwd=ROOT, capture_output=True, text=True, timeout=600)
             if done.returncode != 0:
                 rows.append({"model": model, "n": n, "error": (done.stderr.strip().splitlines() or ["killed"])[-1:]})
                 continue

@@ -96,9 +96,10 @@ def test_dk_lab(client):
     ({"text": "x" * 31}, f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}."),
     ({"text": "x" * 100_000}, f"Text is 100000 characters; the maximum is {DEFAULT_MAX_LEN}."),
     ({"text": "héllo 😀"}, "Unknown characters: 'é', '😀'."),
-    ({"layer": 5}, "Value 5 is greater than maximum value 1."),  # Gradio's own slider check
-    ({"head": 9}, "head must be between 0 and 3, got 9"),  # within the sliders' bounds, beyond this model's 4 heads
-    ({"model": "../../etc/passwd"}, "not in the list of choices"),
+    ({"layer": 5}, "layer must be between 0 and 1, got 5"),
+    ({"head": 9}, "head must be between 0 and 3, got 9"),
+    ({"d_k": "sixteen"}, "d_k must be a whole number, got 'sixteen'"),
+    ({"model": "../../etc/passwd"}, "Unknown model '../../etc/passwd'"),
     ({"d_k": 1024, "n_heads": 16}, "heads × d_k is 16 × 1024 = 16384"),
 ])
 def test_bad_inputs_get_a_clear_error_and_the_app_keeps_serving(client, changes, message):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from attention_viz.maps import KINDS
+from attention_viz.checkpoints import UnsafeCheckpointError
 from attention_viz.inputs import check_bool, check_choice, check_float, check_int, check_text
 from attention_viz.session import MAX_HEAD_WIDTH, UNTRAINED, Explorer
 from attention_viz.tasks import target
@@ -320,3 +321,21 @@ def test_csv_export_of_one_head(explorer):
     assert [row[0] for row in rows[1:]] == [f"{i}:{t}" for i, t in enumerate(queries)]
     values = np.array([[float(v) for v in row[1:]] for row in rows[1:]])
     np.testing.assert_allclose(values, run.head("decoder.cross_attn", 1, 2), atol=1e-6)
+
+
+@pytest.mark.parametrize("weights, error_type, message", [
+    (b"\x80\x04 not a safetensors file, maybe a pickle", UnsafeCheckpointError,
+     "The model 'copy_dk16_none' was refused: its weights are not a safetensors file."),
+    (None, ValueError, "The model 'copy_dk16_none' could not be loaded; its checkpoint may be damaged."),
+])
+def test_a_damaged_checkpoint_is_refused_without_naming_server_paths(models_dir, tmp_path, one_thread, weights,
+                                                                    error_type, message):
+    for suffix in (".json", ".safetensors"):
+        (tmp_path / f"copy_dk16_none{suffix}").write_bytes((models_dir / f"copy_dk16_none{suffix}").read_bytes())
+    if weights is None:  # a valid safetensors file of another model: the card's config does not describe it
+        weights = (models_dir / "reverse_dk64_sqrt_dk.safetensors").read_bytes()
+    (tmp_path / "copy_dk16_none.safetensors").write_bytes(weights)
+    explorer = Explorer(tmp_path)
+    with pytest.raises(error_type) as error:
+        explorer.run(explorer.settings("abc", "copy/none", 16))
+    assert str(error.value) == message

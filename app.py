@@ -8,6 +8,7 @@ and texts, and every handler turns the package's ValueError into a gr.Error the 
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 
@@ -30,7 +31,7 @@ from attention_viz.session import (
 from attention_viz.views import COLOUR_SCALES, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS_RANGE, Views
 
 QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
-CONCURRENCY = 1            # one event at a time: the model and the renderer share 2 cores
+CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...) at a time; the cores are shared
 EXAMPLES = ["attention", "transformer", "hello", "softmax", "abcdefghij", "queries"]
 DEFAULT_KEYS = 32
 
@@ -323,11 +324,21 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)
 
 
+def limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's per-thread malloc arenas: each Gradio worker thread would otherwise keep its own (~100 MB under load)."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-8, arenas)  # -8 is M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass  # not glibc (macOS, musl): nothing to cap
+
+
 def main() -> None:
     """Start the server: host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)."""
     torch.set_num_threads(1)  # the event loop and PNG encoding share the cores; one thread answers fastest
-    # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores none.
-    build_app().launch(show_error=False, max_file_size=0, footer_links=["api"])
+    limit_malloc_arenas()
+    # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
+    # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
+    build_app().launch(show_error=False, max_file_size=0, share=False, footer_links=["api"])
 
 
 if __name__ == "__main__":

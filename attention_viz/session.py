@@ -244,7 +244,7 @@ class Explorer:
         self.families = {family.key: family for family in model_families(list(self.cards.values()))}
         self._build_lock = threading.Lock()
         self._checkpoint = functools.lru_cache(maxsize=None)(self._load_checkpoint)
-        self._untrained = functools.lru_cache(maxsize=4)(self._build_untrained)
+        self._untrained = functools.lru_cache(maxsize=2)(self._build_untrained)  # up to ~100 MB each at the largest sizes
         self.run = functools.lru_cache(maxsize=run_cache_size)(self._run)
 
     # -- choices

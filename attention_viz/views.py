@@ -99,10 +99,10 @@ class Views:
     Args:
         explorer: the runs and models (created once at start-up).
         image_cache_size: rendered images kept per kind of figure (a head image is up to ~2.4 MB, so the
-            default bounds the caches to about 200 MB).
+            default bounds the caches to about 40 MB; the PNG files the app serves are kept apart).
     """
 
-    def __init__(self, explorer: Explorer, image_cache_size: int = 48) -> None:
+    def __init__(self, explorer: Explorer, image_cache_size: int = 8) -> None:
         self.explorer = explorer
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
         self._histogram = functools.lru_cache(maxsize=image_cache_size)(self._render_histogram)

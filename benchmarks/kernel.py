@@ -37,7 +37,7 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[
 
 
 def mm_peak(device: torch.device, size: int = 2048, rounds: int = 7) -> dict:
-    """GFLOP/s of a square fp32 torch.mm: the physical limit every other number is compared with."""
+    """GFLOP/s of a square fp32 torch.mm (median and best sample): the physical limit the others are compared with."""
     a, b = torch.randn(2, size, size, device=device).unbind(0)
     sync = torch.cuda.synchronize if device.type == "cuda" else None
     t = interleaved({"mm": lambda: torch.mm(a, b)}, rounds=rounds, sample_s=0.05, sync=sync)["mm"]
@@ -94,14 +94,18 @@ def run(device: torch.device, quick: bool = False, sizes: tuple[int, ...] | None
     """The kernel table for `device`: one row per sequence length."""
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
     rounds = rounds or (5 if quick else 15)
-    peak = mm_peak(device, size=512 if quick else 2048, rounds=min(rounds, 7))
+    size = 512 if quick else 2048
+    before = mm_peak(device, size=size, rounds=min(rounds, 7))
     rows = [bench_size(n, device, rounds=rounds, budget_s=2 if quick else 25) for n in sizes]
+    after = mm_peak(device, size=size, rounds=min(rounds, 7))
+    peak = max(before, after, key=lambda p: p["best_gflops"])  # the machine's best: it drifts on a shared host
+    peak = {**peak, "gflops_before": before["best_gflops"], "gflops_after": after["best_gflops"]}
     return {"device": str(device), "heads": HEADS, "d_k": D_K, "mm_peak": peak, "sizes": rows}
 
 
 def report(result: dict) -> str:
     """Two Markdown tables: times per candidate, then ratios, throughput and bytes."""
-    peak = result["mm_peak"]["gflops"]
+    peak = result["mm_peak"]["best_gflops"]
     times, ratios = [], []
     for row in result["sizes"]:
         t = {name: row["timings"][name]["median_s"] for name in CANDIDATES}
@@ -120,7 +124,7 @@ def report(result: dict) -> str:
         ])
     head = (
         f"Kernel on {result['device']}: h={result['heads']}, d_k={result['d_k']}, batch 1, no mask; "
-        f"medians in ms; torch.mm {result['mm_peak']['size']}² peak {peak:.0f} GFLOP/s"
+        f"medians in ms; torch.mm {result['mm_peak']['size']}² peak {peak:.0f} GFLOP/s (best of the runs before and after)"
     )
     t1 = table(["n", "sdpa (no weights)", "ours", "naive", "ours MHA", "nn.MHA weights", "nn.MHA no weights"], times)
     t2 = table(

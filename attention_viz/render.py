@@ -1,194 +1,39 @@
-"""Pictures of attention: a fast numpy grid of every head, and detailed matplotlib views.
+"""Detailed figures of attention, drawn with matplotlib: Figure 2's steps, differences, the √d_k lab.
 
-No pyplot: every figure is a `matplotlib.figure.Figure` drawn on the Agg canvas, so nothing
-is left open between calls and two users never share a figure. Weights use one colormap
-(viridis, fixed 0 → 1) across the app; signed quantities a diverging one centred at 0;
-masked positions are grey.
+The images redrawn on every interaction (the grid of every head, one head in detail) are in
+raster.py; these are the views that need axes, legends and curves. No pyplot: every figure is a
+`matplotlib.figure.Figure` drawn on the Agg canvas, so nothing is left open between calls and two
+users never share a figure. Weights use viridis, fixed 0 → 1; signed quantities a diverging map
+centred at 0; masked positions are grey.
 
-Axes: L layers, H heads, Q query positions, K key positions.
+Axes: Q query positions, K key positions.
 """
 
 from __future__ import annotations
 
-import io
+import functools
 import math
-import numbers
-from dataclasses import dataclass
-from functools import lru_cache
 
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
-from matplotlib.colors import Colormap, Normalize, to_rgb
+from matplotlib.colors import Colormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath
 from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import Affine2D
-from PIL import Image, ImageDraw, ImageFont
 
 from attention_viz.lab import Sweep, entropy
+from attention_viz.raster import MAX_TICK_LABELS, WEIGHT_CMAP, array_to_png, as_matrix, cell_labels, display_token
 
-WEIGHT_CMAP = "viridis"  # attention weights, 0 → 1
 SIGNED_CMAP = "RdBu_r"  # logits and differences, symmetric about 0
-MASKED_COLOR = "#c8c8c8"  # masked positions and non-finite values
-GAP_COLOR = (255, 255, 255)
-LABEL_MARGIN = (14, 24)  # (top, left) pixels taken by grid labels "H0" / "L0"
-MAX_GRID_WIDTH = 1024  # automatic cell size keeps the grid about this wide
-MAX_GRID_PIXELS = 25_000_000  # ~75 MB of RGB: beyond this, show fewer heads or a smaller cell
-MAX_CELL = 8
-ANNOTATE_MAX = 24  # head_figure writes values in cells up to 24 × 24
+MASKED_COLOR = "#c8c8c8"  # masked positions and non-finite values (raster.MASKED_RGB)
+ANNOTATE_MAX = 24  # difference_figure writes values in cells up to 24 × 24
 STEPS_ANNOTATE_MAX = 10  # steps_figure, five panels, up to 10 × 10
-MAX_TICK_LABELS = 40
 UNSCALED_COLOR, SCALED_COLOR = "tab:red", "tab:blue"
 CELL_VALUES_GID = "cell-values"  # gid of the PathCollection holding the values written in cells
-
-
-# ---------------------------------------------------------------------------- grid
-
-
-@lru_cache(maxsize=16)
-def colormap_lut(cmap: str = WEIGHT_CMAP) -> np.ndarray:
-    """Read-only [256, 3] uint8 table: row i is the colour of value i/255."""
-    if cmap not in matplotlib.colormaps:
-        raise ValueError(f"unknown colormap {cmap!r}")
-    rgba = matplotlib.colormaps[cmap](np.linspace(0.0, 1.0, 256))  # (256, 4) floats in [0, 1]
-    lut = np.rint(rgba[:, :3] * 255).astype(np.uint8)
-    lut.setflags(write=False)
-    return lut
-
-
-@dataclass(frozen=True)
-class GridLayout:
-    """Pixel geometry of grid_image: layer rows × head columns, tiles split by gap pixels."""
-
-    n_layers: int
-    n_heads: int
-    n_q: int
-    n_k: int
-    cell: int  # pixels per weight, each way
-    gap: int  # pixels between tiles
-    top: int  # label margin above the tiles
-    left: int  # label margin left of the tiles
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """(height, width, 3) of the image."""
-        height = self.top + self.n_layers * (self.n_q * self.cell + self.gap) - self.gap
-        width = self.left + self.n_heads * (self.n_k * self.cell + self.gap) - self.gap
-        return height, width, 3
-
-    def origin(self, layer: int, head: int) -> tuple[int, int]:
-        """(y, x) pixel of the top-left corner of one head's tile."""
-        y = self.top + layer * (self.n_q * self.cell + self.gap)
-        return y, self.left + head * (self.n_k * self.cell + self.gap)
-
-    def head_at(self, x: int, y: int) -> tuple[int, int] | None:
-        """(layer, head) under pixel (x, y), e.g. a click on the image; None in gaps and margins."""
-        layer, dy = divmod(y - self.top, self.n_q * self.cell + self.gap)
-        head, dx = divmod(x - self.left, self.n_k * self.cell + self.gap)
-        inside = 0 <= layer < self.n_layers and 0 <= head < self.n_heads
-        return (layer, head) if inside and dy < self.n_q * self.cell and dx < self.n_k * self.cell else None
-
-
-def _to_numpy(values) -> np.ndarray:
-    """A numpy array from an array-like or a torch tensor (detached, on the CPU), without importing torch."""
-    if hasattr(values, "detach"):
-        values = values.detach().cpu().numpy()
-    return np.asarray(values)
-
-
-def _as_grid(weights: np.ndarray) -> np.ndarray:
-    """Weights as float [L, H, Q, K]; [H, Q, K] is one layer and [Q, K] one head."""
-    w = _to_numpy(weights).astype(np.float32)
-    return w.reshape((1,) * (4 - w.ndim) + w.shape)
-
-
-def grid_layout(shape: tuple[int, ...], cell: int | None = None, gap: int = 2, labels: bool = False) -> GridLayout:
-    """Geometry for weights of this shape; cell=None picks 1-8 px so the grid is ≤ ~1024 px wide."""
-    if not 2 <= len(shape) <= 4 or 0 in shape:
-        raise ValueError(f"weights must be [layers, heads, Q, K], [heads, Q, K] or [Q, K], got {tuple(shape)}")
-    n_layers, n_heads, n_q, n_k = (1,) * (4 - len(shape)) + tuple(shape)
-    if cell is None:
-        cell = min(MAX_CELL, max(1, MAX_GRID_WIDTH // (n_heads * n_k)))
-    for name, value, low in (("cell", cell, 1), ("gap", gap, 0)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= 64:
-            raise ValueError(f"{name} must be an integer in [{low}, 64], got {value!r}")
-    top, left = LABEL_MARGIN if labels else (0, 0)
-    layout = GridLayout(n_layers, n_heads, n_q, n_k, int(cell), int(gap), top, left)
-    if layout.shape[0] * layout.shape[1] > MAX_GRID_PIXELS:
-        raise ValueError(
-            f"a {layout.shape[0]} × {layout.shape[1]} pixel grid is too large "
-            f"(max {MAX_GRID_PIXELS:,} pixels): show fewer layers or heads, or use a smaller cell"
-        )
-    return layout
-
-
-def grid_image(
-    weights: np.ndarray,
-    cell: int | None = None,
-    gap: int = 2,
-    cmap: str = WEIGHT_CMAP,
-    per_head_max: bool = False,
-    labels: bool = False,
-) -> np.ndarray:
-    """Every head of one attention kind as one RGB image: layer rows × head columns.
-
-    Args:
-        weights: [layers, heads, Q, K] in [0, 1] (values outside are clipped; NaN is grey).
-            [heads, Q, K] and [Q, K] are read as one layer / one head.
-        cell: pixels per weight; None fits the grid to about 1024 px wide (1 to 8).
-        gap: white pixels between tiles.
-        cmap: matplotlib colormap name; colour runs over 0 → 1.
-        per_head_max: stretch each head's colours to 0 → its own max weight.
-        labels: write "L0".. left of the rows and "H0".. above the columns (adds LABEL_MARGIN).
-
-    Shape: returns uint8 [height, width, 3] with height, width = grid_layout(...).shape[:2].
-    """
-    layout = grid_layout(np.shape(weights), cell, gap, labels)  # checks the size before any copy
-    w = _as_grid(weights)  # (L, H, Q, K)
-    if per_head_max:
-        peak = np.where(np.isnan(w), 0.0, w).max(axis=(2, 3), keepdims=True)  # (L, H, 1, 1)
-        w = w / np.where(peak > 0, peak, 1.0)
-    index = np.clip(w * 255.0 + 0.5, 0.0, 255.0, out=np.zeros_like(w), where=~np.isnan(w))
-    index = index.astype(np.uint8).transpose(0, 2, 1, 3)  # (L, Q, H, K)
-    c, g = layout.cell, layout.gap
-    index = index.repeat(c, axis=1).repeat(c, axis=3)  # (L, Q·c, H, K·c)
-    n_l, qc, n_h, kc = index.shape
-    tiles = np.empty((n_l, qc + g, n_h, kc + g, 3), dtype=np.uint8)  # each tile padded by the gap
-    tiles[...] = GAP_COLOR
-    tiles[:, :qc, :, :kc] = colormap_lut(cmap)[index]
-    if np.isnan(w).any():
-        nan = np.isnan(w).transpose(0, 2, 1, 3).repeat(c, axis=1).repeat(c, axis=3)
-        tiles[:, :qc, :, :kc][nan] = np.rint(np.array(to_rgb(MASKED_COLOR)) * 255)
-    body = tiles.reshape(n_l * (qc + g), n_h * (kc + g), 3)[: n_l * (qc + g) - g, : n_h * (kc + g) - g]
-    if not labels:
-        return np.ascontiguousarray(body)
-    image = np.full(layout.shape, 255, dtype=np.uint8)
-    image[layout.top :, layout.left :] = body
-    return _draw_grid_labels(image, layout)
-
-
-def _draw_grid_labels(image: np.ndarray, layout: GridLayout) -> np.ndarray:
-    """Write "L<i>" beside each layer row and "H<j>" above each head column."""
-    canvas = Image.fromarray(image)
-    draw = ImageDraw.Draw(canvas)
-    font = ImageFont.load_default(size=11)
-    for layer in range(layout.n_layers):
-        y, _ = layout.origin(layer, 0)
-        draw.text((1, y), f"L{layer}", fill=(0, 0, 0), font=font)
-    for head in range(layout.n_heads):
-        _, x = layout.origin(0, head)
-        draw.text((x, 0), f"H{head}", fill=(0, 0, 0), font=font)
-    return np.array(canvas)  # a writable copy
-
-
-def array_to_png(image: np.ndarray, compress_level: int = 1) -> bytes:
-    """PNG bytes of a uint8 [height, width, 3] image (lossless: heatmap edges stay sharp)."""
-    buffer = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="png", compress_level=compress_level)
-    return buffer.getvalue()
 
 
 def figure_to_array(fig: Figure) -> np.ndarray:
@@ -206,20 +51,13 @@ def figure_to_png(fig: Figure, compress_level: int = 1) -> bytes:
 # ------------------------------------------------------------------------ heatmaps
 
 
-def _display_token(token: str) -> str:
-    """A token as a visible, literal tick label (spaces as ␣, no mathtext)."""
-    token = str(token)
-    shown = {" ": "␣", "": "∅", "\n": "↵", "\t": "⇥"}.get(token, token)
-    return shown.replace("$", r"\$")
-
-
 def _token_ticks(ax, axis: str, tokens: list[str], n: int) -> None:
     """Label positions 0..n-1 of the x or y axis with tokens (every k-th when there are many)."""
     if len(tokens) != n:
         raise ValueError(f"{n} positions on the {axis} axis but {len(tokens)} tokens")
     step = math.ceil(n / MAX_TICK_LABELS)
     positions = list(range(0, n, step))
-    labels = [_display_token(tokens[i]) for i in positions]
+    labels = [display_token(tokens[i]).replace("$", r"\$") for i in positions]  # no mathtext
     size = 9 if n <= 16 else 8 if n <= 32 else 7
     if axis == "x":
         rotate = 90 if max(map(len, labels)) > 2 else 0
@@ -228,25 +66,7 @@ def _token_ticks(ax, axis: str, tokens: list[str], n: int) -> None:
         ax.set_yticks(positions, labels, fontsize=size)
 
 
-def _as_matrix(values: np.ndarray, name: str) -> np.ndarray:
-    """values as float64 [rows, cols], dropping leading axes of size 1."""
-    m = _to_numpy(values).astype(np.float64)
-    while m.ndim > 2 and m.shape[0] == 1:
-        m = m[0]
-    if m.ndim != 2:
-        raise ValueError(f"{name} must be a [Q, K] matrix (select one batch item and head), got {m.shape}")
-    return m
-
-
-def cell_labels(values: np.ndarray, fmt: str) -> np.ndarray:
-    """The text written in each cell: values formatted with fmt (minus as −), "−∞" for −∞, "" for NaN."""
-    def label(v: float) -> str:
-        return "−∞" if v == -np.inf else format(v, fmt).replace("-", "−") if np.isfinite(v) else ""
-
-    return np.array([label(v) for v in np.ravel(values)], dtype=object).reshape(np.shape(values))
-
-
-@lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)
 def _glyphs(text: str, size: float) -> Path:
     """text as a vector path in points, centred on (0, 0)."""
     path = TextPath((0.0, 0.0), text, size=size)
@@ -314,32 +134,6 @@ def _matrix_figure(m, query_tokens, key_tokens, title, annotate, cmap_name, norm
     return fig
 
 
-def head_figure(
-    weights: np.ndarray,
-    query_tokens: list[str],
-    key_tokens: list[str],
-    title: str,
-    annotate: bool | None = None,
-    mask: np.ndarray | None = None,
-    per_head_max: bool = False,
-) -> Figure:
-    """One head's weights [Q, K] with tokens on both axes, a colorbar and, when small, values in cells.
-
-    Args:
-        weights: [Q, K] attention weights in [0, 1] (leading axes of size 1 are dropped).
-        annotate: write each weight in its cell; None does so up to 24 × 24.
-        mask: optional bool [Q, K] in the package's convention, True = may attend; the
-            blocked positions (False) are drawn grey, without a value.
-        per_head_max: colours run 0 → this head's max instead of 0 → 1.
-    """
-    w = _as_matrix(weights, "weights")  # (Q, K)
-    if mask is not None:
-        w = np.where(np.broadcast_to(_to_numpy(mask).astype(bool), w.shape), w, np.nan)
-    peak = float(np.nanmax(w)) if np.isfinite(w).any() else 0.0
-    norm = Normalize(0.0, peak if per_head_max and peak > 0 else 1.0)
-    return _matrix_figure(w, query_tokens, key_tokens, title, annotate, WEIGHT_CMAP, norm, ".2f", "attention weight")
-
-
 def difference_figure(
     a: np.ndarray,
     b: np.ndarray,
@@ -349,7 +143,7 @@ def difference_figure(
     annotate: bool | None = None,
 ) -> Figure:
     """a − b for two [Q, K] maps, diverging colours centred at 0 with symmetric limits ±max|a − b|."""
-    a, b = _as_matrix(a, "a"), _as_matrix(b, "b")
+    a, b = as_matrix(a, "a"), as_matrix(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
     diff = a - b  # (Q, K)
@@ -383,7 +177,7 @@ def steps_figure(
     The logit panels share one symmetric colour scale and colorbar, so the scale's shrinking
     of the logits shows; masked cells are grey (−∞ written in them), in the softmax panel too.
     """
-    panels = [(key, name, _as_matrix(steps[key], key)) for key, name in STEPS if key in steps]
+    panels = [(key, name, as_matrix(steps[key], key)) for key, name in STEPS if key in steps]
     if not panels:
         raise ValueError(f"steps has none of the keys {[key for key, _ in STEPS]}")
     n_q = len(query_tokens)
@@ -394,7 +188,7 @@ def steps_figure(
         annotate = max(n_q, len(key_tokens)) <= STEPS_ANNOTATE_MAX
     finite = [m[np.isfinite(m)] for key, _, m in panels if key in LOGIT_STEPS]
     limit = max([float(np.abs(v).max()) for v in finite if v.size] + [1e-12])
-    blocked = np.isneginf(_as_matrix(steps["masked"], "masked")) if "masked" in steps else False
+    blocked = np.isneginf(as_matrix(steps["masked"], "masked")) if "masked" in steps else False
     fig = _cell_figure(n_q, min(len(key_tokens), 16), panels=len(panels))
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     logit_axes = [ax for ax, (key, _, _) in zip(axes, panels) if key in LOGIT_STEPS]

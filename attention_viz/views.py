@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import family, lab, render
+from . import family, lab, raster, render
 from .attention import scale_factor
 from .inputs import check_bool, check_choice, check_int
 from .maps import KINDS
@@ -137,7 +137,7 @@ class Views:
         path = self.export_root / "images" / f"{name}.png"
         path.parent.mkdir(exist_ok=True)
         staging = path.with_name(f".{name}.{threading.get_ident()}.tmp")
-        staging.write_bytes(render.array_to_png(pixels))
+        staging.write_bytes(raster.array_to_png(pixels))
         os.replace(staging, path)  # atomic: a reader sees the whole file or none
         with self._png_lock:
             self._pngs[name] = path
@@ -187,7 +187,7 @@ class Views:
         kind = check_choice("attention kind", kind, KINDS)
         shape = self.explorer.run(settings).weights(kind).shape
         x, y = check_int("x", x, 0, 1 << 16), check_int("y", y, 0, 1 << 16)
-        return render.grid_layout(shape, cell=grid_cell(shape), labels=True).head_at(x, y)
+        return raster.grid_layout(shape, cell=grid_cell(shape), labels=True).head_at(x, y)
 
     def visualize(
         self, settings: Settings, kind: object, layer: object, head: object, colour_scale: object = "absolute",
@@ -204,7 +204,7 @@ class Views:
         layer, head = int(layer), int(head)
         requested = settings.d_k if requested_d_k is None else check_int("d_k", requested_d_k, *D_K_RANGE)
         masked = np.where(run.mask(kind), run.weights(kind), np.nan)  # (L, H, Q, K); masked cells grey
-        grid = render.grid_image(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True)
+        grid = raster.grid_image(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True)
         return Visualization(
             grid=grid,
             head=self._head_image(settings, kind, layer, head, per_head),
@@ -217,11 +217,8 @@ class Views:
         run = self.explorer.run(settings)
         queries, keys = run.tokens(kind)
         title = f"{KINDS[kind]}, layer {layer}, head {head}\nQKᵀ {scaling_text(settings)}"  # two short lines fit
-        fig = render.head_figure(run.head(kind, layer, head), queries, keys, title,
-                                 mask=run.mask(kind), per_head_max=per_head)
-        image = _png_array(fig)
-        image.setflags(write=False)
-        return image
+        return _frozen(raster.head_image(run.head(kind, layer, head), queries, keys, title,
+                                         mask=run.mask(kind), per_head_max=per_head))
 
     def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[np.ndarray, str]:
         """Figure 2 (left) for one head, and a line on what each panel is."""
@@ -274,8 +271,8 @@ class Views:
             shutil.rmtree(self._export_dirs.popleft(), ignore_errors=True)
         stem = f"{kind.replace('.', '_')}_L{layer}_H{head}"
         files = {
-            f"grid_{kind.replace('.', '_')}.png": render.array_to_png(view.grid),
-            f"head_{stem}.png": render.array_to_png(view.head),
+            f"grid_{kind.replace('.', '_')}.png": raster.array_to_png(view.grid),
+            f"head_{stem}.png": raster.array_to_png(view.head),
             "maps.npz": self.explorer.maps_npz(run),
             f"head_{stem}.csv": self.explorer.head_csv(run, kind, layer, head).encode(),
         }

@@ -82,20 +82,18 @@ def child(model: str, n: int, threads: int) -> dict:
 
 def render(maps) -> dict:
     """Render what the app shows for these maps: the grid of every encoder head and one head in detail, as PNG."""
-    try:
-        from attention_viz import render as render_module
-        from attention_viz.views import grid_cell
-    except ImportError as error:  # the renderer is not part of this checkout
-        return {"render_error": str(error)}
+    from attention_viz import raster
+    from attention_viz.views import grid_cell
+
     t0 = time.perf_counter()
     stacked = maps.kind("encoder.self_attn")[:, 0].numpy()  # (L, H, S, S)
     try:
-        grid = render_module.grid_image(stacked, cell=grid_cell(stacked.shape), labels=True)
-        grid_png = render_module.array_to_png(grid)
+        grid = raster.grid_image(stacked, cell=grid_cell(stacked.shape), labels=True)
+        grid_png = raster.array_to_png(grid)
         t1 = time.perf_counter()
         tokens = [f"t{i}" for i in range(stacked.shape[-1])]
-        figure = render_module.head_figure(stacked[0, 0], tokens, tokens, "encoder.0.self_attn head 0")
-        head_png = render_module.array_to_png(render_module.figure_to_array(figure))
+        head = raster.head_image(stacked[0, 0], tokens, tokens, "encoder.0.self_attn head 0")
+        head_png = raster.array_to_png(head)
         t2 = time.perf_counter()
     except ValueError as error:  # the renderer refuses sizes it cannot show; say so in the table
         return {"render_error": str(error), "render_peak_rss_bytes": peak_rss_bytes()}
@@ -151,7 +149,7 @@ def report(result: dict) -> str:
             render,
         ])
     head = ("Memory of one forward pass capturing every map (a fresh process per row; src = tgt = n tokens); "
-            "app rows also render the encoder grid and one head (matplotlib, token labels) to PNG")
+            "app rows also render the encoder grid and one head (numpy + PIL, token labels) to PNG")
     t = table(["model", "n", "maps", "maps MiB", "RSS before MiB", "peak RSS forward MiB", "peak RSS with render MiB",
                "forward ms", "render grid + head ms"], rows)
     return f"{head}\n\n{t}"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_viz import render
+from attention_viz import raster
 from attention_viz.session import STAT_HEADERS, UNTRAINED
 from attention_viz.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.views import LAB_HEADERS, grid_cell
@@ -133,7 +133,7 @@ def test_model_controls_follow_the_family(handlers):
 def test_grid_click_picks_the_head_under_the_pointer(handlers, explorer):
     settings = explorer.settings("attention", "reverse/sqrt_dk", 16)
     shape = explorer.run(settings).weights("decoder.cross_attn").shape
-    layout = render.grid_layout(shape, cell=grid_cell(shape), labels=True)
+    layout = raster.grid_layout(shape, cell=grid_cell(shape), labels=True)
     y, x = layout.origin(1, 1)
     event = gr.SelectData(None, {"index": [x + 2, y + 2], "value": None})
     assert handlers.grid_click(**head_args(kind="decoder.cross_attn"), evt=event) == (1, 1)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from attention_viz import render
+from attention_viz import raster
 from attention_viz.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.views import grid_cell
 
@@ -118,7 +118,7 @@ def test_d_k_scaling_and_masks_change_the_maps(page: Page, app_url):
 def test_clicking_the_grid_opens_that_head(page: Page, app_url):
     open_app(page, app_url, untrained=True)
     n = len("attention") + 1  # the default text and <eos>: encoder self-attention is n × n
-    layout = render.grid_layout((2, 4, n, n), cell=grid_cell((2, 4, n, n)), labels=True)
+    layout = raster.grid_layout((2, 4, n, n), cell=grid_cell((2, 4, n, n)), labels=True)
     y, x = layout.origin(1, 2)
     grid = page.locator("#grid img")
     natural = grid.evaluate("e => [e.naturalWidth, e.clientWidth]")

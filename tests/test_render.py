@@ -1,26 +1,18 @@
-"""Images of attention: exact grid geometry and colours, figure contents, PNG output, no pyplot."""
+"""The matplotlib figures: contents of the steps, difference and lab figures; no pyplot."""
 
 import ast
-import io
 import subprocess
 import sys
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
-from PIL import Image
 
 from attention_viz import lab, render
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RENDER_SOURCE = Path(render.__file__)
-
-
-def _rgb(cmap: str, value: float) -> np.ndarray:
-    """The expected uint8 colour of a value, straight from matplotlib."""
-    return np.rint(np.array(matplotlib.colormaps[cmap](value)[:3]) * 255).astype(np.uint8)
 
 
 def _softmax_rows(shape, seed=0):
@@ -33,149 +25,7 @@ def _cell_values(fig: Figure):
     return [c for ax in fig.axes for c in ax.collections if c.get_gid() == render.CELL_VALUES_GID]
 
 
-# ---------------------------------------------------------------------------- grid
-
-
-def test_grid_shape_and_dtype_exact():
-    w = _softmax_rows((6, 8, 32, 32))
-    image = render.grid_image(w, cell=4, gap=2)
-    assert image.dtype == np.uint8 and image.flags.c_contiguous
-    assert image.shape == (6 * 32 * 4 + 5 * 2, 8 * 32 * 4 + 7 * 2, 3) == (778, 1038, 3)
-    assert render.grid_image(w).shape == (778, 1038, 3)  # automatic cell: 1024 // (8 · 32) = 4
-    assert render.grid_image(w, cell=1, gap=0).shape == (6 * 32, 8 * 32, 3)
-    top, left = render.LABEL_MARGIN
-    assert render.grid_image(w, cell=4, gap=2, labels=True).shape == (778 + top, 1038 + left, 3)
-    assert render.grid_image(w[0, 0, :5, :7], cell=3, gap=2).shape == (15, 21, 3)  # one head
-
-
-def test_grid_lut_endpoints_and_tile_placement():
-    w = np.zeros((2, 3, 4, 5))
-    w[1, 2, 3, 4] = 1.0  # one weight of 1 in the last query row, last key, layer 1, head 2
-    cell, gap = 3, 2
-    image = render.grid_image(w, cell=cell, gap=gap)
-    layout = render.grid_layout(w.shape, cell, gap)
-    assert layout.origin(1, 2) == (1 * (4 * 3 + 2), 2 * (5 * 3 + 2)) == (14, 34)
-    y, x = 14 + 3 * cell, 34 + 4 * cell
-    one, zero = _rgb("viridis", 1.0), _rgb("viridis", 0.0)
-    np.testing.assert_array_equal(image[y : y + cell, x : x + cell], np.broadcast_to(one, (cell, cell, 3)))
-    np.testing.assert_array_equal(image[0, 0], zero)
-    np.testing.assert_array_equal(image[y - 1, x], zero)  # the cell above is weight 0
-    np.testing.assert_array_equal(image[:, 5 * cell : 5 * cell + gap], 255)  # the gap between heads is white
-    assert (np.all(image == one, axis=-1)).sum() == cell * cell  # nowhere else
-    np.testing.assert_array_equal(render.colormap_lut("viridis")[[0, 255]], [zero, one])
-    np.testing.assert_array_equal(render.colormap_lut("magma")[128], _rgb("magma", 128 / 255))
-
-
-def test_grid_quantises_clips_and_greys_nan():
-    w = np.array([[0.5, -3.0, 7.0, np.nan]])
-    image = render.grid_image(w, cell=1, gap=0)
-    np.testing.assert_array_equal(image[0, 0], render.colormap_lut()[128])  # 0.5 · 255 = 127.5 → 128
-    np.testing.assert_array_equal(image[0, 1], _rgb("viridis", 0.0))
-    np.testing.assert_array_equal(image[0, 2], _rgb("viridis", 1.0))
-    np.testing.assert_array_equal(image[0, 3], np.rint(np.array(matplotlib.colors.to_rgb(render.MASKED_COLOR)) * 255))
-
-
-def test_grid_per_head_max_stretches_each_head():
-    w = np.zeros((1, 2, 2, 2))
-    w[0, 0, 0, 0], w[0, 1, 1, 1] = 0.5, 0.25
-    image = render.grid_image(w, cell=1, gap=1, per_head_max=True)
-    np.testing.assert_array_equal(image[0, 0], _rgb("viridis", 1.0))
-    np.testing.assert_array_equal(image[1, 4], _rgb("viridis", 1.0))
-    fixed = render.grid_image(w, cell=1, gap=1)
-    np.testing.assert_array_equal(fixed[0, 0], render.colormap_lut()[128])
-
-
-def test_grid_head_at_inverts_origin_and_skips_gaps():
-    layout = render.grid_layout((6, 8, 10, 12), cell=2, gap=3, labels=True)
-    for layer, head in [(0, 0), (2, 5), (5, 7)]:
-        y, x = layout.origin(layer, head)
-        assert layout.head_at(x, y) == (layer, head)
-        assert layout.head_at(x + 12 * 2 - 1, y + 10 * 2 - 1) == (layer, head)
-        assert layout.head_at(x + 12 * 2, y) is None  # first gap pixel to the right
-        assert layout.head_at(x, y + 10 * 2) is None  # first gap pixel below
-    assert layout.head_at(0, 0) is None  # the label margin
-
-
-def test_grid_labels_are_drawn():
-    w = np.zeros((2, 2, 8, 8))
-    top, left = render.LABEL_MARGIN
-    image = render.grid_image(w, cell=4, labels=True)
-    assert (image[:top, left:] < 128).any()  # "H0", "H1" above the columns
-    assert (image[top:, :left] < 128).any()  # "L0", "L1" beside the rows
-
-
-@pytest.mark.parametrize(
-    "kwargs", [dict(weights=np.zeros((1, 1, 1, 1, 1))), dict(cell=0), dict(cell=2.5), dict(gap=-1)]
-)
-def test_grid_bad_arguments(kwargs):
-    with pytest.raises(ValueError):
-        render.grid_image(**{"weights": np.zeros((2, 2, 4, 4)), **kwargs})
-
-
-def test_grid_refuses_giant_images():
-    with pytest.raises(ValueError, match="too large"):
-        render.grid_image(np.broadcast_to(np.float32(0), (6, 8, 1024, 1024)), cell=1)  # checked before any copy
-
-
-def test_grid_accepts_torch_tensors():
-    torch = pytest.importorskip("torch")
-    w = torch.rand(2, 3, 4, 4, requires_grad=True)
-    np.testing.assert_array_equal(render.grid_image(w), render.grid_image(w.detach().numpy()))
-
-
 # ------------------------------------------------------------------------ heatmaps
-
-
-def test_head_figure_tokens_labels_and_values():
-    tokens = ["<bos>", "a", " ", "$x$", "b"]
-    w = _softmax_rows((5, 5))
-    fig = render.head_figure(w, tokens, tokens, title="encoder.0.self_attn, head 3")
-    ax = fig.axes[0]
-    shown = ["<bos>", "a", "␣", r"\$x\$", "b"]  # space made visible, dollars kept literal
-    assert [t.get_text() for t in ax.get_xticklabels()] == shown
-    assert [t.get_text() for t in ax.get_yticklabels()] == shown
-    assert ax.get_xlabel() == "key (position)" and ax.get_ylabel() == "query (position)"
-    assert ax.get_title() == "encoder.0.self_attn, head 3"
-    assert len(fig.axes) == 2  # the heatmap and its colorbar
-    assert ax.images[0].get_clim() == (0.0, 1.0)
-    (values,) = _cell_values(fig)
-    assert len(values.get_paths()) == 25
-    np.testing.assert_array_equal(values.get_offsets()[7], [2, 1])  # row-major: (x = key, y = query)
-    assert render.figure_to_png(fig).startswith(PNG_SIGNATURE)
-
-
-def test_head_figure_annotates_small_not_large():
-    small, large = _softmax_rows((24, 24)), _softmax_rows((30, 30))
-    assert len(_cell_values(render.head_figure(small, list("x" * 24), list("y" * 24), "t"))) == 1
-    assert _cell_values(render.head_figure(large, list("x" * 30), list("y" * 30), "t")) == []
-    assert _cell_values(render.head_figure(small, list("x" * 24), list("y" * 24), "t", annotate=False)) == []
-    forced = render.head_figure(large, list("x" * 30), list("y" * 30), "t", annotate=True)
-    assert len(_cell_values(forced)[0].get_paths()) == 900
-
-
-def test_head_figure_mask_greys_blocked_cells_without_values():
-    causal = np.tril(np.ones((4, 4), dtype=bool))  # True = may attend
-    w = np.where(causal, _softmax_rows((4, 4)), 0.0)
-    fig = render.head_figure(w, list("abcd"), list("abcd"), "causal", mask=causal)
-    data = fig.axes[0].images[0].get_array()
-    np.testing.assert_array_equal(np.ma.getmaskarray(data), ~causal)
-    assert len(_cell_values(fig)[0].get_paths()) == causal.sum()
-
-
-def test_head_figure_many_tokens_thins_tick_labels_and_checks_lengths():
-    n = 100
-    fig = render.head_figure(_softmax_rows((n, n)), [str(i) for i in range(n)], [str(i) for i in range(n)], "t")
-    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert 20 <= len(labels) <= render.MAX_TICK_LABELS and labels[:2] == ["0", "3"]
-    with pytest.raises(ValueError, match="tokens"):
-        render.head_figure(_softmax_rows((3, 3)), list("ab"), list("abc"), "t")
-    with pytest.raises(ValueError, match="matrix"):
-        render.head_figure(_softmax_rows((2, 3, 3)), list("abc"), list("abc"), "t")
-
-
-def test_cell_labels_format():
-    labels = render.cell_labels(np.array([[0.123, -0.5], [-np.inf, np.nan]]), ".2f")
-    assert labels.tolist() == [["0.12", "−0.50"], ["−∞", ""]]
 
 
 def test_difference_figure_is_centred_and_symmetric():
@@ -292,11 +142,7 @@ def test_sweep_figure_has_four_log_x_panels_with_both_modes():
 # ----------------------------------------------------------------------- output
 
 
-def test_png_and_array_conversions():
-    image = render.grid_image(_softmax_rows((2, 2, 4, 4)), cell=2)
-    png = render.array_to_png(image)
-    assert png.startswith(PNG_SIGNATURE)
-    np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(png))), image)  # lossless
+def test_figure_to_array():
     fig = render.softmax_bars(np.full(4, 0.25))
     pixels = render.figure_to_array(fig)
     assert pixels.dtype == np.uint8 and pixels.shape == (280, 600, 3)  # 6 × 2.8 in at 100 dpi
@@ -317,18 +163,18 @@ def test_render_source_never_imports_pyplot():
 def test_building_every_figure_leaves_pyplot_unimported():
     code = """
 import sys, numpy as np
-from attention_viz import lab, render
+from attention_viz import lab, raster, render
 w = np.full((4, 4), 0.25)
 steps = {"scores": w, "scaled": w, "masked": w, "weights": w, "output": w}
-figs = [render.head_figure(w, list("abcd"), list("abcd"), "t"),
-        render.difference_figure(w, w, list("abcd"), list("abcd"), "t"),
+figs = [render.difference_figure(w, w, list("abcd"), list("abcd"), "t"),
         render.steps_figure(steps, list("abcd"), list("abcd"), "t"),
         render.dot_product_histogram(lab.dot_products(8, 100, 0), 8, False),
         render.softmax_bars(*lab.softmax_row(8, 8, True, 0)[::-1]),
         render.sweep_figure(lab.sweep((1, 8), 8, 8, 0))]
 for fig in figs:
     render.figure_to_png(fig)
-render.array_to_png(render.grid_image(np.zeros((2, 2, 4, 4))))
+raster.array_to_png(raster.grid_image(np.zeros((2, 2, 4, 4))))
+raster.array_to_png(raster.head_image(w, list("abcd"), list("abcd"), "t"))
 assert "matplotlib.pyplot" not in sys.modules, "pyplot was imported"
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=RENDER_SOURCE.parents[1])

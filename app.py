@@ -91,12 +91,12 @@ class Handlers:
     def visualize(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                   causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                   kind: str, layer: float, head: float, colour_scale: str):
-        """Every layer × head as a grid, one head in detail, the output string, per-head statistics, notes."""
+        """Every layer × head as a grid (PNG), one head in detail (HTML), the output, per-head statistics, notes."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
         view = self.views.visualize(settings, kind, layer, head, colour_scale, requested_d_k=d_k)
-        png, table = self.views.png_file, {"headers": STAT_HEADERS, "data": view.statistics}
-        return png(view.grid), png(view.head), view.output, table, view.info
+        table = {"headers": STAT_HEADERS, "data": view.statistics}
+        return self.views.png_file(view.grid), view.head, view.output, table, view.info
 
     @_user_errors
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -231,8 +231,9 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
                             with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
                                 grid = _picture("**Every layer (rows) × head (columns).** "
                                                 "Click a tile to open it below.", "grid")
-                                head_image = _picture("**One head**: query positions down, key positions across.",
-                                                      "head_image")
+                                gr.Markdown("**One head**: query positions down, key positions across; "
+                                            "hover a cell for its exact weight.")
+                                head_table = gr.HTML(elem_id="head_table", js_on_load=None, padding=False, apply_default_css=False)
                                 stats = gr.Dataframe(headers=STAT_HEADERS, label="per-head statistics",
                                                      interactive=False, elem_id="stats")
                             with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
@@ -277,7 +278,7 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
 
         settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
         head_inputs = [*settings_inputs, kind, layer, head]
-        view_outputs = [grid, head_image, output, stats, info]
+        view_outputs = [grid, head_table, output, stats, info]
         live = dict(trigger_mode="always_last", show_progress="minimal")
         # Public endpoints take the values as sent: Gradio's own checks would fail on a word where a number
         # belongs with a message that show_error=False hides; the package checks everything and says why.

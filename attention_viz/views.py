@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import family, lab, raster, render
+from . import family, heatmap_table, lab, raster, render
 from .attention import scale_factor
 from .inputs import check_bool, check_choice, check_int
 from .maps import KINDS
@@ -53,7 +53,7 @@ class Visualization:
     """The Transformer view for one set of controls."""
 
     grid: np.ndarray            # uint8 [height, width, 3]: every layer × head of the chosen kind
-    head: np.ndarray            # uint8 [height, width, 3]: the chosen head with tokens on both axes
+    head: str                   # HTML: the chosen head as a heatmap table, tokens on both axes, values in cells
     output: str                 # the model's output string (or why there is none)
     statistics: list[list]      # one row per layer × head, columns session.STAT_HEADERS
     info: str                   # Markdown: model, d_k, scaling, masks, output against the task
@@ -98,12 +98,14 @@ class Views:
 
     Args:
         explorer: the runs and models (created once at start-up).
-        image_cache_size: rendered images kept per kind of figure (a head image is up to ~2.4 MB, so the
-            default bounds the caches to about 40 MB; the PNG files the app serves are kept apart).
+        image_cache_size: rendered images kept per kind of figure (an image is at most a few MB, so the
+            default bounds the caches to tens of MB; the PNG files the app serves are kept apart).
     """
 
     def __init__(self, explorer: Explorer, image_cache_size: int = 8) -> None:
         self.explorer = explorer
+        self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
+        self._head_table = functools.lru_cache(maxsize=4 * image_cache_size)(self._render_head_table)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
         self._histogram = functools.lru_cache(maxsize=image_cache_size)(self._render_histogram)
         self._softmax = functools.lru_cache(maxsize=image_cache_size)(self._render_softmax)
@@ -203,21 +205,29 @@ class Views:
         run.head(kind, layer, head)  # validates layer and head against this model
         layer, head = int(layer), int(head)
         requested = settings.d_k if requested_d_k is None else check_int("d_k", requested_d_k, *D_K_RANGE)
-        masked = np.where(run.mask(kind), run.weights(kind), np.nan)  # (L, H, Q, K); masked cells grey
-        grid = raster.grid_image(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True)
         return Visualization(
-            grid=grid,
-            head=self._head_image(settings, kind, layer, head, per_head),
+            grid=self._grid(settings, kind, per_head),
+            head=self._head_table(settings, kind, layer, head, per_head),
             output=output_text(run),
             statistics=run.statistics(kind),
             info="\n\n".join(filter(None, [snapped_note(requested, settings), run_notes(run)])),
         )
 
+    def _render_grid(self, settings: Settings, kind: str, per_head: bool) -> np.ndarray:
+        run = self.explorer.run(settings)
+        masked = np.where(run.mask(kind), run.weights(kind), np.nan)  # (L, H, Q, K); masked cells grey
+        return _frozen(raster.grid_image(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True))
+
+    def _render_head_table(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> str:
+        run = self.explorer.run(settings)
+        queries, keys = run.tokens(kind)
+        return heatmap_table.head_table(run.head(kind, layer, head), queries, keys, head_title(settings, kind, layer, head),
+                                        mask=run.mask(kind), per_head_max=per_head)
+
     def _render_head(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> np.ndarray:
         run = self.explorer.run(settings)
         queries, keys = run.tokens(kind)
-        title = f"{KINDS[kind]}, layer {layer}, head {head}\nQKᵀ {scaling_text(settings)}"  # two short lines fit
-        return _frozen(raster.head_image(run.head(kind, layer, head), queries, keys, title,
+        return _frozen(raster.head_image(run.head(kind, layer, head), queries, keys, head_title(settings, kind, layer, head),
                                          mask=run.mask(kind), per_head_max=per_head))
 
     def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[np.ndarray, str]:
@@ -265,6 +275,7 @@ class Views:
         kind = check_choice("attention kind", kind, KINDS)
         run = self.explorer.run(settings)
         layer, head = int(layer), int(head)
+        head_png = raster.array_to_png(self._head_image(settings, kind, layer, head, colour_scale == "per_head"))
         folder = Path(tempfile.mkdtemp(dir=self.export_root))
         self._export_dirs.append(folder)
         while len(self._export_dirs) > KEPT_EXPORTS:
@@ -272,7 +283,7 @@ class Views:
         stem = f"{kind.replace('.', '_')}_L{layer}_H{head}"
         files = {
             f"grid_{kind.replace('.', '_')}.png": raster.array_to_png(view.grid),
-            f"head_{stem}.png": raster.array_to_png(view.head),
+            f"head_{stem}.png": head_png,
             "maps.npz": self.explorer.maps_npz(run),
             f"head_{stem}.csv": self.explorer.head_csv(run, kind, layer, head).encode(),
         }
@@ -347,6 +358,11 @@ def grid_cell(shape: tuple[int, ...]) -> int:
 def _frozen(image: np.ndarray) -> np.ndarray:
     image.setflags(write=False)
     return image
+
+
+def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
+    """Two short lines over one head: which attention, layer and head, and how QKᵀ was scaled."""
+    return f"{KINDS[kind]}, layer {layer}, head {head}\nQKᵀ {scaling_text(settings)}"
 
 
 def scaling_text(settings: Settings) -> str:

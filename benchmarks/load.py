@@ -328,7 +328,9 @@ class Page:
             if "d_k" in e:
                 wanted.append(f"d_model {e['d_model']}, h {e['n_heads']}, d_k {e['d_k']}")
             problems = [
-                not (png(grid) and png(head)) and "images are not PNG",
+                not png(grid) and "grid is not PNG",
+                not (isinstance(head, str) and f"layer {e['layer']}, head {e['head']}\n" in head)
+                and "head table is not this request's head",
                 not isinstance(output, str) and "no output text",  # a trained model may answer "" (<eos> first)
                 "d_k" in e and not output.startswith("(untrained model") and "not the untrained model's output",
                 not rows and "no statistics",
@@ -506,10 +508,9 @@ def run_load(base: str, pid: int, clients: int, requests: int, seed: int = 0, bu
 def burst(base: str, n: int, timeout_s: float = 180.0) -> dict:
     """One session joins `n` events back to back: how many hear "Queue is full", then whether all others answer.
 
-    The event is `visualize` with the page's opening values: the run and the head image are cached, so
-    each event costs one grid render (tens of ms) while a join costs a few ms, and the line outgrows the
-    queue's max_size. Bounded: n joins, then the stream is read until every accepted event completed or
-    `timeout_s` passed.
+    The event is `visualize` with the page's opening values and a new text each time, so every event reruns
+    the model (tens of ms) while a join costs a few ms, and the line outgrows the queue's max_size.
+    Bounded: n joins, then the stream is read until every accepted event completed or `timeout_s` passed.
     """
     client = RecordingClient()
     try:
@@ -518,7 +519,9 @@ def burst(base: str, n: int, timeout_s: float = 180.0) -> dict:
         values = browser.initial_inputs(dep)
         session = uuid.uuid4().hex[:11]
         accepted, refused, other, messages, statuses = 0, 0, 0, set(), Counter()
+        text_id, rng = browser.by_elem_id["text"], random.Random(n)
         for _ in range(n):
+            values[text_id] = "".join(rng.choice(string.ascii_lowercase) for _ in range(DEFAULT_MAX_LEN))
             body = {"data": [values[i] for i in dep["inputs"]], "event_data": None, "fn_index": dep["id"],
                     "trigger_id": None, "session_hash": session}
             response = client.post(base + API + "/queue/join", json=body)

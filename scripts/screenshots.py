@@ -46,7 +46,7 @@ def set_number(page: Page, elem_id: str, value: str) -> None:
 
 def take(page: Page, url: str, out: Path) -> None:
     page.goto(url)
-    expect(page.locator("#head_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#head_table table")).to_be_visible(timeout=TIMEOUT_MS)
     settle(page)
     page.locator("#text input").fill("transformer")
     page.get_by_label("encoder-decoder attention").check()

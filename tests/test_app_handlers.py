@@ -2,6 +2,7 @@
 
 import importlib.util
 import math
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -54,9 +55,11 @@ def head_args(**changes):
 
 def test_visualize_returns_every_output(handlers, explorer):
     grid, head, output, stats, info = visualize(handlers)
-    for image in (pixels(grid), pixels(head)):
-        assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    image = pixels(grid)
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
     run = explorer.run(explorer.settings("attention", "reverse/sqrt_dk", 16))
+    weights = [float(v) for v in re.findall(r'title="query \d+ → key \d+: ([0-9.]+)"', head)]
+    np.testing.assert_allclose(np.reshape(weights, (10, 10)), run.head("encoder.self_attn", 0, 0), atol=5e-5)
     assert output == run.output or output.startswith(run.output)
     assert stats["headers"] == STAT_HEADERS and len(stats["data"]) == 2 * 2  # layers × heads
     assert "`reverse_dk16_sqrt_dk`" in info and "×1/√16 = 0.25" in info

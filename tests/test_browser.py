@@ -6,6 +6,7 @@ missing, and `bash .ci/run` installs it, so in CI they always run.
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -40,6 +41,20 @@ def changed(page: Page, elem_id: str, before: str) -> str:
     return page.locator(f"#{elem_id} img").get_attribute("src")
 
 
+def head_html(page: Page) -> str:
+    """The detailed head's table, as HTML."""
+    return page.locator("#head_table table").evaluate("t => t.outerHTML")
+
+
+def head_changed(page: Page, before: str) -> str:
+    """Wait until the detailed head's table differs from `before`, and return it."""
+    page.wait_for_function(
+        "(before) => { const t = document.querySelector('#head_table table'); return t && t.outerHTML !== before; }",
+        arg=before, timeout=TIMEOUT_MS,
+    )
+    return head_html(page)
+
+
 def set_number(page: Page, elem_id: str, value: str) -> None:
     """Type into a slider's or a number's box and leave it, as a person does (fires change and release)."""
     box = page.locator(f"#{elem_id} input[type=number]")
@@ -51,7 +66,7 @@ def open_app(page: Page, app_url: str, untrained: bool = False) -> None:
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(app_url)
     expect(page.locator("#grid img")).to_be_visible(timeout=TIMEOUT_MS)
-    expect(page.locator("#head_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#head_table table")).to_be_visible(timeout=TIMEOUT_MS)
     settle(page)
     if untrained:
         before = page.locator("#info").inner_text()
@@ -65,6 +80,15 @@ def open_app(page: Page, app_url: str, untrained: bool = False) -> None:
 def test_page_loads_with_every_view(page: Page, app_url):
     open_app(page, app_url)
     assert page.locator("#grid img").get_attribute("src")
+    n = len("attention") + 1  # the default text and <eos>: encoder self-attention is n × n
+    cells = page.locator("#head_table td[title]")
+    expect(cells).to_have_count(n * n)
+    first = cells.first
+    weight = float(first.get_attribute("title").rsplit(": ", 1)[1])  # "query 0 → key 0: 0.1234"
+    assert first.inner_text() == f"{weight:.2f}"  # the value is written in the cell
+    index = int(np.clip(weight * 255 + 0.5, 0, 255))
+    expected = "rgb({}, {}, {})".format(*raster.colormap_lut()[index])
+    assert first.evaluate("td => getComputedStyle(td).backgroundColor") == expected  # its colour survived the page
     expect(page.locator("#output input, #output textarea").first).not_to_have_value("", timeout=TIMEOUT_MS)
     expect(page.locator("#stats")).to_contain_text("entropy")
     expect(page.locator("#info")).to_contain_text("Scores QKᵀ")
@@ -74,44 +98,44 @@ def test_page_loads_with_every_view(page: Page, app_url):
 def test_typing_text_changes_the_maps_and_the_output(page: Page, app_url):
     open_app(page, app_url)
     output = page.locator("#output input, #output textarea").first
-    head, said = page.locator("#head_image img").get_attribute("src"), output.input_value()
+    head, said = head_html(page), output.input_value()
     page.locator("#text input, #text textarea").first.fill("transformer")
-    changed(page, "head_image", head)
+    head_changed(page, head)
     expect(output).not_to_have_value(said, timeout=TIMEOUT_MS)
-    expect(page.locator("#head_image img")).to_be_visible()
+    expect(page.locator("#head_table table")).to_be_visible()
 
 
 def test_d_k_scaling_and_masks_change_the_maps(page: Page, app_url):
     open_app(page, app_url, untrained=True)
-    head = page.locator("#head_image img").get_attribute("src")
+    head = head_html(page)
 
     set_number(page, "dk_log", "6")  # the log₂ slider moves d_k to 2⁶ in the browser, then the model reruns
     expect(page.locator("#dk input")).to_have_value("64", timeout=TIMEOUT_MS)
     expect(page.locator("#info")).to_contain_text("d_k 64", timeout=TIMEOUT_MS)
-    head = changed(page, "head_image", head)
+    head = head_changed(page, head)
 
     set_number(page, "dk", "300")  # d_k is free for the untrained model
     expect(page.locator("#info")).to_contain_text("d_k 300", timeout=TIMEOUT_MS)
-    head = changed(page, "head_image", head)
+    head = head_changed(page, head)
 
     page.get_by_label("off (plain q·k)").check()
     expect(page.locator("#info")).to_contain_text("Scores QKᵀ unscaled", timeout=TIMEOUT_MS)
-    head = changed(page, "head_image", head)
+    head = head_changed(page, head)
 
     page.get_by_label("masked decoder self-attention").check()
-    head = changed(page, "head_image", head)
+    head = head_changed(page, head)
     page.locator("#causal input[type=checkbox]").uncheck()
     expect(page.locator("#info")).to_contain_text("causal mask off", timeout=TIMEOUT_MS)
-    head = changed(page, "head_image", head)
+    head = head_changed(page, head)
 
     page.get_by_label("encoder self-attention", exact=True).check()
-    head = changed(page, "head_image", head)
+    head = head_changed(page, head)
     set_number(page, "pads", "3")
     expect(page.locator("#info")).to_contain_text("3 pad tokens with the padding mask on", timeout=TIMEOUT_MS)
-    head = changed(page, "head_image", head)
+    head = head_changed(page, head)
     page.locator("#padding input[type=checkbox]").uncheck()
     expect(page.locator("#info")).to_contain_text("padding mask off", timeout=TIMEOUT_MS)
-    changed(page, "head_image", head)
+    head_changed(page, head)
     shot(page, "switches")
 
 
@@ -171,6 +195,6 @@ def test_over_long_text_shows_an_error_and_the_app_recovers(page: Page, app_url)
     toast = page.locator("[data-testid=toast-body]")
     expect(toast.first).to_contain_text(f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}.", timeout=TIMEOUT_MS)
     shot(page, "error", wait=False)  # the failed output keeps its error status, so don't wait for it
-    head = page.locator("#head_image img").get_attribute("src")
+    head = head_html(page)
     text.fill("recovered")
-    changed(page, "head_image", head)
+    head_changed(page, head)

@@ -164,11 +164,11 @@ def gradio(app):
 
 
 def assert_serves_correctly(raw: Raw) -> None:
-    """A valid visualize right after: two PNGs and notes that describe this very request."""
+    """A valid visualize right after: the grid as PNG, the head's table, and notes that describe this very request."""
     state, out, text = raw.event("visualize", raw.data("visualize", VALID))
     assert state == "complete", (out, text[-500:])
     grid, head, output, stats, info = out
-    assert raw.fetch(grid)[:8] == PNG and raw.fetch(head)[:8] == PNG
+    assert raw.fetch(grid)[:8] == PNG and "encoder-decoder attention, layer 1, head 2\n" in head
     assert output and len(stats["data"]) == 2 * 4
     assert all(note in info for note in VALID_NOTES), info
 

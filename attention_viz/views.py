@@ -337,13 +337,14 @@ class Views:
 
     # ------------------------------------------------------------------ start-up
 
-    def warm_up(self, settings: Settings) -> None:
+    def warm_up(self, settings: Settings, lab_d_k: int = DEFAULT_UNTRAINED["d_k"], lab_keys: int = 16) -> None:
         """Run the default model and every renderer once, so the first user does not pay for it."""
         kind = "encoder.self_attn"
         self.visualize(settings, kind, 0, 0)
+        self._head_image(settings, kind, 0, 0, False)  # the exported head: loads the font
         self.steps(settings, kind, 0, 0)
         self.compare(settings, "scaling", kind, 0, 0)
-        self.dk_lab(DEFAULT_UNTRAINED["d_k"], 16, True)
+        self.dk_lab(lab_d_k, lab_keys, True)
 
 
 # ---------------------------------------------------------------------- texts

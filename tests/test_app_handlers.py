@@ -224,7 +224,7 @@ def test_strings_for_booleans_are_coerced(handlers):
 def test_build_app_names_its_endpoints_and_bounds_its_queue(app_module, explorer):
     demo = app_module.build_app(explorer, warm=False)
     endpoints = demo.get_api_info()["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab"}
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
     assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == list(BASE)
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
     assert demo._queue.max_size == app_module.QUEUE_SIZE

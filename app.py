@@ -136,6 +136,11 @@ class Handlers:
         png = self.views.png_file
         return png(view.histogram), png(view.softmax), png(view.sweep), {"headers": LAB_HEADERS, "data": view.numbers}
 
+    def family_curves(self) -> str | None:
+        """The d_k family's training curves (drawn once, on the first page or by the warm-up)."""
+        image = self.views.family_curves()
+        return None if image is None else self.views.png_file(image)
+
     @_user_errors
     def model_controls(self, model: str, d_k: float, layer: float, head: float, n_heads: float):
         """Slider ranges for a newly picked model: its d_k family (log₂), layers, heads, training scale."""
@@ -275,9 +280,10 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
                 lab_sweep = _picture("**Over d_k**: unscaled (red) against scaled (blue); the grey line is the "
                                      "slider's d_k", "lab_sweep")
                 gr.Markdown(FAMILY_TEXT)
-                family = views.family_curves()
-                if family is not None:
-                    gr.Image(views.png_file(family), interactive=False, show_label=False, elem_id="family")
+                family = None
+                if views.has_family():
+                    family = gr.Image(interactive=False, show_label=False, format="png", type="filepath",
+                                      elem_id="family")
                 else:
                     gr.Markdown("*The family's curves appear here once its checkpoints are in `assets/models`.*")
 
@@ -326,6 +332,8 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
         lab_dk.input(None, lab_dk, lab_dk_log, js="(d) => Math.log2(Math.max(1, d))", api_visibility="private")
 
         demo.load(handlers.dk_lab, lab_inputs, lab_outputs, api_visibility="private")
+        if family is not None:
+            demo.load(handlers.family_curves, None, family, api_visibility="private")
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time; past QUEUE_SIZE, clients hear "Queue is full".
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)

@@ -115,6 +115,8 @@ class Views:
         self._export_dirs: deque[Path] = deque()
         self._pngs: OrderedDict[str, Path] = OrderedDict()  # content hash -> file, least recently used first
         self._png_lock = threading.Lock()
+        self._family: np.ndarray | None = None
+        self._family_lock = threading.Lock()
 
     @property
     def export_root(self) -> Path:
@@ -330,10 +332,19 @@ class Views:
             ax.axvline(d_k, color="black", linewidth=0.8, alpha=0.5)  # where the slider is
         return _frozen(_png_array(fig))
 
+    def has_family(self) -> bool:
+        """Whether the d_k family's checkpoints ship (their cards are read, nothing is drawn)."""
+        return bool(family.family_cards(self.explorer.models_dir))
+
     def family_curves(self) -> np.ndarray | None:
-        """The d_k family's training curves (family.plot_family over the shipped cards); None when none ships."""
-        cards = family.family_cards(self.explorer.models_dir)
-        return _png_array(family.plot_family(cards)) if cards else None
+        """The d_k family's training curves (family.plot_family over the shipped cards); None when none ships.
+
+        Drawn once (about a second: many curves and a constrained layout), then kept.
+        """
+        with self._family_lock:
+            if self._family is None and self.has_family():
+                self._family = _frozen(_png_array(family.plot_family(family.family_cards(self.explorer.models_dir))))
+            return self._family
 
     # ------------------------------------------------------------------ start-up
 
@@ -345,6 +356,7 @@ class Views:
         self.steps(settings, kind, 0, 0)
         self.compare(settings, "scaling", kind, 0, 0)
         self.dk_lab(lab_d_k, lab_keys, True)
+        self.family_curves()
 
 
 # ---------------------------------------------------------------------- texts

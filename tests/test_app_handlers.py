@@ -176,6 +176,18 @@ def test_dk_lab_handler(handlers):
     assert scaled[0] != histogram and scaled[1] != softmax
 
 
+def test_family_curves_are_drawn_once(app_module, handlers):
+    from attention_viz.session import Explorer
+    from attention_viz.views import Views
+
+    assert handlers.family_curves() is None  # the test checkpoints hold no d_k family
+    shipped = Views(Explorer())  # assets/models: the reverse task at four d_k, scaled and unscaled
+    first = app_module.Handlers(shipped).family_curves()
+    image = pixels(first)
+    assert image.shape[0] > 300 and image.shape[1] > 600  # several panels of curves
+    assert shipped.has_family() and shipped.family_curves() is shipped.family_curves()  # kept, not redrawn
+
+
 def test_refresh_updates_only_the_open_tab(handlers):
     args = dict(head_args(), comparison="scaling")
     assert handlers.refresh_tab("heatmaps", **args) == (gr.skip(),) * 4

@@ -174,7 +174,7 @@ def test_step_view_and_compare_follow_the_controls(page: Page, app_url):
 def test_the_lab_renders_and_follows_d_k_and_scaling(page: Page, app_url):
     open_app(page, app_url)
     page.get_by_role("tab", name="√d_k lab").click()
-    for elem_id in ("lab_histogram", "lab_softmax", "lab_sweep"):
+    for elem_id in ("lab_histogram", "lab_softmax", "lab_sweep", "family"):
         expect(page.locator(f"#{elem_id} img")).to_be_visible(timeout=TIMEOUT_MS)
     histogram = page.locator("#lab_histogram img").get_attribute("src")
     set_number(page, "lab_dk_log", "10")

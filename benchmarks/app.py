@@ -45,24 +45,38 @@ def free_port() -> int:
 
 
 class Server:
-    """A Gradio app started as a subprocess on a free loopback port; stopped (by its own pid) on exit."""
+    """A Gradio app started as a subprocess on a free loopback port; stopped (by its own pid) on exit.
 
-    def __init__(self, argv: list[str], log: Path) -> None:
+    Args:
+        argv: the command, e.g. [sys.executable, "app.py"], run in the repository root.
+        log: where its stdout and stderr go.
+        host: GRADIO_SERVER_NAME; None leaves it unset, so the app picks its own default bind.
+        env: more environment variables (GRADIO_TEMP_DIR, TMPDIR, ...).
+    """
+
+    def __init__(self, argv: list[str], log: Path, host: str | None = "127.0.0.1",
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(self.port),
-               "GRADIO_ANALYTICS_ENABLED": "False"}
+        environ = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "GRADIO_SHARE")}
+        environ |= {"GRADIO_SERVER_PORT": str(self.port), "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+        if host is not None:
+            environ["GRADIO_SERVER_NAME"] = host
         log.parent.mkdir(parents=True, exist_ok=True)
         self.log = log
         self._log_file = open(log, "w")
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=environ, stdout=self._log_file, stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def wait_http(self, client, timeout_s: float = 120.0) -> float:
-        """Seconds from start to the first HTTP 200 on /."""
+        """Seconds from start to the first HTTP 200 on /; RuntimeError (with the log's end) if it exits or never answers."""
         while time.perf_counter() - self.started < timeout_s:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the app exited with {self.process.returncode}; see {self.log}")
+                raise RuntimeError(f"the app exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
                 ready = client.get(self.base + "/").status_code == 200
             except httpx.TransportError:  # not listening yet
@@ -70,7 +84,11 @@ class Server:
             if ready:
                 return time.perf_counter() - self.started
             time.sleep(0.02)
-        raise TimeoutError(f"no HTTP 200 from {self.base} in {timeout_s} s; see {self.log}")
+        raise RuntimeError(f"no HTTP 200 from {self.base} in {timeout_s} s:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        self._log_file.flush()
+        return self.log.read_text()[-chars:]
 
     def stop(self) -> None:
         if self.process.poll() is None:

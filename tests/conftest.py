@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
 
@@ -19,6 +14,7 @@ from attention_viz.config import TransformerConfig
 from attention_viz.model import Transformer
 from attention_viz.tasks import ALPHABET
 from attention_viz.tokenizer import VOCAB_SIZE
+from benchmarks.app import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -68,48 +64,13 @@ def views(explorer):
     return Views(explorer)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + APP_START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"app.py exited with {process.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.25)
-    raise RuntimeError(f"app.py did not answer within {APP_START_TIMEOUT_S} s:\n{log.read_text()[-4000:]}")
-
-
 @pytest.fixture(scope="session")
 def app_url(tmp_path_factory) -> str:
     """`python app.py` on a free loopback port, as a user starts it; shared by the client and browser tests."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("app") / "app.log"
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_ANALYTICS_ENABLED": "False"}
-    with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        _wait_until_up(url, process, log)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with Server([sys.executable, "app.py"], tmp_path_factory.mktemp("app") / "app.log") as server:
+        with httpx.Client(timeout=5) as client:
+            server.wait_http(client, APP_START_TIMEOUT_S)
+        yield server.base + "/"
 
 
 @pytest.fixture(scope="session")

@@ -17,10 +17,7 @@ import json
 import math
 import os
 import pickle
-import socket
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +30,7 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
     sys.path.insert(0, str(ROOT))
 
 from attention_viz.tokenizer import DEFAULT_MAX_LEN
+from benchmarks.app import Server
 from benchmarks.load import burst, run_load
 
 START_TIMEOUT_S = 180
@@ -47,12 +45,6 @@ VALID_NOTES = ("2 pad tokens", "d_model 64, h 4, d_k 16", "causal mask on")
 LAB = dict(d_k=16, n_keys=32, scaled=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     """`python app.py` as a user starts it, but WITHOUT GRADIO_SERVER_NAME (the bind must default to loopback).
@@ -64,36 +56,12 @@ def app(tmp_path_factory):
     cache, system_tmp = root / "gradio_cache", root / "tmp"
     cache.mkdir()
     system_tmp.mkdir()
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "GRADIO_SHARE")}
-    env |= {"GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(cache),
-            "TMPDIR": str(system_tmp)}
-    log = root / "app.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"app.py exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(base + "/", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"app.py did not answer in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield SimpleNamespace(base=base, port=port, pid=process.pid, log=log, root=root, cache=cache,
-                              system_tmp=system_tmp)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    env = {"GRADIO_TEMP_DIR": str(cache), "TMPDIR": str(system_tmp)}
+    with Server([sys.executable, "app.py"], root / "app.log", host=None, env=env) as server:
+        with httpx.Client(timeout=2) as client:
+            server.wait_http(client, START_TIMEOUT_S)
+        yield SimpleNamespace(base=server.base, port=server.port, pid=server.pid, log=server.log, root=root,
+                              cache=cache, system_tmp=system_tmp)
 
 
 # ---------------------------------------------------------------------------- raw HTTP: Gradio 6's browser protocol

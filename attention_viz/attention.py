@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import hugepages
+
 # How QKᵀ is scaled before the softmax: "sqrt_dk" multiplies by 1/√d_k (the paper), "none"
 # leaves the plain dot products (factor 1), and a positive float is used as the factor itself.
 Scale = str | float
@@ -66,7 +68,7 @@ def scaled_dot_product_attention(
         before dropout. Masked weights are exactly 0; fully masked rows are all 0.
     """
     factor = scale_factor(scale, q.size(-1))
-    scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
+    scores = torch.matmul(q, k.transpose(-2, -1), out=_new_scores(q, k))  # (..., Q, K)
     if factor != 1.0:
         scores = scores.mul_(factor)
     hidden = None if mask is None else ~mask
@@ -97,6 +99,18 @@ def _may_reuse(scores: torch.Tensor, mask: torch.Tensor | None) -> bool:
         return True
     m, s = mask.shape, scores.shape
     return len(m) <= len(s) and all(a == 1 or a == b for a, b in zip(reversed(m), reversed(s)))
+
+
+def _new_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+    """A fresh, huge-page backed tensor for QKᵀ when it is large and no autograd graph is recorded; else None
+    (matmul allocates). The scores become the weights, so this tensor is what the caller gets back."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+        return None
+    batch = q.shape[:-2] if q.shape[:-2] == k.shape[:-2] else torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    shape = (*batch, q.size(-2), k.size(-2))  # (..., Q, K)
+    if math.prod(shape) * q.element_size() < hugepages.MIN_BYTES:
+        return None
+    return hugepages.empty(shape, q)
 
 
 def attention_steps(

@@ -16,6 +16,7 @@ from attention_viz.attention import (
     scale_factor,
     scaled_dot_product_attention,
 )
+from attention_viz import hugepages
 from attention_viz.interop import multihead_attention_from_torch
 
 
@@ -134,6 +135,62 @@ def test_footnote_4_dot_product_variance_is_d_k(d_k):
     assert abs(dots.mean().item()) < 5 * math.sqrt(d_k / 20000)
     assert abs(dots.var().item() / d_k - 1) < 0.06
     assert abs((dots / math.sqrt(d_k)).var().item() - 1) < 0.06
+
+
+# --- large inputs: the no-autograd path writes QKᵀ into a fresh huge-page backed tensor ----------
+
+LARGE = dict(B=1, H=4, Q=512, K=512, d_k=64, d_v=32)  # scores of 4 MiB: hugepages.MIN_BYTES
+
+
+def large_masks():
+    Q, K = LARGE["Q"], LARGE["K"]
+    full = random_mask((1, 4, Q, K), seed=5)
+    full[0, 2, 7] = False  # one query row with every key hidden
+    padding = torch.ones(1, 1, 1, K, dtype=torch.bool)
+    padding[..., -40:] = False
+    return {"none": None, "full": full, "causal": causal_mask(Q), "causal+padding": causal_mask(Q) & padding}
+
+
+@pytest.mark.parametrize("masking", ["none", "full", "causal", "causal+padding"])
+@pytest.mark.parametrize("scale", ["sqrt_dk", "none", 0.37])
+def test_large_inputs_without_autograd_are_bitwise_the_autograd_path(monkeypatch, masking, scale):
+    advised = []
+    monkeypatch.setattr(hugepages, "_madvise", lambda: lambda *args: advised.append(args) or 0)
+    q, k, v = qkv(**LARGE, seed=4)
+    mask = large_masks()[masking]
+    with torch.inference_mode():
+        out, weights = scaled_dot_product_attention(q, k, v, mask, scale)
+    assert advised, "the large no-autograd path should ask for huge pages"
+    q_grad = q.clone().requires_grad_()  # autograd path: every step allocates, nothing is advised
+    ref_out, ref_weights = scaled_dot_product_attention(q_grad, k, v, mask, scale)
+    assert len(advised) == 1
+    assert torch.equal(weights, ref_weights.detach()) and torch.equal(out, ref_out.detach())
+    torch_scale = {"sqrt_dk": None, "none": 1.0}.get(scale, scale)
+    if masking != "full":  # torch gives NaN on the fully masked row, where ours gives zeros
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=torch_scale),
+                                   atol=1e-5, rtol=1e-5)
+    live = mask is None or mask.any(-1, keepdim=True)
+    torch.testing.assert_close(weights.sum(-1, keepdim=True), torch.ones_like(weights[..., :1]) * live)
+    if mask is not None:
+        assert torch.all(weights.masked_select(~mask.expand_as(weights)) == 0.0)
+    assert not torch.isnan(weights).any()
+
+
+def test_large_inputs_with_autograd_still_train():
+    q, k, v = (t.requires_grad_() for t in qkv(**LARGE, seed=6))
+    out, weights = scaled_dot_product_attention(q, k, v, large_masks()["causal+padding"])
+    (out.square().sum() + weights[..., 0].sum()).backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def test_large_inputs_under_no_grad_keep_a_graph_when_an_input_requires_grad():
+    q, k, v = qkv(**LARGE, seed=7)
+    k.requires_grad_()
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert weights.requires_grad and out.requires_grad
+    with torch.no_grad():
+        out_ng, weights_ng = scaled_dot_product_attention(q, k, v)
+    assert torch.equal(weights_ng, weights.detach()) and torch.equal(out_ng, out.detach())
 
 
 # --- multi-head attention -------------------------------------------------------------------------

@@ -68,49 +68,69 @@ def scaled_dot_product_attention(
         before dropout. Masked weights are exactly 0; fully masked rows are all 0.
     """
     factor = scale_factor(scale, q.size(-1))
-    scores = torch.matmul(q, k.transpose(-2, -1), out=_new_scores(q, k))  # (..., Q, K)
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+        shape = _scores_shape(q, k)
+        if mask is None or _fits(mask.shape, shape):
+            weights = _weights_in_place(q, k, mask, factor, shape)
+            attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+            return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
+    # With autograd, or a mask that enlarges the scores: every step allocates its own tensor.
+    scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
     if factor != 1.0:
         scores = scores.mul_(factor)
     hidden = None if mask is None else ~mask
-    if _may_reuse(scores, mask):
-        # Without autograd every step can write into `scores`, which becomes the weights: on the CPU a
-        # fresh [..., Q, K] tensor per step costs page faults, about half the time at n >= 1024.
-        if hidden is not None:
-            scores.masked_fill_(hidden, float("-inf"))
-        weights = torch.softmax(scores, dim=-1, out=scores)
-        if hidden is not None:
-            weights.masked_fill_(hidden, 0.0)  # a row with every key masked is NaN before this
-    else:
-        if hidden is not None:
-            scores = scores.masked_fill(hidden, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        if hidden is not None:
-            weights = weights.masked_fill(hidden, 0.0)
+    if hidden is not None:
+        scores = scores.masked_fill(hidden, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if hidden is not None:
+        weights = weights.masked_fill(hidden, 0.0)  # a row with every key masked is NaN before this
     attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
 
 
-def _may_reuse(scores: torch.Tensor, mask: torch.Tensor | None) -> bool:
-    """True when the softmax and masking steps may overwrite `scores`: no autograd graph, and a mask that
-    does not broadcast `scores` to a larger shape (checked by hand: torch.broadcast_shapes costs ~14 µs)."""
-    if torch.is_grad_enabled() and scores.requires_grad:
-        return False
-    if mask is None:
-        return True
-    m, s = mask.shape, scores.shape
-    return len(m) <= len(s) and all(a == 1 or a == b for a, b in zip(reversed(m), reversed(s)))
+def _weights_in_place(
+    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float, shape: torch.Size
+) -> torch.Tensor:
+    """softmax(QKᵀ·factor) with hidden keys at exactly 0, as one tensor written in place (no autograd graph).
+
+    Bitwise the same weights as the allocating path, in fewer passes over the [..., Q, K] tensor:
+    - a large scores tensor is allocated on huge pages (see hugepages: 4 KiB page faults cost as much as QKᵀ);
+    - a power-of-two factor (1/√d_k for d_k = 4, 16, 64, 256) scales q instead of the scores: exact in
+      floating point, and n·d_k multiplications instead of n² (other factors scale the scores as before);
+    - torch.where(mask, ...) hides keys without first inverting the mask, twice as fast as masked_fill_;
+    - softmax already gives exactly 0 for a hidden key in a row that can see some key, so only rows
+      with every key hidden (NaN after the softmax) are zeroed, and on the CPU only when there are some.
+    """
+    exact = factor == 1.0 or math.frexp(factor)[0] == 0.5  # a power of two: scaling never rounds
+    if factor != 1.0 and exact:
+        q = q * factor  # (..., Q, d_k)
+    keys_t = k.transpose(-2, -1)  # (..., d_k, K)
+    if math.prod(shape) * q.element_size() >= hugepages.MIN_BYTES:
+        scores = torch.matmul(q, keys_t, out=hugepages.empty(shape, q))  # (..., Q, K)
+    else:
+        scores = torch.matmul(q, keys_t)  # (..., Q, K)
+    if not exact:
+        scores.mul_(factor)
+    if mask is not None:
+        torch.where(mask, scores, scores.new_full((), float("-inf")), out=scores)
+    weights = torch.softmax(scores, dim=-1, out=scores)
+    if mask is not None:
+        live = mask.any(-1, keepdim=True)  # (..., Q, 1): rows that may attend to some key
+        if weights.device.type != "cpu" or not bool(live.all()):  # no host sync on an accelerator
+            weights.masked_fill_(~live, 0.0)
+    return weights
 
 
-def _new_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
-    """A fresh, huge-page backed tensor for QKᵀ when it is large and no autograd graph is recorded; else None
-    (matmul allocates). The scores become the weights, so this tensor is what the caller gets back."""
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
-        return None
+def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> torch.Size:
+    """The shape of QKᵀ, [..., Q, K], with the batch axes of q and k broadcast."""
     batch = q.shape[:-2] if q.shape[:-2] == k.shape[:-2] else torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    shape = (*batch, q.size(-2), k.size(-2))  # (..., Q, K)
-    if math.prod(shape) * q.element_size() < hugepages.MIN_BYTES:
-        return None
-    return hugepages.empty(shape, q)
+    return torch.Size((*batch, q.size(-2), k.size(-2)))
+
+
+def _fits(small: torch.Size, large: torch.Size) -> bool:
+    """True when a tensor of shape `small` broadcasts to `large` without enlarging it (checked by hand:
+    torch.broadcast_shapes costs ~14 µs)."""
+    return len(small) <= len(large) and all(a == 1 or a == b for a, b in zip(reversed(small), reversed(large)))
 
 
 def attention_steps(

@@ -137,48 +137,52 @@ def test_footnote_4_dot_product_variance_is_d_k(d_k):
     assert abs((dots / math.sqrt(d_k)).var().item() - 1) < 0.06
 
 
-# --- large inputs: the no-autograd path writes QKᵀ into a fresh huge-page backed tensor ----------
+# --- the no-autograd path: weights written in place, huge pages for large ones ------------------------
 
 LARGE = dict(B=1, H=4, Q=512, K=512, d_k=64, d_v=32)  # scores of 4 MiB: hugepages.MIN_BYTES
+SMALL = dict(B=2, H=3, Q=9, K=11, d_k=24, d_v=8)  # 1/√24 is not a power of two: the scores are scaled
 
 
-def large_masks():
-    Q, K = LARGE["Q"], LARGE["K"]
-    full = random_mask((1, 4, Q, K), seed=5)
-    full[0, 2, 7] = False  # one query row with every key hidden
-    padding = torch.ones(1, 1, 1, K, dtype=torch.bool)
-    padding[..., -40:] = False
-    return {"none": None, "full": full, "causal": causal_mask(Q), "causal+padding": causal_mask(Q) & padding}
+def masks_for(B, H, Q, K, **_):
+    """Every mask shape the model passes, and one with a fully hidden query row."""
+    full = random_mask((B, H, Q, K), seed=5)
+    full[0, H - 1, Q // 2] = False  # a query row with every key hidden
+    padding = torch.ones(B, 1, 1, K, dtype=torch.bool)
+    padding[..., -(K // 4):] = False
+    causal = torch.ones(Q, K, dtype=torch.bool).tril()
+    return {"none": None, "full": full, "causal": causal, "causal+padding": causal & padding, "padding": padding}
 
 
-@pytest.mark.parametrize("masking", ["none", "full", "causal", "causal+padding"])
-@pytest.mark.parametrize("scale", ["sqrt_dk", "none", 0.37])
-def test_large_inputs_without_autograd_are_bitwise_the_autograd_path(monkeypatch, masking, scale):
+@pytest.mark.parametrize("size", ["small", "large"])
+@pytest.mark.parametrize("masking", ["none", "full", "causal", "causal+padding", "padding"])
+@pytest.mark.parametrize("scale", ["sqrt_dk", "none", 0.37, 0.25])
+def test_without_autograd_the_weights_are_bitwise_those_of_the_autograd_path(monkeypatch, size, masking, scale):
     advised = []
     monkeypatch.setattr(hugepages, "_madvise", lambda: lambda *args: advised.append(args) or 0)
-    q, k, v = qkv(**LARGE, seed=4)
-    mask = large_masks()[masking]
+    shape = {"small": SMALL, "large": LARGE}[size]
+    q, k, v = qkv(**shape, seed=4)
+    mask = masks_for(**shape)[masking]
     with torch.inference_mode():
         out, weights = scaled_dot_product_attention(q, k, v, mask, scale)
-    assert advised, "the large no-autograd path should ask for huge pages"
+    assert len(advised) == (size == "large"), "only large weights are put on huge pages"
     q_grad = q.clone().requires_grad_()  # autograd path: every step allocates, nothing is advised
     ref_out, ref_weights = scaled_dot_product_attention(q_grad, k, v, mask, scale)
-    assert len(advised) == 1
+    assert len(advised) == (size == "large")
     assert torch.equal(weights, ref_weights.detach()) and torch.equal(out, ref_out.detach())
     torch_scale = {"sqrt_dk": None, "none": 1.0}.get(scale, scale)
     if masking != "full":  # torch gives NaN on the fully masked row, where ours gives zeros
         torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=torch_scale),
                                    atol=1e-5, rtol=1e-5)
-    live = mask is None or mask.any(-1, keepdim=True)
+    live = torch.ones(()) if mask is None else mask.any(-1, keepdim=True).float()
     torch.testing.assert_close(weights.sum(-1, keepdim=True), torch.ones_like(weights[..., :1]) * live)
     if mask is not None:
         assert torch.all(weights.masked_select(~mask.expand_as(weights)) == 0.0)
-    assert not torch.isnan(weights).any()
+    assert not torch.isnan(weights).any() and not torch.isnan(out).any()
 
 
 def test_large_inputs_with_autograd_still_train():
     q, k, v = (t.requires_grad_() for t in qkv(**LARGE, seed=6))
-    out, weights = scaled_dot_product_attention(q, k, v, large_masks()["causal+padding"])
+    out, weights = scaled_dot_product_attention(q, k, v, masks_for(**LARGE)["causal+padding"])
     (out.square().sum() + weights[..., 0].sum()).backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
 

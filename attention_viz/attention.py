@@ -68,70 +68,76 @@ def scaled_dot_product_attention(
         before dropout. Masked weights are exactly 0; fully masked rows are all 0.
     """
     factor = scale_factor(scale, q.size(-1))
-    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
-        shape = _scores_shape(q, k)
-        if mask is None or _fits(mask.shape, shape):
-            weights = _weights_in_place(q, k, mask, factor, shape)
-            attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-            return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
-    # With autograd, or a mask that enlarges the scores: every step allocates its own tensor.
-    scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
-    if factor != 1.0:
-        scores = scores.mul_(factor)
-    hidden = None if mask is None else ~mask
-    if hidden is not None:
-        scores = scores.masked_fill(hidden, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if hidden is not None:
-        weights = weights.masked_fill(hidden, 0.0)  # a row with every key masked is NaN before this
+    n_scores = q.numel() // q.size(-1) * k.size(-2)  # the size of QKᵀ when q carries the batch axes
+    if n_scores >= MANY_SCORES and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+        weights = _many_weights(q, k, mask, factor)
+    else:
+        weights = _weights(q, k, mask, factor)
     attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
 
 
-# Below this many scores, masking costs what its calls cost (a few µs each), not what its passes over
-# the scores cost: hide keys with the allocating path's three calls (invert the mask, fill -inf, fill 0).
-# Above it, torch.where plus re-zeroing only fully masked rows streams the scores half as often.
-# Chosen by timing both inside the model benchmark (app model, h=4, one thread): the calls win ~5% of a
-# forward at n=16 (1K scores per map), the two tie at n=64 (16K), torch.where wins ~15% at n=256 (262K).
-FEW_SCORES = 2**15
+def _weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float) -> torch.Tensor:
+    """softmax(QKᵀ·factor) with hidden keys at exactly 0, in as few calls as possible (few scores, or autograd)."""
+    scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
+    if factor != 1.0:
+        scores = scores.mul_(factor)
+    hidden = None if mask is None else ~mask
+    if not (torch.is_grad_enabled() and scores.requires_grad) and (mask is None or _fits(mask.shape, scores.shape)):
+        # Without autograd every step can write into `scores`, which becomes the weights.
+        if hidden is not None:
+            scores.masked_fill_(hidden, float("-inf"))
+        weights = torch.softmax(scores, dim=-1, out=scores)
+        if hidden is not None:
+            weights.masked_fill_(hidden, 0.0)  # a row with every key masked is NaN before this
+        return weights
+    if hidden is not None:
+        scores = scores.masked_fill(hidden, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if hidden is not None:
+        weights = weights.masked_fill(hidden, 0.0)
+    return weights
 
 
-def _weights_in_place(
-    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float, shape: tuple[int, ...]
-) -> torch.Tensor:
-    """softmax(QKᵀ·factor) with hidden keys at exactly 0, as one tensor written in place (no autograd graph).
+# From this many scores on (all heads together), without autograd, the weights are computed by
+# _many_weights, which streams the [..., Q, K] tensor fewer times but makes more calls (a few µs each).
+# Chosen by timing both inside the model benchmark (app model, h=4, one thread): the fewer calls win
+# ~5% of a forward at n=16 (1K scores per map), the two tie at n=64 (16K), fewer passes win ~15% at
+# n=256 (262K).
+MANY_SCORES = 2**15
 
-    Bitwise the same weights as the allocating path, in fewer passes over the [..., Q, K] tensor:
-    - a large scores tensor is allocated on huge pages (see hugepages: 4 KiB page faults cost as much as QKᵀ);
-    - a power-of-two factor (1/√d_k for d_k = 4, 16, 64, 256) scales q instead of the scores: exact in
-      floating point, and n·d_k multiplications instead of n² (other factors scale the scores as before);
-    - beyond FEW_SCORES, torch.where(mask, ...) hides keys without inverting the mask first (twice as fast
-      as masked_fill_ with a broadcast mask), and as softmax already gives exactly 0 to a hidden key in
-      a row that can see some key, only rows with every key hidden (NaN after the softmax) are zeroed,
-      and on the CPU only when there are some.
+
+def _many_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float) -> torch.Tensor:
+    """_weights without autograd for many scores: bitwise the same weights, streamed fewer times.
+
+    - A large scores tensor is allocated on huge pages (see hugepages: 4 KiB page faults cost as much as QKᵀ).
+    - A power-of-two factor (1/√d_k for d_k = 4, 16, 64, 256) scales q instead of the scores: exact in
+      floating point, and n·d_k multiplications instead of n² (other factors scale the scores as before).
+    - torch.where(mask, ...) hides keys without inverting the mask first (twice as fast as masked_fill_
+      with a broadcast mask).
+    - softmax already gives exactly 0 to a hidden key in a row that can see some key, so only rows with
+      every key hidden (NaN after the softmax) are zeroed, and on the CPU only when there are some.
     """
+    shape = _scores_shape(q, k)
+    if mask is not None and not _fits(mask.shape, shape):
+        return _weights(q, k, mask, factor)  # the mask enlarges the scores: they cannot hold the weights
     exact = factor == 1.0 or math.frexp(factor)[0] == 0.5  # a power of two: scaling never rounds
     if factor != 1.0 and exact:
         q = q * factor  # (..., Q, d_k)
     keys_t = k.transpose(-2, -1)  # (..., d_k, K)
-    size = math.prod(shape)
-    if size * q.element_size() >= hugepages.MIN_BYTES:
+    if math.prod(shape) * q.element_size() >= hugepages.MIN_BYTES:
         scores = torch.matmul(q, keys_t, out=hugepages.empty(shape, q))  # (..., Q, K)
     else:
         scores = torch.matmul(q, keys_t)  # (..., Q, K)
     if not exact:
         scores.mul_(factor)
-    if mask is None:
-        return torch.softmax(scores, dim=-1, out=scores)
-    if size < FEW_SCORES:
-        hidden = ~mask
-        scores.masked_fill_(hidden, float("-inf"))
-        return torch.softmax(scores, dim=-1, out=scores).masked_fill_(hidden, 0.0)
-    torch.where(mask, scores, scores.new_full((), float("-inf")), out=scores)
+    if mask is not None:
+        torch.where(mask, scores, scores.new_full((), float("-inf")), out=scores)
     weights = torch.softmax(scores, dim=-1, out=scores)
-    live = mask.any(-1, keepdim=True)  # (..., Q, 1): rows that may attend to some key
-    if weights.device.type != "cpu" or not bool(live.all()):  # no host sync on an accelerator
-        weights.masked_fill_(~live, 0.0)
+    if mask is not None:
+        live = mask.any(-1, keepdim=True)  # (..., Q, 1): rows that may attend to some key
+        if weights.device.type != "cpu" or not bool(live.all()):  # no host sync on an accelerator
+            weights.masked_fill_(~live, 0.0)
     return weights
 
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_viz.attention import (
-    FEW_SCORES,
+    MANY_SCORES,
     AdditiveAttention,
     MultiHeadAttention,
     attention_steps,
@@ -142,7 +142,7 @@ def test_footnote_4_dot_product_variance_is_d_k(d_k):
 
 LARGE = dict(B=1, H=4, Q=512, K=512, d_k=64, d_v=32)  # scores of 4 MiB: hugepages.MIN_BYTES
 SMALL = dict(B=2, H=3, Q=9, K=11, d_k=24, d_v=8)  # 1/√24 is not a power of two: the scores are scaled
-MEDIUM = dict(B=2, H=2, Q=100, K=200, d_k=16, d_v=8)  # more than attention.FEW_SCORES: torch.where
+MEDIUM = dict(B=2, H=2, Q=100, K=200, d_k=16, d_v=8)  # attention.MANY_SCORES or more: torch.where
 
 
 def masks_for(B, H, Q, K, **_):
@@ -159,7 +159,7 @@ def masks_for(B, H, Q, K, **_):
 @pytest.mark.parametrize("masking", ["none", "full", "causal", "causal+padding", "padding"])
 @pytest.mark.parametrize("scale", ["sqrt_dk", "none", 0.37, 0.25])
 def test_without_autograd_the_weights_are_bitwise_those_of_the_autograd_path(monkeypatch, size, masking, scale):
-    assert (math.prod(SMALL[a] for a in "BHQK") < FEW_SCORES <= math.prod(MEDIUM[a] for a in "BHQK")
+    assert (math.prod(SMALL[a] for a in "BHQK") < MANY_SCORES <= math.prod(MEDIUM[a] for a in "BHQK")
             and math.prod(MEDIUM[a] for a in "BHQK") * 4 < hugepages.MIN_BYTES <= math.prod(LARGE[a] for a in "BHQK") * 4)
     advised = []
     monkeypatch.setattr(hugepages, "_madvise", lambda: lambda *args: advised.append(args) or 0)

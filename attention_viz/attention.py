@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import hugepages
+
 # How QKᵀ is scaled before the softmax: "sqrt_dk" multiplies by 1/√d_k (the paper), "none"
 # leaves the plain dot products (factor 1), and a positive float is used as the factor itself.
 Scale = str | float
@@ -66,37 +68,90 @@ def scaled_dot_product_attention(
         before dropout. Masked weights are exactly 0; fully masked rows are all 0.
     """
     factor = scale_factor(scale, q.size(-1))
+    n_scores = q.numel() // q.size(-1) * k.size(-2)  # the size of QKᵀ when q carries the batch axes
+    if n_scores >= MANY_SCORES and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+        weights = _many_weights(q, k, mask, factor)
+    else:
+        weights = _weights(q, k, mask, factor)
+    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
+
+
+def _weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float) -> torch.Tensor:
+    """softmax(QKᵀ·factor) with hidden keys at exactly 0, in as few calls as possible (few scores, or autograd)."""
     scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
     if factor != 1.0:
         scores = scores.mul_(factor)
     hidden = None if mask is None else ~mask
-    if _may_reuse(scores, mask):
-        # Without autograd every step can write into `scores`, which becomes the weights: on the CPU a
-        # fresh [..., Q, K] tensor per step costs page faults, about half the time at n >= 1024.
+    if not (torch.is_grad_enabled() and scores.requires_grad) and (mask is None or _fits(mask.shape, scores.shape)):
+        # Without autograd every step can write into `scores`, which becomes the weights.
         if hidden is not None:
             scores.masked_fill_(hidden, float("-inf"))
         weights = torch.softmax(scores, dim=-1, out=scores)
         if hidden is not None:
             weights.masked_fill_(hidden, 0.0)  # a row with every key masked is NaN before this
+        return weights
+    if hidden is not None:
+        scores = scores.masked_fill(hidden, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if hidden is not None:
+        weights = weights.masked_fill(hidden, 0.0)
+    return weights
+
+
+# From this many scores on (all heads together), without autograd, the weights are computed by
+# _many_weights, which streams the [..., Q, K] tensor fewer times but makes more calls (a few µs each).
+# Chosen by timing both inside the model benchmark (app model, h=4, one thread): the fewer calls win
+# ~5% of a forward at n=16 (1K scores per map), the two tie at n=64 (16K), fewer passes win ~15% at
+# n=256 (262K).
+MANY_SCORES = 2**15
+
+
+def _many_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float) -> torch.Tensor:
+    """_weights without autograd for many scores: bitwise the same weights, streamed fewer times.
+
+    - A large scores tensor is allocated on huge pages (see hugepages: 4 KiB page faults cost as much as QKᵀ).
+    - A power-of-two factor (1/√d_k for d_k = 4, 16, 64, 256) scales q instead of the scores: exact in
+      floating point, and n·d_k multiplications instead of n² (other factors scale the scores as before).
+    - torch.where(mask, ...) hides keys without inverting the mask first (twice as fast as masked_fill_
+      with a broadcast mask).
+    - softmax already gives exactly 0 to a hidden key in a row that can see some key, so only rows with
+      every key hidden (NaN after the softmax) are zeroed, and on the CPU only when there are some.
+    """
+    shape = _scores_shape(q, k)
+    if mask is not None and not _fits(mask.shape, shape):
+        return _weights(q, k, mask, factor)  # the mask enlarges the scores: they cannot hold the weights
+    exact = factor == 1.0 or math.frexp(factor)[0] == 0.5  # a power of two: scaling never rounds
+    if factor != 1.0 and exact:
+        q = q * factor  # (..., Q, d_k)
+    keys_t = k.transpose(-2, -1)  # (..., d_k, K)
+    if math.prod(shape) * q.element_size() >= hugepages.MIN_BYTES:
+        scores = torch.matmul(q, keys_t, out=hugepages.empty(shape, q))  # (..., Q, K)
     else:
-        if hidden is not None:
-            scores = scores.masked_fill(hidden, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        if hidden is not None:
-            weights = weights.masked_fill(hidden, 0.0)
-    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-    return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
+        scores = torch.matmul(q, keys_t)  # (..., Q, K)
+    if not exact:
+        scores.mul_(factor)
+    if mask is not None:
+        torch.where(mask, scores, scores.new_full((), float("-inf")), out=scores)
+    weights = torch.softmax(scores, dim=-1, out=scores)
+    if mask is not None:
+        live = mask.any(-1, keepdim=True)  # (..., Q, 1): rows that may attend to some key
+        if weights.device.type != "cpu" or not bool(live.all()):  # no host sync on an accelerator
+            weights.masked_fill_(~live, 0.0)
+    return weights
 
 
-def _may_reuse(scores: torch.Tensor, mask: torch.Tensor | None) -> bool:
-    """True when the softmax and masking steps may overwrite `scores`: no autograd graph, and a mask that
-    does not broadcast `scores` to a larger shape (checked by hand: torch.broadcast_shapes costs ~14 µs)."""
-    if torch.is_grad_enabled() and scores.requires_grad:
-        return False
-    if mask is None:
-        return True
-    m, s = mask.shape, scores.shape
-    return len(m) <= len(s) and all(a == 1 or a == b for a, b in zip(reversed(m), reversed(s)))
+def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
+    """The shape of QKᵀ, [..., Q, K], with the batch axes of q and k broadcast."""
+    if q.dim() == k.dim() and q.shape[:-2] == k.shape[:-2]:
+        return (*q.shape[:-1], k.size(-2))
+    return (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))
+
+
+def _fits(small: tuple[int, ...], large: tuple[int, ...]) -> bool:
+    """True when a tensor of shape `small` broadcasts to `large` without enlarging it (checked by hand:
+    torch.broadcast_shapes costs ~14 µs)."""
+    return len(small) <= len(large) and all(a == 1 or a == b for a, b in zip(reversed(small), reversed(large)))
 
 
 def attention_steps(

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_viz.attention import (
+    MANY_SCORES,
     AdditiveAttention,
     MultiHeadAttention,
     attention_steps,
@@ -16,6 +17,7 @@ from attention_viz.attention import (
     scale_factor,
     scaled_dot_product_attention,
 )
+from attention_viz import hugepages
 from attention_viz.interop import multihead_attention_from_torch
 
 
@@ -134,6 +136,69 @@ def test_footnote_4_dot_product_variance_is_d_k(d_k):
     assert abs(dots.mean().item()) < 5 * math.sqrt(d_k / 20000)
     assert abs(dots.var().item() / d_k - 1) < 0.06
     assert abs((dots / math.sqrt(d_k)).var().item() - 1) < 0.06
+
+
+# --- the no-autograd path: weights written in place, huge pages for large ones ------------------------
+
+LARGE = dict(B=1, H=4, Q=512, K=512, d_k=64, d_v=32)  # scores of 4 MiB: hugepages.MIN_BYTES
+SMALL = dict(B=2, H=3, Q=9, K=11, d_k=24, d_v=8)  # 1/√24 is not a power of two: the scores are scaled
+MEDIUM = dict(B=2, H=2, Q=100, K=200, d_k=16, d_v=8)  # attention.MANY_SCORES or more: torch.where
+
+
+def masks_for(B, H, Q, K, **_):
+    """Every mask shape the model passes, and one with a fully hidden query row."""
+    full = random_mask((B, H, Q, K), seed=5)
+    full[0, H - 1, Q // 2] = False  # a query row with every key hidden
+    padding = torch.ones(B, 1, 1, K, dtype=torch.bool)
+    padding[..., -(K // 4):] = False
+    causal = torch.ones(Q, K, dtype=torch.bool).tril()
+    return {"none": None, "full": full, "causal": causal, "causal+padding": causal & padding, "padding": padding}
+
+
+@pytest.mark.parametrize("size", ["small", "medium", "large"])
+@pytest.mark.parametrize("masking", ["none", "full", "causal", "causal+padding", "padding"])
+@pytest.mark.parametrize("scale", ["sqrt_dk", "none", 0.37, 0.25])
+def test_without_autograd_the_weights_are_bitwise_those_of_the_autograd_path(monkeypatch, size, masking, scale):
+    assert (math.prod(SMALL[a] for a in "BHQK") < MANY_SCORES <= math.prod(MEDIUM[a] for a in "BHQK")
+            and math.prod(MEDIUM[a] for a in "BHQK") * 4 < hugepages.MIN_BYTES <= math.prod(LARGE[a] for a in "BHQK") * 4)
+    advised = []
+    monkeypatch.setattr(hugepages, "_madvise", lambda: lambda *args: advised.append(args) or 0)
+    shape = {"small": SMALL, "medium": MEDIUM, "large": LARGE}[size]
+    q, k, v = qkv(**shape, seed=4)
+    mask = masks_for(**shape)[masking]
+    with torch.inference_mode():
+        out, weights = scaled_dot_product_attention(q, k, v, mask, scale)
+    assert len(advised) == (size == "large"), "only large weights are put on huge pages"
+    q_grad = q.clone().requires_grad_()  # autograd path: every step allocates, nothing is advised
+    ref_out, ref_weights = scaled_dot_product_attention(q_grad, k, v, mask, scale)
+    assert len(advised) == (size == "large")
+    assert torch.equal(weights, ref_weights.detach()) and torch.equal(out, ref_out.detach())
+    torch_scale = {"sqrt_dk": None, "none": 1.0}.get(scale, scale)
+    if masking != "full":  # torch gives NaN on the fully masked row, where ours gives zeros
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=torch_scale),
+                                   atol=1e-5, rtol=1e-5)
+    live = torch.ones(()) if mask is None else mask.any(-1, keepdim=True).float()
+    torch.testing.assert_close(weights.sum(-1, keepdim=True), torch.ones_like(weights[..., :1]) * live)
+    if mask is not None:
+        assert torch.all(weights.masked_select(~mask.expand_as(weights)) == 0.0)
+    assert not torch.isnan(weights).any() and not torch.isnan(out).any()
+
+
+def test_large_inputs_with_autograd_still_train():
+    q, k, v = (t.requires_grad_() for t in qkv(**LARGE, seed=6))
+    out, weights = scaled_dot_product_attention(q, k, v, masks_for(**LARGE)["causal+padding"])
+    (out.square().sum() + weights[..., 0].sum()).backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def test_large_inputs_under_no_grad_keep_a_graph_when_an_input_requires_grad():
+    q, k, v = qkv(**LARGE, seed=7)
+    k.requires_grad_()
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert weights.requires_grad and out.requires_grad
+    with torch.no_grad():
+        out_ng, weights_ng = scaled_dot_product_attention(q, k, v)
+    assert torch.equal(weights_ng, weights.detach()) and torch.equal(out_ng, out.detach())
 
 
 # --- multi-head attention -------------------------------------------------------------------------

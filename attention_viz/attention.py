@@ -207,11 +207,29 @@ class MultiHeadAttention(nn.Module):
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-head q [B, H, Q, d_k], k [B, H, K, d_k], v [B, H, K, d_v] from inputs [B, *, d_model]."""
-        B, Q, K, H = query.size(0), query.size(1), key.size(1), self.n_heads
-        q = self.q_proj(query).view(B, Q, H, self.d_k).transpose(1, 2)  # (B, H, Q, d_k)
+        return (self.project_query(query), *self.project_keys_values(key, value))
+
+    def project_query(self, query: torch.Tensor) -> torch.Tensor:
+        """query [B, Q, d_model] -> q [B, H, Q, d_k]."""
+        B, Q = query.shape[:2]
+        return self.q_proj(query).view(B, Q, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, Q, d_k)
+
+    def project_keys_values(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """key, value [B, K, d_model] -> k [B, H, K, d_k], v [B, H, K, d_v]: what a decoder may keep between steps."""
+        B, K, H = key.size(0), key.size(1), self.n_heads
         k = self.k_proj(key).view(B, K, H, self.d_k).transpose(1, 2)  # (B, H, K, d_k)
         v = self.v_proj(value).view(B, K, H, self.d_v).transpose(1, 2)  # (B, H, K, d_v)
-        return q, k, v
+        return k, v
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+        scale: Scale = "sqrt_dk",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. 1 in every head on projected q, k, v, then W_O: (out [B, Q, d_model], weights [B, H, Q, K])."""
+        dropout_p = self.dropout if self.training else 0.0
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, scale, dropout_p)  # (B, H, Q, d_v)
+        concat = heads.transpose(1, 2).reshape(q.size(0), q.size(2), -1)  # (B, Q, H·d_v)
+        return self.out_proj(concat), weights
 
     def forward(
         self,
@@ -222,8 +240,4 @@ class MultiHeadAttention(nn.Module):
         scale: Scale = "sqrt_dk",
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """query [B, Q, d_model], key/value [B, K, d_model], mask -> [B, H, Q, K] -> (out [B, Q, d_model], weights [B, H, Q, K])."""
-        q, k, v = self.project(query, key, value)
-        dropout_p = self.dropout if self.training else 0.0
-        heads, weights = scaled_dot_product_attention(q, k, v, mask, scale, dropout_p)  # (B, H, Q, d_v)
-        concat = heads.transpose(1, 2).reshape(query.size(0), query.size(1), -1)  # (B, Q, H·d_v)
-        return self.out_proj(concat), weights
+        return self.attend(*self.project(query, key, value), mask, scale)

@@ -143,25 +143,52 @@ class Transformer(nn.Module):
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
+        reuse_keys: bool = True,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
 
         Generated tokens exclude <bos>; a row that has emitted <eos> is padded with pad_id after it.
         The returned decoder maps have one query row per generated token: row t is the step that produced token t.
+
+        reuse_keys: under the causal mask, each step runs the decoder on the new position only, keeping every
+        layer's self-attention keys and values and the memory's cross-attention ones (O(n) instead of O(n²));
+        the maps then come from one full pass over the decoder input, as the last step of the plain loop
+        computes them. Without the causal mask earlier positions see later ones, so every step reruns them all.
         """
         memory, src_mask, enc_weights = self.encode(src, scale, padding_mask)
         B = src.size(0)
         tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
+
+        def append(logits: torch.Tensor) -> bool:
+            """Append each row's most likely next token (pad once the row is done); True when every row is done."""
+            nonlocal tgt, done
+            next_token = logits.argmax(-1).masked_fill(done, self.config.pad_id)  # (B,)
+            tgt = torch.cat([tgt, next_token[:, None]], dim=1)  # (B, t + 1)
+            done = done | (next_token == eos_id)
+            return bool(done.all())
+
+        if reuse_keys and causal_mask:
+            memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in self.decoder.layers]
+            past: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.decoder.layers)
+            pe = positional_encoding(max_len, self.config.d_model, src.device)  # (max_len, D)
+            for t in range(max_len):
+                y = self.dropout(self.tgt_embed(tgt[:, -1:]) + pe[t])  # (B, 1, D): the newest position only
+                for i, layer in enumerate(self.decoder.layers):
+                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, scale)
+                if self.decoder.norm is not None:
+                    y = self.decoder.norm(y)
+                if append(self.generator(y[:, -1])):
+                    break
+            _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, scale, causal_mask,
+                                                         padding_mask)
+            return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
+
         self_weights: list[torch.Tensor] = []
         cross_weights: list[torch.Tensor] = []
         for _ in range(max_len):
             logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, scale, causal_mask, padding_mask)
-            next_token = logits[:, -1].argmax(-1)  # (B,)
-            next_token = next_token.masked_fill(done, self.config.pad_id)
-            tgt = torch.cat([tgt, next_token[:, None]], dim=1)  # (B, t + 1)
-            done |= next_token == eos_id
-            if bool(done.all()):
+            if append(logits[:, -1]):
                 break
         return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
 

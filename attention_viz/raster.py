@@ -24,7 +24,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 WEIGHT_CMAP = "viridis"  # attention weights, 0 → 1
 MASKED_RGB = (200, 200, 200)  # masked positions and non-finite values (#c8c8c8)
-GAP_COLOR = (255, 255, 255)
+WHITE = 255  # gaps and margins: one grey level, so an image starts as one np.full
 INK = (0, 0, 0)
 LABEL_MARGIN = (14, 24)  # (top, left) pixels taken by grid labels "H0" / "L0"
 MAX_GRID_WIDTH = 1024  # automatic cell size keeps the grid about this wide
@@ -198,36 +198,37 @@ def grid_image(
     if per_head_max:
         peak = np.where(np.isnan(w), 0.0, w).max(axis=(2, 3), keepdims=True)  # (L, H, 1, 1)
         w = w / np.where(peak > 0, peak, 1.0)
-    index = colour_index(w).transpose(0, 2, 1, 3)  # (L, Q, H, K)
-    c, g = layout.cell, layout.gap
-    index = index.repeat(c, axis=1).repeat(c, axis=3)  # (L, Q·c, H, K·c)
-    n_l, qc, n_h, kc = index.shape
-    tiles = np.empty((n_l, qc + g, n_h, kc + g, 3), dtype=np.uint8)  # each tile padded by the gap
-    tiles[...] = GAP_COLOR
-    tiles[:, :qc, :, :kc] = colormap_lut(cmap)[index]
-    if np.isnan(w).any():
-        nan = np.isnan(w).transpose(0, 2, 1, 3).repeat(c, axis=1).repeat(c, axis=3)
-        tiles[:, :qc, :, :kc][nan] = MASKED_RGB
-    body = tiles.reshape(n_l * (qc + g), n_h * (kc + g), 3)[: n_l * (qc + g) - g, : n_h * (kc + g) - g]
-    if not labels:
-        return np.ascontiguousarray(body)
-    image = np.full(layout.shape, 255, dtype=np.uint8)
-    image[layout.top :, layout.left :] = body
-    return _draw_grid_labels(image, layout)
-
-
-def _draw_grid_labels(image: np.ndarray, layout: GridLayout) -> np.ndarray:
-    """Write "L<i>" beside each layer row and "H<j>" above each head column."""
-    canvas = Image.fromarray(image)
-    draw = ImageDraw.Draw(canvas)
-    small = ImageFont.load_default(size=11)
+    colours = colormap_lut(cmap)[colour_index(w)]  # (L, H, Q, K, 3): one colour per weight, before any repeat
+    colours[np.isnan(w)] = MASKED_RGB
+    image = np.full(layout.shape, WHITE, dtype=np.uint8)
+    c, n_q, n_k = layout.cell, layout.n_q, layout.n_k
     for layer in range(layout.n_layers):
-        y, _ = layout.origin(layer, 0)
-        draw.text((1, y), f"L{layer}", fill=INK, font=small)
+        for head in range(layout.n_heads):
+            rows = colours[layer, head].repeat(c, axis=1).reshape(n_q, 1, n_k * c * 3)  # (Q, 1, K·c·3): one pixel row each
+            y, x = layout.origin(layer, head)
+            tile = image[y : y + n_q * c, x : x + n_k * c]  # (Q·c, K·c, 3), a view
+            tile.shape = (n_q, c, n_k * c * 3)  # still a view (setting .shape never copies)
+            tile[...] = rows  # each query's row of pixels, c times
+    if labels:
+        top, left = _grid_labels(layout)
+        image[: layout.top] = top
+        image[:, : layout.left] = left
+    return image
+
+
+@lru_cache(maxsize=32)
+def _grid_labels(layout: GridLayout) -> tuple[np.ndarray, np.ndarray]:
+    """The label margins of a labelled grid, drawn once per layout: "H<j>" above the columns, "L<i>" beside the rows."""
+    height, width, _ = layout.shape
+    top = Image.new("RGB", (width, layout.top), (255, 255, 255))
+    left = Image.new("RGB", (layout.left, height), (255, 255, 255))
+    small = ImageFont.load_default(size=11)
     for head in range(layout.n_heads):
-        _, x = layout.origin(0, head)
-        draw.text((x, 0), f"H{head}", fill=INK, font=small)
-    return np.array(canvas)  # a writable copy
+        ImageDraw.Draw(top).text((layout.origin(0, head)[1], 0), f"H{head}", fill=INK, font=small)
+    for layer in range(layout.n_layers):
+        ImageDraw.Draw(left).text((1, layout.origin(layer, 0)[0]), f"L{layer}", fill=INK, font=small)
+    strips = np.asarray(top), np.asarray(left)  # read-only: PIL's buffer
+    return strips
 
 
 # ---------------------------------------------------------------------------- one head
@@ -302,7 +303,7 @@ def head_image(
 
     width = layout.left + n_k * cell + sum(COLORBAR) + _colorbar_text_width()
     height = layout.top + n_q * cell + _bottom_margin(x_ticks)
-    image = np.full((height, width, 3), 255, dtype=np.uint8)
+    image = np.full((height, width, 3), WHITE, dtype=np.uint8)
     image[layout.top : layout.top + n_q * cell, layout.left : layout.left + n_k * cell] = body
     bar_left = layout.left + n_k * cell + COLORBAR[0]
     _paint_colorbar(image, layout.top, bar_left, n_q * cell)

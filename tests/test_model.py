@@ -135,6 +135,38 @@ def test_greedy_decode_agrees_with_teacher_forcing():
     torch.testing.assert_close(maps["decoder.1.cross_attn"][0], forced["decoder.1.cross_attn"][0])
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("scale", ["sqrt_dk", "none", 0.3])
+def test_greedy_decode_reusing_keys_matches_rerunning_every_step(seed, scale):
+    """The O(n) decoder (each step on the new position, keys and values kept) decodes the same tokens and returns
+    the same maps as rerunning the whole decoder input at every step."""
+    model = small_model(seed=seed)
+    src, _ = batch()
+    full_passes = []
+    decode = model.decode
+    model.decode = lambda tgt, *args: full_passes.append(tgt.size(1)) or decode(tgt, *args)
+    fast, fast_maps = model.greedy_decode(src, max_len=7, bos_id=1, eos_id=2, scale=scale)
+    assert full_passes == [fast.size(1)]  # one pass over the decoder input, for the maps
+    slow, slow_maps = model.greedy_decode(src, max_len=7, bos_id=1, eos_id=2, scale=scale, reuse_keys=False)
+    assert full_passes[1:] == list(range(1, slow.size(1) + 1))  # every step reruns every position
+    assert torch.equal(fast, slow)
+    assert list(fast_maps) == list(slow_maps)
+    for key in fast_maps:
+        torch.testing.assert_close(fast_maps[key], slow_maps[key], atol=1e-6, rtol=1e-5)
+
+
+def test_greedy_decode_without_the_causal_mask_reruns_every_step():
+    """Without the causal mask earlier positions attend to later ones, so kept keys would be stale: the same path
+    is taken whatever reuse_keys says."""
+    model = small_model(seed=1)
+    src, _ = batch()
+    kept, kept_maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=False)
+    rerun, rerun_maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=False, reuse_keys=False)
+    assert torch.equal(kept, rerun)
+    for key in kept_maps:
+        assert torch.equal(kept_maps[key], rerun_maps[key])
+
+
 def test_greedy_decode_stops_at_eos():
     model = small_model()
     with torch.no_grad():  # force <eos> (id 2) to win every step

@@ -127,7 +127,7 @@ class Handlers:
                                   pad_tokens, d_model, n_heads)
         view = self.views.visualize(settings, kind, layer, head, colour_scale, requested_d_k=d_k)
         table = {"headers": STAT_HEADERS, "data": view.statistics}
-        return self.views.png_file(view.grid), view.head, view.output, table, view.info
+        return view.grid, view.head, view.output, table, view.info
 
     @_returns_freed_memory
     @_user_errors
@@ -137,8 +137,7 @@ class Handlers:
         """Figure 2 (left) for one head: QKᵀ, scaled, masked, softmax, weights·V."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
-        image, text = self.views.steps(settings, kind, layer, head)
-        return self.views.png_file(image), text
+        return self.views.steps(settings, kind, layer, head)
 
     @_returns_freed_memory
     @_user_errors
@@ -148,8 +147,7 @@ class Handlers:
         """One head with a switch on minus off ("scaling", "causal_mask" or "padding_mask"), as a difference heatmap."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
-        image, text = self.views.compare(settings, comparison, kind, layer, head)
-        return self.views.png_file(image), text
+        return self.views.compare(settings, comparison, kind, layer, head)
 
     @_returns_freed_memory
     @_user_errors
@@ -166,13 +164,11 @@ class Handlers:
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):
         """The √d_k lab: q·k histogram against N(0, d_k), one softmax row, curves over d_k, the numbers."""
         view = self.views.dk_lab(d_k, n_keys, scaled)
-        png = self.views.png_file
-        return png(view.histogram), png(view.softmax), png(view.sweep), {"headers": LAB_HEADERS, "data": view.numbers}
+        return view.histogram, view.softmax, view.sweep, {"headers": LAB_HEADERS, "data": view.numbers}
 
     def family_curves(self) -> str | None:
         """The d_k family's training curves (drawn once, on the first page or by the warm-up)."""
-        image = self.views.family_curves()
-        return None if image is None else self.views.png_file(image)
+        return self.views.family_curves()
 
     @_returns_freed_memory
     @_user_errors

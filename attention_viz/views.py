@@ -1,9 +1,10 @@
 """What the app shows, composed from session runs with render and lab: images, tables and short texts.
 
 No Gradio here: every method takes plain values, validates them (ValueError with a message for the
-user) and returns numpy images, rows and Markdown, so tests call it exactly as the app does.
-Rendered images are cached next to the runs, so a control that only changes the view re-renders at
-most one figure and never reruns the model.
+user) and returns PNG files, HTML, rows and Markdown, so tests call it exactly as the app does.
+Images are encoded once, written to a content-named file and dropped from memory; the caches keep the
+file names (a few bytes each, not megabytes of pixels), so a control that only changes the view
+re-renders at most one figure and never reruns the model.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ KEPT_PNGS = 512             # image files kept for the app to serve (content-nam
 class Visualization:
     """The Transformer view for one set of controls."""
 
-    grid: np.ndarray            # uint8 [height, width, 3]: every layer × head of the chosen kind
+    grid: str                   # PNG file: every layer × head of the chosen kind
     head: str                   # HTML: the chosen head as a heatmap table, tokens on both axes, values in cells
     output: str                 # the model's output string (or why there is none)
     statistics: list[list]      # one row per layer × head, columns session.STAT_HEADERS
@@ -63,9 +64,9 @@ class Visualization:
 class LabView:
     """The √d_k lab for one d_k, number of keys and scaling switch."""
 
-    histogram: np.ndarray       # q·k samples against N(0, d_k)
-    softmax: np.ndarray         # one query's softmax over its keys
-    sweep: np.ndarray           # statistics over d_k, scaled against unscaled
+    histogram: str              # PNG file: q·k samples against N(0, d_k)
+    softmax: str                # PNG file: one query's softmax over its keys
+    sweep: str                  # PNG file: statistics over d_k, scaled against unscaled
     numbers: list[list]         # rows under LAB_HEADERS
 
 
@@ -89,17 +90,13 @@ class ModelControls:
     d_k_note: str               # which d_k values exist
 
 
-def _png_array(fig) -> np.ndarray:
-    return render.figure_to_array(fig)
-
-
 class Views:
     """The app's figures and texts for one server; caches rendered images and owns the export folder.
 
     Args:
         explorer: the runs and models (created once at start-up).
-        image_cache_size: rendered images kept per kind of figure (an image is at most a few MB, so the
-            default bounds the caches to tens of MB; the PNG files the app serves are kept apart).
+        image_cache_size: rendered images kept per kind of figure (as the names of their PNG files; the
+            files themselves are the last KEPT_PNGS written, on disk).
     """
 
     def __init__(self, explorer: Explorer, image_cache_size: int = 8) -> None:
@@ -115,7 +112,7 @@ class Views:
         self._export_dirs: deque[Path] = deque()
         self._pngs: OrderedDict[str, Path] = OrderedDict()  # content hash -> file, least recently used first
         self._png_lock = threading.Lock()
-        self._family: np.ndarray | None = None
+        self._family: str | None = None
         self._family_lock = threading.Lock()
 
     @property
@@ -134,10 +131,8 @@ class Views:
         digest = hashlib.blake2b(pixels.tobytes(), digest_size=16)
         digest.update(repr((pixels.shape, pixels.dtype.str)).encode())
         name = digest.hexdigest()
-        with self._png_lock:
-            if name in self._pngs:
-                self._pngs.move_to_end(name)
-                return str(self._pngs[name])
+        if self._touch(name):
+            return str(self._pngs[name])
         path = self.export_root / "images" / f"{name}.png"
         path.parent.mkdir(exist_ok=True)
         staging = path.with_name(f".{name}.{threading.get_ident()}.tmp")
@@ -148,6 +143,26 @@ class Views:
             while len(self._pngs) > KEPT_PNGS:
                 self._pngs.popitem(last=False)[1].unlink(missing_ok=True)
         return str(path)
+
+    def figure_file(self, fig) -> str:
+        """A matplotlib figure drawn and written as a PNG file (png_file); its path."""
+        return self.png_file(render.figure_to_array(fig))
+
+    def _touch(self, name: str) -> bool:
+        """Mark a PNG (by content name) as just used; False when it has left the store (deleted)."""
+        with self._png_lock:
+            if name not in self._pngs:
+                return False
+            self._pngs.move_to_end(name)
+            return True
+
+    def _kept(self, cache, *key) -> str:
+        """cache(*key), the path of a PNG file, drawn again in the rare case its file was deleted meanwhile."""
+        path = cache(*key)
+        if not self._touch(Path(path).stem):
+            cache.cache_clear()
+            path = cache(*key)
+        return path
 
     # ------------------------------------------------------------------ transformer view
 
@@ -208,17 +223,18 @@ class Views:
         layer, head = int(layer), int(head)
         requested = settings.d_k if requested_d_k is None else check_int("d_k", requested_d_k, *D_K_RANGE)
         return Visualization(
-            grid=self._grid(settings, kind, per_head),
+            grid=self._kept(self._grid, settings, kind, per_head),
             head=self._head_table(settings, kind, layer, head, per_head),
             output=output_text(run),
             statistics=run.statistics(kind),
             info="\n\n".join(filter(None, [snapped_note(requested, settings), run_notes(run)])),
         )
 
-    def _render_grid(self, settings: Settings, kind: str, per_head: bool) -> np.ndarray:
+    def _render_grid(self, settings: Settings, kind: str, per_head: bool) -> str:
         run = self.explorer.run(settings)
         masked = np.where(run.mask(kind), run.weights(kind), np.nan)  # (L, H, Q, K); masked cells grey
-        return _frozen(raster.grid_image(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True))
+        return self.png_file(raster.grid_image(masked, cell=grid_cell(masked.shape), per_head_max=per_head,
+                                               labels=True))
 
     def _render_head_table(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> str:
         run = self.explorer.run(settings)
@@ -226,18 +242,19 @@ class Views:
         return heatmap_table.head_table(run.head(kind, layer, head), queries, keys, head_title(settings, kind, layer, head),
                                         mask=run.mask(kind), per_head_max=per_head)
 
-    def _render_head(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> np.ndarray:
+    def _render_head(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> str:
         run = self.explorer.run(settings)
         queries, keys = run.tokens(kind)
-        return _frozen(raster.head_image(run.head(kind, layer, head), queries, keys, head_title(settings, kind, layer, head),
-                                         mask=run.mask(kind), per_head_max=per_head))
+        return self.png_file(raster.head_image(run.head(kind, layer, head), queries, keys,
+                                               head_title(settings, kind, layer, head), mask=run.mask(kind),
+                                               per_head_max=per_head))
 
-    def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[np.ndarray, str]:
+    def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[str, str]:
         """Figure 2 (left) for one head, and a line on what each panel is."""
         kind = check_choice("attention kind", kind, KINDS)
         steps = self.explorer.steps(settings, kind, layer, head)
         title = f"{KINDS[kind]}, layer {int(layer)}, head {int(head)}"
-        image = _png_array(render.steps_figure(steps.arrays, steps.query_tokens, steps.key_tokens, title))
+        image = self.figure_file(render.steps_figure(steps.arrays, steps.query_tokens, steps.key_tokens, title))
         blocked = int(np.isneginf(steps.arrays["masked"]).sum())
         text = (
             f"**QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → "
@@ -249,13 +266,13 @@ class Views:
 
     def compare(
         self, settings: Settings, what: object, kind: object, layer: object, head: object
-    ) -> tuple[np.ndarray, str]:
+    ) -> tuple[str, str]:
         """The difference heatmap of one head with a switch on and off, and what changed."""
         kind = check_choice("attention kind", kind, KINDS)
         comparison = self.explorer.compare(settings, what, kind, layer, head)
         a, b = comparison.labels
         title = f"{a} − {b}\n{KINDS[kind]}, layer {int(layer)}, head {int(head)}"
-        image = _png_array(render.difference_figure(comparison.a, comparison.b, comparison.query_tokens,
+        image = self.figure_file(render.difference_figure(comparison.a, comparison.b, comparison.query_tokens,
                                                     comparison.key_tokens, title))
         diff = np.abs(comparison.difference)
         lines = [f"Red: more weight {a}; blue: more weight {b}. Both use the same source and decoder input."]
@@ -277,15 +294,15 @@ class Views:
         kind = check_choice("attention kind", kind, KINDS)
         run = self.explorer.run(settings)
         layer, head = int(layer), int(head)
-        head_png = raster.array_to_png(self._head_image(settings, kind, layer, head, colour_scale == "per_head"))
+        head_png = Path(self._kept(self._head_image, settings, kind, layer, head, colour_scale == "per_head"))
         folder = Path(tempfile.mkdtemp(dir=self.export_root))
         self._export_dirs.append(folder)
         while len(self._export_dirs) > KEPT_EXPORTS:
             shutil.rmtree(self._export_dirs.popleft(), ignore_errors=True)
         stem = f"{kind.replace('.', '_')}_L{layer}_H{head}"
         files = {
-            f"grid_{kind.replace('.', '_')}.png": raster.array_to_png(view.grid),
-            f"head_{stem}.png": head_png,
+            f"grid_{kind.replace('.', '_')}.png": Path(view.grid).read_bytes(),
+            f"head_{stem}.png": head_png.read_bytes(),
             "maps.npz": self.explorer.maps_npz(run),
             f"head_{stem}.csv": self.explorer.head_csv(run, kind, layer, head).encode(),
         }
@@ -304,46 +321,44 @@ class Views:
         n_keys = check_int("number of keys", n_keys, *LAB_KEYS_RANGE)
         scaled = check_bool("scaled", scaled)
         return LabView(
-            histogram=self._histogram(d_k, scaled),
-            softmax=self._softmax(d_k, n_keys, scaled),
-            sweep=self._sweep_image(d_k, n_keys),
+            histogram=self._kept(self._histogram, d_k, scaled),
+            softmax=self._kept(self._softmax, d_k, n_keys, scaled),
+            sweep=self._kept(self._sweep_image, d_k, n_keys),
             numbers=lab_numbers(d_k, n_keys),
         )
 
-    def _render_histogram(self, d_k: int, scaled: bool) -> np.ndarray:
+    def _render_histogram(self, d_k: int, scaled: bool) -> str:
         samples = lab.dot_products(d_k, LAB_SAMPLES, seed=LAB_SEED, scaled=scaled)
         # One x range for both modes (the unscaled spread), so switching the scale visibly narrows the histogram.
         fig = render.dot_product_histogram(samples, d_k, scaled, x_limit=4.0 * math.sqrt(d_k))
-        return _frozen(_png_array(fig))
+        return self.figure_file(fig)
 
-    def _render_softmax(self, d_k: int, n_keys: int, scaled: bool) -> np.ndarray:
+    def _render_softmax(self, d_k: int, n_keys: int, scaled: bool) -> str:
         logits, weights = lab.softmax_row(d_k, n_keys, scaled, seed=LAB_SEED)
         name = "q·k / √d_k" if scaled else "q·k"
         fig = render.softmax_bars(weights, logits, title=f"one query, {n_keys} keys, d_k = {d_k}, logits {name}")
-        return _frozen(_png_array(fig))
+        return self.figure_file(fig)
 
     def _sweep_result(self, n_keys: int) -> lab.Sweep:
         d_ks = [2**i for i in range(13)]  # 1 .. 4096
         return lab.sweep(d_ks, n_keys=n_keys, n_queries=min(256, lab.MAX_SWEEP_LOGITS // n_keys), seed=LAB_SEED)
 
-    def _render_sweep(self, d_k: int, n_keys: int) -> np.ndarray:
+    def _render_sweep(self, d_k: int, n_keys: int) -> str:
         fig = render.sweep_figure(self._sweep(n_keys))
         for ax in fig.axes:
             ax.axvline(d_k, color="black", linewidth=0.8, alpha=0.5)  # where the slider is
-        return _frozen(_png_array(fig))
+        return self.figure_file(fig)
 
     def has_family(self) -> bool:
         """Whether the d_k family's checkpoints ship (their cards are read, nothing is drawn)."""
         return bool(family.family_cards(self.explorer.models_dir))
 
-    def family_curves(self) -> np.ndarray | None:
-        """The d_k family's training curves (family.plot_family over the shipped cards); None when none ships.
-
-        Drawn once (about a second: many curves and a constrained layout), then kept.
-        """
+    def family_curves(self) -> str | None:
+        """The d_k family's training curves (family.plot_family over the shipped cards) as a PNG file; None when
+        none ships. Drawn once (about a second: many curves and a constrained layout), then kept."""
         with self._family_lock:
-            if self._family is None and self.has_family():
-                self._family = _frozen(_png_array(family.plot_family(family.family_cards(self.explorer.models_dir))))
+            if (self._family is None or not self._touch(Path(self._family).stem)) and self.has_family():
+                self._family = self.figure_file(family.plot_family(family.family_cards(self.explorer.models_dir)))
             return self._family
 
     # ------------------------------------------------------------------ start-up
@@ -366,11 +381,6 @@ def grid_cell(shape: tuple[int, ...]) -> int:
     """Pixels per weight so the grid of [L, H, Q, K] is about GRID_WIDTH wide (1 to 16)."""
     _, n_heads, _, n_k = shape
     return max(1, min(16, GRID_WIDTH // (n_heads * n_k)))
-
-
-def _frozen(image: np.ndarray) -> np.ndarray:
-    image.setflags(write=False)
-    return image
 
 
 def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:

@@ -259,6 +259,21 @@ def test_png_files_are_named_by_content_and_written_once(views):
     np.testing.assert_array_equal(pixels(first), image)
 
 
+def test_cached_images_are_drawn_again_when_their_file_is_gone(views, explorer, monkeypatch):
+    """The caches keep file names, not pixels; a name whose file the store has deleted is never served."""
+    import attention_viz.views as views_module
+
+    settings = explorer.settings("attention", "reverse/sqrt_dk", 16)
+    grid = views.visualize(settings, "decoder.cross_attn", 1, 1).grid
+    assert views.visualize(settings, "decoder.cross_attn", 0, 0).grid == grid  # cached: the same file
+    monkeypatch.setattr(views_module, "KEPT_PNGS", 2)
+    for value in range(3):  # three newer images push the grid's file out of the store
+        views.png_file(np.full((2, 2, 3), value, dtype=np.uint8))
+    assert not Path(grid).exists()
+    again = views.visualize(settings, "decoder.cross_attn", 1, 1).grid
+    assert Path(again).exists() and Path(again).name == Path(grid).name  # drawn again: the same content
+
+
 MAPPED_BLOCK = """
 import ctypes, sys
 import app

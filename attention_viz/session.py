@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,6 +57,9 @@ UNTRAINED_LAYERS = 2           # N of the untrained model, encoder and decoder
 UNTRAINED_SEED = 0
 EXTRA_DECODE_STEPS = 4         # a trained model may run on past the source length by this many tokens before we stop it
 DEFAULT_UNTRAINED = {"d_model": 64, "n_heads": 4, "d_k": 16}
+# Untrained models kept for reuse, by total parameter bytes: the default is ~0.5 MB, the largest (d_model 512,
+# h·d_k 4096) ~110 MB, which is built again when needed rather than held.
+UNTRAINED_CACHE_BYTES = 32 * 2**20
 
 
 # ----------------------------------------------------------------------------- models
@@ -227,16 +231,53 @@ class Comparison:
 # ----------------------------------------------------------------------------- the explorer
 
 
+def parameter_bytes(model: torch.nn.Module) -> int:
+    """Bytes held by a model's parameters."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+class SizedCache:
+    """build(*key), memoised for the most recently used keys while their values total at most max_bytes.
+
+    A value larger than max_bytes on its own is returned but not kept. Thread-safe; builds run one at a time.
+    """
+
+    def __init__(self, build, max_bytes: int, size_of) -> None:
+        self._build, self.max_bytes, self._size_of = build, max_bytes, size_of
+        self._kept: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes), oldest first
+        self._lock = threading.Lock()
+
+    def __call__(self, *key):
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key][0]
+            value = self._build(*key)
+            size = self._size_of(value)
+            if size <= self.max_bytes:
+                self._kept[key] = (value, size)
+                while sum(kept_size for _, kept_size in self._kept.values()) > self.max_bytes:
+                    self._kept.popitem(last=False)
+            return value
+
+    @property
+    def bytes(self) -> int:
+        """Bytes kept now."""
+        with self._lock:
+            return sum(size for _, size in self._kept.values())
+
+
 class Explorer:
     """Models, validation and a cache of runs for the app: one per server, safe to share between users.
 
     Args:
         models_dir: folder of checkpoints (default: the shipped assets/models).
         device: where models run; the app uses the CPU.
-        run_cache_size: runs kept (each holds every map of one input: kilobytes for the demo models).
+        run_cache_size: runs kept (each holds every map of one input: ~0.1 MB for the trained models, up to
+            ~0.5 MB for the widest untrained one).
     """
 
-    def __init__(self, models_dir: str | Path | None = None, device: str = "cpu", run_cache_size: int = 128) -> None:
+    def __init__(self, models_dir: str | Path | None = None, device: str = "cpu", run_cache_size: int = 64) -> None:
         self.tokenizer = CharTokenizer(max_len=DEFAULT_MAX_LEN)
         self.models_dir = models_dir
         self.device = torch.device(device)
@@ -244,7 +285,7 @@ class Explorer:
         self.families = {family.key: family for family in model_families(list(self.cards.values()))}
         self._build_lock = threading.Lock()
         self._checkpoint = functools.lru_cache(maxsize=None)(self._load_checkpoint)
-        self._untrained = functools.lru_cache(maxsize=2)(self._build_untrained)  # up to ~100 MB each at the largest sizes
+        self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
         self.run = functools.lru_cache(maxsize=run_cache_size)(self._run)
 
     # -- choices
@@ -347,7 +388,7 @@ class Explorer:
                 raise ValueError(f"The model {name!r} could not be loaded; its checkpoint may be damaged.") from None
 
     def _build_untrained(self, d_model: int, n_heads: int, d_k: int) -> Transformer:
-        with self._build_lock:  # fork_rng touches the global generator: one build at a time
+        with self._build_lock:  # fork_rng touches the global generator: one build at a time (SizedCache also serialises)
             return build_untrained(d_model, n_heads, d_k, self.tokenizer.vocab_size).to(self.device)
 
     def model(self, settings: Settings) -> tuple[Transformer, dict | None]:

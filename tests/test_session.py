@@ -118,6 +118,32 @@ def test_untrained_model_size_is_bounded(explorer):
         explorer.settings("abc", UNTRAINED, 16, d_model=4)
 
 
+def test_sized_cache_keeps_recent_values_within_its_bytes():
+    from attention_viz.session import SizedCache
+
+    built = []
+    cache = SizedCache(lambda n: built.append(n) or "x" * n, max_bytes=10, size_of=len)
+    assert cache(4) == "xxxx" and cache(4) == "xxxx" and built == [4]  # kept
+    cache(5)
+    assert cache.bytes == 9
+    cache(3)  # 4 + 5 + 3 > 10: the oldest (4) goes
+    assert cache.bytes == 8 and cache(4) == "xxxx" and built == [4, 5, 3, 4]
+    cache(11)  # larger than the whole budget: returned, never kept
+    assert cache.bytes <= 10 and cache(11) and built[-2:] == [11, 11]
+
+
+def test_untrained_models_are_kept_within_a_memory_budget(explorer):
+    from attention_viz.session import UNTRAINED_CACHE_BYTES, parameter_bytes
+
+    small = explorer.model(explorer.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0]
+    assert explorer.model(explorer.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0] is small
+    large_settings = explorer.settings("abc", UNTRAINED, 512, d_model=512, n_heads=8)
+    large = explorer.model(large_settings)[0]
+    assert parameter_bytes(large) > UNTRAINED_CACHE_BYTES  # too big to keep: built again when needed
+    assert explorer.model(large_settings)[0] is not large
+    assert explorer._untrained.bytes <= UNTRAINED_CACHE_BYTES
+
+
 def test_scale_modes(explorer):
     assert explorer.settings("abc", UNTRAINED, 16, "sqrt_dk").scale == "sqrt_dk"
     assert explorer.settings("abc", UNTRAINED, 16, "off (plain q·k)").scale == "none"

@@ -392,6 +392,13 @@ def _write_values(canvas: Image.Image, w: np.ndarray, colours: np.ndarray, layou
         canvas.paste(ink, (layout.left, layout.top), mask)
 
 
+def mark_column(image: np.ndarray, x: int, top: int, bottom: int, alpha: float = 0.5) -> None:
+    """Darken pixel column x between rows top and bottom (a vertical line, black at `alpha`), in place."""
+    if 0 <= x < image.shape[1]:
+        column = image[top:bottom, x]
+        column[...] = np.rint(column * (1.0 - alpha)).astype(np.uint8)
+
+
 def array_to_png(image: np.ndarray, compress_level: int = 1) -> bytes:
     """PNG bytes of a uint8 [height, width, 3] image (lossless: heatmap edges stay sharp)."""
     buffer = io.BytesIO()

@@ -107,7 +107,8 @@ class Views:
         self._histogram = functools.lru_cache(maxsize=image_cache_size)(self._render_histogram)
         self._softmax = functools.lru_cache(maxsize=image_cache_size)(self._render_softmax)
         self._sweep = functools.lru_cache(maxsize=8)(self._sweep_result)
-        self._sweep_image = functools.lru_cache(maxsize=image_cache_size // 2)(self._render_sweep)
+        self._sweep_image = functools.lru_cache(maxsize=image_cache_size)(self._render_sweep)
+        self._sweep_base = functools.lru_cache(maxsize=2)(self._render_sweep_base)  # pixels: ~1.6 MB each
         self._exports = tempfile.TemporaryDirectory(prefix="attention_viz-exports-")
         self._export_dirs: deque[Path] = deque()
         self._pngs: OrderedDict[str, Path] = OrderedDict()  # content hash -> file, least recently used first
@@ -343,11 +344,20 @@ class Views:
         d_ks = [2**i for i in range(13)]  # 1 .. 4096
         return lab.sweep(d_ks, n_keys=n_keys, n_queries=min(256, lab.MAX_SWEEP_LOGITS // n_keys), seed=LAB_SEED)
 
-    def _render_sweep(self, d_k: int, n_keys: int) -> str:
+    def _render_sweep_base(self, n_keys: int) -> tuple[np.ndarray, list[render.LogAxes]]:
+        """The curves over d_k for one number of keys, drawn once: pixels and where each panel lies."""
         fig = render.sweep_figure(self._sweep(n_keys))
-        for ax in fig.axes:
-            ax.axvline(d_k, color="black", linewidth=0.8, alpha=0.5)  # where the slider is
-        return self.figure_file(fig)
+        pixels = render.figure_to_array(fig)
+        pixels.setflags(write=False)
+        return pixels, render.log_x_axes(fig)
+
+    def _render_sweep(self, d_k: int, n_keys: int) -> str:
+        """The curves with the slider's d_k marked in every panel: a column of pixels, not a new figure."""
+        pixels, panels = self._sweep_base(n_keys)
+        image = pixels.copy()
+        for panel in panels:
+            raster.mark_column(image, panel.column(d_k), panel.top, panel.bottom)
+        return self.png_file(image)
 
     def has_family(self) -> bool:
         """Whether the d_k family's checkpoints ship (their cards are read, nothing is drawn)."""

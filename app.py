@@ -29,6 +29,7 @@ from attention_viz.session import (
     SCALE_MODES,
     STAT_HEADERS,
     Explorer,
+    Settings,
 )
 from attention_viz.views import COLOUR_SCALES, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS_RANGE, Views
 
@@ -208,10 +209,18 @@ class Handlers:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 
-def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
-    """The app's Blocks, queued; `warm` runs the default model and every renderer once, before the first user."""
-    explorer = explorer or Explorer()
-    views = Views(explorer)
+def opening_settings(views: Views) -> Settings:
+    """The controls the page opens with: the first example on the default model, at its default d_k."""
+    explorer = views.explorer
+    model = explorer.default_model
+    controls = views.model_controls(model, explorer.default_d_k(model))
+    return explorer.settings(EXAMPLES[0], model, controls.d_k, controls.scale_mode)
+
+
+def build_app(views: Views | None = None, warm: bool = True) -> gr.Blocks:
+    """The app's Blocks, queued; `warm` computes the page's first view before the first user asks for it."""
+    views = views or Views(Explorer())
+    explorer = views.explorer
     handlers = Handlers(views)
     model0 = explorer.default_model
     controls0 = views.model_controls(model0, explorer.default_d_k(model0))
@@ -219,10 +228,7 @@ def build_app(explorer: Explorer | None = None, warm: bool = True) -> gr.Blocks:
     # each page then narrows them to its model (on load, and whenever the model changes).
     max_layers, max_heads = views.largest_model()
     if warm:
-        # The page's first view now; the figures of the other tabs on a side thread while the server starts.
-        first = explorer.settings(EXAMPLES[0], model0, controls0.d_k, controls0.scale_mode)
-        views.visualize(first, "encoder.self_attn", 0, 0)
-        threading.Thread(target=views.warm_up, args=(first, LAB_D_K, DEFAULT_KEYS), name="warm-up", daemon=True).start()
+        views.visualize(opening_settings(views), "encoder.self_attn", 0, 0)
 
     # delete_cache: every hour, drop the images and exports Gradio cached more than an hour ago.
     with gr.Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:
@@ -412,9 +418,15 @@ def main() -> None:
     tune_malloc()
     # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
-    demo = build_app()
+    views = Views(Explorer())
+    demo = build_app(views)
     freeze_start_up_objects()
-    demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"])
+    demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True)
+    # Once the server answers: the other tabs' figures (steps, compare, the lab, the family's curves), drawn
+    # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
+    threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, DEFAULT_KEYS), name="warm-up",
+                     daemon=True).start()
+    demo.block_thread()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from PIL import Image
 from attention_viz import raster, render
 from attention_viz.session import STAT_HEADERS, UNTRAINED
 from attention_viz.tokenizer import DEFAULT_MAX_LEN
-from attention_viz.views import LAB_HEADERS, grid_cell
+from attention_viz.views import LAB_HEADERS, Views, grid_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -182,7 +182,6 @@ def test_dk_lab_handler(handlers):
 
 def test_family_curves_are_drawn_once(app_module, handlers):
     from attention_viz.session import Explorer
-    from attention_viz.views import Views
 
     assert handlers.family_curves() is None  # the test checkpoints hold no d_k family
     shipped = Views(Explorer())  # assets/models: the reverse task at four d_k, scaled and unscaled
@@ -238,7 +237,7 @@ def test_strings_for_booleans_are_coerced(handlers):
 
 
 def test_build_app_names_its_endpoints_and_bounds_its_queue(app_module, explorer):
-    demo = app_module.build_app(explorer, warm=False)
+    demo = app_module.build_app(Views(explorer), warm=False)
     endpoints = demo.get_api_info()["named_endpoints"]
     assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
     assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == list(BASE)

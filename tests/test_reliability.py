@@ -621,12 +621,16 @@ def test_launch_has_no_share_link_and_takes_the_host_from_the_environment(app_mo
         def launch(self, *args, **kwargs):
             launched.update(kwargs, args=args)
 
+        def block_thread(self):
+            pass
+
     monkeypatch.delenv("GRADIO_SHARE", raising=False)
     if server_name is None:
         monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
     else:
         monkeypatch.setenv("GRADIO_SERVER_NAME", server_name)
     monkeypatch.setattr(app_module, "build_app", lambda *a, **k: Recorder())
+    monkeypatch.setattr(app_module.Views, "warm_up", lambda self, *a: None)  # no figures drawn behind the test
     threads = torch.get_num_threads()
     try:
         app_module.main()

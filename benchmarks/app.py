@@ -166,6 +166,17 @@ def cold_start(client, log_dir: Path) -> dict:
         return {"first_http_s": http_s, "first_answer_s": time.perf_counter() - server.started, "first_call_s": seconds}
 
 
+def start_up_floor(client, log_dir: Path) -> dict:
+    """What any such app pays before its own code runs: `import torch, gradio` in a fresh interpreter, and the
+    first HTTP 200 of a one-endpoint Gradio app (benchmarks/ping_app.py, no torch)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, gradio"], cwd=ROOT, check=True)
+    imports_s = time.perf_counter() - t0
+    with Server([sys.executable, "-m", "benchmarks.ping_app"], log_dir / "ping_app_cold.log") as server:
+        ping_http_s = server.wait_http(client)
+    return {"import_torch_gradio_s": imports_s, "ping_app_first_http_s": ping_http_s}
+
+
 def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None = None, text_length: int | None = None) -> dict:
     """Cold starts, then interleaved rounds of floor / rerun / view against one server."""
     from attention_viz.tokenizer import DEFAULT_MAX_LEN
@@ -178,6 +189,7 @@ def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None 
     result: dict = {"rounds": rounds, "text_length": text_length, "load_before": load()}
     with httpx.Client(timeout=60) as client:
         result["cold_start"] = [cold_start(client, log_dir) for _ in range(cold_starts)]
+        result["start_up_floor"] = [start_up_floor(client, log_dir) for _ in range(cold_starts)]
         with Server([sys.executable, "app.py"], log_dir / "app.log") as app:
             app.wait_http(client)
             time.sleep(SETTLE_S)  # the app draws the other tabs' figures on a side thread just after it starts
@@ -262,12 +274,16 @@ def report(result: dict) -> str:
          "" if name == "floor" else ms(t[name]["median_s"] - floor), t[name]["n"]]
         for name, label in LABELS.items()
     ]
-    cold = [[i + 1, f"{c['first_http_s']:.2f}", f"{c['first_answer_s']:.2f}"] for i, c in enumerate(result["cold_start"])]
+    floors = result.get("start_up_floor") or [{}] * len(result["cold_start"])
+    cold = [[i + 1, f"{c['first_http_s']:.2f}", f"{c['first_answer_s']:.2f}",
+             f"{f['import_torch_gradio_s']:.2f}" if f else "", f"{f['ping_app_first_http_s']:.2f}" if f else ""]
+            for i, (c, f) in enumerate(zip(result["cold_start"], floors))]
     head = (
         f"App over HTTP (join the queue, read the event stream, fetch the PNGs), {result['rounds']} interleaved rounds, "
         f"texts of {result['text_length']} characters, default model ({result['model']['layers']} layers x "
         f"{result['model']['heads']} heads); floor from {result['floor_from']}"
     )
     t1 = table(["interaction", "p50 ms", "p95 ms", "p50 over floor ms", "samples"], rows)
-    t2 = table(["cold start", "first HTTP 200 s", "first answer s"], cold)
+    t2 = table(["cold start", "first HTTP 200 s", "first answer s", "`import torch, gradio` s",
+                "one-endpoint Gradio app, first HTTP 200 s"], cold)
     return f"{head}\n\n{t1}\n\n{t2}"

@@ -230,7 +230,10 @@ def build_app(views: Views | None = None, warm: bool = True) -> gr.Blocks:
     if warm:
         views.visualize(opening_settings(views), "encoder.self_attn", 0, 0)
 
-    # delete_cache: every hour, drop the images and exports Gradio cached more than an hour ago.
+    # The views' own PNG files (written once, content-named, nothing else in that folder) are served from where
+    # they are, not copied into Gradio's cache on every answer.
+    gr.set_static_paths([views.image_dir])
+    # delete_cache: every hour, drop the exports Gradio cached more than an hour ago.
     with gr.Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
         with gr.Tabs():

@@ -46,7 +46,7 @@ LAB_SAMPLES = 20_000
 LAB_SEED = 0
 GRID_WIDTH = 900            # pixels the grid of every head is scaled to, about
 KEPT_EXPORTS = 32           # export folders kept on disk; older ones are deleted
-KEPT_PNGS = 512             # image files kept for the app to serve (content-named; a few MB at most)
+KEPT_PNGS = 2048            # image files kept for the app to serve (content-named; tens of MB on disk)
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ class Views:
         self._export_dirs: deque[Path] = deque()
         self._pngs: OrderedDict[str, Path] = OrderedDict()  # content hash -> file, least recently used first
         self._png_lock = threading.Lock()
+        self.image_dir.mkdir()
         self._family: str | None = None
         self._family_lock = threading.Lock()
 
@@ -120,6 +121,12 @@ class Views:
     def export_root(self) -> Path:
         """The temporary folder this server writes exports to (removed when the Views is collected)."""
         return Path(self._exports.name)
+
+    @property
+    def image_dir(self) -> Path:
+        """The folder of the PNG files png_file writes (each written once, never modified): only images, so the
+        app may serve it as is instead of copying every image into Gradio's cache."""
+        return self.export_root / "images"
 
     def png_file(self, image: np.ndarray) -> str:
         """The image as a PNG file named by its content, written once and atomically; its path, for the app.
@@ -134,8 +141,7 @@ class Views:
         name = digest.hexdigest()
         if self._touch(name):
             return str(self._pngs[name])
-        path = self.export_root / "images" / f"{name}.png"
-        path.parent.mkdir(exist_ok=True)
+        path = self.image_dir / f"{name}.png"
         staging = path.with_name(f".{name}.{threading.get_ident()}.tmp")
         staging.write_bytes(raster.array_to_png(pixels))
         os.replace(staging, path)  # atomic: a reader sees the whole file or none

@@ -433,10 +433,11 @@ SECRETS = (b"root:x:0:0", b"import gradio", b"attention_viz-secret", b"PATH=", b
 
 @pytest.fixture(scope="module")
 def exported(raw, app):
-    """The four files of one export (through the app), and the folder the app wrote them to first."""
+    """The four files of one export (through the app), and where the app wrote them first (served only as
+    Gradio's copies). The app's folder of rendered PNGs (images/) is served as it is, and holds only those."""
     state, out, text = raw.event("export", raw.data("export", VALID))
     assert state == "complete", text[-500:]
-    originals = sorted(app.system_tmp.glob("attention_viz-exports-*/*/*"))
+    originals = sorted(p for p in app.system_tmp.glob("attention_viz-exports-*/*/*") if p.parent.name != "images")
     return out[0], originals
 
 
@@ -446,6 +447,14 @@ def test_files_the_app_produced_are_served(raw, app, exported):
     assert by_suffix[".png"][:8] == PNG and by_suffix[".npz"][:4] == b"PK\x03\x04"
     assert by_suffix[".csv"].startswith(b"query \\ key")
     assert all(Path(f["path"]).resolve().is_relative_to(app.cache.resolve()) for f in files)
+
+
+def test_the_rendered_images_folder_holds_only_the_apps_pngs(app, exported):
+    """The one folder served in place: every file in it is a PNG the app drew, named by its content."""
+    images = sorted(app.system_tmp.glob("attention_viz-exports-*/images/*"))
+    assert images, "no rendered images found: the test would prove nothing"
+    for path in images:
+        assert path.suffix == ".png" and len(path.stem) == 32 and path.read_bytes()[:8] == PNG, path.name
 
 
 def test_file_routes_serve_nothing_else(app, exported):

@@ -128,8 +128,9 @@ class Views:
         app may serve it as is instead of copying every image into Gradio's cache."""
         return self.export_root / "images"
 
-    def png_file(self, image: np.ndarray) -> str:
-        """The image as a PNG file named by its content, written once and atomically; its path, for the app.
+    def png_file(self, image: np.ndarray, palette: np.ndarray | None = None) -> str:
+        """The image (RGB, or indices into `palette`) as a PNG file named by its content, written once and
+        atomically; its path, for the app.
 
         Gradio writes a returned array to its cache under a content hash each time, truncating the file in
         place, so two users shown the same image can race and one download finds it empty. A path is copied
@@ -138,12 +139,14 @@ class Views:
         pixels = np.ascontiguousarray(image)
         digest = hashlib.blake2b(pixels.tobytes(), digest_size=16)
         digest.update(repr((pixels.shape, pixels.dtype.str)).encode())
+        if palette is not None:
+            digest.update(np.ascontiguousarray(palette).tobytes())
         name = digest.hexdigest()
         if self._touch(name):
             return str(self._pngs[name])
         path = self.image_dir / f"{name}.png"
         staging = path.with_name(f".{name}.{threading.get_ident()}.tmp")
-        staging.write_bytes(raster.array_to_png(pixels))
+        staging.write_bytes(raster.array_to_png(pixels, palette=palette))
         os.replace(staging, path)  # atomic: a reader sees the whole file or none
         with self._png_lock:
             self._pngs[name] = path
@@ -240,8 +243,8 @@ class Views:
     def _render_grid(self, settings: Settings, kind: str, per_head: bool) -> str:
         run = self.explorer.run(settings)
         masked = np.where(run.mask(kind), run.weights(kind), np.nan)  # (L, H, Q, K); masked cells grey
-        return self.png_file(raster.grid_image(masked, cell=grid_cell(masked.shape), per_head_max=per_head,
-                                               labels=True))
+        indices = raster.grid_indices(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True)
+        return self.png_file(indices, palette=raster.grid_palette())
 
     def _render_head_table(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> str:
         run = self.explorer.run(settings)

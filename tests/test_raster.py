@@ -58,10 +58,22 @@ def test_grid_lut_endpoints_and_tile_placement():
 def test_grid_quantises_clips_and_greys_nan():
     w = np.array([[0.5, -3.0, 7.0, np.nan]])
     image = raster.grid_image(w, cell=1, gap=0)
-    np.testing.assert_array_equal(image[0, 0], raster.colormap_lut()[128])  # 0.5 · 255 = 127.5 → 128
+    np.testing.assert_array_equal(image[0, 0], raster.grid_palette()[126])  # 0.5 · 251 = 125.5 → 126
+    np.testing.assert_array_equal(image[0, 0], _rgb("viridis", 126 / 251))
     np.testing.assert_array_equal(image[0, 1], _rgb("viridis", 0.0))
     np.testing.assert_array_equal(image[0, 2], _rgb("viridis", 1.0))
     np.testing.assert_array_equal(image[0, 3], raster.MASKED_RGB)
+
+
+def test_grid_palette_holds_the_colormap_then_white_grey_and_ink():
+    palette = raster.grid_palette()
+    assert palette.shape == (256, 3) and palette.dtype == np.uint8
+    np.testing.assert_array_equal(palette[[0, raster.GRID_LEVELS - 1]], [_rgb("viridis", 0.0), _rgb("viridis", 1.0)])
+    np.testing.assert_array_equal(palette[raster.WHITE_INDEX], [255, 255, 255])
+    np.testing.assert_array_equal(palette[raster.MASKED_INDEX], raster.MASKED_RGB)
+    np.testing.assert_array_equal(palette[raster.INK_INDEX], [0, 0, 0])
+    w = np.array([[0.0, 1.0, np.nan]])
+    assert raster.grid_indices(w, cell=1, gap=0).tolist() == [[0, raster.GRID_LEVELS - 1, raster.MASKED_INDEX]]
 
 
 def test_grid_per_head_max_stretches_each_head():
@@ -71,7 +83,7 @@ def test_grid_per_head_max_stretches_each_head():
     np.testing.assert_array_equal(image[0, 0], _rgb("viridis", 1.0))
     np.testing.assert_array_equal(image[1, 4], _rgb("viridis", 1.0))
     fixed = raster.grid_image(w, cell=1, gap=1)
-    np.testing.assert_array_equal(fixed[0, 0], raster.colormap_lut()[128])
+    np.testing.assert_array_equal(fixed[0, 0], raster.grid_palette()[126])
 
 
 def test_grid_head_at_inverts_origin_and_skips_gaps():
@@ -222,6 +234,14 @@ def test_cell_labels_format():
 
 
 # ----------------------------------------------------------------------- output
+
+
+def test_png_of_palette_indices_is_lossless():
+    indices = raster.grid_indices(_softmax_rows((2, 2, 4, 4)), cell=2, labels=True)
+    png = raster.array_to_png(indices, palette=raster.grid_palette())
+    with Image.open(io.BytesIO(png)) as picture:
+        assert picture.mode == "P"
+        np.testing.assert_array_equal(np.asarray(picture.convert("RGB")), raster.grid_palette()[indices])
 
 
 def test_png_is_lossless():

@@ -71,8 +71,18 @@ def _picture(caption: str, elem_id: str, **kwargs) -> gr.Image:
                     elem_id=elem_id, buttons=["download", "fullscreen"], **kwargs)
 
 
-def _user_errors(fn):
-    """Turn the package's ValueError (a message for the user) into gr.Error; the signature is kept for the API."""
+def _handler(fn):
+    """A widget's function as the app serves it; the signature is kept for the API.
+
+    The package's ValueError (a message for the user) becomes gr.Error. After each call the heap's free pages
+    go back to the system (glibc's malloc_trim; elsewhere nothing): renders free many blocks under the mmap
+    threshold (tune_malloc) between live ones, so the heap keeps whole free pages that glibc only returns
+    from its top, ~100 MB after 1,000 requests. Trimming walks the free lists (about a millisecond).
+    """
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        trim = None
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -80,28 +90,9 @@ def _user_errors(fn):
             return fn(*args, **kwargs)
         except ValueError as error:
             raise gr.Error(str(error), print_exception=False) from None
-
-    return wrapper
-
-
-def _returns_freed_memory(fn):
-    """Give the heap's free pages back to the system after each call (glibc's malloc_trim; elsewhere nothing).
-
-    Renders free many blocks under the mmap threshold (tune_malloc) between live ones, so the heap keeps
-    whole free pages that glibc only returns from its top: ~100 MB after 1,000 requests. Trimming walks
-    the free lists (about a millisecond) and unmaps those pages.
-    """
-    try:
-        trim = ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return fn
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
         finally:
-            trim(0)
+            if trim is not None:
+                trim(0)
 
     return wrapper
 
@@ -118,8 +109,7 @@ class Handlers:
         return self.explorer.settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                       pad_tokens, d_model, n_heads)
 
-    @_returns_freed_memory
-    @_user_errors
+    @_handler
     def visualize(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                   causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                   kind: str, layer: float, head: float, colour_scale: str):
@@ -130,8 +120,7 @@ class Handlers:
         table = {"headers": STAT_HEADERS, "data": view.statistics}
         return view.grid, view.head, view.output, table, view.info
 
-    @_returns_freed_memory
-    @_user_errors
+    @_handler
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
               causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
               kind: str, layer: float, head: float):
@@ -140,8 +129,7 @@ class Handlers:
                                   pad_tokens, d_model, n_heads)
         return self.views.steps(settings, kind, layer, head)
 
-    @_returns_freed_memory
-    @_user_errors
+    @_handler
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                 causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                 kind: str, layer: float, head: float, comparison: str):
@@ -150,8 +138,7 @@ class Handlers:
                                   pad_tokens, d_model, n_heads)
         return self.views.compare(settings, comparison, kind, layer, head)
 
-    @_returns_freed_memory
-    @_user_errors
+    @_handler
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                kind: str, layer: float, head: float, colour_scale: str):
@@ -160,8 +147,7 @@ class Handlers:
                                   pad_tokens, d_model, n_heads)
         return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale)]
 
-    @_returns_freed_memory
-    @_user_errors
+    @_handler
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):
         """The √d_k lab: q·k histogram against N(0, d_k), one softmax row, curves over d_k, the numbers."""
         view = self.views.dk_lab(d_k, n_keys, scaled)
@@ -171,8 +157,7 @@ class Handlers:
         """The d_k family's training curves (drawn once, on the first page or by the warm-up)."""
         return self.views.family_curves()
 
-    @_returns_freed_memory
-    @_user_errors
+    @_handler
     def model_controls(self, model: str, d_k: float, layer: float, head: float, n_heads: float):
         """Slider ranges for a newly picked model: its d_k family (log₂), layers, heads, training scale."""
         c = self.views.model_controls(model, d_k, layer, head, n_heads)
@@ -187,8 +172,7 @@ class Handlers:
             c.d_k_note,
         )
 
-    @_returns_freed_memory
-    @_user_errors
+    @_handler
     def grid_click(self, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens,
                    d_model, n_heads, kind, layer, head, evt: gr.SelectData):
         """Pick the head under a click on the grid image."""

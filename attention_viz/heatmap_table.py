@@ -24,6 +24,7 @@ from attention_viz.raster import (
     colormap_lut,
     colour_index,
     display_token,
+    is_light,
     to_numpy,
 )
 
@@ -57,7 +58,7 @@ def _palette(cmap: str) -> tuple[list[str], np.ndarray]:
     """The colormap as 256 CSS colours, and whether each is light (dark text on it) or dark."""
     lut = colormap_lut(cmap)  # (256, 3)
     colours = ["#%02x%02x%02x" % tuple(int(c) for c in rgb) for rgb in lut]
-    light = lut.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32) > 127.5  # (256,)
+    light = is_light(lut)  # (256,)
     return colours, light
 
 

@@ -13,17 +13,23 @@ import numbers
 from .tokenizer import DEFAULT_MAX_LEN, PRINTABLE_ASCII
 
 
-def check_int(name: str, value: object, low: int, high: int) -> int:
-    """value as an int in [low, high]; whole floats (3.0) and digit strings are accepted."""
+def _finite_real(name: str, value: object, kind: str) -> float | int:
+    """value as a finite real number (strings are parsed, booleans refused); ValueError says it must be `kind`."""
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
-            raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+            raise ValueError(f"{name} must be {kind}, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value
+
+
+def check_int(name: str, value: object, low: int, high: int) -> int:
+    """value as an int in [low, high]; whole floats (3.0) and digit strings are accepted."""
+    value = _finite_real(name, value, "a whole number")
     if not float(value).is_integer():
         raise ValueError(f"{name} must be a whole number, got {value!r}")
     value = int(value)
@@ -34,15 +40,7 @@ def check_int(name: str, value: object, low: int, high: int) -> int:
 
 def check_float(name: str, value: object, low: float, high: float) -> float:
     """value as a finite float in [low, high]."""
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    value = _finite_real(name, value, "a number")
     if not low <= value <= high:
         raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value:g}")
     return float(value)

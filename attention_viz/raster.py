@@ -47,18 +47,28 @@ COLORBAR = (12, 14)  # (gap before, width of) the colour bar, pixels
 @lru_cache(maxsize=16)
 def colormap_lut(cmap: str = WEIGHT_CMAP) -> np.ndarray:
     """Read-only [256, 3] uint8 table: row i is the colour of value i/255."""
-    if cmap not in matplotlib.colormaps:
-        raise ValueError(f"unknown colormap {cmap!r}")
-    rgba = matplotlib.colormaps[cmap](np.linspace(0.0, 1.0, 256))  # (256, 4) floats in [0, 1]
-    lut = np.rint(rgba[:, :3] * 255).astype(np.uint8)
+    lut = colormap_steps(cmap, 256)
     lut.setflags(write=False)
     return lut
 
 
-def colour_index(values: np.ndarray, vmax: float = 1.0) -> np.ndarray:
-    """uint8 row of colormap_lut for each value in [0, vmax] (clipped); NaN gives 0 (callers grey it)."""
-    scaled = values * (255.0 / vmax) + 0.5
-    return np.clip(scaled, 0.0, 255.0, out=np.zeros_like(values), where=~np.isnan(values)).astype(np.uint8)
+def colormap_steps(cmap: str, levels: int) -> np.ndarray:
+    """[levels, 3] uint8: the colormap at `levels` evenly spaced values from 0 to 1."""
+    if cmap not in matplotlib.colormaps:
+        raise ValueError(f"unknown colormap {cmap!r}")
+    rgba = matplotlib.colormaps[cmap](np.linspace(0.0, 1.0, levels))  # (levels, 4) floats in [0, 1]
+    return np.rint(rgba[:, :3] * 255).astype(np.uint8)
+
+
+def colour_index(values: np.ndarray, vmax: float = 1.0, levels: int = 256) -> np.ndarray:
+    """uint8 step 0 .. levels - 1 of the colormap for each value in [0, vmax] (clipped); NaN gives 0 (callers grey it)."""
+    scaled = values * ((levels - 1) / vmax) + 0.5
+    return np.clip(scaled, 0.0, levels - 1, out=np.zeros_like(values), where=~np.isnan(values)).astype(np.uint8)
+
+
+def is_light(rgb: np.ndarray) -> np.ndarray:
+    """Whether uint8 colours [..., 3] are light (luma over half): dark ink goes on them, light ink on the others."""
+    return rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32) > 127.5
 
 
 @lru_cache(maxsize=8)
@@ -178,10 +188,8 @@ def grid_palette(cmap: str = WEIGHT_CMAP) -> np.ndarray:
     """The grid's 256 colours, read-only uint8 [256, 3]: GRID_LEVELS steps of the colormap over 0 → 1, then white
     (gaps and margins), the masked grey and the ink of the labels. One byte per pixel: a PNG of indices encodes
     about 3x faster than RGB, and 252 steps of viridis are indistinguishable from 256."""
-    if cmap not in matplotlib.colormaps:
-        raise ValueError(f"unknown colormap {cmap!r}")
     palette = np.zeros((256, 3), dtype=np.uint8)
-    palette[:GRID_LEVELS] = np.rint(matplotlib.colormaps[cmap](np.linspace(0.0, 1.0, GRID_LEVELS))[:, :3] * 255)
+    palette[:GRID_LEVELS] = colormap_steps(cmap, GRID_LEVELS)
     palette[WHITE_INDEX], palette[MASKED_INDEX], palette[INK_INDEX] = (WHITE,) * 3, MASKED_RGB, INK
     palette.setflags(write=False)
     return palette
@@ -212,10 +220,8 @@ def grid_indices(
     if per_head_max:
         peak = np.where(np.isnan(w), 0.0, w).max(axis=(2, 3), keepdims=True)  # (L, H, 1, 1)
         w = w / np.where(peak > 0, peak, 1.0)
-    hidden = np.isnan(w)
-    steps = np.clip(w * (GRID_LEVELS - 1) + 0.5, 0.0, GRID_LEVELS - 1, out=np.zeros_like(w), where=~hidden)
-    index = steps.astype(np.uint8)  # (L, H, Q, K): 0 .. GRID_LEVELS - 1
-    index[hidden] = MASKED_INDEX
+    index = colour_index(w, levels=GRID_LEVELS)  # (L, H, Q, K): 0 .. GRID_LEVELS - 1
+    index[np.isnan(w)] = MASKED_INDEX
     image = np.full(layout.shape[:2], WHITE_INDEX, dtype=np.uint8)
     c, n_q, n_k = layout.cell, layout.n_q, layout.n_k
     for layer in range(layout.n_layers):
@@ -418,7 +424,7 @@ def _write_values(canvas: Image.Image, w: np.ndarray, colours: np.ndarray, layou
         return
     tiles = np.stack([np.zeros((cell, cell), np.uint8)] + [_glyph_tile(t, cell, VALUE_FONT) for t in distinct])
     which = np.where(labels == "", 0, np.searchsorted(distinct, labels) + 1).reshape(n_q, n_k)  # (Q, K); 0 = none
-    light = colours.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32) > 127.5  # (Q, K)
+    light = is_light(colours)  # (Q, K)
     for ink, cells in ((INK, light), ((255, 255, 255), ~light)):
         coverage = tiles[np.where(cells, which, 0)]  # (Q, K, cell, cell)
         mask = Image.fromarray(np.ascontiguousarray(coverage.transpose(0, 2, 1, 3).reshape(n_q * cell, n_k * cell)))

@@ -245,6 +245,7 @@ class SizedCache:
     def __init__(self, build, max_bytes: int, size_of) -> None:
         self._build, self.max_bytes, self._size_of = build, max_bytes, size_of
         self._kept: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes), oldest first
+        self._bytes = 0  # the sum of the kept values' bytes
         self._lock = threading.Lock()
 
     def __call__(self, *key):
@@ -256,15 +257,16 @@ class SizedCache:
             size = self._size_of(value)
             if size <= self.max_bytes:
                 self._kept[key] = (value, size)
-                while sum(kept_size for _, kept_size in self._kept.values()) > self.max_bytes:
-                    self._kept.popitem(last=False)
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    self._bytes -= self._kept.popitem(last=False)[1][1]
             return value
 
     @property
     def bytes(self) -> int:
         """Bytes kept now."""
         with self._lock:
-            return sum(size for _, size in self._kept.values())
+            return self._bytes
 
 
 class Explorer:

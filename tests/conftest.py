@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -77,6 +78,8 @@ def app_url(tmp_path_factory) -> str:
 def browser_type_launch_args(browser_type_launch_args):
     """pytest-playwright drives Debian's Chromium (never a downloaded build); see shared BROWSER_TESTING.md."""
     if not CHROMIUM.exists():
+        if os.environ.get("ATTENTION_VIZ_REQUIRE_BROWSER"):  # set by .ci/run: CI never skips the browser tests
+            pytest.fail(f"{CHROMIUM} is missing, and the browser tests must run here")
         pytest.skip(f"{CHROMIUM} is missing (`bash .ci/run` installs it)")
     return {
         **browser_type_launch_args,

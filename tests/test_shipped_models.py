@@ -17,13 +17,7 @@ CARDS = list_models()
 FRESH_SEED = 20240601  # neither the held-out seed nor any training seed
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small models decode fastest on one thread, and a busy machine makes two threads thrash."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one torch thread, fastest for small models
 
 
 def test_one_scaled_model_per_task_and_a_dk_family_are_shipped():

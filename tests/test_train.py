@@ -8,13 +8,7 @@ import torch
 from attention_viz.checkpoints import load_checkpoint
 from attention_viz.train import TrainSettings, accuracies, learning_rate, main, train
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models train fastest on one thread, and a busy machine makes two threads thrash."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one torch thread, fastest for tiny models
 
 
 TINY = dict(

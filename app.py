@@ -2,7 +2,7 @@
 
 Run `python app.py` (http://127.0.0.1:7860). Host and port come from GRADIO_SERVER_NAME and
 GRADIO_SERVER_PORT, loopback by default. This file only wires widgets to the package:
-attention_viz.session validates inputs and runs the model, attention_viz.views composes the images
+attention_viz.service.explorer validates inputs and runs the model, attention_viz.service.views composes the images
 and texts, and every handler turns the package's ValueError into a gr.Error the user can read.
 """
 
@@ -17,8 +17,8 @@ import threading
 import gradio as gr
 import torch
 
-from attention_viz.maps import KINDS
-from attention_viz.session import (
+from attention_viz.core.maps import KINDS
+from attention_viz.service.explorer import (
     COMPARISONS,
     D_K_RANGE,
     D_MODEL_RANGE,
@@ -31,7 +31,7 @@ from attention_viz.session import (
     Explorer,
     Settings,
 )
-from attention_viz.views import COLOUR_SCALES, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS_RANGE, Views
+from attention_viz.service.views import COLOUR_SCALES, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS_RANGE, Views
 
 QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
 CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...) at a time; the cores are shared
@@ -309,7 +309,7 @@ def build_app(views: Views | None = None, warm: bool = True) -> gr.Blocks:
                     family = gr.Image(interactive=False, show_label=False, format="png", type="filepath",
                                       elem_id="family")
                 else:
-                    gr.Markdown("*The family's curves appear here once its checkpoints are in `assets/models`.*")
+                    gr.Markdown("*The family's curves appear here once its checkpoints are in `attention_viz/data/models`.*")
 
         settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
         head_inputs = [*settings_inputs, kind, layer, head]

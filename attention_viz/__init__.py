@@ -1,6 +1,6 @@
 """attention_viz: the Transformer of "Attention Is All You Need" (§3.1-3.2), every attention map exposed."""
 
-from .attention import (
+from .core.attention import (
     AdditiveAttention,
     MultiHeadAttention,
     attention_steps,
@@ -9,11 +9,11 @@ from .attention import (
     scale_factor,
     scaled_dot_product_attention,
 )
-from .config import TransformerConfig
-from .device import resolve_device
-from .interop import multihead_attention_from_torch, transformer_from_torch
-from .maps import KINDS, AttentionMaps, head_statistics
-from .model import Decoder, Encoder, Transformer
+from .core.config import TransformerConfig
+from .core.device import resolve_device
+from .core.interop import multihead_attention_from_torch, transformer_from_torch
+from .core.maps import KINDS, AttentionMaps, head_statistics
+from .core.model import Decoder, Encoder, Transformer
 
 __all__ = [
     "AdditiveAttention",

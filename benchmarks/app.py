@@ -17,9 +17,7 @@ served from the app's image cache. Texts are fresh random strings of the app's m
 from __future__ import annotations
 
 import json
-import os
 import random
-import socket
 import string
 import subprocess
 import sys
@@ -30,82 +28,13 @@ from pathlib import Path
 
 import httpx
 
+from devtools.launcher import ROOT, Server
+
 from .common import Timing, load, ms, table
 from .model import app_default_config
 
-ROOT = Path(__file__).resolve().parent.parent
 API = "/gradio_api"
 SETTLE_S = 8.0  # seconds after start-up before the rounds: steady state (the start-up is the cold-start table's)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A Gradio app started as a subprocess on a free loopback port; stopped (by its own pid) on exit.
-
-    Args:
-        argv: the command, e.g. [sys.executable, "app.py"], run in the repository root.
-        log: where its stdout and stderr go.
-        host: GRADIO_SERVER_NAME; None leaves it unset, so the app picks its own default bind.
-        env: more environment variables (GRADIO_TEMP_DIR, TMPDIR, ...).
-    """
-
-    def __init__(self, argv: list[str], log: Path, host: str | None = "127.0.0.1",
-                 env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        environ = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "GRADIO_SHARE")}
-        environ |= {"GRADIO_SERVER_PORT": str(self.port), "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
-        if host is not None:
-            environ["GRADIO_SERVER_NAME"] = host
-        log.parent.mkdir(parents=True, exist_ok=True)
-        self.log = log
-        self._log_file = open(log, "w")
-        self.started = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=environ, stdout=self._log_file, stderr=subprocess.STDOUT)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def wait_http(self, client, timeout_s: float = 120.0) -> float:
-        """Seconds from start to the first HTTP 200 on /; RuntimeError (with the log's end) if it exits or never answers."""
-        while time.perf_counter() - self.started < timeout_s:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the app exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                ready = client.get(self.base + "/").status_code == 200
-            except httpx.TransportError:  # not listening yet
-                ready = False
-            if ready:
-                return time.perf_counter() - self.started
-            time.sleep(0.02)
-        raise RuntimeError(f"no HTTP 200 from {self.base} in {timeout_s} s:\n{self.log_tail()}")
-
-    def log_tail(self, chars: int = 4000) -> str:
-        self._log_file.flush()
-        return self.log.read_text()[-chars:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log_file.close()
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 class Browser:
@@ -179,7 +108,7 @@ def start_up_floor(client, log_dir: Path) -> dict:
 
 def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None = None, text_length: int | None = None) -> dict:
     """Cold starts, then interleaved rounds of floor / rerun / view against one server."""
-    from attention_viz.tokenizer import DEFAULT_MAX_LEN
+    from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
     text_length = text_length or DEFAULT_MAX_LEN  # the longest text the app accepts
     rounds = rounds or (8 if quick else 60)

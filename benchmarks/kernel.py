@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_viz import MultiHeadAttention, scaled_dot_product_attention
-from attention_viz.interop import load_multihead_attention
+from attention_viz.core.interop import load_multihead_attention
 
 from .common import interleaved, load, ms, table
 

@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_viz.tokenizer import DEFAULT_MAX_LEN
+from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
 from .app import ROOT, Browser, Server
 from .common import Timing, load, machine, ms, table, write_json

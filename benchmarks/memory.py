@@ -82,8 +82,8 @@ def child(model: str, n: int, threads: int) -> dict:
 
 def render(maps) -> dict:
     """Render what the app shows for these maps: the grid of every encoder head and one head in detail, as PNG."""
-    from attention_viz import raster
-    from attention_viz.views import grid_cell
+    from attention_viz.draw import raster
+    from attention_viz.service.views import grid_cell
 
     t0 = time.perf_counter()
     stacked = maps.kind("encoder.self_attn")[:, 0].numpy()  # (L, H, S, S)

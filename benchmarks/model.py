@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import attention_viz.attention as attention_module
+import attention_viz.core.attention as attention_module
 from attention_viz import Transformer, TransformerConfig, transformer_from_torch
-from attention_viz.attention import scale_factor
+from attention_viz.core.attention import scale_factor
 
 from .common import interleaved, load, ms, table
 
@@ -37,12 +37,12 @@ def model_configs() -> dict[str, TransformerConfig]:
 
 
 def app_default_config(torch_compatible: bool = True) -> TransformerConfig:
-    """The config of the model the app opens with (attention_viz.session); the small preset without that module.
+    """The config of the model the app opens with (attention_viz.service.explorer); the small preset without that module.
 
     torch_compatible: set d_k = d_v = d_model / h, so that nn.Transformer can hold the same weights.
     """
     try:
-        from attention_viz.session import DEFAULT_UNTRAINED, Explorer, build_untrained
+        from attention_viz.service.explorer import DEFAULT_UNTRAINED, Explorer, build_untrained
 
         explorer = Explorer()
         config = explorer.model_shape(explorer.default_model)

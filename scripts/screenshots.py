@@ -7,26 +7,21 @@ through Playwright as a person would, and stops the app (by its own pid) at the 
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
+import tempfile
 from pathlib import Path
+
+import httpx
 
 from playwright.sync_api import Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # devtools/ is a folder of the repository
+
+from devtools.launcher import Server  # noqa: E402
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 60_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def settle(page: Page) -> None:
@@ -89,30 +84,14 @@ def main() -> None:
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_ANALYTICS_ENABLED": "False"}
-    app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2)
-                break
-            except OSError:
-                if app.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("app.py did not start") from None
-                time.sleep(0.25)
+    with Server([sys.executable, "app.py"], Path(tempfile.mkdtemp()) / "app.log") as app, \
+            httpx.Client(timeout=5) as client:
+        app.wait_http(client, 180)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-            take(page, url, args.out)
+            take(page, app.base + "/", args.out)
             browser.close()
-    finally:
-        app.terminate()
-        app.wait(timeout=15)
     for path in sorted(args.out.glob("*.png")):
         print(path)
 

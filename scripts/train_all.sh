@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Retrain every model shipped in assets/models, redraw assets/dk_family.png, print the total wall time.
+# Retrain every model shipped in attention_viz/data/models, redraw assets/dk_family.png, print the total wall time.
 #
 #   scripts/train_all.sh                 # JOBS=2 runs two one-thread trainings side by side (2 cores)
 #   JOBS=1 DEVICE=cuda scripts/train_all.sh
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MODELS=${MODELS:-assets/models}
+MODELS=${MODELS:-attention_viz/data/models}
 LOGS=runs/train_all
 JOBS=${JOBS:-2}
 DEVICE=${DEVICE:-cpu}
@@ -46,7 +46,7 @@ runs | xargs -P "$JOBS" -L 1 bash -c '
 cp "$MODELS/reverse_dk16_scaled.safetensors" "$MODELS/reverse.safetensors"
 cp "$MODELS/reverse_dk16_scaled.json" "$MODELS/reverse.json"
 
-python -m attention_viz.family --models "$MODELS" --out "$(dirname "$MODELS")/dk_family.png"
+python -m attention_viz.train.family --models "$MODELS" --out "$(dirname "$MODELS")/dk_family.png"
 du -ch "$MODELS"/* "$(dirname "$MODELS")/dk_family.png" | tail -1
 echo "total wall time: $(( $(date +%s) - start )) s"
 echo "CPU time (user, system) of this shell, then of every run it started:"

@@ -1,29 +1,25 @@
-"""Shared fixtures: a folder of small checkpoints, an Explorer over it, and the app launched on a free loopback port."""
+"""Shared fixtures for every layer: one torch thread, a folder of small checkpoints, an Explorer and Views over it.
+
+Nothing here needs a server or an HTTP client; the app and the browser are tests/e2e/conftest.py's.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
 import torch
 
-from attention_viz.checkpoints import save_checkpoint
-from attention_viz.config import TransformerConfig
-from attention_viz.model import Transformer
-from attention_viz.tasks import ALPHABET
-from attention_viz.tokenizer import VOCAB_SIZE
-from benchmarks.app import Server
+from attention_viz.data.checkpoints import save_checkpoint
+from attention_viz.core.config import TransformerConfig
+from attention_viz.core.model import Transformer
+from attention_viz.data.tasks import ALPHABET
+from attention_viz.data.tokenizer import VOCAB_SIZE
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = ROOT / "tests" / "screenshots"  # git-ignored
-APP_START_TIMEOUT_S = 180
 
 # A family of tiny checkpoints (random weights, honest cards) for tests that need "trained" models
-# without depending on what assets/models ships: reverse at d_k 4, 16, 64 with 1/√d_k, and copy without it.
+# without depending on what attention_viz/data/models ships: reverse at d_k 4, 16, 64 with 1/√d_k, and copy without it.
 FAKE_FAMILY = [("reverse", "sqrt_dk", 4), ("reverse", "sqrt_dk", 16), ("reverse", "sqrt_dk", 64), ("copy", "none", 16)]
 
 
@@ -53,38 +49,13 @@ def models_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def explorer(models_dir, one_thread):
-    from attention_viz.session import Explorer
+    from attention_viz.service.explorer import Explorer
 
     return Explorer(models_dir)
 
 
 @pytest.fixture(scope="session")
 def views(explorer):
-    from attention_viz.views import Views
+    from attention_viz.service.views import Views
 
     return Views(explorer)
-
-
-@pytest.fixture(scope="session")
-def app_url(tmp_path_factory) -> str:
-    """`python app.py` on a free loopback port, as a user starts it; shared by the client and browser tests."""
-    with Server([sys.executable, "app.py"], tmp_path_factory.mktemp("app") / "app.log") as server:
-        with httpx.Client(timeout=5) as client:
-            server.wait_http(client, APP_START_TIMEOUT_S)
-        yield server.base + "/"
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    """pytest-playwright drives Debian's Chromium (never a downloaded build); see shared BROWSER_TESTING.md."""
-    if not CHROMIUM.exists():
-        if os.environ.get("ATTENTION_VIZ_REQUIRE_BROWSER"):  # set by .ci/run: CI never skips the browser tests
-            pytest.fail(f"{CHROMIUM} is missing, and the browser tests must run here")
-        pytest.skip(f"{CHROMIUM} is missing (`bash .ci/run` installs it)")
-    return {
-        **browser_type_launch_args,
-        "executable_path": str(CHROMIUM),
-        "headless": True,
-        "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    }

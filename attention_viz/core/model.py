@@ -1,0 +1,204 @@
+"""The encoder-decoder Transformer (§3.1, Figure 1): one forward pass returns the logits and every attention map.
+
+Axes: B batch, S source positions, T target positions, D d_model, V vocabulary.
+Inference-time switches are arguments of the forward pass, never state on the modules:
+    scale         "sqrt_dk" | "none" | positive float, for every attention (see attention.scale_factor)
+    causal_mask   the decoder self-attention's mask of future positions (§3.2.3)
+    padding_mask  hide <pad> keys in every attention
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attention_viz.core.attention import Scale, causal_mask as make_causal_mask, padding_mask as make_padding_mask
+from attention_viz.core.config import TransformerConfig
+from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
+from attention_viz.core.maps import AttentionMaps, map_key
+
+
+class Encoder(nn.Module):
+    """A stack of N encoder layers (and an optional final LayerNorm, which nn.Transformer has)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.layers = nn.ModuleList(
+            EncoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps)
+            for _ in range(c.n_encoder_layers)
+        )
+        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_norm else None
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk"
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """x [B, S, D] -> (memory [B, S, D], self-attention weights per layer [B, H, S, S])."""
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, mask, scale)
+            weights.append(w)
+        return (self.norm(x) if self.norm is not None else x), weights
+
+
+class Decoder(nn.Module):
+    """A stack of N decoder layers (and an optional final LayerNorm)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.layers = nn.ModuleList(
+            DecoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps)
+            for _ in range(c.n_decoder_layers)
+        )
+        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_norm else None
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None = None,
+        cross_mask: torch.Tensor | None = None,
+        scale: Scale = "sqrt_dk",
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S] per layer)."""
+        self_weights, cross_weights = [], []
+        for layer in self.layers:
+            y, sw, cw = layer(y, memory, self_mask, cross_mask, scale)
+            self_weights.append(sw)
+            cross_weights.append(cw)
+        return (self.norm(y) if self.norm is not None else y), self_weights, cross_weights
+
+
+class Transformer(nn.Module):
+    """The paper's encoder-decoder model; `forward` returns (logits, AttentionMaps)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.src_embed = Embeddings(config.vocab_size, config.d_model)
+        self.tgt_embed = self.src_embed if config.share_embeddings else Embeddings(config.vocab_size, config.d_model)
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config)
+        self.generator = nn.Linear(config.d_model, config.vocab_size)  # the pre-softmax projection
+        if config.share_embeddings:
+            self.generator.weight = self.src_embed.lookup.weight
+        self.dropout = nn.Dropout(config.dropout)
+        for name, p in self.named_parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def _embed(self, embed: Embeddings, ids: torch.Tensor) -> torch.Tensor:
+        """ids [B, T] -> embeddings + positional encoding, with dropout (§5.4) [B, T, D]."""
+        x = embed(ids)
+        return self.dropout(x + positional_encoding(ids.size(1), self.config.d_model, ids.device))
+
+    def encode(
+        self, src: torch.Tensor, scale: Scale = "sqrt_dk", padding_mask: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
+        """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None, encoder weights per layer)."""
+        src_mask = make_padding_mask(src, self.config.pad_id) if padding_mask else None
+        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, scale)
+        return memory, src_mask, weights
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None,
+        scale: Scale = "sqrt_dk",
+        causal_mask: bool = True,
+        padding_mask: bool = True,
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """tgt [B, T] -> (logits [B, T, V], decoder self weights, cross weights per layer)."""
+        tgt_mask = None
+        if causal_mask:
+            tgt_mask = make_causal_mask(tgt.size(1), tgt.device)  # (T, T)
+        if padding_mask:
+            pad = make_padding_mask(tgt, self.config.pad_id)  # (B, 1, 1, T)
+            tgt_mask = pad if tgt_mask is None else tgt_mask & pad  # (B, 1, T, T)
+        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask, scale)
+        return self.generator(y), self_weights, cross_weights
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt: torch.Tensor,
+        scale: Scale = "sqrt_dk",
+        causal_mask: bool = True,
+        padding_mask: bool = True,
+    ) -> tuple[torch.Tensor, AttentionMaps]:
+        """src [B, S], tgt [B, T] token ids -> (logits [B, T, V], every attention map of this pass)."""
+        memory, src_mask, enc_weights = self.encode(src, scale, padding_mask)
+        logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, scale, causal_mask, padding_mask)
+        return logits, collect_maps(enc_weights, self_weights, cross_weights)
+
+    @torch.no_grad()
+    def greedy_decode(
+        self,
+        src: torch.Tensor,
+        max_len: int,
+        bos_id: int,
+        eos_id: int,
+        scale: Scale = "sqrt_dk",
+        causal_mask: bool = True,
+        padding_mask: bool = True,
+        reuse_keys: bool = True,
+    ) -> tuple[torch.Tensor, AttentionMaps]:
+        """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
+
+        Generated tokens exclude <bos>; a row that has emitted <eos> is padded with pad_id after it.
+        The returned decoder maps have one query row per generated token: row t is the step that produced token t.
+
+        reuse_keys: under the causal mask, each step runs the decoder on the new position only, keeping every
+        layer's self-attention keys and values and the memory's cross-attention ones (O(n) instead of O(n²));
+        the maps then come from one full pass over the decoder input, as the last step of the plain loop
+        computes them. Without the causal mask earlier positions see later ones, so every step reruns them all.
+        """
+        memory, src_mask, enc_weights = self.encode(src, scale, padding_mask)
+        B = src.size(0)
+        tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+
+        def append(logits: torch.Tensor) -> bool:
+            """Append each row's most likely next token (pad once the row is done); True when every row is done."""
+            nonlocal tgt, done
+            next_token = logits.argmax(-1).masked_fill(done, self.config.pad_id)  # (B,)
+            tgt = torch.cat([tgt, next_token[:, None]], dim=1)  # (B, t + 1)
+            done = done | (next_token == eos_id)
+            return bool(done.all())
+
+        if reuse_keys and causal_mask:
+            memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in self.decoder.layers]
+            past: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.decoder.layers)
+            pe = positional_encoding(max_len, self.config.d_model, src.device)  # (max_len, D)
+            for t in range(max_len):
+                y = self.dropout(self.tgt_embed(tgt[:, -1:]) + pe[t])  # (B, 1, D): the newest position only
+                for i, layer in enumerate(self.decoder.layers):
+                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, scale)
+                if self.decoder.norm is not None:
+                    y = self.decoder.norm(y)
+                if append(self.generator(y[:, -1])):
+                    break
+            _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, scale, causal_mask,
+                                                         padding_mask)
+            return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
+
+        self_weights: list[torch.Tensor] = []
+        cross_weights: list[torch.Tensor] = []
+        for _ in range(max_len):
+            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, scale, causal_mask, padding_mask)
+            if append(logits[:, -1]):
+                break
+        return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
+
+
+def collect_maps(
+    enc_weights: list[torch.Tensor], self_weights: list[torch.Tensor], cross_weights: list[torch.Tensor]
+) -> AttentionMaps:
+    """Name every layer's weights with the stable keys of maps.py."""
+    maps = {map_key("encoder", i, "self_attn"): w for i, w in enumerate(enc_weights)}
+    for i, (sw, cw) in enumerate(zip(self_weights, cross_weights)):
+        maps[map_key("decoder", i, "self_attn")] = sw
+        maps[map_key("decoder", i, "cross_attn")] = cw
+    return AttentionMaps(maps)

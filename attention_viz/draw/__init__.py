@@ -1,0 +1,1 @@
+"""Arrays in; PNG, HTML tables and matplotlib figures out. No model, no Gradio."""

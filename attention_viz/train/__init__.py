@@ -1,0 +1,1 @@
+"""Training: the loop and its command line (`python -m attention_viz.train`), the d_k family."""

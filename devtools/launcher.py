@@ -1,0 +1,83 @@
+"""One app launcher for tests, benchmarks and scripts: a free loopback port, start, wait for HTTP 200, stop."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A Gradio app started as a subprocess on a free loopback port; stopped (by its own pid) on exit.
+
+    Args:
+        argv: the command, e.g. [sys.executable, "app.py"], run in the repository root.
+        log: where its stdout and stderr go.
+        host: GRADIO_SERVER_NAME; None leaves it unset, so the app picks its own default bind.
+        env: more environment variables (GRADIO_TEMP_DIR, TMPDIR, ...).
+    """
+
+    def __init__(self, argv: list[str], log: Path, host: str | None = "127.0.0.1",
+                 env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        environ = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "GRADIO_SHARE")}
+        environ |= {"GRADIO_SERVER_PORT": str(self.port), "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+        if host is not None:
+            environ["GRADIO_SERVER_NAME"] = host
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        self._log_file = open(log, "w")
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=environ, stdout=self._log_file, stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_http(self, client, timeout_s: float = 120.0) -> float:
+        """Seconds from start to the first HTTP 200 on /; RuntimeError (with the log's end) if it exits or never answers."""
+        while time.perf_counter() - self.started < timeout_s:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the app exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                ready = client.get(self.base + "/").status_code == 200
+            except httpx.TransportError:  # not listening yet
+                ready = False
+            if ready:
+                return time.perf_counter() - self.started
+            time.sleep(0.02)
+        raise RuntimeError(f"no HTTP 200 from {self.base} in {timeout_s} s:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        self._log_file.flush()
+        return self.log.read_text()[-chars:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log_file.close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,208 @@
+"""The matplotlib figures: contents of the steps, difference and lab figures; no pyplot."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from attention_viz import lab
+from attention_viz.draw import figures as render
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RENDER_SOURCE = Path(render.__file__)
+
+
+def _softmax_rows(shape, seed=0):
+    x = np.random.default_rng(seed).standard_normal(shape) * 2
+    return np.exp(x) / np.exp(x).sum(-1, keepdims=True)
+
+
+def _cell_values(fig: Figure):
+    """The PathCollections that hold the values written in cells, per axes."""
+    return [c for ax in fig.axes for c in ax.collections if c.get_gid() == render.CELL_VALUES_GID]
+
+
+# ------------------------------------------------------------------------ heatmaps
+
+
+def test_difference_figure_is_centred_and_symmetric():
+    a, b = _softmax_rows((4, 6), seed=1), _softmax_rows((4, 6), seed=2)
+    fig = render.difference_figure(a, b, list("abcd"), list("uvwxyz"), "trained − random")
+    ax = fig.axes[0]
+    peak = np.abs(a - b).max()
+    np.testing.assert_allclose(ax.images[0].get_clim(), (-peak, peak))
+    np.testing.assert_allclose(ax.images[0].get_array(), a - b)
+    assert ax.images[0].get_cmap().name.startswith(render.SIGNED_CMAP)
+    assert ax.get_title().startswith("trained − random")
+    assert len(_cell_values(fig)[0].get_paths()) == 24
+    same = render.difference_figure(a, a, list("abcd"), list("uvwxyz"), "t")
+    np.testing.assert_allclose(same.axes[0].images[0].get_clim(), (-1, 1))  # no difference: a fixed ±1 scale
+    with pytest.raises(ValueError, match="same shape"):
+        render.difference_figure(a, b[:, :5], list("abcd"), list("uvwxyz"), "t")
+
+
+def _steps(n=5, d_v=3, seed=0):
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.standard_normal((n, 8)), rng.standard_normal((n, 8)), rng.standard_normal((n, d_v))
+    scores = q @ k.T
+    scaled = scores / np.sqrt(8)
+    masked = np.where(np.tril(np.ones((n, n), dtype=bool)), scaled, -np.inf)
+    weights = np.exp(masked - masked.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return {"scores": scores, "scaled": scaled, "masked": masked, "weights": weights, "output": weights @ v}
+
+
+def test_steps_figure_panels_shared_logit_scale_and_masking():
+    steps = _steps()
+    tokens = list("abcde")
+    fig = render.steps_figure(steps, tokens, tokens, "decoder.0.self_attn, head 0")
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["QKᵀ", "scaled", "masked", "softmax", "weights·V"]
+    assert len(fig.axes) == 5 + 3  # the logit panels share one colorbar
+    limit = np.abs(steps["scores"]).max()
+    for ax in panels[:3]:
+        np.testing.assert_allclose(ax.images[0].get_clim(), (-limit, limit))
+    blocked = np.isneginf(steps["masked"])
+    np.testing.assert_array_equal(np.ma.getmaskarray(panels[2].images[0].get_array()), blocked)
+    np.testing.assert_array_equal(np.ma.getmaskarray(panels[3].images[0].get_array()), blocked)
+    assert panels[3].images[0].get_clim() == (0.0, 1.0)
+    assert [t.get_text() for t in panels[0].get_yticklabels()] == tokens
+    assert [t.get_text() for t in panels[3].get_xticklabels()] == tokens
+    assert panels[4].get_xlabel() == "d_v"
+    assert fig.get_suptitle() == "decoder.0.self_attn, head 0"
+    masked_values = _cell_values(fig)[2]
+    assert len(masked_values.get_paths()) == 25  # −∞ is written in the masked cells too
+    assert render.figure_to_png(fig).startswith(PNG_SIGNATURE)
+
+
+def test_steps_figure_accepts_leading_unit_axes_and_partial_steps():
+    steps = {key: value[None, None] for key, value in _steps().items()}  # [1, 1, Q, K] as from attention_steps
+    partial = {"scores": steps["scores"], "weights": steps["weights"]}
+    fig = render.steps_figure(partial, list("abcde"), list("abcde"), "t")
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == ["QKᵀ", "softmax"]
+    assert _cell_values(render.steps_figure(_steps(n=12), list("x" * 12), list("x" * 12), "t")) == []
+    with pytest.raises(ValueError, match="query rows"):
+        render.steps_figure(_steps(), list("abcd"), list("abcde"), "t")
+    with pytest.raises(ValueError, match="none of the keys"):
+        render.steps_figure({}, list("abcde"), list("abcde"), "t")
+
+
+# ---------------------------------------------------------------------- the lab
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_dot_product_histogram_overlays_the_theoretical_density(scaled):
+    d_k = 64
+    samples = lab.dot_products(d_k, 5000, seed=0, scaled=scaled)
+    fig = render.dot_product_histogram(samples, d_k, scaled)
+    ax = fig.axes[0]
+    x, density = ax.lines[0].get_data()
+    sd = 1.0 if scaled else 8.0
+    assert x.min() == pytest.approx(-4 * sd) and x.max() == pytest.approx(4 * sd)
+    assert density.max() == pytest.approx(1 / np.sqrt(2 * np.pi * sd**2), rel=1e-3)
+    assert np.sum(density) * (x[1] - x[0]) == pytest.approx(1.0, abs=1e-3)
+    bars = np.array([p.get_height() for p in ax.patches])
+    assert bars.sum() * (2 * 4 * sd / 60) == pytest.approx(np.mean(np.abs(samples) <= 4 * sd), abs=1e-9)
+    assert f"d_k = {d_k}" in ax.get_title() and ("theory 1)" if scaled else "theory 64)") in ax.get_title()
+    assert ax.get_legend().get_texts()[1].get_text() == ("N(0, 1)" if scaled else "N(0, d_k = 64)")
+    fixed = render.dot_product_histogram(samples, d_k, scaled, x_limit=100)
+    assert fixed.axes[0].get_xlim() == (-100, 100)
+    assert render.figure_to_png(fig).startswith(PNG_SIGNATURE)
+
+
+def test_softmax_bars():
+    logits, weights = lab.softmax_row(16, 20, scaled=True, seed=0)
+    fig = render.softmax_bars(weights, logits)
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "softmax weight"
+    np.testing.assert_allclose(fig.axes[1].patches[0].get_path().vertices[:, 1].max(), weights.max())
+    assert f"max weight {weights.max():.3f}" in fig.axes[0].get_title()
+    assert len(render.softmax_bars(weights).axes) == 1
+    with pytest.raises(ValueError, match="logits"):
+        render.softmax_bars(weights, logits[:-1])
+    assert render.figure_to_png(fig).startswith(PNG_SIGNATURE)
+
+
+def test_sweep_figure_has_four_log_x_panels_with_both_modes():
+    s = lab.sweep((1, 4, 16, 64), n_keys=16, n_queries=32, seed=0)
+    fig = render.sweep_figure(s)
+    assert len(fig.axes) == 4
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log"
+        np.testing.assert_array_equal(ax.lines[0].get_xdata(), s.d_k)
+    assert [line.get_label() for line in fig.axes[0].lines[:3]] == ["q·k", "q·k / √d_k", "theory: d_k, and 1"]
+    np.testing.assert_array_equal(fig.axes[0].lines[2].get_ydata(), s.d_k)  # the y = d_k line
+    np.testing.assert_array_equal(fig.axes[3].lines[0].get_ydata(), s.unscaled.grad_norm)
+    np.testing.assert_array_equal(fig.axes[3].lines[1].get_ydata(), s.scaled.grad_norm)
+    assert render.figure_to_png(fig).startswith(PNG_SIGNATURE)
+
+
+# ----------------------------------------------------------------------- output
+
+
+def test_figure_to_array():
+    fig = render.softmax_bars(np.full(4, 0.25))
+    pixels = render.figure_to_array(fig)
+    assert pixels.dtype == np.uint8 and pixels.shape == (280, 600, 3)  # 6 × 2.8 in at 100 dpi
+
+
+def test_render_source_never_imports_pyplot():
+    tree = ast.parse(RENDER_SOURCE.read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {
+        f"{node.module}.{alias.name}" if node.module else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    } | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not any("pyplot" in name for name in imported)
+
+
+def test_building_every_figure_leaves_pyplot_unimported():
+    code = """
+import sys, numpy as np
+from attention_viz import lab
+from attention_viz.draw import raster, figures as render
+w = np.full((4, 4), 0.25)
+steps = {"scores": w, "scaled": w, "masked": w, "weights": w, "output": w}
+figs = [render.difference_figure(w, w, list("abcd"), list("abcd"), "t"),
+        render.steps_figure(steps, list("abcd"), list("abcd"), "t"),
+        render.dot_product_histogram(lab.dot_products(8, 100, 0), 8, False),
+        render.softmax_bars(*lab.softmax_row(8, 8, True, 0)[::-1]),
+        render.sweep_figure(lab.sweep((1, 8), 8, 8, 0))]
+for fig in figs:
+    render.figure_to_png(fig)
+raster.array_to_png(raster.grid_image(np.zeros((2, 2, 4, 4))))
+raster.array_to_png(raster.head_image(w, list("abcd"), list("abcd"), "t"))
+assert "matplotlib.pyplot" not in sys.modules, "pyplot was imported"
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=RENDER_SOURCE.parents[2])
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_d_k_marker_painted_on_the_sweep_lands_where_matplotlib_draws_it():
+    """The lab marks the slider's d_k by darkening a pixel column in each panel of a sweep drawn once; that column
+    is where ax.axvline(d_k) puts the line in a figure drawn again (within a pixel), and nothing else changes."""
+    from attention_viz.draw import raster
+
+    sweep = lab.sweep((1, 4, 16, 64, 256), 8, 8, 0)
+    fig = render.sweep_figure(sweep)
+    base = render.figure_to_array(fig)
+    panels = render.log_x_axes(fig)
+    assert len(panels) == 4
+    for d_k in (4, 64):
+        marked = base.copy()
+        for panel in panels:
+            raster.mark_column(marked, panel.column(d_k), panel.top, panel.bottom)
+        changed = np.nonzero((marked != base).any(axis=(0, 2)))[0]  # the columns the marker touched
+        assert 1 <= len(changed) <= 4  # one column per panel; the 2 x 2 panels share two columns
+        redrawn = render.sweep_figure(sweep)
+        for ax in redrawn.axes:
+            ax.axvline(d_k, color="black", linewidth=0.8, alpha=0.5)
+        reference = render.figure_to_array(redrawn)
+        line = np.nonzero((reference != base).any(axis=(0, 2)))[0]  # columns matplotlib's line darkened
+        for column in changed:
+            assert np.abs(line - column).min() <= 1

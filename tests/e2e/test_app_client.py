@@ -1,0 +1,138 @@
+"""The launched app through gradio_client and raw HTTP: every named endpoint; bad input refused, app still up."""
+
+import json
+import math
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
+
+PNG = b"\x89PNG\r\n\x1a\n"
+UNTRAINED_ARGS = dict(text="hello", model="untrained", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
+                      causal_mask=True, padding_mask=True, pad_tokens=2, d_model=64, n_heads=4,
+                      kind="decoder.cross_attn", layer=1, head=2)
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def is_png(path) -> bool:
+    return Path(path).read_bytes()[:8] == PNG
+
+
+def raw_call(app_url: str, api_name: str, data: list) -> tuple[str, object]:
+    """POST a JSON body as any HTTP client may (NaN included), read the event stream: ("complete"|"error", data)."""
+    url = f"{app_url}gradio_api/call/{api_name}"
+    request = urllib.request.Request(url, data=json.dumps({"data": data}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        event_id = json.load(response)["event_id"]
+    with urllib.request.urlopen(f"{url}/{event_id}", timeout=60) as response:
+        lines = response.read().decode().splitlines()
+    event = next(line.split(": ", 1)[1] for line in lines if line.startswith("event: "))
+    payload = next(line.split(": ", 1)[1] for line in lines if line.startswith("data: "))
+    return event, json.loads(payload)
+
+
+def test_named_endpoints(client):
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
+
+
+def test_visualize_with_defaults(client):
+    grid, head, output, stats, info = client.predict(text="abc", api_name="/visualize")
+    assert is_png(grid) and '<table class="av-map' in head and head.count(" title=\"query ") == 4 * 4  # abc<eos>
+    assert isinstance(output, str) and output
+    assert stats["headers"][:2] == ["layer", "head"] and stats["data"]
+    assert "Scores QKᵀ" in info
+
+
+def test_visualize_untrained(client):
+    grid, head, output, stats, info = client.predict(**UNTRAINED_ARGS, colour_scale="absolute", api_name="/visualize")
+    assert is_png(grid) and '<table class="av-map' in head
+    assert output.startswith("(untrained model: no meaningful output")
+    assert len(stats["data"]) == 2 * 4 and "2 pad tokens" in info
+
+
+def test_switches_change_the_maps(client):
+    def head(**changes):
+        return client.predict(**{**UNTRAINED_ARGS, **changes}, colour_scale="absolute", api_name="/visualize")[1]
+
+    base = head()
+    assert head(scale_mode="none") != base
+    assert head(padding_mask=False) != base
+    assert head(kind="decoder.self_attn", causal_mask=False) != head(kind="decoder.self_attn")
+
+
+def test_steps_compare_export(client):
+    image, text = client.predict(**UNTRAINED_ARGS, api_name="/steps")
+    assert is_png(image) and "softmax" in text
+    image, text = client.predict(**UNTRAINED_ARGS, comparison="padding_mask", api_name="/compare")
+    assert is_png(image) and "padding mask off" in text
+    files = client.predict(**UNTRAINED_ARGS, colour_scale="per_head", api_name="/export")
+    paths = [Path(f) for f in files]
+    assert sorted(p.suffix for p in paths) == [".csv", ".npz", ".png", ".png"]
+    npz = np.load(next(p for p in paths if p.suffix == ".npz"), allow_pickle=False)
+    assert npz["decoder.1.cross_attn"].shape == (4, 6, 8)  # [H, T = "hello" + <eos>, S = "hello" + <eos> + 2 pads]
+
+
+def test_dk_lab(client):
+    histogram, softmax, sweep, numbers = client.predict(d_k=256, n_keys=64, scaled=False, api_name="/dk_lab")
+    assert all(is_png(p) for p in (histogram, softmax, sweep))
+    variance = numbers["data"][0]
+    assert variance[1] == pytest.approx(256, rel=0.05) and variance[2] == pytest.approx(1, rel=0.05)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"text": "x" * 31}, f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}."),
+    ({"text": "x" * 100_000}, f"Text is 100000 characters; the maximum is {DEFAULT_MAX_LEN}."),
+    ({"text": "héllo 😀"}, "Unknown characters: 'é', '😀'."),
+    ({"layer": 5}, "layer must be between 0 and 1, got 5"),
+    ({"head": 9}, "head must be between 0 and 3, got 9"),
+    ({"d_k": "sixteen"}, "d_k must be a whole number, got 'sixteen'"),
+    ({"model": "../../etc/passwd"}, "Unknown model '../../etc/passwd'"),
+    ({"d_k": 1024, "n_heads": 16}, "heads × d_k is 16 × 1024 = 16384"),
+])
+def test_bad_inputs_get_a_clear_error_and_the_app_keeps_serving(client, changes, message):
+    with pytest.raises(AppError) as error:
+        client.predict(**{**UNTRAINED_ARGS, **changes}, colour_scale="absolute", api_name="/visualize")
+    assert message in str(error.value)
+    assert client.predict(d_k=4, n_keys=8, scaled=True, api_name="/dk_lab")[3]["data"]
+
+
+def as_list(**values):
+    return [values[k] for k in [*UNTRAINED_ARGS, "colour_scale"]]
+
+
+def test_raw_http_non_finite_numbers_are_refused(app_url):
+    for name in ("d_k", "custom_factor", "layer", "pad_tokens"):
+        event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED_ARGS, name: math.nan},
+                                                             colour_scale="absolute"))
+        assert event == "error" and "must be a finite number" in data["error"], (name, data)
+    event, data = raw_call(app_url, "dk_lab", [math.nan, 16, True])
+    assert event == "error" and "d_k must be a finite number" in data["error"]
+
+
+def test_raw_http_booleans_are_coerced(app_url):
+    event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED_ARGS, "causal_mask": "false",
+                                                            "padding_mask": 1}, colour_scale="absolute"))
+    assert event == "complete" and "causal mask off" in data[4]
+    event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED_ARGS, "causal_mask": "perhaps"},
+                                                         colour_scale="absolute"))
+    assert event == "error" and data["error"] == "causal mask must be true or false, got 'perhaps'"
+
+
+@pytest.mark.parametrize("path", ["app.py", str(Path(__file__).resolve().parents[2] / "app.py"), "/etc/passwd",
+                                  "assets/models"])
+def test_the_file_route_serves_no_path_a_user_names(app_url, path):
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(f"{app_url}gradio_api/file={path}", timeout=10)
+    assert error.value.code == 403

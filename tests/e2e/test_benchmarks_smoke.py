@@ -1,0 +1,95 @@
+"""The benchmark harness measures what it says: tiny kernel and model runs, the helpers, the one command.
+
+No assertion here is about speed: tests never time anything. They prove the harness checks that
+ours and PyTorch's references compute the same thing before timing them, that every candidate is
+timed, and that `python -m benchmarks` prints its tables and writes its JSON.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import attention_viz.core.attention as attention_module
+from benchmarks import common, kernel, model
+from benchmarks.__main__ import main, parse_args
+
+CPU = torch.device("cpu")
+
+
+def test_percentile_matches_numpy():
+    samples = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0, 7.0]
+    for q in (0, 50, 95, 100):
+        assert common.percentile(samples, q) == pytest.approx(np.percentile(samples, q))
+
+
+def test_interleaved_times_every_candidate_every_round_in_rotating_order():
+    order = []
+    candidates = {name: (lambda name=name: order.append(name)) for name in "abc"}
+    timings = common.interleaved(candidates, rounds=3, sample_s=0.0, warmup=2)
+    assert {name: len(t.samples) for name, t in timings.items()} == {"a": 3, "b": 3, "c": 3}
+    timed = order[9:]  # after two warm-up calls and one sizing call each; one call per sample (sample_s=0)
+    assert timed == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert all(s >= 0 for t in timings.values() for s in t.samples)
+
+
+def test_table_is_markdown_with_one_row_per_item():
+    text = common.table(["n", "ms"], [[16, "1.0"], [64, "2.5"]])
+    lines = text.splitlines()
+    assert len(lines) == 4 and lines[1].startswith("|:") and lines[2].startswith("| 16")
+
+
+def test_kernel_harness_checks_and_times_every_candidate():
+    result = kernel.run(CPU, quick=True, sizes=(8,), rounds=1)
+    (row,) = result["sizes"]
+    assert set(row["timings"]) == set(kernel.CANDIDATES)
+    assert row["weights_bytes"] == kernel.HEADS * 8 * 8 * 4
+    assert result["mm_peak"]["gflops"] > 0
+    assert "| 8 " in kernel.report(result)
+
+
+def test_kernel_harness_refuses_to_time_a_wrong_kernel(monkeypatch):
+    def wrong(q, k, v, mask=None, scale="sqrt_dk", dropout_p=0.0):
+        out, weights = attention_module.scaled_dot_product_attention(q, k, v, mask, "none", dropout_p)
+        return out, weights
+
+    monkeypatch.setattr(kernel, "scaled_dot_product_attention", wrong)
+    with pytest.raises(AssertionError):
+        kernel.bench_size(8, CPU, rounds=1, budget_s=1)
+
+
+def test_model_harness_checks_ours_against_nn_transformer_and_times_three_candidates():
+    result = model.run(CPU, lengths=(5,), models=("app",), rounds=1)
+    (row,) = result["rows"]
+    assert set(row["timings"]) == set(model.CANDIDATES)
+    config = model.app_default_config()
+    assert row["maps"] == config.n_encoder_layers + 2 * config.n_decoder_layers
+    assert row["maps_bytes"] > 0
+    assert "capture cost" in model.report(result)
+
+
+def test_no_capture_swaps_eq1_only_inside_the_block():
+    original = attention_module.scaled_dot_product_attention
+    with model.no_capture():
+        assert attention_module.scaled_dot_product_attention is model.sdpa_without_weights
+    assert attention_module.scaled_dot_product_attention is original
+
+
+def test_cli_rejects_unknown_sections():
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "kernel,nonsense"])
+
+
+def test_one_command_prints_tables_and_writes_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(kernel, "QUICK_SIZES", (8,))
+    monkeypatch.setattr(model, "QUICK_LENGTHS", (4,))
+    main(["--quick", "--only", "kernel,model", "--out", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert "## Kernel, CPU" in printed and "## Model, CPU" in printed
+    if not torch.cuda.is_available():
+        assert "no CUDA device: skipped" in printed
+    latest = json.loads((tmp_path / "latest.json").read_text())
+    assert {"kernel_cpu", "model_cpu"} <= set(latest["sections"])
+    assert latest["machine"]["cores"] >= 1
+    assert len(list(tmp_path.glob("run-*-quick.json"))) == 1

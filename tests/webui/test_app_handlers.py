@@ -1,0 +1,326 @@
+"""app.py's handlers called directly, per control: what each returns, what reruns the model, what errors say."""
+
+import importlib.util
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+from PIL import Image
+
+from attention_viz.draw import raster, figures as render
+from attention_viz.service.explorer import STAT_HEADERS, UNTRAINED
+from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
+from attention_viz.service.views import LAB_HEADERS, Views, grid_cell
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BASE = dict(text="attention", model="reverse/sqrt_dk", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
+            causal_mask=True, padding_mask=True, pad_tokens=0, d_model=64, n_heads=4,
+            kind="encoder.self_attn", layer=0, head=0, colour_scale="absolute")
+SETTINGS_KEYS = list(BASE)[:10]
+
+
+@pytest.fixture(scope="module")
+def app_module():
+    spec = importlib.util.spec_from_file_location("attention_viz_app", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def handlers(app_module, views):
+    return app_module.Handlers(views)
+
+
+def pixels(path) -> np.ndarray:
+    """The RGB pixels of a PNG file a handler returned (PNG files are named by their content, so two
+    handlers' answers show the same image exactly when their paths are equal)."""
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        return np.asarray(image.convert("RGB"))
+
+
+def visualize(handlers, **changes):
+    return handlers.visualize(**{**BASE, **changes})
+
+
+def head_args(**changes):
+    values = {**BASE, **changes}
+    return {key: values[key] for key in [*SETTINGS_KEYS, "kind", "layer", "head"]}
+
+
+def test_visualize_returns_every_output(handlers, explorer):
+    grid, head, output, stats, info = visualize(handlers)
+    image = pixels(grid)
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    run = explorer.run(explorer.settings("attention", "reverse/sqrt_dk", 16))
+    weights = [float(v) for v in re.findall(r'title="query \d+ → key \d+: ([0-9.]+)"', head)]
+    np.testing.assert_allclose(np.reshape(weights, (10, 10)), run.head("encoder.self_attn", 0, 0), atol=5e-5)
+    assert output == run.output or output.startswith(run.output)
+    assert stats["headers"] == STAT_HEADERS and len(stats["data"]) == 2 * 2  # layers × heads
+    assert "`reverse_dk16_sqrt_dk`" in info and "×1/√16 = 0.25" in info
+
+
+# Controls that change the computation: from a starting point, one change reruns the model and changes the picture.
+UNTRAINED_BASE = {"model": UNTRAINED}
+@pytest.mark.parametrize("start, changes", [
+    ({}, {"text": "transformer"}),
+    ({}, {"model": "copy/none"}),
+    ({}, {"model": UNTRAINED}),
+    ({}, {"d_k": 64}),
+    ({}, {"scale_mode": "none"}),
+    ({}, {"scale_mode": "custom", "custom_factor": 0.01}),
+    ({"kind": "decoder.self_attn"}, {"causal_mask": False}),
+    ({}, {"pad_tokens": 3}),
+    ({"pad_tokens": 3}, {"padding_mask": False}),
+    (UNTRAINED_BASE, {"d_model": 32}),
+    (UNTRAINED_BASE, {"n_heads": 2}),
+    (UNTRAINED_BASE, {"d_k": 300}),
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_computation_controls_rerun_the_model(handlers, explorer, start, changes):
+    before = visualize(handlers, **start)
+    misses = explorer.run.cache_info().misses
+    after = visualize(handlers, **start, **changes)
+    assert explorer.run.cache_info().misses == misses + 1
+    assert before[1] != after[1] or before[0] != after[0]
+
+
+# Controls that only change the view: the picture changes, the model does not rerun.
+@pytest.mark.parametrize("changes", [
+    {"kind": "decoder.self_attn"}, {"kind": "decoder.cross_attn"}, {"layer": 1}, {"head": 1},
+    {"colour_scale": "per_head"},
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_view_controls_only_rerender(handlers, explorer, changes):
+    before = visualize(handlers)
+    misses = explorer.run.cache_info().misses
+    after = visualize(handlers, **changes)
+    assert explorer.run.cache_info().misses == misses
+    assert before[1] != after[1]
+
+
+def test_custom_factor_matters_only_in_custom_mode(handlers):
+    assert visualize(handlers, custom_factor=0.5)[1] == visualize(handlers)[1]
+    assert visualize(handlers, scale_mode="custom", custom_factor=0.5)[1] != visualize(handlers)[1]
+
+
+def test_untrained_output_says_it_is_meaningless(handlers):
+    _, _, output, _, info = visualize(handlers, model=UNTRAINED)
+    assert output.startswith("(untrained model: no meaningful output")
+    assert "Untrained model" in info
+
+
+def test_snapped_d_k_is_reported(handlers):
+    info = visualize(handlers, d_k=24.0)[4]  # Gradio sends numbers as floats
+    assert "No trained model with d_k = 24; showing the nearest, d_k = 16." in info
+
+
+def test_model_controls_follow_the_family(handlers):
+    dk_log, d_k, layer, head, untrained_box, scale, note = handlers.model_controls("reverse/sqrt_dk", 20, 1, 1, 4)
+    # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
+    assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
+    assert d_k["value"] == 16 and layer == {"__type__": "update", "maximum": 1, "value": 1, "interactive": True}
+    assert head["maximum"] == 1 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
+    assert note == "Trained d_k: 4, 16, 64."
+    assert handlers.model_controls("copy/none", 16, 0, 0, 4)[5]["value"] == "none"
+    dk_log, d_k, layer, head, untrained_box, scale, note = handlers.model_controls(UNTRAINED, 300, 1, 7, 3)
+    assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
+    assert head["maximum"] == 2 and head["value"] == 2 and untrained_box["visible"] is True
+    head = handlers.model_controls(UNTRAINED, 16, 0, 3, 1)[3]  # one head: Gradio needs minimum < maximum
+    assert (head["maximum"], head["value"], head["interactive"]) == (1, 0, False)
+
+
+def test_grid_click_picks_the_head_under_the_pointer(handlers, explorer):
+    settings = explorer.settings("attention", "reverse/sqrt_dk", 16)
+    shape = explorer.run(settings).weights("decoder.cross_attn").shape
+    layout = raster.grid_layout(shape, cell=grid_cell(shape), labels=True)
+    y, x = layout.origin(1, 1)
+    event = gr.SelectData(None, {"index": [x + 2, y + 2], "value": None})
+    assert handlers.grid_click(**head_args(kind="decoder.cross_attn"), evt=event) == (1, 1)
+    margin = gr.SelectData(None, {"index": [0, 0], "value": None})
+    assert handlers.grid_click(**head_args(kind="decoder.cross_attn"), evt=margin) == (gr.skip(), gr.skip())
+
+
+def test_steps_handler(handlers):
+    image, text = handlers.steps(**head_args(kind="decoder.self_attn", layer=1, head=1))
+    assert pixels(image).shape[1] > pixels(image).shape[0]  # five panels side by side
+    assert "×0.25" in text and "−∞" in text
+
+
+@pytest.mark.parametrize("comparison", ["scaling", "causal_mask", "padding_mask"])
+def test_compare_handler(handlers, comparison):
+    image, text = handlers.compare(**head_args(kind="decoder.self_attn", pad_tokens=2), comparison=comparison)
+    assert pixels(image).ndim == 3
+    assert "Output" in text
+
+
+def test_export_handler_writes_png_npz_csv(handlers, views):
+    paths = [Path(p) for p in handlers.export(**head_args(kind="decoder.cross_attn", layer=1, head=1),
+                                              colour_scale="absolute")]
+    assert sorted(p.suffix for p in paths) == [".csv", ".npz", ".png", ".png"]
+    for path in paths:
+        assert path.is_file() and views.export_root in path.parents
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths if p.suffix == ".png")
+
+
+def test_dk_lab_handler(handlers):
+    histogram, softmax, sweep, numbers = handlers.dk_lab(1024, 32, False)
+    assert all(pixels(image).ndim == 3 for image in (histogram, softmax, sweep))
+    assert numbers["headers"] == LAB_HEADERS
+    variance = numbers["data"][0]
+    assert variance[1] == pytest.approx(1024, rel=0.05) and variance[2] == pytest.approx(1, rel=0.05)
+    scaled = handlers.dk_lab(1024, 32, True)
+    assert scaled[0] != histogram and scaled[1] != softmax
+
+
+def test_family_curves_are_drawn_once(app_module, handlers):
+    from attention_viz.service.explorer import Explorer
+
+    assert handlers.family_curves() is None  # the test checkpoints hold no d_k family
+    shipped = Views(Explorer())  # attention_viz/data/models: the reverse task at four d_k, scaled and unscaled
+    first = app_module.Handlers(shipped).family_curves()
+    image = pixels(first)
+    assert image.shape[0] > 300 and image.shape[1] > 600  # several panels of curves
+    assert shipped.has_family() and shipped.family_curves() is shipped.family_curves()  # kept, not redrawn
+
+
+def test_refresh_updates_only_the_open_tab(handlers):
+    args = dict(head_args(), comparison="scaling")
+    assert handlers.refresh_tab("heatmaps", **args) == (gr.skip(),) * 4
+    steps = handlers.refresh_tab("steps", **args)
+    assert pixels(steps[0]).ndim == 3 and steps[2:] == (gr.skip(), gr.skip())
+    compare = handlers.refresh_tab("compare", **args)
+    assert compare[:2] == (gr.skip(), gr.skip()) and pixels(compare[2]).ndim == 3
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"text": "x" * 31}, f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}."),
+    ({"text": "naïve"}, "Unknown characters: 'ï'."),
+    ({"text": ""}, "Text is empty"),
+    ({"d_k": math.nan}, "d_k must be a finite number"),
+    ({"d_k": 0}, "d_k must be between 1 and 1024, got 0"),
+    ({"scale_mode": "custom", "custom_factor": math.inf}, "custom scale factor must be a finite number"),
+    ({"pad_tokens": 2.5}, "pad tokens must be a whole number"),
+    ({"causal_mask": "maybe"}, "causal mask must be true or false"),
+    ({"model": "../../etc/passwd"}, "Unknown model"),
+    ({"layer": 2}, "layer must be between 0 and 1, got 2"),
+    ({"head": -1}, "head must be between 0 and 1, got -1"),
+    ({"kind": "self"}, "attention kind must be one of"),
+    ({"colour_scale": "rainbow"}, "colour scale must be one of"),
+])
+def test_bad_inputs_raise_gradio_errors_with_the_message(handlers, changes, message):
+    with pytest.raises(gr.Error) as error:
+        visualize(handlers, **changes)
+    assert message in error.value.message
+
+
+@pytest.mark.parametrize("args, message", [
+    ((0, 32, True), "d_k must be between 1 and 4096"), ((math.nan, 32, True), "d_k must be a finite number"),
+    ((16, 1, True), "number of keys must be between 2 and 1024"), ((16, 32, "perhaps"), "scaled must be true or false"),
+])
+def test_bad_lab_inputs(handlers, args, message):
+    with pytest.raises(gr.Error) as error:
+        handlers.dk_lab(*args)
+    assert message in error.value.message
+
+
+def test_strings_for_booleans_are_coerced(handlers):
+    assert (visualize(handlers, causal_mask="false", kind="decoder.self_attn")[1]
+            == visualize(handlers, causal_mask=False, kind="decoder.self_attn")[1])
+
+
+def test_build_app_names_its_endpoints_and_bounds_its_queue(app_module, explorer):
+    demo = app_module.build_app(Views(explorer), warm=False)
+    endpoints = demo.get_api_info()["named_endpoints"]
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
+    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == list(BASE)
+    assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
+    assert demo._queue.max_size == app_module.QUEUE_SIZE
+    assert demo._queue.default_concurrency_limit == app_module.CONCURRENCY
+
+
+def test_png_files_are_named_by_content_and_written_once(views):
+    image = np.zeros((4, 6, 3), dtype=np.uint8)
+    first = views.png_file(image)
+    assert views.png_file(image.copy()) == first and Path(first).parent.parent == views.export_root
+    mtime = Path(first).stat().st_mtime_ns
+    assert views.png_file(image) == first and Path(first).stat().st_mtime_ns == mtime  # not rewritten
+    other = image.copy()
+    other[0, 0] = 1
+    assert views.png_file(other) != first
+    np.testing.assert_array_equal(pixels(first), image)
+
+
+def test_cached_images_are_drawn_again_when_their_file_is_gone(views, explorer, monkeypatch):
+    """The caches keep file names, not pixels; a name whose file the store has deleted is never served."""
+    import attention_viz.service.views as views_module
+
+    settings = explorer.settings("attention", "reverse/sqrt_dk", 16)
+    grid = views.visualize(settings, "decoder.cross_attn", 1, 1).grid
+    assert views.visualize(settings, "decoder.cross_attn", 0, 0).grid == grid  # cached: the same file
+    monkeypatch.setattr(views_module, "KEPT_PNGS", 2)
+    for value in range(3):  # three newer images push the grid's file out of the store
+        views.png_file(np.full((2, 2, 3), value, dtype=np.uint8))
+    assert not Path(grid).exists()
+    again = views.visualize(settings, "decoder.cross_attn", 1, 1).grid
+    assert Path(again).exists() and Path(again).name == Path(grid).name  # drawn again: the same content
+
+
+MAPPED_BLOCK = """
+import ctypes, sys
+import app
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "tuned":
+    app.tune_malloc()
+for size in (8 << 20, 2 << 20):  # glibc's own threshold climbs to the size of each freed block
+    block = libc.malloc(size)
+    mapped = libc.mallinfo2().hblks
+    libc.free(block)
+    print(mapped - libc.mallinfo2().hblks)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_tune_malloc_gives_large_blocks_their_own_mapping():
+    # A fresh process: in this one, earlier tests left free heap space that large blocks may reuse.
+    def unmapped_on_free(mode: str) -> list[str]:
+        result = subprocess.run([sys.executable, "-c", MAPPED_BLOCK, mode], cwd=ROOT, capture_output=True, text=True,
+                                timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout.split()
+
+    assert unmapped_on_free("default") == ["1", "0"]  # the second block stays in the heap when freed
+    assert unmapped_on_free("tuned") == ["1", "1"]    # each freed block goes back to the system
+
+
+def test_frozen_start_up_objects_let_figures_go_within_a_few_renders(app_module):
+    import gc
+    import weakref
+
+    weights, tokens = np.full((20, 20), 0.05), [str(i) for i in range(20)]
+    figures = []
+    app_module.freeze_start_up_objects()
+    try:
+        for _ in range(30):  # never collected by hand: only the automatic collections run
+            figure = render.difference_figure(weights, weights.T, tokens, tokens, "head")
+            render.figure_to_array(figure)
+            figures.append(weakref.ref(figure))
+            del figure
+        assert sum(ref() is not None for ref in figures) <= 6  # ~11 of 30 unfrozen, with far fewer objects than the app
+    finally:
+        gc.unfreeze()

@@ -2,7 +2,8 @@
 
 Candidates, on q, k, v of shape [1, h=8, n, d_k=64] (no mask):
     sdpa          F.scaled_dot_product_attention: returns no weights, so it is the floor
-    ours          attention_viz.scaled_dot_product_attention: output and weights
+    ours          attention_viz.fast's Eq. 1 (what the app runs): output and weights
+    reference     attention_viz.core's Eq. 1, the readable one: output and the same weights, bit for bit
     naive         matmul, softmax, matmul with fresh tensors: what ours was before the in-place steps
 and the same comparison one level up, on x of shape [1, n, d_model=512] (self-attention):
     ours_mha      attention_viz.MultiHeadAttention: output and per-head weights
@@ -18,7 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attention_viz import MultiHeadAttention, scaled_dot_product_attention
+from attention_viz.core import attention as reference
+from attention_viz.core.attention import MultiHeadAttention
+from attention_viz.fast.attention import scaled_dot_product_attention
 from attention_viz.core.interop import load_multihead_attention
 
 from .common import interleaved, load, ms, table
@@ -27,7 +30,7 @@ SIZES = (16, 64, 256, 1024, 2048)
 QUICK_SIZES = (16, 64)
 HEADS, D_K = 8, 64
 D_MODEL = HEADS * D_K
-CANDIDATES = ("sdpa", "ours", "naive", "ours_mha", "torch_mha_w", "torch_mha")
+CANDIDATES = ("sdpa", "ours", "reference", "naive", "ours_mha", "torch_mha_w", "torch_mha")
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,7 +65,8 @@ def bench_size(n: int, device: torch.device, rounds: int, budget_s: float) -> di
     q, k, v = torch.randn(3, 1, HEADS, n, D_K, generator=g).to(device).unbind(0)  # (B, H, n, d_k) each
     x = torch.randn(1, n, D_MODEL, generator=g).to(device)  # (B, n, d_model)
     torch_mha = nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True).to(device).eval()
-    ours_mha = load_multihead_attention(MultiHeadAttention(D_MODEL, HEADS, D_K, D_K), torch_mha).to(device).eval()
+    ours_mha = MultiHeadAttention(D_MODEL, HEADS, D_K, D_K, kernel=scaled_dot_product_attention)
+    ours_mha = load_multihead_attention(ours_mha, torch_mha).to(device).eval()
 
     # The harness proves it times the same computation before it times anything.
     out, weights = scaled_dot_product_attention(q, k, v)
@@ -76,6 +80,7 @@ def bench_size(n: int, device: torch.device, rounds: int, budget_s: float) -> di
     candidates = {
         "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
         "ours": lambda: scaled_dot_product_attention(q, k, v),
+        "reference": lambda: reference.scaled_dot_product_attention(q, k, v),
         "naive": lambda: naive_attention(q, k, v),
         "ours_mha": lambda: ours_mha(x, x, x),
         "torch_mha_w": lambda: torch_mha(x, x, x, need_weights=True, average_attn_weights=False),

@@ -12,7 +12,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attention_viz.core.attention import Scale, causal_mask as make_causal_mask, padding_mask as make_padding_mask
+from attention_viz.core.attention import Kernel, MultiHeadAttention, Scale
+from attention_viz.core.attention import causal_mask as make_causal_mask
+from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
 from attention_viz.core.maps import AttentionMaps, map_key
@@ -87,6 +89,13 @@ class Transformer(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+
+    def use_kernel(self, kernel: Kernel) -> "Transformer":
+        """Run Eq. 1 in every attention with `kernel` (e.g. attention_viz.fast's, bit-identical); returns self."""
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.kernel = kernel
+        return self
 
     def _embed(self, embed: Embeddings, ids: torch.Tensor) -> torch.Tensor:
         """ids [B, T] -> embeddings + positional encoding, with dropout (§5.4) [B, T, D]."""

@@ -338,3 +338,33 @@ def sweep_figure(sweep: Sweep) -> Figure:
         fontsize=10,
     )
     return fig
+
+
+def family_figure(cards: dict[tuple[int, str], dict]) -> Figure:
+    """The d_k family's training: loss (log scale, top row) and batch exact match (bottom row) against step,
+    one column per d_k; `cards` are the checkpoints' cards keyed by (d_k, "sqrt_dk" | "none")."""
+    d_ks = sorted({d_k for d_k, _ in cards})
+    fig = Figure(figsize=(3.2 * len(d_ks), 5.6), layout="constrained")
+    axes = fig.subplots(2, len(d_ks), sharex=True, sharey="row", squeeze=False)
+    style = {
+        "sqrt_dk": {"color": "tab:blue", "label": "scaled ÷√d_k"},
+        "none": {"color": "tab:red", "linestyle": "--", "label": "unscaled"},
+    }
+    for col, d_k in enumerate(d_ks):
+        for scale in style:
+            card = cards.get((d_k, scale))
+            if card is None:
+                continue
+            curve = card["curve"]
+            axes[0, col].plot(curve["step"], curve["loss"], **style[scale])
+            axes[1, col].plot(curve["step"], curve["exact_match"], **style[scale])
+        axes[0, col].set_title(f"d_k = {d_k}")
+        axes[0, col].set_yscale("log")
+        axes[1, col].set_xlabel("step")
+        axes[1, col].set_ylim(-0.02, 1.02)
+    axes[0, 0].set_ylabel("training loss (fresh batches)")
+    axes[1, 0].set_ylabel("exact match (fresh batches)")
+    axes[0, 0].legend(loc="upper right", fontsize="small")
+    task = next(iter(cards.values()))["task"] if cards else "?"
+    fig.suptitle(f"√d_k scaling in training: the {task} task, same seed, data and steps for every curve")
+    return fig

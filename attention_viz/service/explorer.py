@@ -32,6 +32,7 @@ from attention_viz.core.config import TransformerConfig
 from attention_viz.service.checks import check_bool, check_choice, check_float, check_int, check_text
 from attention_viz.core.maps import KINDS, head_statistics
 from attention_viz.core.model import Transformer
+from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.data.tasks import target
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 
@@ -380,7 +381,8 @@ class Explorer:
     def _load_checkpoint(self, name: str) -> tuple[Transformer, dict]:
         with self._build_lock:
             try:
-                return load_model(name, device=self.device, directory=self.models_dir)
+                model, card = load_model(name, device=self.device, directory=self.models_dir)
+                return model.use_kernel(fast_attention), card
             except (OSError, ValueError) as error:  # the full reason, with server paths, goes to the log only
                 logger.error("loading checkpoint %r failed: %s", name, error)
                 if isinstance(error, UnsafeCheckpointError):
@@ -391,7 +393,8 @@ class Explorer:
 
     def _build_untrained(self, d_model: int, n_heads: int, d_k: int) -> Transformer:
         with self._build_lock:  # fork_rng touches the global generator: one build at a time (SizedCache also serialises)
-            return build_untrained(d_model, n_heads, d_k, self.tokenizer.vocab_size).to(self.device)
+            model = build_untrained(d_model, n_heads, d_k, self.tokenizer.vocab_size).to(self.device)
+            return model.use_kernel(fast_attention)  # the app runs the bit-identical fast Eq. 1
 
     def model(self, settings: Settings) -> tuple[Transformer, dict | None]:
         """The model (eval mode, shared: never mutate it) and its card (None when untrained)."""

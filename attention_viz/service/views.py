@@ -375,11 +375,11 @@ class Views:
         return bool(family.family_cards(self.explorer.models_dir))
 
     def family_curves(self) -> str | None:
-        """The d_k family's training curves (family.plot_family over the shipped cards) as a PNG file; None when
+        """The d_k family's training curves (figures.family_figure over the shipped cards) as a PNG file; None when
         none ships. Drawn once (about a second: many curves and a constrained layout), then kept."""
         with self._family_lock:
             if (self._family is None or not self._touch(Path(self._family).stem)) and self.has_family():
-                self._family = self.figure_file(family.plot_family(family.family_cards(self.explorer.models_dir)))
+                self._family = self.figure_file(render.family_figure(family.family_cards(self.explorer.models_dir)))
             return self._family
 
     # ------------------------------------------------------------------ start-up

@@ -11,9 +11,8 @@ import argparse
 import re
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 from attention_viz.data.checkpoints import list_models, shipped_models_dir
+from attention_viz.draw.figures import family_figure
 
 FAMILY_TASK = "reverse"
 FAMILY_D_K = (4, 16, 64, 128)  # spans 32x; d_model, d_v and everything else stay fixed
@@ -83,47 +82,18 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_family(cards: dict[tuple[int, str], dict]) -> Figure:
-    """Loss (log scale, top row) and batch exact match (bottom row) against step; one column per d_k."""
-    d_ks = sorted({d_k for d_k, _ in cards})
-    fig = Figure(figsize=(3.2 * len(d_ks), 5.6), layout="constrained")
-    axes = fig.subplots(2, len(d_ks), sharex=True, sharey="row", squeeze=False)
-    style = {
-        "sqrt_dk": {"color": "tab:blue", "label": "scaled ÷√d_k"},
-        "none": {"color": "tab:red", "linestyle": "--", "label": "unscaled"},
-    }
-    for col, d_k in enumerate(d_ks):
-        for scale in SCALES:
-            card = cards.get((d_k, scale))
-            if card is None:
-                continue
-            curve = card["curve"]
-            axes[0, col].plot(curve["step"], curve["loss"], **style[scale])
-            axes[1, col].plot(curve["step"], curve["exact_match"], **style[scale])
-        axes[0, col].set_title(f"d_k = {d_k}")
-        axes[0, col].set_yscale("log")
-        axes[1, col].set_xlabel("step")
-        axes[1, col].set_ylim(-0.02, 1.02)
-    axes[0, 0].set_ylabel("training loss (fresh batches)")
-    axes[1, 0].set_ylabel("exact match (fresh batches)")
-    axes[0, 0].legend(loc="upper right", fontsize="small")
-    task = next(iter(cards.values()))["task"] if cards else FAMILY_TASK
-    fig.suptitle(f"√d_k scaling in training: the {task} task, same seed, data and steps for every curve")
-    return fig
-
-
 def main(argv: list[str] | None = None) -> None:
     """Read the family's cards, print the summary table, write the PNG."""
     parser = argparse.ArgumentParser(prog="python -m attention_viz.train.family", description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, default=shipped_models_dir(), help="folder of checkpoints and cards")
     parser.add_argument("--task", default=FAMILY_TASK)
-    parser.add_argument("--out", type=Path, default=shipped_models_dir().parent / "dk_family.png")
+    parser.add_argument("--out", type=Path, default=Path("assets/dk_family.png"))
     args = parser.parse_args(argv)
     cards = family_cards(args.models, args.task)
     if not cards:
         raise SystemExit(f"no {args.task}_dk*_scaled/unscaled cards in {args.models}; run scripts/train_all.sh")
     print(markdown_table(summarize(cards)))
-    plot_family(cards).savefig(args.out, dpi=110)
+    family_figure(cards).savefig(args.out, dpi=110)
     print(f"wrote {args.out}")
 
 

@@ -8,7 +8,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_viz.core.attention import (
-    MANY_SCORES,
     AdditiveAttention,
     MultiHeadAttention,
     attention_steps,
@@ -17,7 +16,9 @@ from attention_viz.core.attention import (
     scale_factor,
     scaled_dot_product_attention,
 )
+from attention_viz.fast import attention as fast
 from attention_viz.fast import hugepages
+from attention_viz.fast.attention import MANY_SCORES
 from attention_viz.core.interop import multihead_attention_from_torch
 
 
@@ -158,7 +159,7 @@ def masks_for(B, H, Q, K, **_):
 @pytest.mark.parametrize("size", ["small", "medium", "large"])
 @pytest.mark.parametrize("masking", ["none", "full", "causal", "causal+padding", "padding"])
 @pytest.mark.parametrize("scale", ["sqrt_dk", "none", 0.37, 0.25])
-def test_without_autograd_the_weights_are_bitwise_those_of_the_autograd_path(monkeypatch, size, masking, scale):
+def test_the_fast_kernel_is_bitwise_the_reference(monkeypatch, size, masking, scale):
     assert (math.prod(SMALL[a] for a in "BHQK") < MANY_SCORES <= math.prod(MEDIUM[a] for a in "BHQK")
             and math.prod(MEDIUM[a] for a in "BHQK") * 4 < hugepages.MIN_BYTES <= math.prod(LARGE[a] for a in "BHQK") * 4)
     advised = []
@@ -167,12 +168,14 @@ def test_without_autograd_the_weights_are_bitwise_those_of_the_autograd_path(mon
     q, k, v = qkv(**shape, seed=4)
     mask = masks_for(**shape)[masking]
     with torch.inference_mode():
-        out, weights = scaled_dot_product_attention(q, k, v, mask, scale)
+        out, weights = fast.scaled_dot_product_attention(q, k, v, mask, scale)
     assert len(advised) == (size == "large"), "only large weights are put on huge pages"
-    q_grad = q.clone().requires_grad_()  # autograd path: every step allocates, nothing is advised
-    ref_out, ref_weights = scaled_dot_product_attention(q_grad, k, v, mask, scale)
+    ref_out, ref_weights = scaled_dot_product_attention(q, k, v, mask, scale)  # the core's reference Eq. 1
     assert len(advised) == (size == "large")
-    assert torch.equal(weights, ref_weights.detach()) and torch.equal(out, ref_out.detach())
+    assert torch.equal(weights, ref_weights) and torch.equal(out, ref_out)
+    q_grad = q.clone().requires_grad_()  # with autograd the fast kernel is the reference itself
+    grad_out, grad_weights = fast.scaled_dot_product_attention(q_grad, k, v, mask, scale)
+    assert torch.equal(grad_weights.detach(), ref_weights) and grad_out.requires_grad
     torch_scale = {"sqrt_dk": None, "none": 1.0}.get(scale, scale)
     if masking != "full":  # torch gives NaN on the fully masked row, where ours gives zeros
         torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=torch_scale),
@@ -186,7 +189,7 @@ def test_without_autograd_the_weights_are_bitwise_those_of_the_autograd_path(mon
 
 def test_large_inputs_with_autograd_still_train():
     q, k, v = (t.requires_grad_() for t in qkv(**LARGE, seed=6))
-    out, weights = scaled_dot_product_attention(q, k, v, masks_for(**LARGE)["causal+padding"])
+    out, weights = fast.scaled_dot_product_attention(q, k, v, masks_for(**LARGE)["causal+padding"])
     (out.square().sum() + weights[..., 0].sum()).backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
 
@@ -194,10 +197,10 @@ def test_large_inputs_with_autograd_still_train():
 def test_large_inputs_under_no_grad_keep_a_graph_when_an_input_requires_grad():
     q, k, v = qkv(**LARGE, seed=7)
     k.requires_grad_()
-    out, weights = scaled_dot_product_attention(q, k, v)
+    out, weights = fast.scaled_dot_product_attention(q, k, v)
     assert weights.requires_grad and out.requires_grad
     with torch.no_grad():
-        out_ng, weights_ng = scaled_dot_product_attention(q, k, v)
+        out_ng, weights_ng = fast.scaled_dot_product_attention(q, k, v)
     assert torch.equal(weights_ng, weights.detach()) and torch.equal(out_ng, out.detach())
 
 
@@ -270,3 +273,23 @@ def test_additive_attention_matches_its_formula_and_respects_masks():
     torch.testing.assert_close(weights, ref)
     assert torch.all(weights[..., 3:] == 0.0)
     torch.testing.assert_close(out, ref @ v)
+
+
+@pytest.mark.parametrize("causal,padding", [(True, True), (False, True), (True, False)])
+def test_a_model_on_the_fast_kernel_gives_bitwise_the_same_logits_and_maps(causal, padding):
+    from attention_viz.core.config import TransformerConfig
+    from attention_viz.core.model import Transformer
+
+    torch.manual_seed(0)
+    config = TransformerConfig(vocab_size=20, n_encoder_layers=2, n_decoder_layers=2, d_model=32, n_heads=4,
+                               d_k=8, d_v=8, d_ff=64, dropout=0.0)
+    model = Transformer(config).eval()
+    src = torch.randint(1, 20, (2, 60))
+    src[1, -5:] = config.pad_id
+    tgt = torch.randint(1, 20, (2, 50))
+    with torch.inference_mode():
+        logits, maps = model(src, tgt, causal_mask=causal, padding_mask=padding)
+        fast_logits, fast_maps = model.use_kernel(fast.scaled_dot_product_attention)(
+            src, tgt, causal_mask=causal, padding_mask=padding)
+    assert torch.equal(logits, fast_logits)
+    assert list(maps) == list(fast_maps) and all(torch.equal(maps[key], fast_maps[key]) for key in maps)

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from attention_viz.data.checkpoints import count_parameters, list_models, load_model, shipped_models_dir
-from attention_viz.train.family import FAMILY_TASK, family_cards, member_name, plot_family, summarize
+from attention_viz.train.family import FAMILY_TASK, family_cards, member_name, summarize
+from attention_viz.draw.figures import family_figure
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import TASKS, make_batch, sample_strings, target
 from attention_viz.data.tokenizer import CharTokenizer
@@ -76,7 +77,7 @@ def test_family_summary_and_figure_cover_every_member():
     rows = summarize(family)
     assert [(r["d_k"], r["scale"]) for r in rows] == list(family)
     assert all(0.0 <= r["final_loss"] < r["quarter_loss"] for r in rows)
-    fig = plot_family(family)
+    fig = family_figure(family)
     assert len(fig.axes) == 2 * len({d_k for d_k, _ in family})
     assert all(len(ax.lines) == 2 for ax in fig.axes)  # scaled and unscaled in every panel
 

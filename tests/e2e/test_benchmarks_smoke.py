@@ -12,6 +12,8 @@ import pytest
 import torch
 
 import attention_viz.core.attention as attention_module
+from attention_viz.core.attention import MultiHeadAttention
+from attention_viz.core.model import Transformer
 from benchmarks import common, kernel, model
 from benchmarks.__main__ import main, parse_args
 
@@ -69,11 +71,14 @@ def test_model_harness_checks_ours_against_nn_transformer_and_times_three_candid
     assert "capture cost" in model.report(result)
 
 
-def test_no_capture_swaps_eq1_only_inside_the_block():
-    original = attention_module.scaled_dot_product_attention
-    with model.no_capture():
-        assert attention_module.scaled_dot_product_attention is model.sdpa_without_weights
-    assert attention_module.scaled_dot_product_attention is original
+def test_use_kernel_changes_one_model_and_no_module_global():
+    ours = Transformer(model.app_default_config()).eval()
+    other = Transformer(model.app_default_config()).eval()
+    ours.use_kernel(model.sdpa_without_weights)
+    kernels = {m.kernel for m in ours.modules() if isinstance(m, MultiHeadAttention)}
+    assert kernels == {model.sdpa_without_weights}
+    assert {m.kernel for m in other.modules() if isinstance(m, MultiHeadAttention)} == {
+        attention_module.scaled_dot_product_attention}
 
 
 def test_cli_rejects_unknown_sections():

@@ -1,0 +1,101 @@
+"""Eq. 1 made faster on the CPU for inference, bit-identical to attention_viz.core.attention's reference.
+
+Chosen explicitly: `model.use_kernel(fast.scaled_dot_product_attention)` (the app and the benchmarks do);
+the core never imports this module. Same signature and contract as the reference: (output, weights), weights
+after the softmax and before dropout, masked weights exactly 0, fully masked rows all 0.
+
+Where it differs from the reference, and why (measured in docs/benchmarks.md):
+- without autograd, every step writes into the one fresh scores tensor, which becomes the weights;
+- from MANY_SCORES scores on, that tensor is allocated on huge pages (see hugepages: 4 KiB page faults cost
+  as much as QKᵀ), a power-of-two factor (1/√d_k for d_k = 4, 16, 64, 256) scales q instead of the scores
+  (exact in floating point), torch.where hides keys without inverting the mask, and only rows with every key
+  hidden are re-zeroed.
+With autograd (training) it is the reference itself.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from attention_viz.core import attention as reference
+from attention_viz.core.attention import Scale, scale_factor
+from attention_viz.fast import hugepages
+
+# From this many scores on (all heads together) the weights are computed by _many_weights, which streams the
+# [..., Q, K] tensor fewer times but makes more calls (a few µs each); below it, _few_weights.
+MANY_SCORES = 2**15
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: Scale = "sqrt_dk",
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 1 as core.attention.scaled_dot_product_attention computes it, bit for bit, in fewer passes."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return reference.scaled_dot_product_attention(q, k, v, mask, scale, dropout_p)
+    factor = scale_factor(scale, q.size(-1))
+    shape = _scores_shape(q, k)
+    if mask is not None and not _fits(mask.shape, shape):  # the mask enlarges the scores: they cannot hold it
+        return reference.scaled_dot_product_attention(q, k, v, mask, scale, dropout_p)
+    if math.prod(shape) >= MANY_SCORES:
+        weights = _many_weights(q, k, mask, factor, shape)
+    else:
+        weights = _few_weights(q, k, mask, factor)
+    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
+
+
+def _few_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float) -> torch.Tensor:
+    """The reference's steps, each written into the one scores tensor."""
+    scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
+    if factor != 1.0:
+        scores.mul_(factor)
+    if mask is None:
+        return torch.softmax(scores, dim=-1, out=scores)
+    hidden = ~mask
+    scores.masked_fill_(hidden, float("-inf"))
+    weights = torch.softmax(scores, dim=-1, out=scores)
+    return weights.masked_fill_(hidden, 0.0)  # a row with every key masked is NaN before this
+
+
+def _many_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float,
+                  shape: tuple[int, ...]) -> torch.Tensor:
+    """The weights streamed fewer times, on huge pages when large (see the module's docstring)."""
+    exact = factor == 1.0 or math.frexp(factor)[0] == 0.5  # a power of two: scaling never rounds
+    if factor != 1.0 and exact:
+        q = q * factor  # (..., Q, d_k)
+    keys_t = k.transpose(-2, -1)  # (..., d_k, K)
+    if math.prod(shape) * q.element_size() >= hugepages.MIN_BYTES:
+        scores = torch.matmul(q, keys_t, out=hugepages.empty(shape, q))  # (..., Q, K)
+    else:
+        scores = torch.matmul(q, keys_t)  # (..., Q, K)
+    if not exact:
+        scores.mul_(factor)
+    if mask is not None:
+        torch.where(mask, scores, scores.new_full((), float("-inf")), out=scores)
+    weights = torch.softmax(scores, dim=-1, out=scores)
+    if mask is not None:
+        live = mask.any(-1, keepdim=True)  # (..., Q, 1): rows that may attend to some key
+        if weights.device.type != "cpu" or not bool(live.all()):  # no host sync on an accelerator
+            weights.masked_fill_(~live, 0.0)
+    return weights
+
+
+def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
+    """The shape of QKᵀ, [..., Q, K], with the batch axes of q and k broadcast."""
+    if q.dim() == k.dim() and q.shape[:-2] == k.shape[:-2]:
+        return (*q.shape[:-1], k.size(-2))
+    return (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))
+
+
+def _fits(small: tuple[int, ...], large: tuple[int, ...]) -> bool:
+    """True when a tensor of shape `small` broadcasts to `large` without enlarging it (checked by hand:
+    torch.broadcast_shapes costs ~14 µs)."""
+    return len(small) <= len(large) and all(a == 1 or a == b for a, b in zip(reversed(small), reversed(large)))

@@ -1,0 +1,63 @@
+"""The package's layers as the tree shows them: each subpackage imports only those below it."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "attention_viz"
+# Lowest first; a module may import its own layer and the layers listed before it, never one after.
+LAYERS = ["core", "fast", "data", "lab", "draw", "train", "service", "explorer", "webui"]
+THIRD_PARTY_HOME = {"gradio": {"webui"}, "matplotlib": {"draw"}}
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "attention_viz" and len(parts) > 1 else None
+
+
+def imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+            found += [f"{node.module}.{alias.name}" for alias in node.names if node.module == "attention_viz"]
+    return found
+
+
+def sources():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if len(relative.parts) > 1:
+            yield relative.parts[0], path
+        elif relative.stem != "__init__":
+            yield relative.stem, path
+
+
+def test_every_subpackage_is_a_known_layer():
+    assert {layer for layer, _ in sources()} <= set(LAYERS)
+
+
+def test_nothing_imports_upward():
+    upward = []
+    for layer, path in sources():
+        for module in imports(path):
+            target = layer_of(module)
+            if target in LAYERS and LAYERS.index(target) > LAYERS.index(layer):
+                upward.append(f"{path.relative_to(PACKAGE)} imports {module}")
+    assert not upward, upward
+
+
+def test_gradio_only_in_the_web_ui_and_matplotlib_only_in_draw():
+    misplaced = [f"{path.relative_to(PACKAGE)} imports {module}" for layer, path in sources()
+                 for module in imports(path) for library, homes in THIRD_PARTY_HOME.items()
+                 if module.split(".")[0] == library and layer not in homes]
+    assert not misplaced, misplaced
+
+
+def test_the_core_needs_only_torch_and_numpy():
+    allowed = {"torch", "numpy", "math", "collections", "dataclasses", "__future__", "attention_viz", "typing"}
+    extra = {module for layer, path in sources() if layer == "core" for module in imports(path)
+             if module.split(".")[0] not in allowed}
+    assert not extra, extra

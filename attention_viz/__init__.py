@@ -1,5 +1,15 @@
-"""attention_viz: the Transformer of "Attention Is All You Need" (§3.1-3.2), every attention map exposed."""
+"""attention_viz: the Transformer of "Attention Is All You Need" (§3.1-3.2), every attention map exposed.
 
+    import attention_viz as av
+    model, card = av.load_model("reverse_dk16_sqrt_dk")       # a shipped model (av.list_models())
+    src = torch.tensor([av.CharTokenizer().encode("hello").ids])
+    out, maps = model.greedy_decode(src, max_len=8)           # maps["decoder.0.cross_attn"]: [B, H, Q, K]
+
+The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
+checkpoints), lab (footnote 4's numbers), draw, train, service and webui (the app).
+"""
+
+from . import lab
 from .core.attention import (
     AdditiveAttention,
     MultiHeadAttention,
@@ -12,25 +22,44 @@ from .core.attention import (
 from .core.config import TransformerConfig
 from .core.device import resolve_device
 from .core.interop import multihead_attention_from_torch, transformer_from_torch
-from .core.maps import KINDS, AttentionMaps, head_statistics
+from .core.maps import KINDS, AttentionMaps, head_statistics, kind_key, map_key
 from .core.model import Decoder, Encoder, Transformer
+from .data.checkpoints import list_models, load_checkpoint, load_model, save_checkpoint
+from .data.tokenizer import CharTokenizer
+from .lab import dot_products, entropy, softmax_jacobian_norm, softmax_row, sweep
+from .train.trainer import TrainSettings, train
 
 __all__ = [
     "AdditiveAttention",
     "AttentionMaps",
+    "CharTokenizer",
     "Decoder",
     "Encoder",
     "KINDS",
     "MultiHeadAttention",
+    "TrainSettings",
     "Transformer",
     "TransformerConfig",
     "attention_steps",
     "causal_mask",
+    "dot_products",
+    "entropy",
     "head_statistics",
+    "kind_key",
+    "lab",
+    "list_models",
+    "load_checkpoint",
+    "load_model",
+    "map_key",
     "multihead_attention_from_torch",
     "padding_mask",
     "resolve_device",
+    "save_checkpoint",
     "scale_factor",
     "scaled_dot_product_attention",
+    "softmax_jacobian_norm",
+    "softmax_row",
+    "sweep",
+    "train",
     "transformer_from_torch",
 ]

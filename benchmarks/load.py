@@ -47,7 +47,7 @@ from .common import Timing, load, machine, ms, table, write_json
 
 PNG = b"\x89PNG\r\n\x1a\n"
 API = "/gradio_api"
-ALLOWED_ERRORS = {"queue_full"}   # the one answer a crowd may get, by design (QUEUE_SIZE in app.py)
+ALLOWED_ERRORS = {"queue_full"}   # the one answer a crowd may get, by design (QUEUE_SIZE in attention_viz/webui/page.py)
 HTTP_TIMEOUT_S = 120.0            # per HTTP call; the queue may hold 20 events of ~0.5 s each
 TEXT_CHARS = string.ascii_letters + string.digits + string.punctuation + " "
 COMPARE_LABEL = {"scaling": "scaled by 1/√d_k", "causal_mask": "causal mask on", "padding_mask": "padding mask on"}

@@ -35,17 +35,18 @@ def model_configs() -> dict[str, TransformerConfig]:
 
 
 def app_default_config(torch_compatible: bool = True) -> TransformerConfig:
-    """The config of the model the app opens with (attention_viz.service.explorer); the small preset without that module.
+    """The config of the model the app opens with (attention_viz.service.catalog); the small preset without that module.
 
     torch_compatible: set d_k = d_v = d_model / h, so that nn.Transformer can hold the same weights.
     """
     try:
-        from attention_viz.service.explorer import DEFAULT_UNTRAINED, Explorer, build_untrained
+        from attention_viz.service.catalog import Catalog, build_untrained
+        from attention_viz.service.limits import DEFAULT_UNTRAINED
 
-        explorer = Explorer()
-        config = explorer.model_shape(explorer.default_model)
+        catalog = Catalog()
+        config = catalog.model_shape(catalog.default_model)
         if config is None:  # the untrained model
-            config = build_untrained(**DEFAULT_UNTRAINED, vocab_size=explorer.tokenizer.vocab_size).config
+            config = build_untrained(**DEFAULT_UNTRAINED, vocab_size=catalog.tokenizer.vocab_size).config
     except ImportError:
         config = TransformerConfig.small(vocab_size=VOCAB_SIZE)
     if not torch_compatible:

@@ -48,14 +48,14 @@ def models_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def explorer(models_dir, one_thread):
-    from attention_viz.service.explorer import Explorer
+def runs(models_dir, one_thread):
+    from attention_viz.service.runs import Runs
 
-    return Explorer(models_dir)
+    return Runs(models_dir)
 
 
 @pytest.fixture(scope="session")
-def views(explorer):
+def views(runs):
     from attention_viz.service.views import Views
 
-    return Views(explorer)
+    return Views(runs)

@@ -27,6 +27,14 @@ def map_key(stack: str, layer: int, name: str) -> str:
     return f"{stack}.{layer}.{name}"
 
 
+def kind_key(kind: str, layer: int) -> str:
+    """The key of one layer's map of a kind, e.g. kind_key("decoder.cross_attn", 1) == "decoder.1.cross_attn"."""
+    if kind not in KINDS:
+        raise KeyError(f"unknown attention kind {kind!r}; choose one of {list(KINDS)}")
+    stack, name = kind.split(".")
+    return map_key(stack, layer, name)
+
+
 class AttentionMaps(Mapping[str, torch.Tensor]):
     """An ordered, read-only record of attention weights, one [B, H, Q, K] tensor per key."""
 

@@ -1,6 +1,5 @@
-"""app.py's handlers called directly, per control: what each returns, what reruns the model, what errors say."""
+"""The web UI's handlers called directly, per control: what each returns, what reruns the model, what errors say."""
 
-import importlib.util
 import math
 import os
 import platform
@@ -15,9 +14,11 @@ import pytest
 from PIL import Image
 
 from attention_viz.draw import raster, figures as render
-from attention_viz.service.explorer import STAT_HEADERS, UNTRAINED
+from attention_viz.service.limits import LAB_HEADERS, STAT_HEADERS, UNTRAINED
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
-from attention_viz.service.views import LAB_HEADERS, Views, grid_cell
+from attention_viz.service.views import Views, grid_cell
+from attention_viz.webui import page, runtime
+from attention_viz.webui.handlers import Handlers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,16 +29,8 @@ SETTINGS_KEYS = list(BASE)[:10]
 
 
 @pytest.fixture(scope="module")
-def app_module():
-    spec = importlib.util.spec_from_file_location("attention_viz_app", ROOT / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def handlers(app_module, views):
-    return app_module.Handlers(views)
+def handlers(views):
+    return Handlers(views)
 
 
 def pixels(path) -> np.ndarray:
@@ -57,11 +50,11 @@ def head_args(**changes):
     return {key: values[key] for key in [*SETTINGS_KEYS, "kind", "layer", "head"]}
 
 
-def test_visualize_returns_every_output(handlers, explorer):
+def test_visualize_returns_every_output(handlers, runs):
     grid, head, output, stats, info = visualize(handlers)
     image = pixels(grid)
     assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
-    run = explorer.run(explorer.settings("attention", "reverse/sqrt_dk", 16))
+    run = runs.run(runs.settings("attention", "reverse/sqrt_dk", 16))
     weights = [float(v) for v in re.findall(r'title="query \d+ → key \d+: ([0-9.]+)"', head)]
     np.testing.assert_allclose(np.reshape(weights, (10, 10)), run.head("encoder.self_attn", 0, 0), atol=5e-5)
     assert output == run.output or output.startswith(run.output)
@@ -85,11 +78,11 @@ UNTRAINED_BASE = {"model": UNTRAINED}
     (UNTRAINED_BASE, {"n_heads": 2}),
     (UNTRAINED_BASE, {"d_k": 300}),
 ], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
-def test_computation_controls_rerun_the_model(handlers, explorer, start, changes):
+def test_computation_controls_rerun_the_model(handlers, runs, start, changes):
     before = visualize(handlers, **start)
-    misses = explorer.run.cache_info().misses
+    misses = runs.run.cache_info().misses
     after = visualize(handlers, **start, **changes)
-    assert explorer.run.cache_info().misses == misses + 1
+    assert runs.run.cache_info().misses == misses + 1
     assert before[1] != after[1] or before[0] != after[0]
 
 
@@ -98,11 +91,11 @@ def test_computation_controls_rerun_the_model(handlers, explorer, start, changes
     {"kind": "decoder.self_attn"}, {"kind": "decoder.cross_attn"}, {"layer": 1}, {"head": 1},
     {"colour_scale": "per_head"},
 ], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
-def test_view_controls_only_rerender(handlers, explorer, changes):
+def test_view_controls_only_rerender(handlers, runs, changes):
     before = visualize(handlers)
-    misses = explorer.run.cache_info().misses
+    misses = runs.run.cache_info().misses
     after = visualize(handlers, **changes)
-    assert explorer.run.cache_info().misses == misses
+    assert runs.run.cache_info().misses == misses
     assert before[1] != after[1]
 
 
@@ -137,9 +130,9 @@ def test_model_controls_follow_the_family(handlers):
     assert (head["maximum"], head["value"], head["interactive"]) == (1, 0, False)
 
 
-def test_grid_click_picks_the_head_under_the_pointer(handlers, explorer):
-    settings = explorer.settings("attention", "reverse/sqrt_dk", 16)
-    shape = explorer.run(settings).weights("decoder.cross_attn").shape
+def test_grid_click_picks_the_head_under_the_pointer(handlers, runs):
+    settings = runs.settings("attention", "reverse/sqrt_dk", 16)
+    shape = runs.run(settings).weights("decoder.cross_attn").shape
     layout = raster.grid_layout(shape, cell=grid_cell(shape), labels=True)
     y, x = layout.origin(1, 1)
     event = gr.SelectData(None, {"index": [x + 2, y + 2], "value": None})
@@ -180,12 +173,12 @@ def test_dk_lab_handler(handlers):
     assert scaled[0] != histogram and scaled[1] != softmax
 
 
-def test_family_curves_are_drawn_once(app_module, handlers):
-    from attention_viz.service.explorer import Explorer
+def test_family_curves_are_drawn_once(handlers):
+    from attention_viz.service.runs import Runs
 
     assert handlers.family_curves() is None  # the test checkpoints hold no d_k family
-    shipped = Views(Explorer())  # attention_viz/data/models: the reverse task at four d_k, scaled and unscaled
-    first = app_module.Handlers(shipped).family_curves()
+    shipped = Views(Runs())  # attention_viz/data/models: the reverse task at four d_k, scaled and unscaled
+    first = Handlers(shipped).family_curves()
     image = pixels(first)
     assert image.shape[0] > 300 and image.shape[1] > 600  # several panels of curves
     assert shipped.has_family() and shipped.family_curves() is shipped.family_curves()  # kept, not redrawn
@@ -236,14 +229,14 @@ def test_strings_for_booleans_are_coerced(handlers):
             == visualize(handlers, causal_mask=False, kind="decoder.self_attn")[1])
 
 
-def test_build_app_names_its_endpoints_and_bounds_its_queue(app_module, explorer):
-    demo = app_module.build_app(Views(explorer), warm=False)
+def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
+    demo = page.build_app(Views(runs), warm=False)
     endpoints = demo.get_api_info()["named_endpoints"]
     assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
     assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == list(BASE)
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
-    assert demo._queue.max_size == app_module.QUEUE_SIZE
-    assert demo._queue.default_concurrency_limit == app_module.CONCURRENCY
+    assert demo._queue.max_size == page.QUEUE_SIZE
+    assert demo._queue.default_concurrency_limit == page.CONCURRENCY
 
 
 def test_png_files_are_named_by_content_and_written_once(views):
@@ -258,14 +251,12 @@ def test_png_files_are_named_by_content_and_written_once(views):
     np.testing.assert_array_equal(pixels(first), image)
 
 
-def test_cached_images_are_drawn_again_when_their_file_is_gone(views, explorer, monkeypatch):
+def test_cached_images_are_drawn_again_when_their_file_is_gone(views, runs, monkeypatch):
     """The caches keep file names, not pixels; a name whose file the store has deleted is never served."""
-    import attention_viz.service.views as views_module
-
-    settings = explorer.settings("attention", "reverse/sqrt_dk", 16)
+    settings = runs.settings("attention", "reverse/sqrt_dk", 16)
     grid = views.visualize(settings, "decoder.cross_attn", 1, 1).grid
     assert views.visualize(settings, "decoder.cross_attn", 0, 0).grid == grid  # cached: the same file
-    monkeypatch.setattr(views_module, "KEPT_PNGS", 2)
+    monkeypatch.setattr(views.store, "kept", 2)
     for value in range(3):  # three newer images push the grid's file out of the store
         views.png_file(np.full((2, 2, 3), value, dtype=np.uint8))
     assert not Path(grid).exists()
@@ -275,7 +266,7 @@ def test_cached_images_are_drawn_again_when_their_file_is_gone(views, explorer, 
 
 MAPPED_BLOCK = """
 import ctypes, sys
-import app
+from attention_viz.webui import runtime
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
@@ -286,7 +277,7 @@ libc.mallinfo2.restype = MallInfo2
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "tuned":
-    app.tune_malloc()
+    runtime.tune_malloc()
 for size in (8 << 20, 2 << 20):  # glibc's own threshold climbs to the size of each freed block
     block = libc.malloc(size)
     mapped = libc.mallinfo2().hblks
@@ -308,13 +299,13 @@ def test_tune_malloc_gives_large_blocks_their_own_mapping():
     assert unmapped_on_free("tuned") == ["1", "1"]    # each freed block goes back to the system
 
 
-def test_frozen_start_up_objects_let_figures_go_within_a_few_renders(app_module):
+def test_frozen_start_up_objects_let_figures_go_within_a_few_renders():
     import gc
     import weakref
 
     weights, tokens = np.full((20, 20), 0.05), [str(i) for i in range(20)]
     figures = []
-    app_module.freeze_start_up_objects()
+    runtime.freeze_start_up_objects()
     try:
         for _ in range(30):  # never collected by hand: only the automatic collections run
             figure = render.difference_figure(weights, weights.T, tokens, tokens, "head")

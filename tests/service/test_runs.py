@@ -12,7 +12,9 @@ import pytest
 from attention_viz.core.maps import KINDS
 from attention_viz.data.checkpoints import UnsafeCheckpointError
 from attention_viz.service.checks import check_bool, check_choice, check_float, check_int, check_text
-from attention_viz.service.explorer import MAX_HEAD_WIDTH, UNTRAINED, Explorer
+from attention_viz.service.exports import head_csv, maps_npz
+from attention_viz.service.limits import MAX_HEAD_WIDTH, UNTRAINED
+from attention_viz.service.runs import Runs
 from attention_viz.data.tasks import target
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
@@ -89,37 +91,37 @@ def test_choices_by_key_or_label():
 # ------------------------------------------------------------------------------ models and settings
 
 
-def test_families_group_the_trained_d_k(explorer):
-    assert set(explorer.families) == {"reverse/sqrt_dk", "copy/none"}
-    assert explorer.families["reverse/sqrt_dk"].d_ks == [4, 16, 64]
-    assert [value for _, value in explorer.model_choices] == ["reverse/sqrt_dk", "copy/none", UNTRAINED]
-    assert explorer.default_model == "reverse/sqrt_dk"
-    assert explorer.default_d_k("reverse/sqrt_dk") == 16
+def test_families_group_the_trained_d_k(runs):
+    assert set(runs.catalog.families) == {"reverse/sqrt_dk", "copy/none"}
+    assert runs.catalog.families["reverse/sqrt_dk"].d_ks == [4, 16, 64]
+    assert [value for _, value in runs.catalog.model_choices] == ["reverse/sqrt_dk", "copy/none", UNTRAINED]
+    assert runs.catalog.default_model == "reverse/sqrt_dk"
+    assert runs.catalog.default_d_k("reverse/sqrt_dk") == 16
 
 
 @pytest.mark.parametrize("requested, used", [(1, 4), (4, 4), (8, 4), (9, 16), (24, 16), (40, 64), (1024, 64)])
-def test_d_k_snaps_to_the_nearest_trained_member_on_a_log_scale(explorer, requested, used):
-    settings = explorer.settings("abc", "reverse/sqrt_dk", requested)
+def test_d_k_snaps_to_the_nearest_trained_member_on_a_log_scale(runs, requested, used):
+    settings = runs.settings("abc", "reverse/sqrt_dk", requested)
     assert settings.d_k == used
     assert settings.checkpoint == f"reverse_dk{used}_sqrt_dk"
     assert (settings.d_model, settings.n_heads) == (16, 2)  # from the card, whatever the untrained controls say
 
 
-def test_unknown_or_path_like_model_names_are_refused(explorer, tmp_path):
+def test_unknown_or_path_like_model_names_are_refused(runs, tmp_path):
     for name in ("nope", "../../etc/passwd", "/etc/passwd", "reverse_dk16_sqrt_dk", None):
         with pytest.raises(ValueError, match="Unknown model"):
-            explorer.settings("abc", name, 16)
+            runs.settings("abc", name, 16)
 
 
-def test_untrained_model_size_is_bounded(explorer):
+def test_untrained_model_size_is_bounded(runs):
     with pytest.raises(ValueError, match=f"heads × d_k is 16 × 1024 = 16384; .* at most {MAX_HEAD_WIDTH}"):
-        explorer.settings("abc", UNTRAINED, 1024, n_heads=16, d_model=64)
+        runs.settings("abc", UNTRAINED, 1024, n_heads=16, d_model=64)
     with pytest.raises(ValueError, match="d_model must be between 8 and 512"):
-        explorer.settings("abc", UNTRAINED, 16, d_model=4)
+        runs.settings("abc", UNTRAINED, 16, d_model=4)
 
 
 def test_sized_cache_keeps_recent_values_within_its_bytes():
-    from attention_viz.service.explorer import SizedCache
+    from attention_viz.service.catalog import SizedCache
 
     built = []
     cache = SizedCache(lambda n: built.append(n) or "x" * n, max_bytes=10, size_of=len)
@@ -132,51 +134,52 @@ def test_sized_cache_keeps_recent_values_within_its_bytes():
     assert cache.bytes <= 10 and cache(11) and built[-2:] == [11, 11]
 
 
-def test_untrained_models_are_kept_within_a_memory_budget(explorer):
-    from attention_viz.service.explorer import UNTRAINED_CACHE_BYTES, parameter_bytes
+def test_untrained_models_are_kept_within_a_memory_budget(runs):
+    from attention_viz.service.catalog import parameter_bytes
+    from attention_viz.service.limits import UNTRAINED_CACHE_BYTES
 
-    small = explorer.model(explorer.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0]
-    assert explorer.model(explorer.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0] is small
-    large_settings = explorer.settings("abc", UNTRAINED, 512, d_model=512, n_heads=8)
-    large = explorer.model(large_settings)[0]
+    small = runs.model(runs.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0]
+    assert runs.model(runs.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0] is small
+    large_settings = runs.settings("abc", UNTRAINED, 512, d_model=512, n_heads=8)
+    large = runs.model(large_settings)[0]
     assert parameter_bytes(large) > UNTRAINED_CACHE_BYTES  # too big to keep: built again when needed
-    assert explorer.model(large_settings)[0] is not large
-    assert explorer._untrained.bytes <= UNTRAINED_CACHE_BYTES
+    assert runs.model(large_settings)[0] is not large
+    assert runs.catalog._untrained.bytes <= UNTRAINED_CACHE_BYTES
 
 
-def test_scale_modes(explorer):
-    assert explorer.settings("abc", UNTRAINED, 16, "sqrt_dk").scale == "sqrt_dk"
-    assert explorer.settings("abc", UNTRAINED, 16, "off (plain q·k)").scale == "none"
-    assert explorer.settings("abc", UNTRAINED, 16, "custom", 0.5).scale == 0.5
+def test_scale_modes(runs):
+    assert runs.settings("abc", UNTRAINED, 16, "sqrt_dk").scale == "sqrt_dk"
+    assert runs.settings("abc", UNTRAINED, 16, "off (plain q·k)").scale == "none"
+    assert runs.settings("abc", UNTRAINED, 16, "custom", 0.5).scale == 0.5
     with pytest.raises(ValueError, match="custom scale factor must be a finite number"):
-        explorer.settings("abc", UNTRAINED, 16, "custom", float("nan"))
+        runs.settings("abc", UNTRAINED, 16, "custom", float("nan"))
     with pytest.raises(ValueError, match="scaling must be one of"):
-        explorer.settings("abc", UNTRAINED, 16, "sqrt")
+        runs.settings("abc", UNTRAINED, 16, "sqrt")
 
 
 # ------------------------------------------------------------------------------ runs
 
 
-def test_runs_are_cached_by_the_settings(explorer):
-    a = explorer.run(explorer.settings("cache", UNTRAINED, 16))
-    assert explorer.run(explorer.settings("cache", UNTRAINED, 16)) is a
-    assert explorer.run(explorer.settings("cache", UNTRAINED, 32)) is not a
-    assert explorer.run(explorer.settings("cache", "reverse/sqrt_dk", 20)) is explorer.run(
-        explorer.settings("cache", "reverse/sqrt_dk", 16))  # both snap to d_k = 16
+def test_runs_are_cached_by_the_settings(runs):
+    a = runs.run(runs.settings("cache", UNTRAINED, 16))
+    assert runs.run(runs.settings("cache", UNTRAINED, 16)) is a
+    assert runs.run(runs.settings("cache", UNTRAINED, 32)) is not a
+    assert runs.run(runs.settings("cache", "reverse/sqrt_dk", 20)) is runs.run(
+        runs.settings("cache", "reverse/sqrt_dk", 16))  # both snap to d_k = 16
 
 
-def test_view_controls_do_not_rerun_the_model(explorer, views):
-    settings = explorer.settings("viewonly", "reverse/sqrt_dk", 16, pad_tokens=1)
+def test_view_controls_do_not_rerun_the_model(runs, views):
+    settings = runs.settings("viewonly", "reverse/sqrt_dk", 16, pad_tokens=1)
     views.visualize(settings, "encoder.self_attn", 0, 0)
-    misses = explorer.run.cache_info().misses
+    misses = runs.run.cache_info().misses
     for kind, layer, head, colour in [("decoder.self_attn", 0, 0, "absolute"), ("decoder.cross_attn", 1, 0, "absolute"),
                                       ("encoder.self_attn", 1, 1, "absolute"), ("encoder.self_attn", 1, 1, "per_head")]:
         views.visualize(settings, kind, layer, head, colour)
-    assert explorer.run.cache_info().misses == misses
+    assert runs.run.cache_info().misses == misses
 
 
-def test_maps_shapes_tokens_and_rows(explorer):
-    run = explorer.run(explorer.settings("hello", "reverse/sqrt_dk", 16, pad_tokens=3))
+def test_maps_shapes_tokens_and_rows(runs):
+    run = runs.run(runs.settings("hello", "reverse/sqrt_dk", 16, pad_tokens=3))
     assert run.src_tokens == ("h", "e", "l", "l", "o", "<eos>", "<pad>", "<pad>", "<pad>")
     assert run.tgt_tokens[0] == "<bos>" and len(run.tgt_tokens) == len(run.generated)
     S, T, H = 9, len(run.generated), 2
@@ -191,26 +194,26 @@ def test_maps_shapes_tokens_and_rows(explorer):
         run.maps["encoder.0.self_attn"][0, 0, 0] = 1.0  # cached maps are shared between users: read-only
 
 
-def test_the_cached_maps_are_those_of_one_forward_pass(explorer):
-    settings = explorer.settings("forward", "reverse/sqrt_dk", 64, causal_mask=False, pad_tokens=2)
-    run = explorer.run(settings)
-    again = explorer.teacher_forced_maps(run, settings)
+def test_the_cached_maps_are_those_of_one_forward_pass(runs):
+    settings = runs.settings("forward", "reverse/sqrt_dk", 64, causal_mask=False, pad_tokens=2)
+    run = runs.run(settings)
+    again = runs.teacher_forced_maps(run, settings)
     for key, value in run.maps.items():
         np.testing.assert_allclose(value, again[key], atol=1e-6)
 
 
-def test_padding_mask_zeroes_pad_keys_exactly(explorer):
-    on = explorer.run(explorer.settings("pads", UNTRAINED, 16, padding_mask=True, pad_tokens=4))
-    off = explorer.run(explorer.settings("pads", UNTRAINED, 16, padding_mask=False, pad_tokens=4))
+def test_padding_mask_zeroes_pad_keys_exactly(runs):
+    on = runs.run(runs.settings("pads", UNTRAINED, 16, padding_mask=True, pad_tokens=4))
+    off = runs.run(runs.settings("pads", UNTRAINED, 16, padding_mask=False, pad_tokens=4))
     for kind in ("encoder.self_attn", "decoder.cross_attn"):
         assert (on.weights(kind)[..., -4:] == 0.0).all()
         assert (off.weights(kind)[..., -4:] > 0.0).all()
         assert (on.mask(kind)[:, -4:] == False).all() and off.mask(kind).all()  # noqa: E712
 
 
-def test_causal_mask_zeroes_the_future_exactly(explorer):
-    on = explorer.run(explorer.settings("future", UNTRAINED, 16, causal_mask=True))
-    off = explorer.run(explorer.settings("future", UNTRAINED, 16, causal_mask=False))
+def test_causal_mask_zeroes_the_future_exactly(runs):
+    on = runs.run(runs.settings("future", UNTRAINED, 16, causal_mask=True))
+    off = runs.run(runs.settings("future", UNTRAINED, 16, causal_mask=False))
     T = on.weights("decoder.self_attn").shape[-1]
     upper = np.triu(np.ones((T, T), dtype=bool), k=1)
     assert (on.weights("decoder.self_attn")[..., upper] == 0.0).all()
@@ -218,36 +221,36 @@ def test_causal_mask_zeroes_the_future_exactly(explorer):
     assert (on.mask("decoder.self_attn") == ~upper).all()
 
 
-def test_scaling_modes_are_factors(explorer):
+def test_scaling_modes_are_factors(runs):
     d_k = 64
-    paper = explorer.run(explorer.settings("scale", UNTRAINED, d_k, "sqrt_dk"))
-    custom = explorer.run(explorer.settings("scale", UNTRAINED, d_k, "custom", 1 / math.sqrt(d_k)))
-    plain = explorer.run(explorer.settings("scale", UNTRAINED, d_k, "none"))
-    one = explorer.run(explorer.settings("scale", UNTRAINED, d_k, "custom", 1.0))
+    paper = runs.run(runs.settings("scale", UNTRAINED, d_k, "sqrt_dk"))
+    custom = runs.run(runs.settings("scale", UNTRAINED, d_k, "custom", 1 / math.sqrt(d_k)))
+    plain = runs.run(runs.settings("scale", UNTRAINED, d_k, "none"))
+    one = runs.run(runs.settings("scale", UNTRAINED, d_k, "custom", 1.0))
     for key in paper.maps:
         np.testing.assert_allclose(paper.maps[key], custom.maps[key], atol=1e-5)
         np.testing.assert_allclose(plain.maps[key], one.maps[key], atol=1e-5)
     assert not np.allclose(paper.maps["encoder.0.self_attn"], plain.maps["encoder.0.self_attn"], atol=1e-3)
 
 
-def test_untrained_models_are_reproducible(models_dir, explorer):
-    settings = explorer.settings("seeded", UNTRAINED, 8, d_model=32, n_heads=2)
-    fresh = Explorer(models_dir).run(settings)
-    for key, value in explorer.run(settings).maps.items():
+def test_untrained_models_are_reproducible(models_dir, runs):
+    settings = runs.settings("seeded", UNTRAINED, 8, d_model=32, n_heads=2)
+    fresh = Runs(models_dir).run(settings)
+    for key, value in runs.run(settings).maps.items():
         np.testing.assert_array_equal(value, fresh.maps[key])
 
 
-def test_trained_runs_know_their_task(explorer):
-    run = explorer.run(explorer.settings("abc", "reverse/sqrt_dk", 16))
+def test_trained_runs_know_their_task(runs):
+    run = runs.run(runs.settings("abc", "reverse/sqrt_dk", 16))
     assert run.trained and run.expected == target("reverse", "abc") == "cba"
     assert len(run.generated) <= len("abc") + 1 + 4  # a trained model may overrun by a few tokens, no more
-    untrained = explorer.run(explorer.settings("abc", UNTRAINED, 16))
+    untrained = runs.run(runs.settings("abc", UNTRAINED, 16))
     assert not untrained.trained and untrained.expected is None
     assert len(untrained.generated) == len("abc") + 1  # as many tokens as the source has
 
 
-def test_head_checks_layer_and_head_against_the_model(explorer):
-    run = explorer.run(explorer.settings("abc", "reverse/sqrt_dk", 16))
+def test_head_checks_layer_and_head_against_the_model(runs):
+    run = runs.run(runs.settings("abc", "reverse/sqrt_dk", 16))
     assert run.head("decoder.cross_attn", 1, 1).shape == run.weights("decoder.cross_attn")[1, 1].shape
     with pytest.raises(ValueError, match="layer must be between 0 and 1, got 2"):
         run.head("encoder.self_attn", 2, 0)
@@ -255,8 +258,8 @@ def test_head_checks_layer_and_head_against_the_model(explorer):
         run.head("encoder.self_attn", 0, 5)
 
 
-def test_statistics_rows(explorer):
-    run = explorer.run(explorer.settings("statistics", "reverse/sqrt_dk", 16))
+def test_statistics_rows(runs):
+    run = runs.run(runs.settings("statistics", "reverse/sqrt_dk", 16))
     rows = run.statistics("encoder.self_attn")
     assert [row[:2] for row in rows] == [[0, 0], [0, 1], [1, 0], [1, 1]]
     S = len(run.src_tokens)
@@ -269,10 +272,10 @@ def test_statistics_rows(explorer):
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_steps_reproduce_the_recorded_head(explorer, kind):
-    settings = explorer.settings("steps", "reverse/sqrt_dk", 64, pad_tokens=2)
-    run = explorer.run(settings)
-    steps = explorer.steps(settings, kind, 1, 1)
+def test_steps_reproduce_the_recorded_head(runs, kind):
+    settings = runs.settings("steps", "reverse/sqrt_dk", 64, pad_tokens=2)
+    run = runs.run(settings)
+    steps = runs.steps(settings, kind, 1, 1)
     a = steps.arrays
     np.testing.assert_allclose(a["weights"], run.head(kind, 1, 1), atol=1e-6)
     np.testing.assert_allclose(a["scaled"], a["scores"] / 8.0, rtol=1e-5, atol=1e-6)  # 1/√64
@@ -282,66 +285,66 @@ def test_steps_reproduce_the_recorded_head(explorer, kind):
     assert (steps.query_tokens, steps.key_tokens) == run.tokens(kind)
 
 
-def test_steps_ignore_other_threads_using_the_same_model(explorer):
+def test_steps_ignore_other_threads_using_the_same_model(runs):
     """The step view hooks the shared model; a forward pass running in another thread must not leak into it."""
-    settings = explorer.settings("threads", "reverse/sqrt_dk", 16)
-    expected = explorer.steps(settings, "encoder.self_attn", 0, 0).arrays["weights"]
+    settings = runs.settings("threads", "reverse/sqrt_dk", 16)
+    expected = runs.steps(settings, "encoder.self_attn", 0, 0).arrays["weights"]
     stop = threading.Event()
 
-    other = explorer.run(explorer.settings("zzzzzzzzzzzzzzzzzz", "reverse/sqrt_dk", 16))
+    other = runs.run(runs.settings("zzzzzzzzzzzzzzzzzz", "reverse/sqrt_dk", 16))
 
     def busy():
         while not stop.is_set():
-            explorer.teacher_forced_maps(other, settings)
+            runs.teacher_forced_maps(other, settings)
 
     worker = threading.Thread(target=busy)
     worker.start()
     try:
         for _ in range(20):
-            weights = explorer.steps(settings, "encoder.self_attn", 0, 0).arrays["weights"]
+            weights = runs.steps(settings, "encoder.self_attn", 0, 0).arrays["weights"]
             np.testing.assert_array_equal(weights, expected)
     finally:
         stop.set()
         worker.join()
 
 
-def test_compare_scaling_on_the_same_input(explorer):
-    settings = explorer.settings("compare", "reverse/sqrt_dk", 64, "custom", 0.3)
-    c = explorer.compare(settings, "scaling", "decoder.cross_attn", 0, 1)
-    scaled = explorer.run(explorer.settings("compare", "reverse/sqrt_dk", 64, "sqrt_dk"))
-    np.testing.assert_allclose(c.a, explorer.teacher_forced_maps(explorer.run(settings), scaled.settings)
+def test_compare_scaling_on_the_same_input(runs):
+    settings = runs.settings("compare", "reverse/sqrt_dk", 64, "custom", 0.3)
+    c = runs.compare(settings, "scaling", "decoder.cross_attn", 0, 1)
+    scaled = runs.run(runs.settings("compare", "reverse/sqrt_dk", 64, "sqrt_dk"))
+    np.testing.assert_allclose(c.a, runs.teacher_forced_maps(runs.run(settings), scaled.settings)
                                ["decoder.0.cross_attn"][1], atol=1e-6)
     assert c.a.shape == c.b.shape and np.abs(c.difference).max() > 0
-    unscaled = explorer.run(explorer.settings("compare", "reverse/sqrt_dk", 64, "none"))
+    unscaled = runs.run(runs.settings("compare", "reverse/sqrt_dk", 64, "none"))
     assert c.outputs == (scaled.output, unscaled.output)
 
 
-def test_compare_masks(explorer):
-    settings = explorer.settings("masks", UNTRAINED, 16, pad_tokens=2)
-    assert np.abs(explorer.compare(settings, "causal_mask", "encoder.self_attn", 0, 0).difference).max() == 0
-    causal = explorer.compare(settings, "causal_mask", "decoder.self_attn", 0, 0)
+def test_compare_masks(runs):
+    settings = runs.settings("masks", UNTRAINED, 16, pad_tokens=2)
+    assert np.abs(runs.compare(settings, "causal_mask", "encoder.self_attn", 0, 0).difference).max() == 0
+    causal = runs.compare(settings, "causal_mask", "decoder.self_attn", 0, 0)
     assert (np.triu(causal.a, 1) == 0).all() and np.triu(causal.b, 1).sum() > 0
-    padding = explorer.compare(settings, "padding_mask", "encoder.self_attn", 1, 1)
+    padding = runs.compare(settings, "padding_mask", "encoder.self_attn", 1, 1)
     assert (padding.a[:, -2:] == 0).all() and (padding.b[:, -2:] > 0).all()
     with pytest.raises(ValueError, match="comparison must be one of"):
-        explorer.compare(settings, "dropout", "encoder.self_attn", 0, 0)
+        runs.compare(settings, "dropout", "encoder.self_attn", 0, 0)
 
 
 # ------------------------------------------------------------------------------ exports
 
 
-def test_npz_export_loads_without_pickle(explorer):
-    run = explorer.run(explorer.settings("export", "reverse/sqrt_dk", 16, pad_tokens=1))
-    data = np.load(io.BytesIO(explorer.maps_npz(run)), allow_pickle=False)
+def test_npz_export_loads_without_pickle(runs):
+    run = runs.run(runs.settings("export", "reverse/sqrt_dk", 16, pad_tokens=1))
+    data = np.load(io.BytesIO(maps_npz(run)), allow_pickle=False)
     for key, value in run.maps.items():
         np.testing.assert_array_equal(data[key], value)
     assert tuple(data["src_tokens"]) == run.src_tokens and tuple(data["tgt_tokens"]) == run.tgt_tokens
     assert json.loads(str(data["settings"]))["checkpoint"] == "reverse_dk16_sqrt_dk"
 
 
-def test_csv_export_of_one_head(explorer):
-    run = explorer.run(explorer.settings("a,b=c", UNTRAINED, 16))
-    rows = list(csv.reader(io.StringIO(explorer.head_csv(run, "decoder.cross_attn", 1, 2))))
+def test_csv_export_of_one_head(runs):
+    run = runs.run(runs.settings("a,b=c", UNTRAINED, 16))
+    rows = list(csv.reader(io.StringIO(head_csv(run, "decoder.cross_attn", 1, 2))))
     queries, keys = run.tokens("decoder.cross_attn")
     assert rows[0] == ["query \\ key"] + [f"{j}:{t}" for j, t in enumerate(keys)]
     assert [row[0] for row in rows[1:]] == [f"{i}:{t}" for i, t in enumerate(queries)]
@@ -361,7 +364,7 @@ def test_a_damaged_checkpoint_is_refused_without_naming_server_paths(models_dir,
     if weights is None:  # a valid safetensors file of another model: the card's config does not describe it
         weights = (models_dir / "reverse_dk64_sqrt_dk.safetensors").read_bytes()
     (tmp_path / "copy_dk16_none.safetensors").write_bytes(weights)
-    explorer = Explorer(tmp_path)
+    runs = Runs(tmp_path)
     with pytest.raises(error_type) as error:
-        explorer.run(explorer.settings("abc", "copy/none", 16))
+        runs.run(runs.settings("abc", "copy/none", 16))
     assert str(error.value) == message

@@ -1,0 +1,208 @@
+"""The models the app can run: shipped checkpoints grouped into d_k families, untrained models built on demand.
+
+A family is the set of trained checkpoints of one task and training scale that differ in d_k: the app's d_k
+control moves through its members. Models are loaded once and shared between users (never mutate them); they
+run Eq. 1 with attention_viz.fast's kernel, bit-identical to the core's reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from attention_viz.core.config import TransformerConfig
+from attention_viz.core.model import Transformer
+from attention_viz.data.checkpoints import UnsafeCheckpointError, list_models, load_model
+from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
+from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
+from attention_viz.service.checks import check_int
+from attention_viz.service.limits import (
+    D_K_RANGE,
+    DEFAULT_UNTRAINED,
+    UNTRAINED,
+    UNTRAINED_CACHE_BYTES,
+    UNTRAINED_LAYERS,
+    UNTRAINED_SEED,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """Trained checkpoints of one task and training scale that differ in d_k: the d_k slider moves through them."""
+
+    key: str                               # "reverse/sqrt_dk": the model picker's value
+    task: str
+    scale: str                             # how the family was trained: "sqrt_dk" or "none"
+    members: tuple[tuple[int, str], ...]   # (d_k, checkpoint name), by increasing d_k
+
+    @property
+    def label(self) -> str:
+        """What the model picker shows."""
+        how = "trained with 1/√d_k" if self.scale == "sqrt_dk" else "trained without scaling"
+        return f"{self.task} ({how})"
+
+    @property
+    def d_ks(self) -> list[int]:
+        """The trained key widths, increasing."""
+        return [d_k for d_k, _ in self.members]
+
+    def nearest(self, d_k: int) -> tuple[int, str]:
+        """(d_k, checkpoint name) of the member nearest d_k on a log scale (ties go to the smaller)."""
+        return min(self.members, key=lambda member: (abs(math.log2(member[0] / d_k)), member[0]))
+
+
+def model_families(cards: Sequence[dict]) -> list[ModelFamily]:
+    """Group checkpoint cards by (task, scale), the paper's scaling first; one member per d_k (the first name wins)."""
+    groups: dict[tuple[str, str], dict[int, str]] = {}
+    for card in sorted(cards, key=lambda c: c["name"]):
+        task, scale = card.get("task", "model"), card.get("scale", "sqrt_dk")
+        groups.setdefault((task, scale), {}).setdefault(int(card["config"]["d_k"]), card["name"])
+    return [
+        ModelFamily(f"{task}/{scale}", task, scale, tuple(sorted(members.items())))
+        for (task, scale), members in sorted(groups.items(), key=lambda item: (item[0][1] != "sqrt_dk", item[0]))
+    ]
+
+
+def build_untrained(d_model: int, n_heads: int, d_k: int, vocab_size: int) -> Transformer:
+    """A randomly initialised model (fixed seed, N=2, d_v = d_model // h, d_ff = 4·d_model) in eval mode."""
+    config = TransformerConfig(
+        vocab_size=vocab_size, n_encoder_layers=UNTRAINED_LAYERS, n_decoder_layers=UNTRAINED_LAYERS,
+        d_model=d_model, n_heads=n_heads, d_k=d_k, d_v=max(1, d_model // n_heads), d_ff=4 * d_model, dropout=0.0,
+    )
+    with torch.random.fork_rng(devices=[]):  # leaves the global generator as it was
+        torch.manual_seed(UNTRAINED_SEED)
+        return Transformer(config).eval()
+
+
+def parameter_bytes(model: torch.nn.Module) -> int:
+    """Bytes held by a model's parameters."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+class SizedCache:
+    """build(*key), memoised for the most recently used keys while their values total at most max_bytes.
+
+    A value larger than max_bytes on its own is returned but not kept. Thread-safe; builds run one at a time.
+    """
+
+    def __init__(self, build, max_bytes: int, size_of) -> None:
+        self._build, self.max_bytes, self._size_of = build, max_bytes, size_of
+        self._kept: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes), oldest first
+        self._bytes = 0  # the sum of the kept values' bytes
+        self._lock = threading.Lock()
+
+    def __call__(self, *key):
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key][0]
+            value = self._build(*key)
+            size = self._size_of(value)
+            if size <= self.max_bytes:
+                self._kept[key] = (value, size)
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    self._bytes -= self._kept.popitem(last=False)[1][1]
+            return value
+
+    @property
+    def bytes(self) -> int:
+        """Bytes kept now."""
+        with self._lock:
+            return self._bytes
+
+
+
+class Catalog:
+    """The models of one server: trained families from a checkpoint folder, untrained ones by size; thread-safe.
+
+    Args:
+        models_dir: folder of checkpoints (default: the shipped attention_viz/data/models).
+        device: where models run; the app uses the CPU.
+    """
+
+    def __init__(self, models_dir: str | Path | None = None, device: str = "cpu") -> None:
+        self.tokenizer = CharTokenizer(max_len=DEFAULT_MAX_LEN)
+        self.models_dir = models_dir
+        self.device = torch.device(device)
+        self.cards = {card["name"]: card for card in list_models(models_dir)}
+        self.families = {family.key: family for family in model_families(list(self.cards.values()))}
+        self._build_lock = threading.Lock()
+        self._checkpoint = functools.lru_cache(maxsize=None)(self._load_checkpoint)
+        self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
+
+    @property
+    def model_choices(self) -> list[tuple[str, str]]:
+        """(label, value) pairs for the model picker: every trained family, then the untrained model."""
+        return [(f.label, f.key) for f in self.families.values()] + [("untrained (random weights)", UNTRAINED)]
+
+    @property
+    def default_model(self) -> str:
+        """The model the app opens with: reverse trained with 1/√d_k when shipped, else the first family."""
+        if "reverse/sqrt_dk" in self.families:
+            return "reverse/sqrt_dk"
+        return next(iter(self.families), UNTRAINED)
+
+    def d_k_choices(self, model: str) -> list[int]:
+        """The trained d_k values of a family, or [] for the untrained model (free d_k)."""
+        model = self.check_model(model)
+        return [] if model == UNTRAINED else self.families[model].d_ks
+
+    def default_d_k(self, model: str) -> int:
+        """The d_k a model opens with: the family member nearest 16, or 16 for the untrained model."""
+        model = self.check_model(model)
+        if model == UNTRAINED:
+            return DEFAULT_UNTRAINED["d_k"]
+        return self.families[model].nearest(DEFAULT_UNTRAINED["d_k"])[0]
+
+    def model_shape(self, model: str, d_k: object = None) -> TransformerConfig | None:
+        """The config of a trained family member (nearest d_k), None for the untrained model."""
+        model = self.check_model(model)
+        if model == UNTRAINED:
+            return None
+        d_k = self.default_d_k(model) if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
+        name = self.families[model].nearest(d_k)[1]
+        return TransformerConfig(**self.cards[name]["config"])
+
+    def check_model(self, model: object) -> str:
+        """The model picker's value, if it names a family or the untrained model; else ValueError listing them."""
+        if model == UNTRAINED or (isinstance(model, str) and model in self.families):
+            return model
+        known = ", ".join(repr(value) for _, value in self.model_choices)
+        raise ValueError(f"Unknown model {model!r}; choose one of {known}.")
+
+    def trained(self, checkpoint: str) -> tuple[Transformer, dict]:
+        """A shipped checkpoint's model (eval mode, shared) and card."""
+        return self._checkpoint(checkpoint)
+
+    def untrained(self, d_model: int, n_heads: int, d_k: int) -> Transformer:
+        """The untrained model of this size (fixed seed, eval mode, shared)."""
+        return self._untrained(d_model, n_heads, d_k)
+
+    def _load_checkpoint(self, name: str) -> tuple[Transformer, dict]:
+        with self._build_lock:
+            try:
+                model, card = load_model(name, device=self.device, directory=self.models_dir)
+                return model.use_kernel(fast_attention), card
+            except (OSError, ValueError) as error:  # the full reason, with server paths, goes to the log only
+                logger.error("loading checkpoint %r failed: %s", name, error)
+                if isinstance(error, UnsafeCheckpointError):
+                    raise UnsafeCheckpointError(
+                        f"The model {name!r} was refused: its weights are not a safetensors file."
+                    ) from None
+                raise ValueError(f"The model {name!r} could not be loaded; its checkpoint may be damaged.") from None
+
+    def _build_untrained(self, d_model: int, n_heads: int, d_k: int) -> Transformer:
+        with self._build_lock:  # fork_rng touches the global generator: one build at a time (SizedCache also serialises)
+            model = build_untrained(d_model, n_heads, d_k, self.tokenizer.vocab_size).to(self.device)
+            return model.use_kernel(fast_attention)  # the app runs the bit-identical fast Eq. 1

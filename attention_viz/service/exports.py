@@ -1,0 +1,71 @@
+"""Exports: every map of a run as .npz, one head as CSV, and the folder of export files the app serves.
+
+Each file carries the settings it was made with (the .npz as JSON, the CSV in its comment lines).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import tempfile
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from attention_viz.service.limits import KEPT_EXPORTS
+from attention_viz.service.runs import Run
+
+
+def maps_npz(run: Run) -> bytes:
+    """Every map of a run as .npz: one [H, Q, K] float32 array per key, the tokens, and the settings as JSON."""
+    buffer = io.BytesIO()
+    np.savez_compressed(
+        buffer,
+        **{key: np.asarray(value) for key, value in run.maps.items()},
+        src_tokens=np.array(run.src_tokens, dtype=str),
+        tgt_tokens=np.array(run.tgt_tokens, dtype=str),
+        settings=np.array(json.dumps(dict(run.settings.__dict__), ensure_ascii=False)),
+    )
+    return buffer.getvalue()
+
+
+def head_csv(run: Run, kind: object, layer: object, head: object) -> str:
+    """One head as CSV: a header of keys, then one row per query; labels are "position:token"."""
+    weights = run.head(kind, layer, head)  # (Q, K), kind, layer and head checked
+    queries, keys = run.tokens(str(kind))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["query \\ key"] + [f"{j}:{token}" for j, token in enumerate(keys)])
+    for i, (token, row) in enumerate(zip(queries, weights, strict=True)):
+        writer.writerow([f"{i}:{token}"] + [f"{w:.6f}" for w in row])
+    return out.getvalue()
+
+
+class ExportFolder:
+    """A temporary folder of export folders, one per export, the oldest deleted past `kept`."""
+
+    def __init__(self, kept: int = KEPT_EXPORTS) -> None:
+        self._root = tempfile.TemporaryDirectory(prefix="attention_viz-exports-")
+        self._folders: deque[Path] = deque()
+        self.kept = kept
+
+    @property
+    def root(self) -> Path:
+        """The temporary folder (removed when this object is collected)."""
+        return Path(self._root.name)
+
+    def write(self, files: dict[str, bytes]) -> list[Path]:
+        """Write name -> bytes into a new folder; the paths, in order."""
+        folder = Path(tempfile.mkdtemp(dir=self.root))
+        self._folders.append(folder)
+        while len(self._folders) > self.kept:
+            shutil.rmtree(self._folders.popleft(), ignore_errors=True)
+        paths = []
+        for name, data in files.items():
+            path = folder / name
+            path.write_bytes(data)
+            paths.append(path)
+        return paths

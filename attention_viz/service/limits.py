@@ -1,0 +1,52 @@
+"""Every user-facing range, default and label of the app, in one place (the UI and the checks both read them)."""
+
+from __future__ import annotations
+
+from attention_viz.core.maps import KINDS  # noqa: F401  (the attention kinds' labels, re-exported for the UI)
+
+# ----------------------------------------------------------------------------- the Transformer view
+
+UNTRAINED = "untrained"        # the model picker's value for a randomly initialised model
+EXAMPLES = ["attention", "transformer", "hello", "softmax", "abcdefghij", "queries"]
+SCALE_MODES = {"sqrt_dk": "1/√d_k (paper)", "none": "off (plain q·k)", "custom": "custom factor"}
+COLOUR_SCALES = {"absolute": "0 → 1 for every head", "per_head": "0 → each head's maximum"}
+COMPARISONS = {
+    "scaling": ("scaled by 1/√d_k", "unscaled"),
+    "causal_mask": ("causal mask on", "causal mask off"),
+    "padding_mask": ("padding mask on", "padding mask off"),
+}
+STAT_HEADERS = ["layer", "head", "entropy (nats)", "max weight", "mean distance", "on diagonal"]
+
+# Ranges of the numeric inputs (inclusive).
+D_K_RANGE = (1, 1024)
+D_MODEL_RANGE = (8, 512)
+HEADS_RANGE = (1, 16)
+MAX_HEAD_WIDTH = 4096          # untrained model: h·d_k at most this, so W_Q and W_K stay small (<= 8 MiB each)
+PAD_TOKENS_RANGE = (0, 16)
+FACTOR_RANGE = (1e-3, 100.0)   # custom scale factor
+LAYER_HEAD_LIMIT = 64          # layer and head indices are checked against the model; this bounds them first
+
+# The untrained model.
+UNTRAINED_LAYERS = 2           # N, encoder and decoder
+UNTRAINED_SEED = 0
+DEFAULT_UNTRAINED = {"d_model": 64, "n_heads": 4, "d_k": 16}
+EXTRA_DECODE_STEPS = 4         # a trained model may run past the source length by this many tokens before it is stopped
+
+# ----------------------------------------------------------------------------- the √d_k lab
+
+LAB_D_K_RANGE = (1, 4096)
+LAB_KEYS_RANGE = (2, 1024)
+LAB_D_K = 16                   # the lab opens at this d_k ...
+LAB_KEYS = 32                  # ... with this many keys
+LAB_SAMPLES = 20_000           # q·k samples in the histogram
+LAB_SEED = 0
+LAB_HEADERS = ["quantity", "unscaled q·k", "scaled q·k / √d_k", "theory"]
+
+# ----------------------------------------------------------------------------- server resources
+
+UNTRAINED_CACHE_BYTES = 32 * 2**20  # untrained models kept, by parameter bytes (the widest, ~110 MB, is rebuilt)
+RUN_CACHE_SIZE = 64            # runs kept (each holds every map of one input: ~0.1-0.5 MB)
+IMAGE_CACHE_SIZE = 8           # rendered images kept per kind of figure (as PNG file names)
+GRID_WIDTH = 900               # pixels the grid of every head is scaled to, about
+KEPT_EXPORTS = 32              # export folders kept on disk; older ones are deleted
+KEPT_PNGS = 2048               # image files kept for the app to serve (content-named; tens of MB on disk)

@@ -1,0 +1,259 @@
+"""Cached runs: text + settings -> greedy decode and every attention map; the step view and comparisons from them.
+
+A control that only changes the view (kind, layer, head, colour scale) never reruns the model: runs are cached
+by the Settings that change the computation.
+
+Axes: L layers, H heads, Q query positions, K key positions.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attention_viz.core.attention import MultiHeadAttention, attention_steps, causal_mask, padding_mask, scale_factor
+from attention_viz.core.config import TransformerConfig
+from attention_viz.core.maps import head_statistics, kind_key
+from attention_viz.core.model import Transformer
+from attention_viz.data.tasks import target
+from attention_viz.service.catalog import Catalog
+from attention_viz.service.checks import check_choice
+from attention_viz.service.limits import COMPARISONS, EXTRA_DECODE_STEPS, RUN_CACHE_SIZE
+from attention_viz.service.requests import HeadRequest, Settings, parse_head, parse_settings
+
+
+@dataclass(frozen=True)
+class Run:
+    """The result of one forward pass: tokens, output string and every map as [H, Q, K] numpy arrays."""
+
+    settings: Settings
+    config: TransformerConfig
+    card: dict | None = field(repr=False, hash=False, compare=False)
+    src_ids: tuple[int, ...]               # text + <eos> + pads
+    tgt_ids: tuple[int, ...]               # the decoder input of the last step: <bos> + output[:-1]
+    src_tokens: tuple[str, ...]
+    tgt_tokens: tuple[str, ...]
+    generated: tuple[str, ...]             # the greedy output tokens, <eos> included when emitted
+    output: str                            # the generated text, up to <eos>
+    finished: bool                         # <eos> was emitted
+    expected: str | None                   # what the trained task asks for, None when untrained
+    maps: dict[str, np.ndarray] = field(repr=False, hash=False, compare=False)  # key -> [H, Q, K], read-only
+
+    @property
+    def trained(self) -> bool:
+        return self.card is not None
+
+    def n_layers(self, kind: str) -> int:
+        """Number of layers that have attention of this kind."""
+        return self.config.n_encoder_layers if kind.startswith("encoder") else self.config.n_decoder_layers
+
+    def weights(self, kind: str) -> np.ndarray:
+        """Every layer of one kind stacked: [L, H, Q, K]."""
+        return np.stack([self.maps[kind_key(kind, i)] for i in range(self.n_layers(kind))])
+
+    def head_request(self, kind: object, layer: object, head: object) -> HeadRequest:
+        """Kind, layer and head checked against this run's model."""
+        return parse_head(self.config, kind, layer, head)
+
+    def head(self, kind: object, layer: object, head: object) -> np.ndarray:
+        """One head's weights [Q, K], with kind, layer and head checked against this model."""
+        request = self.head_request(kind, layer, head)
+        return self.maps[kind_key(request.kind, request.layer)][request.head]
+
+    def ids(self, kind: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(query ids, key ids) of one kind."""
+        queries = self.src_ids if kind == "encoder.self_attn" else self.tgt_ids
+        keys = self.tgt_ids if kind == "decoder.self_attn" else self.src_ids
+        return queries, keys
+
+    def tokens(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) of one kind: the axes of its heatmaps."""
+        queries = self.src_tokens if kind == "encoder.self_attn" else self.tgt_tokens
+        keys = self.tgt_tokens if kind == "decoder.self_attn" else self.src_tokens
+        return list(queries), list(keys)
+
+    def mask(self, kind: str) -> np.ndarray:
+        """[Q, K] bool in the package's convention, True = may attend: the mask the model applied (drawn grey)."""
+        queries, keys = self.ids(kind)
+        allowed = torch.ones(len(queries), len(keys), dtype=torch.bool)  # (Q, K)
+        if self.settings.padding_mask:
+            allowed &= padding_mask(torch.tensor([keys]), self.config.pad_id)[0, 0]  # (1, K)
+        if kind == "decoder.self_attn" and self.settings.causal_mask:
+            allowed &= causal_mask(len(queries))
+        return allowed.numpy()
+
+    def statistics(self, kind: str) -> list[list[float]]:
+        """One row per (layer, head) of this kind, columns as STAT_HEADERS (maps.head_statistics)."""
+        stats = head_statistics(self.weights(kind))  # each [L, H]
+        n_layers, n_heads = stats["entropy"].shape
+        return [
+            [layer, head] + [round(float(stats[name][layer, head]), 4)
+                             for name in ("entropy", "max_weight", "mean_distance", "diagonal")]
+            for layer in range(n_layers) for head in range(n_heads)
+        ]
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Figure 2 (left) for one head: QKᵀ, scaled, masked, softmax weights [Q, K] and weights·V [Q, d_v]."""
+
+    arrays: dict[str, np.ndarray]
+    query_tokens: list[str]
+    key_tokens: list[str]
+    factor: float               # what QKᵀ was multiplied by
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One head under two settings that differ in one switch, on the same input (teacher-forced decoder)."""
+
+    what: str
+    labels: tuple[str, str]
+    a: np.ndarray               # [Q, K]
+    b: np.ndarray               # [Q, K]
+    query_tokens: list[str]
+    key_tokens: list[str]
+    outputs: tuple[str, str]    # the free-running greedy outputs under each setting
+
+    @property
+    def difference(self) -> np.ndarray:
+        return self.a - self.b
+
+
+
+class Runs:
+    """Runs of the app's models, cached; one per server, safe to share between users.
+
+    Args:
+        catalog: the models (default: the shipped ones, on the CPU).
+        run_cache_size: runs kept (each holds every map of one input: ~0.1 MB for the trained models, up to
+            ~0.5 MB for the widest untrained one).
+    """
+
+    def __init__(self, catalog: Catalog | str | Path | None = None, run_cache_size: int = RUN_CACHE_SIZE) -> None:
+        self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog)
+        self.tokenizer = self.catalog.tokenizer
+        self.device = self.catalog.device
+        self.run = functools.lru_cache(maxsize=run_cache_size)(self._run)
+
+    def settings(self, *args, **kwargs) -> Settings:
+        """requests.parse_settings against this server's models (raw control values -> Settings)."""
+        return parse_settings(self.catalog, *args, **kwargs)
+
+    def model(self, settings: Settings) -> tuple[Transformer, dict | None]:
+        """The model (eval mode, shared: never mutate it) and its card (None when untrained)."""
+        if settings.checkpoint is None:
+            return self.catalog.untrained(settings.d_model, settings.n_heads, settings.d_k), None
+        return self.catalog.trained(settings.checkpoint)
+
+    # -- runs
+
+    def _run(self, settings: Settings) -> Run:
+        """Greedy-decode the text and keep the maps of the last step (cached by `run`)."""
+        model, card = self.model(settings)
+        tok = self.tokenizer
+        src_ids = tok.encode(settings.text).ids + [tok.pad_id] * settings.pad_tokens
+        src = torch.tensor([src_ids], device=self.device)  # (1, S)
+        # The tasks' answers are as long as the text; a trained model may overrun a little (shown as unfinished),
+        # an untrained one never emits <eos>, so it decodes exactly as many tokens as the source has.
+        max_len = len(settings.text) + 1 + (EXTRA_DECODE_STEPS if card is not None else 0)
+        with torch.inference_mode():
+            generated, maps = model.greedy_decode(
+                src, max_len=max_len, bos_id=tok.bos_id, eos_id=tok.eos_id, scale=settings.scale,
+                causal_mask=settings.causal_mask, padding_mask=settings.padding_mask,
+            )
+        out_ids = generated[0].tolist()
+        tgt_ids = [tok.bos_id] + out_ids[:-1]  # the decoder input whose maps greedy_decode returned
+        arrays = {}
+        for key, value in maps.to_numpy().items():
+            array = value[0]  # (H, Q, K)
+            array.setflags(write=False)  # shared between users through the cache
+            arrays[key] = array
+        return Run(
+            settings=settings, config=model.config, card=card,
+            src_ids=tuple(src_ids), tgt_ids=tuple(tgt_ids),
+            src_tokens=tuple(tok.tokens(src_ids)), tgt_tokens=tuple(tok.tokens(tgt_ids)),
+            generated=tuple(tok.tokens(out_ids)), output=tok.decode(out_ids), finished=tok.eos_id in out_ids,
+            expected=target(card["task"], settings.text) if card and "task" in card else None,
+            maps=arrays,
+        )
+
+    def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
+        """Maps [H, Q, K] of one forward pass on `run`'s source and decoder input under other `settings`."""
+        model, _ = self.model(settings)
+        src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
+        tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
+        with torch.inference_mode():
+            _, maps = model(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
+                            padding_mask=settings.padding_mask)
+        return {key: value[0] for key, value in maps.to_numpy().items()}
+
+    def steps(self, settings: Settings, kind: object, layer: object, head: object) -> Steps:
+        """Every intermediate of Eq. 1 for one head (Figure 2, left), recomputed from that layer's inputs."""
+        run = self.run(settings)
+        request = parse_head(run.config, kind, layer, head)
+        kind, layer, head = request.kind, request.layer, request.head
+        model, _ = self.model(settings)
+        module = attention_module(model, kind, layer)
+        captured: dict[str, tuple] = {}
+        thread = threading.get_ident()
+
+        def capture(_module, args, kwargs):  # the model is shared: keep only this thread's call
+            if threading.get_ident() == thread:
+                captured["args"] = args
+                captured["kwargs"] = kwargs
+
+        handle = module.register_forward_pre_hook(capture, with_kwargs=True)
+        try:
+            src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
+            tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
+            with torch.inference_mode():
+                model(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
+                      padding_mask=settings.padding_mask)
+                query, key, value, mask, scale = _attention_call(captured["args"], captured["kwargs"])
+                q, k, v = module.project(query, key, value)  # (1, H, Q, d_k), (1, H, K, d_k), (1, H, K, d_v)
+                head_mask = None
+                if mask is not None:
+                    head_mask = torch.broadcast_to(mask, (1, module.n_heads, q.size(2), k.size(2)))[0, head]
+                intermediates = attention_steps(q[0, head], k[0, head], v[0, head], head_mask, scale)
+        finally:
+            handle.remove()
+        queries, keys = run.tokens(kind)
+        arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
+        return Steps(arrays, queries, keys, scale_factor(settings.scale, settings.d_k))
+
+    def compare(self, settings: Settings, what: object, kind: object, layer: object, head: object) -> Comparison:
+        """One head with a switch on (a) and off (b), on the same source and decoder input."""
+        what = check_choice("comparison", what, {key: key.replace("_", " ") for key in COMPARISONS})
+        run = self.run(settings)
+        request = parse_head(run.config, kind, layer, head)
+        if what == "scaling":
+            a, b = replace(settings, scale="sqrt_dk"), replace(settings, scale="none")
+        else:
+            a, b = replace(settings, **{what: True}), replace(settings, **{what: False})
+        key = kind_key(request.kind, request.layer)
+        weights_a = self.teacher_forced_maps(run, a)[key][request.head]
+        weights_b = self.teacher_forced_maps(run, b)[key][request.head]
+        queries, keys = run.tokens(request.kind)
+        outputs = (self.run(a).output, self.run(b).output)
+        return Comparison(what, COMPARISONS[what], weights_a, weights_b, queries, keys, outputs)
+
+
+def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAttention:
+    """The MultiHeadAttention module behind a map key's kind and layer."""
+    stack, name = kind.split(".")
+    layers = model.encoder.layers if stack == "encoder" else model.decoder.layers
+    return getattr(layers[layer], name)
+
+
+def _attention_call(args: tuple, kwargs: dict) -> tuple:
+    """(query, key, value, mask, scale) from a MultiHeadAttention call's arguments."""
+    names = ("query", "key", "value", "mask", "scale")
+    defaults = {"mask": None, "scale": "sqrt_dk"}
+    bound = dict(zip(names, args, strict=False)) | kwargs  # args may stop early
+    return tuple(bound.get(name, defaults.get(name)) for name in names)

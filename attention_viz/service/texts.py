@@ -1,0 +1,87 @@
+"""The short texts the app shows beside its views: titles, scaling in words, the notes on a run."""
+
+from __future__ import annotations
+
+from attention_viz.core.attention import scale_factor
+from attention_viz.core.maps import KINDS
+from attention_viz.service.limits import UNTRAINED
+from attention_viz.service.requests import Settings
+from attention_viz.service.runs import Run
+
+
+def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
+    """Two short lines over one head: which attention, layer and head, and how QKᵀ was scaled."""
+    return f"{KINDS[kind]}, layer {layer}, head {head}\nQKᵀ {scaling_text(settings)}"
+
+
+def scaling_text(settings: Settings) -> str:
+    """How QKᵀ was scaled, in words: "×1/√16 = 0.25", "unscaled", "×0.1 (custom)"."""
+    if settings.scale == "sqrt_dk":
+        return f"×1/√{settings.d_k} = {scale_factor('sqrt_dk', settings.d_k):.3g}"
+    if settings.scale == "none":
+        return "unscaled"
+    return f"×{settings.scale:g} (custom)"
+
+
+def output_text(run: Run) -> str:
+    """The output box: the generated string, or a note that an untrained model has nothing to say."""
+    if not run.trained:
+        return f"(untrained model: no meaningful output; greedy decoding gives {run.output!r})"
+    return run.output if run.finished else f"{run.output} … (no <eos> after {len(run.generated)} tokens)"
+
+
+def run_notes(run: Run) -> str:
+    """Markdown notes on a run: which model, d_k, scaling, masks, and the output against the task."""
+    s, c = run.settings, run.config
+    lines = []
+    if run.card is None:
+        lines.append(
+            f"**Untrained model** (random weights, seed 0): d_model {c.d_model}, h {c.n_heads}, d_k {c.d_k}, "
+            f"d_v {c.d_v}, N {c.n_encoder_layers}. Its output is noise; the maps show attention before any learning."
+        )
+    else:
+        card = run.card
+        accuracy = card.get("heldout_exact_match")
+        trained = "1/√d_k" if card.get("scale") == "sqrt_dk" else "no scaling"
+        lines.append(
+            f"**{card.get('task', 'model')}**, checkpoint `{card['name']}`: d_model {c.d_model}, h {c.n_heads}, "
+            f"d_k {c.d_k}, N {c.n_encoder_layers}, trained with {trained}"
+            + (f", held-out exact match {accuracy:.1%}." if isinstance(accuracy, (int, float)) else ".")
+        )
+        if (s.scale == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
+            lines.append(f"Running it with scaling {scaling_text(s)}, not as it was trained: watch the output change.")
+        alphabet = card.get("alphabet")
+        if alphabet:
+            new = list(dict.fromkeys(ch for ch in s.text if ch not in alphabet))
+            if new:
+                lines.append(f"Trained on `{alphabet[0]}`..`{alphabet[-1]}` only; new to it: "
+                             + ", ".join(repr(ch) for ch in new) + ".")
+        if run.expected is not None:
+            verdict = "✓ matches" if run.finished and run.output == run.expected else "✗ differs from"
+            lines.append(f"Output `{run.output}` {verdict} the task's answer `{run.expected}`.")
+    lines.append(
+        f"Scores QKᵀ {scaling_text(s)}; causal mask {'on' if s.causal_mask else 'off'}; "
+        f"{s.pad_tokens} pad token{'s' if s.pad_tokens != 1 else ''} with the padding mask "
+        f"{'on' if s.padding_mask else 'off'}. Grey cells are masked (weight exactly 0)."
+    )
+    return "\n\n".join(lines)
+
+
+def snapped_note(requested: int, settings: Settings) -> str | None:
+    """A note when a trained family has no model at the requested d_k and its nearest one is shown."""
+    if settings.model == UNTRAINED or requested == settings.d_k:
+        return None
+    return f"No trained model with d_k = {requested}; showing the nearest, d_k = {settings.d_k}."
+
+
+def no_difference_reason(what: str, kind: str, settings: Settings) -> str:
+    """Why switching `what` leaves this head unchanged."""
+    if what == "causal_mask" and kind == "encoder.self_attn":
+        return "the causal mask exists only in decoder self-attention, and the encoder runs before the decoder."
+    if what == "padding_mask" and settings.pad_tokens == 0:
+        return "there are no pad tokens; add some with the pad-tokens slider."
+    if what == "padding_mask" and kind == "decoder.self_attn":
+        return "the pads are in the source, which decoder self-attention never sees."
+    if what == "scaling" and settings.d_k == 1:
+        return "with d_k = 1 the factor 1/√d_k is 1."
+    return "this head's weights are the same either way."

@@ -1,0 +1,63 @@
+"""The page: an intro and the tabs, each a module of its own; the queue; the server's start.
+
+    python app.py    (http://127.0.0.1:7860; host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT)
+"""
+
+from __future__ import annotations
+
+import threading
+
+import gradio as gr
+
+from attention_viz.service.limits import LAB_D_K, LAB_KEYS
+from attention_viz.service.runs import Runs
+from attention_viz.service.views import Views
+from attention_viz.webui import lab_tab, runtime, transformer_tab
+from attention_viz.webui.handlers import Handlers, opening_settings, ping
+
+QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
+CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...) at a time; the cores are shared
+
+INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
+Type a word and see every layer and head of the three attentions of §3.2.3, from a small Transformer
+trained to reverse, copy or sort characters. Change **d_k**, switch the **1/√d_k scaling** and the **masks**
+and watch the maps and the model's output change. The **√d_k lab** shows why the paper scales (footnote 4).
+"""
+
+
+def build_app(views: Views | None = None, warm: bool = True) -> gr.Blocks:
+    """The app's Blocks, queued; `warm` computes the page's first view before the first user asks for it."""
+    views = views or Views(Runs())
+    handlers = Handlers(views)
+    if warm:
+        views.visualize(opening_settings(views), "encoder.self_attn", 0, 0)
+    # The views' own PNG files (written once, content-named, nothing else in that folder) are served from where
+    # they are, not copied into Gradio's cache on every answer.
+    gr.set_static_paths([views.image_dir])
+    # delete_cache: every hour, drop the exports Gradio cached more than an hour ago.
+    with gr.Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:
+        gr.Markdown(INTRO)
+        with gr.Tabs():
+            with gr.Tab("Transformer", id="transformer"):
+                transformer_tab.render(demo, handlers, views)
+            with gr.Tab("√d_k lab", id="lab"):
+                lab_tab.render(demo, handlers, views)
+        gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
+    # A bounded line of waiting events, served one at a time; past QUEUE_SIZE, clients hear "Queue is full".
+    return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)
+
+
+def main() -> None:
+    """Start the server: host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)."""
+    runtime.tune_process()
+    views = Views(Runs())
+    demo = build_app(views)
+    runtime.freeze_start_up_objects()
+    # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
+    # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
+    demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True)
+    # Once the server answers: the other tabs' figures (steps, compare, the lab, the family's curves), drawn
+    # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
+    threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",
+                     daemon=True).start()
+    demo.block_thread()

@@ -11,8 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def readme_python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+def readme_python_blocks(client: bool = False) -> list[str]:
+    """The README's Python examples: those that talk to a running app (gradio_client), or the others."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    return [block for block in blocks if ("gradio_client" in block) == client]
 
 
 @pytest.fixture(scope="module")

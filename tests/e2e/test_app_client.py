@@ -136,3 +136,19 @@ def test_the_file_route_serves_no_path_a_user_names(app_url, path):
     with pytest.raises(urllib.error.HTTPError) as error:
         urllib.request.urlopen(f"{app_url}gradio_api/file={path}", timeout=10)
     assert error.value.code == 403
+
+
+def test_the_readmes_client_example_runs_against_the_app(app_url, tmp_path):
+    """The README's gradio_client example, pointed at this server, run from another folder."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "gradio_client" in b]
+    assert blocks, "the README has no gradio_client example"
+    for block in blocks:
+        assert "http://127.0.0.1:7860/" in block, block
+        code = block.replace("http://127.0.0.1:7860/", app_url)
+        result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{code}\n---\n{result.stderr[-3000:]}"

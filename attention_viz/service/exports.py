@@ -32,11 +32,14 @@ def maps_npz(run: Run) -> bytes:
     return buffer.getvalue()
 
 
-def head_csv(run: Run, kind: object, layer: object, head: object) -> str:
-    """One head as CSV: a header of keys, then one row per query; labels are "position:token"."""
+def head_csv(run: Run, kind: object, layer: object, head: object, record: dict[str, str] | None = None) -> str:
+    """One head as CSV: "# name: value" lines for `record` (the settings), a header of keys, then one row per
+    query; labels are "position:token". Readers skip the record with e.g. pandas.read_csv(comment="#")."""
     weights = run.head(kind, layer, head)  # (Q, K), kind, layer and head checked
     queries, keys = run.tokens(str(kind))
     out = io.StringIO()
+    for name, value in (record or {}).items():
+        out.write(f"# {name}: {value}\n")
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["query \\ key"] + [f"{j}:{token}" for j, token in enumerate(keys)])
     for i, (token, row) in enumerate(zip(queries, weights, strict=True)):

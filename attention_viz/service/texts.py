@@ -85,3 +85,28 @@ def no_difference_reason(what: str, kind: str, settings: Settings) -> str:
     if what == "scaling" and settings.d_k == 1:
         return "with d_k = 1 the factor 1/√d_k is 1."
     return "this head's weights are the same either way."
+
+
+def export_record(settings: Settings, kind: str, layer: int, head: int, colour_scale: str) -> dict[str, str]:
+    """What an export was made with, in words: the model, the text, scaling, masks, d_k and the view."""
+    model = settings.checkpoint or f"untrained (seed 0, d_model {settings.d_model}, h {settings.n_heads})"
+    return {
+        "model": model,
+        "text": settings.text,
+        "d_k": str(settings.d_k),
+        "scaling": scaling_text(settings),
+        "causal mask": "on" if settings.causal_mask else "off",
+        "padding mask": "on" if settings.padding_mask else "off",
+        "pad tokens": str(settings.pad_tokens),
+        "attention": KINDS[kind],
+        "layer": str(layer),
+        "head": str(head),
+        "colour scale": colour_scale,
+    }
+
+
+def export_stem(settings: Settings, kind: str) -> str:
+    """The start of an export's file names: model, text and attention kind, in safe characters."""
+    model = settings.checkpoint or f"untrained_dm{settings.d_model}_h{settings.n_heads}_dk{settings.d_k}"
+    text = "".join(ch if ch.isalnum() else "-" for ch in settings.text)[:24].strip("-") or "text"
+    return f"{model}__{text}__{kind.replace('.', '_')}"

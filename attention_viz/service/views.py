@@ -37,7 +37,16 @@ from attention_viz.service.limits import (
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.requests import Settings, parse_colour_scale
 from attention_viz.service.runs import Runs
-from attention_viz.service.texts import head_title, no_difference_reason, output_text, run_notes, scaling_text, snapped_note
+from attention_viz.service.texts import (
+    export_record,
+    export_stem,
+    head_title,
+    no_difference_reason,
+    output_text,
+    run_notes,
+    scaling_text,
+    snapped_note,
+)
 from attention_viz.train import family
 
 
@@ -227,19 +236,24 @@ class Views:
 
     def export(self, settings: Settings, kind: object, layer: object, head: object,
                colour_scale: object = "absolute") -> list[Path]:
-        """Write the grid and the head as PNG, every map as .npz and the head as CSV; returns the paths."""
+        """Write the grid and the head as PNG, every map as .npz and the head as CSV; returns the paths.
+
+        File names say the model, the text and the view; the PNGs (tEXt chunks) and the CSV (# lines) carry
+        the settings they were made with, the .npz its settings as JSON.
+        """
         view = self.visualize(settings, kind, layer, head, colour_scale)
         run = self.runs.run(settings)
         r = run.head_request(kind, layer, head)
         per_head = parse_colour_scale(colour_scale)
+        record = export_record(settings, r.kind, r.layer, r.head, "per_head" if per_head else "absolute")
+        grid_record = {name: value for name, value in record.items() if name not in ("layer", "head")}
         head_png = Path(self.store.kept_file(self._head_image, settings, r.kind, r.layer, r.head, per_head))
-        name = r.kind.replace(".", "_")
-        stem = f"{name}_L{r.layer}_H{r.head}"
+        stem = export_stem(settings, r.kind)
         return self.exports.write({
-            f"grid_{name}.png": Path(view.grid).read_bytes(),
-            f"head_{stem}.png": head_png.read_bytes(),
-            "maps.npz": maps_npz(run),
-            f"head_{stem}.csv": head_csv(run, r.kind, r.layer, r.head).encode(),
+            f"{stem}__grid.png": described_png(Path(view.grid), grid_record),
+            f"{stem}__L{r.layer}_H{r.head}.png": described_png(head_png, record),
+            f"{stem}__maps.npz": maps_npz(run),
+            f"{stem}__L{r.layer}_H{r.head}.csv": head_csv(run, r.kind, r.layer, r.head, record).encode(),
         })
 
     # ------------------------------------------------------------------ the √d_k lab
@@ -272,6 +286,11 @@ class Views:
         self.compare(settings, "scaling", kind, 0, 0)
         self.dk_lab(lab_d_k, lab_keys, True)
         self.family_curves()
+
+
+def described_png(path: Path, record: dict[str, str]) -> bytes:
+    """A PNG file's bytes with the settings it was made with as tEXt chunks."""
+    return raster.png_with_text(path.read_bytes(), {"Software": "attention_viz", **record})
 
 
 def grid_cell(shape: tuple[int, ...]) -> int:

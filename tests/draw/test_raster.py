@@ -250,3 +250,18 @@ def test_png_is_lossless():
         png = raster.array_to_png(image)
         assert png.startswith(PNG_SIGNATURE)
         np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(png))), image)
+
+
+def test_png_with_text_keeps_the_pixels_and_adds_readable_metadata():
+    import io
+
+    from PIL import Image
+
+    image = np.random.default_rng(0).integers(0, 256, (7, 5, 3), dtype=np.uint8)
+    png = raster.array_to_png(image)
+    described = raster.png_with_text(png, {"model": "reverse_dk16_sqrt_dk", "scaling": "×1/√16 = 0.25"})
+    opened = Image.open(io.BytesIO(described))
+    np.testing.assert_array_equal(np.asarray(opened.convert("RGB")), image)
+    assert opened.text == {"model": "reverse_dk16_sqrt_dk", "scaling": "×1/√16 = 0.25"}
+    with pytest.raises(ValueError, match="not a PNG"):
+        raster.png_with_text(b"GIF89a" + bytes(30), {"a": "b"})

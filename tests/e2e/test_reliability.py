@@ -444,7 +444,7 @@ def test_files_the_app_produced_are_served(raw, app, exported):
     files, _ = exported
     by_suffix = {Path(f["orig_name"]).suffix: raw.fetch(f) for f in files}
     assert by_suffix[".png"][:8] == PNG and by_suffix[".npz"][:4] == b"PK\x03\x04"
-    assert by_suffix[".csv"].startswith(b"query \\ key")
+    assert by_suffix[".csv"].startswith(b"# model: ") and b"\nquery \\ key" in by_suffix[".csv"]
     assert all(Path(f["path"]).resolve().is_relative_to(app.cache.resolve()) for f in files)
 
 

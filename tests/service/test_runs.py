@@ -344,7 +344,9 @@ def test_npz_export_loads_without_pickle(runs):
 
 def test_csv_export_of_one_head(runs):
     run = runs.run(runs.settings("a,b=c", UNTRAINED, 16))
-    rows = list(csv.reader(io.StringIO(head_csv(run, "decoder.cross_attn", 1, 2))))
+    text = head_csv(run, "decoder.cross_attn", 1, 2, {"model": "untrained", "text": "a,b=c"})
+    assert text.startswith("# model: untrained\n# text: a,b=c\n")
+    rows = list(csv.reader(io.StringIO(text), delimiter=","))[2:]
     queries, keys = run.tokens("decoder.cross_attn")
     assert rows[0] == ["query \\ key"] + [f"{j}:{t}" for j, t in enumerate(keys)]
     assert [row[0] for row in rows[1:]] == [f"{i}:{t}" for i, t in enumerate(queries)]

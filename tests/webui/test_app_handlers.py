@@ -161,6 +161,18 @@ def test_export_handler_writes_png_npz_csv(handlers, views):
     for path in paths:
         assert path.is_file() and views.export_root in path.parents
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths if p.suffix == ".png")
+    # The files describe themselves: names say model, text and view; PNG and CSV carry the settings.
+    assert all(p.name.startswith("reverse_dk16_sqrt_dk__attention__decoder_cross_attn__") for p in paths), paths
+    head_png = next(p for p in paths if p.name.endswith("L1_H1.png"))
+    metadata = Image.open(head_png).text
+    assert metadata["model"] == "reverse_dk16_sqrt_dk" and metadata["text"] == "attention"
+    assert metadata["scaling"] == "×1/√16 = 0.25" and metadata["causal mask"] == "on"
+    assert (metadata["layer"], metadata["head"], metadata["d_k"]) == ("1", "1", "16")
+    grid_png = next(p for p in paths if p.name.endswith("grid.png"))
+    assert "layer" not in Image.open(grid_png).text and Image.open(grid_png).text["attention"] == "encoder-decoder attention"
+    csv_lines = next(p for p in paths if p.suffix == ".csv").read_text().splitlines()
+    assert "# padding mask: on" in csv_lines and "# head: 1" in csv_lines
+    assert csv_lines[len([line for line in csv_lines if line.startswith("#")])].startswith("query \\ key")
 
 
 def test_dk_lab_handler(handlers):

@@ -349,13 +349,14 @@ class Page:
             items = data[0] if data and isinstance(data[0], list) else []
             names = sorted(item.get("orig_name", "") for item in items)
             suffixes = sorted(Path(name).suffix for name in names)
-            stem = f"{e['kind'].replace('.', '_')}_L{e['layer']}_H{e['head']}"
+            head_csv = f"__{e['kind'].replace('.', '_')}__L{e['layer']}_H{e['head']}.csv"
             problems = [suffixes != [".csv", ".npz", ".png", ".png"] and f"export files {names}",
-                        f"head_{stem}.csv" not in names and f"no head_{stem}.csv"]
+                        not any(name.endswith(head_csv) for name in names) and f"no *{head_csv}"]
             csv_item = next((item for item in items if str(item.get("orig_name", "")).endswith(".csv")), None)
             if csv_item is not None:
                 body = self.browser.client.get(csv_item["url"]).content
-                problems.append(not body.startswith(b"query \\ key") and "CSV has no header row")
+                table = [line for line in body.splitlines() if not line.startswith(b"#")]
+                problems.append(not (table and table[0].startswith(b"query \\ key")) and "CSV has no header row")
         elif request.api == "dk_lab":
             *images, numbers = data
             rows = numbers.get("data") if isinstance(numbers, dict) else None

@@ -20,6 +20,8 @@ STEPS=${STEPS:-}                # set to override every run's step budget (smoke
 FAMILY_STEPS=${STEPS:-2000}
 TASK_STEPS=${STEPS:-2000}
 SORT_STEPS=${STEPS:-1500}
+# The family figure: assets/ for the shipped models; beside any other models folder (smoke tests).
+if [ "$MODELS" = attention_viz/data/models ]; then FIGURE=assets/dk_family.png; else FIGURE="$(dirname "$MODELS")/dk_family.png"; fi
 mkdir -p "$MODELS" "$LOGS"
 start=$(date +%s)
 
@@ -46,8 +48,8 @@ runs | xargs -P "$JOBS" -L 1 bash -c '
 cp "$MODELS/reverse_dk16_scaled.safetensors" "$MODELS/reverse.safetensors"
 cp "$MODELS/reverse_dk16_scaled.json" "$MODELS/reverse.json"
 
-python -m attention_viz.train.family --models "$MODELS" --out "$(dirname "$MODELS")/dk_family.png"
-du -ch "$MODELS"/* "$(dirname "$MODELS")/dk_family.png" | tail -1
+python -m attention_viz.train.family --models "$MODELS" --out "$FIGURE"
+du -ch "$MODELS"/* "$FIGURE" | tail -1
 echo "total wall time: $(( $(date +%s) - start )) s"
 echo "CPU time (user, system) of this shell, then of every run it started:"
 times

@@ -27,7 +27,7 @@ import numpy as np
 MAX_D_K = 4096
 MAX_KEYS = 4096
 MAX_SAMPLES = 1_000_000
-MAX_SWEEP_LOGITS = 1 << 16  # n_queries × n_keys per d_k: keeps an 11-point sweep near 25 ms
+MAX_SWEEP_LOGITS = 1 << 16  # n_queries × n_keys per d_k: bounds a sweep's time (see docs/benchmarks.md)
 MAX_SWEEP_POINTS = 32
 DEFAULT_D_KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 

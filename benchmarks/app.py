@@ -4,7 +4,7 @@ One interaction, as the browser's JavaScript client does it:
     POST /gradio_api/queue/join   {data, fn_index, trigger_id, session_hash}  -> {event_id}
     GET  /gradio_api/queue/data?session_hash=...   server-sent events, until process_completed
     GET  /gradio_api/file=...     every image the answer names (PNG)
-`gradio_client` polls every 50 ms and adds ~70 ms, so it is not used here.
+`gradio_client` polls every 50 ms, which adds its own delay (see docs/benchmarks.md), so it is not used here.
 
 Candidates, interleaved in rounds against one server (the app, launched as a subprocess):
     floor    a trivial endpoint (api_name "ping") of the same app: the protocol's own cost

@@ -1,7 +1,7 @@
 """One head's attention as an HTML table: a heatmap whose cells hold the weights as text.
 
-The browser draws it, so nothing is rasterised or encoded on the server (about 2 ms for 22 × 22
-cells, against ~30 ms for the same view as a PNG); the values stay selectable text, every cell
+The browser draws it, so nothing is rasterised or encoded on the server (timings: see
+docs/benchmarks.md); the values stay selectable text, every cell
 has its exact weight as a tooltip, and the page stays sharp at any zoom. Colours are the same
 viridis table as the images (raster.colormap_lut); masked cells are grey and empty.
 

@@ -3,7 +3,7 @@
 These are the images the app redraws on every interaction, so no matplotlib figure is built:
 colours come from a 256-entry table of the colormap, text from PIL with DejaVu Sans (shipped
 with matplotlib), and the values written in cells are pasted from glyph tiles rendered once.
-One head with 22 × 22 values draws in a few milliseconds instead of ~250 ms as a figure.
+Timings against matplotlib: see docs/benchmarks.md.
 
 Weights use viridis, fixed 0 → 1 (or 0 → a head's maximum); masked positions are grey.
 Axes: L layers, H heads, Q query positions, K key positions.
@@ -188,7 +188,7 @@ def grid_layout(shape: tuple[int, ...], cell: int | None = None, gap: int = 2, l
 def grid_palette(cmap: str = WEIGHT_CMAP) -> np.ndarray:
     """The grid's 256 colours, read-only uint8 [256, 3]: GRID_LEVELS steps of the colormap over 0 → 1, then white
     (gaps and margins), the masked grey and the ink of the labels. One byte per pixel: a PNG of indices encodes
-    about 3x faster than RGB, and 252 steps of viridis are indistinguishable from 256."""
+    faster than RGB (see docs/benchmarks.md), and 252 steps of viridis are indistinguishable from 256."""
     palette = np.zeros((256, 3), dtype=np.uint8)
     palette[:GRID_LEVELS] = colormap_steps(cmap, GRID_LEVELS)
     palette[WHITE_INDEX], palette[MASKED_INDEX], palette[INK_INDEX] = (WHITE,) * 3, MASKED_RGB, INK

@@ -25,7 +25,7 @@ from attention_viz.core.attention import Scale, scale_factor
 from attention_viz.fast import hugepages
 
 # From this many scores on (all heads together) the weights are computed by _many_weights, which streams the
-# [..., Q, K] tensor fewer times but makes more calls (a few µs each); below it, _few_weights.
+# [..., Q, K] tensor fewer times but makes more calls; below it, _few_weights (see docs/benchmarks.md).
 MANY_SCORES = 2**15
 
 
@@ -96,6 +96,6 @@ def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
 
 
 def _fits(small: tuple[int, ...], large: tuple[int, ...]) -> bool:
-    """True when a tensor of shape `small` broadcasts to `large` without enlarging it (checked by hand:
-    torch.broadcast_shapes costs ~14 µs)."""
+    """True when a tensor of shape `small` broadcasts to `large` without enlarging it (checked by hand,
+    cheaper than torch.broadcast_shapes; see docs/benchmarks.md)."""
     return len(small) <= len(large) and all(a == 1 or a == b for a, b in zip(reversed(small), reversed(large)))

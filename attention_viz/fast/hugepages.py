@@ -1,10 +1,8 @@
 """Fresh CPU tensors backed by transparent huge pages, for the attention weights that every call returns.
 
-Why: without autograd, Eq. 1 costs two matmuls, a softmax and one fresh [..., Q, K] tensor, and on a
-Linux VM the first write to each 4 KiB page of that tensor is a page fault. At h=8, n=1024 (32 MiB of
-weights) the faults took as long as the QKᵀ matmul itself (about 17 ms of 60 on one core). Asking the
-kernel for 2 MiB pages (madvise MADV_HUGEPAGE, what PyTorch does for every large tensor when
-THP_MEM_ALLOC_ENABLE=1) turns 8,192 faults into 16 and cut that cost to about 4 ms.
+Why: the first write to each 4 KiB page of a fresh [..., Q, K] tensor is a page fault; 2 MiB pages (madvise
+MADV_HUGEPAGE, what PyTorch does for large tensors when THP_MEM_ALLOC_ENABLE=1) take 512 times fewer faults.
+What that saves: see docs/benchmarks.md.
 
 Only the tensors of this one call are advised: no process-wide setting changes. Where the advice is
 impossible (not Linux, not the CPU, too small to hold an aligned huge page, no libc) the tensor is

@@ -267,8 +267,8 @@ class Views:
         return bool(family.family_cards(self.runs.catalog.models_dir))
 
     def family_curves(self) -> str | None:
-        """The d_k family's training curves as a PNG file; None when none ships. Drawn once (about a second:
-        many curves and a constrained layout), then kept."""
+        """The d_k family's training curves as a PNG file; None when none ships. Drawn once (the slowest
+        figure; see docs/benchmarks.md), then kept."""
         with self._family_lock:
             if (self._family is None or not self.store.touch(Path(self._family).stem)) and self.has_family():
                 cards = family.family_cards(self.runs.catalog.models_dir)

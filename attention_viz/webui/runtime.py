@@ -35,13 +35,8 @@ def tune_process() -> None:
 
 
 def tune_malloc(arenas: int = MALLOC_ARENAS, mmap_threshold: int = MMAP_THRESHOLD) -> None:
-    """Keep glibc from holding on to memory the app has freed.
-
-    Arenas: each Gradio worker thread would otherwise keep its own (~100 MB under load). mmap threshold:
-    glibc raises it after every freed large block (up to 32 MB), so images, Agg canvases and model weights
-    of a few MB end up inside the heap, and the holes they leave are never returned (~100 MB after 1,000
-    requests). A fixed threshold keeps every block of a MiB or more in its own mapping, unmapped when freed.
-    """
+    """Keep glibc from holding on to freed memory: few malloc arenas, and a fixed mmap threshold so that every
+    block of a MiB or more gets its own mapping, unmapped when freed. Why: see docs/reliability.md."""
     try:
         _LIBC.mallopt(M_ARENA_MAX, arenas)
         _LIBC.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
@@ -50,12 +45,8 @@ def tune_malloc(arenas: int = MALLOC_ARENAS, mmap_threshold: int = MMAP_THRESHOL
 
 
 def release_free_memory() -> None:
-    """Give the heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing).
-
-    Renders free many blocks under the mmap threshold between live ones, so the heap keeps whole free pages
-    that glibc only returns from its top (~100 MB after 1,000 requests). Trimming walks the free lists (about
-    a millisecond); the app does it after every event.
-    """
+    """Give the heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing); the app does it
+    after every event. Why: see docs/reliability.md."""
     try:
         _LIBC.malloc_trim(0)
     except AttributeError:
@@ -65,11 +56,8 @@ def release_free_memory() -> None:
 def freeze_start_up_objects() -> None:
     """Collect once, then leave everything built so far (Gradio, torch, matplotlib, warm caches) out of every collection.
 
-    A matplotlib Figure is a reference cycle of ~8,000 objects holding its Agg canvas (MBs), so it is freed
-    only by a full collection, which Python runs once the objects promoted since the last one reach 25% of
-    those that survived it. Counting the ~400,000 start-up objects, that took 10 to 20 figures (~30 MB held,
-    and a full collection walking them all took seconds). Frozen, they neither count nor get walked: the
-    second collect sets the survivors' count to what was created since, so figures go within a few requests.
+    Matplotlib figures are reference cycles that only a full collection frees; with the start-up objects frozen,
+    full collections come often and cost little, so figures go within a few requests. Why: see docs/reliability.md.
     """
     gc.collect()
     gc.freeze()

@@ -1,6 +1,6 @@
 """Reliability of the launched app: a reduced load, every hostile input over raw HTTP and gradio_client, and safety.
 
-The full load test is `python -m benchmarks.load` (20 clients x 50 requests, numbers in the README); here
+The full load test is `python -m benchmarks.load` (20 clients x 50 requests, numbers in docs/reliability.md); here
 5 clients x 20 mixed requests must all be answered, each correctly for its own request. Every hostile
 input gets a clear error naming the problem (or the documented fallback) with no stack trace or server
 path, and the app answers a valid request right after. The file routes serve only what the app produced,
@@ -543,7 +543,7 @@ def poisoned_models(tmp_path, models_dir):
 
 
 def test_pickled_checkpoint_is_refused_by_the_app_path(poisoned_models, one_thread):
-    """The app's loader (Explorer -> load_model -> load_checkpoint) refuses the pickle and never runs it."""
+    """The app's loader (Runs -> Catalog -> load_model -> load_checkpoint) refuses the pickle and never runs it."""
     from attention_viz.data.checkpoints import UnsafeCheckpointError
     from attention_viz.service.runs import Runs
 

@@ -1,4 +1,4 @@
-"""Shared fixtures for every layer: one torch thread, a folder of small checkpoints, an Explorer and Views over it.
+"""Shared fixtures for every layer: one torch thread, a folder of small checkpoints, Runs and Views over it.
 
 Nothing here needs a server or an HTTP client; the app and the browser are tests/e2e/conftest.py's.
 """

@@ -1,4 +1,4 @@
-"""The models shipped in assets/: they load through the safe path, their cards tell the truth, and they work."""
+"""The shipped models (package data): they load through the safe path, their cards tell the truth, they work."""
 
 import random
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""inputs.py and session.py: validation, model families, the run cache, masks and scaling, steps, compare, exports."""
+"""The service: checks, requests, model families, the run cache, masks and scaling, steps, compare, exports."""
 
 import csv
 import io

@@ -1,9 +1,11 @@
 """attention_viz: the Transformer of "Attention Is All You Need" (§3.1-3.2), every attention map exposed.
 
     import attention_viz as av
-    model, card = av.load_model("reverse_dk16_sqrt_dk")       # a shipped model (av.list_models())
-    src = torch.tensor([av.CharTokenizer().encode("hello").ids])
-    out, maps = model.greedy_decode(src, max_len=8)           # maps["decoder.0.cross_attn"]: [B, H, Q, K]
+    model, card = av.load_model("reverse")                    # a shipped model (av.list_models())
+    tok = av.CharTokenizer()
+    src = torch.tensor([tok.encode("hello").ids])
+    out, maps = model.greedy_decode(src, max_len=8, bos_id=tok.bos_id, eos_id=tok.eos_id)
+    maps["decoder.0.cross_attn"]                              # [B, H, Q, K]
 
 The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
 checkpoints), lab (footnote 4's numbers), draw, train, service and webui (the app).

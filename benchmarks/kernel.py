@@ -31,6 +31,8 @@ QUICK_SIZES = (16, 64)
 HEADS, D_K = 8, 64
 D_MODEL = HEADS * D_K
 CANDIDATES = ("sdpa", "ours", "reference", "naive", "ours_mha", "torch_mha_w", "torch_mha")
+LABELS = {"sdpa": "sdpa (no weights)", "ours": "ours (fast kernel)", "reference": "ours (core reference)",
+          "naive": "naive", "ours_mha": "ours MHA", "torch_mha_w": "nn.MHA weights", "torch_mha": "nn.MHA no weights"}
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,7 +133,7 @@ def report(result: dict) -> str:
         f"Kernel on {result['device']}: h={result['heads']}, d_k={result['d_k']}, batch 1, no mask; "
         f"medians in ms; torch.mm {result['mm_peak']['size']}² peak {peak:.0f} GFLOP/s (best of the runs before and after)"
     )
-    t1 = table(["n", "sdpa (no weights)", "ours", "naive", "ours MHA", "nn.MHA weights", "nn.MHA no weights"], times)
+    t1 = table(["n", *(LABELS[name] for name in CANDIDATES)], times)
     t2 = table(
         ["n", "ours / sdpa", "naive / ours", "nn.MHA w / ours", "nn.MHA w / ours MHA", "ours GFLOP/s", "of mm peak", "ours MHA GFLOP/s", "weights MiB"],
         ratios,

@@ -65,7 +65,7 @@ ACTIONS = {
 UNTRAINED_D_MODELS = (16, 32, 64, 128, 256)
 UNTRAINED_HEADS = (1, 2, 4, 8)
 UNTRAINED_D_KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-HEAD_WIDTH_MAX = 4096  # heads x d_k of the untrained model (session.MAX_HEAD_WIDTH)
+HEAD_WIDTH_MAX = 4096  # heads x d_k of the untrained model (service.limits.MAX_HEAD_WIDTH)
 
 
 # ---------------------------------------------------------------------------- thin wrappers over benchmarks.app

@@ -131,7 +131,7 @@ def test_raw_http_booleans_are_coerced(app_url):
 
 
 @pytest.mark.parametrize("path", ["app.py", str(Path(__file__).resolve().parents[2] / "app.py"), "/etc/passwd",
-                                  "assets/models"])
+                                  "attention_viz/data/models", "attention_viz/data/checkpoints.py"])
 def test_the_file_route_serves_no_path_a_user_names(app_url, path):
     with pytest.raises(urllib.error.HTTPError) as error:
         urllib.request.urlopen(f"{app_url}gradio_api/file={path}", timeout=10)

@@ -471,9 +471,9 @@ def test_file_routes_serve_nothing_else(app, exported):
         "/gradio_api/file=/proc/self/environ",
         "/gradio_api/file=app.py",
         f"/gradio_api/file={ROOT}/app.py",
-        "/gradio_api/file=attention_viz/checkpoints.py",
+        "/gradio_api/file=attention_viz/data/checkpoints.py",
         "/gradio_api/file=tests/conftest.py",
-        f"/gradio_api/file={ROOT}/tests/test_reliability.py",
+        f"/gradio_api/file={ROOT}/tests/e2e/test_reliability.py",
         "/gradio_api/file=.git/config",
         f"/gradio_api/file={secret}",
         f"/gradio_api/file={app.cache}/../secret.txt",
@@ -491,6 +491,8 @@ def test_file_routes_serve_nothing_else(app, exported):
         "/gradio_api/../app.py",
     ]
     assert originals, "the export folder was not found: the test would prove nothing"
+    named = ["app.py", "attention_viz/data/checkpoints.py", "tests/conftest.py", "tests/e2e/test_reliability.py", ".git"]
+    assert all((ROOT / name).exists() for name in named), "a repository path above is gone: it would prove nothing"
     served = {}
     for path in forbidden:
         status, body = get_verbatim(app.port, path)

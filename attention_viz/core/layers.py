@@ -111,15 +111,18 @@ class DecoderLayer(nn.Module):
         past_kv: tuple[torch.Tensor, torch.Tensor] | None,
         cross_mask: torch.Tensor | None,
         scale: Scale,
+        self_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """One new position under the causal mask: y [B, 1, D] attends to itself and the positions before it,
         whose self-attention keys and values (past_kv, [B, H, t, d_k] and [B, H, t, d_v]) are not recomputed;
-        memory_kv are the cross-attention's keys and values of the memory. Returns (y [B, 1, D], past_kv + this
-        position's). Row for row what forward computes for the last position, in O(t) instead of O(t²)."""
+        memory_kv are the cross-attention's keys and values of the memory. self_mask [B, 1, 1, t + 1] hides
+        keys of the self-attention (the padding mask of the decoder input: the last row of forward's mask).
+        Returns (y [B, 1, D], past_kv + this position's). Row for row what forward computes for the last
+        position, in O(t) instead of O(t²)."""
         k, v = self.self_attn.project_keys_values(y, y)  # (B, H, 1, d_k), (B, H, 1, d_v)
         if past_kv is not None:
             k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)  # (B, H, t + 1, ...)
-        attended, _ = self.self_attn.attend(self.self_attn.project_query(y), k, v, None, scale)
+        attended, _ = self.self_attn.attend(self.self_attn.project_query(y), k, v, self_mask, scale)
         y = self.norm1(y + self.dropout(attended))
         attended, _ = self.cross_attn.attend(self.cross_attn.project_query(y), *memory_kv, cross_mask, scale)
         y = self.norm2(y + self.dropout(attended))

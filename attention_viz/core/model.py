@@ -183,8 +183,10 @@ class Transformer(nn.Module):
             pe = positional_encoding(max_len, self.config.d_model, src.device)  # (max_len, D)
             for t in range(max_len):
                 y = self.dropout(self.tgt_embed(tgt[:, -1:]) + pe[t])  # (B, 1, D): the newest position only
+                # the last query row of decode's self mask: <pad> keys hidden (an untrained model may emit <pad>)
+                self_mask = make_padding_mask(tgt, self.config.pad_id) if padding_mask else None  # (B, 1, 1, t + 1)
                 for i, layer in enumerate(self.decoder.layers):
-                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, scale)
+                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, scale, self_mask)
                 if self.decoder.norm is not None:
                     y = self.decoder.norm(y)
                 if append(self.generator(y[:, -1])):

@@ -9,10 +9,14 @@ Every tensor is [batch, heads, query, key], recorded after the softmax and befor
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping
+from typing import TypeVar
 
 import numpy as np
 import torch
+
+ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
 
 # The three ways the paper uses attention (§3.2.3), by the suffix of their keys.
 KINDS: dict[str, str] = {
@@ -27,12 +31,35 @@ def map_key(stack: str, layer: int, name: str) -> str:
     return f"{stack}.{layer}.{name}"
 
 
-def kind_key(kind: str, layer: int) -> str:
-    """The key of one layer's map of a kind, e.g. kind_key("decoder.cross_attn", 1) == "decoder.1.cross_attn"."""
+def split_kind(kind: str) -> tuple[str, str]:
+    """A kind of KINDS split into (stack, name), e.g. "decoder.cross_attn" -> ("decoder", "cross_attn")."""
     if kind not in KINDS:
         raise KeyError(f"unknown attention kind {kind!r}; choose one of {list(KINDS)}")
     stack, name = kind.split(".")
+    return stack, name
+
+
+def kind_key(kind: str, layer: int) -> str:
+    """The key of one layer's map of a kind, e.g. kind_key("decoder.cross_attn", 1) == "decoder.1.cross_attn"."""
+    stack, name = split_kind(kind)
     return map_key(stack, layer, name)
+
+
+def stack_kind(maps: Mapping[str, ArrayT], kind: str, n_layers: int | None = None) -> ArrayT:
+    """Every layer of one kind stacked on a new first axis: maps of shape [...] -> [L, ...].
+
+    Works for numpy arrays and torch tensors alike (per-key [B, H, Q, K] gives [L, B, H, Q, K]; the app's
+    per-example [H, Q, K] gives [L, H, Q, K]). n_layers None takes layers 0, 1, ... while their keys exist;
+    an integer asks for exactly that many and raises KeyError if one is missing.
+    """
+    if n_layers is None:
+        n_layers = 0
+        while kind_key(kind, n_layers) in maps:
+            n_layers += 1
+    layers = [maps[kind_key(kind, i)] for i in range(n_layers)]
+    if not layers:
+        raise KeyError(f"no maps of kind {kind!r}")
+    return torch.stack(layers) if isinstance(layers[0], torch.Tensor) else np.stack(layers)
 
 
 class AttentionMaps(Mapping[str, torch.Tensor]):
@@ -56,19 +83,23 @@ class AttentionMaps(Mapping[str, torch.Tensor]):
 
     def kind(self, kind: str) -> torch.Tensor:
         """All layers of one kind ("encoder.self_attn", ...) stacked: [L, B, H, Q, K]."""
-        if kind not in KINDS:
-            raise KeyError(f"unknown attention kind {kind!r}; choose one of {list(KINDS)}")
-        stack, name = kind.split(".")
-        layers = [v for k, v in self._maps.items() if k.startswith(stack + ".") and k.endswith("." + name)]
-        return torch.stack(layers)
+        return stack_kind(self._maps, kind)
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """The maps as float32 numpy arrays on the CPU, same keys."""
         return {k: v.detach().float().cpu().numpy() for k, v in self._maps.items()}
 
     def select(self, index: int) -> "AttentionMaps":
-        """The maps of one batch element, keeping a batch axis of size 1."""
-        return AttentionMaps({k: v[index : index + 1] for k, v in self._maps.items()})
+        """The maps of one batch element, keeping a batch axis of size 1; Python indexing (-1 is the last).
+
+        Raises IndexError for an index outside [-B, B).
+        """
+        index = operator.index(index)
+        sizes = {v.size(0) for v in self._maps.values()}  # B, the same for every map
+        for size in sizes:
+            if not -size <= index < size:
+                raise IndexError(f"batch index {index} is out of range for a batch of {size}")
+        return AttentionMaps({k: v[index % v.size(0)][None] for k, v in self._maps.items()})
 
     @property
     def nbytes(self) -> int:

@@ -1,0 +1,66 @@
+"""AttentionMaps and the key helpers: Python indexing in select, kind keys and stacks built in one place."""
+
+import numpy as np
+import pytest
+import torch
+
+from attention_viz import AttentionMaps, Transformer, TransformerConfig
+from attention_viz.core.maps import KINDS, kind_key, map_key, split_kind, stack_kind
+
+
+@pytest.fixture(scope="module")
+def maps() -> AttentionMaps:
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.small(vocab_size=20, n_encoder_layers=2, n_decoder_layers=3, d_model=16,
+                                                n_heads=2, d_k=4, d_v=4, d_ff=16, dropout=0.0)).eval()
+    src, tgt = torch.randint(1, 20, (3, 5)), torch.randint(1, 20, (3, 4))
+    with torch.no_grad():
+        return model(src, tgt)[1]
+
+
+@pytest.mark.parametrize("index", [-3, -2, -1, 0, 1, 2])
+def test_select_follows_python_indexing(maps, index):
+    one = maps.select(index)
+    assert list(one) == list(maps)
+    for key in maps:
+        assert one[key].shape[0] == 1
+        assert torch.equal(one[key][0], maps[key][index])
+
+
+@pytest.mark.parametrize("index", [3, 4, -4, 100])
+def test_select_out_of_range_raises_index_error(maps, index):
+    with pytest.raises(IndexError):
+        maps.select(index)
+
+
+def test_select_refuses_a_non_integer(maps):
+    with pytest.raises(TypeError):
+        maps.select(1.0)
+
+
+def test_kind_key_builds_the_map_keys():
+    assert kind_key("encoder.self_attn", 0) == "encoder.0.self_attn" == map_key("encoder", 0, "self_attn")
+    assert kind_key("decoder.self_attn", 2) == "decoder.2.self_attn"
+    assert kind_key("decoder.cross_attn", 1) == "decoder.1.cross_attn"
+    assert split_kind("decoder.cross_attn") == ("decoder", "cross_attn")
+    with pytest.raises(KeyError):
+        kind_key("encoder.cross_attn", 0)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_stack_kind_for_torch_and_numpy_and_the_kind_method(maps, kind):
+    n_layers = 2 if kind.startswith("encoder") else 3
+    stacked = stack_kind(maps, kind, n_layers)  # (L, B, H, Q, K)
+    assert isinstance(stacked, torch.Tensor) and stacked.shape[0] == n_layers
+    assert torch.equal(stacked, maps.kind(kind))
+    assert torch.equal(stack_kind(maps, kind), stacked)  # n_layers found from the keys
+    for i in range(n_layers):
+        assert torch.equal(stacked[i], maps[kind_key(kind, i)])
+    one = {key: value[0] for key, value in maps.select(1).to_numpy().items()}  # the app's [H, Q, K] per key
+    as_numpy = stack_kind(one, kind, n_layers)  # (L, H, Q, K)
+    assert isinstance(as_numpy, np.ndarray) and as_numpy.shape == stacked.shape[:1] + stacked.shape[2:]
+    np.testing.assert_array_equal(as_numpy, stacked[:, 1].numpy())
+    with pytest.raises(KeyError):
+        stack_kind(one, kind, n_layers + 1)
+    with pytest.raises(KeyError):
+        maps.kind("decoder.nothing")

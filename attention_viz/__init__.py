@@ -15,6 +15,7 @@ from . import lab
 from .core.attention import (
     AdditiveAttention,
     MultiHeadAttention,
+    attention_masks,
     attention_steps,
     causal_mask,
     padding_mask,
@@ -42,6 +43,7 @@ __all__ = [
     "TrainSettings",
     "Transformer",
     "TransformerConfig",
+    "attention_masks",
     "attention_steps",
     "causal_mask",
     "dot_products",

@@ -51,6 +51,53 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (ids != pad_id)[:, None, None, :]
 
 
+# The public names of the mask builders are also argument names below (and in the model): aliases keep them reachable.
+causal_mask_of, padding_mask_of = causal_mask, padding_mask
+
+
+def source_mask(src: torch.Tensor, pad_id: int, padding_mask: bool = True) -> torch.Tensor | None:
+    """The mask of every attention whose keys are the source: src [B, S] -> [B, 1, 1, S], or None when off."""
+    return padding_mask_of(src, pad_id) if padding_mask else None
+
+
+def target_mask(tgt: torch.Tensor, pad_id: int, causal_mask: bool = True, padding_mask: bool = True
+                ) -> torch.Tensor | None:
+    """The decoder self-attention's mask from tgt [B, T]: causal [T, T], padding [B, 1, 1, T], both [B, 1, T, T]."""
+    mask = causal_mask_of(tgt.size(1), tgt.device) if causal_mask else None  # (T, T)
+    if padding_mask:
+        pad = padding_mask_of(tgt, pad_id)  # (B, 1, 1, T)
+        mask = pad if mask is None else mask & pad  # (B, 1, T, T)
+    return mask
+
+
+def attention_masks(
+    src: torch.Tensor, tgt: torch.Tensor, pad_id: int, causal_mask: bool = True, padding_mask: bool = True,
+    dense: bool = False,
+) -> dict[str, torch.Tensor | None]:
+    """The mask each kind of attention gets in Transformer.forward, from token ids src [B, S] and tgt [B, T].
+
+    Keys are the kinds "encoder.self_attn" (Q=K=S), "decoder.self_attn" (Q=K=T), "decoder.cross_attn" (Q=T, K=S).
+    By default the values are exactly the tensors forward passes on (broadcastable to [B, H, Q, K]; None when
+    nothing is hidden); dense=True gives each as a boolean [B, Q, K] instead (all True where None).
+    """
+    src_mask = source_mask(src, pad_id, padding_mask)
+    masks = {"encoder.self_attn": src_mask, "decoder.self_attn": target_mask(tgt, pad_id, causal_mask, padding_mask),
+             "decoder.cross_attn": src_mask}
+    if not dense:
+        return masks
+    B, S, T = src.size(0), src.size(1), tgt.size(1)
+    sizes = {"encoder.self_attn": (S, S), "decoder.self_attn": (T, T), "decoder.cross_attn": (T, S)}
+    return {kind: dense_mask(mask, B, *sizes[kind], src.device) for kind, mask in masks.items()}
+
+
+def dense_mask(mask: torch.Tensor | None, B: int, Q: int, K: int, device: torch.device | str | None = None
+               ) -> torch.Tensor:
+    """A mask broadcastable to [B, 1, Q, K] (or None: nothing hidden) as a boolean [B, Q, K]."""
+    if mask is None:
+        return torch.ones(B, Q, K, dtype=torch.bool, device=device)
+    return torch.broadcast_to(mask, (B, 1, Q, K))[:, 0]  # (B, Q, K)
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -97,12 +97,24 @@ class DecoderLayer(nn.Module):
         scale: Scale,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S])."""
-        attended, self_weights = self.self_attn(y, y, y, self_mask, scale)
-        y = self.norm1(y + self.dropout(attended))
-        attended, cross_weights = self.cross_attn(y, memory, memory, cross_mask, scale)
-        y = self.norm2(y + self.dropout(attended))
+        y, self_weights = self.self_block(y, self_mask, scale)
+        y, cross_weights = self.cross_block(y, memory, cross_mask, scale)
         y = self.norm3(y + self.dropout(self.feed_forward(y)))
         return y, self_weights, cross_weights
+
+    def self_block(
+        self, y: torch.Tensor, self_mask: torch.Tensor | None, scale: Scale
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """First sub-layer: y [B, T, D] -> (norm1(y + self-attention) [B, T, D], weights [B, H, T, T])."""
+        attended, weights = self.self_attn(y, y, y, self_mask, scale)
+        return self.norm1(y + self.dropout(attended)), weights
+
+    def cross_block(
+        self, y: torch.Tensor, memory: torch.Tensor, cross_mask: torch.Tensor | None, scale: Scale
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Second sub-layer: y [B, T, D], memory [B, S, D] -> (norm2(y + attention to memory), weights [B, H, T, S])."""
+        attended, weights = self.cross_attn(y, memory, memory, cross_mask, scale)
+        return self.norm2(y + self.dropout(attended)), weights
 
     def step(
         self,

@@ -12,12 +12,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attention_viz.core.attention import Kernel, MultiHeadAttention, Scale
-from attention_viz.core.attention import causal_mask as make_causal_mask
+from attention_viz.core.attention import Kernel, MultiHeadAttention, Scale, attention_masks, source_mask, target_mask
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
-from attention_viz.core.maps import AttentionMaps, map_key
+from attention_viz.core.maps import AttentionMaps, map_key, split_kind
 
 
 class Encoder(nn.Module):
@@ -106,7 +105,7 @@ class Transformer(nn.Module):
         self, src: torch.Tensor, scale: Scale = "sqrt_dk", padding_mask: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
         """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None, encoder weights per layer)."""
-        src_mask = make_padding_mask(src, self.config.pad_id) if padding_mask else None
+        src_mask = source_mask(src, self.config.pad_id, padding_mask)  # (B, 1, 1, S) or None
         memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, scale)
         return memory, src_mask, weights
 
@@ -120,12 +119,7 @@ class Transformer(nn.Module):
         padding_mask: bool = True,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """tgt [B, T] -> (logits [B, T, V], decoder self weights, cross weights per layer)."""
-        tgt_mask = None
-        if causal_mask:
-            tgt_mask = make_causal_mask(tgt.size(1), tgt.device)  # (T, T)
-        if padding_mask:
-            pad = make_padding_mask(tgt, self.config.pad_id)  # (B, 1, 1, T)
-            tgt_mask = pad if tgt_mask is None else tgt_mask & pad  # (B, 1, T, T)
+        tgt_mask = target_mask(tgt, self.config.pad_id, causal_mask, padding_mask)  # (T, T), (B, 1, [1|T], T) or None
         y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask, scale)
         return self.generator(y), self_weights, cross_weights
 
@@ -138,9 +132,46 @@ class Transformer(nn.Module):
         padding_mask: bool = True,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """src [B, S], tgt [B, T] token ids -> (logits [B, T, V], every attention map of this pass)."""
-        memory, src_mask, enc_weights = self.encode(src, scale, padding_mask)
-        logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, scale, causal_mask, padding_mask)
-        return logits, collect_maps(enc_weights, self_weights, cross_weights)
+        masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)  # kind -> mask or None
+        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale)
+        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
+                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"], scale)
+        return self.generator(y), collect_maps(enc_weights, self_weights, cross_weights)  # (B, T, V), maps
+
+    def attention_module(self, kind: str, layer: int) -> MultiHeadAttention:
+        """The MultiHeadAttention behind kind ("encoder.self_attn", ...) and layer, i.e. behind map kind_key(kind, layer)."""
+        stack, name = split_kind(kind)
+        layers = self.encoder.layers if stack == "encoder" else self.decoder.layers
+        if not 0 <= layer < len(layers):
+            raise IndexError(f"{stack} layer {layer} does not exist; the model has {len(layers)}")
+        return getattr(layers[layer], name)
+
+    def attention_inputs(
+        self, src: torch.Tensor, tgt: torch.Tensor, kind: str, layer: int, *, scale: Scale = "sqrt_dk",
+        causal_mask: bool = True, padding_mask: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(query [B, Q, D], key [B, K, D], value [B, K, D], mask) that attention_module(kind, layer) receives in
+        forward(src, tgt, ...) with the same switches; mask is forward's (broadcastable to [B, H, Q, K], or None).
+
+        Runs the stacks up to that attention, no hooks. With the module's `project` and `attention_steps`
+        this recomputes Eq. 1's intermediates of one head (the weights are forward's map; eval mode, no dropout).
+        """
+        self.attention_module(kind, layer)  # checks kind and layer
+        masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)
+        x = self._embed(self.src_embed, src)  # (B, S, D)
+        if kind == "encoder.self_attn":
+            for encoder_layer in self.encoder.layers[:layer]:
+                x, _ = encoder_layer(x, masks[kind], scale)
+            return x, x, x, masks[kind]
+        memory, _ = self.encoder(x, masks["encoder.self_attn"], scale)  # (B, S, D)
+        y = self._embed(self.tgt_embed, tgt)  # (B, T, D)
+        self_mask, cross_mask = masks["decoder.self_attn"], masks["decoder.cross_attn"]
+        for decoder_layer in self.decoder.layers[:layer]:
+            y, _, _ = decoder_layer(y, memory, self_mask, cross_mask, scale)
+        if kind == "decoder.self_attn":
+            return y, y, y, self_mask
+        y, _ = self.decoder.layers[layer].self_block(y, self_mask, scale)  # the input of the cross-attention
+        return y, memory, memory, cross_mask
 
     @torch.no_grad()
     def greedy_decode(

@@ -22,6 +22,9 @@ class TransformerConfig:
     share_embeddings: bool = True  # §3.4: one matrix for both embeddings and the pre-softmax projection
     final_norm: bool = False     # an extra LayerNorm after each stack (nn.Transformer has it; the paper does not)
     layer_norm_eps: float = 1e-5
+    # Per-stack overrides of final_norm (None: as final_norm), for imported models whose stacks differ.
+    encoder_final_norm: bool | None = None
+    decoder_final_norm: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads", "d_k", "d_v", "d_ff"):
@@ -32,6 +35,19 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id must be a token id below vocab_size, got {self.pad_id!r}")
+        for name in ("encoder_final_norm", "decoder_final_norm"):
+            if not (getattr(self, name) is None or isinstance(getattr(self, name), bool)):
+                raise ValueError(f"{name} must be True, False or None, got {getattr(self, name)!r}")
+
+    @property
+    def encoder_norm(self) -> bool:
+        """Whether the encoder stack ends with a LayerNorm."""
+        return self.final_norm if self.encoder_final_norm is None else self.encoder_final_norm
+
+    @property
+    def decoder_norm(self) -> bool:
+        """Whether the decoder stack ends with a LayerNorm."""
+        return self.final_norm if self.decoder_final_norm is None else self.decoder_final_norm
 
     @classmethod
     def small(cls, vocab_size: int = 99, **overrides) -> "TransformerConfig":
@@ -40,5 +56,7 @@ class TransformerConfig:
         return cls(vocab_size=vocab_size, **{**sizes, **overrides})
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it."""
-        return asdict(self)
+        """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it. Unset per-stack overrides are left out,
+        so a config without them has the same dict (and card) as before they existed."""
+        overrides = ("encoder_final_norm", "decoder_final_norm")
+        return {k: v for k, v in asdict(self).items() if not (k in overrides and v is None)}

@@ -29,7 +29,7 @@ class Encoder(nn.Module):
             EncoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps)
             for _ in range(c.n_encoder_layers)
         )
-        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_norm else None
+        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.encoder_norm else None
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk"
@@ -52,7 +52,7 @@ class Decoder(nn.Module):
             DecoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps)
             for _ in range(c.n_decoder_layers)
         )
-        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.final_norm else None
+        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.decoder_norm else None
 
     def forward(
         self,

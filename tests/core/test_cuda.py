@@ -44,3 +44,17 @@ def test_model_and_maps_on_cuda_match_cpu():
         torch.testing.assert_close(maps_gpu[key].cpu(), maps[key], atol=1e-4, rtol=1e-4)
     tokens, _ = gpu.greedy_decode(src.cuda(), max_len=5, bos_id=1, eos_id=2)
     assert tokens.is_cuda
+
+
+@cuda
+@pytest.mark.cuda
+def test_importers_keep_the_source_device():
+    from torch import nn
+
+    from attention_viz import multihead_attention_from_torch, transformer_from_torch
+
+    ref = nn.Transformer(16, 2, 1, 1, 24, dropout=0.0, batch_first=True).cuda().eval()
+    ours = transformer_from_torch(ref, vocab_size=5)
+    assert all(t.is_cuda for t in [*ours.parameters(), *ours.buffers()]) and not ours.training
+    mha = multihead_attention_from_torch(nn.MultiheadAttention(8, 2, batch_first=True).cuda())
+    assert all(p.is_cuda for p in mha.parameters()) and mha.training

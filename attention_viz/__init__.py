@@ -27,7 +27,14 @@ from .core.device import resolve_device
 from .core.interop import multihead_attention_from_torch, transformer_from_torch
 from .core.maps import KINDS, AttentionMaps, head_statistics, kind_key, map_key
 from .core.model import Decoder, Encoder, Transformer
-from .data.checkpoints import list_models, load_checkpoint, load_model, save_checkpoint
+from .data.checkpoints import (
+    CheckpointError,
+    UnsafeCheckpointError,
+    list_models,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+)
 from .data.tokenizer import CharTokenizer
 from .lab import dot_products, entropy, softmax_jacobian_norm, softmax_row, sweep
 from .train.trainer import TrainSettings, train
@@ -36,6 +43,7 @@ __all__ = [
     "AdditiveAttention",
     "AttentionMaps",
     "CharTokenizer",
+    "CheckpointError",
     "Decoder",
     "Encoder",
     "KINDS",
@@ -43,6 +51,7 @@ __all__ = [
     "TrainSettings",
     "Transformer",
     "TransformerConfig",
+    "UnsafeCheckpointError",
     "attention_masks",
     "attention_steps",
     "causal_mask",

@@ -6,6 +6,11 @@ A checkpoint named NAME is two files side by side:
                        "wall_time_s", "heldout_exact_match", "heldout_size", "n_params", "curve", ...}
 The card's "scale" ("sqrt_dk" or "none") is how the model was trained, and the mode it should be run in.
 The registry is the shipped folder `attention_viz/data/models` (package data); a name never reaches a path outside it.
+
+Errors: CheckpointError (a ValueError), naming the file, for weights that are empty, truncated or corrupt, a card
+that is not a JSON object, a config that does not build or does not describe the weights, and a trainer's card whose
+config or copies contradict its own "settings"; UnsafeCheckpointError, a CheckpointError, for files that are not
+safetensors at all (a pickle is refused, never opened).
 """
 
 from __future__ import annotations
@@ -17,18 +22,31 @@ import struct
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_model as load_safetensors_into
 from safetensors.torch import save_file
 
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.device import resolve_device
 from attention_viz.core.model import Transformer
+from attention_viz.data.tokenizer import VOCAB_SIZE
 
 WEIGHTS_SUFFIX, CARD_SUFFIX = ".safetensors", ".json"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # no dots, no slashes: a name is never a path
 
 
-class UnsafeCheckpointError(ValueError):
+# What the trainer's card keeps in "settings" (TrainSettings) -> the config fields it decides.
+SETTINGS_IN_CONFIG = {"d_model": ("d_model",), "n_heads": ("n_heads",), "d_k": ("d_k",), "d_v": ("d_v",),
+                      "d_ff": ("d_ff",), "dropout": ("dropout",), "n_layers": ("n_encoder_layers", "n_decoder_layers")}
+SETTINGS_COPIED_IN_CARD = ("task", "scale", "max_len", "seed", "steps")  # also at the card's top level
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded as it is: damaged weights, a card that is not a JSON object or contradicts
+    itself or the weights. The message names the file."""
+
+
+class UnsafeCheckpointError(CheckpointError):
     """A file that is not safetensors (for example a pickle, which can run code when loaded)."""
 
 
@@ -56,30 +74,72 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
 
     Raises:
         UnsafeCheckpointError: the weights are not a safetensors file (pickles are refused, never opened).
-        ValueError: the card's config does not describe the weights.
+        CheckpointError: the weights are empty, truncated or corrupt; the card is not a JSON object, its config
+            does not build, contradicts its settings or does not describe the weights.
     """
     stem = _stem(Path(path))
     weights, card_path = _file(stem, WEIGHTS_SUFFIX), _file(stem, CARD_SUFFIX)
     check_safetensors(weights)
-    card = {**json.loads(card_path.read_text()), "name": stem.name}
-    try:
-        config = TransformerConfig(**card["config"])
-    except (KeyError, TypeError) as error:
-        raise ValueError(f"{card_path} does not hold a valid TransformerConfig: {error}") from error
-    model = Transformer(config)
+    card = {**read_card(card_path), "name": stem.name}
+    model = Transformer(card_config(card, card_path))
     try:
         load_safetensors_into(model, str(weights), strict=True)
+    except SafetensorError as error:
+        raise CheckpointError(f"{weights} is corrupt or truncated: {error}") from error
     except RuntimeError as error:
-        raise ValueError(f"{weights} does not match the config in {card_path}: {error}") from error
+        raise CheckpointError(f"{weights} does not match the config in {card_path}: {error}") from error
+    if "n_params" in card and card["n_params"] != count_parameters(model):
+        raise CheckpointError(f"{card_path} says n_params={card['n_params']!r}; the weights hold "
+                              f"{count_parameters(model)}")
     return model.to(resolve_device(device)).eval(), card
 
 
+def read_card(card_path: Path) -> dict:
+    """The JSON object in `card_path`; CheckpointError, naming the file, for anything else."""
+    try:
+        card = json.loads(card_path.read_text())
+    except ValueError as error:  # invalid JSON, or bytes that are not UTF-8
+        raise CheckpointError(f"{card_path} is not valid JSON: {error}") from error
+    if not isinstance(card, dict):
+        raise CheckpointError(f"{card_path} does not hold a JSON object (it holds a {type(card).__name__})")
+    return card
+
+
+def card_config(card: dict, card_path: Path) -> TransformerConfig:
+    """The card's TransformerConfig, checked against the card's own "settings" when the trainer wrote them."""
+    try:
+        config = TransformerConfig(**card["config"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{card_path} does not hold a valid TransformerConfig: {error!r}") from error
+    settings = card.get("settings")
+    if settings is None:
+        return config
+    if not isinstance(settings, dict):
+        raise CheckpointError(f"{card_path}: its settings are not a JSON object")
+    differing = [f"config {field}={getattr(config, field)!r} but settings {name}={settings[name]!r}"
+                 for name, fields in SETTINGS_IN_CONFIG.items() if name in settings
+                 for field in fields if getattr(config, field) != settings[name]]
+    differing += [f"{name}={card[name]!r} but settings {name}={settings[name]!r}"
+                  for name in SETTINGS_COPIED_IN_CARD if name in card and name in settings and card[name] != settings[name]]
+    if config.vocab_size != VOCAB_SIZE:  # the trainer's models read the character tokenizer's ids
+        differing.append(f"config vocab_size={config.vocab_size!r} but the trainer's tokenizer has {VOCAB_SIZE}")
+    if differing:
+        raise CheckpointError(f"{card_path} contradicts its own settings: {'; '.join(differing)}")
+    return config
+
+
 def check_safetensors(path: Path) -> None:
-    """Raise UnsafeCheckpointError unless `path` starts like a safetensors file (8-byte header size, then JSON)."""
+    """Raise UnsafeCheckpointError unless `path` starts like a safetensors file (8-byte header size, then JSON),
+    CheckpointError if it is empty or shorter than its header says."""
     with open(path, "rb") as file:
         head = file.read(9)
     size = path.stat().st_size
-    if len(head) < 9 or head[8:9] != b"{" or struct.unpack("<Q", head[:8])[0] > size - 8:
+    if size == 0:
+        raise CheckpointError(f"{path} is empty")
+    if len(head) == 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] > size - 8:
+        raise CheckpointError(f"{path} is truncated: its header alone should be "
+                              f"{struct.unpack('<Q', head[:8])[0]} bytes, the file has {size} in all")
+    if len(head) < 9 or head[8:9] != b"{":
         raise UnsafeCheckpointError(
             f"{path} is not a safetensors file; only safetensors checkpoints are loaded, "
             "because pickled checkpoints (.pt, .pth, .bin) can execute code when opened"
@@ -87,12 +147,18 @@ def check_safetensors(path: Path) -> None:
 
 
 def list_models(directory: str | Path | None = None) -> list[dict]:
-    """The cards of every checkpoint in `directory` (default: the shipped models), sorted by name."""
+    """The cards of every checkpoint in `directory` (default: the shipped models), sorted by name.
+
+    A JSON file without weights beside it is not a checkpoint and is skipped; a checkpoint's card that is not a
+    JSON object, or whose config does not build or contradicts its settings, raises CheckpointError."""
     folder = Path(directory) if directory is not None else shipped_models_dir()
     cards = []
     for card_path in sorted(folder.glob("*" + CARD_SUFFIX)):
-        card = json.loads(card_path.read_text())
-        if "config" in card and _file(card_path.with_suffix(""), WEIGHTS_SUFFIX).exists():
+        if not _file(card_path.with_suffix(""), WEIGHTS_SUFFIX).exists():
+            continue  # a JSON file without weights is not a model
+        card = read_card(card_path)
+        if "config" in card:
+            card_config(card, card_path)  # a contradicting card is refused here too, not only when loaded
             cards.append({**card, "name": card_path.stem})
     return cards
 

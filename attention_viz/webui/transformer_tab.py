@@ -6,6 +6,7 @@ import math
 
 import gradio as gr
 
+from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import (
     COLOUR_SCALES,
     COMPARISONS,
@@ -15,7 +16,6 @@ from attention_viz.service.limits import (
     EXAMPLES,
     FACTOR_RANGE,
     HEADS_RANGE,
-    KINDS,
     PAD_TOKENS_RANGE,
     SCALE_MODES,
     STAT_HEADERS,

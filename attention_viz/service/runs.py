@@ -9,16 +9,15 @@ Axes: L layers, H heads, Q query positions, K key positions.
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from attention_viz.core.attention import MultiHeadAttention, attention_steps, causal_mask, padding_mask, scale_factor
+from attention_viz.core.attention import attention_masks, attention_steps, scale_factor
 from attention_viz.core.config import TransformerConfig
-from attention_viz.core.maps import head_statistics, kind_key
+from attention_viz.core.maps import head_statistics, kind_key, split_kind, stack_kind
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import target
 from attention_viz.service.catalog import Catalog
@@ -50,11 +49,12 @@ class Run:
 
     def n_layers(self, kind: str) -> int:
         """Number of layers that have attention of this kind."""
-        return self.config.n_encoder_layers if kind.startswith("encoder") else self.config.n_decoder_layers
+        stack, _ = split_kind(kind)
+        return self.config.n_encoder_layers if stack == "encoder" else self.config.n_decoder_layers
 
     def weights(self, kind: str) -> np.ndarray:
         """Every layer of one kind stacked: [L, H, Q, K]."""
-        return np.stack([self.maps[kind_key(kind, i)] for i in range(self.n_layers(kind))])
+        return stack_kind(self.maps, kind, self.n_layers(kind))
 
     def head_request(self, kind: object, layer: object, head: object) -> HeadRequest:
         """Kind, layer and head checked against this run's model."""
@@ -77,15 +77,22 @@ class Run:
         keys = self.tgt_tokens if kind == "decoder.self_attn" else self.src_tokens
         return list(queries), list(keys)
 
+    @functools.cached_property
+    def masks(self) -> dict[str, np.ndarray]:
+        """Kind -> [Q, K] bool, True = may attend: the masks the model applied to this run's ids (core's
+        attention_masks of src_ids and tgt_ids under the run's switches), read-only."""
+        src, tgt = torch.tensor([self.src_ids]), torch.tensor([self.tgt_ids])  # (1, S), (1, T)
+        masks = attention_masks(src, tgt, self.config.pad_id, self.settings.causal_mask, self.settings.padding_mask,
+                                dense=True)  # kind -> (1, Q, K)
+        arrays = {kind: mask[0].numpy() for kind, mask in masks.items()}
+        for array in arrays.values():
+            array.setflags(write=False)  # shared between users through the cache
+        return arrays
+
     def mask(self, kind: str) -> np.ndarray:
         """[Q, K] bool in the package's convention, True = may attend: the mask the model applied (drawn grey)."""
-        queries, keys = self.ids(kind)
-        allowed = torch.ones(len(queries), len(keys), dtype=torch.bool)  # (Q, K)
-        if self.settings.padding_mask:
-            allowed &= padding_mask(torch.tensor([keys]), self.config.pad_id)[0, 0]  # (1, K)
-        if kind == "decoder.self_attn" and self.settings.causal_mask:
-            allowed &= causal_mask(len(queries))
-        return allowed.numpy()
+        split_kind(kind)  # KeyError for an unknown kind
+        return self.masks[kind]
 
     def statistics(self, kind: str) -> list[list[float]]:
         """One row per (layer, head) of this kind, columns as STAT_HEADERS (maps.head_statistics)."""
@@ -194,35 +201,28 @@ class Runs:
         return {key: value[0] for key, value in maps.to_numpy().items()}
 
     def steps(self, settings: Settings, kind: object, layer: object, head: object) -> Steps:
-        """Every intermediate of Eq. 1 for one head (Figure 2, left), recomputed from that layer's inputs."""
+        """Every intermediate of Eq. 1 for one head (Figure 2, left), recomputed from that layer's inputs.
+
+        The inputs are what the attention receives in forward on the run's ids (Transformer.attention_inputs: the
+        stacks run up to that attention, no hooks on the shared model); the weights are the map forward records.
+        """
         run = self.run(settings)
         request = parse_head(run.config, kind, layer, head)
         kind, layer, head = request.kind, request.layer, request.head
         model, _ = self.model(settings)
-        module = attention_module(model, kind, layer)
-        captured: dict[str, tuple] = {}
-        thread = threading.get_ident()
-
-        def capture(_module, args, kwargs):  # the model is shared: keep only this thread's call
-            if threading.get_ident() == thread:
-                captured["args"] = args
-                captured["kwargs"] = kwargs
-
-        handle = module.register_forward_pre_hook(capture, with_kwargs=True)
-        try:
-            src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
-            tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
-            with torch.inference_mode():
-                model(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
-                      padding_mask=settings.padding_mask)
-                query, key, value, mask, scale = _attention_call(captured["args"], captured["kwargs"])
-                q, k, v = module.project(query, key, value)  # (1, H, Q, d_k), (1, H, K, d_k), (1, H, K, d_v)
-                head_mask = None
-                if mask is not None:
-                    head_mask = torch.broadcast_to(mask, (1, module.n_heads, q.size(2), k.size(2)))[0, head]
-                intermediates = attention_steps(q[0, head], k[0, head], v[0, head], head_mask, scale)
-        finally:
-            handle.remove()
+        module = model.attention_module(kind, layer)
+        src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
+        tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
+        with torch.inference_mode():
+            query, key, value, mask = model.attention_inputs(
+                src, tgt, kind, layer, scale=settings.scale, causal_mask=settings.causal_mask,
+                padding_mask=settings.padding_mask,
+            )  # (1, Q, D), (1, K, D), (1, K, D), mask broadcastable to (1, H, Q, K) or None
+            q, k, v = module.project(query, key, value)  # (1, H, Q, d_k), (1, H, K, d_k), (1, H, K, d_v)
+            head_mask = None
+            if mask is not None:
+                head_mask = torch.broadcast_to(mask, (1, module.n_heads, q.size(2), k.size(2)))[0, head]  # (Q, K)
+            intermediates = attention_steps(q[0, head], k[0, head], v[0, head], head_mask, settings.scale)
         queries, keys = run.tokens(kind)
         arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
         return Steps(arrays, queries, keys, scale_factor(settings.scale, settings.d_k))
@@ -242,18 +242,3 @@ class Runs:
         queries, keys = run.tokens(request.kind)
         outputs = (self.run(a).output, self.run(b).output)
         return Comparison(what, COMPARISONS[what], weights_a, weights_b, queries, keys, outputs)
-
-
-def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAttention:
-    """The MultiHeadAttention module behind a map key's kind and layer."""
-    stack, name = kind.split(".")
-    layers = model.encoder.layers if stack == "encoder" else model.decoder.layers
-    return getattr(layers[layer], name)
-
-
-def _attention_call(args: tuple, kwargs: dict) -> tuple:
-    """(query, key, value, mask, scale) from a MultiHeadAttention call's arguments."""
-    names = ("query", "key", "value", "mask", "scale")
-    defaults = {"mask": None, "scale": "sqrt_dk"}
-    bound = dict(zip(names, args, strict=False)) | kwargs  # args may stop early
-    return tuple(bound.get(name, defaults.get(name)) for name in names)

@@ -1,6 +1,7 @@
 """The service: checks, requests, model families, the run cache, masks and scaling, steps, compare, exports."""
 
 import csv
+import inspect
 import io
 import json
 import math
@@ -8,8 +9,10 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
-from attention_viz.core.maps import KINDS
+from attention_viz.core.attention import attention_steps
+from attention_viz.core.maps import KINDS, kind_key
 from attention_viz.data.checkpoints import UnsafeCheckpointError
 from attention_viz.service.checks import check_bool, check_choice, check_float, check_int, check_text
 from attention_viz.service.exports import head_csv, maps_npz
@@ -285,8 +288,63 @@ def test_steps_reproduce_the_recorded_head(runs, kind):
     assert (steps.query_tokens, steps.key_tokens) == run.tokens(kind)
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("model, switches", [
+    ("reverse/sqrt_dk", dict(pad_tokens=2)),
+    ("copy/none", dict(causal_mask=False, padding_mask=False, pad_tokens=1)),
+    (UNTRAINED, dict(scale="custom", factor=0.5, causal_mask=False, pad_tokens=3)),
+])
+def test_steps_are_eq1_on_the_inputs_forward_gives_that_attention(runs, kind, model, switches):
+    """The test (never the service) hooks the attention in a forward pass on the run's ids: every intermediate of
+    every head equals the step view's exactly, the weights are forward's map, and the mask equals run.mask."""
+    switches = dict(switches)
+    scale = (switches.pop("scale"), switches.pop("factor")) if "scale" in switches else ("sqrt_dk",)
+    settings = runs.settings("inputs", model, 16, *scale, **switches)
+    run = runs.run(settings)
+    net, _ = runs.model(settings)
+    for layer in range(run.n_layers(kind)):
+        module = net.attention_module(kind, layer)
+        calls = []
+        handle = module.register_forward_pre_hook(
+            lambda m, args, kwargs: calls.append(inspect.signature(m.forward).bind(*args, **kwargs).arguments),
+            with_kwargs=True)
+        try:
+            forward_maps = runs.teacher_forced_maps(run, settings)  # one forward pass on src_ids, tgt_ids
+        finally:
+            handle.remove()
+        (call,) = calls
+        Q, K = len(run.ids(kind)[0]), len(run.ids(kind)[1])
+        mask = call.get("mask")
+        dense = np.ones((Q, K), bool) if mask is None else torch.broadcast_to(mask, (1, 1, Q, K))[0, 0].numpy()
+        np.testing.assert_array_equal(run.mask(kind), dense)
+        with torch.inference_mode():
+            q, k, v = module.project(call["query"], call["key"], call["value"])  # (1, H, Q, d_k), ...
+        for head in range(q.size(1)):
+            with torch.inference_mode():
+                expected = attention_steps(q[0, head], k[0, head], v[0, head],
+                                           None if mask is None else torch.from_numpy(dense), call.get("scale", "sqrt_dk"))
+            steps = runs.steps(settings, kind, layer, head)
+            assert set(steps.arrays) == set(expected)
+            for name, array in expected.items():
+                np.testing.assert_array_equal(steps.arrays[name], array.float().numpy(), err_msg=f"{layer} {head} {name}")
+            # forward's batched [1, H, Q, K] matmul may round the last bit unlike one head's [Q, K] one
+            np.testing.assert_allclose(steps.arrays["weights"], forward_maps[kind_key(kind, layer)][head], rtol=0,
+                                       atol=1e-6)
+
+
+def test_the_step_view_puts_no_hooks_on_the_shared_model(runs, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the service registered a hook")
+
+    for name in ("register_forward_pre_hook", "register_forward_hook"):
+        monkeypatch.setattr(torch.nn.Module, name, refuse)
+    settings = runs.settings("no hooks", "reverse/sqrt_dk", 16, pad_tokens=1)
+    for kind in KINDS:
+        assert runs.steps(settings, kind, 1, 0).arrays["weights"].shape == runs.run(settings).head(kind, 1, 0).shape
+
+
 def test_steps_ignore_other_threads_using_the_same_model(runs):
-    """The step view hooks the shared model; a forward pass running in another thread must not leak into it."""
+    """The step view runs the shared model; a forward pass running in another thread must not leak into it."""
     settings = runs.settings("threads", "reverse/sqrt_dk", 16)
     expected = runs.steps(settings, "encoder.self_attn", 0, 0).arrays["weights"]
     stop = threading.Event()

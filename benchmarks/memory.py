@@ -82,18 +82,18 @@ def child(model: str, n: int, threads: int) -> dict:
 
 def render(maps) -> dict:
     """Render what the app shows for these maps: the grid of every encoder head and one head in detail, as PNG."""
-    from attention_viz.draw import raster
+    from attention_viz.draw import png, raster
     from attention_viz.service.views import grid_cell
 
     t0 = time.perf_counter()
     stacked = maps.kind("encoder.self_attn")[:, 0].numpy()  # (L, H, S, S)
     try:
         grid = raster.grid_image(stacked, cell=grid_cell(stacked.shape), labels=True)
-        grid_png = raster.array_to_png(grid)
+        grid_png = png.array_to_png(grid)
         t1 = time.perf_counter()
         tokens = [f"t{i}" for i in range(stacked.shape[-1])]
         head = raster.head_image(stacked[0, 0], tokens, tokens, "encoder.0.self_attn head 0")
-        head_png = raster.array_to_png(head)
+        head_png = png.array_to_png(head)
         t2 = time.perf_counter()
     except ValueError as error:  # the renderer refuses sizes it cannot show; say so in the table
         return {"render_error": str(error), "render_peak_rss_bytes": peak_rss_bytes()}

@@ -27,7 +27,8 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import Affine2D
 
 from attention_viz.lab import Sweep, entropy
-from attention_viz.draw.raster import MAX_TICK_LABELS, WEIGHT_CMAP, array_to_png, as_matrix, cell_labels, display_token
+from attention_viz.draw.png import array_to_png
+from attention_viz.draw.raster import MAX_TICK_LABELS, WEIGHT_CMAP, as_matrix, cell_labels, display_token
 
 SIGNED_CMAP = "RdBu_r"  # logits and differences, symmetric about 0
 MASKED_COLOR = "#c8c8c8"  # masked positions and non-finite values (raster.MASKED_RGB)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attention_viz.draw import raster
+from attention_viz.draw import png
 from attention_viz.draw.figures import figure_to_array
 from attention_viz.service.limits import KEPT_PNGS
 
@@ -47,7 +47,7 @@ class PngStore:
             return str(self._pngs[name])
         path = self.folder / f"{name}.png"
         staging = path.with_name(f".{name}.{threading.get_ident()}.tmp")
-        staging.write_bytes(raster.array_to_png(pixels, palette=palette))
+        staging.write_bytes(png.array_to_png(pixels, palette=palette))
         os.replace(staging, path)  # atomic: a reader sees the whole file or none
         with self._lock:
             self._pngs[name] = path

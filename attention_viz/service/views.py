@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from attention_viz.core.maps import KINDS
-from attention_viz.draw import figures, heatmap_table, raster
+from attention_viz.draw import figures, heatmap_table, png, raster
 from attention_viz.service.checks import check_choice, check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
 from attention_viz.service.lab_view import LabFigures, LabView
@@ -290,7 +290,7 @@ class Views:
 
 def described_png(path: Path, record: dict[str, str]) -> bytes:
     """A PNG file's bytes with the settings it was made with as tEXt chunks."""
-    return raster.png_with_text(path.read_bytes(), {"Software": "attention_viz", **record})
+    return png.png_with_text(path.read_bytes(), {"Software": "attention_viz", **record})
 
 
 def grid_cell(shape: tuple[int, ...]) -> int:

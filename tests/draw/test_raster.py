@@ -8,6 +8,7 @@ import pytest
 from PIL import Image
 
 from attention_viz.draw import raster
+from attention_viz.draw.png import array_to_png, png_with_text
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -238,7 +239,7 @@ def test_cell_labels_format():
 
 def test_png_of_palette_indices_is_lossless():
     indices = raster.grid_indices(_softmax_rows((2, 2, 4, 4)), cell=2, labels=True)
-    png = raster.array_to_png(indices, palette=raster.grid_palette())
+    png = array_to_png(indices, palette=raster.grid_palette())
     with Image.open(io.BytesIO(png)) as picture:
         assert picture.mode == "P"
         np.testing.assert_array_equal(np.asarray(picture.convert("RGB")), raster.grid_palette()[indices])
@@ -247,7 +248,7 @@ def test_png_of_palette_indices_is_lossless():
 def test_png_is_lossless():
     for image in (raster.grid_image(_softmax_rows((2, 2, 4, 4)), cell=2),
                   raster.head_image(_softmax_rows((3, 3)), list("abc"), list("abc"), "t")):
-        png = raster.array_to_png(image)
+        png = array_to_png(image)
         assert png.startswith(PNG_SIGNATURE)
         np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(png))), image)
 
@@ -258,10 +259,10 @@ def test_png_with_text_keeps_the_pixels_and_adds_readable_metadata():
     from PIL import Image
 
     image = np.random.default_rng(0).integers(0, 256, (7, 5, 3), dtype=np.uint8)
-    png = raster.array_to_png(image)
-    described = raster.png_with_text(png, {"model": "reverse_dk16_sqrt_dk", "scaling": "×1/√16 = 0.25"})
+    png = array_to_png(image)
+    described = png_with_text(png, {"model": "reverse_dk16_sqrt_dk", "scaling": "×1/√16 = 0.25"})
     opened = Image.open(io.BytesIO(described))
     np.testing.assert_array_equal(np.asarray(opened.convert("RGB")), image)
     assert opened.text == {"model": "reverse_dk16_sqrt_dk", "scaling": "×1/√16 = 0.25"}
     with pytest.raises(ValueError, match="not a PNG"):
-        raster.png_with_text(b"GIF89a" + bytes(30), {"a": "b"})
+        png_with_text(b"GIF89a" + bytes(30), {"a": "b"})

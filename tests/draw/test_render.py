@@ -165,7 +165,7 @@ def test_building_every_figure_leaves_pyplot_unimported():
     code = """
 import sys, numpy as np
 from attention_viz import lab
-from attention_viz.draw import raster, figures as render
+from attention_viz.draw import png, raster, figures as render
 w = np.full((4, 4), 0.25)
 steps = {"scores": w, "scaled": w, "masked": w, "weights": w, "output": w}
 figs = [render.difference_figure(w, w, list("abcd"), list("abcd"), "t"),
@@ -175,8 +175,8 @@ figs = [render.difference_figure(w, w, list("abcd"), list("abcd"), "t"),
         render.sweep_figure(lab.sweep((1, 8), 8, 8, 0))]
 for fig in figs:
     render.figure_to_png(fig)
-raster.array_to_png(raster.grid_image(np.zeros((2, 2, 4, 4))))
-raster.array_to_png(raster.head_image(w, list("abcd"), list("abcd"), "t"))
+png.array_to_png(raster.grid_image(np.zeros((2, 2, 4, 4))))
+png.array_to_png(raster.head_image(w, list("abcd"), list("abcd"), "t"))
 assert "matplotlib.pyplot" not in sys.modules, "pyplot was imported"
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=RENDER_SOURCE.parents[2])

@@ -26,6 +26,7 @@ from .core.maps import KINDS, AttentionMaps, head_statistics, kind_key, map_key
 from .core.model import Decoder, Encoder, Transformer
 from .data.checkpoints import list_models, load_checkpoint, load_model, save_checkpoint
 from .data.tokenizer import CharTokenizer
+from .explorer.notebook import show
 from .lab import dot_products, entropy, softmax_jacobian_norm, softmax_row, sweep
 from .train.trainer import TrainSettings, train
 
@@ -57,6 +58,7 @@ __all__ = [
     "save_checkpoint",
     "scale_factor",
     "scaled_dot_product_attention",
+    "show",
     "softmax_jacobian_norm",
     "softmax_row",
     "sweep",

@@ -39,6 +39,11 @@
   }
   const isLight = (rgb) => 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140;
   const css = (rgb) => `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+  // 256 steps of the colour bar, computed once: redraws only look colours up
+  const LEVELS = 256;
+  const LUT = Array.from({length: LEVELS}, (_, i) => colour(i / (LEVELS - 1)));
+  const LUT_CSS = LUT.map((rgb) => `background:${css(rgb)};color:${isLight(rgb) ? "#000" : "#fff"}`);
+  const level = (t) => Math.round(Math.min(Math.max(t, 0), 1) * (LEVELS - 1));
   const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (token) => (token === " " ? "␣" : token); // a space label must stay visible
 
@@ -142,7 +147,8 @@
         html += `<div class="av-layer-row"><span class="av-row-label">L${l}</span><div class="av-tiles">`;
         for (let h = 0; h < data.H; h++) {
           html += `<div class="av-tile" role="button" tabindex="0" data-kind="${k.kind}" data-layer="${l}" ` +
-            `data-head="${h}" title="layer ${l}, head ${h}"><canvas width="${k.K}" height="${k.Q}"></canvas>` +
+            `data-head="${h}" title="layer ${l}, head ${h}"><canvas width="${k.K}" height="${k.Q}" ` +
+            `style="aspect-ratio:${k.K}/${k.Q}"></canvas>` +
             `<span>H${h}</span></div>`;
         }
         html += "</div></div>";
@@ -151,12 +157,14 @@
       ui.grid.querySelectorAll(".av-tile").forEach((tile) => {
         const l = +tile.dataset.layer, h = +tile.dataset.head;
         const canvas = tile.querySelector("canvas"), ctx = canvas.getContext("2d");
-        const image = ctx.createImageData(k.K, k.Q), offset = h * k.Q * k.K, w = k.weights[l];
-        const maxima = rowMaxima(w, offset, k.Q, k.K);
+        const image = ctx.createImageData(k.K, k.Q), pixels = image.data;
+        const offset = h * k.Q * k.K, w = k.weights[l], maxima = rowMaxima(w, offset, k.Q, k.K);
         for (let q = 0; q < k.Q; q++) {
+          const allowed = k.allowed[q];
           for (let j = 0; j < k.K; j++) {
-            const rgb = k.allowed[q][j] ? colour(position(state.scale, w[offset + q * k.K + j], maxima[q])) : MASKED;
-            image.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * (q * k.K + j));
+            const rgb = allowed[j] ? LUT[level(position(state.scale, w[offset + q * k.K + j], maxima[q]))] : MASKED;
+            const p = 4 * (q * k.K + j);
+            pixels[p] = rgb[0]; pixels[p + 1] = rgb[1]; pixels[p + 2] = rgb[2]; pixels[p + 3] = 255;
           }
         }
         ctx.putImageData(image, 0, 0);
@@ -172,35 +180,49 @@
       });
     }
 
-    function drawHead() {
-      /* the chosen head as a table: token labels, values as text where they fit, exact ones on hover */
-      const k = data.kinds[state.kind], w = k.weights[state.layer], offset = state.head * k.Q * k.K;
-      const maxima = rowMaxima(w, offset, k.Q, k.K), small = k.K > BIG;
-      const view = ui.view;
-      view.dataset.kind = k.kind; view.dataset.layer = state.layer; view.dataset.head = state.head;
-      view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
-      const parts = [`<div class="av-caption">${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
-        `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span></div>` +
-        `<table class="av-map${small ? " av-small" : ""}"><thead><tr><th class="av-corner">query ↓ key →</th>`];
-      k.keyTokens.forEach((t, j) => parts.push(`<th class="av-key${shown(t).length > 3 ? " av-long" : ""}" title="key ${j}: ${escapeHtml(t)}">${escapeHtml(shown(t))}</th>`));
+    let table = null; // {kind, cells: [[td, index in the head, query row]]}: the head view's skeleton
+
+    function buildTable(k) {
+      /* the head view's skeleton for one kind: labels and masked cells stay, value cells are refilled */
+      const small = k.K > BIG;
+      const parts = [`<div class="av-caption"></div><table class="av-map${small ? " av-small" : ""}"><thead><tr>` +
+        `<th class="av-corner">query ↓ key →</th>`];
+      k.keyTokens.forEach((t, j) => parts.push(`<th class="av-key${shown(t).length > 3 ? " av-long" : ""}" ` +
+        `title="key ${j}: ${escapeHtml(t)}">${escapeHtml(shown(t))}</th>`));
       parts.push("</tr></thead><tbody>");
       for (let q = 0; q < k.Q; q++) {
         parts.push(`<tr><th class="av-query" title="query ${q}: ${escapeHtml(k.queryTokens[q])}">` +
           `${escapeHtml(shown(k.queryTokens[q]))}</th>`);
         for (let j = 0; j < k.K; j++) {
-          if (!k.allowed[q][j]) {
-            parts.push(`<td class="av-masked" data-q="${q}" data-k="${j}" title="masked: may not attend (weight 0)"></td>`);
-            continue;
-          }
-          const value = w[offset + q * k.K + j], rgb = colour(position(state.scale, value, maxima[q]));
-          const text = small ? "" : value.toFixed(2);
-          parts.push(`<td data-q="${q}" data-k="${j}" data-w="${value.toFixed(4)}" style="background:${css(rgb)};` +
-            `color:${isLight(rgb) ? "#000" : "#fff"}" title="${value.toFixed(4)}">${text}</td>`);
+          parts.push(k.allowed[q][j] ? `<td data-q="${q}" data-k="${j}"></td>`
+            : `<td class="av-masked" data-q="${q}" data-k="${j}" title="masked: may not attend (weight 0)"></td>`);
         }
         parts.push("</tr>");
       }
-      parts.push("</tbody></table>");
-      view.innerHTML = parts.join("");
+      ui.view.innerHTML = parts.join("") + "</tbody></table>";
+      const cells = [];
+      ui.view.querySelectorAll("td:not(.av-masked)").forEach((td) => {
+        const q = +td.dataset.q;
+        cells.push([td, q * k.K + +td.dataset.k, q]);
+      });
+      table = {kind: k.kind, small: small, cells: cells, caption: ui.view.querySelector(".av-caption")};
+    }
+
+    function drawHead() {
+      /* the chosen head: values as text (2 decimals) where they fit, 4 decimals in the title and on hover */
+      const k = data.kinds[state.kind], w = k.weights[state.layer], offset = state.head * k.Q * k.K;
+      if (!table || table.kind !== k.kind) buildTable(k);
+      const maxima = rowMaxima(w, offset, k.Q, k.K), view = ui.view;
+      view.dataset.kind = k.kind; view.dataset.layer = state.layer; view.dataset.head = state.head;
+      view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
+      table.caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
+        `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
+      for (const [td, index, q] of table.cells) {
+        const value = w[offset + index];
+        td.style.cssText = LUT_CSS[level(position(state.scale, value, maxima[q]))];
+        td.title = value.toFixed(4);
+        if (!table.small) td.textContent = value.toFixed(2);
+      }
     }
 
     function drawLegend() {
@@ -249,6 +271,7 @@
     function setPayload(next) {
       /* a new run (from the server): keep kind, layer, head and scale where the new run has them */
       data = prepare(typeof next === "string" ? JSON.parse(next) : next);
+      table = null; // new tokens: a new skeleton
       ui.kind.innerHTML = options(data.order.map((kind) => [kind, data.kinds[kind].label]));
       summary(); drawLegend();
       const kind = state.kind in data.kinds ? state.kind : (opts.kind in data.kinds ? opts.kind : data.order[0]);
@@ -274,7 +297,7 @@
       const cell = event.target.closest("td");
       if (!cell) return;
       const k = data.kinds[state.kind], q = +cell.dataset.q, j = +cell.dataset.k;
-      const what = cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.dataset.w}`;
+      const what = cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.title}`;
       ui.tip.textContent = `query ${q} “${shown(k.queryTokens[q])}” → key ${j} “${shown(k.keyTokens[j])}”: ${what}`;
       const box = cell.getBoundingClientRect(), base = root.getBoundingClientRect();
       ui.tip.style.left = `${Math.max(0, Math.min(box.left - base.left, base.width - 220))}px`;

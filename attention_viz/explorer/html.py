@@ -4,6 +4,11 @@ No script or style is fetched from anywhere, so the result works offline, from f
 notebook's iframe and in a page that already has another explorer on it: each fragment mounts
 only its own root (found by id), the script defines `window.AttentionExplorer` once and later
 copies leave it as it is, and every CSS rule is scoped under `.av-explorer`.
+
+Markup (built by explorer.js inside the fragment's container):
+    <div class="av-explorer" data-av-root="explorer" ...>   the container, no id of its own
+      <div id="explorer">   controls, grid tiles [data-kind][data-layer][data-head], legend, statistics
+      <div id="head_view">  the chosen head, with the same three data attributes
 """
 
 from __future__ import annotations
@@ -58,11 +63,11 @@ def explorer_html(payload: Mapping, root_id: str = DEFAULT_ROOT_ID, head_view: s
     data_id = f"{root_id}-data"
     fragment = (
         f"<style>{asset('explorer.css')}</style>\n"
-        f"<div id=\"{root_id}\" class=\"av-explorer\" data-av-payload=\"{data_id}\" "
+        f"<div class=\"av-explorer\" data-av-root=\"{root_id}\" data-av-payload=\"{data_id}\" "
         f"data-av-head-view=\"{head_view}\"></div>\n"
         f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
         f"<script>{_script(asset('explorer.js'))}</script>\n"
-        f"<script>AttentionExplorer.mountAll(document.getElementById({to_json(root_id)}).parentNode);</script>\n"
+        "<script>AttentionExplorer.mountAll(document);</script>\n"
     )
     if not document:
         return fragment

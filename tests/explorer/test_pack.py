@@ -123,7 +123,7 @@ def test_html_is_self_contained_and_script_safe():
     html = explorer_html(pack(maps, ["</script>", "<b>&"], output="</script><script>alert(1)</script>"))
     assert html.count("</script>") == 3  # the payload, the library, the mount: no token closes one early
     assert "src=" not in html and "http" not in html  # nothing fetched: no CDN
-    assert 'id="explorer"' in html and 'data-av-head-view="head_view"' in html
+    assert 'data-av-root="explorer"' in html and 'data-av-head-view="head_view"' in html
     assert 'data-av-head-view="second-head"' in explorer_html(pack(maps, ["a", "b"]), root_id="second")
     with pytest.raises(ValueError, match="root_id"):
         explorer_html(pack(maps, ["a", "b"]), root_id='x" onload="alert(1)')

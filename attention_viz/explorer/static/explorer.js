@@ -1,12 +1,16 @@
 /* explorer.js: draws one packed run (attention_viz/explorer/pack.py) in the browser.
  *
- *   AttentionExplorer.mount(root, payload, {headViewId: "head_view"}) -> controller
+ *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
+ *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload), state}
  *
- * Builds, inside `root` only: the controls (kind, layer, head, colour scale), the grid of every
- * layer x head of the chosen kind (each tile a [data-kind][data-layer][data-head] element that
- * selects its head on click), the legend, the chosen head's statistics, and the chosen head as a
- * table `#<headViewId>` (same data attributes, token labels on both axes, values as text, exact
- * weight on hover). Every view change is drawn here from the kept numbers: no request leaves the page.
+ * Builds, inside `container` only (it gets the class av-explorer):
+ *   #<rootId>      the controls (kind, layer, head, colour scale), the grid of every layer x head of
+ *                  the chosen kind (each tile a [data-kind][data-layer][data-head] element that selects
+ *                  its head on click), the legend and the chosen head's statistics;
+ *   #<headViewId>  the chosen head as a table (the same three data attributes, token labels on both
+ *                  axes, values as text, exact weight on hover): a sibling of #<rootId>, so that
+ *                  `#explorer [data-layer][data-head]` finds tiles only.
+ * headViewId defaults to "head_view" for the root "explorer", else "<rootId>-head". Every view change is drawn here from the kept numbers: no request leaves the page.
  * Each redraw is timed with performance marks: measures "explorer-redraw" (script time) and
  * "explorer-frame" (until the next frame), detail {root, reason}.
  * Nothing global but `window.AttentionExplorer`; two roots on one page never see each other.
@@ -86,10 +90,10 @@
     return w;
   }
 
-  function shell(root, headViewId) {
-    /* the static markup of one explorer; every later lookup goes through `root` */
+  function shell(root, rootId, headViewId) {
+    /* the static markup of one explorer; every later lookup goes through `root` (the container) */
     root.classList.add("av-explorer");
-    root.innerHTML = `
+    root.innerHTML = `<div class="av-browse" id="${escapeHtml(rootId)}">
       <div class="av-summary"></div>
       <div class="av-controls">
         <label>Attention <select class="av-kind"></select></label>
@@ -99,7 +103,7 @@
       </div>
       <div class="av-grid" aria-label="every layer and head; click a map to open it"></div>
       <div class="av-legend"></div>
-      <div class="av-stats"></div>
+      <div class="av-stats"></div></div>
       <div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div>
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
@@ -113,8 +117,8 @@
   function mount(root, payload, opts) {
     opts = opts || {};
     if (typeof payload === "string") payload = JSON.parse(payload);
-    const rootName = root.id || "explorer";
-    const ui = shell(root, opts.headViewId || (root.id === "explorer" ? "head_view" : rootName + "-head"));
+    const rootName = opts.rootId || "explorer";
+    const ui = shell(root, rootName, opts.headViewId || (rootName === "explorer" ? "head_view" : rootName + "-head"));
     let data = null;
     const state = {kind: null, layer: 0, head: 0, scale: opts.scale in SCALES ? opts.scale : "linear"};
     ui.scale.innerHTML = options(Object.entries(SCALES));
@@ -320,7 +324,9 @@
     (scope || document).querySelectorAll("[data-av-payload]").forEach((root) => {
       if (root.avExplorer) return;
       const source = document.getElementById(root.dataset.avPayload);
-      if (source) mount(root, JSON.parse(source.textContent), {headViewId: root.dataset.avHeadView});
+      if (source) {
+        mount(root, JSON.parse(source.textContent), {rootId: root.dataset.avRoot, headViewId: root.dataset.avHeadView});
+      }
     });
   }
 

@@ -28,7 +28,8 @@ EXTRA_DECODE_STEPS = 4  # a model may run past the text's length by this many to
 _AUTOSIZE = """<script>(function () {
   var frame = window.frameElement;
   if (!frame) return;
-  function fit() { frame.style.height = (document.documentElement.scrollHeight + 4) + "px"; }
+  // the body's own height (not scrollHeight, which is at least the frame's height and would only grow)
+  function fit() { frame.style.height = Math.ceil(document.body.getBoundingClientRect().height + 8) + "px"; }
   new ResizeObserver(fit).observe(document.body); fit();
 })();</script>"""
 

@@ -1,7 +1,8 @@
 /* explorer.js: draws one packed run (attention_viz/explorer/pack.py) in the browser.
  *
  *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
- *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload), state}
+ *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload or null),
+ *                    markStale(message or null), state}
  *
  * Builds, inside `container` only (it gets the class av-explorer):
  *   #<rootId>      the controls (kind, layer, head, colour scale), the grid of every layer x head of
@@ -94,6 +95,7 @@
     /* the static markup of one explorer; every later lookup goes through `root` (the container) */
     root.classList.add("av-explorer");
     root.innerHTML = `<div class="av-browse" id="${escapeHtml(rootId)}">
+      <div class="av-stale-note" role="status" hidden></div>
       <div class="av-summary"></div>
       <div class="av-controls">
         <label>Attention <select class="av-kind"></select></label>
@@ -107,7 +109,7 @@
       <div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div>
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
-    return {summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
+    return {stale: $(".av-stale-note"), summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
       scale: $(".av-scale"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
       view: $(".av-head-view"), tip: $(".av-tip")};
   }
@@ -254,6 +256,7 @@
 
     function select(kind, layer, head, reason) {
       /* choose a head; a new kind redraws the grid, the same kind only moves the selection */
+      if (!data) return;
       const newKind = kind !== state.kind;
       state.kind = kind in data.kinds ? kind : data.order[0];
       const k = data.kinds[state.kind];
@@ -267,15 +270,32 @@
       root.dispatchEvent(new CustomEvent("explorer:select", {detail: {kind: state.kind, layer: state.layer, head: state.head}}));
     }
 
+    function markStale(message) {
+      /* say at once that what is drawn is not for the current input (message), or clear that (null) */
+      root.classList.toggle("av-stale", !!message);
+      ui.stale.hidden = !message;
+      ui.stale.textContent = message ? String(message) : "";
+    }
+
     function setScale(scale) {
+      if (!data) { state.scale = scale in SCALES ? scale : "linear"; return; }
       state.scale = scale in SCALES ? scale : "linear";
       timed("scale", () => { ui.scale.value = state.scale; drawGrid(); drawHead(); drawLegend(); });
     }
 
     function setPayload(next) {
       /* a new run (from the server): keep kind, layer, head and scale where the new run has them */
-      data = prepare(typeof next === "string" ? JSON.parse(next) : next);
+      if (typeof next === "string") next = next.trim() ? JSON.parse(next) : null;
       table = null; // new tokens: a new skeleton
+      markStale(null);
+      root.classList.toggle("av-empty", !next || !next.kinds);
+      if (!next || !next.kinds) { // nothing to show yet (the app before its first run)
+        data = null;
+        ui.summary.textContent = "No run to show yet.";
+        ui.grid.innerHTML = ui.view.innerHTML = ui.stats.innerHTML = "";
+        return;
+      }
+      data = prepare(next);
       ui.kind.innerHTML = options(data.order.map((kind) => [kind, data.kinds[kind].label]));
       summary(); drawLegend();
       const kind = state.kind in data.kinds ? state.kind : (opts.kind in data.kinds ? opts.kind : data.order[0]);
@@ -312,7 +332,7 @@
 
     const controller = {
       select: (kind, layer, head) => select(kind, layer, head, "api"),
-      setScale: setScale, setPayload: setPayload, state: state, scales: Object.keys(SCALES),
+      setScale: setScale, setPayload: setPayload, markStale: markStale, state: state, scales: Object.keys(SCALES),
     };
     root.avExplorer = controller;
     setPayload(payload);

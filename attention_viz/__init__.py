@@ -4,9 +4,11 @@
     model, card = av.load_model("reverse_dk16_sqrt_dk")       # a shipped model (av.list_models())
     src = torch.tensor([av.CharTokenizer().encode("hello").ids])
     out, maps = model.greedy_decode(src, max_len=8)           # maps["decoder.0.cross_attn"]: [B, H, Q, K]
+    av.show(model, "hello")                                   # every map, drawn in the browser (Jupyter)
 
 The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
-checkpoints), lab (footnote 4's numbers), draw, train, service and webui (the app).
+checkpoints), lab (footnote 4's numbers), draw, explorer (the browser-side views and the packing of a
+run they draw), train, service and webui (the app).
 """
 
 from . import lab

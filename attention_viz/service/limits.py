@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from attention_viz.core.maps import KINDS  # noqa: F401  (the attention kinds' labels, re-exported for the UI)
+from attention_viz.core.maps import KINDS as ATTENTION_KINDS
+
+KINDS = ATTENTION_KINDS        # the attention kinds' labels, re-exported for the UI
 
 # ----------------------------------------------------------------------------- the Transformer view
 

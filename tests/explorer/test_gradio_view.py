@@ -1,7 +1,8 @@
 """webui.explorer_view in a real Gradio 6 page (launched in-process on a free loopback port) and Chromium.
 
 A tile click changes the head with no request; a new value from a Python event redraws the run in the
-same DOM; a refused input marks the views stale at once, and the next good run clears that.
+same DOM; a refused input marks the views stale at once, and the next good run clears that, even when it
+is the run already shown; an event's js hands the explorer's choice of head to Python.
 """
 
 from __future__ import annotations
@@ -28,19 +29,26 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def app_url(shipped_model, shipped_payload):
-    from attention_viz.webui.explorer_view import explorer_value, explorer_view, stale_js
+    from attention_viz.webui.explorer_view import explorer_view, fresh_js, selection_js, stale_js
 
-    def rerun(text: str) -> str:
+    def rerun(text: str) -> dict:
         if not text.isalpha():
             raise gr.Error("letters only")
-        return explorer_value(run_model(shipped_model, text))
+        return run_model(shipped_model, text)
 
     with gr.Blocks() as demo:
         text = gr.Textbox(value="hello", elem_id="text")
         button = gr.Button("run", elem_id="run")
         view = explorer_view(shipped_payload)
         empty = explorer_view(None, root_id="empty")
-        button.click(rerun, inputs=text, outputs=view, js=stale_js("explorer_view"))
+        chosen = gr.Textbox(elem_id="chosen")
+        kind, layer, head = gr.Textbox(visible=False), gr.Number(0, visible=False), gr.Number(0, visible=False)
+        ask = gr.Button("which head?", elem_id="ask")
+        event = button.click(rerun, inputs=text, outputs=view)
+        event.failure(None, None, None, js=stale_js("explorer_view"))
+        event.success(None, None, None, js=fresh_js("explorer_view"))
+        ask.click(lambda k, l, h: f"{k} {int(l)} {int(h)}", [kind, layer, head], chosen,
+                  js=selection_js("explorer_view", at=0))
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
@@ -78,6 +86,17 @@ def test_the_gradio_view(page: Page, app_url):
     expect(view).to_have_attribute("data-kind", "decoder.cross_attn")
     expect(view).to_have_attribute("data-head", "3")
     expect(view.locator("tbody tr")).to_have_count(7)  # <bos> + "fedcba"
+    page.click("#ask")  # the explorer's choice reaches Python through the event's js
+    expect(page.locator("#chosen textarea")).to_have_value("decoder.cross_attn 1 3", timeout=TIMEOUT_MS)
+
+    page.fill("#text textarea", "abc1")  # refused again, then the very run on show: the same value clears it
+    page.click("#run")
+    expect(page.locator("#explorer_view .av-explorer")).to_have_class("av-mount av-explorer av-stale")
+    expect(page.locator("#explorer .av-summary")).to_be_hidden()  # no output or notes of another input
+    page.fill("#text textarea", "abcdef")
+    page.click("#run")
+    expect(page.locator("#explorer_view .av-explorer")).to_have_class("av-mount av-explorer", timeout=TIMEOUT_MS)
+    expect(page.locator("#explorer .av-output")).to_contain_text("fedcba")
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "explorer_gradio.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})

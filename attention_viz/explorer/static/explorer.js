@@ -1,8 +1,8 @@
 /* explorer.js: draws one packed run (attention_viz/explorer/pack.py) in the browser.
  *
  *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
- *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload or null),
- *                    markStale(message or null), state}
+ *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload (object or JSON) or null),
+ *                    markStale(message or null), state: {kind, layer, head, scale}}
  *
  * Builds, inside `container` only (it gets the class av-explorer):
  *   #<rootId>      the controls (kind, layer, head, colour scale), the grid of every layer x head of
@@ -12,8 +12,9 @@
  *                  axes, values as text, exact weight on hover): a sibling of #<rootId>, so that
  *                  `#explorer [data-layer][data-head]` finds tiles only.
  * headViewId defaults to "head_view" for the root "explorer", else "<rootId>-head". Every view change is drawn here from the kept numbers: no request leaves the page.
- * Each redraw is timed with performance marks: measures "explorer-redraw" (script time) and
- * "explorer-frame" (until the next frame), detail {root, reason}.
+ * Each redraw is timed between performance marks: measures "explorer-redraw" (script time) and
+ * "explorer-frame" (until the next frame), detail {root, reason} (reason: tile, kind, layer, head, scale,
+ * payload, api).
  * Nothing global but `window.AttentionExplorer`; two roots on one page never see each other.
  */
 (function (global) {
@@ -34,6 +35,7 @@
   const STATS = [["entropy", "entropy", "nats"], ["max_weight", "max weight", ""],
     ["mean_distance", "mean distance", "positions"], ["diagonal", "on diagonal", ""]];
   const BIG = 64; // more keys than this: small cells without text (values on hover only)
+  const MAX_MEASURES = 2000; // performance measures kept before they are cleared (a long session stays small)
 
   function colour(t) {
     /* [r, g, b] of t in [0, 1] on viridis, linearly between stops */
@@ -51,6 +53,8 @@
   const level = (t) => Math.round(Math.min(Math.max(t, 0), 1) * (LEVELS - 1));
   const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (token) => (token === " " ? "␣" : token); // a space label must stay visible
+  // notes may use **bold** and `code` (Markdown's, as the app's notes do): escaped first, so nothing else is HTML
+  const inline = (s) => escapeHtml(s).replace(/`([^`]+)`/g, "<code>$1</code>").replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>");
 
   function decode(b64, quant) {
     /* base64 of little-endian uint16 -> Float32Array of weights */
@@ -126,20 +130,26 @@
     ui.scale.innerHTML = options(Object.entries(SCALES));
 
     function timed(reason, draw) {
-      /* run a redraw between performance marks; the benchmark reads the measures */
-      const start = performance.now();
-      draw();
-      const end = performance.now();
+      /* a redraw between performance marks: measures "explorer-redraw" (the script's work) and "explorer-frame"
+         (until the next frame is painted), detail {root, reason}; benchmarks/explorer.py reads them */
+      const start = `explorer-start:${rootName}`, end = `explorer-end:${rootName}`;
       const detail = {root: rootName, reason: reason};
+      const begun = performance.mark(start).startTime;
+      draw();
+      performance.mark(end);
       performance.measure("explorer-redraw", {start: start, end: end, detail: detail});
+      performance.clearMarks(start); performance.clearMarks(end);
       requestAnimationFrame(() => setTimeout(() => {
-        performance.measure("explorer-frame", {start: start, end: performance.now(), detail: detail});
+        performance.measure("explorer-frame", {start: begun, end: performance.now(), detail: detail});
+        if (performance.getEntriesByName("explorer-frame").length > MAX_MEASURES) {
+          performance.clearMeasures("explorer-redraw"); performance.clearMeasures("explorer-frame");
+        }
       }, 0));
     }
 
     function summary() {
       const p = data.payload;
-      const notes = p.notes.map((n) => `<li>${escapeHtml(n)}</li>`).join("");
+      const notes = p.notes.map((n) => `<li>${inline(n)}</li>`).join("");
       ui.summary.innerHTML = (p.title ? `<div class="av-title">${escapeHtml(p.title)}</div>` : "") +
         `<div class="av-output">output: <code>${escapeHtml(p.output)}</code></div>` +
         (notes ? `<ul class="av-notes">${notes}</ul>` : "");
@@ -271,10 +281,11 @@
     }
 
     function markStale(message) {
-      /* say at once that what is drawn is not for the current input (message), or clear that (null) */
+      /* say at once that what is drawn is not for the current input (message), or clear that (null); while
+         stale, the run's output and notes are hidden (they would claim to be the current input's) */
       root.classList.toggle("av-stale", !!message);
       ui.stale.hidden = !message;
-      ui.stale.textContent = message ? String(message) : "";
+      ui.stale.textContent = message ? String(message) + (data && data.payload.title ? ` Shown: ${data.payload.title}.` : "") : "";
     }
 
     function setScale(scale) {

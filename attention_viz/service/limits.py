@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from attention_viz.core.maps import KINDS as ATTENTION_KINDS
-
-KINDS = ATTENTION_KINDS        # the attention kinds' labels, re-exported for the UI
-
 # ----------------------------------------------------------------------------- the Transformer view
 
 UNTRAINED = "untrained"        # the model picker's value for a randomly initialised model

@@ -201,7 +201,7 @@ class Views:
         image = self.store.figure_file(figures.steps_figure(steps.arrays, steps.query_tokens, steps.key_tokens, title))
         blocked = int(np.isneginf(steps.arrays["masked"]).sum())
         text = (
-            f"**QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → "
+            f"*{title}*: **QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → "
             f"**masked**: {blocked} of {steps.arrays['masked'].size} scores set to −∞ → **softmax** "
             f"(each row sums to 1; −∞ becomes exactly 0) → **weights·V**, this head's output "
             f"[{steps.arrays['output'].shape[0]} × d_v = {steps.arrays['output'].shape[1]}]."
@@ -219,7 +219,8 @@ class Views:
         image = self.store.figure_file(figures.difference_figure(
             comparison.a, comparison.b, comparison.query_tokens, comparison.key_tokens, title))
         diff = np.abs(comparison.difference)
-        lines = [f"Red: more weight {a}; blue: more weight {b}. Both use the same source and decoder input."]
+        lines = [f"*{KINDS[request.kind]}, layer {request.layer}, head {request.head}*: red, more weight {a}; "
+                 f"blue, more weight {b}. Both use the same source and decoder input."]
         if diff.max() == 0:
             lines.append(f"No difference in this head: {no_difference_reason(comparison.what, request.kind, settings)}")
         else:

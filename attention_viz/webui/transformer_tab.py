@@ -14,6 +14,7 @@ import math
 
 import gradio as gr
 
+from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import (
     COLOUR_SCALES,
     COMPARISONS,
@@ -23,7 +24,6 @@ from attention_viz.service.limits import (
     EXAMPLES,
     FACTOR_RANGE,
     HEADS_RANGE,
-    KINDS,
     PAD_TOKENS_RANGE,
     SCALE_MODES,
 )
@@ -70,7 +70,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
             causal = gr.Checkbox(value=True, label="causal mask (decoder self-attention)", elem_id="causal")
             padding = gr.Checkbox(value=True, label="padding mask", elem_id="padding")
             pads = gr.Slider(*PAD_TOKENS_RANGE, value=0, step=1, label="pad tokens after the text", elem_id="pads")
-        with gr.Column(scale=3, min_width=0):
+        with gr.Column(scale=3):
             output = gr.Textbox(view0.output, label="Model output", interactive=False, elem_id="output")
             info = gr.Markdown(view0.info, label="notes", elem_id="info")
             kind = gr.Radio([(label, key) for key, label in KINDS.items()], value="encoder.self_attn",

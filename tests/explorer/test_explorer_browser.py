@@ -175,3 +175,22 @@ def test_the_notebook_view_twice_in_one_page(page: Page, tmp_path, shipped_model
         assert bottom <= height <= bottom + 40, (heights, content)
     assert [url for url in requests if not url.startswith(("about:", "data:"))] == []
     shot(page, "notebook")
+
+
+def test_the_benchmarks_view_changes_are_measured_one_each(page: Page, tmp_path, widest_payload):
+    """benchmarks/explorer.py's in-page loop: every change it makes yields one redraw and one frame measure of its
+    own sort (no timing is asserted here)."""
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
+        sys.path.insert(0, root)
+    from benchmarks.explorer import CHANGES, RUN_CHANGES
+
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    requests = count_requests(page)
+    for what in CHANGES:
+        measured = page.evaluate(RUN_CHANGES, [what, 3])
+        assert len(measured["redraw"]) == len(measured["frame"]) == 3, (what, measured)
+        assert all(ms >= 0 for ms in measured["redraw"] + measured["frame"])
+    assert requests == []

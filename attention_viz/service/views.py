@@ -61,7 +61,8 @@ class Visualization:
     """The Transformer view for one input: everything the browser draws, and the texts beside it."""
 
     run: dict                   # the packed run (explorer.pack's format, plus "settings"): tokens, every map of
-                                # every kind, layer and head, masks, statistics, output and notes
+                                # every kind, layer and head, masks, statistics, output and notes; shared
+                                # through the cache, so never mutated
     output: str                 # the output box: the model's output string (or why there is none)
     info: str                   # Markdown: model, d_k, scaling, masks, output against the task
 

@@ -6,9 +6,11 @@
     src = torch.tensor([tok.encode("hello").ids])
     out, maps = model.greedy_decode(src, max_len=8, bos_id=tok.bos_id, eos_id=tok.eos_id)
     maps["decoder.0.cross_attn"]                              # [B, H, Q, K]
+    av.show(model, "hello")                                   # every map, drawn in the browser (Jupyter)
 
 The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
-checkpoints), lab (footnote 4's numbers), draw, train, service and webui (the app).
+checkpoints), lab (footnote 4's numbers), draw, explorer (the browser-side views and the packing of a
+run they draw), train, service and webui (the app).
 """
 
 from . import lab
@@ -36,6 +38,7 @@ from .data.checkpoints import (
     save_checkpoint,
 )
 from .data.tokenizer import CharTokenizer
+from .explorer.notebook import show
 from .lab import dot_products, entropy, softmax_jacobian_norm, softmax_row, sweep
 from .train.trainer import TrainSettings, train
 
@@ -70,6 +73,7 @@ __all__ = [
     "save_checkpoint",
     "scale_factor",
     "scaled_dot_product_attention",
+    "show",
     "softmax_jacobian_norm",
     "softmax_row",
     "sweep",

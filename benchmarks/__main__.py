@@ -1,4 +1,4 @@
-"""One command for every benchmark: `python -m benchmarks [--quick] [--only kernel,model,memory,app] [--device auto|cpu|cuda]`.
+"""One command for every benchmark: `python -m benchmarks [--quick] [--only kernel,model,memory,app,explorer] [--device auto|cpu|cuda]`.
 
 Prints Markdown tables and writes everything measured to benchmarks/results/<time>.json and
 benchmarks/results/latest.json. Ours and PyTorch's references are measured in the same run,
@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-SECTIONS = ("kernel", "model", "memory", "app")
+SECTIONS = ("kernel", "model", "memory", "app", "explorer")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -83,6 +83,11 @@ def main(argv: list[str] | None = None) -> dict:
         from . import app
 
         section("App latency over HTTP (Gradio queue protocol)", "app", lambda: app.run(args.quick), app.report)
+    if "explorer" in args.only and args.device != "cuda":
+        from . import explorer
+
+        section("View changes in the browser (Chromium, performance marks)", "explorer",
+                lambda: explorer.run(10 if args.quick else 40, app=not args.quick), explorer.report)
 
     results["seconds"] = time.perf_counter() - started
     results["load_at_end"] = load()

@@ -8,10 +8,11 @@ One interaction, as the browser's JavaScript client does it:
 
 Candidates, interleaved in rounds against one server (the app, launched as a subprocess):
     floor    a trivial endpoint (api_name "ping") of the same app: the protocol's own cost
-    rerun    `visualize` after a new text: the model reruns (greedy decode, every map) and everything re-renders
-    view     `visualize` after a new (attention kind, layer, head, colour scale): cached run, re-render only
-Every view sample picks a combination not seen before for the current text, so no rendered image is
-served from the app's image cache. Texts are fresh random strings of the app's maximum length (tokenizer.DEFAULT_MAX_LEN).
+    rerun    `visualize` after a new text: the model reruns (greedy decode, every map) and the run is packed
+             for the browser (every kind, layer and head)
+A new attention kind, layer, head or colour scale is no request: the browser draws it from the run it holds
+(`python -m benchmarks.explorer` measures that in Chromium). Texts are fresh random strings of the app's
+maximum length (tokenizer.DEFAULT_MAX_LEN).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import subprocess
 import sys
 import time
 import uuid
-from itertools import product
 from pathlib import Path
 
 import httpx
@@ -107,7 +107,7 @@ def start_up_floor(client, log_dir: Path) -> dict:
 
 
 def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None = None, text_length: int | None = None) -> dict:
-    """Cold starts, then interleaved rounds of floor / rerun / view against one server."""
+    """Cold starts, then interleaved rounds of floor / rerun against one server."""
     from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
     text_length = text_length or DEFAULT_MAX_LEN  # the longest text the app accepts
@@ -145,42 +145,24 @@ def _rounds(browser: Browser, visualize: dict, floor_browser: Browser, ping: dic
     ids = browser.by_elem_id
     values = browser.initial_inputs(visualize)
     ping_values = floor_browser.initial_inputs(ping)
-    kinds = [choice[1] if isinstance(choice, (list, tuple)) else choice
-             for choice in browser.components[ids["kind"]]["props"]["choices"]]
-    colours = [choice[1] if isinstance(choice, (list, tuple)) else choice
-               for choice in browser.components[ids["colour"]]["props"]["choices"]]
     config = app_default_config(torch_compatible=False)  # the model the page opens with
     n_layers, n_heads = min(config.n_encoder_layers, config.n_decoder_layers), config.n_heads
-    combos = [c for c in product(kinds, range(n_layers), range(n_heads), colours)
-              if (c[0], c[1], c[2], c[3]) != (values[ids["kind"]], 0, 0, values[ids["colour"]])]
 
     def floor():
         return floor_browser.call(ping, ping_values, None)[0]
 
     def rerun():
         values[ids["text"]] = random_text(rng, text_length)
-        unseen[:] = rng.sample(combos, len(combos))
         return browser.call(visualize, values, ids["text"])[0]
 
-    unseen: list = rng.sample(combos, len(combos))
-
-    def view():
-        if not unseen:
-            return None
-        kind, layer, head, colour = unseen.pop()
-        values.update({ids["kind"]: kind, ids["layer"]: layer, ids["head"]: head, ids["colour"]: colour})
-        return browser.call(visualize, values, ids["head"])[0]
-
-    candidates = {"floor": floor, "rerun": rerun, "view": view}
+    candidates = {"floor": floor, "rerun": rerun}
     for fn in candidates.values():  # warm-up: first connection, first of each path
         fn()
     timings = {name: Timing() for name in candidates}
     for r in range(rounds):
         names = list(candidates)
-        for name in names[r % 3:] + names[: r % 3]:
-            seconds = candidates[name]()
-            if seconds is not None:
-                timings[name].samples.append(seconds)
+        for name in names[r % 2:] + names[: r % 2]:
+            timings[name].samples.append(candidates[name]())
     return {
         "model": {"layers": n_layers, "heads": n_heads, "config": config.to_dict()},
         "timings": {name: t.to_dict() | {"samples_s": t.samples} for name, t in timings.items()},
@@ -189,8 +171,7 @@ def _rounds(browser: Browser, visualize: dict, floor_browser: Browser, ping: dic
 
 LABELS = {
     "floor": "trivial endpoint (floor)",
-    "rerun": "new text: the model reruns",
-    "view": "new kind/layer/head/colour: view only",
+    "rerun": "new text: the model reruns, the run is packed",
 }
 
 
@@ -208,7 +189,7 @@ def report(result: dict) -> str:
              f"{f['import_torch_gradio_s']:.2f}" if f else "", f"{f['ping_app_first_http_s']:.2f}" if f else ""]
             for i, (c, f) in enumerate(zip(result["cold_start"], floors))]
     head = (
-        f"App over HTTP (join the queue, read the event stream, fetch the PNGs), {result['rounds']} interleaved rounds, "
+        f"App over HTTP (join the queue, read the event stream), {result['rounds']} interleaved rounds, "
         f"texts of {result['text_length']} characters, default model ({result['model']['layers']} layers x "
         f"{result['model']['heads']} heads); floor from {result['floor_from']}"
     )

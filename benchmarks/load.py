@@ -4,11 +4,14 @@
 
 Each client is one browser page (its own session, `benchmarks.app.Browser`) that keeps the page's
 control values and, one request at a time, does what a person does: a new text or a changed
-computation control (the model reruns), a view-only change (attention kind, layer, head, colour),
-a new model (the page first asks `model_controls` for the new slider ranges, as the browser does),
-the step view, a comparison, an export, the √d_k lab. Every answer is checked against its own
-request (images are PNG, the notes name the request's heads, d_k, pads and masks, the export has its
-four files), so crossed or stale answers count as errors, not as successes.
+computation control (the model reruns), a new model (the page first asks `model_controls` for the
+new d_k range, as the browser does), the step view, a comparison, an export, the √d_k lab. Choosing
+the attention kind, layer, head or colour sends nothing (the browser draws those views from the run
+it holds), so a page changes its chosen head locally before some steps, compare and export requests,
+as its explorer would. Every answer is checked against its own request (/visualize's packed run holds
+the request's text, heads and layers, its maps have the sizes its tokens say, the notes name its d_k,
+pads and masks; images are PNG; the export has its four files), so crossed or stale answers count
+as errors, not as successes.
 
 Reported: errors by kind, p50/p95 per interaction, throughput, and the app process's resident memory
 (VmRSS from /proc/<pid>/status) after the 100th and after the last request. The only error the app
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import base64
 import json
 import os
 import random
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
+from attention_viz.explorer.pack import FORMAT
 
 from .app import ROOT, Browser, Server
 from .common import Timing, load, machine, ms, table, write_json
@@ -52,15 +57,15 @@ HTTP_TIMEOUT_S = 120.0            # per HTTP call; the queue may hold 20 events 
 TEXT_CHARS = string.ascii_letters + string.digits + string.punctuation + " "
 COMPARE_LABEL = {"scaling": "scaled by 1/√d_k", "causal_mask": "causal mask on", "padding_mask": "padding mask on"}
 
-# What one client does next, and how often (the weights add up to 100).
+# What one client does next, and how often (the weights add up to 100). A change of attention kind, layer, head or
+# colour is no request at all: the page draws it from the run it holds.
 ACTIONS = {
-    "rerun": 30,       # a new text, sometimes with a changed computation control: the model reruns
-    "view": 22,        # attention kind, layer, head or colour only: cached run, re-render
-    "model": 6,        # another model: model_controls, then visualize
-    "steps": 10,
-    "compare": 10,
-    "export": 6,
-    "dk_lab": 16,
+    "rerun": 38,       # a new text, sometimes with a changed computation control: the model reruns
+    "model": 8,        # another model: model_controls, then visualize
+    "steps": 14,       # these three, half the time after choosing another head in the browser
+    "compare": 14,
+    "export": 8,
+    "dk_lab": 18,
 }
 UNTRAINED_D_MODELS = (16, 32, 64, 128, 256)
 UNTRAINED_HEADS = (1, 2, 4, 8)
@@ -150,7 +155,7 @@ def choice_values(component: dict) -> list:
 class Request:
     """One event to send and what its answer must say."""
 
-    name: str                  # interaction: "visualize:rerun", "visualize:view", "model_controls", "steps", ...
+    name: str                  # interaction: "visualize:rerun", "model_controls", "steps", ...
     api: str                   # the dependency's api_name
     values: dict[int, object]  # component id -> value, for every input of the dependency
     trigger: int | None
@@ -174,7 +179,8 @@ class Page:
         self.kinds = choice_values(comp[self.ids["kind"]])
         self.colours = choice_values(comp[self.ids["colour"]])
         self.comparisons = choice_values(comp[self.ids["comparison"]])
-        self.n_layers, self.n_heads = 2, int(self.v("n_heads"))
+        self.n_heads = int(self.v("n_heads"))
+        self.layers = {kind: 2 for kind in self.kinds}  # per attention kind, from the last run (the page's own)
         self.trained_d_ks: list[int] = []
         self.then_visualize = False  # model_controls was sent: the browser's .success chain runs visualize next
         self.loaded = False          # the page's load events (model_controls, then visualize) not sent yet
@@ -239,18 +245,12 @@ class Page:
                 self._clamp()
         return self._visualize("visualize:rerun", trigger)
 
-    def _view(self) -> Request:
+    def _choose_head(self) -> None:
+        """Half the time, another kind, layer and head first, as a click in the explorer chooses them (no request)."""
         rng = self.rng
-        what = rng.choice(["kind", "layer", "head", "colour"])
-        if what == "kind":
-            self.set(kind=rng.choice(self.kinds))
-        elif what == "layer":
-            self.set(layer=rng.randrange(self.n_layers))
-        elif what == "head":
-            self.set(head=rng.randrange(self.n_heads))
-        else:
-            self.set(colour=rng.choice(self.colours))
-        return self._visualize("visualize:view", what)
+        if rng.random() < 0.5:
+            kind = rng.choice(self.kinds)
+            self.set(kind=kind, layer=rng.randrange(self.layers[kind]), head=rng.randrange(self.n_heads))
 
     def _model(self) -> Request:
         self.set(model=self.rng.choice(self.models))
@@ -260,13 +260,17 @@ class Page:
         return self._request("model_controls", "model_controls", "model")
 
     def _steps(self) -> Request:
+        self._choose_head()
         return self._request("steps", "steps", None, **self._expect_run())
 
     def _compare(self) -> Request:
+        self._choose_head()
         self.set(comparison=self.rng.choice(self.comparisons))
         return self._request("compare", "compare", "comparison", label=COMPARE_LABEL.get(self.v("comparison")))
 
     def _export(self) -> Request:
+        self._choose_head()
+        self.set(colour=self.rng.choice(self.colours))
         return self._request("export", "export", None, kind=self.v("kind"), layer=self.v("layer"),
                              head=self.v("head"))
 
@@ -280,14 +284,14 @@ class Page:
         return self._request(name, "visualize", trigger, **self._expect_run())
 
     def _expect_run(self) -> dict:
-        expect = {"pads": int(self.v("pads")), "causal": bool(self.v("causal")), "n_heads": self.n_heads,
-                  "layer": int(self.v("layer")), "head": int(self.v("head"))}
+        expect = {"pads": int(self.v("pads")), "causal": bool(self.v("causal")), "text": self.v("text")}
         if self.untrained:  # its shape is what the page says, even when model_controls failed
             expect |= {"d_k": int(self.v("dk")), "d_model": int(self.v("d_model")), "n_heads": int(self.v("n_heads"))}
         return expect
 
     def _clamp(self) -> None:
-        self.set(layer=min(int(self.v("layer")), self.n_layers - 1), head=min(int(self.v("head")), self.n_heads - 1))
+        layers = self.layers[self.v("kind")]
+        self.set(layer=min(int(self.v("layer")), layers - 1), head=min(int(self.v("head")), self.n_heads - 1))
 
     def describe(self, request: Request) -> dict:
         """The request's values by elem_id: enough to reproduce it by hand."""
@@ -297,17 +301,16 @@ class Page:
     # -- answers
 
     def apply_model_controls(self, data: list) -> None:
-        """The page's slider ranges and values after model_controls answered (what the browser applies)."""
-        _, d_k, layer, head, _, scale, note = data
-
-        def count(update: dict) -> int:  # a locked slider (interactive False) stands for one layer or head
-            return int(update["maximum"]) + 1 if update.get("interactive", True) else 1
-
-        self.n_layers, self.n_heads = count(layer), count(head)
-        self.set(dk=int(d_k["value"]), layer=int(layer["value"]), head=int(head["value"]), scale=scale["value"])
+        """The page's d_k controls after model_controls answered (what the browser applies)."""
+        _, d_k, _, scale, note = data
+        self.set(dk=int(d_k["value"]), scale=scale["value"])
         self.trained_d_ks = [int(x) for x in re.findall(r"\d+", note.split(":", 1)[1])] if "Trained" in note else []
-        if self.untrained:
-            self.n_heads = int(self.v("n_heads"))
+
+    def apply_run(self, run: dict) -> None:
+        """What the page's explorer knows after a run: its heads and layers; the chosen head stays within them."""
+        self.n_heads = int(run["n_heads"])
+        self.layers = {entry["kind"]: int(entry["layers"]) for entry in run["kinds"]}
+        self._clamp()
 
     def check(self, request: Request, data: list, files: dict[str, bytes]) -> str | None:
         """None when the answer is right for this request, else what is wrong with it."""
@@ -317,26 +320,28 @@ class Page:
             return isinstance(item, dict) and files.get(item.get("url"), b"")[:8] == PNG
 
         if request.api == "model_controls":
-            if len(data) != 7 or not isinstance(data[1].get("value"), int):
+            if len(data) != 5 or not isinstance(data[1].get("value"), int):
                 return f"model_controls answered {str(data)[:200]}"
             self.apply_model_controls(data)
             return None
         if request.api == "visualize":
-            grid, head, output, stats, info = data
-            rows = stats.get("data") if isinstance(stats, dict) else None
+            run, output, info = data
             wanted = [f"{e['pads']} pad token", f"causal mask {'on' if e['causal'] else 'off'}", "Scores QKᵀ"]
             if "d_k" in e:
                 wanted.append(f"d_model {e['d_model']}, h {e['n_heads']}, d_k {e['d_k']}")
+            source = run["tokens"]["source"]
             problems = [
-                not png(grid) and "grid is not PNG",
-                not (isinstance(head, str) and f"layer {e['layer']}, head {e['head']}\n" in head)
-                and "head table is not this request's head",
+                run.get("format") != FORMAT and "not a packed run",
+                source != [*e["text"], "<eos>", *["<pad>"] * e["pads"]] and "the run is not of this request's text",
+                "d_k" in e and run["n_heads"] != e["n_heads"] and f"a run of {run['n_heads']} heads",
+                sorted(entry["kind"] for entry in run["kinds"]) != sorted(self.kinds) and "kinds missing",
+                *[packed_sizes(run, entry) for entry in run["kinds"]],
                 not isinstance(output, str) and "no output text",  # a trained model may answer "" (<eos> first)
                 "d_k" in e and not output.startswith("(untrained model") and "not the untrained model's output",
-                not rows and "no statistics",
-                rows and len({row[1] for row in rows}) != e["n_heads"] and f"statistics for {len(rows)} heads",
                 *[w not in info and f"notes lack {w!r}" for w in wanted],
             ]
+            if not any(problems):
+                self.apply_run(run)
         elif request.api == "steps":
             image, text = data
             problems = [not png(image) and "image is not PNG", "softmax" not in text and "no step text",
@@ -367,6 +372,18 @@ class Page:
             return f"unknown endpoint {request.api}"
         problems = [p for p in problems if p]
         return "; ".join(problems) or None
+
+
+def packed_sizes(run: dict, entry: dict) -> str | None:
+    """None when one kind of a packed run has every layer, each [H, Q, K] for its tokens, with [L][H] statistics."""
+    heads = run["n_heads"]
+    q, k = len(run["tokens"][entry["queries"]]), len(run["tokens"][entry["keys"]])
+    sizes = {len(base64.b64decode(data)) for data in entry["maps"]}
+    if len(entry["maps"]) != entry["layers"] or sizes != {2 * heads * q * k} or len(entry["mask"]) != q:
+        return f"{entry['kind']}: maps of {sorted(sizes)} bytes, expected {entry['layers']} x {2 * heads * q * k}"
+    if [len(row) for row in entry["stats"]["entropy"]] != [heads] * entry["layers"]:
+        return f"{entry['kind']}: statistics are not [layer][head]"
+    return None
 
 
 # ---------------------------------------------------------------------------- the run
@@ -564,7 +581,6 @@ def burst(base: str, n: int, timeout_s: float = 180.0) -> dict:
 
 LABELS = {
     "visualize:rerun": "visualize, new text or computation control (model reruns)",
-    "visualize:view": "visualize, kind / layer / head / colour (view only)",
     "model_controls": "model_controls (new model: slider ranges)",
     "steps": "steps (Figure 2)", "compare": "compare (difference heatmap)", "export": "export (PNG, .npz, CSV)",
     "dk_lab": "dk_lab (√d_k lab)",

@@ -6,7 +6,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attention_viz"
 # Lowest first; a module may import its own layer and the layers listed before it, never one after.
-LAYERS = ["core", "fast", "data", "lab", "draw", "train", "service", "explorer", "webui"]
+# explorer (the browser-side views and the packing of a run) sits above draw and below service, which packs runs
+# with it; webui uses both.
+LAYERS = ["core", "fast", "data", "lab", "draw", "explorer", "train", "service", "webui"]
 THIRD_PARTY_HOME = {"gradio": {"webui"}, "matplotlib": {"draw"}}
 
 

@@ -34,8 +34,10 @@ def test_the_wheel_holds_every_shipped_model_and_every_layer(wheel):
     shipped = sorted(p.name for p in (ROOT / "attention_viz" / "data" / "models").iterdir() if p.suffix in (".json", ".safetensors"))
     assert shipped, "no shipped models in the tree"
     assert {f"attention_viz/data/models/{name}" for name in shipped} <= names
-    for layer in ("core", "fast", "data", "draw", "train", "service", "webui"):
+    for layer in ("core", "fast", "data", "draw", "explorer", "train", "service", "webui"):
         assert f"attention_viz/{layer}/__init__.py" in names, layer
+    # the explorer's browser side: inlined into every page, notebook view and Gradio component from the package
+    assert {"attention_viz/explorer/static/explorer.js", "attention_viz/explorer/static/explorer.css"} <= names
     assert not any(name.startswith(("tests/", "benchmarks/", "devtools/")) for name in names)
 
 
@@ -54,3 +56,4 @@ def test_the_public_api_is_importable_from_the_top():
     for name in attention_viz.__all__:
         assert getattr(attention_viz, name) is not None, name
     assert attention_viz.list_models(), "no shipped models found through the installed package"
+    assert "show" in attention_viz.__all__ and attention_viz.show is attention_viz.explorer.show

@@ -23,6 +23,21 @@ def scaling_text(settings: Settings) -> str:
     return f"×{settings.scale:g} (custom)"
 
 
+def run_title(run: Run) -> str:
+    """The heading of a packed run: the text and the model it ran on."""
+    s = run.settings
+    model = s.checkpoint or f"untrained model (d_model {s.d_model}, h {s.n_heads}, d_k {s.d_k})"
+    return f"“{s.text}” on {model}"
+
+
+def settings_record(settings: Settings) -> dict:
+    """The settings a run was computed with, as JSON values (d_k as used: a trained family's member)."""
+    scale = settings.scale if isinstance(settings.scale, str) else float(settings.scale)
+    return {"text": settings.text, "model": settings.model, "checkpoint": settings.checkpoint, "d_k": settings.d_k,
+            "scale": scale, "causal_mask": settings.causal_mask, "padding_mask": settings.padding_mask,
+            "pad_tokens": settings.pad_tokens, "d_model": settings.d_model, "n_heads": settings.n_heads}
+
+
 def output_text(run: Run) -> str:
     """The output box: the generated string, or a note that an untrained model has nothing to say."""
     if not run.trained:

@@ -1,9 +1,11 @@
-"""What the app shows, composed from runs (runs.py) with draw/: images, tables and short texts.
+"""What the app shows, composed from runs (runs.py) with draw/ and explorer/: packed runs, images, tables, texts.
 
 No Gradio here: every method takes plain values, validates them (ValueError with a message for the
-user) and returns PNG files, HTML, rows and Markdown, so tests call it exactly as the app does.
-Images are encoded once into a PngStore; the caches keep the file names (a few bytes each), so a
-control that only changes the view re-renders at most one figure and never reruns the model.
+user) and returns packed runs (dicts), PNG files, rows and Markdown, so tests call it exactly as the app does.
+The Transformer view is one packed run (attention_viz.explorer.pack): every map of every kind, layer and
+head, which the browser draws, so a change of kind, layer, head or colour scale never reaches the server.
+Images (exports, steps, comparisons, the lab) are encoded once into a PngStore; the caches keep the
+file names (a few bytes each).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from attention_viz.core.maps import KINDS
-from attention_viz.draw import figures, heatmap_table, png, raster
-from attention_viz.service.checks import check_choice, check_int
+from attention_viz.draw import figures, png, raster
+from attention_viz.explorer.pack import pack
+from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
 from attention_viz.service.lab_view import LabFigures, LabView
 from attention_viz.service.limits import (
@@ -31,6 +34,7 @@ from attention_viz.service.limits import (
     LAB_KEYS,
     LAYER_HEAD_LIMIT,
     MAX_HEAD_WIDTH,
+    RUN_CACHE_SIZE,
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
@@ -44,7 +48,9 @@ from attention_viz.service.texts import (
     no_difference_reason,
     output_text,
     run_notes,
+    run_title,
     scaling_text,
+    settings_record,
     snapped_note,
 )
 from attention_viz.train import family
@@ -52,12 +58,12 @@ from attention_viz.train import family
 
 @dataclass(frozen=True)
 class Visualization:
-    """The Transformer view for one set of controls."""
+    """The Transformer view for one input: everything the browser draws, and the texts beside it."""
 
-    grid: str                   # PNG file: every layer × head of the chosen kind
-    head: str                   # HTML: the chosen head as a heatmap table, tokens on both axes, values in cells
-    output: str                 # the model's output string (or why there is none)
-    statistics: list[list]      # one row per layer × head, columns limits.STAT_HEADERS
+    run: dict                   # the packed run (explorer.pack's format, plus "settings"): tokens, every map of
+                                # every kind, layer and head, masks, statistics, output and notes; shared
+                                # through the cache, so never mutated
+    output: str                 # the output box: the model's output string (or why there is none)
     info: str                   # Markdown: model, d_k, scaling, masks, output against the task
 
 
@@ -91,8 +97,8 @@ class Views:
         self.exports = ExportFolder()
         self.store = PngStore(self.exports.root / "images")
         self.lab = LabFigures(self.store, image_cache_size)
+        self._packed = functools.lru_cache(maxsize=RUN_CACHE_SIZE)(self._pack)
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
-        self._head_table = functools.lru_cache(maxsize=4 * image_cache_size)(self._render_head_table)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
         self._family: str | None = None
         self._family_lock = threading.Lock()
@@ -149,45 +155,37 @@ class Views:
         heads = max([HEADS_RANGE[1]] + [c.n_heads for c in configs])
         return layers, heads
 
-    def head_at(self, settings: Settings, kind: object, x: object, y: object) -> tuple[int, int] | None:
-        """(layer, head) of the grid tile under pixel (x, y) of the grid image, None between tiles."""
-        kind = check_choice("attention kind", kind, KINDS)
-        shape = self.runs.run(settings).weights(kind).shape
-        x, y = check_int("x", x, 0, 1 << 16), check_int("y", y, 0, 1 << 16)
-        return raster.grid_layout(shape, cell=grid_cell(shape), labels=True).head_at(x, y)
-
-    def visualize(
-        self, settings: Settings, kind: object, layer: object, head: object, colour_scale: object = "absolute",
-        requested_d_k: object = None,
-    ) -> Visualization:
-        """Grid, detailed head, output, per-head statistics and notes for one set of controls.
+    def visualize(self, settings: Settings, requested_d_k: object = None) -> Visualization:
+        """The packed run (every kind, layer and head: the browser draws each view from it), the output and notes.
 
         requested_d_k: the d_k the user asked for, to say so when a trained family snapped it to another.
         """
         run = self.runs.run(settings)
-        request = run.head_request(kind, layer, head)
-        per_head = parse_colour_scale(colour_scale)
         requested = settings.d_k if requested_d_k is None else check_int("d_k", requested_d_k, *D_K_RANGE)
-        return Visualization(
-            grid=self.store.kept_file(self._grid, settings, request.kind, per_head),
-            head=self._head_table(settings, request.kind, request.layer, request.head, per_head),
-            output=output_text(run),
-            statistics=run.statistics(request.kind),
-            info="\n\n".join(filter(None, [snapped_note(requested, settings), run_notes(run)])),
-        )
+        packed = self._packed(settings)
+        snapped = snapped_note(requested, settings)
+        if snapped:
+            packed = {**packed, "notes": [snapped, *packed["notes"]]}
+        return Visualization(run=packed, output=output_text(run), info="\n\n".join(packed["notes"]))
+
+    def _pack(self, settings: Settings) -> dict:
+        """A run packed once for the browser (cached by settings, as the runs are)."""
+        run = self.runs.run(settings)
+        packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in KINDS},
+                      output=run.output, notes=run_notes(run).split("\n\n"), title=run_title(run))
+        packed["settings"] = settings_record(settings)
+        return packed
+
+    def grid_file(self, settings: Settings, kind: object, colour_scale: object = "absolute") -> str:
+        """Every layer x head of one kind as a PNG file (the export's grid; the page draws its own)."""
+        kind = self.runs.run(settings).head_request(kind, 0, 0).kind
+        return self.store.kept_file(self._grid, settings, kind, parse_colour_scale(colour_scale))
 
     def _render_grid(self, settings: Settings, kind: str, per_head: bool) -> str:
         run = self.runs.run(settings)
         masked = np.where(run.mask(kind), run.weights(kind), np.nan)  # (L, H, Q, K); masked cells grey
         indices = raster.grid_indices(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True)
         return self.store.png_file(indices, palette=raster.grid_palette())
-
-    def _render_head_table(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> str:
-        run = self.runs.run(settings)
-        queries, keys = run.tokens(kind)
-        return heatmap_table.head_table(run.head(kind, layer, head), queries, keys,
-                                        head_title(settings, kind, layer, head), mask=run.mask(kind),
-                                        per_head_max=per_head)
 
     def _render_head(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> str:
         run = self.runs.run(settings)
@@ -204,7 +202,7 @@ class Views:
         image = self.store.figure_file(figures.steps_figure(steps.arrays, steps.query_tokens, steps.key_tokens, title))
         blocked = int(np.isneginf(steps.arrays["masked"]).sum())
         text = (
-            f"**QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → "
+            f"*{title}*: **QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → "
             f"**masked**: {blocked} of {steps.arrays['masked'].size} scores set to −∞ → **softmax** "
             f"(each row sums to 1; −∞ becomes exactly 0) → **weights·V**, this head's output "
             f"[{steps.arrays['output'].shape[0]} × d_v = {steps.arrays['output'].shape[1]}]."
@@ -222,7 +220,8 @@ class Views:
         image = self.store.figure_file(figures.difference_figure(
             comparison.a, comparison.b, comparison.query_tokens, comparison.key_tokens, title))
         diff = np.abs(comparison.difference)
-        lines = [f"Red: more weight {a}; blue: more weight {b}. Both use the same source and decoder input."]
+        lines = [f"*{KINDS[request.kind]}, layer {request.layer}, head {request.head}*: red, more weight {a}; "
+                 f"blue, more weight {b}. Both use the same source and decoder input."]
         if diff.max() == 0:
             lines.append(f"No difference in this head: {no_difference_reason(comparison.what, request.kind, settings)}")
         else:
@@ -241,16 +240,16 @@ class Views:
         File names say the model, the text and the view; the PNGs (tEXt chunks) and the CSV (# lines) carry
         the settings they were made with, the .npz its settings as JSON.
         """
-        view = self.visualize(settings, kind, layer, head, colour_scale)
         run = self.runs.run(settings)
         r = run.head_request(kind, layer, head)
         per_head = parse_colour_scale(colour_scale)
+        grid_png = Path(self.grid_file(settings, r.kind, colour_scale))
         record = export_record(settings, r.kind, r.layer, r.head, "per_head" if per_head else "absolute")
         grid_record = {name: value for name, value in record.items() if name not in ("layer", "head")}
         head_png = Path(self.store.kept_file(self._head_image, settings, r.kind, r.layer, r.head, per_head))
         stem = export_stem(settings, r.kind)
         return self.exports.write({
-            f"{stem}__grid.png": described_png(Path(view.grid), grid_record),
+            f"{stem}__grid.png": described_png(grid_png, grid_record),
             f"{stem}__L{r.layer}_H{r.head}.png": described_png(head_png, record),
             f"{stem}__maps.npz": maps_npz(run),
             f"{stem}__L{r.layer}_H{r.head}.csv": head_csv(run, r.kind, r.layer, r.head, record).encode(),
@@ -280,7 +279,8 @@ class Views:
     def warm_up(self, settings: Settings, lab_d_k: int = LAB_D_K, lab_keys: int = LAB_KEYS) -> None:
         """Run the default model and every renderer once, so the first user does not pay for it."""
         kind = "encoder.self_attn"
-        self.visualize(settings, kind, 0, 0)
+        self.visualize(settings)
+        self.grid_file(settings, kind)  # the exported grid
         self._head_image(settings, kind, 0, 0, False)  # the exported head: loads the font
         self.steps(settings, kind, 0, 0)
         self.compare(settings, "scaling", kind, 0, 0)
@@ -294,6 +294,6 @@ def described_png(path: Path, record: dict[str, str]) -> bytes:
 
 
 def grid_cell(shape: tuple[int, ...]) -> int:
-    """Pixels per weight so the grid of [L, H, Q, K] is about GRID_WIDTH wide (1 to 16)."""
+    """Pixels per weight so the exported grid of [L, H, Q, K] is about GRID_WIDTH wide (1 to 16)."""
     _, n_heads, _, n_k = shape
     return max(1, min(16, GRID_WIDTH // (n_heads * n_k)))

@@ -2,6 +2,34 @@
 
 The service checks every value (requests.py) and raises ValueError with a message for the user; `handler`
 turns that into a gr.Error, and nothing else happens here: no math, no drawing.
+
+The named endpoints (gradio_client: `Client(url).predict(..., api_name="/visualize")`; a refused input raises
+gradio_client.exceptions.AppError carrying the message):
+
+/visualize (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model, n_heads)
+    -> (run, output, notes). One run of the model, with every map of every kind, layer and head:
+    run     dict, the packed run the page's explorer draws (format "attention_viz.explorer/1", documented in
+            attention_viz/explorer/pack.py): "title", "output", "notes" (list of Markdown lines),
+            "tokens" {"source", "target"}, "n_heads", "quant" (65535), "kinds" (one entry per attention kind:
+            "kind", "label", "queries"/"keys" (which token list labels rows and columns), "layers",
+            "maps" (per layer, base64 of uint16 little-endian [H, Q, K] weights x 65535), "mask" (Q strings of
+            K "1"/"0", "0" = masked), "stats" ({"entropy", "max_weight", "mean_distance", "diagonal"}, each
+            [layer][head])), and "settings" (the settings as used: text, model, checkpoint, d_k (a trained
+            family's nearest member), scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads).
+            attention_viz.explorer.unpack(run) gives (maps: key -> float32 [H, Q, K], masks: kind -> bool [Q, K]).
+    output  str, the model's output (for an untrained model, a note that it means nothing).
+    notes   str, Markdown: model, d_k, scaling, masks, and the output against the task's answer.
+    No image: the browser draws the grid of every layer x head and the chosen head from `run`.
+/steps (the ten settings above, kind, layer, head) -> (image, text): Figure 2 (left) for one head as a PNG file
+    (QKᵀ, scaled, masked, softmax, weights·V) and a line of Markdown on each panel.
+/compare (the ten settings, kind, layer, head, comparison: "scaling" | "causal_mask" | "padding_mask")
+    -> (image, text): the head's difference heatmap (switch on minus off, same input) as a PNG file, and Markdown.
+/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head") -> [4 file paths]:
+    the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV.
+/dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
+    {"headers": [...], "data": [[...], ...]} of footnote 4's numbers.
+/ping () -> "pong".
+kind is "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"; layer and head count from 0.
 """
 
 from __future__ import annotations
@@ -11,7 +39,7 @@ import math
 
 import gradio as gr
 
-from attention_viz.service.limits import EXAMPLES, LAB_HEADERS, STAT_HEADERS
+from attention_viz.service.limits import EXAMPLES, LAB_HEADERS
 from attention_viz.service.requests import Settings
 from attention_viz.service.views import Views
 from attention_viz.webui.runtime import release_free_memory
@@ -47,14 +75,12 @@ class Handlers:
 
     @handler
     def visualize(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                  kind: str, layer: float, head: float, colour_scale: str):
-        """Every layer × head as a grid (PNG), one head in detail (HTML), the output, per-head statistics, notes."""
+                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float):
+        """The packed run (every kind, layer and head, drawn in the browser), the output, the notes (Markdown)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
-        view = self.views.visualize(settings, kind, layer, head, colour_scale, requested_d_k=d_k)
-        table = {"headers": STAT_HEADERS, "data": view.statistics}
-        return view.grid, view.head, view.output, table, view.info
+        view = self.views.visualize(settings, requested_d_k=d_k)
+        return view.run, view.output, view.info
 
     @handler
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -94,28 +120,16 @@ class Handlers:
         return self.views.family_curves()
 
     @handler
-    def model_controls(self, model: str, d_k: float, layer: float, head: float, n_heads: float):
-        """Slider ranges for a newly picked model: its d_k family (log₂), layers, heads, training scale."""
-        c = self.views.model_controls(model, d_k, layer, head, n_heads)
+    def model_controls(self, model: str, d_k: float, n_heads: float):
+        """The d_k controls for a newly picked model: its d_k family (log₂), training scale, which d_k exist."""
+        c = self.views.model_controls(model, d_k, n_heads=n_heads)
         return (
             gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k)),
             gr.update(value=c.d_k),
-            # A Gradio slider needs minimum < maximum: a model with one layer or head gets a locked 0..1 slider.
-            gr.update(maximum=max(c.max_layer, 1), value=c.layer, interactive=c.max_layer > 0),
-            gr.update(maximum=max(c.max_head, 1), value=c.head, interactive=c.max_head > 0),
             gr.update(visible=c.untrained),
             gr.update(value=c.scale_mode),
             c.d_k_note,
         )
-
-    @handler
-    def grid_click(self, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens,
-                   d_model, n_heads, kind, layer, head, evt: gr.SelectData):
-        """Pick the head under a click on the grid image."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads)
-        picked = self.views.head_at(settings, kind, *evt.index[:2])
-        return (gr.skip(), gr.skip()) if picked is None else picked
 
     def refresh_tab(self, active, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                     pad_tokens, d_model, n_heads, kind, layer, head, comparison):

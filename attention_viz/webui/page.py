@@ -21,16 +21,16 @@ CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...
 INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
 Type a word and see every layer and head of the three attentions of §3.2.3, from a small Transformer
 trained to reverse, copy or sort characters. Change **d_k**, switch the **1/√d_k scaling** and the **masks**
-and watch the maps and the model's output change. The **√d_k lab** shows why the paper scales (footnote 4).
+and watch the maps and the model's output change: the server runs the model once per input and your browser
+draws every view from that run. The **√d_k lab** shows why the paper scales (footnote 4).
 """
 
 
-def build_app(views: Views | None = None, warm: bool = True) -> gr.Blocks:
-    """The app's Blocks, queued; `warm` computes the page's first view before the first user asks for it."""
+def build_app(views: Views | None = None) -> gr.Blocks:
+    """The app's Blocks, queued. The page holds its first run (the opening text on the default model), so it
+    opens complete with no request; every later run comes from /visualize."""
     views = views or Views(Runs())
     handlers = Handlers(views)
-    if warm:
-        views.visualize(opening_settings(views), "encoder.self_attn", 0, 0)
     # The views' own PNG files (written once, content-named, nothing else in that folder) are served from where
     # they are, not copied into Gradio's cache on every answer.
     gr.set_static_paths([views.image_dir])

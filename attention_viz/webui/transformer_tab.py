@@ -1,4 +1,12 @@
-"""The Transformer tab: the controls (text, model, d_k, scaling, masks), every map, one head, steps, compare, export."""
+"""The Transformer tab: the controls (text, model, d_k, scaling, masks), the explorer, steps, compare, export.
+
+One answer of /visualize carries the whole run (every map of every kind, layer and head, masks, statistics,
+output, notes) into the explorer (webui.explorer_view), which draws the grid of every layer x head and the
+chosen head in the browser: choosing the attention kind, layer, head and colour scale sends no request.
+The views of one head that the server still draws (steps, compare, export) read that choice from the
+explorer when they ask (selection_js). A refused input marks the explorer stale at once and clears the
+output and notes, so nothing on the page claims to be for an input it is not for.
+"""
 
 from __future__ import annotations
 
@@ -18,11 +26,16 @@ from attention_viz.service.limits import (
     HEADS_RANGE,
     PAD_TOKENS_RANGE,
     SCALE_MODES,
-    STAT_HEADERS,
 )
 from attention_viz.service.views import Views
-from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.explorer_view import explorer_view, fresh_js, selection_js, stale_js
+from attention_viz.webui.handlers import Handlers, opening_settings
 from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, picture
+
+VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
+REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
+HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
+        "Attention, layer, head and colour change in your browser, without asking the server.")
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
@@ -30,8 +43,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     catalog = views.runs.catalog
     model0 = catalog.default_model
     controls0 = views.model_controls(model0, catalog.default_d_k(model0))
-    # The layer and head sliders start with the bounds of the largest model, which the API checks against;
-    # each page then narrows them to its model (on load, and whenever the model changes).
+    view0 = views.visualize(opening_settings(views))  # the page opens with its first run: no request on load
+    # Kind, layer and head are chosen in the explorer; these hidden inputs carry the choice to the endpoints
+    # that draw one head on the server (the API's bounds are the largest model's).
     max_layers, max_heads = views.largest_model()
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
@@ -57,66 +71,70 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
             padding = gr.Checkbox(value=True, label="padding mask", elem_id="padding")
             pads = gr.Slider(*PAD_TOKENS_RANGE, value=0, step=1, label="pad tokens after the text", elem_id="pads")
         with gr.Column(scale=3):
-            output = gr.Textbox(label="Model output", interactive=False, elem_id="output")
-            info = gr.Markdown(elem_id="info")
-            with gr.Row(equal_height=True):
-                kind = gr.Radio([(label, key) for key, label in KINDS.items()], value="encoder.self_attn",
-                                label="Attention", elem_id="kind", scale=3)
-                layer = gr.Slider(0, max_layers - 1, value=0, step=1, label="layer", elem_id="layer", scale=1)
-                head = gr.Slider(0, max_heads - 1, value=0, step=1, label="head", elem_id="head", scale=1)
-                colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()],
-                                  value="absolute", label="Colour scale", elem_id="colour", scale=2)
+            output = gr.Textbox(view0.output, label="Model output", interactive=False, elem_id="output")
+            info = gr.Markdown(view0.info, label="notes", elem_id="info")
+            kind = gr.Radio([(label, key) for key, label in KINDS.items()], value="encoder.self_attn",
+                            label="attention kind", visible=False, elem_id="kind")
+            layer = gr.Number(0, minimum=0, maximum=max_layers - 1, precision=0, label="layer", visible=False,
+                              elem_id="layer")
+            head = gr.Number(0, minimum=0, maximum=max_heads - 1, precision=0, label="head", visible=False,
+                             elem_id="head")
             active = gr.State("heatmaps")
             with gr.Tabs():
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
-                    grid = picture("**Every layer (rows) × head (columns).** Click a tile to open it below.", "grid")
-                    gr.Markdown("**One head**: query positions down, key positions across; "
-                                "hover a cell for its exact weight.")
-                    head_table = gr.HTML(elem_id="head_table", js_on_load=None, padding=False, apply_default_css=False)
-                    stats = gr.Dataframe(headers=STAT_HEADERS, label="per-head statistics", interactive=False,
-                                         elem_id="stats")
+                    gr.Markdown(HELP)
+                    view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run")
                 with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
-                    steps_image = picture("**Figure 2 (left)** for the chosen head: "
+                    steps_image = picture("**Figure 2 (left)** for the head chosen in Heatmaps: "
                                           "QKᵀ → scaled → masked → softmax → weights·V.", "steps_image")
                     steps_text = gr.Markdown(elem_id="steps_text")
                 with gr.Tab("Compare", id="compare") as tab_compare:
                     comparison = gr.Radio([(f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items()],
                                           value="scaling", label="Difference of", elem_id="comparison")
-                    compare_image = picture("**Difference heatmap** of the chosen head, same input.", "compare_image")
+                    compare_image = picture("**Difference heatmap** of the head chosen in Heatmaps, same input.",
+                                            "compare_image")
                     compare_text = gr.Markdown(elem_id="compare_text")
                 with gr.Tab("Export", id="export") as tab_export:
-                    export_button = gr.Button("Export the current view", elem_id="export_button")
+                    colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()], value="absolute",
+                                      label="Colour scale of the PNGs", elem_id="colour")
+                    export_button = gr.Button("Export the head chosen in Heatmaps", elem_id="export_button")
                     files = gr.File(label="grid and head (PNG), every map (.npz), the head (CSV)",
                                     file_count="multiple", interactive=False, elem_id="files")
 
     settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
     head_inputs = [*settings_inputs, kind, layer, head]
-    view_outputs = [grid, head_table, output, stats, info]
-
-    # Every control reruns `visualize`; the run is cached, so view-only controls only re-render.
-    shown = gr.on(
-        [text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
-         d_model.release, kind.change, layer.release, head.release, colour.change],
-        handlers.visualize, [*head_inputs, colour], view_outputs, api_name="visualize", **LIVE, **RAW,
-    )
+    view_outputs = [view, output, info]
+    chosen = selection_js(VIEW, at=len(settings_inputs))  # kind, layer, head: the explorer's, when asked
+    refused = dict(fn=None, inputs=None, outputs=[output, info], js=stale_js(VIEW, outputs=["", REFUSED]), **PRIVATE)
     refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison],
-                   outputs=[steps_image, steps_text, compare_image, compare_text], **PRIVATE)
-    shown.success(**refresh)
+                   outputs=[steps_image, steps_text, compare_image, compare_text],
+                   js=selection_js(VIEW, at=1 + len(settings_inputs)), **PRIVATE)
+
+    def answered(event) -> None:
+        """After a run: refused -> stale; answered -> fresh, and the open steps or compare tab follows."""
+        event.failure(**refused)
+        event.success(None, None, None, js=fresh_js(VIEW), **PRIVATE)
+        event.success(**refresh)
+
+    # Only controls that change the computation reach the server; the run is cached by them.
+    answered(gr.on(
+        [text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
+         d_model.release],
+        handlers.visualize, settings_inputs, view_outputs, api_name="visualize", **LIVE, **RAW,
+    ))
     log2_slider_pair(dk_log, d_k)
-    # A new model (or number of heads) changes the sliders' ranges first, then the view.
-    gr.on([demo.load, model.change, n_heads.release], handlers.model_controls, [model, d_k, layer, head, n_heads],
-          [dk_log, d_k, layer, head, untrained_box, scale, dk_note], **PRIVATE).success(
-        handlers.visualize, [*head_inputs, colour], view_outputs, **PRIVATE, **LIVE
-    ).success(**refresh)
-    grid.select(handlers.grid_click, [*head_inputs], [layer, head], **PRIVATE).success(
-        handlers.visualize, [*head_inputs, colour], view_outputs, **PRIVATE, **LIVE
-    ).success(**refresh)
+    # A new model (or number of heads) changes the d_k controls first, then the run.
+    controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads],
+                     [dk_log, d_k, untrained_box, scale, dk_note], **PRIVATE)
+    controls.failure(**refused)
+    answered(controls.success(handlers.visualize, settings_inputs, view_outputs, **PRIVATE, **LIVE))
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
         tab.select(lambda name=name: name, None, active, queue=False, **PRIVATE)
-    tab_steps.select(handlers.steps, head_inputs, [steps_image, steps_text], api_name="steps", **RAW)
+    tab_steps.select(handlers.steps, head_inputs, [steps_image, steps_text], api_name="steps", js=chosen, **RAW)
     compare_inputs = [*head_inputs, comparison]
-    comparison.change(handlers.compare, compare_inputs, [compare_image, compare_text], api_name="compare", **RAW)
-    tab_compare.select(handlers.compare, compare_inputs, [compare_image, compare_text], **PRIVATE)
-    export_button.click(handlers.export, [*head_inputs, colour], files, api_name="export", **RAW)
+    comparison.change(handlers.compare, compare_inputs, [compare_image, compare_text], api_name="compare",
+                      js=chosen, **RAW)
+    tab_compare.select(handlers.compare, compare_inputs, [compare_image, compare_text], js=chosen, **PRIVATE)
+    export_button.click(handlers.export, [*head_inputs, colour], files, api_name="export", js=chosen, **RAW)

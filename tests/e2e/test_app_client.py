@@ -1,4 +1,8 @@
-"""The launched app through gradio_client and raw HTTP: every named endpoint; bad input refused, app still up."""
+"""The launched app through gradio_client and raw HTTP: every named endpoint; bad input refused, app still up.
+
+/visualize answers with the packed run (a dict: every map of every kind, layer and head), the output and the
+notes; the endpoints of one head (/steps, /compare, /export) take kind, layer and head.
+"""
 
 import json
 import math
@@ -12,11 +16,12 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
+from attention_viz.explorer import unpack
 
 PNG = b"\x89PNG\r\n\x1a\n"
-UNTRAINED_ARGS = dict(text="hello", model="untrained", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
-                      causal_mask=True, padding_mask=True, pad_tokens=2, d_model=64, n_heads=4,
-                      kind="decoder.cross_attn", layer=1, head=2)
+UNTRAINED = dict(text="hello", model="untrained", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
+                 causal_mask=True, padding_mask=True, pad_tokens=2, d_model=64, n_heads=4)
+UNTRAINED_ARGS = dict(**UNTRAINED, kind="decoder.cross_attn", layer=1, head=2)  # one head's endpoints
 
 
 @pytest.fixture(scope="module")
@@ -48,28 +53,34 @@ def test_named_endpoints(client):
 
 
 def test_visualize_with_defaults(client):
-    grid, head, output, stats, info = client.predict(text="abc", api_name="/visualize")
-    assert is_png(grid) and '<table class="av-map' in head and head.count(" title=\"query ") == 4 * 4  # abc<eos>
-    assert isinstance(output, str) and output
-    assert stats["headers"][:2] == ["layer", "head"] and stats["data"]
-    assert "Scores QKᵀ" in info
+    run, output, notes = client.predict(text="abc", api_name="/visualize")
+    maps, masks = unpack(run)  # every kind, layer and head of the run
+    assert run["tokens"]["source"] == ["a", "b", "c", "<eos>"] and maps["encoder.0.self_attn"].shape[1:] == (4, 4)
+    assert {entry["kind"] for entry in run["kinds"]} == {"encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"}
+    assert isinstance(output, str) and output and run["output"] in output
+    assert "Scores QKᵀ" in notes and notes == "\n\n".join(run["notes"])
 
 
 def test_visualize_untrained(client):
-    grid, head, output, stats, info = client.predict(**UNTRAINED_ARGS, colour_scale="absolute", api_name="/visualize")
-    assert is_png(grid) and '<table class="av-map' in head
+    run, output, notes = client.predict(**UNTRAINED, api_name="/visualize")
     assert output.startswith("(untrained model: no meaningful output")
-    assert len(stats["data"]) == 2 * 4 and "2 pad tokens" in info
+    assert run["n_heads"] == 4 and all(entry["layers"] == 2 for entry in run["kinds"]) and "2 pad tokens" in notes
+    assert run["settings"] == {"text": "hello", "model": "untrained", "checkpoint": None, "d_k": 16, "scale": "sqrt_dk",
+                               "causal_mask": True, "padding_mask": True, "pad_tokens": 2, "d_model": 64, "n_heads": 4}
+    maps, masks = unpack(run)
+    assert maps["decoder.1.cross_attn"].shape == (4, 6, 8)  # [H, T = "hello" + <eos>, S = + 2 pads]
+    assert not masks["decoder.cross_attn"][:, -2:].any() and (maps["decoder.1.cross_attn"][..., -2:] == 0).all()
 
 
 def test_switches_change_the_maps(client):
-    def head(**changes):
-        return client.predict(**{**UNTRAINED_ARGS, **changes}, colour_scale="absolute", api_name="/visualize")[1]
+    def maps(**changes):
+        return client.predict(**{**UNTRAINED, **changes}, api_name="/visualize")[0]["kinds"]
 
-    base = head()
-    assert head(scale_mode="none") != base
-    assert head(padding_mask=False) != base
-    assert head(kind="decoder.self_attn", causal_mask=False) != head(kind="decoder.self_attn")
+    base = maps()
+    assert maps(scale_mode="none") != base
+    assert maps(padding_mask=False) != base
+    assert maps(causal_mask=False)[1] != base[1]  # decoder self-attention
+    assert maps(causal_mask=False)[0] == base[0]  # the encoder runs before the decoder: the same
 
 
 def test_steps_compare_export(client):
@@ -95,38 +106,40 @@ def test_dk_lab(client):
     ({"text": "x" * 31}, f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}."),
     ({"text": "x" * 100_000}, f"Text is 100000 characters; the maximum is {DEFAULT_MAX_LEN}."),
     ({"text": "héllo 😀"}, "Unknown characters: 'é', '😀'."),
-    ({"layer": 5}, "layer must be between 0 and 1, got 5"),
-    ({"head": 9}, "head must be between 0 and 3, got 9"),
+    ({"layer": 5}, "layer must be between 0 and 1, got 5"),  # (/steps)
+    ({"head": 9}, "head must be between 0 and 3, got 9"),    # (/steps)
     ({"d_k": "sixteen"}, "d_k must be a whole number, got 'sixteen'"),
     ({"model": "../../etc/passwd"}, "Unknown model '../../etc/passwd'"),
     ({"d_k": 1024, "n_heads": 16}, "heads × d_k is 16 × 1024 = 16384"),
 ])
 def test_bad_inputs_get_a_clear_error_and_the_app_keeps_serving(client, changes, message):
     with pytest.raises(AppError) as error:
-        client.predict(**{**UNTRAINED_ARGS, **changes}, colour_scale="absolute", api_name="/visualize")
+        if set(changes) & {"layer", "head"}:
+            client.predict(**{**UNTRAINED_ARGS, **changes}, api_name="/steps")
+        else:
+            client.predict(**{**UNTRAINED, **changes}, api_name="/visualize")
     assert message in str(error.value)
     assert client.predict(d_k=4, n_keys=8, scaled=True, api_name="/dk_lab")[3]["data"]
 
 
 def as_list(**values):
-    return [values[k] for k in [*UNTRAINED_ARGS, "colour_scale"]]
+    return [values[k] for k in UNTRAINED]
 
 
 def test_raw_http_non_finite_numbers_are_refused(app_url):
-    for name in ("d_k", "custom_factor", "layer", "pad_tokens"):
-        event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED_ARGS, name: math.nan},
-                                                             colour_scale="absolute"))
+    for name in ("d_k", "custom_factor", "pad_tokens"):
+        event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, name: math.nan}))
         assert event == "error" and "must be a finite number" in data["error"], (name, data)
+    event, data = raw_call(app_url, "steps", [*as_list(**UNTRAINED), "encoder.self_attn", math.nan, 0])
+    assert event == "error" and "layer must be a finite number" in data["error"]
     event, data = raw_call(app_url, "dk_lab", [math.nan, 16, True])
     assert event == "error" and "d_k must be a finite number" in data["error"]
 
 
 def test_raw_http_booleans_are_coerced(app_url):
-    event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED_ARGS, "causal_mask": "false",
-                                                            "padding_mask": 1}, colour_scale="absolute"))
-    assert event == "complete" and "causal mask off" in data[4]
-    event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED_ARGS, "causal_mask": "perhaps"},
-                                                         colour_scale="absolute"))
+    event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, "causal_mask": "false", "padding_mask": 1}))
+    assert event == "complete" and "causal mask off" in data[2] and data[0]["settings"]["causal_mask"] is False
+    event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, "causal_mask": "perhaps"}))
     assert event == "error" and data["error"] == "causal mask must be true or false, got 'perhaps'"
 
 

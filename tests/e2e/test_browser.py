@@ -1,7 +1,10 @@
 """The app as a person uses it: Debian's headless Chromium through Playwright, against the launched app.
 
-Screenshots go to tests/screenshots/ (git-ignored). These tests skip only where /usr/bin/chromium is
-missing, and `bash .ci/run` installs it, so in CI they always run.
+The Transformer tab's views are drawn in the browser from the one run /visualize sends (the explorer):
+inside #explorer every grid tile carries data-layer, data-head and data-kind and opens its head on a click;
+#head_view shows that head with the same attributes and its numbers as text. Screenshots go to
+tests/screenshots/ (git-ignored). These tests skip only where /usr/bin/chromium is missing, and
+`bash .ci/run` installs it, so in CI they always run.
 """
 
 from pathlib import Path
@@ -10,14 +13,29 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from attention_viz.draw import raster
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
-from attention_viz.service.views import grid_cell
+from attention_viz.draw import raster
+from attention_viz.explorer import unpack
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 30_000
+UNTRAINED = "untrained (random weights)"
+TILES = "#explorer .av-tile"
+# Every cell's exact weight (its title) in reading order: what the head view shows, to see it change.
+HEAD = "() => [...document.querySelectorAll('#head_view td')].map(td => td.title).join(',')"
+# Rectangles of every visible control and of every tile: no control may sit over a tile.
+OVERLAPS = """() => {
+    const rect = e => e.getBoundingClientRect();
+    const seen = r => r.width > 0 && r.height > 0;
+    const tiles = [...document.querySelectorAll('#explorer .av-tile')].map(rect);
+    const controls = [...document.querySelectorAll('button, select, input, textarea, a, [role=button]:not(.av-tile)')]
+        .map(rect).filter(seen);
+    const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    return {tiles: tiles.length, overlaps: controls.filter(c => tiles.some(t => hit(c, t))).length,
+            outside: tiles.filter(t => t.right > window.innerWidth + 0.5 || t.left < 0).length};
+}"""
 
 
 def settle(page: Page) -> None:
@@ -41,18 +59,10 @@ def changed(page: Page, elem_id: str, before: str) -> str:
     return page.locator(f"#{elem_id} img").get_attribute("src")
 
 
-def head_html(page: Page) -> str:
-    """The detailed head's table, as HTML."""
-    return page.locator("#head_table table").evaluate("t => t.outerHTML")
-
-
 def head_changed(page: Page, before: str) -> str:
-    """Wait until the detailed head's table differs from `before`, and return it."""
-    page.wait_for_function(
-        "(before) => { const t = document.querySelector('#head_table table'); return t && t.outerHTML !== before; }",
-        arg=before, timeout=TIMEOUT_MS,
-    )
-    return head_html(page)
+    """Wait until the head view's weights differ from `before`, and return them."""
+    page.wait_for_function(f"(before) => ({HEAD})() !== before", arg=before, timeout=TIMEOUT_MS)
+    return page.evaluate(HEAD)
 
 
 def set_number(page: Page, elem_id: str, value: str) -> None:
@@ -62,52 +72,75 @@ def set_number(page: Page, elem_id: str, value: str) -> None:
     box.press("Tab")
 
 
-def open_app(page: Page, app_url: str, untrained: bool = False) -> None:
-    page.set_viewport_size({"width": 1400, "height": 1000})
+def app_requests(page: Page, app_url: str) -> list[str]:
+    """Every request the page makes to the app from now on."""
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url) if request.url.startswith(app_url) else None)
+    return seen
+
+
+def open_app(page: Page, app_url: str, untrained: bool = False, heads: int | None = None, width: int = 1400) -> None:
+    page.set_viewport_size({"width": width, "height": 1000})
     page.goto(app_url)
-    expect(page.locator("#grid img")).to_be_visible(timeout=TIMEOUT_MS)
-    expect(page.locator("#head_table table")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator(TILES).first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#head_view table")).to_be_visible(timeout=TIMEOUT_MS)
     settle(page)
     if untrained:
-        before = page.locator("#info").inner_text()
         page.locator("#model input").click()
-        page.get_by_role("option", name="untrained (random weights)").click()
+        page.get_by_role("option", name=UNTRAINED).click()
         expect(page.locator("#info")).to_contain_text("Untrained model", timeout=TIMEOUT_MS)
-        assert before != page.locator("#info").inner_text() or "Untrained model" in before
+        settle(page)
+    if heads is not None:
+        set_number(page, "n_heads", str(heads))
+        expect(page.locator(TILES)).to_have_count(2 * heads, timeout=TIMEOUT_MS)
         settle(page)
 
 
-def test_page_loads_with_every_view(page: Page, app_url):
+def test_the_page_opens_with_its_run_drawn_in_the_browser(page: Page, app_url):
+    import httpx
+
+    config = httpx.get(app_url + "config", timeout=30).json()
+    view_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "explorer_view")
+    runs = {d["id"] for d in config["dependencies"] if view_id in d["outputs"]}  # the events that send a run
+    joined: list[int] = []
+    page.on("request", lambda r: joined.append(r.post_data_json["fn_index"]) if "/queue/join" in r.url else None)
     open_app(page, app_url)
-    assert page.locator("#grid img").get_attribute("src")
+    assert runs and not runs & set(joined), joined  # the first run came with the page (the lab asks for its own)
+    expect(page.locator(TILES)).to_have_count(2 * 4)  # the shipped reverse model: 2 layers x 4 heads
+    tile = page.locator(TILES).first
+    assert (tile.get_attribute("data-kind"), tile.get_attribute("data-layer"), tile.get_attribute("data-head")) == (
+        "encoder.self_attn", "0", "0")
     n = len("attention") + 1  # the default text and <eos>: encoder self-attention is n × n
-    cells = page.locator("#head_table td[title]")
+    cells = page.locator("#head_view td")
     expect(cells).to_have_count(n * n)
     first = cells.first
-    weight = float(first.get_attribute("title").rsplit(": ", 1)[1])  # "query 0 → key 0: 0.1234"
+    weight = float(first.get_attribute("title"))
     assert first.inner_text() == f"{weight:.2f}"  # the value is written in the cell
-    index = int(np.clip(weight * 255 + 0.5, 0, 255))
-    expected = "rgb({}, {}, {})".format(*raster.colormap_lut()[index])
-    assert first.evaluate("td => getComputedStyle(td).backgroundColor") == expected  # its colour survived the page
+    # its colour is the exports' viridis (the browser interpolates 17 stops of it)
+    rgb = first.evaluate("td => getComputedStyle(td).backgroundColor")
+    drawn = np.array([int(c) for c in rgb[4:-1].split(",")])
+    assert np.abs(drawn - raster.colormap_lut()[int(round(weight * 255))].astype(int)).max() <= 4, rgb
     expect(page.locator("#output input, #output textarea").first).not_to_have_value("", timeout=TIMEOUT_MS)
-    expect(page.locator("#stats")).to_contain_text("entropy")
+    expect(page.locator("#explorer .av-stats")).to_contain_text("entropy")
     expect(page.locator("#info")).to_contain_text("Scores QKᵀ")
+    for gone in ("#grid", "#head_table", "#stats"):  # the server-drawn views are no more
+        expect(page.locator(gone)).to_have_count(0)
     shot(page, "transformer")
 
 
 def test_typing_text_changes_the_maps_and_the_output(page: Page, app_url):
     open_app(page, app_url)
     output = page.locator("#output input, #output textarea").first
-    head, said = head_html(page), output.input_value()
+    head, said = page.evaluate(HEAD), output.input_value()
     page.locator("#text input, #text textarea").first.fill("transformer")
     head_changed(page, head)
     expect(output).not_to_have_value(said, timeout=TIMEOUT_MS)
-    expect(page.locator("#head_table table")).to_be_visible()
+    expect(page.locator("#head_view tbody tr")).to_have_count(len("transformer") + 1)
 
 
 def test_d_k_scaling_and_masks_change_the_maps(page: Page, app_url):
     open_app(page, app_url, untrained=True)
-    head = head_html(page)
+    head = page.evaluate(HEAD)
 
     set_number(page, "dk_log", "6")  # the log₂ slider moves d_k to 2⁶ in the browser, then the model reruns
     expect(page.locator("#dk input")).to_have_value("64", timeout=TIMEOUT_MS)
@@ -122,53 +155,93 @@ def test_d_k_scaling_and_masks_change_the_maps(page: Page, app_url):
     expect(page.locator("#info")).to_contain_text("Scores QKᵀ unscaled", timeout=TIMEOUT_MS)
     head = head_changed(page, head)
 
-    page.get_by_label("masked decoder self-attention").check()
+    page.select_option("#explorer .av-kind", "decoder.self_attn")  # in the browser
     head = head_changed(page, head)
+    expect(page.locator('#head_view td.av-masked[data-q="0"][data-k="1"]')).to_have_count(1)  # the causal mask
     page.locator("#causal input[type=checkbox]").uncheck()
     expect(page.locator("#info")).to_contain_text("causal mask off", timeout=TIMEOUT_MS)
     head = head_changed(page, head)
+    expect(page.locator("#head_view td.av-masked")).to_have_count(0)
 
-    page.get_by_label("encoder self-attention", exact=True).check()
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
     head = head_changed(page, head)
     set_number(page, "pads", "3")
     expect(page.locator("#info")).to_contain_text("3 pad tokens with the padding mask on", timeout=TIMEOUT_MS)
     head = head_changed(page, head)
+    expect(page.locator("#head_view tbody tr").first.locator("td.av-masked")).to_have_count(3)  # pad keys
     page.locator("#padding input[type=checkbox]").uncheck()
     expect(page.locator("#info")).to_contain_text("padding mask off", timeout=TIMEOUT_MS)
     head_changed(page, head)
+    expect(page.locator("#head_view td.av-masked")).to_have_count(0)
     shot(page, "switches")
 
 
-def test_clicking_the_grid_opens_that_head(page: Page, app_url):
+def test_a_tile_click_and_hover_need_no_request(page: Page, app_url):
+    """A tile opens its head, kind and colour repaint and hover tells the exact weight, all without the server:
+    the numbers are those /visualize sent."""
+    from gradio_client import Client
+
     open_app(page, app_url, untrained=True)
-    n = len("attention") + 1  # the default text and <eos>: encoder self-attention is n × n
-    layout = raster.grid_layout((2, 4, n, n), cell=grid_cell((2, 4, n, n)), labels=True)
-    y, x = layout.origin(1, 2)
-    grid = page.locator("#grid img")
-    natural = grid.evaluate("e => [e.naturalWidth, e.clientWidth]")
-    ratio = natural[1] / natural[0]
-    grid.click(position={"x": (x + 3) * ratio, "y": (y + 3) * ratio})
-    expect(page.locator("#layer input[type=number]")).to_have_value("1", timeout=TIMEOUT_MS)
-    expect(page.locator("#head input[type=number]")).to_have_value("2", timeout=TIMEOUT_MS)
+    run = Client(app_url, verbose=False).predict(text="attention", model="untrained", api_name="/visualize")[0]
+    maps, masks = unpack(run)
+    requests = app_requests(page, app_url)
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    tile = page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="1"][data-head="2"]')
+    tile.click()
+    view = page.locator("#head_view")
+    for name, value in (("kind", "decoder.cross_attn"), ("layer", "1"), ("head", "2")):
+        expect(view).to_have_attribute(f"data-{name}", value)
+    expect(tile).to_have_attribute("aria-pressed", "true")
+    head = maps["decoder.1.cross_attn"][2]
+    texts = view.locator("tbody tr").nth(1).locator("td").all_inner_texts()
+    assert texts == [f"{w:.2f}" if ok else "" for w, ok in zip(head[1], masks["decoder.cross_attn"][1], strict=True)]
+    cell = view.locator('td[data-q="1"][data-k="3"]')
+    cell.hover()
+    tip = page.locator("#explorer_view .av-tip")
+    expect(tip).to_be_visible()
+    expect(tip).to_contain_text(f"weight {head[1, 3]:.4f}")
+    expect(tip).to_contain_text("query 1")
+    page.select_option("#explorer .av-scale", "log")
+    expect(page.locator("#explorer .av-legend")).to_contain_text("log")
+    page.select_option("#explorer .av-kind", "decoder.self_attn")
+    masked = view.locator('td[data-q="1"][data-k="3"]')
+    expect(masked).to_have_class("av-masked")  # the causal mask: query 1 may not see key 3
+    masked.hover()
+    expect(tip).to_contain_text("masked")
+    assert requests == [], requests
+    shot(page, "tile_hover")
 
 
-def test_step_view_and_compare_follow_the_controls(page: Page, app_url):
+def test_steps_compare_and_export_follow_the_head_chosen_in_the_browser(page: Page, app_url):
     open_app(page, app_url, untrained=True)
+    page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="1"][data-head="3"]').click()
     page.get_by_role("tab", name="Steps (Figure 2)").click()
     expect(page.locator("#steps_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#steps_text")).to_contain_text("encoder self-attention, layer 1, head 3", timeout=TIMEOUT_MS)
     expect(page.locator("#steps_text")).to_contain_text("softmax")
     steps = page.locator("#steps_image img").get_attribute("src")
-    set_number(page, "head", "3")
+    page.get_by_role("tab", name="Heatmaps").click()
+    page.locator('#explorer [data-layer="0"][data-head="1"]').click()
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    expect(page.locator("#steps_text")).to_contain_text("layer 0, head 1", timeout=TIMEOUT_MS)
+    steps = changed(page, "steps_image", steps)
+    page.locator("#text input, #text textarea").first.fill("hello")  # a new run: the open step view follows it
     changed(page, "steps_image", steps)
+    expect(page.locator("#steps_text")).to_contain_text("layer 0, head 1")
     shot(page, "steps")
 
     page.get_by_role("tab", name="Compare").click()
     expect(page.locator("#compare_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#compare_text")).to_contain_text("layer 0, head 1", timeout=TIMEOUT_MS)
     before = page.locator("#compare_image img").get_attribute("src")
     page.get_by_label("causal mask on − causal mask off").check()
     expect(page.locator("#compare_text")).to_contain_text("causal mask", timeout=TIMEOUT_MS)
     changed(page, "compare_image", before)
     shot(page, "compare")
+
+    page.get_by_role("tab", name="Export").click()
+    page.locator("#export_button").click()
+    expect(page.locator("#files")).to_contain_text("encoder_self_attn__L0_H1", timeout=TIMEOUT_MS)  # the name, less its suffix
 
 
 def test_the_lab_renders_and_follows_d_k_and_scaling(page: Page, app_url):
@@ -188,13 +261,79 @@ def test_the_lab_renders_and_follows_d_k_and_scaling(page: Page, app_url):
     shot(page, "lab")
 
 
-def test_over_long_text_shows_an_error_and_the_app_recovers(page: Page, app_url):
+def refused_then_recovered(page: Page, refuse, message: str, recover) -> None:
+    """A refused input marks the explorer stale at once and leaves no output or verdict of the old input;
+    a good one draws the new run and clears the mark."""
+    root, info = page.locator("#explorer_view .av-explorer"), page.locator("#info")
+    expect(info).to_contain_text("✓ matches", timeout=TIMEOUT_MS)  # the shipped model reverses "hello"
+    refuse()
+    expect(page.locator("[data-testid=toast-body]").first).to_contain_text(message, timeout=TIMEOUT_MS)
+    expect(root).to_have_class("av-mount av-explorer av-stale", timeout=TIMEOUT_MS)
+    expect(page.locator("#explorer .av-stale-note")).to_be_visible()
+    expect(page.locator("#explorer .av-stale-note")).to_contain_text("Not for the current input")
+    expect(info).not_to_contain_text("matches")
+    expect(info).to_contain_text("Refused")
+    expect(page.locator("#output input, #output textarea").first).to_have_value("")
+    assert root.evaluate("e => getComputedStyle(e.querySelector('.av-grid')).opacity") != "1"  # greyed out
+    recover()
+    expect(root).to_have_class("av-mount av-explorer", timeout=TIMEOUT_MS)
+    expect(page.locator("#explorer .av-stale-note")).to_be_hidden()
+    expect(info).to_contain_text("Scores QKᵀ", timeout=TIMEOUT_MS)
+
+
+def test_a_refused_text_or_d_k_marks_the_views_stale(page: Page, app_url):
     open_app(page, app_url)
     text = page.locator("#text input, #text textarea").first
-    text.fill("x" * 31)
-    toast = page.locator("[data-testid=toast-body]")
-    expect(toast.first).to_contain_text(f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}.", timeout=TIMEOUT_MS)
-    shot(page, "error", wait=False)  # the failed output keeps its error status, so don't wait for it
-    head = head_html(page)
-    text.fill("recovered")
-    head_changed(page, head)
+    text.fill("hello")
+    expect(page.locator("#head_view tbody tr")).to_have_count(6, timeout=TIMEOUT_MS)
+    refused_then_recovered(page, lambda: text.fill("x" * 31),
+                           f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}.", lambda: text.fill("hello"))
+    shot(page, "recovered")
+    refused_then_recovered(page, lambda: set_number(page, "dk", "5000"), "d_k must be between 1 and 1024",
+                           lambda: set_number(page, "dk", "16"))
+
+
+def test_a_refused_text_shows_stale_views(page: Page, app_url):
+    """The stale state, as a screenshot (the toast and the greyed views)."""
+    open_app(page, app_url)
+    page.locator("#text input, #text textarea").first.fill("héllo")
+    expect(page.locator("#explorer_view .av-explorer")).to_have_class("av-mount av-explorer av-stale",
+                                                                    timeout=TIMEOUT_MS)
+    shot(page, "stale", wait=False)  # the refused outputs keep their error status, so don't wait for it
+
+
+def test_sixteen_heads(page: Page, app_url):
+    open_app(page, app_url, untrained=True, heads=16)
+    assert page.evaluate(OVERLAPS) == {"tiles": 32, "overlaps": 0, "outside": 0}
+    requests = app_requests(page, app_url)
+    page.locator('#explorer [data-layer="1"][data-head="15"]').click()
+    expect(page.locator("#head_view")).to_have_attribute("data-head", "15")
+    expect(page.locator("#explorer .av-headsel option")).to_have_count(16)
+    assert requests == []
+    shot(page, "sixteen_heads")
+
+
+def test_phone_width(page: Page, app_url):
+    """390 px, 16 heads, the longest source: the page never scrolls sideways, the head view does, the controls
+    stack, and no button sits over a tile."""
+    open_app(page, app_url, untrained=True, heads=16, width=390)
+    set_number(page, "pads", "16")
+    page.locator("#text input, #text textarea").first.fill("abcdefghijklmnopqrst")
+    expect(page.locator("#head_view thead th")).to_have_count(1 + 20 + 1 + 16, timeout=TIMEOUT_MS)
+    settle(page)
+    width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert width[0] <= width[1], width
+    view = page.evaluate("() => { const v = document.querySelector('#head_view');"
+                         " return [v.scrollWidth, v.clientWidth, getComputedStyle(v).overflowX]; }")
+    assert view[0] > view[1] and view[2] == "auto", view
+    lefts = page.locator("#explorer .av-controls label").evaluate_all(
+        "ls => ls.map(l => Math.round(l.getBoundingClientRect().left))")
+    assert len(lefts) == 4 and len(set(lefts)) == 1, lefts  # one column
+    # the page's own columns stack too: the inputs above the views
+    assert page.locator("#text").bounding_box()["y"] < page.locator("#explorer").bounding_box()["y"]
+    assert page.evaluate(OVERLAPS) == {"tiles": 32, "overlaps": 0, "outside": 0}
+    page.locator('#explorer [data-layer="1"][data-head="15"]').click()  # the last tile is reachable
+    expect(page.locator("#head_view")).to_have_attribute("data-head", "15")
+    page.locator("#head_view").evaluate("v => { v.scrollLeft = v.scrollWidth; }")
+    assert page.locator("#head_view").evaluate("v => v.scrollLeft") > 0
+    shot(page, "phone")

@@ -131,13 +131,14 @@ def gradio(app):
 
 
 def assert_serves_correctly(raw: Raw) -> None:
-    """A valid visualize right after: the grid as PNG, the head's table, and notes that describe this very request."""
+    """A valid visualize right after: the packed run of this very request, its output, and notes that describe it."""
     state, out, text = raw.event("visualize", raw.data("visualize", VALID))
     assert state == "complete", (out, text[-500:])
-    grid, head, output, stats, info = out
-    assert raw.fetch(grid)[:8] == PNG and "encoder-decoder attention, layer 1, head 2\n" in head
-    assert output and len(stats["data"]) == 2 * 4
-    assert all(note in info for note in VALID_NOTES), info
+    run, output, info = out
+    assert run["tokens"]["source"] == [*"hello", "<eos>", "<pad>", "<pad>"] and run["n_heads"] == 4
+    assert [len(entry["maps"]) for entry in run["kinds"]] == [2, 2, 2]  # every kind and layer, at once
+    assert run["settings"]["d_k"] == 16 and run["settings"]["pad_tokens"] == 2
+    assert output and all(note in info for note in VALID_NOTES), info
 
 
 def assert_no_leak(text: object) -> None:
@@ -154,7 +155,7 @@ def test_reduced_load_every_request_answered_correctly(app):
     summary = {k: result[k] for k in ("answered", "correct", "errors", "error_examples", "wall_s")}
     assert result["answered"] == 100 and not result["unexpected_errors"], summary
     assert result["correct"] == 100, summary
-    assert {"visualize:rerun", "visualize:view", "steps", "compare", "export", "dk_lab"} <= set(result["timings"])
+    assert {"visualize:rerun", "steps", "compare", "export", "dk_lab"} <= set(result["timings"])
 
 
 def test_queue_full_is_the_documented_refusal_and_the_app_serves_after(app):
@@ -237,7 +238,7 @@ CASES = [
          Local(UnicodeEncodeError, "surrogates not allowed")),  # httpx cannot encode it: only raw HTTP sends it
     # non-finite, negative, huge and fractional numbers
     Case("NaN d_k", "visualize", {"d_k": NAN}, Err("d_k must be a finite number"), NOT_JSON),
-    Case("NaN layer", "visualize", {"layer": NAN}, Err("layer must be a finite number"), NOT_JSON),
+    Case("export: NaN layer", "export", {"layer": NAN}, Err("layer must be a finite number"), NOT_JSON),
     Case("NaN custom factor", "visualize", {"scale_mode": "custom", "custom_factor": NAN},
          Err("custom scale factor must be a finite number"), NOT_JSON),
     Case("NaN pad tokens", "visualize", {"pad_tokens": NAN}, Err("pad tokens must be a finite number"), NOT_JSON),
@@ -246,25 +247,25 @@ CASES = [
     Case("-infinity custom factor", "visualize", {"custom_factor": -INF},
          Err(("less than minimum value 0.001", "custom scale factor must be a finite number")), NOT_JSON),
     Case("negative d_k", "visualize", {"d_k": -5}, Err(("less than minimum value 1", "d_k must be between 1 and 1024"))),
-    Case("negative head", "visualize", {"head": -1}, Err(("less than minimum value 0", "head must be between 0 and"))),
+    Case("negative head", "steps", {"head": -1}, Err(("less than minimum value 0", "head must be between 0 and"))),
     Case("huge d_k", "visualize", {"d_k": 1e308}, Err(("greater than maximum value 1024", "d_k must be between 1 and 1024"))),
     Case("huge integer pad tokens", "visualize", {"pad_tokens": 10**40},
          Err(("greater than maximum value 16", "pad tokens must be between 0 and 16"))),
     Case("zero custom factor", "visualize", {"scale_mode": "custom", "custom_factor": 0},
          Err(("less than minimum value 0.001", "custom scale factor must be between 0.001 and 100"))),
     Case("fractional d_k", "visualize", {"d_k": 2.5}, Err("d_k must be a whole number")),
-    Case("head beyond this model", "visualize", {"head": 9}, Err("head must be between 0 and 3")),
+    Case("compare: head beyond this model", "compare", {"head": 9}, Err("head must be between 0 and 3")),
     Case("heads x d_k too wide", "visualize", {"d_k": 1024, "n_heads": 16}, Err("heads × d_k is 16 × 1024")),
     Case("off-step slider value", "visualize", {"d_model": 20}, Ok(("d_model 20, h 4",))),
     # strings where numbers belong
     Case("word for d_k", "visualize", {"d_k": "abc"}, Err("d_k")),
     Case("digit string for d_k", "visualize", {"d_k": "16"}, ErrOrOk("d_k", VALID_NOTES)),
-    Case("word for head", "visualize", {"head": "x"}, Err("head")),
+    Case("word for head", "steps", {"head": "x"}, Err("head")),
     Case("word for pad tokens", "visualize", {"pad_tokens": "many"}, Err("pad tokens")),
     Case("empty string for custom factor", "visualize", {"custom_factor": ""}, Err("custom scale factor")),
     # wrong types
     Case("list for d_k", "visualize", {"d_k": [16]}, Err("d_k")),
-    Case("object for layer", "visualize", {"layer": {"a": 1}}, Err("layer")),
+    Case("object for layer", "steps", {"layer": {"a": 1}}, Err("layer")),
     Case("boolean for d_k", "visualize", {"d_k": True}, Err("d_k must be a whole number")),
     Case("null for d_k", "visualize", {"d_k": None}, Err("d_k must be a whole number")),
     Case("null for text", "visualize", {"text": None}, Err("Text must be a string")),
@@ -275,9 +276,9 @@ CASES = [
     Case("number for model", "visualize", {"model": 5}, Err(("not in the list of choices", "Unknown model 5"))),
     Case("null model", "visualize", {"model": None}, Err("Unknown model None")),
     Case("unknown scaling", "visualize", {"scale_mode": "evil"}, Err(("not in the list of choices", "scaling must be one of"))),
-    Case("unknown attention kind", "visualize", {"kind": "encoder.0.self_attn"},
+    Case("unknown attention kind", "steps", {"kind": "encoder.0.self_attn"},
          Err(("not in the list of choices", "attention kind must be one of"))),
-    Case("null colour scale", "visualize", {"colour_scale": None}, Err("colour scale must be one of")),
+    Case("null colour scale", "export", {"colour_scale": None}, Err("colour scale must be one of")),
     Case("checkbox 'perhaps'", "visualize", {"causal_mask": "perhaps"}, Err("causal mask must be true or false")),
     Case("checkbox list", "visualize", {"padding_mask": []}, Err("padding mask must be true or false")),
     Case("checkbox 'false'", "visualize", {"causal_mask": "false"}, Ok(("causal mask off",))),
@@ -285,7 +286,7 @@ CASES = [
     Case("checkbox 1", "visualize", {"padding_mask": 1}, Ok(("padding mask on",))),
     # missing and extra arguments
     # (a browser always sends every value; gradio_client fills a missing one with the default its API page shows)
-    Case("missing argument", "visualize", raw=Refused(), client=Ok(VALID_NOTES), drop=("colour_scale",)),
+    Case("missing argument", "visualize", raw=Refused(), client=Ok(VALID_NOTES), drop=("n_heads",)),
     Case("no arguments", "visualize", raw=Refused(), client=Ok(("Scores QKᵀ",)), drop=tuple(VALID)),
     Case("extra argument", "visualize", raw=Ok(VALID_NOTES), client=Local(TypeError, "not a valid key-word argument"),
          extra=("surplus",)),
@@ -334,7 +335,7 @@ def judge(expect: object, state: str, out: object, message: object) -> None:
         assert state == "error", f"expected a refusal, got {state}: {str(out)[:300]}"
     elif isinstance(expect, Ok):
         assert state == "complete", f"expected the documented fallback (an answer), got {state}: {message!r}"
-        info = out[4] if len(out) == 5 else ""
+        info = out[2] if len(out) == 3 and isinstance(out[0], dict) else ""  # /visualize: (run, output, notes)
         for note in expect.notes:
             assert note in info, f"{note!r} not in {info!r}"
     else:
@@ -406,8 +407,8 @@ def test_unknown_api_name_and_bad_event_data_leak_nothing(app, raw):
     status, text = post_verbatim(app.port, "/gradio_api/call/no_such_endpoint", json.dumps({"data": [1]}))
     assert 400 <= status < 600, (status, text)
     assert_no_leak(text)
-    # the grid's click handler (the browser sends the clicked pixel as event data) with no pixel at all
-    state, _, text = raw.event("grid_click", raw.data("visualize", VALID)[:-1], event_data={"index": None})
+    # event data a browser never sends for this event (a select's index, with nothing in it)
+    state, _, text = raw.event("steps", raw.data("steps", VALID)[:-1], event_data={"index": None})
     assert state == "error"
     assert_no_leak(text)
     assert_serves_correctly(raw)

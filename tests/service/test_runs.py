@@ -171,14 +171,34 @@ def test_runs_are_cached_by_the_settings(runs):
         runs.settings("cache", "reverse/sqrt_dk", 16))  # both snap to d_k = 16
 
 
-def test_view_controls_do_not_rerun_the_model(runs, views):
+def test_the_visualization_is_the_whole_run_packed_once(runs, views):
+    """One packed run holds every kind, layer and head (the browser draws every view from it): no view asks again."""
+    from attention_viz.explorer import unpack
+
     settings = runs.settings("viewonly", "reverse/sqrt_dk", 16, pad_tokens=1)
-    views.visualize(settings, "encoder.self_attn", 0, 0)
+    view = views.visualize(settings)
+    run = runs.run(settings)
+    maps, masks = unpack(view.run)
+    assert maps.keys() == run.maps.keys()
+    for key, weights in run.maps.items():
+        np.testing.assert_allclose(maps[key], weights, atol=0.5 / 65535 + 1e-7)
+    for kind in KINDS:
+        np.testing.assert_array_equal(masks[kind], run.mask(kind))
+        entry = next(e for e in view.run["kinds"] if e["kind"] == kind)
+        stats = run.statistics(kind)  # rows [layer, head, entropy, max weight, mean distance, diagonal]
+        assert [[entry["stats"]["entropy"][row[0]][row[1]]] for row in stats] == [[row[2]] for row in stats]
+    assert view.run["tokens"] == {"source": list(run.src_tokens), "target": list(run.tgt_tokens)}
+    assert view.run["output"] == run.output and view.output.startswith(run.output)
+    assert view.info == "\n\n".join(view.run["notes"]) and "Scores QKᵀ" in view.info
+    assert view.run["settings"] == {"text": "viewonly", "model": "reverse/sqrt_dk", "checkpoint": "reverse_dk16_sqrt_dk",
+                                    "d_k": 16, "scale": "sqrt_dk", "causal_mask": True, "padding_mask": True,
+                                    "pad_tokens": 1, "d_model": 16, "n_heads": 2}
     misses = runs.run.cache_info().misses
-    for kind, layer, head, colour in [("decoder.self_attn", 0, 0, "absolute"), ("decoder.cross_attn", 1, 0, "absolute"),
-                                      ("encoder.self_attn", 1, 1, "absolute"), ("encoder.self_attn", 1, 1, "per_head")]:
-        views.visualize(settings, kind, layer, head, colour)
+    assert views.visualize(settings).run is view.run  # packed once per run, then kept
     assert runs.run.cache_info().misses == misses
+    snapped = views.visualize(settings, requested_d_k=20)
+    assert snapped.run["notes"][0] == "No trained model with d_k = 20; showing the nearest, d_k = 16."
+    assert snapped.info.startswith(snapped.run["notes"][0]) and view.run["notes"][0] != snapped.run["notes"][0]
 
 
 def test_maps_shapes_tokens_and_rows(runs):

@@ -1,9 +1,9 @@
 """The web UI's handlers called directly, per control: what each returns, what reruns the model, what errors say."""
 
+import json
 import math
 import os
 import platform
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_viz.draw import raster, figures as render
-from attention_viz.service.limits import LAB_HEADERS, STAT_HEADERS, UNTRAINED
+from attention_viz.core.maps import KINDS
+from attention_viz.draw import figures as render
+from attention_viz.explorer import unpack
+from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
-from attention_viz.service.views import Views, grid_cell
+from attention_viz.service.views import Views
 from attention_viz.webui import page, runtime
 from attention_viz.webui.handlers import Handlers
 
@@ -25,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE = dict(text="attention", model="reverse/sqrt_dk", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
             causal_mask=True, padding_mask=True, pad_tokens=0, d_model=64, n_heads=4,
             kind="encoder.self_attn", layer=0, head=0, colour_scale="absolute")
-SETTINGS_KEYS = list(BASE)[:10]
+SETTINGS_KEYS = list(BASE)[:10]  # /visualize takes these; kind, layer, head and colour are the browser's
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,8 @@ def pixels(path) -> np.ndarray:
 
 
 def visualize(handlers, **changes):
-    return handlers.visualize(**{**BASE, **changes})
+    values = {**BASE, **changes}
+    return handlers.visualize(**{key: values[key] for key in SETTINGS_KEYS})
 
 
 def head_args(**changes):
@@ -50,16 +53,25 @@ def head_args(**changes):
     return {key: values[key] for key in [*SETTINGS_KEYS, "kind", "layer", "head"]}
 
 
-def test_visualize_returns_every_output(handlers, runs):
-    grid, head, output, stats, info = visualize(handlers)
-    image = pixels(grid)
-    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+def test_visualize_returns_the_packed_run_output_and_notes(handlers, runs):
+    packed, output, info = visualize(handlers)
     run = runs.run(runs.settings("attention", "reverse/sqrt_dk", 16))
-    weights = [float(v) for v in re.findall(r'title="query \d+ → key \d+: ([0-9.]+)"', head)]
-    np.testing.assert_allclose(np.reshape(weights, (10, 10)), run.head("encoder.self_attn", 0, 0), atol=5e-5)
+    maps, masks = unpack(packed)
+    assert maps.keys() == run.maps.keys() and set(masks) == set(KINDS)  # every kind, layer and head at once
+    np.testing.assert_allclose(maps["encoder.0.self_attn"][0], run.head("encoder.self_attn", 0, 0), atol=1e-5)
+    assert packed["tokens"]["source"] == list("attention") + ["<eos>"] and packed["n_heads"] == 2
+    assert all(len(entry["stats"]["entropy"]) == 2 for entry in packed["kinds"])  # [layer][head]
     assert output == run.output or output.startswith(run.output)
-    assert stats["headers"] == STAT_HEADERS and len(stats["data"]) == 2 * 2  # layers × heads
+    assert packed["output"] == run.output and info == "\n\n".join(packed["notes"])
     assert "`reverse_dk16_sqrt_dk`" in info and "×1/√16 = 0.25" in info
+    json.dumps(packed)  # JSON as it is: the API returns it as a dict
+
+
+def test_visualize_takes_no_view_control(handlers):
+    """Kind, layer, head and colour scale are chosen in the browser from the one run: /visualize has no such input."""
+    import inspect
+
+    assert list(inspect.signature(handlers.visualize).parameters) == SETTINGS_KEYS
 
 
 # Controls that change the computation: from a starting point, one change reruns the model and changes the picture.
@@ -83,62 +95,35 @@ def test_computation_controls_rerun_the_model(handlers, runs, start, changes):
     misses = runs.run.cache_info().misses
     after = visualize(handlers, **start, **changes)
     assert runs.run.cache_info().misses == misses + 1
-    assert before[1] != after[1] or before[0] != after[0]
-
-
-# Controls that only change the view: the picture changes, the model does not rerun.
-@pytest.mark.parametrize("changes", [
-    {"kind": "decoder.self_attn"}, {"kind": "decoder.cross_attn"}, {"layer": 1}, {"head": 1},
-    {"colour_scale": "per_head"},
-], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
-def test_view_controls_only_rerender(handlers, runs, changes):
-    before = visualize(handlers)
-    misses = runs.run.cache_info().misses
-    after = visualize(handlers, **changes)
-    assert runs.run.cache_info().misses == misses
-    assert before[1] != after[1]
+    assert before[0]["kinds"] != after[0]["kinds"] or before[0]["tokens"] != after[0]["tokens"]
 
 
 def test_custom_factor_matters_only_in_custom_mode(handlers):
-    assert visualize(handlers, custom_factor=0.5)[1] == visualize(handlers)[1]
-    assert visualize(handlers, scale_mode="custom", custom_factor=0.5)[1] != visualize(handlers)[1]
+    assert visualize(handlers, custom_factor=0.5)[0] == visualize(handlers)[0]
+    assert visualize(handlers, scale_mode="custom", custom_factor=0.5)[0]["kinds"] != visualize(handlers)[0]["kinds"]
 
 
 def test_untrained_output_says_it_is_meaningless(handlers):
-    _, _, output, _, info = visualize(handlers, model=UNTRAINED)
+    _, output, info = visualize(handlers, model=UNTRAINED)
     assert output.startswith("(untrained model: no meaningful output")
     assert "Untrained model" in info
 
 
 def test_snapped_d_k_is_reported(handlers):
-    info = visualize(handlers, d_k=24.0)[4]  # Gradio sends numbers as floats
+    info = visualize(handlers, d_k=24.0)[2]  # Gradio sends numbers as floats
     assert "No trained model with d_k = 24; showing the nearest, d_k = 16." in info
 
 
 def test_model_controls_follow_the_family(handlers):
-    dk_log, d_k, layer, head, untrained_box, scale, note = handlers.model_controls("reverse/sqrt_dk", 20, 1, 1, 4)
+    dk_log, d_k, untrained_box, scale, note = handlers.model_controls("reverse/sqrt_dk", 20, 4)
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
     assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
-    assert d_k["value"] == 16 and layer == {"__type__": "update", "maximum": 1, "value": 1, "interactive": True}
-    assert head["maximum"] == 1 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
+    assert d_k["value"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
     assert note == "Trained d_k: 4, 16, 64."
-    assert handlers.model_controls("copy/none", 16, 0, 0, 4)[5]["value"] == "none"
-    dk_log, d_k, layer, head, untrained_box, scale, note = handlers.model_controls(UNTRAINED, 300, 1, 7, 3)
+    assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
+    dk_log, d_k, untrained_box, scale, note = handlers.model_controls(UNTRAINED, 300, 3)
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
-    assert head["maximum"] == 2 and head["value"] == 2 and untrained_box["visible"] is True
-    head = handlers.model_controls(UNTRAINED, 16, 0, 3, 1)[3]  # one head: Gradio needs minimum < maximum
-    assert (head["maximum"], head["value"], head["interactive"]) == (1, 0, False)
-
-
-def test_grid_click_picks_the_head_under_the_pointer(handlers, runs):
-    settings = runs.settings("attention", "reverse/sqrt_dk", 16)
-    shape = runs.run(settings).weights("decoder.cross_attn").shape
-    layout = raster.grid_layout(shape, cell=grid_cell(shape), labels=True)
-    y, x = layout.origin(1, 1)
-    event = gr.SelectData(None, {"index": [x + 2, y + 2], "value": None})
-    assert handlers.grid_click(**head_args(kind="decoder.cross_attn"), evt=event) == (1, 1)
-    margin = gr.SelectData(None, {"index": [0, 0], "value": None})
-    assert handlers.grid_click(**head_args(kind="decoder.cross_attn"), evt=margin) == (gr.skip(), gr.skip())
+    assert untrained_box["visible"] is True and note.startswith("Any d_k from 1 to 1024")
 
 
 def test_steps_handler(handlers):
@@ -222,7 +207,10 @@ def test_refresh_updates_only_the_open_tab(handlers):
 ])
 def test_bad_inputs_raise_gradio_errors_with_the_message(handlers, changes, message):
     with pytest.raises(gr.Error) as error:
-        visualize(handlers, **changes)
+        if set(changes) & {"kind", "layer", "head", "colour_scale"}:  # inputs of the one-head endpoints only
+            handlers.export(**{**BASE, **changes})
+        else:
+            visualize(handlers, **changes)
     assert message in error.value.message
 
 
@@ -237,15 +225,16 @@ def test_bad_lab_inputs(handlers, args, message):
 
 
 def test_strings_for_booleans_are_coerced(handlers):
-    assert (visualize(handlers, causal_mask="false", kind="decoder.self_attn")[1]
-            == visualize(handlers, causal_mask=False, kind="decoder.self_attn")[1])
+    assert visualize(handlers, causal_mask="false")[0] == visualize(handlers, causal_mask=False)[0]
 
 
 def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
-    demo = page.build_app(Views(runs), warm=False)
+    demo = page.build_app(Views(runs))
     endpoints = demo.get_api_info()["named_endpoints"]
     assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
-    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == list(BASE)
+    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == SETTINGS_KEYS
+    assert [r["label"] for r in endpoints["/visualize"]["returns"]] == ["run", "Model output", "notes"]
+    assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == list(BASE)
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
     assert demo._queue.max_size == page.QUEUE_SIZE
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
@@ -266,13 +255,13 @@ def test_png_files_are_named_by_content_and_written_once(views):
 def test_cached_images_are_drawn_again_when_their_file_is_gone(views, runs, monkeypatch):
     """The caches keep file names, not pixels; a name whose file the store has deleted is never served."""
     settings = runs.settings("attention", "reverse/sqrt_dk", 16)
-    grid = views.visualize(settings, "decoder.cross_attn", 1, 1).grid
-    assert views.visualize(settings, "decoder.cross_attn", 0, 0).grid == grid  # cached: the same file
+    grid = views.grid_file(settings, "decoder.cross_attn")
+    assert views.grid_file(settings, "decoder.cross_attn") == grid  # cached: the same file
     monkeypatch.setattr(views.store, "kept", 2)
     for value in range(3):  # three newer images push the grid's file out of the store
         views.png_file(np.full((2, 2, 3), value, dtype=np.uint8))
     assert not Path(grid).exists()
-    again = views.visualize(settings, "decoder.cross_attn", 1, 1).grid
+    again = views.grid_file(settings, "decoder.cross_attn")
     assert Path(again).exists() and Path(again).name == Path(grid).name  # drawn again: the same content
 
 

@@ -1,0 +1,78 @@
+"""The explorer as one self-contained piece of HTML: the payload, explorer.js and explorer.css inlined.
+
+No script or style is fetched from anywhere, so the result works offline, from file://, in a
+notebook's iframe and in a page that already has another explorer on it: each fragment mounts
+only its own root (found by id), the script defines `window.AttentionExplorer` once and later
+copies leave it as it is, and every CSS rule is scoped under `.av-explorer`.
+
+Markup (built by explorer.js inside the fragment's container):
+    <div class="av-explorer" data-av-root="explorer" ...>   the container, no id of its own
+      <div id="explorer">   controls, grid tiles [data-kind][data-layer][data-head], legend, statistics
+      <div id="head_view">  the chosen head, with the same three data attributes
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+
+from attention_viz.explorer.pack import to_json
+
+_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+DEFAULT_ROOT_ID = "explorer"  # the app's contract: #explorer holds the grid, #head_view the chosen head
+DEFAULT_HEAD_VIEW_ID = "head_view"
+
+
+@lru_cache(maxsize=None)
+def asset(name: str) -> str:
+    """The text of a packaged static file: "explorer.js" or "explorer.css"."""
+    return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def head_view_id(root_id: str) -> str:
+    """The head view's id for a root: "head_view" for the app's "explorer", else "<root_id>-head"."""
+    return DEFAULT_HEAD_VIEW_ID if root_id == DEFAULT_ROOT_ID else f"{root_id}-head"
+
+
+def _check_id(name: str, value: str) -> str:
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise ValueError(f"{name} must be a letter then letters, digits, '-' or '_' (at most 64), got {value!r}")
+    return value
+
+
+def _script(text: str) -> str:
+    """Inline script text that cannot end its own <script> element early."""
+    return text.replace("</", "<\\/")
+
+
+def explorer_html(payload: Mapping, root_id: str = DEFAULT_ROOT_ID, head_view: str | None = None,
+                  document: bool = False, title: str = "attention explorer") -> str:
+    """The explorer for one packed run (pack.pack) as an HTML fragment, or a whole page with document=True.
+
+    Args:
+        payload: what pack.pack returned.
+        root_id: the id of the explorer's root element; give each explorer on one page its own.
+        head_view: the id of the head view (default head_view_id(root_id)).
+        document: return a complete <!doctype html> page (for a file, a notebook iframe or a test).
+    """
+    root_id = _check_id("root_id", root_id)
+    head_view = _check_id("head_view", head_view or head_view_id(root_id))
+    data_id = f"{root_id}-data"
+    fragment = (
+        f"<style>{asset('explorer.css')}</style>\n"
+        f"<div class=\"av-explorer\" data-av-root=\"{root_id}\" data-av-payload=\"{data_id}\" "
+        f"data-av-head-view=\"{head_view}\"></div>\n"
+        f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
+        f"<script>{_script(asset('explorer.js'))}</script>\n"
+        "<script>AttentionExplorer.mountAll(document);</script>\n"
+    )
+    if not document:
+        return fragment
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{html.escape(title)}</title><style>body{{margin:0}}</style></head>\n<body>\n{fragment}</body></html>\n"
+    )

@@ -1,0 +1,112 @@
+"""The explorer inline in Jupyter: `show(model, "text")` or `show(maps, source_tokens, ...)`.
+
+The view is an <iframe srcdoc> holding the whole page of html.explorer_html: its own document, so
+two views in one notebook never share ids, styles or scripts (the blank-second-view problem of
+libraries that mount by a global id), and nothing comes from a CDN. The iframe sizes itself to
+its content. Outside Jupyter, `View.save(path)` writes the same page to a file.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attention_viz.core.attention import Scale
+from attention_viz.core.model import Transformer
+from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
+from attention_viz.explorer.html import explorer_html
+from attention_viz.explorer.pack import default_masks, pack
+
+_counter = itertools.count()
+EXTRA_DECODE_STEPS = 4  # a model may run past the text's length by this many tokens before it is stopped
+# Run inside the iframe: make the iframe as tall as its page, now and whenever the page grows.
+_AUTOSIZE = """<script>(function () {
+  var frame = window.frameElement;
+  if (!frame) return;
+  // the body's own height (not scrollHeight, which is at least the frame's height and would only grow)
+  function fit() { frame.style.height = Math.ceil(document.body.getBoundingClientRect().height + 8) + "px"; }
+  new ResizeObserver(fit).observe(document.body); fit();
+})();</script>"""
+
+
+class View:
+    """An explorer ready to show: Jupyter calls `_repr_html_`; `html` is the standalone page."""
+
+    def __init__(self, payload: dict, height: int = 640) -> None:
+        self.payload = payload
+        self.root_id = f"explorer-{next(_counter)}"
+        self.html = explorer_html(payload, root_id=self.root_id, document=True)
+        self.height = height
+
+    def _repr_html_(self) -> str:
+        page = self.html.replace("</body>", _AUTOSIZE + "</body>")
+        return (f'<iframe class="av-notebook-view" title="attention explorer" srcdoc="{html.escape(page, quote=True)}" '
+                f'style="width:100%;height:{int(self.height)}px;border:0" loading="eager"></iframe>')
+
+    def save(self, path: str | Path) -> Path:
+        """Write the standalone page (opens offline in any browser)."""
+        path = Path(path)
+        path.write_text(self.html, encoding="utf-8")
+        return path
+
+
+def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+              padding_mask: bool = True, pad_tokens: int = 0, max_len: int | None = None,
+              tokenizer: CharTokenizer | None = None) -> dict:
+    """Greedy-decode `text` with `model` and pack the maps of the last step (as the app's runs do).
+
+    The decoder's input is <bos> + the output but its last token, so row t of a decoder map is the step
+    that produced output token t.
+    """
+    tok = tokenizer or CharTokenizer(max_len=max(DEFAULT_MAX_LEN, len(text)))
+    encoding = tok.encode(text)
+    src_ids = encoding.ids + [tok.pad_id] * int(pad_tokens)
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids], device=device)  # (1, S)
+    steps = max_len if max_len is not None else len(text) + 1 + EXTRA_DECODE_STEPS
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            generated, maps = model.greedy_decode(src, max_len=steps, bos_id=tok.bos_id, eos_id=tok.eos_id,
+                                                  scale=scale, causal_mask=causal_mask, padding_mask=padding_mask)
+    finally:
+        model.train(was_training)
+    out_ids = generated[0].tolist()
+    source, target = tok.tokens(src_ids), tok.tokens([tok.bos_id] + out_ids[:-1])
+    arrays = {key: value[0] for key, value in maps.to_numpy().items()}  # key -> (H, Q, K)
+    notes = [f"scale: {scale}; causal mask {'on' if causal_mask else 'off'}; "
+             f"padding mask {'on' if padding_mask else 'off'}"]
+    if encoding.unknown:
+        notes.append("unknown characters became <unk>: " + " ".join(encoding.unknown))
+    if tok.eos_id not in out_ids:
+        notes.append(f"no <eos> within {steps} tokens: the output is unfinished")
+    return pack(arrays, source, target, masks=default_masks(source, target, causal_mask, padding_mask),
+                output=tok.decode(out_ids), notes=notes, title=f"“{text}”")
+
+
+def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequence[str] = "",
+         target_tokens: Sequence[str] = (), *, masks: Mapping[str, np.ndarray] | None = None,
+         output: str = "", notes: Sequence[str] = (), height: int = 640, **run_options) -> View:
+    """The interactive explorer, inline in Jupyter (the returned View renders itself).
+
+    show(model, "abc")                       greedy-decode "abc" and show every map (run_model's options apply)
+    show(maps, source_tokens, target_tokens) maps: key -> [H, Q, K] (a batch axis of 1 is dropped), e.g.
+                                             AttentionMaps.to_numpy() of one forward pass
+    """
+    if isinstance(model_or_maps, Transformer):
+        if not isinstance(text, str):
+            raise ValueError("show(model, text): text must be a string")
+        return View(run_model(model_or_maps, text, **run_options), height=height)
+    if run_options:
+        raise ValueError(f"{sorted(run_options)} apply only to show(model, text)")
+    maps = {}
+    for key, value in dict(model_or_maps).items():
+        array = value.detach().float().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        maps[key] = array[0] if array.ndim == 4 and array.shape[0] == 1 else array
+    return View(pack(maps, list(text), target_tokens, masks=masks, output=output, notes=notes), height=height)

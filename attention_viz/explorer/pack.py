@@ -1,0 +1,188 @@
+"""A run packed once into the compact, JSON-able numbers the browser-side explorer draws.
+
+Input is plain arrays (no service, no model): a dict map key -> [H, Q, K] weights, the source and
+target tokens, optional masks per kind, the output text and notes. Output is a dict that
+`json.dumps` takes as it is; `explorer.js` decodes it and draws every view from it without asking
+the server again.
+
+Payload format, version "attention_viz.explorer/1":
+
+    {
+      "format": "attention_viz.explorer/1",
+      "title":  str,                       # what the explorer's heading says
+      "output": str,                       # the model's output text ("" when there is none)
+      "notes":  [str, ...],                # short lines shown under the output
+      "tokens": {"source": [str, ...], "target": [str, ...]},
+      "n_heads": H,
+      "quant": 65535,                      # weight w travels as the integer round(w * quant)
+      "kinds": [                           # in KINDS order, only the kinds the maps have
+        {
+          "kind":    "encoder.self_attn",  # a key of attention_viz.core.maps.KINDS
+          "label":   "encoder self-attention",
+          "queries": "source" | "target",  # which token list labels the rows (Q) ...
+          "keys":    "source" | "target",  # ... and the columns (K)
+          "layers":  L,
+          "maps":    [b64, ...],           # one per layer i (key map_key(stack, i, name)): base64 of
+                                           # uint16 little-endian values, [H, Q, K] row-major
+          "mask":    ["1110", ...],        # Q strings of K characters: "1" may attend, "0" masked
+          "stats":   {"entropy": [[H floats] x L], "max_weight": ..., "mean_distance": ...,
+                      "diagonal": ...}     # core.maps.head_statistics, 4 decimals
+        }, ...
+      ]
+    }
+
+Quantisation: weights are clipped to [0, 1] and sent as uint16 steps of 1/65535, so a decoded
+weight is within 0.5/65535 (< 7.7e-6) of the original: finer than the 4 decimals shown on hover,
+and exact at 0 (masked cells) and 1. Two bytes a weight, base64 makes it 8/3: the widest untrained
+config (2 + 2 layers, 16 heads, 37 source and 21 target tokens) is ~225 KB of JSON, a shipped
+model on 20 characters ~30 KB (`payload_bytes`; measured in tests/explorer/test_pack.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from attention_viz.core.maps import KINDS, head_statistics, map_key
+
+FORMAT = "attention_viz.explorer/1"
+QUANT = 65535  # uint16 steps per unit weight
+STAT_NAMES = ("entropy", "max_weight", "mean_distance", "diagonal")
+STAT_DECIMALS = 4
+# The token lists that label the (query, key) axes of each kind.
+AXES = {
+    "encoder.self_attn": ("source", "source"),
+    "decoder.self_attn": ("target", "target"),
+    "decoder.cross_attn": ("target", "source"),
+}
+
+
+def kind_layers(maps: Mapping[str, object], kind: str) -> int:
+    """How many consecutive layers 0, 1, ... of this kind the maps hold."""
+    stack, name = kind.split(".")
+    n = 0
+    while map_key(stack, n, name) in maps:
+        n += 1
+    return n
+
+
+def default_masks(source: Sequence[str], target: Sequence[str], causal_mask: bool = True,
+                  padding_mask: bool = True, pad_token: str = "<pad>") -> dict[str, np.ndarray]:
+    """[Q, K] bool masks per kind (True = may attend), as the model applies them: padded keys, and the
+    causal mask of decoder self-attention."""
+    masks = {}
+    for kind, (q_axis, k_axis) in AXES.items():
+        queries = source if q_axis == "source" else target
+        keys = source if k_axis == "source" else target
+        allowed = np.ones((len(queries), len(keys)), dtype=bool)
+        if padding_mask:
+            allowed &= np.array([token != pad_token for token in keys], dtype=bool)[None, :]
+        if kind == "decoder.self_attn" and causal_mask:
+            allowed &= np.tril(np.ones_like(allowed))
+        masks[kind] = allowed
+    return masks
+
+
+def quantise(weights: np.ndarray) -> np.ndarray:
+    """Weights in [0, 1] -> uint16 steps of 1/QUANT (values outside are clipped; NaN refused)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    if not np.isfinite(weights).all():
+        raise ValueError("attention weights must be finite to be packed")
+    return np.rint(np.clip(weights, 0.0, 1.0) * QUANT).astype("<u2")
+
+
+def _b64(weights: np.ndarray) -> str:
+    return base64.b64encode(quantise(weights).tobytes()).decode("ascii")
+
+
+def pack(
+    maps: Mapping[str, np.ndarray],
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str] = (),
+    masks: Mapping[str, np.ndarray] | None = None,
+    output: str = "",
+    notes: Sequence[str] = (),
+    title: str = "",
+) -> dict:
+    """Pack every map of a run into the explorer's payload (the format in this module's docstring).
+
+    Args:
+        maps: map key ("encoder.0.self_attn", ...) -> [H, Q, K] weights (numpy or anything np.asarray takes).
+            A kind is included when layer 0 of it is present; layers must run 0, 1, ... without gaps.
+        source_tokens, target_tokens: the axis labels; each map's Q and K must match them (see AXES).
+        masks: kind -> [Q, K] bool, True = may attend; a kind left out has no masked cell.
+        output, notes, title: text shown with the views.
+
+    Raises:
+        ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
+    """
+    tokens = {"source": [str(t) for t in source_tokens], "target": [str(t) for t in target_tokens]}
+    masks = masks or {}
+    unknown = [key for key in maps if key.count(".") != 2 or key.split(".", 1)[0] + "." + key.rsplit(".", 1)[1]
+               not in KINDS]
+    if unknown:
+        raise ValueError(f"unknown map keys {unknown}; keys look like {map_key('encoder', 0, 'self_attn')!r}")
+    kinds, n_heads = [], None
+    for kind, label in KINDS.items():
+        n_layers = kind_layers(maps, kind)
+        if n_layers == 0:
+            continue
+        stack, name = kind.split(".")
+        q_axis, k_axis = AXES[kind]
+        shape = (len(tokens[q_axis]), len(tokens[k_axis]))
+        layers = [np.asarray(maps[map_key(stack, i, name)]) for i in range(n_layers)]
+        for i, weights in enumerate(layers):
+            if weights.ndim != 3 or weights.shape[1:] != shape:
+                raise ValueError(f"{map_key(stack, i, name)} has shape {list(weights.shape)}, expected "
+                                 f"[heads, {shape[0]}, {shape[1]}] ({q_axis} x {k_axis} tokens)")
+            if n_heads is None:
+                n_heads = weights.shape[0]
+            elif weights.shape[0] != n_heads:
+                raise ValueError(f"{map_key(stack, i, name)} has {weights.shape[0]} heads, the others {n_heads}")
+        allowed = np.ones(shape, dtype=bool) if masks.get(kind) is None else np.asarray(masks[kind], dtype=bool)
+        if allowed.shape != shape:
+            raise ValueError(f"mask of {kind} has shape {list(allowed.shape)}, expected {list(shape)}")
+        stats = head_statistics(np.stack(layers))  # each [L, H]
+        kinds.append({
+            "kind": kind, "label": label, "queries": q_axis, "keys": k_axis, "layers": n_layers,
+            "maps": [_b64(weights) for weights in layers],
+            "mask": ["".join("1" if cell else "0" for cell in row) for row in allowed],
+            "stats": {stat: np.round(stats[stat], STAT_DECIMALS).tolist() for stat in STAT_NAMES},
+        })
+    if not kinds:
+        raise ValueError("no attention maps to pack")
+    return {
+        "format": FORMAT, "title": str(title), "output": str(output), "notes": [str(n) for n in notes],
+        "tokens": tokens, "n_heads": n_heads, "quant": QUANT, "kinds": kinds,
+    }
+
+
+def unpack(payload: Mapping) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The payload's (maps: key -> float32 [H, Q, K], masks: kind -> bool [Q, K]): what the browser decodes."""
+    if payload.get("format") != FORMAT:
+        raise ValueError(f"not an explorer payload of format {FORMAT!r}")
+    maps, masks = {}, {}
+    n_heads, quant = payload["n_heads"], payload["quant"]
+    for entry in payload["kinds"]:
+        stack, name = entry["kind"].split(".")
+        q = len(payload["tokens"][entry["queries"]])
+        k = len(payload["tokens"][entry["keys"]])
+        for i, data in enumerate(entry["maps"]):
+            steps = np.frombuffer(base64.b64decode(data), dtype="<u2").reshape(n_heads, q, k)
+            maps[map_key(stack, i, name)] = (steps / quant).astype(np.float32)
+        masks[entry["kind"]] = np.array([[c == "1" for c in row] for row in entry["mask"]], dtype=bool).reshape(q, k)
+    return maps, masks
+
+
+def to_json(payload: Mapping) -> str:
+    """Compact JSON of a payload, safe to put inside an HTML <script> element (no '<', '>' or '&' as such)."""
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def payload_bytes(payload: Mapping) -> int:
+    """Bytes of the payload as compact UTF-8 JSON: what travels to the browser (before any gzip)."""
+    return len(to_json(payload).encode("utf-8"))

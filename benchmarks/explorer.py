@@ -1,0 +1,162 @@
+"""View changes in the browser: how long the explorer takes to redraw a head, a kind or a colour scale, in Chromium.
+
+`python -m benchmarks.explorer [--changes 40] [--app] [--out DIR]`
+
+A view change (a tile click, another attention kind, another colour scale) never leaves the page: the
+explorer (attention_viz/explorer/static/explorer.js) redraws from the run it holds, between performance
+marks, and records two measures per change: "explorer-redraw" (the script's work: decoding nothing,
+painting the grid's canvases and refilling the head's table) and "explorer-frame" (from the change until
+the next frame is painted, layout and paint included). This script makes the changes in Debian's
+headless Chromium (/usr/bin/chromium through Playwright; software rendering, no GPU), one at a time,
+each after the previous one's frame, and prints the median and p95 of both measures per kind of change.
+
+Pages: the explorer's standalone HTML (explorer_html) for the shipped reverse model on the app's opening
+text ("attention": 2 layers x 4 heads, 10 x 10 encoder maps) and for the widest run the app allows (an
+untrained model with 16 heads, 20 characters + 16 pads: 37 keys); with --app, the launched app's page
+too (the same opening run inside Gradio's page and styles). Timings go nowhere near a test assertion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .common import load, percentile, table, write_json
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHANGES = ("tile", "kind", "scale")
+# In the page: `n` changes of one sort, each after the last one's frame; the measures' durations by reason.
+RUN_CHANGES = """async ([what, n]) => {
+  const root = document.querySelector('.av-explorer');
+  const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  const settled = async (before) => {  // the change's own frame measure is in
+    for (let i = 0; i < 200 && performance.getEntriesByName('explorer-frame').length <= before; i++) await frame();
+  };
+  performance.clearMeasures('explorer-redraw'); performance.clearMeasures('explorer-frame');
+  for (let i = 0; i < n; i++) {
+    const before = performance.getEntriesByName('explorer-frame').length;
+    if (what === 'tile') {
+      const tiles = root.querySelectorAll('.av-tile:not(.av-selected)');
+      tiles[(i * 7) % tiles.length].click();
+    } else {
+      const select = root.querySelector(what === 'kind' ? '.av-kind' : '.av-scale');
+      select.selectedIndex = (select.selectedIndex + 1) % select.options.length;
+      select.dispatchEvent(new Event('change'));
+    }
+    await settled(before);
+  }
+  const of = name => performance.getEntriesByName(name).filter(m => m.detail.reason === what).map(m => m.duration);
+  return {redraw: of('explorer-redraw'), frame: of('explorer-frame')};
+}"""
+
+
+def payloads() -> dict[str, dict]:
+    """The runs measured: the app's opening view, and the widest run the app allows."""
+    import torch
+
+    from attention_viz.core.config import TransformerConfig
+    from attention_viz.core.model import Transformer
+    from attention_viz.data.checkpoints import load_model
+    from attention_viz.data.tokenizer import VOCAB_SIZE
+    from attention_viz.explorer.notebook import run_model
+
+    torch.set_num_threads(1)
+    shipped = load_model("reverse", device="cpu")[0]
+    config = TransformerConfig(vocab_size=VOCAB_SIZE, n_encoder_layers=2, n_decoder_layers=2, d_model=32,
+                               n_heads=16, d_k=4, d_v=2, d_ff=64, dropout=0.0)
+    torch.manual_seed(0)
+    widest = Transformer(config).eval()
+    text = "abcdefghijklmnopqrst"
+    return {
+        "shipped reverse, “attention” (2 x 4 heads, 10 keys)": run_model(shipped, "attention"),
+        "untrained, 16 heads, 20 characters + 16 pads (2 x 16 heads, 37 keys)":
+            run_model(widest, text, pad_tokens=16, max_len=len(text) + 1),
+    }
+
+
+def measure(page, changes: int) -> dict[str, dict[str, list[float]]]:
+    """Per sort of change: the redraw and frame durations (ms) of `changes` changes, after two unmeasured ones."""
+    out = {}
+    for what in CHANGES:
+        page.evaluate(RUN_CHANGES, [what, 2])  # warm-up: the first of each path
+        out[what] = page.evaluate(RUN_CHANGES, [what, changes])
+    return out
+
+
+def run(changes: int = 40, app: bool = False) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    from attention_viz.explorer import explorer_html
+
+    result: dict = {"changes": changes, "load_before": load(), "pages": {}}
+    with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        result["browser"] = browser.version
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for name, payload in payloads().items():
+                path = Path(folder) / "explorer.html"
+                path.write_text(explorer_html(payload, document=True), encoding="utf-8")
+                page.goto(path.as_uri())
+                page.wait_for_selector(".av-explorer .av-tile")
+                result["pages"][name] = measure(page, changes)
+            if app:
+                result["pages"]["the app's page (Gradio), opening run"] = _in_app(page, changes)
+        finally:
+            browser.close()
+    result["load_after"] = load()
+    return result
+
+
+def _in_app(page, changes: int) -> dict:
+    import httpx
+
+    from devtools.launcher import ROOT, Server
+
+    with Server([sys.executable, "app.py"], ROOT / "benchmarks" / "results" / "logs" / "explorer_app.log") as server:
+        with httpx.Client(timeout=5) as client:
+            server.wait_http(client, 180)
+        page.goto(server.base + "/")
+        page.wait_for_selector("#explorer .av-tile", timeout=60_000)
+        time.sleep(2)  # the page's own start-up (the lab's first figures) out of the way
+        return measure(page, changes)
+
+
+def report(result: dict) -> str:
+    rows = []
+    for name, sorts in result["pages"].items():
+        for what in CHANGES:
+            redraw, frame = sorts[what]["redraw"], sorts[what]["frame"]
+            rows.append([name, what, len(redraw), f"{statistics.median(redraw):.2f}", f"{percentile(redraw, 95):.2f}",
+                         f"{statistics.median(frame):.2f}", f"{percentile(frame, 95):.2f}"])
+    head = (f"View changes in the browser (Chromium {result['browser']}, headless, software rendering), "
+            f"{result['changes']} changes of each sort per page, one after another's frame; no request leaves "
+            f"the page. load average {result['load_before']} -> {result['load_after']}")
+    return head + "\n\n" + table(["page", "change", "n", "redraw median ms", "redraw p95 ms",
+                                  "to next frame median ms", "to next frame p95 ms"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.explorer", description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=40, help="changes of each sort per page")
+    parser.add_argument("--app", action="store_true", help="also measure inside the launched app's page")
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.changes <= 1000:
+        parser.error("changes: 1..1000")
+    result = run(args.changes, args.app)
+    print(report(result), flush=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = write_json(f"explorer-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")
+    print(f"\nresults in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Explorer fixtures: packed runs of the shipped model and of the widest untrained shape, and Debian's Chromium.
+
+The browser tests open the HTML that explorer_html writes (file:// or set_content): no server, no network.
+The Chromium launch follows tests/e2e/conftest.py (and /work/shared BROWSER_TESTING.md): skipped with the
+reason where /usr/bin/chromium is missing, failed instead when ATTENTION_VIZ_REQUIRE_BROWSER is set.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention_viz.core.config import TransformerConfig
+from attention_viz.core.model import Transformer
+from attention_viz.data.checkpoints import load_model
+from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, VOCAB_SIZE
+from attention_viz.explorer.notebook import run_model
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
+# The widest run the app allows on an untrained model: 16 heads, 20 characters + <eos> + 16 pads, N = 2.
+# The maps' shapes depend only on heads and tokens, so a narrow d_model gives the same payload quickly.
+WIDEST_TEXT, WIDEST_PADS, WIDEST_HEADS = "abcdefghijklmnopqrst", 16, 16
+
+
+@pytest.fixture(scope="session")
+def shipped_model(one_thread):
+    return load_model("reverse", device="cpu")[0]
+
+
+@pytest.fixture(scope="session")
+def shipped_payload(shipped_model):
+    """reverse on a 5-character text with 2 pads: masked keys in every kind, the causal mask in decoder self."""
+    return run_model(shipped_model, "hello", pad_tokens=2)
+
+
+@pytest.fixture(scope="session")
+def widest_model(one_thread):
+    config = TransformerConfig(vocab_size=VOCAB_SIZE, n_encoder_layers=2, n_decoder_layers=2, d_model=32,
+                               n_heads=WIDEST_HEADS, d_k=4, d_v=2, d_ff=64, dropout=0.0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return Transformer(config).eval()
+
+
+@pytest.fixture(scope="session")
+def widest_payload(widest_model):
+    assert len(WIDEST_TEXT) == DEFAULT_MAX_LEN
+    # an untrained model decodes exactly as many tokens as the source has characters + 1 (the app's rule)
+    return run_model(widest_model, WIDEST_TEXT, pad_tokens=WIDEST_PADS, max_len=len(WIDEST_TEXT) + 1)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright drives Debian's Chromium (never a downloaded build)."""
+    if not CHROMIUM.exists():
+        if os.environ.get("ATTENTION_VIZ_REQUIRE_BROWSER"):  # set by .ci/run: CI never skips the browser tests
+            pytest.fail(f"{CHROMIUM} is missing, and the browser tests must run here")
+        pytest.skip(f"{CHROMIUM} is missing (`bash .ci/run` installs it)")
+    return {
+        **browser_type_launch_args,
+        "executable_path": str(CHROMIUM),
+        "headless": True,
+        "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    }

@@ -1,0 +1,196 @@
+"""The explorer in headless Chromium, from the HTML explorer_html and show() write: no server, no network.
+
+Screenshots go to tests/screenshots/explorer_*.png (git-ignored).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from playwright.sync_api import Page, expect
+
+from pathlib import Path
+
+from attention_viz.explorer import explorer_html, show, unpack
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
+
+pytestmark = pytest.mark.browser
+STEP = 0.5 / 65535
+
+
+def open_html(page: Page, tmp_path, html: str, name: str = "page.html") -> None:
+    path = tmp_path / name
+    path.write_text(html, encoding="utf-8")
+    page.goto(path.as_uri())
+    expect(page.locator(".av-explorer .av-tile").first).to_be_visible()
+
+
+def count_requests(page: Page) -> list[str]:
+    """Every request the page makes from now on (a view change must make none)."""
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    return seen
+
+
+def shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"explorer_{name}.png"), full_page=True)
+
+
+def redraws(page: Page, root: str = "explorer") -> list[str]:
+    """The reasons of the redraws the page measured for one root (performance measures)."""
+    return page.evaluate("root => performance.getEntriesByName('explorer-redraw')"
+                         ".filter(m => m.detail.root === root).map(m => m.detail.reason)", root)
+
+
+def test_a_tile_click_selects_its_head_with_no_request(page: Page, tmp_path, shipped_payload):
+    open_html(page, tmp_path, explorer_html(shipped_payload, document=True))
+    requests = count_requests(page)
+    tile = page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="1"][data-head="2"]')
+    tile.click()
+    view = page.locator("#head_view")
+    expect(view).to_have_attribute("data-layer", "1")
+    expect(view).to_have_attribute("data-head", "2")
+    expect(view).to_have_attribute("data-kind", "encoder.self_attn")
+    expect(tile).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#explorer .av-tile[aria-pressed=true]")).to_have_count(1)
+    # the numbers written are the packed head's, to 2 decimals, row by row
+    weights, masks = unpack(shipped_payload)
+    head, allowed = weights["encoder.1.self_attn"][2], masks["encoder.self_attn"]
+    texts = view.locator("tbody tr").first.locator("td").all_inner_texts()
+    assert texts == [f"{w:.2f}" if ok else "" for w, ok in zip(head[0], allowed[0], strict=True)]
+    assert requests == []
+    assert redraws(page)[-1] == "tile"
+    shot(page, "tile_click")
+
+
+def test_hover_shows_the_exact_weight(page: Page, tmp_path, shipped_payload, shipped_model):
+    open_html(page, tmp_path, explorer_html(shipped_payload, document=True))
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="0"][data-head="3"]').click()
+    cell = page.locator('#head_view td[data-q="2"][data-k="1"]')
+    cell.hover()
+    tip = page.locator(".av-explorer .av-tip")  # beside #head_view, in the same container
+    expect(tip).to_be_visible()
+    packed = unpack(shipped_payload)[0]["decoder.0.cross_attn"][3, 2, 1]
+    expect(tip).to_contain_text(f"weight {packed:.4f}")
+    expect(tip).to_contain_text("query 2")
+    assert cell.get_attribute("title") == f"{packed:.4f}"
+    # masked cells say so: the causal mask hides key 3 from query 1 in decoder self-attention
+    page.select_option("#explorer .av-kind", "decoder.self_attn")
+    masked = page.locator('#head_view td[data-q="1"][data-k="3"]')
+    expect(masked).to_have_class("av-masked")
+    masked.hover()
+    expect(tip).to_contain_text("masked")
+    expect(page.locator("#explorer .av-legend")).to_contain_text("masked")
+    shot(page, "hover")
+
+
+def test_kind_and_colour_scale_repaint_in_the_browser(page: Page, tmp_path, shipped_payload):
+    open_html(page, tmp_path, explorer_html(shipped_payload, document=True))
+    requests = count_requests(page)
+    pixels = "() => [...document.querySelectorAll('#explorer .av-tile canvas')].map(c => c.toDataURL())"
+    colours = "() => [...document.querySelectorAll('#head_view td:not(.av-masked)')].map(td => td.style.background)"
+    before, cells_before = page.evaluate(pixels), page.evaluate(colours)
+    page.select_option("#explorer .av-scale", "log")
+    expect(page.locator("#explorer .av-legend")).to_contain_text("log")
+    assert page.evaluate(pixels) != before and page.evaluate(colours) != cells_before
+    page.select_option("#explorer .av-scale", "row")
+    # per row: every live row's largest weight takes the top colour
+    tops = page.evaluate("""() => [...document.querySelectorAll('#head_view tbody tr')].map(tr =>
+        Math.max(...[...tr.querySelectorAll('td:not(.av-masked)')].map(td => +td.title)))""")
+    top_colour = page.evaluate("() => AttentionExplorer.colour(1)")
+    first_row = page.locator("#head_view tbody tr").first.locator("td:not(.av-masked)")
+    index = int(np.argmax([float(t) for t in first_row.evaluate_all("tds => tds.map(td => td.title)")]))
+    assert first_row.nth(index).evaluate("td => td.style.background") == "rgb({}, {}, {})".format(*top_colour)
+    assert min(tops) > 0
+    page.select_option("#explorer .av-kind", "decoder.self_attn")
+    expect(page.locator("#explorer .av-tile").first).to_have_attribute("data-kind", "decoder.self_attn")
+    expect(page.locator("#head_view")).to_have_attribute("data-kind", "decoder.self_attn")
+    assert requests == []
+    assert redraws(page)[-3:] == ["scale", "scale", "kind"]
+    frames = page.evaluate("() => performance.getEntriesByName('explorer-redraw').map(m => m.duration)")
+    assert all(ms >= 0 for ms in frames)
+
+
+def test_two_explorers_on_one_page_are_independent(page: Page, tmp_path, shipped_payload, widest_payload):
+    html = (explorer_html(shipped_payload, root_id="explorer") + "<hr>" +
+            explorer_html(widest_payload, root_id="second"))
+    open_html(page, tmp_path, f"<!doctype html><meta charset=utf-8><body>{html}</body>")
+    first, second = page.locator("#explorer"), page.locator("#second")
+    expect(second.locator(".av-tile")).to_have_count(2 * 16)
+    expect(first.locator(".av-tile")).to_have_count(2 * 4)
+    second.locator('[data-layer="1"][data-head="9"]').click()
+    expect(page.locator("#second-head")).to_have_attribute("data-head", "9")
+    expect(page.locator("#head_view")).to_have_attribute("data-head", "0")  # the first did not move
+    first.locator(".av-scale").select_option("log")
+    expect(second.locator(".av-scale")).to_have_value("linear")
+    first.locator('[data-layer="0"][data-head="3"]').click()
+    expect(page.locator("#second-head")).to_have_attribute("data-head", "9")
+    ids = page.evaluate("() => [...document.querySelectorAll('[id]')].map(e => e.id)")
+    assert len(ids) == len(set(ids)) and {"explorer", "head_view", "second", "second-head"} <= set(ids)
+
+
+def test_phone_width(page: Page, tmp_path, widest_payload):
+    """390 px: the page never scrolls sideways, the head view does, the controls stack, nothing covers a tile."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert width[0] <= width[1]
+    view = page.evaluate("() => { const v = document.querySelector('#head_view');"
+                         " return [v.scrollWidth, v.clientWidth, getComputedStyle(v).overflowX]; }")
+    assert view[0] > view[1] and view[2] == "auto"
+    lefts = page.locator("#explorer .av-controls label").evaluate_all("ls => ls.map(l => l.getBoundingClientRect().left)")
+    assert len(set(lefts)) == 1  # one column
+    boxes = page.evaluate("""() => {
+        const rect = e => e.getBoundingClientRect();
+        const tiles = [...document.querySelectorAll('#explorer .av-tile')].map(rect);
+        const controls = [...document.querySelectorAll('button, select, input, a')].map(rect);
+        const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+        return {tiles: tiles.length, overlaps: controls.filter(c => tiles.some(t => hit(c, t))).length,
+                outside: tiles.filter(t => t.right > window.innerWidth || t.left < 0).length};
+    }""")
+    assert boxes == {"tiles": 32, "overlaps": 0, "outside": 0}
+    page.locator('#explorer [data-layer="1"][data-head="15"]').click()  # the last tile is reachable
+    expect(page.locator("#head_view")).to_have_attribute("data-head", "15")
+    shot(page, "phone")
+
+
+def test_the_notebook_view_twice_in_one_page(page: Page, tmp_path, shipped_model):
+    """Two show() outputs in one document (as a notebook holds them): each iframe works on its own."""
+    first, second = show(shipped_model, "abc"), show(shipped_model, "hello")
+    requests = count_requests(page)
+    page.set_content(f"<!doctype html><body>{first._repr_html_()}<p>between</p>{second._repr_html_()}</body>")
+    frames = [page.frame_locator("iframe").nth(i) for i in range(2)]
+    for frame, view in zip(frames, (first, second), strict=True):
+        expect(frame.locator(f"#{view.root_id} .av-tile").first).to_be_visible()
+    frames[0].locator('.av-tile[data-layer="1"][data-head="1"]').click()
+    expect(frames[0].locator(f"#{first.root_id}-head")).to_have_attribute("data-head", "1")
+    expect(frames[1].locator(f"#{second.root_id}-head")).to_have_attribute("data-head", "0")
+    expect(frames[1].locator(".av-output")).to_contain_text("olleh")
+    heights = page.locator("iframe").evaluate_all("fs => fs.map(f => f.getBoundingClientRect().height)")
+    content = [frame.locator(".av-explorer").evaluate("e => e.getBoundingClientRect().bottom") for frame in frames]
+    for height, bottom in zip(heights, content, strict=True):  # sized to its content by the script inside
+        assert bottom <= height <= bottom + 40, (heights, content)
+    assert [url for url in requests if not url.startswith(("about:", "data:"))] == []
+    shot(page, "notebook")
+
+
+def test_the_benchmarks_view_changes_are_measured_one_each(page: Page, tmp_path, widest_payload):
+    """benchmarks/explorer.py's in-page loop: every change it makes yields one redraw and one frame measure of its
+    own sort (no timing is asserted here)."""
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
+        sys.path.insert(0, root)
+    from benchmarks.explorer import CHANGES, RUN_CHANGES
+
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    requests = count_requests(page)
+    for what in CHANGES:
+        measured = page.evaluate(RUN_CHANGES, [what, 3])
+        assert len(measured["redraw"]) == len(measured["frame"]) == 3, (what, measured)
+        assert all(ms >= 0 for ms in measured["redraw"] + measured["frame"])
+    assert requests == []

@@ -1,0 +1,140 @@
+"""pack: every map, mask and statistic of a run survives the trip to JSON and back, in a small payload."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attention_viz.core.maps import KINDS, head_statistics, map_key
+from attention_viz.explorer import explorer_html, pack, payload_bytes, show, to_json, unpack
+from attention_viz.explorer.pack import QUANT, default_masks
+
+STEP = 0.5 / QUANT  # the largest quantisation error
+
+
+def random_maps(rng, heads=3, s=5, t=4, layers=2):
+    """Row-stochastic maps of every kind; queries x keys as AXES says."""
+    shapes = {"encoder.self_attn": (s, s), "decoder.self_attn": (t, t), "decoder.cross_attn": (t, s)}
+    maps = {}
+    for kind, (q, k) in shapes.items():
+        stack, name = kind.split(".")
+        for i in range(layers):
+            w = rng.random((heads, q, k)) ** 4
+            maps[map_key(stack, i, name)] = (w / w.sum(-1, keepdims=True)).astype(np.float32)
+    return maps
+
+
+def test_round_trip_keeps_every_value_to_the_quantisation_step():
+    rng = np.random.default_rng(0)
+    maps = random_maps(rng)
+    source, target = list("abcd") + ["<eos>"], ["<bos>", "d", "c", "b"]
+    masks = default_masks(source, target)
+    payload = json.loads(to_json(pack(maps, source, target, masks=masks, output="dcba", notes=["n"])))
+    back, back_masks = unpack(payload)
+    assert back.keys() == maps.keys()
+    for key, weights in maps.items():
+        assert back[key].shape == weights.shape
+        assert np.abs(back[key] - weights).max() <= STEP + 1e-9, key
+    for kind in KINDS:
+        np.testing.assert_array_equal(back_masks[kind], masks[kind])
+    assert payload["output"] == "dcba" and payload["notes"] == ["n"] and payload["n_heads"] == 3
+    assert payload["tokens"] == {"source": source, "target": target}
+    assert [entry["kind"] for entry in payload["kinds"]] == list(KINDS)
+
+
+def test_zero_and_one_are_exact_and_statistics_are_the_cores():
+    maps = {"encoder.0.self_attn": np.array([[[1.0, 0.0], [0.25, 0.75]]])}
+    payload = pack(maps, ["a", "b"])
+    back, masks = unpack(payload)
+    assert back["encoder.0.self_attn"][0, 0].tolist() == [1.0, 0.0]
+    assert masks["encoder.self_attn"].all()  # no mask given: nothing masked
+    stats = head_statistics(np.stack([maps["encoder.0.self_attn"]]))
+    entry = payload["kinds"][0]
+    assert [k["kind"] for k in payload["kinds"]] == ["encoder.self_attn"]  # only the kinds present
+    for name, values in entry["stats"].items():
+        np.testing.assert_allclose(values, np.round(stats[name], 4))
+
+
+def test_masks_follow_the_model_convention():
+    masks = default_masks(["a", "<eos>", "<pad>"], ["<bos>", "x"], causal_mask=True, padding_mask=True)
+    assert masks["encoder.self_attn"].tolist() == [[True, True, False]] * 3
+    assert masks["decoder.self_attn"].tolist() == [[True, False], [True, True]]
+    assert masks["decoder.cross_attn"].tolist() == [[True, True, False]] * 2
+    off = default_masks(["a", "<pad>"], ["<bos>", "x"], causal_mask=False, padding_mask=False)
+    assert all(mask.all() for mask in off.values())
+
+
+@pytest.mark.parametrize("maps, tokens, message", [
+    ({"encoder.0.self_attn": np.ones((1, 2, 3))}, ["a", "b"], "shape"),
+    ({"encoder.0.self_attn": np.full((1, 2, 2), np.nan)}, ["a", "b"], "finite"),
+    ({"encoder.0.attn": np.ones((1, 2, 2))}, ["a", "b"], "unknown map keys"),
+    ({}, ["a"], "no attention maps"),
+])
+def test_bad_input_is_refused_with_a_reason(maps, tokens, message):
+    with pytest.raises(ValueError, match=message):
+        pack(maps, tokens)
+
+
+def test_heads_must_agree_between_layers():
+    maps = {"encoder.0.self_attn": np.ones((2, 1, 1)), "encoder.1.self_attn": np.ones((3, 1, 1))}
+    with pytest.raises(ValueError, match="heads"):
+        pack(maps, ["a"])
+
+
+def test_a_shipped_model_run_matches_its_arrays(shipped_model, shipped_payload):
+    import torch
+
+    from attention_viz.data.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+
+    payload = shipped_payload
+    tokens = payload["tokens"]
+    assert tokens["source"][-3:] == ["<eos>", "<pad>", "<pad>"] and tokens["target"][0] == "<bos>"
+    assert payload["output"] == "olleh"
+    src = torch.tensor([tok.encode("hello").ids + [tok.pad_id] * 2])  # the packed run's source and decoder input
+    tgt = torch.tensor([[tok.bos_id] + tok.encode("olleh", add_eos=False).ids])
+    with torch.inference_mode():
+        _, maps = shipped_model(src, tgt)
+    back, masks = unpack(payload)
+    for key, value in maps.to_numpy().items():
+        assert np.abs(back[key] - value[0]).max() <= STEP + 1e-6, key
+    assert not masks["decoder.self_attn"][0, 1] and not masks["encoder.self_attn"][:, -1].any()
+
+
+def test_payload_sizes(shipped_model, shipped_payload, widest_payload):
+    """What one run costs on the wire (compact JSON, before gzip); the report quotes these numbers."""
+    from attention_viz.explorer.notebook import run_model
+
+    full_text = run_model(shipped_model, "abcdefghijklmnopqrst")
+    sizes = {"shipped, 5 chars + 2 pads": payload_bytes(shipped_payload),
+             "shipped, 20 chars": payload_bytes(full_text), "widest untrained": payload_bytes(widest_payload)}
+    print(sizes)
+    assert sizes["shipped, 20 chars"] < 40_000
+    # 2·16·(37·37 + 21·21 + 21·37) = 82,784 weights at 2 bytes, base64: ~221 KB + tokens, masks, statistics
+    assert sizes["widest untrained"] < 240_000
+    assert [len(widest_payload["tokens"][k]) for k in ("source", "target")] == [37, 21]
+
+
+def test_html_is_self_contained_and_script_safe():
+    maps = {"encoder.0.self_attn": np.ones((1, 2, 2)) / 2}
+    html = explorer_html(pack(maps, ["</script>", "<b>&"], output="</script><script>alert(1)</script>"))
+    assert html.count("</script>") == 3  # the payload, the library, the mount: no token closes one early
+    assert "src=" not in html and "http" not in html  # nothing fetched: no CDN
+    assert 'data-av-root="explorer"' in html and 'data-av-head-view="head_view"' in html
+    assert 'data-av-head-view="second-head"' in explorer_html(pack(maps, ["a", "b"]), root_id="second")
+    with pytest.raises(ValueError, match="root_id"):
+        explorer_html(pack(maps, ["a", "b"]), root_id='x" onload="alert(1)')
+
+
+def test_show_takes_maps_or_a_model(shipped_model):
+    maps = {"encoder.0.self_attn": np.ones((1, 1, 2, 2)) / 2}  # a batch axis of 1 is dropped
+    first, second = show(maps, ["a", "b"]), show(shipped_model, "abc")
+    assert first.root_id != second.root_id
+    assert second.payload["output"] == "cba"
+    page = second._repr_html_()
+    assert page.startswith("<iframe") and "srcdoc=" in page and "<script" not in page.split("srcdoc=")[0]
+    with pytest.raises(ValueError, match="only to show"):
+        show(maps, ["a", "b"], causal_mask=False)

@@ -41,13 +41,15 @@ def set_number(page: Page, elem_id: str, value: str) -> None:
 
 def take(page: Page, url: str, out: Path) -> None:
     page.goto(url)
-    expect(page.locator("#head_table table")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#head_view table")).to_be_visible(timeout=TIMEOUT_MS)
     settle(page)
     page.locator("#text input").fill("transformer")
-    page.get_by_label("encoder-decoder attention").check()
+    page.locator("#text input").press("Enter")
     settle(page)
-    set_number(page, "layer", "1")  # the second layer's cross-attention: reverse's anti-diagonal
-    settle(page)
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")  # drawn in the browser, no request
+    # the second layer's cross-attention: reverse's anti-diagonal
+    page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="1"][data-head="0"]').click()
+    page.wait_for_timeout(300)
     page.screenshot(path=str(out / "transformer.png"), full_page=True)
 
     page.get_by_label("off (plain q·k)").check()
@@ -57,14 +59,17 @@ def take(page: Page, url: str, out: Path) -> None:
     page.get_by_label("1/√d_k (paper)").check()
     settle(page)
 
-    page.get_by_label("masked decoder self-attention").check()
+    page.select_option("#explorer .av-kind", "decoder.self_attn")
+    page.locator('#explorer [data-kind="decoder.self_attn"][data-layer="1"][data-head="0"]').click()
     page.get_by_role("tab", name="Steps (Figure 2)").click()
     expect(page.locator("#steps_image img")).to_be_visible(timeout=TIMEOUT_MS)
     settle(page)
     page.locator("#steps_image").screenshot(path=str(out / "steps.png"))
 
+    page.get_by_role("tab", name="Heatmaps").click()
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="1"][data-head="0"]').click()
     page.get_by_role("tab", name="Compare").click()
-    page.get_by_label("encoder-decoder attention").check()
     expect(page.locator("#compare_image img")).to_be_visible(timeout=TIMEOUT_MS)
     settle(page)
     page.locator("#compare_image").screenshot(path=str(out / "compare.png"))

@@ -77,7 +77,7 @@ def run_notes(run: Run) -> str:
     lines.append(
         f"Scores QKᵀ {scaling_text(s)}; causal mask {'on' if s.causal_mask else 'off'}; "
         f"{s.pad_tokens} pad token{'s' if s.pad_tokens != 1 else ''} with the padding mask "
-        f"{'on' if s.padding_mask else 'off'}. Grey cells are masked (weight exactly 0)."
+        f"{'on' if s.padding_mask else 'off'}. Hatched cells are masked (weight exactly 0)."
     )
     return "\n\n".join(lines)
 

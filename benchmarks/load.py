@@ -46,7 +46,9 @@ from pathlib import Path
 
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.explorer.pack import FORMAT
+from attention_viz.explorer.steps import COMPARE_FORMAT, STEPS_FORMAT
 
+from .answers import compare_sizes, head_problems, steps_sizes
 from .app import ROOT, Browser, Server
 from .common import Timing, load, machine, ms, table, write_json
 
@@ -343,13 +345,25 @@ class Page:
             if not any(problems):
                 self.apply_run(run)
         elif request.api == "steps":
-            image, text = data
-            problems = [not png(image) and "image is not PNG", "softmax" not in text and "no step text",
-                        "d_k" in e and f"d_k = {e['d_k']})" not in text and f"text lacks d_k = {e['d_k']}"]
+            steps, text = data
+            problems = [
+                not isinstance(steps, dict) or steps.get("format") != STEPS_FORMAT and "not a steps payload",
+                "softmax" not in text and "no step text",
+                "d_k" in e and f"d_k = {e['d_k']})" not in text and f"text lacks d_k = {e['d_k']}",
+                *head_problems(steps, request.values, self.ids),
+            ]
+            if not any(problems):
+                problems.append(steps_sizes(steps, e))
         elif request.api == "compare":
-            image, text = data
-            problems = [not png(image) and "image is not PNG",
-                        e["label"] and e["label"] not in text and f"text lacks {e['label']!r}"]
+            comparison, text = data
+            problems = [
+                not isinstance(comparison, dict) or comparison.get("format") != COMPARE_FORMAT
+                and "not a compare payload",
+                e["label"] and e["label"] not in text and f"text lacks {e['label']!r}",
+                *head_problems(comparison, request.values, self.ids),
+            ]
+            if not any(problems):
+                problems.append(compare_sizes(comparison))
         elif request.api == "export":
             items = data[0] if data and isinstance(data[0], list) else []
             names = sorted(item.get("orig_name", "") for item in items)

@@ -9,6 +9,9 @@ Markup (built by explorer.js inside the fragment's container):
     <div class="av-explorer" data-av-root="explorer" ...>   the container, no id of its own
       <div id="explorer">   controls, grid tiles [data-kind][data-layer][data-head], legend, statistics
       <div id="head_view">  the chosen head, with the same three data attributes
+
+steps_html does the same for one head's steps or comparison (explorer.steps) with steps.js and steps.css:
+every rule of steps.css is scoped under `.av-hv`, and the script defines `window.AttentionSteps` once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 
 from attention_viz.explorer.pack import to_json
+from attention_viz.explorer.steps import COMPARE_FORMAT, STEPS_FORMAT
 
 _ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 DEFAULT_ROOT_ID = "explorer"  # the app's contract: #explorer holds the grid, #head_view the chosen head
@@ -28,7 +32,7 @@ DEFAULT_HEAD_VIEW_ID = "head_view"
 
 @lru_cache(maxsize=None)
 def asset(name: str) -> str:
-    """The text of a packaged static file: "explorer.js" or "explorer.css"."""
+    """The text of a packaged static file: "explorer.js", "explorer.css", "steps.js" or "steps.css"."""
     return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
 
 
@@ -46,6 +50,15 @@ def _check_id(name: str, value: str) -> str:
 def _script(text: str) -> str:
     """Inline script text that cannot end its own <script> element early."""
     return text.replace("</", "<\\/")
+
+
+def _document(fragment: str, title: str) -> str:
+    """A complete page around a fragment."""
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{html.escape(title)}</title><style>body{{margin:0}}</style></head>\n<body>\n{fragment}</body></html>\n"
+    )
 
 
 def explorer_html(payload: Mapping, root_id: str = DEFAULT_ROOT_ID, head_view: str | None = None,
@@ -71,8 +84,27 @@ def explorer_html(payload: Mapping, root_id: str = DEFAULT_ROOT_ID, head_view: s
     )
     if not document:
         return fragment
-    return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        f"<title>{html.escape(title)}</title><style>body{{margin:0}}</style></head>\n<body>\n{fragment}</body></html>\n"
+    return _document(fragment, title)
+
+
+def steps_html(payload: Mapping, root_id: str = "steps", document: bool = False, title: str = "attention steps") -> str:
+    """One head's steps or comparison (explorer.steps: pack_steps or pack_compare) as an HTML fragment, with
+    steps.js and steps.css inlined, or a whole page with document=True. The view is mounted in
+    `<div id="<root_id>">`: its stepper (steps) or difference table (compare) is built inside."""
+    root_id = _check_id("root_id", root_id)
+    formats = {STEPS_FORMAT: "steps", COMPARE_FORMAT: "compare"}
+    if payload.get("format") not in formats:
+        raise ValueError(f"not a steps or compare payload: format {payload.get('format')!r}")
+    data_id = f"{root_id}-data"
+    fragment = (
+        f"<style>{asset('steps.css')}</style>\n"
+        f"<div id=\"{root_id}\"></div>\n"
+        f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
+        f"<script>{_script(asset('steps.js'))}</script>\n"
+        f"<script>AttentionSteps.mount(document.getElementById(\"{root_id}\"), "
+        f"JSON.parse(document.getElementById(\"{data_id}\").textContent), "
+        f"{{view: \"{formats[payload['format']]}\"}});</script>\n"
     )
+    if not document:
+        return fragment
+    return _document(fragment, title)

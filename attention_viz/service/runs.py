@@ -81,8 +81,12 @@ class Run:
     def masks(self) -> dict[str, np.ndarray]:
         """Kind -> [Q, K] bool, True = may attend: the masks the model applied to this run's ids (core's
         attention_masks of src_ids and tgt_ids under the run's switches), read-only."""
+        return self.masks_under(self.settings)
+
+    def masks_under(self, settings: Settings) -> dict[str, np.ndarray]:
+        """Kind -> [Q, K] bool: the masks a forward pass on this run's ids applies under other settings' switches."""
         src, tgt = torch.tensor([self.src_ids]), torch.tensor([self.tgt_ids])  # (1, S), (1, T)
-        masks = attention_masks(src, tgt, self.config.pad_id, self.settings.causal_mask, self.settings.padding_mask,
+        masks = attention_masks(src, tgt, self.config.pad_id, settings.causal_mask, settings.padding_mask,
                                 dense=True)  # kind -> (1, Q, K)
         arrays = {kind: mask[0].numpy() for kind, mask in masks.items()}
         for array in arrays.values():
@@ -126,11 +130,11 @@ class Comparison:
     query_tokens: list[str]
     key_tokens: list[str]
     outputs: tuple[str, str]    # the free-running greedy outputs under each setting
+    masks: tuple[np.ndarray, np.ndarray]  # [Q, K] bool each, True = may attend, under each setting
 
     @property
     def difference(self) -> np.ndarray:
         return self.a - self.b
-
 
 
 class Runs:
@@ -241,4 +245,5 @@ class Runs:
         weights_b = self.teacher_forced_maps(run, b)[key][request.head]
         queries, keys = run.tokens(request.kind)
         outputs = (self.run(a).output, self.run(b).output)
-        return Comparison(what, COMPARISONS[what], weights_a, weights_b, queries, keys, outputs)
+        masks = (run.masks_under(a)[request.kind], run.masks_under(b)[request.kind])
+        return Comparison(what, COMPARISONS[what], weights_a, weights_b, queries, keys, outputs, masks)

@@ -4,8 +4,8 @@ No Gradio here: every method takes plain values, validates them (ValueError with
 user) and returns packed runs (dicts), PNG files, rows and Markdown, so tests call it exactly as the app does.
 The Transformer view is one packed run (attention_viz.explorer.pack): every map of every kind, layer and
 head, which the browser draws, so a change of kind, layer, head or colour scale never reaches the server.
-Images (exports, steps, comparisons, the lab) are encoded once into a PngStore; the caches keep the
-file names (a few bytes each).
+The steps of one head and its comparisons are numbers too (attention_viz.explorer.steps), drawn by the browser.
+Images (exports, the lab) are encoded once into a PngStore; the caches keep the file names (a few bytes each).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from attention_viz.core.maps import KINDS
 from attention_viz.draw import figures, png, raster
 from attention_viz.explorer.pack import pack
+from attention_viz.explorer.steps import pack_compare, pack_steps
 from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
 from attention_viz.service.lab_view import LabFigures, LabView
@@ -194,31 +195,34 @@ class Views:
                                                      head_title(settings, kind, layer, head), mask=run.mask(kind),
                                                      per_head_max=per_head))
 
-    def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[str, str]:
-        """Figure 2 (left) for one head, and a line on what each panel is."""
-        request = self.runs.run(settings).head_request(kind, layer, head)
+    def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[dict, str]:
+        """Figure 2 (left) for one head as numbers (explorer.steps.pack_steps: QKᵀ, scaled, masked, softmax,
+        weights·V, the mask, d_k and the factor), which the browser draws, and a line on what each panel is."""
+        run = self.runs.run(settings)
+        request = run.head_request(kind, layer, head)
         steps = self.runs.steps(settings, request.kind, request.layer, request.head)
         title = f"{KINDS[request.kind]}, layer {request.layer}, head {request.head}"
-        image = self.store.figure_file(figures.steps_figure(steps.arrays, steps.query_tokens, steps.key_tokens, title))
-        blocked = int(np.isneginf(steps.arrays["masked"]).sum())
+        mask = run.mask(request.kind)
+        output = steps.arrays["output"]
         text = (
             f"*{title}*: **QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → "
-            f"**masked**: {blocked} of {steps.arrays['masked'].size} scores set to −∞ → **softmax** "
+            f"**masked**: {int((~mask).sum())} of {mask.size} scores set to −∞ → **softmax** "
             f"(each row sums to 1; −∞ becomes exactly 0) → **weights·V**, this head's output "
-            f"[{steps.arrays['output'].shape[0]} × d_v = {steps.arrays['output'].shape[1]}]."
+            f"[{output.shape[0]} × d_v = {output.shape[1]}]."
         )
-        return image, text
+        payload = pack_steps(steps.arrays, steps.query_tokens, steps.key_tokens, mask, settings.d_k, steps.factor,
+                             scaling_text(settings), request.kind, request.layer, request.head, text)
+        payload["settings"] = settings_record(settings)
+        return payload, text
 
     def compare(
         self, settings: Settings, what: object, kind: object, layer: object, head: object
-    ) -> tuple[str, str]:
-        """The difference heatmap of one head with a switch on and off, and what changed."""
+    ) -> tuple[dict, str]:
+        """One head with a switch on and off as numbers (explorer.steps.pack_compare: both maps, a − b, the
+        largest change, both outputs), which the browser draws as a difference table, and what changed."""
         request = self.runs.run(settings).head_request(kind, layer, head)
         comparison = self.runs.compare(settings, what, request.kind, request.layer, request.head)
         a, b = comparison.labels
-        title = f"{a} − {b}\n{KINDS[request.kind]}, layer {request.layer}, head {request.head}"
-        image = self.store.figure_file(figures.difference_figure(
-            comparison.a, comparison.b, comparison.query_tokens, comparison.key_tokens, title))
         diff = np.abs(comparison.difference)
         lines = [f"*{KINDS[request.kind]}, layer {request.layer}, head {request.head}*: red, more weight {a}; "
                  f"blue, more weight {b}. Both use the same source and decoder input."]
@@ -231,7 +235,12 @@ class Views:
                 f"`{comparison.key_tokens[j]}`; mean |change| {diff.mean():.3f}."
             )
         lines.append(f"Output {a}: `{comparison.outputs[0]}`; {b}: `{comparison.outputs[1]}`.")
-        return image, "\n\n".join(lines)
+        text = "\n\n".join(lines)
+        payload = pack_compare(comparison.a, comparison.b, comparison.query_tokens, comparison.key_tokens,
+                               comparison.what, comparison.labels, comparison.outputs, request.kind, request.layer,
+                               request.head, masks=comparison.masks, text=text)
+        payload["settings"] = settings_record(settings)
+        return payload, text
 
     def export(self, settings: Settings, kind: object, layer: object, head: object,
                colour_scale: object = "absolute") -> list[Path]:

@@ -20,10 +20,19 @@ gradio_client.exceptions.AppError carrying the message):
     output  str, the model's output (for an untrained model, a note that it means nothing).
     notes   str, Markdown: model, d_k, scaling, masks, and the output against the task's answer.
     No image: the browser draws the grid of every layer x head and the chosen head from `run`.
-/steps (the ten settings above, kind, layer, head) -> (image, text): Figure 2 (left) for one head as a PNG file
-    (QKᵀ, scaled, masked, softmax, weights·V) and a line of Markdown on each panel.
+/steps (the ten settings above, kind, layer, head) -> (steps, text): Figure 2 (left) for one head as numbers,
+    which the page draws one panel at a time: steps is a dict (format "attention_viz.steps/1", documented in
+    attention_viz/explorer/steps.py): "kind", "label", "layer", "head", "title", "queries"/"keys" (the tokens of
+    rows and columns), "d_k", "d_v", "factor", "scaling", "mask" ([Q][K] booleans, true = may attend), "panels"
+    (five {"key", "name", "values"}: scores QKᵀ, scaled, masked (null = −∞), softmax weights [Q][K], and
+    weights·V [Q][d_v]; float32 values written as their shortest decimals), "text" and "settings".
+    attention_viz.explorer.steps_arrays(steps) gives them as float32 arrays. text: Markdown on each panel.
 /compare (the ten settings, kind, layer, head, comparison: "scaling" | "causal_mask" | "padding_mask")
-    -> (image, text): the head's difference heatmap (switch on minus off, same input) as a PNG file, and Markdown.
+    -> (comparison, text): the head with the switch on (a) and off (b), same input, as a dict (format
+    "attention_viz.compare/1"): the identity and tokens as above, "comparison", "labels" [on, off], "a", "b",
+    "difference" (a − b) [Q][K], "masks" [a's, b's], "largest" {"query", "key", "value"} or null, "mean_abs",
+    "outputs" [on, off], "text", "settings"; the page draws the difference as a red (more weight on) / blue table.
+    text: Markdown on what changed and both outputs.
 /export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head") -> [4 file paths]:
     the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV.
 /dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
@@ -86,7 +95,7 @@ class Handlers:
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
               causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
               kind: str, layer: float, head: float):
-        """Figure 2 (left) for one head: QKᵀ, scaled, masked, softmax, weights·V."""
+        """Figure 2 (left) for one head as numbers (QKᵀ, scaled, masked, softmax, weights·V), and Markdown."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
         return self.views.steps(settings, kind, layer, head)
@@ -95,7 +104,7 @@ class Handlers:
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                 causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                 kind: str, layer: float, head: float, comparison: str):
-        """One head with a switch on minus off ("scaling", "causal_mask" or "padding_mask"), as a difference heatmap."""
+        """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask") as numbers, and Markdown."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads)
         return self.views.compare(settings, comparison, kind, layer, head)

@@ -3,9 +3,10 @@
 One answer of /visualize carries the whole run (every map of every kind, layer and head, masks, statistics,
 output, notes) into the explorer (webui.explorer_view), which draws the grid of every layer x head and the
 chosen head in the browser: choosing the attention kind, layer, head and colour scale sends no request.
-The views of one head that the server still draws (steps, compare, export) read that choice from the
-explorer when they ask (selection_js). A refused input marks the explorer stale at once and clears the
-output and notes, so nothing on the page claims to be for an input it is not for.
+The views of one head that the server computes (steps, compare, export) read that choice from the
+explorer when they ask (selection_js); steps and compare come back as numbers that the browser draws
+(webui.steps_view). A refused input marks every view stale at once and clears the output and notes, so
+nothing on the page claims to be for an input it is not for.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from attention_viz.service.limits import (
     SCALE_MODES,
 )
 from attention_viz.service.views import Views
-from attention_viz.webui.explorer_view import explorer_view, fresh_js, selection_js, stale_js
+from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, opening_settings
-from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, picture
+from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
+from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair
 
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
+STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
         "Attention, layer, head and colour change in your browser, without asking the server.")
@@ -85,15 +88,15 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
                     gr.Markdown(HELP)
                     view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run")
                 with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
-                    steps_image = picture("**Figure 2 (left)** for the head chosen in Heatmaps: "
-                                          "QKᵀ → scaled → masked → softmax → weights·V.", "steps_image")
-                    steps_text = gr.Markdown(elem_id="steps_text")
+                    gr.Markdown("**Figure 2 (left)** for the head chosen in Heatmaps, one step at a time "
+                                "(buttons or ← → keys); hover a cell for its exact value.")
+                    steps = steps_view(elem_id=STEPS, label="steps")
+                    steps_text = gr.Markdown(elem_id="steps_text", label="text")
                 with gr.Tab("Compare", id="compare") as tab_compare:
                     comparison = gr.Radio([(f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items()],
                                           value="scaling", label="Difference of", elem_id="comparison")
-                    compare_image = picture("**Difference heatmap** of the head chosen in Heatmaps, same input.",
-                                            "compare_image")
-                    compare_text = gr.Markdown(elem_id="compare_text")
+                    compare = compare_view(elem_id=COMPARE, label="comparison")
+                    compare_text = gr.Markdown(elem_id="compare_text", label="text")
                 with gr.Tab("Export", id="export") as tab_export:
                     colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()], value="absolute",
                                       label="Colour scale of the PNGs", elem_id="colour")
@@ -105,16 +108,22 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     head_inputs = [*settings_inputs, kind, layer, head]
     view_outputs = [view, output, info]
     chosen = selection_js(VIEW, at=len(settings_inputs))  # kind, layer, head: the explorer's, when asked
-    refused = dict(fn=None, inputs=None, outputs=[output, info], js=stale_js(VIEW, outputs=["", REFUSED]), **PRIVATE)
+    refused = dict(fn=None, inputs=None, outputs=[output, info],
+                   js=stale_js([VIEW, STEPS, COMPARE], outputs=["", REFUSED]), **PRIVATE)
     refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison],
-                   outputs=[steps_image, steps_text, compare_image, compare_text],
+                   outputs=[steps, steps_text, compare, compare_text],
                    js=selection_js(VIEW, at=1 + len(settings_inputs)), **PRIVATE)
+
+    def marked(event, elem_ids, shown_only: bool = False) -> None:
+        """A refused event marks these views stale; an answered one, fresh (shown_only: those on show)."""
+        event.failure(None, None, None, js=stale_js(elem_ids), **PRIVATE)
+        event.success(None, None, None, js=fresh_js(elem_ids, shown_only), **PRIVATE)
 
     def answered(event) -> None:
         """After a run: refused -> stale; answered -> fresh, and the open steps or compare tab follows."""
         event.failure(**refused)
-        event.success(None, None, None, js=fresh_js(VIEW), **PRIVATE)
-        event.success(**refresh)
+        event.success(None, None, None, js=fresh_js([VIEW]), **PRIVATE)
+        marked(event.success(**refresh), [STEPS, COMPARE], shown_only=True)  # only the open tab's was redrawn
 
     # Only controls that change the computation reach the server; the run is cached by them.
     answered(gr.on(
@@ -132,9 +141,11 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
         tab.select(lambda name=name: name, None, active, queue=False, **PRIVATE)
-    tab_steps.select(handlers.steps, head_inputs, [steps_image, steps_text], api_name="steps", js=chosen, **RAW)
+    marked(tab_steps.select(handlers.steps, head_inputs, [steps, steps_text], api_name="steps", js=chosen, **RAW),
+           [STEPS])
     compare_inputs = [*head_inputs, comparison]
-    comparison.change(handlers.compare, compare_inputs, [compare_image, compare_text], api_name="compare",
-                      js=chosen, **RAW)
-    tab_compare.select(handlers.compare, compare_inputs, [compare_image, compare_text], js=chosen, **PRIVATE)
+    marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
+                             js=chosen, **RAW), [COMPARE])
+    marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
+           [COMPARE])
     export_button.click(handlers.export, [*head_inputs, colour], files, api_name="export", js=chosen, **RAW)

@@ -1,7 +1,8 @@
 """The launched app through gradio_client and raw HTTP: every named endpoint; bad input refused, app still up.
 
 /visualize answers with the packed run (a dict: every map of every kind, layer and head), the output and the
-notes; the endpoints of one head (/steps, /compare, /export) take kind, layer and head.
+notes; the endpoints of one head (/steps, /compare, /export) take kind, layer and head, and /steps and /compare
+answer with that head's numbers (a dict) and a text.
 """
 
 import json
@@ -16,7 +17,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
-from attention_viz.explorer import unpack
+from attention_viz.explorer import compare_arrays, steps_arrays, unpack
 
 PNG = b"\x89PNG\r\n\x1a\n"
 UNTRAINED = dict(text="hello", model="untrained", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
@@ -84,10 +85,18 @@ def test_switches_change_the_maps(client):
 
 
 def test_steps_compare_export(client):
-    image, text = client.predict(**UNTRAINED_ARGS, api_name="/steps")
-    assert is_png(image) and "softmax" in text
-    image, text = client.predict(**UNTRAINED_ARGS, comparison="padding_mask", api_name="/compare")
-    assert is_png(image) and "padding mask off" in text
+    steps, text = client.predict(**UNTRAINED_ARGS, api_name="/steps")  # numbers, which the page draws
+    assert "softmax" in text and steps["format"] == "attention_viz.steps/1" and steps["text"] == text
+    assert (steps["kind"], steps["layer"], steps["head"]) == ("decoder.cross_attn", 1, 2)
+    arrays = steps_arrays(steps)
+    assert arrays["scores"].shape == (6, 8) and arrays["output"].shape == (6, 16)  # [T, S], [T, d_v]
+    assert np.isneginf(arrays["masked"][:, -2:]).all() and (arrays["weights"][:, -2:] == 0).all()  # the pads
+    np.testing.assert_allclose(arrays["weights"].sum(axis=1), 1, atol=1e-6)
+    comparison, text = client.predict(**UNTRAINED_ARGS, comparison="padding_mask", api_name="/compare")
+    assert "padding mask off" in text and comparison["labels"] == ["padding mask on", "padding mask off"]
+    arrays = compare_arrays(comparison)
+    np.testing.assert_array_equal(arrays["difference"], arrays["a"] - arrays["b"])
+    assert (arrays["difference"][:, -2:] < 0).all()  # the pad keys: hidden with the mask on, seen with it off
     files = client.predict(**UNTRAINED_ARGS, colour_scale="per_head", api_name="/export")
     paths = [Path(f) for f in files]
     assert sorted(p.suffix for p in paths) == [".csv", ".npz", ".png", ".png"]

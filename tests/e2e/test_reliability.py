@@ -414,6 +414,28 @@ def test_unknown_api_name_and_bad_event_data_leak_nothing(app, raw):
     assert_serves_correctly(raw)
 
 
+def test_steps_and_compare_answer_strict_json_numbers(raw):
+    """/steps and /compare answer with the head's numbers: the event stream is strict JSON (a masked score,
+    −∞, travels as null, never as -Infinity or NaN), and the answer is for the requested head."""
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} in an answer: not JSON")
+
+    answers = {}
+    for api in ("steps", "compare"):
+        state, out, text = raw.event(api, raw.data(api, VALID))
+        assert state == "complete", text[-500:]
+        for line in text.splitlines():
+            if line.startswith("data:"):
+                json.loads(line[5:], parse_constant=refuse)
+        data, words = out
+        assert (data["kind"], data["layer"], data["head"]) == ("decoder.cross_attn", 1, 2) and data["text"] == words
+        answers[api] = data
+    masked = next(panel for panel in answers["steps"]["panels"] if panel["key"] == "masked")["values"]
+    assert all(row[-2:] == [None, None] for row in masked)  # the two pad keys, −∞
+    assert answers["compare"]["labels"] == ["scaled by 1/√d_k", "unscaled"]
+    assert_serves_correctly(raw)
+
+
 # ---------------------------------------------------------------------------- 3. safety: files
 
 

@@ -15,7 +15,7 @@ from PIL import Image
 
 from attention_viz.core.maps import KINDS
 from attention_viz.draw import figures as render
-from attention_viz.explorer import unpack
+from attention_viz.explorer import COMPARE_FORMAT, STEPS_FORMAT, compare_arrays, unpack
 from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.service.views import Views
@@ -126,17 +126,23 @@ def test_model_controls_follow_the_family(handlers):
     assert untrained_box["visible"] is True and note.startswith("Any d_k from 1 to 1024")
 
 
-def test_steps_handler(handlers):
-    image, text = handlers.steps(**head_args(kind="decoder.self_attn", layer=1, head=1))
-    assert pixels(image).shape[1] > pixels(image).shape[0]  # five panels side by side
-    assert "×0.25" in text and "−∞" in text
+def test_steps_handler_returns_numbers_and_text(handlers):
+    steps, text = handlers.steps(**head_args(kind="decoder.self_attn", layer=1, head=1))
+    json.dumps(steps, allow_nan=False)  # the API sends it as JSON: no image, no Infinity
+    assert steps["format"] == STEPS_FORMAT and (steps["kind"], steps["layer"], steps["head"]) == ("decoder.self_attn", 1, 1)
+    assert [panel["key"] for panel in steps["panels"]] == ["scores", "scaled", "masked", "weights", "output"]
+    assert steps["factor"] == 0.25 and steps["mask"][0][1] is False  # the causal mask hides the future
+    assert "×0.25" in text and "−∞" in text and steps["text"] == text
 
 
 @pytest.mark.parametrize("comparison", ["scaling", "causal_mask", "padding_mask"])
-def test_compare_handler(handlers, comparison):
-    image, text = handlers.compare(**head_args(kind="decoder.self_attn", pad_tokens=2), comparison=comparison)
-    assert pixels(image).ndim == 3
-    assert "Output" in text
+def test_compare_handler_returns_numbers_and_text(handlers, comparison):
+    data, text = handlers.compare(**head_args(kind="decoder.self_attn", pad_tokens=2), comparison=comparison)
+    json.dumps(data, allow_nan=False)
+    assert data["format"] == COMPARE_FORMAT and data["comparison"] == comparison
+    arrays = compare_arrays(data)
+    np.testing.assert_array_equal(arrays["difference"], arrays["a"] - arrays["b"])
+    assert "Output" in text and data["text"] == text
 
 
 def test_export_handler_writes_png_npz_csv(handlers, views):
@@ -185,9 +191,9 @@ def test_refresh_updates_only_the_open_tab(handlers):
     args = dict(head_args(), comparison="scaling")
     assert handlers.refresh_tab("heatmaps", **args) == (gr.skip(),) * 4
     steps = handlers.refresh_tab("steps", **args)
-    assert pixels(steps[0]).ndim == 3 and steps[2:] == (gr.skip(), gr.skip())
+    assert steps[0]["format"] == STEPS_FORMAT and steps[2:] == (gr.skip(), gr.skip())
     compare = handlers.refresh_tab("compare", **args)
-    assert compare[:2] == (gr.skip(), gr.skip()) and pixels(compare[2]).ndim == 3
+    assert compare[:2] == (gr.skip(), gr.skip()) and compare[2]["format"] == COMPARE_FORMAT
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -236,6 +242,8 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert [r["label"] for r in endpoints["/visualize"]["returns"]] == ["run", "Model output", "notes"]
     assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == list(BASE)
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
+    assert [r["label"] for r in endpoints["/steps"]["returns"]] == ["steps", "text"]
+    assert [r["label"] for r in endpoints["/compare"]["returns"]] == ["comparison", "text"]
     assert demo._queue.max_size == page.QUEUE_SIZE
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
 
@@ -304,12 +312,12 @@ def test_frozen_start_up_objects_let_figures_go_within_a_few_renders():
     import gc
     import weakref
 
-    weights, tokens = np.full((20, 20), 0.05), [str(i) for i in range(20)]
+    weights = np.full(20, 0.05)
     figures = []
     runtime.freeze_start_up_objects()
     try:
         for _ in range(30):  # never collected by hand: only the automatic collections run
-            figure = render.difference_figure(weights, weights.T, tokens, tokens, "head")
+            figure = render.softmax_bars(weights, np.log(weights))
             render.figure_to_array(figure)
             figures.append(weakref.ref(figure))
             del figure

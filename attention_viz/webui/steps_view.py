@@ -1,0 +1,95 @@
+"""One head's steps and its comparison as Gradio 6 components: gr.HTMLs whose JavaScript draws the numbers.
+
+    steps = steps_view(elem_id="steps_view")       # inside gr.Blocks; its value: explorer.steps.pack_steps(...)
+    event = tab.select(handlers.steps, inputs, [steps, steps_text])
+    event.failure(None, None, None, js=stale_js(["steps_view"]))   # a refused input: the view says it is stale
+    event.success(None, None, None, js=fresh_js(["steps_view"]))   # an answer: it is not (even an equal one)
+
+Gradio 6's gr.HTML is used as webui.explorer_view uses it (see its docstring): `value` is the payload dict,
+which the API returns as it is; `html_template` never mentions `${value}`, so a new value leaves the DOM
+that steps.js built alone; `js_on_load` loads steps.js (window.AttentionSteps, once per page), mounts the
+view and `watch("value", ...)` hands every later value to it; `css_template` is steps.css, whose rules are
+all under `.av-hv`.
+
+stale_js and fresh_js here reach the explorer too (its controller is `.av-explorer`'s avExplorer, these
+views' `.av-hv`'s avView), so one refused input marks every view of the tab at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import gradio as gr
+
+from attention_viz.explorer.html import asset
+from attention_viz.webui.explorer_view import MOUNT_CLASS, STALE
+
+EMPTY = {"steps": "Choose a head in Heatmaps, then open this tab: its steps are computed and drawn here.",
+         "compare": "Choose a head in Heatmaps, then open this tab: the comparison is computed and drawn here."}
+
+
+def _js_on_load(view: str) -> str:
+    options = json.dumps({"view": view, "empty": EMPTY[view]}, ensure_ascii=False)
+    return (
+        asset("steps.js")
+        + f"""
+;(function () {{
+  const mountPoint = element.querySelector(".{MOUNT_CLASS}");
+  const view = window.AttentionSteps.mount(mountPoint, props.value || null, {options});
+  watch("value", () => view.setPayload(props.value || null));
+}})();
+"""
+    )
+
+
+def _view(view: str, payload: Mapping | None, elem_id: str, **kwargs) -> gr.HTML:
+    return gr.HTML(
+        value=dict(payload) if payload is not None else None,
+        html_template=f'<div class="{MOUNT_CLASS}"></div>',
+        css_template=asset("steps.css"),
+        js_on_load=_js_on_load(view),
+        apply_default_css=False,
+        elem_id=elem_id,
+        padding=False,
+        container=False,
+        **kwargs,
+    )
+
+
+def steps_view(payload: Mapping | None = None, elem_id: str = "steps_view", **kwargs) -> gr.HTML:
+    """A gr.HTML drawing one head's Figure 2 steps (explorer.steps.pack_steps), one panel at a time with a stepper."""
+    return _view("steps", payload, elem_id, **kwargs)
+
+
+def compare_view(payload: Mapping | None = None, elem_id: str = "compare_view", **kwargs) -> gr.HTML:
+    """A gr.HTML drawing one head's comparison (explorer.steps.pack_compare) as a red / blue difference table."""
+    return _view("compare", payload, elem_id, **kwargs)
+
+
+def _controllers(elem_ids: Sequence[str]) -> str:
+    """JS: the controllers of the views (explorer, steps, compare) mounted in these components."""
+    selector = ", ".join(f"#{i} .av-explorer, #{i} .av-hv" for i in elem_ids)
+    return (f"[...document.querySelectorAll({json.dumps(selector)})]"
+            ".map((e) => e.avExplorer || e.avView).filter(Boolean)")
+
+
+def stale_js(elem_ids: Sequence[str], message: str = STALE, outputs: Sequence | None = None) -> str:
+    """The `js` of an event that marks every view in these components stale at once, in the browser.
+
+    With outputs=None it passes the event's input values on (for an event with a Python function); else it
+    returns `outputs`, the values of a js-only event's outputs (e.g. clearing text beside the views).
+    """
+    back = "args" if outputs is None else json.dumps(list(outputs), ensure_ascii=False)
+    return (f"(...args) => {{ {_controllers(elem_ids)}.forEach((v) => v.markStale({json.dumps(message)}));"
+            f" return {back}; }}")
+
+
+def fresh_js(elem_ids: Sequence[str], shown_only: bool = False) -> str:
+    """The `js` of a js-only event after an answer: these views are the current input's (even when the answer
+    equalled the value already shown, so that Gradio sent nothing and `watch` did not fire).
+
+    shown_only: only the views on show (in the open tab), for an answer that redrew only those.
+    """
+    shown = ".filter((v) => !v.root || v.root.getClientRects().length > 0)" if shown_only else ""
+    return f"() => {{ {_controllers(elem_ids)}{shown}.forEach((v) => v.markStale(null)); return []; }}"

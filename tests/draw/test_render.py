@@ -1,4 +1,5 @@
-"""The matplotlib figures: contents of the steps, difference and lab figures; no pyplot."""
+"""The matplotlib figures: contents of the lab's figures; no pyplot. (Figure 2's steps and the comparisons are
+drawn in the browser: tests/service/test_step_views.py and tests/explorer/test_steps_browser.py.)"""
 
 import ast
 import subprocess
@@ -7,88 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
 
 from attention_viz import lab
 from attention_viz.draw import figures as render
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RENDER_SOURCE = Path(render.__file__)
-
-
-def _softmax_rows(shape, seed=0):
-    x = np.random.default_rng(seed).standard_normal(shape) * 2
-    return np.exp(x) / np.exp(x).sum(-1, keepdims=True)
-
-
-def _cell_values(fig: Figure):
-    """The PathCollections that hold the values written in cells, per axes."""
-    return [c for ax in fig.axes for c in ax.collections if c.get_gid() == render.CELL_VALUES_GID]
-
-
-# ------------------------------------------------------------------------ heatmaps
-
-
-def test_difference_figure_is_centred_and_symmetric():
-    a, b = _softmax_rows((4, 6), seed=1), _softmax_rows((4, 6), seed=2)
-    fig = render.difference_figure(a, b, list("abcd"), list("uvwxyz"), "trained − random")
-    ax = fig.axes[0]
-    peak = np.abs(a - b).max()
-    np.testing.assert_allclose(ax.images[0].get_clim(), (-peak, peak))
-    np.testing.assert_allclose(ax.images[0].get_array(), a - b)
-    assert ax.images[0].get_cmap().name.startswith(render.SIGNED_CMAP)
-    assert ax.get_title().startswith("trained − random")
-    assert len(_cell_values(fig)[0].get_paths()) == 24
-    same = render.difference_figure(a, a, list("abcd"), list("uvwxyz"), "t")
-    np.testing.assert_allclose(same.axes[0].images[0].get_clim(), (-1, 1))  # no difference: a fixed ±1 scale
-    with pytest.raises(ValueError, match="same shape"):
-        render.difference_figure(a, b[:, :5], list("abcd"), list("uvwxyz"), "t")
-
-
-def _steps(n=5, d_v=3, seed=0):
-    rng = np.random.default_rng(seed)
-    q, k, v = rng.standard_normal((n, 8)), rng.standard_normal((n, 8)), rng.standard_normal((n, d_v))
-    scores = q @ k.T
-    scaled = scores / np.sqrt(8)
-    masked = np.where(np.tril(np.ones((n, n), dtype=bool)), scaled, -np.inf)
-    weights = np.exp(masked - masked.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    return {"scores": scores, "scaled": scaled, "masked": masked, "weights": weights, "output": weights @ v}
-
-
-def test_steps_figure_panels_shared_logit_scale_and_masking():
-    steps = _steps()
-    tokens = list("abcde")
-    fig = render.steps_figure(steps, tokens, tokens, "decoder.0.self_attn, head 0")
-    panels = [ax for ax in fig.axes if ax.get_title()]
-    assert [ax.get_title() for ax in panels] == ["QKᵀ", "scaled", "masked", "softmax", "weights·V"]
-    assert len(fig.axes) == 5 + 3  # the logit panels share one colorbar
-    limit = np.abs(steps["scores"]).max()
-    for ax in panels[:3]:
-        np.testing.assert_allclose(ax.images[0].get_clim(), (-limit, limit))
-    blocked = np.isneginf(steps["masked"])
-    np.testing.assert_array_equal(np.ma.getmaskarray(panels[2].images[0].get_array()), blocked)
-    np.testing.assert_array_equal(np.ma.getmaskarray(panels[3].images[0].get_array()), blocked)
-    assert panels[3].images[0].get_clim() == (0.0, 1.0)
-    assert [t.get_text() for t in panels[0].get_yticklabels()] == tokens
-    assert [t.get_text() for t in panels[3].get_xticklabels()] == tokens
-    assert panels[4].get_xlabel() == "d_v"
-    assert fig.get_suptitle() == "decoder.0.self_attn, head 0"
-    masked_values = _cell_values(fig)[2]
-    assert len(masked_values.get_paths()) == 25  # −∞ is written in the masked cells too
-    assert render.figure_to_png(fig).startswith(PNG_SIGNATURE)
-
-
-def test_steps_figure_accepts_leading_unit_axes_and_partial_steps():
-    steps = {key: value[None, None] for key, value in _steps().items()}  # [1, 1, Q, K] as from attention_steps
-    partial = {"scores": steps["scores"], "weights": steps["weights"]}
-    fig = render.steps_figure(partial, list("abcde"), list("abcde"), "t")
-    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == ["QKᵀ", "softmax"]
-    assert _cell_values(render.steps_figure(_steps(n=12), list("x" * 12), list("x" * 12), "t")) == []
-    with pytest.raises(ValueError, match="query rows"):
-        render.steps_figure(_steps(), list("abcd"), list("abcde"), "t")
-    with pytest.raises(ValueError, match="none of the keys"):
-        render.steps_figure({}, list("abcde"), list("abcde"), "t")
 
 
 # ---------------------------------------------------------------------- the lab
@@ -167,10 +92,7 @@ import sys, numpy as np
 from attention_viz import lab
 from attention_viz.draw import png, raster, figures as render
 w = np.full((4, 4), 0.25)
-steps = {"scores": w, "scaled": w, "masked": w, "weights": w, "output": w}
-figs = [render.difference_figure(w, w, list("abcd"), list("abcd"), "t"),
-        render.steps_figure(steps, list("abcd"), list("abcd"), "t"),
-        render.dot_product_histogram(lab.dot_products(8, 100, 0), 8, False),
+figs = [render.dot_product_histogram(lab.dot_products(8, 100, 0), 8, False),
         render.softmax_bars(*lab.softmax_row(8, 8, True, 0)[::-1]),
         render.sweep_figure(lab.sweep((1, 8), 8, 8, 0))]
 for fig in figs:

@@ -7,6 +7,7 @@ tests/screenshots/ (git-ignored). These tests skip only where /usr/bin/chromium 
 `bash .ci/run` installs it, so in CI they always run.
 """
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from playwright.sync_api import Page, expect
 
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.draw import raster
-from attention_viz.explorer import unpack
+from attention_viz.explorer import steps_arrays, unpack
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.browser
 TIMEOUT_MS = 30_000
 UNTRAINED = "untrained (random weights)"
 TILES = "#explorer .av-tile"
+STEPS_ROOT, COMPARE_ROOT = "#steps_view .av-hv", "#compare_view .av-hv"  # the views of one head's steps, comparison
 # Every cell's exact weight (its title) in reading order: what the head view shows, to see it change.
 HEAD = "() => [...document.querySelectorAll('#head_view td')].map(td => td.title).join(',')"
 # Rectangles of every visible control and of every tile: no control may sit over a tile.
@@ -35,6 +37,26 @@ OVERLAPS = """() => {
     const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
     return {tiles: tiles.length, overlaps: controls.filter(c => tiles.some(t => hit(c, t))).length,
             outside: tiles.filter(t => t.right > window.innerWidth + 0.5 || t.left < 0).length};
+}"""
+
+
+# Every element with text of its own in a view: its font size; every value cell: its text box against its cell's
+# box, and whether two text boxes meet (they must not). (tests/explorer/test_steps_browser.py has the same.)
+READABLE = """(root) => {
+    const own = [...root.querySelectorAll('*')].filter(e => e.getClientRects().length &&
+        [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()));
+    const fonts = own.map(e => parseFloat(getComputedStyle(e).fontSize));
+    const boxes = [...root.querySelectorAll('.av-panel td, .av-panel th')].filter(c => c.textContent.trim()).map(c => {
+        const range = document.createRange(); range.selectNodeContents(c);
+        return [range.getBoundingClientRect(), c.getBoundingClientRect()];
+    });
+    const inside = ([t, c]) => t.left >= c.left - 0.5 && t.right <= c.right + 0.5 && t.top >= c.top - 0.5 &&
+        t.bottom <= c.bottom + 0.5;
+    const hit = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+    let overlaps = 0;
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) if (hit(boxes[i][0], boxes[j][0])) overlaps++;
+    return {texts: own.length, smallest: Math.min(...fonts), values: root.querySelectorAll('td.av-v').length,
+            outside: boxes.filter(b => !inside(b)).length, overlaps: overlaps};
 }"""
 
 
@@ -216,32 +238,94 @@ def test_steps_compare_and_export_follow_the_head_chosen_in_the_browser(page: Pa
     open_app(page, app_url, untrained=True)
     page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="1"][data-head="3"]').click()
     page.get_by_role("tab", name="Steps (Figure 2)").click()
-    expect(page.locator("#steps_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    steps = page.locator(STEPS_ROOT)
+    for name, value in (("kind", "encoder.self_attn"), ("layer", "1"), ("head", "3")):
+        expect(steps).to_have_attribute(f"data-{name}", value, timeout=TIMEOUT_MS)
     expect(page.locator("#steps_text")).to_contain_text("encoder self-attention, layer 1, head 3", timeout=TIMEOUT_MS)
     expect(page.locator("#steps_text")).to_contain_text("softmax")
-    steps = page.locator("#steps_image img").get_attribute("src")
     page.get_by_role("tab", name="Heatmaps").click()
     page.locator('#explorer [data-layer="0"][data-head="1"]').click()
     page.get_by_role("tab", name="Steps (Figure 2)").click()
+    expect(steps).to_have_attribute("data-layer", "0", timeout=TIMEOUT_MS)
+    expect(steps).to_have_attribute("data-head", "1")
     expect(page.locator("#steps_text")).to_contain_text("layer 0, head 1", timeout=TIMEOUT_MS)
-    steps = changed(page, "steps_image", steps)
+    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(len("attention") + 1)
     page.locator("#text input, #text textarea").first.fill("hello")  # a new run: the open step view follows it
-    changed(page, "steps_image", steps)
+    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(len("hello") + 1, timeout=TIMEOUT_MS)
+    expect(steps).to_have_attribute("data-head", "1")
     expect(page.locator("#steps_text")).to_contain_text("layer 0, head 1")
     shot(page, "steps")
 
     page.get_by_role("tab", name="Compare").click()
-    expect(page.locator("#compare_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    compare = page.locator(COMPARE_ROOT)
+    expect(compare).to_have_attribute("data-head", "1", timeout=TIMEOUT_MS)
+    expect(compare).to_have_attribute("data-comparison", "scaling")
     expect(page.locator("#compare_text")).to_contain_text("layer 0, head 1", timeout=TIMEOUT_MS)
-    before = page.locator("#compare_image img").get_attribute("src")
     page.get_by_label("causal mask on − causal mask off").check()
+    expect(compare).to_have_attribute("data-comparison", "causal_mask", timeout=TIMEOUT_MS)
     expect(page.locator("#compare_text")).to_contain_text("causal mask", timeout=TIMEOUT_MS)
-    changed(page, "compare_image", before)
+    expect(page.locator(f"{COMPARE_ROOT} .av-note")).to_contain_text("same either way")  # the encoder has none
     shot(page, "compare")
 
     page.get_by_role("tab", name="Export").click()
     page.locator("#export_button").click()
     expect(page.locator("#files")).to_contain_text("encoder_self_attn__L0_H1", timeout=TIMEOUT_MS)  # the name, less its suffix
+
+
+def test_steps_are_readable_at_1280_one_panel_at_a_time(page: Page, app_url):
+    """In the app's own page (its theme's CSS around the view): every text at least 11 px, no value outside its
+    cell or over another, each panel through the stepper, and hover tells the exact value /steps sent."""
+    from gradio_client import Client
+
+    open_app(page, app_url, width=1280)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.select_option("#explorer .av-kind", "decoder.self_attn")
+    page.locator('#explorer [data-kind="decoder.self_attn"][data-layer="1"][data-head="0"]').click()
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    steps = page.locator(STEPS_ROOT)
+    expect(steps).to_have_attribute("data-kind", "decoder.self_attn", timeout=TIMEOUT_MS)
+    settle(page)
+    sent = Client(app_url, verbose=False).predict(text="attention", kind="decoder.self_attn", layer=1, head=0,
+                                                 api_name="/steps")[0]
+    arrays = steps_arrays(sent)
+    page.locator(f"{STEPS_ROOT} .av-pick").first.click()
+    for i, key in enumerate(["scores", "scaled", "masked", "weights", "output"]):
+        if i:
+            page.keyboard.press("ArrowRight")
+        expect(steps).to_have_attribute("data-step", key)
+        measured = steps.evaluate(READABLE)
+        assert measured["smallest"] >= 11 and measured["outside"] == 0 and measured["overlaps"] == 0, (key, measured)
+        cell = page.locator(f'{STEPS_ROOT} td[data-q="3"][data-k="{1 if key == "output" else 2}"]')
+        cell.hover()
+        tip = page.locator(f"{STEPS_ROOT} .av-tip")
+        expect(tip).to_be_visible()
+        exact = tip.inner_text().split(" (masked")[0].rsplit(": ", 1)[1].replace("−", "-").replace("∞", "inf")
+        assert np.float32(float(exact)) == arrays[key][3, 1 if key == "output" else 2], (key, tip.inner_text())
+        page.mouse.move(0, 0)
+    shot(page, "steps_1280")
+
+
+def test_a_refused_input_marks_steps_and_compare_stale(page: Page, app_url):
+    open_app(page, app_url)
+    page.get_by_role("tab", name="Compare").click()  # a tab's views exist once it has been opened
+    expect(page.locator(COMPARE_ROOT)).to_have_attribute("data-kind", "encoder.self_attn", timeout=TIMEOUT_MS)
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    steps = page.locator(STEPS_ROOT)
+    expect(steps).to_have_attribute("data-kind", "encoder.self_attn", timeout=TIMEOUT_MS)
+    text = page.locator("#text input, #text textarea").first
+    text.fill("x" * 31)  # refused
+    expect(page.locator("[data-testid=toast-body]").first).to_contain_text("Text is 31 characters", timeout=TIMEOUT_MS)
+    for root in (STEPS_ROOT, COMPARE_ROOT):
+        expect(page.locator(root)).to_have_class(re.compile(r"\bav-stale\b"), timeout=TIMEOUT_MS)
+    expect(page.locator(f"{STEPS_ROOT} .av-stale-note")).to_contain_text("Not for the current input")
+    assert steps.evaluate("r => getComputedStyle(r.querySelector('.av-panel')).opacity") != "1"  # greyed out
+    shot(page, "steps_stale", wait=False)
+    text.fill("hello")  # accepted: the open steps view is redrawn for it and is no longer stale
+    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(len("hello") + 1, timeout=TIMEOUT_MS)
+    expect(steps).not_to_have_class(re.compile(r"\bav-stale\b"), timeout=TIMEOUT_MS)
+    expect(page.locator(COMPARE_ROOT)).to_have_class(re.compile(r"\bav-stale\b"))  # not redrawn yet: still says so
+    page.get_by_role("tab", name="Compare").click()
+    expect(page.locator(COMPARE_ROOT)).not_to_have_class(re.compile(r"\bav-stale\b"), timeout=TIMEOUT_MS)
 
 
 def test_the_lab_renders_and_follows_d_k_and_scaling(page: Page, app_url):
@@ -337,3 +421,18 @@ def test_phone_width(page: Page, app_url):
     page.locator("#head_view").evaluate("v => { v.scrollLeft = v.scrollWidth; }")
     assert page.locator("#head_view").evaluate("v => v.scrollLeft") > 0
     shot(page, "phone")
+    # the steps of that head: 37 x 37 scores scroll inside their panel, the page still not sideways
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    expect(page.locator(STEPS_ROOT)).to_have_attribute("data-head", "15", timeout=TIMEOUT_MS)
+    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(20 + 1 + 16)
+    settle(page)
+    width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert width[0] <= width[1], width
+    panel = page.locator(f"{STEPS_ROOT} .av-panel")
+    scroll = panel.evaluate("p => [p.scrollWidth, p.clientWidth, getComputedStyle(p).overflowX]")
+    assert scroll[0] > scroll[1] and scroll[2] == "auto", scroll
+    measured = page.locator(STEPS_ROOT).evaluate(READABLE)
+    assert measured["smallest"] >= 11 and measured["outside"] == 0 and measured["overlaps"] == 0, measured
+    panel.evaluate("p => { p.scrollLeft = p.scrollWidth; }")
+    assert panel.evaluate("p => p.scrollLeft") > 0
+    shot(page, "phone_steps")

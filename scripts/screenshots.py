@@ -59,20 +59,28 @@ def take(page: Page, url: str, out: Path) -> None:
     page.get_by_label("1/√d_k (paper)").check()
     settle(page)
 
+    # steps and compare at a laptop's 1280 x 900, where their numbers must be readable
+    page.set_viewport_size({"width": 1280, "height": 900})
     page.select_option("#explorer .av-kind", "decoder.self_attn")
     page.locator('#explorer [data-kind="decoder.self_attn"][data-layer="1"][data-head="0"]').click()
     page.get_by_role("tab", name="Steps (Figure 2)").click()
-    expect(page.locator("#steps_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#steps_view .av-hv")).to_have_attribute("data-kind", "decoder.self_attn", timeout=TIMEOUT_MS)
     settle(page)
-    page.locator("#steps_image").screenshot(path=str(out / "steps.png"))
+    page.locator("#steps_view .av-pick[data-pick=weights]").click()  # the softmax: masked cells exactly 0, rows sum to 1
+    expect(page.locator("#steps_view .av-hv")).to_have_attribute("data-step", "weights")
+    page.mouse.move(0, 0)  # no cell hovered: no tooltip over the numbers
+    page.locator("#steps_view").screenshot(path=str(out / "steps.png"))
 
     page.get_by_role("tab", name="Heatmaps").click()
     page.select_option("#explorer .av-kind", "decoder.cross_attn")
     page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="1"][data-head="0"]').click()
     page.get_by_role("tab", name="Compare").click()
-    expect(page.locator("#compare_image img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#compare_view .av-hv")).to_have_attribute("data-kind", "decoder.cross_attn",
+                                                                   timeout=TIMEOUT_MS)
     settle(page)
-    page.locator("#compare_image").screenshot(path=str(out / "compare.png"))
+    page.mouse.move(0, 0)
+    page.locator("#compare_view").screenshot(path=str(out / "compare.png"))
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     page.get_by_role("tab", name="√d_k lab").click()
     expect(page.locator("#lab_sweep img")).to_be_visible(timeout=TIMEOUT_MS)

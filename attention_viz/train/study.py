@@ -178,6 +178,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2, help="members trained at once (processes)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per job")
     parser.add_argument("--figures-only", action="store_true", help="redraw from OUT/results.json, train nothing")
+    parser.add_argument("--no-train", action="store_true",
+                        help="assemble results from the members already finished; the rest are listed as missing")
     return parser.parse_args(argv)
 
 
@@ -202,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
             records[path.stem] = done["record"]
         else:
             todo.append((arm, d_k, seed, init, path))
+    missing = [path.stem for *_, path in todo] if args.no_train else []
+    todo = [] if args.no_train else todo
     start = time.perf_counter()
     bar = tqdm(total=len(grid), initial=len(grid) - len(todo), desc="study", unit="member", file=sys.stderr,
                dynamic_ncols=True)
@@ -217,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
             bar.write(f"{path.stem}: held-out {100 * record['heldout_exact_match']:.1f}%  90% at "
                       f"{record['steps_to_90']}  loss {record['final_loss']:.4f}  {record['train_seconds']:.0f}s")
     bar.close()
-    ordered = [records[member_id(*m)] for m in sorted(grid, key=lambda m: (m[3], m[1], list(ARMS).index(m[0]), m[2]))]
+    ordered = [records[member_id(*m)] for m in sorted(grid, key=lambda m: (m[3], m[1], list(ARMS).index(m[0]), m[2]))
+               if member_id(*m) in records]
     rows = summarize(ordered)
     results = {
         "setup": {**setup, "arms": {a: dict(zip(("compatibility", "scale"), ARMS[a])) for a in args.arms},
@@ -228,7 +233,8 @@ def main(argv: list[str] | None = None) -> None:
                   "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
                   "jobs": args.jobs, "threads": args.threads,
                   "member_train_seconds_total": round(sum(r["train_seconds"] for r in ordered), 1),
-                  "this_invocation_wall_s": round(time.perf_counter() - start, 1), "members_trained_now": len(todo)},
+                  "this_invocation_wall_s": round(time.perf_counter() - start, 1), "members_trained_now": len(todo),
+                  "missing": missing},
         "summary": rows,
         "initialisation": initialisation(base, args.d_k, args.seeds[:1]),
         "runs": ordered,

@@ -85,6 +85,12 @@ def test_a_tiny_study_writes_results_and_resumes(tmp_path, monkeypatch, capsys):
     assert "0 members trained" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "members").iterdir()} == stamps
     assert json.loads((tmp_path / "results.json").read_text())["runs"] == runs
+    # --no-train assembles what is finished and names what is not
+    (tmp_path / "members" / "additive_dk16_seed1_unit_qk.json").unlink()
+    study.main([*argv, "--no-train"])
+    partial = json.loads((tmp_path / "results.json").read_text())
+    assert partial["setup"]["missing"] == ["additive_dk16_seed1_unit_qk"] and len(partial["runs"]) == len(runs) - 1
+    assert "0 members trained" in capsys.readouterr().out
     # a different setup is not mistaken for a finished one
     study.main([*argv[:-4], "--steps", "2", "--jobs", "1", "--xavier-arms"])
     assert "12 members trained" in capsys.readouterr().out

@@ -76,6 +76,19 @@ class Snapshots:
         src, tgt = len(self.meta["src_tokens"][probe]), len(self.meta["tgt_tokens"][probe])
         return (src, src) if key.startswith("encoder.") else (tgt, src) if key.endswith("cross_attn") else (tgt, tgt)
 
+    def allowed(self, key: str) -> np.ndarray:
+        """bool [P, 1, Q, K]: the entries the masks let a query attend to (the rest are exactly 0 at every step).
+
+        Keys are real tokens (padding mask); in the decoder's self-attention, also not after the query (causal)."""
+        _, n_probes, _, n_q, n_k = self.quantised[key].shape
+        decoder_self = key.startswith("decoder.") and key.endswith(".self_attn")
+        q, k = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
+        rows = []
+        for probe in range(n_probes):
+            keys = self.lengths(key, probe)[1]
+            rows.append((k < keys) & ((k <= q) if decoder_self else True))
+        return np.stack(rows)[:, None]
+
     def map_at(self, key: str, step_index: int, probe: int) -> np.ndarray:
         """float32 [H, Q, K]: one probe's map at the step_index-th snapshot, cropped to its own length."""
         n_q, n_k = self.lengths(key, probe)

@@ -1,6 +1,7 @@
 """Figures of the compatibility study (attention_viz.train.study): curves with seed bands, the mechanism, the summary.
 
-Input is the study's results.json as a dict; output `matplotlib.figure.Figure`s on the Agg canvas (no pyplot).
+Input is the study's results.json as a dict (and the shipped members' snapshots for the forming figure); output
+`matplotlib.figure.Figure`s on the Agg canvas (no pyplot).
 Bands are the min-max over seeds around the median curve.
 """
 
@@ -65,13 +66,14 @@ def mechanism_figure(results: dict, init: str = "unit_qk") -> Figure:
             runs = _runs(results, init, arm, d_k)
             if not runs:
                 continue
-            step = np.array([m["step"] for m in runs[0]["mechanism"]]) + 1  # +1: step 0 on a log axis
+            step = np.array(runs[0]["mechanism"]["step"]) + 1  # +1: step 0 on a log axis
             for row, key in enumerate(("logit_std", "softmax_grad_norm")):
-                ys = np.array([[m["all"][key] for m in r["mechanism"]] for r in runs])
+                ys = np.array([r["mechanism"]["all"][key] for r in runs])
                 _band(axes[row, col], step, ys, style, col == 0 and row == 0)
         axes[0, col].set_title(f"d_k = {d_k}")
         axes[0, col].set_xscale("log")
         axes[0, col].set_yscale("log")
+        axes[1, col].set_yscale("log")  # saturation drives it towards 0 over orders of magnitude
         axes[1, col].set_xlabel("step + 1")
     axes[0, 0].set_ylabel("std of softmax logits")
     axes[1, 0].set_ylabel("‖∂softmax/∂logits‖ per row")
@@ -117,8 +119,37 @@ def summary_figure(results: dict) -> Figure:
     return fig
 
 
-def save_figures(results: dict, out: str | Path, dpi: int = 90) -> list[Path]:
-    """Write curves_INIT.png, mechanism_INIT.png (each trained init) and summary.png into `out`."""
+def forming_figure(snapshots: dict, key: str = "decoder.0.cross_attn", probe: int = 0, columns: int = 8) -> Figure:
+    """One map of one probe string at `columns` of the snapshot steps (log-spaced), one row per arm.
+
+    snapshots: {arm: attention_viz.data.snapshots.Snapshots} of members that differ only in the arm; heads averaged.
+    """
+    arms = [a for a in ARM_STYLE if a in snapshots]
+    first = snapshots[arms[0]]
+    n = len(first.steps)
+    picks = sorted({round(i * (n - 1) / (columns - 1)) for i in range(columns)})
+    fig = Figure(figsize=(1.45 * len(picks) + 0.6, 1.55 * len(arms) + 0.7), layout="constrained")
+    axes = fig.subplots(len(arms), len(picks), squeeze=False)
+    src = first.meta["src_tokens"][probe]
+    tgt = first.meta["tgt_tokens"][probe]
+    for row, arm in enumerate(arms):
+        snaps = snapshots[arm]
+        for col, index in enumerate(picks):
+            ax = axes[row, col]
+            ax.imshow(snaps.map_at(key, index, probe).mean(0), vmin=0, vmax=1, cmap="viridis", interpolation="nearest")
+            ax.set_xticks(range(len(src)), src if row == len(arms) - 1 else [], fontsize=6, rotation=90)
+            ax.set_yticks(range(len(tgt)), tgt if col == 0 else [], fontsize=6)
+            if row == 0:
+                ax.set_title(f"step {snaps.steps[index]}", fontsize=8)
+        axes[row, 0].set_ylabel(ARM_STYLE[arm]["label"], fontsize=8)
+    fig.suptitle(f"{key} on {first.probes[probe]!r} (teacher-forced), d_k = {first.meta['d_k']}, "
+                 f"init {first.meta['init']}, seed {first.meta['seed']}", fontsize=9)
+    return fig
+
+
+def save_figures(results: dict, out: str | Path, dpi: int = 90, snapshots: dict | None = None) -> list[Path]:
+    """Write curves_INIT.png, mechanism_INIT.png (each trained init) and summary.png into `out`; with snapshots
+    ({d_k: {arm: Snapshots}}), forming_dkD.png for the smallest and the largest d_k."""
     out = Path(out)
     paths = []
     for init in sorted({r["init"] for r in results["runs"]}):
@@ -127,4 +158,7 @@ def save_figures(results: dict, out: str | Path, dpi: int = 90) -> list[Path]:
             draw(results, init).savefig(paths[-1], dpi=dpi)
     paths.append(out / "summary.png")
     summary_figure(results).savefig(paths[-1], dpi=dpi)
+    for d_k in sorted({min(snapshots), max(snapshots)}) if snapshots else []:
+        paths.append(out / f"forming_dk{d_k}.png")
+        forming_figure(snapshots[d_k]).savefig(paths[-1], dpi=dpi)
     return paths

@@ -60,6 +60,7 @@ def test_a_round_trip_keeps_every_value_and_the_masks(tmp_path):
         assert np.array_equal(snaps.final[key], final[key]) and snaps.final[key].dtype == np.float32
         weights = snaps.maps(key)
         assert np.abs(weights - maps[key]).max() <= 0.5 / LEVELS + 1e-7
+        assert np.array_equal(snaps.allowed(key), allowed[key])  # the masks, from the token lists
         hidden = ~np.broadcast_to(allowed[key][None], weights.shape)
         assert (snaps.quantised[key][hidden] == 0).all()  # masked: exactly 0
         width = weights.shape[-1]

@@ -42,20 +42,6 @@ def test_probes_are_held_out_strings_of_decreasing_length():
     assert len(texts[0]) == 8 and set(texts) <= set(heldout_strings(8))
 
 
-def allowed_masks(snaps):
-    """key -> bool [P, 1, Q, K]: which entries the model may give weight to (padding and causal masks)."""
-    src = [len(t) for t in snaps.meta["src_tokens"]]
-    tgt = [len(t) for t in snaps.meta["tgt_tokens"]]
-    out = {}
-    for key in snaps.keys:
-        _, _, _, n_q, n_k = snaps.quantised[key].shape
-        q, k = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
-        keys = tgt if key.startswith("decoder.") and key.endswith("self_attn") else src
-        out[key] = np.stack([(k < keys[p]) & ((k <= q) if key.endswith("self_attn") and key.startswith("decoder.")
-                                             else True) for p in range(len(src))])[:, None]
-    return out
-
-
 def test_a_recorded_run_trains_the_same_and_its_snapshots_round_trip(tmp_path):
     steps, texts = log_steps(TINY.steps), probe_texts(TINY.max_len)
     recorder = SnapshotRecorder(TINY, steps, texts)
@@ -73,7 +59,8 @@ def test_a_recorded_run_trains_the_same_and_its_snapshots_round_trip(tmp_path):
     assert (snaps.meta["compatibility"], snaps.meta["d_k"], snaps.meta["scale"]) == ("dot_product", 8, "sqrt_dk")
     with torch.no_grad():
         _, maps = model.eval()(recorder.batch.src, recorder.batch.tgt_in, scale=TINY.scale)
-    for key, allowed in allowed_masks(snaps).items():
+    for key in snaps.keys:
+        allowed = snaps.allowed(key)
         q = snaps.quantised[key]  # (steps, P, H, Q, K)
         assert q.shape[2] == TINY.n_heads
         hidden = ~np.broadcast_to(allowed[None], q.shape)

@@ -9,6 +9,9 @@ import torch
 
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
+from attention_viz.data.checkpoints import list_models, load_model
+from attention_viz.data.snapshots import load_snapshots
+from attention_viz.service.catalog import model_families
 from attention_viz.train import study
 from attention_viz.train.mechanism import measure, softmax_jacobian_norm
 
@@ -46,7 +49,7 @@ def test_measure_sees_the_scale_switch_and_leaves_the_mode():
 
 def test_probe_steps_are_log_spaced_from_zero_to_the_end():
     marks = study.probe_steps(1000)
-    assert marks[0] == 0 and marks[-1] == 1000 and marks == sorted(set(marks)) and len(marks) >= 16
+    assert marks[0] == 0 and marks[-1] == 1000 and marks == sorted(set(marks)) and len(marks) >= 20
 
 
 def test_spread_counts_runs_that_never_got_there():
@@ -62,22 +65,39 @@ TINY = replace(study.BASE, d_model=16, n_heads=2, d_v=4, d_ff=16, max_len=4, bat
 
 def test_a_tiny_study_writes_results_and_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(study, "BASE", TINY)
-    argv = ["--out", str(tmp_path), "--d-k", "4", "16", "--seeds", "0", "1", "--steps", "4", "--jobs", "1"]
+    ship = tmp_path / "ship"
+    argv = ["--out", str(tmp_path), "--d-k", "4", "16", "--seeds", "0", "1", "--ship", str(ship),
+            "--steps", "4", "--jobs", "1"]
     study.main(argv)
     results = json.loads((tmp_path / "results.json").read_text())
     runs = results["runs"]
+    # the seed-0 unit_qk members are shipped: one checkpoint with snapshots per arm and d_k, listed as families
+    names = {f"reverse_{arm}_dk{d_k}" for arm in study.ARMS for d_k in (4, 16)}
+    assert set(results["setup"]["shipped"]) == names and len(results["setup"]["invocations"]) == 1
+    assert {card["name"] for card in list_models(ship)} == names
+    for name in names:
+        model, card = load_model(name, device="cpu", directory=ship)
+        assert card["family"] == "study" and card["init"] == "unit_qk" and card["seed"] == 0
+        assert card["weights_dtype"] in ("float16", "float32") and card["half_precision_max_map_error"] >= 0
+        snaps = load_snapshots(name, directory=ship)
+        assert snaps.steps == study.probe_steps(4) and snaps.meta["compatibility"] == model.config.compatibility
+    families = {f.key: f for f in model_families(list_models(ship))}
+    assert set(families) == {"reverse/sqrt_dk", "reverse/none", "reverse/additive"}
+    assert all(f.d_ks == [4, 16] for f in families.values())
     assert len(runs) == 2 * 2 * (3 + 2)  # d_k x seeds x (3 arms from unit_qk + 2 from xavier)
     for r in runs:
         assert r["compatibility"] in ("scaled_dot", "dot", "additive") and r["init"] in ("unit_qk", "xavier")
         assert 0 <= r["heldout_exact_match"] <= 1 and r["steps_to_90"] is None or isinstance(r["steps_to_90"], int)
         assert r["curve"]["step"] == [2, 4] and math.isfinite(r["final_loss"])
-        assert [m["step"] for m in r["mechanism"]] == study.probe_steps(4)
+        assert r["mechanism"]["step"] == study.probe_steps(4)
+        assert len(r["mechanism"]["all"]["softmax_grad_norm"]) == len(r["mechanism"]["step"])
     assert {(r["init"], r["compatibility"], r["d_k"]) for r in results["summary"]} == {
         (r["init"], r["compatibility"], r["d_k"]) for r in runs}
     assert all(row["heldout_exact_match"]["n"] == 2 for row in results["summary"])
     assert len(results["initialisation"]) == 2 * 3 * 2  # inits x arms x d_k, first seed
     assert {p.name for p in tmp_path.glob("*.png")} == {
-        "curves_unit_qk.png", "curves_xavier.png", "mechanism_unit_qk.png", "mechanism_xavier.png", "summary.png"}
+        "curves_unit_qk.png", "curves_xavier.png", "mechanism_unit_qk.png", "mechanism_xavier.png", "summary.png",
+        "forming_dk4.png", "forming_dk16.png"}
     assert "| 16 |" in (tmp_path / "table.md").read_text()
     # a second run trains nothing and keeps every member file
     stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "members").iterdir()}
@@ -85,6 +105,12 @@ def test_a_tiny_study_writes_results_and_resumes(tmp_path, monkeypatch, capsys):
     assert "0 members trained" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "members").iterdir()} == stamps
     assert json.loads((tmp_path / "results.json").read_text())["runs"] == runs
+    # a shipped member whose snapshots went missing is trained again
+    (ship / "reverse_dot_dk16.snapshots.npz").unlink()
+    study.main(argv)
+    assert "1 members trained" in capsys.readouterr().out
+    assert load_snapshots("reverse_dot_dk16", directory=ship).steps == study.probe_steps(4)
+    assert len(json.loads((tmp_path / "results.json").read_text())["setup"]["invocations"]) == 2
     # --no-train assembles what is finished and names what is not
     (tmp_path / "members" / "additive_dk16_seed1_unit_qk.json").unlink()
     study.main([*argv, "--no-train"])

@@ -195,28 +195,60 @@ def summarize(records: list[dict]) -> list[dict]:
     return rows
 
 
+METRICS = {  # table.md's tables: (title, how one cell's spread is written)
+    "heldout_exact_match": ("held-out exact match, % (1000 strings, greedy decoding)",
+                            lambda s: f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f}"),
+    "steps_to_90": ("steps to 90% training exact match (first 25-step window at ≥ 90%)",
+                    lambda s: f"{s['mean']:.0f} ± {s['std']:.0f}"),
+    "final_loss": ("final training loss (mean of the last 25 steps)",
+                   lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"),
+}
+
+
 def markdown_table(rows: list[dict]) -> str:
-    """Britz et al.'s layout: one row per d_k, held-out exact match (%) mean ± std per compatibility."""
+    """Britz et al.'s layout: one row per d_k, one column per compatibility, mean ± std over seeds; one table per
+    metric and init. A run that never reached 90% is left out of that mean and counted as "k/n never"."""
     arms = [a for a in ARMS if any(r["compatibility"] == a for r in rows)]
     lines = []
-    for init in sorted({r["init"] for r in rows}):
-        lines += [f"init = {init}; held-out exact match %, mean ± std over seeds (steps to 90%: median, "
-                  "never = n/N runs never got there)", "",
-                  "| d_k | " + " | ".join(arms) + " |", "|---:|" + "---:|" * len(arms)]
-        for d_k in sorted({r["d_k"] for r in rows if r["init"] == init}):
-            cells = []
-            for arm in arms:
-                r = next((r for r in rows if (r["init"], r["compatibility"], r["d_k"]) == (init, arm, d_k)), None)
-                if r is None:
-                    cells.append("—")
-                    continue
-                em, s90 = r["heldout_exact_match"], r["steps_to_90"]
-                steps = f"{s90['median']:.0f}" if s90["n"] else "never"
-                never = f", never {s90['missing']}/{s90['n'] + s90['missing']}" if s90["missing"] and s90["n"] else ""
-                cells.append(f"{100 * em['mean']:.2f} ± {100 * em['std']:.2f} (90% at {steps}{never})")
-            lines.append(f"| {d_k} | " + " | ".join(cells) + " |")
-        lines.append("")
+    for init in sorted({r["init"] for r in rows}, key=lambda i: i != "unit_qk"):
+        for metric, (title, cell) in METRICS.items():
+            lines += [f"**init {init}: {title}**, mean ± std over seeds", "",
+                      "| d_k | " + " | ".join(arms) + " |", "|---:|" + "---:|" * len(arms)]
+            for d_k in sorted({r["d_k"] for r in rows if r["init"] == init}):
+                cells = []
+                for arm in arms:
+                    r = next((r for r in rows if (r["init"], r["compatibility"], r["d_k"]) == (init, arm, d_k)), None)
+                    if r is None:
+                        cells.append("—")
+                        continue
+                    spread_ = r[metric]
+                    text = cell(spread_) if spread_["n"] else "never"
+                    if spread_["missing"]:
+                        text += f" ({spread_['missing']}/{spread_['n'] + spread_['missing']} never)" if spread_["n"] else \
+                            f" ({spread_['missing']}/{spread_['missing']})"
+                    cells.append(text)
+                lines.append(f"| {d_k} | " + " | ".join(cells) + " |")
+            lines.append("")
     return "\n".join(lines)
+
+
+def initialisation_table(rows: list[dict]) -> str:
+    """Step 0 on the probe batch, per d_k: the variance of q·k (footnote 4 predicts d_k for unit-variance
+    components) and the std of the softmax's logits per arm, for each init."""
+    inits = sorted({r["init"] for r in rows}, key=lambda i: i != "unit_qk")
+    arms = [a for a in ARMS if any(r["compatibility"] == a for r in rows)]
+
+    def value(init, arm, d_k, key):
+        return next(r[key] for r in rows if (r["init"], r["compatibility"], r["d_k"]) == (init, arm, d_k))
+
+    head = ["d_k", *(f"var(q·k) {i}" for i in inits), *(f"logit std {a} ({i})" for i in inits for a in arms)]
+    lines = ["**step 0 (probe batch, first seed): q·k variance and softmax logit std**", "",
+             "| " + " | ".join(head) + " |", "|---:|" + "---:|" * (len(head) - 1)]
+    for d_k in sorted({r["d_k"] for r in rows}):
+        cells = [f"{value(i, 'scaled_dot', d_k, 'qk_var'):.3g}" for i in inits]
+        cells += [f"{value(i, a, d_k, 'logit_std'):.3g}" for i in inits for a in arms]
+        lines.append(f"| {d_k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def write_json(path: Path, data) -> None:
@@ -320,15 +352,19 @@ def main(argv: list[str] | None = None) -> None:
     previous = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
     same_setup = all(previous.get("setup", {}).get(key) == value for key, value in setup.items())
     invocations = previous["setup"].get("invocations", []) if previous and same_setup else []
+    command = "python -m attention_viz.train.study " + " ".join(argv if argv is not None else sys.argv[1:])
     if todo:
         invocations = [*invocations, {"started": started_at, "wall_s": wall, "members_trained": len(todo),
-                                      "load_average_1min_end": round(os.getloadavg()[0], 2)}]
+                                      "command": command, "load_average_1min_end": round(os.getloadavg()[0], 2)}]
+        trained_by = command
+    else:  # assembling or redrawing: the command that trained them stays on record
+        trained_by = previous.get("setup", {}).get("command", command) if same_setup else command
     results = {
         "setup": {**setup, "arms": {a: dict(zip(("compatibility", "scale"), ARMS[a])) for a in args.arms},
                   "d_k": args.d_k, "seeds": args.seeds,
                   "trained": {"unit_qk": args.arms, "xavier": args.xavier_arms}, "probe_seed": PROBE_SEED,
                   "heldout": f"{base.heldout_size} strings from heldout_strings(max_len={base.max_len})",
-                  "command": "python -m attention_viz.train.study " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  "command": trained_by,
                   "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
                   "jobs": args.jobs, "threads": args.threads,
                   "member_train_seconds_total": round(sum(r["train_seconds"] for r in ordered), 1),
@@ -341,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": ordered,
     }
     write_json(out / "results.json", results)
-    (out / "table.md").write_text(markdown_table(rows))
+    (out / "table.md").write_text(markdown_table(rows) + "\n" + initialisation_table(results["initialisation"]))
     print(markdown_table(rows))
     save_figures(results, out, snapshots=shipped_snapshots(results, args.ship))
     print(f"wrote {out}/results.json, table.md and figures; {len(todo)} members trained in "

@@ -65,7 +65,9 @@ class TransformerConfig:
         return cls(vocab_size=vocab_size, **{**sizes, **overrides})
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it. Unset per-stack overrides are left out,
-        so a config without them has the same dict (and card) as before they existed."""
-        overrides = ("encoder_final_norm", "decoder_final_norm")
-        return {k: v for k, v in asdict(self).items() if not (k in overrides and v is None)}
+        """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it. Unset per-stack overrides, and §3.2.1's
+        options at their defaults (dot product, Xavier), are left out, so a config without them has the same dict
+        (and card) as before they existed."""
+        left_out = {"encoder_final_norm": None, "decoder_final_norm": None,
+                    "compatibility": "dot_product", "init": "xavier"}
+        return {k: v for k, v in asdict(self).items() if not (k in left_out and v == left_out[k])}

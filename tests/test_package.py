@@ -31,7 +31,9 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_holds_every_shipped_model_and_every_layer(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = sorted(p.name for p in (ROOT / "attention_viz" / "data" / "models").iterdir() if p.suffix in (".json", ".safetensors"))
+    models = ROOT / "attention_viz" / "data" / "models"
+    shipped = sorted(p.relative_to(models).as_posix() for p in models.rglob("*")
+                     if p.suffix in (".json", ".safetensors", ".npz"))  # the study's members and snapshots too
     assert shipped, "no shipped models in the tree"
     assert {f"attention_viz/data/models/{name}" for name in shipped} <= names
     for layer in ("core", "fast", "data", "draw", "explorer", "train", "service", "webui"):

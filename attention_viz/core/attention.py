@@ -1,5 +1,8 @@
 """Attention (§3.2): masks, scaled dot-product attention (Eq. 1), additive attention, multi-head attention.
 
+The compatibility function of MultiHeadAttention is "dot_product" (Eq. 1; scaled by 1/√d_k or not, a
+forward argument) or "additive" (per head w_hᵀ tanh(q_h + k_h), a constructor choice since it has parameters).
+
 Axes: B batch, H heads, Q query positions, K key positions, d_k / d_v per-head widths.
 
 Mask convention, the one used everywhere in this package: a boolean tensor broadcastable to
@@ -128,6 +131,44 @@ def scaled_dot_product_attention(
     return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
 
 
+def additive_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    w: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Additive attention per head (§3.2.1, Bahdanau et al.), returning (output, weights) like Eq. 1.
+
+    score_h(q, k) = w_hᵀ tanh(q_h + k_h), where q_h = W_Q,h x and k_h = W_K,h y are the head's usual
+    projections, so W_q, W_k of Bahdanau's wᵀ tanh(W_q q + W_k k) are the multi-head attention's own
+    W_Q, W_K (hidden width d_k) and w_h is the only extra parameter. There is no scaling.
+
+    Args:
+        q: queries [B, H, Q, d_k]; k: keys [B, H, K, d_k]; v: values [B, H, K, d_v]; w: [H, d_k].
+        mask: boolean, broadcastable to [B, H, Q, K]; True = may attend.
+        dropout_p: dropout on the weights before they multiply V (training only).
+
+    Returns:
+        output [B, H, Q, d_v] and weights [B, H, Q, K], with the masking rules of Eq. 1.
+    """
+    scores = additive_scores(q, k, w)  # (B, H, Q, K)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # a row with every key masked is NaN before this
+    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return torch.matmul(attended, v), weights  # (B, H, Q, d_v), (B, H, Q, K)
+
+
+def additive_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """w_hᵀ tanh(q_h + k_h) for every query/key pair: q [B, H, Q, d_k], k [B, H, K, d_k], w [H, d_k] -> [B, H, Q, K]."""
+    hidden = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (B, H, Q, K, d_k)
+    return torch.einsum("bhqkd,hd->bhqk", hidden, w)
+
+
 # An implementation of Eq. 1: (q, k, v, mask, scale, dropout_p) -> (output, weights), as above.
 Kernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
@@ -174,14 +215,34 @@ class MultiHeadAttention(nn.Module):
     """§3.2.2: h heads, each attending with its own projections W_Q, W_K (to d_k) and W_V (to d_v); W_O back to d_model."""
 
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 kernel: Kernel = scaled_dot_product_attention) -> None:
+                 kernel: Kernel = scaled_dot_product_attention, compatibility: str = "dot_product") -> None:
         super().__init__()
+        if compatibility not in ("dot_product", "additive"):
+            raise ValueError(f"compatibility must be 'dot_product' or 'additive', got {compatibility!r}")
         self.n_heads, self.d_k, self.d_v, self.dropout = n_heads, d_k, d_v, dropout
+        self.compatibility = compatibility  # "dot_product": Eq. 1 with forward's scale; "additive": additive_attention
         self.kernel = kernel  # Eq. 1: the reference, or a bit-identical one from attention_viz.fast
         self.q_proj = nn.Linear(d_model, n_heads * d_k)  # W_Q of every head, stacked
         self.k_proj = nn.Linear(d_model, n_heads * d_k)  # W_K
         self.v_proj = nn.Linear(d_model, n_heads * d_v)  # W_V
         self.out_proj = nn.Linear(n_heads * d_v, d_model)  # W_O
+        if compatibility == "additive":
+            self.score = nn.Parameter(torch.randn(n_heads, d_k) / math.sqrt(d_k))  # w_h of every head, [H, d_k]
+
+    def init_unit_qk(self) -> None:
+        """Footnote 4's premise: W_Q, W_K ~ N(0, 1/d_model), so unit-variance inputs give q, k components of variance ≈ 1."""
+        d_model = self.q_proj.in_features
+        for proj in (self.q_proj, self.k_proj):
+            nn.init.normal_(proj.weight, std=1.0 / math.sqrt(d_model))
+            nn.init.zeros_(proj.bias)
+        if self.compatibility == "additive":
+            nn.init.normal_(self.score, std=1.0 / math.sqrt(self.d_k))  # wᵀ tanh(·) of variance ≤ 1
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor, scale: Scale = "sqrt_dk") -> torch.Tensor:
+        """The softmax's logits before masking: q [B, H, Q, d_k], k [B, H, K, d_k] -> [B, H, Q, K]."""
+        if self.compatibility == "additive":
+            return additive_scores(q, k, self.score)
+        return torch.matmul(q, k.transpose(-2, -1)) * scale_factor(scale, q.size(-1))
 
     def project(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
@@ -205,9 +266,13 @@ class MultiHeadAttention(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
         scale: Scale = "sqrt_dk",
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eq. 1 in every head on projected q, k, v, then W_O: (out [B, Q, d_model], weights [B, H, Q, K])."""
+        """Eq. 1 (or additive attention, which ignores `scale`) in every head on projected q, k, v, then W_O:
+        (out [B, Q, d_model], weights [B, H, Q, K])."""
         dropout_p = self.dropout if self.training else 0.0
-        heads, weights = self.kernel(q, k, v, mask, scale, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
+        if self.compatibility == "additive":
+            heads, weights = additive_attention(q, k, v, self.score, mask, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
+        else:
+            heads, weights = self.kernel(q, k, v, mask, scale, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
         concat = heads.transpose(1, 2).reshape(q.size(0), q.size(2), -1)  # (B, Q, H·d_v)
         return self.out_proj(concat), weights
 

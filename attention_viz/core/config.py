@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+COMPATIBILITIES = ("dot_product", "additive")  # the two compatibility functions §3.2.1 compares
+INITS = ("xavier", "unit_qk")  # how W_Q and W_K start (every other matrix is Xavier-uniform either way)
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
@@ -25,6 +28,8 @@ class TransformerConfig:
     # Per-stack overrides of final_norm (None: as final_norm), for imported models whose stacks differ.
     encoder_final_norm: bool | None = None
     decoder_final_norm: bool | None = None
+    compatibility: str = "dot_product"  # §3.2.1: "dot_product" (Eq. 1; scaling is forward's `scale`) or "additive"
+    init: str = "xavier"         # "xavier" (every matrix) or "unit_qk": W_Q, W_K give q, k components of variance ≈ 1 (footnote 4)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads", "d_k", "d_v", "d_ff"):
@@ -38,6 +43,10 @@ class TransformerConfig:
         for name in ("encoder_final_norm", "decoder_final_norm"):
             if not (getattr(self, name) is None or isinstance(getattr(self, name), bool)):
                 raise ValueError(f"{name} must be True, False or None, got {getattr(self, name)!r}")
+        if self.compatibility not in COMPATIBILITIES:
+            raise ValueError(f"compatibility must be one of {COMPATIBILITIES}, got {self.compatibility!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
 
     @property
     def encoder_norm(self) -> bool:
@@ -56,7 +65,9 @@ class TransformerConfig:
         return cls(vocab_size=vocab_size, **{**sizes, **overrides})
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it. Unset per-stack overrides are left out,
-        so a config without them has the same dict (and card) as before they existed."""
-        overrides = ("encoder_final_norm", "decoder_final_norm")
-        return {k: v for k, v in asdict(self).items() if not (k in overrides and v is None)}
+        """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it. Unset per-stack overrides, and §3.2.1's
+        options at their defaults (dot product, Xavier), are left out, so a config without them has the same dict
+        (and card) as before they existed."""
+        left_out = {"encoder_final_norm": None, "decoder_final_norm": None,
+                    "compatibility": "dot_product", "init": "xavier"}
+        return {k: v for k, v in asdict(self).items() if not (k in left_out and v == left_out[k])}

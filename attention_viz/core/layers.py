@@ -57,9 +57,10 @@ class FeedForward(nn.Module):
 class EncoderLayer(nn.Module):
     """§3.1 encoder layer: self-attention, then feed-forward, each wrapped in residual + LayerNorm."""
 
-    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float, eps: float) -> None:
+    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float, eps: float,
+                 compatibility: str = "dot_product") -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout, compatibility=compatibility)
         self.feed_forward = FeedForward(d_model, d_ff, dropout)
         self.norm1 = nn.LayerNorm(d_model, eps=eps)
         self.norm2 = nn.LayerNorm(d_model, eps=eps)
@@ -78,10 +79,11 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """§3.1 decoder layer: masked self-attention, encoder-decoder attention, feed-forward; each post-norm."""
 
-    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float, eps: float) -> None:
+    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float, eps: float,
+                 compatibility: str = "dot_product") -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout, compatibility=compatibility)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout, compatibility=compatibility)
         self.feed_forward = FeedForward(d_model, d_ff, dropout)
         self.norm1 = nn.LayerNorm(d_model, eps=eps)
         self.norm2 = nn.LayerNorm(d_model, eps=eps)

@@ -26,7 +26,7 @@ class Encoder(nn.Module):
         super().__init__()
         c = config
         self.layers = nn.ModuleList(
-            EncoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps)
+            EncoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps, c.compatibility)
             for _ in range(c.n_encoder_layers)
         )
         self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.encoder_norm else None
@@ -49,7 +49,7 @@ class Decoder(nn.Module):
         super().__init__()
         c = config
         self.layers = nn.ModuleList(
-            DecoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps)
+            DecoderLayer(c.d_model, c.n_heads, c.d_k, c.d_v, c.d_ff, c.dropout, c.layer_norm_eps, c.compatibility)
             for _ in range(c.n_decoder_layers)
         )
         self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.decoder_norm else None
@@ -88,6 +88,10 @@ class Transformer(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+        if config.init == "unit_qk":
+            for module in self.modules():
+                if isinstance(module, MultiHeadAttention):
+                    module.init_unit_qk()
 
     def use_kernel(self, kernel: Kernel) -> "Transformer":
         """Run Eq. 1 in every attention with `kernel` (e.g. attention_viz.fast's, bit-identical); returns self."""

@@ -3,7 +3,7 @@
 A checkpoint named NAME is two files side by side:
     NAME.safetensors   the weights (tensors only; no pickle, so loading it cannot execute anything)
     NAME.json          the card: {"name", "task", "scale", "config", "max_len", "alphabet", "seed", "steps",
-                       "wall_time_s", "heldout_exact_match", "heldout_size", "n_params", "curve", ...}
+                       "wall_time_s", "heldout_exact_match", "heldout_size", "n_params", "weights_dtype", "curve", ...}
 The card's "scale" ("sqrt_dk" or "none") is how the model was trained, and the mode it should be run in.
 The registry is the shipped folder `attention_viz/data/models` (package data); a name never reaches a path outside it.
 
@@ -55,14 +55,23 @@ def shipped_models_dir() -> Path:
     return Path(__file__).resolve().parent / "models"
 
 
-def save_checkpoint(model: Transformer, card: dict, path: str | Path) -> Path:
-    """Write `path`.safetensors and `path`.json (the card, with the model's config and size filled in)."""
+def save_checkpoint(model: Transformer, card: dict, path: str | Path, dtype: torch.dtype | None = None) -> Path:
+    """Write `path`.safetensors and `path`.json (the card, with the model's config and size filled in).
+
+    dtype: store the weights in this floating type (e.g. torch.float16, half the bytes; the card's
+    "weights_dtype" says so); they load back into a float32 model. None keeps the model's own.
+    """
     stem = _stem(Path(path))
     stem.parent.mkdir(parents=True, exist_ok=True)
-    card = {**card, "name": stem.name, "config": model.config.to_dict(), "n_params": count_parameters(model)}
+    tensors = unique_tensors(model)
+    if dtype is not None:
+        tensors = {name: t.to(dtype) if t.is_floating_point() else t for name, t in tensors.items()}
+    stored = sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()})
+    card = {**card, "name": stem.name, "config": model.config.to_dict(), "n_params": count_parameters(model),
+            "weights_dtype": stored[0] if len(stored) == 1 else stored}
     weights, card_path = _file(stem, WEIGHTS_SUFFIX), _file(stem, CARD_SUFFIX)
     partial = _file(stem, ".partial")  # written first, then renamed: a reader never sees half a file
-    save_file(unique_tensors(model), str(partial), metadata={"format": "pt"})  # one key: the same bytes every time
+    save_file(tensors, str(partial), metadata={"format": "pt"})  # one key: the same bytes every time
     os.replace(partial, weights)
     partial.write_text(json.dumps(card, indent=1) + "\n")
     os.replace(partial, card_path)
@@ -71,6 +80,8 @@ def save_checkpoint(model: Transformer, card: dict, path: str | Path) -> Path:
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, dict]:
     """Load (model in eval mode, card) from NAME, NAME.safetensors or NAME.json.
+
+    The model is float32 whatever the stored type (a float16 checkpoint is widened on load).
 
     Raises:
         UnsafeCheckpointError: the weights are not a safetensors file (pickles are refused, never opened).

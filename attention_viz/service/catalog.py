@@ -1,8 +1,9 @@
 """The models the app can run: shipped checkpoints grouped into d_k families, untrained models built on demand.
 
-A family is the set of trained checkpoints of one task and training scale that differ in d_k: the app's d_k
-control moves through its members. Models are loaded once and shared between users (never mutate them); they
-run Eq. 1 with attention_viz.fast's kernel, bit-identical to the core's reference.
+A family is the set of trained checkpoints of one task, training scale and compatibility function that differ in
+d_k: the app's d_k control moves through its members. Models are loaded once and shared between users (never
+mutate them); they run Eq. 1 with attention_viz.fast's kernel, bit-identical to the core's reference (additive
+attention has its own, in the core).
 """
 
 from __future__ import annotations
@@ -38,16 +39,20 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """Trained checkpoints of one task and training scale that differ in d_k: the d_k slider moves through them."""
+    """Trained checkpoints of one task, training scale and compatibility that differ in d_k: the d_k slider moves
+    through them."""
 
-    key: str                               # "reverse/sqrt_dk": the model picker's value
+    key: str                               # "reverse/sqrt_dk" ("reverse/additive" for additive attention): the picker's value
     task: str
     scale: str                             # how the family was trained: "sqrt_dk" or "none"
     members: tuple[tuple[int, str], ...]   # (d_k, checkpoint name), by increasing d_k
+    compatibility: str = "dot_product"     # §3.2.1: "dot_product" (Eq. 1, scaled or not) or "additive"
 
     @property
     def label(self) -> str:
         """What the model picker shows."""
+        if self.compatibility == "additive":
+            return f"{self.task} (additive attention)"
         how = "trained with 1/√d_k" if self.scale == "sqrt_dk" else "trained without scaling"
         return f"{self.task} ({how})"
 
@@ -62,14 +67,24 @@ class ModelFamily:
 
 
 def model_families(cards: Sequence[dict]) -> list[ModelFamily]:
-    """Group checkpoint cards by (task, scale), the paper's scaling first; one member per d_k (the first name wins)."""
-    groups: dict[tuple[str, str], dict[int, str]] = {}
+    """Group checkpoint cards by (task, scale, compatibility), the paper's scaling first, additive attention last;
+    one member per d_k (the first name wins). Additive attention ignores the scale, so it is one family per task."""
+    groups: dict[tuple[str, str, str], dict[int, str]] = {}
     for card in sorted(cards, key=lambda c: c["name"]):
         task, scale = card.get("task", "model"), card.get("scale", "sqrt_dk")
-        groups.setdefault((task, scale), {}).setdefault(int(card["config"]["d_k"]), card["name"])
+        compatibility = card["config"].get("compatibility", "dot_product")
+        if compatibility == "additive":
+            scale = "sqrt_dk"  # what the forward pass is given, and ignores
+        groups.setdefault((task, scale, compatibility), {}).setdefault(int(card["config"]["d_k"]), card["name"])
+
+    def order(item):
+        (task, scale, compatibility), _ = item
+        return compatibility != "dot_product", scale != "sqrt_dk", task
+
     return [
-        ModelFamily(f"{task}/{scale}", task, scale, tuple(sorted(members.items())))
-        for (task, scale), members in sorted(groups.items(), key=lambda item: (item[0][1] != "sqrt_dk", item[0]))
+        ModelFamily(f"{task}/{scale if compatibility == 'dot_product' else compatibility}", task, scale,
+                    tuple(sorted(members.items())), compatibility)
+        for (task, scale, compatibility), members in sorted(groups.items(), key=order)
     ]
 
 

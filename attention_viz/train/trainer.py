@@ -12,6 +12,7 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from tqdm import tqdm
 
 from attention_viz.core.attention import SCALE_MODES
 from attention_viz.data.checkpoints import count_parameters, save_checkpoint
-from attention_viz.core.config import TransformerConfig
+from attention_viz.core.config import COMPATIBILITIES, INITS, TransformerConfig
 from attention_viz.core.device import resolve_device
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import ALPHABET, HELDOUT_SEED, HELDOUT_SIZE, TASKS, batches, heldout_strings, make_batch, target
@@ -53,19 +54,22 @@ class TrainSettings:
     seed: int = 0                # weights and the training stream
     log_every: int = 25          # steps per point of the curve
     heldout_size: int = HELDOUT_SIZE  # held-out strings decoded greedily at the end
+    compatibility: str = "dot_product"  # "dot_product" (scaled or not by `scale`) or "additive" (§3.2.1)
+    init: str = "xavier"         # "xavier" or "unit_qk" (q, k components of variance ≈ 1 at step 0, footnote 4)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)}")
         if self.scale not in SCALE_MODES:
             raise ValueError(f"scale must be one of {SCALE_MODES}, got {self.scale!r}")
+        self.model_config()  # fail fast on an unknown compatibility or init
 
     def model_config(self) -> TransformerConfig:
         """The TransformerConfig these settings train."""
         return TransformerConfig(
             vocab_size=VOCAB_SIZE, n_encoder_layers=self.n_layers, n_decoder_layers=self.n_layers,
             d_model=self.d_model, n_heads=self.n_heads, d_k=self.d_k, d_v=self.d_v, d_ff=self.d_ff,
-            dropout=self.dropout,
+            dropout=self.dropout, compatibility=self.compatibility, init=self.init,
         )
 
 
@@ -113,8 +117,14 @@ def exact_match(
     return hits / len(texts)
 
 
+# Called as observe(step, model, batch) before the first update (step 0, batch None) and after every update
+# (step = updates done; batch = {"loss", "token_acc", "exact_match"} of the batch that update trained on).
+Observer = Callable[[int, Transformer, dict | None], None]
+
+
 def train(
-    settings: TrainSettings, device: str | torch.device = "auto", progress: bool = True
+    settings: TrainSettings, device: str | torch.device = "auto", progress: bool = True,
+    observe: Observer | None = None,
 ) -> tuple[Transformer, dict]:
     """Train one model; returns (model in eval mode, its card without name/config, which save_checkpoint adds)."""
     device = resolve_device(device)
@@ -126,8 +136,10 @@ def train(
     curve: dict[str, list] = {"step": [], "loss": [], "token_acc": [], "exact_match": []}
     window = []  # (loss, token_acc, exact) since the last curve point
     start, cpu_start = time.perf_counter(), time.process_time()
-    bar = tqdm(range(settings.steps), desc=f"{settings.task} d_k={settings.d_k} {settings.scale}",
+    bar = tqdm(range(settings.steps), desc=f"{settings.task} d_k={settings.d_k} {settings.compatibility} {settings.scale}",
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    if observe is not None:
+        observe(0, model, None)  # the observer must leave the model in training mode
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, settings)
@@ -141,6 +153,8 @@ def train(
         torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip_norm)
         optimizer.step()
         window.append((loss.item(), *accuracies(logits.detach(), batch.tgt_out, tokenizer.pad_id)))
+        if observe is not None:
+            observe(step + 1, model, dict(zip(("loss", "token_acc", "exact_match"), window[-1])))
         if (step + 1) % settings.log_every == 0 or step + 1 == settings.steps:
             means = [sum(column) / len(window) for column in zip(*window)]
             for key, value in zip(("loss", "token_acc", "exact_match"), means):
@@ -156,6 +170,8 @@ def train(
     card = {
         "task": settings.task,
         "scale": settings.scale,
+        "compatibility": settings.compatibility,
+        "init": settings.init,
         "max_len": settings.max_len,
         "alphabet": ALPHABET,
         "seed": settings.seed,
@@ -191,6 +207,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         flag = "--" + f.name.replace("_", "-")
         if f.name == "task":
             parser.add_argument(flag, choices=TASKS, default=f.default)
+        elif f.name in ("compatibility", "init"):
+            parser.add_argument(flag, choices=COMPATIBILITIES if f.name == "compatibility" else INITS, default=f.default)
         elif f.name == "scale":
             parser.add_argument(flag, choices=sorted(SCALE_ALIASES), default=f.default,
                                 help="sqrt_dk/on: divide QKᵀ by √d_k (the paper); none/off: plain dot products")

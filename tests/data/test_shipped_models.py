@@ -35,7 +35,10 @@ def test_one_scaled_model_per_task_and_a_dk_family_are_shipped():
 @pytest.mark.parametrize("name", [card["name"] for card in CARDS])
 def test_checkpoint_loads_safely_and_matches_its_card(name):
     model, card = load_model(name, device="cpu")
-    assert card["config"] == model.config.to_dict()
+    assert model.config.to_dict() == card["config"]
+    # cards written before §3.2.1's options existed lack them: they were Xavier-initialised scaled/plain dot products
+    assert (model.config.compatibility, model.config.init) == (
+        card["config"].get("compatibility", "dot_product"), card["config"].get("init", "xavier"))
     assert card["n_params"] == count_parameters(model)
     settings = TrainSettings(**card["settings"])
     assert settings.model_config() == model.config

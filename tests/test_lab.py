@@ -151,3 +151,71 @@ def test_accepts_whole_floats_as_sent_by_sliders():
 def test_bad_arguments_raise_value_error(call):
     with pytest.raises(ValueError, match="must"):
         call()
+
+
+# ---------------------------------------------------------------------- the exact law of q·k
+
+
+def test_normal_cdf_matches_erf():
+    x = np.array([-np.inf, -8.0, -2.5, -1.0, -0.1, 0.0, 0.3, 1.0, 2.0, 6.0, np.inf])
+    expected = [0.5 * math.erfc(-v / math.sqrt(2)) for v in x]
+    np.testing.assert_allclose(lab.normal_cdf(x), expected, rtol=2e-7, atol=1e-15)
+
+
+@pytest.mark.parametrize("d_k, closed_form", [
+    (2, lambda x: np.where(x >= 0, 1 - np.exp(-x) / 2, np.exp(x) / 2)),  # Laplace: density e^−|x| / 2
+    (4, lambda x: np.where(x >= 0, 1 - np.exp(-x) * (2 + x) / 4, np.exp(x) * (2 - x) / 4)),  # (1 + |x|) e^−|x| / 4
+])
+def test_dot_product_cdf_matches_closed_forms(d_k, closed_form):
+    x = np.linspace(-12, 12, 97)
+    np.testing.assert_allclose(lab.dot_product_cdf(x, d_k), closed_form(x), atol=1e-7)
+
+
+def test_dot_product_cdf_at_d_k_1_integrates_the_bessel_density():
+    """d_k = 1: q·k is a product of two normals, density K₀(|x|)/π (a log cusp at 0)."""
+    special = pytest.importorskip("scipy.special")
+    integrate = pytest.importorskip("scipy.integrate")
+    for x in (0.05, 0.5, 1.0, 3.0, 7.0):
+        expected = 0.5 + integrate.quad(lambda t: special.k0(t) / math.pi, 0, x, limit=200)[0]
+        assert lab.dot_product_cdf(np.array([x]), 1)[0] == pytest.approx(expected, abs=1e-7)
+
+
+@pytest.mark.parametrize("d_k", [1, 3, 16, 257, 4096])
+def test_dot_product_law_is_symmetric_with_variance_d_k_and_tends_to_normal(d_k):
+    sd = math.sqrt(d_k)
+    x = np.linspace(-30, 30, 6001) * sd
+    cdf = lab.dot_product_cdf(x, d_k)
+    assert cdf[0] < 1e-9 and cdf[-1] > 1 - 1e-9 and np.all(np.diff(cdf) >= -1e-12)
+    np.testing.assert_allclose(cdf + cdf[::-1], 1.0, atol=1e-7)  # F(−x) = 1 − F(x)
+    mids, p = (x[1:] + x[:-1]) / 2, np.diff(cdf)
+    assert (p * mids**2).sum() == pytest.approx(d_k, rel=1e-3)
+    # Scaled, it is the same law on x / √d_k; its largest CDF gap to N(0, 1) shrinks like 1/d_k (kurtosis 3 + 6/d_k).
+    z = np.linspace(-4, 4, 33)
+    np.testing.assert_allclose(lab.dot_product_cdf(z, d_k, scaled=True), lab.dot_product_cdf(z * sd, d_k), atol=1e-12)
+    gap = np.abs(lab.dot_product_cdf(z, d_k, scaled=True) - lab.normal_cdf(z)).max()
+    assert gap < 0.15 / d_k and (d_k > 1 or gap > 0.1)  # at d_k = 1 the law is far from normal
+
+
+def test_bin_probabilities_and_tails_add_up_and_refuse_bad_edges():
+    edges = np.linspace(-3, 3, 13)
+    p, below, above = lab.bin_probabilities(edges, 64, scaled=True)
+    assert p.shape == (12,) and p.min() > 0 and p.sum() + below + above == pytest.approx(1.0, abs=1e-12)
+    assert below == pytest.approx(above, abs=1e-9)
+    for bad in ([0.0], [1.0, 0.0], [[0.0, 1.0]]):
+        with pytest.raises(ValueError, match="edges must"):
+            lab.bin_probabilities(np.array(bad), 4)
+    with pytest.raises(ValueError, match="d_k must"):
+        lab.dot_product_cdf(np.zeros(3), 0)
+
+
+@pytest.mark.parametrize("d_k", [1, 2, 64, 4096])
+def test_samples_follow_the_exact_law_bin_for_bin(d_k):
+    """The sampler and the law agree: chi-square test of 20,000 samples in 40 bins (plus tails), α = 0.001."""
+    samples = lab.dot_products(d_k, 20_000, seed=11, scaled=True)
+    edges = np.linspace(-4, 4, 41)
+    p, below, above = lab.bin_probabilities(edges, d_k, scaled=True)
+    expected = 20_000 * np.concatenate([[below], p, [above]])
+    observed = np.concatenate([[(samples < -4).sum()], np.histogram(samples, edges)[0], [(samples >= 4).sum()]])
+    keep = expected > 5
+    chi2 = (((observed - expected) ** 2 / expected)[keep]).sum()
+    assert chi2 < 80, chi2  # χ²(≤ 41) exceeds 74.7 with probability 0.001

@@ -279,8 +279,9 @@ class Page:
     def _dk_lab(self) -> Request:
         rng = self.rng
         d_k = 2 ** rng.randint(0, 12) if rng.random() < 0.7 else rng.randint(1, 4096)
-        self.set(lab_dk=d_k, lab_keys=rng.randint(2, 1024), lab_scaled=rng.random() < 0.5)
-        return self._request("dk_lab", "dk_lab", "lab_dk", d_k=d_k)
+        n_keys = rng.randint(2, 1024)
+        self.set(lab_dk=d_k, lab_keys=n_keys, lab_scaled=rng.random() < 0.5)
+        return self._request("dk_lab", "dk_lab", "lab_dk", d_k=d_k, n_keys=n_keys)
 
     def _visualize(self, name: str, trigger: str) -> Request:
         return self._request(name, "visualize", trigger, **self._expect_run())
@@ -377,9 +378,14 @@ class Page:
                 table = [line for line in body.splitlines() if not line.startswith(b"#")]
                 problems.append(not (table and table[0].startswith(b"query \\ key")) and "CSV has no header row")
         elif request.api == "dk_lab":
-            *images, numbers = data
+            lab, numbers = data  # the numbers the page draws, and the table
             rows = numbers.get("data") if isinstance(numbers, dict) else None
-            problems = [not all(png(i) for i in images) and "images are not PNG",
+            histogram = lab.get("histogram", {}) if isinstance(lab, dict) else {}
+            problems = [not isinstance(lab, dict) and "no lab data",
+                        isinstance(lab, dict) and lab.get("d_k") != e["d_k"] and f"data are for d_k {lab.get('d_k')}",
+                        isinstance(lab, dict) and len(lab.get("query", {}).get("weights", [])) != e["n_keys"]
+                        and "not one weight per key",
+                        len(histogram.get("counts", [])) + 1 != len(histogram.get("edges", [])) and "no histogram",
                         not rows and "no numbers",
                         rows and rows[0][3] != f"{e['d_k']} and 1" and f"numbers are for {rows[0][3]!r}"]
         else:

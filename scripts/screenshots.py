@@ -83,10 +83,12 @@ def take(page: Page, url: str, out: Path) -> None:
     page.set_viewport_size({"width": 1400, "height": 1000})
 
     page.get_by_role("tab", name="√d_k lab").click()
-    expect(page.locator("#lab_sweep img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#lab_view svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
     set_number(page, "lab_dk_log", "9")
     expect(page.locator("#lab_dk input")).to_have_value("512", timeout=TIMEOUT_MS)
     page.locator("#lab_scaled input[type=checkbox]").uncheck()
+    expect(page.locator("#lab_view .avl-heading")).to_contain_text("d_k = 512", timeout=TIMEOUT_MS)
+    expect(page.locator("#lab_view .avl-heading")).to_contain_text("unscaled", timeout=TIMEOUT_MS)
     settle(page)
     page.screenshot(path=str(out / "lab.png"), full_page=True)
 

@@ -1,7 +1,17 @@
-"""The √d_k lab's view: footnote 4's numbers (attention_viz.lab) drawn as figures and a table.
+"""The √d_k lab's answer: footnote 4's numbers (attention_viz.lab) as plain, JSON-able data the browser draws.
 
-Every figure is cached by the controls it depends on; the sweep over d_k is computed and drawn once per
-number of keys, and the slider's d_k is marked on a copy of its pixels.
+No Gradio and no matplotlib here: a request computes numbers only (a few milliseconds) and the page's
+own script draws them (attention_viz/labview/static/lab.js). For one (d_k, number of keys, scaled):
+
+- histogram: counts of 20,000 q·k samples in bins of the mode's own range, ±5 standard deviations
+  of the mode (±5 scaled, ±5√d_k unscaled), and the exact law's probability of every bin
+  (lab.bin_probabilities), so samples and theory are compared bin for bin at every d_k;
+- query: one query's logits and softmax weights over its keys, sorted largest first, with `limit`,
+  the largest |unscaled logit|: the logit chart's scale for both modes of this d_k and number of keys;
+- sweep: statistics over d_k = 1 .. 4096, both modes (computed once per number of keys, cached);
+- numbers: the rows of the table (limits.LAB_HEADERS).
+
+Every part is cached by the controls it depends on; the dict is assembled per request.
 """
 
 from __future__ import annotations
@@ -13,90 +23,143 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_viz import lab
-from attention_viz.draw import figures, raster
 from attention_viz.service.checks import check_bool, check_int
-from attention_viz.service.limits import IMAGE_CACHE_SIZE, LAB_D_K_RANGE, LAB_KEYS_RANGE, LAB_SAMPLES, LAB_SEED
-from attention_viz.service.pngstore import PngStore
+from attention_viz.service.limits import LAB_D_K_RANGE, LAB_KEYS_RANGE, LAB_SAMPLES, LAB_SEED
 
 SWEEP_D_KS = [2**i for i in range(13)]  # 1 .. 4096, the sweep's x axis
+HISTOGRAM_RANGE = 5.0  # the histogram spans ± this many standard deviations of its mode
+HISTOGRAM_BINS = 50
+TOP_KEYS = 5  # the keys whose index the data names (largest weights first)
+DIGITS = 5  # significant digits of the floats sent
 
 
 @dataclass(frozen=True)
 class LabView:
     """The √d_k lab for one d_k, number of keys and scaling switch."""
 
-    histogram: str              # PNG file: q·k samples against N(0, d_k)
-    softmax: str                # PNG file: one query's softmax over its keys
-    sweep: str                  # PNG file: statistics over d_k, scaled against unscaled
+    data: dict                  # what the browser draws (JSON-able); see the module's docstring
     numbers: list[list]         # rows under limits.LAB_HEADERS
 
 
-class LabFigures:
-    """The lab's figures as PNG files in `store`, cached."""
+def rounded(values, digits: int = DIGITS) -> list[float]:
+    """Floats with `digits` significant digits, as a list (keeps the JSON small)."""
+    return [float(f"{v:.{digits}g}") for v in np.asarray(values, dtype=np.float64).ravel()]
 
-    def __init__(self, store: PngStore, cache_size: int = IMAGE_CACHE_SIZE) -> None:
-        self.store = store
-        self._histogram = functools.lru_cache(maxsize=cache_size)(self._render_histogram)
-        self._softmax = functools.lru_cache(maxsize=cache_size)(self._render_softmax)
-        self._sweep = functools.lru_cache(maxsize=8)(self._sweep_result)
-        self._sweep_image = functools.lru_cache(maxsize=cache_size)(self._render_sweep)
-        self._sweep_base = functools.lru_cache(maxsize=2)(self._render_sweep_base)  # pixels: ~1.6 MB each
+
+class LabData:
+    """The lab's numbers, cached per part: samples and theory per d_k, the sweep per number of keys."""
+
+    def __init__(self, cache_size: int = 64) -> None:
+        self._samples = functools.lru_cache(maxsize=8)(self._draw_samples)  # 160 kB each
+        self._histogram = functools.lru_cache(maxsize=cache_size)(self._histogram_data)
+        self._query = functools.lru_cache(maxsize=cache_size)(self._query_data)
+        self._sweep = functools.lru_cache(maxsize=cache_size)(self._sweep_data)
+        self._numbers = functools.lru_cache(maxsize=cache_size)(self._numbers_rows)
 
     def view(self, d_k: object, n_keys: object, scaled: object) -> LabView:
-        """Histogram of q·k, one softmax row, the sweep over d_k and the numbers for this d_k."""
+        """Histogram against the exact law, one query's logits and softmax, the sweep over d_k, the numbers."""
         d_k = check_int("d_k", d_k, *LAB_D_K_RANGE)
         n_keys = check_int("number of keys", n_keys, *LAB_KEYS_RANGE)
         scaled = check_bool("scaled", scaled)
-        kept = self.store.kept_file
-        return LabView(
-            histogram=kept(self._histogram, d_k, scaled),
-            softmax=kept(self._softmax, d_k, n_keys, scaled),
-            sweep=kept(self._sweep_image, d_k, n_keys),
-            numbers=lab_numbers(d_k, n_keys),
-        )
+        data = {
+            "d_k": d_k,
+            "n_keys": n_keys,
+            "scaled": scaled,
+            "histogram": self._histogram(d_k, scaled),
+            "query": self._query(d_k, n_keys, scaled),
+            "sweep": self._sweep(n_keys),
+        }
+        return LabView(data=data, numbers=self._numbers(d_k, n_keys))
 
-    def _render_histogram(self, d_k: int, scaled: bool) -> str:
-        samples = lab.dot_products(d_k, LAB_SAMPLES, seed=LAB_SEED, scaled=scaled)
-        # One x range for both modes (the unscaled spread), so switching the scale visibly narrows the histogram.
-        fig = figures.dot_product_histogram(samples, d_k, scaled, x_limit=4.0 * math.sqrt(d_k))
-        return self.store.figure_file(fig)
+    def sweep_cache_info(self):
+        """functools' cache statistics of the sweep (hits, misses): one computation per number of keys."""
+        return self._sweep.cache_info()
 
-    def _render_softmax(self, d_k: int, n_keys: int, scaled: bool) -> str:
-        logits, weights = lab.softmax_row(d_k, n_keys, scaled, seed=LAB_SEED)
-        name = "q·k / √d_k" if scaled else "q·k"
-        fig = figures.softmax_bars(weights, logits, title=f"one query, {n_keys} keys, d_k = {d_k}, logits {name}")
-        return self.store.figure_file(fig)
+    # ------------------------------------------------------------------ parts
 
-    def _sweep_result(self, n_keys: int) -> lab.Sweep:
-        return lab.sweep(SWEEP_D_KS, n_keys=n_keys, n_queries=min(256, lab.MAX_SWEEP_LOGITS // n_keys), seed=LAB_SEED)
+    def _draw_samples(self, d_k: int) -> np.ndarray:
+        samples = lab.dot_products(d_k, LAB_SAMPLES, seed=LAB_SEED)  # (N,) unscaled q·k
+        samples.setflags(write=False)
+        return samples
 
-    def _render_sweep_base(self, n_keys: int) -> tuple[np.ndarray, list[figures.LogAxes]]:
-        """The curves over d_k for one number of keys, drawn once: pixels and where each panel lies."""
-        fig = figures.sweep_figure(self._sweep(n_keys))
-        pixels = figures.figure_to_array(fig)
-        pixels.setflags(write=False)
-        return pixels, figures.log_x_axes(fig)
+    def _histogram_data(self, d_k: int, scaled: bool) -> dict:
+        sd = 1.0 if scaled else math.sqrt(d_k)
+        samples = self._samples(d_k) / math.sqrt(d_k) if scaled else self._samples(d_k)
+        edges = np.linspace(-HISTOGRAM_RANGE, HISTOGRAM_RANGE, HISTOGRAM_BINS + 1) * sd  # (B + 1,)
+        counts, _ = np.histogram(samples, bins=edges)  # (B,) samples outside the edges are not counted
+        below, above = int((samples < edges[0]).sum()), int((samples >= edges[-1]).sum())
+        theory, theory_below, theory_above = lab.bin_probabilities(edges, d_k, scaled)
+        n = samples.size
+        observed = np.concatenate([[below], counts, [above]]) / n  # (B + 2,) with both tails
+        expected = np.concatenate([[theory_below], theory, [theory_above]])
+        return {
+            "variable": "q·k / √d_k" if scaled else "q·k",
+            "edges": rounded(edges, 8),
+            "counts": counts.tolist(),
+            "samples": n,
+            "below": below,
+            "above": above,
+            "theory": rounded(theory),
+            "theory_below": float(f"{theory_below:.{DIGITS}g}"),
+            "theory_above": float(f"{theory_above:.{DIGITS}g}"),
+            "normal_sd": sd,  # N(0, sd²): the normal approximation, drawn for comparison
+            "mean": float(f"{samples.mean():.4g}"),
+            "variance": float(f"{samples.var():.4g}"),
+            "theory_variance": float(sd * sd),
+            # total variation distance between the histogram (tails included) and the exact law, and its
+            # expected size from sampling alone, Σ √(2 p (1 − p) / (π N)) / 2
+            "tv_distance": float(f"{0.5 * np.abs(observed - expected).sum():.3g}"),
+            "tv_noise": float(f"{0.5 * np.sqrt(2 * expected * (1 - expected) / (math.pi * n)).sum():.3g}"),
+        }
 
-    def _render_sweep(self, d_k: int, n_keys: int) -> str:
-        """The curves with the slider's d_k marked in every panel: a column of pixels, not a new figure."""
-        pixels, panels = self._sweep_base(n_keys)
-        image = pixels.copy()
-        for panel in panels:
-            raster.mark_column(image, panel.column(d_k), panel.top, panel.bottom)
-        return self.store.png_file(image)
+    def _query_data(self, d_k: int, n_keys: int, scaled: bool) -> dict:
+        unscaled_logits, _ = lab.softmax_row(d_k, n_keys, False, seed=LAB_SEED)
+        logits, weights = lab.softmax_row(d_k, n_keys, scaled, seed=LAB_SEED)  # (n,), (n,)
+        order = np.argsort(-logits, kind="stable")  # largest first; the softmax keeps the order
+        return {
+            "logits": rounded(logits[order]),
+            "weights": rounded(weights[order]),
+            "keys": order[:TOP_KEYS].tolist(),  # the original index of the largest ones
+            "limit": float(f"{np.abs(unscaled_logits).max():.{DIGITS}g}"),  # same for both modes
+            "logit_sd": float(f"{logits.std():.4g}"),
+            "max_weight": float(f"{weights.max():.4g}"),
+            "entropy": float(f"{float(lab.entropy(weights)):.4g}"),
+            "max_entropy": math.log(n_keys),
+            "grad_norm": float(f"{float(lab.softmax_jacobian_norm(weights)):.4g}"),
+        }
+
+    def _sweep_data(self, n_keys: int) -> dict:
+        n_queries = min(256, lab.MAX_SWEEP_LOGITS // n_keys)
+        sweep = lab.sweep(SWEEP_D_KS, n_keys=n_keys, n_queries=n_queries, seed=LAB_SEED)
+        stats = ("logit_var", "max_weight", "entropy", "grad_norm")
+        return {
+            "d_k": sweep.d_k.tolist(),
+            "n_keys": n_keys,
+            "n_queries": n_queries,
+            "max_entropy": sweep.max_entropy,
+            "unscaled": {stat: rounded(getattr(sweep.unscaled, stat), 4) for stat in stats},
+            "scaled": {stat: rounded(getattr(sweep.scaled, stat), 4) for stat in stats},
+        }
+
+    def _numbers_rows(self, d_k: int, n_keys: int) -> list[list]:
+        return _numbers(self._samples(d_k), d_k, n_keys)
+
+
+def _numbers(samples: np.ndarray, d_k: int, n_keys: int) -> list[list]:
+    """The table: variance of the logits, and one softmax row's saturation, both modes, with the theory."""
+    variances = [float(samples.var()), float((samples / math.sqrt(d_k)).var())]
+    rows = [["variance of the logits", *[round(v, 3) for v in variances], f"{d_k} and 1"]]
+    weights = [lab.softmax_row(d_k, n_keys, scaled, LAB_SEED)[1] for scaled in (False, True)]
+    rows.append(["max softmax weight (one query)", *[round(float(p.max()), 4) for p in weights],
+                 f"uniform: {1 / n_keys:.4f}"])
+    rows.append(["entropy, nats (one query)", *[round(float(lab.entropy(p)), 4) for p in weights],
+                 f"uniform: {math.log(n_keys):.4f}"])
+    rows.append(["‖∂softmax/∂logits‖ (one query)",
+                 *[float(f"{float(lab.softmax_jacobian_norm(p)):.4g}") for p in weights],
+                 f"uniform: {math.sqrt(1 / n_keys - 1 / n_keys**2):.4f}; one-hot: 0"])
+    return rows
 
 
 def lab_numbers(d_k: int, n_keys: int) -> list[list]:
-    """The lab's numbers for one d_k: variance of the logits, and one softmax row's saturation, both modes."""
-    rows = []
-    variances = [float(lab.dot_products(d_k, LAB_SAMPLES, LAB_SEED, scaled).var()) for scaled in (False, True)]
-    rows.append(["variance of the logits", *[round(v, 3) for v in variances], f"{d_k} and 1"])
-    rows_by_mode = [lab.softmax_row(d_k, n_keys, scaled, LAB_SEED)[1] for scaled in (False, True)]
-    rows.append(["max softmax weight (one query)", *[round(float(p.max()), 4) for p in rows_by_mode],
-                 f"uniform: {1 / n_keys:.4f}"])
-    rows.append(["entropy, nats (one query)", *[round(float(lab.entropy(p)), 4) for p in rows_by_mode],
-                 f"uniform: {math.log(n_keys):.4f}"])
-    rows.append(["‖∂softmax/∂logits‖ (one query)",
-                 *[float(f"{float(lab.softmax_jacobian_norm(p)):.4g}") for p in rows_by_mode],
-                 f"uniform: {math.sqrt(1 / n_keys - 1 / n_keys**2):.4f}; one-hot: 0"])
-    return rows
+    """The lab's numbers for one d_k and number of keys (uncached)."""
+    return _numbers(lab.dot_products(d_k, LAB_SAMPLES, LAB_SEED), d_k, n_keys)

@@ -24,7 +24,7 @@ from attention_viz.explorer.pack import pack
 from attention_viz.explorer.steps import pack_compare, pack_steps
 from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
-from attention_viz.service.lab_view import LabFigures, LabView
+from attention_viz.service.lab_view import LabData, LabView
 from attention_viz.service.limits import (
     D_K_RANGE,
     DEFAULT_UNTRAINED,
@@ -97,7 +97,7 @@ class Views:
         self.runs = runs
         self.exports = ExportFolder()
         self.store = PngStore(self.exports.root / "images")
-        self.lab = LabFigures(self.store, image_cache_size)
+        self.lab = LabData()
         self._packed = functools.lru_cache(maxsize=RUN_CACHE_SIZE)(self._pack)
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
@@ -267,7 +267,8 @@ class Views:
     # ------------------------------------------------------------------ the √d_k lab
 
     def dk_lab(self, d_k: object, n_keys: object, scaled: object) -> LabView:
-        """LabFigures.view: histogram of q·k, one softmax row, the sweep over d_k and the numbers."""
+        """LabData.view: the lab's numbers for the browser to draw (histogram against the exact law, one query's
+        logits and softmax, the sweep over d_k) and the table."""
         return self.lab.view(d_k, n_keys, scaled)
 
     def has_family(self) -> bool:

@@ -120,9 +120,10 @@ class Handlers:
 
     @handler
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):
-        """The √d_k lab: q·k histogram against N(0, d_k), one softmax row, curves over d_k, the numbers."""
+        """The √d_k lab's numbers, drawn by the page: the q·k histogram against the exact law (bins of the mode's own
+        range), one query's logits and softmax, the sweep over d_k (a dict, service.lab_view); and the table."""
         view = self.views.dk_lab(d_k, n_keys, scaled)
-        return view.histogram, view.softmax, view.sweep, {"headers": LAB_HEADERS, "data": view.numbers}
+        return view.data, {"headers": LAB_HEADERS, "data": view.numbers}
 
     def family_curves(self) -> str | None:
         """The d_k family's training curves (drawn once, on the first page or by the warm-up)."""

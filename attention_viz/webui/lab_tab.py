@@ -1,28 +1,72 @@
-"""The √d_k lab tab: footnote 4 as a histogram, one softmax row, curves over d_k and a table of numbers."""
+"""The √d_k lab tab: the server computes footnote 4's numbers, the page draws them (a Gradio 6 gr.HTML).
+
+How gr.HTML is used here (gradio 6.31's HTML component):
+- `value` is the lab's data (service.lab_view, a JSON-able dict); `html_template` is an empty mount point
+  that never mentions `${value}`, so a new value leaves the template as it is and the drawing stays.
+- `js_on_load` runs once per page with `element`, `props` and `watch`: it runs lab.js (package data,
+  inlined: nothing is fetched, it works offline), mounts the view, and `watch("value", ...)` redraws on
+  every new value. `css_template` carries lab.css (Gradio scopes it to this component).
+- The event's `js` marks the view "computing" before the request leaves; `.failure` marks it stale (the
+  charts and the table say they are for the last accepted settings) and `.success` clears it, even
+  when the answer equals what is shown. All three run in the browser.
+Why not gr.LinePlot / gr.BarPlot: see attention_viz/labview/__init__.py.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 
 import gradio as gr
 
+from attention_viz.labview import MOUNT_CLASS, asset
 from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers
-from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, picture
+from attention_viz.webui.widgets import PRIVATE, RAW, log2_slider_pair
+
+VIEW_ID, NUMBERS_ID = "lab_view", "lab_numbers"
 
 LAB_TEXT = """### Why divide by √d_k? (§3.2.1, footnote 4)
 If the components of q and k are independent with mean 0 and variance 1, then q·k = Σᵢ qᵢkᵢ has mean 0 and
 **variance d_k**. Unscaled, the logits spread like √d_k: the softmax puts almost all weight on one key
 (**saturates**), its entropy drops to 0, and its gradient ‖∂softmax/∂logits‖ vanishes, so the
 queries and keys stop learning. Multiplying by **1/√d_k** brings the variance back to 1 for every d_k.
-Move **d_k** (log scale) and switch **scaled** to see each effect; the curves below sweep d_k from 1 to 4096.
+Move **d_k** (log scale) and switch **scaled** to see each effect: the histogram is held against the exact law of
+q·k (normal only as d_k grows), the logits keep one scale when you switch, and the curves sweep d_k from 1 to 4096.
 """
 
 FAMILY_TEXT = """### Training the d_k family
 The reverse task trained at several d_k, with 1/√d_k (blue) and without it (red, dashed), from the same seed, data
 and number of steps: compare how fast each reaches exact answers. These models are the ones the Transformer tab's
 d_k slider moves through."""
+
+
+def _view_js(call: str) -> str:
+    """JavaScript that calls `call` on the lab view's controller, if the view is mounted."""
+    return f"const v = document.querySelector({json.dumps('#' + VIEW_ID + ' .av-lab')}); if (v && v.avLab) v.avLab.{call};"
+
+
+JS_ON_LOAD = asset("lab.js") + f"""
+;(function () {{
+  const lab = window.AttentionLab.mount(element.querySelector(".{MOUNT_CLASS}"), props.value || null,
+                                        {{alsoFade: [{json.dumps('#' + NUMBERS_ID)}]}});
+  watch("value", () => lab.setData(props.value || null));
+}})();
+"""
+# Before the request leaves: the inputs pass through unchanged.
+PENDING_JS = ("(d_k, n_keys, scaled) => { "
+              + _view_js("markPending({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled})")
+              + " return [d_k, n_keys, scaled]; }")
+STALE_JS = "() => { " + _view_js("markStale()") + " }"
+CURRENT_JS = "() => { " + _view_js("markCurrent()") + " }"
+
+
+def lab_view(data: dict | None = None) -> gr.HTML:
+    """The lab's charts as a gr.HTML whose value is LabView.data (drawn by lab.js in the page)."""
+    return gr.HTML(value=data, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("lab.css"),
+                   js_on_load=JS_ON_LOAD, apply_default_css=False, elem_id=VIEW_ID, padding=False,
+                   container=False, min_height=400)
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
@@ -35,13 +79,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
                         elem_id="lab_dk")
         keys = gr.Slider(*LAB_KEYS_RANGE, value=LAB_KEYS, step=1, label="number of keys", elem_id="lab_keys")
         scaled = gr.Checkbox(value=True, label="scaled by 1/√d_k", elem_id="lab_scaled")
-    numbers = gr.Dataframe(headers=LAB_HEADERS, label="at this d_k", interactive=False, elem_id="lab_numbers")
-    with gr.Row():
-        with gr.Column():
-            histogram = picture("**q·k samples** against the theory N(0, d_k)", "lab_histogram")
-        with gr.Column():
-            softmax = picture("**One query's softmax** over its keys", "lab_softmax")
-    sweep = picture("**Over d_k**: unscaled (red) against scaled (blue); the grey line is the slider's d_k", "lab_sweep")
+    first = views.dk_lab(LAB_D_K, LAB_KEYS, True)  # in the page's config: no request when the page opens
+    view = lab_view(first.data)
+    numbers = gr.Dataframe(value={"headers": LAB_HEADERS, "data": first.numbers}, headers=LAB_HEADERS,
+                           label="at this d_k, both modes", interactive=False, elem_id=NUMBERS_ID)
     gr.Markdown(FAMILY_TEXT)
     family = None
     if views.has_family():
@@ -49,10 +90,15 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     else:
         gr.Markdown("*The family's curves appear here once its checkpoints are in `attention_viz/data/models`.*")
 
-    inputs, outputs = [d_k, keys, scaled], [histogram, softmax, sweep, numbers]
-    gr.on([d_k.change, keys.release, scaled.change], handlers.dk_lab, inputs, outputs, api_name="dk_lab",
-          **LIVE, **RAW)
+    inputs, outputs = [d_k, keys, scaled], [view, numbers]
+    # trigger_mode "multiple", not LIVE's "always_last": in gradio 6.31 a trigger deferred behind an event that fails
+    # waits for the next trigger (the page's error path does not run the deferred one), and leaving the keys' box
+    # fires keys.release with the old d_k, so a refused d_k would swallow the next one typed. Each answer costs
+    # milliseconds now, and the slider moves d_k only on release, so running every trigger in order is cheap.
+    event = gr.on([d_k.change, keys.release, scaled.change], handlers.dk_lab, inputs, outputs, api_name="dk_lab",
+                  js=PENDING_JS, trigger_mode="multiple", show_progress="minimal", **RAW)
+    event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
+    event.failure(None, None, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
-    demo.load(handlers.dk_lab, inputs, outputs, **PRIVATE)
     if family is not None:
         demo.load(handlers.family_curves, None, family, **PRIVATE)

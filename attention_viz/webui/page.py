@@ -56,7 +56,7 @@ def main() -> None:
     # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True)
-    # Once the server answers: the other tabs' figures (steps, compare, the lab, the family's curves), drawn
+    # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
     # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
     threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",
                      daemon=True).start()

@@ -105,8 +105,12 @@ def test_steps_compare_export(client):
 
 
 def test_dk_lab(client):
-    histogram, softmax, sweep, numbers = client.predict(d_k=256, n_keys=64, scaled=False, api_name="/dk_lab")
-    assert all(is_png(p) for p in (histogram, softmax, sweep))
+    data, numbers = client.predict(d_k=256, n_keys=64, scaled=False, api_name="/dk_lab")
+    assert (data["d_k"], data["n_keys"], data["scaled"]) == (256, 64, False)
+    histogram = data["histogram"]
+    assert len(histogram["edges"]) == len(histogram["counts"]) + 1 == len(histogram["theory"]) + 1
+    assert histogram["edges"][-1] == pytest.approx(5 * 16) and histogram["tv_distance"] < 0.05  # ±5 √d_k, and the law
+    assert len(data["query"]["weights"]) == 64 and data["sweep"]["d_k"][-1] == 4096
     variance = numbers["data"][0]
     assert variance[1] == pytest.approx(256, rel=0.05) and variance[2] == pytest.approx(1, rel=0.05)
 
@@ -128,7 +132,7 @@ def test_bad_inputs_get_a_clear_error_and_the_app_keeps_serving(client, changes,
         else:
             client.predict(**{**UNTRAINED, **changes}, api_name="/visualize")
     assert message in str(error.value)
-    assert client.predict(d_k=4, n_keys=8, scaled=True, api_name="/dk_lab")[3]["data"]
+    assert client.predict(d_k=4, n_keys=8, scaled=True, api_name="/dk_lab")[1]["data"]
 
 
 def as_list(**values):

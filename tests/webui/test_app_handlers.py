@@ -166,14 +166,16 @@ def test_export_handler_writes_png_npz_csv(handlers, views):
     assert csv_lines[len([line for line in csv_lines if line.startswith("#")])].startswith("query \\ key")
 
 
-def test_dk_lab_handler(handlers):
-    histogram, softmax, sweep, numbers = handlers.dk_lab(1024, 32, False)
-    assert all(pixels(image).ndim == 3 for image in (histogram, softmax, sweep))
+def test_dk_lab_handler_returns_numbers_for_the_page_to_draw(handlers):
+    data, numbers = handlers.dk_lab(1024, 32, False)
+    assert json.loads(json.dumps(data, allow_nan=False)) == data  # plain JSON: the browser draws it
+    assert {"histogram", "query", "sweep"} <= set(data) and (data["d_k"], data["n_keys"], data["scaled"]) == (1024, 32, False)
     assert numbers["headers"] == LAB_HEADERS
     variance = numbers["data"][0]
     assert variance[1] == pytest.approx(1024, rel=0.05) and variance[2] == pytest.approx(1, rel=0.05)
-    scaled = handlers.dk_lab(1024, 32, True)
-    assert scaled[0] != histogram and scaled[1] != softmax
+    scaled, _ = handlers.dk_lab(1024, 32, True)
+    assert scaled["histogram"]["edges"][-1] == pytest.approx(data["histogram"]["edges"][-1] / 32)  # own range per mode
+    assert scaled["query"]["limit"] == data["query"]["limit"]  # one logit scale for both
 
 
 def test_family_curves_are_drawn_once(handlers):

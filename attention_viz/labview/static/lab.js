@@ -1,0 +1,381 @@
+/* The √d_k lab, drawn in the browser as SVG from the numbers the server sends (service/lab_view.py).
+ *
+ *   const lab = AttentionLab.mount(element, data, {alsoFade: ["#lab_numbers"]});
+ *   lab.setData(next);             // draw new numbers (clears any pending or stale mark)
+ *   lab.markPending({d_k, n_keys, scaled});   // a request is on its way: fade, say which
+ *   lab.markStale(message);        // the last change was refused: these numbers are not current
+ *   lab.markCurrent();             // the request succeeded (even if its numbers equal the shown ones)
+ *
+ * No library, nothing fetched: every chart is drawn at the width its box has (ResizeObserver), with
+ * text at 12-13 px whatever the width, so labels stay legible and inside the SVG on a phone.
+ * Defined once per page; later copies of this script leave window.AttentionLab as it is.
+ */
+(function () {
+  "use strict";
+  if (window.AttentionLab) return;
+  const NS = "http://www.w3.org/2000/svg";
+  const CHAR_PX = 7.2; // width of one 12 px character, generously
+  const TOP_BARS = 20; // softmax bars drawn (the largest weights)
+
+  function svgEl(tag, attrs, parent) {
+    const e = document.createElementNS(NS, tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function htmlEl(tag, cls, parent, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function label(parent, x, y, str, attrs) {
+    const t = svgEl("text", Object.assign({ x: x, y: y }, attrs || {}), parent);
+    t.textContent = str;
+    return t;
+  }
+  function fmt(v, digits) {
+    if (!isFinite(v)) return String(v);
+    if (v === 0) return "0";
+    const a = Math.abs(v);
+    let s;
+    if (a >= 1e5 || a < 1e-3) s = v.toExponential(0).replace("e+", "e");
+    else s = String(Number(v.toPrecision(digits || 3)));
+    return s.replace("-", "−");
+  }
+  function niceStep(range, count) {
+    const raw = range / Math.max(count, 1);
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const f = raw / p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+  }
+  function linearTicks(lo, hi, count) {
+    const step = niceStep(hi - lo, count);
+    const out = [];
+    for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+    return out;
+  }
+  function niceCeil(v) {
+    if (v <= 0) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const f of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (f * p >= v) return f * p;
+    return 10 * p;
+  }
+  function scale(d0, d1, r0, r1, log) {
+    const f = log ? Math.log : (v) => v;
+    const a = f(d0), b = f(d1);
+    return (v) => r0 + ((f(v) - a) / (b - a)) * (r1 - r0);
+  }
+
+  /* One chart: an SVG `width` wide with a plot area framed by axes; returns the pieces to draw on. */
+  function chart(box, o) {
+    const width = Math.max(box.clientWidth, 200);
+    const yLabels = o.yTicks.map((v) => (o.yFmt || fmt)(v));
+    const left = 26 + CHAR_PX * Math.max(...yLabels.map((s) => s.length), 1);
+    const m = { left: left, right: 14, top: o.top || 12, bottom: 44 };
+    const svg = svgEl("svg", { width: width, height: o.height, viewBox: `0 0 ${width} ${o.height}`, role: "img",
+      "aria-label": o.aria, class: "avl-chart", "data-chart": o.name });
+    const area = { x0: m.left, x1: width - m.right, y0: m.top, y1: o.height - m.bottom };
+    const pad = o.pad || 0; // pixels between the axes and the data, for dots drawn at the ends
+    const x = scale(o.xDomain[0], o.xDomain[1], area.x0 + pad, area.x1 - pad, o.xLog);
+    const y = scale(o.yDomain[0], o.yDomain[1], area.y1 - pad, area.y0 + pad, o.yLog);
+    svgEl("rect", { x: area.x0, y: area.y0, width: area.x1 - area.x0, height: area.y1 - area.y0,
+      class: "avl-area", "data-role": "plot-area" }, svg);
+    const grid = svgEl("g", { class: "avl-gridlines" }, svg);
+    const axes = svgEl("g", { class: "avl-axis" }, svg);
+    o.yTicks.forEach((v, i) => {
+      const py = y(v);
+      svgEl("line", { x1: area.x0, x2: area.x1, y1: py, y2: py }, grid);
+      label(axes, area.x0 - 6, py + 4, yLabels[i], { "text-anchor": "end" });
+    });
+    const xLabels = o.xTicks.map((v) => (o.xFmt || fmt)(v));
+    o.xTicks.forEach((v, i) => {
+      const px = x(v);
+      svgEl("line", { x1: px, x2: px, y1: area.y1, y2: area.y1 + 4 }, axes);
+      const anchor = px - area.x0 < 12 ? "start" : area.x1 - px < 12 ? "end" : "middle";
+      label(axes, px, area.y1 + 17, xLabels[i], { "text-anchor": anchor });
+    });
+    svgEl("line", { x1: area.x0, x2: area.x1, y1: area.y1, y2: area.y1, class: "avl-baseline" }, axes);
+    label(axes, (area.x0 + area.x1) / 2, o.height - 6, o.xTitle, { "text-anchor": "middle", class: "avl-title" });
+    label(axes, 0, 0, o.yTitle, { "text-anchor": "middle", class: "avl-title",
+      transform: `translate(13 ${(area.y0 + area.y1) / 2}) rotate(-90)` });
+    const plot = svgEl("g", { class: "avl-plot" }, svg);
+    box.replaceChildren(svg);
+    return { svg: svg, plot: plot, area: area, x: x, y: y, width: width };
+  }
+
+  function legend(parent, items) {
+    const row = htmlEl("div", "avl-legend", parent);
+    for (const [cls, text] of items) {
+      const item = htmlEl("span", "avl-legend-item", row);
+      htmlEl("span", "avl-swatch " + cls, item);
+      htmlEl("span", "", item, text);
+    }
+  }
+
+  function stepPath(c, edges, heights) {
+    let d = `M${c.x(edges[0])},${c.y(0)}`;
+    heights.forEach((h, i) => { d += `V${c.y(h)}H${c.x(edges[i + 1])}`; });
+    return d + `V${c.y(0)}`;
+  }
+
+  // ---------------------------------------------------------------- the panels
+
+  function drawHistogram(box, h) {
+    const n = h.samples, edges = h.edges, width = edges[1] - edges[0];
+    const bars = h.counts.map((k) => k / (n * width));
+    const theory = h.theory.map((p) => p / width);
+    const sd = h.normal_sd, peak = 1 / (sd * Math.sqrt(2 * Math.PI));
+    const top = niceCeil(Math.max(...bars, ...theory, peak) * 1.08);
+    const lo = edges[0], hi = edges[edges.length - 1];
+    const c = chart(box, { name: "histogram", height: 270, xDomain: [lo, hi], yDomain: [0, top],
+      xTicks: linearTicks(lo, hi, box.clientWidth < 420 ? 4 : 8), yTicks: linearTicks(0, top, 4),
+      xTitle: h.variable, yTitle: "density", aria: `histogram of ${n} samples of ${h.variable} with the exact law` });
+    bars.forEach((b, i) => {
+      const x0 = c.x(edges[i]), x1 = c.x(edges[i + 1]);
+      svgEl("rect", { x: x0, width: Math.max(x1 - x0 - 0.5, 0.5), y: c.y(b), height: c.y(0) - c.y(b),
+        class: "avl-bar", "data-role": "bar" }, c.plot);
+    });
+    const pts = [];
+    for (let i = 0; i <= 240; i++) {
+      const v = lo + ((hi - lo) * i) / 240;
+      pts.push(`${c.x(v).toFixed(1)},${c.y(peak * Math.exp(-0.5 * (v / sd) * (v / sd))).toFixed(1)}`);
+    }
+    svgEl("polyline", { points: pts.join(" "), class: "avl-normal", "data-role": "normal" }, c.plot);
+    svgEl("path", { d: stepPath(c, edges, theory), class: "avl-theory", "data-role": "theory" }, c.plot);
+  }
+
+  function drawLogits(box, q, scaled) {
+    const n = q.logits.length, limit = niceCeil(q.limit);
+    const c = chart(box, { name: "logits", height: 230, xDomain: [0, n], yDomain: [-limit, limit],
+      xTicks: rankTicks(n, box.clientWidth).map((r) => r - 0.5), xFmt: (v) => fmt(v + 0.5),
+      yTicks: linearTicks(-limit, limit, 4), xTitle: "key, sorted by logit (largest first)",
+      yTitle: scaled ? "q·k / √d_k" : "q·k", aria: `${n} logits on a fixed scale of ±${limit}` });
+    const zero = c.y(0);
+    if (n <= 128) {
+      q.logits.forEach((z, i) => {
+        const x0 = c.x(i), x1 = c.x(i + 1), py = c.y(z);
+        svgEl("rect", { x: x0, width: Math.max(x1 - x0 - (n <= 40 ? 1 : 0), 0.6), y: Math.min(py, zero),
+          height: Math.max(Math.abs(zero - py), 1), class: "avl-logit", "data-role": "logit" }, c.plot);
+      });
+    } else {
+      let d = `M${c.x(0)},${zero}`;
+      q.logits.forEach((z, i) => { d += `L${c.x(i)},${c.y(z)}L${c.x(i + 1)},${c.y(z)}`; });
+      svgEl("path", { d: d + `L${c.x(n)},${zero}Z`, class: "avl-logit", "data-role": "logit" }, c.plot);
+    }
+    svgEl("line", { x1: c.area.x0, x2: c.area.x1, y1: zero, y2: zero, class: "avl-zero" }, c.plot);
+  }
+
+  function rankTicks(n, width) {
+    const wanted = width < 420 ? 4 : 6;
+    const ticks = [1, ...linearTicks(0, n, wanted).filter((v) => v >= 2 && v <= n)];
+    if (n - ticks[ticks.length - 1] > n / (wanted * 2)) ticks.push(n);
+    return ticks;
+  }
+
+  function drawSoftmax(box, q) {
+    const n = q.weights.length, k = Math.min(n, TOP_BARS);
+    const c = chart(box, { name: "softmax", height: 220, xDomain: [0, k], yDomain: [0, 1.18],
+      xTicks: rankTicks(k, box.clientWidth).map((r) => r - 0.5), xFmt: (v) => fmt(v + 0.5),
+      yTicks: [0, 0.25, 0.5, 0.75, 1], yFmt: (v) => String(v),
+      xTitle: n > k ? `the ${k} largest of ${n} weights` : "key, sorted by weight", yTitle: "softmax weight",
+      aria: `the ${k} largest softmax weights of ${n}` });
+    for (let i = 0; i < k; i++) {
+      const w = q.weights[i], x0 = c.x(i), x1 = c.x(i + 1), py = c.y(w);
+      svgEl("rect", { x: x0 + 1, width: Math.max(x1 - x0 - 2, 1), y: py, height: Math.max(c.y(0) - py, 1.5),
+        class: "avl-weight", "data-role": "weight" }, c.plot);
+      // The largest weight is labelled; the next two where their bars are wide enough for the text.
+      if (i === 0 || (i < 3 && x1 - x0 >= 34 && w >= 0.005)) label(c.plot, i ? (x0 + x1) / 2 : x0 + 1, py - 5,
+        fmt(w, 2), { "text-anchor": i ? "middle" : "start", class: "avl-value", "data-role": "weight-label" });
+    }
+    const u = c.y(1 / n);
+    svgEl("line", { x1: c.area.x0, x2: c.area.x1, y1: u, y2: u, class: "avl-uniform", "data-role": "uniform" }, c.plot);
+  }
+
+  function drawCumulative(box, q) {
+    const n = q.weights.length;
+    let total = 0, r90 = n;
+    const sums = q.weights.map((w, i) => { total += w; if (total >= 0.9 && r90 === n && i < n) r90 = i + 1; return total; });
+    const c = chart(box, { name: "cumulative", height: 190, xDomain: [0, n], yDomain: [0, 1], pad: 5,
+      xTicks: [0, ...rankTicks(n, box.clientWidth).filter((r) => r > 1)], yTicks: [0, 0.5, 0.9, 1], yFmt: (v) => String(v),
+      xTitle: "number of keys, largest weights first", yTitle: "weight held",
+      aria: `90% of the weight on ${r90} of ${n} keys` });
+    svgEl("line", { x1: c.x(0), y1: c.y(0), x2: c.x(n), y2: c.y(1), class: "avl-uniform" }, c.plot);
+    let d = `M${c.x(0)},${c.y(0)}`;
+    sums.forEach((s, i) => { d += `L${c.x(i + 1)},${c.y(s)}`; });
+    svgEl("path", { d: d, class: "avl-cumulative", "data-role": "cumulative" }, c.plot);
+    svgEl("circle", { cx: c.x(r90), cy: c.y(sums[r90 - 1]), r: 4, class: "avl-mark" }, c.plot);
+    return r90;
+  }
+
+  const SWEEP = [ // statistic, caption, y axis title, log y
+    ["logit_var", "Variance of the logits (theory: d_k, and 1)", "variance", true],
+    ["max_weight", "Largest softmax weight, median over queries", "max weight", false],
+    ["entropy", "Softmax entropy, median (dotted: uniform)", "entropy, nats", false],
+    ["grad_norm", "‖∂softmax/∂logits‖, median: the gradient", "gradient norm", true],
+  ];
+
+  /* Powers of ten from below lo to above hi, every `every`-th decade so that at most `most` are labelled. */
+  function logTicks(lo, hi, most) {
+    const a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
+    const every = Math.max(1, Math.ceil((b - a) / (most - 1)));
+    const out = [];
+    for (let e = a; e < b + every; e += every) out.push(Math.pow(10, e));
+    return out;
+  }
+
+  function drawSweepPanel(box, s, stat, title, logY, dK, scaled) {
+    const xs = s.d_k, series = [s.unscaled[stat], s.scaled[stat]];
+    const values = [...series[0], ...series[1]].map((v) => Math.max(v, 1e-30));
+    let yDomain, yTicks;
+    if (logY) {
+      const ticks = logTicks(Math.min(...values), Math.max(...values), 5);
+      yDomain = [ticks[0], ticks[ticks.length - 1]]; yTicks = ticks;
+    } else {
+      const top = stat === "entropy" ? s.max_entropy : 1;
+      yDomain = [0, top * 1.02]; yTicks = linearTicks(0, top, 3);
+    }
+    const wide = box.clientWidth >= 330;
+    const c = chart(box, { name: "sweep-" + stat, height: 200, xDomain: [1, 4096], xLog: true, yLog: logY, pad: 4,
+      xTicks: wide ? [1, 4, 16, 64, 256, 1024, 4096] : [1, 16, 256, 4096], xFmt: String, yDomain: yDomain, yTicks: yTicks,
+      xTitle: "d_k (log scale)", yTitle: title, aria: `${title} against d_k, both modes` });
+    if (stat === "logit_var") {
+      svgEl("polyline", { points: `${c.x(1)},${c.y(1)} ${c.x(4096)},${c.y(4096)}`, class: "avl-uniform" }, c.plot);
+    } else if (stat !== "grad_norm") {
+      const ref = stat === "entropy" ? s.max_entropy : 1 / s.n_keys;
+      svgEl("line", { x1: c.area.x0, x2: c.area.x1, y1: c.y(ref), y2: c.y(ref), class: "avl-uniform" }, c.plot);
+    }
+    const px = c.x(dK);
+    svgEl("line", { x1: px, x2: px, y1: c.area.y0, y2: c.area.y1, class: "avl-marker", "data-role": "marker" }, c.plot);
+    ["unscaled", "scaled"].forEach((mode, m) => {
+      const pts = xs.map((d, i) => [c.x(d), c.y(Math.max(series[m][i], yDomain[0]))]);
+      const current = (mode === "scaled") === scaled ? " avl-current" : "";
+      svgEl("polyline", { points: pts.map((p) => p.join(",")).join(" "), class: `avl-line avl-${mode}${current}`,
+        "data-role": mode }, c.plot);
+      pts.forEach((p) => svgEl("circle", { cx: p[0], cy: p[1], r: 2.5, class: `avl-dot avl-${mode}` }, c.plot));
+    });
+  }
+
+  // ---------------------------------------------------------------- the view
+
+  function panel(grid, name, title, cls) {
+    const section = htmlEl("section", "avl-panel" + (cls ? " " + cls : ""), grid);
+    section.dataset.panel = name;
+    htmlEl("h4", "avl-panel-title", section, title);
+    return section;
+  }
+  function plotBox(parent, name) {
+    const box = htmlEl("div", "avl-plot-box", parent);
+    box.dataset.plot = name;
+    return box;
+  }
+
+  function modeText(data) {
+    return `d_k = ${data.d_k} · ${data.n_keys} keys · ${data.scaled ? "scaled by 1/√d_k" : "unscaled"}`;
+  }
+
+  function mount(root, data, options) {
+    options = options || {};
+    root.replaceChildren();
+    const view = htmlEl("div", "av-lab", root);
+    view.dataset.state = "empty";
+    const heading = htmlEl("p", "avl-heading", view);
+    const status = htmlEl("p", "avl-status", view);
+    status.setAttribute("role", "status");
+    status.hidden = true;
+    const grid = htmlEl("div", "avl-grid", view);
+    let current = null, drawnWidth = -1;
+
+    function render() {
+      if (!current) {
+        heading.textContent = "No numbers yet.";
+        grid.replaceChildren();
+        return;
+      }
+      const d = current, q = d.query, h = d.histogram;
+      heading.textContent = modeText(d);
+      grid.replaceChildren();
+      const hp = panel(grid, "histogram", `${h.samples.toLocaleString("en")} samples of ${h.variable} against the exact law`);
+      legend(hp, [["avl-bar", "samples"], ["avl-theory", "exact law, per bin"],
+        ["avl-normal", d.scaled ? "normal N(0, 1)" : `normal N(0, d_k = ${d.d_k})`]]);
+      const hb = plotBox(hp, "histogram");
+      const out = h.below + h.above;
+      htmlEl("p", "avl-note", hp, `mean ${fmt(h.mean)}, variance ${fmt(h.variance, 4)} (theory ${fmt(h.theory_variance, 4)}); ` +
+        `${out ? fmt((100 * out) / h.samples, 2) + "% of samples beyond the axis; " : ""}` +
+        `distance to the law ${fmt(h.tv_distance, 2)}, sampling noise alone ≈ ${fmt(h.tv_noise, 2)}.`);
+      const lp = panel(grid, "logits", `One query's ${d.n_keys} logits, on one scale for both modes`);
+      const lb = plotBox(lp, "logits");
+      htmlEl("p", "avl-note", lp, `Spread (standard deviation) ${fmt(q.logit_sd)}: about √d_k = ${fmt(Math.sqrt(d.d_k))} ` +
+        `unscaled, 1 scaled. The axis stays at ±${fmt(niceCeil(q.limit))} when you switch.`);
+      const sp = panel(grid, "softmax", "Its softmax: the largest weights, and where the weight goes");
+      legend(sp, [["avl-weight", "weight"], ["avl-uniform", `uniform 1/${d.n_keys}`]]);
+      const sb = plotBox(sp, "softmax");
+      const cb = plotBox(sp, "cumulative");
+      const note = htmlEl("p", "avl-note", sp);
+      const wp = panel(grid, "sweep", `Over d_k, ${d.sweep.n_queries} queries × ${d.sweep.n_keys} keys per point`, "avl-wide");
+      legend(wp, [["avl-unscaled", "unscaled q·k"], ["avl-scaled", "scaled q·k / √d_k"], ["avl-marker", `d_k = ${d.d_k}`],
+        ["avl-uniform", "theory / uniform softmax"]]);
+      const sweepGrid = htmlEl("div", "avl-sweep-grid", wp);
+      const boxes = SWEEP.map(([stat, caption]) => {
+        const cell = htmlEl("div", "avl-sweep-cell", sweepGrid);
+        htmlEl("p", "avl-caption", cell, caption);
+        return plotBox(cell, "sweep-" + stat);
+      });
+      // Draw once every box has its width (the grid is laid out by now).
+      drawHistogram(hb, h);
+      drawLogits(lb, q, d.scaled);
+      drawSoftmax(sb, q);
+      const r90 = drawCumulative(cb, q);
+      note.textContent = `Largest weight ${fmt(q.max_weight)}; 90% of the weight on ${r90} of ${d.n_keys} keys; ` +
+        `entropy ${fmt(q.entropy)} of ${fmt(q.max_entropy)} nats; gradient norm ${fmt(q.grad_norm)}.`;
+      SWEEP.forEach(([stat, , title, logY], i) => drawSweepPanel(boxes[i], d.sweep, stat, title, logY, d.d_k, d.scaled));
+      drawnWidth = view.clientWidth;
+    }
+
+    function fade(on) {
+      for (const selector of options.alsoFade || []) {
+        const e = document.querySelector(selector);
+        if (!e) continue;
+        if (on) e.setAttribute("data-av-stale", "true"); else e.removeAttribute("data-av-stale");
+        e.style.opacity = on ? "0.35" : "";
+      }
+    }
+    function setState(state, message) {
+      view.dataset.state = state;
+      status.hidden = !message;
+      status.textContent = message || "";
+      fade(state === "stale");
+    }
+
+    const api = {
+      setData(next) {
+        current = next && typeof next === "object" && next.histogram ? next : null;
+        setState(current ? "ready" : "empty");
+        if (view.clientWidth > 0) render(); else drawnWidth = -1;
+      },
+      markPending(inputs) {
+        if (view.dataset.state === "stale") return;
+        const what = inputs ? modeText(Object.assign({}, current || {}, inputs)) : "the new settings";
+        setState("pending", `Computing ${what}…`);
+      },
+      markStale(message) {
+        const shown = current ? modeText(current) : "nothing yet";
+        setState("stale", (message || "Not updated: the last change was refused (see the message).") +
+          ` The charts and the table still show ${shown}.`);
+      },
+      markCurrent() { if (current) setState("ready"); },
+      get data() { return current; },
+      get state() { return view.dataset.state; },
+    };
+    new ResizeObserver(() => {
+      const w = view.clientWidth;
+      if (w > 0 && w !== drawnWidth) window.requestAnimationFrame(() => { if (view.clientWidth !== drawnWidth) render(); });
+    }).observe(view);
+    view.avLab = api;
+    api.setData(data);
+    return api;
+  }
+
+  window.AttentionLab = { mount: mount, format: fmt };
+})();

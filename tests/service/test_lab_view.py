@@ -1,0 +1,112 @@
+"""The √d_k lab's answer as numbers: bins per mode, samples against the exact law, one logit scale, a cached sweep."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attention_viz import lab
+from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, SWEEP_D_KS, LabData, lab_numbers
+from attention_viz.service.limits import LAB_HEADERS, LAB_SAMPLES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def lab_data():
+    return LabData()
+
+
+@pytest.mark.parametrize("d_k", [1, 64, 4096])
+@pytest.mark.parametrize("scaled", [True, False])
+def test_histogram_has_its_own_bins_and_agrees_with_the_law(lab_data, d_k, scaled):
+    h = lab_data.view(d_k, 32, scaled).data["histogram"]
+    sd = 1.0 if scaled else math.sqrt(d_k)
+    edges = np.array(h["edges"])
+    assert len(edges) == HISTOGRAM_BINS + 1 and len(h["counts"]) == len(h["theory"]) == HISTOGRAM_BINS
+    np.testing.assert_allclose(edges[[0, -1]], [-HISTOGRAM_RANGE * sd, HISTOGRAM_RANGE * sd], rtol=1e-7)
+    assert h["variable"] == ("q·k / √d_k" if scaled else "q·k") and h["normal_sd"] == pytest.approx(sd)
+    assert sum(h["counts"]) + h["below"] + h["above"] == h["samples"] == LAB_SAMPLES
+    assert sum(h["theory"]) + h["theory_below"] + h["theory_above"] == pytest.approx(1.0, abs=1e-4)
+    # Samples and theory on the same bins: total variation distance (tails included) within sampling noise.
+    observed = np.array([h["below"], *h["counts"], h["above"]]) / h["samples"]
+    expected = np.array([h["theory_below"], *h["theory"], h["theory_above"]])
+    tv = 0.5 * np.abs(observed - expected).sum()
+    assert tv == pytest.approx(h["tv_distance"], abs=1e-3)
+    assert tv < 0.03 and tv < 2.5 * h["tv_noise"], (tv, h["tv_noise"])
+    assert h["variance"] == pytest.approx(sd * sd, rel=0.05) and h["theory_variance"] == pytest.approx(sd * sd)
+    # The histogram's peak is inside its axis: not one grey bar beside the curve.
+    width = edges[1] - edges[0]
+    assert max(h["counts"]) / (h["samples"] * width) == pytest.approx(max(h["theory"]) / width, rel=0.15)
+
+
+def test_the_test_would_see_a_wrong_theory(lab_data):
+    """At d_k = 1 the normal approximation N(0, 1) is far from the samples; the exact law is not."""
+    h = lab_data.view(1, 32, True).data["histogram"]
+    edges = np.array(h["edges"])
+    normal = np.diff(lab.normal_cdf(edges))
+    observed = np.array(h["counts"]) / h["samples"]
+    assert 0.5 * np.abs(observed - normal).sum() > 0.05 > h["tv_distance"]
+
+
+@pytest.mark.parametrize("d_k", [1, 16, 4096])
+def test_the_logit_scale_is_fixed_across_the_switch_and_scaling_shrinks_the_logits(lab_data, d_k):
+    unscaled = lab_data.view(d_k, 64, False).data["query"]
+    scaled = lab_data.view(d_k, 64, True).data["query"]
+    assert unscaled["limit"] == scaled["limit"] == pytest.approx(max(abs(z) for z in unscaled["logits"]), rel=1e-4)
+    np.testing.assert_allclose(scaled["logits"], np.array(unscaled["logits"]) / math.sqrt(d_k), rtol=1e-4, atol=1e-9)
+    assert max(map(abs, scaled["logits"])) <= scaled["limit"] / math.sqrt(d_k) * (1 + 1e-4)
+    for q in (unscaled, scaled):
+        assert q["logits"] == sorted(q["logits"], reverse=True) and q["weights"] == sorted(q["weights"], reverse=True)
+        assert sum(q["weights"]) == pytest.approx(1.0, abs=1e-3) and q["max_weight"] == pytest.approx(q["weights"][0],
+                                                                                                         rel=1e-3)
+        assert q["keys"] == unscaled["keys"]  # the same keys lead in both modes
+    logits, _ = lab.softmax_row(d_k, 64, False, seed=0)
+    assert unscaled["keys"][0] == int(np.argmax(logits))
+
+
+def test_a_thousand_keys_send_every_weight(lab_data):
+    q = lab_data.view(4096, 1024, True).data["query"]
+    assert len(q["logits"]) == len(q["weights"]) == 1024 and q["max_entropy"] == pytest.approx(math.log(1024))
+
+
+def test_the_sweep_is_computed_once_per_number_of_keys():
+    data = LabData()
+    first = data.view(16, 48, True).data["sweep"]
+    for d_k, scaled in [(1, False), (4096, True), (300, False)]:
+        assert data.view(d_k, 48, scaled).data["sweep"] is first
+    info = data.sweep_cache_info()
+    assert (info.misses, info.hits) == (1, 3)
+    assert first["d_k"] == SWEEP_D_KS and first["n_keys"] == 48
+    assert len(first["scaled"]["grad_norm"]) == len(SWEEP_D_KS)
+    assert data.view(16, 49, True).data["sweep"] is not first and data.sweep_cache_info().misses == 2
+
+
+def test_the_answer_is_json_and_the_numbers_match_the_table(lab_data):
+    view = lab_data.view(256, 64, False)
+    assert json.loads(json.dumps(view.data, allow_nan=False)) == view.data
+    assert (view.data["d_k"], view.data["n_keys"], view.data["scaled"]) == (256, 64, False)
+    assert all(len(row) == len(LAB_HEADERS) for row in view.numbers)
+    assert view.numbers[0][3] == "256 and 1" and view.numbers == lab_numbers(256, 64)
+    assert view.numbers[0][1] == pytest.approx(256, rel=0.05) and view.numbers[0][2] == pytest.approx(1, rel=0.05)
+
+
+@pytest.mark.parametrize("args, message", [
+    ((0, 32, True), "d_k must be between 1 and 4096"), ((math.nan, 32, True), "d_k must be a finite number"),
+    ((16, 1, True), "number of keys must be between 2 and 1024"), ((16, 32, "perhaps"), "scaled must be true or false"),
+    ((2.5, 32, True), "d_k must be a whole number"),
+])
+def test_bad_inputs_are_refused_with_a_message(lab_data, args, message):
+    with pytest.raises(ValueError, match=message):
+        lab_data.view(*args)
+
+
+def test_no_matplotlib_and_no_gradio_in_the_request_path():
+    code = ("import sys; from attention_viz.service.lab_view import LabData; LabData().view(64, 1024, False); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'gradio', 'PIL')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

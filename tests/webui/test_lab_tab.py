@@ -1,0 +1,55 @@
+"""The lab tab as Gradio serves it: a gr.HTML holding the numbers, with lab.js and lab.css inlined; its events."""
+
+import re
+
+import pytest
+
+from attention_viz import labview
+from attention_viz.service.limits import LAB_D_K, LAB_KEYS
+from attention_viz.service.views import Views
+from attention_viz.webui import lab_tab, page
+
+
+@pytest.fixture(scope="module")
+def config(runs):
+    return page.build_app(Views(runs), warm=False).get_config_file()
+
+
+def component(config, elem_id):
+    return next(c for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id)
+
+
+def test_the_view_ships_its_script_and_style_and_opens_with_numbers(config):
+    props = component(config, lab_tab.VIEW_ID)["props"]
+    assert labview.asset("lab.js") in props["js_on_load"] and 'watch("value"' in props["js_on_load"]
+    assert props["css_template"] == labview.asset("lab.css")
+    assert "${value}" not in props["html_template"] and labview.MOUNT_CLASS in props["html_template"]
+    value = props["value"]  # in the page's config: the lab opens without a request
+    assert (value["d_k"], value["n_keys"], value["scaled"]) == (LAB_D_K, LAB_KEYS, True)
+    numbers = component(config, lab_tab.NUMBERS_ID)["props"]["value"]
+    assert numbers["data"][0][3] == f"{LAB_D_K} and 1"
+
+
+def test_nothing_is_fetched_from_elsewhere():
+    for name in ("lab.js", "lab.css"):
+        text = labview.asset(name)
+        assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text), name  # the SVG namespace is a name
+        assert "import(" not in text and "fetch(" not in text and "@import" not in text
+    with pytest.raises(ValueError, match="no such asset"):
+        labview.asset("../lab_view.py")
+
+
+def test_the_event_marks_the_view_pending_stale_and_current_in_the_browser(config):
+    deps = config["dependencies"]
+    lab = next(d for d in deps if d.get("api_name") == "dk_lab")
+    assert lab["js"] == lab_tab.PENDING_JS and lab["trigger_mode"] == "multiple"
+    chained = {("success" if d["trigger_only_on_success"] else "failure"): d["js"]
+               for d in deps if d.get("trigger_after") == lab["id"]}
+    assert chained == {"success": lab_tab.CURRENT_JS, "failure": lab_tab.STALE_JS}
+    assert not any(d.get("backend_fn") for d in deps if d.get("trigger_after") == lab["id"])  # browser only
+
+
+def test_a_standalone_page_inlines_everything(views):
+    html = labview.page(views.dk_lab(64, 16, True).data)
+    assert html.startswith("<!doctype html>") and "<script src" not in html and "<link" not in html
+    assert "AttentionLab.mount(document.querySelector" in html and html.rstrip().endswith("</html>")

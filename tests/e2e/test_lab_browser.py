@@ -1,0 +1,155 @@
+"""The √d_k lab in Debian's Chromium: the page draws the server's numbers as SVG, legibly, at 1280 and 390 px.
+
+What is checked is geometry the browser computed (bounding boxes, computed font sizes), never a time.
+Screenshots go to tests/screenshots/ (git-ignored).
+"""
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+TIMEOUT_MS = 30_000
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
+VIEW = "#lab_view .av-lab"
+
+# Every problem with the lab's drawing, as strings: text outside its SVG or under 11 px, marks outside the axes.
+PROBLEMS_JS = """(view) => {
+  const out = [], inside = (b, a, tol) => b.left >= a.left - tol && b.right <= a.right + tol &&
+                                          b.top >= a.top - tol && b.bottom <= a.bottom + tol;
+  for (const e of view.querySelectorAll('*')) {
+    const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (own && parseFloat(getComputedStyle(e).fontSize) < 11) out.push('small text: ' + e.textContent.slice(0, 40));
+  }
+  for (const svg of view.querySelectorAll('svg.avl-chart')) {
+    const box = svg.getBoundingClientRect(), name = svg.dataset.chart;
+    const area = svg.querySelector('[data-role=plot-area]').getBoundingClientRect();
+    for (const t of svg.querySelectorAll('text'))
+      if (!inside(t.getBoundingClientRect(), box, 0.5)) out.push(name + ': text cut off: ' + t.textContent);
+    for (const m of svg.querySelectorAll('.avl-plot > *'))
+      if (!inside(m.getBoundingClientRect(), area, 1.5)) out.push(name + ': mark outside the axes: ' + m.getAttribute('data-role'));
+  }
+  return out;
+}"""
+
+
+def open_lab(page: Page, app_url: str, width: int = 1280, height: int = 900) -> None:
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(app_url)
+    page.get_by_role("tab", name="√d_k lab").click()
+    expect(page.locator("#lab_view svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
+
+
+def set_number(page: Page, elem_id: str, value: str) -> None:
+    """Type into a number box and leave it, as a person does (fires change, and a slider's release)."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(value)
+    box.press("Tab")
+
+
+def showing(page: Page, d_k: int, n_keys: int, scaled: bool) -> None:
+    """Wait until the view draws these settings, with no request in flight or refused."""
+    mode = "scaled by 1/√d_k" if scaled else "unscaled"
+    expect(page.locator(f"{VIEW} .avl-heading")).to_have_text(f"d_k = {d_k} · {n_keys} keys · {mode}",
+                                                            timeout=TIMEOUT_MS)
+    expect(page.locator(VIEW)).to_have_attribute("data-state", "ready", timeout=TIMEOUT_MS)
+
+
+def problems(page: Page) -> list[str]:
+    return page.locator(VIEW).evaluate(PROBLEMS_JS)
+
+
+def box(page: Page, selector: str) -> dict:
+    return page.locator(selector).first.evaluate("e => { const b = e.getBoundingClientRect(); "
+                                                 "return {x: b.x, y: b.y, w: b.width, h: b.height}; }")
+
+
+def shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_histogram_with_the_law_inside_its_axes_at_d_k_1_and_4096_both_modes(page: Page, app_url):
+    open_lab(page, app_url)
+    for d_k in (1, 4096):
+        set_number(page, "lab_dk", str(d_k))
+        for scaled in (True, False):
+            page.locator("#lab_scaled input[type=checkbox]").set_checked(scaled)
+            showing(page, d_k, 32, scaled)
+            histogram = "#lab_view svg[data-chart=histogram]"
+            bars = page.locator(f"{histogram} [data-role=bar]")
+            expect(bars).to_have_count(50)
+            theory = box(page, f"{histogram} [data-role=theory]")
+            area = box(page, f"{histogram} [data-role=plot-area]")
+            assert theory["h"] > 0.4 * area["h"] and theory["w"] > 0.9 * area["w"]  # the law spans the axes
+            heights = bars.evaluate_all("rs => rs.map(r => r.getBoundingClientRect().height)")
+            assert max(heights) > 0.4 * area["h"] and sum(h > 1 for h in heights) >= 10  # not one grey bar
+            axis = page.locator(f"{histogram} text.avl-title").first.text_content()
+            assert axis == ("q·k / √d_k" if scaled else "q·k")
+            assert problems(page) == [], (d_k, scaled, problems(page))
+            shot(page, f"lab-{d_k}-{'scaled' if scaled else 'unscaled'}")
+
+
+def test_logits_keep_one_scale_and_a_thousand_keys_stay_visible(page: Page, app_url):
+    open_lab(page, app_url)
+    set_number(page, "lab_dk", "256")
+    set_number(page, "lab_keys", "1024")
+    showing(page, 256, 1024, True)
+    logits = "#lab_view svg[data-chart=logits]"
+    ticks = lambda: page.locator(f"{logits} .avl-axis text:not(.avl-title)").all_text_contents()  # noqa: E731
+    scaled_ticks, scaled_box = ticks(), box(page, f"{logits} [data-role=logit]")
+    # At 1,024 keys the softmax panel has marks one can see: bars, a labelled top weight, the cumulative curve.
+    weights = page.locator("#lab_view svg[data-chart=softmax] [data-role=weight]")
+    expect(weights).to_have_count(20)
+    assert box(page, "#lab_view svg[data-chart=softmax] [data-role=weight]")["h"] >= 1.5
+    expect(page.locator("#lab_view svg[data-chart=softmax] [data-role=weight-label]").first).to_be_visible()
+    cumulative = box(page, "#lab_view svg[data-chart=cumulative] [data-role=cumulative]")
+    assert cumulative["w"] > 100 and cumulative["h"] > 50
+    assert problems(page) == []
+
+    page.locator("#lab_scaled input[type=checkbox]").uncheck()
+    showing(page, 256, 1024, False)
+    assert ticks() == scaled_ticks  # the same axis, scaled or not ...
+    unscaled_box = box(page, f"{logits} [data-role=logit]")
+    assert unscaled_box["h"] > 8 * scaled_box["h"]  # ... so scaling visibly shrinks the logits (√256 = 16)
+    assert box(page, "#lab_view svg[data-chart=softmax] [data-role=weight]")["h"] > 0.5 * box(
+        page, "#lab_view svg[data-chart=softmax] [data-role=plot-area]")["h"]  # unscaled: one key takes it all
+    assert problems(page) == []
+    shot(page, "lab-1024-keys")
+
+
+def test_a_phone_stacks_the_charts_without_horizontal_overflow(page: Page, app_url):
+    open_lab(page, app_url, width=390, height=844)
+    showing(page, 16, 32, True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    view = box(page, VIEW)
+    assert view["x"] >= 0 and view["x"] + view["w"] <= 390
+    panels = [box(page, f'#lab_view [data-panel="{name}"]') for name in ("histogram", "logits", "softmax", "sweep")]
+    for upper, lower in zip(panels, panels[1:]):
+        assert lower["y"] >= upper["y"] + upper["h"] - 1 and abs(lower["x"] - upper["x"]) < 2  # one column
+    sweep_charts = page.locator("#lab_view [data-panel=sweep] svg.avl-chart")
+    expect(sweep_charts).to_have_count(4)
+    assert problems(page) == []
+    shot(page, "lab-390px")
+
+
+def test_a_refused_d_k_marks_the_lab_stale_until_a_good_one_arrives(page: Page, app_url):
+    open_lab(page, app_url)
+    showing(page, 16, 32, True)
+    set_number(page, "lab_dk", "5000")
+    expect(page.locator("[data-testid=toast-body]").first).to_contain_text("d_k must be between 1 and 4096, got 5000",
+                                                                           timeout=TIMEOUT_MS)
+    expect(page.locator(VIEW)).to_have_attribute("data-state", "stale", timeout=TIMEOUT_MS)
+    status = page.locator(f"{VIEW} .avl-status")
+    expect(status).to_be_visible()
+    expect(status).to_contain_text("still show d_k = 16 · 32 keys")
+    expect(page.locator("#lab_numbers")).to_have_attribute("data-av-stale", "true")
+    assert float(page.locator("#lab_numbers").evaluate("e => getComputedStyle(e).opacity")) < 0.5
+    shot(page, "lab-refused")
+
+    set_number(page, "lab_dk", "64")
+    showing(page, 64, 32, True)
+    expect(status).to_be_hidden()
+    expect(page.locator("#lab_numbers")).not_to_have_attribute("data-av-stale", "true")
+    expect(page.locator("#lab_numbers")).to_contain_text("64 and 1", timeout=TIMEOUT_MS)

@@ -1,5 +1,8 @@
 """One command for every benchmark: `python -m benchmarks [--quick] [--only kernel,model,memory,app,explorer] [--device auto|cpu|cuda]`.
 
+`--only classroom [--students 30] [--duration-s 75] [--against main]` runs a class of students on the app
+(benchmarks/classroom.py; not in the default set: it takes 1.5-3 minutes per app).
+
 Prints Markdown tables and writes everything measured to benchmarks/results/<time>.json and
 benchmarks/results/latest.json. Ours and PyTorch's references are measured in the same run,
 interleaved, so their ratios hold even on a shared, noisy machine.
@@ -12,13 +15,15 @@ import os
 import sys
 import time
 
-SECTIONS = ("kernel", "model", "memory", "app", "explorer")
+DEFAULT_SECTIONS = ("kernel", "model", "memory", "app", "explorer")
+SECTIONS = (*DEFAULT_SECTIONS, "classroom")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (under a minute)")
-    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
+                        help="comma-separated sections: " + ",".join(SECTIONS) + " (default all but classroom)")
     parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
@@ -27,6 +32,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads for kernel, model, memory")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    parser.add_argument("--students", type=int, default=None, help="classroom: students (default 30, quick 5)")
+    parser.add_argument("--duration-s", type=float, default=None, help="classroom: seconds per app (default 75, quick 20)")
+    parser.add_argument("--against", default=None, help="classroom: also run the class against this git ref's app")
     args = parser.parse_args(argv)
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(args.only) - set(SECTIONS)
@@ -88,6 +96,13 @@ def main(argv: list[str] | None = None) -> dict:
 
         section("View changes in the browser (Chromium, performance marks)", "explorer",
                 lambda: explorer.run(10 if args.quick else 40, app=not args.quick), explorer.report)
+    if "classroom" in args.only and args.device != "cuda":
+        from . import classroom
+
+        students = args.students or (5 if args.quick else 30)
+        duration = args.duration_s or (20.0 if args.quick else 75.0)
+        section(f"A class of {students} students", "classroom",
+                lambda: classroom.run(students, duration, args.against), classroom.report)
 
     results["seconds"] = time.perf_counter() - started
     results["load_at_end"] = load()

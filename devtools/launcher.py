@@ -28,10 +28,11 @@ class Server:
         log: where its stdout and stderr go.
         host: GRADIO_SERVER_NAME; None leaves it unset, so the app picks its own default bind.
         env: more environment variables (GRADIO_TEMP_DIR, TMPDIR, ...).
+        cwd: where it runs (default the repository root), e.g. another checkout's tree to compare against.
     """
 
     def __init__(self, argv: list[str], log: Path, host: str | None = "127.0.0.1",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         environ = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "GRADIO_SHARE")}
@@ -42,7 +43,8 @@ class Server:
         self.log = log
         self._log_file = open(log, "w")
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=environ, stdout=self._log_file, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(argv, cwd=cwd or ROOT, env=environ, stdout=self._log_file,
+                                        stderr=subprocess.STDOUT)
 
     @property
     def pid(self) -> int:

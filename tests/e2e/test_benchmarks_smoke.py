@@ -98,3 +98,20 @@ def test_one_command_prints_tables_and_writes_json(tmp_path, capsys, monkeypatch
     assert {"kernel_cpu", "model_cpu"} <= set(latest["sections"])
     assert latest["machine"]["cores"] >= 1
     assert len(list(tmp_path.glob("run-*-quick.json"))) == 1
+
+
+def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_url, monkeypatch):
+    """Two students for a few seconds against the launched app: no errors, every answer checked; the report's
+    tables, one per app and the ratios. (Latencies are only reported, never asserted.)"""
+    from benchmarks import classroom
+
+    monkeypatch.setattr(classroom, "ARRIVAL_S", 0.5)
+    result = classroom.run_class(app_url.rstrip("/"), students=2, duration_s=9, seed=1)
+    assert result["errors"] == 0 and not result["hung"], result["error_examples"]
+    assert result["actions"]["open"]["n"] == 2
+    assert sum(a["n"] for name, a in result["actions"].items() if name != "open") >= 2
+    app = {**result, "load_after": [0.0, 0.0, 0.0]}
+    text = classroom.report({"students": 2, "duration_s": 9, "seed": 1, "names": {"this": "this tree", "ref": "main"},
+                             "apps": {"this": app, "ref": app}})
+    assert "### this tree" in text and "### main" in text and "| open the page" in text and "p50 ref" in text
+    assert parse_args(["--only", "classroom", "--against", "main"]).only == ["classroom"]

@@ -1,0 +1,276 @@
+"""Classroom benchmark: a class on the app at once, each student a browser-protocol client who thinks between actions.
+
+`python -m benchmarks --only classroom [--students 30] [--duration-s 75] [--against main]`
+(or `python -m benchmarks.classroom` with the same options)
+
+Each student is one page (its own session, `benchmarks.app.Browser`): it arrives within the first few
+seconds and opens the page (GET /, the config, then every load event and what it chains, as the browser
+runs them), then until the time is up waits 1.5-4 s (uniform) and does one thing of a teaching mix:
+
+    lab_dk      35 %   move the lab's d_k (a power of two, as the log₂ slider gives)
+    lab_scaled  15 %   switch the 1/√d_k scaling
+    lab_keys    10 %   change the number of keys
+    rerun       25 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
+    steps       15 %   open the steps view (Figure 2)
+
+Latency = join the queue .. the last file of the answer fetched (what the browser waits for before it can
+draw; the lab's PNGs on an app that still draws them, none on one whose page draws the numbers). Every
+answer is checked (the lab's table is for the d_k asked, the view's notes describe a run, the steps text
+is there); a wrong answer counts as an error. `--against REF` runs the same class (same seed, same
+actions) against REF's app as well, exported with `git archive` into a temporary folder (nothing in the
+repository is touched), one app after the other, so each has the machine to itself; the table of ratios
+is this tree's over REF's. Never asserted on in tests: timings only ever go to the tables and JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import string
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from devtools.launcher import ROOT, Server
+
+from .app import Browser
+from .common import Timing, load, ms, table, write_json
+
+ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 25, "steps": 15}
+THINK_S = (1.5, 4.0)
+ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
+SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
+HTTP_TIMEOUT_S = 120.0
+LABELS = {"open": "open the page (load events and their chains)", "lab_dk": "lab: move d_k",
+          "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
+          "rerun": "Transformer: new text (model reruns)", "steps": "Transformer: open the steps view"}
+
+
+@dataclass
+class Tally:
+    """What the students saw, shared between their threads."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: Counter = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+
+    def record(self, action: str, seconds: float, error: str | None) -> None:
+        with self.lock:
+            self.seconds[action].append(seconds)
+            if error is not None:
+                self.errors[action] += 1
+                if len(self.examples) < 8:
+                    self.examples.append(f"{action}: {error[:300]}")
+
+
+class Student:
+    """One page's controls and what one student does with them."""
+
+    def __init__(self, client: httpx.Client, base: str, rng: random.Random) -> None:
+        self.client, self.base, self.rng = client, base, rng
+        self.client.get(base + "/").raise_for_status()  # the page's HTML, as a browser fetches it first
+        self.browser = Browser(client, base)
+        self.ids = self.browser.by_elem_id
+        deps = self.browser.dependencies
+        self.values = {i: c.get("props", {}).get("value") for i, c in self.browser.components.items()}
+        self.chains = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")
+                                 and c.get("trigger_only_on_success")] for d in deps}
+        self.loads = [d for d in deps if d.get("backend_fn") and any(t[1] == "load" for t in d["targets"])]
+        self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
+        missing = [name for name, dep in self.api.items() if dep is None]
+        if missing:
+            raise RuntimeError(f"the app has no endpoint named {missing}")
+
+    def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
+        """One event and, as the browser does, the events chained on its success; seconds of the first."""
+        seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
+        for chained in self.chains.get(dep["id"], []):
+            self.call(chained)
+        return seconds, completed["output"]["data"]
+
+    def open(self) -> float:
+        t0 = time.perf_counter()
+        for dep in self.loads:
+            self.call(dep)
+        return time.perf_counter() - t0
+
+    def act(self, action: str) -> tuple[float, str | None]:
+        """Do one action: (seconds, what is wrong with the answer or None)."""
+        rng, set_ = self.rng, lambda elem_id, value: self.values.__setitem__(self.ids[elem_id], value)
+        if action.startswith("lab_"):
+            if action == "lab_dk":
+                set_("lab_dk", 2 ** rng.randint(0, 12))
+            elif action == "lab_scaled":
+                set_("lab_scaled", not self.values[self.ids["lab_scaled"]])
+            else:
+                set_("lab_keys", rng.randint(2, 1024))
+            seconds, data = self.call(self.api["dk_lab"], action)
+            d_k = self.values[self.ids["lab_dk"]]
+            rows = data[-1].get("data") if isinstance(data[-1], dict) else None
+            return seconds, None if rows and rows[0][3] == f"{d_k} and 1" else f"lab table not for d_k {d_k}"
+        if action == "rerun":
+            set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
+            seconds, data = self.call(self.api["visualize"], "text")
+            return seconds, None if "Scores QKᵀ" in str(data[4]) else "visualize: notes without a run"
+        seconds, data = self.call(self.api["steps"])
+        return seconds, None if "softmax" in str(data[1]) else "steps: no step text"
+
+
+def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally) -> None:
+    rng = random.Random(seed * 1000 + index)
+    deadline = start + duration_s
+    time.sleep(rng.uniform(0, ARRIVAL_S))
+    with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+        try:
+            page = Student(client, base, rng)
+            tally.record("open", page.open(), None)
+        except (httpx.HTTPError, RuntimeError, KeyError, IndexError) as error:
+            tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")
+            return
+        while True:
+            think = rng.uniform(*THINK_S)
+            if time.monotonic() + think > deadline:
+                break
+            time.sleep(think)
+            action = rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
+            t0 = time.perf_counter()
+            try:
+                seconds, wrong = page.act(action)
+            except (httpx.HTTPError, RuntimeError, KeyError, IndexError, TypeError) as error:
+                seconds, wrong = time.perf_counter() - t0, f"{type(error).__name__}: {error}"
+            tally.record(action, seconds, wrong)
+
+
+def run_class(base: str, students: int, duration_s: float, seed: int) -> dict:
+    """`students` threads for `duration_s` against the app at `base`; per action: count, errors, p50, p95."""
+    tally = Tally()
+    start = time.monotonic()
+    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally), daemon=True)
+               for i in range(students)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S)
+    wall = time.monotonic() - start
+    actions = {}
+    for action in ("open", *ACTIONS):
+        samples = tally.seconds.get(action, [])
+        actions[action] = {"n": len(samples), "errors": tally.errors.get(action, 0),
+                           **(Timing(samples).to_dict() | {"max_s": max(samples)} if samples else {})}
+    every = [s for name, samples in tally.seconds.items() if name != "open" for s in samples]
+    return {"students": students, "duration_s": duration_s, "wall_s": wall, "seed": seed,
+            "answers_per_s": sum(len(s) for s in tally.seconds.values()) / wall, "actions": actions,
+            "all": Timing(every).to_dict() if every else {}, "errors": sum(tally.errors.values()),
+            "error_examples": tally.examples, "hung": sum(t.is_alive() for t in threads)}
+
+
+def export_ref(ref: str, folder: Path) -> str:
+    """`git archive ref` unpacked into folder (the repository is only read); the commit's hash."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    archive = folder.parent / f"{folder.name}.tar"
+    with open(archive, "wb") as out:
+        subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit], stdout=out, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    archive.unlink()
+    return commit
+
+
+def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path) -> dict:
+    """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class, stop it."""
+    temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
+    env = {"PYTHONPATH": str(cwd), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        with Server([sys.executable, "app.py"], log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
+                httpx.Client(timeout=30) as http:
+            startup = server.wait_http(http, timeout_s=300)
+            time.sleep(SETTLE_S)
+            result = run_class(server.base, students, duration_s, seed)
+            result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load()}
+            return result
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0) -> dict:
+    """The class against this tree's app, then (with `against`) against that git ref's app."""
+    log_dir = ROOT / "benchmarks" / "results" / "logs"
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.strip())
+    result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
+                    "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
+    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir)
+    if against:
+        folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
+        try:
+            commit = export_ref(against, folder / "tree")
+            result["names"]["ref"] = f"{against} ({commit[:7]})"
+            result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def _app_table(app: dict) -> str:
+    rows = [[LABELS[name], a["n"], a["errors"], ms(a["median_s"]) if a["n"] else "", ms(a["p95_s"]) if a["n"] else "",
+             ms(a["max_s"]) if a["n"] else ""] for name, a in app["actions"].items()]
+    if app["all"]:
+        rows.append(["every action after opening", app["all"]["n"], app["errors"] - app["actions"]["open"]["errors"],
+                     ms(app["all"]["median_s"]), ms(app["all"]["p95_s"]), ""])
+    return table(["action", "count", "errors", "p50 ms", "p95 ms", "max ms"], rows)
+
+
+def report(result: dict) -> str:
+    """A table per app, then this tree's p50 and p95 over the reference's, per action."""
+    lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app, think time "
+             f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched"]
+    for key, app in result["apps"].items():
+        lines += ["", f"### {result['names'][key]}: {app['answers_per_s']:.1f} answers/s, {app['errors']} errors"
+                      f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
+                  "", _app_table(app)]
+        lines += [f"  error: {example}" for example in app["error_examples"]]
+    if "ref" in result["apps"]:
+        this, ref = result["apps"]["this"]["actions"], result["apps"]["ref"]["actions"]
+        rows = []
+        for name in this:
+            if this[name]["n"] and ref[name]["n"]:
+                rows.append([LABELS[name], ms(this[name]["median_s"]), ms(ref[name]["median_s"]),
+                             f"{this[name]['median_s'] / ref[name]['median_s']:.2f}", ms(this[name]["p95_s"]),
+                             ms(ref[name]["p95_s"]), f"{this[name]['p95_s'] / ref[name]['p95_s']:.2f}"])
+        lines += ["", f"this tree against {result['names']['ref']} (ratio < 1: this tree is faster)", "",
+                  table(["action", "p50 this", "p50 ref", "ratio", "p95 this", "p95 ref", "ratio"], rows)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.classroom", description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--duration-s", type=float, default=75.0)
+    parser.add_argument("--against", default=None, help="a git ref whose app runs the same class after this one")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    if not (1 <= args.students <= 200 and 5 <= args.duration_s <= 1800):
+        parser.error("students 1..200, duration 5..1800 s")
+    result = run(args.students, args.duration_s, args.against, args.seed)
+    print(report(result), flush=True)
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
+    print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")
+    return 0 if all(app["errors"] == 0 and not app["hung"] for app in result["apps"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -121,7 +121,7 @@ class Student:
         if action == "rerun":
             set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
             seconds, data = self.call(self.api["visualize"], "text")
-            return seconds, None if "Scores QKᵀ" in str(data[4]) else "visualize: notes without a run"
+            return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
         seconds, data = self.call(self.api["steps"])
         return seconds, None if "softmax" in str(data[1]) else "steps: no step text"
 

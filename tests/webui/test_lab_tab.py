@@ -12,7 +12,7 @@ from attention_viz.webui import lab_tab, page
 
 @pytest.fixture(scope="module")
 def config(runs):
-    return page.build_app(Views(runs), warm=False).get_config_file()
+    return page.build_app(Views(runs)).get_config_file()
 
 
 def component(config, elem_id):

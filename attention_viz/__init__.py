@@ -10,7 +10,7 @@
 
 The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
 checkpoints), lab (footnote 4's numbers), draw, explorer (the browser-side views and the packing of a
-run they draw), train, service and webui (the app).
+run they draw), labview (the √d_k lab's charts, drawn in the browser), train, service and webui (the app).
 """
 
 from . import lab

@@ -7,8 +7,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "attention_viz"
 # Lowest first; a module may import its own layer and the layers listed before it, never one after.
 # explorer (the browser-side views and the packing of a run) sits above draw and below service, which packs runs
-# with it; webui uses both.
-LAYERS = ["core", "fast", "data", "lab", "draw", "explorer", "train", "service", "webui"]
+# with it; webui uses both. labview (the lab's script and style, drawn in the browser) imports no other layer.
+LAYERS = ["core", "fast", "data", "lab", "draw", "explorer", "labview", "train", "service", "webui"]
 THIRD_PARTY_HOME = {"gradio": {"webui"}, "matplotlib": {"draw"}}
 
 

@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from attention_viz.lab import Sweep, entropy
+from attention_viz.lab import Sweep, bin_probabilities, entropy
 from attention_viz.draw.png import array_to_png
 
 UNSCALED_COLOR, SCALED_COLOR = "tab:red", "tab:blue"
@@ -67,10 +67,11 @@ def figure_to_png(fig: Figure, compress_level: int = 1) -> bytes:
 
 
 def dot_product_histogram(samples: np.ndarray, d_k: int, scaled: bool, x_limit: float | None = None) -> Figure:
-    """Histogram of q·k samples with the N(0, d_k) density (N(0, 1) when scaled) drawn over it.
+    """Histogram of q·k samples with the N(0, d_k) density (N(0, 1) when scaled) and the exact law drawn over it.
 
     x_limit fixes the x range to ±x_limit (hold it fixed across d_k to watch the spread grow);
-    None uses ±4 standard deviations of the theory. Bars are densities over all samples.
+    None uses ±4 standard deviations of the theory. Bars are densities over all samples; the exact law
+    (lab.bin_probabilities) is drawn as a step over the same bins, the normal as a curve.
     """
     samples = np.asarray(samples, dtype=np.float64).ravel()
     if samples.size < 2 or not np.isfinite(samples).all():
@@ -88,6 +89,8 @@ def dot_product_histogram(samples: np.ndarray, d_k: int, scaled: bool, x_limit: 
     density = np.exp(-0.5 * x * x / variance) / math.sqrt(2.0 * math.pi * variance)
     theory = "N(0, 1)" if scaled else f"N(0, d_k = {d_k})"
     ax.plot(x, density, color=SCALED_COLOR if scaled else UNSCALED_COLOR, label=theory)
+    exact, _, _ = bin_probabilities(bins, d_k, scaled)
+    ax.stairs(exact / (bins[1] - bins[0]), bins, color="tab:purple", linewidth=1.5, label="exact law, per bin")
     ax.set_xlim(-limit, limit)
     ax.set_xlabel(name)
     ax.set_ylabel("density")

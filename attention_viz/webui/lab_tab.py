@@ -8,7 +8,8 @@ How gr.HTML is used here (gradio 6.31's HTML component):
   every new value. `css_template` carries lab.css (Gradio scopes it to this component).
 - The event's `js` marks the view "computing" before the request leaves; `.failure` marks it stale (the
   charts and the table say they are for the last accepted settings) and `.success` clears it, even
-  when the answer equals what is shown. All three run in the browser.
+  when the answer equals what is shown. All three run in the browser, and all three compare the drawn
+  numbers with the controls' values, so answers that come back out of order leave the right mark.
 Why not gr.LinePlot / gr.BarPlot: see attention_viz/labview/__init__.py.
 """
 
@@ -58,7 +59,10 @@ JS_ON_LOAD = asset("lab.js") + f"""
 PENDING_JS = ("(d_k, n_keys, scaled) => { "
               + _view_js("markPending({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled})")
               + " return [d_k, n_keys, scaled]; }")
-STALE_JS = "() => { " + _view_js("markStale()") + " }"
+# On a refusal: the controls' values now (gathered when the failure is handled), so a refusal of an older request
+# leaves a view that already draws them current.
+STALE_JS = ("(d_k, n_keys, scaled) => { "
+            + _view_js("markStale({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled})") + " }")
 CURRENT_JS = "() => { " + _view_js("markCurrent()") + " }"
 
 
@@ -98,7 +102,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     event = gr.on([d_k.change, keys.release, scaled.change], handlers.dk_lab, inputs, outputs, api_name="dk_lab",
                   js=PENDING_JS, trigger_mode="multiple", show_progress="minimal", **RAW)
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
-    event.failure(None, None, None, js=STALE_JS, **PRIVATE)
+    event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
     if family is not None:
         demo.load(handlers.family_curves, None, family, **PRIVATE)

@@ -46,6 +46,8 @@ def test_the_event_marks_the_view_pending_stale_and_current_in_the_browser(confi
     chained = {("success" if d["trigger_only_on_success"] else "failure"): d["js"]
                for d in deps if d.get("trigger_after") == lab["id"]}
     assert chained == {"success": lab_tab.CURRENT_JS, "failure": lab_tab.STALE_JS}
+    failure = next(d for d in deps if d.get("trigger_after") == lab["id"] and d["trigger_only_on_failure"])
+    assert failure["inputs"] == lab["inputs"]  # the controls' values when the refusal is handled
     assert not any(d.get("backend_fn") for d in deps if d.get("trigger_after") == lab["id"])  # browser only
 
 

@@ -1,10 +1,11 @@
 /* The √d_k lab, drawn in the browser as SVG from the numbers the server sends (service/lab_view.py).
  *
  *   const lab = AttentionLab.mount(element, data, {alsoFade: ["#lab_numbers"]});
- *   lab.setData(next);             // draw new numbers (clears any pending or stale mark)
- *   lab.markPending({d_k, n_keys, scaled});   // a request is on its way: fade, say which
- *   lab.markStale(message);        // the last change was refused: these numbers are not current
- *   lab.markCurrent();             // the request succeeded (even if its numbers equal the shown ones)
+ *   lab.markPending({d_k, n_keys, scaled});   // the controls asked for these: fade, say which, until drawn
+ *   lab.setData(next);             // draw new numbers; current again once they are what was asked for
+ *   lab.markStale({d_k, n_keys, scaled});     // a request was refused; these are the controls' values now:
+ *                                  // if the view does not draw them, it says its numbers are not current
+ *   lab.markCurrent();             // a request succeeded (its numbers may equal the ones shown)
  *
  * No library, nothing fetched: every chart is drawn at the width its box has (ResizeObserver), with
  * text at 12-13 px whatever the width, so labels stay legible and inside the SVG on a phone.
@@ -348,23 +349,31 @@
       fade(state === "stale");
     }
 
+    // Answers may come back in another order than their requests left (leaving the keys' box fires a request
+    // with the old values), so the marks follow the controls, not the last answer: `wanted` is what the
+    // controls asked for last, and the view is current only when it draws exactly that.
+    let wanted = null, refused = false;
+    const matches = (d, inputs) => !!d && !!inputs && Number(inputs.d_k) === d.d_k &&
+      Number(inputs.n_keys) === d.n_keys && !!inputs.scaled === d.scaled;
+    function settle() {
+      if (!current) return setState("empty");
+      if (!wanted || matches(current, wanted)) { refused = false; return setState("ready"); }
+      if (refused) {
+        return setState("stale", "Not updated: the last change was refused (see the message). " +
+          `The charts and the table still show ${modeText(current)}.`);
+      }
+      setState("pending", `Computing ${modeText(Object.assign({}, current, wanted))}…`);
+    }
+
     const api = {
       setData(next) {
         current = next && typeof next === "object" && next.histogram ? next : null;
-        setState(current ? "ready" : "empty");
+        settle();
         if (view.clientWidth > 0) render(); else drawnWidth = -1;
       },
-      markPending(inputs) {
-        if (view.dataset.state === "stale") return;
-        const what = inputs ? modeText(Object.assign({}, current || {}, inputs)) : "the new settings";
-        setState("pending", `Computing ${what}…`);
-      },
-      markStale(message) {
-        const shown = current ? modeText(current) : "nothing yet";
-        setState("stale", (message || "Not updated: the last change was refused (see the message).") +
-          ` The charts and the table still show ${shown}.`);
-      },
-      markCurrent() { if (current) setState("ready"); },
+      markPending(inputs) { wanted = inputs || null; settle(); },
+      markStale(inputs) { wanted = inputs || {}; refused = true; settle(); },  // no inputs: never current
+      markCurrent() { settle(); },
       get data() { return current; },
       get state() { return view.dataset.state; },
     };

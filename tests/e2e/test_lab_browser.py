@@ -153,3 +153,40 @@ def test_a_refused_d_k_marks_the_lab_stale_until_a_good_one_arrives(page: Page, 
     expect(status).to_be_hidden()
     expect(page.locator("#lab_numbers")).not_to_have_attribute("data-av-stale", "true")
     expect(page.locator("#lab_numbers")).to_contain_text("64 and 1", timeout=TIMEOUT_MS)
+
+
+def test_the_marks_follow_the_controls_whatever_order_the_answers_come_in(page: Page, tmp_path):
+    """lab.js alone (labview.page, no server): a refusal and an answer in either order leave the right mark."""
+    from attention_viz import labview
+    from attention_viz.service.lab_view import LabData
+
+    data = LabData()
+    d16, d64 = data.view(16, 32, True).data, data.view(64, 32, True).data
+    path = tmp_path / "lab.html"
+    path.write_text(labview.page(d16))
+    page.goto(path.as_uri())
+    run = """([steps, d64]) => { const lab = document.querySelector('.av-lab').avLab, out = [];
+      for (const [call, arg] of steps) { lab[call](call === 'setData' ? d64 : arg); out.push(lab.state); }
+      return [out, document.querySelector('.av-lab .avl-status').textContent]; }"""
+    ask = lambda d_k: {"d_k": d_k, "n_keys": 32, "scaled": True}  # noqa: E731
+
+    def marks(*steps):  # each sequence starts from d_k 16 drawn and asked for
+        page.evaluate("""([d, asked]) => { const lab = document.querySelector('.av-lab').avLab;
+                         lab.markPending(asked); lab.setData(d); }""", [d16, ask(16)])
+        return page.evaluate(run, [list(steps), d64])
+
+    assert marks(("markPending", ask(5000)), ("markStale", ask(5000)))[0] == ["pending", "stale"]
+    # Leaving the keys' box sends the refused d_k again, then the new one is typed: either answer first.
+    states, _ = marks(("markStale", ask(5000)), ("markPending", ask(5000)), ("markPending", ask(64)),
+                      ("markStale", ask(64)), ("setData", None))
+    assert states == ["stale", "stale", "stale", "stale", "ready"]
+    states, _ = marks(("markStale", ask(5000)), ("markPending", ask(5000)), ("markPending", ask(64)),
+                      ("setData", None), ("markStale", ask(64)))
+    assert states[-2:] == ["ready", "ready"]
+    # A good d_k answered after a refused one was typed: the numbers drawn are not the ones asked for.
+    states, message = marks(("markPending", ask(64)), ("markPending", ask(5000)), ("setData", None),
+                            ("markStale", ask(5000)))
+    assert states == ["pending", "pending", "pending", "stale"] and "still show d_k = 64 · 32 keys" in message
+    # Back to the numbers shown after a refusal: they are current again at once (no new value will arrive).
+    states, _ = marks(("markStale", ask(5000)), ("markPending", ask(16)), ("markCurrent", None))
+    assert states == ["stale", "ready", "ready"]

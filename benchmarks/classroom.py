@@ -123,7 +123,7 @@ class Student:
             seconds, data = self.call(self.api["visualize"], "text")
             return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
         seconds, data = self.call(self.api["steps"])
-        return seconds, None if "softmax" in str(data[1]) else "steps: no step text"
+        return seconds, None if "softmax" in str(data) else "steps: no step text"
 
 
 def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally) -> None:

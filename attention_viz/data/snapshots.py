@@ -161,6 +161,19 @@ def list_snapshots(directory: str | Path | None = None) -> list[str]:
     return [n for n in names if snapshot_paths(folder / n)[1].is_file()]
 
 
+def load_study_summary(directory: str | Path | None = None) -> dict | None:
+    """The compatibility study's summary beside its shipped members ({"setup", "summary", "initialisation"}: mean ±
+    std over seeds per init, compatibility and d_k, and the step-0 mechanism), or None when none ships."""
+    folder = Path(directory) if directory is not None else shipped_models_dir() / "study"
+    path = folder / "summary.json"
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text())
+    if not isinstance(summary, dict) or not {"setup", "summary", "initialisation"} <= summary.keys():
+        raise ValueError(f"{path} is not the study's summary (it needs setup, summary and initialisation)")
+    return summary
+
+
 def _check(meta: dict, arrays: dict[str, np.ndarray]) -> None:
     """ValueError unless the metadata and the arrays describe each other."""
     if meta.get("format", FORMAT) != FORMAT:

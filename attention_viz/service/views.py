@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from attention_viz.core.maps import KINDS
-from attention_viz.draw import figures, png, raster
+from attention_viz.data.snapshots import load_study_summary
+from attention_viz.draw import png, raster
+from attention_viz.draw import study as study_figures
 from attention_viz.explorer.pack import pack
 from attention_viz.explorer.steps import pack_compare, pack_steps
 from attention_viz.service.checks import check_int
@@ -54,7 +56,6 @@ from attention_viz.service.texts import (
     settings_record,
     snapped_note,
 )
-from attention_viz.train import family
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,8 @@ class Views:
         self._packed = functools.lru_cache(maxsize=RUN_CACHE_SIZE)(self._pack)
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
-        self._family: str | None = None
-        self._family_lock = threading.Lock()
+        self._study: str | None = None
+        self._study_lock = threading.Lock()
 
     @property
     def export_root(self) -> Path:
@@ -271,18 +272,19 @@ class Views:
         logits and softmax, the sweep over d_k) and the table."""
         return self.lab.view(d_k, n_keys, scaled)
 
-    def has_family(self) -> bool:
-        """Whether the d_k family's checkpoints ship (their cards are read, nothing is drawn)."""
-        return bool(family.family_cards(self.runs.catalog.models_dir))
+    def study_summary(self) -> dict | None:
+        """The compatibility study's summary shipped beside its members (None when none ships)."""
+        models_dir = self.runs.catalog.models_dir
+        return load_study_summary(None if models_dir is None else Path(models_dir) / "study")
 
-    def family_curves(self) -> str | None:
-        """The d_k family's training curves as a PNG file; None when none ships. Drawn once (the slowest
-        figure; see docs/benchmarks.md), then kept."""
-        with self._family_lock:
-            if (self._family is None or not self.store.touch(Path(self._family).stem)) and self.has_family():
-                cards = family.family_cards(self.runs.catalog.models_dir)
-                self._family = self.store.figure_file(figures.family_figure(cards))
-            return self._family
+    def study_figure(self) -> str | None:
+        """The study's summary figure (held-out exact match over d_k per compatibility and init; step-0 logit
+        spread) as a PNG file; None when the study does not ship. Drawn once, then kept."""
+        with self._study_lock:
+            if self._study is None or not self.store.touch(Path(self._study).stem):
+                summary = self.study_summary()
+                self._study = None if summary is None else self.store.figure_file(study_figures.summary_figure(summary))
+            return self._study
 
     # ------------------------------------------------------------------ start-up
 
@@ -295,7 +297,7 @@ class Views:
         self.steps(settings, kind, 0, 0)
         self.compare(settings, "scaling", kind, 0, 0)
         self.dk_lab(lab_d_k, lab_keys, True)
-        self.family_curves()
+        self.study_figure()
 
 
 def described_png(path: Path, record: dict[str, str]) -> bytes:

@@ -257,6 +257,16 @@ def write_json(path: Path, data) -> None:
     os.replace(partial, path)
 
 
+SUMMARY_NAME = "summary.json"  # beside the shipped members: what the app draws (data.snapshots.load_study_summary)
+
+
+def write_summary(results: dict, ship: Path | None) -> None:
+    """The study's cells (mean ± std over seeds) and step-0 mechanism, without curves, beside the shipped members."""
+    if ship is not None:
+        ship.mkdir(parents=True, exist_ok=True)
+        write_json(ship / SUMMARY_NAME, {key: results[key] for key in ("setup", "summary", "initialisation")})
+
+
 def shipped_snapshots(results: dict, ship: Path | None) -> dict:
     """{d_k: {arm: Snapshots}} of the shipped members that have snapshots in `ship` ({} without --ship)."""
     found: dict[int, dict] = {}
@@ -298,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.figures_only:
         results = json.loads((out / "results.json").read_text())
         save_figures(results, out, snapshots=shipped_snapshots(results, args.ship))
+        write_summary(results, args.ship)
         return
     members_dir.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -379,6 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     (out / "table.md").write_text(markdown_table(rows) + "\n" + initialisation_table(results["initialisation"]))
     print(markdown_table(rows))
     save_figures(results, out, snapshots=shipped_snapshots(results, args.ship))
+    write_summary(results, args.ship)
     print(f"wrote {out}/results.json, table.md and figures; {len(todo)} members trained in "
           f"{results['setup']['this_invocation_wall_s']:.0f}s")
 

@@ -125,9 +125,9 @@ class Handlers:
         view = self.views.dk_lab(d_k, n_keys, scaled)
         return view.data, {"headers": LAB_HEADERS, "data": view.numbers}
 
-    def family_curves(self) -> str | None:
-        """The d_k family's training curves (drawn once, on the first page or by the warm-up)."""
-        return self.views.family_curves()
+    def study_figure(self) -> str | None:
+        """The compatibility study's summary figure (drawn once, on the first page or by the warm-up)."""
+        return self.views.study_figure()
 
     @handler
     def model_controls(self, model: str, d_k: float, n_heads: float):

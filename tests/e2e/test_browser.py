@@ -333,7 +333,7 @@ def test_the_lab_renders_and_follows_d_k_and_scaling(page: Page, app_url):
     open_app(page, app_url)
     page.get_by_role("tab", name="√d_k lab").click()
     expect(page.locator("#lab_view svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
-    expect(page.locator("#family img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#study img")).to_be_visible(timeout=TIMEOUT_MS)
     heading = page.locator("#lab_view .avl-heading")
     set_number(page, "lab_dk_log", "10")
     expect(page.locator("#lab_dk input")).to_have_value("1024", timeout=TIMEOUT_MS)

@@ -178,15 +178,18 @@ def test_dk_lab_handler_returns_numbers_for_the_page_to_draw(handlers):
     assert scaled["query"]["limit"] == data["query"]["limit"]  # one logit scale for both
 
 
-def test_family_curves_are_drawn_once(handlers):
+def test_the_study_figure_is_drawn_once(handlers):
     from attention_viz.service.runs import Runs
 
-    assert handlers.family_curves() is None  # the test checkpoints hold no d_k family
-    shipped = Views(Runs())  # attention_viz/data/models: the reverse task at four d_k, scaled and unscaled
-    first = Handlers(shipped).family_curves()
+    assert handlers.study_figure() is None  # the test checkpoints hold no study
+    shipped = Views(Runs())  # attention_viz/data/models/study: the compatibility study's members and summary
+    summary = shipped.study_summary()
+    cells = {(r["init"], r["compatibility"]) for r in summary["summary"]}
+    assert {("unit_qk", "scaled_dot"), ("unit_qk", "dot"), ("unit_qk", "additive")} <= cells
+    first = Handlers(shipped).study_figure()
     image = pixels(first)
-    assert image.shape[0] > 300 and image.shape[1] > 600  # several panels of curves
-    assert shipped.has_family() and shipped.family_curves() is shipped.family_curves()  # kept, not redrawn
+    assert image.shape[0] > 300 and image.shape[1] > 600  # two panels
+    assert shipped.study_figure() is shipped.study_figure()  # kept, not redrawn
 
 
 def test_refresh_updates_only_the_open_tab(handlers):

@@ -305,8 +305,8 @@ class Page:
 
     def apply_model_controls(self, data: list) -> None:
         """The page's d_k controls after model_controls answered (what the browser applies)."""
-        _, d_k, _, scale, note = data
-        self.set(dk=int(d_k["value"]), scale=scale["value"])
+        _, d_k, _, scale, note, compatibility = data  # the study's compatibility picker last
+        self.set(dk=int(d_k["value"]), scale=scale["value"], compatibility=compatibility.get("value"))
         self.trained_d_ks = [int(x) for x in re.findall(r"\d+", note.split(":", 1)[1])] if "Trained" in note else []
 
     def apply_run(self, run: dict) -> None:
@@ -323,13 +323,13 @@ class Page:
             return isinstance(item, dict) and files.get(item.get("url"), b"")[:8] == PNG
 
         if request.api == "model_controls":
-            if len(data) != 5 or not isinstance(data[1].get("value"), int):
+            if len(data) != 6 or not isinstance(data[1].get("value"), int):
                 return f"model_controls answered {str(data)[:200]}"
             self.apply_model_controls(data)
             return None
         if request.api == "visualize":
             run, output, info = data
-            wanted = [f"{e['pads']} pad token", f"causal mask {'on' if e['causal'] else 'off'}", "Scores QKᵀ"]
+            wanted = [f"{e['pads']} pad token", f"causal mask {'on' if e['causal'] else 'off'}", "Scores "]
             if "d_k" in e:
                 wanted.append(f"d_model {e['d_model']}, h {e['n_heads']}, d_k {e['d_k']}")
             source = run["tokens"]["source"]

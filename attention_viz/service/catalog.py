@@ -1,7 +1,9 @@
 """The models the app can run: shipped checkpoints grouped into d_k families, untrained models built on demand.
 
 A family is the set of trained checkpoints of one task, training scale and compatibility function that differ in
-d_k: the app's d_k control moves through its members. Models are loaded once and shared between users (never
+d_k: the app's d_k control moves through its members. The compatibility study's members (the folder's study/,
+docs/study.md) are families of their own, "study/scaled_dot", "study/dot" and "study/additive", never merged
+with the shipped ones. Models are loaded once and shared between users (never
 mutate them); they run Eq. 1 with attention_viz.fast's kernel, bit-identical to the core's reference (additive
 attention has its own, in the core).
 """
@@ -21,13 +23,17 @@ import torch
 
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
-from attention_viz.data.checkpoints import UnsafeCheckpointError, list_models, load_model
+from attention_viz.data.checkpoints import UnsafeCheckpointError, list_models, load_model, shipped_models_dir
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
-from attention_viz.service.checks import check_int
+from attention_viz.service.checks import check_choice, check_int
 from attention_viz.service.limits import (
+    COMPATIBILITY_LABEL,
     D_K_RANGE,
     DEFAULT_UNTRAINED,
+    STUDY_ARMS,
+    STUDY_LABELS,
+    STUDY_PREFIX,
     UNTRAINED,
     UNTRAINED_CACHE_BYTES,
     UNTRAINED_LAYERS,
@@ -47,10 +53,20 @@ class ModelFamily:
     scale: str                             # how the family was trained: "sqrt_dk" or "none"
     members: tuple[tuple[int, str], ...]   # (d_k, checkpoint name), by increasing d_k
     compatibility: str = "dot_product"     # §3.2.1: "dot_product" (Eq. 1, scaled or not) or "additive"
+    study: bool = False                    # a family of the compatibility study (key "study/<arm>")
+
+    @property
+    def arm(self) -> str:
+        """The study's name for how it attends: "scaled_dot", "dot" or "additive" (a key of STUDY_ARMS)."""
+        if self.compatibility == "additive":
+            return "additive"
+        return "scaled_dot" if self.scale == "sqrt_dk" else "dot"
 
     @property
     def label(self) -> str:
         """What the model picker shows."""
+        if self.study:
+            return STUDY_LABELS[self.arm]
         if self.compatibility == "additive":
             return f"{self.task} (additive attention)"
         how = "trained with 1/√d_k" if self.scale == "sqrt_dk" else "trained without scaling"
@@ -86,6 +102,17 @@ def model_families(cards: Sequence[dict]) -> list[ModelFamily]:
                     tuple(sorted(members.items())), compatibility)
         for (task, scale, compatibility), members in sorted(groups.items(), key=order)
     ]
+
+
+def study_families(cards: Sequence[dict]) -> list[ModelFamily]:
+    """The compatibility study's members as one family per arm ("study/scaled_dot", "study/dot",
+    "study/additive", in that order), whatever the task; one member per d_k (the first name wins)."""
+    families = model_families(cards)
+    by_arm = {family.arm: family for family in families}
+    if len(by_arm) != len(families):
+        raise ValueError("the study's folder holds more than one task or family per compatibility function")
+    return [ModelFamily(STUDY_PREFIX + arm, f.task, f.scale, f.members, f.compatibility, study=True)
+            for arm in STUDY_ARMS if (f := by_arm.get(arm))]
 
 
 def build_untrained(d_model: int, n_heads: int, d_k: int, vocab_size: int) -> Transformer:
@@ -142,7 +169,8 @@ class Catalog:
     """The models of one server: trained families from a checkpoint folder, untrained ones by size; thread-safe.
 
     Args:
-        models_dir: folder of checkpoints (default: the shipped attention_viz/data/models).
+        models_dir: folder of checkpoints (default: the shipped attention_viz/data/models); its subfolder study/,
+            when there, holds the compatibility study's members (families "study/<arm>").
         device: where models run; the app uses the CPU.
     """
 
@@ -150,8 +178,18 @@ class Catalog:
         self.tokenizer = CharTokenizer(max_len=DEFAULT_MAX_LEN)
         self.models_dir = models_dir
         self.device = torch.device(device)
-        self.cards = {card["name"]: card for card in list_models(models_dir)}
-        self.families = {family.key: family for family in model_families(list(self.cards.values()))}
+        top = Path(models_dir) if models_dir is not None else shipped_models_dir()
+        study_dir = top / "study"
+        shipped = list_models(top)
+        study = list_models(study_dir) if study_dir.is_dir() else []
+        self.cards = {card["name"]: card for card in shipped}
+        self._folders = {card["name"]: top for card in shipped}  # checkpoint name -> its folder
+        for card in study:
+            if card["name"] in self.cards:
+                raise ValueError(f"the study's checkpoint {card['name']!r} has the name of a shipped one")
+            self.cards[card["name"]], self._folders[card["name"]] = card, study_dir
+        families = model_families(shipped) + study_families(study)
+        self.families = {family.key: family for family in families}
         self._build_lock = threading.Lock()
         self._checkpoint = functools.lru_cache(maxsize=None)(self._load_checkpoint)
         self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
@@ -189,6 +227,27 @@ class Catalog:
         name = self.families[model].nearest(d_k)[1]
         return TransformerConfig(**self.cards[name]["config"])
 
+    def with_compatibility(self, model: str, compatibility: object = None) -> str:
+        """The family that `model` (checked) with the compatibility picker's value names.
+
+        For a study family, "scaled_dot", "dot" or "additive" picks the study's family of that arm; None or ""
+        keeps `model`. Other models have no picker: only None, "" or their own arm is accepted.
+        Raises ValueError naming the input.
+        """
+        if compatibility is None or compatibility == "":
+            return model
+        arm = check_choice(COMPATIBILITY_LABEL, compatibility, STUDY_ARMS)
+        family = self.families.get(model)
+        if family is not None and family.study:
+            if STUDY_PREFIX + arm not in self.families:
+                raise ValueError(f"{COMPATIBILITY_LABEL} {arm!r}: the study has no trained {STUDY_ARMS[arm]} model.")
+            return STUDY_PREFIX + arm
+        if family is not None and family.arm == arm:
+            return model
+        study = ", ".join(repr(key) for key, f in self.families.items() if f.study) or "none shipped"
+        raise ValueError(f"{COMPATIBILITY_LABEL} {compatibility!r} applies only to the study's models ({study}); "
+                         f"leave it empty for {model!r}.")
+
     def check_model(self, model: object) -> str:
         """The model picker's value, if it names a family or the untrained model; else ValueError listing them."""
         if model == UNTRAINED or (isinstance(model, str) and model in self.families):
@@ -207,7 +266,7 @@ class Catalog:
     def _load_checkpoint(self, name: str) -> tuple[Transformer, dict]:
         with self._build_lock:
             try:
-                model, card = load_model(name, device=self.device, directory=self.models_dir)
+                model, card = load_model(name, device=self.device, directory=self._folders.get(name, self.models_dir))
                 return model.use_kernel(fast_attention), card
             except (OSError, ValueError) as error:  # the full reason, with server paths, goes to the log only
                 logger.error("loading checkpoint %r failed: %s", name, error)

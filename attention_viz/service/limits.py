@@ -6,6 +6,15 @@ from __future__ import annotations
 
 UNTRAINED = "untrained"        # the model picker's value for a randomly initialised model
 EXAMPLES = ["attention", "transformer", "hello", "softmax", "abcdefghij", "queries"]
+# The √d_k compatibility study (docs/study.md): its members are families of their own, keyed STUDY_PREFIX + arm.
+STUDY_PREFIX = "study/"
+STUDY_ARMS = {"scaled_dot": "scaled dot product", "dot": "plain dot product", "additive": "additive attention"}
+STUDY_LABELS = {           # the model picker's labels of the study's families
+    "scaled_dot": "reverse, 1 head (study): scaled dot product",
+    "dot": "reverse, 1 head (study): plain dot product (trained without 1/√d_k)",
+    "additive": "reverse, 1 head (study): additive attention",
+}
+COMPATIBILITY_LABEL = "compatibility function"  # the picker's label, and the input's name in messages
 SCALE_MODES = {"sqrt_dk": "1/√d_k (paper)", "none": "off (plain q·k)", "custom": "custom factor"}
 COLOUR_SCALES = {"absolute": "0 → 1 for every head", "per_head": "0 → each head's maximum"}
 COMPARISONS = {

@@ -43,6 +43,8 @@ class Settings:
     pad_tokens: int            # <pad> tokens appended to the source
     d_model: int               # the model's width and heads (from the card for a trained model)
     n_heads: int
+    compatibility: str = "dot_product"  # the model's compatibility function: "dot_product" or "additive" (whose
+                                        # runs ignore scaling, so their scale is always "none")
 
 
 
@@ -58,14 +60,19 @@ def parse_settings(
     pad_tokens: object = 0,
     d_model: object = DEFAULT_UNTRAINED["d_model"],
     n_heads: object = DEFAULT_UNTRAINED["n_heads"],
+    compatibility: object = None,
 ) -> Settings:
     """Validate raw control values into Settings; a trained family's d_k snaps to its nearest member.
+
+    compatibility: for a study model, "scaled_dot", "dot" or "additive" picks the study's family of that arm
+    (None or "" keeps `model`; Catalog.with_compatibility). Additive attention has no QKᵀ to scale, so its
+    scale is "none" whatever the scaling input says (the run does not pretend a scaling changed anything).
 
     Raises:
         ValueError: with a message for the user, naming the input and its allowed values.
     """
     text = check_text(text, catalog.tokenizer.max_len)
-    model = catalog.check_model(model)
+    model = catalog.with_compatibility(catalog.check_model(model), compatibility)
     d_k = check_int("d_k", d_k, *D_K_RANGE)
     mode = check_choice("scaling", scale_mode, SCALE_MODES)
     factor = check_float("custom scale factor", custom_factor, *FACTOR_RANGE)
@@ -74,7 +81,7 @@ def parse_settings(
     pad_tokens = check_int("pad tokens", pad_tokens, *PAD_TOKENS_RANGE)
     d_model = check_int("d_model", d_model, *D_MODEL_RANGE)
     n_heads = check_int("heads", n_heads, *HEADS_RANGE)
-    checkpoint = None
+    checkpoint, kind = None, "dot_product"
     if model == UNTRAINED:
         if n_heads * d_k > MAX_HEAD_WIDTH:
             raise ValueError(
@@ -85,8 +92,10 @@ def parse_settings(
         d_k, checkpoint = catalog.families[model].nearest(d_k)
         config = catalog.cards[checkpoint]["config"]
         d_model, n_heads = config["d_model"], config["n_heads"]
-    scale: Scale = factor if mode == "custom" else mode
-    return Settings(text, model, checkpoint, d_k, scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads)
+        kind = config.get("compatibility", "dot_product")
+    scale: Scale = "none" if kind == "additive" else factor if mode == "custom" else mode
+    return Settings(text, model, checkpoint, d_k, scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
+                    kind)
 
 
 def model_config(catalog: Catalog, settings: Settings) -> TransformerConfig:

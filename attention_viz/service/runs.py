@@ -137,6 +137,16 @@ class Comparison:
         return self.a - self.b
 
 
+def additive_steps(scores: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """Figure 2 (left)'s intermediates for additive attention: scores w_hᵀ tanh(q_h + k_h) [Q, K] (nothing scales
+    them, so "scaled" is the same), masked (-inf where hidden), weights (softmax; exactly 0 where masked), output."""
+    masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(masked, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    return {"scores": scores, "scaled": scores, "masked": masked, "weights": weights, "output": weights @ v}
+
+
 class Runs:
     """Runs of the app's models, cached; one per server, safe to share between users.
 
@@ -226,7 +236,10 @@ class Runs:
             head_mask = None
             if mask is not None:
                 head_mask = torch.broadcast_to(mask, (1, module.n_heads, q.size(2), k.size(2)))[0, head]  # (Q, K)
-            intermediates = attention_steps(q[0, head], k[0, head], v[0, head], head_mask, settings.scale)
+            if module.compatibility == "additive":
+                intermediates = additive_steps(module.scores(q, k)[0, head], v[0, head], head_mask)
+            else:
+                intermediates = attention_steps(q[0, head], k[0, head], v[0, head], head_mask, settings.scale)
         queries, keys = run.tokens(kind)
         arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
         return Steps(arrays, queries, keys, scale_factor(settings.scale, settings.d_k))

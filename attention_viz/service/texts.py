@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.maps import KINDS
-from attention_viz.service.limits import UNTRAINED
+from attention_viz.service.limits import STUDY_ARMS, UNTRAINED
 from attention_viz.service.requests import Settings
 from attention_viz.service.runs import Run
 
 
+ADDITIVE = "w_hᵀ tanh(q_h + k_h)"  # additive attention's score, in the notes
+
+
 def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
     """Two short lines over one head: which attention, layer and head, and how QKᵀ was scaled."""
-    return f"{KINDS[kind]}, layer {layer}, head {head}\nQKᵀ {scaling_text(settings)}"
+    scores = ADDITIVE if settings.compatibility == "additive" else "QKᵀ"
+    return f"{KINDS[kind]}, layer {layer}, head {head}\n{scores} {scaling_text(settings)}"
 
 
 def scaling_text(settings: Settings) -> str:
-    """How QKᵀ was scaled, in words: "×1/√16 = 0.25", "unscaled", "×0.1 (custom)"."""
+    """How QKᵀ was scaled, in words: "×1/√16 = 0.25", "unscaled", "×0.1 (custom)"; additive attention is never
+    scaled."""
+    if settings.compatibility == "additive":
+        return "not scaled (additive attention)"
     if settings.scale == "sqrt_dk":
         return f"×1/√{settings.d_k} = {scale_factor('sqrt_dk', settings.d_k):.3g}"
     if settings.scale == "none":
@@ -57,13 +64,21 @@ def run_notes(run: Run) -> str:
     else:
         card = run.card
         accuracy = card.get("heldout_exact_match")
-        trained = "1/√d_k" if card.get("scale") == "sqrt_dk" else "no scaling"
+        additive = c.compatibility == "additive"
+        trained = ("additive attention " + ADDITIVE + ", no scaling" if additive
+                   else "1/√d_k" if card.get("scale") == "sqrt_dk" else "no scaling")
+        arm = "additive" if additive else "scaled_dot" if card.get("scale") == "sqrt_dk" else "dot"
+        study = (f" (compatibility study, seed {card.get('seed', 0)}: {STUDY_ARMS[arm]})"
+                 if card.get("family") == "study" else "")
         lines.append(
-            f"**{card.get('task', 'model')}**, checkpoint `{card['name']}`: d_model {c.d_model}, h {c.n_heads}, "
+            f"**{card.get('task', 'model')}**, checkpoint `{card['name']}`{study}: d_model {c.d_model}, h {c.n_heads}, "
             f"d_k {c.d_k}, N {c.n_encoder_layers}, trained with {trained}"
             + (f", held-out exact match {accuracy:.1%}." if isinstance(accuracy, (int, float)) else ".")
         )
-        if (s.scale == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
+        if additive:
+            lines.append(f"Scaling does not apply: additive attention scores {ADDITIVE} have no QKᵀ and no 1/√d_k, "
+                         "so the scaling control changes nothing in this run.")
+        elif (s.scale == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
             lines.append(f"Running it with scaling {scaling_text(s)}, not as it was trained: watch the output change.")
         alphabet = card.get("alphabet")
         if alphabet:
@@ -71,11 +86,15 @@ def run_notes(run: Run) -> str:
             if new:
                 lines.append(f"Trained on `{alphabet[0]}`..`{alphabet[-1]}` only; new to it: "
                              + ", ".join(repr(ch) for ch in new) + ".")
+        max_len = card.get("max_len")
+        if isinstance(max_len, int) and len(s.text) > max_len:
+            lines.append(f"Trained on texts of at most {max_len} characters; this one has {len(s.text)}.")
         if run.expected is not None:
             verdict = "✓ matches" if run.finished and run.output == run.expected else "✗ differs from"
             lines.append(f"Output `{run.output}` {verdict} the task's answer `{run.expected}`.")
+    scores = ADDITIVE if s.compatibility == "additive" else "QKᵀ"
     lines.append(
-        f"Scores QKᵀ {scaling_text(s)}; causal mask {'on' if s.causal_mask else 'off'}; "
+        f"Scores {scores} {scaling_text(s)}; causal mask {'on' if s.causal_mask else 'off'}; "
         f"{s.pad_tokens} pad token{'s' if s.pad_tokens != 1 else ''} with the padding mask "
         f"{'on' if s.padding_mask else 'off'}. Hatched cells are masked (weight exactly 0)."
     )
@@ -97,6 +116,8 @@ def no_difference_reason(what: str, kind: str, settings: Settings) -> str:
         return "there are no pad tokens; add some with the pad-tokens slider."
     if what == "padding_mask" and kind == "decoder.self_attn":
         return "the pads are in the source, which decoder self-attention never sees."
+    if what == "scaling" and settings.compatibility == "additive":
+        return f"additive attention ({ADDITIVE}) has no QKᵀ to scale, so the switch changes nothing."
     if what == "scaling" and settings.d_k == 1:
         return "with d_k = 1 the factor 1/√d_k is 1."
     return "this head's weights are the same either way."

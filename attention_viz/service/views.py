@@ -45,6 +45,7 @@ from attention_viz.service.pngstore import PngStore
 from attention_viz.service.requests import Settings, parse_colour_scale
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
+    ADDITIVE,
     export_record,
     export_stem,
     head_title,
@@ -84,6 +85,9 @@ class ModelControls:
     head: int
     scale_mode: str             # how the model was trained ("sqrt_dk" for the untrained one)
     d_k_note: str               # which d_k values exist
+    study: bool = False         # a study model: the compatibility picker shows
+    compatibility: str | None = None  # the picker's value: the study family's arm, None for other models
+    scaling_applies: bool = True      # False for additive attention (the scaling control changes nothing)
 
 
 class Views:
@@ -142,10 +146,13 @@ class Views:
         whole = all(value.is_integer() for value in logs)
         step = math.gcd(*(int(b - a) for a, b in zip(logs, logs[1:], strict=False))) if whole and len(logs) > 1 else 1
         max_layer = min(config.n_encoder_layers, config.n_decoder_layers) - 1
+        note = "Trained d_k: " + ", ".join(str(value) for value in members.d_ks) + "."
+        if members.compatibility == "additive":
+            note += " Additive attention has no QKᵀ: scaling does not apply."
         return ModelControls(
             False, d_k, min(logs), max(logs) if len(logs) > 1 else min(logs) + 1, float(step) if whole else 0.25,
             max_layer, config.n_heads - 1, min(layer, max_layer), min(head, config.n_heads - 1), members.scale,
-            "Trained d_k: " + ", ".join(str(value) for value in members.d_ks) + ".",
+            note, members.study, members.arm if members.study else None, members.compatibility != "additive",
         )
 
     def largest_model(self) -> tuple[int, int]:
@@ -205,14 +212,20 @@ class Views:
         title = f"{KINDS[request.kind]}, layer {request.layer}, head {request.head}"
         mask = run.mask(request.kind)
         output = steps.arrays["output"]
+        additive = settings.compatibility == "additive"
+        first = (f"**{ADDITIVE}** (additive attention, hidden width d_k = {settings.d_k}) → **not scaled** (×1) → "
+                 if additive else
+                 f"**QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → ")
         text = (
-            f"*{title}*: **QKᵀ** (d_k = {settings.d_k}) → **scaled** ×{steps.factor:.4g} ({scaling_text(settings)}) → "
+            f"*{title}*: {first}"
             f"**masked**: {int((~mask).sum())} of {mask.size} scores set to −∞ → **softmax** "
             f"(each row sums to 1; −∞ becomes exactly 0) → **weights·V**, this head's output "
             f"[{output.shape[0]} × d_v = {output.shape[1]}]."
         )
         payload = pack_steps(steps.arrays, steps.query_tokens, steps.key_tokens, mask, settings.d_k, steps.factor,
                              scaling_text(settings), request.kind, request.layer, request.head, text)
+        if additive:  # the first panels hold w_hᵀ tanh(q_h + k_h), which nothing scales
+            payload["panels"][0]["name"], payload["panels"][1]["name"] = ADDITIVE, "not scaled"
         payload["settings"] = settings_record(settings)
         return payload, text
 

@@ -6,8 +6,11 @@ turns that into a gr.Error, and nothing else happens here: no math, no drawing.
 The named endpoints (gradio_client: `Client(url).predict(..., api_name="/visualize")`; a refused input raises
 gradio_client.exceptions.AppError carrying the message):
 
-/visualize (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model, n_heads)
-    -> (run, output, notes). One run of the model, with every map of every kind, layer and head:
+/visualize (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
+    compatibility=None) -> (run, output, notes). model: a family key ("reverse/sqrt_dk", "reverse/none",
+    "copy/sqrt_dk", "sort/sqrt_dk", the study's "study/scaled_dot", "study/dot", "study/additive") or "untrained".
+    compatibility (last, optional in every endpoint below): None or "" runs `model`; with a study model,
+    "scaled_dot", "dot" or "additive" runs the study's family of that compatibility function at the same d_k. One run of the model, with every map of every kind, layer and head:
     run     dict, the packed run the page's explorer draws (format "attention_viz.explorer/1", documented in
             attention_viz/explorer/pack.py): "title", "output", "notes" (list of Markdown lines),
             "tokens" {"source", "target"}, "n_heads", "quant" (65535), "kinds" (one entry per attention kind:
@@ -20,20 +23,20 @@ gradio_client.exceptions.AppError carrying the message):
     output  str, the model's output (for an untrained model, a note that it means nothing).
     notes   str, Markdown: model, d_k, scaling, masks, and the output against the task's answer.
     No image: the browser draws the grid of every layer x head and the chosen head from `run`.
-/steps (the ten settings above, kind, layer, head) -> (steps, text): Figure 2 (left) for one head as numbers,
+/steps (the ten settings above, kind, layer, head, compatibility) -> (steps, text): Figure 2 (left) for one head as numbers,
     which the page draws one panel at a time: steps is a dict (format "attention_viz.steps/1", documented in
     attention_viz/explorer/steps.py): "kind", "label", "layer", "head", "title", "queries"/"keys" (the tokens of
     rows and columns), "d_k", "d_v", "factor", "scaling", "mask" ([Q][K] booleans, true = may attend), "panels"
     (five {"key", "name", "values"}: scores QKᵀ, scaled, masked (null = −∞), softmax weights [Q][K], and
     weights·V [Q][d_v]; float32 values written as their shortest decimals), "text" and "settings".
     attention_viz.explorer.steps_arrays(steps) gives them as float32 arrays. text: Markdown on each panel.
-/compare (the ten settings, kind, layer, head, comparison: "scaling" | "causal_mask" | "padding_mask")
+/compare (the ten settings, kind, layer, head, comparison: "scaling" | "causal_mask" | "padding_mask", compatibility)
     -> (comparison, text): the head with the switch on (a) and off (b), same input, as a dict (format
     "attention_viz.compare/1"): the identity and tokens as above, "comparison", "labels" [on, off], "a", "b",
     "difference" (a − b) [Q][K], "masks" [a's, b's], "largest" {"query", "key", "value"} or null, "mean_abs",
     "outputs" [on, off], "text", "settings"; the page draws the difference as a red (more weight on) / blue table.
     text: Markdown on what changed and both outputs.
-/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head") -> [4 file paths]:
+/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [4 paths]:
     the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV.
 /dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
     {"headers": [...], "data": [[...], ...]} of footnote 4's numbers.
@@ -78,44 +81,45 @@ class Handlers:
         self.runs = views.runs
 
     def _settings(self, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens,
-                  d_model, n_heads) -> Settings:
+                  d_model, n_heads, compatibility=None) -> Settings:
         return self.runs.settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads)
+                                  pad_tokens, d_model, n_heads, compatibility)
 
     @handler
     def visualize(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float):
+                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
+                  compatibility: str | None = None):
         """The packed run (every kind, layer and head, drawn in the browser), the output, the notes (Markdown)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads)
+                                  pad_tokens, d_model, n_heads, compatibility)
         view = self.views.visualize(settings, requested_d_k=d_k)
         return view.run, view.output, view.info
 
     @handler
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
               causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-              kind: str, layer: float, head: float):
+              kind: str, layer: float, head: float, compatibility: str | None = None):
         """Figure 2 (left) for one head as numbers (QKᵀ, scaled, masked, softmax, weights·V), and Markdown."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads)
+                                  pad_tokens, d_model, n_heads, compatibility)
         return self.views.steps(settings, kind, layer, head)
 
     @handler
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                 causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                kind: str, layer: float, head: float, comparison: str):
+                kind: str, layer: float, head: float, comparison: str, compatibility: str | None = None):
         """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask") as numbers, and Markdown."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads)
+                                  pad_tokens, d_model, n_heads, compatibility)
         return self.views.compare(settings, comparison, kind, layer, head)
 
     @handler
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-               kind: str, layer: float, head: float, colour_scale: str):
+               kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None):
         """The grid and the head as PNG, every map as .npz, the head as CSV."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads)
+                                  pad_tokens, d_model, n_heads, compatibility)
         return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale)]
 
     @handler
@@ -131,25 +135,34 @@ class Handlers:
 
     @handler
     def model_controls(self, model: str, d_k: float, n_heads: float):
-        """The d_k controls for a newly picked model: its d_k family (log₂), training scale, which d_k exist."""
+        """The d_k controls for a newly picked model: its d_k family (log₂), training scale, which d_k exist, and
+        the compatibility picker (shown, with the model's own, for a study model only; scaling off for additive)."""
         c = self.views.model_controls(model, d_k, n_heads=n_heads)
         return (
             gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k)),
             gr.update(value=c.d_k),
             gr.update(visible=c.untrained),
-            gr.update(value=c.scale_mode),
+            gr.update(value=c.scale_mode, interactive=c.scaling_applies),
             c.d_k_note,
+            gr.update(value=c.compatibility, visible=c.study),
         )
 
+    @handler
+    def pick_compatibility(self, model: str, compatibility: str | None):
+        """The model picker's value for the compatibility picker's choice (the study's family of that function);
+        unchanged (no event) when it is already that."""
+        picked = self.runs.catalog.with_compatibility(self.runs.catalog.check_model(model), compatibility)
+        return gr.skip() if picked == model else gr.update(value=picked)
+
     def refresh_tab(self, active, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                    pad_tokens, d_model, n_heads, kind, layer, head, comparison):
+                    pad_tokens, d_model, n_heads, kind, layer, head, comparison, compatibility=None):
         """After the main view updates, update the step view or the comparison too when its tab is open."""
         args = (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model,
                 n_heads, kind, layer, head)
         if active == "steps":
-            return (*self.steps(*args), gr.skip(), gr.skip())
+            return (*self.steps(*args, compatibility), gr.skip(), gr.skip())
         if active == "compare":
-            return (gr.skip(), gr.skip(), *self.compare(*args, comparison))
+            return (gr.skip(), gr.skip(), *self.compare(*args, comparison, compatibility))
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 

@@ -14,6 +14,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.webui import lab_tab, runtime, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
+from attention_viz.webui.widgets import Blocks
 
 QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
 CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...) at a time; the cores are shared
@@ -35,7 +36,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # they are, not copied into Gradio's cache on every answer.
     gr.set_static_paths([views.image_dir])
     # delete_cache: every hour, drop the exports Gradio cached more than an hour ago.
-    with gr.Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:
+    with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # widgets.Blocks: optional inputs
         gr.Markdown(INTRO)
         with gr.Tabs():
             with gr.Tab("Transformer", id="transformer"):

@@ -18,6 +18,7 @@ import gradio as gr
 from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import (
     COLOUR_SCALES,
+    COMPATIBILITY_LABEL,
     COMPARISONS,
     D_K_RANGE,
     D_MODEL_RANGE,
@@ -27,6 +28,7 @@ from attention_viz.service.limits import (
     HEADS_RANGE,
     PAD_TOKENS_RANGE,
     SCALE_MODES,
+    STUDY_ARMS,
 )
 from attention_viz.service.views import Views
 from attention_viz.webui.explorer_view import explorer_view, selection_js
@@ -56,6 +58,11 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
                               label=f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)")
             gr.Examples([[e] for e in EXAMPLES], inputs=[text], label="Examples")
             model = gr.Dropdown(catalog.model_choices, value=model0, label="Model", elem_id="model")
+            compat = gr.Radio([(label, key) for key, label in STUDY_ARMS.items()], value=controls0.compatibility,
+                              visible=controls0.study, label=f"{COMPATIBILITY_LABEL} (the study's models, same d_k)",
+                              elem_id="compatibility")
+            if hasattr(demo, "optional"):  # the page's widgets.Blocks: API clients may leave it out (it comes last)
+                demo.optional(compat)
             with gr.Group(visible=controls0.untrained) as untrained_box:
                 d_model = gr.Slider(*D_MODEL_RANGE, value=DEFAULT_UNTRAINED["d_model"], step=8,
                                     label="d_model (untrained model)", elem_id="d_model")
@@ -105,12 +112,12 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
                                     file_count="multiple", interactive=False, elem_id="files")
 
     settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
-    head_inputs = [*settings_inputs, kind, layer, head]
+    head_inputs = [*settings_inputs, kind, layer, head]  # every endpoint takes `compat` last (optional in the API)
     view_outputs = [view, output, info]
     chosen = selection_js(VIEW, at=len(settings_inputs))  # kind, layer, head: the explorer's, when asked
     refused = dict(fn=None, inputs=None, outputs=[output, info],
                    js=stale_js([VIEW, STEPS, COMPARE], outputs=["", REFUSED]), **PRIVATE)
-    refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison],
+    refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison, compat],
                    outputs=[steps, steps_text, compare, compare_text],
                    js=selection_js(VIEW, at=1 + len(settings_inputs)), **PRIVATE)
 
@@ -129,23 +136,25 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     answered(gr.on(
         [text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
          d_model.release],
-        handlers.visualize, settings_inputs, view_outputs, api_name="visualize", **LIVE, **RAW,
+        handlers.visualize, [*settings_inputs, compat], view_outputs, api_name="visualize", **LIVE, **RAW,
     ))
     log2_slider_pair(dk_log, d_k)
-    # A new model (or number of heads) changes the d_k controls first, then the run.
+    # A new model (or number of heads) changes the d_k controls first, then the run. The compatibility picker
+    # picks the study's model of that function (a new model, so the same path).
     controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads],
-                     [dk_log, d_k, untrained_box, scale, dk_note], **PRIVATE)
+                     [dk_log, d_k, untrained_box, scale, dk_note, compat], **PRIVATE)
     controls.failure(**refused)
-    answered(controls.success(handlers.visualize, settings_inputs, view_outputs, **PRIVATE, **LIVE))
+    answered(controls.success(handlers.visualize, [*settings_inputs, compat], view_outputs, **PRIVATE, **LIVE))
+    compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
         tab.select(lambda name=name: name, None, active, queue=False, **PRIVATE)
-    marked(tab_steps.select(handlers.steps, head_inputs, [steps, steps_text], api_name="steps", js=chosen, **RAW),
-           [STEPS])
-    compare_inputs = [*head_inputs, comparison]
+    marked(tab_steps.select(handlers.steps, [*head_inputs, compat], [steps, steps_text], api_name="steps",
+                            js=chosen, **RAW), [STEPS])
+    compare_inputs = [*head_inputs, comparison, compat]
     marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
                              js=chosen, **RAW), [COMPARE])
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
-    export_button.click(handlers.export, [*head_inputs, colour], files, api_name="export", js=chosen, **RAW)
+    export_button.click(handlers.export, [*head_inputs, colour, compat], files, api_name="export", js=chosen, **RAW)

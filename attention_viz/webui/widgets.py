@@ -11,6 +11,27 @@ RAW = dict(preprocess=False)
 PRIVATE = dict(api_visibility="private")
 
 
+class Blocks(gr.Blocks):
+    """gr.Blocks whose events may arrive without their trailing optional inputs (those passed to `optional`,
+    added after the API was published): a raw HTTP client written before them still works, and each missing one
+    is None, as gradio_client sends it (its handler's default)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._optional_ids: set[int] = set()
+
+    def optional(self, component: gr.components.Component) -> gr.components.Component:
+        """Mark an input that clients may leave out when it comes last."""
+        self._optional_ids.add(component._id)
+        return component
+
+    async def preprocess_data(self, block_fn, inputs, state, explicit_call=False):
+        missing = block_fn.inputs[len(inputs):]
+        if missing and all(block._id in self._optional_ids for block in missing):
+            inputs = [*inputs, *(None for _ in missing)]
+        return await super().preprocess_data(block_fn, inputs, state, explicit_call)
+
+
 def picture(caption: str, elem_id: str, **kwargs) -> gr.Image:
     """A PNG image output under a one-line caption (a label drawn on the image would hide its corner)."""
     gr.Markdown(caption)

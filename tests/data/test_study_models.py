@@ -70,7 +70,7 @@ def test_a_member_loads_and_its_snapshots_are_complete(name):
         assert worst <= 1e-5 and card["half_precision_max_map_error"] > study.HALF_PRECISION_TOLERANCE
 
 
-def test_the_catalog_lists_the_study_as_three_families_but_the_app_does_not_show_them():
+def test_a_catalog_of_the_study_folder_alone_groups_it_as_the_shipped_families_are():
     families = Catalog(STUDY).families
     assert {key: f.d_ks for key, f in families.items()} == {
         key: list(study.D_K) for key in ("reverse/sqrt_dk", "reverse/none", "reverse/additive")}

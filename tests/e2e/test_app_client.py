@@ -178,3 +178,25 @@ def test_the_readmes_client_example_runs_against_the_app(app_url, tmp_path):
         code = block.replace("http://127.0.0.1:7860/", app_url)
         result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, f"{code}\n---\n{result.stderr[-3000:]}"
+
+
+def test_visualize_with_a_study_model_and_its_compatibility(client):
+    run, output, notes = client.predict(text="hello", model="study/scaled_dot", d_k=100, api_name="/visualize")
+    assert (run["settings"]["model"], run["settings"]["checkpoint"], run["settings"]["d_k"]) == (
+        "study/scaled_dot", "reverse_scaled_dot_dk128", 128)  # compatibility left out, as an old client does
+    assert "compatibility study, seed 0: scaled dot product" in notes and "held-out exact match" in notes
+    run, output, notes = client.predict(text="hello", model="study/scaled_dot", d_k=100, compatibility="additive",
+                                        api_name="/visualize")
+    assert run["settings"]["checkpoint"] == "reverse_additive_dk128" and output == "olleh"
+    maps, _ = unpack(run)
+    assert np.abs(maps["decoder.0.cross_attn"].sum(-1) - 1).max() < 1e-3 and "Scaling does not apply" in notes
+    with pytest.raises(AppError, match="compatibility function must be one of"):
+        client.predict(text="hello", model="study/dot", compatibility="cosine", api_name="/visualize")
+
+
+def test_raw_http_takes_the_compatibility_last_or_not_at_all(app_url):
+    values = as_list(**{**UNTRAINED, "model": "study/dot", "d_k": 32})
+    event, data = raw_call(app_url, "visualize", [*values, "additive"])
+    assert event == "complete" and data[0]["settings"]["checkpoint"] == "reverse_additive_dk32"
+    event, data = raw_call(app_url, "visualize", values)  # an old client's ten values
+    assert event == "complete" and data[0]["settings"]["checkpoint"] == "reverse_dot_dk32"

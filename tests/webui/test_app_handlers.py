@@ -71,7 +71,9 @@ def test_visualize_takes_no_view_control(handlers):
     """Kind, layer, head and colour scale are chosen in the browser from the one run: /visualize has no such input."""
     import inspect
 
-    assert list(inspect.signature(handlers.visualize).parameters) == SETTINGS_KEYS
+    parameters = inspect.signature(handlers.visualize).parameters
+    assert list(parameters) == [*SETTINGS_KEYS, "compatibility"]  # the study's picker, last and optional
+    assert parameters["compatibility"].default is None
 
 
 # Controls that change the computation: from a starting point, one change reruns the model and changes the picture.
@@ -115,13 +117,13 @@ def test_snapped_d_k_is_reported(handlers):
 
 
 def test_model_controls_follow_the_family(handlers):
-    dk_log, d_k, untrained_box, scale, note = handlers.model_controls("reverse/sqrt_dk", 20, 4)
+    dk_log, d_k, untrained_box, scale, note, compat = handlers.model_controls("reverse/sqrt_dk", 20, 4)
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
     assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
     assert d_k["value"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
     assert note == "Trained d_k: 4, 16, 64."
     assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
-    dk_log, d_k, untrained_box, scale, note = handlers.model_controls(UNTRAINED, 300, 3)
+    dk_log, d_k, untrained_box, scale, note, compat = handlers.model_controls(UNTRAINED, 300, 3)
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
     assert untrained_box["visible"] is True and note.startswith("Any d_k from 1 to 1024")
 
@@ -243,9 +245,13 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     demo = page.build_app(Views(runs))
     endpoints = demo.get_api_info()["named_endpoints"]
     assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
-    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == SETTINGS_KEYS
+    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == [*SETTINGS_KEYS, "compatibility"]
     assert [r["label"] for r in endpoints["/visualize"]["returns"]] == ["run", "Model output", "notes"]
-    assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == list(BASE)
+    assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == [*BASE, "compatibility"]
+    for name in ("/visualize", "/steps", "/compare", "/export"):  # old clients may leave it out
+        last = endpoints[name]["parameters"][-1]
+        assert (last["parameter_name"], last["parameter_has_default"], last["parameter_default"]) == (
+            "compatibility", True, None)
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
     assert [r["label"] for r in endpoints["/steps"]["returns"]] == ["steps", "text"]
     assert [r["label"] for r in endpoints["/compare"]["returns"]] == ["comparison", "text"]

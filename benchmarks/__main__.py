@@ -1,5 +1,8 @@
 """One command for every benchmark: `python -m benchmarks [--quick] [--only kernel,model,memory,app,explorer] [--device auto|cpu|cuda]`.
 
+`--only page` opens the app's page fresh 10 times and times it to the explorer's first drawn view
+(benchmarks/page.py; not in the default set).
+
 `--only classroom [--students 30] [--duration-s 75] [--against main]` runs a class of students on the app
 (benchmarks/classroom.py; not in the default set: it takes 1.5-3 minutes per app).
 
@@ -16,7 +19,7 @@ import sys
 import time
 
 DEFAULT_SECTIONS = ("kernel", "model", "memory", "app", "explorer")
-SECTIONS = (*DEFAULT_SECTIONS, "classroom")
+SECTIONS = (*DEFAULT_SECTIONS, "page", "classroom")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -96,6 +99,11 @@ def main(argv: list[str] | None = None) -> dict:
 
         section("View changes in the browser (Chromium, performance marks)", "explorer",
                 lambda: explorer.run(10 if args.quick else 40, app=not args.quick), explorer.report)
+    if "page" in args.only and args.device != "cuda":
+        from . import page
+
+        section("The page complete in the browser (Chromium, fresh openings)", "page",
+                lambda: page.run(3 if args.quick else 10), page.report)
     if "classroom" in args.only and args.device != "cuda":
         from . import classroom
 

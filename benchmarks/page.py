@@ -1,0 +1,109 @@
+"""The page complete: from the app's HTML arriving to the explorer's first drawn view, in Chromium.
+
+`python -m benchmarks.page [--opens 10] [--out DIR]`, or `python -m benchmarks --only page`.
+
+Launches the app (app.py) and opens its page in Debian's headless Chromium (/usr/bin/chromium through
+Playwright; software rendering, no GPU), each time in a fresh browser context (empty cache, no cookies),
+one after another. Per opening it reads, in the page's own clock (ms since the navigation began):
+the HTML document's responseEnd (PerformanceNavigationTiming), DOMContentLoaded, and the end of the
+explorer's first "explorer-frame" measure for its first run (reason "payload", root "explorer"): the
+explorer (attention_viz/explorer/static/explorer.js) closes that measure in the task after the first
+frame painted with its grid drawn. "Page complete" is that end minus responseEnd: the scripts, Gradio's
+start-up, the opening run's request and the first paint of the grid. One unmeasured opening comes first
+(the server's first page); its figure is kept in the results but not in the median. Timings go nowhere
+near a test assertion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from .common import load, percentile, table, write_json
+from .explorer import ARGS, CHROMIUM
+
+# In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
+READ = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const first = performance.getEntriesByName('explorer-frame')
+    .filter(m => m.detail && m.detail.root === 'explorer' && m.detail.reason === 'payload')[0];
+  return {responseEnd: nav.responseEnd, domContentLoaded: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
+          firstView: first ? first.startTime + first.duration : null};
+}"""
+FIRST_VIEW = """() => performance.getEntriesByName('explorer-frame')
+  .some(m => m.detail && m.detail.root === 'explorer' && m.detail.reason === 'payload')"""
+
+
+def open_once(browser, url: str) -> dict:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_function(FIRST_VIEW, timeout=60_000, polling=50)
+        got = page.evaluate(READ)
+    finally:
+        context.close()
+    got["complete"] = got["firstView"] - got["responseEnd"]
+    return got
+
+
+def run(opens: int = 10) -> dict:
+    import httpx
+    from playwright.sync_api import sync_playwright
+
+    from devtools.launcher import ROOT, Server
+
+    result: dict = {"opens": opens, "load_before": load(), "samples": []}
+    with Server([sys.executable, "app.py"], ROOT / "benchmarks" / "results" / "logs" / "page_app.log") as server:
+        with httpx.Client(timeout=5) as client:
+            server.wait_http(client, 180)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            result["browser"] = browser.version
+            try:
+                result["warm_up"] = open_once(browser, server.base + "/")
+                for _ in range(opens):
+                    time.sleep(1.0)  # the last page's own work on the server out of the way
+                    result["samples"].append(open_once(browser, server.base + "/"))
+            finally:
+                browser.close()
+    result["load_after"] = load()
+    return result
+
+
+def report(result: dict) -> str:
+    rows = []
+    for label, key in (("HTML responseEnd (from navigation start)", "responseEnd"),
+                       ("DOMContentLoaded end (from navigation start)", "domContentLoaded"),
+                       ("first drawn view (from navigation start)", "firstView"),
+                       ("**page complete: first drawn view - responseEnd**", "complete")):
+        values = [s[key] for s in result["samples"]]
+        rows.append([label, len(values), f"{statistics.median(values):.0f}", f"{percentile(values, 95):.0f}",
+                     f"{max(values):.0f}"])
+    head = (f"The app's page opened fresh {result['opens']} times (Chromium {result['browser']}, headless, "
+            f"software rendering; a new browser context each time, after one unmeasured opening: "
+            f"page complete {result['warm_up']['complete']:.0f} ms). load average {result['load_before']} -> "
+            f"{result['load_after']}")
+    return head + "\n\n" + table(["measure", "n", "median ms", "p95 ms", "max ms"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.page", description=__doc__.splitlines()[0])
+    parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.opens <= 200:
+        parser.error("opens: 1..200")
+    result = run(args.opens)
+    print(report(result), flush=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = write_json(f"page-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")
+    print(f"\nresults in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

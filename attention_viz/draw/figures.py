@@ -9,7 +9,6 @@ and two users never share a figure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -27,35 +26,6 @@ def figure_to_array(fig: Figure) -> np.ndarray:
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
-
-
-@dataclass(frozen=True)
-class LogAxes:
-    """Where one axes with a log x axis lies in a drawn figure's pixels: to mark an x value without redrawing."""
-
-    left: float  # pixel columns of the x limits
-    right: float
-    top: int  # pixel rows of the axes' top and bottom edges
-    bottom: int
-    log_min: float  # log₂ of the x limits
-    log_max: float
-
-    def column(self, x: float) -> int:
-        """The pixel column of x (positive), on this axes' log scale."""
-        fraction = (math.log2(x) - self.log_min) / (self.log_max - self.log_min)
-        return round(self.left + fraction * (self.right - self.left))
-
-
-def log_x_axes(fig: Figure) -> list[LogAxes]:
-    """Every axes of a figure already drawn (figure_to_array), as pixel boxes with their log₂ x limits."""
-    height = fig.bbox.height
-    placed = []
-    for ax in fig.axes:
-        box = ax.get_window_extent()  # display units = pixels at the figure's dpi, origin bottom-left
-        low, high = ax.get_xlim()
-        placed.append(LogAxes(box.x0, box.x1, round(height - box.y1), round(height - box.y0),
-                              math.log2(low), math.log2(high)))
-    return placed
 
 
 def figure_to_png(fig: Figure, compress_level: int = 1) -> bytes:

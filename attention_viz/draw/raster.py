@@ -137,14 +137,6 @@ class GridLayout:
         y = self.top + layer * (self.n_q * self.cell + self.gap)
         return y, self.left + head * (self.n_k * self.cell + self.gap)
 
-    def head_at(self, x: int, y: int) -> tuple[int, int] | None:
-        """(layer, head) under pixel (x, y), e.g. a click on the image; None in gaps and margins."""
-        layer, dy = divmod(y - self.top, self.n_q * self.cell + self.gap)
-        head, dx = divmod(x - self.left, self.n_k * self.cell + self.gap)
-        inside = 0 <= layer < self.n_layers and 0 <= head < self.n_heads
-        return (layer, head) if inside and dy < self.n_q * self.cell and dx < self.n_k * self.cell else None
-
-
 def to_numpy(values) -> np.ndarray:
     """A numpy array from an array-like or a torch tensor (detached, on the CPU), without importing torch."""
     if hasattr(values, "detach"):
@@ -428,11 +420,3 @@ def _write_values(canvas: Image.Image, w: np.ndarray, colours: np.ndarray, layou
         coverage = tiles[np.where(cells, which, 0)]  # (Q, K, cell, cell)
         mask = Image.fromarray(np.ascontiguousarray(coverage.transpose(0, 2, 1, 3).reshape(n_q * cell, n_k * cell)))
         canvas.paste(ink, (layout.left, layout.top), mask)
-
-
-def mark_column(image: np.ndarray, x: int, top: int, bottom: int, alpha: float = 0.5) -> None:
-    """Darken pixel column x between rows top and bottom (a vertical line, black at `alpha`), in place."""
-    if 0 <= x < image.shape[1]:
-        column = image[top:bottom, x]
-        column[...] = np.rint(column * (1.0 - alpha)).astype(np.uint8)
-

@@ -87,17 +87,6 @@ def test_grid_per_head_max_stretches_each_head():
     np.testing.assert_array_equal(fixed[0, 0], raster.grid_palette()[126])
 
 
-def test_grid_head_at_inverts_origin_and_skips_gaps():
-    layout = raster.grid_layout((6, 8, 10, 12), cell=2, gap=3, labels=True)
-    for layer, head in [(0, 0), (2, 5), (5, 7)]:
-        y, x = layout.origin(layer, head)
-        assert layout.head_at(x, y) == (layer, head)
-        assert layout.head_at(x + 12 * 2 - 1, y + 10 * 2 - 1) == (layer, head)
-        assert layout.head_at(x + 12 * 2, y) is None  # first gap pixel to the right
-        assert layout.head_at(x, y + 10 * 2) is None  # first gap pixel below
-    assert layout.head_at(0, 0) is None  # the label margin
-
-
 def test_grid_labels_are_drawn():
     w = np.zeros((2, 2, 8, 8))
     top, left = raster.LABEL_MARGIN

@@ -106,28 +106,3 @@ assert "matplotlib.pyplot" not in sys.modules, "pyplot was imported"
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=RENDER_SOURCE.parents[2])
     assert result.returncode == 0, result.stderr
-
-
-def test_a_d_k_marker_painted_on_the_sweep_lands_where_matplotlib_draws_it():
-    """The lab marks the slider's d_k by darkening a pixel column in each panel of a sweep drawn once; that column
-    is where ax.axvline(d_k) puts the line in a figure drawn again (within a pixel), and nothing else changes."""
-    from attention_viz.draw import raster
-
-    sweep = lab.sweep((1, 4, 16, 64, 256), 8, 8, 0)
-    fig = render.sweep_figure(sweep)
-    base = render.figure_to_array(fig)
-    panels = render.log_x_axes(fig)
-    assert len(panels) == 4
-    for d_k in (4, 64):
-        marked = base.copy()
-        for panel in panels:
-            raster.mark_column(marked, panel.column(d_k), panel.top, panel.bottom)
-        changed = np.nonzero((marked != base).any(axis=(0, 2)))[0]  # the columns the marker touched
-        assert 1 <= len(changed) <= 4  # one column per panel; the 2 x 2 panels share two columns
-        redrawn = render.sweep_figure(sweep)
-        for ax in redrawn.axes:
-            ax.axvline(d_k, color="black", linewidth=0.8, alpha=0.5)
-        reference = render.figure_to_array(redrawn)
-        line = np.nonzero((reference != base).any(axis=(0, 2)))[0]  # columns matplotlib's line darkened
-        for column in changed:
-            assert np.abs(line - column).min() <= 1

@@ -25,11 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from devtools.browser import CHROMIUM as BROWSER, CHROMIUM_ARGS
+
 from .common import load, percentile, table, write_json
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM, ARGS = str(BROWSER), CHROMIUM_ARGS
 CHANGES = ("tile", "kind", "scale")
 # In the page: `n` changes of one sort, each after the last one's frame; the measures' durations by reason.
 RUN_CHANGES = """async ([what, n]) => {

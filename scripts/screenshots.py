@@ -18,9 +18,9 @@ from playwright.sync_api import Page, expect, sync_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # devtools/ is a folder of the repository
 
+from devtools.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from devtools.launcher import Server  # noqa: E402
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
 TIMEOUT_MS = 60_000
 
 
@@ -96,7 +96,7 @@ def take(page: Page, url: str, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshots")
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromium", default=str(CHROMIUM))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with Server([sys.executable, "app.py"], Path(tempfile.mkdtemp()) / "app.log") as app, \

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import pytest
 import torch
 
@@ -59,3 +61,15 @@ def views(runs):
     from attention_viz.service.views import Views
 
     return Views(runs)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright drives Debian's Chromium (devtools.browser), for tests/e2e and tests/explorer alike."""
+    from devtools.browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        if os.environ.get("ATTENTION_VIZ_REQUIRE_BROWSER"):  # set by .ci/run: CI never skips the browser tests
+            pytest.fail(f"{CHROMIUM} is missing, and the browser tests must run here")
+        pytest.skip(f"{CHROMIUM} is missing (`bash .ci/run` installs it)")
+    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "headless": True, "args": CHROMIUM_ARGS}

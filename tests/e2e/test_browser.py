@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
+from devtools.browser import READABLE_JS
+
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.draw import raster
 from attention_viz.explorer import steps_arrays, unpack
@@ -40,24 +42,7 @@ OVERLAPS = """() => {
 }"""
 
 
-# Every element with text of its own in a view: its font size; every value cell: its text box against its cell's
-# box, and whether two text boxes meet (they must not). (tests/explorer/test_steps_browser.py has the same.)
-READABLE = """(root) => {
-    const own = [...root.querySelectorAll('*')].filter(e => e.getClientRects().length &&
-        [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()));
-    const fonts = own.map(e => parseFloat(getComputedStyle(e).fontSize));
-    const boxes = [...root.querySelectorAll('.av-panel td, .av-panel th')].filter(c => c.textContent.trim()).map(c => {
-        const range = document.createRange(); range.selectNodeContents(c);
-        return [range.getBoundingClientRect(), c.getBoundingClientRect()];
-    });
-    const inside = ([t, c]) => t.left >= c.left - 0.5 && t.right <= c.right + 0.5 && t.top >= c.top - 0.5 &&
-        t.bottom <= c.bottom + 0.5;
-    const hit = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
-    let overlaps = 0;
-    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) if (hit(boxes[i][0], boxes[j][0])) overlaps++;
-    return {texts: own.length, smallest: Math.min(...fonts), values: root.querySelectorAll('td.av-v').length,
-            outside: boxes.filter(b => !inside(b)).length, overlaps: overlaps};
-}"""
+
 
 
 def settle(page: Page) -> None:
@@ -293,7 +278,7 @@ def test_steps_are_readable_at_1280_one_panel_at_a_time(page: Page, app_url):
         if i:
             page.keyboard.press("ArrowRight")
         expect(steps).to_have_attribute("data-step", key)
-        measured = steps.evaluate(READABLE)
+        measured = steps.evaluate(READABLE_JS)
         assert measured["smallest"] >= 11 and measured["outside"] == 0 and measured["overlaps"] == 0, (key, measured)
         cell = page.locator(f'{STEPS_ROOT} td[data-q="3"][data-k="{1 if key == "output" else 2}"]')
         cell.hover()
@@ -431,7 +416,7 @@ def test_phone_width(page: Page, app_url):
     panel = page.locator(f"{STEPS_ROOT} .av-panel")
     scroll = panel.evaluate("p => [p.scrollWidth, p.clientWidth, getComputedStyle(p).overflowX]")
     assert scroll[0] > scroll[1] and scroll[2] == "auto", scroll
-    measured = page.locator(STEPS_ROOT).evaluate(READABLE)
+    measured = page.locator(STEPS_ROOT).evaluate(READABLE_JS)
     assert measured["smallest"] >= 11 and measured["outside"] == 0 and measured["overlaps"] == 0, measured
     panel.evaluate("p => { p.scrollLeft = p.scrollWidth; }")
     assert panel.evaluate("p => p.scrollLeft") > 0

@@ -7,7 +7,6 @@ reason where /usr/bin/chromium is missing, failed instead when ATTENTION_VIZ_REQ
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from attention_viz.data.checkpoints import load_model
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, VOCAB_SIZE
 from attention_viz.explorer.notebook import run_model
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
 # The widest run the app allows on an untrained model: 16 heads, 20 characters + <eos> + 16 pads, N = 2.
 # The maps' shapes depend only on heads and tokens, so a narrow d_model gives the same payload quickly.
@@ -51,19 +49,3 @@ def widest_payload(widest_model):
     assert len(WIDEST_TEXT) == DEFAULT_MAX_LEN
     # an untrained model decodes exactly as many tokens as the source has characters + 1 (the app's rule)
     return run_model(widest_model, WIDEST_TEXT, pad_tokens=WIDEST_PADS, max_len=len(WIDEST_TEXT) + 1)
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    """pytest-playwright drives Debian's Chromium (never a downloaded build)."""
-    if not CHROMIUM.exists():
-        if os.environ.get("ATTENTION_VIZ_REQUIRE_BROWSER"):  # set by .ci/run: CI never skips the browser tests
-            pytest.fail(f"{CHROMIUM} is missing, and the browser tests must run here")
-        pytest.skip(f"{CHROMIUM} is missing (`bash .ci/run` installs it)")
-    return {
-        **browser_type_launch_args,
-        "executable_path": str(CHROMIUM),
-        "headless": True,
-        "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    }

@@ -14,29 +14,14 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
+from devtools.browser import READABLE_JS
+
 from attention_viz.explorer import compare_arrays, steps_arrays, steps_html
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
 pytestmark = pytest.mark.browser
 ORDER = ["scores", "scaled", "masked", "weights", "output"]
-# Every element with text of its own in a view: its font size; every value cell: its text box against its cell's
-# box, and whether two text boxes meet (they must not).
-READABLE = """(root) => {
-    const own = [...root.querySelectorAll('*')].filter(e => e.getClientRects().length &&
-        [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()));
-    const fonts = own.map(e => parseFloat(getComputedStyle(e).fontSize));
-    const boxes = [...root.querySelectorAll('.av-panel td, .av-panel th')].filter(c => c.textContent.trim()).map(c => {
-        const range = document.createRange(); range.selectNodeContents(c);
-        return [range.getBoundingClientRect(), c.getBoundingClientRect()];
-    });
-    const inside = ([t, c]) => t.left >= c.left - 0.5 && t.right <= c.right + 0.5 && t.top >= c.top - 0.5 &&
-        t.bottom <= c.bottom + 0.5;
-    const hit = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
-    let overlaps = 0;
-    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) if (hit(boxes[i][0], boxes[j][0])) overlaps++;
-    return {texts: own.length, smallest: Math.min(...fonts), values: root.querySelectorAll('td.av-v').length,
-            outside: boxes.filter(b => !inside(b)).length, overlaps: overlaps};
-}"""
+
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +75,7 @@ def test_the_stepper_shows_each_panel_readably(page: Page, tmp_path, steps_paylo
             page.keyboard.press("ArrowRight")  # the focus is on the stepper: the arrow keys step
         expect(root).to_have_attribute("data-step", key)
         expect(page.locator("#steps .av-pick.av-on")).to_have_attribute("data-pick", key)
-        measured = root.evaluate(READABLE)
+        measured = root.evaluate(READABLE_JS)
         columns = steps_payload["d_v"] if key == "output" else keys
         assert measured["values"] == queries * columns, measured
         assert measured["smallest"] >= 11 and measured["outside"] == 0 and measured["overlaps"] == 0, (key, measured)
@@ -143,7 +128,7 @@ def test_compare_is_a_diverging_table_with_the_largest_change_outlined(page: Pag
     root = page.locator("#steps")
     arrays = compare_arrays(compare_payload)
     largest = compare_payload["largest"]
-    measured = root.evaluate(READABLE)
+    measured = root.evaluate(READABLE_JS)
     assert measured["smallest"] >= 11 and measured["outside"] == 0 and measured["overlaps"] == 0, measured
     top = page.locator("#steps td.av-largest")
     expect(top).to_have_count(1)
@@ -199,7 +184,7 @@ def test_a_phone_scrolls_the_panel_not_the_page(page: Page, tmp_path, shipped_vi
     scroll = panel.evaluate("p => [p.scrollWidth, p.clientWidth, getComputedStyle(p).overflowX]")
     assert scroll[0] > scroll[1] and scroll[2] == "auto", scroll
     expect(page.locator("#steps .av-more")).to_be_visible()  # the legend says more columns are a scroll away
-    measured = page.locator("#steps").evaluate(READABLE)
+    measured = page.locator("#steps").evaluate(READABLE_JS)
     assert measured["smallest"] >= 11 and measured["outside"] == 0 and measured["overlaps"] == 0, measured
     panel.evaluate("p => { p.scrollLeft = p.scrollWidth; }")
     assert panel.evaluate("p => p.scrollLeft") > 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,6 @@ import numpy as np
 from attention_viz.core.maps import KINDS
 from attention_viz.data.snapshots import load_study_summary
 from attention_viz.draw import png, raster
-from attention_viz.draw import study as study_figures
 from attention_viz.explorer.pack import pack
 from attention_viz.explorer.steps import pack_compare, pack_steps
 from attention_viz.service.checks import check_int
@@ -43,6 +41,7 @@ from attention_viz.service.limits import (
 )
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.requests import Settings, parse_colour_scale
+from attention_viz.service import study_view
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
     ADDITIVE,
@@ -106,8 +105,6 @@ class Views:
         self._packed = functools.lru_cache(maxsize=RUN_CACHE_SIZE)(self._pack)
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
-        self._study: str | None = None
-        self._study_lock = threading.Lock()
 
     @property
     def export_root(self) -> Path:
@@ -290,14 +287,11 @@ class Views:
         models_dir = self.runs.catalog.models_dir
         return load_study_summary(None if models_dir is None else Path(models_dir) / "study")
 
-    def study_figure(self) -> str | None:
-        """The study's summary figure (held-out exact match over d_k per compatibility and init; step-0 logit
-        spread) as a PNG file; None when the study does not ship. Drawn once, then kept."""
-        with self._study_lock:
-            if self._study is None or not self.store.touch(Path(self._study).stem):
-                summary = self.study_summary()
-                self._study = None if summary is None else self.store.figure_file(study_figures.summary_figure(summary))
-            return self._study
+    def study_data(self) -> dict | None:
+        """The study's summary as the numbers the page draws (service.study_view; held-out exact match over d_k
+        per compatibility and init, the logit spread at step 0), or None when the study does not ship."""
+        summary = self.study_summary()
+        return None if summary is None else study_view.study_data(summary)
 
     # ------------------------------------------------------------------ start-up
 
@@ -310,7 +304,6 @@ class Views:
         self.steps(settings, kind, 0, 0)
         self.compare(settings, "scaling", kind, 0, 0)
         self.dk_lab(lab_d_k, lab_keys, True)
-        self.study_figure()
 
 
 def described_png(path: Path, record: dict[str, str]) -> bytes:

@@ -129,10 +129,6 @@ class Handlers:
         view = self.views.dk_lab(d_k, n_keys, scaled)
         return view.data, {"headers": LAB_HEADERS, "data": view.numbers}
 
-    def study_figure(self) -> str | None:
-        """The compatibility study's summary figure (drawn once, on the first page or by the warm-up)."""
-        return self.views.study_figure()
-
     @handler
     def model_controls(self, model: str, d_k: float, n_heads: float):
         """The d_k controls for a newly picked model: its d_k family (log₂), training scale, which d_k exist, and

@@ -26,7 +26,7 @@ from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.widgets import PRIVATE, RAW, log2_slider_pair
 
-VIEW_ID, NUMBERS_ID = "lab_view", "lab_numbers"
+VIEW_ID, NUMBERS_ID, STUDY_ID = "lab_view", "lab_numbers", "study"
 
 LAB_TEXT = """### Why divide by √d_k? (§3.2.1, footnote 4)
 If the components of q and k are independent with mean 0 and variance 1, then q·k = Σᵢ qᵢkᵢ has mean 0 and
@@ -42,7 +42,7 @@ The reverse task trained at d_k 8 to 1024 with each compatibility function, 3 se
 from an initialisation where q and k have unit-variance components (footnote 4's premise), and from Xavier's. Left:
 without 1/√d_k the dot product falls from about 96% to about 20% held out as d_k grows, while scaled dot product and
 additive attention stay at 90-100%. Right: why; at step 0 the unscaled logits spread like √d_k, so the softmax starts
-saturated. The seed-0 models are in the Transformer tab's model list. The whole account, with Britz et al.'s numbers
+saturated. Hover a point for its numbers. The seed-0 models are in the Transformer tab's model list. The whole account, with Britz et al.'s numbers
 beside ours and what did not reproduce: docs/study.md."""
 
 
@@ -57,6 +57,9 @@ JS_ON_LOAD = asset("lab.js") + f"""
                                         {{alsoFade: [{json.dumps('#' + NUMBERS_ID)}]}});
   watch("value", () => lab.setData(props.value || null));
 }})();
+"""
+STUDY_JS = asset("lab.js") + f"""
+;window.AttentionLab.mountStudy(element.querySelector(".{MOUNT_CLASS}"), props.value || null);
 """
 # Before the request leaves: the inputs pass through unchanged.
 PENDING_JS = ("(d_k, n_keys, scaled) => { "
@@ -90,10 +93,12 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     view = lab_view(first.data)
     numbers = gr.Dataframe(value={"headers": LAB_HEADERS, "data": first.numbers}, headers=LAB_HEADERS,
                            label="at this d_k, both modes", interactive=False, elem_id=NUMBERS_ID)
-    study = None
-    if views.study_summary() is not None:
+    study = views.study_data()  # the study's numbers, in the page's config: drawn by lab.js, nothing on load
+    if study is not None:
         gr.Markdown(STUDY_TEXT)
-        study = gr.Image(interactive=False, show_label=False, format="png", type="filepath", elem_id="study")
+        gr.HTML(value=study, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("lab.css"),
+                js_on_load=STUDY_JS, apply_default_css=False, elem_id=STUDY_ID, padding=False, container=False,
+                min_height=300)
 
     inputs, outputs = [d_k, keys, scaled], [view, numbers]
     # trigger_mode "multiple", not LIVE's "always_last": in gradio 6.31 a trigger deferred behind an event that fails
@@ -105,5 +110,3 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
-    if study is not None:
-        demo.load(handlers.study_figure, None, study, **PRIVATE)

@@ -318,7 +318,16 @@ def test_the_lab_renders_and_follows_d_k_and_scaling(page: Page, app_url):
     open_app(page, app_url)
     page.get_by_role("tab", name="√d_k lab").click()
     expect(page.locator("#lab_view svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
-    expect(page.locator("#study img")).to_be_visible(timeout=TIMEOUT_MS)
+    study = page.locator("#study .av-study")  # the training study, drawn from numbers in the page's config
+    expect(study.locator("svg[data-chart=study-accuracy]")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(study.locator("svg[data-chart=study-spread]")).to_be_visible()
+    expect(study.locator("svg[data-chart=study-accuracy] [data-series]")).to_have_count(5)  # 3 arms unit q, k + 2 Xavier
+    plain = study.locator("svg[data-chart=study-accuracy] [data-series='dot/unit_qk'] circle title")
+    expect(plain).to_have_count(5)
+    expect(plain.last).to_contain_text("plain dot (unit q, k), d_k 1024: 20.5")  # the summary's 20.47 %
+    study.scroll_into_view_if_needed()
+    shot(page, "lab_study")
+    page.locator("#lab_view").scroll_into_view_if_needed()
     heading = page.locator("#lab_view .avl-heading")
     set_number(page, "lab_dk_log", "10")
     expect(page.locator("#lab_dk input")).to_have_value("1024", timeout=TIMEOUT_MS)

@@ -180,18 +180,41 @@ def test_dk_lab_handler_returns_numbers_for_the_page_to_draw(handlers):
     assert scaled["query"]["limit"] == data["query"]["limit"]  # one logit scale for both
 
 
-def test_the_study_figure_is_drawn_once(handlers):
+def test_the_study_ships_as_numbers_the_page_draws(handlers):
     from attention_viz.service.runs import Runs
 
-    assert handlers.study_figure() is None  # the test checkpoints hold no study
+    assert handlers.views.study_data() is None  # the test checkpoints hold no study
     shipped = Views(Runs())  # attention_viz/data/models/study: the compatibility study's members and summary
+    data = shipped.study_data()
     summary = shipped.study_summary()
-    cells = {(r["init"], r["compatibility"]) for r in summary["summary"]}
-    assert {("unit_qk", "scaled_dot"), ("unit_qk", "dot"), ("unit_qk", "additive")} <= cells
-    first = Handlers(shipped).study_figure()
-    image = pixels(first)
-    assert image.shape[0] > 300 and image.shape[1] > 600  # two panels
-    assert shipped.study_figure() is shipped.study_figure()  # kept, not redrawn
+    assert data["format"] == "attention_viz.study/1" and data["d_k"] == [8, 32, 128, 512, 1024]
+    series = {(s["arm"], s["init"]): s for s in data["accuracy"]}
+    assert {("scaled_dot", "unit_qk"), ("dot", "unit_qk"), ("additive", "unit_qk")} <= set(series)
+    assert list(series)[:3] == [("scaled_dot", "unit_qk"), ("dot", "unit_qk"), ("additive", "unit_qk")]
+    for row in summary["summary"]:  # every point is the summary's, in %
+        s = series[(row["compatibility"], row["init"])]
+        i = s["d_k"].index(row["d_k"])
+        assert s["mean"][i] == pytest.approx(100 * row["heldout_exact_match"]["mean"], abs=0.01)
+        assert s["std"][i] == pytest.approx(100 * row["heldout_exact_match"]["std"], abs=0.01)
+    spread = {(s["arm"], s["init"]): s for s in data["logit_std"]}
+    for row in summary["initialisation"]:
+        s = spread[(row["compatibility"], row["init"])]
+        i = s["d_k"].index(row["d_k"])
+        assert s["min"][i] <= row["logit_std"] + 1e-4 and row["logit_std"] - 1e-4 <= s["max"][i]
+    plain = spread[("dot", "unit_qk")]  # unit-variance q, k, unscaled: the logits spread like √d_k
+    for d_k, mean in zip(plain["d_k"], plain["mean"]):
+        assert mean == pytest.approx(math.sqrt(d_k), rel=0.35)
+    json.dumps(data, allow_nan=False)  # travels in the page's config as it is
+
+
+def test_a_summary_that_is_not_the_study_is_refused():
+    from attention_viz.service.study_view import study_data
+
+    with pytest.raises(ValueError, match="not the study's summary"):
+        study_data({"setup": {}, "summary": [{"init": "x"}], "initialisation": []})
+    with pytest.raises(ValueError, match="not the study's summary"):
+        study_data({"setup": {"task": "reverse", "n_layers": 1, "d_model": 8, "n_heads": 1, "steps": 1, "seeds": [0]},
+                    "summary": [], "initialisation": []})
 
 
 def test_refresh_updates_only_the_open_tab(handlers):

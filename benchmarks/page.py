@@ -1,6 +1,6 @@
 """The page complete: from the app's HTML arriving to the explorer's first drawn view, in Chromium.
 
-`python -m benchmarks.page [--opens 10] [--out DIR]`, or `python -m benchmarks --only page`.
+`python -m benchmarks.page [--opens 10] [--floor] [--out DIR]`, or `python -m benchmarks --only page`.
 
 Launches the app (app.py) and opens its page in Debian's headless Chromium (/usr/bin/chromium through
 Playwright; software rendering, no GPU), each time in a fresh browser context (empty cache, no cookies),
@@ -52,55 +52,81 @@ def open_once(browser, url: str) -> dict:
     return got
 
 
-def run(opens: int = 10) -> dict:
+PAGES = {"app": ("app.py", [sys.executable, "app.py"]),
+         "floor": ("a Gradio page with the explorer only (benchmarks/explorer_app.py)",
+                   [sys.executable, "-m", "benchmarks.explorer_app"])}
+
+
+def open_page(playwright, argv: list[str], log_name: str, opens: int) -> dict:
+    """Start one page's server, then open it once unmeasured and `opens` times measured."""
     import httpx
-    from playwright.sync_api import sync_playwright
 
     from devtools.launcher import ROOT, Server
 
-    result: dict = {"opens": opens, "load_before": load(), "samples": []}
-    with Server([sys.executable, "app.py"], ROOT / "benchmarks" / "results" / "logs" / "page_app.log") as server:
+    result: dict = {"samples": []}
+    with Server(argv, ROOT / "benchmarks" / "results" / "logs" / log_name) as server:
         with httpx.Client(timeout=5) as client:
             server.wait_http(client, 180)
         time.sleep(SETTLE_S)  # the app's warm-up thread (exports, steps, lab) is done: its steady state
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            result["browser"] = browser.version
-            try:
-                result["warm_up"] = open_once(browser, server.base + "/")
-                for _ in range(opens):
-                    time.sleep(1.0)  # the last page's own work on the server out of the way
-                    result["samples"].append(open_once(browser, server.base + "/"))
-            finally:
-                browser.close()
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        result["browser"] = browser.version
+        try:
+            result["warm_up"] = open_once(browser, server.base + "/")
+            for _ in range(opens):
+                time.sleep(1.0)  # the last page's own work on the server out of the way
+                result["samples"].append(open_once(browser, server.base + "/"))
+        finally:
+            browser.close()
+    return result
+
+
+def run(opens: int = 10, floor: bool = False) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    result: dict = {"opens": opens, "load_before": load()}
+    with sync_playwright() as playwright:
+        for name in ("app", "floor") if floor else ("app",):
+            result[name] = open_page(playwright, PAGES[name][1], f"page_{name}.log", opens)
+    # the app's own figures where earlier results kept them (report reads both shapes)
+    result.update({k: result["app"][k] for k in ("samples", "warm_up", "browser")})
     result["load_after"] = load()
     return result
 
 
-def report(result: dict) -> str:
+def _rows(samples: list[dict], prefix: str = "") -> list[list]:
     rows = []
     for label, key in (("HTML responseEnd (from navigation start)", "responseEnd"),
                        ("DOMContentLoaded end (from navigation start)", "domContentLoaded"),
                        ("first drawn view (from navigation start)", "firstView"),
                        ("**page complete: first drawn view - responseEnd**", "complete")):
-        values = [s[key] for s in result["samples"]]
-        rows.append([label, len(values), f"{statistics.median(values):.0f}", f"{percentile(values, 95):.0f}",
+        values = [s[key] for s in samples]
+        rows.append([prefix + label, len(values), f"{statistics.median(values):.0f}", f"{percentile(values, 95):.0f}",
                      f"{max(values):.0f}"])
+    return rows
+
+
+def report(result: dict) -> str:
+    rows = _rows(result["samples"])
+    if "floor" in result:
+        rows += _rows(result["floor"]["samples"], "floor: ")
     head = (f"The app's page opened fresh {result['opens']} times (Chromium {result['browser']}, headless, "
             f"software rendering; a new browser context each time, after one unmeasured opening: "
-            f"page complete {result['warm_up']['complete']:.0f} ms). load average {result['load_before']} -> "
-            f"{result['load_after']}")
+            f"page complete {result['warm_up']['complete']:.0f} ms)"
+            + (f"; then, as the floor, {PAGES['floor'][0]}" if "floor" in result else "")
+            + f". load average {result['load_before']} -> {result['load_after']}")
     return head + "\n\n" + table(["measure", "n", "median ms", "p95 ms", "max ms"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.page", description=__doc__.splitlines()[0])
     parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
+    parser.add_argument("--floor", action="store_true",
+                        help="also open a Gradio page with the explorer only (benchmarks/explorer_app.py): the floor")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 1 <= args.opens <= 200:
         parser.error("opens: 1..200")
-    result = run(args.opens)
+    result = run(args.opens, args.floor)
     print(report(result), flush=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = write_json(f"page-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")

@@ -5,6 +5,10 @@ comparison's difference is a − b. Each returns None (or falsy items) when the 
 
 from __future__ import annotations
 
+import string
+
+from attention_viz.service.requests import known_case
+
 
 def head_problems(answer: dict, values: dict, ids: dict) -> list:
     """What is wrong with the head a /steps or /compare answer is for (kind, layer, head as requested)."""
@@ -16,7 +20,10 @@ def head_problems(answer: dict, values: dict, ids: dict) -> list:
 
 
 def source_tokens(e: dict) -> list[str]:
-    return [*e["text"], "<eos>", *["<pad>"] * e["pads"]]
+    """The source a request runs: a trained model (all of them know a-z) lower-cases capitals; the untrained one
+    ("d_k" in e) runs the text as typed."""
+    text = e["text"] if "d_k" in e else known_case(e["text"], string.ascii_lowercase)[0]
+    return [*text, "<eos>", *["<pad>"] * e["pads"]]
 
 
 def steps_sizes(steps: dict, e: dict) -> str | None:

@@ -14,7 +14,7 @@ from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.explorer.pack import FORMAT
 from attention_viz.explorer.steps import COMPARE_FORMAT, STEPS_FORMAT
 
-from .answers import compare_sizes, head_problems, steps_sizes
+from .answers import compare_sizes, head_problems, source_tokens, steps_sizes
 from .app import Browser
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -231,7 +231,7 @@ class Page:
             source = run["tokens"]["source"]
             problems = [
                 run.get("format") != FORMAT and "not a packed run",
-                source != [*e["text"], "<eos>", *["<pad>"] * e["pads"]] and "the run is not of this request's text",
+                source != source_tokens(e) and "the run is not of this request's text",
                 "d_k" in e and run["n_heads"] != e["n_heads"] and f"a run of {run['n_heads']} heads",
                 sorted(entry["kind"] for entry in run["kinds"]) != sorted(self.kinds) and "kinds missing",
                 *[packed_sizes(run, entry) for entry in run["kinds"]],

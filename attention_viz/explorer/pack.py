@@ -15,6 +15,7 @@ Payload format, version "attention_viz.explorer/1":
       "tokens": {"source": [str, ...], "target": [str, ...]},
       "n_heads": H,
       "quant": 65535,                      # weight w travels as the integer round(w * quant)
+      "opening": {"kind": str, "layer": int, "head": 0},   # the view the explorer opens on (see OPENING)
       "kinds": [                           # in KINDS order, only the kinds the maps have
         {
           "kind":    "encoder.self_attn",  # a key of attention_viz.core.maps.KINDS
@@ -49,6 +50,9 @@ import numpy as np
 from attention_viz.core.maps import KINDS, head_statistics, map_key
 
 FORMAT = "attention_viz.explorer/1"
+# The view a run opens on: the last layer of encoder-decoder attention, where a trained model's alignment
+# (reverse's anti-diagonal, copy's diagonal) is plainest; a run without it opens on its first kind's last layer.
+OPENING = "decoder.cross_attn"
 QUANT = 65535  # uint16 steps per unit weight
 STAT_NAMES = ("entropy", "max_weight", "mean_distance", "diagonal")
 STAT_DECIMALS = 4
@@ -154,9 +158,11 @@ def pack(
         })
     if not kinds:
         raise ValueError("no attention maps to pack")
+    opening = next((k for k in kinds if k["kind"] == OPENING), kinds[0])
     return {
         "format": FORMAT, "title": str(title), "output": str(output), "notes": [str(n) for n in notes],
         "tokens": tokens, "n_heads": n_heads, "quant": QUANT, "kinds": kinds,
+        "opening": {"kind": opening["kind"], "layer": opening["layers"] - 1, "head": 0},
     }
 
 

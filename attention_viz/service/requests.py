@@ -45,6 +45,8 @@ class Settings:
     n_heads: int
     compatibility: str = "dot_product"  # the model's compatibility function: "dot_product" or "additive" (whose
                                         # runs ignore scaling, so their scale is always "none")
+    typed: str | None = None   # the text as typed, when it differs from `text` (capitals lower-cased for a model
+                               # trained on lower case); None when the model runs it as typed
 
 
 
@@ -81,7 +83,7 @@ def parse_settings(
     pad_tokens = check_int("pad tokens", pad_tokens, *PAD_TOKENS_RANGE)
     d_model = check_int("d_model", d_model, *D_MODEL_RANGE)
     n_heads = check_int("heads", n_heads, *HEADS_RANGE)
-    checkpoint, kind = None, "dot_product"
+    checkpoint, kind, typed = None, "dot_product", None
     if model == UNTRAINED:
         if n_heads * d_k > MAX_HEAD_WIDTH:
             raise ValueError(
@@ -90,12 +92,24 @@ def parse_settings(
             )
     else:
         d_k, checkpoint = catalog.families[model].nearest(d_k)
+        text, typed = known_case(text, catalog.cards[checkpoint].get("alphabet"))
         config = catalog.cards[checkpoint]["config"]
         d_model, n_heads = config["d_model"], config["n_heads"]
         kind = config.get("compatibility", "dot_product")
     scale: Scale = "none" if kind == "additive" else factor if mode == "custom" else mode
     return Settings(text, model, checkpoint, d_k, scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
-                    kind)
+                    kind, typed)
+
+
+def known_case(text: str, alphabet: str | None) -> tuple[str, str | None]:
+    """(the text the model runs, the text as typed or None): capitals become lower case when the model was
+    trained on lower-case letters only (its card's alphabet) and the lower-case letter is in it."""
+    if not alphabet or not any(ch.isupper() for ch in text):
+        return text, None
+    if any(ch.isupper() for ch in alphabet):
+        return text, None
+    run = "".join(ch.lower() if ch.isupper() and ch.lower() in alphabet else ch for ch in text)
+    return run, (text if run != text else None)
 
 
 def model_config(catalog: Catalog, settings: Settings) -> TransformerConfig:

@@ -81,6 +81,9 @@ def run_notes(run: Run) -> str:
         elif (s.scale == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
             lines.append(f"Running it with scaling {scaling_text(s)}, not as it was trained: watch the output change.")
         alphabet = card.get("alphabet")
+        if s.typed is not None:
+            lines.append(f"Capitals lower-cased: the model was trained on `{alphabet[0]}`..`{alphabet[-1]}` only, so "
+                         f"`{s.typed}` runs as `{s.text}`.")
         if alphabet:
             new = list(dict.fromkeys(ch for ch in s.text if ch not in alphabet))
             if new:

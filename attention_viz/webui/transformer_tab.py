@@ -43,6 +43,16 @@ HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; h
         "Attention, layer, head and colour change in your browser, without asking the server.")
 
 
+def alphabet_info(cards) -> str:
+    """What the trained models were trained on, under the text box: the inputs they know, said before a run."""
+    alphabets = sorted({card["alphabet"] for card in cards if card.get("alphabet")})
+    if not alphabets:
+        return "The untrained model takes any of them; its output is noise."
+    known = " or ".join(f"{a[0]}–{a[-1]}" if len(a) > 2 else a for a in alphabets)
+    return (f"The trained models know {known} only: capitals are lower-cased and other characters are named in "
+            "the notes (the untrained model takes any).")
+
+
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     """The tab's widgets and wiring, inside the current gr.Tab (endpoints /visualize, /steps, /compare, /export)."""
     catalog = views.runs.catalog
@@ -55,7 +65,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             text = gr.Textbox(value=EXAMPLES[0], max_lines=1, elem_id="text",
-                              label=f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)")
+                              label=f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)",
+                              info=alphabet_info(catalog.cards.values()))
             gr.Examples([[e] for e in EXAMPLES], inputs=[text], label="Examples")
             model = gr.Dropdown(catalog.model_choices, value=model0, label="Model", elem_id="model")
             compat = gr.Radio([(label, key) for key, label in STUDY_ARMS.items()], value=controls0.compatibility,

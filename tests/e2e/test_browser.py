@@ -114,6 +114,20 @@ def test_the_page_opens_with_its_run_drawn_in_the_browser(page: Page, app_url):
     open_app(page, app_url)
     assert runs and not runs & set(joined), joined  # the first run came with the page (the lab asks for its own)
     expect(page.locator(TILES)).to_have_count(2 * 4)  # the shipped reverse model: 2 layers x 4 heads
+    # it opens on the telling view: the last layer of encoder-decoder attention (reverse's anti-diagonal)
+    chosen = page.locator(f"{TILES}.av-selected")
+    expect(chosen).to_have_count(1)
+    opening = ("decoder.cross_attn", "1", "0")
+    assert tuple(chosen.get_attribute(f"data-{a}") for a in ("kind", "layer", "head")) == opening
+    assert tuple(page.locator("#head_view").get_attribute(f"data-{a}") for a in ("kind", "layer", "head")) == opening
+    n_out = len(page.locator("#head_view tbody tr").all())
+    weights = [[float(td.get_attribute("title") or 0) for td in row.locator("td").all()]
+               for row in page.locator("#head_view tbody tr").all()]
+    n_src = len("attention") + 1
+    anti = sum(int(np.argmax(row) == n_src - 2 - q) for q, row in enumerate(weights[: n_src - 1]))
+    assert n_out == n_src and anti >= n_src - 2, weights  # output t looks at source n-1-t: the reversal
+    page.select_option("#explorer .av-kind", "encoder.self_attn")  # in the browser: still no request
+    page.locator(f'{TILES}[data-layer="0"][data-head="0"]').click()
     tile = page.locator(TILES).first
     assert (tile.get_attribute("data-kind"), tile.get_attribute("data-layer"), tile.get_attribute("data-head")) == (
         "encoder.self_attn", "0", "0")
@@ -221,6 +235,7 @@ def test_a_tile_click_and_hover_need_no_request(page: Page, app_url):
 
 def test_steps_compare_and_export_follow_the_head_chosen_in_the_browser(page: Page, app_url):
     open_app(page, app_url, untrained=True)
+    page.select_option("#explorer .av-kind", "encoder.self_attn")  # the page opens on encoder-decoder attention
     page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="1"][data-head="3"]').click()
     page.get_by_role("tab", name="Steps (Figure 2)").click()
     steps = page.locator(STEPS_ROOT)
@@ -293,10 +308,10 @@ def test_steps_are_readable_at_1280_one_panel_at_a_time(page: Page, app_url):
 def test_a_refused_input_marks_steps_and_compare_stale(page: Page, app_url):
     open_app(page, app_url)
     page.get_by_role("tab", name="Compare").click()  # a tab's views exist once it has been opened
-    expect(page.locator(COMPARE_ROOT)).to_have_attribute("data-kind", "encoder.self_attn", timeout=TIMEOUT_MS)
+    expect(page.locator(COMPARE_ROOT)).to_have_attribute("data-kind", "decoder.cross_attn", timeout=TIMEOUT_MS)
     page.get_by_role("tab", name="Steps (Figure 2)").click()
     steps = page.locator(STEPS_ROOT)
-    expect(steps).to_have_attribute("data-kind", "encoder.self_attn", timeout=TIMEOUT_MS)
+    expect(steps).to_have_attribute("data-kind", "decoder.cross_attn", timeout=TIMEOUT_MS)
     text = page.locator("#text input, #text textarea").first
     text.fill("x" * 31)  # refused
     expect(page.locator("[data-testid=toast-body]").first).to_contain_text("Text is 31 characters", timeout=TIMEOUT_MS)
@@ -410,6 +425,7 @@ def test_phone_width(page: Page, app_url):
     # the page's own columns stack too: the inputs above the views
     assert page.locator("#text").bounding_box()["y"] < page.locator("#explorer").bounding_box()["y"]
     assert page.evaluate(OVERLAPS) == {"tiles": 32, "overlaps": 0, "outside": 0}
+    page.select_option("#explorer .av-kind", "encoder.self_attn")  # 37 x 37: the widest map
     page.locator('#explorer [data-layer="1"][data-head="15"]').click()  # the last tile is reachable
     expect(page.locator("#head_view")).to_have_attribute("data-head", "15")
     page.locator("#head_view").evaluate("v => { v.scrollLeft = v.scrollWidth; }")

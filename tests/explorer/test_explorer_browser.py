@@ -47,6 +47,12 @@ def redraws(page: Page, root: str = "explorer") -> list[str]:
 def test_a_tile_click_selects_its_head_with_no_request(page: Page, tmp_path, shipped_payload):
     open_html(page, tmp_path, explorer_html(shipped_payload, document=True))
     requests = count_requests(page)
+    opening = shipped_payload["opening"]  # the run opens on its last layer of encoder-decoder attention
+    assert opening == {"kind": "decoder.cross_attn", "layer": 1, "head": 0}
+    view = page.locator("#head_view")
+    for name, value in opening.items():
+        expect(view).to_have_attribute(f"data-{name}", str(value))
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
     tile = page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="1"][data-head="2"]')
     tile.click()
     view = page.locator("#head_view")

@@ -138,3 +138,9 @@ def test_show_takes_maps_or_a_model(shipped_model):
     assert page.startswith("<iframe") and "srcdoc=" in page and "<script" not in page.split("srcdoc=")[0]
     with pytest.raises(ValueError, match="only to show"):
         show(maps, ["a", "b"], causal_mask=False)
+
+
+def test_a_run_without_cross_attention_opens_on_its_first_kinds_last_layer():
+    weights = np.full((2, 3, 3), 1 / 3)
+    encoder_only = pack({"encoder.0.self_attn": weights, "encoder.1.self_attn": weights}, ["a", "b", "<eos>"])
+    assert encoder_only["opening"] == {"kind": "encoder.self_attn", "layer": 1, "head": 0}

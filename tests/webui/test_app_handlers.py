@@ -358,3 +358,12 @@ def test_frozen_start_up_objects_let_figures_go_within_a_few_renders():
         assert sum(ref() is not None for ref in figures) <= 6  # ~11 of 30 unfrozen, with far fewer objects than the app
     finally:
         gc.unfreeze()
+
+
+def test_the_text_box_says_what_the_models_know():
+    from attention_viz.service.catalog import Catalog
+    from attention_viz.webui.transformer_tab import alphabet_info
+
+    info = alphabet_info(Catalog().cards.values())  # the shipped models
+    assert "a–z only" in info and "lower-cased" in info
+    assert "untrained" in alphabet_info([])

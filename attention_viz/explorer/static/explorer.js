@@ -309,9 +309,15 @@
       data = prepare(next);
       ui.kind.innerHTML = options(data.order.map((kind) => [kind, data.kinds[kind].label]));
       summary(); drawLegend();
-      const kind = state.kind in data.kinds ? state.kind : (opts.kind in data.kinds ? opts.kind : data.order[0]);
+      // the first run opens where the options or the run say (the run: its last cross-attention layer); later
+      // runs keep the kind, layer and head chosen, where they have them
+      const first = state.kind === null, open = next.opening || {};
+      const kind = !first && state.kind in data.kinds ? state.kind
+        : (opts.kind in data.kinds ? opts.kind : (open.kind in data.kinds ? open.kind : data.order[0]));
+      const layer = first ? (opts.layer !== undefined ? opts.layer : (open.layer || 0)) : state.layer;
+      const head = first ? (opts.head !== undefined ? opts.head : (open.head || 0)) : state.head;
       state.kind = null; // forces the grid
-      select(kind, state.layer || opts.layer || 0, state.head || opts.head || 0, "payload");
+      select(kind, layer, head, "payload");
     }
 
     // one listener per control, all on this root's own elements

@@ -389,13 +389,18 @@
 
   // ---------------------------------------------------------------- the study (service/study_view.py)
 
-  function studySeries(c, s, yOf, lo, hi) {
-    /* one (compatibility, init) series: its line, its dots (exact numbers on hover) and its error bars */
+  function studySeries(c, s, lo, hi, bar, text) {
+    /* one (compatibility, init) series: its line through s.mean, a bar from bar(i) = [top, bottom] at each
+       point and a dot whose hover text is text(i) */
     const cls = `avl-arm avl-arm-${s.arm} avl-init-${s.init}`;
     const g = svgEl("g", { class: cls, "data-series": `${s.arm}/${s.init}` }, c.plot);
-    const pts = s.d_k.map((d, i) => [c.x(d), c.y(Math.min(Math.max(yOf(i), lo), hi))]);
+    const pts = s.d_k.map((d, i) => [c.x(d), c.y(Math.min(Math.max(s.mean[i], lo), hi))]);
     svgEl("polyline", { points: pts.map((p) => p.join(",")).join(" "), class: "avl-line" }, g);
-    return { g: g, pts: pts };
+    pts.forEach((p, i) => {
+      const [top, bottom] = bar(i);
+      svgEl("line", { x1: p[0], x2: p[0], y1: c.y(top), y2: c.y(bottom), class: "avl-errorbar" }, g);
+      svgEl("title", {}, svgEl("circle", { cx: p[0], cy: p[1], r: 3.5, class: "avl-dot" }, g)).textContent = text(i);
+    });
   }
 
   function drawAccuracy(box, data) {
@@ -404,14 +409,8 @@
       xTicks: ds, xFmt: String, yDomain: [0, 102], yTicks: [0, 25, 50, 75, 100], xTitle: "d_k (log scale)",
       yTitle: "held-out exact match %", aria: "held-out exact match against d_k per compatibility function" });
     for (const s of data.accuracy) {
-      const { g, pts } = studySeries(c, s, (i) => s.mean[i], 0, 102);
-      pts.forEach((p, i) => {
-        const top = c.y(Math.min(s.mean[i] + s.std[i], 100)), bottom = c.y(Math.max(s.mean[i] - s.std[i], 0));
-        svgEl("line", { x1: p[0], x2: p[0], y1: top, y2: bottom, class: "avl-errorbar" }, g);
-        const dot = svgEl("circle", { cx: p[0], cy: p[1], r: 3.5, class: "avl-dot" }, g);
-        svgEl("title", {}, dot).textContent = `${s.label}, d_k ${s.d_k[i]}: ${fmt(s.mean[i], 3)} ± ${fmt(s.std[i], 2)} % ` +
-          `(mean ± std over ${s.seeds} seeds)`;
-      });
+      studySeries(c, s, 0, 102, (i) => [Math.min(s.mean[i] + s.std[i], 100), Math.max(s.mean[i] - s.std[i], 0)],
+        (i) => `${s.label}, d_k ${s.d_k[i]}: ${fmt(s.mean[i], 3)} ± ${fmt(s.std[i], 2)} % (mean ± std over ${s.seeds} seeds)`);
     }
   }
 
@@ -428,13 +427,9 @@
     svgEl("polyline", { points: `${c.x(lo)},${c.y(Math.sqrt(lo))} ${c.x(hi)},${c.y(Math.sqrt(hi))}`,
       class: "avl-uniform", "data-role": "sqrt-dk" }, c.plot);
     for (const s of data.logit_std) {
-      const { g, pts } = studySeries(c, s, (i) => s.mean[i], ticks[0], ticks[ticks.length - 1]);
-      pts.forEach((p, i) => {
-        svgEl("line", { x1: p[0], x2: p[0], y1: c.y(s.max[i]), y2: c.y(Math.max(s.min[i], ticks[0])), class: "avl-errorbar" }, g);
-        const dot = svgEl("circle", { cx: p[0], cy: p[1], r: 3.5, class: "avl-dot" }, g);
-        svgEl("title", {}, dot).textContent = `${s.label}, d_k ${s.d_k[i]}: logit std ${fmt(s.mean[i])} ` +
-          `(seeds ${fmt(s.min[i])} to ${fmt(s.max[i])}); √d_k = ${fmt(Math.sqrt(s.d_k[i]))}`;
-      });
+      studySeries(c, s, ticks[0], ticks[ticks.length - 1], (i) => [s.max[i], Math.max(s.min[i], ticks[0])],
+        (i) => `${s.label}, d_k ${s.d_k[i]}: logit std ${fmt(s.mean[i])} (seeds ${fmt(s.min[i])} to ${fmt(s.max[i])}); ` +
+          `√d_k = ${fmt(Math.sqrt(s.d_k[i]))}`);
     }
   }
 

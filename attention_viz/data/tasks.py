@@ -42,6 +42,22 @@ def target(task: str, text: str) -> str:
     raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 
 
+def alignment(task: str, text: str) -> list[tuple[int, ...]]:
+    """The task's known alignment: for each character t of target(task, text), the source positions that hold
+    what it is written from (copy: t; reverse: n-1-t; sort: every position holding that character).
+
+    Cross-attention that has learnt the task puts its weight there; `core.maps.alignment_scores` measures it.
+    The <eos> steps have no entry: nothing in the text says where they should look.
+    """
+    answer = target(task, text)
+    n = len(text)
+    if task == "copy":
+        return [(t,) for t in range(n)]
+    if task == "reverse":
+        return [(n - 1 - t,) for t in range(n)]
+    return [tuple(i for i, ch in enumerate(text) if ch == written) for written in answer]  # sort
+
+
 def sample_strings(n: int, max_len: int, rng: random.Random, alphabet: str = ALPHABET) -> list[str]:
     """`n` random strings, lengths uniform in 1..max_len, characters uniform over `alphabet`."""
     return ["".join(rng.choices(alphabet, k=rng.randint(1, max_len))) for _ in range(n)]

@@ -133,3 +133,21 @@ def head_statistics(weights: np.ndarray) -> dict[str, np.ndarray]:
         "mean_distance": row_mean((p * distance).sum(-1)),
         "diagonal": row_mean(np.where(eye, p, 0.0).sum(-1)),
     }
+
+
+def weight_on(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """How much of its weight a head puts on target keys: weights [..., Q, K], targets bool [Q, K] -> [...].
+
+    The mean, over the query rows that have a target key and attend to anything, of Σ_j p_ij over the targets
+    (1 = every such row looks only at its targets; a uniform head scores about targets per row / K). NaN where no
+    row has a target. Used for a task's known alignment and for simple patterns (previous token, first token, sink).
+    """
+    p = np.asarray(weights, dtype=np.float64)
+    targets = np.asarray(targets, dtype=bool)
+    if targets.shape != p.shape[-2:]:
+        raise ValueError(f"targets have shape {list(targets.shape)}, the maps [Q, K] = {list(p.shape[-2:])}")
+    rows = targets.any(-1) & (p.sum(-1) > 0)  # [..., Q]
+    on = np.where(targets, p, 0.0).sum(-1)  # [..., Q]
+    n = rows.sum(-1)
+    with np.errstate(invalid="ignore"):
+        return np.where(n > 0, np.where(rows, on, 0.0).sum(-1) / np.maximum(n, 1), np.nan)

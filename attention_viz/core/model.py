@@ -238,6 +238,26 @@ class Transformer(nn.Module):
                 break
         return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
 
+    @torch.no_grad()
+    def step_maps(
+        self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+        padding_mask: bool = True,
+    ) -> list[AttentionMaps]:
+        """The decoder's maps at every step of a greedy decode whose decoder input ended as tgt [B, T] (<bos> + output
+        but its last token): step t runs the decoder on tgt[:, :t + 1] and writes token t, so its maps have t + 1
+        query rows, decoder.{i}.self_attn [B, H, t + 1, t + 1] and decoder.{i}.cross_attn [B, H, t + 1, S].
+
+        Under the causal mask, step t's rows are rows 0..t of the last step's maps (a row sees only earlier
+        positions, so later ones never change it); without it, every earlier row changes as each new token arrives.
+        """
+        memory, src_mask, _ = self.encode(src, scale, padding_mask)
+        steps = []
+        for t in range(tgt.size(1)):
+            _, self_weights, cross_weights = self.decode(tgt[:, : t + 1], memory, src_mask, scale, causal_mask,
+                                                         padding_mask)
+            steps.append(collect_maps([], self_weights, cross_weights))
+        return steps
+
 
 def collect_maps(
     enc_weights: list[torch.Tensor], self_weights: list[torch.Tensor], cross_weights: list[torch.Tensor]

@@ -61,7 +61,8 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
     """Greedy-decode `text` with `model` and pack the maps of the last step (as the app's runs do).
 
     The decoder's input is <bos> + the output but its last token, so row t of a decoder map is the step
-    that produced output token t.
+    that produced output token t; the payload's decode lets the explorer step through them (with each step's
+    own maps when the causal mask is off).
     """
     tok = tokenizer or CharTokenizer(max_len=max(DEFAULT_MAX_LEN, len(text)))
     encoding = tok.encode(text)
@@ -75,9 +76,14 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
         with torch.inference_mode():
             generated, maps = model.greedy_decode(src, max_len=steps, bos_id=tok.bos_id, eos_id=tok.eos_id,
                                                   scale=scale, causal_mask=causal_mask, padding_mask=padding_mask)
+            out_ids = generated[0].tolist()
+            step_maps = None
+            if not causal_mask:  # each step's own maps: earlier rows change as tokens arrive
+                tgt = torch.tensor([[tok.bos_id] + out_ids[:-1]], device=device)  # (1, T)
+                step_maps = [{key: value[0] for key, value in step.to_numpy().items()}
+                             for step in model.step_maps(src, tgt, scale, causal_mask, padding_mask)]
     finally:
         model.train(was_training)
-    out_ids = generated[0].tolist()
     source, target = tok.tokens(src_ids), tok.tokens([tok.bos_id] + out_ids[:-1])
     arrays = {key: value[0] for key, value in maps.to_numpy().items()}  # key -> (H, Q, K)
     notes = [f"scale: {scale}; causal mask {'on' if causal_mask else 'off'}; "
@@ -87,7 +93,8 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
     if tok.eos_id not in out_ids:
         notes.append(f"no <eos> within {steps} tokens: the output is unfinished")
     return pack(arrays, source, target, masks=default_masks(source, target, causal_mask, padding_mask),
-                output=tok.decode(out_ids), notes=notes, title=f"“{text}”")
+                output=tok.decode(out_ids), notes=notes, title=f"“{text}”",
+                decode={"written": tok.tokens(out_ids), "steps": step_maps})
 
 
 def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequence[str] = "",

@@ -27,9 +27,18 @@ Payload format, version "attention_viz.explorer/1":
                                            # uint16 little-endian values, [H, Q, K] row-major
           "mask":    ["1110", ...],        # Q strings of K characters: "1" may attend, "0" masked
           "stats":   {"entropy": [[H floats] x L], "max_weight": ..., "mean_distance": ...,
-                      "diagonal": ...}     # core.maps.head_statistics, 4 decimals
+                      "diagonal": ...},    # core.maps.head_statistics, 4 decimals
+          "scores":  {                     # only when given (service.scores): each head's weight on a pattern
+                      "values": {"alignment" | "previous" | "first" | "eos": [[H floats or null] x L]},
+                      "labels": {name: str}, "chance": {name: float}, "look_for": str}
         }, ...
-      ]
+      ],
+      "decode": {                          # only when given: the greedy decode, one step per target token
+        "written":  [str, ...],            # step t reads target token t and writes written[t]
+        "per_step": bool,                  # false: step t's rows are rows 0..t of the maps above (the causal
+                                           # mask keeps earlier rows as they were); true: each step's own maps
+        "steps":    [{kind: [b64, ...]}]   # per_step only, for the decoder kinds: step t's [H, t + 1, K] per
+      }                                    # layer (K = t + 1 in decoder self-attention)
     }
 
 Quantisation: weights are clipped to [0, 1] and sent as uint16 steps of 1/65535, so a decoded
@@ -110,6 +119,8 @@ def pack(
     output: str = "",
     notes: Sequence[str] = (),
     title: str = "",
+    scores: Mapping[str, Mapping] | None = None,
+    decode: Mapping | None = None,
 ) -> dict:
     """Pack every map of a run into the explorer's payload (the format in this module's docstring).
 
@@ -119,6 +130,10 @@ def pack(
         source_tokens, target_tokens: the axis labels; each map's Q and K must match them (see AXES).
         masks: kind -> [Q, K] bool, True = may attend; a kind left out has no masked cell.
         output, notes, title: text shown with the views.
+        scores: kind -> {"values": {name: [L, H]}, "labels": {name: str}, "chance": {name: float}, "look_for": str}
+            (service.scores.score_kind's result).
+        decode: {"written": the token each step writes, "steps": None, or per step a map key -> [H, t + 1, K]
+            (Transformer.step_maps without the causal mask)}; its steps are as many as the target tokens.
 
     Raises:
         ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
@@ -150,20 +165,74 @@ def pack(
         if allowed.shape != shape:
             raise ValueError(f"mask of {kind} has shape {list(allowed.shape)}, expected {list(shape)}")
         stats = head_statistics(np.stack(layers))  # each [L, H]
-        kinds.append({
+        entry = {
             "kind": kind, "label": label, "queries": q_axis, "keys": k_axis, "layers": n_layers,
             "maps": [_b64(weights) for weights in layers],
             "mask": ["".join("1" if cell else "0" for cell in row) for row in allowed],
             "stats": {stat: np.round(stats[stat], STAT_DECIMALS).tolist() for stat in STAT_NAMES},
-        })
+        }
+        if scores and kind in scores:
+            entry["scores"] = _scores(kind, scores[kind], (n_layers, n_heads))
+        kinds.append(entry)
     if not kinds:
         raise ValueError("no attention maps to pack")
     opening = next((k for k in kinds if k["kind"] == OPENING), kinds[0])
-    return {
+    payload = {
         "format": FORMAT, "title": str(title), "output": str(output), "notes": [str(n) for n in notes],
         "tokens": tokens, "n_heads": n_heads, "quant": QUANT, "kinds": kinds,
         "opening": {"kind": opening["kind"], "layer": opening["layers"] - 1, "head": 0},
     }
+    if decode is not None:
+        payload["decode"] = _decode(decode, kinds, tokens, n_heads)
+    return payload
+
+
+def _scores(kind: str, scores: Mapping, shape: tuple[int, int]) -> dict:
+    """One kind's head scores as JSON: [L, H] values to STAT_DECIMALS (NaN -> null), labels, chance, sentence."""
+    values = {}
+    for name, array in scores["values"].items():
+        array = np.asarray(array, dtype=np.float64)
+        if array.shape != shape:
+            raise ValueError(f"scores {name!r} of {kind} have shape {list(array.shape)}, expected [layers, heads] "
+                             f"= {list(shape)}")
+        values[name] = [[None if np.isnan(v) else round(float(v), STAT_DECIMALS) for v in row] for row in array]
+    return {"values": values, "labels": {name: str(scores.get("labels", {}).get(name, name)) for name in values},
+            "chance": {name: round(float(v), STAT_DECIMALS) for name, v in scores.get("chance", {}).items()},
+            "look_for": str(scores.get("look_for", ""))}
+
+
+def _decode(decode: Mapping, kinds: list[dict], tokens: Mapping[str, list[str]], n_heads: int) -> dict:
+    """The decode's steps as JSON: the tokens written and, without the causal mask, each step's own maps."""
+    written = [str(t) for t in decode["written"]]
+    n_steps = len(tokens["target"])
+    if len(written) != n_steps:
+        raise ValueError(f"decode writes {len(written)} tokens but the run has {n_steps} target tokens")
+    out = {"written": written, "per_step": decode.get("steps") is not None}
+    if not out["per_step"]:
+        return out
+    steps = list(decode["steps"])
+    if len(steps) != n_steps:
+        raise ValueError(f"decode has maps of {len(steps)} steps, the run {n_steps}")
+    n_source = len(tokens["source"])
+    packed = []
+    for t, maps in enumerate(steps):
+        step = {}
+        for entry in kinds:
+            if entry["queries"] != "target":
+                continue
+            stack, name = entry["kind"].split(".")
+            width = t + 1 if entry["keys"] == "target" else n_source
+            layers = []
+            for i in range(entry["layers"]):
+                weights = np.asarray(maps[map_key(stack, i, name)])
+                if weights.shape != (n_heads, t + 1, width):
+                    raise ValueError(f"step {t}'s {map_key(stack, i, name)} has shape {list(weights.shape)}, "
+                                     f"expected {[n_heads, t + 1, width]}")
+                layers.append(_b64(weights))
+            step[entry["kind"]] = layers
+        packed.append(step)
+    out["steps"] = packed
+    return out
 
 
 def unpack(payload: Mapping) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

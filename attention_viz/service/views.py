@@ -21,6 +21,7 @@ from attention_viz.core.maps import KINDS
 from attention_viz.data.snapshots import load_study_summary
 from attention_viz.draw import png, raster
 from attention_viz.explorer.pack import pack
+from attention_viz.service.scores import score_kind, task_alignment
 from attention_viz.explorer.steps import pack_compare, pack_steps
 from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
@@ -177,8 +178,13 @@ class Views:
     def _pack(self, settings: Settings) -> dict:
         """A run packed once for the browser (cached by settings, as the runs are)."""
         run = self.runs.run(settings)
+        task = run.card.get("task") if run.card else None
+        aligned = task_alignment(task, run.settings.text)
+        scores = {kind: score_kind(kind, run.weights(kind), run.mask(kind), *run.tokens(kind), aligned, task)
+                  for kind in KINDS}
         packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in KINDS},
-                      output=run.output, notes=run_notes(run).split("\n\n"), title=run_title(run))
+                      output=run.output, notes=run_notes(run).split("\n\n"), title=run_title(run), scores=scores,
+                      decode={"written": run.generated, "steps": run.step_maps})
         packed["settings"] = settings_record(settings)
         return packed
 

@@ -17,7 +17,11 @@ gradio_client.exceptions.AppError carrying the message):
             "kind", "label", "queries"/"keys" (which token list labels rows and columns), "layers",
             "maps" (per layer, base64 of uint16 little-endian [H, Q, K] weights x 65535), "mask" (Q strings of
             K "1"/"0", "0" = masked), "stats" ({"entropy", "max_weight", "mean_distance", "diagonal"}, each
-            [layer][head])), and "settings" (the settings as used: text, model, checkpoint, d_k (a trained
+            [layer][head]), "scores" (each head's weight on a pattern: "values" {"alignment" (a task model's
+            encoder-decoder attention), "previous", "first", "eos": [layer][head]}, "labels", "chance" and
+            "look_for", a sentence from those numbers)), "decode" ("written": the token each step writes;
+            "per_step": with the causal mask off, "steps" holds each step's own decoder maps, since earlier rows
+            change), and "settings" (the settings as used: text, model, checkpoint, d_k (a trained
             family's nearest member), scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads).
             attention_viz.explorer.unpack(run) gives (maps: key -> float32 [H, Q, K], masks: kind -> bool [Q, K]).
     output  str, the model's output (for an untrained model, a note that it means nothing).

@@ -51,3 +51,33 @@ def test_reusing_keys_agrees_when_bos_is_the_pad_token(one_thread):
         kept, _ = model.greedy_decode(src, 6, PAD, EOS)
         rerun, _ = model.greedy_decode(src, 6, PAD, EOS, reuse_keys=False)
         assert torch.equal(kept, rerun)
+
+
+def test_step_maps_are_each_steps_own_pass(one_thread):
+    """step_maps[t] are the maps of the decoder on tgt[:, :t + 1]: under the causal mask rows 0..t of the last step's
+    maps (earlier rows never change), without it the plain loop's last step, and earlier rows do change."""
+    changed = 0
+    for seed in range(24):
+        model = random_model(seed)
+        src = torch.randint(3, model.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(seed))
+        for causal in (True, False):
+            generated, maps = model.greedy_decode(src, 7, BOS, EOS, causal_mask=causal, reuse_keys=False)
+            tgt = torch.cat([torch.full((2, 1), BOS), generated[:, :-1]], dim=1)  # (2, T): the last step's input
+            steps = model.step_maps(src, tgt, causal_mask=causal)
+            assert len(steps) == tgt.size(1)
+            for t, step in enumerate(steps):
+                assert set(step) == {key for key in maps if key.startswith("decoder.")}
+                for key, weights in step.items():
+                    keys = t + 1 if key.endswith("self_attn") else src.size(1)
+                    assert weights.shape == (2, model.config.n_heads, t + 1, keys), (key, t)
+                    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-5, rtol=0)
+                    if causal:
+                        last = maps[key][:, :, : t + 1, :keys]
+                        torch.testing.assert_close(weights, last, atol=1e-6, rtol=1e-5)
+            if not causal and len(steps) > 1:
+                for key, weights in steps[-1].items():
+                    torch.testing.assert_close(weights, maps[key], atol=1e-6, rtol=1e-5)
+                earlier = steps[-2]["decoder.0.self_attn"][:, :, :, :]  # (2, H, T-1, T-1)
+                later = steps[-1]["decoder.0.self_attn"][:, :, :-1, :-1]
+                changed += not torch.allclose(earlier, later, atol=1e-4)
+    assert changed >= 20  # without the causal mask a new token moves the rows before it

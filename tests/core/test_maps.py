@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attention_viz import AttentionMaps, Transformer, TransformerConfig
-from attention_viz.core.maps import KINDS, kind_key, map_key, split_kind, stack_kind
+from attention_viz.core.maps import KINDS, kind_key, map_key, split_kind, stack_kind, weight_on
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +64,25 @@ def test_stack_kind_for_torch_and_numpy_and_the_kind_method(maps, kind):
         stack_kind(one, kind, n_layers + 1)
     with pytest.raises(KeyError):
         maps.kind("decoder.nothing")
+
+
+def test_weight_on_measures_the_weight_on_target_keys():
+    """weight_on against a loop in float64: per head, the mean over rows with a target of the weight on it."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        h, q, k = rng.integers(1, 4), rng.integers(1, 7), rng.integers(1, 7)
+        p = rng.random((2, h, q, k))
+        p[..., rng.integers(q), :] = 0.0  # a fully masked row is left out
+        p /= np.maximum(p.sum(-1, keepdims=True), 1e-300)
+        targets = rng.random((q, k)) < 0.3
+        got = weight_on(p, targets)
+        assert got.shape == (2, h)
+        for index in np.ndindex(2, h):
+            rows = [i for i in range(q) if targets[i].any() and p[index][i].sum() > 0]
+            want = np.mean([p[index][i][targets[i]].sum() for i in rows]) if rows else np.nan
+            np.testing.assert_allclose(got[index], want, rtol=1e-12, equal_nan=True)
+    eye = np.eye(3)[None]
+    assert weight_on(eye, np.eye(3, dtype=bool))[0] == 1.0
+    assert weight_on(eye, ~np.eye(3, dtype=bool))[0] == 0.0
+    with pytest.raises(ValueError, match="targets have shape"):
+        weight_on(eye, np.eye(2, dtype=bool))

@@ -2,6 +2,7 @@
  *
  *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
  *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload (object or JSON) or null),
+ *                    setStep(t or null), play(), pause(),
  *                    markStale(message or null), state: {kind, layer, head, scale}}
  *
  * Builds, inside `container` only (it gets the class av-explorer):
@@ -10,8 +11,14 @@
  *                  its head on click), the legend and the chosen head's statistics;
  *   #<headViewId>  the chosen head as a table (the same three data attributes, token labels on both
  *                  axes, values as text, exact weight on hover): a sibling of #<rootId>, so that
- *                  `#explorer [data-layer][data-head]` finds tiles only.
- * headViewId defaults to "head_view" for the root "explorer", else "<rootId>-head". Every view change is drawn here from the kept numbers: no request leaves the page.
+ *                  `#explorer [data-layer][data-head]` finds tiles only;
+ *   #<stepId>      (a run with a decode) the decode step by step: play/pause, a step slider whose last
+ *                  position is the finished run, data-step "all" or t; at step t the row of every decoder
+ *                  map that writes token t is marked in the grid and the head view, later rows are blank;
+ *   #<scoresId>    (a run with scores) what to look for, and every head's pattern scores as a table whose
+ *                  rows [data-layer][data-head] select their head.
+ * headViewId defaults to "head_view" for the root "explorer", else "<rootId>-head"; stepId to "decode_step",
+ * else "<rootId>-decode-step"; scoresId to "alignment", else "<rootId>-alignment". Every view change is drawn here from the kept numbers: no request leaves the page.
  * Each redraw is timed between performance marks: measures "explorer-redraw" (script time) and
  * "explorer-frame" (until the next frame), detail {root, reason} (reason: tile, kind, layer, head, scale,
  * payload, api).
@@ -26,6 +33,10 @@
     "1fa088", "28ae80", "3fbc73", "5ec962", "84d44b", "addc30", "d8e219", "fde725"].map(
     (hex) => [0, 2, 4].map((i) => parseInt(hex.slice(i, i + 2), 16)));
   const MASKED = [200, 200, 200];
+  const FUTURE = [242, 242, 242]; // a cell its step has not computed yet
+  const PLAY_MS = 900; // one decode step per this many milliseconds while playing
+  const SHORT = {alignment: "align", previous: "prev", first: "first", eos: "eos"}; // tile badges
+  const CLEAR = 0.5; // a head "does" a pattern when more than half its weight goes there
   const LOG_FLOOR = 1e-3; // the log scale's bottom: 0.001 and below share the darkest colour
   const SCALES = {
     linear: "linear (0 → 1)",
@@ -76,7 +87,8 @@
         allowed: entry.mask.map((row) => Array.from(row, (c) => c === "1")),
       });
     }
-    return {payload: payload, kinds: kinds, order: payload.kinds.map((e) => e.kind), H: payload.n_heads};
+    return {payload: payload, kinds: kinds, order: payload.kinds.map((e) => e.kind), H: payload.n_heads,
+      decode: payload.decode || null, stepWeights: new Map()};
   }
 
   function rowMaxima(data, offset, Q, K) {
@@ -95,7 +107,7 @@
     return w;
   }
 
-  function shell(root, rootId, headViewId) {
+  function shell(root, rootId, headViewId, stepId, scoresId) {
     /* the static markup of one explorer; every later lookup goes through `root` (the container) */
     root.classList.add("av-explorer");
     root.innerHTML = `<div class="av-browse" id="${escapeHtml(rootId)}">
@@ -107,15 +119,25 @@
         <label>Head <select class="av-headsel"></select></label>
         <label>Colour <select class="av-scale"></select></label>
       </div>
+      <div class="av-decode" id="${escapeHtml(stepId)}" data-step="all" hidden>
+        <button type="button" class="av-play">▶ play</button>
+        <button type="button" class="av-prev" aria-label="previous step">◀</button>
+        <input type="range" class="av-step" min="0" max="0" value="0" aria-label="decode step">
+        <button type="button" class="av-next" aria-label="next step">▶</button>
+        <div class="av-step-text" role="status"></div>
+      </div>
       <div class="av-grid" aria-label="every layer and head; click a map to open it"></div>
       <div class="av-legend"></div>
       <div class="av-stats"></div></div>
       <div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div>
+      <div class="av-scores" id="${escapeHtml(scoresId)}" hidden></div>
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
     return {stale: $(".av-stale-note"), summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
       scale: $(".av-scale"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
-      view: $(".av-head-view"), tip: $(".av-tip")};
+      view: $(".av-head-view"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
+      prev: $(".av-prev"), next: $(".av-next"), step: $(".av-step"), stepText: $(".av-step-text"),
+      scores: $(".av-scores")};
   }
 
   const options = (items) => items.map(([v, t]) => `<option value="${escapeHtml(v)}">${escapeHtml(t)}</option>`).join("");
@@ -124,9 +146,13 @@
     opts = opts || {};
     if (typeof payload === "string") payload = JSON.parse(payload);
     const rootName = opts.rootId || "explorer";
-    const ui = shell(root, rootName, opts.headViewId || (rootName === "explorer" ? "head_view" : rootName + "-head"));
-    let data = null;
-    const state = {kind: null, layer: 0, head: 0, scale: opts.scale in SCALES ? opts.scale : "linear"};
+    const main = rootName === "explorer";
+    const ui = shell(root, rootName, opts.headViewId || (main ? "head_view" : rootName + "-head"),
+      opts.stepId || (main ? "decode_step" : rootName + "-decode-step"),
+      opts.scoresId || (main ? "alignment" : rootName + "-alignment"));
+    let data = null, timer = null;
+    // step: null = the finished run, t = the decode step that writes target token t
+    const state = {kind: null, layer: 0, head: 0, scale: opts.scale in SCALES ? opts.scale : "linear", step: null};
     ui.scale.innerHTML = options(Object.entries(SCALES));
 
     function timed(reason, draw) {
@@ -155,17 +181,43 @@
         (notes ? `<ul class="av-notes">${notes}</ul>` : "");
     }
 
+    function stepping(k) {
+      /* the current step when it changes what this kind shows (decoder maps), else -1 */
+      return state.step !== null && data.decode && k.queries === "target" ? state.step : -1;
+    }
+    const future = (k, t, q, j) => t >= 0 && (q > t || (k.keys === "target" && j > t)); // not computed at step t
+
+    const weightsOf = (k, l) => weightsAt(k, l, stepping(k));
+    function weightsAt(k, l, t) {
+      /* [H * Q * K] weights of layer l at step t (-1: the finished run): the run's own, or (a run decoded
+         without the causal mask) step t's maps placed in rows 0..t, zeros elsewhere */
+      if (t < 0 || !data.decode || !data.decode.per_step) return k.weights[l];
+      const id = `${t}|${k.kind}|${l}`;
+      if (!data.stepWeights.has(id)) {
+        const width = k.keys === "target" ? t + 1 : k.K, small = decode(data.decode.steps[t][k.kind][l], data.payload.quant);
+        const full = new Float32Array(data.H * k.Q * k.K);
+        for (let h = 0; h < data.H; h++) {
+          for (let q = 0; q <= t; q++) {
+            for (let j = 0; j < width; j++) full[(h * k.Q + q) * k.K + j] = small[(h * (t + 1) + q) * width + j];
+          }
+        }
+        data.stepWeights.set(id, full);
+      }
+      return data.stepWeights.get(id);
+    }
+
     function drawGrid() {
       /* one canvas per (layer, head): a pixel per weight, scaled up by CSS */
-      const k = data.kinds[state.kind];
+      const k = data.kinds[state.kind], t = stepping(k);
+      const mark = t >= 0 ? `<i class="av-step-mark" style="top:${100 * t / k.Q}%;height:${100 / k.Q}%"></i>` : "";
       let html = "";
       for (let l = 0; l < k.layers; l++) {
         html += `<div class="av-layer-row"><span class="av-row-label">L${l}</span><div class="av-tiles">`;
         for (let h = 0; h < data.H; h++) {
           html += `<div class="av-tile" role="button" tabindex="0" data-kind="${k.kind}" data-layer="${l}" ` +
-            `data-head="${h}" title="layer ${l}, head ${h}"><canvas width="${k.K}" height="${k.Q}" ` +
-            `style="aspect-ratio:${k.K}/${k.Q}"></canvas>` +
-            `<span>H${h}</span></div>`;
+            `data-head="${h}" title="layer ${l}, head ${h}"><span class="av-canvas"><canvas width="${k.K}" ` +
+            `height="${k.Q}" style="aspect-ratio:${k.K}/${k.Q}"></canvas>${mark}</span>` +
+            `<span>H${h}${badge(k, l, h)}</span></div>`;
         }
         html += "</div></div>";
       }
@@ -174,11 +226,12 @@
         const l = +tile.dataset.layer, h = +tile.dataset.head;
         const canvas = tile.querySelector("canvas"), ctx = canvas.getContext("2d");
         const image = ctx.createImageData(k.K, k.Q), pixels = image.data;
-        const offset = h * k.Q * k.K, w = k.weights[l], maxima = rowMaxima(w, offset, k.Q, k.K);
+        const offset = h * k.Q * k.K, w = weightsOf(k, l), maxima = rowMaxima(w, offset, k.Q, k.K);
         for (let q = 0; q < k.Q; q++) {
           const allowed = k.allowed[q];
           for (let j = 0; j < k.K; j++) {
-            const rgb = allowed[j] ? LUT[level(position(state.scale, w[offset + q * k.K + j], maxima[q]))] : MASKED;
+            const rgb = future(k, t, q, j) ? FUTURE
+              : (allowed[j] ? LUT[level(position(state.scale, w[offset + q * k.K + j], maxima[q]))] : MASKED);
             const p = 4 * (q * k.K + j);
             pixels[p] = rgb[0]; pixels[p + 1] = rgb[1]; pixels[p + 2] = rgb[2]; pixels[p + 3] = 255;
           }
@@ -186,6 +239,126 @@
         ctx.putImageData(image, 0, 0);
       });
       markSelected();
+    }
+
+    function badge(k, l, h) {
+      /* the head's strongest pattern when it takes more than half its weight: " · align .97" */
+      if (!k.scores) return "";
+      let best = null;
+      for (const [name, values] of Object.entries(k.scores.values)) {
+        const v = values[l][h];
+        if (v !== null && v > CLEAR && (!best || v > best[1])) best = [name, v];
+      }
+      return best ? `<b class="av-badge" title="${escapeHtml(k.scores.labels[best[0]])}: ${best[1].toFixed(2)} of its weight">` +
+        `${SHORT[best[0]] || best[0]} ${best[1].toFixed(2).replace(/^0/, "")}</b>` : "";
+    }
+
+    function drawScores() {
+      /* what to look for (the server's sentence, from this run's numbers) and every head's scores */
+      const k = data.kinds[state.kind], sc = k.scores;
+      ui.scores.hidden = !sc;
+      if (!sc) { ui.scores.innerHTML = ""; return; }
+      const names = Object.keys(sc.values);
+      const best = names.map((n) => Math.max(...sc.values[n].flat().map((v) => (v === null ? -1 : v))));
+      let rows = "";
+      for (let l = 0; l < k.layers; l++) {
+        for (let h = 0; h < data.H; h++) {
+          rows += `<tr data-layer="${l}" data-head="${h}" tabindex="0"><th>L${l}·H${h}</th>` + names.map((n, i) => {
+            const v = sc.values[n][l][h];
+            return v === null ? "<td>–</td>" : `<td class="${v === best[i] ? "av-best" : ""}${v > CLEAR ? " av-clear" : ""}">${v.toFixed(2)}</td>`;
+          }).join("") + "</tr>";
+        }
+      }
+      ui.scores.innerHTML = `<p class="av-look-for">${inline(sc.look_for)}</p><p class="av-this-head"></p>` +
+        `<div class="av-score-box"><table class="av-score-table"><thead><tr><th>head</th>` +
+        names.map((n) => `<th title="even spread would score ${sc.chance[n]}">${escapeHtml(sc.labels[n])}</th>`).join("") +
+        `</tr><tr class="av-chance"><th>even spread</th>${names.map((n) => `<td>${(sc.chance[n] || 0).toFixed(2)}</td>`).join("")}` +
+        `</tr></thead><tbody>${rows}</tbody></table></div>`;
+      markScore();
+    }
+
+    function markScore() {
+      const sc = data && data.kinds[state.kind].scores;
+      if (!sc) return;
+      ui.scores.querySelectorAll("tbody tr").forEach((tr) => {
+        tr.classList.toggle("av-selected", +tr.dataset.layer === state.layer && +tr.dataset.head === state.head);
+      });
+      const parts = Object.keys(sc.values).map((n) => {
+        const v = sc.values[n][state.layer][state.head];
+        return `${escapeHtml(sc.labels[n])} ${v === null ? "–" : v.toFixed(2)}`;
+      });
+      ui.scores.querySelector(".av-this-head").innerHTML = `<b>This head, L${state.layer}·H${state.head}:</b> ${parts.join(" · ")}`;
+    }
+
+    function drawStep() {
+      /* the step bar: where the decode is, what it writes, and where the chosen head looks for it */
+      const d = data.decode, n = d ? d.written.length : 0;
+      ui.decode.hidden = !d;
+      if (!d) return;
+      const t = state.step;
+      ui.step.max = n; ui.step.value = t === null ? n : t;
+      ui.decode.dataset.step = t === null ? "all" : t;
+      ui.play.textContent = timer ? "⏸ pause" : "▶ play";
+      ui.play.setAttribute("aria-pressed", timer ? "true" : "false");
+      if (t === null) {
+        ui.stepText.innerHTML = `Finished: all ${n} steps of the greedy decode. Press play or move the slider ` +
+          "to see each output character being written.";
+        return;
+      }
+      const k = data.kinds[state.kind], so = d.written.slice(0, t).map(shown).join("");
+      let text = `<b>Step ${t + 1} of ${n}</b>: output so far <code>${escapeHtml(so) || "(nothing)"}</code>, ` +
+        `writing <code>${escapeHtml(shown(d.written[t]))}</code>.`;
+      if (k.queries !== "target") {
+        text += ` ${escapeHtml(k.label)} ran once, before the first step: it is the same at every step.`;
+      } else {
+        const w = weightsOf(k, state.layer), row = (state.head * k.Q + t) * k.K;
+        let top = 0;
+        for (let j = 1; j < k.K; j++) if (w[row + j] > w[row + top]) top = j;
+        text += ` Head L${state.layer}·H${state.head} looks most at ${k.keys} ${top} ` +
+          `<code>${escapeHtml(shown(k.keyTokens[top]))}</code> (${w[row + top].toFixed(2)}).`;
+        if (d.per_step && t > 0) {
+          const before = weightsAt(k, state.layer, t), prev = weightsAt(k, state.layer, t - 1);
+          let moved = 0;
+          for (let q = 0; q < t; q++) {
+            for (let j = 0; j < k.K; j++) {
+              const i = (state.head * k.Q + q) * k.K + j;
+              moved = Math.max(moved, Math.abs(before[i] - prev[i]));
+            }
+          }
+          text += ` <span class="av-changed">Causal mask off: the earlier rows are recomputed at every step, and ` +
+            `this head's moved by up to ${moved.toFixed(2)} since step ${t}.</span>`;
+        } else if (t > 0) {
+          text += " The rows above were computed at their own steps and stay as they were: the causal mask hides later tokens.";
+        }
+      }
+      ui.stepText.innerHTML = text;
+    }
+
+    function setStep(step, reason) {
+      /* show the decode at step t (0-based), or the finished run (null or past the last step) */
+      if (!data || !data.decode) return;
+      const n = data.decode.written.length;
+      state.step = step === null || step === undefined || +step >= n ? null : Math.max(0, Math.floor(+step) || 0);
+      timed(reason || "step", () => { drawGrid(); drawHead(); drawStep(); });
+      root.dispatchEvent(new CustomEvent("explorer:step", {detail: {step: state.step}}));
+    }
+
+    function stopPlaying() {
+      if (timer) { clearInterval(timer); timer = null; }
+      if (data && data.decode) { ui.play.textContent = "▶ play"; ui.play.setAttribute("aria-pressed", "false"); }
+    }
+
+    function play() {
+      /* advance one step per PLAY_MS until the finished run; a second press pauses */
+      if (timer) { stopPlaying(); return; }
+      if (!data || !data.decode) return;
+      if (state.step === null) setStep(0, "play");
+      timer = setInterval(() => {
+        const next = state.step === null ? null : state.step + 1;
+        if (next === null || next >= data.decode.written.length) { stopPlaying(); setStep(null, "play"); return; }
+        setStep(next, "play");
+      }, PLAY_MS);
+      ui.play.textContent = "⏸ pause"; ui.play.setAttribute("aria-pressed", "true");
     }
 
     function markSelected() {
@@ -216,29 +389,39 @@
         parts.push("</tr>");
       }
       ui.view.innerHTML = parts.join("") + "</tbody></table>";
-      const cells = [];
-      ui.view.querySelectorAll("td:not(.av-masked)").forEach((td) => {
-        const q = +td.dataset.q;
-        cells.push([td, q * k.K + +td.dataset.k, q]);
+      const cells = [], hidden = [];
+      ui.view.querySelectorAll("td").forEach((td) => {
+        const q = +td.dataset.q, j = +td.dataset.k;
+        (td.classList.contains("av-masked") ? hidden : cells).push([td, q * k.K + j, q, j]);
       });
-      table = {kind: k.kind, small: small, cells: cells, caption: ui.view.querySelector(".av-caption")};
+      table = {kind: k.kind, small: small, cells: cells, hidden: hidden, rows: ui.view.querySelectorAll("tbody tr"),
+        caption: ui.view.querySelector(".av-caption")};
     }
 
     function drawHead() {
       /* the chosen head: values as text (2 decimals) where they fit, 4 decimals in the title and on hover */
-      const k = data.kinds[state.kind], w = k.weights[state.layer], offset = state.head * k.Q * k.K;
+      const k = data.kinds[state.kind], w = weightsOf(k, state.layer), offset = state.head * k.Q * k.K;
+      const t = stepping(k);
       if (!table || table.kind !== k.kind) buildTable(k);
       const maxima = rowMaxima(w, offset, k.Q, k.K), view = ui.view;
       view.dataset.kind = k.kind; view.dataset.layer = state.layer; view.dataset.head = state.head;
       view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
       table.caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
         `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
-      for (const [td, index, q] of table.cells) {
+      for (const [td, index, q, j] of table.cells) {
+        if (future(k, t, q, j)) {
+          td.className = "av-future"; td.style.cssText = ""; td.title = `not computed yet at step ${t + 1}`;
+          td.textContent = "";
+          continue;
+        }
         const value = w[offset + index];
+        td.className = "";
         td.style.cssText = LUT_CSS[level(position(state.scale, value, maxima[q]))];
         td.title = value.toFixed(4);
         if (!table.small) td.textContent = value.toFixed(2);
       }
+      for (const [td, , q, j] of table.hidden) td.classList.toggle("av-future", future(k, t, q, j));
+      table.rows.forEach((tr, q) => tr.classList.toggle("av-now", q === t));
     }
 
     function drawLegend() {
@@ -274,8 +457,8 @@
       state.head = Math.min(Math.max(+head || 0, 0), data.H - 1);
       timed(reason || "select", () => {
         syncControls();
-        if (newKind) drawGrid(); else markSelected();
-        drawHead(); drawStats();
+        if (newKind) { drawGrid(); drawScores(); } else { markSelected(); markScore(); }
+        drawHead(); drawStats(); drawStep();
       });
       root.dispatchEvent(new CustomEvent("explorer:select", {detail: {kind: state.kind, layer: state.layer, head: state.head}}));
     }
@@ -298,12 +481,15 @@
       /* a new run (from the server): keep kind, layer, head and scale where the new run has them */
       if (typeof next === "string") next = next.trim() ? JSON.parse(next) : null;
       table = null; // new tokens: a new skeleton
+      stopPlaying();
+      state.step = null; // a new run shows its finished decode
       markStale(null);
       root.classList.toggle("av-empty", !next || !next.kinds);
       if (!next || !next.kinds) { // nothing to show yet (the app before its first run)
         data = null;
         ui.summary.textContent = "No run to show yet.";
-        ui.grid.innerHTML = ui.view.innerHTML = ui.stats.innerHTML = "";
+        ui.grid.innerHTML = ui.view.innerHTML = ui.stats.innerHTML = ui.scores.innerHTML = "";
+        ui.decode.hidden = ui.scores.hidden = true;
         return;
       }
       data = prepare(next);
@@ -325,6 +511,18 @@
     ui.layer.addEventListener("change", () => select(state.kind, +ui.layer.value, state.head, "layer"));
     ui.head.addEventListener("change", () => select(state.kind, state.layer, +ui.head.value, "head"));
     ui.scale.addEventListener("change", () => setScale(ui.scale.value));
+    ui.play.addEventListener("click", play);
+    ui.prev.addEventListener("click", () => { stopPlaying(); setStep(Math.max(0, (state.step === null ? data.decode.written.length : state.step) - 1), "prev"); });
+    ui.next.addEventListener("click", () => { stopPlaying(); setStep(state.step === null ? null : state.step + 1, "next"); });
+    ui.step.addEventListener("input", () => { stopPlaying(); setStep(+ui.step.value, "step"); });
+    ui.scores.addEventListener("click", (event) => {
+      const row = event.target.closest("tr[data-layer]");
+      if (row) select(state.kind, +row.dataset.layer, +row.dataset.head, "score");
+    });
+    ui.scores.addEventListener("keydown", (event) => {
+      const row = event.target.closest("tr[data-layer]");
+      if (row && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); row.click(); }
+    });
     ui.grid.addEventListener("click", (event) => {
       const tile = event.target.closest(".av-tile");
       if (tile) select(state.kind, +tile.dataset.layer, +tile.dataset.head, "tile");
@@ -338,7 +536,8 @@
       const cell = event.target.closest("td");
       if (!cell) return;
       const k = data.kinds[state.kind], q = +cell.dataset.q, j = +cell.dataset.k;
-      const what = cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.title}`;
+      const what = cell.classList.contains("av-future") ? "not computed yet at this step"
+        : (cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.title}`);
       ui.tip.textContent = `query ${q} “${shown(k.queryTokens[q])}” → key ${j} “${shown(k.keyTokens[j])}”: ${what}`;
       const box = cell.getBoundingClientRect(), base = root.getBoundingClientRect();
       ui.tip.style.left = `${Math.max(0, Math.min(box.left - base.left, base.width - 220))}px`;
@@ -350,6 +549,7 @@
     const controller = {
       select: (kind, layer, head) => select(kind, layer, head, "api"),
       setScale: setScale, setPayload: setPayload, markStale: markStale, state: state, scales: Object.keys(SCALES),
+      setStep: (step) => { stopPlaying(); setStep(step, "api"); }, play: play, pause: stopPlaying,
     };
     root.avExplorer = controller;
     setPayload(payload);

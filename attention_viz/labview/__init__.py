@@ -22,13 +22,14 @@ from functools import lru_cache
 from importlib import resources
 
 MOUNT_CLASS = "av-lab-mount"
+ASSETS = ("lab.js", "lab.css", "training.js", "training.css")
 
 
 @lru_cache(maxsize=None)
 def asset(name: str) -> str:
-    """The text of a packaged static file: "lab.js" or "lab.css"."""
-    if name not in ("lab.js", "lab.css"):
-        raise ValueError(f"no such asset {name!r}; there are lab.js and lab.css")
+    """The text of a packaged static file: "lab.js", "lab.css", "training.js" or "training.css"."""
+    if name not in ASSETS:
+        raise ValueError(f"no such asset {name!r}; there are {', '.join(ASSETS)}")
     return resources.files("attention_viz.labview").joinpath("static", name).read_text(encoding="utf-8")
 
 

@@ -24,6 +24,7 @@ import torch
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
 from attention_viz.data.checkpoints import UnsafeCheckpointError, list_models, load_model, shipped_models_dir
+from attention_viz.data.snapshots import Snapshots, load_snapshots
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.service.checks import check_choice, check_int
@@ -192,6 +193,7 @@ class Catalog:
         self.families = {family.key: family for family in families}
         self._build_lock = threading.Lock()
         self._checkpoint = functools.lru_cache(maxsize=None)(self._load_checkpoint)
+        self._snapshots = functools.lru_cache(maxsize=None)(self._read_snapshots)
         self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
 
     @property
@@ -254,6 +256,15 @@ class Catalog:
             return model
         known = ", ".join(repr(value) for _, value in self.model_choices)
         raise ValueError(f"Unknown model {model!r}; choose one of {known}.")
+
+    def snapshots(self, checkpoint: str) -> Snapshots:
+        """The training snapshots shipped beside a checkpoint (data.snapshots), read once; FileNotFoundError if none."""
+        if checkpoint not in self.cards:
+            raise ValueError(f"Unknown checkpoint {checkpoint!r}.")
+        return self._snapshots(checkpoint)
+
+    def _read_snapshots(self, name: str) -> Snapshots:
+        return load_snapshots(name, self._folders.get(name, self.models_dir))
 
     def trained(self, checkpoint: str) -> tuple[Transformer, dict]:
         """A shipped checkpoint's model (eval mode, shared) and card."""

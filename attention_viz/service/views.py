@@ -42,7 +42,7 @@ from attention_viz.service.limits import (
 )
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.requests import Settings, parse_colour_scale
-from attention_viz.service import study_view
+from attention_viz.service import study_view, training_view
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
     ADDITIVE,
@@ -104,6 +104,7 @@ class Views:
         self.store = PngStore(self.exports.root / "images")
         self.lab = LabData()
         self._packed = functools.lru_cache(maxsize=RUN_CACHE_SIZE)(self._pack)
+        self._training = functools.lru_cache(maxsize=8)(lambda d_k: training_view.training_data(self.runs.catalog, d_k))
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
 
@@ -287,6 +288,15 @@ class Views:
         """LabData.view: the lab's numbers for the browser to draw (histogram against the exact law, one query's
         logits and softmax, the sweep over d_k) and the table."""
         return self.lab.view(d_k, n_keys, scaled)
+
+    def training(self, d_k: object) -> dict:
+        """The study's three compatibility functions at one trained d_k, step by step (service.training_view: every
+        snapshot's maps of the probes, the loss, accuracy and alignment so far), cached per d_k."""
+        return self._training(str(d_k).strip())
+
+    def training_sizes(self) -> list[int]:
+        """The d_k the training view stops at (each arm of the study has a member there); [] when none ships."""
+        return training_view.trained_sizes(self.runs.catalog)
 
     def study_summary(self) -> dict | None:
         """The compatibility study's summary shipped beside its members (None when none ships)."""

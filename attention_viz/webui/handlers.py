@@ -44,6 +44,12 @@ gradio_client.exceptions.AppError carrying the message):
     the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV.
 /dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
     {"headers": [...], "data": [[...], ...]} of footnote 4's numbers.
+/training (d_k) -> training: the compatibility study's three members (scaled dot product, plain dot product,
+    additive) at one trained d_k ("8", "32", "128", "512" or "1024"), step by step: a dict (format
+    "attention_viz.training/1", documented in attention_viz/service/training_view.py): "steps" (24 training steps,
+    0 to 1000), "probes" (5 texts) and their "tokens", "kinds", and per arm its "train" and "probe" loss, token
+    accuracy and exact match per step, its cross-attention "alignment" per step (weight on reverse's
+    anti-diagonal) and "maps" (base64 of uint8 [steps, probes, heads, Q, K] weights x 255).
 /ping () -> "pong".
 kind is "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"; layer and head count from 0.
 """
@@ -132,6 +138,12 @@ class Handlers:
         range), one query's logits and softmax, the sweep over d_k (a dict, service.lab_view); and the table."""
         view = self.views.dk_lab(d_k, n_keys, scaled)
         return view.data, {"headers": LAB_HEADERS, "data": view.numbers}
+
+    @handler
+    def training(self, d_k: str):
+        """The study's scaled dot, plain dot and additive members at one trained d_k, every snapshot of their probes'
+        maps with loss, accuracy and alignment so far (a dict, service.training_view), drawn by the page."""
+        return self.views.training(d_k)
 
     @handler
     def model_controls(self, model: str, d_k: float, n_heads: float):

@@ -1,0 +1,215 @@
+/* Training, step by step: the study's three compatibility functions at one d_k, side by side, from their snapshots
+ * (service/training_view.py, format "attention_viz.training/1"). Needs explorer.js first (its colour map).
+ *
+ *   const view = AttentionTraining.mount(element, data, {rootId: "train_step"});
+ *   view.setData(next);      // another d_k: keeps the step, kind and probe where the new data has them
+ *   view.setStep(i);         // the i-th snapshot (0 .. steps - 1); view.play(), view.pause()
+ *   view.markStale(message); // the d_k asked for was refused: say so over what is drawn (null clears)
+ *
+ * #<rootId> carries data-step (the snapshot index) and data-d-k; each arm is a [data-arm] section with the probe's
+ * map at that step (values as text, exact on hover), its numbers at that step, and a chart of token accuracy and
+ * alignment over training with the step marked. Steps, kind, probe: drawn here, no request leaves the page.
+ */
+(function () {
+  "use strict";
+  if (window.AttentionTraining) return;
+  const NS = "http://www.w3.org/2000/svg";
+  const PLAY_MS = 700;
+  const CHART = {w: 300, h: 150, left: 34, right: 18, top: 10, bottom: 34};
+  const SERIES = [["token_acc", "token accuracy (training batch)", "#1f77b4"], ["alignment", "alignment (probes)", "#e4572e"]];
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  const shown = (t) => (t === " " ? "␣" : t);
+  const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
+  const num = (v, d) => (v === null || v === undefined ? "–" : v.toFixed(d));
+
+  function bytes(b64) {
+    const raw = atob(b64), out = new Uint8Array(raw.length);
+    for (let i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
+    return out;
+  }
+
+  function svg(tag, attrs, parent, text) {
+    const e = document.createElementNS(NS, tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+
+  function mount(root, data, opts) {
+    opts = opts || {};
+    const colour = window.AttentionExplorer.colour;
+    root.classList.add("av-training");
+    root.innerHTML = `<div class="av-train" id="${esc(opts.rootId || "train_step")}" data-step="0">
+      <div class="av-train-stale" role="status" hidden></div>
+      <div class="av-train-bar">
+        <button type="button" class="av-play">▶ play</button>
+        <button type="button" class="av-prev" aria-label="previous snapshot">◀</button>
+        <input type="range" class="av-step" min="0" max="0" value="0" aria-label="training step">
+        <button type="button" class="av-next" aria-label="next snapshot">▶</button>
+        <span class="av-train-status" role="status"></span>
+      </div>
+      <div class="av-train-pick">
+        <label>Attention <select class="av-kind"></select></label>
+        <label>Probe <select class="av-probe"></select></label>
+      </div>
+      <p class="av-train-say"></p>
+      <div class="av-legend">${SERIES.map(([, label, stroke]) => `<span><i style="background:${stroke}"></i>${label}</span>`).join("")}
+        <span><i class="av-cursor-key"></i>the step shown</span></div>
+      <div class="av-arms"></div></div>`;
+    const $ = (s) => root.querySelector(s);
+    const ui = {main: $(".av-train"), stale: $(".av-train-stale"), play: $(".av-play"), prev: $(".av-prev"),
+      next: $(".av-next"), step: $(".av-step"), status: $(".av-train-status"), kind: $(".av-kind"),
+      probe: $(".av-probe"), say: $(".av-train-say"), arms: $(".av-arms")};
+    const state = {step: null, key: null, probe: 0};
+    let d = null, timer = null, charts = [];
+
+    function prepare(next) {
+      const arms = next.arms.map((arm) => Object.assign({}, arm, {
+        bytes: Object.fromEntries(Object.entries(arm.maps).map(([k, b]) => [k, bytes(b)])),
+      }));
+      return Object.assign({}, next, {arms: arms});
+    }
+
+    function cell(arm, key, s, p, h, q, k) {
+      const [, P, H, Q, K] = arm.shape[key];
+      return arm.bytes[key][((((s * P + p) * H + h) * Q + q) * K) + k] / d.quant;
+    }
+
+    function build() {
+      /* one section per arm: its name, numbers, map and chart (the chart's lines are drawn once per data) */
+      ui.arms.innerHTML = d.arms.map((arm) => `<section class="av-arm" data-arm="${esc(arm.arm)}">
+          <h4>${esc(arm.label)}</h4>
+          <div class="av-arm-numbers"></div>
+          <div class="av-arm-map"></div>
+          <svg class="av-curve" viewBox="0 0 ${CHART.w} ${CHART.h}" role="img"
+               aria-label="${esc(arm.label)}: token accuracy and alignment over training"></svg>
+          <div class="av-arm-final">after ${d.steps[d.steps.length - 1]} steps, held out: <b>${pct(arm.heldout_exact_match)}</b> exact</div>
+        </section>`).join("");
+      charts = [...ui.arms.querySelectorAll(".av-curve")].map((el, i) => drawChart(el, d.arms[i]));
+    }
+
+    function x(step) {
+      const last = Math.log10(d.steps[d.steps.length - 1] + 1);
+      return CHART.left + (CHART.w - CHART.left - CHART.right) * Math.log10(step + 1) / last;
+    }
+    const y = (v) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v);
+
+    function drawChart(el, arm) {
+      for (const v of [0, 0.5, 1]) {
+        svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v), y2: y(v), class: "av-grid-line"}, el);
+        svg("text", {x: CHART.left - 4, y: y(v) + 4, "text-anchor": "end"}, el, v.toString());
+      }
+      for (const step of [0, 10, 100, 1000].filter((s) => s <= d.steps[d.steps.length - 1])) {
+        svg("text", {x: x(step), y: CHART.h - CHART.bottom + 14, "text-anchor": "middle"}, el, String(step));
+      }
+      svg("text", {x: (CHART.left + CHART.w) / 2, y: CHART.h - 4, "text-anchor": "middle"}, el, "training step (log scale)");
+      for (const [name, , stroke] of SERIES) {
+        const values = name === "alignment" ? arm.alignment : arm.train[name];
+        const points = d.steps.map((s, i) => (values[i] === null ? null : `${x(s).toFixed(1)},${y(values[i]).toFixed(1)}`))
+          .filter((p) => p !== null);
+        svg("polyline", {points: points.join(" "), fill: "none", stroke: stroke, "stroke-width": 2}, el);
+      }
+      return svg("line", {y1: CHART.top, y2: CHART.h - CHART.bottom, class: "av-cursor"}, el);
+    }
+
+    function drawMaps() {
+      const kind = d.kinds.find((k) => k.key === state.key), p = state.probe, s = state.step;
+      const rows = d.tokens[kind.queries][p], cols = d.tokens[kind.keys][p];
+      const causal = kind.kind === "decoder.self_attn";
+      ui.arms.querySelectorAll(".av-arm").forEach((section, a) => {
+        const arm = d.arms[a];
+        let html = `<table class="av-map"><thead><tr><th class="av-corner">query ↓ key →</th>` +
+          cols.map((t) => `<th>${esc(shown(t))}</th>`).join("") + "</tr></thead><tbody>";
+        for (let h = 0; h < arm.heads; h++) {
+          rows.forEach((qt, q) => {
+            html += `<tr><th>${arm.heads > 1 ? `H${h} ` : ""}${esc(shown(qt))}</th>`;
+            cols.forEach((kt, j) => {
+              if (causal && j > q) { html += '<td class="av-masked" title="masked: may not attend (weight 0)"></td>'; return; }
+              const w = cell(arm, state.key, s, p, h, q, j), rgb = colour(w);
+              const light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140;
+              html += `<td style="background:rgb(${rgb});color:${light ? "#000" : "#fff"}" ` +
+                `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${w.toFixed(2)}</td>`;
+            });
+            html += "</tr>";
+          });
+        }
+        section.querySelector(".av-arm-map").innerHTML = html + "</tbody></table>";
+      });
+    }
+
+    function drawNumbers() {
+      const s = state.step, step = d.steps[s];
+      ui.main.dataset.step = s;
+      ui.main.dataset.dK = d.d_k;
+      ui.step.max = d.steps.length - 1; ui.step.value = s;
+      ui.status.innerHTML = `<b>step ${step}</b> of ${d.steps[d.steps.length - 1]} (snapshot ${s + 1} of ${d.steps.length}), d_k ${d.d_k}`;
+      ui.arms.querySelectorAll(".av-arm").forEach((section, a) => {
+        const arm = d.arms[a], n = d.probes.length;
+        section.querySelector(".av-arm-numbers").innerHTML =
+          `loss <b>${num(arm.train.loss[s], 3)}</b> · token accuracy <b>${pct(arm.train.token_acc[s])}</b> · ` +
+          `probes exact <b>${Math.round(arm.probe.exact_match[s] * n)}/${n}</b> · alignment <b>${num(arm.alignment[s], 2)}</b>`;
+        charts[a].setAttribute("x1", x(step)); charts[a].setAttribute("x2", x(step));
+      });
+      const by = d.arms.map((arm) => `${arm.label} ${num(arm.alignment[s], 2)}`).join(", ");
+      const last = d.arms.map((arm) => arm.alignment[d.steps.length - 1]);
+      const worst = d.arms[last.indexOf(Math.min(...last))];
+      ui.say.innerHTML = `At step ${step}, cross-attention's weight on the anti-diagonal (the character each output ` +
+        `is written from; 1 = every row on it): ${esc(by)}. After training the lowest is ${esc(worst.label)}, ` +
+        `${num(Math.min(...last), 2)}, with ${pct(worst.heldout_exact_match)} of held-out strings exact.`;
+      ui.play.textContent = timer ? "⏸ pause" : "▶ play";
+    }
+
+    function setStep(i) {
+      if (!d) return;
+      state.step = Math.min(Math.max(Math.floor(+i) || 0, 0), d.steps.length - 1);
+      drawMaps(); drawNumbers();
+    }
+
+    function pause() { if (timer) { clearInterval(timer); timer = null; } if (d) ui.play.textContent = "▶ play"; }
+    function play() {
+      if (timer) { pause(); return; }
+      if (!d) return;
+      if (state.step >= d.steps.length - 1) setStep(0);
+      timer = setInterval(() => {
+        if (state.step >= d.steps.length - 1) { pause(); return; }
+        setStep(state.step + 1);
+      }, PLAY_MS);
+      ui.play.textContent = "⏸ pause";
+    }
+
+    function setData(next) {
+      pause();
+      markStale(null);
+      if (!next || !next.arms) { d = null; ui.arms.innerHTML = ""; ui.say.textContent = "Choose a d_k."; return; }
+      d = prepare(next);
+      ui.kind.innerHTML = d.kinds.map((k) => `<option value="${esc(k.key)}">${esc(k.label)}</option>`).join("");
+      ui.probe.innerHTML = d.probes.map((p, i) => `<option value="${i}">${esc(p)}</option>`).join("");
+      if (!d.kinds.some((k) => k.key === state.key)) state.key = d.kinds[0].key;
+      state.probe = Math.min(state.probe, d.probes.length - 1);
+      ui.kind.value = state.key; ui.probe.value = state.probe;
+      build();
+      setStep(state.step === null ? d.steps.length - 1 : state.step);
+    }
+
+    function markStale(message) {
+      ui.main.classList.toggle("av-stale", !!message);
+      ui.stale.hidden = !message;
+      ui.stale.textContent = message ? `${message} Shown: d_k ${d ? d.d_k : "–"}.` : "";
+    }
+
+    ui.play.addEventListener("click", play);
+    ui.prev.addEventListener("click", () => { pause(); setStep(state.step - 1); });
+    ui.next.addEventListener("click", () => { pause(); setStep(state.step + 1); });
+    ui.step.addEventListener("input", () => { pause(); setStep(+ui.step.value); });
+    ui.kind.addEventListener("change", () => { state.key = ui.kind.value; drawMaps(); });
+    ui.probe.addEventListener("change", () => { state.probe = +ui.probe.value; drawMaps(); });
+    const controller = {setData: setData, setStep: (i) => { pause(); setStep(i); }, play: play, pause: pause,
+      markStale: markStale, state: state};
+    root.avTraining = controller;
+    setData(data);
+    return controller;
+  }
+
+  window.AttentionTraining = {mount: mount};
+})();

@@ -1,0 +1,118 @@
+"""Training, step by step: the study's shipped members at one d_k, their snapshots as numbers the browser draws.
+
+The compatibility study (docs/study.md) trained the reverse task with scaled dot product, plain dot product and
+additive attention at each d_k, and kept every attention map of five probe inputs at 24 log-spaced steps
+(data.snapshots). For one d_k this packs the three side by side (explorer/static/training.js draws them):
+
+    {
+      "format": "attention_viz.training/1",
+      "d_k": 128, "d_ks": [8, 32, 128, 512, 1024],      # this view's and every trained size
+      "task": "reverse",
+      "steps": [0, 1, 2, ..., 1000],                     # the snapshots' training steps (n_steps)
+      "probes": ["rfsvmubm", ...],                       # P probe texts (teacher-forced: <bos> + the answer)
+      "tokens": {"source": [[str] x P], "target": [[str] x P]},
+      "kinds": [{"key": "decoder.0.cross_attn", "kind": "decoder.cross_attn", "label": ..., "queries": "target",
+                 "keys": "source"}, ...],
+      "quant": 255,                                      # weight = byte / 255
+      "arms": [{
+          "arm": "scaled_dot" | "dot" | "additive", "label": str, "model": checkpoint name,
+          "heads": H, "heldout_exact_match": float,      # after the last step, 1,000 held-out strings
+          "train": {"loss": [...], "token_acc": [...], "exact_match": [...]},   # per step (null at step 0)
+          "probe": {"loss": [...], "token_acc": [...], "exact_match": [...]},   # on the probes, per step
+          "alignment": [...],                            # per step: cross-attention's weight on reverse's
+                                                         # anti-diagonal, mean over probes and heads
+          "maps": {key: b64 of uint8 [n_steps, P, H, Qmax, Kmax]}           # padded; crop with the tokens
+      }, ...]
+    }
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+from attention_viz.core.maps import KINDS, weight_on
+from attention_viz.data.snapshots import LEVELS
+from attention_viz.data.tasks import alignment
+from attention_viz.service.catalog import Catalog
+from attention_viz.service.limits import STUDY_ARMS, STUDY_PREFIX
+
+FORMAT = "attention_viz.training/1"
+ROUND = 4
+AXES = {"encoder": ("source", "source"), "self_attn": ("target", "target"), "cross_attn": ("target", "source")}
+
+
+def trained_sizes(catalog: Catalog) -> list[int]:
+    """The d_k at which every arm of the study has a member with snapshots (the view's d_k stops)."""
+    sizes = None
+    for arm in STUDY_ARMS:
+        family = catalog.families.get(STUDY_PREFIX + arm)
+        have = set(family.d_ks) if family is not None else set()
+        sizes = have if sizes is None else sizes & have
+    return sorted(sizes or [])
+
+
+def _axes(key: str) -> tuple[str, str]:
+    stack, _, name = key.split(".")
+    return AXES["encoder"] if stack == "encoder" else AXES[name]
+
+
+def _rounded(values) -> list:
+    return [None if v is None else round(float(v), ROUND) for v in values]
+
+
+def training_data(catalog: Catalog, d_k: object) -> dict:
+    """The three arms' snapshots at `d_k` (one of trained_sizes; anything else is refused with the sizes named)."""
+    sizes = trained_sizes(catalog)
+    if not sizes:
+        raise ValueError("No training snapshots ship with this app.")
+    named = str(d_k).strip() if isinstance(d_k, (str, int)) and not isinstance(d_k, bool) else None
+    if named not in {str(size) for size in sizes}:
+        raise ValueError(f"d_k must be one of the trained sizes {', '.join(map(str, sizes))}.")
+    d_k = int(named)
+    arms, meta0 = [], None
+    for arm, label in STUDY_ARMS.items():
+        name = dict(catalog.families[STUDY_PREFIX + arm].members)[d_k]
+        snaps = catalog.snapshots(name)
+        meta = snaps.meta
+        if meta0 is None:
+            meta0 = meta
+        elif meta["probes"] != meta0["probes"] or meta["steps"] != meta0["steps"]:
+            raise ValueError(f"{name}'s snapshots have other probes or steps than {meta0['model']}'s")
+        score = []
+        cross = [key for key in snaps.keys if key.endswith("cross_attn")]
+        for s in range(len(snaps.steps)):
+            per_probe = []
+            for p, text in enumerate(snaps.probes):
+                for key in cross:
+                    weights = snaps.map_at(key, s, p)  # (H, Q, K)
+                    targets = np.zeros(weights.shape[1:], dtype=bool)
+                    for t, positions in enumerate(alignment(meta["task"], text)):
+                        targets[t, list(positions)] = True
+                    per_probe.append(np.nanmean(weight_on(weights, targets)))
+            score.append(float(np.mean(per_probe)))
+        card = catalog.cards[name]
+        arms.append({
+            "arm": arm, "label": label, "model": name, "heads": int(snaps.quantised[snaps.keys[0]].shape[2]),
+            "heldout_exact_match": card.get("heldout_exact_match"),
+            "train": {k: _rounded(v) for k, v in meta["train"].items()},
+            "probe": {k: _rounded(v) for k, v in meta["probe"].items()},
+            "alignment": _rounded(score),
+            "maps": {key: base64.b64encode(np.ascontiguousarray(snaps.quantised[key]).tobytes()).decode("ascii")
+                     for key in snaps.keys},
+            "shape": {key: list(snaps.quantised[key].shape) for key in snaps.keys},
+        })
+    kinds = []
+    for key in meta0["keys"]:
+        stack, layer, name = key.split(".")
+        queries, keys = _axes(key)
+        kinds.append({"key": key, "kind": f"{stack}.{name}", "label": f"{KINDS[f'{stack}.{name}']}, layer {layer}",
+                      "queries": queries, "keys": keys})
+    kinds.sort(key=lambda k: (k["kind"] != "decoder.cross_attn", k["key"]))  # the telling one first
+    return {
+        "format": FORMAT, "d_k": d_k, "d_ks": sizes, "task": meta0["task"], "steps": list(meta0["steps"]),
+        "probes": list(meta0["probes"]),
+        "tokens": {"source": meta0["src_tokens"], "target": meta0["tgt_tokens"]},
+        "kinds": kinds, "quant": LEVELS, "arms": arms,
+    }

@@ -1,0 +1,85 @@
+"""Training, step by step (#train_step), in the browser: the study's three compatibility functions at one d_k.
+
+Opening the tab asks the server once; a step, a probe or a kind then changes in the page only, with the numbers
+/training sent. A new d_k is one more request; the radio offers only the trained sizes.
+"""
+
+import base64
+
+import numpy as np
+import pytest
+from gradio_client import Client
+from playwright.sync_api import Page, expect
+
+from devtools.browser import READABLE_JS
+from tests.e2e.test_browser import TIMEOUT_MS, app_requests, open_app, shot
+
+pytestmark = pytest.mark.browser
+ROOT = "#train_step"
+SLIDER = f"{ROOT} input[type=range]"
+
+
+def open_training(page: Page, app_url: str, width: int = 1280) -> dict:
+    open_app(page, app_url, width=width)
+    page.get_by_role("tab", name="Training").click()
+    expect(page.locator(f"{ROOT} [data-arm]")).to_have_count(3, timeout=TIMEOUT_MS)
+    return Client(app_url, verbose=False).predict(d_k="512", api_name="/training")
+
+
+def test_steps_probes_and_kinds_change_in_the_page(page: Page, app_url):
+    data = open_training(page, app_url)
+    assert data["d_k"] == 512 and [a["arm"] for a in data["arms"]] == ["scaled_dot", "dot", "additive"]
+    last = len(data["steps"]) - 1
+    expect(page.locator(ROOT)).to_have_attribute("data-step", str(last))  # opens on the trained models
+    expect(page.locator(ROOT)).to_have_attribute("data-d-k", "512")
+    requests = app_requests(page, app_url)
+    for index in (0, 17):
+        page.locator(SLIDER).fill(str(index))
+        expect(page.locator(ROOT)).to_have_attribute("data-step", str(index))
+        expect(page.locator(f"{ROOT} .av-train-status")).to_contain_text(f"step {data['steps'][index]} of 1000")
+        for arm in data["arms"]:
+            section = page.locator(f'{ROOT} [data-arm="{arm["arm"]}"]')
+            expect(section.locator(".av-arm-numbers")).to_contain_text(f"alignment {arm['alignment'][index]:.2f}")
+            shape = arm["shape"]["decoder.0.cross_attn"]
+            maps = np.frombuffer(base64.b64decode(arm["maps"]["decoder.0.cross_attn"]), np.uint8).reshape(shape)
+            row = maps[index, 0, 0, 1, : len(data["tokens"]["source"][0])] / 255  # probe 0, head 0, query 1
+            texts = section.locator("tbody tr").nth(1).locator("td").all_inner_texts()
+            assert texts == [f"{w:.2f}" for w in row]
+    page.select_option(f"{ROOT} .av-probe", "3")
+    source = data["tokens"]["source"][3]
+    expect(page.locator(f'{ROOT} [data-arm="dot"] thead th')).to_have_count(1 + len(source))
+    page.select_option(f"{ROOT} .av-kind", "decoder.0.self_attn")
+    expect(page.locator(f'{ROOT} [data-arm="dot"] td.av-masked').first).to_be_visible()  # the causal mask
+    page.locator(f"{ROOT} .av-play").click()
+    expect(page.locator(ROOT)).to_have_attribute("data-step", "18", timeout=5_000)
+    page.locator(f"{ROOT} .av-play").click()
+    assert requests == [], requests
+    measured = page.locator(ROOT).evaluate(READABLE_JS)
+    assert measured["smallest"] >= 11 and measured["outside"] == 0, measured
+    shot(page, "training", wait=False)
+
+
+def test_a_new_d_k_is_one_request_and_only_trained_sizes_exist(page: Page, app_url):
+    data = open_training(page, app_url)
+    radios = page.locator("#train_dk input[type=radio]")
+    assert [radios.nth(i).get_attribute("value") for i in range(radios.count())] == [str(s) for s in data["d_ks"]]
+    page.locator(SLIDER).fill("5")
+    page.locator("#train_dk").get_by_label("32").check()
+    expect(page.locator(ROOT)).to_have_attribute("data-d-k", "32", timeout=TIMEOUT_MS)
+    expect(page.locator(ROOT)).to_have_attribute("data-step", "5")  # the step is kept
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="d_k must be one of the trained sizes 8, 32, 128, 512, 1024"):
+        Client(app_url, verbose=False).predict(d_k="64", api_name="/training")
+
+
+def test_phone_width(page: Page, app_url):
+    open_training(page, app_url, width=390)
+    width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert width[0] <= width[1], width
+    boxes = page.locator(f"{ROOT} [data-arm]").evaluate_all("s => s.map(e => Math.round(e.getBoundingClientRect().left))")
+    assert len(set(boxes)) == 1, boxes  # the three arms stack
+    rights = page.locator(f"{ROOT} select, {ROOT} button, {ROOT} input").evaluate_all(
+        "es => es.map(e => e.getBoundingClientRect().right)")
+    assert max(rights) <= 390, rights  # no control runs off the screen
+    shot(page, "training_phone", wait=False)

@@ -257,6 +257,12 @@ class Catalog:
         known = ", ".join(repr(value) for _, value in self.model_choices)
         raise ValueError(f"Unknown model {model!r}; choose one of {known}.")
 
+    @property
+    def rng_lock(self) -> threading.Lock:
+        """Held while something seeds and draws from torch's global generator (building an untrained model, a live
+        training building its model): one at a time, so each gets the weights its seed promises."""
+        return self._build_lock
+
     def snapshots(self, checkpoint: str) -> Snapshots:
         """The training snapshots shipped beside a checkpoint (data.snapshots), read once; FileNotFoundError if none."""
         if checkpoint not in self.cards:

@@ -49,6 +49,16 @@ LAB_SAMPLES = 20_000           # q·k samples in the histogram
 LAB_SEED = 0
 LAB_HEADERS = ["quantity", "unscaled q·k", "scaled q·k / √d_k", "theory"]
 
+# ----------------------------------------------------------------------------- training live (service/live.py)
+
+LIVE_TASKS = ("reverse", "copy", "sort")
+LIVE_D_KS = (8, 32, 128, 512, 1024)  # the study's sizes
+LIVE_ARMS = {"scaled_dot": "scaled dot product (1/√d_k)", "dot": "plain dot product (no 1/√d_k)",
+             "additive": "additive attention"}
+LIVE_STEPS = 600               # a run's step budget ...
+LIVE_SECONDS = 55.0            # ... or this many seconds of training, whichever comes first
+LIVE_LINE = 8                  # users who may wait for their turn; one more is refused
+
 # ----------------------------------------------------------------------------- server resources
 
 UNTRAINED_CACHE_BYTES = 32 * 2**20  # untrained models kept, by parameter bytes (the widest, ~110 MB, is rebuilt)

@@ -9,6 +9,7 @@ additive attention at each d_k, and kept every attention map of five probe input
       "d_k": 128, "d_ks": [8, 32, 128, 512, 1024],      # this view's and every trained size
       "task": "reverse",
       "steps": [0, 1, 2, ..., 1000],                     # the snapshots' training steps (n_steps)
+      "total_steps": 1000,                               # the training's budget (a live run's steps so far are fewer)
       "probes": ["rfsvmubm", ...],                       # P probe texts (teacher-forced: <bos> + the answer)
       "tokens": {"source": [[str] x P], "target": [[str] x P]},
       "kinds": [{"key": "decoder.0.cross_attn", "kind": "decoder.cross_attn", "label": ..., "queries": "target",
@@ -21,7 +22,8 @@ additive attention at each d_k, and kept every attention map of five probe input
           "probe": {"loss": [...], "token_acc": [...], "exact_match": [...]},   # on the probes, per step
           "alignment": [...],                            # per step: cross-attention's weight on reverse's
                                                          # anti-diagonal, mean over probes and heads
-          "maps": {key: b64 of uint8 [n_steps, P, H, Qmax, Kmax]}           # padded; crop with the tokens
+          "maps": {key: b64 of uint8 [n_steps, P, H, Qmax, Kmax]},          # padded; crop with the tokens
+          "status": str                                  # a live run that ended early only: how it ended
       }, ...]
     }
 """
@@ -62,6 +64,56 @@ def _rounded(values) -> list:
     return [None if v is None else round(float(v), ROUND) for v in values]
 
 
+def arm_data(arm: str, label: str, model: str, meta: dict, quantised: dict[str, np.ndarray],
+             heldout_exact_match: float | None) -> dict:
+    """One arm of the view from snapshots: meta as data.snapshots' JSON (steps, probes, task, train, probe),
+    quantised[key] uint8 [n_steps, P, H, Q, K]. Alignment: cross-attention's weight on the task's alignment per
+    step, the mean over probes (each probe's row t holds the weight on the source positions it is written from)."""
+    cross = [key for key in quantised if key.endswith("cross_attn")]
+    score = []
+    for s in range(len(meta["steps"])):
+        per_probe = []
+        for p, text in enumerate(meta["probes"]):
+            n_q, n_k = len(meta["tgt_tokens"][p]), len(meta["src_tokens"][p])
+            targets = np.zeros((n_q, n_k), dtype=bool)
+            for t, positions in enumerate(alignment(meta["task"], text)):
+                targets[t, list(positions)] = True
+            for key in cross:
+                weights = quantised[key][s, p, :, :n_q, :n_k] / LEVELS  # (H, Q, K)
+                per_probe.append(np.nanmean(weight_on(weights, targets)))
+        score.append(float(np.mean(per_probe)) if per_probe else None)
+    first = next(iter(quantised.values()))
+    return {
+        "arm": arm, "label": label, "model": model, "heads": int(first.shape[2]),
+        "heldout_exact_match": heldout_exact_match,
+        "train": {k: _rounded(v) for k, v in meta["train"].items()},
+        "probe": {k: _rounded(v) for k, v in meta["probe"].items()},
+        "alignment": _rounded(score),
+        "maps": {key: base64.b64encode(np.ascontiguousarray(q, dtype=np.uint8).tobytes()).decode("ascii")
+                 for key, q in quantised.items()},
+        "shape": {key: list(q.shape) for key, q in quantised.items()},
+    }
+
+
+def view_data(meta: dict, keys: list[str], arms: list[dict], d_k: int, d_ks: list[int],
+              total_steps: int | None = None) -> dict:
+    """The whole view (this module's format) from the first arm's snapshot meta and the packed arms."""
+    kinds = []
+    for key in keys:
+        stack, layer, name = key.split(".")
+        queries, key_axis = _axes(key)
+        kinds.append({"key": key, "kind": f"{stack}.{name}", "label": f"{KINDS[f'{stack}.{name}']}, layer {layer}",
+                      "queries": queries, "keys": key_axis})
+    kinds.sort(key=lambda k: (k["kind"] != "decoder.cross_attn", k["key"]))  # the telling one first
+    steps = list(meta["steps"])
+    return {
+        "format": FORMAT, "d_k": d_k, "d_ks": list(d_ks), "task": meta["task"], "steps": steps,
+        "total_steps": int(total_steps if total_steps is not None else steps[-1]),
+        "probes": list(meta["probes"]), "tokens": {"source": meta["src_tokens"], "target": meta["tgt_tokens"]},
+        "kinds": kinds, "quant": LEVELS, "arms": arms,
+    }
+
+
 def training_data(catalog: Catalog, d_k: object) -> dict:
     """The three arms' snapshots at `d_k` (one of trained_sizes; anything else is refused with the sizes named)."""
     sizes = trained_sizes(catalog)
@@ -75,44 +127,10 @@ def training_data(catalog: Catalog, d_k: object) -> dict:
     for arm, label in STUDY_ARMS.items():
         name = dict(catalog.families[STUDY_PREFIX + arm].members)[d_k]
         snaps = catalog.snapshots(name)
-        meta = snaps.meta
         if meta0 is None:
-            meta0 = meta
-        elif meta["probes"] != meta0["probes"] or meta["steps"] != meta0["steps"]:
+            meta0 = snaps.meta
+        elif snaps.meta["probes"] != meta0["probes"] or snaps.meta["steps"] != meta0["steps"]:
             raise ValueError(f"{name}'s snapshots have other probes or steps than {meta0['model']}'s")
-        score = []
-        cross = [key for key in snaps.keys if key.endswith("cross_attn")]
-        for s in range(len(snaps.steps)):
-            per_probe = []
-            for p, text in enumerate(snaps.probes):
-                for key in cross:
-                    weights = snaps.map_at(key, s, p)  # (H, Q, K)
-                    targets = np.zeros(weights.shape[1:], dtype=bool)
-                    for t, positions in enumerate(alignment(meta["task"], text)):
-                        targets[t, list(positions)] = True
-                    per_probe.append(np.nanmean(weight_on(weights, targets)))
-            score.append(float(np.mean(per_probe)))
-        card = catalog.cards[name]
-        arms.append({
-            "arm": arm, "label": label, "model": name, "heads": int(snaps.quantised[snaps.keys[0]].shape[2]),
-            "heldout_exact_match": card.get("heldout_exact_match"),
-            "train": {k: _rounded(v) for k, v in meta["train"].items()},
-            "probe": {k: _rounded(v) for k, v in meta["probe"].items()},
-            "alignment": _rounded(score),
-            "maps": {key: base64.b64encode(np.ascontiguousarray(snaps.quantised[key]).tobytes()).decode("ascii")
-                     for key in snaps.keys},
-            "shape": {key: list(snaps.quantised[key].shape) for key in snaps.keys},
-        })
-    kinds = []
-    for key in meta0["keys"]:
-        stack, layer, name = key.split(".")
-        queries, keys = _axes(key)
-        kinds.append({"key": key, "kind": f"{stack}.{name}", "label": f"{KINDS[f'{stack}.{name}']}, layer {layer}",
-                      "queries": queries, "keys": keys})
-    kinds.sort(key=lambda k: (k["kind"] != "decoder.cross_attn", k["key"]))  # the telling one first
-    return {
-        "format": FORMAT, "d_k": d_k, "d_ks": sizes, "task": meta0["task"], "steps": list(meta0["steps"]),
-        "probes": list(meta0["probes"]),
-        "tokens": {"source": meta0["src_tokens"], "target": meta0["tgt_tokens"]},
-        "kinds": kinds, "quant": LEVELS, "arms": arms,
-    }
+        arms.append(arm_data(arm, label, name, snaps.meta, snaps.quantised,
+                             catalog.cards[name].get("heldout_exact_match")))
+    return view_data(meta0, list(meta0["keys"]), arms, d_k, sizes)

@@ -95,13 +95,19 @@ class SnapshotRecorder:
         if self.recorded != self.steps:
             missing = sorted(set(self.steps) - set(self.recorded))
             raise RuntimeError(f"snapshots missing at steps {missing}: was the recorder passed to train()?")
+        return save_snapshots(stem, self.meta(**meta), self.quantised(), self.final_maps())
+
+    def quantised(self) -> dict[str, np.ndarray]:
+        """uint8 [n_recorded, P, H, Q, K] per key: the snapshots so far, as the file stores them."""
+        return {key: quantise(np.stack(values)) for key, values in self.maps.items()}
+
+    def meta(self, **extra) -> dict:
+        """The snapshots' description so far (data.snapshots' JSON without the fields save_snapshots fills in)."""
         s = self.settings
-        quantised = {key: quantise(np.stack(values)) for key, values in self.maps.items()}  # (n_steps, P, H, Q, K)
-        info = {
+        return {
             "task": s.task, "scale": s.scale, "compatibility": s.compatibility, "init": s.init, "d_k": s.d_k,
-            "seed": s.seed, "steps": self.recorded, "probes": self.texts,
+            "seed": s.seed, "steps": list(self.recorded), "probes": self.texts,
             "src_tokens": [self.tokenizer.tokens(self.tokenizer.encode(t).ids) for t in self.texts],
             "tgt_tokens": [self.tokenizer.tokens(row[: len(t) + 1]) for t, row in zip(self.texts, self.batch.tgt_in.tolist())],
-            "teacher_forced": True, "train": self.train, "probe": self.probe, **meta,
+            "teacher_forced": True, "train": self.train, "probe": self.probe, **extra,
         }
-        return save_snapshots(stem, info, quantised, self.final_maps())

@@ -101,3 +101,10 @@ def selection_js(elem_id: str, at: int) -> str:
     explorer's current choice (kept as sent when the explorer has no run)."""
     return (f"(...args) => {{ const view = {_controller(elem_id)}; const s = view && view.state;"
             f" if (s && s.kind) args.splice({int(at)}, 3, s.kind, s.layer, s.head); return args; }}")
+
+
+def open_js(elem_id: str) -> str:
+    """The `js` of a js-only event whose one input is a JSON {"kind", "layer", "head"} (or ""): the explorer opens
+    that head now and keeps it for the run on its way (a guided lesson's step)."""
+    return (f"(target) => {{ const view = {_controller(elem_id)}; if (view && target) view.openOn(JSON.parse(target));"
+            " return []; }")

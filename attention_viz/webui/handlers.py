@@ -50,6 +50,11 @@ gradio_client.exceptions.AppError carrying the message):
     0 to 1000), "probes" (5 texts) and their "tokens", "kinds", and per arm its "train" and "probe" loss, token
     accuracy and exact match per step, its cross-attention "alignment" per step (weight on reverse's
     anti-diagonal) and "maps" (base64 of uint8 [steps, probes, heads, Q, K] weights x 255).
+/live_train (task, d_k, compatibility) -> a stream of (training, message): train the study's small model live on
+    "reverse", "copy" or "sort" at d_k "8" .. "1024" with "scaled_dot", "dot" or "additive"; one run at a time across
+    all users (the message says your place in line while you wait), at most 600 steps or 55 s. training is the
+    /training format with one arm, growing by a snapshot each update; the last message says how it ended.
+/live_cancel () -> message: stops the caller's (the same client's) live run at its next step.
 /ping () -> "pong".
 kind is "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"; layer and head count from 0.
 """
@@ -57,11 +62,14 @@ kind is "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"; layer 
 from __future__ import annotations
 
 import functools
+import json
 import math
 
 import gradio as gr
 
 from attention_viz.service.limits import EXAMPLES, LAB_HEADERS
+from attention_viz.service.lesson import Lesson
+from attention_viz.service.live import LiveTrainer
 from attention_viz.service.requests import Settings
 from attention_viz.service.views import Views
 from attention_viz.webui.runtime import release_free_memory
@@ -89,6 +97,25 @@ class Handlers:
     def __init__(self, views: Views) -> None:
         self.views = views
         self.runs = views.runs
+        self.live = LiveTrainer(views.runs.catalog)
+        self.lesson_steps = Lesson(views)
+
+    def live_train(self, task: str, d_k: str, compatibility: str, request: gr.Request = None):
+        """A live run, streamed: (the view so far, or unchanged; what is happening: place in line, step, outcome)."""
+        owner = getattr(request, "session_hash", None)
+        try:
+            for update in self.live.run(task, d_k, compatibility, owner=owner):
+                yield (update["view"] if update.get("view") is not None else gr.skip()), update["message"]
+        except ValueError as error:
+            raise gr.Error(str(error), print_exception=False) from None
+        finally:
+            release_free_memory()
+
+    def live_cancel(self, request: gr.Request = None) -> str:
+        """Stop this session's live run at its next step (its stream then says where it stopped)."""
+        if self.live.cancel(getattr(request, "session_hash", None) or ""):
+            return "Cancelling…"
+        return "No live run of yours to cancel."
 
     def _settings(self, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens,
                   d_model, n_heads, compatibility=None) -> Settings:
@@ -146,17 +173,46 @@ class Handlers:
         return self.views.training(d_k)
 
     @handler
-    def model_controls(self, model: str, d_k: float, n_heads: float):
+    def model_controls(self, model: str, d_k: float, n_heads: float, lesson_scale: str | None = None):
         """The d_k controls for a newly picked model: its d_k family (log₂), training scale, which d_k exist, and
-        the compatibility picker (shown, with the model's own, for a study model only; scaling off for additive)."""
+        the compatibility picker (shown, with the model's own, for a study model only; scaling off for additive).
+        lesson_scale: the scaling a lesson step asks for with this model, instead of the model's own (then cleared)."""
         c = self.views.model_controls(model, d_k, n_heads=n_heads)
+        scale = lesson_scale if lesson_scale and c.scaling_applies else c.scale_mode
         return (
             gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k)),
             gr.update(value=c.d_k),
             gr.update(visible=c.untrained),
-            gr.update(value=c.scale_mode, interactive=c.scaling_applies),
+            gr.update(value=scale, interactive=c.scaling_applies),
             c.d_k_note,
             gr.update(value=c.compatibility, visible=c.study),
+            None,
+        )
+
+    @handler
+    def lesson_training(self, index: float, d_k: str):
+        """After a lesson step that opens the Training tab: its view (a radio left as it was fires no change)."""
+        return self.views.training(d_k) if self.lesson_steps.step(index).tab == "training" else gr.skip()
+
+    @handler
+    def lesson(self, index: float, current_model: str):
+        """A guided lesson's step (service.lesson): its text and everything it sets, in LESSON_OUTPUTS order."""
+        step = self.lesson_steps.step(index)
+        c, lab, live = step.controls, step.lab, step.live
+        model_changes = bool(c) and c.get("model") != current_model
+        keep = gr.skip()
+        return (
+            step.index, step.text, gr.update(selected=step.tab),
+            c.get("text", keep) if c else keep,
+            c.get("model", keep) if c else keep,
+            c.get("d_k", keep) if c else keep,
+            math.log2(c["d_k"]) if c else keep,
+            c.get("scale", keep) if c else keep,
+            c.get("scale") if model_changes else None,  # the new model's controls then apply the lesson's scaling
+            lab["d_k"] if lab else keep, math.log2(lab["d_k"]) if lab else keep, lab["scaled"] if lab else keep,
+            str(step.training["d_k"]) if step.training else keep,
+            live["task"] if live else keep, str(live["d_k"]) if live else keep, live["arm"] if live else keep,
+            json.dumps(step.explorer) if step.explorer else "",
         )
 
     @handler

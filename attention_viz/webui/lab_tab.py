@@ -79,8 +79,9 @@ def lab_view(data: dict | None = None) -> gr.HTML:
                    container=False, min_height=400)
 
 
-def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
-    """The lab's widgets and wiring, inside the current gr.Tab (endpoint /dk_lab)."""
+def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
+    """The lab's widgets and wiring, inside the current gr.Tab (endpoint /dk_lab); returns the controls a lesson
+    sets (d_k, dk_log, scaled)."""
     gr.Markdown(LAB_TEXT)
     with gr.Row():
         dk_log = gr.Slider(0, math.log2(LAB_D_K_RANGE[1]), value=math.log2(LAB_D_K), step=1,
@@ -110,3 +111,4 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
+    return {"d_k": d_k, "dk_log": dk_log, "scaled": scaled}

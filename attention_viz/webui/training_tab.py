@@ -2,9 +2,11 @@
 
 How gr.HTML is used: as in lab_tab.py. `value` is service.training_view's data (None until the tab is first
 opened: its ~120 kB stay out of the page's config, so the page opens as fast as before); `js_on_load` runs
-explorer.js (its colour map) and training.js, inlined from the package (offline), mounts the view and
+training.js, inlined from the package (offline), mounts the view and
 `watch("value", ...)` hands each new value to setData. Step, attention kind and probe change in the page only.
 A refused d_k (only through the API: the radio offers the trained sizes) marks the view stale.
+Below it, a live run (service.live): a generator event streams the view so far and a status line (the place in
+line while waiting); Cancel asks the service to stop this session's run, whose stream then says where it stopped.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import json
 
 import gradio as gr
 
-from attention_viz.explorer.html import asset as explorer_asset
 from attention_viz.labview import MOUNT_CLASS, asset
+from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_LINE, LIVE_TASKS
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.widgets import PRIVATE, RAW
 
 VIEW_ID, DK_ID, ROOT_ID = "train_view", "train_dk", "train_step"
+LIVE_VIEW_ID, LIVE_ROOT_ID = "live_view", "live_train"
 OPENING_D_K = 512  # where the three functions part: plain dot products stall, the other two align
 
 TEXT = """### Training, step by step: do the heads form without 1/√d_k?
@@ -29,33 +32,63 @@ steps. Move the step (or press play) to watch cross-attention find the anti-diag
 is written from; pick d_k to see where plain dot products start to fall behind. Every map is of the same five
 probe strings, teacher-forced, saved during training (docs/study.md)."""
 
-JS_ON_LOAD = explorer_asset("explorer.js") + asset("training.js") + f"""
+LIVE_TEXT = """### Train one yourself
+Pick a task, a d_k and a compatibility function and train the same small model here, live: the curves and the
+maps arrive as it learns (600 steps, under a minute). One run trains at a time for everyone using this app; if
+another is training you are told your place in line. Try plain dot product at d_k 1024, then scaled."""
+
+
+def _js_on_load(root_id: str) -> str:
+    return asset("training.js") + f"""
 ;(function () {{
   const view = window.AttentionTraining.mount(element.querySelector(".{MOUNT_CLASS}"), props.value || null,
-                                              {{rootId: {json.dumps(ROOT_ID)}}});
+                                              {{rootId: {json.dumps(root_id)}}});
   watch("value", () => view.setData(props.value || null));
 }})();
 """
+
+
+def _training_view(elem_id: str, root_id: str, min_height: int) -> gr.HTML:
+    return gr.HTML(value=None, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("training.css"),
+                   js_on_load=_js_on_load(root_id), apply_default_css=False, elem_id=elem_id, padding=False,
+                   container=False, min_height=min_height)
 _VIEW = f"(document.querySelector({json.dumps('#' + VIEW_ID + ' .av-training')}) || {{}}).avTraining"
 STALE_JS = ("() => { const v = " + _VIEW + "; if (v) v.markStale(\"This d_k was refused; the view shows the last "
             "one that was accepted.\"); }")
 CURRENT_JS = "() => { const v = " + _VIEW + "; if (v) v.markStale(null); }"
 
 
-def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> None:
-    """The tab's widgets and wiring, inside `tab` (endpoint /training); nothing when no snapshots ship."""
+def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> dict:
+    """The tab's widgets and wiring, inside `tab` (endpoints /training, /live_train, /live_cancel); returns the
+    controls a lesson sets (d_k, live_task, live_dk, live_arm); {} when no snapshots ship."""
     sizes = views.training_sizes()
     if not sizes:
         gr.Markdown("No training snapshots ship with this app.")
-        return
+        return {}
     gr.Markdown(TEXT)
     opening = OPENING_D_K if OPENING_D_K in sizes else sizes[-1]
     d_k = gr.Radio([str(size) for size in sizes], value=str(opening), label="d_k (the trained sizes)",
                    elem_id=DK_ID)
-    view = gr.HTML(value=None, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("training.css"),
-                   js_on_load=JS_ON_LOAD, apply_default_css=False, elem_id=VIEW_ID, padding=False, container=False,
-                   min_height=600)
+    view = _training_view(VIEW_ID, ROOT_ID, 600)
     event = gr.on([d_k.change, tab.select], handlers.training, [d_k], [view], api_name="training",
                   show_progress="minimal", **RAW)
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, None, None, js=STALE_JS, **PRIVATE)
+
+    gr.Markdown(LIVE_TEXT)
+    with gr.Row():
+        task = gr.Radio(list(LIVE_TASKS), value=LIVE_TASKS[0], label="task", elem_id="live_task")
+        live_dk = gr.Radio([str(v) for v in LIVE_D_KS], value=str(LIVE_D_KS[-1]), label="d_k", elem_id="live_dk")
+        arm = gr.Radio([(label, key) for key, label in LIVE_ARMS.items()], value="dot",
+                       label="compatibility function", elem_id="live_arm")
+    with gr.Row():
+        start = gr.Button("Train", variant="primary", elem_id="live_start")
+        stop = gr.Button("Cancel", elem_id="live_cancel")
+    status = gr.Markdown("", elem_id="live_status")
+    live_view = _training_view(LIVE_VIEW_ID, LIVE_ROOT_ID, 200)
+    # Many may wait at once (each hears its place in line); LiveTrainer trains one at a time.
+    start.click(handlers.live_train, [task, live_dk, arm], [live_view, status], api_name="live_train",
+                concurrency_limit=LIVE_LINE + 1, show_progress="minimal", **RAW)
+    stop.click(handlers.live_cancel, None, status, api_name="live_cancel", concurrency_limit=None,
+               show_progress="hidden")
+    return {"d_k": d_k, "view": view, "live_task": task, "live_dk": live_dk, "live_arm": arm}

@@ -53,8 +53,9 @@ def alphabet_info(cards) -> str:
             "the notes (the untrained model takes any).")
 
 
-def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
-    """The tab's widgets and wiring, inside the current gr.Tab (endpoints /visualize, /steps, /compare, /export)."""
+def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
+    """The tab's widgets and wiring, inside the current gr.Tab (endpoints /visualize, /steps, /compare, /export);
+    returns the controls a guided lesson sets (text, model, d_k, dk_log, scale, lesson_scale)."""
     catalog = views.runs.catalog
     model0 = catalog.default_model
     controls0 = views.model_controls(model0, catalog.default_d_k(model0))
@@ -101,6 +102,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
             head = gr.Number(0, minimum=0, maximum=max_heads - 1, precision=0, label="head", visible=False,
                              elem_id="head")
             active = gr.State("heatmaps")
+            lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
             with gr.Tabs():
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
                     gr.Markdown(HELP)
@@ -152,8 +154,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     log2_slider_pair(dk_log, d_k)
     # A new model (or number of heads) changes the d_k controls first, then the run. The compatibility picker
     # picks the study's model of that function (a new model, so the same path).
-    controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads],
-                     [dk_log, d_k, untrained_box, scale, dk_note, compat], **PRIVATE)
+    controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads, lesson_scale],
+                     [dk_log, d_k, untrained_box, scale, dk_note, compat, lesson_scale], **PRIVATE)
     controls.failure(**refused)
     answered(controls.success(handlers.visualize, [*settings_inputs, compat], view_outputs, **PRIVATE, **LIVE))
     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)
@@ -169,3 +171,4 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> None:
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
     export_button.click(handlers.export, [*head_inputs, colour, compat], files, api_name="export", js=chosen, **RAW)
+    return {"text": text, "model": model, "d_k": d_k, "dk_log": dk_log, "scale": scale, "lesson_scale": lesson_scale}

@@ -83,3 +83,28 @@ def test_phone_width(page: Page, app_url):
         "es => es.map(e => e.getBoundingClientRect().right)")
     assert max(rights) <= 390, rights  # no control runs off the screen
     shot(page, "training_phone", wait=False)
+
+
+def test_train_it_yourself_streams_and_cancels_while_others_are_answered(page: Page, browser, app_url):
+    open_training(page, app_url)
+    page.locator("#live_dk").get_by_label("1024", exact=True).check()  # the slowest dot product: time to look
+    page.locator("#live_arm").get_by_label("plain dot product (no 1/√d_k)").check()
+    page.locator("#live_start").click()
+    live = page.locator("#live_train")
+    page.wait_for_function("() => +(document.querySelector('#live_train') || {dataset: {}}).dataset.step >= 5",
+                           timeout=TIMEOUT_MS)  # a few snapshots in: it streams
+    expect(page.locator("#live_status")).to_contain_text("Training: step")
+    expect(live.locator("[data-arm]")).to_have_count(1)
+    # another user, meanwhile: the Transformer tab answers a new text
+    other = browser.new_page()
+    try:
+        open_app(other, app_url)
+        other.locator("#text input, #text textarea").first.fill("abcd")
+        other.locator("#text input, #text textarea").first.press("Enter")
+        expect(other.locator("#output textarea, #output input").first).to_have_value("dcba", timeout=TIMEOUT_MS)
+    finally:
+        other.close()
+    expect(page.locator("#live_status")).to_contain_text("Training: step")  # still training when it answered
+    page.locator("#live_cancel").click()
+    expect(page.locator("#live_status")).to_contain_text("Cancelled after step", timeout=TIMEOUT_MS)
+    shot(page, "training_live", wait=False)

@@ -2,7 +2,7 @@
  *
  *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
  *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload (object or JSON) or null),
- *                    setStep(t or null), play(), pause(),
+ *                    setStep(t or null), play(), pause(), openOn({kind, layer, head}) (now, and for the next run),
  *                    markStale(message or null), state: {kind, layer, head, scale}}
  *
  * Builds, inside `container` only (it gets the class av-explorer):
@@ -150,7 +150,7 @@
     const ui = shell(root, rootName, opts.headViewId || (main ? "head_view" : rootName + "-head"),
       opts.stepId || (main ? "decode_step" : rootName + "-decode-step"),
       opts.scoresId || (main ? "alignment" : rootName + "-alignment"));
-    let data = null, timer = null;
+    let data = null, timer = null, pending = null; // pending: the head the next run opens on (openOn)
     // step: null = the finished run, t = the decode step that writes target token t
     const state = {kind: null, layer: 0, head: 0, scale: opts.scale in SCALES ? opts.scale : "linear", step: null};
     ui.scale.innerHTML = options(Object.entries(SCALES));
@@ -498,10 +498,11 @@
       // the first run opens where the options or the run say (the run: its last cross-attention layer); later
       // runs keep the kind, layer and head chosen, where they have them
       const first = state.kind === null, open = next.opening || {};
-      const kind = !first && state.kind in data.kinds ? state.kind
+      let kind = !first && state.kind in data.kinds ? state.kind
         : (opts.kind in data.kinds ? opts.kind : (open.kind in data.kinds ? open.kind : data.order[0]));
-      const layer = first ? (opts.layer !== undefined ? opts.layer : (open.layer || 0)) : state.layer;
-      const head = first ? (opts.head !== undefined ? opts.head : (open.head || 0)) : state.head;
+      let layer = first ? (opts.layer !== undefined ? opts.layer : (open.layer || 0)) : state.layer;
+      let head = first ? (opts.head !== undefined ? opts.head : (open.head || 0)) : state.head;
+      if (pending && pending.kind in data.kinds) { ({kind, layer, head} = pending); pending = null; }
       state.kind = null; // forces the grid
       select(kind, layer, head, "payload");
     }
@@ -550,6 +551,7 @@
       select: (kind, layer, head) => select(kind, layer, head, "api"),
       setScale: setScale, setPayload: setPayload, markStale: markStale, state: state, scales: Object.keys(SCALES),
       setStep: (step) => { stopPlaying(); setStep(step, "api"); }, play: play, pause: stopPlaying,
+      openOn: (target) => { pending = target; if (data && target.kind in data.kinds) select(target.kind, target.layer, target.head, "api"); },
     };
     root.avExplorer = controller;
     setPayload(payload);

@@ -1,5 +1,5 @@
 /* Training, step by step: the study's three compatibility functions at one d_k, side by side, from their snapshots
- * (service/training_view.py, format "attention_viz.training/1"). Needs explorer.js first (its colour map).
+ * (service/training_view.py, format "attention_viz.training/1"); self-contained (viridis as the explorer's).
  *
  *   const view = AttentionTraining.mount(element, data, {rootId: "train_step"});
  *   view.setData(next);      // another d_k: keeps the step, kind and probe where the new data has them
@@ -17,6 +17,15 @@
   const PLAY_MS = 700;
   const CHART = {w: 300, h: 150, left: 34, right: 18, top: 10, bottom: 34};
   const SERIES = [["token_acc", "token accuracy (training batch)", "#1f77b4"], ["alignment", "alignment (probes)", "#e4572e"]];
+  // viridis, 17 stops, as explorer.js and the server's images use it
+  const VIRIDIS = ["440154", "48186a", "472d7b", "424086", "3b528b", "33638d", "2c728e", "26828e", "21918c",
+    "1fa088", "28ae80", "3fbc73", "5ec962", "84d44b", "addc30", "d8e219", "fde725"].map(
+    (hex) => [0, 2, 4].map((i) => parseInt(hex.slice(i, i + 2), 16)));
+  function colour(t) {
+    const x = Math.min(Math.max(t, 0), 1) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
+    return [0, 1, 2].map((c) => Math.round(VIRIDIS[i][c] + (VIRIDIS[i + 1][c] - VIRIDIS[i][c]) * f));
+  }
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (t) => (t === " " ? "␣" : t);
   const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
@@ -38,7 +47,6 @@
 
   function mount(root, data, opts) {
     opts = opts || {};
-    const colour = window.AttentionExplorer.colour;
     root.classList.add("av-training");
     root.innerHTML = `<div class="av-train" id="${esc(opts.rootId || "train_step")}" data-step="0">
       <div class="av-train-stale" role="status" hidden></div>
@@ -84,13 +92,15 @@
           <div class="av-arm-map"></div>
           <svg class="av-curve" viewBox="0 0 ${CHART.w} ${CHART.h}" role="img"
                aria-label="${esc(arm.label)}: token accuracy and alignment over training"></svg>
-          <div class="av-arm-final">after ${d.steps[d.steps.length - 1]} steps, held out: <b>${pct(arm.heldout_exact_match)}</b> exact</div>
+          <div class="av-arm-final">${arm.status ? esc(arm.status) : (arm.heldout_exact_match === null ||
+            arm.heldout_exact_match === undefined ? "training…"
+            : `after ${d.steps[d.steps.length - 1]} steps, held out: <b>${pct(arm.heldout_exact_match)}</b> exact`)}</div>
         </section>`).join("");
       charts = [...ui.arms.querySelectorAll(".av-curve")].map((el, i) => drawChart(el, d.arms[i]));
     }
 
     function x(step) {
-      const last = Math.log10(d.steps[d.steps.length - 1] + 1);
+      const last = Math.log10((d.total_steps || d.steps[d.steps.length - 1]) + 1);
       return CHART.left + (CHART.w - CHART.left - CHART.right) * Math.log10(step + 1) / last;
     }
     const y = (v) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v);
@@ -100,7 +110,9 @@
         svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v), y2: y(v), class: "av-grid-line"}, el);
         svg("text", {x: CHART.left - 4, y: y(v) + 4, "text-anchor": "end"}, el, v.toString());
       }
-      for (const step of [0, 10, 100, 1000].filter((s) => s <= d.steps[d.steps.length - 1])) {
+      const total = d.total_steps || d.steps[d.steps.length - 1];
+      const ticks = [0, 10, 100, 1000].filter((s) => s <= total && x(total) - x(s) > 24 || s === total);
+      for (const step of ticks.includes(total) ? ticks : [...ticks, total]) {
         svg("text", {x: x(step), y: CHART.h - CHART.bottom + 14, "text-anchor": "middle"}, el, String(step));
       }
       svg("text", {x: (CHART.left + CHART.w) / 2, y: CHART.h - 4, "text-anchor": "middle"}, el, "training step (log scale)");
@@ -143,7 +155,8 @@
       ui.main.dataset.step = s;
       ui.main.dataset.dK = d.d_k;
       ui.step.max = d.steps.length - 1; ui.step.value = s;
-      ui.status.innerHTML = `<b>step ${step}</b> of ${d.steps[d.steps.length - 1]} (snapshot ${s + 1} of ${d.steps.length}), d_k ${d.d_k}`;
+      ui.status.innerHTML = `<b>step ${step}</b> of ${d.total_steps || d.steps[d.steps.length - 1]} (snapshot ${s + 1} ` +
+        `of ${d.steps.length}), d_k ${d.d_k}`;
       ui.arms.querySelectorAll(".av-arm").forEach((section, a) => {
         const arm = d.arms[a], n = d.probes.length;
         section.querySelector(".av-arm-numbers").innerHTML =
@@ -154,9 +167,9 @@
       const by = d.arms.map((arm) => `${arm.label} ${num(arm.alignment[s], 2)}`).join(", ");
       const last = d.arms.map((arm) => arm.alignment[d.steps.length - 1]);
       const worst = d.arms[last.indexOf(Math.min(...last))];
-      ui.say.innerHTML = `At step ${step}, cross-attention's weight on the anti-diagonal (the character each output ` +
-        `is written from; 1 = every row on it): ${esc(by)}. After training the lowest is ${esc(worst.label)}, ` +
-        `${num(Math.min(...last), 2)}, with ${pct(worst.heldout_exact_match)} of held-out strings exact.`;
+      ui.say.innerHTML = `At step ${step}, cross-attention's weight on the task's alignment (the character each output ` +
+        `is written from; 1 = every row on it): ${esc(by)}.` + (d.arms.length > 1 ? ` After training the lowest is ` +
+        `${esc(worst.label)}, ${num(Math.min(...last), 2)}, with ${pct(worst.heldout_exact_match)} of held-out strings exact.` : "");
       ui.play.textContent = timer ? "⏸ pause" : "▶ play";
     }
 
@@ -182,14 +195,17 @@
       pause();
       markStale(null);
       if (!next || !next.arms) { d = null; ui.arms.innerHTML = ""; ui.say.textContent = "Choose a d_k."; return; }
+      const d0 = d;
       d = prepare(next);
       ui.kind.innerHTML = d.kinds.map((k) => `<option value="${esc(k.key)}">${esc(k.label)}</option>`).join("");
       ui.probe.innerHTML = d.probes.map((p, i) => `<option value="${i}">${esc(p)}</option>`).join("");
+      // a view that showed its last step follows new steps (a live run); another step shown stays
+      const following = !d0 || state.step === null || state.step >= d0.steps.length - 1;
       if (!d.kinds.some((k) => k.key === state.key)) state.key = d.kinds[0].key;
       state.probe = Math.min(state.probe, d.probes.length - 1);
       ui.kind.value = state.key; ui.probe.value = state.probe;
       build();
-      setStep(state.step === null ? d.steps.length - 1 : state.step);
+      setStep(following ? d.steps.length - 1 : state.step);
     }
 
     function markStale(message) {

@@ -1,0 +1,171 @@
+"""A guided lesson: seven steps from the anti-diagonal of reverse to why the paper scales by 1/√d_k.
+
+Each step says which tab to open and which controls to set (the page sets them), and writes what to notice with
+the numbers of exactly that view: the runs, the lab and the training snapshots it sets are computed here through
+Views (cached, so the page's own requests for the same view cost nothing).
+
+    lesson = Lesson(views)
+    step = lesson.step(0)     # LessonStep: index, title, tab, controls, explorer, lab, training, live, text
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from attention_viz.service.checks import check_int
+from attention_viz.service.views import Views
+
+TEXT = "attention"
+
+
+@dataclass(frozen=True)
+class LessonStep:
+    """One step: where it takes the learner and what it says (Markdown, with this view's numbers)."""
+
+    index: int
+    title: str
+    tab: str                                      # "transformer", "lab" or "training"
+    text: str = ""
+    controls: dict = field(default_factory=dict)  # the Transformer tab: text, model, d_k, scale (when it applies)
+    explorer: dict | None = None                  # kind, layer, head the explorer opens
+    lab: dict | None = None                       # the lab: d_k, scaled
+    training: dict | None = None                  # the training view: d_k
+    live: dict | None = None                      # train it yourself: task, d_k, arm
+
+
+def _best_alignment(packed: dict) -> tuple[int, int, float, float]:
+    """(layer, head, score, chance) of the encoder-decoder head most on the task's alignment."""
+    cross = next(k for k in packed["kinds"] if k["kind"] == "decoder.cross_attn")
+    scores = np.array(cross["scores"]["values"]["alignment"], dtype=float)
+    layer, head = np.unravel_index(np.nanargmax(scores), scores.shape)
+    return int(layer), int(head), float(scores[layer, head]), float(cross["scores"]["chance"]["alignment"])
+
+
+class Lesson:
+    """The lesson's steps, each built from the views it sets (ValueError for a step that does not exist)."""
+
+    TITLES = (
+        "See the anti-diagonal of reverse",
+        "Watch it decode, one character at a time",
+        "Take the 1/√d_k away at the largest d_k",
+        "Why: q·k has variance d_k",
+        "Scaled and unscaled, side by side in training",
+        "Meet additive attention",
+        "Train one yourself",
+    )
+
+    def __init__(self, views: Views) -> None:
+        self.views = views
+        self.runs = views.runs
+
+    def __len__(self) -> int:
+        return len(self.TITLES)
+
+    def step(self, index: object) -> LessonStep:
+        index = check_int("lesson step", index, 0, len(self) - 1)
+        build = (self._anti_diagonal, self._decode, self._unscaled, self._lab, self._training, self._additive,
+                 self._live)[index]
+        step = build(LessonStep(index, self.TITLES[index], "transformer"))
+        return replace(step, text=f"**Step {index + 1} of {len(self)}: {step.title}.** {step.text}")
+
+    # -- the steps
+
+    def _reverse(self, d_k: int, scale: str) -> tuple[dict, dict]:
+        controls = {"text": TEXT, "model": "reverse/sqrt_dk", "d_k": d_k, "scale": scale}
+        settings = self.runs.settings(TEXT, "reverse/sqrt_dk", d_k, scale)
+        return controls, self.views.visualize(settings).run
+
+    def _anti_diagonal(self, step: LessonStep) -> LessonStep:
+        controls, packed = self._reverse(16, "sqrt_dk")
+        layer, head, score, chance = _best_alignment(packed)
+        text = (f"The model reverses `{TEXT}` into `{packed['output']}`. In encoder-decoder attention each row is an "
+                f"output character and each column a source character: head L{layer}·H{head} puts {score:.2f} of "
+                f"its weight on the character each output is written from (an evenly spread head would put "
+                f"{chance:.2f}), so its map is an anti-diagonal. The table under the head scores every head.")
+        return replace(step, text=text, controls=controls,
+                       explorer={"kind": "decoder.cross_attn", "layer": layer, "head": head})
+
+    def _decode(self, step: LessonStep) -> LessonStep:
+        controls, packed = self._reverse(16, "sqrt_dk")
+        layer, head, _, _ = _best_alignment(packed)
+        cross = self.runs.run(self.runs.settings(TEXT, "reverse/sqrt_dk", 16, "sqrt_dk")).maps[
+            f"decoder.{layer}.cross_attn"][head]  # (T, S)
+        written = packed["decode"]["written"]
+        source = packed["tokens"]["source"]
+        lines = [f"step {t + 1} writes `{written[t]}` looking most at source `{source[int(cross[t].argmax())]}` "
+                 f"({cross[t].max():.2f})" for t in range(min(3, len(written)))]
+        text = ("Press ▶ play in the bar above the grid (or drag it): the decoder writes one character per step, and "
+                "the marked row is the step being computed. For head "
+                f"L{layer}·H{head}: " + "; ".join(lines) + ". Rows below the mark do not exist yet.")
+        return replace(step, text=text, controls=controls,
+                       explorer={"kind": "decoder.cross_attn", "layer": layer, "head": head})
+
+    def _unscaled(self, step: LessonStep) -> LessonStep:
+        sizes = self.runs.catalog.d_k_choices("reverse/sqrt_dk")
+        d_k = max(sizes)
+        _, scaled = self._reverse(d_k, "sqrt_dk")
+        controls, unscaled = self._reverse(d_k, "none")
+
+        def peak(packed: dict) -> float:
+            cross = next(k for k in packed["kinds"] if k["kind"] == "decoder.cross_attn")
+            return float(np.mean(cross["stats"]["max_weight"]))
+
+        text = (f"The same model at d_k {d_k} (its largest trained size), run without the 1/√d_k it was trained "
+                f"with. The logits grow by √{d_k} ≈ {d_k ** 0.5:.0f}, so the softmax goes one-hot: the mean largest "
+                f"weight of a row in encoder-decoder attention rises from {peak(scaled):.2f} to {peak(unscaled):.2f}, "
+                f"and the output breaks: `{unscaled['output']}` instead of `{scaled['output']}`.")
+        layer, head, _, _ = _best_alignment(scaled)
+        return replace(step, text=text, controls=controls,
+                       explorer={"kind": "decoder.cross_attn", "layer": layer, "head": head})
+
+    def _lab(self, step: LessonStep) -> LessonStep:
+        d_k = 512
+        sweep = self.views.dk_lab(d_k, 32, False).data["sweep"]  # means over many queries, both modes
+        i = sweep["d_k"].index(d_k)
+        un, sc = ({name: values[i] for name, values in sweep[mode].items()} for mode in ("unscaled", "scaled"))
+        text = (f"With q and k of unit-variance components, q·k is a sum of d_k products, so its variance is d_k: "
+                f"{un['logit_var']:.0f} unscaled against {sc['logit_var']:.2f} scaled at d_k {d_k} (means over "
+                f"{sweep['n_queries']} queries of {sweep['n_keys']} keys). Unscaled, one key takes "
+                f"{un['max_weight']:.3f} of the weight (scaled {sc['max_weight']:.2f}), the entropy falls to "
+                f"{un['entropy']:.3f} nats ({sc['entropy']:.2f} scaled) and the softmax's gradient to "
+                f"{un['grad_norm']:.4f} ({sc['grad_norm']:.2f} scaled): the queries and keys stop learning. Tick "
+                "*scaled* to compare, and move d_k.")
+        return replace(step, tab="lab", text=text, lab={"d_k": d_k, "scaled": False})
+
+    def _training(self, step: LessonStep) -> LessonStep:
+        d_k = 512
+        data = self.views.training(d_k)
+        parts = [f"{arm['label']} {arm['alignment'][-1]:.2f} ({100 * arm['heldout_exact_match']:.0f}% of held-out "
+                 f"strings exact)" for arm in data["arms"]]
+        text = (f"The same one-head model trained three ways at d_k {d_k}. Press ▶ play and watch cross-attention "
+                "find the anti-diagonal. After 1,000 steps its weight there is: " + "; ".join(parts) + ". Without "
+                "the scaling the softmax starts saturated, and the head forms late or not at all.")
+        return replace(step, tab="training", text=text, training={"d_k": d_k})
+
+    def _additive(self, step: LessonStep) -> LessonStep:
+        text_in, d_k = "reverse", 1024
+        scores = {}
+        for arm in ("additive", "dot"):
+            settings = self.runs.settings(text_in, f"study/{arm}", d_k, "sqrt_dk")
+            packed = self.views.visualize(settings).run
+            scores[arm] = (*_best_alignment(packed)[2:3], packed["output"])
+        text = ("Additive attention (Bahdanau et al.) scores a key with a small network, w·tanh(W q + U k), instead "
+                "of a dot product; nothing there grows with d_k, so it needs no scaling. At d_k 1024 on "
+                f"`{text_in}` the study's additive model puts {scores['additive'][0]:.2f} of its weight on the "
+                f"anti-diagonal and writes `{scores['additive'][1]}`; its plain dot product twin "
+                f"{scores['dot'][0]:.2f}, writing `{scores['dot'][1]}`. §3.2.1: additive attention beats unscaled "
+                "dot products at large d_k; with 1/√d_k, dot products match it and run faster.")
+        return replace(step, text=text, controls={"text": text_in, "model": "study/additive", "d_k": d_k},
+                       explorer={"kind": "decoder.cross_attn", "layer": 0, "head": 0})
+
+    def _live(self, step: LessonStep) -> LessonStep:
+        d_k = 1024
+        arms = {arm["arm"]: arm for arm in self.views.training(d_k)["arms"]}
+        text = (f"Now train one: the task, d_k {d_k} and plain dot product are set below. Press **Train** and watch "
+                "the alignment line; then pick scaled dot product and train again. The study's models at this d_k "
+                f"ended at alignment {arms['dot']['alignment'][-1]:.2f} (plain) and "
+                f"{arms['scaled_dot']['alignment'][-1]:.2f} (scaled) after 1,000 steps.")
+        return replace(step, tab="training", text=text, training={"d_k": d_k},
+                       live={"task": "reverse", "d_k": d_k, "arm": "dot"})

@@ -5,7 +5,7 @@
 #   JOBS=1 DEVICE=cuda scripts/train_all.sh
 #   MODELS=/tmp/smoke STEPS=20 scripts/train_all.sh   # a smoke test of the pipeline, nothing shipped touched
 #
-# Shipped: one scaled model per task (copy, reverse, sort) and the d_k family on reverse: d_k in
+# Shipped: one scaled model per task (copy, reverse, sort, dates) and the d_k family on reverse: d_k in
 # {4, 16, 64, 128}, each with scaling on (sqrt_dk) and off (none); same seed, data and steps.
 # The reverse task model *is* the family's d_k=16 scaled member (one run, saved under both names).
 # Per-run progress bars go to runs/train_all/NAME.log.
@@ -20,6 +20,7 @@ STEPS=${STEPS:-}                # set to override every run's step budget (smoke
 FAMILY_STEPS=${STEPS:-2000}
 TASK_STEPS=${STEPS:-2000}
 SORT_STEPS=${STEPS:-1500}
+DATES_STEPS=${STEPS:-3000}      # dates in words -> ISO; max_len 32 (the trainer's default for the task)
 # The family figure: assets/ for the shipped models; beside any other models folder (smoke tests).
 if [ "$MODELS" = attention_viz/data/models ]; then FIGURE=assets/dk_family.png; else FIGURE="$(dirname "$MODELS")/dk_family.png"; fi
 mkdir -p "$MODELS" "$LOGS"
@@ -37,6 +38,7 @@ runs() {
     echo "reverse_dk${d_k}_unscaled --task reverse --d-k $d_k --scale none --steps $FAMILY_STEPS"
   done
   echo "sort --task sort --d-k 16 --scale sqrt_dk --steps $SORT_STEPS"
+  echo "dates --task dates --d-k 16 --scale sqrt_dk --steps $DATES_STEPS"
 }
 
 export MODELS LOGS DEVICE

@@ -8,7 +8,7 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PRINTABLE_ASCII = "".join(chr(code) for code in range(32, 127))  # the 95 characters space .. ~
 VOCAB_SIZE = len(SPECIAL_TOKENS) + len(PRINTABLE_ASCII)  # 99
-DEFAULT_MAX_LEN = 20  # the shipped models were trained on strings of 1..20 characters
+DEFAULT_MAX_LEN = 20  # the string tasks (copy, reverse, sort) train on 1..20 characters; dates need 32
 
 
 @dataclass(frozen=True)

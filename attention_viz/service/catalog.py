@@ -116,6 +116,11 @@ def study_families(cards: Sequence[dict]) -> list[ModelFamily]:
             for arm in STUDY_ARMS if (f := by_arm.get(arm))]
 
 
+def longest_text(cards: Sequence[dict]) -> int:
+    """The app's limit on a text, in characters: the longest max_len of the cards, and never under 20."""
+    return max([DEFAULT_MAX_LEN, *(card["max_len"] for card in cards if isinstance(card.get("max_len"), int))])
+
+
 def build_untrained(d_model: int, n_heads: int, d_k: int, vocab_size: int) -> Transformer:
     """A randomly initialised model (fixed seed, N=2, d_v = d_model // h, d_ff = 4·d_model) in eval mode."""
     config = TransformerConfig(
@@ -176,13 +181,13 @@ class Catalog:
     """
 
     def __init__(self, models_dir: str | Path | None = None, device: str = "cpu") -> None:
-        self.tokenizer = CharTokenizer(max_len=DEFAULT_MAX_LEN)
         self.models_dir = models_dir
         self.device = torch.device(device)
         top = Path(models_dir) if models_dir is not None else shipped_models_dir()
         study_dir = top / "study"
         shipped = list_models(top)
         study = list_models(study_dir) if study_dir.is_dir() else []
+        self.tokenizer = CharTokenizer(max_len=longest_text(shipped + study))  # the app's limit on a text
         self.cards = {card["name"]: card for card in shipped}
         self._folders = {card["name"]: top for card in shipped}  # checkpoint name -> its folder
         for card in study:

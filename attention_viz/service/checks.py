@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, PRINTABLE_ASCII
+from attention_viz.data.tokenizer import PRINTABLE_ASCII
 
 
 def _finite_real(name: str, value: object, kind: str) -> float | int:
@@ -72,8 +72,9 @@ def check_choice(name: str, value: object, choices: dict[str, str]) -> str:
     raise ValueError(f"{name} must be one of {options}; got {value!r}")
 
 
-def check_text(text: object, max_len: int = DEFAULT_MAX_LEN) -> str:
-    """The text, if it has 1..max_len characters, all printable ASCII; else ValueError naming the problem."""
+def check_text(text: object, max_len: int) -> str:
+    """The text, if it has 1..max_len characters (the app's limit: Catalog.tokenizer.max_len), all printable ASCII;
+    else ValueError naming the problem."""
     if not isinstance(text, str):
         raise ValueError(f"Text must be a string, got {type(text).__name__}.")
     if len(text) > max_len:

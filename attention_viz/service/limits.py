@@ -5,7 +5,8 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------- the Transformer view
 
 UNTRAINED = "untrained"        # the model picker's value for a randomly initialised model
-EXAMPLES = ["attention", "transformer", "hello", "softmax", "abcdefghij", "queries"]
+EXAMPLES = ["attention", "transformer", "hello", "softmax", "abcdefghij", "queries",
+            "twenty second of november 2026"]  # the last one is for the dates model
 # The √d_k compatibility study (docs/study.md): its members are families of their own, keyed STUDY_PREFIX + arm.
 STUDY_PREFIX = "study/"
 STUDY_ARMS = {"scaled_dot": "scaled dot product", "dot": "plain dot product", "additive": "additive attention"}

@@ -19,7 +19,7 @@ from attention_viz.core.attention import attention_masks, attention_steps, scale
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import head_statistics, kind_key, split_kind, stack_kind
 from attention_viz.core.model import Transformer
-from attention_viz.data.tasks import target
+from attention_viz.data.tasks import target_or_none
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_choice
 from attention_viz.service.limits import COMPARISONS, EXTRA_DECODE_STEPS, RUN_CACHE_SIZE
@@ -183,8 +183,8 @@ class Runs:
         tok = self.tokenizer
         src_ids = tok.encode(settings.text).ids + [tok.pad_id] * settings.pad_tokens
         src = torch.tensor([src_ids], device=self.device)  # (1, S)
-        # The tasks' answers are as long as the text; a trained model may overrun a little (shown as unfinished),
-        # an untrained one never emits <eos>, so it decodes exactly as many tokens as the source has.
+        # The tasks' answers are at most as long as the text; a trained model may overrun a little (shown as
+        # unfinished), an untrained one never emits <eos>, so it decodes exactly as many tokens as the source has.
         max_len = len(settings.text) + 1 + (EXTRA_DECODE_STEPS if card is not None else 0)
         with torch.inference_mode():
             generated, maps = model.greedy_decode(
@@ -210,7 +210,7 @@ class Runs:
             src_ids=tuple(src_ids), tgt_ids=tuple(tgt_ids),
             src_tokens=tuple(tok.tokens(src_ids)), tgt_tokens=tuple(tok.tokens(tgt_ids)),
             generated=tuple(tok.tokens(out_ids)), output=tok.decode(out_ids), finished=tok.eos_id in out_ids,
-            expected=target(card["task"], settings.text) if card and "task" in card else None,
+            expected=target_or_none(card["task"], settings.text) if card and "task" in card else None,
             maps=arrays, step_maps=step_maps,
         )
 

@@ -30,7 +30,9 @@ EOS = "<eos>"
 CLEAR = 0.5   # a head "does" a pattern when more than half its weight goes there
 # What each task's alignment looks like, as the sentences name it.
 ALIGNMENT_SHAPES = {"copy": "copy's diagonal", "reverse": "reverse's anti-diagonal",
-                    "sort": "sort's permutation (each output letter looks at a source position holding it)"}
+                    "sort": "sort's permutation (each output letter looks at a source position holding it)",
+                    "dates": ("the date's reordering (the year's digits read the year, the month's the month's name, "
+                              "the day's the day's words)")}
 
 
 def pattern_targets(kind: str, query_tokens: Sequence[str], key_tokens: Sequence[str],

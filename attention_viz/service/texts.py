@@ -45,6 +45,23 @@ def settings_record(settings: Settings) -> dict:
             "pad_tokens": settings.pad_tokens, "d_model": settings.d_model, "n_heads": settings.n_heads}
 
 
+def alphabet_text(alphabet: str) -> str:
+    """A card's alphabet in words, runs of three or more as ranges: "a–z", "a–z, space and 0–9"."""
+    runs: list[str] = []  # consecutive characters (by code point, in the alphabet's order) become one run
+    for ch in alphabet:
+        if runs and ord(ch) == ord(runs[-1][-1]) + 1:
+            runs[-1] += ch
+        else:
+            runs.append(ch)
+    parts = []
+    for run in runs:
+        if len(run) >= 3:
+            parts.append(f"{run[0]}–{run[-1]}")
+        else:
+            parts.extend("space" if ch == " " else ch for ch in run)
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
 def output_text(run: Run) -> str:
     """The output box: the generated string, or a note that an untrained model has nothing to say."""
     if not run.trained:
@@ -82,12 +99,12 @@ def run_notes(run: Run) -> str:
             lines.append(f"Running it with scaling {scaling_text(s)}, not as it was trained: watch the output change.")
         alphabet = card.get("alphabet")
         if s.typed is not None:
-            lines.append(f"Capitals lower-cased: the model was trained on `{alphabet[0]}`..`{alphabet[-1]}` only, so "
+            lines.append(f"Capitals lower-cased: the model was trained on {alphabet_text(alphabet)} only, so "
                          f"`{s.typed}` runs as `{s.text}`.")
         if alphabet:
             new = list(dict.fromkeys(ch for ch in s.text if ch not in alphabet))
             if new:
-                lines.append(f"Trained on `{alphabet[0]}`..`{alphabet[-1]}` only; new to it: "
+                lines.append(f"Trained on {alphabet_text(alphabet)} only; new to it: "
                              + ", ".join(repr(ch) for ch in new) + ".")
         max_len = card.get("max_len")
         if isinstance(max_len, int) and len(s.text) > max_len:

@@ -25,8 +25,10 @@ from attention_viz.data.checkpoints import count_parameters, save_checkpoint
 from attention_viz.core.config import COMPATIBILITIES, INITS, TransformerConfig
 from attention_viz.core.device import resolve_device
 from attention_viz.core.model import Transformer
-from attention_viz.data.tasks import ALPHABET, HELDOUT_SEED, HELDOUT_SIZE, TASKS, batches, heldout_strings, make_batch, target
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, VOCAB_SIZE, CharTokenizer
+from attention_viz.data.tasks import (
+    HELDOUT_SEED, HELDOUT_SIZE, TASKS, batches, heldout_strings, make_batch, target, task_alphabet, task_max_len,
+)
+from attention_viz.data.tokenizer import VOCAB_SIZE, CharTokenizer
 
 SCALE_ALIASES = {"on": "sqrt_dk", "off": "none", "sqrt_dk": "sqrt_dk", "none": "none"}
 
@@ -44,7 +46,7 @@ class TrainSettings:
     n_layers: int = 2            # N, for the encoder and for the decoder
     d_ff: int = 256
     dropout: float = 0.0         # fresh data every step: nothing to regularise
-    max_len: int = DEFAULT_MAX_LEN  # longest training string, in characters
+    max_len: int | None = None   # longest training text, in characters; None: the task's own (20; dates 32)
     steps: int = 2000
     batch_size: int = 64
     lr: float = 1e-3             # Adam's peak learning rate
@@ -62,6 +64,10 @@ class TrainSettings:
             raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)}")
         if self.scale not in SCALE_MODES:
             raise ValueError(f"scale must be one of {SCALE_MODES}, got {self.scale!r}")
+        if self.max_len is None:
+            object.__setattr__(self, "max_len", task_max_len(self.task))
+        if self.task == "dates" and self.max_len < task_max_len("dates"):
+            raise ValueError(f"dates run to {task_max_len('dates')} characters; max_len {self.max_len} is too short")
         self.model_config()  # fail fast on an unknown compatibility or init
 
     def model_config(self) -> TransformerConfig:
@@ -165,7 +171,7 @@ def train(
     bar.close()
     train_seconds = time.perf_counter() - start
     model.eval()
-    heldout = heldout_strings(settings.max_len, settings.heldout_size)
+    heldout = heldout_strings(settings.max_len, settings.heldout_size, task=settings.task)
     heldout_em = exact_match(model, heldout, settings.task, tokenizer, settings.scale)
     card = {
         "task": settings.task,
@@ -173,7 +179,7 @@ def train(
         "compatibility": settings.compatibility,
         "init": settings.init,
         "max_len": settings.max_len,
-        "alphabet": ALPHABET,
+        "alphabet": task_alphabet(settings.task),
         "seed": settings.seed,
         "steps": settings.steps,
         "settings": asdict(settings),
@@ -207,6 +213,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         flag = "--" + f.name.replace("_", "-")
         if f.name == "task":
             parser.add_argument(flag, choices=TASKS, default=f.default)
+        elif f.name == "max_len":
+            parser.add_argument(flag, type=int, default=None, help="longest training text (default: the task's own)")
         elif f.name in ("compatibility", "init"):
             parser.add_argument(flag, choices=COMPATIBILITIES if f.name == "compatibility" else INITS, default=f.default)
         elif f.name == "scale":

@@ -30,6 +30,7 @@ from attention_viz.service.limits import (
     SCALE_MODES,
     STUDY_ARMS,
 )
+from attention_viz.service.texts import alphabet_text
 from attention_viz.service.views import Views
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, opening_settings
@@ -44,12 +45,19 @@ HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; h
 
 
 def alphabet_info(cards) -> str:
-    """What the trained models were trained on, under the text box: the inputs they know, said before a run."""
-    alphabets = sorted({card["alphabet"] for card in cards if card.get("alphabet")})
-    if not alphabets:
+    """What the trained models were trained on, under the text box: the inputs they know, said before a run.
+
+    The alphabet most models share is said first; the tasks of models trained on another follow in brackets."""
+    tasks: dict[str, list[str]] = {}  # alphabet -> the tasks of the models trained on it, in card order
+    for card in cards:
+        if card.get("alphabet"):
+            tasks.setdefault(card["alphabet"], []).append(card.get("task", "model"))
+    if not tasks:
         return "The untrained model takes any of them; its output is noise."
-    known = " or ".join(f"{a[0]}–{a[-1]}" if len(a) > 2 else a for a in alphabets)
-    return (f"The trained models know {known} only: capitals are lower-cased and other characters are named in "
+    main, *others = sorted(tasks, key=lambda a: -len(tasks[a]))
+    known = f"{alphabet_text(main)} only" + "".join(
+        f" ({', '.join(dict.fromkeys(tasks[a]))}: {alphabet_text(a)})" for a in others)
+    return (f"The trained models know {known}: capitals are lower-cased and other characters are named in "
             "the notes (the untrained model takes any).")
 
 

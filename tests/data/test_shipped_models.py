@@ -10,7 +10,7 @@ from attention_viz.data.checkpoints import count_parameters, list_models, load_m
 from attention_viz.train.family import FAMILY_TASK, family_cards, member_name, summarize
 from attention_viz.draw.figures import family_figure
 from attention_viz.core.model import Transformer
-from attention_viz.data.tasks import TASKS, make_batch, sample_strings, target
+from attention_viz.data.tasks import TASKS, alignment, heldout_strings, make_batch, sample_strings, sample_texts, target
 from attention_viz.data.tokenizer import CharTokenizer
 from attention_viz.train.trainer import TrainSettings, exact_match
 
@@ -63,7 +63,7 @@ def test_scaled_task_model_is_exact_on_fresh_strings(task):
     model, card = load_model(task, device="cpu")
     assert card["task"] == task and card["scale"] == "sqrt_dk"
     assert card["heldout_exact_match"] >= 0.99
-    texts = sample_strings(200, card["max_len"], random.Random(FRESH_SEED))
+    texts = sample_texts(task, 200, card["max_len"], random.Random(FRESH_SEED))
     assert exact_match(model, texts, task, CharTokenizer(card["max_len"]), card["scale"]) >= 0.99
 
 
@@ -103,7 +103,7 @@ def cross_attention_alignment(model: Transformer, task: str, texts: list[str]) -
     return hits / total
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", ["copy", "reverse", "sort"])
 def test_cross_attention_shows_a_diagonal_an_anti_diagonal_and_a_permutation(task):
     texts = sample_strings(100, 20, random.Random(FRESH_SEED + 1))
     model, _ = load_model(task, device="cpu")
@@ -111,3 +111,32 @@ def test_cross_attention_shows_a_diagonal_an_anti_diagonal_and_a_permutation(tas
     untrained = Transformer(model.config).eval()
     assert cross_attention_alignment(model, task, texts) >= 0.85
     assert cross_attention_alignment(untrained, task, texts) < 0.5
+
+
+def test_the_dates_model_reaches_its_held_out_score():
+    model, card = load_model("dates", device="cpu")
+    assert (card["max_len"], card["alphabet"]) == (32, "abcdefghijklmnopqrstuvwxyz 0123456789")
+    assert card["heldout_exact_match"] >= 0.99 and card["heldout_seed"] == 1_000_003
+    texts = heldout_strings(card["max_len"], 50, task="dates")
+    assert texts[0] == "sixteenth of february 2085"  # the dates the card was scored on
+    assert exact_match(model, texts, "dates", CharTokenizer(card["max_len"]), card["scale"]) == 1.0
+
+
+def dates_alignment(model: Transformer, texts: list[str]) -> float:
+    """How often the last decoder layer's cross-attention (heads averaged) peaks inside tasks.alignment's row (the
+    year digit, the month's word, the day's words) while writing a digit."""
+    batch = make_batch(texts, "dates", CharTokenizer(32))
+    with torch.no_grad():
+        _, maps = model(batch.src, batch.tgt_in)
+    peaks = maps[f"decoder.{model.config.n_decoder_layers - 1}.cross_attn"].mean(1).argmax(-1)  # (B, T)
+    hits = [peaks[b, t].item() in row for b, text in enumerate(texts)
+            for t, row in enumerate(alignment("dates", text)) if row]
+    return sum(hits) / len(hits)
+
+
+def test_dates_cross_attention_jumps_to_the_words_it_writes_from():
+    texts = sample_texts("dates", 100, 32, random.Random(FRESH_SEED + 1))
+    model, _ = load_model("dates", device="cpu")
+    torch.manual_seed(0)
+    assert dates_alignment(model, texts) >= 0.75
+    assert dates_alignment(Transformer(model.config).eval(), texts) < 0.5

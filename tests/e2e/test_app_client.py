@@ -16,10 +16,11 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.explorer import compare_arrays, steps_arrays, unpack
+from attention_viz.service.catalog import Catalog
 
 PNG = b"\x89PNG\r\n\x1a\n"
+MAX_TEXT = Catalog().tokenizer.max_len  # the app's limit on a text: the longest max_len of the shipped cards
 UNTRAINED = dict(text="hello", model="untrained", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
                  causal_mask=True, padding_mask=True, pad_tokens=2, d_model=64, n_heads=4)
 UNTRAINED_ARGS = dict(**UNTRAINED, kind="decoder.cross_attn", layer=1, head=2)  # one head's endpoints
@@ -117,8 +118,8 @@ def test_dk_lab(client):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"text": "x" * 31}, f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}."),
-    ({"text": "x" * 100_000}, f"Text is 100000 characters; the maximum is {DEFAULT_MAX_LEN}."),
+    ({"text": "x" * (MAX_TEXT + 1)}, f"Text is {MAX_TEXT + 1} characters; the maximum is {MAX_TEXT}."),
+    ({"text": "x" * 100_000}, f"Text is 100000 characters; the maximum is {MAX_TEXT}."),
     ({"text": "héllo 😀"}, "Unknown characters: 'é', '😀'."),
     ({"layer": 5}, "layer must be between 0 and 1, got 5"),  # (/steps)
     ({"head": 9}, "head must be between 0 and 3, got 9"),    # (/steps)

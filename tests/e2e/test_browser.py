@@ -16,14 +16,15 @@ from playwright.sync_api import Page, expect
 
 from devtools.browser import READABLE_JS
 
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.draw import raster
 from attention_viz.explorer import steps_arrays, unpack
+from attention_viz.service.catalog import Catalog
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 30_000
+MAX_TEXT = Catalog().tokenizer.max_len  # the app's limit on a text: the longest max_len of the shipped cards
 UNTRAINED = "untrained (random weights)"
 TILES = "#explorer .av-tile"
 STEPS_ROOT, COMPARE_ROOT = "#steps_view .av-hv", "#compare_view .av-hv"  # the views of one head's steps, comparison
@@ -313,8 +314,9 @@ def test_a_refused_input_marks_steps_and_compare_stale(page: Page, app_url):
     steps = page.locator(STEPS_ROOT)
     expect(steps).to_have_attribute("data-kind", "decoder.cross_attn", timeout=TIMEOUT_MS)
     text = page.locator("#text input, #text textarea").first
-    text.fill("x" * 31)  # refused
-    expect(page.locator("[data-testid=toast-body]").first).to_contain_text("Text is 31 characters", timeout=TIMEOUT_MS)
+    text.fill("x" * (MAX_TEXT + 1))  # refused
+    expect(page.locator("[data-testid=toast-body]").first).to_contain_text(f"Text is {MAX_TEXT + 1} characters",
+                                                                            timeout=TIMEOUT_MS)
     for root in (STEPS_ROOT, COMPARE_ROOT):
         expect(page.locator(root)).to_have_class(re.compile(r"\bav-stale\b"), timeout=TIMEOUT_MS)
     expect(page.locator(f"{STEPS_ROOT} .av-stale-note")).to_contain_text("Not for the current input")
@@ -379,8 +381,8 @@ def test_a_refused_text_or_d_k_marks_the_views_stale(page: Page, app_url):
     text = page.locator("#text input, #text textarea").first
     text.fill("hello")
     expect(page.locator("#head_view tbody tr")).to_have_count(6, timeout=TIMEOUT_MS)
-    refused_then_recovered(page, lambda: text.fill("x" * 31),
-                           f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}.", lambda: text.fill("hello"))
+    refused_then_recovered(page, lambda: text.fill("x" * (MAX_TEXT + 1)),
+                           f"Text is {MAX_TEXT + 1} characters; the maximum is {MAX_TEXT}.", lambda: text.fill("hello"))
     shot(page, "recovered")
     refused_then_recovered(page, lambda: set_number(page, "dk", "5000"), "d_k must be between 1 and 1024",
                            lambda: set_number(page, "dk", "16"))
@@ -411,8 +413,8 @@ def test_phone_width(page: Page, app_url):
     stack, and no button sits over a tile."""
     open_app(page, app_url, untrained=True, heads=16, width=390)
     set_number(page, "pads", "16")
-    page.locator("#text input, #text textarea").first.fill("abcdefghijklmnopqrst")
-    expect(page.locator("#head_view thead th")).to_have_count(1 + 20 + 1 + 16, timeout=TIMEOUT_MS)
+    page.locator("#text input, #text textarea").first.fill(("abcdefghijklmnopqrstuvwxyz" * 2)[:MAX_TEXT])
+    expect(page.locator("#head_view thead th")).to_have_count(1 + MAX_TEXT + 1 + 16, timeout=TIMEOUT_MS)
     settle(page)
     width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert width[0] <= width[1], width
@@ -425,16 +427,16 @@ def test_phone_width(page: Page, app_url):
     # the page's own columns stack too: the inputs above the views
     assert page.locator("#text").bounding_box()["y"] < page.locator("#explorer").bounding_box()["y"]
     assert page.evaluate(OVERLAPS) == {"tiles": 32, "overlaps": 0, "outside": 0}
-    page.select_option("#explorer .av-kind", "encoder.self_attn")  # 37 x 37: the widest map
+    page.select_option("#explorer .av-kind", "encoder.self_attn")  # 49 x 49: the widest map
     page.locator('#explorer [data-layer="1"][data-head="15"]').click()  # the last tile is reachable
     expect(page.locator("#head_view")).to_have_attribute("data-head", "15")
     page.locator("#head_view").evaluate("v => { v.scrollLeft = v.scrollWidth; }")
     assert page.locator("#head_view").evaluate("v => v.scrollLeft") > 0
     shot(page, "phone")
-    # the steps of that head: 37 x 37 scores scroll inside their panel, the page still not sideways
+    # the steps of that head: 49 x 49 scores scroll inside their panel, the page still not sideways
     page.get_by_role("tab", name="Steps (Figure 2)").click()
     expect(page.locator(STEPS_ROOT)).to_have_attribute("data-head", "15", timeout=TIMEOUT_MS)
-    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(20 + 1 + 16)
+    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(MAX_TEXT + 1 + 16)
     settle(page)
     width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert width[0] <= width[1], width

@@ -28,11 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
+from attention_viz.service.catalog import Catalog
 from devtools.launcher import Server
 from benchmarks.load import burst, run_load
 
 START_TIMEOUT_S = 180
+MAX_TEXT = Catalog().tokenizer.max_len  # the app's limit on a text: the longest max_len of the shipped cards
 PNG = b"\x89PNG\r\n\x1a\n"
 # What no answer may contain: a stack trace, a source file, a server path.
 LEAKS = ("Traceback", 'File "', ".py", "/work/", "/root/", "/home/", "site-packages", str(ROOT))
@@ -227,7 +228,7 @@ CASES = [
     # text
     Case("empty text", "visualize", {"text": ""}, Err("Text is empty")),
     Case("100,000 characters", "visualize", {"text": "x" * 100_000},
-         Err(f"Text is 100000 characters; the maximum is {DEFAULT_MAX_LEN}.")),
+         Err(f"Text is 100000 characters; the maximum is {MAX_TEXT}.")),
     Case("control characters", "visualize", {"text": "ab\x00\x07\x1b[31m\r\n"},
          Err("Unknown characters: '\\x00', '\\x07', '\\x1b'")),
     Case("emoji", "visualize", {"text": "hi 😀🧪"}, Err("Unknown characters: '😀', '🧪'")),

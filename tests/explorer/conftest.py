@@ -15,13 +15,15 @@ import torch
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
 from attention_viz.data.checkpoints import load_model
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, VOCAB_SIZE
+from attention_viz.data.tokenizer import VOCAB_SIZE
 from attention_viz.explorer.notebook import run_model
+from attention_viz.service.catalog import Catalog
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
-# The widest run the app allows on an untrained model: 16 heads, 20 characters + <eos> + 16 pads, N = 2.
-# The maps' shapes depend only on heads and tokens, so a narrow d_model gives the same payload quickly.
-WIDEST_TEXT, WIDEST_PADS, WIDEST_HEADS = "abcdefghijklmnopqrst", 16, 16
+# The widest run the app allows on an untrained model: 16 heads, 32 characters (the app's limit, the dates
+# model's max_len) + <eos> + 16 pads, N = 2. The maps' shapes depend only on heads and tokens, so a narrow
+# d_model gives the same payload quickly.
+WIDEST_TEXT, WIDEST_PADS, WIDEST_HEADS = "abcdefghijklmnopqrstuvwxyzabcdef", 16, 16
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +48,6 @@ def widest_model(one_thread):
 
 @pytest.fixture(scope="session")
 def widest_payload(widest_model):
-    assert len(WIDEST_TEXT) == DEFAULT_MAX_LEN
+    assert len(WIDEST_TEXT) == Catalog().tokenizer.max_len
     # an untrained model decodes exactly as many tokens as the source has characters + 1 (the app's rule)
     return run_model(widest_model, WIDEST_TEXT, pad_tokens=WIDEST_PADS, max_len=len(WIDEST_TEXT) + 1)

@@ -19,35 +19,35 @@ from attention_viz.service.exports import head_csv, maps_npz
 from attention_viz.service.limits import MAX_HEAD_WIDTH, UNTRAINED
 from attention_viz.service.runs import Runs
 from attention_viz.data.tasks import target
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
 # ------------------------------------------------------------------------------ validation
 
 
 def test_over_long_text_says_the_maximum():
-    with pytest.raises(ValueError, match=rf"^Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}\.$"):
-        check_text("x" * 31)
-    with pytest.raises(ValueError, match=f"Text is 100000 characters; the maximum is {DEFAULT_MAX_LEN}."):
-        check_text("x" * 100_000)
+    with pytest.raises(ValueError, match=r"^Text is 31 characters; the maximum is 20\.$"):
+        check_text("x" * 31, 20)
+    with pytest.raises(ValueError, match="Text is 100000 characters; the maximum is 32."):
+        check_text("x" * 100_000, 32)
+    assert check_text("x" * 32, 32) == "x" * 32
 
 
 def test_unknown_characters_are_named():
     with pytest.raises(ValueError) as error:
-        check_text("café 😀 é")
+        check_text("café 😀 é", 20)
     assert str(error.value).startswith("Unknown characters: 'é', '😀'.")
     with pytest.raises(ValueError, match=r"Unknown characters: '\\n'"):
-        check_text("a\nb")
+        check_text("a\nb", 20)
 
 
 @pytest.mark.parametrize("text, message", [("", "Text is empty"), (None, "Text must be a string"),
                                            (42, "Text must be a string")])
 def test_empty_or_missing_text(text, message):
     with pytest.raises(ValueError, match=message):
-        check_text(text)
+        check_text(text, 20)
 
 
 def test_printable_ascii_is_accepted():
-    assert check_text("Hello, World! ~{}") == "Hello, World! ~{}"
+    assert check_text("Hello, World! ~{}", 20) == "Hello, World! ~{}"
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])

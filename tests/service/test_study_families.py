@@ -10,7 +10,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 
 STUDY = ("study/scaled_dot", "study/dot", "study/additive")
-OLD = {"copy/sqrt_dk": [16], "reverse/sqrt_dk": [4, 16, 64, 128], "sort/sqrt_dk": [16],
+OLD = {"copy/sqrt_dk": [16], "dates/sqrt_dk": [16], "reverse/sqrt_dk": [4, 16, 64, 128], "sort/sqrt_dk": [16],
        "reverse/none": [4, 16, 64, 128]}
 
 

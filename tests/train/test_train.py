@@ -68,3 +68,21 @@ def test_command_line_writes_a_checkpoint_and_card(tmp_path, capsys):
     assert "--scale none" in card["command"] and "--d-k 8" in card["command"]
     model, loaded = load_checkpoint(tmp_path / "rev")
     assert model.config.d_k == 8 and loaded == card
+
+
+def test_max_len_defaults_to_the_tasks_own():
+    assert TrainSettings().max_len == 20 and TrainSettings(task="sort").max_len == 20
+    assert TrainSettings(task="dates").max_len == 32 and TrainSettings(task="dates", max_len=40).max_len == 40
+    assert TrainSettings(task="copy", max_len=6).max_len == 6
+    with pytest.raises(ValueError, match="dates run to 32 characters"):
+        TrainSettings(task="dates", max_len=20)
+
+
+def test_a_dates_run_records_its_alphabet_and_max_len(tmp_path):
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items() if k not in ("task", "max_len")]
+    main(["--task", "dates", "--steps", "2", "--log-every", "1", "--quiet", "--device", "cpu", "--threads", "1",
+          "--out", str(tmp_path / "dates"), *flags])
+    card = json.loads((tmp_path / "dates.json").read_text())
+    assert (card["task"], card["max_len"], card["settings"]["max_len"]) == ("dates", 32, 32)
+    assert card["alphabet"] == "abcdefghijklmnopqrstuvwxyz 0123456789"
+    assert "--max-len 32" in card["command"]

@@ -17,7 +17,6 @@ from attention_viz.core.maps import KINDS
 from attention_viz.draw import figures as render
 from attention_viz.explorer import COMPARE_FORMAT, STEPS_FORMAT, compare_arrays, unpack
 from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
-from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 from attention_viz.service.views import Views
 from attention_viz.webui import page, runtime
 from attention_viz.webui.handlers import Handlers
@@ -227,7 +226,7 @@ def test_refresh_updates_only_the_open_tab(handlers):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"text": "x" * 31}, f"Text is 31 characters; the maximum is {DEFAULT_MAX_LEN}."),
+    ({"text": "x" * 31}, "Text is 31 characters; the maximum is 24."),  # the test folder's cards: max_len 24
     ({"text": "naïve"}, "Unknown characters: 'ï'."),
     ({"text": ""}, "Text is empty"),
     ({"d_k": math.nan}, "d_k must be a finite number"),

@@ -60,6 +60,13 @@ class Lesson:
         self.views = views
         self.runs = views.runs
 
+    @staticmethod
+    def available(views: Views) -> bool:
+        """Whether the models the lesson uses ship with this app (reverse, the study's members and snapshots)."""
+        families = views.runs.catalog.families
+        return ({"reverse/sqrt_dk", "study/dot", "study/additive"} <= families.keys()
+                and {512, 1024} <= set(views.training_sizes()))
+
     def __len__(self) -> int:
         return len(self.TITLES)
 

@@ -88,6 +88,7 @@ class ModelControls:
     study: bool = False         # a study model: the compatibility picker shows
     compatibility: str | None = None  # the picker's value: the study family's arm, None for other models
     scaling_applies: bool = True      # False for additive attention (the scaling control changes nothing)
+    trained_d_ks: tuple[int, ...] = ()  # a trained family's sizes: the d_k control stops at these only
 
 
 class Views:
@@ -152,6 +153,7 @@ class Views:
             False, d_k, min(logs), max(logs) if len(logs) > 1 else min(logs) + 1, float(step) if whole else 0.25,
             max_layer, config.n_heads - 1, min(layer, max_layer), min(head, config.n_heads - 1), members.scale,
             note, members.study, members.arm if members.study else None, members.compatibility != "additive",
+            tuple(members.d_ks),
         )
 
     def largest_model(self) -> tuple[int, int]:

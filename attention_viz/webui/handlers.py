@@ -174,18 +174,22 @@ class Handlers:
 
     @handler
     def model_controls(self, model: str, d_k: float, n_heads: float, lesson_scale: str | None = None):
-        """The d_k controls for a newly picked model: its d_k family (log₂), training scale, which d_k exist, and
-        the compatibility picker (shown, with the model's own, for a study model only; scaling off for additive).
+        """The d_k controls for a newly picked model: its d_k family (log₂ slider, for the untrained model only; a
+        trained one picks among its trained sizes), training scale, which d_k exist, and the compatibility picker
+        (shown, with the model's own, for a study model only; scaling off for additive).
         lesson_scale: the scaling a lesson step asks for with this model, instead of the model's own (then cleared)."""
         c = self.views.model_controls(model, d_k, n_heads=n_heads)
         scale = lesson_scale if lesson_scale and c.scaling_applies else c.scale_mode
         return (
-            gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k)),
+            gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k),
+                      visible=c.untrained),
             gr.update(value=c.d_k),
             gr.update(visible=c.untrained),
             gr.update(value=scale, interactive=c.scaling_applies),
             c.d_k_note,
             gr.update(value=c.compatibility, visible=c.study),
+            gr.update(choices=[str(v) for v in c.trained_d_ks], value=str(c.d_k) if c.trained_d_ks else None,
+                      visible=not c.untrained),
             None,
         )
 
@@ -207,6 +211,7 @@ class Handlers:
             c.get("model", keep) if c else keep,
             c.get("d_k", keep) if c else keep,
             math.log2(c["d_k"]) if c else keep,
+            str(c["d_k"]) if c and not model_changes else keep,  # a new model's controls set its own radio
             c.get("scale", keep) if c else keep,
             c.get("scale") if model_changes else None,  # the new model's controls then apply the lesson's scaling
             lab["d_k"] if lab else keep, math.log2(lab["d_k"]) if lab else keep, lab["scaled"] if lab else keep,

@@ -36,7 +36,7 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
     """Next / Back -> handlers.lesson: the step's text, tab and controls; then the explorer's head and the training
     view (a radio set to the value it has fires no change)."""
     outputs = [lesson["index"], lesson["text"], tabs,
-               transformer["text"], transformer["model"], transformer["d_k"], transformer["dk_log"],
+               transformer["text"], transformer["model"], transformer["d_k"], transformer["dk_log"], transformer["dk_trained"],
                transformer["scale"], transformer["lesson_scale"],
                lab["d_k"], lab["dk_log"], lab["scaled"],
                training["d_k"], training["live_task"], training["live_dk"], training["live_arm"],

@@ -9,6 +9,7 @@ import threading
 
 import gradio as gr
 
+from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
@@ -38,7 +39,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # delete_cache: every hour, drop the exports Gradio cached more than an hour ago.
     with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # widgets.Blocks: optional inputs
         gr.Markdown(INTRO)
-        lesson = lesson_panel.render()
+        lesson = lesson_panel.render() if Lesson.available(views) else None
         with gr.Tabs() as tabs:
             with gr.Tab("Transformer", id="transformer"):
                 transformer = transformer_tab.render(demo, handlers, views)
@@ -46,7 +47,8 @@ def build_app(views: Views | None = None) -> gr.Blocks:
                 lab = lab_tab.render(demo, handlers, views)
             with gr.Tab("Training", id="training") as training_page:
                 training = training_tab.render(demo, handlers, views, training_page)
-        lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
+        if lesson is not None:
+            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time; past QUEUE_SIZE, clients hear "Queue is full".
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)

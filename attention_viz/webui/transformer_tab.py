@@ -61,6 +61,14 @@ def alphabet_info(cards) -> str:
             "the notes (the untrained model takes any).")
 
 
+NEAREST_TRAINED_JS = """(d, current) => {
+  const sizes = [...document.querySelectorAll('#dk_trained input[type=radio]')].map((i) => Number(i.value));
+  if (!sizes.length || !(d > 0)) return current;
+  const far = (s) => Math.abs(Math.log2(s / d));
+  return String(sizes.reduce((best, s) => (far(s) < far(best) - 1e-12 ? s : best)));
+}"""
+
+
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     """The tab's widgets and wiring, inside the current gr.Tab (endpoints /visualize, /steps, /compare, /export);
     returns the controls a guided lesson sets (text, model, d_k, dk_log, scale, lesson_scale)."""
@@ -88,8 +96,12 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                                     label="d_model (untrained model)", elem_id="d_model")
                 n_heads = gr.Slider(*HEADS_RANGE, value=DEFAULT_UNTRAINED["n_heads"], step=1,
                                     label="heads h (untrained model)", elem_id="n_heads")
+            dk_trained = gr.Radio([str(v) for v in controls0.trained_d_ks], value=str(controls0.d_k),
+                                  visible=not controls0.untrained, label="d_k: the sizes this model was trained at",
+                                  elem_id="dk_trained")
             dk_log = gr.Slider(controls0.log_d_k_min, controls0.log_d_k_max, step=controls0.log_d_k_step,
-                               value=math.log2(controls0.d_k), label="log₂ d_k (moves d_k below)", elem_id="dk_log")
+                               value=math.log2(controls0.d_k), label="log₂ d_k (moves d_k below)", elem_id="dk_log",
+                               visible=controls0.untrained)
             d_k = gr.Number(value=controls0.d_k, minimum=D_K_RANGE[0], maximum=D_K_RANGE[1],
                             label="d_k, query/key width per head", elem_id="dk")
             dk_note = gr.Markdown(controls0.d_k_note, elem_id="dk_note")
@@ -160,10 +172,14 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         handlers.visualize, [*settings_inputs, compat], view_outputs, api_name="visualize", **LIVE, **RAW,
     ))
     log2_slider_pair(dk_log, d_k)
+    # A trained model's d_k: its radio moves the number (the run follows it); a number typed or set follows back to
+    # the nearest trained size, as the server snaps it (log scale, ties to the smaller).
+    dk_trained.input(None, dk_trained, d_k, js="(v) => Number(v)", **PRIVATE)
+    d_k.change(None, [d_k, dk_trained], dk_trained, js=NEAREST_TRAINED_JS, **PRIVATE)
     # A new model (or number of heads) changes the d_k controls first, then the run. The compatibility picker
     # picks the study's model of that function (a new model, so the same path).
     controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads, lesson_scale],
-                     [dk_log, d_k, untrained_box, scale, dk_note, compat, lesson_scale], **PRIVATE)
+                     [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale], **PRIVATE)
     controls.failure(**refused)
     answered(controls.success(handlers.visualize, [*settings_inputs, compat], view_outputs, **PRIVATE, **LIVE))
     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)
@@ -179,4 +195,5 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
     export_button.click(handlers.export, [*head_inputs, colour, compat], files, api_name="export", js=chosen, **RAW)
-    return {"text": text, "model": model, "d_k": d_k, "dk_log": dk_log, "scale": scale, "lesson_scale": lesson_scale}
+    return {"text": text, "model": model, "d_k": d_k, "dk_log": dk_log, "dk_trained": dk_trained, "scale": scale,
+            "lesson_scale": lesson_scale}

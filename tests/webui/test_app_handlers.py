@@ -116,15 +116,18 @@ def test_snapped_d_k_is_reported(handlers):
 
 
 def test_model_controls_follow_the_family(handlers):
-    dk_log, d_k, untrained_box, scale, note, compat = handlers.model_controls("reverse/sqrt_dk", 20, 4)
+    dk_log, d_k, untrained_box, scale, note, compat, trained, _ = handlers.model_controls("reverse/sqrt_dk", 20, 4)
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
     assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
     assert d_k["value"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
     assert note == "Trained d_k: 4, 16, 64."
+    assert (trained["choices"], trained["value"], trained["visible"]) == (["4", "16", "64"], "16", True)
+    assert dk_log["visible"] is False  # a trained model's d_k stops at its trained sizes only: the radio
     assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
-    dk_log, d_k, untrained_box, scale, note, compat = handlers.model_controls(UNTRAINED, 300, 3)
+    dk_log, d_k, untrained_box, scale, note, compat, trained, _ = handlers.model_controls(UNTRAINED, 300, 3)
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
     assert untrained_box["visible"] is True and note.startswith("Any d_k from 1 to 1024")
+    assert trained["visible"] is False and dk_log["visible"] is True
 
 
 def test_steps_handler_returns_numbers_and_text(handlers):

@@ -1,0 +1,27 @@
+"""Honest inputs in the browser: a trained model's d_k stops at its trained sizes only; the untrained one is free."""
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.test_browser import TIMEOUT_MS, open_app, set_number
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_trained_models_d_k_stops_at_its_trained_sizes(page: Page, app_url):
+    open_app(page, app_url)  # reverse, trained at d_k 4, 16, 64, 128
+    radio = page.locator("#dk_trained")
+    values = radio.locator("input[type=radio]").evaluate_all("es => es.map(e => e.value)")
+    assert values == ["4", "16", "64", "128"]
+    expect(page.locator("#dk_log")).to_be_hidden()  # no slider positions between the trained sizes
+    radio.get_by_label("64", exact=True).check()
+    expect(page.locator("#dk input")).to_have_value("64")
+    expect(page.locator("#info")).to_contain_text("d_k 64", timeout=TIMEOUT_MS)
+    set_number(page, "dk", "100")  # typed: the run snaps to the nearest trained size, and the radio follows
+    expect(radio.locator("input[value='128']")).to_be_checked(timeout=TIMEOUT_MS)
+    expect(page.locator("#info")).to_contain_text("showing the nearest, d_k = 128", timeout=TIMEOUT_MS)
+    # the untrained model: any d_k, on the log₂ slider
+    page.locator("#model input").click()
+    page.get_by_role("option", name="untrained (random weights)").click()
+    expect(page.locator("#dk_log")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(radio).to_be_hidden()

@@ -155,7 +155,8 @@ class Lesson:
         text_in, d_k = "reverse", 1024
         scores = {}
         for arm in ("additive", "dot"):
-            settings = self.runs.settings(text_in, f"study/{arm}", d_k, "sqrt_dk")
+            model = f"study/{arm}"
+            settings = self.runs.settings(text_in, model, d_k, self.views.model_controls(model, d_k).scale_mode)
             packed = self.views.visualize(settings).run
             scores[arm] = (*_best_alignment(packed)[2:3], packed["output"])
         text = ("Additive attention (Bahdanau et al.) scores a key with a small network, w·tanh(W q + U k), instead "

@@ -98,6 +98,7 @@ class LiveTrainer:
             self._line.append(ticket)
             if owner is not None:
                 self._owners[owner] = cancelled
+        handed_over = False  # once training, the worker leaves the line when it stops, not this generator
         try:
             while True:
                 with self._cond:
@@ -113,16 +114,27 @@ class LiveTrainer:
             if cancelled.is_set():
                 yield {"state": "cancelled", "message": "Cancelled before it started."}
                 return
-            yield from self._train(settings, cancelled)
+            handed_over = True
+            yield from self._train(settings, cancelled, lambda: self._leave(ticket, owner))
         finally:
-            with self._cond:
-                self._line.remove(ticket)
-                if owner is not None:
-                    self._owners.pop(owner, None)
-                self._cond.notify_all()
+            if not handed_over:
+                self._leave(ticket, owner)
 
-    def _train(self, settings: TrainSettings, cancelled: threading.Event) -> Iterator[dict]:
-        """Train in a thread of its own; yield the view after each snapshot, then the outcome."""
+    def _leave(self, ticket: object, owner: str | None) -> None:
+        """Take a run out of the line (its training has stopped, or it never started) and wake the next."""
+        with self._cond:
+            self._line.remove(ticket)
+            if owner is not None:
+                self._owners.pop(owner, None)
+            self._cond.notify_all()
+
+    def _train(self, settings: TrainSettings, cancelled: threading.Event, leave) -> Iterator[dict]:
+        """Train in a thread of its own; yield the view after each snapshot, then the outcome.
+
+        The worker calls `leave` when it has stopped, so the next run starts only then; closing this generator
+        (the user left) only asks the worker to stop and never waits for it on the caller's thread (Gradio closes
+        generators on its event loop).
+        """
         arm = "additive" if settings.compatibility == "additive" else ("dot" if settings.scale == "none" else "scaled_dot")
         recorder = SnapshotRecorder(settings, log_steps(settings.steps), probe_texts(settings.max_len))
         updates: queue.Queue = queue.Queue()
@@ -130,8 +142,10 @@ class LiveTrainer:
         rng_lock = self.catalog.rng_lock
         outcome: dict = {}
         held = []  # [True] while this run holds rng_lock
+        reached = [0]  # the last step trained
 
         def observe(step: int, model, batch) -> None:
+            reached[0] = step
             if held:
                 held.pop()
                 rng_lock.release()  # the model is built: the global generator is free again
@@ -159,6 +173,7 @@ class LiveTrainer:
                     held.pop()
                     rng_lock.release()  # failed before step 0
                 updates.put(("end", None, None))
+                leave()
 
         last_view = None
         worker = threading.Thread(target=work, name="live-training", daemon=True)
@@ -172,9 +187,8 @@ class LiveTrainer:
                 yield {"state": "training", "message": f"Training: step {step} of {settings.steps}, "
                                                        f"{time.perf_counter() - started:.0f} s.", "view": view}
         finally:
-            cancelled.set()  # the generator was closed (the user left or cancelled): stop the loop at its next step
-            worker.join()
-        done = recorder.recorded[-1] if recorder.recorded else 0
+            cancelled.set()  # done, or the generator was closed (the user left): the loop stops at its next step
+        done = reached[0]
         state = outcome.get("state", "failed")
         messages = {
             "done": f"Done: {settings.steps} steps in {outcome.get('seconds', 0):.0f} s; held out, "

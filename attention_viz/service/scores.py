@@ -10,6 +10,8 @@ For each kind of attention, a few patterns, each a [Q, K] bool of target keys sc
     eos        the <eos> key of the source: a "sink" where a head parks weight it does not use
 
 `chance` is what a head spreading its weight evenly over the keys it may see would score: the bar to beat.
+Targets are only keys a row may see, and a row that may see nothing but its targets (the causal mask's first
+row) is left out of a pattern's score: every head, even an evenly spread one, would put all its weight there.
 The sentence for each kind is written from these numbers, so it says what this run's heads do.
 
 Axes: L layers, H heads, Q query positions, K key positions.
@@ -74,6 +76,9 @@ def heads(n: int, of: int, verb: str = "put") -> str:
 
 def look_for(kind: str, values: dict[str, np.ndarray], chance: dict[str, float], task: str | None) -> str:
     """One sentence or two, from the scores [L, H] of one kind: the pattern to look for and the heads that show it."""
+    if not values:
+        return ("Too short to score: every query here may see only keys a pattern would pick anyway, so no head "
+                "shows a choice of its own.")
     n_heads = next(iter(values.values())).size
     if "alignment" in values:
         scores = values["alignment"]
@@ -118,12 +123,18 @@ def score_kind(kind: str, weights: np.ndarray, allowed: np.ndarray, query_tokens
     Returns {"values": {pattern: [L, H] floats}, "labels": {pattern: str}, "chance": {pattern: float},
     "look_for": str}, patterns in PATTERNS order (those that apply).
     """
-    targets = pattern_targets(kind, query_tokens, key_tokens, aligned)
     allowed = np.asarray(allowed, dtype=bool)
+    targets = {}
+    for name, grid in pattern_targets(kind, query_tokens, key_tokens, aligned).items():
+        grid = grid & allowed  # a masked key is no target: its weight is 0 by construction
+        # a row that may see its targets only (the causal mask's first row, a one-character source) says nothing
+        # about the head: any head would put all its weight there, so the row is left out
+        grid[(allowed <= grid).all(-1)] = False
+        targets[name] = grid
     uniform = allowed / np.maximum(allowed.sum(-1, keepdims=True), 1)  # (Q, K): even over what a row may see
     values, chance = {}, {}
     for name in PATTERNS:
-        if name in targets:
+        if name in targets and targets[name].any():
             score = weight_on(weights, targets[name])  # (L, H)
             if np.isnan(score).all():
                 continue

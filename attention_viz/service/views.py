@@ -46,6 +46,7 @@ from attention_viz.service import study_view, training_view
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
     ADDITIVE,
+    alphabet_text,
     export_record,
     export_stem,
     head_title,
@@ -89,6 +90,7 @@ class ModelControls:
     compatibility: str | None = None  # the picker's value: the study family's arm, None for other models
     scaling_applies: bool = True      # False for additive attention (the scaling control changes nothing)
     trained_d_ks: tuple[int, ...] = ()  # a trained family's sizes: the d_k control stops at these only
+    text_info: str = ""                 # under the text box: what this model was trained on, before any run
 
 
 class Views:
@@ -137,6 +139,7 @@ class Views:
                 True, d_k, 0.0, math.log2(D_K_RANGE[1]), 1.0, UNTRAINED_LAYERS - 1, n_heads - 1,
                 min(layer, UNTRAINED_LAYERS - 1), min(head, n_heads - 1), "sqrt_dk",
                 f"Any d_k from {D_K_RANGE[0]} to {D_K_RANGE[1]} (heads × d_k ≤ {MAX_HEAD_WIDTH}).",
+                text_info="The untrained model takes any printable ASCII character; its output means nothing.",
             )
         config = catalog.model_shape(model, d_k)  # validates the model name
         members = catalog.families[model]
@@ -153,7 +156,7 @@ class Views:
             False, d_k, min(logs), max(logs) if len(logs) > 1 else min(logs) + 1, float(step) if whole else 0.25,
             max_layer, config.n_heads - 1, min(layer, max_layer), min(head, config.n_heads - 1), members.scale,
             note, members.study, members.arm if members.study else None, members.compatibility != "additive",
-            tuple(members.d_ks),
+            tuple(members.d_ks), trained_on(catalog.cards[members.nearest(d_k)[1]]),
         )
 
     def largest_model(self) -> tuple[int, int]:
@@ -322,6 +325,16 @@ class Views:
         self.steps(settings, kind, 0, 0)
         self.compare(settings, "scaling", kind, 0, 0)
         self.dk_lab(lab_d_k, lab_keys, True)
+
+
+def trained_on(card: dict) -> str:
+    """What a trained model knows, said under the text box before a run (its card's task, alphabet and lengths)."""
+    task, alphabet, max_len = card.get("task", "This model"), card.get("alphabet"), card.get("max_len")
+    known = f"{alphabet_text(alphabet)}" if alphabet else "the characters it was trained on"
+    lengths = f", 1 to {max_len} characters" if isinstance(max_len, int) else ""
+    example = " (a date in words, e.g. “first of may 1999”)" if task == "dates" else ""
+    return (f"{task} was trained on {known}{lengths}{example}: capitals run lower-cased, and any other character "
+            "is named in the notes.")
 
 
 def described_png(path: Path, record: dict[str, str]) -> bytes:

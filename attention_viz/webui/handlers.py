@@ -61,6 +61,7 @@ kind is "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"; layer 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -104,8 +105,9 @@ class Handlers:
         """A live run, streamed: (the view so far, or unchanged; what is happening: place in line, step, outcome)."""
         owner = getattr(request, "session_hash", None)
         try:
-            for update in self.live.run(task, d_k, compatibility, owner=owner):
-                yield (update["view"] if update.get("view") is not None else gr.skip()), update["message"]
+            with contextlib.closing(self.live.run(task, d_k, compatibility, owner=owner)) as updates:
+                for update in updates:
+                    yield (update["view"] if update.get("view") is not None else gr.skip()), update["message"]
         except ValueError as error:
             raise gr.Error(str(error), print_exception=False) from None
         finally:
@@ -191,6 +193,7 @@ class Handlers:
             gr.update(choices=[str(v) for v in c.trained_d_ks], value=str(c.d_k) if c.trained_d_ks else None,
                       visible=not c.untrained),
             None,
+            gr.update(info=c.text_info),
         )
 
     @handler

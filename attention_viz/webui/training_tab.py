@@ -38,19 +38,19 @@ maps arrive as it learns (600 steps, under a minute). One run trains at a time f
 another is training you are told your place in line. Try plain dot product at d_k 1024, then scaled."""
 
 
-def _js_on_load(root_id: str) -> str:
+def _js_on_load(root_id: str, empty: str) -> str:
     return asset("training.js") + f"""
 ;(function () {{
   const view = window.AttentionTraining.mount(element.querySelector(".{MOUNT_CLASS}"), props.value || null,
-                                              {{rootId: {json.dumps(root_id)}}});
+                                              {{rootId: {json.dumps(root_id)}, empty: {json.dumps(empty)}}});
   watch("value", () => view.setData(props.value || null));
 }})();
 """
 
 
-def _training_view(elem_id: str, root_id: str, min_height: int) -> gr.HTML:
+def _training_view(elem_id: str, root_id: str, min_height: int, empty: str) -> gr.HTML:
     return gr.HTML(value=None, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("training.css"),
-                   js_on_load=_js_on_load(root_id), apply_default_css=False, elem_id=elem_id, padding=False,
+                   js_on_load=_js_on_load(root_id, empty), apply_default_css=False, elem_id=elem_id, padding=False,
                    container=False, min_height=min_height)
 _VIEW = f"(document.querySelector({json.dumps('#' + VIEW_ID + ' .av-training')}) || {{}}).avTraining"
 STALE_JS = ("() => { const v = " + _VIEW + "; if (v) v.markStale(\"This d_k was refused; the view shows the last "
@@ -69,7 +69,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
     opening = OPENING_D_K if OPENING_D_K in sizes else sizes[-1]
     d_k = gr.Radio([str(size) for size in sizes], value=str(opening), label="d_k (the trained sizes)",
                    elem_id=DK_ID)
-    view = _training_view(VIEW_ID, ROOT_ID, 600)
+    view = _training_view(VIEW_ID, ROOT_ID, 600, "Loading the study's snapshots…")
     event = gr.on([d_k.change, tab.select], handlers.training, [d_k], [view], api_name="training",
                   show_progress="minimal", **RAW)
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
@@ -85,10 +85,12 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
         start = gr.Button("Train", variant="primary", elem_id="live_start")
         stop = gr.Button("Cancel", elem_id="live_cancel")
     status = gr.Markdown("", elem_id="live_status")
-    live_view = _training_view(LIVE_VIEW_ID, LIVE_ROOT_ID, 200)
-    # Many may wait at once (each hears its place in line); LiveTrainer trains one at a time.
+    live_view = _training_view(LIVE_VIEW_ID, LIVE_ROOT_ID, 60,
+                               "Press Train: the curves and the maps appear here as the model learns.")
+    # Many may wait at once (each hears its place in line); LiveTrainer trains one at a time, and refuses the one
+    # past its line (hence two more slots than the line: the one training, and the one to be told "full").
     start.click(handlers.live_train, [task, live_dk, arm], [live_view, status], api_name="live_train",
-                concurrency_limit=LIVE_LINE + 1, show_progress="minimal", **RAW)
+                concurrency_limit=LIVE_LINE + 2, show_progress="minimal", **RAW)
     stop.click(handlers.live_cancel, None, status, api_name="live_cancel", concurrency_limit=None,
                show_progress="hidden")
     return {"d_k": d_k, "view": view, "live_task": task, "live_dk": live_dk, "live_arm": arm}

@@ -30,7 +30,6 @@ from attention_viz.service.limits import (
     SCALE_MODES,
     STUDY_ARMS,
 )
-from attention_viz.service.texts import alphabet_text
 from attention_viz.service.views import Views
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, opening_settings
@@ -42,23 +41,6 @@ STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and c
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
         "Attention, layer, head and colour change in your browser, without asking the server.")
-
-
-def alphabet_info(cards) -> str:
-    """What the trained models were trained on, under the text box: the inputs they know, said before a run.
-
-    The alphabet most models share is said first; the tasks of models trained on another follow in brackets."""
-    tasks: dict[str, list[str]] = {}  # alphabet -> the tasks of the models trained on it, in card order
-    for card in cards:
-        if card.get("alphabet"):
-            tasks.setdefault(card["alphabet"], []).append(card.get("task", "model"))
-    if not tasks:
-        return "The untrained model takes any of them; its output is noise."
-    main, *others = sorted(tasks, key=lambda a: -len(tasks[a]))
-    known = f"{alphabet_text(main)} only" + "".join(
-        f" ({', '.join(dict.fromkeys(tasks[a]))}: {alphabet_text(a)})" for a in others)
-    return (f"The trained models know {known}: capitals are lower-cased and other characters are named in "
-            "the notes (the untrained model takes any).")
 
 
 NEAREST_TRAINED_JS = """(d, current) => {
@@ -83,7 +65,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         with gr.Column(scale=1, min_width=300):
             text = gr.Textbox(value=EXAMPLES[0], max_lines=1, elem_id="text",
                               label=f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)",
-                              info=alphabet_info(catalog.cards.values()))
+                              info=controls0.text_info)
             gr.Examples([[e] for e in EXAMPLES], inputs=[text], label="Examples")
             model = gr.Dropdown(catalog.model_choices, value=model0, label="Model", elem_id="model")
             compat = gr.Radio([(label, key) for key, label in STUDY_ARMS.items()], value=controls0.compatibility,
@@ -172,14 +154,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         handlers.visualize, [*settings_inputs, compat], view_outputs, api_name="visualize", **LIVE, **RAW,
     ))
     log2_slider_pair(dk_log, d_k)
-    # A trained model's d_k: its radio moves the number (the run follows it); a number typed or set follows back to
-    # the nearest trained size, as the server snaps it (log scale, ties to the smaller).
+    # A trained model's d_k: its radio moves the number (the run follows it); a number typed follows back to the
+    # nearest trained size, as the server snaps it (log scale, ties to the smaller). A new model's controls and a
+    # lesson's step set the radio themselves.
     dk_trained.input(None, dk_trained, d_k, js="(v) => Number(v)", **PRIVATE)
-    d_k.change(None, [d_k, dk_trained], dk_trained, js=NEAREST_TRAINED_JS, **PRIVATE)
+    d_k.input(None, [d_k, dk_trained], dk_trained, js=NEAREST_TRAINED_JS, **PRIVATE)
     # A new model (or number of heads) changes the d_k controls first, then the run. The compatibility picker
     # picks the study's model of that function (a new model, so the same path).
     controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads, lesson_scale],
-                     [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale], **PRIVATE)
+                     [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale, text],
+                     **PRIVATE)
     controls.failure(**refused)
     answered(controls.success(handlers.visualize, [*settings_inputs, compat], view_outputs, **PRIVATE, **LIVE))
     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)

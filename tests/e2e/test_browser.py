@@ -370,9 +370,12 @@ def refused_then_recovered(page: Page, refuse, message: str, recover) -> None:
     expect(info).to_contain_text("Refused")
     expect(page.locator("#output input, #output textarea").first).to_have_value("")
     assert root.evaluate("e => getComputedStyle(e.querySelector('.av-grid')).opacity") != "1"  # greyed out
+    expect(page.locator("#alignment")).to_be_hidden()  # what to look for, and the scores: the old run's
+    expect(page.locator("#decode_step .av-step-text")).to_be_hidden()
     recover()
     expect(root).to_have_class("av-mount av-explorer", timeout=TIMEOUT_MS)
     expect(page.locator("#explorer .av-stale-note")).to_be_hidden()
+    expect(page.locator("#alignment")).to_be_visible()
     expect(info).to_contain_text("Scores QKᵀ", timeout=TIMEOUT_MS)
 
 

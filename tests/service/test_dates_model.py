@@ -10,7 +10,6 @@ from attention_viz.service.requests import parse_settings
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import alphabet_text
 from attention_viz.service.views import Views
-from attention_viz.webui.transformer_tab import alphabet_info
 
 DATES = "dates/sqrt_dk"
 
@@ -78,5 +77,3 @@ def test_alphabets_in_words():
     assert alphabet_text("abcdefghijklmnopqrstuvwxyz") == "a–z"
     assert alphabet_text("abcdefghijklmnopqrstuvwxyz 0123456789") == "a–z, space and 0–9"
     assert alphabet_text("abxyz") == "a, b and x–z"
-    info = alphabet_info(Catalog().cards.values())
-    assert info.startswith("The trained models know a–z only (dates: a–z, space and 0–9): capitals are lower-cased")

@@ -1,6 +1,7 @@
 """Training live: one run at a time with a line, streamed views, cancel, the time limit, and the shared generator."""
 
 import threading
+import time
 
 import pytest
 
@@ -8,6 +9,14 @@ from attention_viz.service.catalog import Catalog
 from attention_viz.service.live import LiveTrainer, live_settings
 from attention_viz.service.training_view import FORMAT
 from attention_viz.train.snapshots import log_steps
+
+
+def wait_idle(live, timeout=30):
+    """Until nobody is in line (a stopped run's worker leaves the line itself, just after its stream ends)."""
+    deadline = time.monotonic() + timeout
+    while live._line:
+        assert time.monotonic() < deadline, "a run never left the line"
+        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +70,9 @@ def test_cancel_stops_a_run_at_its_next_step(catalog, one_thread):
     rest = list(run)
     assert rest[-1]["state"] == "cancelled" and rest[-1]["message"].startswith("Cancelled after step")
     assert rest[-1]["view"]["steps"][-1] < 5000
+    stopped_at = int(rest[-1]["message"].split("step ")[1].split(" ")[0])
+    assert stopped_at >= rest[-1]["view"]["steps"][-1]  # the last step trained, at or past the last snapshot
+    wait_idle(live)
     assert not live.cancel("me") and live.waiting == 0 and not catalog.rng_lock.locked()
 
 
@@ -85,8 +97,9 @@ def test_one_run_at_a_time_the_others_hear_their_place(catalog, one_thread):
     assert list(first)[-1]["state"] == "cancelled"
     after = next(second)  # the first left: the second trains now
     assert after["state"] == "training"
-    second.close()  # a closed stream (the user left) stops its run too
-    assert live.waiting == 0 and not catalog.rng_lock.locked()
+    second.close()  # a closed stream (the user left) stops its run too, without waiting for it here
+    wait_idle(live)
+    assert not catalog.rng_lock.locked()
 
 
 def test_the_untrained_model_is_the_same_while_a_run_trains(catalog, one_thread):

@@ -156,3 +156,35 @@ def test_shipped_task_models_score_their_alignment():
     assert best["copy/sqrt_dk"] > 0.6 and best["reverse/sqrt_dk"] > 0.6 and best["sort/sqrt_dk"] > 0.6
     assert best["untrained"] is None  # no task, no alignment to score
     assert best["reverse/none"] < 0.5 < best["reverse/sqrt_dk"]
+
+
+def test_rows_that_can_see_only_their_targets_and_masked_keys_do_not_count():
+    """Under the causal mask row 0 sees <bos> alone: it says nothing about a head and is left out; a masked pad
+    is no target, so a perfect previous-token head scores 1 with pads appended."""
+    target = ["<bos>", "a", "b"]
+    allowed = np.tril(np.ones((3, 3), bool))
+    uniform = (allowed / allowed.sum(-1, keepdims=True))[None, None]  # (1, 1, 3, 3): even over what rows see
+    scores = score_kind("decoder.self_attn", uniform, allowed, target, target)
+    assert scores["values"]["first"][0, 0] == pytest.approx(scores["chance"]["first"])
+    assert scores["chance"]["first"] < CLEAR  # 0.5 (row 2 of 3 keys: 1/3, row 1: 1/2); row 0 left out
+    assert "No head here puts more than half" in scores["look_for"]
+
+    source = ["a", "b", "c", EOS, "<pad>", "<pad>"]
+    allowed = np.ones((6, 6), bool)
+    allowed[:, 4:] = False  # the padding mask
+    previous = np.zeros((6, 6))
+    previous[0, 0] = 1.0
+    for q in range(1, 6):
+        previous[q, min(q - 1, 3)] = 1.0  # each row on its previous real key
+    scores = score_kind("encoder.self_attn", previous[None, None], allowed, source, source)
+    assert scores["values"]["previous"][0, 0] == pytest.approx(1.0)
+
+
+def test_every_kind_of_every_short_text_is_scored_without_error(views):
+    """One or two characters, masks on and off, pads: every kind gets its scores and a sentence (none may fail)."""
+    for text in ("a", "ab", "aa"):
+        for causal in (True, False):
+            for pads in (0, 3):
+                settings = views.runs.settings(text, "untrained", 8, causal_mask=causal, pad_tokens=pads)
+                for kind in views.visualize(settings).run["kinds"]:
+                    assert kind["scores"]["look_for"]

@@ -116,7 +116,7 @@ def test_snapped_d_k_is_reported(handlers):
 
 
 def test_model_controls_follow_the_family(handlers):
-    dk_log, d_k, untrained_box, scale, note, compat, trained, _ = handlers.model_controls("reverse/sqrt_dk", 20, 4)
+    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _ = handlers.model_controls("reverse/sqrt_dk", 20, 4)
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
     assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
     assert d_k["value"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
@@ -124,7 +124,7 @@ def test_model_controls_follow_the_family(handlers):
     assert (trained["choices"], trained["value"], trained["visible"]) == (["4", "16", "64"], "16", True)
     assert dk_log["visible"] is False  # a trained model's d_k stops at its trained sizes only: the radio
     assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
-    dk_log, d_k, untrained_box, scale, note, compat, trained, _ = handlers.model_controls(UNTRAINED, 300, 3)
+    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _ = handlers.model_controls(UNTRAINED, 300, 3)
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
     assert untrained_box["visible"] is True and note.startswith("Any d_k from 1 to 1024")
     assert trained["visible"] is False and dk_log["visible"] is True
@@ -362,10 +362,20 @@ def test_frozen_start_up_objects_let_figures_go_within_a_few_renders():
         gc.unfreeze()
 
 
-def test_the_text_box_says_what_the_models_know():
+def test_the_text_box_says_what_the_chosen_model_knows():
     from attention_viz.service.catalog import Catalog
-    from attention_viz.webui.transformer_tab import alphabet_info
+    from attention_viz.service.runs import Runs
+    from attention_viz.service.views import Views
 
-    info = alphabet_info(Catalog().cards.values())  # the shipped models
-    assert "a–z only" in info and "lower-cased" in info
-    assert "untrained" in alphabet_info([])
+    views = Views(Runs(Catalog()))  # the shipped models
+    reverse = views.model_controls("reverse/sqrt_dk", 16).text_info
+    assert reverse == ("reverse was trained on a–z, 1 to 20 characters: capitals run lower-cased, and any other "
+                       "character is named in the notes.")
+    assert "dates was trained on a–z, space and 0–9, 1 to 32 characters (a date in words" in views.model_controls(
+        "dates/sqrt_dk", 16).text_info
+    assert "1 to 8 characters" in views.model_controls("study/dot", 128).text_info
+    assert "any printable ASCII" in views.model_controls("untrained", 16).text_info
+    handlers = Handlers(views)
+    assert handlers.model_controls("sort/sqrt_dk", 16, 4)[-1]["info"].startswith("sort was trained on a–z")
+
+

@@ -450,6 +450,7 @@
     function select(kind, layer, head, reason) {
       /* choose a head; a new kind redraws the grid, the same kind only moves the selection */
       if (!data) return;
+      if (reason !== "payload" && reason !== "api") pending = null; // the user's own choice wins over a lesson's
       const newKind = kind !== state.kind;
       state.kind = kind in data.kinds ? kind : data.order[0];
       const k = data.kinds[state.kind];

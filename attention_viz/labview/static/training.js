@@ -1,7 +1,7 @@
 /* Training, step by step: the study's three compatibility functions at one d_k, side by side, from their snapshots
  * (service/training_view.py, format "attention_viz.training/1"); self-contained (viridis as the explorer's).
  *
- *   const view = AttentionTraining.mount(element, data, {rootId: "train_step"});
+ *   const view = AttentionTraining.mount(element, data, {rootId: "train_step", empty: "what to say before any data"});
  *   view.setData(next);      // another d_k: keeps the step, kind and probe where the new data has them
  *   view.setStep(i);         // the i-th snapshot (0 .. steps - 1); view.play(), view.pause()
  *   view.markStale(message); // the d_k asked for was refused: say so over what is drawn (null clears)
@@ -17,6 +17,7 @@
   const PLAY_MS = 700;
   const CHART = {w: 300, h: 150, left: 34, right: 18, top: 10, bottom: 34};
   const SERIES = [["token_acc", "token accuracy (training batch)", "#1f77b4"], ["alignment", "alignment (probes)", "#e4572e"]];
+  const LOSS = [["loss", "loss (training batch, nats)", "#555"]];
   // viridis, 17 stops, as explorer.js and the server's images use it
   const VIRIDIS = ["440154", "48186a", "472d7b", "424086", "3b528b", "33638d", "2c728e", "26828e", "21918c",
     "1fa088", "28ae80", "3fbc73", "5ec962", "84d44b", "addc30", "d8e219", "fde725"].map(
@@ -62,7 +63,7 @@
         <label>Probe <select class="av-probe"></select></label>
       </div>
       <p class="av-train-say"></p>
-      <div class="av-legend">${SERIES.map(([, label, stroke]) => `<span><i style="background:${stroke}"></i>${label}</span>`).join("")}
+      <div class="av-legend">${[...SERIES, ...LOSS].map(([, label, stroke]) => `<span><i style="background:${stroke}"></i>${label}</span>`).join("")}
         <span><i class="av-cursor-key"></i>the step shown</span></div>
       <div class="av-arms"></div></div>`;
     const $ = (s) => root.querySelector(s);
@@ -92,23 +93,31 @@
           <div class="av-arm-map"></div>
           <svg class="av-curve" viewBox="0 0 ${CHART.w} ${CHART.h}" role="img"
                aria-label="${esc(arm.label)}: token accuracy and alignment over training"></svg>
+          <svg class="av-curve av-loss" viewBox="0 0 ${CHART.w} ${CHART.h}" role="img"
+               aria-label="${esc(arm.label)}: the training loss"></svg>
           <div class="av-arm-final">${arm.status ? esc(arm.status) : (arm.heldout_exact_match === null ||
             arm.heldout_exact_match === undefined ? "training…"
             : `after ${d.steps[d.steps.length - 1]} steps, held out: <b>${pct(arm.heldout_exact_match)}</b> exact`)}</div>
         </section>`).join("");
-      charts = [...ui.arms.querySelectorAll(".av-curve")].map((el, i) => drawChart(el, d.arms[i]));
+      // the loss charts share one scale, so the arms compare at a glance
+      const losses = d.arms.flatMap((arm) => arm.train.loss).filter((v) => v !== null);
+      const top = Math.max(1, Math.ceil(Math.max(...losses, 0)));
+      charts = [...ui.arms.querySelectorAll(".av-arm")].map((section, i) => [
+        drawChart(section.querySelector(".av-curve:not(.av-loss)"), d.arms[i], SERIES, 1),
+        drawChart(section.querySelector(".av-loss"), d.arms[i], LOSS, top)]);
     }
 
     function x(step) {
       const last = Math.log10((d.total_steps || d.steps[d.steps.length - 1]) + 1);
       return CHART.left + (CHART.w - CHART.left - CHART.right) * Math.log10(step + 1) / last;
     }
-    const y = (v) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v);
+    const y = (v, top) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v / top);
 
-    function drawChart(el, arm) {
-      for (const v of [0, 0.5, 1]) {
-        svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v), y2: y(v), class: "av-grid-line"}, el);
-        svg("text", {x: CHART.left - 4, y: y(v) + 4, "text-anchor": "end"}, el, v.toString());
+    function drawChart(el, arm, series, top) {
+      /* lines of `series` over the log-scaled steps, y from 0 to `top`; returns the step cursor */
+      for (const v of [0, top / 2, top]) {
+        svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v, top), y2: y(v, top), class: "av-grid-line"}, el);
+        svg("text", {x: CHART.left - 4, y: y(v, top) + 4, "text-anchor": "end"}, el, String(+v.toFixed(2)));
       }
       const total = d.total_steps || d.steps[d.steps.length - 1];
       const ticks = [0, 10, 100, 1000].filter((s) => s <= total && x(total) - x(s) > 24 || s === total);
@@ -116,9 +125,9 @@
         svg("text", {x: x(step), y: CHART.h - CHART.bottom + 14, "text-anchor": "middle"}, el, String(step));
       }
       svg("text", {x: (CHART.left + CHART.w) / 2, y: CHART.h - 4, "text-anchor": "middle"}, el, "training step (log scale)");
-      for (const [name, , stroke] of SERIES) {
+      for (const [name, , stroke] of series) {
         const values = name === "alignment" ? arm.alignment : arm.train[name];
-        const points = d.steps.map((s, i) => (values[i] === null ? null : `${x(s).toFixed(1)},${y(values[i]).toFixed(1)}`))
+        const points = d.steps.map((s, i) => (values[i] === null ? null : `${x(s).toFixed(1)},${y(values[i], top).toFixed(1)}`))
           .filter((p) => p !== null);
         svg("polyline", {points: points.join(" "), fill: "none", stroke: stroke, "stroke-width": 2}, el);
       }
@@ -162,7 +171,7 @@
         section.querySelector(".av-arm-numbers").innerHTML =
           `loss <b>${num(arm.train.loss[s], 3)}</b> · token accuracy <b>${pct(arm.train.token_acc[s])}</b> · ` +
           `probes exact <b>${Math.round(arm.probe.exact_match[s] * n)}/${n}</b> · alignment <b>${num(arm.alignment[s], 2)}</b>`;
-        charts[a].setAttribute("x1", x(step)); charts[a].setAttribute("x2", x(step));
+        for (const cursor of charts[a]) { cursor.setAttribute("x1", x(step)); cursor.setAttribute("x2", x(step)); }
       });
       const by = d.arms.map((arm) => `${arm.label} ${num(arm.alignment[s], 2)}`).join(", ");
       const last = d.arms.map((arm) => arm.alignment[d.steps.length - 1]);
@@ -194,7 +203,8 @@
     function setData(next) {
       pause();
       markStale(null);
-      if (!next || !next.arms) { d = null; ui.arms.innerHTML = ""; ui.say.textContent = "Choose a d_k."; return; }
+      ui.main.classList.toggle("av-nodata", !next || !next.arms);
+      if (!next || !next.arms) { d = null; ui.arms.innerHTML = ""; ui.say.textContent = opts.empty || "Choose a d_k."; return; }
       const d0 = d;
       d = prepare(next);
       ui.kind.innerHTML = d.kinds.map((k) => `<option value="${esc(k.key)}">${esc(k.label)}</option>`).join("");

@@ -2,7 +2,7 @@
 
 `python -m benchmarks.explorer [--changes 40] [--app] [--out DIR]`
 
-A view change (a tile click, another attention kind, another colour scale) never leaves the page: the
+A view change (a tile click, another attention kind, another colour scale, a decode step) never leaves the page: the
 explorer (attention_viz/explorer/static/explorer.js) redraws from the run it holds, between performance
 marks, and records two measures per change: "explorer-redraw" (the script's work: decoding nothing,
 painting the grid's canvases and refilling the head's table) and "explorer-frame" (from the change until
@@ -30,7 +30,7 @@ from devtools.browser import CHROMIUM as BROWSER, CHROMIUM_ARGS
 from .common import load, percentile, table, write_json
 
 CHROMIUM, ARGS = str(BROWSER), CHROMIUM_ARGS
-CHANGES = ("tile", "kind", "scale")
+CHANGES = ("tile", "kind", "scale", "step")
 # In the page: `n` changes of one sort, each after the last one's frame; the measures' durations by reason.
 RUN_CHANGES = """async ([what, n]) => {
   const root = document.querySelector('.av-explorer');
@@ -44,6 +44,10 @@ RUN_CHANGES = """async ([what, n]) => {
     if (what === 'tile') {
       const tiles = root.querySelectorAll('.av-tile:not(.av-selected)');
       tiles[(i * 7) % tiles.length].click();
+    } else if (what === 'step') {  // the decode's step bar: the next step, the finished run after the last
+      const step = root.querySelector('.av-step');
+      step.value = i % (Number(step.max) + 1);
+      step.dispatchEvent(new Event('input'));
     } else {
       const select = root.querySelector(what === 'kind' ? '.av-kind' : '.av-scale');
       select.selectedIndex = (select.selectedIndex + 1) % select.options.length;

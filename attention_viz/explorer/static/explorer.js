@@ -517,22 +517,19 @@
     ui.prev.addEventListener("click", () => { stopPlaying(); setStep(Math.max(0, (state.step === null ? data.decode.written.length : state.step) - 1), "prev"); });
     ui.next.addEventListener("click", () => { stopPlaying(); setStep(state.step === null ? null : state.step + 1, "next"); });
     ui.step.addEventListener("input", () => { stopPlaying(); setStep(+ui.step.value, "step"); });
-    ui.scores.addEventListener("click", (event) => {
-      const row = event.target.closest("tr[data-layer]");
-      if (row) select(state.kind, +row.dataset.layer, +row.dataset.head, "score");
-    });
-    ui.scores.addEventListener("keydown", (event) => {
-      const row = event.target.closest("tr[data-layer]");
-      if (row && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); row.click(); }
-    });
-    ui.grid.addEventListener("click", (event) => {
-      const tile = event.target.closest(".av-tile");
-      if (tile) select(state.kind, +tile.dataset.layer, +tile.dataset.head, "tile");
-    });
-    ui.grid.addEventListener("keydown", (event) => {
-      const tile = event.target.closest(".av-tile");
-      if (tile && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); tile.click(); }
-    });
+    function picks(container, selector, reason) {
+      /* a click, Enter or Space on a [data-layer][data-head] element under `container` selects that head */
+      container.addEventListener("click", (event) => {
+        const item = event.target.closest(selector);
+        if (item) select(state.kind, +item.dataset.layer, +item.dataset.head, reason);
+      });
+      container.addEventListener("keydown", (event) => {
+        const item = event.target.closest(selector);
+        if (item && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); item.click(); }
+      });
+    }
+    picks(ui.grid, ".av-tile", "tile");
+    picks(ui.scores, "tr[data-layer]", "score");
     // hover: the exact weight in a tooltip beside the cell (the cell's title says it too)
     ui.view.addEventListener("mouseover", (event) => {
       const cell = event.target.closest("td");

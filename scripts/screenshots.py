@@ -92,6 +92,15 @@ def take(page: Page, url: str, out: Path) -> None:
     settle(page)
     page.screenshot(path=str(out / "lab.png"), full_page=True)
 
+    # the study's three functions at d_k 512, part-way through training: plain dot products still saturated
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.get_by_role("tab", name="Training").click()
+    expect(page.locator("#train_step [data-arm]")).to_have_count(3, timeout=TIMEOUT_MS)
+    page.locator("#train_step input[type=range]").fill("19")
+    expect(page.locator("#train_step")).to_have_attribute("data-step", "19")
+    page.mouse.move(0, 0)
+    page.locator("#train_step").screenshot(path=str(out / "training.png"))
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -22,9 +22,10 @@ CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...
 
 INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
 Type a word and see every layer and head of the three attentions of §3.2.3, from a small Transformer
-trained to reverse, copy or sort characters. Change **d_k**, switch the **1/√d_k scaling** and the **masks**
-and watch the maps and the model's output change: the server runs the model once per input and your browser
-draws every view from that run. The **√d_k lab** shows why the paper scales (footnote 4).
+trained to reverse, copy or sort characters, or to write a date in words as `2026-11-22`. Change **d_k**, switch
+the **1/√d_k scaling** and the **masks** and watch the maps and the output change, or play the decode one
+character at a time. The **√d_k lab** shows why the paper scales (footnote 4); **Training** shows the heads form,
+or not, without it. New here? Open **the guided lesson** below.
 """
 
 

@@ -395,7 +395,8 @@
         (td.classList.contains("av-masked") ? hidden : cells).push([td, q * k.K + j, q, j]);
       });
       table = {kind: k.kind, small: small, cells: cells, hidden: hidden, rows: ui.view.querySelectorAll("tbody tr"),
-        caption: ui.view.querySelector(".av-caption")};
+        caption: ui.view.querySelector(".av-caption"),
+        shown: cells.map(() => ({cls: null, css: null, title: null, text: null}))}; // what each cell shows now
     }
 
     function drawHead() {
@@ -408,18 +409,24 @@
       view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
       table.caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
         `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
-      for (const [td, index, q, j] of table.cells) {
+      // each cell is written only where it changes: a head switch leaves most "0.00" cells as they are, and
+      // every write would lay the table out again (the widest table has ~1,400 cells)
+      const shown = table.shown;
+      table.cells.forEach(([td, index, q, j], c) => {
+        let css, text, title, cls;
         if (future(k, t, q, j)) {
-          td.className = "av-future"; td.style.cssText = ""; td.title = `not computed yet at step ${t + 1}`;
-          td.textContent = "";
-          continue;
+          css = ""; text = ""; title = `not computed yet at step ${t + 1}`; cls = "av-future";
+        } else {
+          const value = w[offset + index];
+          css = LUT_CSS[level(position(state.scale, value, maxima[q]))]; title = value.toFixed(4); cls = "";
+          text = table.small ? "" : value.toFixed(2);
         }
-        const value = w[offset + index];
-        td.className = "";
-        td.style.cssText = LUT_CSS[level(position(state.scale, value, maxima[q]))];
-        td.title = value.toFixed(4);
-        if (!table.small) td.textContent = value.toFixed(2);
-      }
+        const was = shown[c];
+        if (was.cls !== cls) { td.className = cls; was.cls = cls; }
+        if (was.css !== css) { td.style.cssText = css; was.css = css; }
+        if (was.title !== title) { td.title = title; was.title = title; }
+        if (was.text !== text) { td.textContent = text; was.text = text; }
+      });
       for (const [td, , q, j] of table.hidden) td.classList.toggle("av-future", future(k, t, q, j));
       table.rows.forEach((tr, q) => tr.classList.toggle("av-now", q === t));
     }

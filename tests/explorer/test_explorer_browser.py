@@ -183,6 +183,27 @@ def test_the_notebook_view_twice_in_one_page(page: Page, tmp_path, shipped_model
     shot(page, "notebook")
 
 
+def test_the_notebook_view_steps_through_the_decode(page: Page, shipped_model):
+    """show(model, text) carries the decode: its step bar marks the row, and without the causal mask each step's
+    own maps reach the head view (the decoder self-attention of step 1 has rows 0 and 1, both changed later)."""
+    view = show(shipped_model, "abc", causal_mask=False)
+    decode = view.payload["decode"]
+    assert decode["per_step"] and len(decode["steps"]) == len(view.payload["tokens"]["target"])
+    page.set_content(f"<!doctype html><body>{view._repr_html_()}</body>")
+    frame = page.frame_locator("iframe")
+    root = f"#{view.root_id}"
+    expect(frame.locator(f"{root}-decode-step")).to_be_visible()
+    frame.locator(f"{root} .av-kind").select_option("decoder.self_attn")
+    frame.locator(f"{root}-decode-step input[type=range]").fill("1")
+    expect(frame.locator(f"{root}-decode-step")).to_have_attribute("data-step", "1")
+    expect(frame.locator(f"{root}-head tr.av-now th")).to_have_text(decode["written"][0])  # row 1 reads output 0
+    expect(frame.locator(f"{root}-decode-step .av-step-text")).to_contain_text("Causal mask off")
+    first = frame.locator(f"{root}-head td[data-q='0']").first.get_attribute("title")
+    frame.locator(f"{root}-decode-step input[type=range]").fill("3")
+    expect(frame.locator(f"{root}-decode-step")).to_have_attribute("data-step", "3")
+    assert frame.locator(f"{root}-head td[data-q='0']").first.get_attribute("title") != first  # row 0 moved
+
+
 def test_the_benchmarks_view_changes_are_measured_one_each(page: Page, tmp_path, widest_payload):
     """benchmarks/explorer.py's in-page loop: every change it makes yields one redraw and one frame measure of its
     own sort (no timing is asserted here)."""

@@ -13,6 +13,9 @@ runs them), then until the time is up waits 1.5-4 s (uniform) and does one thing
     rerun       25 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
     steps       15 %   open the steps view (Figure 2)
 
+`--live` also trains live in the background for the whole class (`/live_train`, plain dot products at d_k 1024,
+one run after another, as a teacher demonstrating it would): the other views must keep answering.
+
 Latency = join the queue .. the last file of the answer fetched (what the browser waits for before it can
 draw; the lab's PNGs on an app that still draws them, none on one whose page draws the numbers). Every
 answer is checked (the lab's table is for the d_k asked, the view's notes describe a run, the steps text
@@ -188,8 +191,27 @@ def export_ref(ref: str, folder: Path) -> str:
     return commit
 
 
-def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path) -> dict:
-    """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class, stop it."""
+def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
+    """Live runs one after another until `stop` (each one's last message kept), then cancel the one training."""
+    from gradio_client import Client
+
+    client = Client(base, verbose=False)
+    while not stop.is_set():
+        job = client.submit(task="reverse", d_k="1024", compatibility="dot", api_name="/live_train")
+        while not job.done():
+            if stop.is_set():
+                client.predict(api_name="/live_cancel")
+            time.sleep(0.2)
+        try:
+            outcomes.append(job.result(timeout=HTTP_TIMEOUT_S)[1])
+        except Exception as error:  # noqa: BLE001 - reported in the table, never raised
+            outcomes.append(f"{type(error).__name__}: {error}")
+
+
+def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
+                  live: bool = False) -> dict:
+    """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
+    training in the background when `live`), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
     env = {"PYTHONPATH": str(cwd), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
@@ -197,15 +219,25 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                 httpx.Client(timeout=30) as http:
             startup = server.wait_http(http, timeout_s=300)
             time.sleep(SETTLE_S)
+            stop, outcomes = threading.Event(), []
+            trainer = threading.Thread(target=train_live, args=(server.base, stop, outcomes), daemon=True)
+            if live:
+                trainer.start()
             result = run_class(server.base, students, duration_s, seed)
-            result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load()}
+            stop.set()
+            if live:
+                trainer.join(timeout=3 * HTTP_TIMEOUT_S)
+            result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load(),
+                       "live_runs": outcomes if live else None}
             return result
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0) -> dict:
-    """The class against this tree's app, then (with `against`) against that git ref's app."""
+def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
+        live: bool = False) -> dict:
+    """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
+    training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip() or "unknown"
@@ -213,7 +245,7 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
                                 capture_output=True, text=True).stdout.strip())
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
-    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir)
+    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:
@@ -243,6 +275,9 @@ def report(result: dict) -> str:
                       f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
                   "", _app_table(app)]
         lines += [f"  error: {example}" for example in app["error_examples"]]
+        if app.get("live_runs") is not None:
+            lines += ["", f"live training in the background: {len(app['live_runs'])} runs, ending: "
+                          + "; ".join(app["live_runs"])]
     if "ref" in result["apps"]:
         this, ref = result["apps"]["this"]["actions"], result["apps"]["ref"]["actions"]
         rows = []
@@ -262,11 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=75.0)
     parser.add_argument("--against", default=None, help="a git ref whose app runs the same class after this one")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--live", action="store_true", help="train live in the background for the whole class")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not (1 <= args.students <= 200 and 5 <= args.duration_s <= 1800):
         parser.error("students 1..200, duration 5..1800 s")
-    result = run(args.students, args.duration_s, args.against, args.seed)
+    result = run(args.students, args.duration_s, args.against, args.seed, args.live)
     print(report(result), flush=True)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
     print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")

@@ -69,7 +69,8 @@ def check_choice(name: str, value: object, choices: dict[str, str]) -> str:
             if value == label:
                 return key
     options = ", ".join(repr(key) for key in choices)
-    raise ValueError(f"{name} must be one of {options}; got {value!r}")
+    got = repr(value)
+    raise ValueError(f"{name} must be one of {options}; got {got if len(got) <= 40 else got[:39] + '…'}")
 
 
 def check_text(text: object, max_len: int) -> str:

@@ -43,6 +43,9 @@ VALID = dict(text="hello", model="untrained", d_k=16, scale_mode="sqrt_dk", cust
              colour_scale="absolute", comparison="scaling", compatibility=None)
 VALID_NOTES = ("2 pad tokens", "d_model 64, h 4, d_k 16", "causal mask on")
 LAB = dict(d_k=16, n_keys=32, scaled=True)
+TRAINING = dict(d_k="512")
+LIVE = dict(task="reverse", d_k="8", compatibility="dot")  # only refused live runs here: a valid one trains
+BASES = {"dk_lab": LAB, "training": TRAINING, "live_train": LIVE}
 
 
 @pytest.fixture(scope="module")
@@ -307,6 +310,17 @@ CASES = [
     Case("lab: NaN keys", "dk_lab", {"n_keys": NAN}, Err("number of keys must be a finite number"), NOT_JSON),
     Case("lab: word for keys", "dk_lab", {"n_keys": "many"}, Err("number of keys")),
     Case("lab: checkbox 'maybe'", "dk_lab", {"scaled": "maybe"}, Err("scaled must be true or false")),
+    Case("training: untrained size", "training", {"d_k": "64"}, Err("d_k must be one of the trained sizes")),
+    Case("training: path for d_k", "training", {"d_k": "../../etc/passwd"},
+         Err(("not in the list of choices", "d_k must be one of the trained sizes"))),
+    Case("training: null d_k", "training", {"d_k": None}, Err("d_k must be one of the trained sizes")),
+    Case("training: huge d_k", "training", {"d_k": 10**40}, Err("d_k must be one of the trained sizes")),
+    Case("training: list for d_k", "training", {"d_k": [512]}, Err("d_k must be one of the trained sizes")),
+    Case("live: unknown task", "live_train", {"task": "dates; rm -rf /"}, Err("task must be one of")),
+    Case("live: untrained size", "live_train", {"d_k": "4096"}, Err("d_k must be one of")),
+    Case("live: null compatibility", "live_train", {"compatibility": None},
+         Err("compatibility function must be one of")),
+    Case("live: 100,000-character task", "live_train", {"task": "x" * 100_000}, Err("task must be one of 'reverse', 'copy', 'sort'; got '" + "x" * 38 + "…")),
 ]
 
 
@@ -317,7 +331,7 @@ CASE_PARAMS = [
 
 
 def values_for(case: Case) -> dict:
-    base = LAB if case.api == "dk_lab" else VALID
+    base = BASES.get(case.api, VALID)
     return {**base, **case.changes}
 
 

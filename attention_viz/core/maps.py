@@ -142,12 +142,15 @@ def weight_on(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
     (1 = every such row looks only at its targets; a uniform head scores about targets per row / K). NaN where no
     row has a target. Used for a task's known alignment and for simple patterns (previous token, first token, sink).
     """
-    p = np.asarray(weights, dtype=np.float64)
+    p = np.asarray(weights)
+    if p.dtype not in (np.float32, np.float64):
+        p = p.astype(np.float64)
     targets = np.asarray(targets, dtype=bool)
     if targets.shape != p.shape[-2:]:
         raise ValueError(f"targets have shape {list(targets.shape)}, the maps [Q, K] = {list(p.shape[-2:])}")
     rows = targets.any(-1) & (p.sum(-1) > 0)  # [..., Q]
-    on = np.where(targets, p, 0.0).sum(-1)  # [..., Q]
+    # Σ_j p_ij t_ij without a full-size temporary (the app scores every head of every run it packs)
+    on = np.einsum("...qk,qk->...q", p, targets.astype(p.dtype)).astype(np.float64)  # [..., Q]
     n = rows.sum(-1)
     with np.errstate(invalid="ignore"):
         return np.where(n > 0, np.where(rows, on, 0.0).sum(-1) / np.maximum(n, 1), np.nan)

@@ -42,9 +42,6 @@ class Run:
     finished: bool                         # <eos> was emitted
     expected: str | None                   # what the trained task asks for, None when untrained
     maps: dict[str, np.ndarray] = field(repr=False, hash=False, compare=False)  # key -> [H, Q, K], read-only
-    # Without the causal mask, each decode step's own decoder maps (step t: key -> [H, t + 1, K]; earlier rows
-    # change as tokens arrive); None under it, where step t's rows are rows 0..t of `maps`.
-    step_maps: tuple[dict[str, np.ndarray], ...] | None = field(default=None, repr=False, hash=False, compare=False)
 
     @property
     def trained(self) -> bool:
@@ -198,21 +195,28 @@ class Runs:
             array = value[0]  # (H, Q, K)
             array.setflags(write=False)  # shared between users through the cache
             arrays[key] = array
-        step_maps = None
-        if not settings.causal_mask:
-            tgt = torch.tensor([tgt_ids], device=self.device)  # (1, T)
-            with torch.inference_mode():
-                steps = model.step_maps(src, tgt, scale=settings.scale, causal_mask=False,
-                                        padding_mask=settings.padding_mask)
-            step_maps = tuple({key: value[0] for key, value in step.to_numpy().items()} for step in steps)
         return Run(
             settings=settings, config=model.config, card=card,
             src_ids=tuple(src_ids), tgt_ids=tuple(tgt_ids),
             src_tokens=tuple(tok.tokens(src_ids)), tgt_tokens=tuple(tok.tokens(tgt_ids)),
             generated=tuple(tok.tokens(out_ids)), output=tok.decode(out_ids), finished=tok.eos_id in out_ids,
             expected=target_or_none(card["task"], settings.text) if card and "task" in card else None,
-            maps=arrays, step_maps=step_maps,
+            maps=arrays,
         )
+
+    def step_maps(self, run: Run) -> list[dict[str, np.ndarray]] | None:
+        """Without the causal mask, each decode step's own decoder maps (step t: key -> [H, t + 1, K]; earlier rows
+        change as tokens arrive); None under it, where step t's rows are rows 0..t of run.maps. Computed when asked
+        (the packed run keeps them), not kept with the cached run: they are ~T/2 times its decoder maps."""
+        if run.settings.causal_mask:
+            return None
+        model, _ = self.model(run.settings)
+        src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
+        tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
+        with torch.inference_mode():
+            steps = model.step_maps(src, tgt, scale=run.settings.scale, causal_mask=False,
+                                    padding_mask=run.settings.padding_mask)
+        return [{key: value[0] for key, value in step.to_numpy().items()} for step in steps]
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
         """Maps [H, Q, K] of one forward pass on `run`'s source and decoder input under other `settings`."""

@@ -36,13 +36,14 @@ from attention_viz.service.limits import (
     LAB_KEYS,
     LAYER_HEAD_LIMIT,
     MAX_HEAD_WIDTH,
-    RUN_CACHE_SIZE,
+    PACKED_CACHE_BYTES,
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.requests import Settings, parse_colour_scale
 from attention_viz.service import study_view, training_view
+from attention_viz.service.catalog import SizedCache
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
     ADDITIVE,
@@ -106,7 +107,7 @@ class Views:
         self.exports = ExportFolder()
         self.store = PngStore(self.exports.root / "images")
         self.lab = LabData()
-        self._packed = functools.lru_cache(maxsize=RUN_CACHE_SIZE)(self._pack)
+        self._packed = SizedCache(self._pack, PACKED_CACHE_BYTES, packed_size)
         self._training = functools.lru_cache(maxsize=8)(lambda d_k: training_view.training_data(self.runs.catalog, d_k))
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
@@ -190,7 +191,7 @@ class Views:
                   for kind in KINDS}
         packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in KINDS},
                       output=run.output, notes=run_notes(run).split("\n\n"), title=run_title(run), scores=scores,
-                      decode={"written": run.generated, "steps": run.step_maps})
+                      decode={"written": run.generated, "steps": self.runs.step_maps(run)})
         packed["settings"] = settings_record(settings)
         return packed
 
@@ -335,6 +336,14 @@ def trained_on(card: dict) -> str:
     example = " (a date in words, e.g. “first of may 1999”)" if task == "dates" else ""
     return (f"{task} was trained on {known}{lengths}{example}: capitals run lower-cased, and any other character "
             "is named in the notes.")
+
+
+def packed_size(payload: dict) -> int:
+    """About the bytes a packed run holds: its base64 maps, the decode's per-step maps, and a little for the rest."""
+    maps = sum(len(b64) for kind in payload["kinds"] for b64 in kind["maps"])
+    steps = sum(len(b64) for step in payload.get("decode", {}).get("steps", ()) for layers in step.values()
+                for b64 in layers)
+    return maps + steps + 4096
 
 
 def described_png(path: Path, record: dict[str, str]) -> bytes:

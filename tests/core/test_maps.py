@@ -81,6 +81,10 @@ def test_weight_on_measures_the_weight_on_target_keys():
             rows = [i for i in range(q) if targets[i].any() and p[index][i].sum() > 0]
             want = np.mean([p[index][i][targets[i]].sum() for i in rows]) if rows else np.nan
             np.testing.assert_allclose(got[index], want, rtol=1e-12, equal_nan=True)
+    p32 = rng.random((2, 3, 5, 6)).astype(np.float32)  # the app's maps are float32: no float64 copy, same result
+    p32 /= p32.sum(-1, keepdims=True)
+    targets = rng.random((5, 6)) < 0.4
+    np.testing.assert_allclose(weight_on(p32, targets), weight_on(p32.astype(np.float64), targets), rtol=1e-6)
     eye = np.eye(3)[None]
     assert weight_on(eye, np.eye(3, dtype=bool))[0] == 1.0
     assert weight_on(eye, ~np.eye(3, dtype=bool))[0] == 0.0

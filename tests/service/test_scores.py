@@ -128,10 +128,11 @@ def test_the_runs_decode_steps_in_the_packed_run(views):
     """Under the causal mask a run ships no per-step maps (rows 0..t are the final maps'); without it each step's."""
     on = views.runs.settings("hello", "untrained", 8)
     off = views.runs.settings("hello", "untrained", 8, causal_mask=False)
-    assert views.runs.run(on).step_maps is None
+    assert views.runs.step_maps(views.runs.run(on)) is None
     run = views.runs.run(off)
-    assert len(run.step_maps) == len(run.tgt_tokens)
-    assert run.step_maps[2]["decoder.1.self_attn"].shape == (run.config.n_heads, 3, 3)
+    steps = views.runs.step_maps(run)
+    assert len(steps) == len(run.tgt_tokens)
+    assert steps[2]["decoder.1.self_attn"].shape == (run.config.n_heads, 3, 3)
     packed_on, packed_off = views.visualize(on).run, views.visualize(off).run
     assert packed_on["decode"] == {"written": list(views.runs.run(on).generated), "per_step": False}
     assert packed_off["decode"]["per_step"] and len(packed_off["decode"]["steps"]) == len(run.tgt_tokens)

@@ -87,6 +87,7 @@ class LiveTrainer:
         owner: who asks (the app's session), so that cancel(owner) stops this run; one run per owner at a time.
         """
         settings = live_settings(task, d_k, arm, self.steps)  # refused before taking a place in line
+        arm = check_choice("compatibility function", arm, dict(LIVE_ARMS))  # its key, as the view names the arm
         cancelled = cancelled or threading.Event()
         ticket = object()
         with self._cond:
@@ -115,7 +116,7 @@ class LiveTrainer:
                 yield {"state": "cancelled", "message": "Cancelled before it started."}
                 return
             handed_over = True
-            yield from self._train(settings, cancelled, lambda: self._leave(ticket, owner))
+            yield from self._train(settings, arm, cancelled, lambda: self._leave(ticket, owner))
         finally:
             if not handed_over:
                 self._leave(ticket, owner)
@@ -128,14 +129,13 @@ class LiveTrainer:
                 self._owners.pop(owner, None)
             self._cond.notify_all()
 
-    def _train(self, settings: TrainSettings, cancelled: threading.Event, leave) -> Iterator[dict]:
+    def _train(self, settings: TrainSettings, arm: str, cancelled: threading.Event, leave) -> Iterator[dict]:
         """Train in a thread of its own; yield the view after each snapshot, then the outcome.
 
         The worker calls `leave` when it has stopped, so the next run starts only then; closing this generator
         (the user left) only asks the worker to stop and never waits for it on the caller's thread (Gradio closes
         generators on its event loop).
         """
-        arm = "additive" if settings.compatibility == "additive" else ("dot" if settings.scale == "none" else "scaled_dot")
         recorder = SnapshotRecorder(settings, log_steps(settings.steps), probe_texts(settings.max_len))
         updates: queue.Queue = queue.Queue()
         started = time.perf_counter()

@@ -37,12 +37,13 @@ import numpy as np
 from attention_viz.core.maps import KINDS, weight_on
 from attention_viz.data.snapshots import LEVELS
 from attention_viz.data.tasks import alignment
+from attention_viz.explorer.pack import AXES
 from attention_viz.service.catalog import Catalog
+from attention_viz.service.scores import pattern_targets
 from attention_viz.service.limits import STUDY_ARMS, STUDY_PREFIX
 
 FORMAT = "attention_viz.training/1"
 ROUND = 4
-AXES = {"encoder": ("source", "source"), "self_attn": ("target", "target"), "cross_attn": ("target", "source")}
 
 
 def trained_sizes(catalog: Catalog) -> list[int]:
@@ -53,11 +54,6 @@ def trained_sizes(catalog: Catalog) -> list[int]:
         have = set(family.d_ks) if family is not None else set()
         sizes = have if sizes is None else sizes & have
     return sorted(sizes or [])
-
-
-def _axes(key: str) -> tuple[str, str]:
-    stack, _, name = key.split(".")
-    return AXES["encoder"] if stack == "encoder" else AXES[name]
 
 
 def _rounded(values) -> list:
@@ -75,9 +71,8 @@ def arm_data(arm: str, label: str, model: str, meta: dict, quantised: dict[str, 
         per_probe = []
         for p, text in enumerate(meta["probes"]):
             n_q, n_k = len(meta["tgt_tokens"][p]), len(meta["src_tokens"][p])
-            targets = np.zeros((n_q, n_k), dtype=bool)
-            for t, positions in enumerate(alignment(meta["task"], text)):
-                targets[t, list(positions)] = True
+            targets = pattern_targets("decoder.cross_attn", meta["tgt_tokens"][p], meta["src_tokens"][p],
+                                      alignment(meta["task"], text))["alignment"]
             for key in cross:
                 weights = quantised[key][s, p, :, :n_q, :n_k] / LEVELS  # (H, Q, K)
                 per_probe.append(np.nanmean(weight_on(weights, targets)))
@@ -101,7 +96,7 @@ def view_data(meta: dict, keys: list[str], arms: list[dict], d_k: int, d_ks: lis
     kinds = []
     for key in keys:
         stack, layer, name = key.split(".")
-        queries, key_axis = _axes(key)
+        queries, key_axis = AXES[f"{stack}.{name}"]
         kinds.append({"key": key, "kind": f"{stack}.{name}", "label": f"{KINDS[f'{stack}.{name}']}, layer {layer}",
                       "queries": queries, "keys": key_axis})
     kinds.sort(key=lambda k: (k["kind"] != "decoder.cross_attn", k["key"]))  # the telling one first

@@ -1,6 +1,6 @@
 """Load test: concurrent browser-protocol clients x mixed requests against app.py on loopback.
 
-`python -m benchmarks.load [--clients 20] [--requests 50] [--seed 0] [--budget-s 1500] [--burst 80]`
+`python -m benchmarks.load [--clients 20] [--requests 50] [--seed 0] [--budget-s 1500] [--burst 80] [--trace FILE]`
 
 Each client is one browser page (its own session, `benchmarks.app.Browser`) that keeps the page's
 control values and, one request at a time, does what a person does: a new text or a changed
@@ -21,7 +21,9 @@ optional burst (`--burst N`: one session joins N events back to back) shows that
 and that the app serves normally right after. All traffic goes to 127.0.0.1 only; every loop is
 bounded in count and in time (`--budget-s`, and a timeout on every HTTP call).
 
-Results: a table on stdout, and JSON in benchmarks/results/load-<time>.json.
+Results: a table on stdout, and JSON in benchmarks/results/load-<time>.json. With `--trace FILE`, every request in
+the order answered (its endpoint, its values by elem_id, the app's VmRSS right after): `python -m benchmarks.replay
+FILE` replays exactly those requests in one process, on any commit, and says what the caches hold.
 """
 
 from __future__ import annotations
@@ -166,10 +168,18 @@ class Tally:
     done: int = 0
     correct: int = 0
     rss: list[dict] = field(default_factory=list)
+    trace: list[dict] | None = None  # with --trace: every request, in the order answered
 
-    def record(self, name: str, seconds: float, error: str | None, detail: str | None) -> None:
+    def record(self, name: str, seconds: float, error: str | None, detail: str | None,
+               values: dict | None = None) -> None:
         with self.lock:
             self.done += 1
+            if self.trace is not None:
+                try:
+                    rss = rss_kib(self.pid)["VmRSS"]
+                except OSError:
+                    rss = None
+                self.trace.append({"n": self.done, "name": name, "values": values, "error": error, "rss_kib": rss})
             self.timings[name].samples.append(seconds)
             if error is None:
                 self.correct += 1
@@ -213,15 +223,17 @@ def client_loop(index: int, base: str, tally: Tally, requests: int, seed: int, d
                 page.then_visualize = False
                 if page.untrained:
                     page.n_heads = int(page.v("n_heads"))
-            tally.record(request.name, seconds, error, detail)
+            tally.record(request.name, seconds, error, detail, page.describe(request))
     finally:
         client.close()
 
 
-def run_load(base: str, pid: int, clients: int, requests: int, seed: int = 0, budget_s: float = 1500.0) -> dict:
-    """`clients` threads x `requests` mixed, checked events against the app at `base`; errors, latencies, RSS."""
+def run_load(base: str, pid: int, clients: int, requests: int, seed: int = 0, budget_s: float = 1500.0,
+             trace: list | None = None) -> dict:
+    """`clients` threads x `requests` mixed, checked events against the app at `base`; errors, latencies, RSS.
+    trace: a list that receives every request in the order answered (values by elem_id, VmRSS after it)."""
     total = clients * requests
-    tally = Tally(pid=pid, total=total)
+    tally = Tally(pid=pid, total=total, trace=trace)
     tally.rss.append({"after": 0, **rss_kib(pid), "t": time.time()})
     deadline = time.monotonic() + budget_s
     threads = [threading.Thread(target=client_loop, args=(i, base, tally, requests, seed, deadline), daemon=True)
@@ -366,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=1500.0, help="stop sending new requests after this long")
     parser.add_argument("--burst", type=int, default=80, help="joins for the queue-full check (0: skip)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    parser.add_argument("--trace", default=None, help="write every request (values, VmRSS after) to this JSON file")
     args = parser.parse_args(argv)
     if not (1 <= args.clients <= 200 and 1 <= args.requests <= 10_000 and 0 <= args.burst <= 1000):
         parser.error("clients 1..200, requests 1..10000, burst 0..1000")
@@ -383,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         with launch(log_dir / f"load-{stamp}.log", temp_dir) as server, httpx.Client(timeout=30) as http:
             result["startup_s"] = server.wait_http(http, timeout_s=300)
             pid = server.process.pid
-            result["load"] = run_load(server.base, pid, args.clients, args.requests, args.seed, args.budget_s)
+            trace = [] if args.trace else None
+            result["load"] = run_load(server.base, pid, args.clients, args.requests, args.seed, args.budget_s, trace)
+            if args.trace:
+                Path(args.trace).write_text(json.dumps({"args": vars(args), "requests": trace}))
             files, size = folder_bytes(temp_dir)
             result["gradio_cache"] = {"files": files, "bytes": size}
             if args.burst:

@@ -64,7 +64,8 @@ LIVE_LINE = 8                  # users who may wait for their turn; one more is 
 
 UNTRAINED_CACHE_BYTES = 32 * 2**20  # untrained models kept, by parameter bytes (the widest, ~110 MB, is rebuilt)
 RUN_CACHE_SIZE = 64            # runs kept (each holds every map of one input: ~0.1-0.5 MB)
-PACKED_CACHE_BYTES = 12 * 2**20  # packed runs kept, by their base64 (a run with per-step maps is up to ~1.5 MB)
+PACKED_CACHE_BYTES = 1 * 2**20  # packed runs kept, by their base64: for quick repeats only (repacking a cached run
+                                # takes ~5 ms; a run with per-step maps, up to ~1.5 MB, is not kept; docs/benchmarks.md)
 IMAGE_CACHE_SIZE = 8           # rendered images kept per kind of figure (as PNG file names)
 GRID_WIDTH = 900               # pixels the grid of every head is scaled to, about
 KEPT_EXPORTS = 32              # export folders kept on disk; older ones are deleted

@@ -31,6 +31,7 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
 from attention_viz.service.catalog import Catalog
 from devtools.launcher import Server
 from benchmarks.load import burst, run_load
+from benchmarks.replay import replay
 
 START_TIMEOUT_S = 180
 MAX_TEXT = Catalog().tokenizer.max_len  # the app's limit on a text: the longest max_len of the shipped cards
@@ -155,11 +156,30 @@ def assert_no_leak(text: object) -> None:
 
 def test_reduced_load_every_request_answered_correctly(app):
     """5 browser clients x 20 mixed requests at once: every one answered, correctly for its own request."""
-    result = run_load(app.base, app.pid, clients=5, requests=20, seed=6, budget_s=240)
+    trace = []
+    result = run_load(app.base, app.pid, clients=5, requests=20, seed=6, budget_s=240, trace=trace)
     summary = {k: result[k] for k in ("answered", "correct", "errors", "error_examples", "wall_s")}
     assert result["answered"] == 100 and not result["unexpected_errors"], summary
     assert result["correct"] == 100, summary
     assert {"visualize:rerun", "steps", "compare", "export", "dk_lab"} <= set(result["timings"])
+    # the trace (benchmarks.replay's input): every request in the order answered, with its values and the app's RSS
+    assert [row["n"] for row in trace] == list(range(1, 101))
+    assert all(row["values"] and row["rss_kib"] > 0 and row["error"] is None for row in trace)
+    assert {row["name"] for row in trace} == set(result["timings"])
+
+
+def test_a_load_trace_replays_in_one_process_with_every_request_accepted(app):
+    """benchmarks.replay sends a trace's requests to the handlers with the values in the right places: the app
+    answered each one, so none may be refused when replayed on the same code."""
+    from attention_viz.service.runs import Runs
+    from attention_viz.service.views import Views
+    from attention_viz.webui.handlers import Handlers
+
+    trace = []
+    run_load(app.base, app.pid, clients=2, requests=15, seed=8, budget_s=240, trace=trace)
+    timeline, refused = replay(Handlers(Views(Runs())), trace)
+    assert refused == {} and len(timeline) == 30 and all(row["rss"] > 0 for row in timeline)
+    assert {row["endpoint"] for row in timeline} >= {"visualize", "dk_lab"}
 
 
 def test_queue_full_is_the_documented_refusal_and_the_app_serves_after(app):

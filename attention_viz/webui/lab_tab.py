@@ -46,6 +46,19 @@ saturated. Hover a point for its numbers. The seed-0 models are in the Transform
 beside ours and what did not reproduce: docs/study.md."""
 
 
+NUMBERS_TEMPLATE = """<div class="av-numbers"><table><caption>At this d_k, both modes</caption>
+<thead><tr>{{#each value.headers}}<th scope="col">{{this}}</th>{{/each}}</tr></thead>
+<tbody>{{#each value.data}}<tr>{{#each this}}<td>{{this}}</td>{{/each}}</tr>{{/each}}</tbody></table></div>"""
+NUMBERS_CSS = """
+.av-numbers { overflow-x: auto; max-width: 100%; padding: 0 2px; }
+.av-numbers table { border-collapse: collapse; font-size: 14px; min-width: 100%; }
+.av-numbers caption { text-align: left; font-weight: 600; padding: 4px 0 6px; }
+.av-numbers th, .av-numbers td { border: 1px solid var(--border-color-primary, #ddd); padding: 4px 8px; text-align: left; }
+.av-numbers th { background: var(--table-even-background-fill, #f6f6f6); font-weight: 600; }
+.av-numbers td:not(:first-child) { font-variant-numeric: tabular-nums; }
+"""
+
+
 def _view_js(call: str) -> str:
     """JavaScript that calls `call` on the lab view's controller, if the view is mounted."""
     return f"const v = document.querySelector({json.dumps('#' + VIEW_ID + ' .av-lab')}); if (v && v.avLab) v.avLab.{call};"
@@ -79,6 +92,14 @@ def lab_view(data: dict | None = None) -> gr.HTML:
                    container=False, min_height=400)
 
 
+def numbers_table(value: dict) -> gr.HTML:
+    """The lab's numbers ({"headers", "data"}, as /dk_lab returns them) as a table the page fills from its template
+    (Handlebars escapes every cell). A gr.HTML rather than a gr.Dataframe: the page then loads no table widget,
+    the largest script it would fetch (docs/benchmarks.md, the page complete)."""
+    return gr.HTML(value=value, html_template=NUMBERS_TEMPLATE, css_template=NUMBERS_CSS, elem_id=NUMBERS_ID,
+                   apply_default_css=False, padding=False)
+
+
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     """The lab's widgets and wiring, inside the current gr.Tab (endpoint /dk_lab); returns the controls a lesson
     sets (d_k, dk_log, scaled)."""
@@ -92,8 +113,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         scaled = gr.Checkbox(value=True, label="scaled by 1/√d_k", elem_id="lab_scaled")
     first = views.dk_lab(LAB_D_K, LAB_KEYS, True)  # in the page's config: no request when the page opens
     view = lab_view(first.data)
-    numbers = gr.Dataframe(value={"headers": LAB_HEADERS, "data": first.numbers}, headers=LAB_HEADERS,
-                           label="at this d_k, both modes", interactive=False, elem_id=NUMBERS_ID)
+    numbers = numbers_table({"headers": LAB_HEADERS, "data": first.numbers})
     study = views.study_data()  # the study's numbers, in the page's config: drawn by lab.js, nothing on load
     if study is not None:
         gr.Markdown(STUDY_TEXT)

@@ -66,14 +66,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             text = gr.Textbox(value=EXAMPLES[0], max_lines=1, elem_id="text",
                               label=f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)",
                               info=controls0.text_info)
-            gr.Examples([[e] for e in EXAMPLES], inputs=[text], label="Examples")
+            # A radio, not gr.Examples: one widget type less for the page to load (docs/benchmarks.md, the page
+            # complete); choosing one fills the text in the browser, and typing clears the choice
+            examples = gr.Radio(EXAMPLES, value=None, label="Examples", elem_id="examples")
             model = gr.Dropdown(catalog.model_choices, value=model0, label="Model", elem_id="model")
             compat = gr.Radio([(label, key) for key, label in STUDY_ARMS.items()], value=controls0.compatibility,
                               visible=controls0.study, label=f"{COMPATIBILITY_LABEL} (the study's models, same d_k)",
                               elem_id="compatibility")
             if hasattr(demo, "optional"):  # the page's widgets.Blocks: API clients may leave it out (it comes last)
                 demo.optional(compat)
-            with gr.Group(visible=controls0.untrained) as untrained_box:
+            with gr.Column(visible=controls0.untrained) as untrained_box:
                 d_model = gr.Slider(*D_MODEL_RANGE, value=DEFAULT_UNTRAINED["d_model"], step=8,
                                     label="d_model (untrained model)", elem_id="d_model")
                 n_heads = gr.Slider(*HEADS_RANGE, value=DEFAULT_UNTRAINED["n_heads"], step=1,
@@ -154,6 +156,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         handlers.visualize, [*settings_inputs, compat], view_outputs, api_name="visualize", **LIVE, **RAW,
     ))
     log2_slider_pair(dk_log, d_k)
+    examples.input(None, examples, text, js="(example) => example", **PRIVATE)
+    text.input(None, None, examples, js="() => [null]", **PRIVATE)
     # A trained model's d_k: its radio moves the number (the run follows it); a number typed follows back to the
     # nearest trained size, as the server snaps it (log scale, ties to the smaller). A new model's controls and a
     # lesson's step set the radio themselves.

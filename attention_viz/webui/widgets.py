@@ -32,13 +32,6 @@ class Blocks(gr.Blocks):
         return await super().preprocess_data(block_fn, inputs, state, explicit_call)
 
 
-def picture(caption: str, elem_id: str, **kwargs) -> gr.Image:
-    """A PNG image output under a one-line caption (a label drawn on the image would hide its corner)."""
-    gr.Markdown(caption)
-    return gr.Image(label=caption.strip("*"), show_label=False, format="png", type="filepath", interactive=False,
-                    elem_id=elem_id, buttons=["download", "fullscreen"], **kwargs)
-
-
 def log2_slider_pair(log_slider: gr.Slider, number: gr.Number) -> None:
     """Keep a log₂ slider and its number in step, in the browser (no Python round trip)."""
     log_slider.release(None, log_slider, number, js="(x) => Math.round(2 ** x)", **PRIVATE)

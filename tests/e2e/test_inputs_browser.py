@@ -25,3 +25,30 @@ def test_a_trained_models_d_k_stops_at_its_trained_sizes(page: Page, app_url):
     page.get_by_role("option", name="untrained (random weights)").click()
     expect(page.locator("#dk_log")).to_be_visible(timeout=TIMEOUT_MS)
     expect(radio).to_be_hidden()
+
+
+def test_an_example_fills_the_text_and_runs_and_typing_clears_the_choice(page: Page, app_url):
+    open_app(page, app_url)
+    examples = page.locator("#examples")
+    examples.locator("label", has_text="softmax").click()
+    expect(page.locator("#text textarea, #text input").first).to_have_value("softmax")
+    expect(page.locator("#explorer .av-output code")).to_have_text("xamtfos", timeout=TIMEOUT_MS)  # reversed
+    expect(examples.locator("input:checked")).to_have_count(1)
+    box = page.locator("#text textarea, #text input").first
+    box.click()
+    box.press("End")
+    box.press_sequentially("x", delay=30)  # a person types: the example no longer describes the text
+    expect(examples.locator("input:checked")).to_have_count(0)
+
+
+def test_the_labs_numbers_are_a_readable_table_that_follows_d_k(page: Page, app_url):
+    open_app(page, app_url)
+    page.get_by_role("tab", name="√d_k lab").click()
+    table = page.locator("#lab_numbers table")
+    expect(table).to_be_visible(timeout=TIMEOUT_MS)
+    assert table.locator("thead th").all_inner_texts()[0] == "quantity"
+    expect(table.locator("tbody tr")).to_have_count(4)
+    set_number(page, "lab_dk", "256")
+    expect(table.locator("tbody tr").first).to_contain_text("256 and 1", timeout=TIMEOUT_MS)
+    size = table.locator("tbody td").first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size >= 11

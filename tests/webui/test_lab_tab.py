@@ -55,3 +55,21 @@ def test_a_standalone_page_inlines_everything(views):
     html = labview.page(views.dk_lab(64, 16, True).data)
     assert html.startswith("<!doctype html>") and "<script src" not in html and "<link" not in html
     assert "AttentionLab.mount(document.querySelector" in html and html.rstrip().endswith("</html>")
+
+
+def test_the_numbers_are_a_template_table_that_escapes_its_cells(config):
+    props = component(config, lab_tab.NUMBERS_ID)["props"]
+    assert component(config, lab_tab.NUMBERS_ID)["type"] == "html"
+    template = props["html_template"]
+    # Handlebars' {{this}} escapes; a triple-stash {{{ }}} or a ${...} JS expression would not
+    assert "{{#each value.headers}}" in template and "{{#each value.data}}" in template and "{{this}}" in template
+    assert "{{{" not in template and "${" not in template
+    assert props["value"]["headers"] == list(lab_tab.LAB_HEADERS)
+
+
+def test_the_page_uses_only_the_widget_types_it_needs(config):
+    """Every widget type is one more script (and style) the browser fetches before the first view is drawn
+    (docs/benchmarks.md, the page complete): no table widget, no examples dataset, no group, no image."""
+    types = {c["type"] for c in config["components"]}
+    assert not types & {"dataframe", "dataset", "group", "image", "gallery", "plot", "json", "code"}, types
+    assert len(types) <= 18, sorted(types)

@@ -12,7 +12,7 @@ each after the previous one's frame, and prints the median and p95 of both measu
 
 Pages: the explorer's standalone HTML (explorer_html) for the shipped reverse model on the app's opening
 text ("attention": 2 layers x 4 heads, 10 x 10 encoder maps) and for the widest run the app allows (an
-untrained model with 16 heads, 20 characters + 16 pads: 37 keys); with --app, the launched app's page
+untrained model with 16 heads, the app's longest text, 32 characters, + 16 pads: 49 keys); with --app, the launched app's page
 too (the same opening run inside Gradio's page and styles). Timings go nowhere near a test assertion.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import string
 import sys
 import tempfile
 import time
@@ -69,6 +70,7 @@ def payloads() -> dict[str, dict]:
     from attention_viz.data.checkpoints import load_model
     from attention_viz.data.tokenizer import VOCAB_SIZE
     from attention_viz.explorer.notebook import run_model
+    from attention_viz.service.catalog import Catalog
 
     torch.set_num_threads(1)
     shipped = load_model("reverse", device="cpu")[0]
@@ -76,10 +78,11 @@ def payloads() -> dict[str, dict]:
                                n_heads=16, d_k=4, d_v=2, d_ff=64, dropout=0.0)
     torch.manual_seed(0)
     widest = Transformer(config).eval()
-    text = "abcdefghijklmnopqrst"
+    longest = Catalog().tokenizer.max_len  # the app's limit on a text (the longest shipped card's max_len)
+    text = (string.ascii_lowercase * 2)[:longest]
     return {
         "shipped reverse, “attention” (2 x 4 heads, 10 keys)": run_model(shipped, "attention"),
-        "untrained, 16 heads, 20 characters + 16 pads (2 x 16 heads, 37 keys)":
+        f"untrained, 16 heads, {longest} characters + 16 pads (2 x 16 heads, {longest + 17} keys)":
             run_model(widest, text, pad_tokens=16, max_len=len(text) + 1),
     }
 

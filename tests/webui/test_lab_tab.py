@@ -66,10 +66,3 @@ def test_the_numbers_are_a_template_table_that_escapes_its_cells(config):
     assert "{{{" not in template and "${" not in template
     assert props["value"]["headers"] == list(lab_tab.LAB_HEADERS)
 
-
-def test_the_page_uses_only_the_widget_types_it_needs(config):
-    """Every widget type is one more script (and style) the browser fetches before the first view is drawn
-    (docs/benchmarks.md, the page complete): no table widget, no examples dataset, no group, no image."""
-    types = {c["type"] for c in config["components"]}
-    assert not types & {"dataframe", "dataset", "group", "image", "gallery", "plot", "json", "code"}, types
-    assert len(types) <= 18, sorted(types)

@@ -52,12 +52,11 @@ def rss_mib() -> float:
 
 def start_app():
     """Views and Handlers as app.py builds them, warmed up and frozen as the server is."""
+    from attention_viz.service.limits import LAB_D_K, LAB_KEYS
     from attention_viz.service.runs import Runs
     from attention_viz.service.views import Views
     from attention_viz.webui import runtime
-    from attention_viz.webui.handlers import Handlers
-    from attention_viz.webui.handlers import opening_settings
-    from attention_viz.service.limits import LAB_D_K, LAB_KEYS
+    from attention_viz.webui.handlers import Handlers, opening_settings
 
     runtime.tune_process()
     views = Views(Runs())

@@ -55,9 +55,9 @@ def test_the_readme_api_table_lists_exactly_the_top_level_exports():
     assert names == set(attention_viz.__all__), (names ^ set(attention_viz.__all__))
 
 
-def test_the_readme_layout_names_every_module_and_only_modules_that_exist():
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", readme, flags=re.S | re.M).group(1)
+def test_the_layout_page_names_every_module_and_only_modules_that_exist():
+    page = (ROOT / "docs" / "layout.md").read_text()
+    block = re.search(r"^```\n(.*?)^```", page, flags=re.S | re.M).group(1)
     listed = {line.split()[0] for line in block.splitlines() if line.strip()}
     package = ROOT / "attention_viz"
     modules = {p.name for p in package.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
@@ -67,3 +67,13 @@ def test_the_readme_layout_names_every_module_and_only_modules_that_exist():
     tree = {p.name + "/" if p.is_dir() else p.name for p in paths}
     last = {name: name.rstrip("/").split("/")[-1] + ("/" if name.endswith("/") else "") for name in listed}
     assert all(part in tree for part in last.values()), sorted(n for n, part in last.items() if part not in tree)
+
+
+def test_the_readme_layout_names_every_subpackage_and_only_folders_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", readme, flags=re.S | re.M).group(1)
+    listed = {line.split()[0] for line in block.splitlines() if line.strip()}
+    package = ROOT / "attention_viz"
+    folders = {p.name + "/" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= listed, sorted(folders - listed)
+    assert all((ROOT / name).exists() or (package / name).exists() for name in listed - {"attention_viz/"}), listed

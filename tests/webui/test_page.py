@@ -18,3 +18,19 @@ def test_the_page_uses_only_the_widget_types_it_needs(config):
     assert not types & {"dataframe", "dataset", "group", "image", "gallery", "plot", "json", "code"}, types
     assert len(types) <= 18, sorted(types)
 
+
+
+def test_the_config_holds_only_plain_data(runs):
+    """Every page open copies the config (Gradio's safe_deepcopy) and sends it as JSON. A word in quotes in a
+    gr.HTML's js_on_load that names one of its attributes (`every` in a comment did) turns that attribute into
+    an event trigger: a Python object in the config, sent as its repr, whose failed deep copy cost every page
+    open 30-60 ms. The config must copy and serialise as plain data."""
+    import copy
+    import json
+
+    config = page.build_app(Views(runs)).config
+    copy.deepcopy(config)  # raises on a lock inside an event trigger
+    for component in config["components"]:
+        if component["type"] != "state":  # gr.State's own props hold its delete callback
+            json.dumps(component["props"])  # no default: anything but plain data raises
+        assert component["props"].get("every") is None, component["props"].get("elem_id")

@@ -218,12 +218,13 @@
     ["grad_norm", "‖∂softmax/∂logits‖, median: the gradient", "gradient norm", true],
   ];
 
-  /* Powers of ten from below lo to above hi, every `every`-th decade so that at most `most` are labelled. */
+  /* Powers of ten from below lo to above hi, one decade in `stride` so that at most `most` are labelled.
+     (No Gradio attribute name in quotes anywhere in a js_on_load: gr.HTML would make it an event trigger.) */
   function logTicks(lo, hi, most) {
     const a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
-    const every = Math.max(1, Math.ceil((b - a) / (most - 1)));
+    const stride = Math.max(1, Math.ceil((b - a) / (most - 1)));
     const out = [];
-    for (let e = a; e < b + every; e += every) out.push(Math.pow(10, e));
+    for (let e = a; e < b + stride; e += stride) out.push(Math.pow(10, e));
     return out;
   }
 

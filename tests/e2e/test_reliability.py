@@ -182,6 +182,19 @@ def test_a_load_trace_replays_in_one_process_with_every_request_accepted(app):
     assert {row["endpoint"] for row in timeline} >= {"visualize", "dk_lab"}
 
 
+def test_the_page_and_its_config_carry_no_python_objects(app):
+    """What every opening downloads is plain data: no event trigger or component sent as its repr (a quoted
+    attribute name in a gr.HTML's js_on_load once put one there, and its copy slowed every opening)."""
+    import httpx
+
+    with httpx.Client(timeout=30) as client:
+        for path in ("/", "/config"):
+            text = client.get(app.base + path).text
+            assert "functools.partial" not in text and " object at 0x" not in text, path
+            # Gradio's own gr.State sends its delete callback's repr; nothing else may name a function
+            assert text.count("<function ") == text.count("<function default_delete_callback"), path
+
+
 def test_queue_full_is_the_documented_refusal_and_the_app_serves_after(app):
     """Past the queue's max_size, joins hear HTTP 503 "Queue is full"; every queued event still completes."""
     result = burst(app.base, 120)  # well past max_size=64 even if the server drains fast

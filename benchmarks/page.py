@@ -1,6 +1,6 @@
 """The page complete: from the app's HTML arriving to the explorer's first drawn view, in Chromium.
 
-`python -m benchmarks.page [--opens 10] [--floor] [--out DIR]`, or `python -m benchmarks --only page`.
+`python -m benchmarks.page [--opens 10] [--floor] [--against REF] [--out DIR]`, or `python -m benchmarks --only page`.
 
 Launches the app (app.py) and opens its page in Debian's headless Chromium (/usr/bin/chromium through
 Playwright; software rendering, no GPU), each time in a fresh browser context (empty cache, no cookies),
@@ -13,6 +13,11 @@ start-up, the opening run's request and the first paint of the grid. One unmeasu
 (the server's first page), after the app's warm-up (benchmarks.app.SETTLE_S); its figure is kept in the
 results but not in the median. Timings go nowhere
 near a test assertion.
+
+One app's medians drift by ±100 ms from run to run on a shared 2-core machine, so `--against REF` compares two
+commits side by side instead: this tree's app and REF's (exported with `git archive`) are served at once, each
+round opens both (in alternating order), and the report adds the median of the paired differences. Two servers
+of one commit differ by about +2 ms this way; a change with no effect read -35..+14 ms in three series.
 """
 
 from __future__ import annotations
@@ -80,6 +85,61 @@ def open_page(playwright, argv: list[str], log_name: str, opens: int) -> dict:
     return result
 
 
+def paired(playwright, against: str, opens: int) -> dict:
+    """This tree's app and `against`'s, served at once; per round one opening of each, in alternating order."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import httpx
+
+    from devtools.launcher import ROOT, Server
+
+    from .classroom import export_ref
+
+    folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
+    logs = ROOT / "benchmarks" / "results" / "logs"
+    result: dict = {"this": [], "ref": []}
+    try:
+        result["commit"] = export_ref(against, folder / "tree")
+        result["head"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                        capture_output=True, text=True).stdout.strip()
+        with Server([sys.executable, "app.py"], logs / "page_this.log") as this, \
+                Server([sys.executable, "app.py"], logs / "page_ref.log", cwd=folder / "tree") as ref, \
+                httpx.Client(timeout=5) as client:
+            this.wait_http(client, 180)
+            ref.wait_http(client, 180)
+            time.sleep(SETTLE_S)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            result["browser"] = browser.version
+            try:
+                servers = {"this": this, "ref": ref}
+                for name, server in servers.items():
+                    open_once(browser, server.base + "/")  # each server's first page, unmeasured
+                for i in range(opens):
+                    for name in ("this", "ref") if i % 2 == 0 else ("ref", "this"):
+                        time.sleep(0.7)
+                        result[name].append(open_once(browser, servers[name].base + "/"))
+            finally:
+                browser.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def paired_report(result: dict, against: str) -> str:
+    this = [s["complete"] for s in result["this"]]
+    ref = [s["complete"] for s in result["ref"]]
+    differences = [a - b for a, b in zip(this, ref)]
+    rows = [[f"this tree ({result['head']})", len(this), f"{statistics.median(this):.0f}", f"{percentile(this, 95):.0f}"],
+            [f"{against} ({result['commit'][:7]})", len(ref), f"{statistics.median(ref):.0f}", f"{percentile(ref, 95):.0f}"]]
+    return (f"Page complete (first drawn view - responseEnd), both apps served at once, {len(this)} rounds of one "
+            f"opening each (Chromium {result['browser']}, fresh contexts):\n\n"
+            + table(["app", "n", "median ms", "p95 ms"], rows)
+            + f"\n\npaired difference, this tree - {against}: median {statistics.median(differences):+.0f} ms "
+              f"(negative: this tree is sooner)")
+
+
 def run(opens: int = 10, floor: bool = False) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -122,12 +182,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
     parser.add_argument("--floor", action="store_true",
                         help="also open a Gradio page with the explorer only (benchmarks/explorer_app.py): the floor")
+    parser.add_argument("--against", default=None, help="a git ref: open both apps in alternation, paired")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 1 <= args.opens <= 200:
         parser.error("opens: 1..200")
-    result = run(args.opens, args.floor)
-    print(report(result), flush=True)
+    if args.against:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as playwright:
+            result = paired(playwright, args.against, args.opens)
+        print(paired_report(result, args.against), flush=True)
+    else:
+        result = run(args.opens, args.floor)
+        print(report(result), flush=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = write_json(f"page-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")
     print(f"\nresults in {path}")

@@ -67,7 +67,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                               label=f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)",
                               info=controls0.text_info)
             # A radio, not gr.Examples: one widget type less for the page to load (docs/benchmarks.md, the page
-            # complete); choosing one fills the text in the browser, and typing clears the choice
+            # complete); choosing one fills the text in the browser, and another text clears the choice
             examples = gr.Radio(EXAMPLES, value=None, label="Examples", elem_id="examples")
             model = gr.Dropdown(catalog.model_choices, value=model0, label="Model", elem_id="model")
             compat = gr.Radio([(label, key) for key, label in STUDY_ARMS.items()], value=controls0.compatibility,
@@ -157,7 +157,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     ))
     log2_slider_pair(dk_log, d_k)
     examples.input(None, examples, text, js="(example) => example", **PRIVATE)
-    text.input(None, None, examples, js="() => [null]", **PRIVATE)
+    # whatever changes the text (typing, a lesson's step), the choice stays only while it is the text
+    text.change(None, [text, examples], examples, js="(t, e) => [t === e ? e : null]", **PRIVATE)
     # A trained model's d_k: its radio moves the number (the run follows it); a number typed follows back to the
     # nearest trained size, as the server snaps it (log scale, ties to the smaller). A new model's controls and a
     # lesson's step set the radio themselves.

@@ -27,7 +27,7 @@ def test_a_trained_models_d_k_stops_at_its_trained_sizes(page: Page, app_url):
     expect(radio).to_be_hidden()
 
 
-def test_an_example_fills_the_text_and_runs_and_typing_clears_the_choice(page: Page, app_url):
+def test_an_example_fills_the_text_and_runs_and_another_text_clears_the_choice(page: Page, app_url):
     open_app(page, app_url)
     examples = page.locator("#examples")
     examples.locator("label", has_text="softmax").click()
@@ -38,6 +38,12 @@ def test_an_example_fills_the_text_and_runs_and_typing_clears_the_choice(page: P
     box.click()
     box.press("End")
     box.press_sequentially("x", delay=30)  # a person types: the example no longer describes the text
+    expect(examples.locator("input:checked")).to_have_count(0)
+    examples.locator("label", has_text="hello").click()
+    expect(examples.locator("input:checked")).to_have_count(1)
+    expect(page.locator("#explorer .av-output code")).to_have_text("olleh", timeout=TIMEOUT_MS)
+    box.fill("queries")  # the text set another way (as a lesson's step sets it): the choice goes too
+    box.press("Tab")
     expect(examples.locator("input:checked")).to_have_count(0)
 
 

@@ -7,8 +7,13 @@ from attention_viz.webui import page
 
 
 @pytest.fixture(scope="module")
-def config(runs):
-    return page.build_app(Views(runs)).get_config_file()
+def demo(runs):
+    return page.build_app(Views(runs))
+
+
+@pytest.fixture(scope="module")
+def config(demo):
+    return demo.get_config_file()
 
 
 def test_the_page_uses_only_the_widget_types_it_needs(config):
@@ -19,8 +24,7 @@ def test_the_page_uses_only_the_widget_types_it_needs(config):
     assert len(types) <= 18, sorted(types)
 
 
-
-def test_the_config_holds_only_plain_data(runs):
+def test_the_config_holds_only_plain_data(demo):
     """Every page open copies the config (Gradio's safe_deepcopy) and sends it as JSON. A word in quotes in a
     gr.HTML's js_on_load that names one of its attributes (`every` in a comment did) turns that attribute into
     an event trigger: a Python object in the config, sent as its repr, whose failed deep copy cost every page
@@ -28,7 +32,7 @@ def test_the_config_holds_only_plain_data(runs):
     import copy
     import json
 
-    config = page.build_app(Views(runs)).config
+    config = demo.config  # what each GET / and /config copies
     copy.deepcopy(config)  # raises on a lock inside an event trigger
     for component in config["components"]:
         if component["type"] != "state":  # gr.State's own props hold its delete callback

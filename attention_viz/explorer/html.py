@@ -1,4 +1,5 @@
-"""The explorer as one self-contained piece of HTML: the payload, explorer.js and explorer.css inlined.
+"""The explorer as one self-contained piece of HTML: the payload, its script (headmap.js, explorer.js) and
+explorer.css inlined.
 
 No script or style is fetched from anywhere, so the result works offline, from file://, in a
 notebook's iframe and in a page that already has another explorer on it: each fragment mounts
@@ -32,8 +33,13 @@ DEFAULT_HEAD_VIEW_ID = "head_view"
 
 @lru_cache(maxsize=None)
 def asset(name: str) -> str:
-    """The text of a packaged static file: "explorer.js", "explorer.css", "steps.js" or "steps.css"."""
+    """The text of a packaged static file: "explorer.js", "headmap.js", "explorer.css", "steps.js" or "steps.css"."""
     return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def explorer_script() -> str:
+    """explorer.js with what it draws large heads with (headmap.js, which must come first): the explorer's script."""
+    return asset("headmap.js") + asset("explorer.js")
 
 
 def head_view_id(root_id: str) -> str:
@@ -79,7 +85,7 @@ def explorer_html(payload: Mapping, root_id: str = DEFAULT_ROOT_ID, head_view: s
         f"<div class=\"av-explorer\" data-av-root=\"{root_id}\" data-av-payload=\"{data_id}\" "
         f"data-av-head-view=\"{head_view}\"></div>\n"
         f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
-        f"<script>{_script(asset('explorer.js'))}</script>\n"
+        f"<script>{_script(explorer_script())}</script>\n"
         "<script>AttentionExplorer.mountAll(document);</script>\n"
     )
     if not document:

@@ -11,7 +11,8 @@ with gr.HTML"):
   it as a dict too. `html_template` never mentions `${value}`, so a new value leaves the rendered template
   unchanged and Gradio does not morph the DOM the script built.
 - `js_on_load` runs once per component with `element` (the component's root), `props` (props.value is the
-  current value) and `watch`: it loads explorer.js (which defines window.AttentionExplorer once per page),
+  current value) and `watch`: it loads explorer.js and headmap.js (which define window.AttentionExplorer and
+  window.AttentionHeadMap once per page),
   mounts the explorer into the template's container, and `watch("value", ...)` hands every later value to
   `setPayload`. Kind, layer, head and colour scale then change in the browser only: no event, no request.
 - `css_template` is scoped by Gradio to this component, and every rule of explorer.css is under
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 import gradio as gr
 
-from attention_viz.explorer.html import DEFAULT_ROOT_ID, asset, head_view_id
+from attention_viz.explorer.html import DEFAULT_ROOT_ID, asset, explorer_script, head_view_id
 
 MOUNT_CLASS = "av-mount"
 STALE = "Not for the current input: the last change was refused, so these views are the last accepted run's."
@@ -38,7 +39,7 @@ HIDE_SUMMARY = "\n.av-explorer .av-summary { display: none; }\n"
 def _js_on_load(root_id: str, head_view: str) -> str:
     options = json.dumps({"rootId": root_id, "headViewId": head_view})
     return (
-        asset("explorer.js")
+        explorer_script()
         + f"""
 ;(function () {{
   const mountPoint = element.querySelector(".{MOUNT_CLASS}");

@@ -5,6 +5,8 @@ Screenshots go to tests/screenshots/explorer_*.png (git-ignored).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
@@ -160,6 +162,15 @@ def test_phone_width(page: Page, tmp_path, widest_payload):
     assert boxes == {"tiles": 32, "overlaps": 0, "outside": 0}
     page.locator('#explorer [data-layer="1"][data-head="15"]').click()  # the last tile is reachable
     expect(page.locator("#head_view")).to_have_attribute("data-head", "15")
+    # scrolled to its last key, the head view keeps its query labels in sight (they are sticky)
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    view = page.locator("#head_view")
+    view.evaluate("v => { v.scrollLeft = v.scrollWidth; }")
+    assert view.evaluate("v => v.scrollLeft") > 1000
+    left = view.bounding_box()["x"]
+    labels = page.locator("#head_view .av-hm-query, #head_view th.av-query").evaluate_all(
+        "ls => ls.map(l => l.getBoundingClientRect().left)")
+    assert labels and all(abs(x - left) < 2 for x in labels), (left, labels[:3])
     shot(page, "phone")
 
 
@@ -221,3 +232,174 @@ def test_the_benchmarks_view_changes_are_measured_one_each(page: Page, tmp_path,
         assert len(measured["redraw"]) == len(measured["frame"]) == 3, (what, measured)
         assert all(ms >= 0 for ms in measured["redraw"] + measured["frame"])
     assert requests == []
+
+
+# a large head (more than 600 cells) is drawn by headmap.js: one canvas pixel per cell, the numbers as text over it
+CELLS = """(root) => {
+  const view = document.querySelector(root), canvas = view.querySelector('.av-hm-body canvas');
+  const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  const rows = [...view.querySelectorAll('.av-hm-row')].map(r => r.textContent);
+  return {K: canvas.width, Q: canvas.height, pixels: Array.from(pixels), rows: rows,
+          styles: [...view.querySelectorAll('.av-hm-row')].map(r => r.getAttribute('style'))};
+}"""
+INK = r"(rgb\([^)]*\)|#[0-9a-f]{3,6})\s+([\d.]+)ch"  # a colour stop (the browser writes "c a, c b" for "c a b")
+
+
+def cell_texts(row: str, width: int) -> list[str]:
+    """A text row cut into its cells (5 characters each), stripped."""
+    return [row[5 * j:5 * j + 5].strip() for j in range(width)]
+
+
+def test_a_large_head_is_a_canvas_with_its_numbers_as_text(page: Page, tmp_path, widest_payload):
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    requests = count_requests(page)
+    page.select_option("#explorer .av-kind", "decoder.self_attn")
+    page.select_option("#explorer .av-scale", "row")  # every row has its top colour (light) and dark cells
+    page.locator('#explorer [data-kind="decoder.self_attn"][data-layer="1"][data-head="9"]').click()
+    view = page.locator("#head_view")
+    for name, value in {"kind": "decoder.self_attn", "layer": "1", "head": "9"}.items():
+        expect(view).to_have_attribute(f"data-{name}", value)
+    expect(view.locator("table")).to_have_count(0)
+    drawn = page.evaluate(CELLS, "#head_view")
+    weights, masks = unpack(widest_payload)
+    head, allowed = weights["decoder.1.self_attn"][9], masks["decoder.self_attn"]
+    Q, K = head.shape
+    assert (drawn["Q"], drawn["K"]) == (Q, K) and Q * K > 600
+    colour = page.evaluate("t => AttentionExplorer.colour(t)", 1.0)
+    for q in range(Q):
+        texts = cell_texts(drawn["rows"][q], K)
+        assert texts == [f"{w:.2f}" if ok else "" for w, ok in zip(head[q], allowed[q], strict=True)], q
+        top = int(np.argmax(np.where(allowed[q], head[q], -1)))
+        for j in range(K):
+            rgba = drawn["pixels"][4 * (q * K + j):4 * (q * K + j) + 4]
+            if not allowed[q][j]:
+                assert rgba[3] == 0  # masked: transparent over the hatch
+            elif j == top:
+                assert rgba[:3] == colour and rgba[3] == 255  # per row: the row's largest weight is the top colour
+        assert ink_of(drawn["styles"][q], top) == "black"  # the top colour is light
+    # linear: the small weights are dark cells with white numbers, a weight near 1 a light cell with black ones
+    page.select_option("#explorer .av-scale", "linear")
+    drawn = page.evaluate(CELLS, "#head_view")
+    seen = set()
+    for q in range(Q):
+        for j in np.flatnonzero(allowed[q]):
+            if head[q, j] < 0.2 or head[q, j] > 0.8:
+                ink = ink_of(drawn["styles"][q], j)
+                assert ink == ("white" if head[q, j] < 0.2 else "black"), (q, j, head[q, j], drawn["styles"][q])
+                seen.add(ink)
+    assert seen == {"black", "white"}
+    assert requests == []
+    shot(page, "large_head")
+
+
+def ink_of(style: str | None, j: int) -> str:
+    """The colour a text row's style gives cell j's text: one colour, or a gradient clipped to the text."""
+    style = style or ""
+    found = re.findall(INK, style)
+    stops = [(ink, float(a) / 5, float(b) / 5) for (ink, a), (_, b) in zip(found[::2], found[1::2], strict=True)]
+    if stops:
+        ink = next(ink for ink, a, b in stops if a <= j < b)
+    else:
+        ink = re.search(r"color:\s*(rgb\([^)]*\)|#[0-9a-f]{3,6})", style).group(1)
+    return {"#000": "black", "rgb(0, 0, 0)": "black", "#fff": "white", "rgb(255, 255, 255)": "white"}[ink]
+
+
+def test_a_large_heads_numbers_sit_in_their_cells_and_hover_gives_the_exact_weight(page: Page, tmp_path,
+                                                                                 widest_payload):
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="0"][data-head="4"]').click()
+    expect(page.locator("#head_view")).to_have_attribute("data-head", "4")
+    K = len(widest_payload["tokens"]["source"])
+    # each value's characters lie inside its cell (the canvas's cells and the text share one grid)
+    inside = page.evaluate("""(K) => {
+        const body = document.querySelector('#head_view .av-hm-body').getBoundingClientRect();
+        const out = [];
+        for (const q of [0, 7, 20]) {
+          const node = document.querySelectorAll('#head_view .av-hm-row')[q].firstChild;
+          for (const j of [0, 1, Math.floor(K / 2), K - 17]) {  // K - 17: <eos>, the last key not masked
+            const range = document.createRange();
+            range.setStart(node, 5 * j); range.setEnd(node, 5 * j + 4);
+            const r = range.getBoundingClientRect(), w = body.width / K, h = body.height / %d;
+            out.push(r.left >= body.left + j * w && r.right <= body.left + (j + 1) * w &&
+                     r.top >= body.top + q * h - 1 && r.bottom <= body.top + (q + 1) * h + 1);
+          }
+        }
+        return out;
+    }""" % K, K)
+    assert inside and all(inside), inside
+    size = page.locator("#head_view .av-hm-row").first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size >= 11
+    body = page.locator("#head_view .av-hm-body")
+    body.scroll_into_view_if_needed()
+    box = body.bounding_box()
+    q, j = 7, 20
+    page.mouse.move(box["x"] + (j + 0.5) * box["width"] / K, box["y"] + (q + 0.5) * box["height"] / K)
+    tip = page.locator(".av-explorer .av-tip")
+    expect(tip).to_be_visible()
+    exact = unpack(widest_payload)[0]["encoder.0.self_attn"][4, q, j]
+    expect(tip).to_contain_text(f"query {q}")
+    expect(tip).to_contain_text(f"key {j}")
+    expect(tip).to_contain_text(f"weight {exact:.4f}")
+    expect(page.locator("#head_view .av-hm-cell")).to_be_visible()
+    # a masked key (a pad) says so; the query labels stay in sight while the view scrolls to the last key
+    page.locator("#head_view").evaluate("v => { v.scrollLeft = v.scrollWidth; }")
+    box = body.bounding_box()
+    label = page.locator("#head_view .av-hm-query").first.bounding_box()
+    assert label["x"] >= page.locator("#head_view").bounding_box()["x"] - 1
+    page.mouse.move(box["x"] + (K - 0.5) * box["width"] / K, box["y"] + 0.5 * box["height"] / K)
+    expect(tip).to_contain_text("masked")
+    page.mouse.move(1, 1)
+    expect(tip).to_be_hidden()
+    expect(page.locator("#head_view .av-hm-cell")).to_be_hidden()
+
+
+def test_a_large_head_steps_through_the_decode_and_keeps_kinds_apart(page: Page, tmp_path, widest_payload):
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    page.locator("#decode_step input[type=range]").fill("3")
+    expect(page.locator("#decode_step")).to_have_attribute("data-step", "3")
+    rows = page.locator("#head_view .av-hm-row")
+    expect(rows.nth(3)).to_have_class(re.compile("av-now"))
+    expect(page.locator("#head_view .av-hm-row.av-now")).to_have_count(1)
+    texts = rows.all_text_contents()
+    assert all(t.strip() for t in texts[:4]) and not any(t.strip() for t in texts[4:])  # later rows: not yet
+    expect(page.locator("#explorer .av-tile .av-step-mark:not([hidden])")).to_have_count(32)
+    pixels = "() => [...document.querySelectorAll('#explorer .av-tile canvas')].map(c => c.toDataURL())"
+    cross = page.evaluate(pixels)
+    # another kind, a new colour scale there, and back: the kept tiles come back repainted for the new scale
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    expect(page.locator("#explorer .av-tile[data-kind='encoder.self_attn']")).to_have_count(32)
+    page.select_option("#explorer .av-scale", "log")
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    expect(page.locator("#explorer .av-tile")).to_have_count(32)
+    expect(page.locator("#explorer .av-tile[data-kind='decoder.cross_attn']")).to_have_count(32)
+    expect(page.locator("#head_view .av-hm")).to_have_count(1)
+    expect(page.locator("#head_view")).to_have_attribute("data-kind", "decoder.cross_attn")
+    assert page.evaluate(pixels) != cross
+    page.select_option("#explorer .av-scale", "linear")
+    assert page.evaluate(pixels) == cross  # the same step and scale: the same pixels
+    page.locator("#decode_step input[type=range]").fill(str(len(widest_payload["decode"]["written"])))
+    expect(page.locator("#head_view .av-hm-row.av-now")).to_have_count(0)
+    expect(page.locator("#explorer .av-tile .av-step-mark:not([hidden])")).to_have_count(0)
+
+
+def test_a_head_of_more_than_64_keys_has_small_cells_and_values_on_hover(page: Page, tmp_path, widest_model):
+    from attention_viz.explorer.notebook import run_model
+
+    text = "abcdefghijklmnopqrstuvwxyz" * 3  # 78 characters + <eos>
+    payload = run_model(widest_model, text, max_len=3)
+    open_html(page, tmp_path, explorer_html(payload, document=True))
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    expect(page.locator("#head_view .av-hm.av-small")).to_have_count(1)
+    K = len(payload["tokens"]["source"])
+    body = page.locator("#head_view .av-hm-body")
+    body.scroll_into_view_if_needed()
+    box = body.bounding_box()
+    assert box["width"] == pytest.approx(14 * K, abs=1)
+    assert not "".join(page.locator("#head_view .av-hm-row").all_text_contents()).strip()
+    page.mouse.move(box["x"] + 66.5 * 14, box["y"] + 3.5 * 14)
+    view = page.locator("#head_view")
+    layer, head = view.get_attribute("data-layer"), view.get_attribute("data-head")
+    exact = unpack(payload)[0][f"encoder.{layer}.self_attn"][int(head), 3, 66]
+    expect(page.locator(".av-explorer .av-tip")).to_contain_text(f"weight {exact:.4f}")

@@ -38,3 +38,16 @@ def test_the_config_holds_only_plain_data(demo):
         if component["type"] != "state":  # gr.State's own props hold its delete callback
             json.dumps(component["props"])  # no default: anything but plain data raises
         assert component["props"].get("every") is None, component["props"].get("elem_id")
+
+
+def test_every_html_template_is_a_valid_template_literal(config):
+    """Gradio's gr.HTML evaluates css_template (and html_template) in the browser as a JavaScript template
+    literal: a backtick in a CSS comment ends it, the component's script then never runs and the view stays
+    empty. Only `${...}` placeholders may use the template's syntax, and no backtick at all."""
+    htmls = [c["props"] for c in config["components"] if c["type"] == "html"]
+    assert htmls
+    for props in htmls:
+        for name in ("css_template", "html_template"):
+            text = props.get(name) or ""
+            assert "`" not in text, (props.get("elem_id"), name)
+            assert "\\" not in text.replace("\\n", ""), (props.get("elem_id"), name)  # an escape would be read

@@ -9,8 +9,9 @@
  *   #<rootId>      the controls (kind, layer, head, colour scale), the grid of every layer x head of
  *                  the chosen kind (each tile a [data-kind][data-layer][data-head] element that selects
  *                  its head on click), the legend and the chosen head's statistics;
- *   #<headViewId>  the chosen head as a table (the same three data attributes, token labels on both
- *                  axes, values as text, exact weight on hover): a sibling of #<rootId>, so that
+ *   #<headViewId>  the chosen head (the same three data attributes, token labels on both axes, values as
+ *                  text, exact weight on hover): a table, or above 600 cells a canvas with the values as
+ *                  lines of text over it (headmap.js, loaded first); a sibling of #<rootId>, so that
  *                  `#explorer [data-layer][data-head]` finds tiles only;
  *   #<stepId>      (a run with a decode) the decode step by step: play/pause, a step slider whose last
  *                  position is the finished run, data-step "all" or t; at step t the row of every decoder
@@ -46,6 +47,9 @@
   const STATS = [["entropy", "entropy", "nats"], ["max_weight", "max weight", ""],
     ["mean_distance", "mean distance", "positions"], ["diagonal", "on diagonal", ""]];
   const BIG = 64; // more keys than this: small cells without text (values on hover only)
+  // a head of more cells than this is drawn on a canvas with its numbers as lines of text (headmap.js): a
+  // table lays each of its cells out again on every redraw, ~40 ms for the app's widest head (33 x 49)
+  const TABLE_CELLS = 600;
   const MAX_MEASURES = 2000; // performance measures kept before they are cleared (a long session stays small)
 
   function colour(t) {
@@ -206,23 +210,30 @@
       return data.stepWeights.get(id);
     }
 
-    function drawGrid() {
-      /* one canvas per (layer, head): a pixel per weight, scaled up by CSS */
+    function drawGrid(rebuild) {
+      /* one canvas per (layer, head): a pixel per weight, scaled up by CSS; the tiles are built for a new kind
+         (rebuild), and repainted where they are for a new colour scale or decode step, or a kind shown before */
       const k = data.kinds[state.kind], t = stepping(k);
-      const mark = t >= 0 ? `<i class="av-step-mark" style="top:${100 * t / k.Q}%;height:${100 / k.Q}%"></i>` : "";
-      let html = "";
-      for (let l = 0; l < k.layers; l++) {
-        html += `<div class="av-layer-row"><span class="av-row-label">L${l}</span><div class="av-tiles">`;
-        for (let h = 0; h < data.H; h++) {
-          html += `<div class="av-tile" role="button" tabindex="0" data-kind="${k.kind}" data-layer="${l}" ` +
-            `data-head="${h}" title="layer ${l}, head ${h}"><span class="av-canvas"><canvas width="${k.K}" ` +
-            `height="${k.Q}" style="aspect-ratio:${k.K}/${k.Q}"></canvas>${mark}</span>` +
-            `<span>H${h}${badge(k, l, h)}</span></div>`;
+      let tiles = ui.grid.querySelectorAll(".av-tile");
+      if (rebuild || !tiles.length) {
+        let html = "";
+        for (let l = 0; l < k.layers; l++) {
+          html += `<div class="av-layer-row"><span class="av-row-label">L${l}</span><div class="av-tiles">`;
+          for (let h = 0; h < data.H; h++) {
+            html += `<div class="av-tile" role="button" tabindex="0" data-kind="${k.kind}" data-layer="${l}" ` +
+              `data-head="${h}" title="layer ${l}, head ${h}"><span class="av-canvas"><canvas width="${k.K}" ` +
+              `height="${k.Q}" style="aspect-ratio:${k.K}/${k.Q}"></canvas><i class="av-step-mark" hidden></i></span>` +
+              `<span class="av-tile-name">H${h}${badge(k, l, h)}</span></div>`;
+          }
+          html += "</div></div>";
         }
-        html += "</div></div>";
+        ui.grid.innerHTML = html;
+        tiles = ui.grid.querySelectorAll(".av-tile");
       }
-      ui.grid.innerHTML = html;
-      ui.grid.querySelectorAll(".av-tile").forEach((tile) => {
+      const mark = t >= 0 ? `top:${100 * t / k.Q}%;height:${100 / k.Q}%` : "";
+      tiles.forEach((tile) => {
+        const step = tile.querySelector(".av-step-mark");
+        step.hidden = t < 0; step.style.cssText = mark;
         const l = +tile.dataset.layer, h = +tile.dataset.head;
         const canvas = tile.querySelector("canvas"), ctx = canvas.getContext("2d");
         const image = ctx.createImageData(k.K, k.Q), pixels = image.data;
@@ -370,6 +381,22 @@
     }
 
     let table = null; // {kind, cells: [[td, index in the head, query row]]}: the head view's skeleton
+    let map = null; // {kind, ...AttentionHeadMap.build}: the head view of a large head
+    // kind -> {grid, view, table, map}: the tiles and head view of the kinds shown before in this run, detached
+    // from the page; showing a kind again repaints them where they are (new canvases cost a frame on a wide run)
+    const kept = new Map();
+    function keep(kind) {
+      if (kind === null || !ui.grid.firstChild) return;
+      kept.set(kind, {grid: Array.from(ui.grid.childNodes), view: Array.from(ui.view.childNodes), table: table, map: map});
+      ui.grid.replaceChildren(); ui.view.replaceChildren(); table = map = null;
+    }
+    function restore(kind) {
+      const was = kept.get(kind);
+      if (!was) return false;
+      kept.delete(kind);
+      ui.grid.replaceChildren(...was.grid); ui.view.replaceChildren(...was.view); table = was.table; map = was.map;
+      return true;
+    }
 
     function buildTable(k) {
       /* the head view's skeleton for one kind: labels and masked cells stay, value cells are refilled */
@@ -402,16 +429,32 @@
     function drawHead() {
       /* the chosen head: values as text (2 decimals) where they fit, 4 decimals in the title and on hover */
       const k = data.kinds[state.kind], w = weightsOf(k, state.layer), offset = state.head * k.Q * k.K;
-      const t = stepping(k);
-      if (!table || table.kind !== k.kind) buildTable(k);
+      const t = stepping(k), large = k.Q * k.K > TABLE_CELLS && global.AttentionHeadMap;
+      if (large && (!map || map.kind !== k.kind)) {
+        table = null;
+        map = Object.assign(global.AttentionHeadMap.build(ui.view, {queryTokens: k.queryTokens,
+          keyTokens: k.keyTokens, small: k.K > BIG, label: shown}), {kind: k.kind});
+      } else if (!large && (!table || table.kind !== k.kind)) {
+        map = null;
+        buildTable(k);
+      }
       const maxima = rowMaxima(w, offset, k.Q, k.K), view = ui.view;
       view.dataset.kind = k.kind; view.dataset.layer = state.layer; view.dataset.head = state.head;
       view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
-      table.caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
+      (large ? map : table).caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
         `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
+      if (large) {
+        map.draw((q, j) => {
+          if (future(k, t, q, j)) return false;
+          if (!k.allowed[q][j]) return null;
+          const value = w[offset + q * k.K + j];
+          return [LUT[level(position(state.scale, value, maxima[q]))], value.toFixed(2)];
+        }, t);
+        return;
+      }
       // each cell is written only where it changes: a head switch leaves most "0.00" cells as they are, and
       // every write would lay the table out again (the widest table has ~1,400 cells)
-      const shown = table.shown;
+      const drawn = table.shown;
       table.cells.forEach(([td, index, q, j], c) => {
         let css, text, title, cls;
         if (future(k, t, q, j)) {
@@ -421,7 +464,7 @@
           css = LUT_CSS[level(position(state.scale, value, maxima[q]))]; title = value.toFixed(4); cls = "";
           text = table.small ? "" : value.toFixed(2);
         }
-        const was = shown[c];
+        const was = drawn[c];
         if (was.cls !== cls) { td.className = cls; was.cls = cls; }
         if (was.css !== css) { td.style.cssText = css; was.css = css; }
         if (was.title !== title) { td.title = title; was.title = title; }
@@ -458,14 +501,15 @@
       /* choose a head; a new kind redraws the grid, the same kind only moves the selection */
       if (!data) return;
       if (reason !== "payload" && reason !== "api") pending = null; // the user's own choice wins over a lesson's
-      const newKind = kind !== state.kind;
+      const before = state.kind;
       state.kind = kind in data.kinds ? kind : data.order[0];
+      const newKind = state.kind !== before;
       const k = data.kinds[state.kind];
       state.layer = Math.min(Math.max(+layer || 0, 0), k.layers - 1);
       state.head = Math.min(Math.max(+head || 0, 0), data.H - 1);
       timed(reason || "select", () => {
         syncControls();
-        if (newKind) { drawGrid(); drawScores(); } else { markSelected(); markScore(); }
+        if (newKind) { keep(before); drawGrid(!restore(state.kind)); drawScores(); } else { markSelected(); markScore(); }
         drawHead(); drawStats(); drawStep();
       });
       root.dispatchEvent(new CustomEvent("explorer:select", {detail: {kind: state.kind, layer: state.layer, head: state.head}}));
@@ -488,7 +532,8 @@
     function setPayload(next) {
       /* a new run (from the server): keep kind, layer, head and scale where the new run has them */
       if (typeof next === "string") next = next.trim() ? JSON.parse(next) : null;
-      table = null; // new tokens: a new skeleton
+      table = map = null; // new tokens: a new skeleton
+      kept.clear();
       stopPlaying();
       state.step = null; // a new run shows its finished decode
       markStale(null);
@@ -538,19 +583,33 @@
     picks(ui.grid, ".av-tile", "tile");
     picks(ui.scores, "tr[data-layer]", "score");
     // hover: the exact weight in a tooltip beside the cell (the cell's title says it too)
-    ui.view.addEventListener("mouseover", (event) => {
-      const cell = event.target.closest("td");
-      if (!cell) return;
-      const k = data.kinds[state.kind], q = +cell.dataset.q, j = +cell.dataset.k;
-      const what = cell.classList.contains("av-future") ? "not computed yet at this step"
-        : (cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.title}`);
+    function tip(q, j, what, box) {
+      const k = data.kinds[state.kind];
       ui.tip.textContent = `query ${q} “${shown(k.queryTokens[q])}” → key ${j} “${shown(k.keyTokens[j])}”: ${what}`;
-      const box = cell.getBoundingClientRect(), base = root.getBoundingClientRect();
+      const base = root.getBoundingClientRect();
       ui.tip.style.left = `${Math.max(0, Math.min(box.left - base.left, base.width - 220))}px`;
       ui.tip.style.top = `${box.bottom - base.top + 4}px`;
       ui.tip.hidden = false;
+    }
+    ui.view.addEventListener("mouseover", (event) => {
+      const cell = event.target.closest("td");
+      if (!cell || !data) return;
+      const what = cell.classList.contains("av-future") ? "not computed yet at this step"
+        : (cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.title}`);
+      tip(+cell.dataset.q, +cell.dataset.k, what, cell.getBoundingClientRect());
     });
-    ui.view.addEventListener("mouseleave", () => { ui.tip.hidden = true; });
+    ui.view.addEventListener("mousemove", (event) => { // a large head: the cell under the pointer on its canvas
+      const at = map && data ? map.cellAt(event) : null;
+      if (!map) return;
+      map.hover(at ? at.q : null, at ? at.j : null);
+      if (!at) { ui.tip.hidden = true; return; }
+      const k = data.kinds[state.kind], t = stepping(k);
+      const what = future(k, t, at.q, at.j) ? "not computed yet at this step"
+        : (!k.allowed[at.q][at.j] ? "masked (may not attend), weight 0"
+          : `weight ${weightsOf(k, state.layer)[(state.head * k.Q + at.q) * k.K + at.j].toFixed(4)}`);
+      tip(at.q, at.j, what, at.box);
+    });
+    ui.view.addEventListener("mouseleave", () => { ui.tip.hidden = true; if (map) map.hover(null); });
 
     const controller = {
       select: (kind, layer, head) => select(kind, layer, head, "api"),

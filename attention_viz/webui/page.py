@@ -41,7 +41,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # widgets.Blocks: optional inputs
         gr.Markdown(INTRO)
         lesson = lesson_panel.render() if Lesson.available(views) else None
-        with gr.Tabs() as tabs:
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # every tab named at once (no "⋯" menu), also on a phone
             with gr.Tab("Transformer", id="transformer"):
                 transformer = transformer_tab.render(demo, handlers, views)
             with gr.Tab("√d_k lab", id="lab"):

@@ -107,7 +107,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                              elem_id="head")
             active = gr.State("heatmaps")
             lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
-            with gr.Tabs():
+            with gr.Tabs(overflow_behavior="wrap"):  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
                     gr.Markdown(HELP)
                     view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run")

@@ -18,11 +18,13 @@ One app's medians drift by ±100 ms from run to run on a shared 2-core machine, 
 commits side by side instead: this tree's app and REF's (exported with `git archive`) are served at once, each
 round opens both (in alternating order), and the report adds the median of the paired differences. Two servers
 of one commit differ by about +2 ms this way; a change with no effect read -35..+14 ms in three series.
+Each opening also records the server's CPU time (/proc/<pid>/stat, user + system) from navigation to first view.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -44,13 +46,25 @@ FIRST_VIEW = """() => performance.getEntriesByName('explorer-frame')
   .some(m => m.detail && m.detail.root === 'explorer' && m.detail.reason === 'payload')"""
 
 
-def open_once(browser, url: str) -> dict:
+def cpu_s(pid: int | None) -> float:
+    """The process's CPU time so far (user + system, s), from /proc; 0 where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def open_once(browser, url: str, pid: int | None = None) -> dict:
+    """One opening in a fresh context: the page's times, and the server's CPU (ms) from navigation to first view."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         page = context.new_page()
+        before = cpu_s(pid)
         page.goto(url)
         page.wait_for_function(FIRST_VIEW, timeout=60_000, polling=50)
         got = page.evaluate(READ)
+        got["server_cpu"] = 1000 * (cpu_s(pid) - before)
     finally:
         context.close()
     got["complete"] = got["firstView"] - got["responseEnd"]
@@ -76,10 +90,10 @@ def open_page(playwright, argv: list[str], log_name: str, opens: int) -> dict:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         result["browser"] = browser.version
         try:
-            result["warm_up"] = open_once(browser, server.base + "/")
+            result["warm_up"] = open_once(browser, server.base + "/", server.pid)
             for _ in range(opens):
                 time.sleep(1.0)  # the last page's own work on the server out of the way
-                result["samples"].append(open_once(browser, server.base + "/"))
+                result["samples"].append(open_once(browser, server.base + "/", server.pid))
         finally:
             browser.close()
     return result
@@ -119,7 +133,7 @@ def paired(playwright, against: str, opens: int) -> dict:
                 for i in range(opens):
                     for name in ("this", "ref") if i % 2 == 0 else ("ref", "this"):
                         time.sleep(0.7)
-                        result[name].append(open_once(browser, servers[name].base + "/"))
+                        result[name].append(open_once(browser, servers[name].base + "/", servers[name].pid))
             finally:
                 browser.close()
     finally:
@@ -131,11 +145,14 @@ def paired_report(result: dict, against: str) -> str:
     this = [s["complete"] for s in result["this"]]
     ref = [s["complete"] for s in result["ref"]]
     differences = [a - b for a, b in zip(this, ref)]
-    rows = [[f"this tree ({result['head']})", len(this), f"{statistics.median(this):.0f}", f"{percentile(this, 95):.0f}"],
-            [f"{against} ({result['commit'][:7]})", len(ref), f"{statistics.median(ref):.0f}", f"{percentile(ref, 95):.0f}"]]
+    cpu = {name: statistics.median(s.get("server_cpu", 0.0) for s in result[name]) for name in ("this", "ref")}
+    rows = [[f"this tree ({result['head']})", len(this), f"{statistics.median(this):.0f}", f"{percentile(this, 95):.0f}",
+             f"{cpu['this']:.0f}"],
+            [f"{against} ({result['commit'][:7]})", len(ref), f"{statistics.median(ref):.0f}", f"{percentile(ref, 95):.0f}",
+             f"{cpu['ref']:.0f}"]]
     return (f"Page complete (first drawn view - responseEnd), both apps served at once, {len(this)} rounds of one "
             f"opening each (Chromium {result['browser']}, fresh contexts):\n\n"
-            + table(["app", "n", "median ms", "p95 ms"], rows)
+            + table(["app", "n", "median ms", "p95 ms", "server CPU per opening, median ms"], rows)
             + f"\n\npaired difference, this tree - {against}: median {statistics.median(differences):+.0f} ms "
               f"(negative: this tree is sooner)")
 
@@ -158,8 +175,9 @@ def _rows(samples: list[dict], prefix: str = "") -> list[list]:
     for label, key in (("HTML responseEnd (from navigation start)", "responseEnd"),
                        ("DOMContentLoaded end (from navigation start)", "domContentLoaded"),
                        ("first drawn view (from navigation start)", "firstView"),
-                       ("**page complete: first drawn view - responseEnd**", "complete")):
-        values = [s[key] for s in samples]
+                       ("**page complete: first drawn view - responseEnd**", "complete"),
+                       ("the server's CPU from navigation to first view", "server_cpu")):
+        values = [s.get(key, 0.0) for s in samples]
         rows.append([prefix + label, len(values), f"{statistics.median(values):.0f}", f"{percentile(values, 95):.0f}",
                      f"{max(values):.0f}"])
     return rows

@@ -4,8 +4,9 @@
 (or `python -m benchmarks.classroom` with the same options)
 
 Each student is one page (its own session, `benchmarks.app.Browser`): it arrives within the first few
-seconds and opens the page (GET /, the config, then every load event and what it chains, as the browser
-runs them), then until the time is up waits 1.5-4 s (uniform) and does one thing of a teaching mix:
+seconds and opens the page (GET /, the files a browser then fetches with an empty cache, six at a time: the
+list one headless Chromium opening recorded at the start, ~85 of Gradio's scripts, styles and fonts; the
+config, then every load event and what it chains, as the browser runs them), then until the time is up waits 1.5-4 s (uniform) and does one thing of a teaching mix:
 
     lab_dk      35 %   move the lab's d_k (a power of two, as the log₂ slider gives)
     lab_scaled  15 %   switch the 1/√d_k scaling
@@ -38,6 +39,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,10 +52,11 @@ from .common import Timing, load, ms, table, write_json
 
 ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 25, "steps": 15}
 THINK_S = (1.5, 4.0)
+ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
 HTTP_TIMEOUT_S = 120.0
-LABELS = {"open": "open the page (HTML, config, load events and their chains)", "lab_dk": "lab: move d_k",
+LABELS = {"open": "open the page (HTML, its files, config, load events and chains)", "lab_dk": "lab: move d_k",
           "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
           "rerun": "Transformer: new text (model reruns)", "steps": "Transformer: open the steps view"}
 
@@ -79,9 +82,12 @@ class Tally:
 class Student:
     """One page's controls and what one student does with them."""
 
-    def __init__(self, client: httpx.Client, base: str, rng: random.Random) -> None:
+    def __init__(self, client: httpx.Client, base: str, rng: random.Random, files: tuple[str, ...] = ()) -> None:
         self.client, self.base, self.rng = client, base, rng
-        self.client.get(base + "/").raise_for_status()  # the page's HTML, as a browser fetches it first
+        self.client.get(base + "/", headers=ACCEPT).raise_for_status()  # the page's HTML, as a browser fetches it first
+        with ThreadPoolExecutor(max_workers=6) as pool:  # then its files, six connections at a time
+            for answer in pool.map(lambda path: client.get(base + path, headers=ACCEPT), files):
+                answer.raise_for_status()
         self.browser = Browser(client, base)
         self.ids = self.browser.by_elem_id
         deps = self.browser.dependencies
@@ -129,14 +135,46 @@ class Student:
         return seconds, None if "softmax" in str(data) else "steps: no step text"
 
 
-def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally) -> None:
+def page_files(base: str) -> tuple[str, ...]:
+    """The same-origin files (Gradio's scripts, styles, fonts, theme) one fresh Chromium opening of the page fetches,
+    in order; () where Chromium cannot run here. (In a thread of its own: Playwright's sync API refuses a thread
+    that runs an event loop.)"""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_record_page_files, base).result()
+
+
+def _record_page_files(base: str) -> tuple[str, ...]:
+    try:
+        from playwright.sync_api import sync_playwright
+
+        from devtools.browser import CHROMIUM, CHROMIUM_ARGS
+
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            try:
+                page, seen = browser.new_page(), []
+                page.on("request", lambda request: seen.append(request.url))
+                page.goto(base + "/")
+                page.wait_for_selector("#explorer .av-tile", timeout=60_000)
+                page.wait_for_timeout(1000)
+            finally:
+                browser.close()
+    except Exception as error:  # noqa: BLE001 - the class runs without the files, and says so
+        print(f"page files not recorded ({type(error).__name__}: {error}); students fetch the HTML only", flush=True)
+        return ()
+    paths = [url[len(base):] for url in seen if url.startswith(base + "/")]
+    return tuple(dict.fromkeys(p for p in paths if p.startswith(("/assets/", "/static/", "/theme.css"))))
+
+
+def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
+            files: tuple[str, ...] = ()) -> None:
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
     with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
         try:
             t0 = time.perf_counter()
-            page = Student(client, base, rng)  # GET / and the config, as the browser fetches them first
+            page = Student(client, base, rng, files)  # GET /, its files and the config, as a browser fetches them
             tally.record("open", time.perf_counter() - t0 + page.open(), None)
         except (httpx.HTTPError, RuntimeError, KeyError, IndexError) as error:
             tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")
@@ -155,11 +193,12 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
             tally.record(action, seconds, wrong)
 
 
-def run_class(base: str, students: int, duration_s: float, seed: int) -> dict:
-    """`students` threads for `duration_s` against the app at `base`; per action: count, errors, p50, p95."""
+def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = ()) -> dict:
+    """`students` threads for `duration_s` against the app at `base`, each opening the page with `files`;
+    per action: count, errors, p50, p95."""
     tally = Tally()
     start = time.monotonic()
-    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally), daemon=True)
+    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files), daemon=True)
                for i in range(students)]
     for thread in threads:
         thread.start()
@@ -209,7 +248,7 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False) -> dict:
+                  live: bool = False, with_files: bool = True) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
     training in the background when `live`), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
@@ -219,15 +258,18 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                 httpx.Client(timeout=30) as http:
             startup = server.wait_http(http, timeout_s=300)
             time.sleep(SETTLE_S)
+            files = page_files(server.base) if with_files else ()
+            time.sleep(2.0)  # that opening's own work on the server out of the way
             stop, outcomes = threading.Event(), []
             trainer = threading.Thread(target=train_live, args=(server.base, stop, outcomes), daemon=True)
             if live:
                 trainer.start()
-            result = run_class(server.base, students, duration_s, seed)
+            result = run_class(server.base, students, duration_s, seed, files)
             stop.set()
             if live:
                 trainer.join(timeout=3 * HTTP_TIMEOUT_S)
             result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load(),
+                       "page_files": len(files),
                        "live_runs": outcomes if live else None}
             return result
     finally:
@@ -235,7 +277,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False) -> dict:
+        live: bool = False, with_files: bool = True) -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -245,13 +287,15 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
                                 capture_output=True, text=True).stdout.strip())
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
-    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live)
+    result["with_files"] = with_files
+    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:
             commit = export_ref(against, folder / "tree")
             result["names"]["ref"] = f"{against} ({commit[:7]})"
-            result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir)
+            result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir,
+                                                  with_files=with_files)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     return result
@@ -269,7 +313,8 @@ def _app_table(app: dict) -> str:
 def report(result: dict) -> str:
     """A table per app, then this tree's p50 and p95 over the reference's, per action."""
     lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app, think time "
-             f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched"]
+             f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched; "
+             + ("opening the page fetches its files too" if result.get("with_files", True) else "opening: HTML only")]
     for key, app in result["apps"].items():
         lines += ["", f"### {result['names'][key]}: {app['answers_per_s']:.1f} answers/s, {app['errors']} errors"
                       f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
@@ -298,11 +343,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", default=None, help="a git ref whose app runs the same class after this one")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--live", action="store_true", help="train live in the background for the whole class")
+    parser.add_argument("--no-files", action="store_true",
+                        help="students fetch the page's HTML only, not Gradio's files (as this benchmark did before)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not (1 <= args.students <= 200 and 5 <= args.duration_s <= 1800):
         parser.error("students 1..200, duration 5..1800 s")
-    result = run(args.students, args.duration_s, args.against, args.seed, args.live)
+    result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files)
     print(report(result), flush=True)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
     print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")

@@ -15,7 +15,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.webui import lab_tab, lesson_panel, runtime, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
-from attention_viz.webui.static_cache import server_app_kwargs
+from attention_viz.webui.serving import server_app_kwargs
 from attention_viz.webui.widgets import Blocks
 
 QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
@@ -64,7 +64,7 @@ def main() -> None:
     runtime.freeze_start_up_objects()
     # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
-    # app_kwargs: Gradio's own front-end files answered from memory after their first answer (static_cache).
+    # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
                 app_kwargs=server_app_kwargs())
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,

@@ -106,7 +106,10 @@ def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_ur
     from benchmarks import classroom
 
     monkeypatch.setattr(classroom, "ARRIVAL_S", 0.5)
-    result = classroom.run_class(app_url.rstrip("/"), students=2, duration_s=9, seed=1)
+    files = classroom.page_files(app_url.rstrip("/"))  # what a fresh Chromium fetched: Gradio's front end
+    assert len(files) > 20 and all(f.startswith(("/assets/", "/static/", "/theme.css")) for f in files), files
+    assert any(f.endswith(".js") for f in files) and any(f.endswith(".css") for f in files)
+    result = classroom.run_class(app_url.rstrip("/"), students=2, duration_s=9, seed=1, files=files)
     assert result["errors"] == 0 and not result["hung"], result["error_examples"]
     assert result["actions"]["open"]["n"] == 2
     assert sum(a["n"] for name, a in result["actions"].items() if name != "open") >= 2

@@ -1,16 +1,17 @@
-"""webui.static_cache: Gradio's fixed front-end files kept after their first answer, everything else passed on."""
+"""webui.serving: Gradio's fixed front-end files kept after their first answer, the page compressed."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-from attention_viz.webui import static_cache
-from attention_viz.webui.static_cache import StaticCache, server_app_kwargs
+from attention_viz.webui import serving as static_cache
+from attention_viz.webui.serving import PageCompression, StaticCache, server_app_kwargs
 
 
 class Files:
@@ -47,7 +48,9 @@ def get(app, path: str, method: str = "GET", headers: dict | None = None) -> tup
     async def send(message):
         sent.append(message)
 
-    asyncio.run(app(scope, receive, send))
+    # in a thread of its own: the browser tests leave an event loop running in this one
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, app(scope, receive, send)).result()
     start = sent[0]
     return start["status"], dict(start["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
 
@@ -110,15 +113,77 @@ def test_the_caps_hold(monkeypatch):
     assert not small.kept
 
 
+class Page:
+    """A stand-in for Gradio's page route: an HTML (or JSON, or event stream) body, in one or more chunks."""
+
+    def __init__(self, body: bytes, kind: bytes = b"text/html; charset=utf-8", status: int = 200, chunks: int = 1,
+                 encoding: bytes | None = None):
+        self.body, self.kind, self.status, self.chunks, self.encoding = body, kind, status, chunks, encoding
+
+    async def __call__(self, scope, receive, send):
+        headers = [(b"content-type", self.kind), (b"content-length", str(len(self.body)).encode())]
+        if self.encoding:
+            headers.append((b"content-encoding", self.encoding))
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        step = -(-len(self.body) // self.chunks)
+        for i in range(self.chunks):
+            await send({"type": "http.response.body", "body": self.body[i * step:(i + 1) * step],
+                        "more_body": i < self.chunks - 1})
+
+
+PAGE = b"<!doctype html><script>" + b"const config = {'components': [1, 2, 3]};" * 400 + b"</script>"
+
+
+@pytest.mark.parametrize("accept, encoding", [("gzip, deflate, br, zstd", "br"), ("gzip, deflate", "gzip"),
+                                              ("br;q=1.0, gzip;q=0.8", "br")])
+def test_the_page_is_compressed_as_the_browser_accepts(accept, encoding):
+    import gzip
+
+    import brotli
+
+    app = PageCompression(Page(PAGE, chunks=3))
+    status, headers, body = get(app, "/", headers={"Accept-Encoding": accept})
+    assert status == 200 and headers[b"content-encoding"] == encoding.encode()
+    assert headers[b"content-length"] == str(len(body)).encode() and headers[b"vary"] == b"Accept-Encoding"
+    assert (brotli.decompress(body) if encoding == "br" else gzip.decompress(body)) == PAGE
+    assert len(body) < len(PAGE) / 10
+    assert get(app, "/", headers={"Accept-Encoding": accept})[2] == body  # the same page: the kept copy
+
+
+def test_a_changed_page_is_compressed_again():
+    import gzip
+
+    page = Page(PAGE)
+    app = PageCompression(page)
+    get(app, "/config", headers={"Accept-Encoding": "gzip"})
+    page.body = PAGE.replace(b"[1, 2, 3]", b"[4, 5, 6]")
+    assert gzip.decompress(get(app, "/config", headers={"Accept-Encoding": "gzip"})[2]) == page.body
+
+
+@pytest.mark.parametrize("app, path, accept", [
+    (Page(PAGE), "/", ""),                                             # the browser takes none
+    (Page(PAGE), "/", "identity"),
+    (Page(PAGE), "/gradio_api/queue/data", "gzip"),                    # not the page: streams pass as they are
+    (Page(PAGE, kind=b"text/event-stream"), "/", "gzip"),
+    (Page(PAGE, kind=b"image/png"), "/", "gzip"),
+    (Page(PAGE, status=404), "/", "gzip"),
+    (Page(b"<p>short</p>"), "/", "gzip"),
+    (Page(PAGE, encoding=b"br"), "/", "gzip"),                         # already compressed
+])
+def test_anything_else_passes_as_it_is(app, path, accept):
+    status, headers, body = get(PageCompression(app), path, headers={"Accept-Encoding": accept} if accept else {})
+    assert body == app.body and headers.get(b"content-encoding") == app.encoding
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def test_the_app_serves_its_front_end_from_the_cache(runs):
+def test_the_app_serves_its_front_end_from_the_cache_and_its_page_compressed(runs):
     """The app launched as main() launches it: Gradio's files come back the same from the cache, still compressed
-    by Gradio when asked, and the page itself is Gradio's every time."""
+    by Gradio when asked; the page itself is Gradio's every time, compressed."""
     from attention_viz.service.views import Views
     from attention_viz.webui import page
 
@@ -135,13 +200,24 @@ def test_the_app_serves_its_front_end_from_the_cache(runs):
             plain = [client.get(base + a, headers={"Accept-Encoding": "identity"}) for a in assets]
             again = [client.get(base + a, headers={"Accept-Encoding": "identity"}) for a in assets]
             packed = client.get(base + assets[0], headers={"Accept-Encoding": "br"})
+            # kept answers go out through Gradio's compression again and again, whatever each browser accepts
+            mixed = [client.get(base + a, headers={"Accept-Encoding": accept}) for _ in range(2)
+                     for accept in ("br", "gzip", "identity", "gzip, deflate, br, zstd") for a in assets]
         for a, b in zip(plain, again, strict=True):
             assert a.status_code == b.status_code == 200 and a.content == b.content
             assert a.headers["content-type"] == b.headers["content-type"]
         assert packed.headers.get("content-encoding") == "br" and packed.content == plain[0].content  # decoded
+        contents = {a: r.content for a, r in zip(assets, plain, strict=True)}
+        for answer in mixed:
+            assert answer.status_code == 200 and answer.content == contents[answer.url.path]
         cache = demo.server_app.middleware_stack
         while not isinstance(cache, StaticCache):
             cache = cache.app
         assert cache.hits >= len(assets) + 1 and set(assets) <= {path for path, _ in cache.kept}
+        with httpx.Client(timeout=30) as client:  # the page itself: compressed (httpx decodes it), the same page
+            raw = client.get(base + "/", headers={"Accept-Encoding": "identity"})
+            packed = client.get(base + "/", headers={"Accept-Encoding": "gzip, br"})
+        assert "content-encoding" not in raw.headers and packed.headers["content-encoding"] == "br"
+        assert int(packed.headers["content-length"]) < len(raw.content) / 4 and packed.text == raw.text
     finally:
         demo.close()

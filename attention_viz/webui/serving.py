@@ -23,9 +23,9 @@ Measured (docs/benchmarks.md, the page complete): the server's CPU per opening 3
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
 import gzip
 import hashlib
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from starlette.middleware import Middleware
@@ -44,7 +44,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PREFIXES = ("/assets/", "/static/")  # Gradio's own front end: files of the installed package, fixed while it runs
 THEME = "/theme.css"                 # kept only when asked for with its ?v=<hash of the theme>
 MAX_FILE_BYTES = 4 << 20             # a larger file is answered by Gradio every time
-MAX_BYTES = 32 << 20                 # all kept copies together (the page's files are ~4 MB)
+MAX_BYTES = 32 << 20                 # all kept copies together (the page's files are ~1 MB)
 KEPT_HEADERS = {b"content-type", b"content-length", b"etag", b"last-modified", b"accept-ranges"}
 PASS_HEADERS = {b"range", b"if-none-match", b"if-modified-since", b"if-range"}  # answers that depend on more
 
@@ -105,7 +105,9 @@ class StaticCache:
     def _keep(self, key: tuple[str, bytes], start: Message, chunks: list[bytes]) -> None:
         """Keep a complete 200 answer of a size within the caps; anything else is not kept."""
         body = b"".join(chunks)
-        if key in self.kept or start.get("status") != 200 or len(body) > MAX_FILE_BYTES or self.bytes + len(body) > self.max_bytes:
+        if key in self.kept or start.get("status") != 200:
+            return
+        if len(body) > MAX_FILE_BYTES or self.bytes + len(body) > self.max_bytes:
             return
         headers = [(bytes(name).lower(), bytes(value)) for name, value in start.get("headers", ())]
         if any(name == b"content-encoding" for name, _ in headers):

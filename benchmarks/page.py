@@ -1,6 +1,6 @@
 """The page complete: from the app's HTML arriving to the explorer's first drawn view, in Chromium.
 
-`python -m benchmarks.page [--opens 10] [--floor] [--against REF] [--out DIR]`, or `python -m benchmarks --only page`.
+`python -m benchmarks.page [--opens 10] [--floor] [--against REF] [--warm] [--out DIR]`, or `python -m benchmarks --only page`.
 
 Launches the app (app.py) and opens its page in Debian's headless Chromium (/usr/bin/chromium through
 Playwright; software rendering, no GPU), each time in a fresh browser context (empty cache, no cookies),
@@ -55,11 +55,16 @@ def cpu_s(pid: int | None) -> float:
         return 0.0
 
 
-def open_once(browser, url: str, pid: int | None = None) -> dict:
-    """One opening in a fresh context: the page's times, and the server's CPU (ms) from navigation to first view."""
+def open_once(browser, url: str, pid: int | None = None, warm: bool = False) -> dict:
+    """One opening in a fresh context: the page's times, and the server's CPU (ms) from navigation to first view.
+    warm: the page is opened once unmeasured first, in the same context (a returning visitor's cache)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         page = context.new_page()
+        if warm:
+            page.goto(url)
+            page.wait_for_function(FIRST_VIEW, timeout=60_000, polling=50)
+            time.sleep(0.5)
         before = cpu_s(pid)
         page.goto(url)
         page.wait_for_function(FIRST_VIEW, timeout=60_000, polling=50)
@@ -76,7 +81,7 @@ PAGES = {"app": ("app.py", [sys.executable, "app.py"]),
                    [sys.executable, "-m", "benchmarks.explorer_app"])}
 
 
-def open_page(playwright, argv: list[str], log_name: str, opens: int) -> dict:
+def open_page(playwright, argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
     """Start one page's server, then open it once unmeasured and `opens` times measured."""
     import httpx
 
@@ -93,13 +98,13 @@ def open_page(playwright, argv: list[str], log_name: str, opens: int) -> dict:
             result["warm_up"] = open_once(browser, server.base + "/", server.pid)
             for _ in range(opens):
                 time.sleep(1.0)  # the last page's own work on the server out of the way
-                result["samples"].append(open_once(browser, server.base + "/", server.pid))
+                result["samples"].append(open_once(browser, server.base + "/", server.pid, warm))
         finally:
             browser.close()
     return result
 
 
-def paired(playwright, against: str, opens: int) -> dict:
+def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
     """This tree's app and `against`'s, served at once; per round one opening of each, in alternating order."""
     import shutil
     import subprocess
@@ -133,7 +138,7 @@ def paired(playwright, against: str, opens: int) -> dict:
                 for i in range(opens):
                     for name in ("this", "ref") if i % 2 == 0 else ("ref", "this"):
                         time.sleep(0.7)
-                        result[name].append(open_once(browser, servers[name].base + "/", servers[name].pid))
+                        result[name].append(open_once(browser, servers[name].base + "/", servers[name].pid, warm))
             finally:
                 browser.close()
     finally:
@@ -157,13 +162,13 @@ def paired_report(result: dict, against: str) -> str:
               f"(negative: this tree is sooner)")
 
 
-def run(opens: int = 10, floor: bool = False) -> dict:
+def run(opens: int = 10, floor: bool = False, warm: bool = False) -> dict:
     from playwright.sync_api import sync_playwright
 
-    result: dict = {"opens": opens, "load_before": load()}
+    result: dict = {"opens": opens, "warm": warm, "load_before": load()}
     with sync_playwright() as playwright:
         for name in ("app", "floor") if floor else ("app",):
-            result[name] = open_page(playwright, PAGES[name][1], f"page_{name}.log", opens)
+            result[name] = open_page(playwright, PAGES[name][1], f"page_{name}.log", opens, warm)
     # the app's own figures where earlier results kept them (report reads both shapes)
     result.update({k: result["app"][k] for k in ("samples", "warm_up", "browser")})
     result["load_after"] = load()
@@ -187,8 +192,10 @@ def report(result: dict) -> str:
     rows = _rows(result["samples"])
     if "floor" in result:
         rows += _rows(result["floor"]["samples"], "floor: ")
-    head = (f"The app's page opened fresh {result['opens']} times (Chromium {result['browser']}, headless, "
-            f"software rendering; a new browser context each time, after one unmeasured opening: "
+    head = (f"The app's page opened {'again' if result.get('warm') else 'fresh'} {result['opens']} times (Chromium "
+            f"{result['browser']}, headless, software rendering; a new browser context each time"
+            + (", opened once unmeasured in it first (a returning visitor)" if result.get("warm") else "")
+            + f", after one unmeasured opening: "
             f"page complete {result['warm_up']['complete']:.0f} ms)"
             + (f"; then, as the floor, {PAGES['floor'][0]}" if "floor" in result else "")
             + f". load average {result['load_before']} -> {result['load_after']}")
@@ -201,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true",
                         help="also open a Gradio page with the explorer only (benchmarks/explorer_app.py): the floor")
     parser.add_argument("--against", default=None, help="a git ref: open both apps in alternation, paired")
+    parser.add_argument("--warm", action="store_true",
+                        help="measure a second opening in the same context (a returning visitor's cache)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 1 <= args.opens <= 200:
@@ -209,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as playwright:
-            result = paired(playwright, args.against, args.opens)
+            result = paired(playwright, args.against, args.opens, args.warm)
         print(paired_report(result, args.against), flush=True)
     else:
-        result = run(args.opens, args.floor)
+        result = run(args.opens, args.floor, args.warm)
         print(report(result), flush=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = write_json(f"page-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")

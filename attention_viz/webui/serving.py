@@ -10,6 +10,8 @@ own (inside Gradio's CORS and Brotli middleware, which still wrap every answer):
   a file read in a worker thread): ~0.3 s an opening on the two cores a free Space shares between a class's
   openings and its runs. Only files that cannot change while the server runs are kept; a range or conditional
   request, an error, a large file or anything past the cap goes to Gradio as before.
+  Files named by a hash of their content (/assets/, the theme) are also marked for browsers to keep for good
+  (`Cache-Control: immutable`; Gradio sends none), so a returning student's browser asks for none of them.
 - PageCompression compresses the page and /config, which Gradio sends uncompressed (its compression goes by
   file extension): Brotli where the browser accepts it, else gzip. The page's scripts repeat in it (two views
   share one script), so Brotli's long window takes 370 kB to ~60 kB; the compressed copy of an unchanged page
@@ -45,13 +47,21 @@ PREFIXES = ("/assets/", "/static/")  # Gradio's own front end: files of the inst
 THEME = "/theme.css"                 # kept only when asked for with its ?v=<hash of the theme>
 MAX_FILE_BYTES = 4 << 20             # a larger file is answered by Gradio every time
 MAX_BYTES = 32 << 20                 # all kept copies together (the page's files are ~1 MB)
-KEPT_HEADERS = {b"content-type", b"content-length", b"etag", b"last-modified", b"accept-ranges"}
+KEPT_HEADERS = {b"content-type", b"content-length", b"etag", b"last-modified", b"accept-ranges", b"cache-control"}
+# files named by a hash of their content (Gradio's /assets/, the theme's ?v=): a browser may keep them for good
+IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")
 PASS_HEADERS = {b"range", b"if-none-match", b"if-modified-since", b"if-range"}  # answers that depend on more
 
 
 def server_app_kwargs() -> dict:
     """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with both middlewares as its own."""
     return {"middleware": [Middleware(PageCompression), Middleware(StaticCache)]}
+
+
+def _named_by_content(scope: Scope) -> bool:
+    path = scope.get("path", "")
+    return (path.startswith("/assets/") and not scope.get("query_string")) or (
+        path == THEME and scope.get("query_string", b"").startswith(b"v="))
 
 
 def _keepable(scope: Scope) -> bool:
@@ -66,6 +76,17 @@ def _keepable(scope: Scope) -> bool:
     return path == THEME and query.startswith(b"v=")
 
 
+def _kept_for_good(send: Send) -> Send:
+    """`send` with a 200 answer marked for browsers to keep for good (where Gradio says nothing about caching)."""
+    async def marked(message: Message) -> None:
+        if message["type"] == "http.response.start" and message.get("status") == 200:
+            headers = list(message.get("headers", ()))
+            if not any(bytes(name).lower() == b"cache-control" for name, _ in headers):
+                message = {**message, "headers": headers + [IMMUTABLE]}
+        await send(message)
+    return marked
+
+
 class StaticCache:
     """An ASGI middleware that keeps Gradio's fixed front-end files in memory after their first answer."""
 
@@ -77,6 +98,8 @@ class StaticCache:
         self.hits = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if _named_by_content(scope):
+            send = _kept_for_good(send)
         if not _keepable(scope):
             await self.app(scope, receive, send)
             return

@@ -70,6 +70,20 @@ def test_a_fixed_file_is_answered_once_by_gradio_then_from_memory():
     assert cache.bytes == sum(len(body) for _, body in cache.kept.values())
 
 
+def test_files_named_by_their_content_are_kept_by_browsers_for_good():
+    """/assets/ (hashed names) and the theme's ?v= are immutable, from the first answer on; /static/ is not."""
+    cache = StaticCache(Files())
+    for _ in range(2):
+        assert get(cache, "/assets/index-abc.js")[1][b"cache-control"] == b"public, max-age=31536000, immutable"
+        assert get(cache, "/theme.css?v=12")[1][b"cache-control"] == b"public, max-age=31536000, immutable"
+        assert b"cache-control" not in get(cache, "/static/fonts/a.woff2")[1]
+    conditional = get(cache, "/assets/index-abc.js", headers={"If-None-Match": '"x"'})  # passed on, marked too
+    assert conditional[1][b"cache-control"].endswith(b"immutable")
+    for other in ("/", "/config", "/assets/x.js?v=2"):
+        assert b"cache-control" not in get(cache, other)[1]
+    assert b"cache-control" not in get(StaticCache(Files(status=404)), "/assets/gone.js")[1]
+
+
 @pytest.mark.parametrize("path, method, headers", [
     ("/", "GET", {}),                                      # the page: holds the session's config
     ("/config", "GET", {}),
@@ -205,6 +219,7 @@ def test_the_app_serves_its_front_end_from_the_cache_and_its_page_compressed(run
                      for accept in ("br", "gzip", "identity", "gzip, deflate, br, zstd") for a in assets]
         for a, b in zip(plain, again, strict=True):
             assert a.status_code == b.status_code == 200 and a.content == b.content
+            assert a.headers["cache-control"] == b.headers["cache-control"] == "public, max-age=31536000, immutable"
             assert a.headers["content-type"] == b.headers["content-type"]
         assert packed.headers.get("content-encoding") == "br" and packed.content == plain[0].content  # decoded
         contents = {a: r.content for a, r in zip(assets, plain, strict=True)}

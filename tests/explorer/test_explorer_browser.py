@@ -403,3 +403,26 @@ def test_a_head_of_more_than_64_keys_has_small_cells_and_values_on_hover(page: P
     layer, head = view.get_attribute("data-layer"), view.get_attribute("data-head")
     exact = unpack(payload)[0][f"encoder.{layer}.self_attn"][int(head), 3, 66]
     expect(page.locator(".av-explorer .av-tip")).to_contain_text(f"weight {exact:.4f}")
+
+
+def test_a_large_heads_labels_are_text_whatever_the_characters(page: Page, tmp_path, widest_model):
+    """Every printable ASCII character a text may hold (markup, quotes, a space) is a label, never markup."""
+    from attention_viz.explorer.notebook import run_model
+
+    text = '<b>&"\' x</b><img src=x onerror=alert(1)>{}$`'  # 44 characters: 45 x 45 encoder maps
+    payload = run_model(widest_model, text, max_len=2)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    open_html(page, tmp_path, explorer_html(payload, document=True))
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    view = page.locator("#head_view")
+    expect(view.locator(".av-hm")).to_have_count(1)
+    expect(view.locator("b, img")).to_have_count(0)
+    keys = view.locator(".av-hm-key").all_text_contents()
+    queries = view.locator(".av-hm-query").all_text_contents()
+    expected = ["␣" if t == " " else t for t in payload["tokens"]["source"]]
+    assert keys == queries == expected
+    titles = view.locator(".av-hm-key").evaluate_all("ks => ks.map(k => k.title)")
+    assert titles == [f"key {j}: {t}" for j, t in enumerate(payload["tokens"]["source"])]
+    view.locator(".av-hm-body").hover()
+    assert dialogs == []

@@ -13,6 +13,11 @@ from playwright.sync_api import Page, expect
 
 from pathlib import Path
 
+import torch
+
+from attention_viz.core.config import TransformerConfig
+from attention_viz.core.model import Transformer
+from attention_viz.data.tokenizer import VOCAB_SIZE
 from attention_viz.explorer import explorer_html, show, unpack
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"  # git-ignored
@@ -426,3 +431,43 @@ def test_a_large_heads_labels_are_text_whatever_the_characters(page: Page, tmp_p
     assert titles == [f"key {j}: {t}" for j, t in enumerate(payload["tokens"]["source"])]
     view.locator(".av-hm-body").hover()
     assert dialogs == []
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_runs_draw_every_head_as_a_table_or_a_canvas_with_the_right_numbers(page: Page, tmp_path, seed):
+    """Random untrained shapes, texts and pads: every kind's chosen head shows the packed weights to 2 decimals,
+    as a table up to 600 cells and on a canvas above."""
+    import random
+
+    from attention_viz.explorer.notebook import run_model
+
+    rng = random.Random(seed)
+    heads = (1, 3, 5)[seed % 3]
+    config = TransformerConfig(vocab_size=VOCAB_SIZE, n_encoder_layers=rng.randint(1, 2),
+                               n_decoder_layers=rng.randint(1, 2), d_model=4 * heads, n_heads=heads, d_k=rng.randint(1, 5),
+                               d_v=2, d_ff=16, dropout=0.0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Transformer(config).eval()
+    text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(rng.randint(12, 32))).strip() or "a"
+    payload = run_model(model, text, pad_tokens=rng.randint(0, 16), max_len=rng.randint(2, 40))
+    open_html(page, tmp_path, explorer_html(payload, document=True))
+    weights, masks = unpack(payload)
+    for entry in payload["kinds"]:
+        kind = entry["kind"]
+        layer, head = rng.randrange(entry["layers"]), rng.randrange(heads)
+        page.select_option("#explorer .av-kind", kind)
+        page.locator(f'#explorer [data-kind="{kind}"][data-layer="{layer}"][data-head="{head}"]').click()
+        expect(page.locator("#head_view")).to_have_attribute("data-head", str(head))
+        expect(page.locator("#head_view")).to_have_attribute("data-layer", str(layer))
+        name = f"{'encoder' if kind.startswith('encoder') else 'decoder'}.{layer}.{kind.split('.')[1]}"
+        w, allowed = weights[name][head], masks[kind]
+        Q, K = w.shape
+        expected = [[f"{v:.2f}" if ok else "" for v, ok in zip(w[q], allowed[q], strict=True)] for q in range(Q)]
+        if Q * K > 600:
+            rows = page.locator("#head_view .av-hm-row").all_text_contents()
+            assert [cell_texts(row, K) for row in rows] == expected, (kind, Q, K)
+        else:
+            rows = page.locator("#head_view tbody tr").evaluate_all(
+                "trs => trs.map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))")
+            assert rows == expected, (kind, Q, K)

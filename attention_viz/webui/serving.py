@@ -127,9 +127,9 @@ class StaticCache:
 
     def _keep(self, key: tuple[str, bytes], start: Message, chunks: list[bytes]) -> None:
         """Keep a complete 200 answer of a size within the caps; anything else is not kept."""
-        body = b"".join(chunks)
         if key in self.kept or start.get("status") != 200:
             return
+        body = b"".join(chunks)
         if len(body) > MAX_FILE_BYTES or self.bytes + len(body) > self.max_bytes:
             return
         headers = [(bytes(name).lower(), bytes(value)) for name, value in start.get("headers", ())]

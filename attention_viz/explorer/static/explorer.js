@@ -509,7 +509,11 @@
       state.head = Math.min(Math.max(+head || 0, 0), data.H - 1);
       timed(reason || "select", () => {
         syncControls();
-        if (newKind) { keep(before); drawGrid(!restore(state.kind)); drawScores(); } else { markSelected(); markScore(); }
+        if (newKind) {
+          keep(before);
+          const shownBefore = restore(state.kind); // this kind's tiles and head view, kept from an earlier visit
+          drawGrid(!shownBefore); drawScores();
+        } else { markSelected(); markScore(); }
         drawHead(); drawStats(); drawStep();
       });
       root.dispatchEvent(new CustomEvent("explorer:select", {detail: {kind: state.kind, layer: state.layer, head: state.head}}));

@@ -110,5 +110,5 @@
     return {draw: draw, cellAt: cellAt, hover: hover, caption: view.querySelector(".av-caption"), Q: Q, K: K};
   }
 
-  global.AttentionHeadMap = {build: build, CELL_CH: CELL_CH};
+  global.AttentionHeadMap = {build: build};
 })(window);

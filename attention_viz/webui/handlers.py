@@ -25,7 +25,8 @@ gradio_client.exceptions.AppError carrying the message):
             family's nearest member), scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads).
             attention_viz.explorer.unpack(run) gives (maps: key -> float32 [H, Q, K], masks: kind -> bool [Q, K]).
     output  str, the model's output (for an untrained model, a note that it means nothing).
-    notes   str, Markdown: model, d_k, scaling, masks, and the output against the task's answer.
+    notes   str, HTML (the notes' Markdown, rendered): model, d_k, scaling, masks, and the output against the
+            task's answer.
     No image: the browser draws the grid of every layer x head and the chosen head from `run`.
 /steps (the ten settings above, kind, layer, head, compatibility) -> (steps, text): Figure 2 (left) for one head as numbers,
     which the page draws one panel at a time: steps is a dict (format "attention_viz.steps/1", documented in
@@ -33,13 +34,13 @@ gradio_client.exceptions.AppError carrying the message):
     rows and columns), "d_k", "d_v", "factor", "scaling", "mask" ([Q][K] booleans, true = may attend), "panels"
     (five {"key", "name", "values"}: scores QKᵀ, scaled, masked (null = −∞), softmax weights [Q][K], and
     weights·V [Q][d_v]; float32 values written as their shortest decimals), "text" and "settings".
-    attention_viz.explorer.steps_arrays(steps) gives them as float32 arrays. text: Markdown on each panel.
+    attention_viz.explorer.steps_arrays(steps) gives them as float32 arrays. text: HTML on each panel.
 /compare (the ten settings, kind, layer, head, comparison: "scaling" | "causal_mask" | "padding_mask", compatibility)
     -> (comparison, text): the head with the switch on (a) and off (b), same input, as a dict (format
     "attention_viz.compare/1"): the identity and tokens as above, "comparison", "labels" [on, off], "a", "b",
     "difference" (a − b) [Q][K], "masks" [a's, b's], "largest" {"query", "key", "value"} or null, "mean_abs",
     "outputs" [on, off], "text", "settings"; the page draws the difference as a red (more weight on) / blue table.
-    text: Markdown on what changed and both outputs.
+    text: HTML on what changed and both outputs.
 /export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [4 paths]:
     the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV.
 /dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
@@ -74,6 +75,7 @@ from attention_viz.service.live import LiveTrainer
 from attention_viz.service.requests import Settings
 from attention_viz.service.views import Views
 from attention_viz.webui.runtime import release_free_memory
+from attention_viz.webui.widgets import prose_html
 
 
 def handler(fn):
@@ -128,29 +130,32 @@ class Handlers:
     def visualize(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                   causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                   compatibility: str | None = None):
-        """The packed run (every kind, layer and head, drawn in the browser), the output, the notes (Markdown)."""
+        """The packed run (every kind, layer and head, drawn in the browser), the output, the notes (HTML)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility)
         view = self.views.visualize(settings, requested_d_k=d_k)
-        return view.run, view.output, view.info
+        return view.run, view.output, prose_html(view.info)
 
     @handler
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
               causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
               kind: str, layer: float, head: float, compatibility: str | None = None):
-        """Figure 2 (left) for one head as numbers (QKᵀ, scaled, masked, softmax, weights·V), and Markdown."""
+        """Figure 2 (left) for one head as numbers (QKᵀ, scaled, masked, softmax, weights·V), and its text (HTML)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility)
-        return self.views.steps(settings, kind, layer, head)
+        steps, note = self.views.steps(settings, kind, layer, head)
+        return steps, prose_html(note)
 
     @handler
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                 causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                 kind: str, layer: float, head: float, comparison: str, compatibility: str | None = None):
-        """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask") as numbers, and Markdown."""
+        """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask") as numbers, and its text
+        (HTML)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility)
-        return self.views.compare(settings, comparison, kind, layer, head)
+        comparison_view, note = self.views.compare(settings, comparison, kind, layer, head)
+        return comparison_view, prose_html(note)
 
     @handler
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -188,7 +193,7 @@ class Handlers:
             gr.update(value=c.d_k),
             gr.update(visible=c.untrained),
             gr.update(value=scale, interactive=c.scaling_applies),
-            c.d_k_note,
+            prose_html(c.d_k_note),
             gr.update(value=c.compatibility, visible=c.study),
             gr.update(choices=[str(v) for v in c.trained_d_ks], value=str(c.d_k) if c.trained_d_ks else None,
                       visible=not c.untrained),
@@ -209,7 +214,7 @@ class Handlers:
         model_changes = bool(c) and c.get("model") != current_model
         keep = gr.skip()
         return (
-            step.index, step.text, gr.update(selected=step.tab),
+            step.index, prose_html(step.text), gr.update(selected=step.tab),
             c.get("text", keep) if c else keep,
             c.get("model", keep) if c else keep,
             c.get("d_k", keep) if c else keep,

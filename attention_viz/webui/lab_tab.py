@@ -24,7 +24,7 @@ from attention_viz.labview import MOUNT_CLASS, asset
 from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers
-from attention_viz.webui.widgets import PRIVATE, RAW, log2_slider_pair
+from attention_viz.webui.widgets import PRIVATE, RAW, log2_slider_pair, prose
 
 VIEW_ID, NUMBERS_ID, STUDY_ID = "lab_view", "lab_numbers", "study"
 
@@ -103,7 +103,7 @@ def numbers_table(value: dict) -> gr.HTML:
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     """The lab's widgets and wiring, inside the current gr.Tab (endpoint /dk_lab); returns the controls a lesson
     sets (d_k, dk_log, scaled)."""
-    gr.Markdown(LAB_TEXT)
+    prose(LAB_TEXT)
     with gr.Row():
         dk_log = gr.Slider(0, math.log2(LAB_D_K_RANGE[1]), value=math.log2(LAB_D_K), step=1,
                            label="log₂ d_k (moves d_k)", elem_id="lab_dk_log")
@@ -116,7 +116,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     numbers = numbers_table({"headers": LAB_HEADERS, "data": first.numbers})
     study = views.study_data()  # the study's numbers, in the page's config: drawn by lab.js, nothing on load
     if study is not None:
-        gr.Markdown(STUDY_TEXT)
+        prose(STUDY_TEXT)
         gr.HTML(value=study, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("lab.css"),
                 js_on_load=STUDY_JS, apply_default_css=False, elem_id=STUDY_ID, padding=False, container=False,
                 min_height=300)

@@ -14,7 +14,7 @@ import gradio as gr
 from attention_viz.webui.explorer_view import open_js
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.transformer_tab import VIEW
-from attention_viz.webui.widgets import PRIVATE
+from attention_viz.webui.widgets import PRIVATE, prose
 
 INTRO = ("Seven steps from the anti-diagonal of reverse to why the paper divides by √d_k. Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")
@@ -23,7 +23,7 @@ INTRO = ("Seven steps from the anti-diagonal of reverse to why the paper divides
 def render() -> dict:
     """The panel (closed until opened), above the tabs; wire() connects it once the tabs exist."""
     with gr.Accordion("A guided lesson: attention, step by step", open=False, elem_id="lesson"):
-        text = gr.Markdown(INTRO, elem_id="lesson_text")
+        text = prose(INTRO, elem_id="lesson_text")
         with gr.Row():
             back = gr.Button("◀ Back", elem_id="lesson_prev", size="sm")
             forward = gr.Button("Start ▶", elem_id="lesson_next", variant="primary", size="sm")

@@ -16,7 +16,7 @@ from attention_viz.service.views import Views
 from attention_viz.webui import lab_tab, lesson_panel, runtime, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.serving import server_app_kwargs
-from attention_viz.webui.widgets import Blocks
+from attention_viz.webui.widgets import Blocks, prose
 
 QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
 CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...) at a time; the cores are shared
@@ -40,7 +40,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     gr.set_static_paths([views.image_dir])
     # delete_cache: every hour, drop the exports Gradio cached more than an hour ago.
     with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # widgets.Blocks: optional inputs
-        gr.Markdown(INTRO)
+        prose(INTRO)
         lesson = lesson_panel.render() if Lesson.available(views) else None
         with gr.Tabs(overflow_behavior="wrap") as tabs:  # every tab named at once (no "⋯" menu), also on a phone
             with gr.Tab("Transformer", id="transformer"):

@@ -19,7 +19,7 @@ from attention_viz.labview import MOUNT_CLASS, asset
 from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_LINE, LIVE_TASKS
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers
-from attention_viz.webui.widgets import PRIVATE, RAW
+from attention_viz.webui.widgets import PRIVATE, RAW, plain_text, prose
 
 VIEW_ID, DK_ID, ROOT_ID = "train_view", "train_dk", "train_step"
 LIVE_VIEW_ID, LIVE_ROOT_ID = "live_view", "live_train"
@@ -63,9 +63,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
     controls a lesson sets (d_k, live_task, live_dk, live_arm); {} when no snapshots ship."""
     sizes = views.training_sizes()
     if not sizes:
-        gr.Markdown("No training snapshots ship with this app.")
+        prose("No training snapshots ship with this app.")
         return {}
-    gr.Markdown(TEXT)
+    prose(TEXT)
     opening = OPENING_D_K if OPENING_D_K in sizes else sizes[-1]
     d_k = gr.Radio([str(size) for size in sizes], value=str(opening), label="d_k (the trained sizes)",
                    elem_id=DK_ID)
@@ -75,7 +75,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, None, None, js=STALE_JS, **PRIVATE)
 
-    gr.Markdown(LIVE_TEXT)
+    prose(LIVE_TEXT)
     with gr.Row():
         task = gr.Radio(list(LIVE_TASKS), value=LIVE_TASKS[0], label="task", elem_id="live_task")
         live_dk = gr.Radio([str(v) for v in LIVE_D_KS], value=str(LIVE_D_KS[-1]), label="d_k", elem_id="live_dk")
@@ -84,7 +84,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
     with gr.Row():
         start = gr.Button("Train", variant="primary", elem_id="live_start")
         stop = gr.Button("Cancel", elem_id="live_cancel")
-    status = gr.Markdown("", elem_id="live_status")
+    status = plain_text("", elem_id="live_status")
     live_view = _training_view(LIVE_VIEW_ID, LIVE_ROOT_ID, 60,
                                "Press Train: the curves and the maps appear here as the model learns.")
     # Many may wait at once (each hears its place in line); LiveTrainer trains one at a time, and refuses the one

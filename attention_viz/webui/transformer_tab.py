@@ -34,7 +34,7 @@ from attention_viz.service.views import Views
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, opening_settings
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
-from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair
+from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose, prose_html
 
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
@@ -88,7 +88,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                                visible=controls0.untrained)
             d_k = gr.Number(value=controls0.d_k, minimum=D_K_RANGE[0], maximum=D_K_RANGE[1],
                             label="d_k, query/key width per head", elem_id="dk")
-            dk_note = gr.Markdown(controls0.d_k_note, elem_id="dk_note")
+            dk_note = prose(controls0.d_k_note, elem_id="dk_note")
             scale = gr.Radio([(label, key) for key, label in SCALE_MODES.items()],
                              value=controls0.scale_mode, label="Scaling of QKᵀ", elem_id="scale")
             factor = gr.Number(value=1.0, minimum=FACTOR_RANGE[0], maximum=FACTOR_RANGE[1],
@@ -98,7 +98,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             pads = gr.Slider(*PAD_TOKENS_RANGE, value=0, step=1, label="pad tokens after the text", elem_id="pads")
         with gr.Column(scale=3):
             output = gr.Textbox(view0.output, label="Model output", interactive=False, elem_id="output")
-            info = gr.Markdown(view0.info, label="notes", elem_id="info")
+            info = prose(view0.info, label="notes", elem_id="info")
             kind = gr.Radio([(label, key) for key, label in KINDS.items()], value="encoder.self_attn",
                             label="attention kind", visible=False, elem_id="kind")
             layer = gr.Number(0, minimum=0, maximum=max_layers - 1, precision=0, label="layer", visible=False,
@@ -109,18 +109,18 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
             with gr.Tabs(overflow_behavior="wrap"):  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
-                    gr.Markdown(HELP)
+                    prose(HELP)
                     view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run")
                 with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
-                    gr.Markdown("**Figure 2 (left)** for the head chosen in Heatmaps, one step at a time "
+                    prose("**Figure 2 (left)** for the head chosen in Heatmaps, one step at a time "
                                 "(buttons or ← → keys); hover a cell for its exact value.")
                     steps = steps_view(elem_id=STEPS, label="steps")
-                    steps_text = gr.Markdown(elem_id="steps_text", label="text")
+                    steps_text = prose(elem_id="steps_text", label="text")
                 with gr.Tab("Compare", id="compare") as tab_compare:
                     comparison = gr.Radio([(f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items()],
                                           value="scaling", label="Difference of", elem_id="comparison")
                     compare = compare_view(elem_id=COMPARE, label="comparison")
-                    compare_text = gr.Markdown(elem_id="compare_text", label="text")
+                    compare_text = prose(elem_id="compare_text", label="text")
                 with gr.Tab("Export", id="export") as tab_export:
                     colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()], value="absolute",
                                       label="Colour scale of the PNGs", elem_id="colour")
@@ -133,7 +133,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     view_outputs = [view, output, info]
     chosen = selection_js(VIEW, at=len(settings_inputs))  # kind, layer, head: the explorer's, when asked
     refused = dict(fn=None, inputs=None, outputs=[output, info],
-                   js=stale_js([VIEW, STEPS, COMPARE], outputs=["", REFUSED]), **PRIVATE)
+                   js=stale_js([VIEW, STEPS, COMPARE], outputs=["", prose_html(REFUSED)]), **PRIVATE)
     refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison, compat],
                    outputs=[steps, steps_text, compare, compare_text],
                    js=selection_js(VIEW, at=1 + len(settings_inputs)), **PRIVATE)

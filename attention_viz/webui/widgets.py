@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import gradio as gr
+from markdown_it import MarkdownIt
 
 LIVE = dict(trigger_mode="always_last", show_progress="minimal")
 # Public endpoints take the values as sent: Gradio's own checks would fail on a word where a number belongs
 # with a message that show_error=False hides; the service checks everything and says why.
 RAW = dict(preprocess=False)
 PRIVATE = dict(api_visibility="private")
+
+# CommonMark plus tables; raw HTML in the source is written out as text, and unsafe link schemes are refused.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
 class Blocks(gr.Blocks):
@@ -30,6 +34,38 @@ class Blocks(gr.Blocks):
         if missing and all(block._id in self._optional_ids for block in missing):
             inputs = [*inputs, *(None for _ in missing)]
         return await super().preprocess_data(block_fn, inputs, state, explicit_call)
+
+
+def prose_html(markdown: str | None) -> str:
+    """Markdown (the app's texts and notes) as HTML, rendered on the server."""
+    return _MARKDOWN.render(markdown or "")
+
+
+# The look gr.Markdown gives its text (Gradio's .md rules): flush with its block (gr.HTML's container pads it by
+# --block-padding: 10px 12px), paragraphs 16 px apart, code in a small framed box, long words broken.
+PROSE_CSS = """
+margin: calc(-1 * var(--spacing-xl)) calc(-1 * var(--spacing-xl) - 2px);
+overflow-wrap: anywhere;
+p:not(:first-child) { margin-top: var(--spacing-xxl); }
+:not(pre) > code { font-family: var(--font-mono); font-size: var(--text-sm); line-height: 1.4;
+  padding: var(--spacing-xxs) var(--spacing-xs); border-radius: var(--radius-xs);
+  background: var(--code-background-fill); border: 1px solid var(--panel-border-color); }
+table { word-break: break-word; }
+th, td { padding: var(--spacing-sm) var(--spacing-xl); }
+"""
+
+
+def prose(markdown: str | None = "", **kwargs) -> gr.HTML:
+    """A text written in Markdown, shown as HTML rendered on the server (kwargs: gr.HTML's). The page has no
+    gr.Markdown at all, so a fresh opening neither fetches nor runs Gradio's Markdown module and parser (~70-100 ms
+    of its page complete, docs/benchmarks.md); handlers answer such a component with prose_html(...)."""
+    return gr.HTML(prose_html(markdown), css_template=PROSE_CSS, js_on_load=None, **kwargs)
+
+
+def plain_text(text: str = "", **kwargs) -> gr.HTML:
+    """A line of plain text, written out as text by the browser: its value (and the API's) stays the string sent."""
+    template = '${value ? "<p>" + String(value).replace(/&/g, "&amp;").replace(/</g, "&lt;") + "</p>" : ""}'
+    return gr.HTML(text, html_template=template, js_on_load=None, **kwargs)
 
 
 def log2_slider_pair(log_slider: gr.Slider, number: gr.Number) -> None:

@@ -18,6 +18,7 @@ from gradio_client.exceptions import AppError
 
 from attention_viz.explorer import compare_arrays, steps_arrays, unpack
 from attention_viz.service.catalog import Catalog
+from attention_viz.webui.widgets import prose_html
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MAX_TEXT = Catalog().tokenizer.max_len  # the app's limit on a text: the longest max_len of the shipped cards
@@ -61,7 +62,8 @@ def test_visualize_with_defaults(client):
     assert run["tokens"]["source"] == ["a", "b", "c", "<eos>"] and maps["encoder.0.self_attn"].shape[1:] == (4, 4)
     assert {entry["kind"] for entry in run["kinds"]} == {"encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"}
     assert isinstance(output, str) and output and run["output"] in output
-    assert "Scores QKᵀ" in notes and notes == "\n\n".join(run["notes"])
+    # notes: the run's notes (Markdown) rendered to HTML by the server
+    assert "Scores QKᵀ" in notes and notes == prose_html("\n\n".join(run["notes"])) and "<code>" in notes
 
 
 def test_visualize_untrained(client):
@@ -88,7 +90,7 @@ def test_switches_change_the_maps(client):
 
 def test_steps_compare_export(client):
     steps, text = client.predict(**UNTRAINED_ARGS, api_name="/steps")  # numbers, which the page draws
-    assert "softmax" in text and steps["format"] == "attention_viz.steps/1" and steps["text"] == text
+    assert "softmax" in text and steps["format"] == "attention_viz.steps/1" and prose_html(steps["text"]) == text
     assert (steps["kind"], steps["layer"], steps["head"]) == ("decoder.cross_attn", 1, 2)
     arrays = steps_arrays(steps)
     assert arrays["scores"].shape == (6, 8) and arrays["output"].shape == (6, 16)  # [T, S], [T, d_v]

@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
     sys.path.insert(0, str(ROOT))
 
 from attention_viz.service.catalog import Catalog
+from attention_viz.webui.widgets import prose_html
 from devtools.launcher import Server
 from benchmarks.load import burst, run_load
 from benchmarks.replay import replay
@@ -476,7 +477,7 @@ def test_steps_and_compare_answer_strict_json_numbers(raw):
             if line.startswith("data:"):
                 json.loads(line[5:], parse_constant=refuse)
         data, words = out
-        assert (data["kind"], data["layer"], data["head"]) == ("decoder.cross_attn", 1, 2) and data["text"] == words
+        assert (data["kind"], data["layer"], data["head"]) == ("decoder.cross_attn", 1, 2) and prose_html(data["text"]) == words
         answers[api] = data
     masked = next(panel for panel in answers["steps"]["panels"] if panel["key"] == "masked")["values"]
     assert all(row[-2:] == [None, None] for row in masked)  # the two pad keys, −∞

@@ -20,6 +20,7 @@ from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.service.views import Views
 from attention_viz.webui import page, runtime
 from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.widgets import prose_html
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,8 +62,8 @@ def test_visualize_returns_the_packed_run_output_and_notes(handlers, runs):
     assert packed["tokens"]["source"] == list("attention") + ["<eos>"] and packed["n_heads"] == 2
     assert all(len(entry["stats"]["entropy"]) == 2 for entry in packed["kinds"])  # [layer][head]
     assert output == run.output or output.startswith(run.output)
-    assert packed["output"] == run.output and info == "\n\n".join(packed["notes"])
-    assert "`reverse_dk16_sqrt_dk`" in info and "×1/√16 = 0.25" in info
+    assert packed["output"] == run.output and info == prose_html("\n\n".join(packed["notes"]))  # Markdown -> HTML
+    assert "<code>reverse_dk16_sqrt_dk</code>" in info and "×1/√16 = 0.25" in info
     json.dumps(packed)  # JSON as it is: the API returns it as a dict
 
 
@@ -120,13 +121,13 @@ def test_model_controls_follow_the_family(handlers):
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
     assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
     assert d_k["value"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
-    assert note == "Trained d_k: 4, 16, 64."
+    assert note == "<p>Trained d_k: 4, 16, 64.</p>\n"
     assert (trained["choices"], trained["value"], trained["visible"]) == (["4", "16", "64"], "16", True)
     assert dk_log["visible"] is False  # a trained model's d_k stops at its trained sizes only: the radio
     assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
     dk_log, d_k, untrained_box, scale, note, compat, trained, _, _ = handlers.model_controls(UNTRAINED, 300, 3)
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
-    assert untrained_box["visible"] is True and note.startswith("Any d_k from 1 to 1024")
+    assert untrained_box["visible"] is True and note.startswith("<p>Any d_k from 1 to 1024")
     assert trained["visible"] is False and dk_log["visible"] is True
 
 
@@ -136,7 +137,7 @@ def test_steps_handler_returns_numbers_and_text(handlers):
     assert steps["format"] == STEPS_FORMAT and (steps["kind"], steps["layer"], steps["head"]) == ("decoder.self_attn", 1, 1)
     assert [panel["key"] for panel in steps["panels"]] == ["scores", "scaled", "masked", "weights", "output"]
     assert steps["factor"] == 0.25 and steps["mask"][0][1] is False  # the causal mask hides the future
-    assert "×0.25" in text and "−∞" in text and steps["text"] == text
+    assert "×0.25" in text and "−∞" in text and prose_html(steps["text"]) == text
 
 
 @pytest.mark.parametrize("comparison", ["scaling", "causal_mask", "padding_mask"])
@@ -146,7 +147,7 @@ def test_compare_handler_returns_numbers_and_text(handlers, comparison):
     assert data["format"] == COMPARE_FORMAT and data["comparison"] == comparison
     arrays = compare_arrays(data)
     np.testing.assert_array_equal(arrays["difference"], arrays["a"] - arrays["b"])
-    assert "Output" in text and data["text"] == text
+    assert "Output" in text and prose_html(data["text"]) == text
 
 
 def test_export_handler_writes_png_npz_csv(handlers, views):

@@ -20,7 +20,7 @@ def test_model_controls_show_the_picker_for_a_study_model(handlers):
     assert (compat["visible"], compat["value"]) == (True, "dot")
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (3, 10, 128)
     assert scale["value"] == "none" and scale["interactive"] is True and untrained_box["visible"] is False
-    assert note == "Trained d_k: 8, 32, 128, 512, 1024."
+    assert note == "<p>Trained d_k: 8, 32, 128, 512, 1024.</p>\n"
     _, _, _, scale, note, compat, *_ = handlers.model_controls("study/additive", 128, 4)
     assert compat["value"] == "additive" and scale["interactive"] is False and "scaling does not apply" in note
     for other in ("reverse/sqrt_dk", "untrained"):

@@ -389,6 +389,47 @@ def test_a_large_head_steps_through_the_decode_and_keeps_kinds_apart(page: Page,
     expect(page.locator("#explorer .av-tile .av-step-mark:not([hidden])")).to_have_count(0)
 
 
+def test_a_kept_kind_comes_back_for_the_head_and_step_chosen_meanwhile(page: Page, tmp_path, widest_payload):
+    """A kind shown before comes back as it was left when nothing changed (its pixels as they were), and redrawn
+    when the head or the decode step changed while another kind was shown."""
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    weights, masks = unpack(widest_payload)
+    allowed = masks["decoder.cross_attn"]
+    pixels = "() => [...document.querySelectorAll('#explorer .av-tile canvas')].map(c => c.toDataURL())"
+
+    def shows(layer: int, head: int, step: int | None = None) -> None:
+        view = page.locator("#head_view")
+        expect(view).to_have_attribute("data-kind", "decoder.cross_attn")
+        expect(view).to_have_attribute("data-layer", str(layer))
+        expect(view).to_have_attribute("data-head", str(head))
+        drawn, weight = page.evaluate(CELLS, "#head_view"), weights[f"decoder.{layer}.cross_attn"][head]
+        for q in range(weight.shape[0]):
+            later = step is not None and q > step  # rows the decode has not written yet
+            assert cell_texts(drawn["rows"][q], weight.shape[1]) == [
+                "" if later or not ok else f"{w:.2f}" for w, ok in zip(weight[q], allowed[q], strict=True)], q
+
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="0"][data-head="5"]').click()
+    shows(0, 5)
+    cross = page.evaluate(pixels)
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    shows(0, 5)
+    assert page.evaluate(pixels) == cross  # as it was left
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="0"][data-head="12"]').click()
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    shows(0, 12)  # the head chosen meanwhile (in the same layer)
+    expect(page.locator("#explorer .av-tile.av-selected")).to_have_attribute("data-head", "12")
+    page.select_option("#explorer .av-kind", "decoder.self_attn")
+    page.locator("#decode_step input[type=range]").fill("2")
+    expect(page.locator("#decode_step")).to_have_attribute("data-step", "2")
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    shows(0, 12, step=2)  # the decode step chosen meanwhile
+    expect(page.locator("#explorer .av-tile .av-step-mark:not([hidden])")).to_have_count(32)
+    assert page.evaluate(pixels) != cross
+
+
 def test_a_head_of_more_than_64_keys_has_small_cells_and_values_on_hover(page: Page, tmp_path, widest_model):
     from attention_viz.explorer.notebook import run_model
 

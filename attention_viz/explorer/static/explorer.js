@@ -213,8 +213,9 @@
     function drawGrid(rebuild) {
       /* one canvas per (layer, head): a pixel per weight, scaled up by CSS; the tiles are built for a new kind
          (rebuild), and repainted where they are for a new colour scale or decode step, or a kind shown before */
-      const k = data.kinds[state.kind], t = stepping(k);
+      const k = data.kinds[state.kind], t = stepping(k), key = `${state.scale} ${t}`;
       let tiles = ui.grid.querySelectorAll(".av-tile");
+      if (!rebuild && tiles.length && gridPainted === key) { markSelected(); return; } // a kept kind, as it was
       if (rebuild || !tiles.length) {
         let html = "";
         for (let l = 0; l < k.layers; l++) {
@@ -249,6 +250,7 @@
         }
         ctx.putImageData(image, 0, 0);
       });
+      gridPainted = key;
       markSelected();
     }
 
@@ -382,19 +384,22 @@
 
     let table = null; // {kind, cells: [[td, index in the head, query row]]}: the head view's skeleton
     let map = null; // {kind, ...AttentionHeadMap.build}: the head view of a large head
+    let gridPainted = null; // the colour scale and decode step the grid's tiles were painted for
     // kind -> {grid, view, table, map}: the tiles and head view of the kinds shown before in this run, detached
     // from the page; showing a kind again repaints them where they are (new canvases cost a frame on a wide run)
     const kept = new Map();
     function keep(kind) {
       if (kind === null || !ui.grid.firstChild) return;
-      kept.set(kind, {grid: Array.from(ui.grid.childNodes), view: Array.from(ui.view.childNodes), table: table, map: map});
-      ui.grid.replaceChildren(); ui.view.replaceChildren(); table = map = null;
+      kept.set(kind, {grid: Array.from(ui.grid.childNodes), view: Array.from(ui.view.childNodes), table: table, map: map,
+        painted: gridPainted});
+      ui.grid.replaceChildren(); ui.view.replaceChildren(); table = map = gridPainted = null;
     }
     function restore(kind) {
       const was = kept.get(kind);
       if (!was) return false;
       kept.delete(kind);
       ui.grid.replaceChildren(...was.grid); ui.view.replaceChildren(...was.view); table = was.table; map = was.map;
+      gridPainted = was.painted;
       return true;
     }
 
@@ -438,11 +443,15 @@
         map = null;
         buildTable(k);
       }
-      const maxima = rowMaxima(w, offset, k.Q, k.K), view = ui.view;
+      const view = ui.view;
       view.dataset.kind = k.kind; view.dataset.layer = state.layer; view.dataset.head = state.head;
       view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
       (large ? map : table).caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
         `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
+      const painted = `${state.layer} ${state.head} ${state.scale} ${t}`; // what the view's cells show
+      if ((large ? map : table).painted === painted) return; // a kept kind's head view, as it was left
+      (large ? map : table).painted = painted;
+      const maxima = rowMaxima(w, offset, k.Q, k.K);
       if (large) {
         map.draw((q, j) => {
           if (future(k, t, q, j)) return false;
@@ -536,7 +545,7 @@
     function setPayload(next) {
       /* a new run (from the server): keep kind, layer, head and scale where the new run has them */
       if (typeof next === "string") next = next.trim() ? JSON.parse(next) : null;
-      table = map = null; // new tokens: a new skeleton
+      table = map = gridPainted = null; // new tokens: a new skeleton, new tiles
       kept.clear();
       stopPlaying();
       state.step = null; // a new run shows its finished decode

@@ -385,8 +385,9 @@
     let table = null; // {kind, cells: [[td, index in the head, query row]]}: the head view's skeleton
     let map = null; // {kind, ...AttentionHeadMap.build}: the head view of a large head
     let gridPainted = null; // the colour scale and decode step the grid's tiles were painted for
-    // kind -> {grid, view, table, map}: the tiles and head view of the kinds shown before in this run, detached
-    // from the page; showing a kind again repaints them where they are (new canvases cost a frame on a wide run)
+    // kind -> {grid, view, table, map, painted}: the tiles and head view of the kinds shown before in this run,
+    // detached from the page; showing a kind again puts them back (new canvases cost a frame on a wide run), and
+    // repaints them where they are only if the head, colour scale or decode step changed meanwhile
     const kept = new Map();
     function keep(kind) {
       if (kind === null || !ui.grid.firstChild) return;

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attention_viz.service.checks import check_int
+from attention_viz.service.texts import code
 from attention_viz.service.views import Views
 
 TEXT = "attention"
@@ -87,7 +88,7 @@ class Lesson:
     def _anti_diagonal(self, step: LessonStep) -> LessonStep:
         controls, packed = self._reverse(16, "sqrt_dk")
         layer, head, score, chance = _best_alignment(packed)
-        text = (f"The model reverses `{TEXT}` into `{packed['output']}`. In encoder-decoder attention each row is an "
+        text = (f"The model reverses {code(TEXT)} into {code(packed['output'])}. In encoder-decoder attention each row is an "
                 f"output character and each column a source character: head L{layer}·H{head} puts {score:.2f} of "
                 f"its weight on the character each output is written from (an evenly spread head would put "
                 f"{chance:.2f}), so its map is an anti-diagonal. The table under the head scores every head.")
@@ -101,7 +102,7 @@ class Lesson:
             f"decoder.{layer}.cross_attn"][head]  # (T, S)
         written = packed["decode"]["written"]
         source = packed["tokens"]["source"]
-        lines = [f"step {t + 1} writes `{written[t]}` looking most at source `{source[int(cross[t].argmax())]}` "
+        lines = [f"step {t + 1} writes {code(written[t])} looking most at source {code(source[int(cross[t].argmax())])} "
                  f"({cross[t].max():.2f})" for t in range(min(3, len(written)))]
         text = ("Press ▶ play in the bar above the grid (or drag it): the decoder writes one character per step, and "
                 "the marked row is the step being computed. For head "
@@ -122,7 +123,7 @@ class Lesson:
         text = (f"The same model at d_k {d_k} (its largest trained size), run without the 1/√d_k it was trained "
                 f"with. The logits grow by √{d_k} ≈ {d_k ** 0.5:.0f}, so the softmax goes one-hot: the mean largest "
                 f"weight of a row in encoder-decoder attention rises from {peak(scaled):.2f} to {peak(unscaled):.2f}, "
-                f"and the output breaks: `{unscaled['output']}` instead of `{scaled['output']}`.")
+                f"and the output breaks: {code(unscaled['output'])} instead of {code(scaled['output'])}.")
         layer, head, _, _ = _best_alignment(scaled)
         return replace(step, text=text, controls=controls,
                        explorer={"kind": "decoder.cross_attn", "layer": layer, "head": head})
@@ -161,9 +162,9 @@ class Lesson:
             scores[arm] = (*_best_alignment(packed)[2:3], packed["output"])
         text = ("Additive attention (Bahdanau et al.) scores a key with a small network, w·tanh(W q + U k), instead "
                 "of a dot product; nothing there grows with d_k, so it needs no scaling. At d_k 1024 on "
-                f"`{text_in}` the study's additive model puts {scores['additive'][0]:.2f} of its weight on the "
-                f"anti-diagonal and writes `{scores['additive'][1]}`; its plain dot product twin "
-                f"{scores['dot'][0]:.2f}, writing `{scores['dot'][1]}`. §3.2.1: additive attention beats unscaled "
+                f"{code(text_in)} the study's additive model puts {scores['additive'][0]:.2f} of its weight on the "
+                f"anti-diagonal and writes {code(scores['additive'][1])}; its plain dot product twin "
+                f"{scores['dot'][0]:.2f}, writing {code(scores['dot'][1])}. §3.2.1: additive attention beats unscaled "
                 "dot products at large d_k; with 1/√d_k, dot products match it and run faster.")
         return replace(step, text=text, controls={"text": text_in, "model": "study/additive", "d_k": d_k},
                        explorer={"kind": "decoder.cross_attn", "layer": 0, "head": 0})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import STUDY_ARMS, UNTRAINED
@@ -10,6 +12,19 @@ from attention_viz.service.runs import Run
 
 
 ADDITIVE = "w_hᵀ tanh(q_h + k_h)"  # additive attention's score, in the notes
+
+
+def code(text: object) -> str:
+    """`text` as a Markdown code span whatever it holds (a model's output, a token, the user's text): fenced by one
+    backtick more than its longest run of backticks, and padded by a space where CommonMark would otherwise read
+    its edge as part of the fence or strip a space of its own (CommonMark 0.31, code spans)."""
+    text = str(text)
+    if not text:
+        return "` `"  # CommonMark has no empty code span: a box holding one space
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    edge = text[:1] == "`" or text[-1:] == "`" or (text[:1] == " " and text[-1:] == " " and text.strip() != "")
+    pad = " " if edge else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
@@ -88,7 +103,7 @@ def run_notes(run: Run) -> str:
         study = (f" (compatibility study, seed {card.get('seed', 0)}: {STUDY_ARMS[arm]})"
                  if card.get("family") == "study" else "")
         lines.append(
-            f"**{card.get('task', 'model')}**, checkpoint `{card['name']}`{study}: d_model {c.d_model}, h {c.n_heads}, "
+            f"**{card.get('task', 'model')}**, checkpoint {code(card['name'])}{study}: d_model {c.d_model}, h {c.n_heads}, "
             f"d_k {c.d_k}, N {c.n_encoder_layers}, trained with {trained}"
             + (f", held-out exact match {accuracy:.1%}." if isinstance(accuracy, (int, float)) else ".")
         )
@@ -100,7 +115,7 @@ def run_notes(run: Run) -> str:
         alphabet = card.get("alphabet")
         if s.typed is not None:
             lines.append(f"Capitals lower-cased: the model was trained on {alphabet_text(alphabet)} only, so "
-                         f"`{s.typed}` runs as `{s.text}`.")
+                         f"{code(s.typed)} runs as {code(s.text)}.")
         if alphabet:
             new = list(dict.fromkeys(ch for ch in s.text if ch not in alphabet))
             if new:
@@ -111,7 +126,7 @@ def run_notes(run: Run) -> str:
             lines.append(f"Trained on texts of at most {max_len} characters; this one has {len(s.text)}.")
         if run.expected is not None:
             verdict = "✓ matches" if run.finished and run.output == run.expected else "✗ differs from"
-            lines.append(f"Output `{run.output}` {verdict} the task's answer `{run.expected}`.")
+            lines.append(f"Output {code(run.output)} {verdict} the task's answer {code(run.expected)}.")
     scores = ADDITIVE if s.compatibility == "additive" else "QKᵀ"
     lines.append(
         f"Scores {scores} {scaling_text(s)}; causal mask {'on' if s.causal_mask else 'off'}; "

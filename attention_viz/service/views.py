@@ -48,6 +48,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
     ADDITIVE,
     alphabet_text,
+    code,
     export_record,
     export_stem,
     head_title,
@@ -255,10 +256,10 @@ class Views:
         else:
             i, j = np.unravel_index(diff.argmax(), diff.shape)
             lines.append(
-                f"Largest change {diff.max():.3f}: query {i} `{comparison.query_tokens[i]}` → key {j} "
-                f"`{comparison.key_tokens[j]}`; mean |change| {diff.mean():.3f}."
+                f"Largest change {diff.max():.3f}: query {i} {code(comparison.query_tokens[i])} → key {j} "
+                f"{code(comparison.key_tokens[j])}; mean |change| {diff.mean():.3f}."
             )
-        lines.append(f"Output {a}: `{comparison.outputs[0]}`; {b}: `{comparison.outputs[1]}`.")
+        lines.append(f"Output {a}: {code(comparison.outputs[0])}; {b}: {code(comparison.outputs[1])}.")
         text = "\n\n".join(lines)
         payload = pack_compare(comparison.a, comparison.b, comparison.query_tokens, comparison.key_tokens,
                                comparison.what, comparison.labels, comparison.outputs, request.kind, request.layer,

@@ -451,6 +451,20 @@ def test_a_head_of_more_than_64_keys_has_small_cells_and_values_on_hover(page: P
     expect(page.locator(".av-explorer .av-tip")).to_contain_text(f"weight {exact:.4f}")
 
 
+def test_the_notes_show_backticks_and_markup_of_a_text_as_text(page: Page, tmp_path, views):
+    """The run's notes (Markdown) in the explorer's summary: the answer, written with backticks, stars, underscores
+    and a tag, sits whole in its code box; nothing of it becomes an element."""
+    text = "a`b*c_<i>**"
+    payload = views.visualize(views.runs.settings(text, "reverse/sqrt_dk", 16, "sqrt_dk")).run
+    open_html(page, tmp_path, explorer_html(payload, document=True))
+    notes = page.locator("#explorer .av-notes")
+    expect(notes.locator("li").first).to_be_visible()
+    codes = notes.locator("code").all_text_contents()
+    assert text[::-1] in codes and "reverse_dk16_sqrt_dk" in codes, codes
+    assert notes.locator("i").count() == 0
+    expect(notes.locator("b").first).to_have_text("reverse")  # the notes' own bold still reads as bold
+
+
 def test_a_large_heads_labels_are_text_whatever_the_characters(page: Page, tmp_path, widest_model):
     """Every printable ASCII character a text may hold (markup, quotes, a space) is a label, never markup."""
     from attention_viz.explorer.notebook import run_model

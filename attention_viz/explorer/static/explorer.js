@@ -68,8 +68,13 @@
   const level = (t) => Math.round(Math.min(Math.max(t, 0), 1) * (LEVELS - 1));
   const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (token) => (token === " " ? "␣" : token); // a space label must stay visible
-  // notes may use **bold** and `code` (Markdown's, as the app's notes do): escaped first, so nothing else is HTML
-  const inline = (s) => escapeHtml(s).replace(/`([^`]+)`/g, "<code>$1</code>").replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>");
+  // notes may use **bold** and `code` (Markdown's, as the app's notes do): escaped first, so nothing else is HTML;
+  // a code span is fenced by a run of backticks longer than any inside it (one space of padding each side
+  // dropped), and what it holds is shown as it is
+  const codeSpan = (body) => `<code>${body.length >= 2 && body[0] === " " && body[body.length - 1] === " " &&
+    body.trim() ? body.slice(1, -1) : body}</code>`;
+  const inline = (s) => escapeHtml(s).replace(/(?<!`)(`+)(?!`)([\s\S]*?[^`])\1(?!`)|\*\*([^*`]+)\*\*/g,
+    (m, fence, body, bold) => (fence ? codeSpan(body) : `<b>${bold}</b>`));
 
   function decode(b64, quant) {
     /* base64 of little-endian uint16 -> Float32Array of weights */

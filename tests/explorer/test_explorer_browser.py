@@ -416,6 +416,12 @@ def test_a_kept_kind_comes_back_for_the_head_and_step_chosen_meanwhile(page: Pag
     page.select_option("#explorer .av-kind", "decoder.cross_attn")
     shows(0, 5)
     assert page.evaluate(pixels) == cross  # as it was left
+    # the other kind's head view waits beside it, hidden: no id, no data attributes, out of reach
+    pages = page.locator(".av-explorer .av-head-view")
+    expect(pages).to_have_count(2)
+    assert pages.evaluate_all("ps => ps.map(p => [p.id, p.dataset.kind || null, p.inert, getComputedStyle(p).visibility])") \
+        in ([["head_view", "decoder.cross_attn", False, "visible"], ["", None, True, "hidden"]],
+            [["", None, True, "hidden"], ["head_view", "decoder.cross_attn", False, "visible"]])
     page.select_option("#explorer .av-kind", "encoder.self_attn")
     page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="0"][data-head="12"]').click()
     page.select_option("#explorer .av-kind", "decoder.cross_attn")

@@ -138,13 +138,13 @@
       <div class="av-grid" aria-label="every layer and head; click a map to open it"></div>
       <div class="av-legend"></div>
       <div class="av-stats"></div></div>
-      <div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div>
+      <div class="av-head-views"><div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div></div>
       <div class="av-scores" id="${escapeHtml(scoresId)}" hidden></div>
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
     return {stale: $(".av-stale-note"), summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
       scale: $(".av-scale"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
-      view: $(".av-head-view"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
+      views: $(".av-head-views"), view: $(".av-head-view"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
       prev: $(".av-prev"), next: $(".av-next"), step: $(".av-step"), stepText: $(".av-step-text"),
       scores: $(".av-scores")};
   }
@@ -390,23 +390,39 @@
     let table = null; // {kind, cells: [[td, index in the head, query row]]}: the head view's skeleton
     let map = null; // {kind, ...AttentionHeadMap.build}: the head view of a large head
     let gridPainted = null; // the colour scale and decode step the grid's tiles were painted for
-    // kind -> {grid, view, table, map, painted}: the tiles and head view of the kinds shown before in this run,
-    // detached from the page; showing a kind again puts them back (new canvases cost a frame on a wide run), and
-    // repaints them where they are only if the head, colour scale or decode step changed meanwhile
+    // kind -> {grid, page, table, map, painted}: the kinds shown before in this run: their tiles, detached from the
+    // page, and their head view, hidden where it is (its text keeps its layout; relaying out a wide head's text
+    // costs a frame); showing a kind again puts them back (new canvases cost a frame on a wide run) and repaints
+    // them only if the head, colour scale or decode step changed meanwhile
     const kept = new Map();
+    const headViewId = ui.view.id;
     function keep(kind) {
+      /* the head view stays where it is, hidden, so that its laid-out text comes back without a new layout */
       if (kind === null || !ui.grid.firstChild) return;
-      kept.set(kind, {grid: Array.from(ui.grid.childNodes), view: Array.from(ui.view.childNodes), table: table, map: map,
-        painted: gridPainted});
-      ui.grid.replaceChildren(); ui.view.replaceChildren(); table = map = gridPainted = null;
+      const page = ui.view;
+      page.removeAttribute("id"); page.removeAttribute("tabindex"); page.removeAttribute("aria-label");
+      delete page.dataset.kind; delete page.dataset.layer; delete page.dataset.head;
+      page.classList.add("av-kept"); page.inert = true;
+      kept.set(kind, {grid: Array.from(ui.grid.childNodes), page: page, table: table, map: map, painted: gridPainted});
+      ui.grid.replaceChildren(); table = map = gridPainted = null;
+      ui.view = document.createElement("div");
+      ui.view.className = "av-head-view"; ui.view.id = headViewId; ui.view.tabIndex = 0;
+      ui.views.append(ui.view);
     }
     function restore(kind) {
       const was = kept.get(kind);
       if (!was) return false;
       kept.delete(kind);
-      ui.grid.replaceChildren(...was.grid); ui.view.replaceChildren(...was.view); table = was.table; map = was.map;
+      ui.view.remove();
+      ui.view = was.page; ui.view.classList.remove("av-kept"); ui.view.inert = false;
+      ui.view.id = headViewId; ui.view.tabIndex = 0;
+      ui.grid.replaceChildren(...was.grid); table = was.table; map = was.map;
       gridPainted = was.painted;
       return true;
+    }
+    function forget() {
+      for (const was of kept.values()) was.page.remove();
+      kept.clear();
     }
 
     function buildTable(k) {
@@ -552,7 +568,7 @@
       /* a new run (from the server): keep kind, layer, head and scale where the new run has them */
       if (typeof next === "string") next = next.trim() ? JSON.parse(next) : null;
       table = map = gridPainted = null; // new tokens: a new skeleton, new tiles
-      kept.clear();
+      forget();
       stopPlaying();
       state.step = null; // a new run shows its finished decode
       markStale(null);
@@ -610,14 +626,14 @@
       ui.tip.style.top = `${box.bottom - base.top + 4}px`;
       ui.tip.hidden = false;
     }
-    ui.view.addEventListener("mouseover", (event) => {
+    ui.views.addEventListener("mouseover", (event) => {
       const cell = event.target.closest("td");
       if (!cell || !data) return;
       const what = cell.classList.contains("av-future") ? "not computed yet at this step"
         : (cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.title}`);
       tip(+cell.dataset.q, +cell.dataset.k, what, cell.getBoundingClientRect());
     });
-    ui.view.addEventListener("mousemove", (event) => { // a large head: the cell under the pointer on its canvas
+    ui.views.addEventListener("mousemove", (event) => { // a large head: the cell under the pointer on its canvas
       const at = map && data ? map.cellAt(event) : null;
       if (!map) return;
       map.hover(at ? at.q : null, at ? at.j : null);
@@ -628,7 +644,7 @@
           : `weight ${weightsOf(k, state.layer)[(state.head * k.Q + at.q) * k.K + at.j].toFixed(4)}`);
       tip(at.q, at.j, what, at.box);
     });
-    ui.view.addEventListener("mouseleave", () => { ui.tip.hidden = true; if (map) map.hover(null); });
+    ui.views.addEventListener("mouseleave", () => { ui.tip.hidden = true; if (map) map.hover(null); });
 
     const controller = {
       select: (kind, layer, head) => select(kind, layer, head, "api"),

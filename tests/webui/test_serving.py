@@ -17,13 +17,14 @@ from attention_viz.webui.serving import PageCompression, StaticCache, server_app
 class Files:
     """A stand-in ASGI app: answers every path with its own body, counting the calls."""
 
-    def __init__(self, status: int = 200, chunks: int = 1, length: int | None = None, encoding: bytes | None = None):
+    def __init__(self, status: int = 200, chunks: int = 1, length: int | None = None, encoding: bytes | None = None,
+                 repeat: int = 3):
         self.calls: list[str] = []
-        self.status, self.chunks, self.length, self.encoding = status, chunks, length, encoding
+        self.status, self.chunks, self.length, self.encoding, self.repeat = status, chunks, length, encoding, repeat
 
     async def __call__(self, scope, receive, send):
         self.calls.append(scope["path"] + ("?" + scope["query_string"].decode() if scope.get("query_string") else ""))
-        body = f"body of {scope['path']}".encode() * 3
+        body = f"body of {scope['path']}".encode() * self.repeat
         headers = [(b"content-type", b"application/javascript"), (b"etag", b'"x"'), (b"x-other", b"1")]
         headers.append((b"content-length", str(self.length if self.length is not None else len(body)).encode()))
         if self.encoding:
@@ -68,6 +69,37 @@ def test_a_fixed_file_is_answered_once_by_gradio_then_from_memory():
     get(cache, "/theme.css?v=123"), get(cache, "/theme.css?v=123")
     assert files.calls == ["/assets/index-abc.js", "/static/fonts/a.woff2", "/theme.css?v=123"]
     assert cache.bytes == sum(len(body) for _, body in cache.kept.values())
+
+
+def test_kept_files_go_out_compressed_as_accepted_once_per_encoding(monkeypatch):
+    """As Gradio would compress them (br first, else gzip; its extensions, from 400 bytes), compressed once per file and
+    encoding; what Gradio does not compress goes as it is."""
+    import gzip
+
+    import brotli
+
+    files = Files(repeat=40)  # ~1.1 kB
+    cache = StaticCache(files)
+    packed: list[str] = []
+    compress = static_cache.compress
+    monkeypatch.setattr(static_cache, "compress", lambda body, encoding: packed.append(encoding) or compress(body, encoding))
+    plain = get(cache, "/assets/index-abc.js")[2]  # the first answer: Gradio's own
+    decode = {"br": brotli.decompress, "gzip": gzip.decompress}
+    for accept, encoding in (("gzip, deflate, br, zstd", "br"), ("gzip", "gzip"), ("br", "br"), ("gzip, br", "br"),
+                             ("identity", None), ("", None)):
+        status, headers, body = get(cache, "/assets/index-abc.js", headers={"Accept-Encoding": accept} if accept else {})
+        assert status == 200 and headers[b"content-length"] == str(len(body)).encode()
+        if encoding:
+            assert headers[b"content-encoding"] == encoding.encode() and headers[b"vary"] == b"Accept-Encoding"
+            assert decode[encoding](body) == plain and len(body) < len(plain)
+        else:
+            assert b"content-encoding" not in headers and body == plain
+    assert packed == ["br", "gzip"] and files.calls == ["/assets/index-abc.js"]
+    for path in ("/static/fonts/a.woff2", "/assets/tiny.js"):  # not compressed by Gradio: a font, under 400 bytes
+        small = StaticCache(Files(repeat=40 if path.endswith("woff2") else 3))
+        get(small, path)
+        assert b"content-encoding" not in get(small, path, headers={"Accept-Encoding": "br"})[1]
+    assert cache.bytes == sum(len(body) for _, body in cache.kept.values()) + sum(map(len, cache.packed.values()))
 
 
 def test_files_named_by_their_content_are_kept_by_browsers_for_good():
@@ -225,10 +257,15 @@ def test_the_app_serves_its_front_end_from_the_cache_and_its_page_compressed(run
         contents = {a: r.content for a, r in zip(assets, plain, strict=True)}
         for answer in mixed:
             assert answer.status_code == 200 and answer.content == contents[answer.url.path]
+            accepted = answer.request.headers["accept-encoding"]
+            if len(contents[answer.url.path]) >= 400:  # compressed once, by the cache or by Gradio, never twice
+                assert answer.headers.get("content-encoding") == ("br" if "br" in accepted else
+                                                                  "gzip" if "gzip" in accepted else None)
         cache = demo.server_app.middleware_stack
         while not isinstance(cache, StaticCache):
             cache = cache.app
         assert cache.hits >= len(assets) + 1 and set(assets) <= {path for path, _ in cache.kept}
+        assert {encoding for _, encoding in cache.packed} == {"br", "gzip"}  # compressed by the cache, kept
         with httpx.Client(timeout=30) as client:  # the page itself: compressed (httpx decodes it), the same page
             raw = client.get(base + "/", headers={"Accept-Encoding": "identity"})
             packed = client.get(base + "/", headers={"Accept-Encoding": "gzip, br"})

@@ -142,6 +142,8 @@ class StaticCache:
             return headers, body
         packed = self.packed.get((key, encoding))
         if packed is None:
+            if self.bytes + len(body) > self.max_bytes:  # no room for a copy: not compressed here on every request
+                return headers, body
             packed = compress(body, encoding)
             if self.bytes + len(packed) > self.max_bytes:
                 return headers, body

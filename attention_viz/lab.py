@@ -44,7 +44,7 @@ def _check_int(name: str, value: object, low: int, high: int) -> int:
     """Return value as an int in [low, high], or raise ValueError saying why not."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not (math.isfinite(value) and float(value).is_integer()):
+    if not isinstance(value, numbers.Integral) and not (math.isfinite(value) and float(value).is_integer()):
         raise ValueError(f"{name} must be a whole number, got {value!r}")
     value = int(value)
     if not low <= value <= high:

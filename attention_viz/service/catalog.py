@@ -27,7 +27,7 @@ from attention_viz.data.checkpoints import UnsafeCheckpointError, list_models, l
 from attention_viz.data.snapshots import Snapshots, load_snapshots
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
-from attention_viz.service.checks import check_choice, check_int
+from attention_viz.service.checks import check_choice, check_int, shown
 from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
     D_K_RANGE,
@@ -252,7 +252,7 @@ class Catalog:
         if family is not None and family.arm == arm:
             return model
         study = ", ".join(repr(key) for key, f in self.families.items() if f.study) or "none shipped"
-        raise ValueError(f"{COMPATIBILITY_LABEL} {compatibility!r} applies only to the study's models ({study}); "
+        raise ValueError(f"{COMPATIBILITY_LABEL} {shown(compatibility)} applies only to the study's models ({study}); "
                          f"leave it empty for {model!r}.")
 
     def check_model(self, model: object) -> str:
@@ -260,7 +260,7 @@ class Catalog:
         if model == UNTRAINED or (isinstance(model, str) and model in self.families):
             return model
         known = ", ".join(repr(value) for _, value in self.model_choices)
-        raise ValueError(f"Unknown model {model!r}; choose one of {known}.")
+        raise ValueError(f"Unknown model {shown(model)}; choose one of {known}.")
 
     @property
     def rng_lock(self) -> threading.Lock:

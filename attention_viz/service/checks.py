@@ -13,36 +13,49 @@ import numbers
 from attention_viz.data.tokenizer import PRINTABLE_ASCII
 
 
+def shown(value: object, limit: int = 40) -> str:
+    """repr(value), cut to `limit` characters: a refusal names what came without echoing a whole oversized input."""
+    got = repr(value)
+    return got if len(got) <= limit else got[:limit - 1] + "…"
+
+
+def _number(value: float | int) -> str:
+    """A number for a message: compact (%g), a whole number of any size cut like shown()."""
+    return shown(value) if isinstance(value, numbers.Integral) else f"{float(value):g}"
+
+
 def _finite_real(name: str, value: object, kind: str) -> float | int:
-    """value as a finite real number (strings are parsed, booleans refused); ValueError says it must be `kind`."""
+    """value as a finite real number (strings are parsed, booleans refused); ValueError says it must be `kind`.
+    A whole number stays an int of any size (JSON allows 10**400, which no float holds): the range check refuses it."""
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
-            raise ValueError(f"{name} must be {kind}, got {value!r}") from None
+            raise ValueError(f"{name} must be {kind}, got {shown(value)}") from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
+        raise ValueError(f"{name} must be {kind}, got {shown(value)}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+        raise ValueError(f"{name} must be a finite number, got {shown(value)}")
     return value
 
 
 def check_int(name: str, value: object, low: int, high: int) -> int:
     """value as an int in [low, high]; whole floats (3.0) and digit strings are accepted."""
     value = _finite_real(name, value, "a whole number")
-    if not float(value).is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    value = int(value)
+    if not isinstance(value, int) and not float(value).is_integer():
+        raise ValueError(f"{name} must be a whole number, got {_number(value)}")
     if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
-    return value
+        raise ValueError(f"{name} must be between {low} and {high}, got {_number(value)}")
+    return int(value)
 
 
 def check_float(name: str, value: object, low: float, high: float) -> float:
     """value as a finite float in [low, high]."""
     value = _finite_real(name, value, "a number")
     if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value:g}")
+        raise ValueError(f"{name} must be between {low:g} and {high:g}, got {_number(value)}")
     return float(value)
 
 
@@ -57,7 +70,7 @@ def check_bool(name: str, value: object) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise ValueError(f"{name} must be true or false, got {value!r}")
+    raise ValueError(f"{name} must be true or false, got {shown(value)}")
 
 
 def check_choice(name: str, value: object, choices: dict[str, str]) -> str:
@@ -69,8 +82,7 @@ def check_choice(name: str, value: object, choices: dict[str, str]) -> str:
             if value == label:
                 return key
     options = ", ".join(repr(key) for key in choices)
-    got = repr(value)
-    raise ValueError(f"{name} must be one of {options}; got {got if len(got) <= 40 else got[:39] + '…'}")
+    raise ValueError(f"{name} must be one of {options}; got {shown(value)}")
 
 
 def check_text(text: object, max_len: int) -> str:

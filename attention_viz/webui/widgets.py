@@ -18,7 +18,8 @@ _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 class Blocks(gr.Blocks):
     """gr.Blocks whose events may arrive without their trailing optional inputs (those passed to `optional`,
     added after the API was published): a raw HTTP client written before them still works, and each missing one
-    is None, as gradio_client sends it (its handler's default)."""
+    is None, as gradio_client sends it (its handler's default). A request short of any other input is refused
+    with a message saying how many values it sent and how many the endpoint takes."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -33,6 +34,9 @@ class Blocks(gr.Blocks):
         missing = block_fn.inputs[len(inputs):]
         if missing and all(block._id in self._optional_ids for block in missing):
             inputs = [*inputs, *(None for _ in missing)]
+        elif missing:  # Gradio's own refusal would reach the client as an error with no message (show_error=False)
+            raise gr.Error(f"The request sent {len(inputs)} of the {len(block_fn.inputs)} values this endpoint takes "
+                           "(the app's \"Use via API\" page lists them in order).", print_exception=False)
         return await super().preprocess_data(block_fn, inputs, state, explicit_call)
 
 

@@ -153,6 +153,25 @@ def test_raw_http_non_finite_numbers_are_refused(app_url):
     assert event == "error" and "d_k must be a finite number" in data["error"]
 
 
+def test_raw_http_integers_beyond_any_float_get_a_message(app_url):
+    """JSON integers of any size: refused by the range check, the number cut, never an error with no message."""
+    for name in ("d_k", "custom_factor", "pad_tokens", "d_model", "n_heads"):
+        event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, name: 10**400}))
+        assert event == "error" and "must be between" in data["error"] and len(data["error"]) < 120, (name, data)
+    event, data = raw_call(app_url, "dk_lab", [10**400, 16, True])
+    assert event == "error" and data["error"].startswith("d_k must be between 1 and 4096, got 1000")
+    event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, "model": "x" * 100_000}))
+    assert event == "error" and data["error"].startswith("Unknown model 'xxx") and len(data["error"]) < 400
+
+
+@pytest.mark.parametrize("api_name, sent", [("visualize", ["attention"]), ("visualize", []), ("dk_lab", [16]),
+                                            ("live_train", ["reverse", "8"])])
+def test_raw_http_calls_short_of_values_are_told_how_many(app_url, api_name, sent):
+    event, data = raw_call(app_url, api_name, sent)
+    assert event == "error" and data["error"].startswith(f"The request sent {len(sent)} of the "), data
+    assert raw_call(app_url, "dk_lab", [4, 8, True])[0] == "complete"
+
+
 def test_raw_http_booleans_are_coerced(app_url):
     event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, "causal_mask": "false", "padding_mask": 1}))
     assert event == "complete" and "causal mask off" in data[2] and data[0]["settings"]["causal_mask"] is False

@@ -66,6 +66,32 @@ def test_bad_integers(value, message):
         check_int("d_k", value, 1, 1024)
 
 
+@pytest.mark.parametrize("value", [10**400, -10**400, 2**1100, 10**20])
+def test_whole_numbers_beyond_any_float_are_refused_by_range(value):
+    """JSON carries integers of any size; no float holds 10**400 (math.isfinite would raise OverflowError)."""
+    with pytest.raises(ValueError, match="between 1 and 1024") as error:
+        check_int("d_k", value, 1, 1024)
+    assert len(str(error.value)) < 90  # the number cut, not echoed whole
+    with pytest.raises(ValueError, match="between 0.001 and 100") as error:
+        check_float("factor", value, 0.001, 100)
+    assert len(str(error.value)) < 90
+
+
+def test_refusals_never_echo_a_whole_oversized_input(runs):
+    """Each check names what came, cut to 40 characters."""
+    huge = "y" * 100_000
+    refusals = [lambda: check_bool("causal mask", huge), lambda: check_int("d_k", huge, 1, 1024),
+                lambda: check_float("factor", huge, 0.001, 100), lambda: check_choice("scaling", huge, {"a": "A"}),
+                lambda: runs.settings("abc", huge, 16), lambda: check_int("d_k", 1e308, 1, 1024)]
+    for refuse in refusals:
+        with pytest.raises(ValueError) as error:
+            refuse()
+        message = str(error.value)
+        assert "y" * 40 not in message and len(message) < 400, message[:200]
+    with pytest.raises(ValueError, match=r"got 1e\+308$"):
+        check_int("d_k", 1e308, 1, 1024)
+
+
 def test_integers_from_floats_and_strings():
     assert check_int("d_k", 16.0, 1, 1024) == 16
     assert check_int("d_k", " 32 ", 1, 1024) == 32

@@ -419,9 +419,9 @@ def test_a_kept_kind_comes_back_for_the_head_and_step_chosen_meanwhile(page: Pag
     # the other kind's head view waits beside it, hidden: no id, no data attributes, out of reach
     pages = page.locator(".av-explorer .av-head-view")
     expect(pages).to_have_count(2)
-    assert pages.evaluate_all("ps => ps.map(p => [p.id, p.dataset.kind || null, p.inert, getComputedStyle(p).visibility])") \
-        in ([["head_view", "decoder.cross_attn", False, "visible"], ["", None, True, "hidden"]],
-            [["", None, True, "hidden"], ["head_view", "decoder.cross_attn", False, "visible"]])
+    assert sorted(pages.evaluate_all("ps => ps.map(p => [p.id, p.dataset.kind || '', p.inert, "
+                                     "getComputedStyle(p).visibility, getComputedStyle(p).contentVisibility])")) == [
+        ["", "", True, "hidden", "hidden"], ["head_view", "decoder.cross_attn", False, "visible", "visible"]]
     page.select_option("#explorer .av-kind", "encoder.self_attn")
     page.locator('#explorer [data-kind="encoder.self_attn"][data-layer="0"][data-head="12"]').click()
     page.select_option("#explorer .av-kind", "decoder.cross_attn")
@@ -434,6 +434,49 @@ def test_a_kept_kind_comes_back_for_the_head_and_step_chosen_meanwhile(page: Pag
     shows(0, 12, step=2)  # the decode step chosen meanwhile
     expect(page.locator("#explorer .av-tile .av-step-mark:not([hidden])")).to_have_count(32)
     assert page.evaluate(pixels) != cross
+
+
+def test_a_kept_kinds_scores_wait_hidden_and_come_back_as_they_were(page: Page, tmp_path, views):
+    """Each kind's scores are its own panel: the panel of a kind left stays in place, hidden (no id, out of reach,
+    no selected row), the shown kind's panel is #alignment, and a kind shown again brings its panel back (the same
+    element) with the head chosen meanwhile selected."""
+    payload = views.visualize(views.runs.settings("attention", "reverse/sqrt_dk", 16, "sqrt_dk")).run
+    scores = {k["kind"]: k["scores"] for k in payload["kinds"]}
+    assert all(scores.values())
+    open_html(page, tmp_path, explorer_html(payload, document=True))
+    table = page.locator("#alignment")
+
+    def shows(kind: str, layer: int, head: int) -> None:
+        expect(table.locator(".av-look-for")).to_have_text(re.compile(re.escape(scores[kind]["look_for"][:30])))
+        expect(table.locator("thead tr").first.locator("th")).to_have_count(1 + len(scores[kind]["labels"]))
+        expect(table.locator("thead tr").first.locator("th").nth(1)).to_have_text(list(scores[kind]["labels"].values())[0])
+        selected = table.locator("tbody tr.av-selected")
+        expect(selected).to_have_count(1)
+        expect(selected).to_have_attribute("data-layer", str(layer))
+        expect(selected).to_have_attribute("data-head", str(head))
+        expect(page.locator(".av-explorer tr.av-selected")).to_have_count(1)  # none in the hidden panels
+
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    page.locator('#explorer [data-layer="1"][data-head="1"]').click()
+    shows("decoder.cross_attn", 1, 1)
+    page.evaluate("() => { document.querySelector('#alignment').dataset.probe = 'cross'; }")
+    page.select_option("#explorer .av-kind", "encoder.self_attn")
+    shows("encoder.self_attn", 1, 1)
+    panels = page.locator(".av-explorer .av-scores")
+    expect(panels).to_have_count(2)
+    assert sorted(panels.evaluate_all("ps => ps.map(p => [p.id, p.inert, getComputedStyle(p).visibility, "
+                                      "getComputedStyle(p).contentVisibility])")) == [
+        ["", True, "hidden", "hidden"], ["alignment", False, "visible", "visible"]]
+    table.locator('tbody tr[data-layer="0"][data-head="0"]').click()  # the shown panel's rows still pick heads
+    expect(page.locator("#head_view")).to_have_attribute("data-head", "0")
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    expect(table).to_have_attribute("data-probe", "cross")  # the kept panel itself, not a new one
+    shows("decoder.cross_attn", 0, 0)
+    expect(table.locator(".av-this-head")).to_contain_text("L0·H0")
+    page.select_option("#explorer .av-kind", "decoder.self_attn")  # a third kind: two panels wait
+    expect(panels).to_have_count(3)
+    expect(page.locator("#alignment")).to_have_count(1)
+    shows("decoder.self_attn", 0, 0)
 
 
 def test_a_head_of_more_than_64_keys_has_small_cells_and_values_on_hover(page: Page, tmp_path, widest_model):

@@ -139,17 +139,25 @@
       <div class="av-legend"></div>
       <div class="av-stats"></div></div>
       <div class="av-head-views"><div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div></div>
-      <div class="av-scores" id="${escapeHtml(scoresId)}" hidden></div>
+      <div class="av-score-panels"><div class="av-scores" id="${escapeHtml(scoresId)}" hidden></div></div>
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
     return {stale: $(".av-stale-note"), summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
       scale: $(".av-scale"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
       views: $(".av-head-views"), view: $(".av-head-view"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
       prev: $(".av-prev"), next: $(".av-next"), step: $(".av-step"), stepText: $(".av-step-text"),
-      scores: $(".av-scores")};
+      scorePanels: $(".av-score-panels"), scores: $(".av-scores")};
   }
 
   const options = (items) => items.map(([v, t]) => `<option value="${escapeHtml(v)}">${escapeHtml(t)}</option>`).join("");
+  const written = new WeakMap(); // element -> the markup write() last put in it
+  function write(el, html) {
+    /* el's markup, set only when it differs from what write() put there last: a part of the view that a change
+       leaves as it was (the layer and head lists, the step's text) is not parsed and laid out again */
+    if (written.get(el) === html) return;
+    el.innerHTML = html;
+    written.set(el, html);
+  }
 
   function mount(root, payload, opts) {
     opts = opts || {};
@@ -272,10 +280,11 @@
     }
 
     function drawScores() {
-      /* what to look for (the server's sentence, from this run's numbers) and every head's scores */
+      /* what to look for (the server's sentence, from this run's numbers) and every head's scores; a kind shown
+         before brings its panel back as it was (see keep) */
       const k = data.kinds[state.kind], sc = k.scores;
       ui.scores.hidden = !sc;
-      if (!sc) { ui.scores.innerHTML = ""; return; }
+      if (!sc || ui.scores.firstChild) { markScore(); return; }
       const names = Object.keys(sc.values);
       const best = names.map((n) => Math.max(...sc.values[n].flat().map((v) => (v === null ? -1 : v))));
       let rows = "";
@@ -305,7 +314,7 @@
         const v = sc.values[n][state.layer][state.head];
         return `${escapeHtml(sc.labels[n])} ${v === null ? "–" : v.toFixed(2)}`;
       });
-      ui.scores.querySelector(".av-this-head").innerHTML = `<b>This head, L${state.layer}·H${state.head}:</b> ${parts.join(" · ")}`;
+      write(ui.scores.querySelector(".av-this-head"), `<b>This head, L${state.layer}·H${state.head}:</b> ${parts.join(" · ")}`);
     }
 
     function drawStep() {
@@ -316,11 +325,11 @@
       const t = state.step;
       ui.step.max = n; ui.step.value = t === null ? n : t;
       ui.decode.dataset.step = t === null ? "all" : t;
-      ui.play.textContent = timer ? "⏸ pause" : "▶ play";
+      write(ui.play, timer ? "⏸ pause" : "▶ play");
       ui.play.setAttribute("aria-pressed", timer ? "true" : "false");
       if (t === null) {
-        ui.stepText.innerHTML = `Finished: all ${n} steps of the greedy decode. Press play or move the slider ` +
-          "to see each output character being written.";
+        write(ui.stepText, `Finished: all ${n} steps of the greedy decode. Press play or move the slider ` +
+          "to see each output character being written.");
         return;
       }
       const k = data.kinds[state.kind], so = d.written.slice(0, t).map(shown).join("");
@@ -349,7 +358,7 @@
           text += " The rows above were computed at their own steps and stay as they were: the causal mask hides later tokens.";
         }
       }
-      ui.stepText.innerHTML = text;
+      write(ui.stepText, text);
     }
 
     function setStep(step, reason) {
@@ -363,7 +372,7 @@
 
     function stopPlaying() {
       if (timer) { clearInterval(timer); timer = null; }
-      if (data && data.decode) { ui.play.textContent = "▶ play"; ui.play.setAttribute("aria-pressed", "false"); }
+      if (data && data.decode) { write(ui.play, "▶ play"); ui.play.setAttribute("aria-pressed", "false"); }
     }
 
     function play() {
@@ -376,7 +385,7 @@
         if (next === null || next >= data.decode.written.length) { stopPlaying(); setStep(null, "play"); return; }
         setStep(next, "play");
       }, PLAY_MS);
-      ui.play.textContent = "⏸ pause"; ui.play.setAttribute("aria-pressed", "true");
+      write(ui.play, "⏸ pause"); ui.play.setAttribute("aria-pressed", "true");
     }
 
     function markSelected() {
@@ -390,21 +399,33 @@
     let table = null; // {kind, cells: [[td, index in the head, query row]]}: the head view's skeleton
     let map = null; // {kind, ...AttentionHeadMap.build}: the head view of a large head
     let gridPainted = null; // the colour scale and decode step the grid's tiles were painted for
-    // kind -> {grid, page, table, map, painted}: the kinds shown before in this run: their tiles, detached from the
-    // page, and their head view, hidden where it is (its text keeps its layout; relaying out a wide head's text
-    // costs a frame); showing a kind again puts them back (new canvases cost a frame on a wide run) and repaints
-    // them only if the head, colour scale or decode step changed meanwhile
+    // kind -> {grid, page, table, map, painted, scores}: the kinds shown before in this run: their tiles, detached
+    // from the page, and their head view and scores, hidden where they are (their text and tables keep their
+    // layout; laying out a wide head's text or a table of 32 heads again costs a frame); showing a kind again puts
+    // them back (new canvases cost a frame on a wide run) and repaints them only if the head, colour scale or
+    // decode step changed meanwhile
     const kept = new Map();
-    const headViewId = ui.view.id;
+    const headViewId = ui.view.id, scoresId = ui.scores.id;
+    function hideKept(el) { // out of the flow, unseen, unreachable, and no longer the element of its id
+      el.removeAttribute("id"); el.classList.add("av-kept"); el.inert = true;
+    }
     function keep(kind) {
-      /* the head view stays where it is, hidden, so that its laid-out text comes back without a new layout */
+      /* the head view and the scores stay where they are, hidden, so that they come back without a new layout;
+         fresh empty ones take their ids */
       if (kind === null || !ui.grid.firstChild) return;
       const page = ui.view;
-      page.removeAttribute("id"); page.removeAttribute("tabindex"); page.removeAttribute("aria-label");
+      page.removeAttribute("tabindex"); page.removeAttribute("aria-label");
       delete page.dataset.kind; delete page.dataset.layer; delete page.dataset.head;
-      page.classList.add("av-kept"); page.inert = true;
-      kept.set(kind, {grid: Array.from(ui.grid.childNodes), page: page, table: table, map: map, painted: gridPainted});
+      hideKept(page);
+      const scores = ui.scores;
+      hideKept(scores);
+      scores.querySelectorAll("tr.av-selected").forEach((tr) => tr.classList.remove("av-selected"));
+      kept.set(kind, {grid: Array.from(ui.grid.childNodes), page: page, table: table, map: map, painted: gridPainted,
+        scores: scores});
       ui.grid.replaceChildren(); table = map = gridPainted = null;
+      ui.scores = document.createElement("div");
+      ui.scores.className = "av-scores"; ui.scores.id = scoresId; ui.scores.hidden = true;
+      ui.scorePanels.append(ui.scores);
       ui.view = document.createElement("div");
       ui.view.className = "av-head-view"; ui.view.id = headViewId; ui.view.tabIndex = 0;
       ui.views.append(ui.view);
@@ -418,11 +439,14 @@
       ui.view.id = headViewId; ui.view.tabIndex = 0;
       ui.grid.replaceChildren(...was.grid); table = was.table; map = was.map;
       gridPainted = was.painted;
+      ui.scores.remove();
+      ui.scores = was.scores; ui.scores.classList.remove("av-kept"); ui.scores.inert = false; ui.scores.id = scoresId;
       return true;
     }
     function forget() {
-      for (const was of kept.values()) was.page.remove();
+      for (const was of kept.values()) { was.page.remove(); was.scores.remove(); }
       kept.clear();
+      ui.scores.innerHTML = "";
     }
 
     function buildTable(k) {
@@ -516,15 +540,15 @@
 
     function drawStats() {
       const s = data.kinds[state.kind].stats;
-      ui.stats.innerHTML = STATS.map(([key, label, unit]) =>
-        `<span><b>${label}</b> ${s[key][state.layer][state.head].toFixed(3)}${unit ? " " + unit : ""}</span>`).join("");
+      write(ui.stats, STATS.map(([key, label, unit]) =>
+        `<span><b>${label}</b> ${s[key][state.layer][state.head].toFixed(3)}${unit ? " " + unit : ""}</span>`).join(""));
     }
 
     function syncControls() {
       const k = data.kinds[state.kind];
       ui.kind.value = state.kind;
-      ui.layer.innerHTML = options(Array.from({length: k.layers}, (_, l) => [l, `${l}`]));
-      ui.head.innerHTML = options(Array.from({length: data.H}, (_, h) => [h, `${h}`]));
+      write(ui.layer, options(Array.from({length: k.layers}, (_, l) => [l, `${l}`])));
+      write(ui.head, options(Array.from({length: data.H}, (_, h) => [h, `${h}`])));
       ui.layer.value = state.layer; ui.head.value = state.head; ui.scale.value = state.scale;
     }
 
@@ -576,7 +600,8 @@
       if (!next || !next.kinds) { // nothing to show yet (the app before its first run)
         data = null;
         ui.summary.textContent = "No run to show yet.";
-        ui.grid.innerHTML = ui.view.innerHTML = ui.stats.innerHTML = ui.scores.innerHTML = "";
+        ui.grid.innerHTML = ui.view.innerHTML = "";
+        write(ui.stats, "");
         ui.decode.hidden = ui.scores.hidden = true;
         return;
       }
@@ -616,7 +641,7 @@
       });
     }
     picks(ui.grid, ".av-tile", "tile");
-    picks(ui.scores, "tr[data-layer]", "score");
+    picks(ui.scorePanels, "tr[data-layer]", "score");
     // hover: the exact weight in a tooltip beside the cell (the cell's title says it too)
     function tip(q, j, what, box) {
       const k = data.kinds[state.kind];

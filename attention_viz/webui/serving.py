@@ -1,4 +1,5 @@
-"""How the server answers a page opening: Gradio's fixed files from memory, and the page itself compressed.
+"""How the server answers a page opening: Gradio's fixed files from memory, and the page itself compressed;
+and a call to an endpoint that does not exist, with a 404 that says so.
 
 Opening the page asks the server for the page (GET /: the HTML with the whole app's config inlined, ~370 kB)
 and ~85 files: Gradio's scripts and styles under /assets/ (their names carry a hash of their content), its fonts
@@ -30,10 +31,16 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from gradio.route_utils import FnIndexInferError
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from attention_viz.service.checks import shown
 
 try:  # Gradio's own dependency (its Brotli middleware); gzip alone where it is missing
     import brotli
@@ -45,6 +52,8 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+logger = logging.getLogger(__name__)
 
 PREFIXES = ("/assets/", "/static/")  # Gradio's own front end: files of the installed package, fixed while it runs
 THEME = "/theme.css"                 # kept only when asked for with its ?v=<hash of the theme>
@@ -60,8 +69,24 @@ GRADIO_MIN_BYTES = 400
 
 
 def server_app_kwargs() -> dict:
-    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with both middlewares as its own."""
-    return {"middleware": [Middleware(PageCompression), Middleware(StaticCache)]}
+    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with both middlewares as its own, and a call
+    to an endpoint name that does not exist answered 404 with a message (Gradio answers 500 and logs a trace)."""
+    return {"middleware": [Middleware(PageCompression), Middleware(StaticCache)],
+            "exception_handlers": {FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
+
+
+async def unknown_endpoint(request: Request, error: Exception) -> Response:
+    """POST /gradio_api/call|call/v2|run|api/<name> for a name no event has (Gradio raises FnIndexInferError, or a
+    KeyError for call/v2), or with an fn_index no event has (a KeyError of that int): 404, saying so, the name cut
+    to 40 characters. Any other KeyError is what it was: logged with its trace, and a bare 500."""
+    name, fns = request.path_params.get("api_name"), request.app.get_blocks().fns
+    if isinstance(error, KeyError) and error.args and type(error.args[0]) is int and error.args[0] not in fns:
+        return JSONResponse({"detail": f"No event with fn_index {shown(error.args[0])}."}, status_code=404)
+    if name is not None and not any(fn.api_name == name for fn in fns.values()):
+        return JSONResponse({"detail": f"No endpoint named {shown(name)}; the app's \"Use via API\" page lists them."},
+                            status_code=404)
+    logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    return PlainTextResponse("Internal Server Error", status_code=500)
 
 
 def _named_by_content(scope: Scope) -> bool:

@@ -172,6 +172,24 @@ def test_raw_http_calls_short_of_values_are_told_how_many(app_url, api_name, sen
     assert raw_call(app_url, "dk_lab", [4, 8, True])[0] == "complete"
 
 
+@pytest.mark.parametrize("route", ["call", "call/v2", "run", "api"])
+def test_a_call_to_an_endpoint_that_does_not_exist_is_a_404_that_says_so(app_url, route):
+    """Gradio answers these with a bare 500 (and a trace in its log); the app says what is missing."""
+    for name, shown in (("nonexistent", "'nonexistent'"), ("x" * 300, "'" + "x" * 38 + "…")):
+        request = urllib.request.Request(f"{app_url}gradio_api/{route}/{name}", data=b'{"data": [1]}',
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=30)
+        assert error.value.code == 404
+        assert json.load(error.value)["detail"] == f"No endpoint named {shown}; the app's \"Use via API\" page lists them."
+    request = urllib.request.Request(f"{app_url}gradio_api/run/predict", data=b'{"data": [], "fn_index": 9999}',
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=30)
+    assert error.value.code == 404 and json.load(error.value)["detail"] == "No event with fn_index 9999."
+    assert raw_call(app_url, "dk_lab", [4, 8, True])[0] == "complete"  # the named ones still answer
+
+
 def test_raw_http_booleans_are_coerced(app_url):
     event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, "causal_mask": "false", "padding_mask": 1}))
     assert event == "complete" and "causal mask off" in data[2] and data[0]["settings"]["causal_mask"] is False

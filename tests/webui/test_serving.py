@@ -273,3 +273,31 @@ def test_the_app_serves_its_front_end_from_the_cache_and_its_page_compressed(run
         assert int(packed.headers["content-length"]) < len(raw.content) / 4 and packed.text == raw.text
     finally:
         demo.close()
+
+
+def test_a_key_error_of_anything_but_an_endpoint_stays_a_500_with_its_trace_logged(caplog):
+    """unknown_endpoint answers 404 only for a name or fn_index no event has; any other KeyError is not hidden."""
+    from types import SimpleNamespace
+
+    from attention_viz.webui.serving import unknown_endpoint
+
+    blocks = SimpleNamespace(fns={0: SimpleNamespace(api_name="visualize")})
+    app = SimpleNamespace(get_blocks=lambda: blocks)
+
+    def run(coroutine):  # in a thread of its own: the browser tests leave an event loop running in this one
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, coroutine).result()
+
+    def request(name: str | None) -> SimpleNamespace:
+        return SimpleNamespace(path_params={} if name is None else {"api_name": name}, app=app, method="POST",
+                               url=SimpleNamespace(path="/gradio_api/somewhere"))
+
+    answer = run(unknown_endpoint(request("nope"), KeyError("/nope")))
+    assert answer.status_code == 404 and b"No endpoint named 'nope'" in answer.body
+    answer = run(unknown_endpoint(request("predict"), KeyError(7)))
+    assert answer.status_code == 404 and b"No event with fn_index 7." in answer.body
+    for name, error in ((None, KeyError("internal")), ("visualize", KeyError("internal")), ("visualize", KeyError(0))):
+        caplog.clear()
+        answer = run(unknown_endpoint(request(name), error))
+        assert answer.status_code == 500 and answer.body == b"Internal Server Error"
+        assert caplog.records and caplog.records[0].exc_info[1] is error

@@ -208,7 +208,7 @@ class Handlers:
 
     @handler
     def lesson(self, index: float, current_model: str):
-        """A guided lesson's step (service.lesson): its text and everything it sets, in LESSON_OUTPUTS order."""
+        """A guided lesson's step (service.lesson): its text and everything it sets, in the order of lesson_panel.wire's outputs."""
         step = self.lesson_steps.step(index)
         c, lab, live = step.controls, step.lab, step.live
         model_changes = bool(c) and c.get("model") != current_model
@@ -226,6 +226,9 @@ class Handlers:
             str(step.training["d_k"]) if step.training else keep,
             live["task"] if live else keep, str(live["d_k"]) if live else keep, live["arm"] if live else keep,
             json.dumps(step.explorer) if step.explorer else "",
+            # a Transformer step talks about the explorer: its Heatmaps view, whichever view was left open
+            gr.update(selected="heatmaps") if step.tab == "transformer" else keep,
+            "heatmaps" if step.tab == "transformer" else keep,
         )
 
     @handler

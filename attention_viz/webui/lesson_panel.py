@@ -40,7 +40,7 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
                transformer["scale"], transformer["lesson_scale"],
                lab["d_k"], lab["dk_log"], lab["scaled"],
                training["d_k"], training["live_task"], training["live_dk"], training["live_arm"],
-               lesson["target"]]
+               lesson["target"], transformer["views"], transformer["active"]]
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
         last = len(handlers.lesson_steps) - 1
         event = button.click(lambda i, m, move=move, last=last: handlers.lesson(min(last, max(0, int(i) + move)), m),

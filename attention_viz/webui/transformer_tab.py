@@ -107,7 +107,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                              elem_id="head")
             active = gr.State("heatmaps")
             lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
-            with gr.Tabs(overflow_behavior="wrap"):  # every view named at once, also on a phone
+            with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
                     prose(HELP)
                     view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run")
@@ -185,4 +185,4 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
            [COMPARE])
     export_button.click(handlers.export, [*head_inputs, colour, compat], files, api_name="export", js=chosen, **RAW)
     return {"text": text, "model": model, "d_k": d_k, "dk_log": dk_log, "dk_trained": dk_trained, "scale": scale,
-            "lesson_scale": lesson_scale}
+            "lesson_scale": lesson_scale, "views": views, "active": active}

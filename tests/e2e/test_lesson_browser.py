@@ -64,3 +64,16 @@ def test_the_lesson_sets_what_it_says(page: Page, app_url):
     page.locator("#lesson_prev").click()
     expect(page.locator("#lesson_text")).to_contain_text("Step 6 of 7", timeout=TIMEOUT_MS)
     shot(page, "lesson", wait=False)
+
+
+def test_a_transformer_step_opens_the_heatmaps_whichever_view_was_left_open(page: Page, app_url):
+    """Step 1 talks about the explorer and its scores: from the Compare view, it opens Heatmaps."""
+    open_app(page, app_url)
+    page.get_by_role("tab", name="Compare").click()
+    expect(page.locator("#compare_text")).not_to_be_empty(timeout=TIMEOUT_MS)
+    expect(page.locator("#head_view")).to_be_hidden()
+    page.locator("#lesson").get_by_text("A guided lesson").click()
+    go(page, 1)
+    expect(page.get_by_role("tab", name="Heatmaps")).to_have_attribute("aria-selected", "true", timeout=TIMEOUT_MS)
+    expect(page.locator("#head_view")).to_be_visible()
+    expect(page.locator("#alignment tbody tr.av-selected")).to_be_visible()

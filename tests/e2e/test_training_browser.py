@@ -56,7 +56,17 @@ def test_steps_probes_and_kinds_change_in_the_page(page: Page, app_url):
     assert requests == [], requests
     measured = page.locator(ROOT).evaluate(READABLE_JS)
     assert measured["smallest"] >= 11 and measured["outside"] == 0, measured
+    assert min(value_gaps(page)) >= 6  # the weights of a row read apart, not as "0.000.000.00"
     shot(page, "training", wait=False)
+
+
+def value_gaps(page: Page) -> list[float]:
+    """The space (px) between the texts of neighbouring value cells in every map row."""
+    return page.locator(f"{ROOT} .av-map tbody tr").evaluate_all("""rows => rows.flatMap(row => {
+        const boxes = [...row.querySelectorAll('td')].filter(c => c.textContent.trim()).map(c => {
+            const range = document.createRange(); range.selectNodeContents(c); return range.getBoundingClientRect(); });
+        return boxes.slice(1).map((box, i) => box.left - boxes[i].right);
+    })""")
 
 
 def test_a_new_d_k_is_one_request_and_only_trained_sizes_exist(page: Page, app_url):

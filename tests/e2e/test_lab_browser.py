@@ -190,3 +190,30 @@ def test_the_marks_follow_the_controls_whatever_order_the_answers_come_in(page: 
     # Back to the numbers shown after a refusal: they are current again at once (no new value will arrive).
     states, _ = marks(("markStale", ask(5000)), ("markPending", ask(16)), ("markCurrent", None))
     assert states == ["stale", "ready", "ready"]
+
+
+LEGEND_DASHES_JS = """(view) => {
+  const curves = {'avl-normal': '.avl-plot .avl-normal', 'avl-uniform': '.avl-plot .avl-uniform',
+                  'avl-init-xavier': '.avl-plot .avl-init-xavier .avl-line'};
+  const out = [];
+  for (const [cls, selector] of Object.entries(curves)) {
+    const curve = view.querySelector(selector), swatches = view.querySelectorAll('.avl-swatch.' + cls);
+    if (!curve || !swatches.length) continue;
+    const dash = getComputedStyle(curve).strokeDasharray.split(',').map(parseFloat);
+    for (const swatch of swatches) {
+      const stops = [...getComputedStyle(swatch).backgroundImage.matchAll(/([\\d.]+)px/g)].map(m => parseFloat(m[1]));
+      out.push([cls, dash, [stops[1], stops[3] - stops[1]]]);  // the swatch's dash and gap
+    }
+  }
+  return out;
+}"""
+
+
+def test_each_dashed_or_dotted_curve_has_a_swatch_with_its_own_dashes(page: Page, app_url):
+    """A legend that draws a dashed curve as a solid line disagrees with its figure."""
+    open_lab(page, app_url)
+    expect(page.locator("#study svg[data-chart=study-spread]")).to_be_visible(timeout=TIMEOUT_MS)
+    found = page.locator(VIEW).evaluate(LEGEND_DASHES_JS) + page.locator("#study").evaluate(LEGEND_DASHES_JS)
+    assert {row[0] for row in found} == {"avl-normal", "avl-uniform", "avl-init-xavier"}, found
+    for cls, dash, swatch in found:
+        assert swatch == dash, (cls, dash, swatch)

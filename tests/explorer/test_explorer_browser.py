@@ -479,6 +479,25 @@ def test_a_kept_kinds_scores_wait_hidden_and_come_back_as_they_were(page: Page, 
     shows("decoder.self_attn", 0, 0)
 
 
+def test_the_selected_heads_score_row_scrolls_into_its_box(page: Page, tmp_path, views):
+    """32 heads' scores fill more than their box: choosing a head scrolls the box (not the page) to its row."""
+    from attention_viz.service.limits import UNTRAINED
+
+    payload = views.visualize(views.runs.settings("abcdefgh", UNTRAINED, 16, n_heads=16, d_model=64)).run
+    open_html(page, tmp_path, explorer_html(payload, document=True))
+    box = page.locator("#alignment .av-score-box")
+    assert box.evaluate("b => b.scrollHeight > b.clientHeight + 100")  # it does scroll
+    in_view = """b => { const row = b.querySelector('tbody tr.av-selected'), r = row.getBoundingClientRect(),
+        o = b.getBoundingClientRect(), head = b.querySelector('thead').getBoundingClientRect().height;
+        return [row.dataset.layer + '.' + row.dataset.head, r.top >= o.top + head - 1 && r.bottom <= o.bottom + 1]; }"""
+    for layer, head in ((1, 15), (0, 0), (1, 9)):
+        page.locator(f'#explorer [data-layer="{layer}"][data-head="{head}"]').click()
+        page.wait_for_function(f"() => ({in_view})(document.querySelector('#alignment .av-score-box'))[1] && "
+                               f"document.querySelector('#alignment tr.av-selected').dataset.head === '{head}'",
+                               timeout=5_000)
+    assert box.evaluate(in_view) == ["1.9", True]
+
+
 def test_a_head_of_more_than_64_keys_has_small_cells_and_values_on_hover(page: Page, tmp_path, widest_model):
     from attention_viz.explorer.notebook import run_model
 

@@ -315,6 +315,16 @@
         return `${escapeHtml(sc.labels[n])} ${v === null ? "–" : v.toFixed(2)}`;
       });
       write(ui.scores.querySelector(".av-this-head"), `<b>This head, L${state.layer}·H${state.head}:</b> ${parts.join(" · ")}`);
+      const box = ui.scores.querySelector(".av-score-box"), row = box && box.querySelector("tbody tr.av-selected");
+      if (row) requestAnimationFrame(() => keepInView(box, row)); // read once the frame lays it out, not now
+    }
+
+    function keepInView(box, row) {
+      /* scroll the scores' own box (never the page) so that the selected head's row shows below its sticky head */
+      const b = box.getBoundingClientRect(), r = row.getBoundingClientRect();
+      const top = b.top + box.querySelector("thead").getBoundingClientRect().height;
+      if (r.top < top) box.scrollTop -= top - r.top;
+      else if (r.bottom > b.bottom) box.scrollTop += r.bottom - b.bottom;
     }
 
     function drawStep() {

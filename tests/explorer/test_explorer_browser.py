@@ -179,6 +179,20 @@ def test_phone_width(page: Page, tmp_path, widest_payload):
     shot(page, "phone")
 
 
+@pytest.mark.parametrize("width", [232, 300, 374])
+def test_the_controls_fit_a_small_phone(page: Page, tmp_path, widest_payload, width):
+    """The stacked controls stay inside the explorer, the longest option's select shrinking to fit (232 px: the
+    app's explorer on a 320 px phone, 300: 390 px)."""
+    page.set_viewport_size({"width": 390, "height": 800})
+    open_html(page, tmp_path, explorer_html(widest_payload, document=True))
+    page.add_style_tag(content=f".av-explorer {{ width: {width}px; }}")
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")  # the longest label
+    right = page.locator(".av-explorer").evaluate("e => e.getBoundingClientRect().right - parseFloat(getComputedStyle(e).paddingRight)")
+    rights = page.locator("#explorer .av-controls label, #explorer .av-controls select, #explorer .av-decode > *").evaluate_all(
+        "es => es.map(e => e.getBoundingClientRect().right)")
+    assert max(rights) <= right + 0.5, (right, rights)
+
+
 def test_the_notebook_view_twice_in_one_page(page: Page, tmp_path, shipped_model):
     """Two show() outputs in one document (as a notebook holds them): each iframe works on its own."""
     first, second = show(shipped_model, "abc"), show(shipped_model, "hello")

@@ -44,7 +44,7 @@ def test_steps_probes_and_kinds_change_in_the_page(page: Page, app_url):
             maps = np.frombuffer(base64.b64decode(arm["maps"]["decoder.0.cross_attn"]), np.uint8).reshape(shape)
             row = maps[index, 0, 0, 1, : len(data["tokens"]["source"][0])] / 255  # probe 0, head 0, query 1
             texts = section.locator("tbody tr").nth(1).locator("td").all_inner_texts()
-            assert texts == [f"{w:.2f}" for w in row]
+            assert texts == ["1" if w >= 0.995 else f"{w:.2f}".removeprefix("0") for w in row]  # ".96": no "0"
     page.select_option(f"{ROOT} .av-probe", "3")
     source = data["tokens"]["source"][3]
     expect(page.locator(f'{ROOT} [data-arm="dot"] thead th')).to_have_count(1 + len(source))
@@ -57,6 +57,8 @@ def test_steps_probes_and_kinds_change_in_the_page(page: Page, app_url):
     measured = page.locator(ROOT).evaluate(READABLE_JS)
     assert measured["smallest"] >= 11 and measured["outside"] == 0, measured
     assert min(value_gaps(page)) >= 6  # the weights of a row read apart, not as "0.000.000.00"
+    for arm in ("scaled_dot", "dot", "additive"):  # and each map fits its panel at 1280 px: no column hidden
+        assert page.locator(f'{ROOT} [data-arm="{arm}"] .av-arm-map').evaluate("m => m.scrollWidth <= m.clientWidth")
     shot(page, "training", wait=False)
 
 

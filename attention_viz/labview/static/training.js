@@ -31,6 +31,9 @@
   const shown = (t) => (t === " " ? "␣" : t);
   const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
   const num = (v, d) => (v === null || v === undefined ? "–" : v.toFixed(d));
+  // a weight in a map's cell, without its leading zero (".96", "1"): three characters leave a gap between the
+  // numbers of a row in cells that still fit the three maps side by side; the exact weight is the cell's title
+  const weight = (w) => (w >= 0.995 ? "1" : w.toFixed(2).replace(/^0/, ""));
 
   function bytes(b64) {
     const raw = atob(b64), out = new Uint8Array(raw.length);
@@ -150,7 +153,7 @@
               const w = cell(arm, state.key, s, p, h, q, j), rgb = colour(w);
               const light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140;
               html += `<td style="background:rgb(${rgb});color:${light ? "#000" : "#fff"}" ` +
-                `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${w.toFixed(2)}</td>`;
+                `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${weight(w)}</td>`;
             });
             html += "</tr>";
           });

@@ -85,16 +85,24 @@ def test_a_new_d_k_is_one_request_and_only_trained_sizes_exist(page: Page, app_u
         Client(app_url, verbose=False).predict(d_k="64", api_name="/training")
 
 
-def test_phone_width(page: Page, app_url):
-    open_training(page, app_url, width=390)
+@pytest.mark.parametrize("phone", [320, 390])
+def test_phone_width(page: Page, app_url, phone):
+    open_training(page, app_url, width=phone)
     width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert width[0] <= width[1], width
     boxes = page.locator(f"{ROOT} [data-arm]").evaluate_all("s => s.map(e => Math.round(e.getBoundingClientRect().left))")
     assert len(set(boxes)) == 1, boxes  # the three arms stack
     rights = page.locator(f"{ROOT} select, {ROOT} button, {ROOT} input").evaluate_all(
         "es => es.map(e => e.getBoundingClientRect().right)")
-    assert max(rights) <= 390, rights  # no control runs off the screen
-    shot(page, "training_phone", wait=False)
+    assert max(rights) <= phone, rights  # no control runs off the screen
+    arms = page.locator(f"{ROOT} [data-arm]").evaluate_all("s => s.map(e => e.getBoundingClientRect().right)")
+    assert max(arms) <= phone, arms  # nor a panel
+    # the charts are scaled to their panel: their text, as drawn on the screen, is still 11 px
+    drawn = page.locator(f"{ROOT} svg.av-curve").evaluate_all("""ss => ss.flatMap(s => {
+        const scale = s.getBoundingClientRect().width / s.viewBox.baseVal.width;
+        return [...s.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize) * scale); })""")
+    assert drawn and min(drawn) >= 10.95, min(drawn)
+    shot(page, f"training_phone_{phone}", wait=False)
 
 
 def test_train_it_yourself_streams_and_cancels_while_others_are_answered(page: Page, browser, app_url):

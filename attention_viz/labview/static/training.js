@@ -108,7 +108,16 @@
       charts = [...ui.arms.querySelectorAll(".av-arm")].map((section, i) => [
         drawChart(section.querySelector(".av-curve:not(.av-loss)"), d.arms[i], SERIES, 1),
         drawChart(section.querySelector(".av-loss"), d.arms[i], LOSS, top)]);
+      fitText.disconnect();
+      fitText.observe(ui.arms.querySelector(".av-curve"));
     }
+
+    // A chart is drawn in a CHART.w-wide viewBox and scaled to its panel: in a panel narrower than that (a phone),
+    // its text is made larger in the viewBox so that it still shows at 11 px on the screen.
+    const fitText = new ResizeObserver(([entry]) => {
+      const width = entry.contentRect.width;
+      if (width > 0) ui.arms.style.setProperty("--av-curve-text", `${Math.max(11, (11 * CHART.w) / width).toFixed(2)}px`);
+    });
 
     function x(step) {
       const last = Math.log10((d.total_steps || d.steps[d.steps.length - 1]) + 1);

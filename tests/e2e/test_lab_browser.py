@@ -29,6 +29,11 @@ PROBLEMS_JS = """(view) => {
       if (!inside(t.getBoundingClientRect(), box, 0.5)) out.push(name + ': text cut off: ' + t.textContent);
     for (const m of svg.querySelectorAll('.avl-plot > *'))
       if (!inside(m.getBoundingClientRect(), area, 1.5)) out.push(name + ': mark outside the axes: ' + m.getAttribute('data-role'));
+    const texts = [...svg.querySelectorAll('.avl-axis text')].map(t => [t.textContent, t.getBoundingClientRect()]);
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+      const [a, p] = texts[i], [b, q] = texts[j];
+      if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push(name + ': labels overlap: ' + a + ' / ' + b);
+    }
   }
   return out;
 }"""
@@ -119,19 +124,23 @@ def test_logits_keep_one_scale_and_a_thousand_keys_stay_visible(page: Page, app_
     shot(page, "lab-1024-keys")
 
 
-def test_a_phone_stacks_the_charts_without_horizontal_overflow(page: Page, app_url):
-    open_lab(page, app_url, width=390, height=844)
+@pytest.mark.parametrize("phone", [320, 390])
+def test_a_phone_stacks_the_charts_without_horizontal_overflow(page: Page, app_url, phone):
+    open_lab(page, app_url, width=phone, height=844)
     showing(page, 16, 32, True)
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate("document.documentElement.scrollWidth") <= phone
     view = box(page, VIEW)
-    assert view["x"] >= 0 and view["x"] + view["w"] <= 390
+    assert view["x"] >= 0 and view["x"] + view["w"] <= phone
     panels = [box(page, f'#lab_view [data-panel="{name}"]') for name in ("histogram", "logits", "softmax", "sweep")]
     for upper, lower in zip(panels, panels[1:]):
         assert lower["y"] >= upper["y"] + upper["h"] - 1 and abs(lower["x"] - upper["x"]) < 2  # one column
     sweep_charts = page.locator("#lab_view [data-panel=sweep] svg.avl-chart")
     expect(sweep_charts).to_have_count(4)
     assert problems(page) == []
-    shot(page, "lab-390px")
+    study = page.locator("#study")
+    expect(study.locator("svg[data-chart=study-spread]")).to_be_visible()
+    assert study.evaluate(PROBLEMS_JS) == []  # the study's charts too: no label over another at this width
+    shot(page, f"lab-{phone}px")
 
 
 def test_a_refused_d_k_marks_the_lab_stale_until_a_good_one_arrives(page: Page, app_url):

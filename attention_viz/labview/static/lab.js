@@ -92,11 +92,23 @@
       label(axes, area.x0 - 6, py + 4, yLabels[i], { "text-anchor": "end" });
     });
     const xLabels = o.xTicks.map((v) => (o.xFmt || fmt)(v));
-    o.xTicks.forEach((v, i) => {
-      const px = x(v);
-      svgEl("line", { x1: px, x2: px, y1: area.y1, y2: area.y1 + 4 }, axes);
+    const spans = o.xTicks.map((v, i) => { // each label's extent, as anchored; a narrow chart drops the ones that
+      const px = x(v), w = CHAR_PX * xLabels[i].length; // would run into the label before (the last one stays)
       const anchor = px - area.x0 < 12 ? "start" : area.x1 - px < 12 ? "end" : "middle";
-      label(axes, px, area.y1 + 17, xLabels[i], { "text-anchor": anchor });
+      const left = anchor === "start" ? px : anchor === "end" ? px - w : px - w / 2;
+      return { px: px, anchor: anchor, left: left, right: left + w };
+    });
+    const shown = [];
+    spans.forEach((span, i) => {
+      while (shown.length && spans[shown[shown.length - 1]].right + 4 > span.left) {
+        if (i < spans.length - 1) return; // this one would collide: not written
+        shown.pop(); // the last label collides: the one before it gives way
+      }
+      shown.push(i);
+    });
+    spans.forEach((span, i) => {
+      svgEl("line", { x1: span.px, x2: span.px, y1: area.y1, y2: area.y1 + 4 }, axes);
+      if (shown.includes(i)) label(axes, span.px, area.y1 + 17, xLabels[i], { "text-anchor": span.anchor });
     });
     svgEl("line", { x1: area.x0, x2: area.x1, y1: area.y1, y2: area.y1, class: "avl-baseline" }, axes);
     label(axes, (area.x0 + area.x1) / 2, o.height - 6, o.xTitle, { "text-anchor": "middle", class: "avl-title" });
@@ -200,7 +212,8 @@
     let total = 0, r90 = n;
     const sums = q.weights.map((w, i) => { total += w; if (total >= 0.9 && r90 === n && i < n) r90 = i + 1; return total; });
     const c = chart(box, { name: "cumulative", height: 190, xDomain: [0, n], yDomain: [0, 1], pad: 5,
-      xTicks: [0, ...rankTicks(n, box.clientWidth).filter((r) => r > 1)], yTicks: [0, 0.5, 0.9, 1], yFmt: (v) => String(v),
+      xTicks: [0, ...rankTicks(n, box.clientWidth).filter((r) => r > 1)], yTicks: [0, 0.5, 0.9, 1],
+      yFmt: (v) => (v === 1 ? "" : String(v)), // the top's gridline, unlabelled: "1" would sit on "0.9"
       xTitle: "number of keys, largest weights first", yTitle: "weight held",
       aria: `90% of the weight on ${r90} of ${n} keys` });
     svgEl("line", { x1: c.x(0), y1: c.y(0), x2: c.x(n), y2: c.y(1), class: "avl-uniform" }, c.plot);

@@ -188,7 +188,8 @@ def test_the_controls_fit_a_small_phone(page: Page, tmp_path, widest_payload, wi
     page.add_style_tag(content=f".av-explorer {{ width: {width}px; }}")
     page.select_option("#explorer .av-kind", "decoder.cross_attn")  # the longest label
     right = page.locator(".av-explorer").evaluate("e => e.getBoundingClientRect().right - parseFloat(getComputedStyle(e).paddingRight)")
-    rights = page.locator("#explorer .av-controls label, #explorer .av-controls select, #explorer .av-decode > *").evaluate_all(
+    rights = page.locator("#explorer .av-controls label, #explorer .av-controls select, #explorer .av-decode > *, "
+                          "#explorer .av-output code").evaluate_all(
         "es => es.map(e => e.getBoundingClientRect().right)")
     assert max(rights) <= right + 0.5, (right, rights)
 

@@ -189,3 +189,18 @@ def test_a_phone_scrolls_the_panel_not_the_page(page: Page, tmp_path, shipped_vi
     panel.evaluate("p => { p.scrollLeft = p.scrollWidth; }")
     assert panel.evaluate("p => p.scrollLeft") > 0
     shot(page, "phone")
+
+
+def test_long_outputs_break_inside_a_small_phone(page: Page, tmp_path, shipped_views):
+    """Two outputs of 33 characters (the untrained model's longest) under the comparison wrap at 320 px."""
+    from attention_viz.service.limits import UNTRAINED
+
+    views = shipped_views
+    settings = views.runs.settings("abcdefghijklmnopqrstuvwxyzabcdef", UNTRAINED, 16)
+    payload = views.compare(settings, "scaling", "decoder.cross_attn", 1, 0)[0]
+    assert min(len(output) for output in payload["outputs"]) >= 30
+    open_view(page, tmp_path, payload, width=390)
+    page.add_style_tag(content=".av-hv { width: 216px; }")  # the view's width in the app on a 320 px phone
+    width = page.locator(".av-hv").evaluate("e => e.getBoundingClientRect().right")
+    rights = page.locator(".av-hv .av-outputs code").evaluate_all("cs => cs.map(c => c.getBoundingClientRect().right)")
+    assert len(rights) == 2 and max(rights) <= width + 0.5, (width, rights)

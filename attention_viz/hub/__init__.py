@@ -1,0 +1,29 @@
+"""Real Transformers through Hugging Face transformers (the optional extra `pip install ".[hub]"`), our Eq. 1 inside.
+
+    from attention_viz import hub
+    model = hub.load_pretrained("Helsinki-NLP/opus-mt-en-de")      # or hub.PretrainedTransformer(model, tokenizer)
+    src = model.encode("Attention is all you need.")
+    out, maps = model.greedy_decode(src.ids[None], max_new_tokens=30, scale="none")
+
+Every attention of the model runs attention_viz.core's Eq. 1 with our switches (scale, causal_mask,
+padding_mask) as forward arguments and records its map under our keys. Weights load from safetensors only;
+remote code never runs.
+"""
+
+from attention_viz.hub.attention import IMPLEMENTATION
+from attention_viz.hub.families import FAMILIES, Family, UnsupportedModelError, family_of
+from attention_viz.hub.loading import ModelUnavailableError, UnsafeWeightsError, load_pretrained
+from attention_viz.hub.model import Encoding, PretrainedTransformer
+
+__all__ = [
+    "FAMILIES",
+    "IMPLEMENTATION",
+    "Encoding",
+    "Family",
+    "ModelUnavailableError",
+    "PretrainedTransformer",
+    "UnsafeWeightsError",
+    "UnsupportedModelError",
+    "family_of",
+    "load_pretrained",
+]

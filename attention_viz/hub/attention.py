@@ -1,0 +1,121 @@
+"""Our Eq. 1 inside a Hugging Face model: an attention function and a mask function registered with transformers.
+
+transformers looks up `config._attn_implementation` in two registries: `AttentionInterface` for the function
+that turns (query, key, value, mask) into (output, weights), and `AttentionMaskInterface` for the function
+that builds each layer's mask. Both are registered under IMPLEMENTATION. The attention function runs
+attention_viz.core.attention.scaled_dot_product_attention, the reference the rest of the package proves, so
+every attention of a real model goes through the same code as our own Transformer's.
+
+The switches of one forward pass (scale, causal_mask, padding_mask) and the recorder of its maps travel in a
+context variable set by `switched(...)` for the length of that call: the functions transformers calls cannot
+be handed our arguments, and a context variable belongs to the thread (or task) that set it, so two users of
+one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own
+eager attention: its scaling, its masks, nothing recorded.
+
+Axes: B batch, H query heads, H_kv key/value heads (grouped-query attention), Q queries, K keys, d head width.
+Masks are built by transformers' own sdpa_mask (boolean, True = may attend: our convention), always
+materialised, with the switches applied where the model composes them: the causal mask function is replaced by
+the bidirectional one when the causal mask is off (a sliding window goes with it), and the 2D padding mask is
+dropped when the padding mask is off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, bidirectional_mask_function, sdpa_mask
+
+from attention_viz.core.attention import Scale, scale_factor, scaled_dot_product_attention
+
+IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
+
+
+@dataclass
+class Pass:
+    """The switches of one forward pass and what it records: map key -> weights [B, H, Q, K]."""
+
+    scale: Scale = "sqrt_dk"
+    causal_mask: bool = True
+    padding_mask: bool = True
+    keys: dict[int, str] = field(default_factory=dict)    # id(attention module) -> map key
+    record: bool = True
+    maps: dict[str, torch.Tensor] = field(default_factory=dict)
+    factors: dict[str, float] = field(default_factory=dict)  # map key -> the model's own factor on QKᵀ
+
+
+_current: contextvars.ContextVar[Pass | None] = contextvars.ContextVar("attention_viz_pass", default=None)
+
+
+@contextlib.contextmanager
+def switched(settings: Pass) -> Iterator[Pass]:
+    """Run the model's attention with these switches, recording into `settings.maps`, for the `with` block."""
+    token = _current.set(settings)
+    try:
+        yield settings
+    finally:
+        _current.reset(token)
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Grouped-query attention's shared keys or values for every query head: [B, H_kv, K, d] -> [B, H_kv·n_rep, K, d]."""
+    if n_rep == 1:
+        return x
+    B, H_kv, K, d = x.shape
+    return x[:, :, None].expand(B, H_kv, n_rep, K, d).reshape(B, H_kv * n_rep, K, d)  # (B, H, K, d)
+
+
+def as_allowed(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """A mask as transformers hands it (boolean True = may attend, or additive float) -> boolean, True = may attend."""
+    if mask is None or mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend, a large negative number is hidden
+
+
+def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                  **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """transformers' attention-function contract, computed by our Eq. 1.
+
+    query [B, H, Q, d], key/value [B, H_kv, K, d], mask broadcastable to [B, 1, Q, K] ->
+    (output [B, Q, H, d] as transformers expects it, weights [B, H, Q, K]).
+    """
+    run = _current.get()
+    own = scaling if scaling is not None else query.size(-1) ** -0.5  # the model's own factor on QKᵀ
+    scale: Scale = own
+    if run is not None and run.scale != "sqrt_dk":
+        scale = scale_factor(run.scale, query.size(-1))  # "none" -> 1, a number -> that number
+    n_rep = query.size(1) // key.size(1)
+    k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (B, H, K, d)
+    mask = as_allowed(attention_mask)
+    if mask is not None and mask.size(-1) != k.size(-2):
+        mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
+    output, weights = scaled_dot_product_attention(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
+    if run is not None and run.record and id(module) in run.keys:
+        name = run.keys[id(module)]
+        run.maps[name] = weights
+        run.factors[name] = float(own)
+    return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
+
+
+def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:
+    """transformers' mask-function contract: its sdpa_mask, always materialised, with this pass's mask switches."""
+    run = _current.get()
+    if run is not None and not run.padding_mask:
+        attention_mask = None
+    if run is not None and not run.causal_mask:
+        mask_function = bidirectional_mask_function
+    kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
+    if mask_function is not None:
+        kwargs["mask_function"] = mask_function
+    for unused in ("dtype", "config"):  # eager's and custom functions' extras; sdpa_mask takes **kwargs anyway
+        kwargs.pop(unused, None)
+    return sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
+
+
+AttentionInterface.register(IMPLEMENTATION, eq1_attention)
+AttentionMaskInterface.register(IMPLEMENTATION, switched_mask)

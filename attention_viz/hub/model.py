@@ -1,0 +1,260 @@
+"""A Hugging Face model run through our Eq. 1, with the same forward-argument switches as our Transformer.
+
+    model = PretrainedTransformer(hf_model, tokenizer)        # or hub.load_pretrained("Helsinki-NLP/opus-mt-en-de")
+    src = model.encode("Attention is all you need.")
+    out, maps = model.greedy_decode(src.ids[None], max_new_tokens=20, scale="none")
+    maps["decoder.5.cross_attn"]                              # [B, H, Q, K], as for our own models
+
+Axes: B batch, S source positions, T decoder positions, V vocabulary, H heads, Q queries, K keys.
+Layouts: an encoder-decoder model (Marian, BART) has all three kinds of map; an encoder-only model (BERT) only
+`encoder.{i}.self_attn`; a decoder-only model (GPT-2, Llama) only `decoder.{i}.self_attn`, over the prompt and
+what it wrote. Switches, as in core.model:
+    scale         "sqrt_dk" (the model's own factor, 1/√d_k in every supported family) | "none" | positive float
+    causal_mask   the decoder's mask of future positions (off: every position sees every other)
+    padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attention_viz.core.attention import Scale, scale_factor
+from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
+from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
+from attention_viz.hub.decoding import greedy_processors
+from attention_viz.hub.families import Family, UnsupportedModelError, family_of
+
+KIND_OF_LAYOUT = {
+    "encoder-decoder": tuple(KINDS),
+    "encoder": ("encoder.self_attn",),
+    "decoder": ("decoder.self_attn",),
+}
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """A text as the model's tokenizer cuts it: ids (special tokens included) and the model's own pieces."""
+
+    ids: torch.Tensor           # [S] long
+    tokens: list[str]
+
+
+class PretrainedTransformer:
+    """A transformers model whose every attention runs our Eq. 1 and records its map under our keys.
+
+    Wrapping sets the model's attention implementation to ours (`config._attn_implementation`) and puts it in
+    eval mode; without our switches it computes what its eager attention does. Never mutate a wrapped model that
+    other users share.
+
+    Args:
+        model: a transformers PreTrainedModel of a supported family (families.FAMILIES).
+        tokenizer: its tokenizer (a transformers tokenizer).
+        name: what the app calls it (default: the model's name_or_path).
+    """
+
+    def __init__(self, model, tokenizer, name: str | None = None) -> None:
+        self.family: Family = family_of(model.config)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "name_or_path", "") or self.family.name
+        model.set_attn_implementation(IMPLEMENTATION)
+        model.eval()
+        self._keys = {}
+        for module_name, module in model.named_modules():
+            key = self.family.key_of(module_name)
+            if key is not None:
+                self._keys[id(module)] = key
+        self.kinds = KIND_OF_LAYOUT[self.family.layout]
+        self.layers = {kind: sum(1 for key in self._keys.values() if _kind_of(key) == kind) for kind in self.kinds}
+        if not all(self.layers.values()):
+            raise UnsupportedModelError(f"no attention layers of {self.family.name}'s expected names were found in "
+                                        f"{type(model).__name__}.")
+        config = model.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        self.n_heads = int(getattr(text_config, "num_attention_heads", 0) or text_config.encoder_attention_heads)
+        self.d_model = int(getattr(text_config, "hidden_size", 0) or text_config.d_model)
+        self.d_k = int(getattr(text_config, "head_dim", None) or self.d_model // self.n_heads)
+        self.vocab_size = int(text_config.vocab_size)
+
+    # -- facts
+
+    @property
+    def layout(self) -> str:
+        return self.family.layout
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def pad_id(self) -> int | None:
+        return self.tokenizer.pad_token_id
+
+    def n_layers(self, kind: str) -> int:
+        """Layers with attention of this kind (0 for a kind the model does not have)."""
+        split_kind(kind)
+        return self.layers.get(kind, 0)
+
+    @property
+    def start_id(self) -> int:
+        """The decoder's first input token (encoder-decoder models)."""
+        start = self.model.generation_config.decoder_start_token_id
+        if start is None:
+            start = self.model.config.decoder_start_token_id
+        if isinstance(start, list):
+            start = start[0]
+        if start is None:
+            raise UnsupportedModelError(f"{self.name} has no decoder_start_token_id.")
+        return int(start)
+
+    @property
+    def eos_ids(self) -> set[int]:
+        """Tokens that end a greedy decode."""
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        return set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+
+    # -- text
+
+    def encode(self, text: str) -> Encoding:
+        """The text's ids as the model takes them (special tokens added as the tokenizer adds them) and its pieces."""
+        ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0]  # (S,)
+        return Encoding(ids, self.pieces(ids.tolist()))
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """The model's own tokens of ids (subword pieces, special tokens by name)."""
+        return [str(t) for t in self.tokenizer.convert_ids_to_tokens(ids)]
+
+    def decode(self, ids: list[int]) -> str:
+        """Ids as text, special tokens left out."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # -- passes
+
+    def padding_of(self, ids: torch.Tensor) -> torch.Tensor:
+        """The 2D attention mask [B, S] of ids: 1 where a token is not the tokenizer's <pad>."""
+        if self.pad_id is None:
+            return torch.ones_like(ids)
+        return (ids != self.pad_id).long()
+
+    def _pass(self, scale: Scale, causal_mask: bool, padding_mask: bool, record: bool = True) -> Pass:
+        if scale != "sqrt_dk":
+            scale_factor(scale, self.d_k)  # ValueError for a bad mode or factor, before any work
+        return Pass(scale, bool(causal_mask), bool(padding_mask), self._keys, record)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        decoder_input_ids: torch.Tensor | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        scale: Scale = "sqrt_dk",
+        causal_mask: bool = True,
+        padding_mask: bool = True,
+    ) -> tuple[torch.Tensor, AttentionMaps]:
+        """One pass -> (logits [B, T, V] (or the encoder's last hidden states for a model without a head), maps).
+
+        input_ids [B, S] is the source of an encoder-decoder model, the text of an encoder or of a decoder-only model;
+        decoder_input_ids [B, T] the decoder's input (encoder-decoder models only). attention_mask [B, S] defaults to
+        the tokens that are not <pad>.
+        """
+        attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.layout == "encoder-decoder":
+            if decoder_input_ids is None:
+                raise ValueError(f"{self.family.name} is an encoder-decoder model: give decoder_input_ids.")
+            kwargs["decoder_input_ids"] = decoder_input_ids
+        elif decoder_input_ids is not None:
+            raise ValueError(f"{self.family.name} has no decoder input: give input_ids only.")
+        if self.layout != "encoder":
+            kwargs["use_cache"] = False
+        with switched(self._pass(scale, causal_mask, padding_mask)) as run:
+            outputs = self.model(**kwargs)
+        logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
+        return logits, self._maps(run)
+
+    def _maps(self, run: Pass) -> AttentionMaps:
+        """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""
+        return AttentionMaps({key: run.maps[key] for key in sorted(run.maps, key=_key_order)})
+
+    @torch.no_grad()
+    def greedy_decode(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        scale: Scale = "sqrt_dk",
+        causal_mask: bool = True,
+        padding_mask: bool = True,
+    ) -> tuple[torch.Tensor, AttentionMaps]:
+        """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
+
+        As `generate(num_beams=1, do_sample=False)` with the model's generation config (its banned tokens, forced
+        first and last tokens, minimum length and repetition rules). The returned tokens exclude the decoder's start
+        token (or the prompt); a finished row is padded with <pad> (else its end token). The maps come from one full
+        pass over the decoder's input, which is the start token (or the prompt) and every written token but the
+        last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
+        An encoder-only model writes nothing: use forward.
+        """
+        if self.layout == "encoder":
+            raise ValueError(f"{self.family.name} is an encoder only: it does not write text; use forward.")
+        attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
+        B, device = input_ids.size(0), input_ids.device
+        run = self._pass(scale, causal_mask, padding_mask, record=False)
+        if self.layout == "encoder-decoder":
+            with switched(self._pass(scale, causal_mask, padding_mask)) as encoder_run:
+                encoder_outputs = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+            seq = torch.full((B, 1), self.start_id, dtype=torch.long, device=device)  # (B, 1)
+        else:
+            seq = input_ids  # (B, S): the prompt
+        prompt_length = seq.size(1)
+        processors = greedy_processors(self.model.generation_config, prompt_length + max_new_tokens,
+                                       self.eos_ids, prompt_length)
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        fill = self.pad_id if self.pad_id is not None else min(self.eos_ids, default=0)
+        for _ in range(int(max_new_tokens)):
+            with switched(run):
+                if self.layout == "encoder-decoder":
+                    logits = self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                                        decoder_input_ids=seq, use_cache=False).logits[:, -1]  # (B, V)
+                else:
+                    mask = torch.cat([attention_mask, attention_mask.new_ones(B, seq.size(1) - prompt_length)], 1)
+                    logits = self.model(input_ids=seq, attention_mask=mask, use_cache=False).logits[:, -1]
+            scores = processors(seq, logits.float())
+            next_token = scores.argmax(-1).masked_fill(done, fill)  # (B,)
+            seq = torch.cat([seq, next_token[:, None]], dim=1)
+            done = done | torch.isin(next_token, torch.tensor(sorted(self.eos_ids), device=device))
+            if bool(done.all()):
+                break
+        written = seq[:, prompt_length:]  # (B, n)
+        if self.layout == "encoder-decoder":
+            with switched(self._pass(scale, causal_mask, padding_mask)) as decoder_run:
+                self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                           decoder_input_ids=seq[:, :-1] if written.size(1) else seq, use_cache=False)
+            decoder_run.maps.update(encoder_run.maps)
+            return written, self._maps(decoder_run)
+        context = seq[:, :-1] if written.size(1) else seq
+        mask = torch.cat([attention_mask, attention_mask.new_ones(B, context.size(1) - prompt_length)], 1)
+        with switched(self._pass(scale, causal_mask, padding_mask)) as final:
+            self.model(input_ids=context, attention_mask=mask, use_cache=False)
+        return written, self._maps(final)
+
+    def __repr__(self) -> str:
+        layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())
+        return f"PretrainedTransformer({self.name!r}, {self.family.name}, h={self.n_heads}, d_k={self.d_k}, {layers})"
+
+
+def _kind_of(key: str) -> str:
+    """"decoder.3.cross_attn" -> "decoder.cross_attn"."""
+    stack, _, name = key.split(".")
+    return f"{stack}.{name}"
+
+
+def _key_order(key: str) -> tuple[int, int, int]:
+    """Sort keys as core.model.collect_maps orders them: encoder layers, then each decoder layer's self, cross."""
+    stack, layer, name = key.split(".")
+    return (0 if stack == "encoder" else 1, int(layer), 0 if name == "self_attn" else 1)

@@ -46,6 +46,10 @@ class Pass:
     record: bool = True
     maps: dict[str, torch.Tensor] = field(default_factory=dict)
     factors: dict[str, float] = field(default_factory=dict)  # map key -> the model's own factor on QKᵀ
+    masks: dict[str, torch.Tensor | None] = field(default_factory=dict)  # map key -> the mask applied (True = may
+                                                                          # attend, broadcastable to [B, 1, Q, K])
+    inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
+    kept: dict[str, torch.Tensor] = field(default_factory=dict)  # "q" [B, H, Q, d], "k", "v" [B, H, K, d]
 
 
 _current: contextvars.ContextVar[Pass | None] = contextvars.ContextVar("attention_viz_pass", default=None)
@@ -99,6 +103,9 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
         name = run.keys[id(module)]
         run.maps[name] = weights
         run.factors[name] = float(own)
+        run.masks[name] = mask
+        if run.inputs == name:
+            run.kept.update(q=query, k=k, v=v)
     return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
 
 

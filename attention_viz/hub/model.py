@@ -34,6 +34,20 @@ KIND_OF_LAYOUT = {
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """One pass's logits and maps, and what else it recorded: the pass (its masks, factors and kept q, k, v)."""
+
+    logits: torch.Tensor
+    maps: AttentionMaps
+    run: Pass
+
+    @property
+    def masks(self) -> dict[str, torch.Tensor | None]:
+        """Map key -> the mask that attention applied (True = may attend, broadcastable to [B, 1, Q, K]) or None."""
+        return self.run.masks
+
+
+@dataclass(frozen=True)
 class Encoding:
     """A text as the model's tokenizer cuts it: ids (special tokens included) and the model's own pieces."""
 
@@ -155,12 +169,28 @@ class PretrainedTransformer:
         causal_mask: bool = True,
         padding_mask: bool = True,
     ) -> tuple[torch.Tensor, AttentionMaps]:
-        """One pass -> (logits [B, T, V] (or the encoder's last hidden states for a model without a head), maps).
+        """One pass -> (logits [B, T, V] (or the last hidden states for a model without a head), every map).
 
         input_ids [B, S] is the source of an encoder-decoder model, the text of an encoder or of a decoder-only model;
         decoder_input_ids [B, T] the decoder's input (encoder-decoder models only). attention_mask [B, S] defaults to
         the tokens that are not <pad>.
         """
+        recorded = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
+                                     causal_mask=causal_mask, padding_mask=padding_mask)
+        return recorded.logits, recorded.maps
+
+    def forward_pass(
+        self,
+        input_ids: torch.Tensor,
+        decoder_input_ids: torch.Tensor | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        scale: Scale = "sqrt_dk",
+        causal_mask: bool = True,
+        padding_mask: bool = True,
+        inputs_of: str | None = None,
+    ) -> Recorded:
+        """forward, with everything the pass recorded: the masks applied and, for the map key inputs_of, its q, k, v."""
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.layout == "encoder-decoder":
@@ -171,10 +201,12 @@ class PretrainedTransformer:
             raise ValueError(f"{self.family.name} has no decoder input: give input_ids only.")
         if self.layout != "encoder":
             kwargs["use_cache"] = False
-        with switched(self._pass(scale, causal_mask, padding_mask)) as run:
+        run = self._pass(scale, causal_mask, padding_mask)
+        run.inputs = inputs_of
+        with switched(run):
             outputs = self.model(**kwargs)
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-        return logits, self._maps(run)
+        return Recorded(logits, self._maps(run), run)
 
     def _maps(self, run: Pass) -> AttentionMaps:
         """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""
@@ -198,8 +230,25 @@ class PretrainedTransformer:
         token (or the prompt); a finished row is padded with <pad> (else its end token). The maps come from one full
         pass over the decoder's input, which is the start token (or the prompt) and every written token but the
         last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
+        Every step reruns the whole decoder (no key cache), so the causal mask can be lifted.
         An encoder-only model writes nothing: use forward.
         """
+        written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
+                                             causal_mask=causal_mask, padding_mask=padding_mask)
+        return written, recorded.maps
+
+    @torch.no_grad()
+    def greedy_pass(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        scale: Scale = "sqrt_dk",
+        causal_mask: bool = True,
+        padding_mask: bool = True,
+    ) -> tuple[torch.Tensor, Recorded]:
+        """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included)."""
         if self.layout == "encoder":
             raise ValueError(f"{self.family.name} is an encoder only: it does not write text; use forward.")
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
@@ -214,34 +263,34 @@ class PretrainedTransformer:
         prompt_length = seq.size(1)
         processors = greedy_processors(self.model.generation_config, prompt_length + max_new_tokens,
                                        self.eos_ids, prompt_length)
+        eos = torch.tensor(sorted(self.eos_ids), dtype=torch.long, device=device)
         done = torch.zeros(B, dtype=torch.bool, device=device)
         fill = self.pad_id if self.pad_id is not None else min(self.eos_ids, default=0)
+
+        def decoder_pass(ids: torch.Tensor):
+            """The model's outputs on the decoder input ids [B, t] (the prompt's padding kept for a decoder)."""
+            if self.layout == "encoder-decoder":
+                return self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                                  decoder_input_ids=ids, use_cache=False)
+            mask = torch.cat([attention_mask, attention_mask.new_ones(B, ids.size(1) - prompt_length)], 1)[:, :ids.size(1)]
+            return self.model(input_ids=ids, attention_mask=mask, use_cache=False)
+
         for _ in range(int(max_new_tokens)):
             with switched(run):
-                if self.layout == "encoder-decoder":
-                    logits = self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                                        decoder_input_ids=seq, use_cache=False).logits[:, -1]  # (B, V)
-                else:
-                    mask = torch.cat([attention_mask, attention_mask.new_ones(B, seq.size(1) - prompt_length)], 1)
-                    logits = self.model(input_ids=seq, attention_mask=mask, use_cache=False).logits[:, -1]
+                logits = decoder_pass(seq).logits[:, -1]  # (B, V)
             scores = processors(seq, logits.float())
             next_token = scores.argmax(-1).masked_fill(done, fill)  # (B,)
             seq = torch.cat([seq, next_token[:, None]], dim=1)
-            done = done | torch.isin(next_token, torch.tensor(sorted(self.eos_ids), device=device))
+            done = done | torch.isin(next_token, eos)
             if bool(done.all()):
                 break
         written = seq[:, prompt_length:]  # (B, n)
-        if self.layout == "encoder-decoder":
-            with switched(self._pass(scale, causal_mask, padding_mask)) as decoder_run:
-                self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                           decoder_input_ids=seq[:, :-1] if written.size(1) else seq, use_cache=False)
-            decoder_run.maps.update(encoder_run.maps)
-            return written, self._maps(decoder_run)
-        context = seq[:, :-1] if written.size(1) else seq
-        mask = torch.cat([attention_mask, attention_mask.new_ones(B, context.size(1) - prompt_length)], 1)
         with switched(self._pass(scale, causal_mask, padding_mask)) as final:
-            self.model(input_ids=context, attention_mask=mask, use_cache=False)
-        return written, self._maps(final)
+            outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq)
+        if self.layout == "encoder-decoder":
+            for name in ("maps", "masks", "factors"):
+                getattr(final, name).update(getattr(encoder_run, name))
+        return written, Recorded(outputs.logits, self._maps(final), final)
 
     def __repr__(self) -> str:
         layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())

@@ -28,6 +28,7 @@ from attention_viz.data.snapshots import Snapshots, load_snapshots
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.service.checks import check_choice, check_int, shown
+from attention_viz.service.real_models import RealModels, RealShape
 from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
     D_K_RANGE,
@@ -178,9 +179,12 @@ class Catalog:
         models_dir: folder of checkpoints (default: the shipped attention_viz/data/models); its subfolder study/,
             when there, holds the compatibility study's members (families "study/<arm>").
         device: where models run; the app uses the CPU.
+        hub_models: the real models this server offers (Hub ids or local folders; service.real_models), default
+            the environment's ATTENTION_VIZ_HUB_MODELS; none without the hub extra.
     """
 
-    def __init__(self, models_dir: str | Path | None = None, device: str = "cpu") -> None:
+    def __init__(self, models_dir: str | Path | None = None, device: str = "cpu",
+                 hub_models: Sequence[str] | str | None = None) -> None:
         self.models_dir = models_dir
         self.device = torch.device(device)
         top = Path(models_dir) if models_dir is not None else shipped_models_dir()
@@ -200,11 +204,13 @@ class Catalog:
         self._checkpoint = functools.lru_cache(maxsize=None)(self._load_checkpoint)
         self._snapshots = functools.lru_cache(maxsize=None)(self._read_snapshots)
         self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
+        self.real = RealModels(hub_models, device)
 
     @property
     def model_choices(self) -> list[tuple[str, str]]:
-        """(label, value) pairs for the model picker: every trained family, then the untrained model."""
-        return [(f.label, f.key) for f in self.families.values()] + [("untrained (random weights)", UNTRAINED)]
+        """(label, value) pairs for the model picker: every trained family, the real models set up, the untrained one."""
+        return ([(f.label, f.key) for f in self.families.values()] + [(self.real.label(k), k) for k in self.real.keys]
+                + [("untrained (random weights)", UNTRAINED)])
 
     @property
     def default_model(self) -> str:
@@ -216,6 +222,8 @@ class Catalog:
     def d_k_choices(self, model: str) -> list[int]:
         """The trained d_k values of a family, or [] for the untrained model (free d_k)."""
         model = self.check_model(model)
+        if model in self.real:
+            return [self.real.shape(model).d_k]
         return [] if model == UNTRAINED else self.families[model].d_ks
 
     def default_d_k(self, model: str) -> int:
@@ -223,13 +231,17 @@ class Catalog:
         model = self.check_model(model)
         if model == UNTRAINED:
             return DEFAULT_UNTRAINED["d_k"]
+        if model in self.real:
+            return self.real.shape(model).d_k
         return self.families[model].nearest(DEFAULT_UNTRAINED["d_k"])[0]
 
-    def model_shape(self, model: str, d_k: object = None) -> TransformerConfig | None:
-        """The config of a trained family member (nearest d_k), None for the untrained model."""
+    def model_shape(self, model: str, d_k: object = None) -> TransformerConfig | RealShape | None:
+        """The config of a trained family member (nearest d_k), a real model's shape, None for the untrained model."""
         model = self.check_model(model)
         if model == UNTRAINED:
             return None
+        if model in self.real:
+            return self.real.shape(model)
         d_k = self.default_d_k(model) if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
         name = self.families[model].nearest(d_k)[1]
         return TransformerConfig(**self.cards[name]["config"])
@@ -257,7 +269,7 @@ class Catalog:
 
     def check_model(self, model: object) -> str:
         """The model picker's value, if it names a family or the untrained model; else ValueError listing them."""
-        if model == UNTRAINED or (isinstance(model, str) and model in self.families):
+        if model == UNTRAINED or (isinstance(model, str) and model in self.families) or model in self.real:
             return model
         known = ", ".join(repr(value) for _, value in self.model_choices)
         raise ValueError(f"Unknown model {shown(model)}; choose one of {known}.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import unicodedata
 
 from attention_viz.data.tokenizer import PRINTABLE_ASCII
 
@@ -101,4 +102,20 @@ def check_text(text: object, max_len: int) -> str:
             f"Unknown characters: {names}. The tokenizer reads printable ASCII only "
             "(letters, digits, punctuation and space)."
         )
+    return text
+
+
+def check_unicode_text(text: object, max_chars: int) -> str:
+    """A real model's text: 1..max_chars characters of any script, no control characters (a tab or a line break
+    is refused: the text box is one line); else ValueError naming the problem."""
+    if not isinstance(text, str):
+        raise ValueError(f"Text must be a string, got {type(text).__name__}.")
+    if not text.strip():
+        raise ValueError(f"Text is empty; type 1 to {max_chars} characters.")
+    if len(text) > max_chars:
+        raise ValueError(f"Text is {len(text)} characters; the maximum is {max_chars}.")
+    control = list(dict.fromkeys(ch for ch in text if unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn")))
+    if control:
+        raise ValueError("Text holds control or unassigned characters ("
+                         + ", ".join(f"U+{ord(ch):04X}" for ch in control[:5]) + "); type plain text.")
     return text

@@ -70,3 +70,11 @@ IMAGE_CACHE_SIZE = 8           # rendered images kept per kind of figure (as PNG
 GRID_WIDTH = 900               # pixels the grid of every head is scaled to, about
 KEPT_EXPORTS = 32              # export folders kept on disk; older ones are deleted
 KEPT_PNGS = 2048               # image files kept for the app to serve (content-named; tens of MB on disk)
+
+# ----------------------------------------------------------------------------- real models (attention_viz.hub)
+
+HUB_MODELS_ENV = "ATTENTION_VIZ_HUB_MODELS"  # comma-separated Hub ids or local folders the server is set up with
+HUB_PREFIX = "hub:"            # the model picker's value of a real model: "hub:" + the id or folder as set up
+REAL_TEXT_CHARS = 500          # a real model's text: at most this many characters ...
+REAL_SOURCE_TOKENS = 64        # ... and this many tokens as its tokenizer cuts it (special tokens included)
+REAL_NEW_TOKENS = 40           # tokens a real model may write (a translation may be a little longer than its source)

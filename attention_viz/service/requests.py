@@ -13,7 +13,15 @@ from attention_viz.core.attention import Scale
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS
 from attention_viz.service.catalog import Catalog
-from attention_viz.service.checks import check_bool, check_choice, check_float, check_int, check_text
+from attention_viz.service.real_models import display_name
+from attention_viz.service.checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_text,
+    check_unicode_text,
+)
 from attention_viz.service.limits import (
     COLOUR_SCALES,
     D_K_RANGE,
@@ -21,8 +29,11 @@ from attention_viz.service.limits import (
     DEFAULT_UNTRAINED,
     FACTOR_RANGE,
     HEADS_RANGE,
+    HUB_PREFIX,
     MAX_HEAD_WIDTH,
     PAD_TOKENS_RANGE,
+    REAL_SOURCE_TOKENS,
+    REAL_TEXT_CHARS,
     SCALE_MODES,
     UNTRAINED,
     UNTRAINED_LAYERS,
@@ -48,6 +59,10 @@ class Settings:
     typed: str | None = None   # the text as typed, when it differs from `text` (capitals lower-cased for a model
                                # trained on lower case); None when the model runs it as typed
 
+    @property
+    def real(self) -> bool:
+        """A real model (attention_viz.hub) set up on this server: model is "hub:" + its name."""
+        return self.model.startswith(HUB_PREFIX)
 
 
 def parse_settings(
@@ -73,8 +88,11 @@ def parse_settings(
     Raises:
         ValueError: with a message for the user, naming the input and its allowed values.
     """
-    text = check_text(text, catalog.tokenizer.max_len)
     model = catalog.with_compatibility(catalog.check_model(model), compatibility)
+    if model in catalog.real:
+        text = check_unicode_text(text, REAL_TEXT_CHARS)
+    else:
+        text = check_text(text, catalog.tokenizer.max_len)
     d_k = check_int("d_k", d_k, *D_K_RANGE)
     mode = check_choice("scaling", scale_mode, SCALE_MODES)
     factor = check_float("custom scale factor", custom_factor, *FACTOR_RANGE)
@@ -84,7 +102,9 @@ def parse_settings(
     d_model = check_int("d_model", d_model, *D_MODEL_RANGE)
     n_heads = check_int("heads", n_heads, *HEADS_RANGE)
     checkpoint, kind, typed = None, "dot_product", None
-    if model == UNTRAINED:
+    if model in catalog.real:
+        checkpoint, d_k, d_model, n_heads = real_model(catalog, model, text)
+    elif model == UNTRAINED:
         if n_heads * d_k > MAX_HEAD_WIDTH:
             raise ValueError(
                 f"heads × d_k is {n_heads} × {d_k} = {n_heads * d_k}; the untrained model allows at most "
@@ -99,6 +119,17 @@ def parse_settings(
     scale: Scale = "none" if kind == "additive" else factor if mode == "custom" else mode
     return Settings(text, model, checkpoint, d_k, scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
                     kind, typed)
+
+
+def real_model(catalog: Catalog, model: str, text: str) -> tuple[str, int, int, int]:
+    """A real model's (name, d_k, d_model, heads), loading it if need be; ValueError when the text has more tokens
+    than REAL_SOURCE_TOKENS as its tokenizer cuts it."""
+    shape = catalog.real.shape(model)
+    n_tokens = len(catalog.real.get(model).encode(text).ids)
+    if n_tokens > REAL_SOURCE_TOKENS:
+        raise ValueError(f"Text is {n_tokens} tokens for this model's tokenizer; the maximum is {REAL_SOURCE_TOKENS}. "
+                         "Shorten it.")
+    return display_name(model), shape.d_k, shape.d_model, shape.n_heads
 
 
 def known_case(text: str, alphabet: str | None) -> tuple[str, str | None]:
@@ -131,10 +162,13 @@ class HeadRequest:
     head: int
 
 
-def parse_head(config: TransformerConfig, kind: object, layer: object, head: object) -> HeadRequest:
-    """Check kind, layer and head against the model's config."""
+def parse_head(config, kind: object, layer: object, head: object) -> HeadRequest:
+    """Check kind, layer and head against the model's config (a TransformerConfig or a real model's shape)."""
     kind = check_choice("attention kind", kind, KINDS)
     n_layers = config.n_encoder_layers if kind.startswith("encoder") else config.n_decoder_layers
+    kinds = getattr(config, "kinds", tuple(KINDS))
+    if kind not in kinds or n_layers == 0:
+        raise ValueError(f"This model has no {KINDS[kind]}; it has " + ", ".join(KINDS[k] for k in kinds) + ".")
     layer = check_int("layer", layer, 0, n_layers - 1)
     head = check_int("head", head, 0, config.n_heads - 1)
     return HeadRequest(kind, layer, head)

@@ -17,12 +17,12 @@ import torch
 
 from attention_viz.core.attention import attention_masks, attention_steps, scale_factor
 from attention_viz.core.config import TransformerConfig
-from attention_viz.core.maps import head_statistics, kind_key, split_kind, stack_kind
+from attention_viz.core.maps import KINDS, head_statistics, kind_key, split_kind, stack_kind
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import target_or_none
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_choice
-from attention_viz.service.limits import COMPARISONS, EXTRA_DECODE_STEPS, RUN_CACHE_SIZE
+from attention_viz.service.limits import COMPARISONS, EXTRA_DECODE_STEPS, REAL_NEW_TOKENS, RUN_CACHE_SIZE
 from attention_viz.service.requests import HeadRequest, Settings, parse_head, parse_settings
 
 
@@ -42,6 +42,19 @@ class Run:
     finished: bool                         # <eos> was emitted
     expected: str | None                   # what the trained task asks for, None when untrained
     maps: dict[str, np.ndarray] = field(repr=False, hash=False, compare=False)  # key -> [H, Q, K], read-only
+    applied: dict[str, np.ndarray] | None = field(default=None, repr=False, hash=False, compare=False)
+    # a real model's masks as it applied them (kind -> [Q, K] bool), since its rules are its own; None for ours
+    notes: tuple[str, ...] = ()            # what the run itself has to say (a real model's unfinished output, ...)
+
+    @property
+    def real(self) -> bool:
+        """A run of a real model (attention_viz.hub): config is its service.real_models.RealShape."""
+        return self.settings.real
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds of attention this run's model has, in KINDS order."""
+        return [kind for kind in KINDS if kind in getattr(self.config, "kinds", KINDS) and self.n_layers(kind)]
 
     @property
     def trained(self) -> bool:
@@ -80,7 +93,9 @@ class Run:
     @functools.cached_property
     def masks(self) -> dict[str, np.ndarray]:
         """Kind -> [Q, K] bool, True = may attend: the masks the model applied to this run's ids (core's
-        attention_masks of src_ids and tgt_ids under the run's switches), read-only."""
+        attention_masks of src_ids and tgt_ids under the run's switches; a real model's as it applied them)."""
+        if self.applied is not None:
+            return self.applied
         return self.masks_under(self.settings)
 
     def masks_under(self, settings: Settings) -> dict[str, np.ndarray]:
@@ -176,6 +191,8 @@ class Runs:
 
     def _run(self, settings: Settings) -> Run:
         """Greedy-decode the text and keep the maps of the last step (cached by `run`)."""
+        if settings.real:
+            return self._real_run(settings)
         model, card = self.model(settings)
         tok = self.tokenizer
         src_ids = tok.encode(settings.text).ids + [tok.pad_id] * settings.pad_tokens
@@ -204,12 +221,46 @@ class Runs:
             maps=arrays,
         )
 
+    def _real_run(self, settings: Settings) -> Run:
+        """A real model's run (attention_viz.hub.text_run): its own tokens, output, maps and masks."""
+        from attention_viz.hub.text_run import run_text  # the hub extra, present whenever a real model is set up
+
+        model = self.catalog.real.get(settings.model)
+        result = run_text(model, settings.text, max_new_tokens=REAL_NEW_TOKENS, pad_tokens=settings.pad_tokens,
+                          scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
+        for array in (*result.maps.values(), *result.masks.values()):
+            array.setflags(write=False)  # shared between users through the cache
+        return Run(
+            settings=settings, config=self.catalog.real.shape(settings.model), card=None,
+            src_ids=result.src_ids, tgt_ids=result.tgt_ids, src_tokens=result.src_tokens, tgt_tokens=result.tgt_tokens,
+            generated=result.written, output=result.output, finished=result.finished, expected=None,
+            maps=result.maps, applied=result.masks, notes=result.notes,
+        )
+
+    def _real_pass(self, run: Run, settings: Settings, inputs_of: str | None = None):
+        """One pass of a real model on `run`'s source and decoder input under `settings`' switches (hub Recorded)."""
+        model = self.catalog.real.get(settings.model)
+        switches = dict(scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
+        src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
+        tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
+        with torch.inference_mode():
+            if model.layout == "encoder-decoder":
+                return model.forward_pass(src, tgt, inputs_of=inputs_of, **switches)
+            return model.forward_pass(src if model.layout == "encoder" else tgt, inputs_of=inputs_of, **switches)
+
     def step_maps(self, run: Run) -> list[dict[str, np.ndarray]] | None:
         """Without the causal mask, each decode step's own decoder maps (step t: key -> [H, t + 1, K]; earlier rows
         change as tokens arrive); None under it, where step t's rows are rows 0..t of run.maps. Computed when asked
         (the packed run keeps them), not kept with the cached run: they are ~T/2 times its decoder maps."""
-        if run.settings.causal_mask:
+        if run.settings.causal_mask or "decoder.self_attn" not in run.kinds:
             return None
+        if run.real:
+            steps = []
+            for t in range(len(run.tgt_ids)):
+                prefix = replace(run, tgt_ids=run.tgt_ids[: t + 1])
+                maps = self._real_pass(prefix, run.settings).maps.to_numpy()
+                steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
+            return steps
         model, _ = self.model(run.settings)
         src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
@@ -220,6 +271,8 @@ class Runs:
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
         """Maps [H, Q, K] of one forward pass on `run`'s source and decoder input under other `settings`."""
+        if run.real:
+            return {key: value[0] for key, value in self._real_pass(run, settings).maps.to_numpy().items()}
         model, _ = self.model(settings)
         src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
@@ -237,6 +290,8 @@ class Runs:
         run = self.run(settings)
         request = parse_head(run.config, kind, layer, head)
         kind, layer, head = request.kind, request.layer, request.head
+        if run.real:
+            return self._real_steps(run, kind, layer, head)
         model, _ = self.model(settings)
         module = model.attention_module(kind, layer)
         src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
@@ -258,6 +313,23 @@ class Runs:
         arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
         return Steps(arrays, queries, keys, scale_factor(settings.scale, settings.d_k))
 
+    def _real_steps(self, run: Run, kind: str, layer: int, head: int) -> Steps:
+        """A real model's Eq. 1 intermediates for one head, from the q, k, v its attention received (after any
+        rotary positions) and the mask it applied; "sqrt_dk" is the model's own factor."""
+        key = kind_key(kind, layer)
+        recorded = self._real_pass(run, run.settings, inputs_of=key)
+        kept = recorded.run.kept
+        q, k, v = kept["q"][0, head], kept["k"][0, head], kept["v"][0, head]  # (Q, d_k), (K, d_k), (K, d_v)
+        mask = recorded.masks.get(key)
+        head_mask = None if mask is None else torch.broadcast_to(mask, (1, 1, q.size(0), k.size(0)))[0, 0]  # (Q, K)
+        factor = recorded.run.factors[key] if run.settings.scale == "sqrt_dk" else scale_factor(run.settings.scale,
+                                                                                                q.size(-1))
+        with torch.inference_mode():
+            intermediates = attention_steps(q, k, v, head_mask, factor)
+        queries, keys = run.tokens(kind)
+        arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
+        return Steps(arrays, queries, keys, factor)
+
     def compare(self, settings: Settings, what: object, kind: object, layer: object, head: object) -> Comparison:
         """One head with a switch on (a) and off (b), on the same source and decoder input."""
         what = check_choice("comparison", what, {key: key.replace("_", " ") for key in COMPARISONS})
@@ -272,5 +344,15 @@ class Runs:
         weights_b = self.teacher_forced_maps(run, b)[key][request.head]
         queries, keys = run.tokens(request.kind)
         outputs = (self.run(a).output, self.run(b).output)
-        masks = (run.masks_under(a)[request.kind], run.masks_under(b)[request.kind])
+        if run.real:  # a real model's masks as it applies them under each setting
+            masks = tuple(dense_real_masks(self._real_pass(run, s))[request.kind] for s in (a, b))
+        else:
+            masks = (run.masks_under(a)[request.kind], run.masks_under(b)[request.kind])
         return Comparison(what, COMPARISONS[what], weights_a, weights_b, queries, keys, outputs, masks)
+
+
+def dense_real_masks(recorded) -> dict[str, np.ndarray]:
+    """Kind -> [Q, K] bool of a real model's pass (hub Recorded): the masks it applied."""
+    from attention_viz.hub.text_run import dense_masks
+
+    return dense_masks(recorded.maps, recorded.masks)

@@ -38,11 +38,12 @@ ALIGNMENT_SHAPES = {"copy": "copy's diagonal", "reverse": "reverse's anti-diagon
 
 
 def pattern_targets(kind: str, query_tokens: Sequence[str], key_tokens: Sequence[str],
-                    aligned: Sequence[Sequence[int]] | None = None) -> dict[str, np.ndarray]:
+                    aligned: Sequence[Sequence[int]] | None = None, sink: str = EOS) -> dict[str, np.ndarray]:
     """Pattern name -> [Q, K] bool target keys for one kind (only the patterns that apply to it).
 
     aligned: for decoder row t, the source positions it should read (data.tasks.alignment), rows past its end
     have none; given for encoder-decoder attention of a task model only.
+    sink: the end token whose keys the "eos" pattern scores (a real model's own, e.g. "</s>" or "[SEP]").
     """
     n_q, n_k = len(query_tokens), len(key_tokens)
     targets = {}
@@ -59,7 +60,7 @@ def pattern_targets(kind: str, query_tokens: Sequence[str], key_tokens: Sequence
     first = np.zeros((n_q, n_k), dtype=bool)
     first[:, :1] = True
     targets["first"] = first
-    eos = np.array([token == EOS for token in key_tokens], dtype=bool)
+    eos = np.array([token == sink for token in key_tokens], dtype=bool) if sink else np.zeros(n_k, dtype=bool)
     if eos.any() and kind != "decoder.self_attn":
         targets["eos"] = np.broadcast_to(eos, (n_q, n_k)).copy()
     return targets
@@ -74,7 +75,8 @@ def heads(n: int, of: int, verb: str = "put") -> str:
     return f"{n} of {of} heads {verb}" if n != 1 else f"1 of {of} heads {verb}s"
 
 
-def look_for(kind: str, values: dict[str, np.ndarray], chance: dict[str, float], task: str | None) -> str:
+def look_for(kind: str, values: dict[str, np.ndarray], chance: dict[str, float], task: str | None,
+             labels: dict[str, str] | None = None) -> str:
     """One sentence or two, from the scores [L, H] of one kind: the pattern to look for and the heads that show it."""
     if not values:
         return ("Too short to score: every query here may see only keys a pattern would pick anyway, so no head "
@@ -93,6 +95,7 @@ def look_for(kind: str, values: dict[str, np.ndarray], chance: dict[str, float],
                             f"{chance['alignment']:.2f}).")
         return first + (f"Head {head_name(layer, head)} puts {scores[layer, head]:.2f} of its weight there (a head "
                         f"spread evenly would put {chance['alignment']:.2f}); {heads(clear, n_heads)} more than half.")
+    labels = labels or PATTERNS
     best = {name: np.nan_to_num(v, nan=-1.0) for name, v in values.items()}
     stacked = np.stack(list(best.values()))  # (patterns, L, H)
     names = list(best)
@@ -103,21 +106,22 @@ def look_for(kind: str, values: dict[str, np.ndarray], chance: dict[str, float],
         doing = (winner == i) & (top > CLEAR)
         if doing.any():
             layer, head = np.unravel_index(np.argmax(np.where(doing, top, -1.0)), top.shape)
-            parts.append(f"{heads(int(doing.sum()), n_heads, 'look')} mostly at the {PATTERNS[name]} "
+            parts.append(f"{heads(int(doing.sum()), n_heads, 'look')} mostly at the {labels[name]} "
                          f"(strongest {head_name(layer, head)}, {top[layer, head]:.2f})")
     if parts:
-        sink = " An <eos> sink is where a head parks weight it has no use for." if any(
-            "<eos>" in p for p in parts) else ""
+        sink = (f" A {labels['eos'].removesuffix(' sink')} sink is where a head parks weight it has no use for."
+                if any(labels.get("eos", "\0") in p for p in parts) else "")
         return "Here " + "; ".join(parts) + "." + sink
     layer, head = np.unravel_index(np.argmax(top), top.shape)
     return (f"No head here puts more than half its weight on a simple pattern (previous token, first token, "
-            f"<eos>); the closest is {head_name(layer, head)}, {PATTERNS[names[winner[layer, head]]]} "
+            f"{labels.get('eos', PATTERNS['eos']).removesuffix(' sink')}); the closest is {head_name(layer, head)}, "
+            f"{labels[names[winner[layer, head]]]} "
             f"{top[layer, head]:.2f}.")
 
 
 def score_kind(kind: str, weights: np.ndarray, allowed: np.ndarray, query_tokens: Sequence[str],
                key_tokens: Sequence[str], aligned: Sequence[Sequence[int]] | None = None,
-               task: str | None = None) -> dict:
+               task: str | None = None, sink: str = EOS) -> dict:
     """The scores of every head of one kind: weights [L, H, Q, K], allowed [Q, K] bool (True = may attend).
 
     Returns {"values": {pattern: [L, H] floats}, "labels": {pattern: str}, "chance": {pattern: float},
@@ -125,7 +129,7 @@ def score_kind(kind: str, weights: np.ndarray, allowed: np.ndarray, query_tokens
     """
     allowed = np.asarray(allowed, dtype=bool)
     targets = {}
-    for name, grid in pattern_targets(kind, query_tokens, key_tokens, aligned).items():
+    for name, grid in pattern_targets(kind, query_tokens, key_tokens, aligned, sink).items():
         grid = grid & allowed  # a masked key is no target: its weight is 0 by construction
         # a row that may see its targets only (the causal mask's first row, a one-character source) says nothing
         # about the head: any head would put all its weight there, so the row is left out
@@ -140,8 +144,9 @@ def score_kind(kind: str, weights: np.ndarray, allowed: np.ndarray, query_tokens
                 continue
             values[name] = score
             chance[name] = float(np.nan_to_num(weight_on(uniform, targets[name])))
-    return {"values": values, "labels": {name: PATTERNS[name] for name in values}, "chance": chance,
-            "look_for": look_for(kind, values, chance, task)}
+    labels = {**PATTERNS, "eos": f"{sink} sink"}
+    return {"values": values, "labels": {name: labels[name] for name in values}, "chance": chance,
+            "look_for": look_for(kind, values, chance, task, labels)}
 
 
 def task_alignment(task: str | None, text: str) -> list[tuple[int, ...]] | None:

@@ -79,6 +79,10 @@ def alphabet_text(alphabet: str) -> str:
 
 def output_text(run: Run) -> str:
     """The output box: the generated string, or a note that an untrained model has nothing to say."""
+    if run.real:
+        if not run.tgt_ids and not run.output:
+            return f"({run.config.family} is an encoder: it writes no text)"
+        return run.output if run.finished else f"{run.output} … (no end token after {len(run.generated)} tokens)"
     if not run.trained:
         return f"(untrained model: no meaningful output; greedy decoding gives {run.output!r})"
     return run.output if run.finished else f"{run.output} … (no <eos> after {len(run.generated)} tokens)"
@@ -88,7 +92,9 @@ def run_notes(run: Run) -> str:
     """Markdown notes on a run: which model, d_k, scaling, masks, and the output against the task."""
     s, c = run.settings, run.config
     lines = []
-    if run.card is None:
+    if run.real:
+        lines.extend(real_notes(run))
+    elif run.card is None:
         lines.append(
             f"**Untrained model** (random weights, seed 0): d_model {c.d_model}, h {c.n_heads}, d_k {c.d_k}, "
             f"d_v {c.d_v}, N {c.n_encoder_layers}. Its output is noise; the maps show attention before any learning."
@@ -136,10 +142,30 @@ def run_notes(run: Run) -> str:
     return "\n\n".join(lines)
 
 
+def real_notes(run: Run) -> list[str]:
+    """The first notes on a real model's run: what it is, its shape, and what the run itself said."""
+    s, c = run.settings, run.config
+    layers = (f"N {c.n_encoder_layers} + {c.n_decoder_layers}" if c.n_encoder_layers and c.n_decoder_layers
+              else f"N {c.n_encoder_layers or c.n_decoder_layers}")
+    lines = [f"**{s.checkpoint}**, a real {c.family} model ({c.about}): d_model {c.d_model}, h {c.n_heads}, "
+             f"d_k {c.d_k}, {layers}. Its tokens are its own subword pieces ({len(run.src_tokens or run.tgt_tokens)} "
+             f"in the {'source' if run.src_tokens else 'prompt and output'})."]
+    if s.scale != "sqrt_dk":
+        lines.append(f"Running it with scaling {scaling_text(s)}, not as it was trained (1/√{c.d_k}): watch the "
+                     "maps flatten or sharpen and the output change.")
+    if not s.causal_mask and "decoder.self_attn" in run.kinds:
+        lines.append("Causal mask lifted: every position now sees the ones after it, which the model never saw in "
+                     "training.")
+    lines.extend(run.notes)
+    return lines
+
+
 def snapped_note(requested: int, settings: Settings) -> str | None:
     """A note when a trained family has no model at the requested d_k and its nearest one is shown."""
     if settings.model == UNTRAINED or requested == settings.d_k:
         return None
+    if settings.real:
+        return f"This model's d_k is {settings.d_k}, fixed by its weights; d_k = {requested} is not one it has."
     return f"No trained model with d_k = {requested}; showing the nearest, d_k = {settings.d_k}."
 
 
@@ -179,5 +205,6 @@ def export_record(settings: Settings, kind: str, layer: int, head: int, colour_s
 def export_stem(settings: Settings, kind: str) -> str:
     """The start of an export's file names: model, text and attention kind, in safe characters."""
     model = settings.checkpoint or f"untrained_dm{settings.d_model}_h{settings.n_heads}_dk{settings.d_k}"
-    text = "".join(ch if ch.isalnum() else "-" for ch in settings.text)[:24].strip("-") or "text"
+    model = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.") else "-" for ch in model)
+    text = "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in settings.text)[:24].strip("-") or "text"
     return f"{model}__{text}__{kind.replace('.', '_')}"

@@ -37,6 +37,8 @@ from attention_viz.service.limits import (
     LAYER_HEAD_LIMIT,
     MAX_HEAD_WIDTH,
     PACKED_CACHE_BYTES,
+    REAL_SOURCE_TOKENS,
+    REAL_TEXT_CHARS,
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
@@ -93,6 +95,7 @@ class ModelControls:
     scaling_applies: bool = True      # False for additive attention (the scaling control changes nothing)
     trained_d_ks: tuple[int, ...] = ()  # a trained family's sizes: the d_k control stops at these only
     text_info: str = ""                 # under the text box: what this model was trained on, before any run
+    text_label: str = ""                # the text box's label (its limits); "" keeps the page's own
 
 
 class Views:
@@ -135,6 +138,8 @@ class Views:
         catalog = self.runs.catalog
         d_k = catalog.default_d_k(model) if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
         layer, head = check_int("layer", layer, 0, LAYER_HEAD_LIMIT), check_int("head", head, 0, LAYER_HEAD_LIMIT)
+        if catalog.check_model(model) in catalog.real:
+            return real_controls(catalog, model, layer, head)
         if model == UNTRAINED:
             n_heads = check_int("heads", n_heads, *HEADS_RANGE)
             return ModelControls(
@@ -168,6 +173,8 @@ class Views:
                    for d_k in members.d_ks]
         layers = max([UNTRAINED_LAYERS] + [max(c.n_encoder_layers, c.n_decoder_layers) for c in configs])
         heads = max([HEADS_RANGE[1]] + [c.n_heads for c in configs])
+        if catalog.real.keys:  # real models load when first picked: the inputs' bounds cover any of them
+            layers = heads = LAYER_HEAD_LIMIT
         return layers, heads
 
     def visualize(self, settings: Settings, requested_d_k: object = None) -> Visualization:
@@ -188,13 +195,25 @@ class Views:
         run = self.runs.run(settings)
         task = run.card.get("task") if run.card else None
         aligned = task_alignment(task, run.settings.text)
-        scores = {kind: score_kind(kind, run.weights(kind), run.mask(kind), *run.tokens(kind), aligned, task)
-                  for kind in KINDS}
-        packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in KINDS},
+        sink = {"sink": run.config.sink} if run.real else {}
+        scores = {kind: score_kind(kind, run.weights(kind), run.mask(kind), *run.tokens(kind), aligned, task, **sink)
+                  for kind in run.kinds}
+        packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in run.kinds},
                       output=run.output, notes=run_notes(run).split("\n\n"), title=run_title(run), scores=scores,
-                      decode={"written": run.generated, "steps": self.runs.step_maps(run)})
+                      decode=self._decode(run))
         packed["settings"] = settings_record(settings)
         return packed
+
+    def _decode(self, run) -> dict | None:
+        """The decode the explorer steps through: step t reads target token t and writes written[t]. A decoder-only
+        model's target starts with the prompt, whose steps "write" the prompt's next token; an encoder has none."""
+        if not run.tgt_ids:
+            return None
+        written = list(run.generated)
+        if run.real and not run.src_ids:  # decoder only: the prompt's positions are followed by the prompt
+            prompt = len(run.tgt_ids) - max(len(written) - 1, 0)
+            written = list(run.tgt_tokens[1:prompt]) + written
+        return {"written": written[:len(run.tgt_ids)], "steps": self.runs.step_maps(run)}
 
     def grid_file(self, settings: Settings, kind: object, colour_scale: object = "absolute") -> str:
         """Every layer x head of one kind as a PNG file (the export's grid; the page draws its own)."""
@@ -327,6 +346,30 @@ class Views:
         self.steps(settings, kind, 0, 0)
         self.compare(settings, "scaling", kind, 0, 0)
         self.dk_lab(lab_d_k, lab_keys, True)
+
+
+def text_label(catalog) -> str:
+    """The text box's label for our own models: their limits."""
+    return f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)"
+
+
+def real_controls(catalog, model: str, layer: int, head: int) -> ModelControls:
+    """The controls for a real model: its own d_k (fixed by its weights), its layers and heads, what it reads."""
+    from attention_viz.service.real_models import display_name
+
+    shape = catalog.real.shape(model)
+    max_layer = max(shape.n_encoder_layers, shape.n_decoder_layers) - 1
+    log = math.log2(shape.d_k)
+    return ModelControls(
+        False, shape.d_k, log, log + 1, 1.0, max_layer, shape.n_heads - 1, min(layer, max_layer),
+        min(head, shape.n_heads - 1), "sqrt_dk",
+        f"d_k = {shape.d_k}: this model's own (its weights fix it); the scaling and the masks still switch.",
+        trained_d_ks=(shape.d_k,),
+        text_info=(f"{display_name(model)} is a real {shape.family} model ({shape.about}). It reads any text its "
+                   f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "
+                   "and shows its own subword pieces."),
+        text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
+    )
 
 
 def trained_on(card: dict) -> str:

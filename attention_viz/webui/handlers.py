@@ -73,7 +73,7 @@ from attention_viz.service.limits import EXAMPLES, LAB_HEADERS
 from attention_viz.service.lesson import Lesson
 from attention_viz.service.live import LiveTrainer
 from attention_viz.service.requests import Settings
-from attention_viz.service.views import Views
+from attention_viz.service.views import Views, text_label
 from attention_viz.webui.runtime import release_free_memory
 from attention_viz.webui.widgets import prose_html
 
@@ -198,7 +198,7 @@ class Handlers:
             gr.update(choices=[str(v) for v in c.trained_d_ks], value=str(c.d_k) if c.trained_d_ks else None,
                       visible=not c.untrained),
             None,
-            gr.update(info=c.text_info),
+            gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
         )
 
     @handler

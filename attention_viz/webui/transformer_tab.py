@@ -30,7 +30,7 @@ from attention_viz.service.limits import (
     SCALE_MODES,
     STUDY_ARMS,
 )
-from attention_viz.service.views import Views
+from attention_viz.service.views import Views, text_label
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, opening_settings
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
@@ -64,7 +64,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             text = gr.Textbox(value=EXAMPLES[0], max_lines=1, elem_id="text",
-                              label=f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)",
+                              label=text_label(catalog),
                               info=controls0.text_info)
             # A radio, not gr.Examples: one widget type less for the page to load (docs/benchmarks.md, the page
             # complete); choosing one fills the text in the browser, and another text clears the choice

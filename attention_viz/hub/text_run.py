@@ -1,0 +1,114 @@
+"""One text through a real model, as the views need it: tokens, output, every map and the masks it applied.
+
+The same shape as the app's runs of our own models (service.runs.Run): the source is what the encoder reads,
+the target is the decoder's input of the last step (its start token, or the prompt, then every written token
+but the last), and each map is [H, Q, K] for batch element 0.
+    encoder-decoder  source = the text's tokens (+ pads); target = start + written[:-1]
+    encoder only     source = the text's tokens (+ pads); no target; the output fills the text's mask tokens
+    decoder only     no source; target = the prompt + written[:-1]
+
+Axes: H heads, Q query positions, K key positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attention_viz.core.attention import Scale
+from attention_viz.core.maps import AttentionMaps
+from attention_viz.hub.model import PretrainedTransformer, _kind_of
+
+
+@dataclass(frozen=True)
+class TextRun:
+    """What one run of a real model gives the views."""
+
+    src_ids: tuple[int, ...]
+    tgt_ids: tuple[int, ...]
+    src_tokens: tuple[str, ...]
+    tgt_tokens: tuple[str, ...]
+    written: tuple[str, ...]            # the tokens written, the end token included when emitted
+    written_ids: tuple[int, ...]
+    output: str                         # the written text, special tokens left out
+    finished: bool                      # an end token was written (always True for an encoder)
+    maps: dict[str, np.ndarray] = field(repr=False)   # key -> [H, Q, K] float32
+    masks: dict[str, np.ndarray] = field(repr=False)  # kind -> [Q, K] bool, True = may attend, as applied
+    notes: tuple[str, ...] = ()
+
+
+def dense_masks(maps: AttentionMaps, masks: dict[str, torch.Tensor | None]) -> dict[str, np.ndarray]:
+    """Kind -> [Q, K] bool of batch element 0: the mask layer 0 of each kind applied (all True where None)."""
+    dense = {}
+    for key, weights in maps.items():
+        kind = _kind_of(key)
+        if kind in dense:
+            continue
+        Q, K = weights.shape[-2:]
+        mask = masks.get(key)
+        full = torch.ones(Q, K, dtype=torch.bool) if mask is None else torch.broadcast_to(
+            mask.detach().cpu(), (weights.size(0), 1, Q, K))[0, 0]
+        dense[kind] = full.numpy().copy()
+    return dense
+
+
+def numpy_maps(maps: AttentionMaps) -> dict[str, np.ndarray]:
+    """Key -> [H, Q, K] float32 of batch element 0."""
+    return {key: value[0] for key, value in maps.to_numpy().items()}
+
+
+def source_ids(model: PretrainedTransformer, text: str, pad_tokens: int) -> tuple[torch.Tensor, list[str]]:
+    """The text's ids [1, S] with pad_tokens <pad> appended (when the tokenizer has one), and notes."""
+    ids = model.encode(text).ids
+    notes = []
+    if pad_tokens:
+        if model.pad_id is None:
+            notes.append(f"{model.family.name}'s tokenizer has no <pad> token: no pad tokens were appended.")
+        else:
+            ids = torch.cat([ids, torch.full((pad_tokens,), model.pad_id, dtype=ids.dtype)])
+    return ids[None].to(model.device), notes  # (1, S)
+
+
+@torch.inference_mode()
+def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pad_tokens: int = 0,
+             scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True) -> TextRun:
+    """Greedy-decode `text` (or, for an encoder, one pass) and keep every map of the last step."""
+    src, notes = source_ids(model, text, pad_tokens)
+    switches = {"scale": scale, "causal_mask": causal_mask, "padding_mask": padding_mask}
+    if model.layout == "encoder":
+        recorded = model.forward_pass(src, **switches)
+        ids = src[0].tolist()
+        output, filled = fill_masks(model, ids, recorded.logits)
+        if not filled:
+            notes.append(f"{model.family.name} is an encoder: it writes no text. Put its mask token "
+                         f"{model.tokenizer.mask_token or ''} in the text to see what it fills in.".replace("  ", " "))
+        return TextRun(tuple(ids), (), tuple(model.pieces(ids)), (), tuple(filled), (), output, True,
+                       numpy_maps(recorded.maps), dense_masks(recorded.maps, recorded.masks), tuple(notes))
+    written, recorded = model.greedy_pass(src, max_new_tokens, **switches)
+    maps = recorded.maps
+    out_ids = written[0].tolist()
+    if model.layout == "encoder-decoder":
+        src_ids = src[0].tolist()
+        tgt_ids = [model.start_id] + out_ids[:-1]
+    else:
+        src_ids, tgt_ids = [], src[0].tolist() + out_ids[:-1]
+    finished = any(i in model.eos_ids for i in out_ids)
+    if not finished:
+        notes.append(f"no end token within {max_new_tokens} tokens: the output is unfinished")
+    return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
+                   tuple(model.pieces(out_ids)), tuple(out_ids), model.decode(out_ids), finished,
+                   numpy_maps(maps), dense_masks(maps, recorded.masks), tuple(notes))
+
+
+def fill_masks(model: PretrainedTransformer, ids: list[int], logits: torch.Tensor) -> tuple[str, list[str]]:
+    """An encoder's masked-language-model answer: the text with each mask token replaced by its most likely piece.
+
+    Returns ("", []) when the model has no such head or the text has no mask token."""
+    mask_id = getattr(model.tokenizer, "mask_token_id", None)
+    if mask_id is None or logits.size(-1) != model.vocab_size or mask_id not in ids:
+        return "", []
+    best = logits[0].argmax(-1).tolist()  # (S,)
+    filled = [best[i] if token == mask_id else token for i, token in enumerate(ids)]
+    return model.decode(filled), [model.pieces([best[i]])[0] for i, token in enumerate(ids) if token == mask_id]

@@ -7,6 +7,8 @@
     out, maps = model.greedy_decode(src, max_len=8, bos_id=tok.bos_id, eos_id=tok.eos_id)
     maps["decoder.0.cross_attn"]                              # [B, H, Q, K]
     av.show(model, "hello")                                   # every map, drawn in the browser (Jupyter)
+    real = av.load_pretrained("Helsinki-NLP/opus-mt-en-de")   # a real model, our Eq. 1 inside (the hub extra)
+    av.show(real, "Attention is all you need.", scale="none")
 
 The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
 checkpoints), lab (footnote 4's numbers), draw, explorer (the browser-side views and the packing of a
@@ -41,6 +43,21 @@ from .data.tokenizer import CharTokenizer
 from .explorer.notebook import show
 from .lab import dot_products, entropy, softmax_jacobian_norm, softmax_row, sweep
 from .train.trainer import TrainSettings, train
+
+
+
+def __getattr__(name: str):
+    """load_pretrained and PretrainedTransformer from attention_viz.hub, imported on first use: transformers is an
+    optional extra, and importing it costs seconds the app does not spend unless a real model is set up."""
+    if name in ("load_pretrained", "PretrainedTransformer"):
+        try:
+            from . import hub
+        except ImportError as error:
+            raise ImportError(f"attention_viz.{name} needs the hub extra: pip install \"attention_viz[hub]\" "
+                              f"({error})") from None
+        return getattr(hub, name)
+    raise AttributeError(f"module 'attention_viz' has no attribute {name!r}")
+
 
 __all__ = [
     "AdditiveAttention",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -97,15 +98,63 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
                 decode={"written": tok.tokens(out_ids), "steps": step_maps})
 
 
+def is_pretrained(model: object) -> bool:
+    """A real model wrapped by attention_viz.hub (checked without importing transformers: if the hub was never
+    imported, nothing can be one)."""
+    hub_model = sys.modules.get("attention_viz.hub.model")
+    return hub_model is not None and isinstance(model, hub_model.PretrainedTransformer)
+
+
+def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
+                   pad_tokens: int = 0, max_new_tokens: int = 40) -> dict:
+    """A real model's greedy decode of `text` (or one pass, for an encoder), packed as run_model packs ours."""
+    from attention_viz.hub.text_run import run_text  # the hub extra: a real model means it is installed
+
+    result = run_text(model, text, max_new_tokens=max_new_tokens, pad_tokens=int(pad_tokens), scale=scale,
+                      causal_mask=causal_mask, padding_mask=padding_mask)
+    notes = [f"{model.name} ({model.family.name}, real model): scale {scale}; causal mask "
+             f"{'on' if causal_mask else 'off'}; padding mask {'on' if padding_mask else 'off'}", *result.notes]
+    decode = None
+    if result.tgt_ids:
+        written = list(result.written)
+        if not result.src_ids:  # decoder only: the prompt's positions are followed by the prompt
+            prompt = len(result.tgt_ids) - max(len(written) - 1, 0)
+            written = list(result.tgt_tokens[1:prompt]) + written
+        decode = {"written": written[:len(result.tgt_ids)], "steps": None}
+        if not causal_mask:
+            decode["steps"] = pretrained_steps(model, result, scale, padding_mask)
+    return pack(result.maps, result.src_tokens, result.tgt_tokens, masks=result.masks, output=result.output,
+                notes=notes, title=f"“{text}” on {model.name}", decode=decode)
+
+
+def pretrained_steps(model, result, scale: Scale, padding_mask: bool) -> list[dict[str, np.ndarray]]:
+    """Without the causal mask, each decode step's own decoder maps (earlier rows change as tokens arrive)."""
+    steps = []
+    src = torch.tensor([result.src_ids], device=model.device)  # (1, S)
+    with torch.inference_mode():
+        for t in range(len(result.tgt_ids)):
+            tgt = torch.tensor([result.tgt_ids[: t + 1]], device=model.device)  # (1, t + 1)
+            args = (src, tgt) if result.src_ids else (tgt,)
+            maps = model.forward(*args, scale=scale, causal_mask=False, padding_mask=padding_mask)[1]
+            steps.append({key: value[0] for key, value in maps.to_numpy().items() if key.startswith("decoder.")})
+    return steps
+
+
 def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequence[str] = "",
          target_tokens: Sequence[str] = (), *, masks: Mapping[str, np.ndarray] | None = None,
          output: str = "", notes: Sequence[str] = (), height: int = 640, **run_options) -> View:
     """The interactive explorer, inline in Jupyter (the returned View renders itself).
 
     show(model, "abc")                       greedy-decode "abc" and show every map (run_model's options apply)
+    show(real_model, "Hello")                a real model (attention_viz.hub.PretrainedTransformer): its own tokens,
+                                             every map it has (run_pretrained's options apply)
     show(maps, source_tokens, target_tokens) maps: key -> [H, Q, K] (a batch axis of 1 is dropped), e.g.
                                              AttentionMaps.to_numpy() of one forward pass
     """
+    if is_pretrained(model_or_maps):
+        if not isinstance(text, str) or not text:
+            raise ValueError("show(model, text): text must be a non-empty string")
+        return View(run_pretrained(model_or_maps, text, **run_options), height=height)
     if isinstance(model_or_maps, Transformer):
         if not isinstance(text, str):
             raise ValueError("show(model, text): text must be a string")

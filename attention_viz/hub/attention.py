@@ -66,7 +66,7 @@ def switched(settings: Pass) -> Iterator[Pass]:
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """Grouped-query attention's shared keys or values for every query head: [B, H_kv, K, d] -> [B, H_kv·n_rep, K, d]."""
+    """Grouped-query attention's shared keys or values for every query head: [B, H_kv, K, d] -> [B, H, K, d]."""
     if n_rep == 1:
         return x
     B, H_kv, K, d = x.shape

@@ -222,6 +222,7 @@ class PretrainedTransformer:
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
+        reuse_keys: bool = True,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
 
@@ -230,11 +231,12 @@ class PretrainedTransformer:
         token (or the prompt); a finished row is padded with <pad> (else its end token). The maps come from one full
         pass over the decoder's input, which is the start token (or the prompt) and every written token but the
         last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
-        Every step reruns the whole decoder (no key cache), so the causal mask can be lifted.
+        reuse_keys: under the causal mask, each step runs the newest position only, keeping the earlier ones' keys and
+        values (transformers' cache); without the causal mask every step reruns the whole decoder.
         An encoder-only model writes nothing: use forward.
         """
         written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
-                                             causal_mask=causal_mask, padding_mask=padding_mask)
+                                             causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys)
         return written, recorded.maps
 
     @torch.no_grad()
@@ -247,6 +249,7 @@ class PretrainedTransformer:
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
+        reuse_keys: bool = True,
     ) -> tuple[torch.Tensor, Recorded]:
         """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included)."""
         if self.layout == "encoder":
@@ -267,17 +270,27 @@ class PretrainedTransformer:
         done = torch.zeros(B, dtype=torch.bool, device=device)
         fill = self.pad_id if self.pad_id is not None else min(self.eos_ids, default=0)
 
-        def decoder_pass(ids: torch.Tensor):
-            """The model's outputs on the decoder input ids [B, t] (the prompt's padding kept for a decoder)."""
+        def decoder_pass(ids: torch.Tensor, cache=None, new: int | None = None):
+            """The model's outputs on the decoder input ids [B, t] (the prompt's padding kept for a decoder); with a
+            key cache, only the last `new` positions are run and the cache holds the earlier ones' keys and values."""
+            options = {"use_cache": False} if new is None else {"use_cache": True, "cache": cache}
+            run_ids = ids if new is None else ids[:, -new:]
             if self.layout == "encoder-decoder":
                 return self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                                  decoder_input_ids=ids, use_cache=False)
-            mask = torch.cat([attention_mask, attention_mask.new_ones(B, ids.size(1) - prompt_length)], 1)[:, :ids.size(1)]
-            return self.model(input_ids=ids, attention_mask=mask, use_cache=False)
+                                  decoder_input_ids=run_ids, **options)
+            written = attention_mask.new_ones(B, max(ids.size(1) - prompt_length, 0))  # (B, t - P)
+            mask = torch.cat([attention_mask, written], 1)[:, : ids.size(1)]  # (B, t)
+            return self.model(input_ids=run_ids, attention_mask=mask, **options)
 
+        # Under the causal mask an earlier position never sees a later one, so each step runs the newest position
+        # only against the kept keys and values (transformers' cache); without it every step reruns them all.
+        cache, new = None, (seq.size(1) if reuse_keys and causal_mask else None)
         for _ in range(int(max_new_tokens)):
             with switched(run):
-                logits = decoder_pass(seq).logits[:, -1]  # (B, V)
+                outputs = decoder_pass(seq, cache, new)
+            logits = outputs.logits[:, -1]  # (B, V)
+            if new is not None:
+                cache, new = outputs.cache, 1
             scores = processors(seq, logits.float())
             next_token = scores.argmax(-1).masked_fill(done, fill)  # (B,)
             seq = torch.cat([seq, next_token[:, None]], dim=1)

@@ -1,4 +1,5 @@
-"""A guided lesson: seven steps from the anti-diagonal of reverse to why the paper scales by 1/√d_k.
+"""A guided lesson: seven steps from the anti-diagonal of reverse to why the paper scales by 1/√d_k, and an eighth
+on a real model when the server is set up with one (service.real_models): the 1/√d_k taken out of it.
 
 Each step says which tab to open and which controls to set (the page sets them), and writes what to notice with
 the numbers of exactly that view: the runs, the lab and the training snapshots it sets are computed here through
@@ -19,6 +20,8 @@ from attention_viz.service.texts import code
 from attention_viz.service.views import Views
 
 TEXT = "attention"
+REAL_TEXT = "Attention is all you need."  # the real model's text
+REAL_TITLE = "Take the 1/√d_k out of a real model"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class Lesson:
     def __init__(self, views: Views) -> None:
         self.views = views
         self.runs = views.runs
+        real = views.runs.catalog.real.keys
+        self.real_model = real[0] if real else None  # the first real model set up, if any
+        self.titles = self.TITLES + ((REAL_TITLE,) if self.real_model else ())
 
     @staticmethod
     def available(views: Views) -> bool:
@@ -69,13 +75,13 @@ class Lesson:
                 and {512, 1024} <= set(views.training_sizes()))
 
     def __len__(self) -> int:
-        return len(self.TITLES)
+        return len(self.titles)
 
     def step(self, index: object) -> LessonStep:
         index = check_int("lesson step", index, 0, len(self) - 1)
         build = (self._anti_diagonal, self._decode, self._unscaled, self._lab, self._training, self._additive,
-                 self._live)[index]
-        step = build(LessonStep(index, self.TITLES[index], "transformer"))
+                 self._live, self._real)[index]
+        step = build(LessonStep(index, self.titles[index], "transformer"))
         return replace(step, text=f"**Step {index + 1} of {len(self)}: {step.title}.** {step.text}")
 
     # -- the steps
@@ -178,3 +184,31 @@ class Lesson:
                 f"{arms['scaled_dot']['alignment'][-1]:.2f} (scaled) after 1,000 steps.")
         return replace(step, tab="training", text=text, training={"d_k": d_k},
                        live={"task": "reverse", "d_k": d_k, "arm": "dot"})
+
+    def _real(self, step: LessonStep) -> LessonStep:
+        key = self.real_model
+        try:
+            d_k = self.runs.catalog.default_d_k(key)
+            scaled, unscaled = (self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, scale)).run
+                                for scale in ("sqrt_dk", "none"))
+        except ValueError as error:  # not loadable here: say so, and the rest of the lesson stands
+            return replace(step, text=f"This server is set up with a real model, but it cannot run now: {error}")
+        name, family = scaled["settings"]["checkpoint"], self.runs.catalog.real.shape(key).family
+        kind = "decoder.cross_attn" if any(k["kind"] == "decoder.cross_attn" for k in scaled["kinds"]) else \
+            scaled["kinds"][0]["kind"]
+        a, b = (next(k for k in packed["kinds"] if k["kind"] == kind)["stats"] for packed in (scaled, unscaled))
+        peak_a, peak_b = float(np.mean(a["max_weight"])), float(np.mean(b["max_weight"]))
+        entropy_a, entropy_b = float(np.mean(a["entropy"])), float(np.mean(b["entropy"]))
+        change = np.abs(np.array(b["max_weight"]) - np.array(a["max_weight"]))  # (L, H)
+        layer, head = (int(i) for i in np.unravel_index(change.argmax(), change.shape))
+        same = scaled["output"] == unscaled["output"]
+        outcome = (f"the output stays {code(scaled['output'])}" if same else
+                   f"the output changes from {code(scaled['output'])} to {code(unscaled['output'])}")
+        label = {"decoder.cross_attn": "encoder-decoder attention", "encoder.self_attn": "encoder self-attention",
+                 "decoder.self_attn": "masked decoder self-attention"}[kind]
+        text = (f"{code(name)} is a real {family} model; its attention scales QKᵀ by 1/√{d_k}. Run without that, "
+                f"every logit grows by √{d_k} ≈ {d_k ** 0.5:.0f}: in {label} the mean largest weight of a row goes "
+                f"from {peak_a:.2f} to {peak_b:.2f} and the mean entropy from {entropy_a:.2f} to {entropy_b:.2f} nats, and {outcome}. "
+                f"Head L{layer}·H{head} changes most. This is step 3 again, on a model nobody here trained.")
+        return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "none"},
+                       explorer={"kind": kind, "layer": layer, "head": head})

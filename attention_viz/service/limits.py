@@ -77,4 +77,13 @@ HUB_MODELS_ENV = "ATTENTION_VIZ_HUB_MODELS"  # comma-separated Hub ids or local 
 HUB_PREFIX = "hub:"            # the model picker's value of a real model: "hub:" + the id or folder as set up
 REAL_TEXT_CHARS = 500          # a real model's text: at most this many characters ...
 REAL_SOURCE_TOKENS = 64        # ... and this many tokens as its tokenizer cuts it (special tokens included)
-REAL_NEW_TOKENS = 40           # tokens a real model may write (a translation may be a little longer than its source)
+REAL_NEW_TOKENS = 40           # tokens a real model may write at most: a translation 1.5 x its source + 10 (as
+                               # fairseq bounds a beam), a decoder-only model's continuation REAL_CONTINUATION
+REAL_CONTINUATION = 20
+
+
+def real_new_tokens(source_tokens: int, has_source: bool) -> int:
+    """How many tokens a real model may write for a source of this many tokens (its continuation, for a decoder)."""
+    if not has_source:
+        return REAL_CONTINUATION
+    return min(REAL_NEW_TOKENS, source_tokens + source_tokens // 2 + 10)

@@ -121,7 +121,12 @@ class RealModels:
         model = self.get(key)
         return RealShape(model.family.name, model.layout, model.n_layers("encoder.self_attn"),
                          model.n_layers("decoder.self_attn"), model.n_heads, model.d_k, model.d_model,
-                         model.family.about, tuple(model.kinds), str(model.tokenizer.eos_token or model.tokenizer.sep_token or ""))
+                         model.family.about, tuple(model.kinds), sink_token(model.tokenizer))
+
+
+def sink_token(tokenizer) -> str:
+    """The end token as the tokenizer writes it ("</s>", "[SEP]", "<|endoftext|>"), "" when it has none."""
+    return str(getattr(tokenizer, "eos_token", None) or getattr(tokenizer, "sep_token", None) or "")
 
 
 def display_name(name: str) -> str:

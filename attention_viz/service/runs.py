@@ -22,7 +22,7 @@ from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import target_or_none
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_choice
-from attention_viz.service.limits import COMPARISONS, EXTRA_DECODE_STEPS, REAL_NEW_TOKENS, RUN_CACHE_SIZE
+from attention_viz.service.limits import COMPARISONS, EXTRA_DECODE_STEPS, RUN_CACHE_SIZE, real_new_tokens
 from attention_viz.service.requests import HeadRequest, Settings, parse_head, parse_settings
 
 
@@ -226,7 +226,8 @@ class Runs:
         from attention_viz.hub.text_run import run_text  # the hub extra, present whenever a real model is set up
 
         model = self.catalog.real.get(settings.model)
-        result = run_text(model, settings.text, max_new_tokens=REAL_NEW_TOKENS, pad_tokens=settings.pad_tokens,
+        budget = real_new_tokens(len(model.encode(settings.text).ids), model.layout == "encoder-decoder")
+        result = run_text(model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
                           scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
         for array in (*result.maps.values(), *result.masks.values()):
             array.setflags(write=False)  # shared between users through the cache

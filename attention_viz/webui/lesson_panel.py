@@ -16,7 +16,8 @@ from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, prose
 
-INTRO = ("Seven steps from the anti-diagonal of reverse to why the paper divides by √d_k. Each step sets the "
+INTRO = ("Seven steps from the anti-diagonal of reverse to why the paper divides by √d_k (an eighth on a real model "
+         "when this server has one). Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")
 
 

@@ -14,6 +14,12 @@ config, then every load event and what it chains, as the browser runs them), the
     rerun       25 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
     steps       15 %   open the steps view (Figure 2)
 
+`--real` sets the app up with a real model, the opus-mt-en-de configuration (Marian, 6 + 6 layers, 8 heads,
+d_model 512, vocabulary 58,101: 74M parameters) with random weights, saved offline by devtools.hub_models, and
+takes 10 % of the mix for it (from the lab's d_k and the reruns): a student picks it and types a sentence
+(`real`); the model is loaded once, by one run before the class arrives. Random weights never write the end
+token, so each of its runs writes its whole budget (1.5 x the source + 10 tokens): the worst case.
+
 `--live` also trains live in the background for the whole class (`/live_train`, plain dot products at d_k 1024,
 one run after another, as a teacher demonstrating it would): the other views must keep answering.
 
@@ -51,6 +57,10 @@ from .app import Browser
 from .common import Timing, load, ms, table, write_json
 
 ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 25, "steps": 15}
+REAL_ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 20, "steps": 15, "real": 10}
+REAL_MODEL = "opus-mt-en-de-random"  # the folder's name: the picker's value is "hub:" + it
+WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translation", "of", "house", "green",
+         "students", "learn", "quickly", "today", "with", "every", "head", "layer")
 THINK_S = (1.5, 4.0)
 ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
@@ -58,7 +68,8 @@ SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes 
 HTTP_TIMEOUT_S = 120.0
 LABELS = {"open": "open the page (HTML, its files, config, load events and chains)", "lab_dk": "lab: move d_k",
           "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
-          "rerun": "Transformer: new text (model reruns)", "steps": "Transformer: open the steps view"}
+          "rerun": "Transformer: new text (model reruns)", "steps": "Transformer: open the steps view",
+          "real": "real model (74M): pick it, type a sentence"}
 
 
 @dataclass
@@ -131,6 +142,15 @@ class Student:
             set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
             seconds, data = self.call(self.api["visualize"], "text")
             return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
+        if action == "real":
+            model_id, ours = self.ids["model"], self.values[self.ids["model"]]
+            set_("model", "hub:" + REAL_MODEL)
+            set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
+            try:
+                seconds, data = self.call(self.api["visualize"], "text")
+            finally:
+                self.values[model_id] = ours  # the student goes back to the model it had
+            return seconds, None if "real Marian model" in str(data) else "real: no notes of a real model's run"
         seconds, data = self.call(self.api["steps"])
         return seconds, None if "softmax" in str(data) else "steps: no step text"
 
@@ -167,7 +187,7 @@ def _record_page_files(base: str) -> tuple[str, ...]:
 
 
 def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
-            files: tuple[str, ...] = ()) -> None:
+            files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS) -> None:
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
@@ -184,7 +204,7 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
             if time.monotonic() + think > deadline:
                 break
             time.sleep(think)
-            action = rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
+            action = rng.choices(list(mix), weights=list(mix.values()))[0]
             t0 = time.perf_counter()
             try:
                 seconds, wrong = page.act(action)
@@ -193,20 +213,21 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
             tally.record(action, seconds, wrong)
 
 
-def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = ()) -> dict:
+def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
+              mix: dict[str, int] = ACTIONS) -> dict:
     """`students` threads for `duration_s` against the app at `base`, each opening the page with `files`;
     per action: count, errors, p50, p95."""
     tally = Tally()
     start = time.monotonic()
-    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files), daemon=True)
-               for i in range(students)]
+    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix),
+                                daemon=True) for i in range(students)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S)
     wall = time.monotonic() - start
     actions = {}
-    for action in ("open", *ACTIONS):
+    for action in ("open", *mix):
         samples = tally.seconds.get(action, [])
         actions[action] = {"n": len(samples), "errors": tally.errors.get(action, 0),
                            **(Timing(samples).to_dict() | {"max_s": max(samples)} if samples else {})}
@@ -247,29 +268,49 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
             outcomes.append(f"{type(error).__name__}: {error}")
 
 
+def real_model_folder(temp: Path) -> Path:
+    """The opus-mt-en-de configuration with random weights and a small real tokenizer, saved offline."""
+    from devtools.hub_models import save_opus_mt_en_de_random
+
+    return save_opus_mt_en_de_random(temp / REAL_MODEL)
+
+
+def load_real_model(base: str) -> float:
+    """One run of the real model before the class arrives (it loads once per process); its seconds."""
+    from gradio_client import Client
+
+    t0 = time.perf_counter()
+    Client(base + "/", verbose=False).predict("Attention is all you need.", "hub:" + REAL_MODEL, 64, "sqrt_dk", 1.0,
+                                              True, True, 0, 64, 4, api_name="/visualize")
+    return time.perf_counter() - t0
+
+
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False, with_files: bool = True) -> dict:
+                  live: bool = False, with_files: bool = True, real: bool = False) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
-    training in the background when `live`), stop it."""
+    training in the background when `live`; with a real model among the choices when `real`), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
     env = {"PYTHONPATH": str(cwd), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
+    if real:
+        env |= {"ATTENTION_VIZ_HUB_MODELS": str(real_model_folder(temp)), "HF_HUB_OFFLINE": "1"}
     try:
         with Server([sys.executable, "app.py"], log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
                 httpx.Client(timeout=30) as http:
             startup = server.wait_http(http, timeout_s=300)
             time.sleep(SETTLE_S)
+            real_load_s = load_real_model(server.base) if real else None
             files = page_files(server.base) if with_files else ()
             time.sleep(2.0)  # that opening's own work on the server out of the way
             stop, outcomes = threading.Event(), []
             trainer = threading.Thread(target=train_live, args=(server.base, stop, outcomes), daemon=True)
             if live:
                 trainer.start()
-            result = run_class(server.base, students, duration_s, seed, files)
+            result = run_class(server.base, students, duration_s, seed, files, REAL_ACTIONS if real else ACTIONS)
             stop.set()
             if live:
                 trainer.join(timeout=3 * HTTP_TIMEOUT_S)
             result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load(),
-                       "page_files": len(files),
+                       "page_files": len(files), "real_load_s": real_load_s,
                        "live_runs": outcomes if live else None}
             return result
     finally:
@@ -277,7 +318,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False, with_files: bool = True) -> dict:
+        live: bool = False, with_files: bool = True, real: bool = False) -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -288,7 +329,8 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
     result["with_files"] = with_files
-    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files)
+    result["real"] = real
+    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:
@@ -320,6 +362,8 @@ def report(result: dict) -> str:
                       f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
                   "", _app_table(app)]
         lines += [f"  error: {example}" for example in app["error_examples"]]
+        if app.get("real_load_s") is not None:
+            lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
         if app.get("live_runs") is not None:
             lines += ["", f"live training in the background: {len(app['live_runs'])} runs, ending: "
                           + "; ".join(app["live_runs"])]
@@ -343,13 +387,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", default=None, help="a git ref whose app runs the same class after this one")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--live", action="store_true", help="train live in the background for the whole class")
+    parser.add_argument("--real", action="store_true",
+                        help="a real model among the choices (opus-mt-en-de's configuration, random weights)")
     parser.add_argument("--no-files", action="store_true",
                         help="students fetch the page's HTML only, not Gradio's files (as this benchmark did before)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not (1 <= args.students <= 200 and 5 <= args.duration_s <= 1800):
         parser.error("students 1..200, duration 5..1800 s")
-    result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files)
+    if args.real and args.against:
+        parser.error("--real runs this tree's app only (a ref may not have real models)")
+    result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real)
     print(report(result), flush=True)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
     print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")

@@ -126,7 +126,8 @@ class PretrainedTransformer:
     @property
     def eos_ids(self) -> set[int]:
         """Tokens that end a greedy decode."""
-        eos = self.model.generation_config.eos_token_id
+        generation = getattr(self.model, "generation_config", None)  # an encoder with no head has none
+        eos = generation.eos_token_id if generation is not None else None
         if eos is None:
             eos = self.tokenizer.eos_token_id
         return set(eos if isinstance(eos, list) else [] if eos is None else [eos])

@@ -37,7 +37,10 @@ def configured(names: Sequence[str] | str | None = None) -> list[str]:
 
 def hub_installed() -> bool:
     """True when the hub extra (transformers) is importable."""
-    return importlib.util.find_spec("transformers") is not None
+    try:
+        return importlib.util.find_spec("transformers") is not None
+    except (ImportError, ValueError):  # blocked, or a module without a spec
+        return False
 
 
 @dataclass(frozen=True)

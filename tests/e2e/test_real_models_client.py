@@ -1,0 +1,128 @@
+"""Real models in the app, as a visitor uses it through gradio_client: the server set up with two small real
+models (a Marian translation model and a GPT-2, random weights, real tokenizers, saved offline) and one Hub id
+that is not cached, with the Hub switched off."""
+
+from __future__ import annotations
+
+import sys
+
+import httpx
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+from gradio_client import Client  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
+
+from attention_viz.explorer import unpack  # noqa: E402
+from devtools.hub_models import save_tiny  # noqa: E402
+from devtools.launcher import Server  # noqa: E402
+
+MISSING = "Helsinki-NLP/opus-mt-xx-yy"  # set up, but neither cached nor downloadable here
+
+
+@pytest.fixture(scope="module")
+def real_app(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real")
+    marian = save_tiny("marian", root / "tiny-marian")
+    gpt2 = save_tiny("gpt2", root / "tiny-gpt2")
+    env = {"ATTENTION_VIZ_HUB_MODELS": f"{marian},{gpt2},{MISSING}", "HF_HUB_OFFLINE": "1",
+           "HF_HOME": str(root / "hf-home")}
+    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
+        with httpx.Client(timeout=5) as client:
+            server.wait_http(client, 180)
+        yield Client(server.base + "/", verbose=False), root / "app.log"
+
+
+def visualize(client, text, model, d_k=64, scale="sqrt_dk", causal=True, padding=True, pads=0):
+    return client.predict(text, model, d_k, scale, 1.0, causal, padding, pads, 64, 4, api_name="/visualize")
+
+
+def test_the_picker_offers_the_real_models_it_was_set_up_with(real_app):
+    client, _ = real_app
+    info = client.view_api(return_format="dict", print_info=False)
+    assert info  # the API answers; the picker's choices are in the page's config
+    config = httpx.get(client.src.rstrip("/") + "/config").json()
+    choices = [c for comp in config["components"] if comp.get("props", {}).get("elem_id") == "model"
+               for c in comp["props"]["choices"]]
+    values = [value for _, value in choices]
+    assert {"hub:tiny-marian", "hub:tiny-gpt2", f"hub:{MISSING}"} <= set(values)
+    assert not any(str(real_app[1].parent) in value for value in values)  # no server path on the page
+
+
+def test_a_real_translation_model_shows_every_kind_with_its_own_pieces(real_app):
+    client, _ = real_app
+    run, output, notes = visualize(client, "Attention is all you need.", "hub:tiny-marian")
+    assert [k["kind"] for k in run["kinds"]] == ["encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"]
+    assert run["tokens"]["source"][-1] == "</s>" and any(t.startswith("▁") for t in run["tokens"]["source"])
+    assert run["settings"]["d_k"] == 8  # the model's own (d_model 32 / 4 heads), whatever d_k was sent
+    assert "real Marian model" in notes
+    maps, masks = unpack(run)
+    for key, weights in maps.items():
+        kind = key.split(".")[0] + "." + key.split(".")[2]
+        live = masks[kind].any(-1)
+        np.testing.assert_allclose(weights.sum(-1)[:, live], 1.0, atol=2e-4)
+        assert (weights[:, ~masks[kind]] == 0).all()
+
+
+def test_the_switches_rerun_a_real_model(real_app):
+    client, _ = real_app
+    on, _, _ = visualize(client, "the cat sat on the mat", "hub:tiny-marian")
+    off, _, notes = visualize(client, "the cat sat on the mat", "hub:tiny-marian", scale="none")
+    a, b = unpack(on)[0], unpack(off)[0]
+    assert any(np.abs(a[k] - b[k]).max() > 1e-4 for k in a)
+    assert "not as it was trained" in notes
+    lifted, _, _ = visualize(client, "the cat sat", "hub:tiny-gpt2", causal=False)
+    maps, masks = unpack(lifted)
+    assert masks["decoder.self_attn"].all()  # no causal mask: every position sees every other
+    assert np.triu(maps["decoder.0.self_attn"][0], 1).max() > 0
+    pads, _, _ = visualize(client, "the cat", "hub:tiny-marian", pads=3)
+    assert pads["tokens"]["source"][-3:] == ["<pad>"] * 3
+    assert not unpack(pads)[1]["encoder.self_attn"][:, -3:].any()
+
+
+def test_a_decoder_only_model_has_only_masked_self_attention(real_app):
+    client, _ = real_app
+    run, output, _ = visualize(client, "hello world", "hub:tiny-gpt2")
+    assert [k["kind"] for k in run["kinds"]] == ["decoder.self_attn"]
+    assert run["tokens"]["source"] == []
+    with pytest.raises(AppError, match="has no encoder-decoder attention"):
+        client.predict("hello", "hub:tiny-gpt2", 8, "sqrt_dk", 1.0, True, True, 0, 64, 4, "decoder.cross_attn", 0, 0,
+                       api_name="/steps")
+    steps, text = client.predict("hello", "hub:tiny-gpt2", 8, "sqrt_dk", 1.0, True, True, 0, 64, 4,
+                                 "decoder.self_attn", 1, 3, api_name="/steps")
+    assert steps["d_k"] == 8 and len(steps["panels"]) == 5
+
+
+def test_unicode_texts_and_the_token_cap(real_app):
+    client, _ = real_app
+    run, _, _ = visualize(client, "Grüße, 東京 — ünïcödé!", "hub:tiny-marian")
+    assert run["tokens"]["source"]
+    with pytest.raises(AppError, match="tokens for this model's tokenizer; the maximum is 64"):
+        visualize(client, " ".join(["cat"] * 80), "hub:tiny-marian")
+    with pytest.raises(AppError, match="control"):
+        visualize(client, "tab\there", "hub:tiny-marian")
+
+
+def test_a_model_that_cannot_be_had_is_refused_and_the_rest_works(real_app):
+    client, log = real_app
+    with pytest.raises(AppError, match="not available on this server"):
+        visualize(client, "hello", f"hub:{MISSING}")
+    with pytest.raises(AppError, match="Unknown model"):
+        visualize(client, "hello", "hub:gpt2")  # never set up: the server does not fetch it
+    run, _, _ = visualize(client, "hello", "reverse/sqrt_dk", d_k=16)
+    assert run["output"]
+    assert "Traceback" not in log.read_text()
+
+
+def test_compare_and_export_on_a_real_model(real_app):
+    client, _ = real_app
+    comparison, text = client.predict("the cat", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 2, 64, 4,
+                                      "encoder.self_attn", 1, 0, "padding_mask", api_name="/compare")
+    assert comparison["labels"] == ["padding mask on", "padding mask off"]
+    assert np.abs(np.array(comparison["difference"])).max() > 0
+    files = client.predict("the cat", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 0, 64, 4,
+                           "decoder.cross_attn", 1, 2, "absolute", api_name="/export")
+    names = [str(f) for f in files]
+    assert len(names) == 4 and all("tiny-marian" in name for name in names)

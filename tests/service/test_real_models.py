@@ -1,0 +1,193 @@
+"""Real models in the service (service.real_models, runs, views, lesson): small real-format models saved offline
+(random weights, real tokenizers), run through the same views as ours."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+from attention_viz.core.maps import KINDS  # noqa: E402
+from attention_viz.service.catalog import Catalog  # noqa: E402
+from attention_viz.service.lesson import Lesson  # noqa: E402
+from attention_viz.service.real_models import RealModels, display_name  # noqa: E402
+from attention_viz.service.runs import Runs  # noqa: E402
+from attention_viz.service.views import Views  # noqa: E402
+from devtools.hub_models import save_tiny  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real-models")
+    return {family: save_tiny(family, root / f"tiny-{family}") for family in ("marian", "gpt2", "bert", "llama")}
+
+
+@pytest.fixture(scope="module")
+def views(folders, one_thread):
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    catalog = Catalog(hub_models=[str(folders[f]) for f in ("marian", "gpt2", "bert", "llama")]
+                      + ["Helsinki-NLP/opus-mt-xx-yy"])
+    return Views(Runs(catalog))
+
+
+def settings(views, model, text="the cat sat on the mat", scale="sqrt_dk", causal=True, padding=True, pads=0):
+    return views.runs.settings(text, model, 64, scale, 1.0, causal, padding, pads, 64, 4)
+
+
+def test_the_picker_lists_the_set_up_models_by_name_never_by_server_path(views, folders):
+    values = [value for _, value in views.runs.catalog.model_choices]
+    assert ["hub:tiny-marian", "hub:tiny-gpt2", "hub:tiny-bert", "hub:tiny-llama",
+            "hub:Helsinki-NLP/opus-mt-xx-yy"] == [v for v in values if v.startswith("hub:")]
+    assert not any(str(folders["marian"].parent) in value for value in values)
+    assert values[-1] == "untrained"
+    assert display_name("Helsinki-NLP/opus-mt-en-de") == "Helsinki-NLP/opus-mt-en-de"
+
+
+def test_a_model_not_set_up_is_refused_without_loading_anything(views, monkeypatch):
+    loads = []
+    monkeypatch.setattr(RealModels, "_load", lambda self, name: loads.append(name))
+    for model in ("hub:gpt2", "hub:/etc/passwd", "hub:../tiny-marian", "hub:"):
+        with pytest.raises(ValueError, match="Unknown model"):
+            settings(views, model)
+    assert loads == []
+
+
+def test_each_model_is_loaded_once_whatever_the_number_of_visitors(folders, monkeypatch):
+    real = RealModels([str(folders["gpt2"])])
+    calls, original = [], RealModels._load
+    monkeypatch.setattr(RealModels, "_load", lambda self, name: calls.append(name) or original(self, name))
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(real.get("hub:tiny-gpt2"))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and len({id(model) for model in got}) == 1
+
+
+def test_a_model_that_cannot_be_had_gets_a_clear_message_and_the_rest_works(views):
+    for _ in range(2):  # the refusal is remembered: no second attempt
+        with pytest.raises(ValueError, match="not available on this server: it is not in its Hugging Face cache"):
+            settings(views, "hub:Helsinki-NLP/opus-mt-xx-yy")
+    assert views.visualize(settings(views, "hub:tiny-marian")).output is not None
+    assert views.visualize(views.runs.settings("hello", "reverse/sqrt_dk", 16)).run["output"]
+
+
+def test_settings_take_any_unicode_up_to_the_token_cap_and_the_models_own_d_k(views):
+    s = settings(views, "hub:tiny-marian", text="Grüße aus 東京 — naïve café")
+    assert s.real and s.checkpoint == "tiny-marian" and s.d_k == views.runs.catalog.real.shape("hub:tiny-marian").d_k
+    for text, message in ((" ", "empty"), ("a\nb", "control"), ("x" * 501, "maximum is 500"),
+                          (" ".join(["cat"] * 70), "tokens for this model's tokenizer")):
+        with pytest.raises(ValueError, match=message):
+            settings(views, "hub:tiny-marian", text=text)
+
+
+@pytest.mark.parametrize("family, kinds", [
+    ("marian", list(KINDS)), ("gpt2", ["decoder.self_attn"]), ("bert", ["encoder.self_attn"]),
+    ("llama", ["decoder.self_attn"]),
+])
+def test_a_run_has_only_the_kinds_its_model_has_with_its_masks_and_pieces(views, family, kinds):
+    packed = views.visualize(settings(views, f"hub:tiny-{family}", pads=2)).run
+    assert [k["kind"] for k in packed["kinds"]] == kinds
+    run = views.runs.run(settings(views, f"hub:tiny-{family}", pads=2))
+    for kind in kinds:
+        weights, mask = run.weights(kind), run.mask(kind)  # (L, H, Q, K), (Q, K)
+        assert weights.shape[-2:] == mask.shape
+        assert (weights[..., ~mask] == 0).all()
+        live = mask.any(-1)
+        np.testing.assert_allclose(weights.sum(-1)[..., live], 1.0, atol=1e-5)
+        if kind == "decoder.self_attn":
+            assert not np.triu(mask, 1).any()  # the causal mask, as the model applied it
+    if family in ("marian", "bert"):  # the pads appended to the source are hidden from every query
+        assert run.src_tokens[-2:] == (run.src_tokens[-1],) * 2
+        assert not run.mask("encoder.self_attn")[:, -2:].any()
+    for missing in (k for k in KINDS if k not in kinds):
+        with pytest.raises(ValueError, match=f"This model has no {KINDS[missing]}"):
+            run.head_request(missing, 0, 0)
+
+
+def test_a_real_runs_steps_are_its_own_maps_recomputed_from_the_q_k_v_it_received(views):
+    for model, kind in (("hub:tiny-marian", "decoder.cross_attn"), ("hub:tiny-llama", "decoder.self_attn"),
+                        ("hub:tiny-bert", "encoder.self_attn")):
+        for scale in ("sqrt_dk", "none"):
+            s = settings(views, model, scale=scale)
+            run = views.runs.run(s)
+            layer, head = run.n_layers(kind) - 1, 1
+            steps = views.runs.steps(s, kind, layer, head)
+            np.testing.assert_allclose(steps.arrays["weights"], run.head(kind, layer, head), atol=1e-6)
+            expected = 1.0 if scale == "none" else run.config.d_k ** -0.5
+            assert steps.factor == pytest.approx(expected)
+            np.testing.assert_allclose(steps.arrays["scaled"], steps.arrays["scores"] * expected, rtol=1e-5, atol=1e-6)
+
+
+def test_comparisons_and_the_switches_on_a_real_model(views):
+    s = settings(views, "hub:tiny-marian", pads=2)
+    scaling = views.runs.compare(s, "scaling", "encoder.self_attn", 0, 0)
+    assert np.abs(scaling.difference).max() > 0
+    padding = views.runs.compare(s, "padding_mask", "encoder.self_attn", 0, 0)
+    assert not padding.masks[0][:, -2:].any() and padding.masks[1].all()
+    lifted = views.runs.run(settings(views, "hub:tiny-gpt2", causal=False))
+    assert lifted.mask("decoder.self_attn").all()
+    assert np.triu(lifted.weights("decoder.self_attn"), 1).max() > 0
+    steps = views.runs.step_maps(lifted)
+    assert len(steps) == len(lifted.tgt_ids)
+    assert steps[-1]["decoder.0.self_attn"].shape[-2:] == (len(lifted.tgt_ids),) * 2
+    np.testing.assert_allclose(steps[-1]["decoder.0.self_attn"], lifted.maps["decoder.0.self_attn"], atol=1e-6)
+
+
+def test_the_explorer_payload_scores_and_notes_of_a_real_run(views):
+    view = views.visualize(settings(views, "hub:tiny-marian"))
+    kinds = {k["kind"]: k for k in view.run["kinds"]}
+    assert "</s> sink" in kinds["encoder.self_attn"]["scores"]["labels"].values()
+    assert "real Marian model" in view.info and "subword pieces" in view.info
+    unscaled = views.visualize(settings(views, "hub:tiny-marian", scale="none"))
+    assert "not as it was trained" in unscaled.info
+    decode = view.run["decode"]
+    assert len(decode["written"]) == len(view.run["tokens"]["target"])
+    gpt2 = views.visualize(settings(views, "hub:tiny-gpt2")).run
+    assert len(gpt2["decode"]["written"]) == len(gpt2["tokens"]["target"])
+    assert views.visualize(settings(views, "hub:tiny-bert")).run.get("decode") is None
+
+
+def test_controls_and_exports_of_a_real_model(views):
+    controls = views.model_controls("hub:tiny-llama", 512)
+    shape = views.runs.catalog.real.shape("hub:tiny-llama")
+    assert controls.d_k == shape.d_k and controls.trained_d_ks == (shape.d_k,)
+    assert "its weights fix it" in controls.d_k_note and "tokens" in controls.text_label
+    files = views.export(settings(views, "hub:tiny-marian", text="Grüße"), "decoder.cross_attn", 1, 0)
+    assert [f.suffix for f in files] == [".png", ".png", ".npz", ".csv"]
+    assert all(f.name.isascii() and "tiny-marian" in f.name for f in files)
+
+
+def test_the_lessons_real_step_is_written_from_the_runs_numbers(views):
+    lesson = Lesson(views)
+    assert len(lesson) == 8
+    step = lesson.step(7)
+    assert step.controls["model"] == "hub:tiny-marian" and step.controls["scale"] == "none"
+    scaled = views.visualize(settings(views, "hub:tiny-marian", text="Attention is all you need.")).run
+    cross = next(k for k in scaled["kinds"] if k["kind"] == "decoder.cross_attn")
+    assert f"{np.mean(cross['stats']['max_weight']):.2f}" in step.text
+    assert f"1/√{step.controls['d_k']}" in step.text
+
+
+def test_without_the_hub_extra_the_app_and_package_work_and_say_how_to_add_it(tmp_path):
+    script = (
+        "import sys; sys.modules['transformers'] = None\n"
+        "import attention_viz as av\n"
+        "from attention_viz.service.catalog import Catalog\n"
+        "c = Catalog(hub_models=['Helsinki-NLP/opus-mt-en-de'])\n"
+        "assert c.real.missing_extra and not c.real.keys, c.real.names\n"
+        "assert not any(v.startswith('hub:') for _, v in c.model_choices)\n"
+        "try:\n    av.load_pretrained('x')\nexcept ImportError as e:\n    print('refused:', e)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert 'pip install "attention_viz[hub]"' in result.stdout

@@ -16,7 +16,7 @@ config, then every load event and what it chains, as the browser runs them), the
 
 `--real` sets the app up with a real model, the opus-mt-en-de configuration (Marian, 6 + 6 layers, 8 heads,
 d_model 512, vocabulary 58,101: 74M parameters) with random weights, saved offline by devtools.hub_models, and
-takes 10 % of the mix for it (from the lab's d_k and the reruns): a student picks it and types a sentence
+takes 10 % of the mix for it (`--real PERCENT` for another share; from the lab's d_k and the reruns): a student picks it and types a sentence
 (`real`); the model is loaded once, by one run before the class arrives. Random weights never write the end
 token, so each of its runs writes its whole budget (1.5 x the source + 10 tokens): the worst case.
 
@@ -57,7 +57,13 @@ from .app import Browser
 from .common import Timing, load, ms, table, write_json
 
 ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 25, "steps": 15}
-REAL_ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 20, "steps": 15, "real": 10}
+REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
+
+
+def real_actions(share: int) -> dict[str, int]:
+    """The mix with `share` percent for the real model, taken half from the lab's d_k and half from the reruns."""
+    return {"lab_dk": 35 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 25 - (share - share // 2),
+            "steps": 15, "real": share}
 REAL_MODEL = "opus-mt-en-de-random"  # the folder's name: the picker's value is "hub:" + it
 WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translation", "of", "house", "green",
          "students", "learn", "quickly", "today", "with", "every", "head", "layer")
@@ -143,13 +149,14 @@ class Student:
             seconds, data = self.call(self.api["visualize"], "text")
             return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
         if action == "real":
-            model_id, ours = self.ids["model"], self.values[self.ids["model"]]
+            kept = {elem_id: self.values[self.ids[elem_id]] for elem_id in ("model", "text")}
             set_("model", "hub:" + REAL_MODEL)
             set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
             try:
                 seconds, data = self.call(self.api["visualize"], "text")
             finally:
-                self.values[model_id] = ours  # the student goes back to the model it had
+                for elem_id, value in kept.items():  # the student goes back to the model and text it had
+                    set_(elem_id, value)
             return seconds, None if "real Marian model" in str(data) else "real: no notes of a real model's run"
         seconds, data = self.call(self.api["steps"])
         return seconds, None if "softmax" in str(data) else "steps: no step text"
@@ -286,7 +293,7 @@ def load_real_model(base: str) -> float:
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False, with_files: bool = True, real: bool = False) -> dict:
+                  live: bool = False, with_files: bool = True, real: int = 0) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
     training in the background when `live`; with a real model among the choices when `real`), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
@@ -305,7 +312,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             trainer = threading.Thread(target=train_live, args=(server.base, stop, outcomes), daemon=True)
             if live:
                 trainer.start()
-            result = run_class(server.base, students, duration_s, seed, files, REAL_ACTIONS if real else ACTIONS)
+            result = run_class(server.base, students, duration_s, seed, files, real_actions(real) if real else ACTIONS)
             stop.set()
             if live:
                 trainer.join(timeout=3 * HTTP_TIMEOUT_S)
@@ -318,7 +325,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False, with_files: bool = True, real: bool = False) -> dict:
+        live: bool = False, with_files: bool = True, real: int = 0) -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -354,7 +361,8 @@ def _app_table(app: dict) -> str:
 
 def report(result: dict) -> str:
     """A table per app, then this tree's p50 and p95 over the reference's, per action."""
-    lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app, think time "
+    share = f"; the real model in {result['real']} % of the actions" if result.get("real") else ""
+    lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app{share}, think time "
              f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched; "
              + ("opening the page fetches its files too" if result.get("with_files", True) else "opening: HTML only")]
     for key, app in result["apps"].items():
@@ -387,8 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", default=None, help="a git ref whose app runs the same class after this one")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--live", action="store_true", help="train live in the background for the whole class")
-    parser.add_argument("--real", action="store_true",
-                        help="a real model among the choices (opus-mt-en-de's configuration, random weights)")
+    parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=0, metavar="PERCENT",
+                        help="a real model among the choices (opus-mt-en-de's configuration, random weights), run "
+                             f"by PERCENT of the actions (default {REAL_SHARE})")
     parser.add_argument("--no-files", action="store_true",
                         help="students fetch the page's HTML only, not Gradio's files (as this benchmark did before)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")

@@ -28,9 +28,26 @@ CORPUS = [
 ]
 
 
-def _corpus_file(folder: Path) -> Path:
+# Everyday English words: the opus-mt-sized tokenizer learns most of them whole, as a real one would.
+WORDS = ("the be to of and a in that have it for not on with he as you do at this but his by from they we say her "
+         "she or an will my one all would there their what so up out if about who get which go me when make can "
+         "like time no just him know take people into year your good some could them see other than then now look "
+         "only come its over think also back after use two how our work first well way even new want because any "
+         "these give day most us is are was were has had been being model attention need translation house green "
+         "students learn quickly today every head layer sentence word words text read write reads writes language "
+         "english german query key value weight softmax scale matrix teacher class lecture hall morning evening "
+         "city country world school book paper table window door water coffee music friend family child children").split()
+
+
+def _corpus_file(folder: Path, sentences: int = 0) -> Path:
+    """The corpus: CORPUS, and `sentences` more made of WORDS (seeded)."""
+    import random
+
+    rng = random.Random(0)
+    made = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))).capitalize() + "."
+            for _ in range(sentences)]
     path = folder / "corpus.txt"
-    path.write_text("\n".join(CORPUS * 8), encoding="utf-8")
+    path.write_text("\n".join(CORPUS * 8 + made), encoding="utf-8")
     return path
 
 
@@ -44,15 +61,16 @@ def _byte_level_bpe(folder: Path, specials: list[str], vocab_size: int = 400):
     return bpe._tokenizer
 
 
-def _marian_tokenizer(folder: Path, vocab_size: int | None = None):
+def _marian_tokenizer(folder: Path, vocab_size: int | None = None, pieces: int = 120):
     """Marian's tokenizer files: source.spm and target.spm (one SentencePiece model here) and vocab.json; with
     vocab_size, the vocabulary is filled with unused pieces up to it so that <pad> is its last id, as in opus-mt."""
     import sentencepiece as spm
     from transformers import MarianTokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
-        spm.SentencePieceTrainer.train(input=str(_corpus_file(Path(tmp))), model_prefix=str(Path(tmp) / "spm"),
-                                       vocab_size=120, character_coverage=1.0, model_type="unigram",
+        corpus = _corpus_file(Path(tmp), sentences=0 if pieces <= 120 else 4000)
+        spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(Path(tmp) / "spm"),
+                                       vocab_size=pieces, character_coverage=1.0, model_type="unigram",
                                        hard_vocab_limit=False, minloglevel=2)
         model = (Path(tmp) / "spm.model").read_bytes()
     (folder / "source.spm").write_bytes(model)
@@ -142,13 +160,14 @@ def save_tiny(family: str, folder: Path, *, seed: int = 0, d_model: int = 32, n_
 
 def save_opus_mt_en_de_random(folder: Path, *, seed: int = 0) -> Path:
     """Helsinki-NLP/opus-mt-en-de's configuration (d_model 512, 6 + 6 layers, 8 heads, d_ff 2048, vocabulary
-    58,101, pad = decoder start = 58,100, </s> = 0) with random weights and the small Marian tokenizer: its pieces
-    take ids 0..~120, unused pieces fill the rest, and its <pad> is 58,100, where the real model has it."""
+    58,101, pad = decoder start = 58,100, </s> = 0) with random weights and a Marian tokenizer of ~600 pieces
+    that knows everyday English words whole (a short sentence is about as many pieces as the real one makes);
+    unused pieces fill the rest, and its <pad> is 58,100, where the real model has it."""
     import transformers as tf
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = _marian_tokenizer(folder, vocab_size=58101)
+    tokenizer = _marian_tokenizer(folder, vocab_size=58101, pieces=600)
     assert tokenizer.pad_token_id == 58100 and tokenizer.eos_token_id == 0, (tokenizer.pad_token_id, tokenizer.eos_token_id)
     torch.manual_seed(seed)
     config = tf.MarianConfig(vocab_size=58101, d_model=512, encoder_layers=6, decoder_layers=6,

@@ -12,7 +12,7 @@ remote code never runs.
 
 from attention_viz.hub.attention import IMPLEMENTATION
 from attention_viz.hub.families import FAMILIES, Family, UnsupportedModelError, family_of
-from attention_viz.hub.loading import ModelUnavailableError, UnsafeWeightsError, load_pretrained
+from attention_viz.hub.loading import ModelUnavailableError, UnsafeWeightsError, fetch, load_pretrained
 from attention_viz.hub.model import Encoding, PretrainedTransformer
 
 __all__ = [
@@ -25,5 +25,6 @@ __all__ = [
     "UnsafeWeightsError",
     "UnsupportedModelError",
     "family_of",
+    "fetch",
     "load_pretrained",
 ]

@@ -27,6 +27,8 @@ from attention_viz.hub.families import family_of
 from attention_viz.hub.model import PretrainedTransformer
 
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
+# What a download fetches from a Hub repository: configs, safetensors weights and tokenizer files, never a pickle.
+FETCHED = ["*.json", "*.safetensors", "*.spm", "*.model", "*.txt", "*.tiktoken"]
 
 
 class UnsafeWeightsError(ValueError):
@@ -53,6 +55,31 @@ def check_folder(path: Path) -> None:
                                  "code when opened; attention_viz loads safetensors only. Convert them once, where "
                                  "you trust them, with `model.save_pretrained(folder, safe_serialization=True)`.")
     raise FileNotFoundError(f"{path.name} holds no weights (*.safetensors).")
+
+
+def fetch(name: str, progress=None) -> str:
+    """A Hub id downloaded into the local cache (what is already there is not fetched again), reporting
+    progress(fraction, text) file by file; returns its local folder. A folder, or with the Hub off: `name` as it is.
+
+    Raises ModelUnavailableError when it cannot be downloaded."""
+    if Path(name).expanduser().is_dir() or offline():
+        return name
+    from huggingface_hub import snapshot_download
+    from tqdm.auto import tqdm
+
+    class Reported(tqdm):
+        """tqdm that tells `progress` how many of the repository's files are in."""
+
+        def update(self, n=1):
+            done = super().update(n)
+            if progress is not None and self.total:
+                progress(self.n / self.total, f"Downloading {name}: {self.n} of {self.total} files")
+            return done
+
+    try:
+        return snapshot_download(name, allow_patterns=FETCHED, tqdm_class=Reported)
+    except Exception as error:  # noqa: BLE001 - any failure of the Hub or the network: the model is not available
+        raise ModelUnavailableError(f"The model {name!r} could not be downloaded.") from error
 
 
 def model_class(config):

@@ -16,6 +16,7 @@ what it wrote. Switches, as in core.model:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -91,6 +92,7 @@ class PretrainedTransformer:
         self.d_model = int(getattr(text_config, "hidden_size", 0) or text_config.d_model)
         self.d_k = int(getattr(text_config, "head_dim", None) or self.d_model // self.n_heads)
         self.vocab_size = int(text_config.vocab_size)
+        self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     # -- facts
 
@@ -271,10 +273,13 @@ class PretrainedTransformer:
         done = torch.zeros(B, dtype=torch.bool, device=device)
         fill = self.pad_id if self.pad_id is not None else min(self.eos_ids, default=0)
 
-        def decoder_pass(ids: torch.Tensor, cache=None, new: int | None = None):
+        def decoder_pass(ids: torch.Tensor, cache=None, new: int | None = None, last_logits: bool = False):
             """The model's outputs on the decoder input ids [B, t] (the prompt's padding kept for a decoder); with a
-            key cache, only the last `new` positions are run and the cache holds the earlier ones' keys and values."""
+            key cache, only the last `new` positions are run and the cache holds the earlier ones' keys and values;
+            last_logits: the vocabulary's logits of the last position only (the maps' pass needs none)."""
             options = {"use_cache": False} if new is None else {"use_cache": True, "cache": cache}
+            if last_logits and self._keeps_logits:
+                options["logits_to_keep"] = 1
             run_ids = ids if new is None else ids[:, -new:]
             if self.layout == "encoder-decoder":
                 return self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
@@ -300,7 +305,7 @@ class PretrainedTransformer:
                 break
         written = seq[:, prompt_length:]  # (B, n)
         with switched(self._pass(scale, causal_mask, padding_mask)) as final:
-            outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq)
+            outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
         if self.layout == "encoder-decoder":
             for name in ("maps", "masks", "factors"):
                 getattr(final, name).update(getattr(encoder_run, name))

@@ -74,6 +74,9 @@ class RealModels:
         self._models: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._lock = threading.Lock()
+        # Held while a real model runs: one at a time on the server (a 74M-parameter decode takes a core for up to a
+        # second), so the other run slots stay free for the small models (webui's RUN_SLOTS).
+        self.busy = threading.Lock()
         if self.missing_extra:
             logger.warning("real models %s were asked for, but the hub extra is not installed: %s",
                            configured(names), EXTRA)
@@ -93,8 +96,9 @@ class RealModels:
     def loaded(self, key: str) -> bool:
         return key in self._models
 
-    def get(self, key: str):
-        """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use.
+    def get(self, key: str, progress=None):
+        """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;
+        progress(fraction, text) hears how a download goes.
 
         Raises ValueError with a message for the visitor when it is not set up here or cannot be loaded."""
         if key not in self:
@@ -105,7 +109,7 @@ class RealModels:
             if key in self._errors:
                 raise ValueError(self._errors[key])
             try:
-                model = self._load(self.names[key[len(HUB_PREFIX):]])
+                model = self._load(self.names[key[len(HUB_PREFIX):]], progress)
             except (OSError, ValueError, ImportError) as error:
                 message = refusal(display_name(key), error)
                 logger.error("loading real model %r failed: %s", key, error)
@@ -114,14 +118,14 @@ class RealModels:
             self._models[key] = model
             return model
 
-    def _load(self, name: str):
-        from attention_viz.hub import load_pretrained  # the hub extra: imported only when a real model is used
+    def _load(self, name: str, progress=None):
+        from attention_viz.hub import fetch, load_pretrained  # the hub extra: imported only when a real model is used
 
-        return load_pretrained(name, device=self.device)
+        return load_pretrained(fetch(name, progress), device=self.device)
 
-    def shape(self, key: str) -> RealShape:
-        """The loaded model's layers, heads and widths."""
-        model = self.get(key)
+    def shape(self, key: str, progress=None) -> RealShape:
+        """The loaded model's layers, heads and widths (loading it first if need be, telling `progress`)."""
+        model = self.get(key, progress)
         return RealShape(model.family.name, model.layout, model.n_layers("encoder.self_attn"),
                          model.n_layers("decoder.self_attn"), model.n_heads, model.d_k, model.d_model,
                          model.family.about, tuple(model.kinds), sink_token(model.tokenizer))

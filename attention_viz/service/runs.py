@@ -227,8 +227,10 @@ class Runs:
 
         model = self.catalog.real.get(settings.model)
         budget = real_new_tokens(len(model.encode(settings.text).ids), model.layout == "encoder-decoder")
-        result = run_text(model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
-                          scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
+        with self.catalog.real.busy:
+            result = run_text(model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
+                              scale=settings.scale, causal_mask=settings.causal_mask,
+                              padding_mask=settings.padding_mask)
         for array in (*result.maps.values(), *result.masks.values()):
             array.setflags(write=False)  # shared between users through the cache
         return Run(
@@ -244,7 +246,7 @@ class Runs:
         switches = dict(scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
         src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
-        with torch.inference_mode():
+        with torch.inference_mode(), self.catalog.real.busy:
             if model.layout == "encoder-decoder":
                 return model.forward_pass(src, tgt, inputs_of=inputs_of, **switches)
             return model.forward_pass(src if model.layout == "encoder" else tgt, inputs_of=inputs_of, **switches)

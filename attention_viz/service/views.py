@@ -133,13 +133,14 @@ class Views:
     # ------------------------------------------------------------------ transformer view
 
     def model_controls(self, model: object, d_k: object, layer: object = 0, head: object = 0,
-                       n_heads: object = DEFAULT_UNTRAINED["n_heads"]) -> ModelControls:
-        """The d_k slider's range, the layer and head ranges and the training scale of a model choice."""
+                       n_heads: object = DEFAULT_UNTRAINED["n_heads"], progress=None) -> ModelControls:
+        """The d_k slider's range, the layer and head ranges and the training scale of a model choice; a real model
+        is loaded here the first time it is picked, telling progress(fraction, text) how its download goes."""
         catalog = self.runs.catalog
         d_k = catalog.default_d_k(model) if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
         layer, head = check_int("layer", layer, 0, LAYER_HEAD_LIMIT), check_int("head", head, 0, LAYER_HEAD_LIMIT)
         if catalog.check_model(model) in catalog.real:
-            return real_controls(catalog, model, layer, head)
+            return real_controls(catalog, model, layer, head, progress)
         if model == UNTRAINED:
             n_heads = check_int("heads", n_heads, *HEADS_RANGE)
             return ModelControls(
@@ -353,11 +354,11 @@ def text_label(catalog) -> str:
     return f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)"
 
 
-def real_controls(catalog, model: str, layer: int, head: int) -> ModelControls:
+def real_controls(catalog, model: str, layer: int, head: int, progress=None) -> ModelControls:
     """The controls for a real model: its own d_k (fixed by its weights), its layers and heads, what it reads."""
     from attention_viz.service.real_models import display_name
 
-    shape = catalog.real.shape(model)
+    shape = catalog.real.shape(model, progress)
     max_layer = max(shape.n_encoder_layers, shape.n_decoder_layers) - 1
     log = math.log2(shape.d_k)
     return ModelControls(

@@ -180,12 +180,15 @@ class Handlers:
         return self.views.training(d_k)
 
     @handler
-    def model_controls(self, model: str, d_k: float, n_heads: float, lesson_scale: str | None = None):
+    def model_controls(self, model: str, d_k: float, n_heads: float, lesson_scale: str | None = None,
+                       progress=gr.Progress()):
         """The d_k controls for a newly picked model: its d_k family (log₂ slider, for the untrained model only; a
         trained one picks among its trained sizes), training scale, which d_k exist, and the compatibility picker
         (shown, with the model's own, for a study model only; scaling off for additive).
-        lesson_scale: the scaling a lesson step asks for with this model, instead of the model's own (then cleared)."""
-        c = self.views.model_controls(model, d_k, n_heads=n_heads)
+        lesson_scale: the scaling a lesson step asks for with this model, instead of the model's own (then cleared).
+        A real model picked for the first time is loaded here, its download shown by Gradio's progress bar."""
+        c = self.views.model_controls(model, d_k, n_heads=n_heads,
+                                      progress=lambda fraction, text: progress(fraction, desc=text))
         scale = lesson_scale if lesson_scale and c.scaling_applies else c.scale_mode
         return (
             gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k),

@@ -38,6 +38,11 @@ from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, pr
 
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
+# The runs (a new text, model or switch) share RUN_SLOTS slots. A real model's run takes a core for up to a second
+# and runs one at a time (service's RealModels.busy): runs waiting for it hold slots, so there are enough slots
+# for the small models' runs (a few ms each) to go on beside a line of real ones.
+RUN_SLOTS = 8
+RUNS = dict(concurrency_id="runs", concurrency_limit=RUN_SLOTS)
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
         "Attention, layer, head and colour change in your browser, without asking the server.")
@@ -153,7 +158,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     answered(gr.on(
         [text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
          d_model.release],
-        handlers.visualize, [*settings_inputs, compat], view_outputs, api_name="visualize", **LIVE, **RAW,
+        handlers.visualize, [*settings_inputs, compat], view_outputs, api_name="visualize", **LIVE, **RAW, **RUNS,
     ))
     log2_slider_pair(dk_log, d_k)
     examples.input(None, examples, text, js="(example) => example", **PRIVATE)
@@ -170,7 +175,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                      [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale, text],
                      **PRIVATE)
     controls.failure(**refused)
-    answered(controls.success(handlers.visualize, [*settings_inputs, compat], view_outputs, **PRIVATE, **LIVE))
+    answered(controls.success(handlers.visualize, [*settings_inputs, compat], view_outputs, **PRIVATE, **LIVE, **RUNS))
     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),

@@ -53,7 +53,7 @@ def test_the_picker_lists_the_set_up_models_by_name_never_by_server_path(views, 
 
 def test_a_model_not_set_up_is_refused_without_loading_anything(views, monkeypatch):
     loads = []
-    monkeypatch.setattr(RealModels, "_load", lambda self, name: loads.append(name))
+    monkeypatch.setattr(RealModels, "_load", lambda self, name, progress=None: loads.append(name))
     for model in ("hub:gpt2", "hub:/etc/passwd", "hub:../tiny-marian", "hub:"):
         with pytest.raises(ValueError, match="Unknown model"):
             settings(views, model)
@@ -63,7 +63,8 @@ def test_a_model_not_set_up_is_refused_without_loading_anything(views, monkeypat
 def test_each_model_is_loaded_once_whatever_the_number_of_visitors(folders, monkeypatch):
     real = RealModels([str(folders["gpt2"])])
     calls, original = [], RealModels._load
-    monkeypatch.setattr(RealModels, "_load", lambda self, name: calls.append(name) or original(self, name))
+    monkeypatch.setattr(RealModels, "_load",
+                        lambda self, name, progress=None: calls.append(name) or original(self, name, progress))
     got = []
     threads = [threading.Thread(target=lambda: got.append(real.get("hub:tiny-gpt2"))) for _ in range(8)]
     for thread in threads:
@@ -191,3 +192,44 @@ def test_without_the_hub_extra_the_app_and_package_work_and_say_how_to_add_it(tm
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert 'pip install "attention_viz[hub]"' in result.stdout
+
+
+def test_a_download_shows_its_progress_and_fetches_no_pickle(folders, monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    asked = []
+
+    def snapshot_download(name, allow_patterns, tqdm_class):
+        asked.append((name, allow_patterns))
+        bar = tqdm_class(total=4)
+        for _ in range(4):
+            bar.update(1)
+        bar.close()
+        return str(folders["gpt2"])
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    real, seen = RealModels(["someone/tiny-gpt2"]), []
+    model = real.get("hub:someone/tiny-gpt2", progress=lambda fraction, text: seen.append((fraction, text)))
+    assert model.family.name == "GPT-2"
+    assert [fraction for fraction, _ in seen] == [0.25, 0.5, 0.75, 1.0]
+    assert seen[0][1] == "Downloading someone/tiny-gpt2: 1 of 4 files"
+    (name, patterns), = asked
+    assert name == "someone/tiny-gpt2" and "*.safetensors" in patterns
+    assert not any(p.endswith((".bin", ".pt", ".pth", ".ckpt", ".pkl", ".py")) for p in patterns)
+
+
+def test_a_download_that_fails_is_refused_with_a_message(monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+
+    def no_network(*args, **kwargs):
+        raise OSError("no route to host")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
+    real = RealModels(["someone/unreachable"])
+    with pytest.raises(ValueError, match="not available on this server"):
+        real.get("hub:someone/unreachable", progress=lambda fraction, text: None)

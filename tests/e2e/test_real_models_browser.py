@@ -1,0 +1,94 @@
+"""A real model in the page, as a person uses it: Debian's Chromium through Playwright against the app set up
+with two small real-format models (a Marian translation model and a GPT-2, random weights, real tokenizers).
+Screenshots go to tests/screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+pytest.importorskip("transformers")
+
+from devtools.hub_models import save_tiny  # noqa: E402
+from devtools.launcher import Server  # noqa: E402
+
+pytestmark = pytest.mark.browser
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
+TIMEOUT_MS = 60_000
+TILES = "#explorer .av-tile"
+COLUMNS = "() => [...document.querySelectorAll('#head_view thead th')].map(th => th.textContent.trim()).filter(t => t)"
+NO_SIDEWAYS = "() => document.documentElement.scrollWidth <= window.innerWidth + 1"
+
+
+@pytest.fixture(scope="module")
+def real_url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real-browser")
+    folders = [save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2")]
+    env = {"ATTENTION_VIZ_HUB_MODELS": ",".join(map(str, folders)), "HF_HUB_OFFLINE": "1"}
+    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
+        with httpx.Client(timeout=5) as client:
+            server.wait_http(client, 180)
+        yield server.base + "/"
+
+
+def settle(page: Page) -> None:
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=status-tracker]')].every(e => e.classList.contains('hide'))",
+        timeout=TIMEOUT_MS)
+
+
+def pick(page: Page, label: str, expect_info: str) -> None:
+    page.locator("#model input").click()
+    page.get_by_role("option", name=label).click()
+    expect(page.locator("#info")).to_contain_text(expect_info, timeout=TIMEOUT_MS)
+    settle(page)
+
+
+def open_page(page: Page, url: str, width: int = 1280) -> None:
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.goto(url)
+    expect(page.locator(TILES).first).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+
+
+def test_a_real_translation_model_in_the_page(page: Page, real_url):
+    open_page(page, real_url)
+    pick(page, "tiny-marian (real model)", "real Marian model")
+    expect(page.locator(TILES)).to_have_count(2 * 4)  # 2 layers x 4 heads of the kind it opens on
+    expect(page.locator("#dk input[type=number]")).to_have_value("8")  # the model's own d_k
+    expect(page.locator("#dk_note")).to_contain_text("its weights fix it")
+    expect(page.locator("#text")).to_contain_text("up to 64 tokens of this model")
+    columns = page.evaluate(COLUMNS)
+    assert "</s>" in columns and any(c.startswith("▁") for c in columns), columns  # its own pieces
+    before = columns
+    page.locator("#text input, #text textarea").first.fill("Grüße aus Köln")  # a head of <= 600 cells: a table
+    page.wait_for_function(f"(before) => JSON.stringify(({COLUMNS})()) !== JSON.stringify(before)", arg=before,
+                           timeout=TIMEOUT_MS)
+    settle(page)
+    assert any("ö" in c or "ü" in c for c in page.evaluate(COLUMNS))
+    page.locator("#scale").get_by_text("off (plain q·k)").click()
+    expect(page.locator("#info")).to_contain_text("not as it was trained", timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator(f'{TILES}[data-layer="1"][data-head="2"]').click()
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    expect(page.locator("#steps_view .av-hv")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#steps_text")).to_contain_text("d_k = 8", timeout=TIMEOUT_MS)
+    settle(page)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.get_by_role("tab", name="Heatmaps").click()
+    page.screenshot(path=str(SCREENSHOTS / "real-marian.png"), full_page=True)
+    assert page.evaluate(NO_SIDEWAYS)
+
+
+def test_a_decoder_only_model_offers_only_its_own_kind_and_fits_a_phone(page: Page, real_url):
+    open_page(page, real_url, width=390)
+    pick(page, "tiny-gpt2 (real model)", "real GPT-2 model")
+    options = page.locator("#explorer .av-kind option")
+    expect(options).to_have_count(1)
+    assert options.first.get_attribute("value") == "decoder.self_attn"
+    assert page.evaluate(NO_SIDEWAYS)
+    page.screenshot(path=str(SCREENSHOTS / "real-gpt2-390.png"), full_page=True)

@@ -3,6 +3,9 @@
 `--only page` opens the app's page fresh 10 times and times it to the explorer's first drawn view
 (benchmarks/page.py; not in the default set).
 
+`--only hub` times a real model's maps through our Eq. 1 against transformers' own attention (benchmarks/hub.py;
+not in the default set: it needs the hub extra).
+
 `--only classroom [--students 30] [--duration-s 75] [--against main]` runs a class of students on the app
 (benchmarks/classroom.py; not in the default set: it takes 1.5-3 minutes per app).
 
@@ -19,7 +22,7 @@ import sys
 import time
 
 DEFAULT_SECTIONS = ("kernel", "model", "memory", "app", "explorer")
-SECTIONS = (*DEFAULT_SECTIONS, "page", "classroom")
+SECTIONS = (*DEFAULT_SECTIONS, "page", "classroom", "hub")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -104,6 +107,11 @@ def main(argv: list[str] | None = None) -> dict:
 
         section("The page complete in the browser (Chromium, fresh openings)", "page",
                 lambda: page.run(3 if args.quick else 10), page.report)
+    if "hub" in args.only and args.device != "cuda":
+        from . import hub
+
+        section("Real models: every map through our Eq. 1 against transformers' attention", "hub",
+                lambda: hub.run(args.quick, threads=args.threads), hub.report)
     if "classroom" in args.only and args.device != "cuda":
         from . import classroom
 

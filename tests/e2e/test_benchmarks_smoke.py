@@ -118,3 +118,21 @@ def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_ur
                              "apps": {"this": app, "ref": app}})
     assert "### this tree" in text and "### main" in text and "| open the page" in text and "p50 ref" in text
     assert parse_args(["--only", "classroom", "--against", "main"]).only == ["classroom"]
+
+
+def test_the_real_model_benchmark_times_ours_eager_and_sdpa_and_reports_them():
+    pytest.importorskip("transformers")
+    from benchmarks import hub
+
+    small = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                 encoder_ffn_dim=32, decoder_ffn_dim=32, vocab_size=58101)
+    result = hub.capture(sizes=(4,), rounds=2, decode=(2,), decode_rounds=2, **small)
+    (row,) = result["forward"]
+    assert row["tokens"] == 4 and all(row[name]["n"] == 2 for name in ("ours", "eager", "sdpa"))
+    (decoded,) = result["decode"]
+    assert decoded["written"] == 2 and decoded["ours"]["n"] == 2
+    result |= {"threads": 1, "load_before": [0, 0, 0], "load_after": [0, 0, 0],
+               "memory": {"after_import_bytes": 2**20, "built_bytes": 2**21, "used_bytes": 2**22}}
+    text = hub.report(result)
+    assert "ours / eager" in text and "MiB" in text
+    assert any(line.startswith("|") and line.split("|")[1].strip() == "4" for line in text.splitlines())

@@ -1,0 +1,181 @@
+"""Real models: what capturing every map through our Eq. 1 costs against transformers' own attention.
+
+`python -m benchmarks.hub [--quick] [--threads N]` (or `python -m benchmarks --only hub`)
+
+The model is Helsinki-NLP/opus-mt-en-de's configuration (Marian: d_model 512, 6 + 6 layers, 8 heads, d_ff 2048,
+vocabulary 58,101; 74M parameters) with random weights, built in memory with a fixed seed: no weights are
+downloaded. Three copies of it, timed in interleaved rounds (common.interleaved), medians:
+
+    ours       PretrainedTransformer.forward: our Eq. 1 in every attention, all 18 maps recorded
+    eager      transformers' eager attention with output_attentions=True: its own way of giving every map
+    sdpa       transformers' default (PyTorch's fused attention), no maps: the floor
+
+at 8, 32 and 128 source tokens with a decoder input of the same length; then greedy decoding of 8 and 32 tokens
+(ours, keeping keys and values under the causal mask, against `generate(num_beams=1, output_attentions=True)` on
+the eager copy); then the resident memory of a fresh process before and after the model is built and used.
+Never asserted on in tests: timings only go to the tables and JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import subprocess
+import sys
+import time
+
+import torch
+
+from .common import interleaved, load, machine, ms, table, write_json
+
+OPUS_MT_EN_DE = dict(vocab_size=58101, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                     decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, pad_token_id=58100,
+                     decoder_start_token_id=58100, eos_token_id=0, max_position_embeddings=512,
+                     activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True)
+
+
+class Pieces:
+    """All a tokenizer must give the wrapper here: its special ids (the benchmark feeds ids)."""
+
+    pad_token_id, eos_token_id = 58100, 0
+
+    def convert_ids_to_tokens(self, ids):
+        return [str(i) for i in ids]
+
+
+def build(seed: int = 0, **overrides):
+    """(ours, eager, sdpa): three copies of the opus-mt-en-de configuration (with `overrides`) with the same random
+    weights."""
+    from transformers import MarianConfig, MarianMTModel
+
+    from attention_viz.hub import PretrainedTransformer
+
+    torch.manual_seed(seed)
+    base = MarianMTModel(MarianConfig(**(OPUS_MT_EN_DE | overrides))).eval()
+    eager, sdpa = copy.deepcopy(base), copy.deepcopy(base)
+    eager.set_attn_implementation("eager")
+    sdpa.set_attn_implementation("sdpa")
+    base.generation_config.bad_words_ids = eager.generation_config.bad_words_ids = [[58100]]
+    return PretrainedTransformer(base, Pieces()), eager, sdpa
+
+
+def inputs(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A source of n tokens (random pieces, </s> last) and a decoder input of n tokens (start token first)."""
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(1, 58000, (1, n), generator=generator)
+    src[0, -1] = 0
+    tgt = torch.randint(1, 58000, (1, n), generator=generator)
+    tgt[0, 0] = 58100
+    return src, tgt
+
+
+def capture(sizes=(8, 32, 128), rounds: int = 15, decode=(8, 32), decode_rounds: int = 5, **overrides) -> dict:
+    """The forward and decoding tables' numbers (overrides: a smaller configuration, for the smoke test)."""
+    ours, eager, sdpa = build(**overrides)
+    rows = []
+    for n in sizes:
+        src, tgt = inputs(n)
+        with torch.inference_mode():
+            timings = interleaved({
+                "ours": lambda: ours.forward(src, tgt),
+                "eager": lambda: eager(input_ids=src, decoder_input_ids=tgt, output_attentions=True, use_cache=False),
+                "sdpa": lambda: sdpa(input_ids=src, decoder_input_ids=tgt, use_cache=False),
+            }, rounds=rounds, sample_s=0.05)
+        rows.append({"tokens": n, **{name: t.to_dict() for name, t in timings.items()}})
+    decodes = []
+    for n in decode:
+        src, _ = inputs(12)
+        with torch.inference_mode():
+            timings = interleaved({
+                "ours": lambda: ours.greedy_decode(src, n),
+                "generate": lambda: eager.generate(src, attention_mask=torch.ones_like(src), max_new_tokens=n,
+                                                   min_new_tokens=n, num_beams=1, do_sample=False,
+                                                   output_attentions=True, return_dict_in_generate=True),
+            }, rounds=decode_rounds, sample_s=0.0, warmup=1)
+        decodes.append({"written": n, **{name: t.to_dict() for name, t in timings.items()}})
+    return {"forward": rows, "decode": decodes}
+
+
+MEMORY_PROBE = """
+import sys, torch
+def rss():
+    return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
+sys.path.insert(0, {root!r})
+from benchmarks.hub import build, inputs
+torch.set_num_threads({threads})
+after_import = rss()
+ours, _, _ = build()
+del _
+import gc; gc.collect()
+built = rss()
+src, tgt = inputs(32)
+with torch.inference_mode():
+    ours.forward(src, tgt)
+    ours.greedy_decode(src, 16)
+print(after_import, built, rss())
+"""
+
+
+def memory(threads: int) -> dict:
+    """Resident memory of a fresh process: after importing torch and transformers, with the model built (one copy;
+    the two reference copies are freed), and after a 32-token capture and a 16-token decode."""
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(root=root, threads=threads)], capture_output=True,
+                         text=True, check=True, timeout=600).stdout.split()
+    after_import, built, used = (int(x) for x in out[-3:])
+    return {"after_import_bytes": after_import, "built_bytes": built, "used_bytes": used}
+
+
+def run(quick: bool = False, threads: int = 2) -> dict:
+    torch.set_num_threads(threads)
+    sizes, rounds, decode = ((8, 32), 5, (8,)) if quick else ((8, 32, 128), 15, (8, 32))
+    result = {"machine": machine(threads), "load_before": load(), "threads": threads}
+    result |= capture(sizes, rounds, decode, 3 if quick else 5)
+    result["memory"] = memory(threads)
+    result["load_after"] = load()
+    return result
+
+
+def report(result: dict) -> str:
+    rows = [[r["tokens"], ms(r["ours"]["median_s"]), ms(r["eager"]["median_s"]), ms(r["sdpa"]["median_s"]),
+             f"{r['ours']['median_s'] / r['eager']['median_s']:.2f}", f"{r['ours']['median_s'] / r['sdpa']['median_s']:.2f}"]
+            for r in result["forward"]]
+    lines = [f"opus-mt-en-de's configuration (74M parameters, random weights), torch threads {result['threads']}, "
+             f"load {result['load_before']} -> {result['load_after']}; medians of interleaved rounds", "",
+             "One forward pass that gives every map (source = decoder input = N tokens):", "",
+             table(["N", "ours (18 maps)", "eager + output_attentions", "sdpa, no maps", "ours / eager",
+                    "ours / sdpa"], rows), "",
+             "Greedy decoding (12-token source):", ""]
+    rows = [[d["written"], ms(d["ours"]["median_s"]), ms(d["generate"]["median_s"]),
+             f"{d['ours']['median_s'] / d['generate']['median_s']:.2f}"] for d in result["decode"]]
+    lines += [table(["tokens written", "ours (maps of the last step)", "generate (eager, every step's maps)",
+                     "ours / generate"], rows), ""]
+    m = result["memory"]
+    mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
+    lines += [table(["resident memory", "MiB"], [["torch and transformers imported", mib(m["after_import_bytes"])],
+                                                 ["the model built", mib(m["built_bytes"])],
+                                                 ["after a capture and a decode", mib(m["used_bytes"])]])]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.hub", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="8 and 32 tokens, few rounds (about a minute)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    result = run(args.quick, args.threads)
+    print(report(result), flush=True)
+    from pathlib import Path
+
+    out = Path(args.out) if args.out else None
+    path = write_json("hub-" + time.strftime("%Y%m%d-%H%M%S"), result, *([out] if out else []))
+    print(f"\n{time.perf_counter() - t0:.0f} s; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

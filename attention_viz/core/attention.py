@@ -264,15 +264,18 @@ class MultiHeadAttention(nn.Module):
 
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
+        scale: Scale = "sqrt_dk", switch: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Eq. 1 (or additive attention, which ignores `scale`) in every head on projected q, k, v, then W_O:
-        (out [B, Q, d_model], weights [B, H, Q, K])."""
+        (out [B, Q, d_model], weights [B, H, Q, K]). switch (core.ablation.HeadSwitch) changes the heads' outputs
+        [B, H, Q, d_v] before W_O: heads switched off; the weights are recorded as computed."""
         dropout_p = self.dropout if self.training else 0.0
         if self.compatibility == "additive":
             heads, weights = additive_attention(q, k, v, self.score, mask, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
         else:
             heads, weights = self.kernel(q, k, v, mask, scale, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
+        if switch is not None:
+            heads = switch(heads)  # (B, H, Q, d_v)
         concat = heads.transpose(1, 2).reshape(q.size(0), q.size(2), -1)  # (B, Q, H·d_v)
         return self.out_proj(concat), weights
 
@@ -283,6 +286,7 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
         scale: Scale = "sqrt_dk",
+        switch: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """query [B, Q, d_model], key/value [B, K, d_model], mask -> [B, H, Q, K] -> (out [B, Q, d_model], weights [B, H, Q, K])."""
-        return self.attend(*self.project(query, key, value), mask, scale)
+        return self.attend(*self.project(query, key, value), mask, scale, switch)

@@ -5,6 +5,8 @@ Inference-time switches are arguments of the forward pass, never state on the mo
     scale         "sqrt_dk" | "none" | positive float, for every attention (see attention.scale_factor)
     causal_mask   the decoder self-attention's mask of future positions (§3.2.3)
     padding_mask  hide <pad> keys in every attention
+    heads_off     {map key: [heads]} switched off before W_O, by `ablation` "zero" or "mean" (with `head_means`);
+                  see core.ablation
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from attention_viz.core.ablation import HeadSwitch, recorders, switches
 from attention_viz.core.attention import Kernel, MultiHeadAttention, Scale, attention_masks, source_mask, target_mask
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
@@ -32,12 +35,13 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.encoder_norm else None
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk"
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk",
+        switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """x [B, S, D] -> (memory [B, S, D], self-attention weights per layer [B, H, S, S])."""
         weights = []
-        for layer in self.layers:
-            x, w = layer(x, mask, scale)
+        for i, layer in enumerate(self.layers):
+            x, w = layer(x, mask, scale, (switches or {}).get(map_key("encoder", i, "self_attn")))
             weights.append(w)
         return (self.norm(x) if self.norm is not None else x), weights
 
@@ -61,11 +65,12 @@ class Decoder(nn.Module):
         self_mask: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
         scale: Scale = "sqrt_dk",
+        switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S] per layer)."""
         self_weights, cross_weights = [], []
-        for layer in self.layers:
-            y, sw, cw = layer(y, memory, self_mask, cross_mask, scale)
+        for i, layer in enumerate(self.layers):
+            y, sw, cw = layer(y, memory, self_mask, cross_mask, scale, *decoder_switches(switches, i))
             self_weights.append(sw)
             cross_weights.append(cw)
         return (self.norm(y) if self.norm is not None else y), self_weights, cross_weights
@@ -105,12 +110,36 @@ class Transformer(nn.Module):
         x = embed(ids)
         return self.dropout(x + positional_encoding(ids.size(1), self.config.d_model, ids.device))
 
+    def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None
+                      ) -> dict[str, HeadSwitch] | None:
+        """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
+        c = self.config
+        keys = {map_key("encoder", i, "self_attn"): c.n_heads for i in range(c.n_encoder_layers)}
+        for i in range(c.n_decoder_layers):
+            keys[map_key("decoder", i, "self_attn")] = keys[map_key("decoder", i, "cross_attn")] = c.n_heads
+        return switches(keys, heads_off, ablation, head_means, gates)
+
+    def head_outputs(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
+        """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward(src, tgt): what mean ablation
+        averages (core.ablation.mean_outputs)."""
+        keys = {map_key("encoder", i, "self_attn") for i in range(self.config.n_encoder_layers)}
+        keys |= {map_key("decoder", i, name) for i in range(self.config.n_decoder_layers)
+                 for name in ("self_attn", "cross_attn")}
+        kept = recorders(sorted(keys))
+        masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)
+        memory, _ = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale, kept)
+        self.decoder(self._embed(self.tgt_embed, tgt), memory, masks["decoder.self_attn"], masks["decoder.cross_attn"],
+                     scale, kept)
+        return {key: switch.record["heads"] for key, switch in kept.items()}
+
     def encode(
-        self, src: torch.Tensor, scale: Scale = "sqrt_dk", padding_mask: bool = True
+        self, src: torch.Tensor, scale: Scale = "sqrt_dk", padding_mask: bool = True,
+        switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
         """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None, encoder weights per layer)."""
         src_mask = source_mask(src, self.config.pad_id, padding_mask)  # (B, 1, 1, S) or None
-        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, scale)
+        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, scale, switches)
         return memory, src_mask, weights
 
     def decode(
@@ -121,10 +150,12 @@ class Transformer(nn.Module):
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
+        switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """tgt [B, T] -> (logits [B, T, V], decoder self weights, cross weights per layer)."""
         tgt_mask = target_mask(tgt, self.config.pad_id, causal_mask, padding_mask)  # (T, T), (B, 1, [1|T], T) or None
-        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask, scale)
+        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask, scale,
+                                                      switches)
         return self.generator(y), self_weights, cross_weights
 
     def forward(
@@ -134,12 +165,22 @@ class Transformer(nn.Module):
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
+        heads_off: dict[str, list[int]] | None = None,
+        ablation: str = "zero",
+        head_means: dict[str, torch.Tensor] | None = None,
+        gates: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
-        """src [B, S], tgt [B, T] token ids -> (logits [B, T, V], every attention map of this pass)."""
+        """src [B, S], tgt [B, T] token ids -> (logits [B, T, V], every attention map of this pass).
+
+        heads_off, ablation, head_means, gates: heads switched off before W_O (core.ablation); their maps are still
+        recorded as computed."""
+        switched = self.head_switches(heads_off, ablation, head_means, gates)
         masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)  # kind -> mask or None
-        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale)
+        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale,
+                                           switched)
         y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
-                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"], scale)
+                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"], scale,
+                                                      switched)
         return self.generator(y), collect_maps(enc_weights, self_weights, cross_weights)  # (B, T, V), maps
 
     def attention_module(self, kind: str, layer: int) -> MultiHeadAttention:
@@ -188,8 +229,12 @@ class Transformer(nn.Module):
         causal_mask: bool = True,
         padding_mask: bool = True,
         reuse_keys: bool = True,
+        heads_off: dict[str, list[int]] | None = None,
+        ablation: str = "zero",
+        head_means: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
+        heads_off (with ablation and head_means) switches heads off at every step, as in forward.
 
         Generated tokens exclude <bos>; a row that has emitted <eos> is padded with pad_id after it.
         The returned decoder maps have one query row per generated token: row t is the step that produced token t.
@@ -199,7 +244,8 @@ class Transformer(nn.Module):
         the maps then come from one full pass over the decoder input, as the last step of the plain loop
         computes them. Without the causal mask earlier positions see later ones, so every step reruns them all.
         """
-        memory, src_mask, enc_weights = self.encode(src, scale, padding_mask)
+        switched = self.head_switches(heads_off, ablation, head_means)
+        memory, src_mask, enc_weights = self.encode(src, scale, padding_mask, switched)
         B = src.size(0)
         tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
@@ -221,19 +267,21 @@ class Transformer(nn.Module):
                 # the last query row of decode's self mask: <pad> keys hidden (an untrained model may emit <pad>)
                 self_mask = make_padding_mask(tgt, self.config.pad_id) if padding_mask else None  # (B, 1, 1, t + 1)
                 for i, layer in enumerate(self.decoder.layers):
-                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, scale, self_mask)
+                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, scale, self_mask,
+                                            *decoder_switches(switched, i))
                 if self.decoder.norm is not None:
                     y = self.decoder.norm(y)
                 if append(self.generator(y[:, -1])):
                     break
             _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, scale, causal_mask,
-                                                         padding_mask)
+                                                         padding_mask, switched)
             return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
 
         self_weights: list[torch.Tensor] = []
         cross_weights: list[torch.Tensor] = []
         for _ in range(max_len):
-            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, scale, causal_mask, padding_mask)
+            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, scale, causal_mask, padding_mask,
+                                                              switched)
             if append(logits[:, -1]):
                 break
         return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
@@ -257,6 +305,12 @@ class Transformer(nn.Module):
                                                          padding_mask)
             steps.append(collect_maps([], self_weights, cross_weights))
         return steps
+
+
+def decoder_switches(switched: dict[str, HeadSwitch] | None, layer: int) -> tuple[HeadSwitch | None, HeadSwitch | None]:
+    """(self-attention's, cross-attention's) switch of one decoder layer."""
+    switched = switched or {}
+    return switched.get(map_key("decoder", layer, "self_attn")), switched.get(map_key("decoder", layer, "cross_attn"))
 
 
 def collect_maps(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -49,6 +49,7 @@ class Pass:
     masks: dict[str, torch.Tensor | None] = field(default_factory=dict)  # map key -> the mask applied (True = may
                                                                           # attend, broadcastable to [B, 1, Q, K])
     inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
+    heads: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch: heads switched off before W_O
     kept: dict[str, torch.Tensor] = field(default_factory=dict)  # "q" [B, H, Q, d], "k", "v" [B, H, K, d]
 
 
@@ -99,6 +100,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
     output, weights = scaled_dot_product_attention(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
+    if run is not None and run.heads and run.keys.get(id(module)) in run.heads:
+        output = run.heads[run.keys[id(module)]](output)  # heads switched off before the model's W_O
     if run is not None and run.record and id(module) in run.keys:
         name = run.keys[id(module)]
         run.maps[name] = weights

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attention_viz.core.ablation import recorders, switches
 from attention_viz.core.attention import Scale, scale_factor
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
@@ -157,10 +158,15 @@ class PretrainedTransformer:
             return torch.ones_like(ids)
         return (ids != self.pad_id).long()
 
-    def _pass(self, scale: Scale, causal_mask: bool, padding_mask: bool, record: bool = True) -> Pass:
+    def _pass(self, scale: Scale, causal_mask: bool, padding_mask: bool, record: bool = True,
+              heads: dict | None = None) -> Pass:
         if scale != "sqrt_dk":
             scale_factor(scale, self.d_k)  # ValueError for a bad mode or factor, before any work
-        return Pass(scale, bool(causal_mask), bool(padding_mask), self._keys, record)
+        return Pass(scale, bool(causal_mask), bool(padding_mask), self._keys, record, heads=heads)
+
+    def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None) -> dict | None:
+        """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
+        return switches({key: self.n_heads for key in self._keys.values()}, heads_off, ablation, head_means, gates)
 
     def forward(
         self,
@@ -171,15 +177,21 @@ class PretrainedTransformer:
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
+        heads_off: dict[str, list[int]] | None = None,
+        ablation: str = "zero",
+        head_means: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """One pass -> (logits [B, T, V] (or the last hidden states for a model without a head), every map).
+        heads_off, ablation, head_means: heads switched off before the model's W_O, as for our Transformer
+        (core.ablation); their maps are still recorded.
 
         input_ids [B, S] is the source of an encoder-decoder model, the text of an encoder or of a decoder-only model;
         decoder_input_ids [B, T] the decoder's input (encoder-decoder models only). attention_mask [B, S] defaults to
         the tokens that are not <pad>.
         """
         recorded = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
-                                     causal_mask=causal_mask, padding_mask=padding_mask)
+                                     causal_mask=causal_mask, padding_mask=padding_mask,
+                                     heads=self.head_switches(heads_off, ablation, head_means))
         return recorded.logits, recorded.maps
 
     def forward_pass(
@@ -192,6 +204,7 @@ class PretrainedTransformer:
         causal_mask: bool = True,
         padding_mask: bool = True,
         inputs_of: str | None = None,
+        heads: dict | None = None,
     ) -> Recorded:
         """forward, with everything the pass recorded: the masks applied and, for the map key inputs_of, its q, k, v."""
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
@@ -204,12 +217,22 @@ class PretrainedTransformer:
             raise ValueError(f"{self.family.name} has no decoder input: give input_ids only.")
         if self.layout != "encoder":
             kwargs["use_cache"] = False
-        run = self._pass(scale, causal_mask, padding_mask)
+        run = self._pass(scale, causal_mask, padding_mask, heads=heads)
         run.inputs = inputs_of
         with switched(run):
             outputs = self.model(**kwargs)
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
         return Recorded(logits, self._maps(run), run)
+
+    def head_outputs(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
+        """Every attention's heads' outputs [B, H, Q, d_v] before the model's W_O in forward: what mean ablation
+        averages (core.ablation.mean_outputs)."""
+        kept = recorders(sorted(self._keys.values()))
+        self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
+                          causal_mask=causal_mask, padding_mask=padding_mask, heads=kept)
+        return {key: switch.record["heads"] for key, switch in kept.items()}
 
     def _maps(self, run: Pass) -> AttentionMaps:
         """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""
@@ -226,6 +249,9 @@ class PretrainedTransformer:
         causal_mask: bool = True,
         padding_mask: bool = True,
         reuse_keys: bool = True,
+        heads_off: dict[str, list[int]] | None = None,
+        ablation: str = "zero",
+        head_means: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
 
@@ -239,7 +265,8 @@ class PretrainedTransformer:
         An encoder-only model writes nothing: use forward.
         """
         written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
-                                             causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys)
+                                             causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys,
+                                             heads=self.head_switches(heads_off, ablation, head_means))
         return written, recorded.maps
 
     @torch.no_grad()
@@ -253,15 +280,17 @@ class PretrainedTransformer:
         causal_mask: bool = True,
         padding_mask: bool = True,
         reuse_keys: bool = True,
+        heads: dict | None = None,
     ) -> tuple[torch.Tensor, Recorded]:
-        """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included)."""
+        """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included);
+        heads: core.ablation switches per map key, at every step."""
         if self.layout == "encoder":
             raise ValueError(f"{self.family.name} is an encoder only: it does not write text; use forward.")
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
         B, device = input_ids.size(0), input_ids.device
-        run = self._pass(scale, causal_mask, padding_mask, record=False)
+        run = self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)
         if self.layout == "encoder-decoder":
-            with switched(self._pass(scale, causal_mask, padding_mask)) as encoder_run:
+            with switched(self._pass(scale, causal_mask, padding_mask, heads=heads)) as encoder_run:
                 encoder_outputs = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
             seq = torch.full((B, 1), self.start_id, dtype=torch.long, device=device)  # (B, 1)
         else:
@@ -304,7 +333,7 @@ class PretrainedTransformer:
             if bool(done.all()):
                 break
         written = seq[:, prompt_length:]  # (B, n)
-        with switched(self._pass(scale, causal_mask, padding_mask)) as final:
+        with switched(self._pass(scale, causal_mask, padding_mask, heads=heads)) as final:
             outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
         if self.layout == "encoder-decoder":
             for name in ("maps", "masks", "factors"):

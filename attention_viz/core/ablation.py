@@ -1,0 +1,121 @@
+"""Heads switched off (§3.2.2 taken apart): a head's output replaced before W_O, as a forward argument.
+
+    heads_off = {"decoder.1.cross_attn": [0, 2]}       # our map keys -> head indices
+    logits, maps = model(src, tgt, heads_off=heads_off)                     # "zero": Michel et al.'s gate ξ_h = 0
+    logits, maps = model(src, tgt, heads_off=heads_off, ablation="mean", head_means=means)   # each head's mean
+
+A switched-off head's weights are still computed and recorded (the maps show them); only what it passes to W_O
+changes: zero, or its mean output over a reference batch (`head_means`), which keeps the average signal the
+layers above expect and removes only what varies with the input. `gates` ([H] per key, 1 = on) multiply the
+heads' outputs instead, for the gradient ∂L/∂ξ_h of Michel et al. (2019). Nothing off leaves every pass as it was,
+bit for bit.
+
+Axes: B batch, H heads, Q query positions, d_v the value width per head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+ABLATIONS = ("zero", "mean")
+
+
+@dataclass(frozen=True)
+class HeadSwitch:
+    """What one attention does to its heads' outputs [B, H, Q, d_v] before W_O."""
+
+    heads: tuple[int, ...] = ()          # heads switched off
+    means: torch.Tensor | None = None    # [H, d_v]: each head's mean output (mean ablation); None: zero
+    gates: torch.Tensor | None = None    # [H]: every head's output times its gate (1 = as it is)
+    record: dict | None = None           # when given, the heads' outputs are kept under "heads" (before any change)
+
+    def __call__(self, heads: torch.Tensor) -> torch.Tensor:
+        """heads [B, H, Q, d_v] -> the same with this switch applied."""
+        if self.record is not None:
+            self.record["heads"] = heads
+        if self.gates is not None:
+            heads = heads * self.gates.to(heads.dtype)[None, :, None, None]
+        if self.heads:
+            heads = heads.clone()
+            index = list(self.heads)
+            if self.means is None:
+                heads[:, index] = 0.0
+            else:
+                heads[:, index] = self.means[index].to(heads.dtype)[None, :, None, :]  # (1, n_off, 1, d_v)
+        return heads
+
+
+def switches(
+    keys: Mapping[str, int],
+    heads_off: Mapping[str, Sequence[int]] | None = None,
+    ablation: str = "zero",
+    head_means: Mapping[str, torch.Tensor] | None = None,
+    gates: Mapping[str, torch.Tensor] | None = None,
+) -> dict[str, HeadSwitch] | None:
+    """Checked per-attention switches from the user's arguments; None when nothing changes (the plain pass).
+
+    keys: every map key of the model -> its number of heads. Raises ValueError naming an unknown key, a head out of
+    range, an unknown ablation, missing or misshapen means, or every head of the model off.
+    """
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
+    if not heads_off and not gates:
+        return None
+    result: dict[str, HeadSwitch] = {}
+    for key, heads in (heads_off or {}).items():
+        if key not in keys:
+            raise ValueError(f"heads_off names {key!r}, which this model does not have; its keys are "
+                             f"{', '.join(keys)}")
+        if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence):
+            raise ValueError(f"heads_off[{key!r}] must be a list of head indices, got {heads!r}")
+        off = []
+        for head in heads:
+            if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < keys[key]:
+                raise ValueError(f"heads_off[{key!r}]: head {head!r} does not exist; {key} has heads 0 to "
+                                 f"{keys[key] - 1}")
+            off.append(head)
+        means = None
+        if off and ablation == "mean":
+            means = (head_means or {}).get(key)
+            if means is None:
+                raise ValueError(f"mean ablation needs head_means[{key!r}] ([H, d_v]: each head's mean output; "
+                                 "see core.ablation.mean_outputs)")
+            if means.dim() != 2 or means.size(0) != keys[key]:
+                raise ValueError(f"head_means[{key!r}] must be [H, d_v] with H = {keys[key]}, got "
+                                 f"{list(means.shape)}")
+        if off:
+            result[key] = HeadSwitch(tuple(sorted(set(off))), means)
+    if sum(len(s.heads) for s in result.values()) == sum(keys.values()):
+        raise ValueError("every head of the model is switched off; leave at least one on")
+    for key, gate in (gates or {}).items():
+        if key not in keys:
+            raise ValueError(f"gates names {key!r}, which this model does not have")
+        if gate.shape != (keys[key],):
+            raise ValueError(f"gates[{key!r}] must have shape [{keys[key]}], got {list(gate.shape)}")
+        base = result.get(key, HeadSwitch())
+        result[key] = HeadSwitch(base.heads, base.means, gate)
+    return result
+
+
+def recorders(keys: Sequence[str]) -> dict[str, HeadSwitch]:
+    """Switches that change nothing and keep every attention's head outputs [B, H, Q, d_v] in .record["heads"]."""
+    return {key: HeadSwitch(record={}) for key in keys}
+
+
+def mean_outputs(outputs: Mapping[str, torch.Tensor], query_masks: Mapping[str, torch.Tensor | None] | None = None
+                 ) -> dict[str, torch.Tensor]:
+    """Each head's mean output [H, d_v] per key from the heads' outputs [B, H, Q, d_v] of a reference batch (a
+    model's head_outputs), over the batch and the query positions that count (query_masks: key -> [B, Q] bool,
+    e.g. the tokens that are not <pad>; None: every position): head_means for mean ablation."""
+    means = {}
+    for key, heads in outputs.items():
+        mask = (query_masks or {}).get(key)
+        if mask is None:
+            means[key] = heads.mean(dim=(0, 2))
+        else:
+            weight = mask.to(heads.dtype)[:, None, :, None]  # (B, 1, Q, 1)
+            means[key] = (heads * weight).sum(dim=(0, 2)) / weight.sum(dim=(0, 2)).clamp_min(1)
+    return means

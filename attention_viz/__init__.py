@@ -41,6 +41,7 @@ from .data.checkpoints import (
 )
 from .data.tokenizer import CharTokenizer
 from .explorer.notebook import show
+from .importance import HeadImportance, head_importance
 from .lab import dot_products, entropy, softmax_jacobian_norm, softmax_row, sweep
 from .train.trainer import TrainSettings, train
 
@@ -64,6 +65,7 @@ __all__ = [
     "AttentionMaps",
     "CharTokenizer",
     "CheckpointError",
+    "HeadImportance",
     "Decoder",
     "Encoder",
     "KINDS",
@@ -77,6 +79,7 @@ __all__ = [
     "causal_mask",
     "dot_products",
     "entropy",
+    "head_importance",
     "head_statistics",
     "kind_key",
     "lab",

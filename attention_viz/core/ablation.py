@@ -29,7 +29,8 @@ class HeadSwitch:
 
     heads: tuple[int, ...] = ()          # heads switched off
     means: torch.Tensor | None = None    # [H, d_v]: each head's mean output (mean ablation); None: zero
-    gates: torch.Tensor | None = None    # [H]: every head's output times its gate (1 = as it is)
+    gates: torch.Tensor | None = None    # [H] or per batch row [B, H]: every head's output times its gate (1 = as it
+                                         # is); with means, a gate of 0 gives the head's mean instead of 0
     record: dict | None = None           # when given, the heads' outputs are kept under "heads" (before any change)
 
     def __call__(self, heads: torch.Tensor) -> torch.Tensor:
@@ -37,7 +38,13 @@ class HeadSwitch:
         if self.record is not None:
             self.record["heads"] = heads
         if self.gates is not None:
-            heads = heads * self.gates.to(heads.dtype)[None, :, None, None]
+            gates = self.gates.to(heads.dtype)
+            gates = gates[None, :, None, None] if gates.dim() == 1 else gates[:, :, None, None]  # (1|B, H, 1, 1)
+            if self.means is None:
+                heads = heads * gates
+            else:  # 1 keeps the head as it is, 0 puts its mean output in its place
+                heads = heads * gates + (1 - gates) * self.means.to(heads.dtype)[None, :, None, :]
+            return heads
         if self.heads:
             heads = heads.clone()
             index = list(self.heads)
@@ -93,10 +100,15 @@ def switches(
     for key, gate in (gates or {}).items():
         if key not in keys:
             raise ValueError(f"gates names {key!r}, which this model does not have")
-        if gate.shape != (keys[key],):
-            raise ValueError(f"gates[{key!r}] must have shape [{keys[key]}], got {list(gate.shape)}")
-        base = result.get(key, HeadSwitch())
-        result[key] = HeadSwitch(base.heads, base.means, gate)
+        if gate.dim() not in (1, 2) or gate.shape[-1] != keys[key]:
+            raise ValueError(f"gates[{key!r}] must have shape [{keys[key]}] or [B, {keys[key]}], got "
+                             f"{list(gate.shape)}")
+        if key in result:
+            raise ValueError(f"{key!r} has both heads_off and gates; give one")
+        means = (head_means or {}).get(key) if ablation == "mean" else None
+        if ablation == "mean" and means is None:
+            raise ValueError(f"mean ablation needs head_means[{key!r}] ([H, d_v]: each head's mean output)")
+        result[key] = HeadSwitch(means=means, gates=gate)
     return result
 
 

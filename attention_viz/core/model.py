@@ -232,9 +232,11 @@ class Transformer(nn.Module):
         heads_off: dict[str, list[int]] | None = None,
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
+        gates: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
-        heads_off (with ablation and head_means) switches heads off at every step, as in forward.
+        heads_off or gates (with ablation and head_means) switch heads off at every step, as in forward; gates of
+        shape [B, H] give each row its own heads.
 
         Generated tokens exclude <bos>; a row that has emitted <eos> is padded with pad_id after it.
         The returned decoder maps have one query row per generated token: row t is the step that produced token t.
@@ -244,7 +246,7 @@ class Transformer(nn.Module):
         the maps then come from one full pass over the decoder input, as the last step of the plain loop
         computes them. Without the causal mask earlier positions see later ones, so every step reruns them all.
         """
-        switched = self.head_switches(heads_off, ablation, head_means)
+        switched = self.head_switches(heads_off, ablation, head_means, gates)
         memory, src_mask, enc_weights = self.encode(src, scale, padding_mask, switched)
         B = src.size(0)
         tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)

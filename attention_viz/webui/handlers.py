@@ -8,7 +8,8 @@ gradio_client.exceptions.AppError carrying the message):
 
 /visualize (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
     compatibility=None) -> (run, output, notes). model: a family key ("reverse/sqrt_dk", "reverse/none",
-    "copy/sqrt_dk", "sort/sqrt_dk", the study's "study/scaled_dot", "study/dot", "study/additive") or "untrained".
+    "copy/sqrt_dk", "sort/sqrt_dk", the study's "study/scaled_dot", "study/dot", "study/additive"), "untrained", or a
+    real model this server is set up with ("hub:" + its Hub id or folder name; ATTENTION_VIZ_HUB_MODELS).
     compatibility (last, optional in every endpoint below): None or "" runs `model`; with a study model,
     "scaled_dot", "dot" or "additive" runs the study's family of that compatibility function at the same d_k. One run of the model, with every map of every kind, layer and head:
     run     dict, the packed run the page's explorer draws (format "attention_viz.explorer/1", documented in

@@ -274,10 +274,19 @@ class MultiHeadAttention(nn.Module):
             heads, weights = additive_attention(q, k, v, self.score, mask, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
         else:
             heads, weights = self.kernel(q, k, v, mask, scale, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
+        if getattr(switch, "record", None) is not None:
+            switch.record["values"] = v  # (B, H, K, d_v): what value_norms needs
         if switch is not None:
             heads = switch(heads)  # (B, H, Q, d_v)
         concat = heads.transpose(1, 2).reshape(q.size(0), q.size(2), -1)  # (B, Q, H·d_v)
         return self.out_proj(concat), weights
+
+    def value_norms(self, v: torch.Tensor) -> torch.Tensor:
+        """‖v_j^h W_O^h‖: how much key j's value moves the output through head h (Kobayashi et al. 2020):
+        v [B, H, K, d_v] -> [B, H, K]. W_O^h is W_O's block of columns that head h's output meets."""
+        H, d_v = self.n_heads, self.d_v
+        w_o = self.out_proj.weight.view(-1, H, d_v)  # (D, H, d_v): W_O's columns, head by head
+        return torch.einsum("bhkv,dhv->bhkd", v, w_o).norm(dim=-1)  # (B, H, K)
 
     def forward(
         self,

@@ -119,19 +119,38 @@ class Transformer(nn.Module):
             keys[map_key("decoder", i, "self_attn")] = keys[map_key("decoder", i, "cross_attn")] = c.n_heads
         return switches(keys, heads_off, ablation, head_means, gates)
 
-    def head_outputs(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
-        """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward(src, tgt): what mean ablation
-        averages (core.ablation.mean_outputs)."""
+    def value_flows(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                    padding_mask: bool = True) -> dict[str, torch.Tensor]:
+        """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K]
+        in forward(src, tgt): a head that looks hard at a key whose value carries almost nothing shows it."""
+        kept = self._recorded(src, tgt, scale, causal_mask, padding_mask)
+        flows = {}
+        for key, (record, weights) in kept.items():
+            stack, layer, name = key.split(".")
+            norms = self.attention_module(f"{stack}.{name}", int(layer)).value_norms(record["values"])  # (B, H, K)
+            flows[key] = weights * norms[:, :, None, :]  # (B, H, Q, K)
+        return flows
+
+    def _recorded(self, src, tgt, scale, causal_mask, padding_mask) -> dict[str, tuple[dict, torch.Tensor]]:
+        """forward with every attention recorded: key -> (its record: "heads", "values"; its weights)."""
         keys = {map_key("encoder", i, "self_attn") for i in range(self.config.n_encoder_layers)}
         keys |= {map_key("decoder", i, name) for i in range(self.config.n_decoder_layers)
                  for name in ("self_attn", "cross_attn")}
         kept = recorders(sorted(keys))
         masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)
-        memory, _ = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale, kept)
-        self.decoder(self._embed(self.tgt_embed, tgt), memory, masks["decoder.self_attn"], masks["decoder.cross_attn"],
-                     scale, kept)
-        return {key: switch.record["heads"] for key, switch in kept.items()}
+        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale, kept)
+        _, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
+                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"], scale,
+                                                      kept)
+        maps = collect_maps(enc_weights, self_weights, cross_weights)
+        return {key: (kept[key].record, weights) for key, weights in maps.items()}  # in the maps' order
+
+    def head_outputs(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
+        """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward(src, tgt): what mean ablation
+        averages (core.ablation.mean_outputs)."""
+        return {key: record["heads"] for key, (record, _) in
+                self._recorded(src, tgt, scale, causal_mask, padding_mask).items()}
 
     def encode(
         self, src: torch.Tensor, scale: Scale = "sqrt_dk", padding_mask: bool = True,

@@ -184,3 +184,40 @@ def test_bad_switches_are_refused_naming_what_is_wrong(kwargs, message):
     model, src, tgt = model_and_batch()
     with pytest.raises(ValueError, match=message):
         model(src, tgt, **kwargs)
+
+
+def test_value_flows_equal_a_hand_written_float64_loop():
+    model, src, tgt = model_and_batch()
+    with torch.no_grad():
+        flows = model.value_flows(src, tgt)
+        _, maps = model(src, tgt)
+    assert list(flows) == list(maps)
+    key = "decoder.1.cross_attn"
+    module = module_of(model, key)
+    with torch.no_grad():
+        query, keys, values, _ = model.attention_inputs(src, tgt, "decoder.cross_attn", 1)
+        _, _, v = module.project(query, keys, values)  # (B, H, K, d_v)
+    d_v = CONFIG.d_v
+    B, H, Q, K = maps[key].shape
+    expected = torch.zeros(B, H, Q, K, dtype=torch.float64)
+    for b in range(B):
+        for h in range(H):
+            w_o = module.out_proj.weight[:, h * d_v:(h + 1) * d_v]  # (D, d_v)
+            for j in range(K):
+                moved = (w_o @ v[b, h, j]).norm()  # ‖v_j^h W_O^h‖
+                expected[b, h, :, j] = maps[key][b, h, :, j] * moved
+    torch.testing.assert_close(flows[key], expected, atol=1e-12, rtol=0)
+
+
+def test_a_head_whose_values_carry_nothing_shows_weight_but_no_flow():
+    model, src, tgt = model_and_batch()
+    key, head, d_v = "encoder.1.self_attn", 1, CONFIG.d_v
+    with torch.no_grad():
+        module = module_of(model, key)
+        module.v_proj.weight[head * d_v:(head + 1) * d_v] = 0.0
+        module.v_proj.bias[head * d_v:(head + 1) * d_v] = 0.0
+        flows = model.value_flows(src, tgt)
+        _, maps = model(src, tgt)
+    assert maps[key][:, head].max() > 0.1  # it still looks somewhere
+    assert flows[key][:, head].abs().max() == 0  # but moves nothing
+    assert flows[key][:, 0].abs().max() > 0

@@ -201,3 +201,146 @@ def michel(model: Transformer, batch, tokenizer: CharTokenizer, keys: list[str],
         per_string = (losses * real).sum(1) / real.sum(1)  # (rows,): L(x)
         per_string.sum().backward()  # row b's gates get ∂L(x_b)/∂ξ: the strings share no gate
     return {key: g.grad.abs().mean(0).double().cpu().numpy() for key, g in gates.items()}
+
+
+# ----------------------------------------------------------------------------- real models (attention_viz.hub)
+
+@dataclass(frozen=True)
+class RealHeadImportance:
+    """Every head of a real model switched off alone, on texts it writes for itself: what it costs its own output."""
+
+    keys: list[str]
+    n_heads: int
+    texts: int
+    ablation: str
+    baseline: float                        # mean log-probability per token of its own greedy output, all heads on
+    drop: dict[str, np.ndarray]            # key -> [H]: log-probability per token lost with that head alone off
+    gradient: dict[str, np.ndarray]        # key -> [H]: Michel's I_h = mean |∂L/∂ξ_h|, L = -log p(own output)
+    agreement: float                       # Spearman's ρ between the drop and the gradient rankings
+    order: list[tuple[str, int]]           # heads, least important first
+    prune: list[float] = field(default_factory=list)  # log-probability per token with the first k of order off
+
+    @property
+    def total(self) -> int:
+        return len(self.keys) * self.n_heads
+
+    def can_go(self, tolerance: float = ONE_POINT) -> int:
+        """Heads that can go, least important first, losing at most `tolerance` of log-probability per token."""
+        ok = [k for k, lp in enumerate(self.prune) if lp >= self.baseline - tolerance - 1e-12]
+        return max(ok, default=0)
+
+
+def _own_outputs(model, texts: list[str], max_new_tokens: int):
+    """The model's own greedy output for each text, as teacher-forcing rows: (input_ids [N, S], attention_mask,
+    decoder_input_ids [N, T] or None, targets [N, T'] with -100 where not scored)."""
+    rows = []
+    for text in texts:
+        src = model.encode(text).ids[None].to(model.device)  # (1, S)
+        written, _ = model.greedy_decode(src, max_new_tokens)
+        rows.append((src[0], written[0]))
+    pad = model.pad_id if model.pad_id is not None else 0
+    if model.layout == "encoder-decoder":
+        S = max(len(s) for s, _ in rows)
+        T = max(len(w) for _, w in rows)
+        ids = torch.full((len(rows), S), pad, dtype=torch.long, device=model.device)
+        mask = torch.zeros_like(ids)
+        decoder = torch.full((len(rows), T), pad, dtype=torch.long, device=model.device)
+        targets = torch.full((len(rows), T), -100, dtype=torch.long, device=model.device)
+        for i, (s, w) in enumerate(rows):
+            ids[i, : len(s)], mask[i, : len(s)] = s, 1
+            decoder[i, 0] = model.start_id
+            decoder[i, 1: len(w)] = w[:-1]
+            targets[i, : len(w)] = w
+        return ids, mask, decoder, targets
+    L = max(len(s) + len(w) - 1 for s, w in rows)  # decoder only: the prompt and what it wrote, but the last
+    ids = torch.full((len(rows), L), pad, dtype=torch.long, device=model.device)
+    mask = torch.zeros_like(ids)
+    targets = torch.full((len(rows), L), -100, dtype=torch.long, device=model.device)
+    for i, (s, w) in enumerate(rows):
+        sequence = torch.cat([s, w[:-1]])
+        ids[i, : len(sequence)], mask[i, : len(sequence)] = sequence, 1
+        targets[i, len(s) - 1: len(s) - 1 + len(w)] = w  # position t predicts token t + 1: the written ones
+    return ids, mask, None, targets
+
+
+def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, means, chunk: int) -> np.ndarray:
+    """Per variant: mean log-probability per scored token of the model's own output. Variants run `chunk` rows at
+    a time."""
+    N, H = ids.size(0), model.n_heads
+    dtype = next(model.model.parameters()).dtype
+    scored = targets != -100
+    logprob = []
+    for start in range(0, len(variants), max(1, chunk // N)):
+        part = variants[start: start + max(1, chunk // N)]
+        gates = variant_gates(keys, H, part, N, dtype, ids.device)
+        heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
+        rep = lambda t: None if t is None else t.repeat(len(part), 1)  # noqa: E731
+        with torch.no_grad():
+            logits = model.forward_pass(rep(ids), rep(decoder), attention_mask=rep(mask), heads=heads).logits
+        logp = torch.log_softmax(_wide(logits), -1)  # (P·N, T, V)
+        tgt = rep(targets)
+        picked = logp.gather(-1, tgt.clamp_min(0)[..., None])[..., 0]  # (P·N, T)
+        real = rep(scored)
+        per_row = (picked * real).view(len(part), N, -1).sum((1, 2)) / real.view(len(part), N, -1).sum((1, 2))
+        logprob += per_row.double().tolist()
+    return np.array(logprob)
+
+
+def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max_new_tokens: int = 20,
+                         chunk: int = 64) -> RealHeadImportance:
+    """Every head of a real model (attention_viz.hub.PretrainedTransformer) alone off, on its own greedy output of
+    `texts` (teacher-forced): the drop in its log-probability per token, Michel's gradient estimate, the prune
+    curve. `chunk`: batch rows per pass (memory: rows x T x vocab).
+
+    Raises ValueError for an encoder-only model (it writes nothing to score), no texts, or an unknown ablation."""
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
+    if model.layout == "encoder":
+        raise ValueError(f"{model.family.name} is an encoder only: it writes no output whose probability could "
+                         "drop; head importance needs a model that writes text.")
+    if not texts:
+        raise ValueError("head importance needs at least one text")
+    ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
+    keys = sorted(model._keys.values(), key=_key_rank)
+    H = model.n_heads
+    means = None
+    if ablation == "mean":
+        with torch.no_grad():
+            outputs = model.head_outputs(ids, decoder, attention_mask=mask)
+        means = mean_outputs(outputs)
+    heads = [(key, h) for key in keys for h in range(H)]
+    logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], ablation, means,
+                           chunk)
+    index = {head: 1 + i for i, head in enumerate(heads)}
+    drop = {key: np.array([logprob[0] - logprob[index[(key, h)]] for h in range(H)]) for key in keys}
+    gradient = _real_michel(model, ids, mask, decoder, targets, keys, ablation, means)
+    order = sorted(heads, key=lambda kh: drop[kh[0]][kh[1]])
+    prune = _real_scores(model, ids, mask, decoder, targets, keys, [set(order[:k]) for k in range(len(heads))],
+                         ablation, means, chunk)
+    agreement = spearman(np.concatenate([drop[k] for k in keys]), np.concatenate([gradient[k] for k in keys]))
+    return RealHeadImportance(keys, H, len(texts), ablation, float(logprob[0]), drop, gradient, agreement, order,
+                              [float(x) for x in prune])
+
+
+def _real_michel(model, ids, mask, decoder, targets, keys, ablation, means) -> dict[str, np.ndarray]:
+    """Michel's I_h for a real model: per-row gates ξ = 1, L(x) = -mean log p(own output), one backward pass."""
+    N, H = ids.size(0), model.n_heads
+    dtype = next(model.model.parameters()).dtype
+    gates = {key: torch.ones(N, H, dtype=dtype, device=ids.device, requires_grad=True) for key in keys}
+    heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
+    with torch.enable_grad():
+        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits
+        logp = torch.log_softmax(_wide(logits), -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0]
+        real = (targets != -100).to(logp.dtype)
+        (-(logp * real).sum(1) / real.sum(1)).sum().backward()
+    return {key: g.grad.abs().mean(0).double().cpu().numpy() for key, g in gates.items()}
+
+
+def _wide(logits: torch.Tensor) -> torch.Tensor:
+    """Logits at least float32 (a half-precision model's are widened before the log-softmax)."""
+    return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+
+
+def _key_rank(key: str) -> tuple[int, int, int]:
+    stack, layer, name = key.split(".")
+    return (0 if stack == "encoder" else 1, int(layer), 0 if name == "self_attn" else 1)

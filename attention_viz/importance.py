@@ -134,8 +134,8 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
 
 
 def head_importance(
-    model: Transformer,
-    task: str,
+    model,
+    task: str | None = None,
     texts: list[str] | None = None,
     *,
     tokenizer: CharTokenizer | None = None,
@@ -145,9 +145,15 @@ def head_importance(
 ) -> HeadImportance:
     """Every head of `model` switched off alone on `task` (default: the first n_texts of its held-out strings).
 
-    ablation: "zero" (the head's output set to 0 before W_O) or "mean" (its mean output over these strings).
-    Raises ValueError for an unknown ablation or an empty list of texts.
+    A real model (attention_viz.hub) has no task: give `texts`, and each head is scored by what its loss costs the
+    model's own greedy output (real_head_importance). ablation: "zero" (the head's output set to 0 before W_O) or
+    "mean" (its mean output over these strings). Raises ValueError for an unknown ablation, no task for one of our
+    models, or an empty list of texts.
     """
+    if hasattr(model, "family"):  # a real model: attention_viz.hub.PretrainedTransformer
+        return real_head_importance(model, list(texts or []), ablation=ablation)
+    if task is None:
+        raise ValueError("head_importance needs the task the model was trained on (e.g. task=\"reverse\")")
     if ablation not in ABLATIONS:
         raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
     tokenizer = tokenizer or CharTokenizer(max_len=task_max_len(task))

@@ -113,3 +113,9 @@ def test_bad_arguments_are_refused(shipped):
         head_importance(model, "reverse", texts, tokenizer=tokenizer, ablation="half")
     with pytest.raises(ValueError, match="at least one text"):
         head_importance(model, "reverse", [], tokenizer=tokenizer)
+
+
+def test_one_of_our_models_needs_its_task(shipped):
+    model, tokenizer, texts = shipped
+    with pytest.raises(ValueError, match="needs the task"):
+        av.head_importance(model, texts=texts)

@@ -74,3 +74,11 @@ def test_mean_ablation_and_bad_calls(tiny_folders):
         real_head_importance(model, [])
     with pytest.raises(ValueError, match="encoder only"):
         real_head_importance(load_pretrained(tiny_folders["bert"]), TEXTS)
+
+
+def test_head_importance_of_a_real_model_needs_no_task(tiny_folders):
+    import attention_viz as av
+
+    model = load_pretrained(tiny_folders["gpt2"])
+    imp = av.head_importance(model, texts=TEXTS[:2])
+    assert imp.total == 8 and imp.texts == 2 and len(imp.prune) == 8

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from attention_viz.core.ablation import ABLATIONS, mean_outputs
-from attention_viz.core.attention import source_mask
+from attention_viz.core.attention import target_mask
 from attention_viz.core.maps import map_key
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import heldout_strings, make_batch, task_max_len
@@ -107,30 +107,57 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
     """Per variant (a set of heads off): exact match of greedy decoding and mean teacher-forced loss (nats per
     token), from one teacher-forced pass: greedy decoding writes the answer exactly when, fed the answer, the
     model's most likely next token is right at every position (<eos> included), since each step then sees what
-    greedy wrote. The encoder runs once per distinct set of encoder heads off, not once per variant."""
-    rows, H, device = batch.src.size(0), model.config.n_heads, batch.src.device
-    dtype = next(model.parameters()).dtype
+    greedy wrote.
+
+    Variants share what they have in common: the encoder runs once per distinct set of encoder heads off, and each
+    decoder layer once per distinct set of heads off up to it (two variants that differ only in layer 1 share
+    layer 0), so the grid of every head alone costs little more than a few passes."""
+    rows, pad = batch.src.size(0), model.config.pad_id
     encoder_keys = [key for key in keys if key.startswith("encoder.")]
-    decoder_keys = [key for key in keys if key.startswith("decoder.")]
     signatures = [frozenset(head for head in off if head[0] in encoder_keys) for off in variants]
     distinct = list(dict.fromkeys(signatures))  # the encoder runs needed
-    encoder_gates = variant_gates(encoder_keys, H, [set(s) for s in distinct], rows, dtype, device)
+    encoder_gates = variant_gates(encoder_keys, model.config.n_heads, [set(s) for s in distinct], rows,
+                                  next(model.parameters()).dtype, batch.src.device)
     switched = model.head_switches(gates=encoder_gates, ablation=ablation, head_means=means)
-    memory, _, _ = model.encode(batch.src.repeat(len(distinct), 1), scale, True, switched)  # (U·rows, S, D)
-    pick = torch.tensor([distinct.index(s) for s in signatures], device=device)
-    memory = memory.view(len(distinct), rows, *memory.shape[1:])[pick].flatten(0, 1)  # (V·rows, S, D)
-    V = len(variants)
-    src, tgt_in, tgt_out = batch.src.repeat(V, 1), batch.tgt_in.repeat(V, 1), batch.tgt_out.repeat(V, 1)
-    decoder_gates = variant_gates(decoder_keys, H, variants, rows, dtype, device)
-    switched = model.head_switches(gates=decoder_gates, ablation=ablation, head_means=means)
-    logits, _, _ = model.decode(tgt_in, memory, source_mask(src, model.config.pad_id), scale, True, True, switched)
-    real = tgt_out != tokenizer.pad_id  # (V·rows, T)
-    hits = ((logits.argmax(-1) == tgt_out) | ~real).all(1).double().view(V, rows).mean(1)
-    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=tokenizer.pad_id,
-                                               reduction="none")  # (V·rows, T)
-    weight = real.to(losses.dtype)
-    per_variant = (losses * weight).view(V, rows, -1).sum((1, 2)) / weight.view(V, rows, -1).sum((1, 2))
-    return hits.cpu().numpy(), per_variant.double().cpu().numpy()
+    memory, src_mask, _ = model.encode(batch.src.repeat(len(distinct), 1), scale, True, switched)  # (U·rows, S, D)
+    memories = dict(zip(distinct, memory.split(rows)))
+    src_mask = src_mask[:rows]  # (rows, 1, 1, S): the same for every variant
+    tgt_mask = target_mask(batch.tgt_in, pad)  # (rows, 1, T, T)
+    layers = model.decoder.layers
+
+    def off_in(off: set, layer: int) -> frozenset:
+        return frozenset(head for head in off if head[0].startswith(f"decoder.{layer}."))
+
+    prefixes = [(sig,) for sig in signatures]
+    start = model._embed(model.tgt_embed, batch.tgt_in)  # (rows, T, D): every variant's decoder input
+    states = {prefix: start for prefix in prefixes}
+    for i, layer in enumerate(layers):
+        computed = {}
+        for v, off in enumerate(variants):
+            here = off_in(off, i)
+            after = prefixes[v] + (here,)
+            if after not in computed:
+                heads_off = {}
+                for key, h in here:
+                    heads_off.setdefault(key, []).append(h)
+                layer_switches = model.head_switches(heads_off or None, ablation, means) or {}
+                computed[after], _, _ = layer(states[prefixes[v]], memories[signatures[v]], tgt_mask, src_mask, scale,
+                                              layer_switches.get(map_key("decoder", i, "self_attn")),
+                                              layer_switches.get(map_key("decoder", i, "cross_attn")))
+            prefixes[v] = after
+        states = computed
+    real = batch.tgt_out != tokenizer.pad_id  # (rows, T)
+    weight = real.to(next(model.parameters()).dtype)
+    scored = {}
+    for prefix, y in states.items():
+        if model.decoder.norm is not None:
+            y = model.decoder.norm(y)
+        logits = model.generator(y)  # (rows, T, V)
+        hit = ((logits.argmax(-1) == batch.tgt_out) | ~real).all(1).double().mean()
+        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt_out,
+                                                   ignore_index=tokenizer.pad_id, reduction="none")  # (rows, T)
+        scored[prefix] = (float(hit), float((losses * weight).sum() / weight.sum()))
+    return (np.array([scored[p][0] for p in prefixes]), np.array([scored[p][1] for p in prefixes]))
 
 
 def head_importance(

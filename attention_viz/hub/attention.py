@@ -50,6 +50,7 @@ class Pass:
                                                                           # attend, broadcastable to [B, 1, Q, K])
     inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
     heads: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch: heads switched off before W_O
+    values: dict[str, torch.Tensor] | None = None  # when given: map key -> every head's values [B, H, K, d]
     kept: dict[str, torch.Tensor] = field(default_factory=dict)  # "q" [B, H, Q, d], "k", "v" [B, H, K, d]
 
 
@@ -109,6 +110,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
         run.masks[name] = mask
         if run.inputs == name:
             run.kept.update(q=query, k=k, v=v)
+        if run.values is not None:
+            run.values[name] = v  # (B, H, K, d): value_flows' input
     return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
 
 

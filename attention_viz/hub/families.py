@@ -34,6 +34,9 @@ class Family:
     layout: str                                 # "encoder-decoder", "encoder" or "decoder"
     modules: tuple[tuple[str, str, str], ...]   # (pattern ending a module's name, stack, name)
     about: str                                  # one line: norm placement, positions, what is special
+    w_o: str = "out_proj"                       # W_O, from the attention module: a child's name, or "../x" for a
+                                                # sibling's child (BERT's attention.output.dense)
+    w_o_transposed: bool = False                # its weight is [in, out] (GPT-2's Conv1D), not [out, in]
 
     def key_of(self, module_name: str) -> str | None:
         """The map key of the attention module with this dotted name, or None if it is not one."""
@@ -53,12 +56,12 @@ FAMILIES = (
            "pre-norm, learned positions, many languages"),
     Family("BERT", ("bert",), "encoder",
            ((r"encoder\.layer\.(\d+)\.attention\.self", "encoder", "self_attn"),),
-           "encoder only: post-norm, learned positions, every token sees every other"),
+           "encoder only: post-norm, learned positions, every token sees every other", w_o="../output.dense"),
     Family("GPT-2", ("gpt2",), "decoder", ((r"h\.(\d+)\.attn", "decoder", "self_attn"),),
-           "decoder only: pre-norm, learned positions, causal self-attention"),
+           "decoder only: pre-norm, learned positions, causal self-attention", w_o="c_proj", w_o_transposed=True),
     Family("Llama-class", ("llama", "qwen2", "mistral"), "decoder",
            ((r"layers\.(\d+)\.self_attn", "decoder", "self_attn"),),
-           "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention"),
+           "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention", w_o="o_proj"),
 )
 
 # Families refused with the reason (anything else is refused as not proven).

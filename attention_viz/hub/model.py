@@ -205,8 +205,10 @@ class PretrainedTransformer:
         padding_mask: bool = True,
         inputs_of: str | None = None,
         heads: dict | None = None,
+        values: bool = False,
     ) -> Recorded:
-        """forward, with everything the pass recorded: the masks applied and, for the map key inputs_of, its q, k, v."""
+        """forward, with everything the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and
+        with values=True every attention's values; heads: core.ablation switches per map key."""
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.layout == "encoder-decoder":
@@ -219,6 +221,7 @@ class PretrainedTransformer:
             kwargs["use_cache"] = False
         run = self._pass(scale, causal_mask, padding_mask, heads=heads)
         run.inputs = inputs_of
+        run.values = {} if values else None
         with switched(run):
             outputs = self.model(**kwargs)
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
@@ -233,6 +236,32 @@ class PretrainedTransformer:
         self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
                           causal_mask=causal_mask, padding_mask=padding_mask, heads=kept)
         return {key: switch.record["heads"] for key, switch in kept.items()}
+
+    def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                    attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                    padding_mask: bool = True) -> dict[str, torch.Tensor]:
+        """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
+        with the family's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
+        run = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
+                                causal_mask=causal_mask, padding_mask=padding_mask, values=True).run
+        modules = {key: module for module in self.model.modules() if (key := self._keys.get(id(module)))}
+        flows = {}
+        for key in sorted(run.maps, key=_key_order):
+            w_o = self._w_o(modules[key])  # (D, H·d)
+            H, d = self.n_heads, w_o.size(1) // self.n_heads
+            moved = torch.einsum("bhkv,dhv->bhkd", run.values[key], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
+            flows[key] = run.maps[key] * moved[:, :, None, :]  # (B, H, Q, K)
+        return flows
+
+    def _w_o(self, attention: torch.nn.Module) -> torch.Tensor:
+        """The family's W_O for an attention module, as [D, H·d] (the columns that head h's output meets)."""
+        path = self.family.w_o
+        if path.startswith("../"):
+            parent = next(m for m in self.model.modules() if any(c is attention for c in m.children()))
+            module = parent.get_submodule(path[3:])
+        else:
+            module = attention.get_submodule(path)
+        return module.weight.T if self.family.w_o_transposed else module.weight
 
     def _maps(self, run: Pass) -> AttentionMaps:
         """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""

@@ -109,3 +109,26 @@ def test_bad_switches_on_a_real_model_are_refused(tiny_folders):
                                ({f"decoder.{i}.self_attn": [0, 1, 2, 3] for i in range(2)}, "every head")):
         with pytest.raises(ValueError, match=message):
             model.forward(ids, heads_off=heads_off)
+
+
+@pytest.mark.parametrize("family", list(CASES))
+def test_value_flows_equal_a_hand_written_loop_with_the_familys_w_o(tiny_folders, family):
+    model = load_pretrained(tiny_folders[family], dtype=torch.float64)
+    ids, decoder = inputs(model, family)
+    with torch.no_grad():
+        flows = model.value_flows(ids, decoder)
+        _, maps = model.forward(ids, decoder)
+    assert list(flows) == list(maps)
+    key = list(maps)[-1]
+    proj, transposed = w_o(model, family, key)
+    weight = proj.weight.T if transposed else proj.weight  # (D, H·d)
+    with torch.no_grad():
+        recorded = model.forward_pass(ids, decoder, inputs_of=key).run.kept["v"]  # (B, H, K, d), as attention used it
+    d = model.d_k
+    B, H, Q, K = maps[key].shape
+    expected = torch.zeros(B, H, Q, K, dtype=torch.float64)
+    for h in range(H):
+        for j in range(K):
+            moved = (weight[:, h * d:(h + 1) * d] @ recorded[0, h, j]).norm()
+            expected[0, h, :, j] = maps[key][0, h, :, j] * moved
+    torch.testing.assert_close(flows[key], expected, atol=1e-12, rtol=0)

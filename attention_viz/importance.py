@@ -334,7 +334,7 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     if not texts:
         raise ValueError("head importance needs at least one text")
     ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
-    keys = sorted(model._keys.values(), key=_key_rank)
+    keys = model.map_keys
     H = model.n_heads
     means = None
     if ablation == "mean":
@@ -372,8 +372,3 @@ def _real_michel(model, ids, mask, decoder, targets, keys, ablation, means) -> d
 def _wide(logits: torch.Tensor) -> torch.Tensor:
     """Logits at least float32 (a half-precision model's are widened before the log-softmax)."""
     return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
-
-
-def _key_rank(key: str) -> tuple[int, int, int]:
-    stack, layer, name = key.split(".")
-    return (0 if stack == "encoder" else 1, int(layer), 0 if name == "self_attn" else 1)

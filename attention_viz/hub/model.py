@@ -12,6 +12,7 @@ what it wrote. Switches, as in core.model:
     scale         "sqrt_dk" (the model's own factor, 1/√d_k in every supported family) | "none" | positive float
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
+    heads_off     {map key: [heads]} switched off before the model's W_O ("zero" or "mean"; core.ablation)
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ class PretrainedTransformer:
     @property
     def layout(self) -> str:
         return self.family.layout
+
+    @property
+    def map_keys(self) -> list[str]:
+        """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
+        return sorted(self._keys.values(), key=_key_order)
 
     @property
     def device(self) -> torch.device:

@@ -57,7 +57,7 @@ def test_the_batched_grid_and_prune_curve_equal_passes_of_their_own(tiny_folders
 
 def test_the_gradient_estimate_is_the_mean_of_each_texts_own(tiny_folders):
     model = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
-    keys = sorted(model._keys.values())
+    keys = model.map_keys
     together = _real_michel(model, *_own_outputs(model, TEXTS, 5), keys, "zero", None)
     single = [_real_michel(model, *_own_outputs(model, [text], 5), keys, "zero", None) for text in TEXTS]
     for key in keys:

@@ -10,10 +10,12 @@ downloaded. Three copies of it, timed in interleaved rounds (common.interleaved)
     eager      transformers' eager attention with output_attentions=True: its own way of giving every map
     sdpa       transformers' default (PyTorch's fused attention), no maps: the floor
 
-at 8, 32 and 128 source tokens with a decoder input of the same length; then greedy decoding of 8 and 32 tokens
-(ours, keeping keys and values under the causal mask, against `generate(num_beams=1, output_attentions=True)` on
-the eager copy); then the resident memory of a fresh process before and after the model is built and used.
-Never asserted on in tests: timings only go to the tables and JSON.
+at 8, 32 and 128 source tokens with a decoder input of the same length, after checking that ours gives eager's
+logits and maps (and sdpa's logits); then greedy decoding of 8 and 32 tokens: ours keeping keys and values under the
+causal mask (transformers' cache), ours rerunning the whole decoder every step (reuse_keys=False, what a lifted
+causal mask needs), and `generate(num_beams=1, output_attentions=True)` on the eager copy, after checking all three
+write the same tokens; then the resident memory of a fresh process before importing torch, after the imports, with
+the model built and after it is used. Never asserted on in tests: timings only go to the tables and JSON.
 """
 
 from __future__ import annotations
@@ -72,6 +74,27 @@ def inputs(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return src, tgt
 
 
+def eager_maps(out) -> dict[str, torch.Tensor]:
+    """transformers' output_attentions under our map keys."""
+    maps = {f"encoder.{i}.self_attn": a for i, a in enumerate(out.encoder_attentions)}
+    maps |= {f"decoder.{i}.self_attn": a for i, a in enumerate(out.decoder_attentions)}
+    return maps | {f"decoder.{i}.cross_attn": a for i, a in enumerate(out.cross_attentions)}
+
+
+def check_forward(ours, eager, sdpa, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """Ours gives eager's logits and every one of its maps, and sdpa's logits; AssertionError otherwise."""
+    logits, maps = ours.forward(src, tgt)
+    out = eager(input_ids=src, decoder_input_ids=tgt, output_attentions=True, use_cache=False)
+    reference = eager_maps(out)
+    assert sorted(maps) == sorted(reference), (sorted(maps), sorted(reference))
+    torch.testing.assert_close(logits, out.logits, atol=1e-4, rtol=1e-4)
+    for key, weights in reference.items():
+        torch.testing.assert_close(maps[key], weights, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(logits, sdpa(input_ids=src, decoder_input_ids=tgt, use_cache=False).logits,
+                               atol=1e-3, rtol=1e-4)
+    return {"maps": len(maps), "maps_bytes": maps.nbytes}
+
+
 def capture(sizes=(8, 32, 128), rounds: int = 15, decode=(8, 32), decode_rounds: int = 5, **overrides) -> dict:
     """The forward and decoding tables' numbers (overrides: a smaller configuration, for the smoke test)."""
     ours, eager, sdpa = build(**overrides)
@@ -79,33 +102,41 @@ def capture(sizes=(8, 32, 128), rounds: int = 15, decode=(8, 32), decode_rounds:
     for n in sizes:
         src, tgt = inputs(n)
         with torch.inference_mode():
+            checked = check_forward(ours, eager, sdpa, src, tgt)
             timings = interleaved({
                 "ours": lambda: ours.forward(src, tgt),
                 "eager": lambda: eager(input_ids=src, decoder_input_ids=tgt, output_attentions=True, use_cache=False),
                 "sdpa": lambda: sdpa(input_ids=src, decoder_input_ids=tgt, use_cache=False),
             }, rounds=rounds, sample_s=0.05)
-        rows.append({"tokens": n, **{name: t.to_dict() for name, t in timings.items()}})
+        rows.append({"tokens": n, **checked, **{name: t.to_dict() for name, t in timings.items()}, "load": load()})
     decodes = []
     for n in decode:
         src, _ = inputs(12)
+        candidates = {
+            "ours": lambda: ours.greedy_decode(src, n)[0],
+            "ours_no_keys": lambda: ours.greedy_decode(src, n, reuse_keys=False)[0],
+            "generate": lambda: eager.generate(src, attention_mask=torch.ones_like(src), max_new_tokens=n,
+                                               num_beams=1, do_sample=False, output_attentions=True,
+                                               return_dict_in_generate=True).sequences[:, 1:],
+        }
         with torch.inference_mode():
-            timings = interleaved({
-                "ours": lambda: ours.greedy_decode(src, n),
-                "generate": lambda: eager.generate(src, attention_mask=torch.ones_like(src), max_new_tokens=n,
-                                                   min_new_tokens=n, num_beams=1, do_sample=False,
-                                                   output_attentions=True, return_dict_in_generate=True),
-            }, rounds=decode_rounds, sample_s=0.0, warmup=1)
-        decodes.append({"written": n, **{name: t.to_dict() for name, t in timings.items()}})
+            written = {name: fn() for name, fn in candidates.items()}
+            assert all(torch.equal(w, written["generate"]) for w in written.values()), written
+            timings = interleaved(candidates, rounds=decode_rounds, sample_s=0.0, warmup=1)
+        decodes.append({"written": n, **{name: t.to_dict() for name, t in timings.items()}, "load": load()})
     return {"forward": rows, "decode": decodes}
 
 
 MEMORY_PROBE = """
-import sys, torch
+import sys
 def rss():
     return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
+before_import = rss()
+import torch
 sys.path.insert(0, {root!r})
 from benchmarks.hub import build, inputs
 torch.set_num_threads({threads})
+import transformers.models.marian.modeling_marian, attention_viz.hub
 after_import = rss()
 ours, _, _ = build(alone=True)
 built = rss()
@@ -113,7 +144,7 @@ src, tgt = inputs(32)
 with torch.inference_mode():
     ours.forward(src, tgt)
     ours.greedy_decode(src, 16)
-print(after_import, built, rss())
+print(before_import, after_import, built, rss())
 """
 
 
@@ -134,16 +165,20 @@ print(after_import, loaded, rss())
 """
 
 
-def memory(threads: int) -> dict:
-    """Resident memory of a fresh process: after importing torch and transformers, with the model built (one copy,
-    as a server holds it), and after a 32-token capture and a 16-token decode."""
+def memory(threads: int, loaded: bool = True) -> dict:
+    """Resident memory of a fresh process: before importing torch, after importing torch and transformers, with the
+    model built (one copy, as a server holds it), and after a 32-token capture and a 16-token decode; loaded: also a
+    fresh process loading it from a saved folder (with a trained tokenizer) as the app does."""
     from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(root=root, threads=threads)], capture_output=True,
                          text=True, check=True, timeout=600).stdout.split()
-    after_import, built, used = (int(x) for x in out[-3:])
-    result = {"after_import_bytes": after_import, "built_bytes": built, "used_bytes": used}
+    before_import, after_import, built, used = (int(x) for x in out[-4:])
+    result = {"before_import_bytes": before_import, "after_import_bytes": after_import, "built_bytes": built,
+              "used_bytes": used}
+    if not loaded:
+        return result
     import tempfile
 
     from devtools.hub_models import save_opus_mt_en_de_random
@@ -158,44 +193,56 @@ def memory(threads: int) -> dict:
 
 
 def run(quick: bool = False, threads: int = 2) -> dict:
+    """Every table's numbers; quick: 8 and 32 tokens, 8 written, fewer rounds, and no model loaded from a folder."""
     torch.set_num_threads(threads)
     sizes, rounds, decode = ((8, 32), 5, (8,)) if quick else ((8, 32, 128), 15, (8, 32))
     result = {"machine": machine(threads), "load_before": load(), "threads": threads}
     result |= capture(sizes, rounds, decode, 3 if quick else 5)
-    result["memory"] = memory(threads)
+    result["memory"] = memory(threads, loaded=not quick)
     result["load_after"] = load()
     return result
 
 
 def report(result: dict) -> str:
+    """Three Markdown tables: one forward pass with every map, greedy decoding, resident memory."""
     rows = [[r["tokens"], ms(r["ours"]["median_s"]), ms(r["eager"]["median_s"]), ms(r["sdpa"]["median_s"]),
              f"{r['ours']['median_s'] / r['eager']['median_s']:.2f}", f"{r['ours']['median_s'] / r['sdpa']['median_s']:.2f}"]
             for r in result["forward"]]
     lines = [f"opus-mt-en-de's configuration (74M parameters, random weights), torch threads {result['threads']}, "
-             f"load {result['load_before']} -> {result['load_after']}; medians of interleaved rounds", "",
-             "One forward pass that gives every map (source = decoder input = N tokens):", "",
+             f"load {result['load_before']} -> {result['load_after']}; medians of interleaved rounds, ms", "",
+             "One forward pass that gives every map (source = decoder input = N tokens; ours checked equal to eager's "
+             "logits and maps first):", "",
              table(["N", "ours (18 maps)", "eager + output_attentions", "sdpa, no maps", "ours / eager",
                     "ours / sdpa"], rows), "",
-             "Greedy decoding (12-token source):", ""]
-    rows = [[d["written"], ms(d["ours"]["median_s"]), ms(d["generate"]["median_s"]),
-             f"{d['ours']['median_s'] / d['generate']['median_s']:.2f}"] for d in result["decode"]]
-    lines += [table(["tokens written", "ours (maps of the last step)", "generate (eager, every step's maps)",
-                     "ours / generate"], rows), ""]
+             "Greedy decoding of a 12-token source (all three checked to write the same tokens first):", ""]
+    rows = []
+    for d in result["decode"]:
+        generate = d["generate"]["median_s"]
+        no_keys = d.get("ours_no_keys", {}).get("median_s")
+        rows.append([d["written"], ms(d["ours"]["median_s"]), ms(no_keys) if no_keys else "", ms(generate),
+                     f"{d['ours']['median_s'] / generate:.2f}", f"{no_keys / generate:.2f}" if no_keys else ""])
+    lines += [table(["tokens written", "ours, kept keys (maps of the last step)", "ours, decoder rerun every step",
+                     "generate (eager, cache, every step's maps)", "ours kept / generate", "ours rerun / generate"],
+                    rows), ""]
     m = result["memory"]
-    mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
-    lines += [table(["resident memory", "MiB"], [["torch and transformers imported", mib(m["after_import_bytes"])],
-                                                 ["the model built (random initialisation)", mib(m["built_bytes"])],
-                                                 ["after a capture and a decode", mib(m["used_bytes"])],
-                                                 ["instead loaded from its folder, as the app does",
-                                                  mib(m.get("loaded_bytes", 0))],
-                                                 ["after a 16-token decode of a real sentence",
-                                                  mib(m.get("loaded_used_bytes", 0))]])]
+    mib = lambda b: f"{b / 2**20:.0f}"  # noqa: E731
+    memory_rows = []
+    if "before_import_bytes" in m:
+        memory_rows.append(["Python alone, before importing torch", mib(m["before_import_bytes"])])
+    memory_rows += [["torch, transformers' Marian and attention_viz.hub imported", mib(m["after_import_bytes"])],
+                    ["the model built (random initialisation)", mib(m["built_bytes"])],
+                    ["after a 32-token capture and a 16-token decode", mib(m["used_bytes"])]]
+    if "loaded_bytes" in m:
+        memory_rows += [["instead loaded from its saved folder, as the app does", mib(m["loaded_bytes"])],
+                        ["after a 16-token decode of a sentence", mib(m["loaded_used_bytes"])]]
+    lines += [table(["resident memory (VmRSS of a fresh process)", "MiB"], memory_rows)]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hub", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="8 and 32 tokens, few rounds (about a minute)")
+    parser.add_argument("--quick", action="store_true",
+                        help="8 and 32 tokens, 8 written, few rounds, no folder load (under a minute)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)

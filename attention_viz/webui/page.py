@@ -19,7 +19,8 @@ from attention_viz.webui.serving import server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
 
 QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
-CONCURRENCY = 1            # per event listener: one visualize (or lab, steps...) at a time; the cores are shared
+CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
+                           # runs share RUN_SLOTS of their own: transformer_tab.py)
 
 INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
 Type a word and see every layer and head of the three attentions of §3.2.3, from a small Transformer

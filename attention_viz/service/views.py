@@ -96,6 +96,7 @@ class ModelControls:
     trained_d_ks: tuple[int, ...] = ()  # a trained family's sizes: the d_k control stops at these only
     text_info: str = ""                 # under the text box: what this model was trained on, before any run
     text_label: str = ""                # the text box's label (its limits); "" keeps the page's own
+    d_k_label: str = "d_k: the sizes this model was trained at"  # the trained sizes' radio
 
 
 class Views:
@@ -370,6 +371,7 @@ def real_controls(catalog, model: str, layer: int, head: int, progress=None) -> 
                    f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "
                    "and shows its own subword pieces."),
         text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
+        d_k_label="d_k: this model's own",
     )
 
 

@@ -200,6 +200,7 @@ class Handlers:
             prose_html(c.d_k_note),
             gr.update(value=c.compatibility, visible=c.study),
             gr.update(choices=[str(v) for v in c.trained_d_ks], value=str(c.d_k) if c.trained_d_ks else None,
+                      label=c.d_k_label,
                       visible=not c.untrained),
             None,
             gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),

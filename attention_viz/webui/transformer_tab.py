@@ -86,7 +86,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                 n_heads = gr.Slider(*HEADS_RANGE, value=DEFAULT_UNTRAINED["n_heads"], step=1,
                                     label="heads h (untrained model)", elem_id="n_heads")
             dk_trained = gr.Radio([str(v) for v in controls0.trained_d_ks], value=str(controls0.d_k),
-                                  visible=not controls0.untrained, label="d_k: the sizes this model was trained at",
+                                  visible=not controls0.untrained, label=controls0.d_k_label,
                                   elem_id="dk_trained")
             dk_log = gr.Slider(controls0.log_d_k_min, controls0.log_d_k_max, step=controls0.log_d_k_step,
                                value=math.log2(controls0.d_k), label="log₂ d_k (moves d_k below)", elem_id="dk_log",

@@ -61,6 +61,7 @@ def test_a_real_translation_model_in_the_page(page: Page, real_url):
     expect(page.locator(TILES)).to_have_count(2 * 4)  # 2 layers x 4 heads of the kind it opens on
     expect(page.locator("#dk input[type=number]")).to_have_value("8")  # the model's own d_k
     expect(page.locator("#dk_note")).to_contain_text("its weights fix it")
+    expect(page.locator("#dk_trained")).to_contain_text("d_k: this model's own")
     expect(page.locator("#text")).to_contain_text("up to 64 tokens of this model")
     columns = page.evaluate(COLUMNS)
     assert "</s>" in columns and any(c.startswith("▁") for c in columns), columns  # its own pieces

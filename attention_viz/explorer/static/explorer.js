@@ -339,7 +339,7 @@
       ui.play.setAttribute("aria-pressed", timer ? "true" : "false");
       if (t === null) {
         write(ui.stepText, `Finished: all ${n} steps of the greedy decode. Press play or move the slider ` +
-          "to see each output character being written.");
+          "to see each output token being written.");
         return;
       }
       const k = data.kinds[state.kind], so = d.written.slice(0, t).map(shown).join("");

@@ -235,3 +235,30 @@ def test_a_download_that_fails_is_refused_with_a_message(monkeypatch):
     real = RealModels(["someone/unreachable"])
     with pytest.raises(ValueError, match="not available on this server"):
         real.get("hub:someone/unreachable", progress=lambda fraction, text: None)
+
+
+def test_random_unicode_texts_either_run_cleanly_or_are_refused_with_a_message(views):
+    import random
+
+    rng = random.Random(7)
+    blocks = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF), (0x590, 0x5FF), (0x600, 0x6FF),
+              (0x900, 0x97F), (0x3040, 0x30FF), (0x4E00, 0x4E80), (0x1F600, 0x1F64F), (0x300, 0x36F), (0x200B, 0x200F),
+              (0x0, 0x1F), (0xD800, 0xD80F), (0xE000, 0xE00F)]
+    ran = refused = 0
+    for _ in range(60):
+        text = "".join(chr(rng.randint(*rng.choice(blocks))) for _ in range(rng.randint(1, 30)))
+        for model in ("hub:tiny-marian", "hub:tiny-gpt2"):
+            try:
+                s = settings(views, model, text=text)
+            except ValueError as error:
+                assert str(error) and "Traceback" not in str(error)
+                refused += 1
+                continue
+            run = views.runs.run(s)
+            for kind in run.kinds:
+                weights, mask = run.weights(kind), run.mask(kind)
+                live = mask.any(-1)
+                np.testing.assert_allclose(weights.sum(-1)[..., live], 1.0, atol=1e-5)
+                assert (weights[..., ~mask] == 0).all()
+            ran += 1
+    assert ran > 10 and refused > 10  # both paths were taken

@@ -1,6 +1,7 @@
 """Real models: what capturing every map through our Eq. 1 costs against transformers' own attention.
 
-`python -m benchmarks.hub [--quick] [--threads N]` (or `python -m benchmarks --only hub`)
+`python -m benchmarks.hub [--quick] [--threads N] [--only forward,decode,memory]`
+(or `python -m benchmarks --only hub`)
 
 The model is Helsinki-NLP/opus-mt-en-de's configuration (Marian: d_model 512, 6 + 6 layers, 8 heads, d_ff 2048,
 vocabulary 58,101; 74M parameters) with random weights, built in memory with a fixed seed: no weights are
@@ -192,38 +193,49 @@ def memory(threads: int, loaded: bool = True) -> dict:
     return result | {"loaded_bytes": loaded, "loaded_used_bytes": loaded_used}
 
 
-def run(quick: bool = False, threads: int = 2) -> dict:
-    """Every table's numbers; quick: 8 and 32 tokens, 8 written, fewer rounds, and no model loaded from a folder."""
+PARTS = ("forward", "decode", "memory")
+
+
+def run(quick: bool = False, threads: int = 2, parts: tuple[str, ...] = PARTS) -> dict:
+    """The tables' numbers (parts: which tables); quick: 8 and 32 tokens, 8 written, fewer rounds, and no model
+    loaded from a folder."""
     torch.set_num_threads(threads)
     sizes, rounds, decode = ((8, 32), 5, (8,)) if quick else ((8, 32, 128), 15, (8, 32))
-    result = {"machine": machine(threads), "load_before": load(), "threads": threads}
-    result |= capture(sizes, rounds, decode, 3 if quick else 5)
-    result["memory"] = memory(threads, loaded=not quick)
+    result = {"machine": machine(threads), "load_before": load(), "threads": threads, "forward": [], "decode": []}
+    if "forward" in parts or "decode" in parts:
+        result |= capture(sizes if "forward" in parts else (), rounds, decode if "decode" in parts else (),
+                          3 if quick else 5)
+    if "memory" in parts:
+        result["memory"] = memory(threads, loaded=not quick)
     result["load_after"] = load()
     return result
 
 
 def report(result: dict) -> str:
     """Three Markdown tables: one forward pass with every map, greedy decoding, resident memory."""
+    lines = [f"opus-mt-en-de's configuration (74M parameters, random weights), torch threads {result['threads']}, "
+             f"load {result['load_before']} -> {result['load_after']}; medians of interleaved rounds, ms"]
     rows = [[r["tokens"], ms(r["ours"]["median_s"]), ms(r["eager"]["median_s"]), ms(r["sdpa"]["median_s"]),
              f"{r['ours']['median_s'] / r['eager']['median_s']:.2f}", f"{r['ours']['median_s'] / r['sdpa']['median_s']:.2f}"]
             for r in result["forward"]]
-    lines = [f"opus-mt-en-de's configuration (74M parameters, random weights), torch threads {result['threads']}, "
-             f"load {result['load_before']} -> {result['load_after']}; medians of interleaved rounds, ms", "",
-             "One forward pass that gives every map (source = decoder input = N tokens; ours checked equal to eager's "
-             "logits and maps first):", "",
-             table(["N", "ours (18 maps)", "eager + output_attentions", "sdpa, no maps", "ours / eager",
-                    "ours / sdpa"], rows), "",
-             "Greedy decoding of a 12-token source (all three checked to write the same tokens first):", ""]
+    if rows:
+        lines += ["", "One forward pass that gives every map (source = decoder input = N tokens; ours checked equal to "
+                  "eager's logits and maps first):", "",
+                  table(["N", "ours (18 maps)", "eager + output_attentions", "sdpa, no maps", "ours / eager",
+                         "ours / sdpa"], rows)]
     rows = []
     for d in result["decode"]:
         generate = d["generate"]["median_s"]
         no_keys = d.get("ours_no_keys", {}).get("median_s")
         rows.append([d["written"], ms(d["ours"]["median_s"]), ms(no_keys) if no_keys else "", ms(generate),
                      f"{d['ours']['median_s'] / generate:.2f}", f"{no_keys / generate:.2f}" if no_keys else ""])
-    lines += [table(["tokens written", "ours, kept keys (maps of the last step)", "ours, decoder rerun every step",
-                     "generate (eager, cache, every step's maps)", "ours kept / generate", "ours rerun / generate"],
-                    rows), ""]
+    if rows:
+        lines += ["", "Greedy decoding of a 12-token source (all three checked to write the same tokens first):", "",
+                  table(["tokens written", "ours, kept keys (maps of the last step)", "ours, decoder rerun every step",
+                         "generate (eager, cache, every step's maps)", "ours kept / generate",
+                         "ours rerun / generate"], rows)]
+    if "memory" not in result:
+        return "\n".join(lines)
     m = result["memory"]
     mib = lambda b: f"{b / 2**20:.0f}"  # noqa: E731
     memory_rows = []
@@ -235,7 +247,7 @@ def report(result: dict) -> str:
     if "loaded_bytes" in m:
         memory_rows += [["instead loaded from its saved folder, as the app does", mib(m["loaded_bytes"])],
                         ["after a 16-token decode of a sentence", mib(m["loaded_used_bytes"])]]
-    lines += [table(["resident memory (VmRSS of a fresh process)", "MiB"], memory_rows)]
+    lines += ["", table(["resident memory (VmRSS of a fresh process)", "MiB"], memory_rows)]
     return "\n".join(lines)
 
 
@@ -244,10 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="8 and 32 tokens, 8 written, few rounds, no folder load (under a minute)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
+    parser.add_argument("--only", default=",".join(PARTS), help="comma-separated tables: " + ",".join(PARTS))
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
+    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
+    if set(parts) - set(PARTS):
+        parser.error(f"unknown tables {sorted(set(parts) - set(PARTS))}; choose from {', '.join(PARTS)}")
     t0 = time.perf_counter()
-    result = run(args.quick, args.threads)
+    result = run(args.quick, args.threads, parts)
     print(report(result), flush=True)
     from pathlib import Path
 

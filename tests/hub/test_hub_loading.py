@@ -1,8 +1,11 @@
 """Loading real models safely: safetensors only (a pickle is refused unopened), never remote code, offline when the
-Hub is off, unsupported families refused with the reason; the tokenizers are the families' own classes."""
+Hub is off, unsupported families refused with the reason before any weight is read; each family comes back with
+its own tokenizer class."""
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 import pickle
 import shutil
@@ -19,75 +22,164 @@ from attention_viz.hub import (  # noqa: E402
     load_pretrained,
 )
 
-TOKENIZERS = {"marian": "MarianTokenizer", "bart": "RobertaTokenizer", "bert": "BertTokenizer",
-              "gpt2": "GPT2Tokenizer", "qwen2": "Qwen2Tokenizer"}
+TOKENIZERS = {"marian": "MarianTokenizer", "bart": "RobertaTokenizer",  # BART's class in transformers 5 (its alias)
+              "mbart": "MBartTokenizer", "bert": "BertTokenizer", "gpt2": "GPT2Tokenizer",
+              "llama": "LlamaTokenizer", "qwen2": "Qwen2Tokenizer"}
+FAMILY_NAMES = {"marian": "Marian", "bart": "BART", "mbart": "mBART", "bert": "BERT", "gpt2": "GPT-2",
+                "llama": "Llama-class", "qwen2": "Llama-class"}
 
 
 @pytest.mark.parametrize("family, tokenizer", list(TOKENIZERS.items()))
-def test_a_saved_folder_loads_with_its_familys_own_tokenizer(tiny_folders, family, tokenizer):
-    model = load_pretrained(tiny_folders[family])
+def test_a_saved_folder_loads_with_its_familys_own_tokenizer(tiny_folder, family, tokenizer):
+    model = load_pretrained(tiny_folder(family))
     assert type(model.tokenizer).__name__ == tokenizer
+    assert model.family.name == FAMILY_NAMES[family]
     assert model.model.config._attn_implementation == "attention_viz"
+    assert not model.model.training
+    encoding = model.encode("the cat sat on the mat")
+    assert encoding.ids.dtype == torch.long and len(encoding.tokens) == len(encoding.ids) > 2
+    assert encoding.tokens == model.tokenizer.convert_ids_to_tokens(encoding.ids.tolist())
+    if family in ("marian", "mbart", "llama"):  # SentencePiece-style pieces: ▁ marks a word's start
+        assert any(piece.startswith("▁") for piece in encoding.tokens)
     if family == "marian":  # SentencePiece's files, as opus-mt ships them
-        assert {"source.spm", "target.spm", "vocab.json"} <= {p.name for p in tiny_folders[family].iterdir()}
-        assert any(piece.startswith("▁") for piece in model.encode("the cat sat").tokens)
+        assert {"source.spm", "target.spm", "vocab.json"} <= {p.name for p in tiny_folder(family).iterdir()}
 
 
-def test_pickled_weights_are_refused_without_being_opened(tiny_folders, tmp_path, monkeypatch):
-    folder = tmp_path / "pickled"
-    shutil.copytree(tiny_folders["gpt2"], folder)
-    model = load_pretrained(folder)
-    torch.save(model.model.state_dict(), folder / "pytorch_model.bin")
-    (folder / "model.safetensors").unlink()
-    opened = []
-    monkeypatch.setattr(torch, "load", lambda *a, **k: opened.append(a) or pytest.fail("torch.load was called"))
-    monkeypatch.setattr(pickle, "load", lambda *a, **k: opened.append(a) or pytest.fail("pickle.load was called"))
-    with pytest.raises(UnsafeWeightsError, match="pickled"):
+class Opened:
+    """Fails the test when anything opens, loads or unpickles a pickled weights file."""
+
+    def __init__(self, monkeypatch):
+        self.seen = []
+        real_open, real_io_open = builtins.open, io.open
+
+        def guard(real):
+            def opener(file, *args, **kwargs):
+                if str(file).endswith((".bin", ".pt", ".pth", ".ckpt", ".pkl")):
+                    self.seen.append(str(file))
+                    raise AssertionError(f"{file} was opened")
+                return real(file, *args, **kwargs)
+            return opener
+
+        def refuse(name):
+            def call(*args, **kwargs):
+                self.seen.append(name)
+                raise AssertionError(f"{name} was called")
+            return call
+
+        monkeypatch.setattr(builtins, "open", guard(real_open))
+        monkeypatch.setattr(io, "open", guard(real_io_open))
+        for module, name in ((torch, "load"), (pickle, "load"), (pickle, "loads"), (pickle, "Unpickler")):
+            monkeypatch.setattr(module, name, refuse(f"{module.__name__}.{name}"))
+
+
+def pickled_copy(folder, tmp_path, keep_safetensors=False):
+    """A copy of the folder whose weights are also (or only) a pickle, `pytorch_model.bin`."""
+    copy = tmp_path / "pickled"
+    shutil.copytree(folder, copy)
+    state = load_pretrained(folder).model.state_dict()
+    torch.save(state, copy / "pytorch_model.bin")
+    if not keep_safetensors:
+        (copy / "model.safetensors").unlink()
+    return copy
+
+
+@pytest.mark.parametrize("family", ["gpt2", "marian"])
+def test_pickled_weights_are_refused_without_being_opened(tiny_folder, tmp_path, monkeypatch, family):
+    folder = pickled_copy(tiny_folder(family), tmp_path)
+    opened = Opened(monkeypatch)
+    with pytest.raises(UnsafeWeightsError, match="pickled .*pytorch_model.bin.*safetensors"):
         load_pretrained(folder)
-    assert not opened
+    assert not opened.seen
 
 
-def test_a_folder_without_weights_is_refused(tiny_folders, tmp_path):
+def test_beside_safetensors_a_pickle_is_never_opened(tiny_folder, tmp_path, monkeypatch):
+    folder = pickled_copy(tiny_folder("gpt2"), tmp_path, keep_safetensors=True)
+    expected = load_pretrained(tiny_folder("gpt2"))
+    opened = Opened(monkeypatch)
+    model = load_pretrained(folder)
+    assert not opened.seen
+    ids = model.encode("the cat").ids[None]
+    assert torch.equal(model.forward(ids)[0], expected.forward(ids)[0])
+
+
+def test_a_folder_without_weights_is_refused(tiny_folder, tmp_path):
     folder = tmp_path / "empty"
-    shutil.copytree(tiny_folders["gpt2"], folder)
+    shutil.copytree(tiny_folder("gpt2"), folder)
     (folder / "model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="holds no weights"):
         load_pretrained(folder)
 
 
-def test_remote_code_never_runs(tiny_folders, tmp_path):
-    folder = tmp_path / "remote"
-    shutil.copytree(tiny_folders["gpt2"], folder)
-    marker = tmp_path / "ran"
-    (folder / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+def remote_code_folder(source, tmp_path, model_type):
+    """A copy of a GPT-2 folder whose config points at a modeling file of its own that leaves a mark when run."""
+    folder = tmp_path / f"remote-{model_type}"
+    shutil.copytree(source, folder)
+    marker = tmp_path / f"ran-{model_type}"
+    (folder / "modeling_evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('remote code ran')\n"
+        "from transformers import GPT2Config as EvilConfig, GPT2LMHeadModel as EvilModel\n")
     config = json.loads((folder / "config.json").read_text())
-    config.update(model_type="evil", auto_map={"AutoConfig": "modeling_evil.EvilConfig",
-                                               "AutoModelForCausalLM": "modeling_evil.EvilModel"})
+    config.update(model_type=model_type, auto_map={"AutoConfig": "modeling_evil.EvilConfig",
+                                                   "AutoModelForCausalLM": "modeling_evil.EvilModel"})
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises((ValueError, OSError)):
+    return folder, marker
+
+
+def test_remote_code_of_an_unknown_model_type_is_refused_without_running(tiny_folder, tmp_path):
+    folder, marker = remote_code_folder(tiny_folder("gpt2"), tmp_path, "evil")
+    with pytest.raises(ValueError, match="custom code"):
         load_pretrained(folder)
     assert not marker.exists()
 
 
-def test_t5_is_refused_with_the_reason(tmp_path):
+def test_remote_code_beside_a_known_model_type_is_ignored(tiny_folder, tmp_path):
+    folder, marker = remote_code_folder(tiny_folder("gpt2"), tmp_path, "gpt2")
+    model = load_pretrained(folder)
+    assert type(model.model) is transformers.GPT2LMHeadModel  # transformers' own class, not the folder's
+    assert not marker.exists()
+
+
+def unreadable_weights(folder):
+    """Weights that no reader could load: a refusal that comes back instead of a read error came first."""
+    (folder / "model.safetensors").write_bytes(b"not safetensors")
+
+
+def test_t5_is_refused_with_the_reason_before_any_weight_is_read(tmp_path):
     folder = tmp_path / "t5"
     config = transformers.T5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4)
     transformers.T5ForConditionalGeneration(config).save_pretrained(folder, safe_serialization=True)
-    with pytest.raises(UnsupportedModelError, match="relative-position bias"):
+    with pytest.raises(UnsupportedModelError, match="t5 models are not supported.*position bias"):
+        load_pretrained(folder)
+    unreadable_weights(folder)
+    with pytest.raises(UnsupportedModelError, match="position bias"):
         load_pretrained(folder)
 
 
-def test_an_unproven_family_is_refused_naming_the_supported_ones(tmp_path):
-    folder = tmp_path / "opt"
-    config = transformers.OPTConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, ffn_dim=32,
-                                    num_attention_heads=4, word_embed_proj_dim=16)
-    transformers.OPTForCausalLM(config).save_pretrained(folder, safe_serialization=True)
-    with pytest.raises(UnsupportedModelError, match="'opt' models are not supported.*marian.*gpt2.*llama"):
+@pytest.mark.parametrize("model_type", ["opt", "gpt_neox"])
+def test_an_unproven_family_is_refused_naming_the_supported_ones(tmp_path, model_type):
+    folder = tmp_path / model_type
+    if model_type == "opt":
+        config = transformers.OPTConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, ffn_dim=32,
+                                        num_attention_heads=4, word_embed_proj_dim=16)
+        transformers.OPTForCausalLM(config).save_pretrained(folder, safe_serialization=True)
+    else:
+        config = transformers.GPTNeoXConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1,
+                                            num_attention_heads=4, intermediate_size=32)
+        transformers.GPTNeoXForCausalLM(config).save_pretrained(folder, safe_serialization=True)
+    unreadable_weights(folder)
+    with pytest.raises(UnsupportedModelError) as refused:
         load_pretrained(folder)
+    message = str(refused.value)
+    assert f"'{model_type}' models are not supported" in message
+    for supported in ("marian", "bart", "mbart", "bert", "gpt2", "llama", "qwen2", "mistral"):
+        assert supported in message
 
 
 def test_a_model_not_cached_is_refused_offline_with_a_message(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
-    with pytest.raises(ModelUnavailableError, match="not in this machine's Hugging Face cache and the Hub is "
-                                                     "switched off here"):
-        load_pretrained("Helsinki-NLP/opus-mt-xx-yy")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache" / "hub"))
+    for call in (lambda: load_pretrained("Helsinki-NLP/opus-mt-xx-yy"),
+                 lambda: load_pretrained("Helsinki-NLP/opus-mt-xx-yy", local_files_only=True)):
+        with pytest.raises(ModelUnavailableError, match="'Helsinki-NLP/opus-mt-xx-yy' is not in this machine's "
+                                                         "Hugging Face cache and the Hub is switched off here"):
+            call()

@@ -194,13 +194,7 @@ def head_importance(
     batch = make_batch(texts, task, tokenizer)
     batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
     keys, H, rows = attention_keys(model), model.config.n_heads, len(texts)
-    means = None
-    if ablation == "mean":
-        with torch.no_grad():
-            outputs = model.head_outputs(batch.src, batch.tgt_in, scale=scale)
-        query_masks = {key: (batch.src if key.startswith("encoder") else batch.tgt_in) != tokenizer.pad_id
-                       for key in keys}
-        means = mean_outputs(outputs, query_masks)
+    means = batch_head_means(model, batch, tokenizer.pad_id, scale=scale) if ablation == "mean" else None
     try:
         # every head alone off, after the baseline (variant 0)
         heads = [(key, h) for key in keys for h in range(H)]
@@ -219,6 +213,27 @@ def head_importance(
         model.train(was_training)
     return HeadImportance(keys, H, rows, ablation, float(exact[0]), float(loss[0]), drop, rise, gradient,
                           spearman(flat_rise, flat_grad), order, [float(x) for x in prune])
+
+
+def head_means(model: Transformer, texts: list[str], task: str, tokenizer: CharTokenizer, *, scale="sqrt_dk",
+               causal_mask: bool = True, padding_mask: bool = True) -> dict[str, torch.Tensor]:
+    """Each head's mean output [H, d_v] per map key over `texts` of `task`, teacher-forced, <pad> positions left
+    out: mean ablation's reference (core.ablation.mean_outputs)."""
+    device = next(model.parameters()).device
+    batch = make_batch(texts, task, tokenizer)
+    batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
+    return batch_head_means(model, batch, tokenizer.pad_id, scale=scale, causal_mask=causal_mask,
+                            padding_mask=padding_mask)
+
+
+def batch_head_means(model: Transformer, batch, pad_id: int, *, scale="sqrt_dk", causal_mask: bool = True,
+                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
+    """head_means of a batch already made (src [N, S], tgt_in [N, T])."""
+    with torch.no_grad():
+        outputs = model.head_outputs(batch.src, batch.tgt_in, scale=scale, causal_mask=causal_mask,
+                                     padding_mask=padding_mask)
+    query_masks = {key: (batch.src if key.startswith("encoder") else batch.tgt_in) != pad_id for key in outputs}
+    return mean_outputs(outputs, query_masks)
 
 
 def michel(model: Transformer, batch, tokenizer: CharTokenizer, keys: list[str], H: int, scale, ablation: str,
@@ -336,11 +351,7 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
     keys = model.map_keys
     H = model.n_heads
-    means = None
-    if ablation == "mean":
-        with torch.no_grad():
-            outputs = model.head_outputs(ids, decoder, attention_mask=mask)
-        means = mean_outputs(outputs)
+    means = _real_means(model, ids, mask, decoder, targets) if ablation == "mean" else None
     heads = [(key, h) for key in keys for h in range(H)]
     logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], ablation, means,
                            chunk)
@@ -353,6 +364,34 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     agreement = spearman(np.concatenate([drop[k] for k in keys]), np.concatenate([gradient[k] for k in keys]))
     return RealHeadImportance(keys, H, len(texts), ablation, float(logprob[0]), drop, gradient, agreement, order,
                               [float(x) for x in prune])
+
+
+def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale="sqrt_dk", causal_mask: bool = True,
+                    padding_mask: bool = True) -> dict[str, torch.Tensor]:
+    """Each head's mean output [H, d_v] per map key of a real model, over `texts` and what it writes for them
+    (teacher-forced; padding left out): mean ablation's reference."""
+    if not texts:
+        raise ValueError("mean ablation needs at least one reference text")
+    if model.layout == "encoder":
+        ids = torch.nn.utils.rnn.pad_sequence([model.encode(t).ids for t in texts], batch_first=True,
+                                              padding_value=model.pad_id if model.pad_id is not None else 0)
+        mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(model.encode(t).ids), dtype=torch.long)
+                                                for t in texts], batch_first=True).to(model.device)
+        return _real_means(model, ids.to(model.device), mask, None, None, scale, causal_mask, padding_mask)
+    ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
+    return _real_means(model, ids, mask, decoder, targets, scale, causal_mask, padding_mask)
+
+
+def _real_means(model, ids, mask, decoder, targets, scale="sqrt_dk", causal_mask=True, padding_mask=True
+                ) -> dict[str, torch.Tensor]:
+    """Mean head outputs over the rows' real positions: the source's (or prompt's) tokens, the decoder's inputs."""
+    with torch.no_grad():
+        outputs = model.head_outputs(ids, decoder, attention_mask=mask, scale=scale, causal_mask=causal_mask,
+                                     padding_mask=padding_mask)
+    real = mask.bool()  # (N, S)
+    decoded = (targets != -100) if decoder is not None else real  # (N, T): the start token and the written ones
+    return mean_outputs(outputs, {key: real if key.startswith("encoder") or decoder is None else decoded
+                                  for key in outputs})
 
 
 def _real_michel(model, ids, mask, decoder, targets, keys, ablation, means) -> dict[str, np.ndarray]:

@@ -212,29 +212,33 @@ class Transformer(nn.Module):
 
     def attention_inputs(
         self, src: torch.Tensor, tgt: torch.Tensor, kind: str, layer: int, *, scale: Scale = "sqrt_dk",
-        causal_mask: bool = True, padding_mask: bool = True,
+        causal_mask: bool = True, padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None,
+        ablation: str = "zero", head_means: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(query [B, Q, D], key [B, K, D], value [B, K, D], mask) that attention_module(kind, layer) receives in
-        forward(src, tgt, ...) with the same switches; mask is forward's (broadcastable to [B, H, Q, K], or None).
+        forward(src, tgt, ...) with the same switches (heads off in the layers below included); mask is forward's
+        (broadcastable to [B, H, Q, K], or None).
 
         Runs the stacks up to that attention, no hooks. With the module's `project` and `attention_steps`
         this recomputes Eq. 1's intermediates of one head (the weights are forward's map; eval mode, no dropout).
         """
         self.attention_module(kind, layer)  # checks kind and layer
+        switched = self.head_switches(heads_off, ablation, head_means) or {}
         masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)
         x = self._embed(self.src_embed, src)  # (B, S, D)
         if kind == "encoder.self_attn":
-            for encoder_layer in self.encoder.layers[:layer]:
-                x, _ = encoder_layer(x, masks[kind], scale)
+            for i, encoder_layer in enumerate(self.encoder.layers[:layer]):
+                x, _ = encoder_layer(x, masks[kind], scale, switched.get(map_key("encoder", i, "self_attn")))
             return x, x, x, masks[kind]
-        memory, _ = self.encoder(x, masks["encoder.self_attn"], scale)  # (B, S, D)
+        memory, _ = self.encoder(x, masks["encoder.self_attn"], scale, switched)  # (B, S, D)
         y = self._embed(self.tgt_embed, tgt)  # (B, T, D)
         self_mask, cross_mask = masks["decoder.self_attn"], masks["decoder.cross_attn"]
-        for decoder_layer in self.decoder.layers[:layer]:
-            y, _, _ = decoder_layer(y, memory, self_mask, cross_mask, scale)
+        for i, decoder_layer in enumerate(self.decoder.layers[:layer]):
+            y, _, _ = decoder_layer(y, memory, self_mask, cross_mask, scale, *decoder_switches(switched, i))
         if kind == "decoder.self_attn":
             return y, y, y, self_mask
-        y, _ = self.decoder.layers[layer].self_block(y, self_mask, scale)  # the input of the cross-attention
+        y, _ = self.decoder.layers[layer].self_block(y, self_mask, scale,  # the input of the cross-attention
+                                                     decoder_switches(switched, layer)[0])
         return y, memory, memory, cross_mask
 
     @torch.no_grad()
@@ -310,7 +314,8 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def step_maps(
         self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-        padding_mask: bool = True,
+        padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+        head_means: dict[str, torch.Tensor] | None = None,
     ) -> list[AttentionMaps]:
         """The decoder's maps at every step of a greedy decode whose decoder input ended as tgt [B, T] (<bos> + output
         but its last token): step t runs the decoder on tgt[:, :t + 1] and writes token t, so its maps have t + 1
@@ -319,11 +324,12 @@ class Transformer(nn.Module):
         Under the causal mask, step t's rows are rows 0..t of the last step's maps (a row sees only earlier
         positions, so later ones never change it); without it, every earlier row changes as each new token arrives.
         """
-        memory, src_mask, _ = self.encode(src, scale, padding_mask)
+        switched = self.head_switches(heads_off, ablation, head_means)
+        memory, src_mask, _ = self.encode(src, scale, padding_mask, switched)
         steps = []
         for t in range(tgt.size(1)):
             _, self_weights, cross_weights = self.decode(tgt[:, : t + 1], memory, src_mask, scale, causal_mask,
-                                                         padding_mask)
+                                                         padding_mask, switched)
             steps.append(collect_maps([], self_weights, cross_weights))
         return steps
 

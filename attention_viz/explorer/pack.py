@@ -33,6 +33,8 @@ Payload format, version "attention_viz.explorer/1":
                       "labels": {name: str}, "chance": {name: float}, "look_for": str}
         }, ...
       ],
+      "heads_off": {key: [h, ...]},        # only when given: heads switched off before W_O (their maps are
+      "ablation": "zero" | "mean",         # still computed), and what they pass on instead
       "decode": {                          # only when given: the greedy decode, one step per target token
         "written":  [str, ...],            # step t reads target token t and writes written[t]
         "per_step": bool,                  # false: step t's rows are rows 0..t of the maps above (the causal
@@ -121,6 +123,8 @@ def pack(
     title: str = "",
     scores: Mapping[str, Mapping] | None = None,
     decode: Mapping | None = None,
+    heads_off: Mapping[str, Sequence[int]] | None = None,
+    ablation: str = "zero",
 ) -> dict:
     """Pack every map of a run into the explorer's payload (the format in this module's docstring).
 
@@ -134,6 +138,7 @@ def pack(
             (service.scores.score_kind's result).
         decode: {"written": the token each step writes, "steps": None, or per step a map key -> [H, t + 1, K]
             (Transformer.step_maps without the causal mask)}; its steps are as many as the target tokens.
+        heads_off: map key -> heads switched off (drawn marked off), with `ablation` ("zero" or "mean").
 
     Raises:
         ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
@@ -184,6 +189,12 @@ def pack(
     }
     if decode is not None:
         payload["decode"] = _decode(decode, kinds, tokens, n_heads)
+    if heads_off:
+        for key, heads in heads_off.items():
+            if key not in maps or any(not 0 <= int(h) < n_heads for h in heads):
+                raise ValueError(f"heads_off names {key} heads {list(heads)}, which the maps do not have")
+        payload["heads_off"] = {key: sorted(int(h) for h in heads) for key, heads in heads_off.items() if heads}
+        payload["ablation"] = str(ablation)
     return payload
 
 

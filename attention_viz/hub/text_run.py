@@ -73,10 +73,12 @@ def source_ids(model: PretrainedTransformer, text: str, pad_tokens: int) -> tupl
 
 @torch.inference_mode()
 def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pad_tokens: int = 0,
-             scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True) -> TextRun:
-    """Greedy-decode `text` (or, for an encoder, one pass) and keep every map of the last step."""
+             scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
+             heads: dict | None = None) -> TextRun:
+    """Greedy-decode `text` (or, for an encoder, one pass) and keep every map of the last step; heads: core.ablation
+    switches per map key (model.head_switches), at every step."""
     src, notes = source_ids(model, text, pad_tokens)
-    switches = {"scale": scale, "causal_mask": causal_mask, "padding_mask": padding_mask}
+    switches = {"scale": scale, "causal_mask": causal_mask, "padding_mask": padding_mask, "heads": heads}
     if model.layout == "encoder":
         recorded = model.forward_pass(src, **switches)
         ids = src[0].tolist()

@@ -23,6 +23,15 @@ COMPARISONS = {
     "causal_mask": ("causal mask on", "causal mask off"),
     "padding_mask": ("padding mask on", "padding mask off"),
 }
+ABLATIONS = {"zero": "zero (Michel's gate ξ_h = 0)", "mean": "its mean output (over reference texts)"}
+HEADS_OFF_CHARS = 4000         # the heads-off text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") at most
+MEAN_REFERENCE_STRINGS = 50    # mean ablation's reference batch: a task's first held-out strings (copy's, untrained)
+REAL_REFERENCE_TEXTS = (       # ... and a real model's: these texts and what it writes for them
+    "The cat sat on the mat.", "Attention is all you need.", "Every student reads the paper before the lecture.",
+    "The weather is nice today, so we walk to the city.", "How many heads does this model need?",
+    "She wrote a letter to her friend in Berlin.", "Numbers like 2026 and 512 appear in text too.",
+    "A good teacher explains one idea at a time.",
+)
 STAT_HEADERS = ["layer", "head", "entropy (nats)", "max weight", "mean distance", "on diagonal"]
 
 # Ranges of the numeric inputs (inclusive).

@@ -7,11 +7,14 @@ what it accepts; the app shows them as they are.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
+from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Scale
 from attention_viz.core.config import TransformerConfig
-from attention_viz.core.maps import KINDS
+from attention_viz.core.maps import KINDS, kind_key
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.real_models import display_name
 from attention_viz.service.checks import (
@@ -23,11 +26,13 @@ from attention_viz.service.checks import (
     check_unicode_text,
 )
 from attention_viz.service.limits import (
+    ABLATIONS,
     COLOUR_SCALES,
     D_K_RANGE,
     D_MODEL_RANGE,
     DEFAULT_UNTRAINED,
     FACTOR_RANGE,
+    HEADS_OFF_CHARS,
     HEADS_RANGE,
     HUB_PREFIX,
     MAX_HEAD_WIDTH,
@@ -58,6 +63,18 @@ class Settings:
                                         # runs ignore scaling, so their scale is always "none")
     typed: str | None = None   # the text as typed, when it differs from `text` (capitals lower-cased for a model
                                # trained on lower case); None when the model runs it as typed
+    heads_off: tuple[tuple[str, tuple[int, ...]], ...] = ()  # heads switched off before W_O: (map key, heads),
+                                                            # in the model's key order (core.ablation)
+    ablation: str = "zero"     # what a switched-off head passes on: "zero" or "mean" (its mean output)
+
+    @property
+    def off(self) -> dict[str, list[int]] | None:
+        """heads_off as the model's forward argument ({map key: [heads]}), None when every head is on."""
+        return {key: list(heads) for key, heads in self.heads_off} or None
+
+    @property
+    def n_off(self) -> int:
+        return sum(len(heads) for _, heads in self.heads_off)
 
     @property
     def real(self) -> bool:
@@ -78,12 +95,17 @@ def parse_settings(
     d_model: object = DEFAULT_UNTRAINED["d_model"],
     n_heads: object = DEFAULT_UNTRAINED["n_heads"],
     compatibility: object = None,
+    heads_off: object = None,
+    ablation: object = None,
 ) -> Settings:
     """Validate raw control values into Settings; a trained family's d_k snaps to its nearest member.
 
     compatibility: for a study model, "scaled_dot", "dot" or "additive" picks the study's family of that arm
     (None or "" keeps `model`; Catalog.with_compatibility). Additive attention has no QKᵀ to scale, so its
     scale is "none" whatever the scaling input says (the run does not pretend a scaling changed anything).
+
+    heads_off: heads switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or
+    {map key: [heads]}; None or "" for none (parse_heads_off). ablation: "zero" (None: the default) or "mean".
 
     Raises:
         ValueError: with a message for the user, naming the input and its allowed values.
@@ -117,8 +139,94 @@ def parse_settings(
         d_model, n_heads = config["d_model"], config["n_heads"]
         kind = config.get("compatibility", "dot_product")
     scale: Scale = "none" if kind == "additive" else factor if mode == "custom" else mode
+    ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
+    if model in catalog.real:
+        keys = model_keys(catalog.real.shape(model))
+    else:
+        n_layers = (UNTRAINED_LAYERS, UNTRAINED_LAYERS) if checkpoint is None else (
+            catalog.cards[checkpoint]["config"]["n_encoder_layers"], catalog.cards[checkpoint]["config"]["n_decoder_layers"])
+        keys = model_keys(TransformerConfig(vocab_size=1, n_encoder_layers=n_layers[0], n_decoder_layers=n_layers[1],
+                                            d_model=d_model, n_heads=n_heads, d_k=d_k))
+    off = parse_heads_off(heads_off, keys)
     return Settings(text, model, checkpoint, d_k, scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
-                    kind, typed)
+                    kind, typed, off, ablation if off else "zero")
+
+
+def model_keys(config) -> dict[str, int]:
+    """Every map key of a model (a TransformerConfig or a real model's shape) -> its number of heads, in order."""
+    kinds = getattr(config, "kinds", tuple(KINDS))
+    keys = {}
+    for i in range(config.n_encoder_layers if "encoder.self_attn" in kinds else 0):
+        keys[kind_key("encoder.self_attn", i)] = config.n_heads
+    for i in range(config.n_decoder_layers):
+        for kind in ("decoder.self_attn", "decoder.cross_attn"):
+            if kind in kinds:
+                keys[kind_key(kind, i)] = config.n_heads
+    return keys
+
+
+def parse_heads_off(value: object, keys: dict[str, int]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Heads switched off, checked against the model's keys -> ((key, heads), ...) in the model's key order.
+
+    value: None or "" (none); text, one attention per part, parts split by ";" or new lines, each "key: heads" with
+    heads as whole numbers split by spaces or commas, or "all" ("decoder.1.cross_attn: 0 2; encoder.0.self_attn:
+    all"); or {key: [heads]} (or that as JSON text). Raises ValueError naming what is wrong (core.ablation.switches
+    checks the keys, the heads' range and that some head stays on)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        if len(value) > HEADS_OFF_CHARS:
+            raise ValueError(f"heads off is {len(value)} characters; at most {HEADS_OFF_CHARS}")
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"heads off is not valid JSON: {error.msg} at character {error.pos}") from None
+        else:
+            value = _heads_off_text(text, keys)
+    if not isinstance(value, dict):
+        raise ValueError('heads off must be text such as "decoder.1.cross_attn: 0 2" or {map key: [heads]}')
+    value = {key: (list(range(keys[key])) if heads == "all" and key in keys else heads)
+             for key, heads in value.items()}
+    switches(keys, value)  # unknown key, head out of range, every head of the model off: ValueError
+    return tuple((key, tuple(sorted(set(value[key])))) for key in keys if value.get(key))
+
+
+def _heads_off_text(text: str, keys: dict[str, int]) -> dict[str, object]:
+    """The text form of heads off -> {key: [heads] or "all"}."""
+    off: dict[str, object] = {}
+    for part in filter(None, (p.strip() for p in re.split(r"[;\n]", text))):
+        key, colon, heads = part.partition(":")
+        key, heads = key.strip(), heads.strip()
+        if not colon or not key:
+            raise ValueError('heads off: write each attention as "key: heads", e.g. "decoder.1.cross_attn: 0 2"; '
+                             f"got {part[:40]!r}")
+        if key not in keys:
+            raise ValueError(f"heads off names {key[:60]!r}, which this model does not have; its keys are "
+                             f"{', '.join(keys)}")
+        if heads.lower() == "all":
+            off[key] = "all"
+            continue
+        numbers = [h for h in re.split(r"[\s,]+", heads) if h]
+        if not numbers:
+            raise ValueError(f"heads off: no heads after {key}: (write head numbers, or all)")
+        bad = [h for h in numbers if not (h.isascii() and h.isdigit())]
+        if bad:
+            raise ValueError(f"heads off: {bad[0][:20]!r} after {key}: is not a head number (0 to {keys[key] - 1})")
+        previous = off.get(key, [])
+        off[key] = previous if previous == "all" else [*previous, *(int(h) for h in numbers)]
+    return off
+
+
+def heads_off_text(heads_off: tuple[tuple[str, tuple[int, ...]], ...], keys: dict[str, int] | None = None) -> str:
+    """The text form of heads off, as parse_heads_off reads it: "decoder.1.cross_attn: 0 2; encoder.0.self_attn: all"
+    (all: every head of the key, when keys are given)."""
+    parts = []
+    for key, heads in heads_off:
+        whole = keys is not None and len(heads) == keys.get(key)
+        parts.append(f"{key}: {'all' if whole else ' '.join(map(str, heads))}")
+    return "; ".join(parts)
 
 
 def real_model(catalog: Catalog, model: str, text: str) -> tuple[str, int, int, int]:

@@ -19,10 +19,18 @@ from attention_viz.core.attention import attention_masks, attention_steps, scale
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, head_statistics, kind_key, split_kind, stack_kind
 from attention_viz.core.model import Transformer
-from attention_viz.data.tasks import target_or_none
+from attention_viz.data.tasks import heldout_strings, target_or_none, task_max_len
+from attention_viz.importance import head_means, real_head_means
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_choice
-from attention_viz.service.limits import COMPARISONS, EXTRA_DECODE_STEPS, RUN_CACHE_SIZE, real_new_tokens
+from attention_viz.service.limits import (
+    COMPARISONS,
+    EXTRA_DECODE_STEPS,
+    MEAN_REFERENCE_STRINGS,
+    REAL_REFERENCE_TEXTS,
+    RUN_CACHE_SIZE,
+    real_new_tokens,
+)
 from attention_viz.service.requests import HeadRequest, Settings, parse_head, parse_settings
 
 
@@ -176,6 +184,7 @@ class Runs:
         self.tokenizer = self.catalog.tokenizer
         self.device = self.catalog.device
         self.run = functools.lru_cache(maxsize=run_cache_size)(self._run)
+        self._means = functools.lru_cache(maxsize=16)(self._head_means)
 
     def settings(self, *args, **kwargs) -> Settings:
         """requests.parse_settings against this server's models (raw control values -> Settings)."""
@@ -186,6 +195,35 @@ class Runs:
         if settings.checkpoint is None:
             return self.catalog.untrained(settings.d_model, settings.n_heads, settings.d_k), None
         return self.catalog.trained(settings.checkpoint)
+
+    # -- heads switched off
+
+    def switches(self, settings: Settings) -> dict:
+        """The heads-off arguments of a pass under `settings` (heads_off, ablation, head_means), {} for none."""
+        if not settings.heads_off:
+            return {}
+        means = self.head_means(settings) if settings.ablation == "mean" else None
+        return {"heads_off": settings.off, "ablation": settings.ablation, "head_means": means}
+
+    def head_means(self, settings: Settings) -> dict[str, torch.Tensor]:
+        """Each head's mean output [H, d_v] per map key under `settings`' scaling and masks: what mean ablation puts
+        in a switched-off head's place. The reference: a trained model's task's first MEAN_REFERENCE_STRINGS
+        held-out strings (the untrained model's: copy's), a real model's REAL_REFERENCE_TEXTS and what it writes for
+        them; cached per model and switches."""
+        plain = replace(settings, text="", typed=None, pad_tokens=0, heads_off=(), ablation="zero")
+        return self._means(plain)
+
+    def _head_means(self, settings: Settings) -> dict[str, torch.Tensor]:
+        switches = dict(scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
+        if settings.real:
+            model = self.catalog.real.get(settings.model)
+            with torch.inference_mode(), self.catalog.real.busy:
+                return real_head_means(model, list(REAL_REFERENCE_TEXTS), **switches)
+        model, card = self.model(settings)
+        task = card.get("task", "copy") if card else "copy"
+        texts = heldout_strings(min(task_max_len(task), self.tokenizer.max_len), MEAN_REFERENCE_STRINGS, task=task)
+        with torch.inference_mode():
+            return head_means(model, texts, task, self.tokenizer, **switches)
 
     # -- runs
 
@@ -203,7 +241,7 @@ class Runs:
         with torch.inference_mode():
             generated, maps = model.greedy_decode(
                 src, max_len=max_len, bos_id=tok.bos_id, eos_id=tok.eos_id, scale=settings.scale,
-                causal_mask=settings.causal_mask, padding_mask=settings.padding_mask,
+                causal_mask=settings.causal_mask, padding_mask=settings.padding_mask, **self.switches(settings),
             )
         out_ids = generated[0].tolist()
         tgt_ids = [tok.bos_id] + out_ids[:-1]  # the decoder input whose maps greedy_decode returned
@@ -227,10 +265,11 @@ class Runs:
 
         model = self.catalog.real.get(settings.model)
         budget = real_new_tokens(len(model.encode(settings.text).ids), model.layout == "encoder-decoder")
+        heads = self.real_heads(model, settings)
         with self.catalog.real.busy:
             result = run_text(model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
                               scale=settings.scale, causal_mask=settings.causal_mask,
-                              padding_mask=settings.padding_mask)
+                              padding_mask=settings.padding_mask, heads=heads)
         for array in (*result.maps.values(), *result.masks.values()):
             array.setflags(write=False)  # shared between users through the cache
         return Run(
@@ -240,10 +279,15 @@ class Runs:
             maps=result.maps, applied=result.masks, notes=result.notes,
         )
 
+    def real_heads(self, model, settings: Settings) -> dict | None:
+        """A real model's core.ablation switches for `settings`' heads off (None: every head on)."""
+        return model.head_switches(**self.switches(settings)) if settings.heads_off else None
+
     def _real_pass(self, run: Run, settings: Settings, inputs_of: str | None = None):
         """One pass of a real model on `run`'s source and decoder input under `settings`' switches (hub Recorded)."""
         model = self.catalog.real.get(settings.model)
-        switches = dict(scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
+        switches = dict(scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask,
+                        heads=self.real_heads(model, settings))
         src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
         with torch.inference_mode(), self.catalog.real.busy:
@@ -269,7 +313,7 @@ class Runs:
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
         with torch.inference_mode():
             steps = model.step_maps(src, tgt, scale=run.settings.scale, causal_mask=False,
-                                    padding_mask=run.settings.padding_mask)
+                                    padding_mask=run.settings.padding_mask, **self.switches(run.settings))
         return [{key: value[0] for key, value in step.to_numpy().items()} for step in steps]
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
@@ -281,7 +325,7 @@ class Runs:
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
         with torch.inference_mode():
             _, maps = model(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
-                            padding_mask=settings.padding_mask)
+                            padding_mask=settings.padding_mask, **self.switches(settings))
         return {key: value[0] for key, value in maps.to_numpy().items()}
 
     def steps(self, settings: Settings, kind: object, layer: object, head: object) -> Steps:
@@ -302,7 +346,7 @@ class Runs:
         with torch.inference_mode():
             query, key, value, mask = model.attention_inputs(
                 src, tgt, kind, layer, scale=settings.scale, causal_mask=settings.causal_mask,
-                padding_mask=settings.padding_mask,
+                padding_mask=settings.padding_mask, **self.switches(settings),
             )  # (1, Q, D), (1, K, D), (1, K, D), mask broadcastable to (1, H, Q, K) or None
             q, k, v = module.project(query, key, value)  # (1, H, Q, d_k), (1, H, K, d_k), (1, H, K, d_v)
             head_mask = None

@@ -57,7 +57,8 @@ def settings_record(settings: Settings) -> dict:
     scale = settings.scale if isinstance(settings.scale, str) else float(settings.scale)
     return {"text": settings.text, "model": settings.model, "checkpoint": settings.checkpoint, "d_k": settings.d_k,
             "scale": scale, "causal_mask": settings.causal_mask, "padding_mask": settings.padding_mask,
-            "pad_tokens": settings.pad_tokens, "d_model": settings.d_model, "n_heads": settings.n_heads}
+            "pad_tokens": settings.pad_tokens, "d_model": settings.d_model, "n_heads": settings.n_heads,
+            "heads_off": {key: list(heads) for key, heads in settings.heads_off}, "ablation": settings.ablation}
 
 
 def alphabet_text(alphabet: str) -> str:
@@ -140,6 +141,23 @@ def run_notes(run: Run) -> str:
         f"{'on' if s.padding_mask else 'off'}. Hatched cells are masked (weight exactly 0)."
     )
     return "\n\n".join(lines)
+
+
+def heads_off_note(run: Run, every_head_on: Run) -> str | None:
+    """What switching heads off did (None when every head is on): which, how, and the output with every head on."""
+    s = run.settings
+    if not s.heads_off:
+        return None
+    total = sum(run.n_layers(kind) for kind in run.kinds) * run.config.n_heads
+    what = ("outputs set to 0 before W_O (Michel's gate ξ_h = 0)" if s.ablation == "zero" else
+            "outputs replaced by each head's mean output over reference texts before W_O")
+    listed = "; ".join(f"{key} head{'s' if len(heads) > 1 else ''} {', '.join(map(str, heads))}"
+                       for key, heads in s.heads_off)
+    same = run.output == every_head_on.output and run.finished == every_head_on.finished
+    change = (f"the output is the same as with every head on ({code(every_head_on.output)})" if same else
+              f"with every head on it writes {code(every_head_on.output)}; now {code(run.output)}")
+    return (f"**{s.n_off} of {total} heads switched off** ({s.ablation} ablation: their "
+            f"{what}): {listed}. Their maps are still computed and drawn, marked off; {change}.")
 
 
 def real_notes(run: Run) -> list[str]:

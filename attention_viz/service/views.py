@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +48,7 @@ from attention_viz.service import study_view, training_view
 from attention_viz.service.catalog import SizedCache
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
+    heads_off_note,
     ADDITIVE,
     alphabet_text,
     code,
@@ -200,9 +201,13 @@ class Views:
         sink = {"sink": run.config.sink} if run.real else {}
         scores = {kind: score_kind(kind, run.weights(kind), run.mask(kind), *run.tokens(kind), aligned, task, **sink)
                   for kind in run.kinds}
+        notes = run_notes(run).split("\n\n")
+        if settings.heads_off:
+            on = self.runs.run(replace(settings, heads_off=(), ablation="zero"))
+            notes.insert(1, heads_off_note(run, on))
         packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in run.kinds},
-                      output=run.output, notes=run_notes(run).split("\n\n"), title=run_title(run), scores=scores,
-                      decode=self._decode(run))
+                      output=run.output, notes=notes, title=run_title(run), scores=scores,
+                      decode=self._decode(run), heads_off=settings.off, ablation=settings.ablation)
         packed["settings"] = settings_record(settings)
         return packed
 

@@ -36,8 +36,20 @@ STALE = "Not for the current input: the last change was refused, so these views 
 HIDE_SUMMARY = "\n.av-explorer .av-summary { display: none; }\n"
 
 
-def _js_on_load(root_id: str, head_view: str) -> str:
-    options = json.dumps({"rootId": root_id, "headViewId": head_view})
+def _js_on_load(root_id: str, head_view: str, heads_off: tuple[str, str] | None = None) -> str:
+    options = json.dumps({"rootId": root_id, "headViewId": head_view, "switchable": heads_off is not None})
+    bridge = ""
+    if heads_off is not None:  # the explorer's heads-off clicks become the text box's value, then its run button's click
+        box, run = (json.dumps(f"#{elem_id}") for elem_id in heads_off)
+        bridge = f"""
+  mountPoint.addEventListener("explorer:heads-off", (event) => {{
+    const holder = document.querySelector({box}), button = document.querySelector({run});
+    const field = holder && holder.querySelector("textarea, input");
+    if (!field || !button) return;
+    field.value = event.detail.text;
+    field.dispatchEvent(new Event("input", {{bubbles: true}}));
+    setTimeout(() => button.click(), 0);
+  }});"""
     return (
         explorer_script()
         + f"""
@@ -45,14 +57,14 @@ def _js_on_load(root_id: str, head_view: str) -> str:
   const mountPoint = element.querySelector(".{MOUNT_CLASS}");
   const explorer = window.AttentionExplorer.mount(mountPoint, props.value || null, {options});
   element.avExplorer = explorer;
-  watch("value", () => explorer.setPayload(props.value || null));
+  watch("value", () => explorer.setPayload(props.value || null));{bridge}
 }})();
 """
     )
 
 
 def explorer_view(payload: Mapping | None = None, root_id: str = DEFAULT_ROOT_ID, elem_id: str | None = None,
-                  summary: bool = True, **kwargs) -> gr.HTML:
+                  summary: bool = True, heads_off: tuple[str, str] | None = None, **kwargs) -> gr.HTML:
     """A gr.HTML showing the explorer: `#<root_id>` holds the controls and grid, `#head_view` the chosen head.
 
     Args:
@@ -60,13 +72,16 @@ def explorer_view(payload: Mapping | None = None, root_id: str = DEFAULT_ROOT_ID
         root_id: the explorer's id (the app's contract uses "explorer"; the head view is head_view_id(root_id)).
         elem_id: the component's own id (default "<root_id>_view"), for stale_js, fresh_js and selection_js.
         summary: show the run's title, output and notes above the views (False where the page shows them).
+        heads_off: (elem_id of a text box, elem_id of a button): the explorer gets its "switch heads off" mode, and
+            a click there writes the heads off into the box (as service.requests.parse_heads_off reads them) and
+            presses the button, whose event reruns the model.
         kwargs: passed on to gr.HTML (visible, min_height, ...).
     """
     return gr.HTML(
         value=dict(payload) if payload is not None else None,
         html_template=f'<div class="{MOUNT_CLASS}"></div>',
         css_template=asset("explorer.css") + ("" if summary else HIDE_SUMMARY),
-        js_on_load=_js_on_load(root_id, head_view_id(root_id)),
+        js_on_load=_js_on_load(root_id, head_view_id(root_id), heads_off),
         apply_default_css=False,
         elem_id=elem_id or f"{root_id}_view",
         padding=False,

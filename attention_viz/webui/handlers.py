@@ -123,48 +123,51 @@ class Handlers:
         return "No live run of yours to cancel."
 
     def _settings(self, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens,
-                  d_model, n_heads, compatibility=None) -> Settings:
+                  d_model, n_heads, compatibility=None, heads_off=None, ablation=None) -> Settings:
         return self.runs.settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
+                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
 
     @handler
     def visualize(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                   causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                  compatibility: str | None = None):
+                  compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
         """The packed run (every kind, layer and head, drawn in the browser), the output, the notes (HTML)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
+                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         view = self.views.visualize(settings, requested_d_k=d_k)
         return view.run, view.output, prose_html(view.info)
 
     @handler
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
               causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-              kind: str, layer: float, head: float, compatibility: str | None = None):
+              kind: str, layer: float, head: float, compatibility: str | None = None, heads_off: str | None = None,
+              ablation: str | None = None):
         """Figure 2 (left) for one head as numbers (QKᵀ, scaled, masked, softmax, weights·V), and its text (HTML)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
+                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         steps, note = self.views.steps(settings, kind, layer, head)
         return steps, prose_html(note)
 
     @handler
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                 causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                kind: str, layer: float, head: float, comparison: str, compatibility: str | None = None):
+                kind: str, layer: float, head: float, comparison: str, compatibility: str | None = None,
+                heads_off: str | None = None, ablation: str | None = None):
         """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask") as numbers, and its text
         (HTML)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
+                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         comparison_view, note = self.views.compare(settings, comparison, kind, layer, head)
         return comparison_view, prose_html(note)
 
     @handler
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-               kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None):
+               kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None,
+               heads_off: str | None = None, ablation: str | None = None):
         """The grid and the head as PNG, every map as .npz, the head as CSV."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
+                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale)]
 
     @handler
@@ -204,6 +207,7 @@ class Handlers:
                       visible=not c.untrained),
             None,
             gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
+            "",  # heads off name one model's heads: a new model starts with every head on
         )
 
     @handler
@@ -244,14 +248,15 @@ class Handlers:
         return gr.skip() if picked == model else gr.update(value=picked)
 
     def refresh_tab(self, active, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                    pad_tokens, d_model, n_heads, kind, layer, head, comparison, compatibility=None):
+                    pad_tokens, d_model, n_heads, kind, layer, head, comparison, compatibility=None, heads_off=None,
+                    ablation=None):
         """After the main view updates, update the step view or the comparison too when its tab is open."""
         args = (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model,
                 n_heads, kind, layer, head)
         if active == "steps":
-            return (*self.steps(*args, compatibility), gr.skip(), gr.skip())
+            return (*self.steps(*args, compatibility, heads_off, ablation), gr.skip(), gr.skip())
         if active == "compare":
-            return (gr.skip(), gr.skip(), *self.compare(*args, comparison, compatibility))
+            return (gr.skip(), gr.skip(), *self.compare(*args, comparison, compatibility, heads_off, ablation))
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 

@@ -17,6 +17,7 @@ import gradio as gr
 
 from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import (
+    ABLATIONS,
     COLOUR_SCALES,
     COMPATIBILITY_LABEL,
     COMPARISONS,
@@ -45,7 +46,11 @@ RUN_SLOTS = 8
 RUNS = dict(concurrency_id="runs", concurrency_limit=RUN_SLOTS)
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
-        "Attention, layer, head and colour change in your browser, without asking the server.")
+        "Attention, layer, head and colour change in your browser, without asking the server. "
+        "**Switch heads off** turns a click into a switch: a tile, a layer's row or a whole kind goes off and the "
+        "model reruns.")
+HEADS_OFF_INFO = ("Click tiles in the heatmaps' “switch heads off” mode, or type map keys and heads, e.g. "
+                  "decoder.1.cross_attn: 0 2; encoder.0.self_attn: all — then Enter")
 
 
 NEAREST_TRAINED_JS = """(d, current) => {
@@ -101,6 +106,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             causal = gr.Checkbox(value=True, label="causal mask (decoder self-attention)", elem_id="causal")
             padding = gr.Checkbox(value=True, label="padding mask", elem_id="padding")
             pads = gr.Slider(*PAD_TOKENS_RANGE, value=0, step=1, label="pad tokens after the text", elem_id="pads")
+            heads_off = gr.Textbox("", max_lines=1, label="heads switched off (§3.2.2 taken apart)",
+                                   info=HEADS_OFF_INFO, placeholder="none: every head on", elem_id="heads_off")
+            ablation = gr.Radio([(label, key) for key, label in ABLATIONS.items()], value="zero",
+                                label="a head switched off passes on", elem_id="ablation")
+            with gr.Row():
+                heads_apply = gr.Button("Run with these heads off", size="sm", elem_id="heads_apply")
+                heads_clear = gr.Button("Every head on", size="sm", elem_id="heads_clear")
+            if hasattr(demo, "optional"):  # after compatibility, also optional in the API
+                demo.optional(heads_off)
+                demo.optional(ablation)
         with gr.Column(scale=3):
             output = gr.Textbox(view0.output, label="Model output", interactive=False, elem_id="output")
             info = prose(view0.info, label="notes", elem_id="info")
@@ -115,7 +130,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
                     prose(HELP)
-                    view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run")
+                    view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run",
+                                         heads_off=("heads_off", "heads_apply"))
                 with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
                     prose("**Figure 2 (left)** for the head chosen in Heatmaps, one step at a time "
                                 "(buttons or ← → keys); hover a cell for its exact value.")
@@ -135,11 +151,12 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
 
     settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
     head_inputs = [*settings_inputs, kind, layer, head]  # every endpoint takes `compat` last (optional in the API)
+    extra = [compat, heads_off, ablation]  # optional in the API: the study's compatibility, heads switched off
     view_outputs = [view, output, info]
     chosen = selection_js(VIEW, at=len(settings_inputs))  # kind, layer, head: the explorer's, when asked
     refused = dict(fn=None, inputs=None, outputs=[output, info],
                    js=stale_js([VIEW, STEPS, COMPARE], outputs=["", prose_html(REFUSED)]), **PRIVATE)
-    refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison, compat],
+    refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison, *extra],
                    outputs=[steps, steps_text, compare, compare_text],
                    js=selection_js(VIEW, at=1 + len(settings_inputs)), **PRIVATE)
 
@@ -157,9 +174,11 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     # Only controls that change the computation reach the server; the run is cached by them.
     answered(gr.on(
         [text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
-         d_model.release],
-        handlers.visualize, [*settings_inputs, compat], view_outputs, api_name="visualize", **LIVE, **RAW, **RUNS,
+         d_model.release, heads_off.submit, heads_apply.click, ablation.input],
+        handlers.visualize, [*settings_inputs, *extra], view_outputs, api_name="visualize", **LIVE, **RAW, **RUNS,
     ))
+    cleared = heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE)
+    answered(cleared.then(handlers.visualize, [*settings_inputs, *extra], view_outputs, **PRIVATE, **LIVE, **RUNS))
     log2_slider_pair(dk_log, d_k)
     examples.input(None, examples, text, js="(example) => example", **PRIVATE)
     # whatever changes the text (typing, a lesson's step), the choice stays only while it is the text
@@ -172,22 +191,23 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     # A new model (or number of heads) changes the d_k controls first, then the run. The compatibility picker
     # picks the study's model of that function (a new model, so the same path).
     controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads, lesson_scale],
-                     [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale, text],
+                     [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale, text, heads_off],
                      **PRIVATE)
     controls.failure(**refused)
-    answered(controls.success(handlers.visualize, [*settings_inputs, compat], view_outputs, **PRIVATE, **LIVE, **RUNS))
+    answered(controls.success(handlers.visualize, [*settings_inputs, *extra], view_outputs, **PRIVATE, **LIVE,
+                              **RUNS))
     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
         tab.select(lambda name=name: name, None, active, queue=False, **PRIVATE)
-    marked(tab_steps.select(handlers.steps, [*head_inputs, compat], [steps, steps_text], api_name="steps",
+    marked(tab_steps.select(handlers.steps, [*head_inputs, *extra], [steps, steps_text], api_name="steps",
                             js=chosen, **RAW), [STEPS])
-    compare_inputs = [*head_inputs, comparison, compat]
+    compare_inputs = [*head_inputs, comparison, *extra]
     marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
                              js=chosen, **RAW), [COMPARE])
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
-    export_button.click(handlers.export, [*head_inputs, colour, compat], files, api_name="export", js=chosen, **RAW)
-    return {"text": text, "model": model, "d_k": d_k, "dk_log": dk_log, "dk_trained": dk_trained, "scale": scale,
+    export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export", js=chosen, **RAW)
+    return {"text": text, "model": model, "heads_off": heads_off, "ablation": ablation, "d_k": d_k, "dk_log": dk_log, "dk_trained": dk_trained, "scale": scale,
             "lesson_scale": lesson_scale, "views": views, "active": active}

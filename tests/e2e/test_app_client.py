@@ -71,7 +71,8 @@ def test_visualize_untrained(client):
     assert output.startswith("(untrained model: no meaningful output")
     assert run["n_heads"] == 4 and all(entry["layers"] == 2 for entry in run["kinds"]) and "2 pad tokens" in notes
     assert run["settings"] == {"text": "hello", "model": "untrained", "checkpoint": None, "d_k": 16, "scale": "sqrt_dk",
-                               "causal_mask": True, "padding_mask": True, "pad_tokens": 2, "d_model": 64, "n_heads": 4}
+                               "causal_mask": True, "padding_mask": True, "pad_tokens": 2, "d_model": 64, "n_heads": 4,
+                               "heads_off": {}, "ablation": "zero"}
     maps, masks = unpack(run)
     assert maps["decoder.1.cross_attn"].shape == (4, 6, 8)  # [H, T = "hello" + <eos>, S = + 2 pads]
     assert not masks["decoder.cross_attn"][:, -2:].any() and (maps["decoder.1.cross_attn"][..., -2:] == 0).all()

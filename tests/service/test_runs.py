@@ -218,7 +218,8 @@ def test_the_visualization_is_the_whole_run_packed_once(runs, views):
     assert view.info == "\n\n".join(view.run["notes"]) and "Scores QKᵀ" in view.info
     assert view.run["settings"] == {"text": "viewonly", "model": "reverse/sqrt_dk", "checkpoint": "reverse_dk16_sqrt_dk",
                                     "d_k": 16, "scale": "sqrt_dk", "causal_mask": True, "padding_mask": True,
-                                    "pad_tokens": 1, "d_model": 16, "n_heads": 2}
+                                    "pad_tokens": 1, "d_model": 16, "n_heads": 2, "heads_off": {},
+                                    "ablation": "zero"}
     misses = runs.run.cache_info().misses
     assert views.visualize(settings).run is view.run  # packed once per run, then kept
     assert runs.run.cache_info().misses == misses

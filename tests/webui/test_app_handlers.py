@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE = dict(text="attention", model="reverse/sqrt_dk", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
             causal_mask=True, padding_mask=True, pad_tokens=0, d_model=64, n_heads=4,
             kind="encoder.self_attn", layer=0, head=0, colour_scale="absolute")
+OPTIONAL = ["compatibility", "heads_off", "ablation"]  # every endpoint's last inputs, which clients may leave out
 SETTINGS_KEYS = list(BASE)[:10]  # /visualize takes these; kind, layer, head and colour are the browser's
 
 
@@ -72,8 +73,9 @@ def test_visualize_takes_no_view_control(handlers):
     import inspect
 
     parameters = inspect.signature(handlers.visualize).parameters
-    assert list(parameters) == [*SETTINGS_KEYS, "compatibility"]  # the study's picker, last and optional
-    assert parameters["compatibility"].default is None
+    # the study's picker and the heads switched off, last and optional
+    assert list(parameters) == [*SETTINGS_KEYS, "compatibility", "heads_off", "ablation"]
+    assert parameters["compatibility"].default is parameters["heads_off"].default is None
 
 
 # Controls that change the computation: from a starting point, one change reruns the model and changes the picture.
@@ -117,7 +119,9 @@ def test_snapped_d_k_is_reported(handlers):
 
 
 def test_model_controls_follow_the_family(handlers):
-    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _ = handlers.model_controls("reverse/sqrt_dk", 20, 4)
+    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _, heads_off = handlers.model_controls(
+        "reverse/sqrt_dk", 20, 4)
+    assert heads_off == ""  # heads off name one model's heads: a new model starts with every head on
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
     assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
     assert d_k["value"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
@@ -125,7 +129,7 @@ def test_model_controls_follow_the_family(handlers):
     assert (trained["choices"], trained["value"], trained["visible"]) == (["4", "16", "64"], "16", True)
     assert dk_log["visible"] is False  # a trained model's d_k stops at its trained sizes only: the radio
     assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
-    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _ = handlers.model_controls(UNTRAINED, 300, 3)
+    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _, _ = handlers.model_controls(UNTRAINED, 300, 3)
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
     assert untrained_box["visible"] is True and note.startswith("<p>Any d_k from 1 to 1024")
     assert trained["visible"] is False and dk_log["visible"] is True
@@ -271,13 +275,13 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     demo = page.build_app(Views(runs))
     endpoints = demo.get_api_info()["named_endpoints"]
     assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/ping"}
-    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == [*SETTINGS_KEYS, "compatibility"]
+    assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == [*SETTINGS_KEYS, *OPTIONAL]
     assert [r["label"] for r in endpoints["/visualize"]["returns"]] == ["run", "Model output", "notes"]
-    assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == [*BASE, "compatibility"]
+    assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == [*BASE, *OPTIONAL]
     for name in ("/visualize", "/steps", "/compare", "/export"):  # old clients may leave it out
-        last = endpoints[name]["parameters"][-1]
-        assert (last["parameter_name"], last["parameter_has_default"], last["parameter_default"]) == (
-            "compatibility", True, None)
+        last = endpoints[name]["parameters"][-3:]
+        assert [(p["parameter_name"], p["parameter_has_default"]) for p in last] == [(n, True) for n in OPTIONAL]
+        assert last[0]["parameter_default"] is None
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
     assert [r["label"] for r in endpoints["/steps"]["returns"]] == ["steps", "text"]
     assert [r["label"] for r in endpoints["/compare"]["returns"]] == ["comparison", "text"]
@@ -377,6 +381,6 @@ def test_the_text_box_says_what_the_chosen_model_knows():
     assert "1 to 8 characters" in views.model_controls("study/dot", 128).text_info
     assert "any printable ASCII" in views.model_controls("untrained", 16).text_info
     handlers = Handlers(views)
-    assert handlers.model_controls("sort/sqrt_dk", 16, 4)[-1]["info"].startswith("sort was trained on a–z")
+    assert handlers.model_controls("sort/sqrt_dk", 16, 4)[-2]["info"].startswith("sort was trained on a–z")
 
 

@@ -16,7 +16,7 @@ def handlers(one_thread):
 
 
 def test_model_controls_show_the_picker_for_a_study_model(handlers):
-    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _ = handlers.model_controls("study/dot", 100, 4)
+    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _, _ = handlers.model_controls("study/dot", 100, 4)
     assert (compat["visible"], compat["value"]) == (True, "dot")
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (3, 10, 128)
     assert scale["value"] == "none" and scale["interactive"] is True and untrained_box["visible"] is False

@@ -96,8 +96,10 @@
         allowed: entry.mask.map((row) => Array.from(row, (c) => c === "1")),
       });
     }
+    const off = {}; // map key -> Set of heads switched off in this run
+    for (const [key, heads] of Object.entries(payload.heads_off || {})) off[key] = new Set(heads);
     return {payload: payload, kinds: kinds, order: payload.kinds.map((e) => e.kind), H: payload.n_heads,
-      decode: payload.decode || null, stepWeights: new Map()};
+      decode: payload.decode || null, stepWeights: new Map(), off: off, ablation: payload.ablation || "zero"};
   }
 
   function rowMaxima(data, offset, Q, K) {
@@ -127,6 +129,9 @@
         <label>Layer <select class="av-layer"></select></label>
         <label>Head <select class="av-headsel"></select></label>
         <label>Colour <select class="av-scale"></select></label>
+        <span class="av-cut-box" hidden><button type="button" class="av-cut" aria-pressed="false">✂ switch heads off</button>
+          <button type="button" class="av-cut-kind" hidden>this kind off</button>
+          <button type="button" class="av-cut-none" hidden>every head on</button></span>
       </div>
       <div class="av-decode" id="${escapeHtml(stepId)}" data-step="all" hidden>
         <button type="button" class="av-play">▶ play</button>
@@ -135,6 +140,7 @@
         <button type="button" class="av-next" aria-label="next step">▶</button>
         <div class="av-step-text" role="status"></div>
       </div>
+      <div class="av-off-note" role="status" hidden></div>
       <div class="av-grid" aria-label="every layer and head; click a map to open it"></div>
       <div class="av-legend"></div>
       <div class="av-stats"></div></div>
@@ -146,7 +152,8 @@
       scale: $(".av-scale"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
       views: $(".av-head-views"), view: $(".av-head-view"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
       prev: $(".av-prev"), next: $(".av-next"), step: $(".av-step"), stepText: $(".av-step-text"),
-      scorePanels: $(".av-score-panels"), scores: $(".av-scores")};
+      scorePanels: $(".av-score-panels"), scores: $(".av-scores"), cutBox: $(".av-cut-box"), cut: $(".av-cut"),
+      cutKind: $(".av-cut-kind"), cutNone: $(".av-cut-none"), offNote: $(".av-off-note")};
   }
 
   const options = (items) => items.map(([v, t]) => `<option value="${escapeHtml(v)}">${escapeHtml(t)}</option>`).join("");
@@ -168,6 +175,9 @@
       opts.stepId || (main ? "decode_step" : rootName + "-decode-step"),
       opts.scoresId || (main ? "alignment" : rootName + "-alignment"));
     let data = null, timer = null, pending = null; // pending: the head the next run opens on (openOn)
+    let cutting = false; // "switch heads off" mode: a click on a tile, a layer or the kind switches it (opts.switchable)
+    let importance = null; // {model, values: {key: [H]}, label, digits}: each head's importance, drawn as badges
+    ui.cutBox.hidden = !opts.switchable;
     // step: null = the finished run, t = the decode step that writes target token t
     const state = {kind: null, layer: 0, head: 0, scale: opts.scale in SCALES ? opts.scale : "linear", step: null};
     ui.scale.innerHTML = options(Object.entries(SCALES));
@@ -232,12 +242,17 @@
       if (rebuild || !tiles.length) {
         let html = "";
         for (let l = 0; l < k.layers; l++) {
-          html += `<div class="av-layer-row"><span class="av-row-label">L${l}</span><div class="av-tiles">`;
+          const rowLabel = cutting ? `<button type="button" class="av-row-label av-row-cut" data-row="${l}" ` +
+            `aria-label="layer ${l}: switch all its heads ${layerOff(k, l) ? "on" : "off"}">L${l}</button>`
+            : `<span class="av-row-label">L${l}</span>`;
+          html += `<div class="av-layer-row">${rowLabel}<div class="av-tiles">`;
           for (let h = 0; h < data.H; h++) {
-            html += `<div class="av-tile" role="button" tabindex="0" data-kind="${k.kind}" data-layer="${l}" ` +
-              `data-head="${h}" title="layer ${l}, head ${h}"><span class="av-canvas"><canvas width="${k.K}" ` +
-              `height="${k.Q}" style="aspect-ratio:${k.K}/${k.Q}"></canvas><i class="av-step-mark" hidden></i></span>` +
-              `<span class="av-tile-name">H${h}${badge(k, l, h)}</span></div>`;
+            const off = isOff(k, l, h);
+            html += `<div class="av-tile${off ? " av-off" : ""}" role="button" tabindex="0" data-kind="${k.kind}" ` +
+              `data-layer="${l}" data-head="${h}" title="layer ${l}, head ${h}${off ? ", switched off" : ""}">` +
+              `<span class="av-canvas"><canvas width="${k.K}" height="${k.Q}" style="aspect-ratio:${k.K}/${k.Q}">` +
+              `</canvas><i class="av-step-mark" hidden></i>${off ? '<i class="av-off-mark">off</i>' : ""}</span>` +
+              `<span class="av-tile-name">H${h}${badge(k, l, h)}${impBadge(k, l, h)}</span></div>`;
           }
           html += "</div></div>";
         }
@@ -277,6 +292,70 @@
       }
       return best ? `<b class="av-badge" title="${escapeHtml(k.scores.labels[best[0]])}: ${best[1].toFixed(2)} of its weight">` +
         `${SHORT[best[0]] || best[0]} ${best[1].toFixed(2).replace(/^0/, "")}</b>` : "";
+    }
+
+    const keyOf = (kind, l) => { const [stack, name] = kind.split("."); return `${stack}.${l}.${name}`; };
+    const isOff = (k, l, h) => !!(data.off[keyOf(k.kind, l)] && data.off[keyOf(k.kind, l)].has(h));
+    const layerOff = (k, l) => !!data.off[keyOf(k.kind, l)] && data.off[keyOf(k.kind, l)].size === data.H;
+    const kindOff = (k) => Array.from({length: k.layers}, (_, l) => l).every((l) => layerOff(k, l));
+
+    function impBadge(k, l, h) {
+      /* the head's importance (set by setImportance for this run's model): " · Δ.12" */
+      const model = data.payload.settings && data.payload.settings.model;
+      if (!importance || (importance.model && model && importance.model !== model)) return "";
+      const values = importance.values[keyOf(k.kind, l)];
+      if (!values || values[h] === null || values[h] === undefined) return "";
+      const v = values[h];
+      return `<b class="av-imp${v > importance.high ? " av-imp-high" : ""}" title="${escapeHtml(importance.label)}: ` +
+        `${v.toFixed(4)}">Δ${v.toFixed(importance.digits).replace(/^(-?)0\./, "$1.")}</b>`;
+    }
+
+    function offText(off) {
+      /* heads off as the server reads them: "decoder.1.cross_attn: 0 2; encoder.0.self_attn: all", in run order */
+      const parts = [];
+      for (const kind of data.order) {
+        for (let l = 0; l < data.kinds[kind].layers; l++) {
+          const heads = off[keyOf(kind, l)];
+          if (heads && heads.size) {
+            parts.push(`${keyOf(kind, l)}: ${heads.size === data.H ? "all" : [...heads].sort((a, b) => a - b).join(" ")}`);
+          }
+        }
+      }
+      return parts.join("; ");
+    }
+
+    function switchHeads(changes, on) {
+      /* ask for a run with these (key, head) pairs switched off (on = false) or back on: an "explorer:heads-off"
+         event whose detail.text the page sends to the server; the view changes when the run comes back */
+      const off = {};
+      for (const [key, heads] of Object.entries(data.off)) off[key] = new Set(heads);
+      for (const [key, h] of changes) {
+        off[key] = off[key] || new Set();
+        if (on) off[key].delete(h); else off[key].add(h);
+      }
+      root.classList.add("av-switching");
+      root.dispatchEvent(new CustomEvent("explorer:heads-off", {detail: {text: offText(off)}}));
+    }
+    const headsOf = (k, layers) => layers.flatMap((l) => Array.from({length: data.H}, (_, h) => [keyOf(k.kind, l), h]));
+
+    function setCutting(on) {
+      cutting = !!on && !!opts.switchable;
+      ui.cut.setAttribute("aria-pressed", cutting ? "true" : "false");
+      ui.cutKind.hidden = ui.cutNone.hidden = !cutting;
+      root.classList.toggle("av-cutting", cutting);
+      if (data) { drawGrid(true); drawOffNote(); }
+    }
+
+    function drawOffNote() {
+      const k = data.kinds[state.kind], n = Object.values(data.off).reduce((a, s) => a + s.size, 0);
+      ui.cutKind.textContent = kindOff(k) ? `${k.label}: every head on` : `${k.label}: all off`;
+      const how = data.ablation === "mean" ? "its mean output" : "0";
+      const text = n ? `${n} head${n > 1 ? "s" : ""} switched off (marked off): their maps are still computed; what ` +
+        `each passes to W_O is ${how}.` : "";
+      const hint = cutting ? " Click a tile to switch that head off or on, a layer's L to switch its row, or the " +
+        "buttons above; the model reruns." : "";
+      ui.offNote.hidden = !(text || hint);
+      ui.offNote.textContent = text + hint;
     }
 
     function drawScores() {
@@ -503,6 +582,7 @@
       view.dataset.kind = k.kind; view.dataset.layer = state.layer; view.dataset.head = state.head;
       view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
       (large ? map : table).caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
+        (isOff(k, state.layer, state.head) ? `<b class="av-off-caption">switched off</b> ` : "") +
         `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
       const painted = `${state.layer} ${state.head} ${state.scale} ${t}`; // what the view's cells show
       if ((large ? map : table).painted === painted) return; // a kept kind's head view, as it was left
@@ -579,7 +659,7 @@
           const shownBefore = restore(state.kind); // this kind's tiles and head view, kept from an earlier visit
           drawGrid(!shownBefore); drawScores();
         } else { markSelected(); markScore(); }
-        drawHead(); drawStats(); drawStep();
+        drawHead(); drawStats(); drawStep(); drawOffNote();
       });
       root.dispatchEvent(new CustomEvent("explorer:select", {detail: {kind: state.kind, layer: state.layer, head: state.head}}));
     }
@@ -588,6 +668,7 @@
       /* say at once that what is drawn is not for the current input (message), or clear that (null); while
          stale, the run's output and notes are hidden (they would claim to be the current input's) */
       root.classList.toggle("av-stale", !!message);
+      root.classList.remove("av-switching");
       ui.stale.hidden = !message;
       ui.stale.textContent = message ? String(message) + (data && data.payload.title ? ` Shown: ${data.payload.title}.` : "") : "";
     }
@@ -618,6 +699,7 @@
       data = prepare(next);
       ui.kind.innerHTML = options(data.order.map((kind) => [kind, data.kinds[kind].label]));
       summary(); drawLegend();
+      root.classList.remove("av-switching");
       // the first run opens where the options or the run say (the run: its last cross-attention layer); later
       // runs keep the kind, layer and head chosen, where they have them
       const first = state.kind === null, open = next.opening || {};
@@ -650,6 +732,22 @@
         if (item && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); item.click(); }
       });
     }
+    // in "switch heads off" mode a tile or a layer's label switches heads instead of opening one (registered first:
+    // it stops the click before `picks` sees it)
+    ui.grid.addEventListener("click", (event) => {
+      if (!cutting || !data) return;
+      const k = data.kinds[state.kind], tile = event.target.closest(".av-tile"), row = event.target.closest(".av-row-cut");
+      if (tile) switchHeads([[keyOf(k.kind, +tile.dataset.layer), +tile.dataset.head]], isOff(k, +tile.dataset.layer, +tile.dataset.head));
+      else if (row) switchHeads(headsOf(k, [+row.dataset.row]), layerOff(k, +row.dataset.row));
+      else return;
+      event.stopImmediatePropagation();
+    });
+    ui.cut.addEventListener("click", () => setCutting(!cutting));
+    ui.cutKind.addEventListener("click", () => {
+      const k = data.kinds[state.kind];
+      switchHeads(headsOf(k, Array.from({length: k.layers}, (_, l) => l)), kindOff(k));
+    });
+    ui.cutNone.addEventListener("click", () => { root.classList.add("av-switching"); root.dispatchEvent(new CustomEvent("explorer:heads-off", {detail: {text: ""}})); });
     picks(ui.grid, ".av-tile", "tile");
     picks(ui.scorePanels, "tr[data-layer]", "score");
     // hover: the exact weight in a tooltip beside the cell (the cell's title says it too)
@@ -684,6 +782,12 @@
     const controller = {
       select: (kind, layer, head) => select(kind, layer, head, "api"),
       setScale: setScale, setPayload: setPayload, markStale: markStale, state: state, scales: Object.keys(SCALES),
+      setCutting: setCutting, offText: () => (data ? offText(data.off) : ""),
+      setImportance: (imp) => {
+        /* badges of each head's importance: {model, values: {key: [H]}, label, digits, high}; null clears */
+        importance = imp && imp.values ? Object.assign({digits: 2, high: Infinity, label: "importance"}, imp) : null;
+        if (data) { gridPainted = null; drawGrid(true); }
+      },
       setStep: (step) => { stopPlaying(); setStep(step, "api"); }, play: play, pause: stopPlaying,
       openOn: (target) => { pending = target; if (data && target.kind in data.kinds) select(target.kind, target.layer, target.head, "api"); },
     };

@@ -1,0 +1,86 @@
+"""Heads taken apart, as a person does it in Chromium: the explorer's "switch heads off" mode turns a click on a
+tile, a layer's label or the kind's button into a rerun with those heads off; the tiles are marked off from the
+run that came back, the output and notes follow, a typed list works too, and a refused one changes nothing."""
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.test_browser import SCREENSHOTS, TILES, TIMEOUT_MS, open_app, settle
+
+pytestmark = pytest.mark.browser
+OFF = f"{TILES}.av-off"
+
+
+def cut_mode(page: Page) -> None:
+    page.locator("#explorer .av-cut").click()
+    expect(page.locator("#explorer .av-cut")).to_have_attribute("aria-pressed", "true")
+
+
+def test_a_click_switches_a_head_off_and_the_model_reruns(page: Page, app_url):
+    open_app(page, app_url)
+    expect(page.locator("#output textarea")).to_have_value("noitnetta", timeout=TIMEOUT_MS)  # reverse, every head on
+    selected = page.locator(f"{TILES}.av-selected")
+    kind, layer = selected.get_attribute("data-kind"), selected.get_attribute("data-layer")
+    assert kind == "decoder.cross_attn"
+    cut_mode(page)
+    # the last layer's whole row of cross-attention heads off: the reverse model loses its alignment
+    page.locator(f"#explorer .av-row-cut[data-row='{layer}']").click()
+    expect(page.locator(OFF)).to_have_count(4, timeout=TIMEOUT_MS)
+    expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(
+        f"decoder.{layer}.cross_attn: all")
+    expect(page.locator("#info")).to_contain_text("4 of 24 heads switched off", timeout=TIMEOUT_MS)
+    settle(page)
+    output = page.locator("#output textarea").input_value()
+    assert output != "noitnetta"
+    expect(page.locator("#info")).to_contain_text("with every head on it writes noitnetta")
+    expect(page.locator("#explorer .av-off-note")).to_contain_text("4 heads switched off")
+    page.screenshot(path=str(SCREENSHOTS / "heads_off_layer.png"), full_page=True)
+    # one tile back on: three off; the head view of an off head says so
+    page.locator(f"{OFF}[data-head='1']").click()
+    expect(page.locator(OFF)).to_have_count(3, timeout=TIMEOUT_MS)
+    expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(
+        f"decoder.{layer}.cross_attn: 0 2 3")
+    settle(page)
+    page.locator("#explorer .av-cut").click()  # leave the mode: a click opens a head again
+    page.locator(f"{OFF}[data-head='2']").click()
+    expect(page.locator("#head_view .av-off-caption")).to_have_text("switched off")
+    # "every head on" brings the model back to its output
+    page.locator("#heads_clear").click()
+    expect(page.locator(OFF)).to_have_count(0, timeout=TIMEOUT_MS)
+    expect(page.locator("#output textarea")).to_have_value("noitnetta", timeout=TIMEOUT_MS)
+
+
+def test_a_whole_kind_off_by_its_button_and_mean_ablation(page: Page, app_url):
+    open_app(page, app_url)
+    cut_mode(page)
+    page.locator("#explorer .av-cut-kind").click()  # every layer of encoder-decoder attention off
+    expect(page.locator(OFF)).to_have_count(8, timeout=TIMEOUT_MS)
+    expect(page.locator("#info")).to_contain_text("8 of 24 heads switched off (zero ablation", timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator("#ablation label", has_text="mean output").click()
+    expect(page.locator("#info")).to_contain_text("(mean ablation", timeout=TIMEOUT_MS)
+    expect(page.locator("#explorer .av-off-note")).to_contain_text("its mean output")
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "heads_off_kind_mean.png"), full_page=True)
+    page.locator("#explorer .av-cut-kind").click()  # the same button now switches the kind back on
+    expect(page.locator(OFF)).to_have_count(0, timeout=TIMEOUT_MS)
+
+
+def test_typed_heads_off_run_on_enter_and_a_refusal_changes_nothing(page: Page, app_url):
+    open_app(page, app_url)
+    box = page.locator("#heads_off textarea, #heads_off input").first
+    box.fill("encoder.0.self_attn: 1 3")
+    box.press("Enter")
+    expect(page.locator("#info")).to_contain_text("2 of 24 heads switched off", timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator("#explorer .av-kind").select_option("encoder.self_attn")
+    expect(page.locator(OFF)).to_have_count(2)
+    before = page.locator("#output textarea").input_value()
+    box.fill("encoder.0.self_attn: 7")
+    box.press("Enter")
+    expect(page.locator(".toast-body").first).to_contain_text(re.compile("head 7 does not exist"),
+                                                              timeout=TIMEOUT_MS)
+    expect(page.locator("#explorer .av-stale-note")).to_be_visible()  # the views say they are not for this input
+    assert page.locator("#output textarea").input_value() in ("", before)

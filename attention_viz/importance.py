@@ -247,8 +247,10 @@ def michel(model: Transformer, batch, tokenizer: CharTokenizer, keys: list[str],
                                                    ignore_index=tokenizer.pad_id, reduction="none")  # (rows, T)
         real = (batch.tgt_out != tokenizer.pad_id).to(losses.dtype)
         per_string = (losses * real).sum(1) / real.sum(1)  # (rows,): L(x)
-        per_string.sum().backward()  # row b's gates get ∂L(x_b)/∂ξ: the strings share no gate
-    return {key: g.grad.abs().mean(0).double().cpu().numpy() for key, g in gates.items()}
+        # row b's gates get ∂L(x_b)/∂ξ (the strings share no gate); only the gates' gradients are computed, so a
+        # model shared by a server is left as it was (no .grad on its weights)
+        grads = torch.autograd.grad(per_string.sum(), list(gates.values()))
+    return {key: g.abs().mean(0).double().cpu().numpy() for key, g in zip(gates, grads)}
 
 
 # ----------------------------------------------------------------------------- real models (attention_viz.hub)
@@ -404,8 +406,8 @@ def _real_michel(model, ids, mask, decoder, targets, keys, ablation, means) -> d
         logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits
         logp = torch.log_softmax(_wide(logits), -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0]
         real = (targets != -100).to(logp.dtype)
-        (-(logp * real).sum(1) / real.sum(1)).sum().backward()
-    return {key: g.grad.abs().mean(0).double().cpu().numpy() for key, g in gates.items()}
+        grads = torch.autograd.grad((-(logp * real).sum(1) / real.sum(1)).sum(), list(gates.values()))
+    return {key: g.abs().mean(0).double().cpu().numpy() for key, g in zip(gates, grads)}
 
 
 def _wide(logits: torch.Tensor) -> torch.Tensor:

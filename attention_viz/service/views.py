@@ -42,6 +42,7 @@ from attention_viz.service.limits import (
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
+from attention_viz.service.heads_view import HeadsView
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.requests import Settings, parse_colour_scale
 from attention_viz.service import study_view, training_view
@@ -111,6 +112,7 @@ class Views:
     def __init__(self, runs: Runs, image_cache_size: int = IMAGE_CACHE_SIZE) -> None:
         self.runs = runs
         self.exports = ExportFolder()
+        self.heads = HeadsView(runs, self.exports)  # which heads matter: importance, prune curve, CSV
         self.store = PngStore(self.exports.root / "images")
         self.lab = LabData()
         self._packed = SizedCache(self._pack, PACKED_CACHE_BYTES, packed_size)

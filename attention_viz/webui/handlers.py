@@ -171,6 +171,25 @@ class Handlers:
         return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale)]
 
     @handler
+    def importance(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
+                   causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
+                   compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
+        """Which heads matter (service.heads_view): every head switched off alone, Michel's estimate, the prune
+        curve, as numbers the page draws. ablation: "zero" or "mean"; heads_off is ignored (every head alone off)."""
+        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
+                                  pad_tokens, d_model, n_heads, compatibility)
+        return self.views.heads.importance(settings, ablation)
+
+    @handler
+    def importance_export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
+                          causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
+                          compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
+        """Every head's importance as a CSV file."""
+        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
+                                  pad_tokens, d_model, n_heads, compatibility)
+        return self.views.heads.csv_file(settings, ablation)
+
+    @handler
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):
         """The √d_k lab's numbers, drawn by the page: the q·k histogram against the exact law (bins of the mode's own
         range), one query's logits and softmax, the sweep over d_k (a dict, service.lab_view); and the table."""

@@ -34,6 +34,7 @@ from attention_viz.service.limits import (
 from attention_viz.service.views import Views, text_label
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, opening_settings
+from attention_viz.webui.heads_panel import badges_js, heads_view
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
 from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose, prose_html
 
@@ -142,6 +143,15 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                                           value="scaling", label="Difference of", elem_id="comparison")
                     compare = compare_view(elem_id=COMPARE, label="comparison")
                     compare_text = prose(elem_id="compare_text", label="text")
+                with gr.Tab("Which heads matter", id="heads") as tab_heads:
+                    prose("**Which heads matter** (§3.2.2 taken apart): each head switched off alone (the ablation "
+                          "chosen on the left), Michel et al.'s one-pass estimate beside it, and the prune curve. "
+                          "The scores also appear on the heatmaps' tiles as Δ badges.")
+                    with gr.Row():
+                        score_button = gr.Button("Score every head", variant="primary", elem_id="score_heads")
+                        score_export = gr.Button("Export the scores (CSV)", elem_id="score_export")
+                    importance = heads_view(elem_id="heads_view", label="importance")
+                    score_file = gr.File(label="every head's scores (CSV)", interactive=False, elem_id="score_file")
                 with gr.Tab("Export", id="export") as tab_export:
                     colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()], value="absolute",
                                       label="Colour scale of the PNGs", elem_id="colour")
@@ -209,5 +219,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
     export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export", js=chosen, **RAW)
+    scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
+                                **RAW, **RUNS)
+    scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
+    score_export.click(handlers.importance_export, [*settings_inputs, *extra], score_file, **PRIVATE, **RUNS)
     return {"text": text, "model": model, "heads_off": heads_off, "ablation": ablation, "d_k": d_k, "dk_log": dk_log, "dk_trained": dk_trained, "scale": scale,
             "lesson_scale": lesson_scale, "views": views, "active": active}

@@ -52,7 +52,7 @@ def raw_call(app_url: str, api_name: str, data: list) -> tuple[str, object]:
 
 def test_named_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/dk_lab", "/training", "/live_train",
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/training", "/live_train",
                               "/live_cancel", "/ping"}
 
 

@@ -84,3 +84,36 @@ def test_typed_heads_off_run_on_enter_and_a_refusal_changes_nothing(page: Page, 
                                                               timeout=TIMEOUT_MS)
     expect(page.locator("#explorer .av-stale-note")).to_be_visible()  # the views say they are not for this input
     assert page.locator("#output textarea").input_value() in ("", before)
+
+
+def test_scoring_every_head_draws_the_prune_curve_and_puts_badges_on_the_tiles(page: Page, app_url):
+    open_app(page, app_url)
+    page.get_by_role("tab", name="Which heads matter").click()
+    expect(page.locator("#heads_view")).to_contain_text("Press “Score every head”")
+    page.locator("#score_heads").click()
+    panel = page.locator("#heads_view .av-heads")
+    expect(panel).to_contain_text("Each of the 24 heads switched off alone (zero ablation)", timeout=TIMEOUT_MS)
+    expect(panel.locator("svg circle")).to_have_count(24)  # 0 .. 23 heads off: never every head
+    expect(panel.locator(".av-imp-table")).to_have_count(3)  # one per kind, layers x heads
+    expect(panel.locator(".av-imp-table td")).to_have_count(24)
+    panel.locator("svg circle").nth(3).hover()
+    expect(panel.locator(".av-prune-tip")).to_contain_text("3 off, 21 left: exact match")
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "heads_importance.png"), full_page=True)
+    # the tiles of the heatmaps carry each head's cost as a badge, with the exact number in its title
+    page.get_by_role("tab", name="Heatmaps").click()
+    badges = page.locator(f"{TILES} .av-imp")
+    expect(badges).to_have_count(8)
+    assert "exact match lost (points) with this head alone off" in badges.first.get_attribute("title")
+    # the scores as CSV
+    page.get_by_role("tab", name="Which heads matter").click()
+    page.locator("#score_export").click()
+    expect(page.locator("#score_file a")).to_have_attribute("href", re.compile(r"reverse__head_importance_zero\.csv$"),
+                                                        timeout=TIMEOUT_MS)
+
+
+def test_the_untrained_model_cannot_be_scored_and_says_why(page: Page, app_url):
+    open_app(page, app_url, untrained=True)
+    page.get_by_role("tab", name="Which heads matter").click()
+    page.locator("#score_heads").click()
+    expect(page.locator(".toast-body").first).to_contain_text("no task to score its heads on", timeout=TIMEOUT_MS)

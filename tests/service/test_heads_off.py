@@ -197,3 +197,20 @@ def test_a_real_model_runs_with_heads_off_and_mean_ablation(real_views):
     np.testing.assert_allclose(steps.arrays["weights"], run.head("decoder.cross_attn", 1, 3), atol=1e-5)
     with pytest.raises(ValueError, match="does not have"):
         settings(runs, "decoder.2.cross_attn: 0", model="hub:tiny-marian")
+
+
+def test_a_real_model_is_scored_on_the_text(real_views):
+    from attention_viz.importance import real_head_importance
+
+    s = settings(real_views.runs, model="hub:tiny-marian", text="the cat sat on the mat")
+    data = real_views.heads.importance(s, "zero")
+    model = real_views.runs.catalog.real.get("hub:tiny-marian")
+    from attention_viz.service.limits import real_new_tokens
+
+    budget = real_new_tokens(len(model.encode("the cat sat on the mat").ids), True)  # what the app lets it write
+    imp = real_head_importance(model, ["the cat sat on the mat"], max_new_tokens=budget)
+    assert data["metric"] == "log-probability per token" and data["unit"] == "nats" and data["total"] == 24
+    assert "loss_rise" not in data and data["texts"] == 1
+    for key in imp.keys:
+        np.testing.assert_allclose(data["drop"][key], imp.drop[key], atol=1e-4)
+    assert "of its own output" in data["text"]

@@ -1,0 +1,93 @@
+/* Which heads matter (attention_viz.service.heads_view, format "attention_viz.importance/1"), drawn from its
+   numbers: per attention kind a layer x head table of what each head alone costs when switched off, and the prune
+   curve (metric against heads left, least important removed first) as SVG, exact numbers on hover.
+   window.AttentionHeads.mount(element, payload, {empty}) -> {setPayload, markStale, root}. */
+(function (global) {
+  "use strict";
+  if (global.AttentionHeads) return;
+  const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  const inline = (s) => escapeHtml(s).replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>").replace(/`([^`]+)`/g, "<code>$1</code>");
+  const W = 560, H = 230, PAD = {left: 56, right: 14, top: 12, bottom: 40};
+
+  function fmt(data, v) { return data.unit === "points" ? `${v.toFixed(1)}` : v.toFixed(3); }
+
+  function tables(data) {
+    const keyOf = (kind, l) => { const [stack, name] = kind.split("."); return `${stack}.${l}.${name}`; };
+    const top = Math.max(1e-9, ...Object.values(data.drop).flat());
+    return data.kinds.map((k) => {
+      let rows = "";
+      for (let l = 0; l < k.layers; l++) {
+        const key = keyOf(k.kind, l);
+        rows += `<tr><th scope="row">L${l}</th>` + data.drop[key].map((v, h) => {
+          const share = Math.max(0, Math.min(1, v / top));
+          const extra = data.loss_rise ? `; loss +${data.loss_rise[key][h].toFixed(4)} nats` : "";
+          const title = `${key} head ${h}: ${data.metric} lost ${v.toFixed(4)} ${data.unit}${extra}; ` +
+            `gradient ${data.gradient[key][h].toPrecision(3)}`;
+          return `<td title="${escapeHtml(title)}" style="--share:${share.toFixed(3)}"${share > 0.5 ? ' class="av-hot"' : ""}>` +
+            `${fmt(data, v)}</td>`;
+        }).join("") + "</tr>";
+      }
+      const heads = Array.from({length: data.n_heads}, (_, h) => `<th scope="col">H${h}</th>`).join("");
+      return `<table class="av-imp-table"><caption>${escapeHtml(k.label)}: ${escapeHtml(data.metric)} lost ` +
+        `(${escapeHtml(data.unit)}) with each head alone off</caption><thead><tr><th></th>${heads}</tr></thead>` +
+        `<tbody>${rows}</tbody></table>`;
+    }).join("");
+  }
+
+  function curve(data) {
+    const n = data.prune.length, lo = Math.min(...data.prune), hi = Math.max(...data.prune, data.baseline);
+    const span = hi - lo || 1, x = (k) => PAD.left + (W - PAD.left - PAD.right) * (n > 1 ? k / (n - 1) : 0);
+    const y = (v) => PAD.top + (H - PAD.top - PAD.bottom) * (1 - (v - lo) / span);
+    const points = data.prune.map((v, k) => `${x(k).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    const dots = data.prune.map((v, k) => {
+      const off = data.order.slice(0, k).map(([key, h]) => `${key} ${h}`);
+      const label = `${k} off, ${data.total - k} left: ${data.metric} ${v.toFixed(4)}` +
+        (k ? `; last off: ${off[off.length - 1]}` : "");
+      return `<circle cx="${x(k).toFixed(1)}" cy="${y(v).toFixed(1)}" r="${k === data.can_go ? 5 : 3}" ` +
+        `class="${k === data.can_go ? "av-can-go" : ""}" data-k="${k}" tabindex="0" aria-label="${escapeHtml(label)}">` +
+        `<title>${escapeHtml(label)}</title></circle>`;
+    }).join("");
+    const ticks = [lo, (lo + hi) / 2, hi].map((v) => `<text x="${PAD.left - 6}" y="${y(v) + 4}" text-anchor="end">` +
+      `${fmt(data, v)}</text>`).join("");
+    const xticks = [0, Math.floor((n - 1) / 2), n - 1].map((k) => `<text x="${x(k)}" y="${H - PAD.bottom + 16}" ` +
+      `text-anchor="middle">${data.total - k}</text>`).join("");
+    const limit = data.unit === "points" ? data.baseline - 1 : data.baseline - 0.01;
+    const line = limit >= lo ? `<line class="av-limit" x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(limit)}" y2="${y(limit)}"></line>` : "";
+    return `<figure class="av-prune"><figcaption>The prune curve: heads removed one at a time, least important first ` +
+      `(${escapeHtml(data.metric)} against heads left; dashed: one ${data.unit === "points" ? "point" : "hundredth of a nat"} ` +
+      `below every head on; the large dot: ${data.can_go} removed)</figcaption>` +
+      `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="prune curve">` +
+      `<line class="av-axis" x1="${PAD.left}" x2="${PAD.left}" y1="${PAD.top}" y2="${H - PAD.bottom}"></line>` +
+      `<line class="av-axis" x1="${PAD.left}" x2="${W - PAD.right}" y1="${H - PAD.bottom}" y2="${H - PAD.bottom}"></line>` +
+      `${line}${ticks}${xticks}<text x="${(W + PAD.left) / 2}" y="${H - 6}" text-anchor="middle">heads left</text>` +
+      `<polyline points="${points}"></polyline>${dots}</svg><div class="av-prune-tip" role="status"></div></figure>`;
+  }
+
+  function mount(element, payload, opts) {
+    const root = document.createElement("div");
+    root.className = "av-hv av-heads";
+    element.appendChild(root);
+    const view = {root: root, setPayload: setPayload, markStale: markStale};
+    function setPayload(data) {
+      root.classList.remove("av-stale");
+      if (!data || !data.drop) { root.innerHTML = `<p class="av-empty">${escapeHtml(opts.empty || "")}</p>`; return; }
+      root.innerHTML = `<div class="av-stale-note" role="status" hidden></div><h4>${escapeHtml(data.title)}</h4>` +
+        data.text.split("\n\n").map((p) => `<p>${inline(p)}</p>`).join("") + curve(data) +
+        `<div class="av-imp-tables">${tables(data)}</div>`;
+      const tip = root.querySelector(".av-prune-tip");
+      const show = (event) => { const c = event.target.closest("circle"); if (c) tip.textContent = c.getAttribute("aria-label"); };
+      root.querySelector("svg").addEventListener("mouseover", show);
+      root.querySelector("svg").addEventListener("focusin", show);
+    }
+    function markStale(message) {
+      root.classList.toggle("av-stale", !!message);
+      const note = root.querySelector(".av-stale-note");
+      if (note) { note.hidden = !message; note.textContent = message || ""; }
+    }
+    element.avView = view;
+    root.avView = view;
+    setPayload(payload);
+    return view;
+  }
+  global.AttentionHeads = {mount: mount};
+})(window);

@@ -1,0 +1,148 @@
+"""Which heads matter, for the page to draw: every head of the chosen model switched off alone, Michel's one-pass
+estimate beside it, and the prune curve (attention_viz.importance), as numbers, a text written from them and a CSV.
+
+A shipped model is scored on its task's first IMPORTANCE_STRINGS held-out strings (exact match and loss); a real
+model on the text in the box (the log-probability of what it writes for it, teacher-forced). Scores are cached per
+model, scaling and ablation (and text, for a real model): they do not depend on the heads switched off in the view.
+
+Payload format "attention_viz.importance/1":
+
+    {"format", "model": the picker's value, "title": str, "metric": "exact match" | "log-probability per token",
+     "unit": "points" | "nats", "ablation": "zero" | "mean", "texts": N, "baseline": float, "n_heads": H,
+     "kinds": [{"kind", "label", "layers"}], "drop": {key: [H]}  (metric lost with that head alone off; points of
+     exact match are percentages), "loss_rise": {key: [H]} (ours only), "gradient": {key: [H]} (Michel's I_h),
+     "agreement": Spearman's ρ or null, "order": [[key, head], ...] least important first, "prune": [metric with the
+     first k of order off, k = 0 .. n - 1], "can_go": heads that can go losing at most one point (0.01 nats),
+     "total": H x attentions, "text": the summary (Markdown)}
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+from dataclasses import replace
+
+from attention_viz.core.maps import KINDS, split_kind
+from attention_viz.importance import head_importance, real_head_importance
+from attention_viz.service.checks import check_choice
+from attention_viz.service.exports import ExportFolder
+from attention_viz.service.limits import ABLATIONS, UNTRAINED, real_new_tokens
+from attention_viz.service.requests import Settings
+from attention_viz.service.runs import Runs
+from attention_viz.service.texts import code
+
+FORMAT = "attention_viz.importance/1"
+IMPORTANCE_STRINGS = 50   # a shipped model's held-out strings scored in the app (the API's default is 200)
+DIGITS = 4
+
+
+class HeadsView:
+    """Head importance of this server's models, cached (a few per model: scaling x ablation)."""
+
+    def __init__(self, runs: Runs, exports: ExportFolder) -> None:
+        self.runs = runs
+        self.exports = exports
+        self._scored = functools.lru_cache(maxsize=16)(self._score)
+
+    def importance(self, settings: Settings, ablation: object = "zero") -> dict:
+        """The payload (module docstring) for the model `settings` runs; ValueError for a model that cannot be
+        scored (the untrained model has no task; an encoder-only model writes nothing)."""
+        ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
+        if settings.model == UNTRAINED:
+            raise ValueError("The untrained model has no task to score its heads on: pick a trained model, or a "
+                             "real one (scored on your text).")
+        keep_text = settings.real
+        plain = replace(settings, text=settings.text if keep_text else "", typed=None, heads_off=(), ablation="zero",
+                        pad_tokens=0, causal_mask=True, padding_mask=True)
+        return self._scored(plain, ablation)
+
+    def _score(self, settings: Settings, ablation: str) -> dict:
+        if settings.real:
+            model = self.runs.catalog.real.get(settings.model)
+            budget = real_new_tokens(len(model.encode(settings.text).ids), model.layout == "encoder-decoder")
+            with self.runs.catalog.real.busy:
+                imp = real_head_importance(model, [settings.text], ablation=ablation, max_new_tokens=budget)
+            shape = self.runs.catalog.real.shape(settings.model)
+            return payload(settings, imp, shape.n_heads, real=True)
+        model, card = self.runs.model(settings)
+        imp = head_importance(model, card["task"], scale=settings.scale, ablation=ablation,
+                              n_texts=IMPORTANCE_STRINGS)
+        return payload(settings, imp, model.config.n_heads, real=False)
+
+    def csv_file(self, settings: Settings, ablation: object = "zero") -> str:
+        """Every head's numbers as a CSV file (its settings in # lines); the file's path."""
+        data = self.importance(settings, ablation)
+        out = io.StringIO()
+        out.write(f"# {data['title']}\n# ablation: {data['ablation']}; texts: {data['texts']}; baseline "
+                  f"{data['metric']}: {data['baseline']}\n")
+        rise = "loss_rise" in data
+        out.write(f"key,head,{data['metric'].replace(' ', '_')}_lost{',loss_rise' if rise else ''},gradient,"
+                  "prune_rank\n")
+        rank = {(key, head): i for i, (key, head) in enumerate(data["order"])}
+        for key in data["drop"]:
+            for h in range(data["n_heads"]):
+                row = [key, h, data["drop"][key][h]] + ([data["loss_rise"][key][h]] if rise else [])
+                out.write(",".join(map(str, row + [data["gradient"][key][h], rank[(key, h)]])) + "\n")
+        name = settings.checkpoint or settings.model  # a shipped checkpoint's name, a real model's id
+        model = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "-" for c in name)
+        return str(self.exports.write({f"{model}__head_importance_{data['ablation']}.csv": out.getvalue().encode()})[0])
+
+
+def payload(settings: Settings, imp, n_heads: int, real: bool) -> dict:
+    """A HeadImportance (ours) or RealHeadImportance as the page's numbers and text."""
+    scale = 100.0 if not real else 1.0  # exact match in points
+    kinds = []
+    for kind, label in KINDS.items():
+        stack, name = split_kind(kind)
+        layers = sum(1 for key in imp.keys if key.startswith(stack + ".") and key.endswith("." + name))
+        if layers:
+            kinds.append({"kind": kind, "label": label, "layers": layers})
+    rounded = lambda values: [round(float(v) * scale, DIGITS) for v in values]  # noqa: E731
+    data = {
+        "format": FORMAT, "model": settings.model, "title": title(settings, imp, real),
+        "metric": "log-probability per token" if real else "exact match", "unit": "nats" if real else "points",
+        "ablation": imp.ablation, "texts": imp.texts, "baseline": round(float(imp.baseline) * scale, DIGITS),
+        "n_heads": n_heads, "kinds": kinds,
+        "drop": {key: rounded(imp.drop[key]) for key in imp.keys},
+        "gradient": {key: [round(float(v), 6) for v in imp.gradient[key]] for key in imp.keys},
+        "agreement": None if math.isnan(imp.agreement) else round(float(imp.agreement), 3),
+        "order": [[key, int(h)] for key, h in imp.order],
+        "prune": rounded(imp.prune), "can_go": int(imp.can_go()), "total": int(imp.total),
+    }
+    if not real:
+        data["loss_rise"] = {key: [round(float(v), DIGITS) for v in imp.loss_rise[key]] for key in imp.keys}
+    data["text"] = summary(data)
+    return data
+
+
+def title(settings: Settings, imp, real: bool) -> str:
+    model = settings.checkpoint or settings.model
+    if real:
+        return f"Which heads matter: {model} on “{settings.text}” ({imp.total} heads)"
+    return f"Which heads matter: {model} on {imp.texts} held-out strings ({imp.total} heads)"
+
+
+def summary(data: dict) -> str:
+    """What the numbers say, in words: the baseline, the head that matters most, how many cost nothing, the prune
+    curve's verdict and how well Michel's estimate agrees."""
+    unit = data["unit"]
+    flat = [(data["drop"][key][h], key, h) for key in data["drop"] for h in range(data["n_heads"])]
+    top, key, head = max(flat)
+    free = sum(1 for v, _, _ in flat if v <= 0)
+    base = (f"{data['baseline']:.1f}% exact match" if unit == "points"
+            else f"{data['baseline']:.3f} nats of log-probability per token of its own output")
+    lost = f"{top:.1f} points" if unit == "points" else f"{top:.3f} nats"
+    one = "one point" if unit == "points" else "0.01 nats"
+    lines = [
+        f"Each of the {data['total']} heads switched off alone ({data['ablation']} ablation), the rest on: with every "
+        f"head on, {base}. The head that matters most is {code(key)} head {head}: {lost} lost without it. "
+        f"{free} of {data['total']} cost nothing (or help) when switched off alone.",
+        f"Pruned least important first, **{data['can_go']} of {data['total']} heads can go** with at most {one} lost; "
+        f"the curve below shows each step (hover a point for its exact number).",
+    ]
+    if data["agreement"] is not None:
+        against = "the loss rise" if unit == "points" else "the log-probability drop"
+        lines.append(f"Michel et al.'s one-pass estimate |∂L/∂ξ_h| ranks the heads with Spearman ρ = "
+                     f"{data['agreement']:.2f} against {against} (1: the same order).")
+    return "\n\n".join(lines)

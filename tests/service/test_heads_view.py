@@ -1,0 +1,57 @@
+"""Which heads matter in the service (service.heads_view): the payload is head_importance's numbers (points of
+exact match), cached per model, scaling and ablation; its text is written from them; the CSV holds every head;
+the untrained model is refused with the reason; a real model is scored on the text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention_viz.importance import head_importance
+from attention_viz.service.heads_view import IMPORTANCE_STRINGS
+
+
+def settings(runs, model="reverse/sqrt_dk", text="hello", scale="sqrt_dk", off=""):
+    return runs.settings(text, model, 16, scale, 1.0, True, True, 0, 64, 4, None, off)
+
+
+def test_the_payload_is_head_importances_numbers(views):
+    s = settings(views.runs)
+    data = views.heads.importance(s, "zero")
+    model, card = views.runs.model(s)
+    imp = head_importance(model, card["task"], n_texts=IMPORTANCE_STRINGS)
+    assert data["format"] == "attention_viz.importance/1" and data["model"] == "reverse/sqrt_dk"
+    assert data["texts"] == IMPORTANCE_STRINGS and data["total"] == 12 and data["n_heads"] == 2
+    for key in imp.keys:
+        np.testing.assert_allclose(data["drop"][key], imp.drop[key] * 100, atol=1e-4)
+        np.testing.assert_allclose(data["gradient"][key], imp.gradient[key], rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(data["prune"], np.array(imp.prune) * 100, atol=1e-4)
+    assert data["can_go"] == imp.can_go() and [tuple(o) for o in data["order"]] == imp.order
+    assert [k["kind"] for k in data["kinds"]] == ["encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"]
+    assert f"**{imp.can_go()} of 12 heads can go**" in data["text"]
+    top = max((v, k, h) for k in imp.keys for h, v in enumerate(imp.drop[k]))
+    assert f"`{top[1]}` head {top[2]}" in data["text"]
+
+
+def test_scores_are_cached_per_model_scaling_and_ablation_not_per_text_or_heads_off(views):
+    a = views.heads.importance(settings(views.runs), "zero")
+    assert views.heads.importance(settings(views.runs, text="other", off="encoder.0.self_attn: 0"), None) is a
+    assert views.heads.importance(settings(views.runs, scale="none"), "zero") is not a
+    mean = views.heads.importance(settings(views.runs), "mean")
+    assert mean["ablation"] == "mean" and "(mean ablation)" in mean["text"]
+    with pytest.raises(ValueError, match="ablation must be one of"):
+        views.heads.importance(settings(views.runs), "half")
+
+
+def test_the_csv_holds_every_head(views):
+    path = views.heads.csv_file(settings(views.runs), "zero")
+    lines = open(path, encoding="utf-8").read().splitlines()
+    assert lines[0].startswith("# Which heads matter: reverse_dk16_sqrt_dk")
+    assert lines[2] == "key,head,exact_match_lost,loss_rise,gradient,prune_rank"
+    assert len(lines) == 3 + 12 and path.endswith("reverse_dk16_sqrt_dk__head_importance_zero.csv")
+
+
+def test_the_untrained_model_is_refused_with_the_reason(views):
+    s = views.runs.settings("hello", "untrained", 16)
+    with pytest.raises(ValueError, match="no task to score its heads on"):
+        views.heads.importance(s)

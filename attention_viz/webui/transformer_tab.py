@@ -130,8 +130,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                     colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()], value="absolute",
                                       label="Colour scale of the PNGs", elem_id="colour")
                     export_button = gr.Button("Export the head chosen in Heatmaps", elem_id="export_button")
+                    # shown once it holds files: Gradio's empty gr.File carries an aria-label on a plain div (WCAG)
                     files = gr.File(label="grid and head (PNG), every map (.npz), the head (CSV)",
-                                    file_count="multiple", interactive=False, elem_id="files")
+                                    file_count="multiple", interactive=False, elem_id="files", visible=False)
 
     settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
     head_inputs = [*settings_inputs, kind, layer, head]  # every endpoint takes `compat` last (optional in the API)
@@ -188,6 +189,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                              js=chosen, **RAW), [COMPARE])
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
-    export_button.click(handlers.export, [*head_inputs, colour, compat], files, api_name="export", js=chosen, **RAW)
+    exported = export_button.click(handlers.export, [*head_inputs, colour, compat], files, api_name="export", js=chosen,
+                                   **RAW)
+    exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
     return {"text": text, "model": model, "d_k": d_k, "dk_log": dk_log, "dk_trained": dk_trained, "scale": scale,
             "lesson_scale": lesson_scale, "views": views, "active": active}

@@ -13,7 +13,7 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import lab_tab, lesson_panel, runtime, training_tab, transformer_tab
+from attention_viz.webui import lab_tab, lesson_panel, runtime, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.serving import server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
@@ -66,8 +66,9 @@ def main() -> None:
     # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
     # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
+    # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
-                app_kwargs=server_app_kwargs())
+                app_kwargs=server_app_kwargs(), theme=theme.THEME, css=theme.CSS)
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
     # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
     threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",

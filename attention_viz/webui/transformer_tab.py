@@ -151,13 +151,15 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                         score_button = gr.Button("Score every head", variant="primary", elem_id="score_heads")
                         score_export = gr.Button("Export the scores (CSV)", elem_id="score_export")
                     importance = heads_view(elem_id="heads_view", label="importance")
-                    score_file = gr.File(label="every head's scores (CSV)", interactive=False, elem_id="score_file")
+                    score_file = gr.File(label="every head's scores (CSV)", interactive=False, elem_id="score_file",
+                                         visible=False)  # shown with its file (an empty file list fails WCAG)
                 with gr.Tab("Export", id="export") as tab_export:
                     colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()], value="absolute",
                                       label="Colour scale of the PNGs", elem_id="colour")
                     export_button = gr.Button("Export the head chosen in Heatmaps", elem_id="export_button")
+                    # shown once it holds files: Gradio's empty gr.File carries an aria-label on a plain div (WCAG)
                     files = gr.File(label="grid and head (PNG), every map (.npz), the head (CSV)",
-                                    file_count="multiple", interactive=False, elem_id="files")
+                                    file_count="multiple", interactive=False, elem_id="files", visible=False)
 
     settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
     head_inputs = [*settings_inputs, kind, layer, head]  # every endpoint takes `compat` last (optional in the API)
@@ -218,10 +220,15 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                              js=chosen, **RAW), [COMPARE])
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
-    export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export", js=chosen, **RAW)
+    exported = export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export",
+                                   js=chosen, **RAW)
+    exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
     scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
                                 **RAW, **RUNS)
     scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
-    score_export.click(handlers.importance_export, [*settings_inputs, *extra], score_file, **PRIVATE, **RUNS)
-    return {"text": text, "model": model, "heads_off": heads_off, "ablation": ablation, "d_k": d_k, "dk_log": dk_log, "dk_trained": dk_trained, "scale": scale,
+    score_csv = score_export.click(handlers.importance_export, [*settings_inputs, *extra], score_file, **PRIVATE,
+                                   **RUNS)
+    score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)
+    return {"text": text, "model": model, "heads_off": heads_off, "ablation": ablation, "d_k": d_k, "dk_log": dk_log,
+            "dk_trained": dk_trained, "scale": scale,
             "lesson_scale": lesson_scale, "views": views, "active": active}

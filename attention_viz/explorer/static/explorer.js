@@ -59,7 +59,10 @@
     const a = VIRIDIS[i], b = VIRIDIS[i + 1];
     return [0, 1, 2].map((c) => Math.round(a[c] + (b[c] - a[c]) * f));
   }
-  const isLight = (rgb) => 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140;
+  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
+  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
+    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
+  const isLight = (rgb) => (luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05;
   const css = (rgb) => `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
   // 256 steps of the colour bar, computed once: redraws only look colours up
   const LEVELS = 256;
@@ -807,5 +810,6 @@
     });
   }
 
-  global.AttentionExplorer = {mount: mount, mountAll: mountAll, colour: colour, scales: SCALES};
+  global.AttentionExplorer = {mount: mount, mountAll: mountAll, colour: colour, scales: SCALES,
+    ink: (rgb) => (isLight(rgb) ? "#000" : "#fff")};
 })(window);

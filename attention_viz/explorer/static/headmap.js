@@ -30,7 +30,10 @@
   const BLANK = " ".repeat(CELL_CH);
 
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const ink = (rgb) => (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140 ? "#000" : "#fff");
+  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
+  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
+    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
+  const ink = (rgb) => ((luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05 ? "#000" : "#fff");
 
   function textStyle(runs) {
     /* one row's text colour: one colour, or a background clipped to the text with a stop per run of cells */
@@ -110,5 +113,5 @@
     return {draw: draw, cellAt: cellAt, hover: hover, caption: view.querySelector(".av-caption"), Q: Q, K: K};
   }
 
-  global.AttentionHeadMap = {build: build};
+  global.AttentionHeadMap = {build: build, ink: ink};
 })(window);

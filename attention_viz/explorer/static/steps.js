@@ -37,7 +37,11 @@
   const viridis = (t) => ramp(VIRIDIS, t);
   const diverging = (x) => ramp(RDBU, (x + 1) / 2); // x in [−1, 1]
   const css = (rgb) => `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
-  const paint = (rgb) => `background:${css(rgb)};color:${0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140 ? "#111" : "#fff"}`;
+  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
+  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
+    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
+  const ink = (rgb) => ((luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05 ? "#000" : "#fff");
+  const paint = (rgb) => `background:${css(rgb)};color:${ink(rgb)}`;
   const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (token) => (token === " " ? "␣" : token);
   const minus = (s) => s.replace(/-/g, "−");
@@ -90,10 +94,11 @@
     root.tabIndex = 0;
     const chooser = view === "compare"
       ? `<div class="av-choose" role="tablist" aria-label="what the table shows"></div>`
-      : `<div class="av-choose" role="tablist" aria-label="Figure 2's steps"><button type="button" class="av-prev" aria-label="previous step">◀</button>` +
+      : `<div class="av-choose"><button type="button" class="av-prev" aria-label="previous step">◀</button>` +
+        `<div class="av-picks" role="tablist" aria-label="Figure 2's steps">` + // a tablist holds only its tabs
         STEPS.map(([key, name], i) => `${i ? '<span class="av-arrow" aria-hidden="true">→</span>' : ""}` +
           `<button type="button" role="tab" class="av-pick" data-pick="${key}">${i + 1} ${name}</button>`).join("") +
-        `<button type="button" class="av-next" aria-label="next step">▶</button></div>`;
+        `</div><button type="button" class="av-next" aria-label="next step">▶</button></div>`;
     root.innerHTML = `<div class="av-stale-note" role="status" hidden></div><div class="av-hv-title"></div>${chooser}` +
       `<div class="av-note"></div><div class="av-panel"></div><div class="av-legend"></div>` +
       `<div class="av-outputs"></div><div class="av-tip" role="tooltip" hidden></div>`;
@@ -278,5 +283,5 @@
     return controller;
   }
 
-  global.AttentionSteps = {mount: mount, format: fmt, exact: exact};
+  global.AttentionSteps = {mount: mount, format: fmt, exact: exact, viridis: viridis, diverging: diverging, ink: ink};
 })(window);

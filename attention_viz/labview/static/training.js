@@ -27,6 +27,10 @@
     const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
     return [0, 1, 2].map((c) => Math.round(VIRIDIS[i][c] + (VIRIDIS[i + 1][c] - VIRIDIS[i][c]) * f));
   }
+  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
+  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
+    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
+  const ink = (rgb) => ((luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05 ? "#000" : "#fff");
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (t) => (t === " " ? "␣" : t);
   const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
@@ -160,8 +164,7 @@
             cols.forEach((kt, j) => {
               if (causal && j > q) { html += '<td class="av-masked" title="masked: may not attend (weight 0)"></td>'; return; }
               const w = cell(arm, state.key, s, p, h, q, j), rgb = colour(w);
-              const light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140;
-              html += `<td style="background:rgb(${rgb});color:${light ? "#000" : "#fff"}" ` +
+              html += `<td style="background:rgb(${rgb});color:${ink(rgb)}" ` +
                 `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${weight(w)}</td>`;
             });
             html += "</tr>";
@@ -249,5 +252,5 @@
     return controller;
   }
 
-  window.AttentionTraining = {mount: mount};
+  window.AttentionTraining = {mount: mount, colour: colour, ink: ink};
 })();

@@ -67,7 +67,7 @@ def main() -> None:
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
     # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
-                app_kwargs=server_app_kwargs())
+                app_kwargs=server_app_kwargs(views.runs.catalog))
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
     # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
     threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",

@@ -38,10 +38,13 @@ SETTLE_S = 8.0  # seconds after start-up before the rounds: steady state (the st
 
 
 class Browser:
-    """What the browser's client does for one event: join the queue, read the stream, fetch the files."""
+    """What the browser's client does for one event: join the queue, read the stream, fetch the files.
 
-    def __init__(self, client, base: str) -> None:
-        self.client, self.base = client, base
+    patience_s: give up on an event whose answer has not come this long after joining (checked at each message of
+    the stream, and Gradio sends a heartbeat every 15 s); None waits as long as the stream stays open."""
+
+    def __init__(self, client, base: str, patience_s: float | None = None) -> None:
+        self.client, self.base, self.patience_s = client, base, patience_s
         self.session_hash = uuid.uuid4().hex[:11]
         self.config = client.get(base + "/config").json()
         self.components = {c["id"]: c for c in self.config["components"]}
@@ -63,18 +66,28 @@ class Browser:
         t0 = time.perf_counter()
         joined = self.client.post(self.base + API + "/queue/join", json=body)
         joined.raise_for_status()
-        completed = None
+        event_id = joined.json().get("event_id")
+        completed = last = None
         with self.client.stream("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash}) as stream:
             for line in stream.iter_lines():
                 if not line.startswith("data:"):
                     continue
-                message = json.loads(line[5:])
+                message = last = json.loads(line[5:])
                 if message.get("msg") == "process_completed":
+                    if message.get("event_id") != event_id:  # the browser's client, too, reads only its own events
+                        raise RuntimeError(f"the stream answered another event ({message.get('event_id')}, "
+                                           f"not {event_id})")
                     completed = message
                 if message.get("msg") == "close_stream":
                     break
+                if message.get("msg") == "unexpected_error":  # the browser's client gives up on the event too
+                    raise RuntimeError(f"unexpected_error: {message.get('message')!r}"
+                                       + (", session not found" if message.get("session_not_found") else ""))
+                if self.patience_s is not None and time.perf_counter() - t0 > self.patience_s:
+                    raise RuntimeError(f"no answer in {self.patience_s:.0f} s: the stream stays open, its last "
+                                       f"message {message.get('msg')!r}")
         if completed is None or not completed.get("success"):
-            raise RuntimeError(f"event failed: {completed}")
+            raise RuntimeError(f"event failed: {completed or last}")
         for item in completed["output"]["data"]:
             if isinstance(item, dict) and item.get("url"):
                 self.client.get(item["url"]).raise_for_status()

@@ -86,12 +86,14 @@ class Tally:
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)  # every error, "action: message"
 
     def record(self, action: str, seconds: float, error: str | None) -> None:
         with self.lock:
             self.seconds[action].append(seconds)
             if error is not None:
                 self.errors[action] += 1
+                self.messages.append(f"{action}: {error}")
                 if len(self.examples) < 8:
                     self.examples.append(f"{action}: {error[:300]}")
 
@@ -99,13 +101,14 @@ class Tally:
 class Student:
     """One page's controls and what one student does with them."""
 
-    def __init__(self, client: httpx.Client, base: str, rng: random.Random, files: tuple[str, ...] = ()) -> None:
+    def __init__(self, client: httpx.Client, base: str, rng: random.Random, files: tuple[str, ...] = (),
+                 patience_s: float | None = None) -> None:
         self.client, self.base, self.rng = client, base, rng
         self.client.get(base + "/", headers=ACCEPT).raise_for_status()  # the page's HTML, as a browser fetches it first
         with ThreadPoolExecutor(max_workers=6) as pool:  # then its files, six connections at a time
             for answer in pool.map(lambda path: client.get(base + path, headers=ACCEPT), files):
                 answer.raise_for_status()
-        self.browser = Browser(client, base)
+        self.browser = Browser(client, base, patience_s)
         self.ids = self.browser.by_elem_id
         deps = self.browser.dependencies
         self.values = {i: c.get("props", {}).get("value") for i, c in self.browser.components.items()}
@@ -194,14 +197,14 @@ def _record_page_files(base: str) -> tuple[str, ...]:
 
 
 def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
-            files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS) -> None:
+            files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None) -> None:
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
     with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
         try:
             t0 = time.perf_counter()
-            page = Student(client, base, rng, files)  # GET /, its files and the config, as a browser fetches them
+            page = Student(client, base, rng, files, patience_s)  # GET /, its files and the config, as a browser fetches them
             tally.record("open", time.perf_counter() - t0 + page.open(), None)
         except (httpx.HTTPError, RuntimeError, KeyError, IndexError) as error:
             tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")
@@ -221,12 +224,12 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
 
 
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
-              mix: dict[str, int] = ACTIONS) -> dict:
+              mix: dict[str, int] = ACTIONS, patience_s: float | None = None) -> dict:
     """`students` threads for `duration_s` against the app at `base`, each opening the page with `files`;
-    per action: count, errors, p50, p95."""
+    per action: count, errors, p50, p95. `patience_s`: a student gives up on an answer this late (an error)."""
     tally = Tally()
     start = time.monotonic()
-    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix),
+    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix, patience_s),
                                 daemon=True) for i in range(students)]
     for thread in threads:
         thread.start()
@@ -242,7 +245,7 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
     return {"students": students, "duration_s": duration_s, "wall_s": wall, "seed": seed,
             "answers_per_s": sum(len(s) for s in tally.seconds.values()) / wall, "actions": actions,
             "all": Timing(every).to_dict() if every else {}, "errors": sum(tally.errors.values()),
-            "error_examples": tally.examples, "hung": sum(t.is_alive() for t in threads)}
+            "error_examples": tally.examples, "error_messages": tally.messages, "hung": sum(t.is_alive() for t in threads)}
 
 
 def export_ref(ref: str, folder: Path) -> str:

@@ -206,6 +206,12 @@ class Catalog:
         self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
         self.real = RealModels(hub_models, device)
 
+    def readiness(self) -> dict:
+        """What the server's readiness endpoint answers: the models it offers and each real model's state; no model
+        work (the default model ran for the opening page before the server answered at all)."""
+        return {"status": "ok", "families": len(self.families), "checkpoints": len(self.cards),
+                "real_models": self.real.states()}
+
     @property
     def model_choices(self) -> list[tuple[str, str]]:
         """(label, value) pairs for the model picker: every trained family, the real models set up, the untrained one."""

@@ -96,6 +96,11 @@ class RealModels:
     def loaded(self, key: str) -> bool:
         return key in self._models
 
+    def states(self) -> dict[str, str]:
+        """Each real model's state by the name the page shows: "loaded", "refused" or "loads on first use"."""
+        return {name: "loaded" if key in self._models else "refused" if key in self._errors else "loads on first use"
+                for name, key in ((name, HUB_PREFIX + name) for name in self.names)}
+
     def get(self, key: str, progress=None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;
         progress(fraction, text) hears how a download goes.

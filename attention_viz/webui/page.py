@@ -68,7 +68,7 @@ def main() -> None:
     # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
-                app_kwargs=server_app_kwargs(), theme=theme.THEME, css=theme.CSS)
+                app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS)
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
     # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
     threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",

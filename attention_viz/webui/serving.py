@@ -1,5 +1,6 @@
 """How the server answers a page opening: Gradio's fixed files from memory, and the page itself compressed;
-and a call to an endpoint that does not exist, with a 404 that says so.
+a call to an endpoint that does not exist, with a 404 that says so; and GET /healthz, the readiness probe's
+endpoint (a container's HEALTHCHECK, Kubernetes' probes, a proxy's checks: deploy/, docs/deploy.md).
 
 Opening the page asks the server for the page (GET /: the HTML with the whole app's config inlined, ~370 kB)
 and ~85 files: Gradio's scripts and styles under /assets/ (their names carry a hash of their content), its fonts
@@ -21,7 +22,7 @@ own (inside Gradio's CORS and Brotli middleware, which still wrap every answer):
   share one script), so Brotli's long window takes 370 kB to ~60 kB; the compressed copy of an unchanged page
   is kept, so the work is done once.
 
-    demo.launch(..., app_kwargs=server_app_kwargs())
+    demo.launch(..., app_kwargs=server_app_kwargs(views.runs.catalog))
 
 Measured (docs/benchmarks.md, the page complete): the server's CPU per opening 305 -> 170 ms, the page complete
 60-66 ms sooner paired; the page on the wire 370 -> 62 kB; the compressed copies: 120 -> 100 ms per opening.
@@ -39,7 +40,9 @@ from gradio.route_utils import FnIndexInferError
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
 
+from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import shown
 
 try:  # Gradio's own dependency (its Brotli middleware); gzip alone where it is missing
@@ -68,11 +71,26 @@ GRADIO_COMPRESSES = (".html", ".htm", ".js", ".css", ".json", ".md", ".txt", ".c
 GRADIO_MIN_BYTES = 400
 
 
-def server_app_kwargs() -> dict:
-    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with both middlewares as its own, and a call
-    to an endpoint name that does not exist answered 404 with a message (Gradio answers 500 and logs a trace)."""
-    return {"middleware": [Middleware(PageCompression), Middleware(StaticCache)],
-            "exception_handlers": {FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
+HEALTH_PATH = "/healthz"  # deploy/kubernetes/ and the Dockerfile's HEALTHCHECK probe this path
+
+
+def server_app_kwargs(catalog: Catalog | None = None) -> dict:
+    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with both middlewares as its own, a call to an
+    endpoint name that does not exist answered 404 with a message (Gradio answers 500 and logs a trace), and, given
+    the server's catalog, GET /healthz."""
+    kwargs = {"middleware": [Middleware(PageCompression), Middleware(StaticCache)],
+              "exception_handlers": {FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
+    if catalog is not None:
+        kwargs["routes"] = [health_route(catalog)]
+    return kwargs
+
+
+def health_route(catalog: Catalog) -> Route:
+    """GET /healthz: 200 and the catalog's readiness as JSON. It answers once the server answers at all, which is
+    after the opening page's run; it does no model work, so a probe every few seconds costs nothing."""
+    async def healthz(request: Request) -> Response:
+        return JSONResponse(catalog.readiness(), headers={"Cache-Control": "no-store"})
+    return Route(HEALTH_PATH, healthz, methods=["GET"])
 
 
 async def unknown_endpoint(request: Request, error: Exception) -> Response:

@@ -191,6 +191,24 @@ def test_a_call_to_an_endpoint_that_does_not_exist_is_a_404_that_says_so(app_url
     assert raw_call(app_url, "dk_lab", [4, 8, True])[0] == "complete"  # the named ones still answer
 
 
+def test_the_readiness_endpoint_answers_ok_with_the_models_and_nothing_else(app_url):
+    """GET /healthz (the Dockerfile's HEALTHCHECK, deploy/kubernetes' probes): 200, JSON, never cached; the models
+    the server offers; no other method; the app's endpoints unaffected."""
+    import httpx
+
+    with httpx.Client(timeout=10) as http:
+        answer = http.get(app_url + "healthz")
+        head = http.head(app_url + "healthz")
+        post = http.post(app_url + "healthz", json={})
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    assert answer.headers["cache-control"] == "no-store"
+    catalog = Catalog()
+    assert answer.json() == {"status": "ok", "families": len(catalog.families), "checkpoints": len(catalog.cards),
+                             "real_models": {}}
+    assert head.status_code == 200 and post.status_code == 405 and "Traceback" not in post.text
+    assert raw_call(app_url, "dk_lab", [4, 8, True])[0] == "complete"
+
+
 def test_raw_http_booleans_are_coerced(app_url):
     event, data = raw_call(app_url, "visualize", as_list(**{**UNTRAINED, "causal_mask": "false", "padding_mask": 1}))
     assert event == "complete" and "causal mask off" in data[2] and data[0]["settings"]["causal_mask"] is False

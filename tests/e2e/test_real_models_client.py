@@ -116,6 +116,17 @@ def test_a_model_that_cannot_be_had_is_refused_and_the_rest_works(real_app):
     assert "Traceback" not in log.read_text()
 
 
+def test_the_readiness_endpoint_tells_each_real_models_state_by_its_page_name(real_app):
+    """/healthz: loaded once used, refused when it cannot be had; names as the picker shows them, no server path."""
+    client, log = real_app
+    visualize(client, "hello", "hub:tiny-gpt2")
+    with pytest.raises(AppError):
+        visualize(client, "hello", f"hub:{MISSING}")
+    states = httpx.get(client.src.rstrip("/") + "/healthz", timeout=10).json()["real_models"]
+    assert states["tiny-gpt2"] == "loaded" and states[MISSING] == "refused"
+    assert set(states) == {"tiny-marian", "tiny-gpt2", MISSING} and str(log.parent) not in str(states)
+
+
 def test_compare_and_export_on_a_real_model(real_app):
     client, _ = real_app
     comparison, text = client.predict("the cat", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 2, 64, 4,

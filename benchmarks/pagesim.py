@@ -201,7 +201,7 @@ class Page:
 
     def apply_model_controls(self, data: list) -> None:
         """The page's d_k controls after model_controls answered (what the browser applies)."""
-        _, d_k, _, scale, note, compatibility, *_ = data  # then the trained sizes' radio, the lesson's scale, the text
+        _, d_k, _, scale, note, compatibility, *_ = data  # then the radio, the lesson's scale, the text, heads off
         self.set(dk=int(d_k["value"]), scale=scale["value"], compatibility=compatibility.get("value"))
         self.trained_d_ks = [int(x) for x in re.findall(r"\d+", note.split(":", 1)[1])] if "Trained" in note else []
 
@@ -219,7 +219,7 @@ class Page:
             return isinstance(item, dict) and files.get(item.get("url"), b"")[:8] == PNG
 
         if request.api == "model_controls":
-            if len(data) != 9 or not isinstance(data[1].get("value"), int):
+            if len(data) != 10 or not isinstance(data[1].get("value"), int):  # the d_k controls, text, heads off
                 return f"model_controls answered {str(data)[:200]}"
             self.apply_model_controls(data)
             return None

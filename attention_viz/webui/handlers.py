@@ -44,6 +44,13 @@ gradio_client.exceptions.AppError carrying the message):
     text: HTML on what changed and both outputs.
 /export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [4 paths]:
     the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV.
+heads_off, ablation (last, optional in /visualize, /steps, /compare and /export, after compatibility): heads
+    switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or {map key: [heads]},
+    and "zero" (their outputs set to 0) or "mean" (each one's mean output over reference texts); the packed run then
+    has "heads_off" and "ablation", and every view is computed with those heads off (service.requests.parse_heads_off).
+/importance (the ten settings, compatibility, heads_off (ignored), ablation) -> importance: every head switched off
+    alone, Michel's one-pass estimate and the prune curve, as a dict (format "attention_viz.importance/1",
+    documented in attention_viz/service/heads_view.py); the untrained model is refused (no task to score on).
 /dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
     {"headers": [...], "data": [[...], ...]} of footnote 4's numbers.
 /training (d_k) -> training: the compatibility study's three members (scaled dot product, plain dot product,

@@ -88,6 +88,12 @@ def refused(page: Page) -> None:
     page.locator("#text input, #text textarea").first.fill("x" * 200)
     expect(page.locator("#explorer .av-stale-note")).to_be_visible(timeout=TIMEOUT_MS)
     page.locator("[data-testid=toast-body]").first.wait_for(timeout=TIMEOUT_MS)
+    # the toast and the stale fade come in animated: scan their final colours, not a frame halfway (short animations
+    # only: a spinner runs for ever, and the toast's countdown bar until it closes)
+    page.wait_for_function("() => document.getAnimations().filter((a) => a.effect && "
+                           "a.effect.getComputedTiming().duration < 2000).every((a) => a.playState !== 'running')",
+                           timeout=TIMEOUT_MS)
+    expect(page.locator("[data-testid=toast-body]").first).to_be_visible()
 
 
 def steps(page: Page) -> None:

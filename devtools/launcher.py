@@ -20,6 +20,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen, grace_s: float = 10) -> None:
+    """End a child process: terminate, and kill it if it is still there after grace_s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class Server:
     """A Gradio app started as a subprocess on a free loopback port; stopped (by its own pid) on exit.
 
@@ -69,13 +80,7 @@ class Server:
         return self.log.read_text()[-chars:]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self._log_file.close()
 
     def __enter__(self) -> Server:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from devtools.launcher import free_port
+from devtools.launcher import free_port, stop_process
 
 NGINX = Path("/usr/sbin/nginx")
 COOKIE = "av_replica"
@@ -143,13 +143,7 @@ class Proxy:
         return dict(seen)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self._stderr.close()
 
     def __enter__(self) -> Proxy:

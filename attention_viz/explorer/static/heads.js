@@ -56,11 +56,11 @@
     return `<figure class="av-prune"><figcaption>The prune curve: heads removed one at a time, least important first ` +
       `(${escapeHtml(data.metric)} against heads left; dashed: one ${data.unit === "points" ? "point" : "hundredth of a nat"} ` +
       `below every head on; the large dot: ${data.can_go} removed)</figcaption>` +
-      `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="prune curve">` +
+      `<div class="av-prune-box"><svg viewBox="0 0 ${W} ${H}" role="img" aria-label="prune curve">` +
       `<line class="av-axis" x1="${PAD.left}" x2="${PAD.left}" y1="${PAD.top}" y2="${H - PAD.bottom}"></line>` +
       `<line class="av-axis" x1="${PAD.left}" x2="${W - PAD.right}" y1="${H - PAD.bottom}" y2="${H - PAD.bottom}"></line>` +
       `${line}${ticks}${xticks}<text x="${(W + PAD.left) / 2}" y="${H - 6}" text-anchor="middle">heads left</text>` +
-      `<polyline points="${points}"></polyline>${dots}</svg><div class="av-prune-tip" role="status"></div></figure>`;
+      `<polyline points="${points}"></polyline>${dots}</svg></div><div class="av-prune-tip" role="status"></div></figure>`;
   }
 
   function mount(element, payload, opts) {

@@ -201,6 +201,34 @@ def test_the_marks_follow_the_controls_whatever_order_the_answers_come_in(page: 
     assert states == ["stale", "ready", "ready"]
 
 
+# Holds each request to join the queue for a while before it leaves, longer for the earlier ones of a burst, as a
+# slow network can: without the lab's one-at-a-time turns, later requests overtake earlier ones at the server.
+SLOW_JOINS_JS = """(() => {
+  const fetch0 = window.fetch, delays = [450, 0, 300, 60, 200, 0, 380, 20];
+  let n = 0;
+  window.fetch = (input, init) => {
+    const url = String(input instanceof Request ? input.url : input);
+    if (!url.includes('/queue/join')) return fetch0(input, init);
+    const wait = delays[n++ % delays.length];
+    return new Promise((resolve) => setTimeout(resolve, wait)).then(() => fetch0(input, init));
+  };
+})();"""
+
+
+def test_a_burst_of_changes_ends_on_the_last_one_even_when_the_network_reorders_them(page: Page, app_url):
+    page.add_init_script(SLOW_JOINS_JS)
+    open_lab(page, app_url)
+    checkbox = page.locator("#lab_scaled input[type=checkbox]")
+    for d_k, scaled in ((256, False), (8, True), (1024, False), (2, True)):
+        box = page.locator("#lab_dk input[type=number]")
+        box.fill(str(d_k))
+        box.press("Tab")
+        for flip in (not scaled, scaled):  # two quick clicks, no wait for either answer
+            checkbox.set_checked(flip)
+        showing(page, d_k, 32, scaled)
+        expect(page.locator("#lab_numbers")).to_contain_text(f"{d_k} and 1", timeout=TIMEOUT_MS)
+
+
 LEGEND_DASHES_JS = """(view) => {
   const curves = {'avl-normal': '.avl-plot .avl-normal', 'avl-uniform': '.avl-plot .avl-uniform',
                   'avl-init-xavier': '.avl-plot .avl-init-xavier .avl-line'};

@@ -6,6 +6,7 @@
  *   lab.markStale({d_k, n_keys, scaled});     // a request was refused; these are the controls' values now:
  *                                  // if the view does not draw them, it says its numbers are not current
  *   lab.markCurrent();             // a request succeeded (its numbers may equal the ones shown)
+ *   await lab.turn();              // before a request leaves: resolves once the one before it is answered
  *   AttentionLab.mountStudy(element, studyData);   // the training study's two charts (service/study_view.py)
  *
  * No library, nothing fetched: every chart is drawn at the width its box has (ResizeObserver), with
@@ -18,6 +19,7 @@
   const NS = "http://www.w3.org/2000/svg";
   const CHAR_PX = 7.2; // width of one 12 px character, generously
   const TOP_BARS = 20; // softmax bars drawn (the largest weights)
+  const TURN_WAIT_MS = 20000; // the longest a request waits for the answer to the one before it
 
   function svgEl(tag, attrs, parent) {
     const e = document.createElementNS(NS, tag);
@@ -380,15 +382,34 @@
       setState("pending", `Computing ${modeText(Object.assign({}, current, wanted))}…`);
     }
 
+    // One request at a time: two that leave together may reach the server in either order, and the one that
+    // arrives last is answered last and drawn last, whatever the controls say now. Each request waits for its
+    // turn (the answer, or refusal, of the one before it) before it leaves; answers take milliseconds. A turn
+    // is given up after TURN_WAIT_MS, so a lost answer (a dropped connection) cannot hold the lab forever.
+    let busy = false, turnTimer = 0;
+    const waiting = [];
+    function nextTurn() {
+      window.clearTimeout(turnTimer);
+      busy = false;
+      const go = waiting.shift();
+      if (go) go();
+    }
+    function take(resolve) {
+      busy = true;
+      turnTimer = window.setTimeout(nextTurn, TURN_WAIT_MS);
+      resolve();
+    }
+
     const api = {
+      turn() { return new Promise((resolve) => { if (busy) waiting.push(() => take(resolve)); else take(resolve); }); },
       setData(next) {
         current = next && typeof next === "object" && next.histogram ? next : null;
         settle();
         if (view.clientWidth > 0) render(); else drawnWidth = -1;
       },
       markPending(inputs) { wanted = inputs || null; settle(); },
-      markStale(inputs) { wanted = inputs || {}; refused = true; settle(); },  // no inputs: never current
-      markCurrent() { settle(); },
+      markStale(inputs) { wanted = inputs || {}; refused = true; settle(); nextTurn(); },  // no inputs: never current
+      markCurrent() { settle(); nextTurn(); },
       get data() { return current; },
       get state() { return view.dataset.state; },
     };

@@ -1,5 +1,6 @@
-"""A guided lesson: seven steps from the anti-diagonal of reverse to why the paper scales by 1/√d_k, and an eighth
-on a real model when the server is set up with one (service.real_models): the 1/√d_k taken out of it.
+"""A guided lesson: eight steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper
+scales by 1/√d_k, and two more on a real model when the server is set up with one (service.real_models): the
+1/√d_k taken out of it, and which of its heads matter.
 
 Each step says which tab to open and which controls to set (the page sets them), and writes what to notice with
 the numbers of exactly that view: the runs, the lab and the training snapshots it sets are computed here through
@@ -16,12 +17,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attention_viz.service.checks import check_int
+from attention_viz.service.requests import heads_off_text
 from attention_viz.service.texts import code
 from attention_viz.service.views import Views
 
 TEXT = "attention"
 REAL_TEXT = "Attention is all you need."  # the real model's text
 REAL_TITLE = "Take the 1/√d_k out of a real model"
+HEADS_TITLE = "Which heads matter"
+REAL_HEADS_TITLE = "Which heads matter in a real model"
 
 
 @dataclass(frozen=True)
@@ -32,11 +36,21 @@ class LessonStep:
     title: str
     tab: str                                      # "transformer", "lab" or "training"
     text: str = ""
-    controls: dict = field(default_factory=dict)  # the Transformer tab: text, model, d_k, scale (when it applies)
+    controls: dict = field(default_factory=dict)  # the Transformer tab: text, model, d_k, scale (when it applies),
+    #                                               heads_off (text, as parse_heads_off reads it; "" for none)
     explorer: dict | None = None                  # kind, layer, head the explorer opens
     lab: dict | None = None                       # the lab: d_k, scaled
     training: dict | None = None                  # the training view: d_k
     live: dict | None = None                      # train it yourself: task, d_k, arm
+
+
+def _spare(free: int, can_go: int, total: int, allowed: str) -> str:
+    """How many heads the model can do without, in words: alone, and pruned least important first."""
+    alone = (f"Not one of the {total} heads is free to lose alone" if free == 0 else
+             f"{free} of the {total} heads cost nothing switched off alone")
+    pruned = (f"not one can go without losing more than {allowed}: this model uses what it has." if can_go == 0 else
+              f"{can_go} can go with at most {allowed} lost.")
+    return f"{alone}; pruned least important first, {pruned}"
 
 
 def _best_alignment(packed: dict) -> tuple[int, int, float, float]:
@@ -53,6 +67,7 @@ class Lesson:
     TITLES = (
         "See the anti-diagonal of reverse",
         "Watch it decode, one character at a time",
+        HEADS_TITLE,
         "Take the 1/√d_k away at the largest d_k",
         "Why: q·k has variance d_k",
         "Scaled and unscaled, side by side in training",
@@ -65,7 +80,7 @@ class Lesson:
         self.runs = views.runs
         real = views.runs.catalog.real.keys
         self.real_model = real[0] if real else None  # the first real model set up, if any
-        self.titles = self.TITLES + ((REAL_TITLE,) if self.real_model else ())
+        self.titles = self.TITLES + ((REAL_TITLE, REAL_HEADS_TITLE) if self.real_model else ())
 
     @staticmethod
     def available(views: Views) -> bool:
@@ -79,8 +94,8 @@ class Lesson:
 
     def step(self, index: object) -> LessonStep:
         index = check_int("lesson step", index, 0, len(self) - 1)
-        build = (self._anti_diagonal, self._decode, self._unscaled, self._lab, self._training, self._additive,
-                 self._live, self._real)[index]
+        build = (self._anti_diagonal, self._decode, self._heads, self._unscaled, self._lab, self._training,
+                 self._additive, self._live, self._real, self._real_heads)[index]
         step = build(LessonStep(index, self.titles[index], "transformer"))
         return replace(step, text=f"**Step {index + 1} of {len(self)}: {step.title}.** {step.text}")
 
@@ -115,6 +130,25 @@ class Lesson:
                 f"L{layer}·H{head}: " + "; ".join(lines) + ". Rows below the mark do not exist yet.")
         return replace(step, text=text, controls=controls,
                        explorer={"kind": "decoder.cross_attn", "layer": layer, "head": head})
+
+    def _heads(self, step: LessonStep) -> LessonStep:
+        controls, packed = self._reverse(16, "sqrt_dk")
+        scores = self.views.heads.importance(self.runs.settings(TEXT, "reverse/sqrt_dk", 16, "sqrt_dk"), "zero")
+        drop, key, head = max((v, k, h) for k, values in scores["drop"].items() for h, v in enumerate(values))
+        off = heads_off_text(((key, (head,)),))
+        without = self.views.visualize(self.runs.settings(TEXT, "reverse/sqrt_dk", 16, "sqrt_dk", heads_off=off)).run
+        free = sum(1 for values in scores["drop"].values() for v in values if v <= 0)
+        stack, layer, name = key.split(".")
+        text = (f"§3.2.2 gives the model {scores['n_heads']} heads per attention, each free to look at something else. "
+                f"Are they all needed? Each of its {scores['total']} heads was switched off alone (its output set to "
+                f"0 before W_O) on {scores['texts']} held-out strings, where the model gets {scores['baseline']:.0f}% "
+                f"exactly right. Without {code(key)} head {head}, that falls by {drop:.0f} points, the most of any "
+                f"head. {_spare(free, scores['can_go'], scores['total'], 'one point')} That head is switched off now: "
+                f"{code(TEXT)} comes out as {code(without['output'])} instead of {code(packed['output'])}, and its "
+                "map, still computed, is marked off. Press **✂ switch heads off** to try others, **Every head on** "
+                "to bring them back, and the **Which heads matter** tab for every head's score and the prune curve.")
+        return replace(step, text=text, controls={**controls, "heads_off": off},
+                       explorer={"kind": f"{stack}.{name}", "layer": int(layer), "head": head})
 
     def _unscaled(self, step: LessonStep) -> LessonStep:
         sizes = self.runs.catalog.d_k_choices("reverse/sqrt_dk")
@@ -212,3 +246,31 @@ class Lesson:
                 f"Head L{layer}·H{head} changes most. This is step 3 again, on a model nobody here trained.")
         return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "none"},
                        explorer={"kind": kind, "layer": layer, "head": head})
+
+    def _real_heads(self, step: LessonStep) -> LessonStep:
+        key = self.real_model
+        try:
+            d_k = self.runs.catalog.default_d_k(key)
+            settings = self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk")
+            scores = self.views.heads.importance(settings, "zero")
+            drop, attention, head = max((v, k, h) for k, values in scores["drop"].items() for h, v in enumerate(values))
+            off = heads_off_text(((attention, (head,)),))
+            every = self.views.visualize(settings).run
+            without = self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk", heads_off=off)).run
+        except ValueError as error:  # not loadable or not scorable here: say so, and the rest of the lesson stands
+            return replace(step, text=f"This server is set up with a real model, but its heads cannot be scored "
+                                      f"now: {error}")
+        name = every["settings"]["checkpoint"]
+        stack, layer, kind = attention.split(".")
+        free = sum(1 for values in scores["drop"].values() for v in values if v <= 0)
+        outcome = (f"the output stays {code(every['output'])}" if every["output"] == without["output"] else
+                   f"the output changes from {code(every['output'])} to {code(without['output'])}")
+        text = (f"Step 3 again, on {code(name)}: each of its {scores['total']} heads switched off alone, scored by "
+                f"how much less likely its own output for {code(REAL_TEXT)} becomes (with every head on, its "
+                f"log-probability is {scores['baseline']:.3f} nats per token). {code(attention)} head {head} matters most: {drop:.3f} nats lost "
+                f"without it. {_spare(free, scores['can_go'], scores['total'], '0.01 nats')} Voita et al. and "
+                f"Michel et al. found most heads of trained translation models could go. That head is switched off "
+                f"now, and {outcome}.")
+        return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "sqrt_dk",
+                                                  "heads_off": off},
+                       explorer={"kind": f"{stack}.{kind}", "layer": int(layer), "head": head})

@@ -215,11 +215,13 @@ class Handlers:
         """The d_k controls for a newly picked model: its d_k family (log₂ slider, for the untrained model only; a
         trained one picks among its trained sizes), training scale, which d_k exist, and the compatibility picker
         (shown, with the model's own, for a study model only; scaling off for additive).
-        lesson_scale: the scaling a lesson step asks for with this model, instead of the model's own (then cleared).
+        lesson_scale: what a lesson step asks for with this model, then cleared: {"scale", "heads_off"} (or the
+        scaling alone, as text), instead of the model's own scaling and every head on.
         A real model picked for the first time is loaded here, its download shown by Gradio's progress bar."""
         c = self.views.model_controls(model, d_k, n_heads=n_heads,
                                       progress=lambda fraction, text: progress(fraction, desc=text))
-        scale = lesson_scale if lesson_scale and c.scaling_applies else c.scale_mode
+        handover = lesson_scale if isinstance(lesson_scale, dict) else {"scale": lesson_scale}
+        scale = handover.get("scale") if handover.get("scale") and c.scaling_applies else c.scale_mode
         return (
             gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k),
                       visible=c.untrained),
@@ -233,7 +235,7 @@ class Handlers:
                       visible=not c.untrained),
             None,
             gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
-            "",  # heads off name one model's heads: a new model starts with every head on
+            handover.get("heads_off") or "",  # heads off name one model's heads: a new model starts with all on
         )
 
     @handler
@@ -242,11 +244,16 @@ class Handlers:
         return self.views.training(d_k) if self.lesson_steps.step(index).tab == "training" else gr.skip()
 
     @handler
-    def lesson(self, index: float, current_model: str):
-        """A guided lesson's step (service.lesson): its text and everything it sets, in the order of lesson_panel.wire's outputs."""
+    def lesson(self, index: float, current_model: str, current_heads_off: str | None = ""):
+        """A guided lesson's step (service.lesson): its text and everything it sets, in the order of lesson_panel.wire's
+        outputs. A Transformer step sets the heads switched off (none, unless it says); when only they change, the
+        explorer's target asks the page to rerun (their box reruns on its button, not on a change)."""
         step = self.lesson_steps.step(index)
         c, lab, live = step.controls, step.lab, step.live
         model_changes = bool(c) and c.get("model") != current_model
+        heads_off = c.get("heads_off", "") if c else None
+        rerun = heads_off is not None and not model_changes and heads_off != (current_heads_off or "")
+        target = dict(step.explorer or {}, **({"rerun": True} if rerun else {}))
         keep = gr.skip()
         return (
             step.index, prose_html(step.text), gr.update(selected=step.tab),
@@ -256,11 +263,13 @@ class Handlers:
             math.log2(c["d_k"]) if c else keep,
             str(c["d_k"]) if c and not model_changes else keep,  # a new model's controls set its own radio
             c.get("scale", keep) if c else keep,
-            c.get("scale") if model_changes else None,  # the new model's controls then apply the lesson's scaling
+            # the new model's controls then apply the lesson's scaling and heads off
+            {"scale": c.get("scale"), "heads_off": heads_off} if model_changes else None,
+            heads_off if heads_off is not None else keep,
             lab["d_k"] if lab else keep, math.log2(lab["d_k"]) if lab else keep, lab["scaled"] if lab else keep,
             str(step.training["d_k"]) if step.training else keep,
             live["task"] if live else keep, str(live["d_k"]) if live else keep, live["arm"] if live else keep,
-            json.dumps(step.explorer) if step.explorer else "",
+            json.dumps(target) if target else "",
             # a Transformer step talks about the explorer: its Heatmaps view, whichever view was left open
             gr.update(selected="heatmaps") if step.tab == "transformer" else keep,
             "heatmaps" if step.tab == "transformer" else keep,

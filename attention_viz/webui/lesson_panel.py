@@ -16,8 +16,11 @@ from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, prose
 
-INTRO = ("Seven steps from the anti-diagonal of reverse to why the paper divides by √d_k (an eighth on a real model "
-         "when this server has one). Each step sets the "
+# A step that changes only the heads switched off: their box reruns on its button, as when a person sets them.
+RERUN_JS = ("(target) => { const t = target ? JSON.parse(target) : {}, run = document.querySelector('#heads_apply');"
+            " if (t.rerun && run) run.click(); return []; }")
+INTRO = ("Eight steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
+         "by √d_k (two more on a real model when this server has one). Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")
 
 
@@ -38,15 +41,17 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
     view (a radio set to the value it has fires no change)."""
     outputs = [lesson["index"], lesson["text"], tabs,
                transformer["text"], transformer["model"], transformer["d_k"], transformer["dk_log"], transformer["dk_trained"],
-               transformer["scale"], transformer["lesson_scale"],
+               transformer["scale"], transformer["lesson_scale"], transformer["heads_off"],
                lab["d_k"], lab["dk_log"], lab["scaled"],
                training["d_k"], training["live_task"], training["live_dk"], training["live_arm"],
                lesson["target"], transformer["views"], transformer["active"]]
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
         last = len(handlers.lesson_steps) - 1
-        event = button.click(lambda i, m, move=move, last=last: handlers.lesson(min(last, max(0, int(i) + move)), m),
-                             [lesson["index"], transformer["model"]], outputs, **PRIVATE)
+        event = button.click(lambda i, m, h, move=move, last=last:
+                             handlers.lesson(min(last, max(0, int(i) + move)), m, h),
+                             [lesson["index"], transformer["model"], transformer["heads_off"]], outputs, **PRIVATE)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
+        event.then(None, lesson["target"], None, js=RERUN_JS, **PRIVATE)
         event.then(handlers.lesson_training, [lesson["index"], training["d_k"]], training["view"], **PRIVATE)
         event.then(lambda i: gr.update(value="Next ▶" if int(i) < len(handlers.lesson_steps) - 1 else "Last step"),
                    lesson["index"], lesson["forward"], **PRIVATE)

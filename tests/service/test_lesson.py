@@ -1,4 +1,4 @@
-"""The guided lesson: seven steps, each setting what it says, its text written from the numbers of that view."""
+"""The guided lesson: eight steps, each setting what it says, its text written from the numbers of that view."""
 
 import re
 
@@ -14,14 +14,16 @@ def lesson():
     return Lesson(Views(Runs()))
 
 
-def test_seven_steps_in_order_each_opening_a_tab(lesson):
+def test_eight_steps_in_order_each_opening_a_tab(lesson):
     steps = [lesson.step(i) for i in range(len(lesson))]
-    assert len(steps) == 7
-    assert [s.tab for s in steps] == ["transformer", "transformer", "transformer", "lab", "training",
+    assert len(steps) == 8
+    assert [s.tab for s in steps] == ["transformer", "transformer", "transformer", "transformer", "lab", "training",
                                       "transformer", "training"]
     for i, s in enumerate(steps):
-        assert s.text.startswith(f"**Step {i + 1} of 7: {s.title}.**")
-    for bad in (-1, 7, "2.5", None, "x" * 1000):
+        assert s.text.startswith(f"**Step {i + 1} of 8: {s.title}.**")
+    # only the heads step switches heads off; every other Transformer step turns them all back on
+    assert [s.controls.get("heads_off") for s in steps if s.controls and s is not steps[2]] == [None] * 4
+    for bad in (-1, 8, "2.5", None, "x" * 1000):
         with pytest.raises(ValueError, match="lesson step"):
             lesson.step(bad)
 
@@ -36,26 +38,46 @@ def test_the_numbers_in_the_text_are_those_of_the_view_it_sets(lesson):
     assert best == max(max(row) for row in cross["scores"]["values"]["alignment"])
     assert f"puts {best:.2f} of its weight" in first.text and f"`{packed['output']}`" in first.text
 
-    third = lesson.step(2)
+    third = lesson.step(3)
     assert third.controls["scale"] == "none" and third.controls["d_k"] == 128
     c = third.controls
     broken = views.visualize(runs.settings(c["text"], c["model"], c["d_k"], c["scale"])).run["output"]
     assert f"the output breaks: `{broken}` instead of `noitnetta`" in third.text
 
-    lab = lesson.step(3)
+    lab = lesson.step(4)
     sweep = views.dk_lab(512, 32, False).data["sweep"]
     i = sweep["d_k"].index(lab.lab["d_k"])
     assert f"{sweep['unscaled']['logit_var'][i]:.0f} unscaled" in lab.text
     assert f"gradient to {sweep['unscaled']['grad_norm'][i]:.4f}" in lab.text
 
-    training = lesson.step(4)
+    training = lesson.step(5)
     arms = views.training(training.training["d_k"])["arms"]
     for arm in arms:
         assert f"{arm['label']} {arm['alignment'][-1]:.2f}" in training.text
 
-    additive = lesson.step(5)
+    additive = lesson.step(6)
     assert "scale" not in additive.controls  # additive attention has no QKᵀ to scale
     assert re.search(r"additive model puts 0\.\d\d of its weight", additive.text)
 
-    live = lesson.step(6)
+    live = lesson.step(7)
     assert live.live == {"task": "reverse", "d_k": 1024, "arm": "dot"}
+
+
+def test_the_heads_step_switches_off_the_head_that_matters_most_and_says_what_it_costs(lesson):
+    views, runs = lesson.views, lesson.runs
+    step = lesson.step(2)
+    c = step.controls
+    assert (c["text"], c["model"], c["d_k"], c["scale"]) == ("attention", "reverse/sqrt_dk", 16, "sqrt_dk")
+    scores = views.heads.importance(runs.settings(c["text"], c["model"], c["d_k"], c["scale"]), "zero")
+    flat = [(v, key, h) for key, values in scores["drop"].items() for h, v in enumerate(values)]
+    drop, key, head = max(flat)
+    assert drop == max(v for v, _, _ in flat) > 0
+    assert c["heads_off"] == f"{key}: {head}"
+    stack, layer, name = key.split(".")
+    assert step.explorer == {"kind": f"{stack}.{name}", "layer": int(layer), "head": head}
+    every = views.visualize(runs.settings(c["text"], c["model"], c["d_k"], c["scale"])).run
+    without = views.visualize(runs.settings(c["text"], c["model"], c["d_k"], c["scale"], heads_off=c["heads_off"])).run
+    assert without["heads_off"] == {key: [head]} and "heads_off" not in every
+    assert f"falls by {drop:.0f} points" in step.text and f"`{key}` head {head}" in step.text
+    assert f"comes out as `{without['output']}` instead of `{every['output']}`" in step.text
+    assert f"{scores['baseline']:.0f}% exactly right" in step.text and f"on {scores['texts']} held-out" in step.text

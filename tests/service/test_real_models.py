@@ -38,8 +38,9 @@ def views(folders, one_thread):
     return Views(Runs(catalog))
 
 
-def settings(views, model, text="the cat sat on the mat", scale="sqrt_dk", causal=True, padding=True, pads=0):
-    return views.runs.settings(text, model, 64, scale, 1.0, causal, padding, pads, 64, 4)
+def settings(views, model, text="the cat sat on the mat", scale="sqrt_dk", causal=True, padding=True, pads=0,
+             heads_off=None):
+    return views.runs.settings(text, model, 64, scale, 1.0, causal, padding, pads, 64, 4, heads_off=heads_off)
 
 
 def test_the_picker_lists_the_set_up_models_by_name_never_by_server_path(views, folders):
@@ -172,13 +173,28 @@ def test_controls_and_exports_of_a_real_model(views):
 
 def test_the_lessons_real_step_is_written_from_the_runs_numbers(views):
     lesson = Lesson(views)
-    assert len(lesson) == 8
-    step = lesson.step(7)
+    assert len(lesson) == 10
+    step = lesson.step(8)
     assert step.controls["model"] == "hub:tiny-marian" and step.controls["scale"] == "none"
     scaled = views.visualize(settings(views, "hub:tiny-marian", text="Attention is all you need.")).run
     cross = next(k for k in scaled["kinds"] if k["kind"] == "decoder.cross_attn")
     assert f"{np.mean(cross['stats']['max_weight']):.2f}" in step.text
     assert f"1/√{step.controls['d_k']}" in step.text
+
+
+def test_the_lessons_real_heads_step_switches_off_the_head_that_matters_most(views):
+    lesson = Lesson(views)
+    step = lesson.step(9)
+    assert step.text.startswith("**Step 10 of 10: Which heads matter in a real model.**")
+    c = step.controls
+    assert c["model"] == "hub:tiny-marian" and c["scale"] == "sqrt_dk"
+    scores = views.heads.importance(settings(views, "hub:tiny-marian", text=c["text"]), "zero")
+    drop, key, head = max((v, k, h) for k, values in scores["drop"].items() for h, v in enumerate(values))
+    assert c["heads_off"] == f"{key}: {head}" and f"`{key}` head {head} matters most: {drop:.3f} nats" in step.text
+    stack, layer, kind = key.split(".")
+    assert step.explorer == {"kind": f"{stack}.{kind}", "layer": int(layer), "head": head}
+    without = views.visualize(settings(views, "hub:tiny-marian", text=c["text"], heads_off=c["heads_off"])).run
+    assert f"`{without['output']}`" in step.text and without["heads_off"] == {key: [head]}
 
 
 def test_without_the_hub_extra_the_app_and_package_work_and_say_how_to_add_it(tmp_path):

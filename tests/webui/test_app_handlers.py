@@ -4,6 +4,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,24 @@ def test_untrained_output_says_it_is_meaningless(handlers):
 def test_snapped_d_k_is_reported(handlers):
     info = visualize(handlers, d_k=24.0)[2]  # Gradio sends numbers as floats
     assert "No trained model with d_k = 24; showing the nearest, d_k = 16." in info
+
+
+def test_a_lesson_step_hands_its_scaling_and_heads_off_to_the_model_it_picks(handlers):
+    """Step 3 switches reverse's most important head off: from another model, through model_controls (which would
+    otherwise turn every head back on); from reverse itself, by asking the page to rerun; later steps clear it."""
+    out = handlers.lesson(2, UNTRAINED, "")
+    handover, heads_off, target = out[9], out[10], json.loads(out[18])
+    assert handover == {"scale": "sqrt_dk", "heads_off": heads_off}
+    assert re.fullmatch(r"(encoder|decoder)\.\d\.(self|cross)_attn: \d", heads_off)
+    assert "rerun" not in target  # the new model's controls rerun it
+    controls = handlers.model_controls("reverse/sqrt_dk", 16, 4, handover)
+    assert controls[-1] == heads_off and controls[3]["value"] == "sqrt_dk"
+    out = handlers.lesson(2, "reverse/sqrt_dk", "")
+    assert out[9] is None and out[10] == heads_off and json.loads(out[18])["rerun"] is True
+    assert "rerun" not in json.loads(handlers.lesson(2, "reverse/sqrt_dk", heads_off)[18])  # nothing changes
+    out = handlers.lesson(3, "reverse/sqrt_dk", heads_off)  # the next step: every head on again
+    assert out[10] == "" and json.loads(out[18])["rerun"] is True
+    assert handlers.model_controls("reverse/sqrt_dk", 16, 4, "none")[3]["value"] == "none"  # the scaling alone
 
 
 def test_model_controls_follow_the_family(handlers):

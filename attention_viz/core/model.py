@@ -11,6 +11,8 @@ Inference-time switches are arguments of the forward pass, never state on the mo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import nn
 
@@ -120,23 +122,35 @@ class Transformer(nn.Module):
         return switches(keys, heads_off, ablation, head_means, gates)
 
     def value_flows(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True) -> dict[str, torch.Tensor]:
+                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                    head_means: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K]
         in forward(src, tgt): a head that looks hard at a key whose value carries almost nothing shows it."""
-        kept = self._recorded(src, tgt, scale, causal_mask, padding_mask)
-        flows = {}
-        for key, (record, weights) in kept.items():
-            stack, layer, name = key.split(".")
-            norms = self.attention_module(f"{stack}.{name}", int(layer)).value_norms(record["values"])  # (B, H, K)
-            flows[key] = weights * norms[:, :, None, :]  # (B, H, Q, K)
-        return flows
+        kept = self._recorded(src, tgt, scale, causal_mask, padding_mask, heads_off, ablation, head_means)
+        return {key: weights * self._value_norms(key, record)[:, :, None, :] for key, (record, weights) in kept.items()}
 
-    def _recorded(self, src, tgt, scale, causal_mask, padding_mask) -> dict[str, tuple[dict, torch.Tensor]]:
-        """forward with every attention recorded: key -> (its record: "heads", "values"; its weights)."""
+    def value_norms(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                    head_means: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ per map key [B, H, K] in forward(src, tgt) with these switches: how far key j's value
+        would move the output through head h at weight 1 (value_flows is the maps times these)."""
+        kept = self._recorded(src, tgt, scale, causal_mask, padding_mask, heads_off, ablation, head_means)
+        return {key: self._value_norms(key, record) for key, (record, _) in kept.items()}
+
+    def _value_norms(self, key: str, record: dict) -> torch.Tensor:
+        stack, layer, name = key.split(".")
+        return self.attention_module(f"{stack}.{name}", int(layer)).value_norms(record["values"])  # (B, H, K)
+
+    def _recorded(self, src, tgt, scale, causal_mask, padding_mask, heads_off=None, ablation="zero", head_means=None
+                  ) -> dict[str, tuple[dict, torch.Tensor]]:
+        """forward with every attention recorded, under these heads off: key -> (its record: "heads", "values";
+        its weights)."""
         keys = {map_key("encoder", i, "self_attn") for i in range(self.config.n_encoder_layers)}
         keys |= {map_key("decoder", i, name) for i in range(self.config.n_decoder_layers)
                  for name in ("self_attn", "cross_attn")}
         kept = recorders(sorted(keys))
+        for key, switch in (self.head_switches(heads_off, ablation, head_means) or {}).items():
+            kept[key] = replace(switch, record={})
         masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)
         memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale, kept)
         _, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,

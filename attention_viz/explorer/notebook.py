@@ -78,9 +78,11 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
             generated, maps = model.greedy_decode(src, max_len=steps, bos_id=tok.bos_id, eos_id=tok.eos_id,
                                                   scale=scale, causal_mask=causal_mask, padding_mask=padding_mask)
             out_ids = generated[0].tolist()
+            tgt = torch.tensor([[tok.bos_id] + out_ids[:-1]], device=device)  # (1, T)
+            norms = {key: value[0].float().cpu().numpy() for key, value in  # what flows: the maps x these
+                     model.value_norms(src, tgt, scale, causal_mask, padding_mask).items()}
             step_maps = None
             if not causal_mask:  # each step's own maps: earlier rows change as tokens arrive
-                tgt = torch.tensor([[tok.bos_id] + out_ids[:-1]], device=device)  # (1, T)
                 step_maps = [{key: value[0] for key, value in step.to_numpy().items()}
                              for step in model.step_maps(src, tgt, scale, causal_mask, padding_mask)]
     finally:
@@ -95,7 +97,7 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
         notes.append(f"no <eos> within {steps} tokens: the output is unfinished")
     return pack(arrays, source, target, masks=default_masks(source, target, causal_mask, padding_mask),
                 output=tok.decode(out_ids), notes=notes, title=f"“{text}”",
-                decode={"written": tok.tokens(out_ids), "steps": step_maps})
+                decode={"written": tok.tokens(out_ids), "steps": step_maps}, value_norms=norms)
 
 
 def is_pretrained(model: object) -> bool:

@@ -28,6 +28,10 @@ Payload format, version "attention_viz.explorer/1":
           "mask":    ["1110", ...],        # Q strings of K characters: "1" may attend, "0" masked
           "stats":   {"entropy": [[H floats] x L], "max_weight": ..., "mean_distance": ...,
                       "diagonal": ...},    # core.maps.head_statistics, 4 decimals
+          "norms":   [[[K floats] x H] x L],   # only when given: ‖v_j^h W_O^h‖ of each key's value, 4 significant
+                                           # digits; what flows into query i from key j is weight_ij x norm_j
+                                           # (Kobayashi et al. 2020), which the explorer can show as each
+                                           # row's share
           "scores":  {                     # only when given (service.scores): each head's weight on a pattern
                       "values": {"alignment" | "previous" | "first" | "eos": [[H floats or null] x L]},
                       "labels": {name: str}, "chance": {name: float}, "look_for": str}
@@ -46,8 +50,8 @@ Payload format, version "attention_viz.explorer/1":
 Quantisation: weights are clipped to [0, 1] and sent as uint16 steps of 1/65535, so a decoded
 weight is within 0.5/65535 (< 7.7e-6) of the original: finer than the 4 decimals shown on hover,
 and exact at 0 (masked cells) and 1. Two bytes a weight, base64 makes it 8/3: the widest untrained
-config (2 + 2 layers, 16 heads, 37 source and 21 target tokens) is ~225 KB of JSON, a shipped
-model on 20 characters ~30 KB (`payload_bytes`; measured in tests/explorer/test_pack.py).
+config (2 + 2 layers, 16 heads, 49 source and 33 target tokens) is ~472 KB of JSON (~27 KB of it the value
+norms), a shipped model on 20 characters ~35 KB (`payload_bytes`; measured in tests/explorer/test_pack.py).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ OPENING = "decoder.cross_attn"
 QUANT = 65535  # uint16 steps per unit weight
 STAT_NAMES = ("entropy", "max_weight", "mean_distance", "diagonal")
 STAT_DECIMALS = 4
+NORM_DIGITS = 4  # significant digits of a value's norm ‖v_j^h W_O^h‖ (any size: a real model's can be in the 100s)
 # The token lists that label the (query, key) axes of each kind.
 AXES = {
     "encoder.self_attn": ("source", "source"),
@@ -125,6 +130,7 @@ def pack(
     decode: Mapping | None = None,
     heads_off: Mapping[str, Sequence[int]] | None = None,
     ablation: str = "zero",
+    value_norms: Mapping[str, np.ndarray] | None = None,
 ) -> dict:
     """Pack every map of a run into the explorer's payload (the format in this module's docstring).
 
@@ -139,6 +145,8 @@ def pack(
         decode: {"written": the token each step writes, "steps": None, or per step a map key -> [H, t + 1, K]
             (Transformer.step_maps without the causal mask)}; its steps are as many as the target tokens.
         heads_off: map key -> heads switched off (drawn marked off), with `ablation` ("zero" or "mean").
+        value_norms: map key -> [H, K] ‖v_j^h W_O^h‖ of the same pass (Transformer.value_norms), for every map or
+            none: the explorer's "what flows" view.
 
     Raises:
         ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
@@ -178,6 +186,8 @@ def pack(
         }
         if scores and kind in scores:
             entry["scores"] = _scores(kind, scores[kind], (n_layers, n_heads))
+        if value_norms is not None:
+            entry["norms"] = [_norms(value_norms, map_key(stack, i, name), (n_heads, shape[1])) for i in range(n_layers)]
         kinds.append(entry)
     if not kinds:
         raise ValueError("no attention maps to pack")
@@ -196,6 +206,18 @@ def pack(
         payload["heads_off"] = {key: sorted(int(h) for h in heads) for key, heads in heads_off.items() if heads}
         payload["ablation"] = str(ablation)
     return payload
+
+
+def _norms(value_norms: Mapping[str, np.ndarray], key: str, shape: tuple[int, int]) -> list[list[float]]:
+    """One map's value norms [H, K] as JSON, to NORM_DIGITS significant digits."""
+    if key not in value_norms:
+        raise ValueError(f"value_norms has no {key}: give them for every map or none")
+    norms = np.asarray(value_norms[key], dtype=np.float64)
+    if norms.shape != shape:
+        raise ValueError(f"value_norms of {key} have shape {list(norms.shape)}, expected [heads, keys] = {list(shape)}")
+    if not np.isfinite(norms).all() or (norms < 0).any():
+        raise ValueError(f"value_norms of {key} must be finite and not negative")
+    return [[float(f"{v:.{NORM_DIGITS}g}") for v in row] for row in norms]
 
 
 def _scores(kind: str, scores: Mapping, shape: tuple[int, int]) -> dict:

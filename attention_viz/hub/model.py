@@ -245,19 +245,31 @@ class PretrainedTransformer:
 
     def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True) -> dict[str, torch.Tensor]:
+                    padding_mask: bool = True, heads: dict | None = None) -> dict[str, torch.Tensor]:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
         with the family's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
+        run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, scale, causal_mask, padding_mask,
+                                       heads)
+        return {key: run.maps[key] * norms[key][:, :, None, :] for key in norms}
+
+    def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                    attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                    padding_mask: bool = True, heads: dict | None = None) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ per map key [B, H, K] in forward_pass with these switches (heads: core.ablation switches):
+        how far key j's value would move the output through head h at weight 1."""
+        return self._value_norms(input_ids, decoder_input_ids, attention_mask, scale, causal_mask, padding_mask,
+                                 heads)[1]
+
+    def _value_norms(self, input_ids, decoder_input_ids, attention_mask, scale, causal_mask, padding_mask, heads):
         run = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
-                                causal_mask=causal_mask, padding_mask=padding_mask, values=True).run
+                                causal_mask=causal_mask, padding_mask=padding_mask, heads=heads, values=True).run
         modules = {key: module for module in self.model.modules() if (key := self._keys.get(id(module)))}
-        flows = {}
+        norms = {}
         for key in sorted(run.maps, key=_key_order):
             w_o = self._w_o(modules[key])  # (D, H·d)
             H, d = self.n_heads, w_o.size(1) // self.n_heads
-            moved = torch.einsum("bhkv,dhv->bhkd", run.values[key], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
-            flows[key] = run.maps[key] * moved[:, :, None, :]  # (B, H, Q, K)
-        return flows
+            norms[key] = torch.einsum("bhkv,dhv->bhkd", run.values[key], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
+        return run, norms
 
     def _w_o(self, attention: torch.nn.Module) -> torch.Tensor:
         """The family's W_O for an attention module, as [D, H·d] (the columns that head h's output meets)."""

@@ -316,6 +316,28 @@ class Runs:
                                     padding_mask=run.settings.padding_mask, **self.switches(run.settings))
         return [{key: value[0] for key, value in step.to_numpy().items()} for step in steps]
 
+    def value_norms(self, run: Run) -> dict[str, np.ndarray]:
+        """‖v_j^h W_O^h‖ per map key [H, K] of `run`'s own pass (its source and decoder input, its switches and heads
+        off): with its maps, what flows (Kobayashi et al. 2020) is maps x these, key by key."""
+        settings = run.settings
+        if run.real:
+            model = self.catalog.real.get(settings.model)
+            src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
+            tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
+            ids, decoder = ((src, tgt) if model.layout == "encoder-decoder" else
+                            (src if model.layout == "encoder" else tgt, None))
+            with torch.inference_mode(), self.catalog.real.busy:
+                norms = model.value_norms(ids, decoder, scale=settings.scale, causal_mask=settings.causal_mask,
+                                          padding_mask=settings.padding_mask, heads=self.real_heads(model, settings))
+        else:
+            model, _ = self.model(settings)
+            src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
+            tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
+            with torch.inference_mode():
+                norms = model.value_norms(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
+                                          padding_mask=settings.padding_mask, **self.switches(settings))
+        return {key: value[0].float().cpu().numpy() for key, value in norms.items()}
+
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
         """Maps [H, Q, K] of one forward pass on `run`'s source and decoder input under other `settings`."""
         if run.real:

@@ -209,7 +209,8 @@ class Views:
             notes.insert(1, heads_off_note(run, on))
         packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in run.kinds},
                       output=run.output, notes=notes, title=run_title(run), scores=scores,
-                      decode=self._decode(run), heads_off=settings.off, ablation=settings.ablation)
+                      decode=self._decode(run), heads_off=settings.off, ablation=settings.ablation,
+                      value_norms=self.runs.value_norms(run))
         packed["settings"] = settings_record(settings)
         return packed
 
@@ -393,8 +394,10 @@ def trained_on(card: dict) -> str:
 
 
 def packed_size(payload: dict) -> int:
-    """About the bytes a packed run holds: its base64 maps, the decode's per-step maps, and a little for the rest."""
+    """About the bytes a packed run holds: its base64 maps, the decode's per-step maps, the value norms (a Python
+    float and its list slot: ~32 bytes each) and a little for the rest."""
     maps = sum(len(b64) for kind in payload["kinds"] for b64 in kind["maps"])
+    maps += 32 * sum(len(row) for kind in payload["kinds"] for layer in kind.get("norms", ()) for row in layer)
     steps = sum(len(b64) for step in payload.get("decode", {}).get("steps", ()) for layers in step.values()
                 for b64 in layers)
     return maps + steps + 4096

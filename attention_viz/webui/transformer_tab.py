@@ -49,7 +49,8 @@ REFUSED = "**Refused.** The views below are the last accepted input's; the messa
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
         "Attention, layer, head and colour change in your browser, without asking the server. "
         "**Switch heads off** turns a click into a switch: a tile, a layer's row or a whole kind goes off and the "
-        "model reruns.")
+        "model reruns. **Show** what flows instead of the weights: α_ij·‖v_j W_O‖ (Kobayashi et al. 2020), each "
+        "row's share, so a head that looks hard at a key whose value carries little shows it.")
 HEADS_OFF_INFO = ("Click tiles in the heatmaps' “switch heads off” mode, or type map keys and heads, e.g. "
                   "decoder.1.cross_attn: 0 2; encoder.0.self_attn: all — then Enter")
 

@@ -209,6 +209,38 @@ def test_value_flows_equal_a_hand_written_float64_loop():
     torch.testing.assert_close(flows[key], expected, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+def test_value_flows_with_heads_off_are_the_switched_passs_maps_times_its_own_value_norms(ablation):
+    """A head off below changes the values above it: the norms are those of the pass with the heads off, and
+    value_flows is that pass's maps times them (the loop of the test above, on the switched pass)."""
+    model, src, tgt = model_and_batch()
+    off = {"encoder.0.self_attn": [1], "decoder.0.self_attn": [0, 2]}
+    means = None
+    with torch.no_grad():
+        if ablation == "mean":
+            means = {k: v.mean(dim=(0, 2)) for k, v in model.head_outputs(src, tgt).items()}
+        switches = dict(heads_off=off, ablation=ablation, head_means=means)
+        flows, norms = model.value_flows(src, tgt, **switches), model.value_norms(src, tgt, **switches)
+        plain = model.value_norms(src, tgt)
+        _, maps = model(src, tgt, **switches)
+        key = "decoder.1.cross_attn"
+        module = module_of(model, key)
+        query, keys, values, _ = model.attention_inputs(src, tgt, "decoder.cross_attn", 1, **switches)
+        _, _, v = module.project(query, keys, values)  # (B, H, K, d_v), as the switched pass used them
+    d_v = CONFIG.d_v
+    B, H, Q, K = maps[key].shape
+    expected = torch.zeros(B, H, K, dtype=torch.float64)
+    for b in range(B):
+        for h in range(H):
+            for j in range(K):
+                expected[b, h, j] = (module.out_proj.weight[:, h * d_v:(h + 1) * d_v] @ v[b, h, j]).norm()
+    torch.testing.assert_close(norms[key], expected, atol=1e-12, rtol=0)
+    for name in maps:
+        torch.testing.assert_close(flows[name], maps[name] * norms[name][:, :, None, :], atol=0, rtol=0)
+    torch.testing.assert_close(norms["encoder.0.self_attn"], plain["encoder.0.self_attn"])  # nothing below it
+    assert not torch.allclose(norms[key], plain[key])  # above a head off: other values
+
+
 def test_a_head_whose_values_carry_nothing_shows_weight_but_no_flow():
     model, src, tgt = model_and_batch()
     key, head, d_v = "encoder.1.self_attn", 1, CONFIG.d_v

@@ -427,7 +427,7 @@ def test_phone_width(page: Page, app_url):
     assert view[0] > view[1] and view[2] == "auto", view
     lefts = page.locator("#explorer .av-controls label").evaluate_all(
         "ls => ls.map(l => Math.round(l.getBoundingClientRect().left))")
-    assert len(lefts) == 4 and len(set(lefts)) == 1, lefts  # one column
+    assert len(lefts) == 5 and len(set(lefts)) == 1, lefts  # one column: attention, layer, head, colour, show
     # the page's own columns stack too: the inputs above the views
     assert page.locator("#text").bounding_box()["y"] < page.locator("#explorer").bounding_box()["y"]
     assert page.evaluate(OVERLAPS) == {"tiles": 32, "overlaps": 0, "outside": 0}

@@ -117,3 +117,29 @@ def test_the_untrained_model_cannot_be_scored_and_says_why(page: Page, app_url):
     page.get_by_role("tab", name="Which heads matter").click()
     page.locator("#score_heads").click()
     expect(page.locator(".toast-body").first).to_contain_text("no task to score its heads on", timeout=TIMEOUT_MS)
+
+
+def test_what_flows_beside_the_weights_in_the_app_and_after_a_rerun(page: Page, app_url):
+    """The explorer's Show control: the grid and head redraw as each row's share of α·‖v W_O‖ without a request;
+    the choice stays across a rerun (a head switched off), and an off head's map is marked as before."""
+    open_app(page, app_url)
+    expect(page.locator("#output textarea")).to_have_value("noitnetta", timeout=TIMEOUT_MS)
+    TITLES = "() => [...document.querySelectorAll('#head_view td:not(.av-masked)')].map(td => td.title)"
+    weights = page.evaluate(TITLES)
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.select_option("#explorer .av-show", "flows")
+    expect(page.locator("#head_view .av-caption")).to_contain_text("what flows")
+    shares = page.evaluate(TITLES)
+    assert shares != weights and all(0 <= float(x) <= 1 for x in shares)
+    sums = page.evaluate("""() => [...document.querySelectorAll('#head_view tbody tr')].map(tr =>
+        [...tr.querySelectorAll('td:not(.av-masked)')].reduce((s, td) => s + Number(td.title), 0))""")
+    assert all(abs(s - 1) < 5e-3 for s in sums)  # each row's shares: a whole row's flow (4 decimals each)
+    assert requests == []
+    cut_mode(page)
+    page.locator(f"{TILES}[data-head='0']").first.click()
+    expect(page.locator(OFF)).to_have_count(1, timeout=TIMEOUT_MS)
+    settle(page)
+    expect(page.locator("#explorer .av-show")).to_have_value("flows")
+    expect(page.locator("#head_view .av-caption")).to_contain_text("what flows")
+    page.screenshot(path=str(SCREENSHOTS / "flows_app.png"), full_page=True)

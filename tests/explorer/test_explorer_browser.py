@@ -609,3 +609,46 @@ def test_random_runs_draw_every_head_as_a_table_or_a_canvas_with_the_right_numbe
             rows = page.locator("#head_view tbody tr").evaluate_all(
                 "trs => trs.map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))")
             assert rows == expected, (kind, Q, K)
+
+
+def test_what_flows_is_each_rows_share_of_weight_times_value_norm(page: Page, tmp_path, shipped_payload):
+    """The Show control redraws the grid and the head as α_qj·‖v_j W_O‖ over its row's sum, from the payload's
+    norms, in the page (no request); the hover gives the share, the weight and the norm; back to the weights."""
+    open_html(page, tmp_path, explorer_html(shipped_payload, document=True))
+    seen = count_requests(page)
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="1"][data-head="2"]').click()
+    weights = unpack(shipped_payload)[0]["decoder.1.cross_attn"][2]  # (Q, K)
+    entry = next(e for e in shipped_payload["kinds"] if e["kind"] == "decoder.cross_attn")
+    norms = np.array(entry["norms"][1][2])  # (K,)
+    flows = weights * norms
+    share = flows / flows.sum(-1, keepdims=True)
+    assert not np.allclose(share, weights, atol=1e-3)  # the values' norms differ: the two views differ
+    expect(page.locator("#explorer .av-show-box")).to_be_visible()
+    page.select_option("#explorer .av-show", "flows")
+    expect(page.locator("#head_view .av-caption")).to_contain_text("what flows")
+    expect(page.locator("#explorer .av-legend")).to_contain_text("what flows, share of the row")
+    expect(page.locator("#explorer .av-stats")).to_contain_text("of the weights α")
+    for q, j in ((0, 0), (2, 1), (3, 4)):
+        cell = page.locator(f'#head_view td[data-q="{q}"][data-k="{j}"]')
+        assert abs(float(cell.get_attribute("title")) - share[q, j]) < 2e-4
+    cell = page.locator('#head_view td[data-q="2"][data-k="1"]')
+    cell.hover()
+    tip = page.locator(".av-explorer .av-tip")
+    expect(tip).to_contain_text(f"of the row's flow (weight {weights[2, 1]:.4f} × ‖v W_O‖ ")
+    shot(page, "flows")
+    assert "show" in redraws(page)
+    page.select_option("#explorer .av-show", "weights")
+    expect(page.locator("#head_view .av-caption")).not_to_contain_text("what flows")
+    assert page.locator('#head_view td[data-q="2"][data-k="1"]').get_attribute("title") == f"{weights[2, 1]:.4f}"
+    assert seen == []
+
+
+def test_what_flows_is_not_offered_without_the_norms_or_with_decoder_maps_that_change_every_step(
+        page: Page, tmp_path, shipped_payload, shipped_model):
+    bare = dict(shipped_payload, kinds=[{k: v for k, v in e.items() if k != "norms"} for e in shipped_payload["kinds"]])
+    open_html(page, tmp_path, explorer_html(bare, document=True))
+    expect(page.locator("#explorer .av-show-box")).to_be_hidden()
+    open_html(page, tmp_path, explorer_html(show(shipped_model, "hello", causal_mask=False).payload, document=True),
+              "no-causal.html")
+    expect(page.locator("#explorer .av-show-box")).to_be_hidden()

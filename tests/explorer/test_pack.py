@@ -83,6 +83,28 @@ def test_heads_must_agree_between_layers():
         pack(maps, ["a"])
 
 
+def test_value_norms_travel_per_kind_and_layer_to_four_significant_digits():
+    rng = np.random.default_rng(3)
+    maps = random_maps(rng)
+    source, target = list("abcde"), list("wxyz")
+    norms = {key: rng.random((3, w.shape[2])) * 10.0 ** rng.integers(-3, 3) for key, w in maps.items()}
+    payload = pack(maps, source, target, value_norms=norms)
+    for entry in payload["kinds"]:
+        stack, name = entry["kind"].split(".")
+        for i, layer in enumerate(entry["norms"]):
+            np.testing.assert_allclose(layer, norms[map_key(stack, i, name)], rtol=5e-4, atol=0)
+    json.dumps(payload)
+    assert all("norms" not in entry for entry in pack(maps, source, target)["kinds"])
+    one = dict(norms)
+    del one["decoder.1.cross_attn"]
+    for bad, message in ((one, "no decoder.1.cross_attn"),
+                         ({**norms, "encoder.0.self_attn": np.ones((3, 4))}, r"shape \[3, 4\], expected"),
+                         ({**norms, "encoder.0.self_attn": -np.ones((3, 5))}, "not negative"),
+                         ({**norms, "encoder.0.self_attn": np.full((3, 5), np.nan)}, "finite")):
+        with pytest.raises(ValueError, match=message):
+            pack(maps, source, target, value_norms=bad)
+
+
 def test_a_shipped_model_run_matches_its_arrays(shipped_model, shipped_payload):
     import torch
 
@@ -113,8 +135,9 @@ def test_payload_sizes(shipped_model, shipped_payload, widest_payload):
              "shipped, 20 chars": payload_bytes(full_text), "widest untrained": payload_bytes(widest_payload)}
     print(sizes)
     assert sizes["shipped, 20 chars"] < 40_000
-    # 2·16·(49·49 + 33·33 + 33·49) = 163,424 weights at 2 bytes, base64: ~436 KB + tokens, masks, statistics
-    assert sizes["widest untrained"] < 470_000
+    # 2·16·(49·49 + 33·33 + 33·49) = 163,424 weights at 2 bytes, base64: ~436 KB + tokens, masks, statistics,
+    # and the value norms, 2·16·(49 + 33 + 49) = 4,192 numbers of ~8 characters: ~35 KB
+    assert sizes["widest untrained"] < 510_000
     assert [len(widest_payload["tokens"][k]) for k in ("source", "target")] == [49, 33]
 
 

@@ -132,3 +132,19 @@ def test_value_flows_equal_a_hand_written_loop_with_the_familys_w_o(tiny_folders
             moved = (weight[:, h * d:(h + 1) * d] @ recorded[0, h, j]).norm()
             expected[0, h, :, j] = maps[key][0, h, :, j] * moved
     torch.testing.assert_close(flows[key], expected, atol=1e-12, rtol=0)
+
+
+def test_value_norms_follow_the_heads_switched_off_and_give_the_flows(tiny_folders):
+    model = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
+    ids, decoder = inputs(model, "marian")
+    heads = model.head_switches(heads_off={"encoder.0.self_attn": [0, 1]})
+    with torch.no_grad():
+        norms, plain = model.value_norms(ids, decoder, heads=heads), model.value_norms(ids, decoder)
+        flows = model.value_flows(ids, decoder, heads=heads)
+        _, maps = model.forward(ids, decoder, heads_off={"encoder.0.self_attn": [0, 1]})
+    assert list(norms) == list(maps)
+    for key in maps:
+        assert norms[key].shape == maps[key].shape[:2] + maps[key].shape[3:] and bool((norms[key] >= 0).all())
+        torch.testing.assert_close(flows[key], maps[key] * norms[key][:, :, None, :], atol=1e-12, rtol=0)
+    torch.testing.assert_close(norms["encoder.0.self_attn"], plain["encoder.0.self_attn"])  # nothing below it
+    assert not torch.allclose(norms["encoder.1.self_attn"], plain["encoder.1.self_attn"])

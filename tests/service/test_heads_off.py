@@ -214,3 +214,43 @@ def test_a_real_model_is_scored_on_the_text(real_views):
     for key in imp.keys:
         np.testing.assert_allclose(data["drop"][key], imp.drop[key], atol=1e-4)
     assert "of its own output" in data["text"]
+
+
+# ----------------------------------------------------------------------------- what flows (value norms)
+
+def test_the_packed_run_carries_the_value_norms_of_its_own_pass(views):
+    """‖v_j W_O^h‖ of the run's own pass (its heads off included), per kind and layer: maps x norms is what
+    core's value_flows gives on the run's tokens."""
+    s = settings(views.runs, "encoder.0.self_attn: 1")
+    run, packed = views.runs.run(s), views.visualize(s).run
+    model, _ = views.runs.model(s)
+    src, tgt = torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids])
+    with torch.inference_mode():
+        flows = model.value_flows(src, tgt, heads_off={"encoder.0.self_attn": [1]})
+        plain = model.value_norms(src, tgt)
+    for entry in packed["kinds"]:
+        stack, name = entry["kind"].split(".")
+        assert len(entry["norms"]) == entry["layers"]
+        for layer, norms in enumerate(entry["norms"]):
+            key = f"{stack}.{layer}.{name}"
+            norms = np.array(norms)  # (H, K)
+            assert norms.shape == run.maps[key].shape[::2]  # (H, K) of an (H, Q, K) map
+            np.testing.assert_allclose(run.maps[key] * norms[:, None, :], flows[key][0].numpy(), rtol=1e-3, atol=1e-6)
+    off = next(e for e in packed["kinds"] if e["kind"] == "encoder.self_attn")["norms"][1]
+    assert not np.allclose(off, plain["encoder.1.self_attn"][0].numpy(), rtol=1e-3)  # the head off below changed it
+
+
+def test_a_real_models_packed_run_carries_its_value_norms(real_views):
+    runs = real_views.runs
+    s = settings(runs, "encoder.0.self_attn: 2", model="hub:tiny-marian", text="the cat sat on the mat")
+    run, packed = runs.run(s), real_views.visualize(s).run
+    model = runs.catalog.real.get("hub:tiny-marian")
+    with torch.inference_mode():
+        flows = model.value_flows(torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids]),
+                                  heads=model.head_switches({"encoder.0.self_attn": [2]}))
+    for entry in packed["kinds"]:
+        stack, name = entry["kind"].split(".")
+        for layer, norms in enumerate(entry["norms"]):
+            key = f"{stack}.{layer}.{name}"
+            np.testing.assert_allclose(run.maps[key] * np.array(norms)[:, None, :], flows[key][0].numpy(),
+                                       rtol=1e-3, atol=1e-6)

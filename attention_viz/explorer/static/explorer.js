@@ -1,12 +1,14 @@
 /* explorer.js: draws one packed run (attention_viz/explorer/pack.py) in the browser.
  *
  *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
- *     -> controller {select(kind, layer, head), setScale(name), setPayload(payload (object or JSON) or null),
- *                    setStep(t or null), play(), pause(), openOn({kind, layer, head}) (now, and for the next run),
- *                    markStale(message or null), state: {kind, layer, head, scale}}
+ *     -> controller {select(kind, layer, head), setScale(name), setShow("weights" | "flows"),
+ *                    setPayload(payload (object or JSON) or null), setStep(t or null), play(), pause(),
+ *                    openOn({kind, layer, head}) (now, and for the next run), markStale(message or null),
+ *                    state: {kind, layer, head, scale, show}}
  *
  * Builds, inside `container` only (it gets the class av-explorer):
- *   #<rootId>      the controls (kind, layer, head, colour scale), the grid of every layer x head of
+ *   #<rootId>      the controls (kind, layer, head, colour scale, and what the maps show: the weights, or what
+ *                  flows, when the payload has the value norms), the grid of every layer x head of
  *                  the chosen kind (each tile a [data-kind][data-layer][data-head] element that selects
  *                  its head on click), the legend and the chosen head's statistics;
  *   #<headViewId>  the chosen head (the same three data attributes, token labels on both axes, values as
@@ -22,7 +24,7 @@
  * else "<rootId>-decode-step"; scoresId to "alignment", else "<rootId>-alignment". Every view change is drawn here from the kept numbers: no request leaves the page.
  * Each redraw is timed between performance marks: measures "explorer-redraw" (script time) and
  * "explorer-frame" (until the next frame), detail {root, reason} (reason: tile, kind, layer, head, scale,
- * payload, api).
+ * show, payload, api).
  * Nothing global but `window.AttentionExplorer`; two roots on one page never see each other.
  */
 (function (global) {
@@ -44,6 +46,9 @@
     log: "log (0.001 → 1)",
     row: "per row (0 → row's max)",
   };
+  // what the maps show: the weights α, or what flows (Kobayashi et al. 2020): α_ij·‖v_j W_O^h‖, as each row's
+  // share (the server sends ‖v_j W_O^h‖ per head and key; a run without them offers the weights only)
+  const SHOWS = {weights: "attention weights α", flows: "what flows: α·‖v W_O‖, share of the row"};
   const STATS = [["entropy", "entropy", "nats"], ["max_weight", "max weight", ""],
     ["mean_distance", "mean distance", "positions"], ["diagonal", "on diagonal", ""]];
   const BIG = 64; // more keys than this: small cells without text (values on hover only)
@@ -96,13 +101,16 @@
       kinds[entry.kind] = Object.assign({}, entry, {
         queryTokens: queries, keyTokens: keys, Q: queries.length, K: keys.length,
         weights: entry.maps.map((b64) => decode(b64, payload.quant)),
+        norms: entry.norms || null, // [layer][head][key]: ‖v_j W_O^h‖
         allowed: entry.mask.map((row) => Array.from(row, (c) => c === "1")),
       });
     }
     const off = {}; // map key -> Set of heads switched off in this run
     for (const [key, heads] of Object.entries(payload.heads_off || {})) off[key] = new Set(heads);
     return {payload: payload, kinds: kinds, order: payload.kinds.map((e) => e.kind), H: payload.n_heads,
-      decode: payload.decode || null, stepWeights: new Map(), off: off, ablation: payload.ablation || "zero"};
+      decode: payload.decode || null, stepWeights: new Map(), flows: new Map(), off: off, ablation: payload.ablation || "zero",
+      // what flows needs every map's norms; decoder maps that change every step (no causal mask) have none per step
+      canFlow: payload.kinds.every((e) => !!e.norms) && !(payload.decode && payload.decode.per_step)};
   }
 
   function rowMaxima(data, offset, Q, K) {
@@ -132,6 +140,7 @@
         <label>Layer <select class="av-layer"></select></label>
         <label>Head <select class="av-headsel"></select></label>
         <label>Colour <select class="av-scale"></select></label>
+        <label class="av-show-box" hidden>Show <select class="av-show"></select></label>
         <span class="av-cut-box" hidden><button type="button" class="av-cut" aria-pressed="false">✂ switch heads off</button>
           <button type="button" class="av-cut-kind" hidden>this kind off</button>
           <button type="button" class="av-cut-none" hidden>every head on</button></span>
@@ -152,7 +161,7 @@
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
     return {stale: $(".av-stale-note"), summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
-      scale: $(".av-scale"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
+      scale: $(".av-scale"), show: $(".av-show"), showBox: $(".av-show-box"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
       views: $(".av-head-views"), view: $(".av-head-view"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
       prev: $(".av-prev"), next: $(".av-next"), step: $(".av-step"), stepText: $(".av-step-text"),
       scorePanels: $(".av-score-panels"), scores: $(".av-scores"), cutBox: $(".av-cut-box"), cut: $(".av-cut"),
@@ -182,8 +191,10 @@
     let importance = null; // {model, values: {key: [H]}, label, digits}: each head's importance, drawn as badges
     ui.cutBox.hidden = !opts.switchable;
     // step: null = the finished run, t = the decode step that writes target token t
-    const state = {kind: null, layer: 0, head: 0, scale: opts.scale in SCALES ? opts.scale : "linear", step: null};
+    const state = {kind: null, layer: 0, head: 0, scale: opts.scale in SCALES ? opts.scale : "linear", step: null,
+      show: "weights"};
     ui.scale.innerHTML = options(Object.entries(SCALES));
+    ui.show.innerHTML = options(Object.entries(SHOWS));
 
     function timed(reason, draw) {
       /* a redraw between performance marks: measures "explorer-redraw" (the script's work) and "explorer-frame"
@@ -217,7 +228,25 @@
     }
     const future = (k, t, q, j) => t >= 0 && (q > t || (k.keys === "target" && j > t)); // not computed at step t
 
-    const weightsOf = (k, l) => weightsAt(k, l, stepping(k));
+    const flowing = (k) => state.show === "flows" && data.canFlow && !!k.norms;
+    const weightsOf = (k, l) => (flowing(k) ? flowsAt(k, l, stepping(k)) : weightsAt(k, l, stepping(k)));
+    function flowsAt(k, l, t) {
+      /* [H * Q * K] what flows at step t: α_qj·‖v_j W_O^h‖ over its row's sum (a row that moves nothing: 0) */
+      const id = `${t}|${k.kind}|${l}`;
+      if (!data.flows.has(id)) {
+        const w = weightsAt(k, l, t), norms = k.norms[l], out = new Float32Array(w.length);
+        for (let h = 0; h < data.H; h++) {
+          for (let q = 0; q < k.Q; q++) {
+            const row = (h * k.Q + q) * k.K;
+            let sum = 0;
+            for (let j = 0; j < k.K; j++) sum += (out[row + j] = w[row + j] * norms[h][j]);
+            for (let j = 0; j < k.K; j++) out[row + j] = sum > 0 ? out[row + j] / sum : 0;
+          }
+        }
+        data.flows.set(id, out);
+      }
+      return data.flows.get(id);
+    }
     function weightsAt(k, l, t) {
       /* [H * Q * K] weights of layer l at step t (-1: the finished run): the run's own, or (a run decoded
          without the causal mask) step t's maps placed in rows 0..t, zeros elsewhere */
@@ -239,7 +268,7 @@
     function drawGrid(rebuild) {
       /* one canvas per (layer, head): a pixel per weight, scaled up by CSS; the tiles are built for a new kind
          (rebuild), and repainted where they are for a new colour scale or decode step, or a kind shown before */
-      const k = data.kinds[state.kind], t = stepping(k), key = `${state.scale} ${t}`;
+      const k = data.kinds[state.kind], t = stepping(k), key = `${state.scale} ${t} ${flowing(k)}`;
       let tiles = ui.grid.querySelectorAll(".av-tile");
       if (!rebuild && tiles.length && gridPainted === key) { markSelected(); return; } // a kept kind, as it was
       if (rebuild || !tiles.length) {
@@ -586,8 +615,9 @@
       view.setAttribute("aria-label", `${k.label}, layer ${state.layer}, head ${state.head}`);
       (large ? map : table).caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
         (isOff(k, state.layer, state.head) ? `<b class="av-off-caption">switched off</b> ` : "") +
+        (flowing(k) ? `<b class="av-flow-caption">what flows</b> (each row's share of α·‖v W_O‖) ` : "") +
         `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
-      const painted = `${state.layer} ${state.head} ${state.scale} ${t}`; // what the view's cells show
+      const painted = `${state.layer} ${state.head} ${state.scale} ${t} ${flowing(k)}`; // what the view's cells show
       if ((large ? map : table).painted === painted) return; // a kept kind's head view, as it was left
       (large ? map : table).painted = painted;
       const maxima = rowMaxima(w, offset, k.Q, k.K);
@@ -627,13 +657,13 @@
       const ticks = {linear: ["0", "0.5", "1"], log: ["≤0.001", "0.03", "1"], row: ["0", "½ row max", "row max"]}[state.scale];
       ui.legend.innerHTML = `<span class="av-colourbar"><span class="av-bar" style="background:linear-gradient(90deg,${stops})">` +
         `</span><span class="av-ticks">${ticks.map((t) => `<span>${t}</span>`).join("")}</span></span>` +
-        `<span class="av-scale-name">${SCALES[state.scale]}</span>` +
+        `<span class="av-scale-name">${SCALES[state.scale]}${data && flowing(data.kinds[state.kind]) ? " · what flows, share of the row" : ""}</span>` +
         `<span class="av-masked-key"><span class="av-swatch av-masked"></span>masked: may not attend (weight 0)</span>`;
     }
 
     function drawStats() {
-      const s = data.kinds[state.kind].stats;
-      write(ui.stats, STATS.map(([key, label, unit]) =>
+      const k = data.kinds[state.kind], s = k.stats;
+      write(ui.stats, (flowing(k) ? "<span>of the weights α:</span>" : "") + STATS.map(([key, label, unit]) =>
         `<span><b>${label}</b> ${s[key][state.layer][state.head].toFixed(3)}${unit ? " " + unit : ""}</span>`).join(""));
     }
 
@@ -643,6 +673,7 @@
       write(ui.layer, options(Array.from({length: k.layers}, (_, l) => [l, `${l}`])));
       write(ui.head, options(Array.from({length: data.H}, (_, h) => [h, `${h}`])));
       ui.layer.value = state.layer; ui.head.value = state.head; ui.scale.value = state.scale;
+      ui.showBox.hidden = !data.canFlow; ui.show.value = state.show;
     }
 
     function select(kind, layer, head, reason) {
@@ -680,6 +711,12 @@
       if (!data) { state.scale = scale in SCALES ? scale : "linear"; return; }
       state.scale = scale in SCALES ? scale : "linear";
       timed("scale", () => { ui.scale.value = state.scale; drawGrid(); drawHead(); drawLegend(); });
+    }
+
+    function setShow(show) {
+      state.show = show in SHOWS ? show : "weights";
+      if (!data) return;
+      timed("show", () => { ui.show.value = state.show; drawGrid(); drawHead(); drawLegend(); drawStats(); });
     }
 
     function setPayload(next) {
@@ -720,6 +757,7 @@
     ui.layer.addEventListener("change", () => select(state.kind, +ui.layer.value, state.head, "layer"));
     ui.head.addEventListener("change", () => select(state.kind, state.layer, +ui.head.value, "head"));
     ui.scale.addEventListener("change", () => setScale(ui.scale.value));
+    ui.show.addEventListener("change", () => setShow(ui.show.value));
     ui.play.addEventListener("click", play);
     ui.prev.addEventListener("click", () => { stopPlaying(); setStep(Math.max(0, (state.step === null ? data.decode.written.length : state.step) - 1), "prev"); });
     ui.next.addEventListener("click", () => { stopPlaying(); setStep(state.step === null ? null : state.step + 1, "next"); });
@@ -753,6 +791,14 @@
     ui.cutNone.addEventListener("click", () => { root.classList.add("av-switching"); root.dispatchEvent(new CustomEvent("explorer:heads-off", {detail: {text: ""}})); });
     picks(ui.grid, ".av-tile", "tile");
     picks(ui.scorePanels, "tr[data-layer]", "score");
+    function valueText(q, j) {
+      /* the hovered cell of the chosen head: its weight, and with what flows, its share, the norm and the weight */
+      const k = data.kinds[state.kind], t = stepping(k), index = (state.head * k.Q + q) * k.K + j;
+      const weight = weightsAt(k, state.layer, t)[index];
+      if (!flowing(k)) return `weight ${weight.toFixed(4)}`;
+      return `${flowsAt(k, state.layer, t)[index].toFixed(4)} of the row's flow (weight ${weight.toFixed(4)} × ` +
+        `‖v W_O‖ ${k.norms[state.layer][state.head][j].toPrecision(4)})`;
+    }
     // hover: the exact weight in a tooltip beside the cell (the cell's title says it too)
     function tip(q, j, what, box) {
       const k = data.kinds[state.kind];
@@ -765,9 +811,10 @@
     ui.views.addEventListener("mouseover", (event) => {
       const cell = event.target.closest("td");
       if (!cell || !data) return;
+      const q = +cell.dataset.q, j = +cell.dataset.k;
       const what = cell.classList.contains("av-future") ? "not computed yet at this step"
-        : (cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : `weight ${cell.title}`);
-      tip(+cell.dataset.q, +cell.dataset.k, what, cell.getBoundingClientRect());
+        : (cell.classList.contains("av-masked") ? "masked (may not attend), weight 0" : valueText(q, j));
+      tip(q, j, what, cell.getBoundingClientRect());
     });
     ui.views.addEventListener("mousemove", (event) => { // a large head: the cell under the pointer on its canvas
       const at = map && data ? map.cellAt(event) : null;
@@ -777,14 +824,14 @@
       const k = data.kinds[state.kind], t = stepping(k);
       const what = future(k, t, at.q, at.j) ? "not computed yet at this step"
         : (!k.allowed[at.q][at.j] ? "masked (may not attend), weight 0"
-          : `weight ${weightsOf(k, state.layer)[(state.head * k.Q + at.q) * k.K + at.j].toFixed(4)}`);
+          : valueText(at.q, at.j));
       tip(at.q, at.j, what, at.box);
     });
     ui.views.addEventListener("mouseleave", () => { ui.tip.hidden = true; if (map) map.hover(null); });
 
     const controller = {
       select: (kind, layer, head) => select(kind, layer, head, "api"),
-      setScale: setScale, setPayload: setPayload, markStale: markStale, state: state, scales: Object.keys(SCALES),
+      setScale: setScale, setShow: setShow, setPayload: setPayload, markStale: markStale, state: state, scales: Object.keys(SCALES),
       setCutting: setCutting, offText: () => (data ? offText(data.off) : ""),
       setImportance: (imp) => {
         /* badges of each head's importance: {model, values: {key: [H]}, label, digits, high}; null clears */

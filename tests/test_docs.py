@@ -69,11 +69,13 @@ def test_the_layout_page_names_every_module_and_only_modules_that_exist():
     assert all(part in tree for part in last.values()), sorted(n for n, part in last.items() if part not in tree)
 
 
-def test_the_readme_layout_names_every_subpackage_and_only_folders_that_exist():
+def test_the_readme_layout_names_every_subpackage_and_only_paths_that_exist():
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", readme, flags=re.S | re.M).group(1)
-    listed = {line.split()[0] for line in block.splitlines() if line.strip()}
+    section = re.search(r"^## Layout\n(.*?)^## ", readme, flags=re.S | re.M).group(1)
+    named = set(re.findall(r"`([^`\s]+)`", section))
     package = ROOT / "attention_viz"
     folders = {p.name + "/" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders <= listed, sorted(folders - listed)
-    assert all((ROOT / name).exists() or (package / name).exists() for name in listed - {"attention_viz/"}), listed
+    modules = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+    assert folders | modules <= named, sorted((folders | modules) - named)
+    missing = [name for name in named if not ((ROOT / name).exists() or (package / name).exists())]
+    assert not missing, missing

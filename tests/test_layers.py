@@ -7,7 +7,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "attention_viz"
 # Lowest first; a module may import its own layer and the layers listed before it, never one after.
 # explorer (the browser-side views and the packing of a run) sits above draw and below service, which packs runs
-# with it; webui uses both. labview (the lab's script and style, drawn in the browser) imports no other layer.
+# with it; webui uses both. labview (the lab's script and style, drawn in the browser) takes only explorer's palette.
 # hub (real models through transformers, an optional extra) sits on core; the layers above import it only inside
 # the functions that run a real model, so the package works without transformers.
 LAYERS = ["core", "fast", "hub", "data", "lab", "importance", "draw", "explorer", "labview", "train", "service", "webui"]

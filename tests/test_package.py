@@ -39,7 +39,7 @@ def test_the_wheel_holds_every_shipped_model_and_every_layer(wheel):
     for layer in ("core", "fast", "hub", "data", "draw", "explorer", "labview", "train", "service", "webui"):
         assert f"attention_viz/{layer}/__init__.py" in names, layer
     # the explorer's browser side: inlined into every page, notebook view and Gradio component from the package
-    assert {f"attention_viz/explorer/static/{name}" for name in ("explorer.js", "headmap.js", "explorer.css", "steps.js", "steps.css")} <= names
+    assert {f"attention_viz/explorer/static/{name}" for name in ("explorer.js", "headmap.js", "palette.js", "explorer.css", "steps.js", "steps.css")} <= names
     assert {"attention_viz/labview/static/lab.js", "attention_viz/labview/static/lab.css"} <= names  # the lab's
     assert not any(name.startswith(("tests/", "benchmarks/", "devtools/")) for name in names)
 

@@ -33,13 +33,20 @@ DEFAULT_HEAD_VIEW_ID = "head_view"
 
 @lru_cache(maxsize=None)
 def asset(name: str) -> str:
-    """The text of a packaged static file: "explorer.js", "headmap.js", "explorer.css", "steps.js" or "steps.css"."""
+    """The text of a packaged static file: "explorer.js", "headmap.js", "palette.js", "explorer.css", "steps.js",
+    "steps.css", "heads.js" or "heads.css"."""
     return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
 
 
+def script(name: str) -> str:
+    """A view's script with what it needs first: palette.js (the colours and their text colour), then `name`
+    ("steps.js", or another package's script text given as is when it does not end in .js)."""
+    return asset("palette.js") + (asset(name) if name.endswith(".js") else name)
+
+
 def explorer_script() -> str:
-    """explorer.js with what it draws large heads with (headmap.js, which must come first): the explorer's script."""
-    return asset("headmap.js") + asset("explorer.js")
+    """explorer.js with what it draws with (palette.js, and headmap.js for large heads, both first)."""
+    return script("headmap.js") + asset("explorer.js")
 
 
 def head_view_id(root_id: str) -> str:
@@ -106,7 +113,7 @@ def steps_html(payload: Mapping, root_id: str = "steps", document: bool = False,
         f"<style>{asset('steps.css')}</style>\n"
         f"<div id=\"{root_id}\"></div>\n"
         f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
-        f"<script>{_script(asset('steps.js'))}</script>\n"
+        f"<script>{_script(script('steps.js'))}</script>\n"
         f"<script>AttentionSteps.mount(document.getElementById(\"{root_id}\"), "
         f"JSON.parse(document.getElementById(\"{data_id}\").textContent), "
         f"{{view: \"{formats[payload['format']]}\"}});</script>\n"

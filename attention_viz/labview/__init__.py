@@ -21,6 +21,8 @@ import json
 from functools import lru_cache
 from importlib import resources
 
+from attention_viz.explorer.html import script
+
 MOUNT_CLASS = "av-lab-mount"
 ASSETS = ("lab.js", "lab.css", "training.js", "training.css")
 
@@ -31,6 +33,11 @@ def asset(name: str) -> str:
     if name not in ASSETS:
         raise ValueError(f"no such asset {name!r}; there are {', '.join(ASSETS)}")
     return resources.files("attention_viz.labview").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def training_script() -> str:
+    """training.js with the palette it draws the maps with (attention_viz.explorer's palette.js, first)."""
+    return script(asset("training.js"))
 
 
 def _script(text: str) -> str:

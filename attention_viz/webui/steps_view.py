@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import gradio as gr
 
-from attention_viz.explorer.html import asset
+from attention_viz.explorer.html import asset, script
 from attention_viz.webui.explorer_view import MOUNT_CLASS, STALE
 
 EMPTY = {"steps": "Choose a head in Heatmaps, then open this tab: its steps are computed and drawn here.",
@@ -32,7 +32,7 @@ EMPTY = {"steps": "Choose a head in Heatmaps, then open this tab: its steps are 
 def _js_on_load(view: str) -> str:
     options = json.dumps({"view": view, "empty": EMPTY[view]}, ensure_ascii=False)
     return (
-        asset("steps.js")
+        script("steps.js")
         + f"""
 ;(function () {{
   const mountPoint = element.querySelector(".{MOUNT_CLASS}");

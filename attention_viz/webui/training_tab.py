@@ -15,7 +15,7 @@ import json
 
 import gradio as gr
 
-from attention_viz.labview import MOUNT_CLASS, asset
+from attention_viz.labview import MOUNT_CLASS, asset, training_script
 from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_LINE, LIVE_TASKS
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers
@@ -39,7 +39,7 @@ another is training you are told your place in line. Try plain dot product at d_
 
 
 def _js_on_load(root_id: str, empty: str) -> str:
-    return asset("training.js") + f"""
+    return training_script() + f"""
 ;(function () {{
   const view = window.AttentionTraining.mount(element.querySelector(".{MOUNT_CLASS}"), props.value || null,
                                               {{rootId: {json.dumps(root_id)}, empty: {json.dumps(empty)}}});

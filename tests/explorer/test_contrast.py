@@ -16,7 +16,7 @@ from playwright.sync_api import Page
 
 pytestmark = pytest.mark.browser
 PACKAGE = Path(__file__).resolve().parents[2] / "attention_viz"
-SCRIPTS = [PACKAGE / "explorer" / "static" / name for name in ("headmap.js", "explorer.js", "steps.js")] + [
+SCRIPTS = [PACKAGE / "explorer" / "static" / name for name in ("palette.js", "headmap.js", "explorer.js", "steps.js")] + [
     PACKAGE / "labview" / "static" / "training.js"]
 AA = 4.5  # WCAG 2.1 SC 1.4.3, normal text (the cells' numbers are 11-12 px)
 POINTS = 1001

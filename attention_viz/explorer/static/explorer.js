@@ -31,10 +31,7 @@
   "use strict";
   if (global.AttentionExplorer) return; // already loaded by another fragment on this page
 
-  // viridis, 17 stops (0, 1/16, ..., 1), as the server's images use it
-  const VIRIDIS = ["440154", "48186a", "472d7b", "424086", "3b528b", "33638d", "2c728e", "26828e", "21918c",
-    "1fa088", "28ae80", "3fbc73", "5ec962", "84d44b", "addc30", "d8e219", "fde725"].map(
-    (hex) => [0, 2, 4].map((i) => parseInt(hex.slice(i, i + 2), 16)));
+  const {viridis: colour, ink, css} = global.AttentionPalette; // palette.js, loaded first
   const MASKED = [200, 200, 200];
   const FUTURE = [242, 242, 242]; // a cell its step has not computed yet
   const PLAY_MS = 900; // one decode step per this many milliseconds while playing
@@ -57,22 +54,10 @@
   const TABLE_CELLS = 600;
   const MAX_MEASURES = 2000; // performance measures kept before they are cleared (a long session stays small)
 
-  function colour(t) {
-    /* [r, g, b] of t in [0, 1] on viridis, linearly between stops */
-    const x = Math.min(Math.max(t, 0), 1) * (VIRIDIS.length - 1);
-    const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
-    const a = VIRIDIS[i], b = VIRIDIS[i + 1];
-    return [0, 1, 2].map((c) => Math.round(a[c] + (b[c] - a[c]) * f));
-  }
-  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
-  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
-    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
-  const isLight = (rgb) => (luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05;
-  const css = (rgb) => `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
   // 256 steps of the colour bar, computed once: redraws only look colours up
   const LEVELS = 256;
   const LUT = Array.from({length: LEVELS}, (_, i) => colour(i / (LEVELS - 1)));
-  const LUT_CSS = LUT.map((rgb) => `background:${css(rgb)};color:${isLight(rgb) ? "#000" : "#fff"}`);
+  const LUT_CSS = LUT.map((rgb) => `background:${css(rgb)};color:${ink(rgb)}`);
   const level = (t) => Math.round(Math.min(Math.max(t, 0), 1) * (LEVELS - 1));
   const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (token) => (token === " " ? "␣" : token); // a space label must stay visible
@@ -857,6 +842,5 @@
     });
   }
 
-  global.AttentionExplorer = {mount: mount, mountAll: mountAll, colour: colour, scales: SCALES,
-    ink: (rgb) => (isLight(rgb) ? "#000" : "#fff")};
+  global.AttentionExplorer = {mount: mount, mountAll: mountAll, colour: colour, scales: SCALES, ink: ink};
 })(window);

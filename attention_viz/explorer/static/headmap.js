@@ -30,10 +30,7 @@
   const BLANK = " ".repeat(CELL_CH);
 
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
-  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
-    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
-  const ink = (rgb) => ((luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05 ? "#000" : "#fff");
+  const ink = global.AttentionPalette.ink; // palette.js, loaded first
 
   function textStyle(runs) {
     /* one row's text colour: one colour, or a background clipped to the text with a stop per run of cells */

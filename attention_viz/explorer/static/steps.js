@@ -18,29 +18,13 @@
   "use strict";
   if (global.AttentionSteps) return; // already loaded by another view on this page
 
-  // viridis (17 stops) for weights, as the explorer; RdBu reversed (11 stops, blue −1 → red +1) for signed values
-  const hex = (list) => list.map((h) => [0, 2, 4].map((i) => parseInt(h.slice(i, i + 2), 16)));
-  const VIRIDIS = hex(["440154", "48186a", "472d7b", "424086", "3b528b", "33638d", "2c728e", "26828e", "21918c",
-    "1fa088", "28ae80", "3fbc73", "5ec962", "84d44b", "addc30", "d8e219", "fde725"]);
-  const RDBU = hex(["053061", "2166ac", "4393c3", "92c5de", "d1e5f0", "f7f7f7", "fddbc7", "f4a582", "d6604d",
-    "b2182b", "67001f"]);
+  // viridis for weights, as the explorer; RdBu reversed (blue −1 → red +1) for signed values (palette.js, loaded first)
+  const {viridis, diverging, ink, css} = global.AttentionPalette;
   const STEPS = [["scores", "QKᵀ"], ["scaled", "scaled"], ["masked", "masked"], ["weights", "softmax"],
     ["output", "weights·V"]];
   const LOGITS = ["scores", "scaled", "masked"];
   const NEGLIGIBLE = 5e-4; // a change of weight below this is written "≈0" (its exact value is on hover)
 
-  function ramp(stops, t) {
-    const x = Math.min(Math.max(t, 0), 1) * (stops.length - 1);
-    const i = Math.min(Math.floor(x), stops.length - 2), f = x - i;
-    return [0, 1, 2].map((c) => Math.round(stops[i][c] + (stops[i + 1][c] - stops[i][c]) * f));
-  }
-  const viridis = (t) => ramp(VIRIDIS, t);
-  const diverging = (x) => ramp(RDBU, (x + 1) / 2); // x in [−1, 1]
-  const css = (rgb) => `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
-  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
-  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
-    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
-  const ink = (rgb) => ((luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05 ? "#000" : "#fff");
   const paint = (rgb) => `background:${css(rgb)};color:${ink(rgb)}`;
   const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (token) => (token === " " ? "␣" : token);

@@ -18,19 +18,8 @@
   const CHART = {w: 300, h: 150, left: 34, right: 18, top: 10, bottom: 34};
   const SERIES = [["token_acc", "token accuracy (training batch)", "#1f77b4"], ["alignment", "alignment (probes)", "#e4572e"]];
   const LOSS = [["loss", "loss (training batch, nats)", "#555"]];
-  // viridis, 17 stops, as explorer.js and the server's images use it
-  const VIRIDIS = ["440154", "48186a", "472d7b", "424086", "3b528b", "33638d", "2c728e", "26828e", "21918c",
-    "1fa088", "28ae80", "3fbc73", "5ec962", "84d44b", "addc30", "d8e219", "fde725"].map(
-    (hex) => [0, 2, 4].map((i) => parseInt(hex.slice(i, i + 2), 16)));
-  function colour(t) {
-    const x = Math.min(Math.max(t, 0), 1) * (VIRIDIS.length - 1);
-    const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
-    return [0, 1, 2].map((c) => Math.round(VIRIDIS[i][c] + (VIRIDIS[i + 1][c] - VIRIDIS[i][c]) * f));
-  }
-  // WCAG 2.1: black text on a colour whose relative luminance L has (L + 0.05)² > 0.0525, else white: at least 4.58:1
-  const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
-    (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
-  const ink = (rgb) => ((luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05 ? "#000" : "#fff");
+  // viridis, as explorer.js and the server's images use it (palette.js, loaded first)
+  const {viridis: colour, ink} = window.AttentionPalette;
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const shown = (t) => (t === " " ? "␣" : t);
   const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);

@@ -104,6 +104,20 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
                    numpy_maps(maps), dense_masks(maps, recorded.masks), tuple(notes))
 
 
+def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, scale: Scale = "sqrt_dk",
+                    causal_mask: bool = True, padding_mask: bool = True, heads: dict | None = None
+                    ) -> dict[str, np.ndarray]:
+    """‖v_j^h W_O^h‖ [H, K] per map key of one pass on a run's ids (TextRun's: an encoder's source alone, a
+    decoder-only model's sequence alone), under the same switches: with the run's maps, what flows."""
+    src = torch.tensor([list(src_ids)], device=model.device) if src_ids else None  # (1, S)
+    tgt = torch.tensor([list(tgt_ids)], device=model.device) if tgt_ids else None  # (1, T)
+    ids, decoder = (src, tgt) if src is not None and tgt is not None else (src if src is not None else tgt, None)
+    with torch.inference_mode():
+        norms = model.value_norms(ids, decoder, scale=scale, causal_mask=causal_mask, padding_mask=padding_mask,
+                                  heads=heads)
+    return {key: value[0].float().cpu().numpy() for key, value in norms.items()}
+
+
 def fill_masks(model: PretrainedTransformer, ids: list[int], logits: torch.Tensor) -> tuple[str, list[str]]:
     """An encoder's masked-language-model answer: the text with each mask token replaced by its most likely piece.
 

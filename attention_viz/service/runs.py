@@ -321,21 +321,19 @@ class Runs:
         off): with its maps, what flows (Kobayashi et al. 2020) is maps x these, key by key."""
         settings = run.settings
         if run.real:
+            from attention_viz.hub.text_run import run_value_norms  # the hub extra, present whenever a real model is
+
             model = self.catalog.real.get(settings.model)
-            src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
-            tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
-            ids, decoder = ((src, tgt) if model.layout == "encoder-decoder" else
-                            (src if model.layout == "encoder" else tgt, None))
-            with torch.inference_mode(), self.catalog.real.busy:
-                norms = model.value_norms(ids, decoder, scale=settings.scale, causal_mask=settings.causal_mask,
-                                          padding_mask=settings.padding_mask, heads=self.real_heads(model, settings))
-        else:
-            model, _ = self.model(settings)
-            src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
-            tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
-            with torch.inference_mode():
-                norms = model.value_norms(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
-                                          padding_mask=settings.padding_mask, **self.switches(settings))
+            with self.catalog.real.busy:
+                return run_value_norms(model, run.src_ids, run.tgt_ids, scale=settings.scale,
+                                       causal_mask=settings.causal_mask, padding_mask=settings.padding_mask,
+                                       heads=self.real_heads(model, settings))
+        model, _ = self.model(settings)
+        src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
+        tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
+        with torch.inference_mode():
+            norms = model.value_norms(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
+                                      padding_mask=settings.padding_mask, **self.switches(settings))
         return {key: value[0].float().cpu().numpy() for key, value in norms.items()}
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:

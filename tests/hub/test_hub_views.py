@@ -28,6 +28,15 @@ def test_show_draws_a_real_models_maps_with_its_own_pieces(tiny_folders, tmp_pat
     assert tokens == list(result.src_tokens or result.tgt_tokens)
     if "decoder.self_attn" in kinds:  # the causal mask off: each decode step's own maps come along
         assert payload["decode"]["per_step"] and masks["decoder.self_attn"].all()
+    with torch.no_grad():  # what flows: the packed maps x the packed norms
+        flows = model.value_flows(*[torch.tensor([list(ids)]) for ids in (result.src_ids, result.tgt_ids) if ids],
+                                  scale="none", causal_mask=False)
+    for entry in payload["kinds"]:
+        stack, name = entry["kind"].split(".")
+        for layer, norms in enumerate(entry["norms"]):
+            key = f"{stack}.{layer}.{name}"
+            np.testing.assert_allclose(result.maps[key] * np.array(norms)[:, None, :], flows[key][0].numpy(),
+                                       rtol=1e-3, atol=1e-6)
     page = view.save(tmp_path / f"{family}.html").read_text(encoding="utf-8")
     assert page.startswith("<!doctype html>") and "http://" not in page and "https://" not in page.split("<script")[0]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -239,6 +240,35 @@ def test_value_flows_with_heads_off_are_the_switched_passs_maps_times_its_own_va
         torch.testing.assert_close(flows[name], maps[name] * norms[name][:, :, None, :], atol=0, rtol=0)
     torch.testing.assert_close(norms["encoder.0.self_attn"], plain["encoder.0.self_attn"])  # nothing below it
     assert not torch.allclose(norms[key], plain[key])  # above a head off: other values
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_value_norms_of_random_configurations_equal_a_float64_loop(seed):
+    """Odd sizes (1 to 5 heads, d_v 1 to 7, 1 to 3 layers, lengths 1 to 9): every key's norm from its own values."""
+    rng = np.random.default_rng(seed)
+    H, d_v, d_k = int(rng.integers(1, 6)), int(rng.integers(1, 8)), int(rng.integers(1, 8))
+    config = TransformerConfig(vocab_size=19, n_encoder_layers=int(rng.integers(1, 4)),
+                               n_decoder_layers=int(rng.integers(1, 4)), d_model=int(rng.integers(2, 6)) * 2,
+                               n_heads=H, d_k=d_k, d_v=d_v, d_ff=12, dropout=0.0)
+    torch.manual_seed(seed)
+    model = Transformer(config).double().eval()
+    src = torch.randint(4, 19, (2, int(rng.integers(1, 10))))
+    tgt = torch.randint(4, 19, (2, int(rng.integers(1, 10))))
+    with torch.no_grad():
+        norms = model.value_norms(src, tgt, scale="none" if seed % 2 else "sqrt_dk")
+        _, maps = model(src, tgt)
+    assert list(norms) == list(maps)
+    for key in maps:
+        stack, layer, name = key.split(".")
+        with torch.no_grad():
+            query, keys, values, _ = model.attention_inputs(src, tgt, f"{stack}.{name}", int(layer),
+                                                            scale="none" if seed % 2 else "sqrt_dk")
+            module = model.attention_module(f"{stack}.{name}", int(layer))
+            _, _, v = module.project(query, keys, values)  # (B, H, K, d_v)
+        expected = torch.tensor([[[float((module.out_proj.weight[:, h * d_v:(h + 1) * d_v] @ v[b, h, j]).norm())
+                                   for j in range(v.size(2))] for h in range(H)] for b in range(2)],
+                                dtype=torch.float64)
+        torch.testing.assert_close(norms[key], expected, atol=1e-12, rtol=0)
 
 
 def test_a_head_whose_values_carry_nothing_shows_weight_but_no_flow():

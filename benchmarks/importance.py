@@ -7,7 +7,8 @@ alone (24 variants and the baseline) and the prune curve (24 more), batched as p
 pass each (the encoder once per distinct set of encoder heads off), and Michel's estimate from one backward pass.
 Medians of `rounds`, one torch thread as the server runs. `--real` also times the same on the opus-mt-en-de
 configuration with random weights (6 + 6 layers, 8 heads: 144 heads) on one 32-token source writing 32 tokens
-(log-probability of its own output; 2 threads). Never asserted on in tests.
+(log-probability of its own output; 2 threads; the encoder once per distinct set of encoder heads off). Never
+asserted on in tests.
 """
 
 from __future__ import annotations

@@ -233,6 +233,26 @@ class PretrainedTransformer:
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
         return Recorded(logits, self._maps(run), run)
 
+    def encoder_states(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
+                       scale: Scale = "sqrt_dk", padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+        """An encoder-decoder model's encoder alone under these switches: its last hidden states [B, S, D], what
+        the decoder's cross-attention reads (decoder_logits takes them)."""
+        if self.layout != "encoder-decoder":
+            raise ValueError(f"{self.family.name} has no separate encoder to run alone.")
+        attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
+        with switched(self._pass(scale, True, padding_mask, record=False, heads=heads)):
+            return self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def decoder_logits(self, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
+                       attention_mask: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                       padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+        """An encoder-decoder model's decoder on given encoder states [B, S, D] (attention_mask [B, S]: the source's
+        tokens) under these switches: the logits [B, T, V]. On encoder_states' own encoder pass they equal
+        forward_pass's logits, so variants that differ in decoder heads only can share one encoder pass."""
+        with switched(self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)):
+            return self.model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
+                              decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
     def head_outputs(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                      attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                      padding_mask: bool = True) -> dict[str, torch.Tensor]:

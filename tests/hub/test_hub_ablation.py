@@ -148,3 +148,21 @@ def test_value_norms_follow_the_heads_switched_off_and_give_the_flows(tiny_folde
         torch.testing.assert_close(flows[key], maps[key] * norms[key][:, :, None, :], atol=1e-12, rtol=0)
     torch.testing.assert_close(norms["encoder.0.self_attn"], plain["encoder.0.self_attn"])  # nothing below it
     assert not torch.allclose(norms["encoder.1.self_attn"], plain["encoder.1.self_attn"])
+
+
+def test_the_encoder_alone_then_the_decoder_give_the_whole_passs_logits(tiny_folders):
+    """What real_head_importance shares between variants: encoder_states then decoder_logits equal forward_pass,
+    heads off in both stacks; the encoder alone sees only its own switches."""
+    model = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
+    ids, decoder = inputs(model, "marian")
+    heads = model.head_switches(heads_off={"encoder.1.self_attn": [0], "decoder.0.cross_attn": [1, 2]})
+    with torch.no_grad():
+        whole = model.forward_pass(ids, decoder, heads=heads, scale="none").logits
+        states = model.encoder_states(ids, heads=heads, scale="none")
+        split = model.decoder_logits(states, decoder, attention_mask=model.padding_of(ids), heads=heads, scale="none")
+        plain = model.decoder_logits(model.encoder_states(ids, scale="none"), decoder,
+                                     attention_mask=model.padding_of(ids), heads=heads, scale="none")
+    torch.testing.assert_close(split, whole, atol=1e-12, rtol=0)
+    assert not torch.allclose(plain, whole)  # the encoder's head off matters
+    with pytest.raises(ValueError, match="no separate encoder"):
+        load_pretrained(tiny_folders["gpt2"]).encoder_states(ids)

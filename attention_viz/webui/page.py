@@ -15,7 +15,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.webui import lab_tab, lesson_panel, runtime, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
-from attention_viz.webui.serving import server_app_kwargs
+from attention_viz.webui.serving import files_first, server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
 
 QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
@@ -69,6 +69,7 @@ def main() -> None:
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
                 app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS)
+    files_first(demo.server_app)
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
     # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
     threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",

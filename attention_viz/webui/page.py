@@ -18,7 +18,8 @@ from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.serving import files_first, server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
 
-QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
+QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
+                           # admission.PER_PAGE of them, so no client fills the line for the others
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
                            # runs share RUN_SLOTS of their own: transformer_tab.py)
 
@@ -53,7 +54,8 @@ def build_app(views: Views | None = None) -> gr.Blocks:
         if lesson is not None:
             lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
-    # A bounded line of waiting events, served one at a time; past QUEUE_SIZE, clients hear "Queue is full".
+    # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
+    # estimate ("queue: 12/40 | 1.1/4.3s"); past QUEUE_SIZE, clients hear "Queue is full".
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)
 
 

@@ -13,7 +13,7 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import lab_tab, lesson_panel, runtime, theme, training_tab, transformer_tab
+from attention_viz.webui import lab_tab, lesson_panel, runtime, sessions, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.serving import files_first, server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
@@ -64,6 +64,7 @@ def main() -> None:
     runtime.tune_process()
     views = Views(Runs())
     demo = build_app(views)
+    sessions.share_session_configs(demo)  # each student's first event copies the page's config, not rebuilds it
     runtime.freeze_start_up_objects()
     # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.

@@ -87,6 +87,20 @@ LABELS = {"open": "open the page (HTML, its files, config, load events and chain
           "real": "real model (74M): pick it, type a sentence"}
 
 
+class BrowserTransport(httpx.HTTPTransport):
+    """httpx's transport with a browser's one retry: a GET sent on a kept-alive connection that the server closed
+    meanwhile (uvicorn closes one idle for 5 s: a student's connection waits that long for its next request while
+    a crowded server answers the page's files) fails at once with a reset, and a browser sends it again on a new one."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return super().handle_request(request)
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            if request.method != "GET":
+                raise
+            return super().handle_request(request)
+
+
 @dataclass
 class Tally:
     """What the students saw, shared between their threads."""
@@ -246,7 +260,7 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
-    with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+    with httpx.Client(timeout=HTTP_TIMEOUT_S, transport=BrowserTransport()) as client:
         try:
             t0 = time.perf_counter()
             page = Student(client, base, rng, files, patience_s)  # GET /, its files and the config, as a browser fetches them

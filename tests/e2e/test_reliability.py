@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -704,6 +705,9 @@ def test_launch_has_no_share_link_and_takes_the_host_from_the_environment(app_mo
     launched = {}
 
     class Recorder:
+        blocks: dict = {}  # no components: sessions.share_session_configs has nothing to build
+        server_app = SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None)  # files_first's
+
         def launch(self, *args, **kwargs):
             launched.update(kwargs, args=args)
 

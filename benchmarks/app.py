@@ -50,6 +50,7 @@ class Browser:
         self.components = {c["id"]: c for c in self.config["components"]}
         self.by_elem_id = {c.get("props", {}).get("elem_id"): c["id"] for c in self.config["components"]}
         self.dependencies = self.config["dependencies"]
+        self.estimations: list[dict] = []  # the last call's queue estimations (rank, queue_size, rank_eta), in order
 
     def dependency(self, api_name: str) -> dict | None:
         return next((d for d in self.dependencies if d.get("api_name") == api_name), None)
@@ -68,11 +69,14 @@ class Browser:
         joined.raise_for_status()
         event_id = joined.json().get("event_id")
         completed = last = None
+        self.estimations = []
         with self.client.stream("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash}) as stream:
             for line in stream.iter_lines():
                 if not line.startswith("data:"):
                     continue
                 message = last = json.loads(line[5:])
+                if message.get("msg") == "estimation" and message.get("event_id") == event_id:
+                    self.estimations.append(message)  # what the page shows as "queue: rank+1/size | eta"
                 if message.get("msg") == "process_completed":
                     if message.get("event_id") != event_id:  # the browser's client, too, reads only its own events
                         raise RuntimeError(f"the stream answered another event ({message.get('event_id')}, "

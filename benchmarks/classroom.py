@@ -11,7 +11,10 @@ config, then every load event and what it chains, as the browser runs them), the
     lab_dk      35 %   move the lab's d_k (a power of two, as the log₂ slider gives)
     lab_scaled  15 %   switch the 1/√d_k scaling
     lab_keys    10 %   change the number of keys
-    rerun       25 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
+    rerun       15 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
+    heads       10 %   click a head off in the explorer's "switch heads off" mode (or back on): its box (#heads_off)
+                       written and #heads_apply pressed, the model reruns with them off (visualize's heads_off and,
+                       one time in five, the other ablation); the notes must say which heads are off
     steps       15 %   open the steps view (Figure 2)
 
 `--real` sets the app up with a real model, the opus-mt-en-de configuration (Marian, 6 + 6 layers, 8 heads,
@@ -54,16 +57,19 @@ import httpx
 from devtools.launcher import ROOT, Server
 
 from .app import Browser
+from .fetch import fetch_files
+from .load import rss_kib
+from .page import cpu_s
 from .common import Timing, load, ms, table, write_json
 
-ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 25, "steps": 15}
+ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 15, "heads": 10, "steps": 15}
 REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
 
 
 def real_actions(share: int) -> dict[str, int]:
     """The mix with `share` percent for the real model, taken half from the lab's d_k and half from the reruns."""
-    return {"lab_dk": 35 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 25 - (share - share // 2),
-            "steps": 15, "real": share}
+    return {"lab_dk": 35 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 15 - (share - share // 2),
+            "heads": 10, "steps": 15, "real": share}
 REAL_MODEL = "opus-mt-en-de-random"  # the folder's name: the picker's value is "hub:" + it
 WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translation", "of", "house", "green",
          "students", "learn", "quickly", "today", "with", "every", "head", "layer")
@@ -72,10 +78,27 @@ ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
 HTTP_TIMEOUT_S = 120.0
+SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened the page and made its first moves
+WAIT_S = 1.0      # an action answered later than this waited: did the student see its place in the line?
 LABELS = {"open": "open the page (HTML, its files, config, load events and chains)", "lab_dk": "lab: move d_k",
           "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
-          "rerun": "Transformer: new text (model reruns)", "steps": "Transformer: open the steps view",
+          "rerun": "Transformer: new text (model reruns)", "heads": "Transformer: a head clicked off (model reruns)",
+          "steps": "Transformer: open the steps view",
           "real": "real model (74M): pick it, type a sentence"}
+
+
+class BrowserTransport(httpx.HTTPTransport):
+    """httpx's transport with a browser's one retry: a GET sent on a kept-alive connection that the server closed
+    meanwhile (uvicorn closes one idle for 5 s: a student's connection waits that long for its next request while
+    a crowded server answers the page's files) fails at once with a reset, and a browser sends it again on a new one."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return super().handle_request(request)
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            if request.method != "GET":
+                raise
+            return super().handle_request(request)
 
 
 @dataclass
@@ -87,10 +110,21 @@ class Tally:
     errors: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # every error, "action: message"
+    waited: Counter = field(default_factory=Counter)  # actions answered after more than WAIT_S
+    told: Counter = field(default_factory=Counter)    # of those, told their place in the line before the answer
+    eta: Counter = field(default_factory=Counter)     # of those, given an estimate of the time too
+    last_answer: float = 0.0                          # time.monotonic() of the last answer or error
+    answered_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # monotonic, per sample
 
-    def record(self, action: str, seconds: float, error: str | None) -> None:
+    def record(self, action: str, seconds: float, error: str | None, estimations: list[dict] = ()) -> None:
         with self.lock:
             self.seconds[action].append(seconds)
+            self.answered_at[action].append(time.monotonic())
+            self.last_answer = max(self.last_answer, time.monotonic())
+            if seconds > WAIT_S:
+                self.waited[action] += 1
+                self.told[action] += any(e.get("rank") is not None and e.get("queue_size") for e in estimations)
+                self.eta[action] += any(e.get("rank_eta") is not None for e in estimations)
             if error is not None:
                 self.errors[action] += 1
                 self.messages.append(f"{action}: {error}")
@@ -105,9 +139,7 @@ class Student:
                  patience_s: float | None = None) -> None:
         self.client, self.base, self.rng = client, base, rng
         self.client.get(base + "/", headers=ACCEPT).raise_for_status()  # the page's HTML, as a browser fetches it first
-        with ThreadPoolExecutor(max_workers=6) as pool:  # then its files, six connections at a time
-            for answer in pool.map(lambda path: client.get(base + path, headers=ACCEPT), files):
-                answer.raise_for_status()
+        fetch_files(base, files, ACCEPT, HTTP_TIMEOUT_S)  # then its files, six connections at a time
         self.browser = Browser(client, base, patience_s)
         self.ids = self.browser.by_elem_id
         deps = self.browser.dependencies
@@ -115,6 +147,12 @@ class Student:
         self.chains = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")
                                  and c.get("trigger_only_on_success")] for d in deps}
         self.loads = [d for d in deps if d.get("backend_fn") and any(t[1] == "load" for t in d["targets"])]
+        self.estimations: list[dict] = []  # the queue's estimations for the last action's events
+        run = self.values[self.ids["explorer_view"]]  # the page's opening run: its attentions, layers and heads
+        self.head_keys = [f"{stack}.{i}.{name}" for entry in run["kinds"] for stack, name in [entry["kind"].split(".")]
+                          for i in range(entry["layers"])]
+        self.n_heads = int(run["n_heads"])
+        self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
         self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
         missing = [name for name, dep in self.api.items() if dep is None]
         if missing:
@@ -122,7 +160,10 @@ class Student:
 
     def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
         """One event and, as the browser does, the events chained on its success; seconds of the first."""
-        seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
+        try:
+            seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
+        finally:
+            self.estimations += self.browser.estimations
         for chained in self.chains.get(dep["id"], []):
             self.call(chained)
         return seconds, completed["output"]["data"]
@@ -134,7 +175,8 @@ class Student:
         return time.perf_counter() - t0
 
     def act(self, action: str) -> tuple[float, str | None]:
-        """Do one action: (seconds, what is wrong with the answer or None)."""
+        """Do one action: (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
+        self.estimations = []
         rng, set_ = self.rng, lambda elem_id, value: self.values.__setitem__(self.ids[elem_id], value)
         if action.startswith("lab_"):
             if action == "lab_dk":
@@ -151,6 +193,18 @@ class Student:
             set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
             seconds, data = self.call(self.api["visualize"], "text")
             return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
+        if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked, its box written, run pressed
+            key, head = rng.choice(self.head_keys), rng.randrange(self.n_heads)
+            if sum(map(len, self.heads_off.values())) >= 4:  # a handful off: the student starts again
+                self.heads_off = {}
+            self.heads_off.setdefault(key, set()).symmetric_difference_update({head})
+            if not any(self.heads_off.values()):
+                self.heads_off[key] = {head}
+            set_("heads_off", heads_text(self.heads_off))
+            if rng.random() < 0.2:
+                set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
+            seconds, data = self.call(self.api["visualize"], "heads_apply")
+            return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
         if action == "real":
             kept = {elem_id: self.values[self.ids[elem_id]] for elem_id in ("model", "text")}
             set_("model", "hub:" + REAL_MODEL)
@@ -163,6 +217,11 @@ class Student:
             return seconds, None if "real Marian model" in str(data) else "real: no notes of a real model's run"
         seconds, data = self.call(self.api["steps"])
         return seconds, None if "softmax" in str(data) else "steps: no step text"
+
+
+def heads_text(off: dict[str, set[int]]) -> str:
+    """Heads off as the explorer writes them into the #heads_off box: "decoder.1.cross_attn: 0 2; ..."."""
+    return "; ".join(f"{key}: {' '.join(map(str, sorted(heads)))}" for key, heads in off.items() if heads)
 
 
 def page_files(base: str) -> tuple[str, ...]:
@@ -201,12 +260,12 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
-    with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+    with httpx.Client(timeout=HTTP_TIMEOUT_S, transport=BrowserTransport()) as client:
         try:
             t0 = time.perf_counter()
             page = Student(client, base, rng, files, patience_s)  # GET /, its files and the config, as a browser fetches them
-            tally.record("open", time.perf_counter() - t0 + page.open(), None)
-        except (httpx.HTTPError, RuntimeError, KeyError, IndexError) as error:
+            tally.record("open", time.perf_counter() - t0 + page.open(), None, page.estimations)
+        except (httpx.HTTPError, OSError, RuntimeError, KeyError, IndexError) as error:  # FetchError: a RuntimeError
             tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")
             return
         while True:
@@ -220,7 +279,7 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
                 seconds, wrong = page.act(action)
             except (httpx.HTTPError, RuntimeError, KeyError, IndexError, TypeError) as error:
                 seconds, wrong = time.perf_counter() - t0, f"{type(error).__name__}: {error}"
-            tally.record(action, seconds, wrong)
+            tally.record(action, seconds, wrong, page.estimations)
 
 
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
@@ -234,18 +293,23 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S)
+        thread.join(timeout=max(0.0, start + duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S - time.monotonic()))
     wall = time.monotonic() - start
     actions = {}
     for action in ("open", *mix):
         samples = tally.seconds.get(action, [])
-        actions[action] = {"n": len(samples), "errors": tally.errors.get(action, 0),
+        actions[action] = {"n": len(samples), "errors": tally.errors.get(action, 0), "waited": tally.waited[action],
+                           "told": tally.told[action], "eta": tally.eta[action],
                            **(Timing(samples).to_dict() | {"max_s": max(samples)} if samples else {})}
     every = [s for name, samples in tally.seconds.items() if name != "open" for s in samples]
+    settled = [s for name, samples in tally.seconds.items() if name != "open"
+               for s, at in zip(samples, tally.answered_at[name]) if at - start > SETTLED_S]
     return {"students": students, "duration_s": duration_s, "wall_s": wall, "seed": seed,
             "answers_per_s": sum(len(s) for s in tally.seconds.values()) / wall, "actions": actions,
             "all": Timing(every).to_dict() if every else {}, "errors": sum(tally.errors.values()),
-            "error_examples": tally.examples, "error_messages": tally.messages, "hung": sum(t.is_alive() for t in threads)}
+            "settled": Timing(settled).to_dict() if settled else {},
+            "error_examples": tally.examples, "error_messages": tally.messages, "hung": sum(t.is_alive() for t in threads),
+            "drain_s": max(0.0, tally.last_answer - (start + duration_s))}
 
 
 def export_ref(ref: str, folder: Path) -> str:
@@ -276,6 +340,18 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
             outcomes.append(job.result(timeout=HTTP_TIMEOUT_S)[1])
         except Exception as error:  # noqa: BLE001 - reported in the table, never raised
             outcomes.append(f"{type(error).__name__}: {error}")
+
+
+def watch_rss(pid: int, stop: threading.Event, samples: list[tuple[float, float]], every_s: float = 1.0) -> None:
+    """(seconds since the start, the server's VmRSS in MiB) every `every_s` until `stop`."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            samples.append((time.monotonic() - t0, rss_kib(pid)["VmRSS"] / 1024))
+        except (OSError, KeyError):
+            return
+        if stop.wait(every_s):
+            return
 
 
 def real_model_folder(temp: Path) -> Path:
@@ -311,12 +387,18 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             real_load_s = load_real_model(server.base) if real else None
             files = page_files(server.base) if with_files else ()
             time.sleep(2.0)  # that opening's own work on the server out of the way
-            stop, outcomes = threading.Event(), []
+            stop, outcomes, rss = threading.Event(), [], []
             trainer = threading.Thread(target=train_live, args=(server.base, stop, outcomes), daemon=True)
             if live:
                 trainer.start()
+            watcher = threading.Thread(target=watch_rss, args=(server.pid, stop, rss), daemon=True)
+            watcher.start()
+            client_cpu, server_cpu = time.process_time(), cpu_s(server.pid)
             result = run_class(server.base, students, duration_s, seed, files, real_actions(real) if real else ACTIONS)
+            result |= {"client_cpu_s": time.process_time() - client_cpu, "server_cpu_s": cpu_s(server.pid) - server_cpu}
             stop.set()
+            watcher.join()
+            result["rss_mib"] = rss
             if live:
                 trainer.join(timeout=3 * HTTP_TIMEOUT_S)
             result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load(),
@@ -354,12 +436,28 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
 
 
 def _app_table(app: dict) -> str:
+    waits = any(a.get("waited") for a in app["actions"].values())
     rows = [[LABELS[name], a["n"], a["errors"], ms(a["median_s"]) if a["n"] else "", ms(a["p95_s"]) if a["n"] else "",
-             ms(a["max_s"]) if a["n"] else ""] for name, a in app["actions"].items()]
+             ms(a["max_s"]) if a["n"] else ""] + ([a.get("waited", 0), a.get("told", 0), a.get("eta", 0)] if waits else [])
+            for name, a in app["actions"].items()]
     if app["all"]:
         rows.append(["every action after opening", app["all"]["n"], app["errors"] - app["actions"]["open"]["errors"],
-                     ms(app["all"]["median_s"]), ms(app["all"]["p95_s"]), ""])
-    return table(["action", "count", "errors", "p50 ms", "p95 ms", "max ms"], rows)
+                     ms(app["all"]["median_s"]), ms(app["all"]["p95_s"]), ""]
+                    + ([sum(a.get(k, 0) for n, a in app["actions"].items() if n != "open") for k in ("waited", "told", "eta")]
+                       if waits else []))
+    if app.get("settled"):
+        rows.append([f"every action answered after the first {SETTLED_S:.0f} s", app["settled"]["n"], "",
+                     ms(app["settled"]["median_s"]), ms(app["settled"]["p95_s"]), ""] + (["", "", ""] if waits else []))
+    waited = [f"waited > {WAIT_S:.0f} s", "told their place", "and a time"] if waits else []
+    return table(["action", "count", "errors", "p50 ms", "p95 ms", "max ms", *waited], rows)
+
+
+def _memory_line(samples: list) -> str:
+    """The server's VmRSS at the start, each third of the class and the end, and its peak."""
+    rss = [mib for _, mib in samples]
+    thirds = [rss[min(len(rss) - 1, len(rss) * k // 3)] for k in (1, 2)]
+    return (f"server memory (VmRSS, MiB): start {rss[0]:.0f}, a third in {thirds[0]:.0f}, two thirds {thirds[1]:.0f}, "
+            f"end {rss[-1]:.0f}, peak {max(rss):.0f}")
 
 
 def report(result: dict) -> str:
@@ -373,6 +471,14 @@ def report(result: dict) -> str:
                       f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
                   "", _app_table(app)]
         lines += [f"  error: {example}" for example in app["error_examples"]]
+        if app.get("drain_s") is not None:
+            lines += ["", f"the last answer came {app['drain_s']:.1f} s after the class stopped starting actions "
+                          f"({app['hung']} students still waiting at the end)"]
+        if app.get("server_cpu_s") is not None:
+            lines += ["", f"CPU during the class ({app['wall_s']:.0f} s on this machine's cores): the server "
+                          f"{app['server_cpu_s']:.1f} s, the simulated students {app['client_cpu_s']:.1f} s"]
+        if app.get("rss_mib"):
+            lines.append(_memory_line(app["rss_mib"]))
         if app.get("real_load_s") is not None:
             lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
         if app.get("live_runs") is not None:
@@ -405,8 +511,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="students fetch the page's HTML only, not Gradio's files (as this benchmark did before)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
-    if not (1 <= args.students <= 200 and 5 <= args.duration_s <= 1800):
-        parser.error("students 1..200, duration 5..1800 s")
+    if not (1 <= args.students <= 400 and 5 <= args.duration_s <= 1800):
+        parser.error("students 1..400, duration 5..1800 s")
     if args.real and args.against:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
     result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real)

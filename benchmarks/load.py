@@ -15,8 +15,9 @@ as errors, not as successes.
 
 Reported: errors by kind, p50/p95 per interaction, throughput, and the app process's resident memory
 (VmRSS from /proc/<pid>/status) after the 100th and after the last request. The only error the app
-may answer under load is Gradio's "Queue is full" (HTTP 503 at join) once more than the queue's
-max_size events wait; with one event in flight per client it cannot happen below 64 clients, so an
+may answer under load is "Queue is full" (HTTP 503 at join): Gradio's, once more than the queue's max_size
+events wait (1,024: attention_viz/webui/page.py), or the app's, once one page holds PER_PAGE of them
+(attention_viz/webui/admission.py); with one event in flight per client neither happens, so an
 optional burst (`--burst N`: one session joins N events back to back) shows that answer on purpose,
 and that the app serves normally right after. All traffic goes to 127.0.0.1 only; every loop is
 bounded in count and in time (`--budget-s`, and a timeout on every HTTP call).
@@ -271,7 +272,7 @@ def burst(base: str, n: int, timeout_s: float = 180.0) -> dict:
     """One session joins `n` events back to back: how many hear "Queue is full", then whether all others answer.
 
     The event is `visualize` with the page's opening values and a new text each time, so every event reruns
-    the model (tens of ms) while a join costs a few ms, and the line outgrows the queue's max_size.
+    the model (tens of ms) while a join costs a few ms; past admission.PER_PAGE of them the page is refused.
     Bounded: n joins, then the stream is read until every accepted event completed or `timeout_s` passed.
     """
     client = RecordingClient()

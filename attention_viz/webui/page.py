@@ -13,12 +13,13 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import lab_tab, lesson_panel, runtime, theme, training_tab, transformer_tab
+from attention_viz.webui import lab_tab, lesson_panel, runtime, sessions, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
-from attention_viz.webui.serving import server_app_kwargs
+from attention_viz.webui.serving import files_first, server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
 
-QUEUE_SIZE = 64            # events waiting beyond this are refused with "Queue is full"
+QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
+                           # admission.PER_PAGE of them, so no client fills the line for the others
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
                            # runs share RUN_SLOTS of their own: transformer_tab.py)
 
@@ -53,7 +54,8 @@ def build_app(views: Views | None = None) -> gr.Blocks:
         if lesson is not None:
             lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
-    # A bounded line of waiting events, served one at a time; past QUEUE_SIZE, clients hear "Queue is full".
+    # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
+    # estimate ("queue: 12/40 | 1.1/4.3s"); past QUEUE_SIZE, clients hear "Queue is full".
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)
 
 
@@ -62,6 +64,7 @@ def main() -> None:
     runtime.tune_process()
     views = Views(Runs())
     demo = build_app(views)
+    sessions.share_session_configs(demo)  # each student's first event copies the page's config, not rebuilds it
     runtime.freeze_start_up_objects()
     # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
@@ -69,6 +72,7 @@ def main() -> None:
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
                 app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS)
+    files_first(demo.server_app)
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
     # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
     threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",

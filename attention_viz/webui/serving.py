@@ -4,28 +4,31 @@ endpoint (a container's HEALTHCHECK, Kubernetes' probes, a proxy's checks: deplo
 
 Opening the page asks the server for the page (GET /: the HTML with the whole app's config inlined, ~370 kB)
 and ~85 files: Gradio's scripts and styles under /assets/ (their names carry a hash of their content), its fonts
-and helper scripts under /static/, and /theme.css?v=<hash>. Two ASGI middlewares, installed as the FastAPI app's
-own (inside Gradio's CORS and Brotli middleware, which still wrap every answer):
+and helper scripts under /static/, and /theme.css?v=<hash>. Two ASGI middlewares:
 
-- StaticCache keeps the first complete answer to each of Gradio's fixed files (status, headers, body) and sends
-  later ones from memory without calling Gradio's routes, which cost 2.5-7.5 ms of CPU per file (path checks,
-  a file read in a worker thread): ~0.3 s an opening on the two cores a free Space shares between a class's
-  openings and its runs. Only files that cannot change while the server runs are kept; a range or conditional
-  request, an error, a large file or anything past the cap goes to Gradio as before.
+- StaticCache (in front of the whole app, Gradio's CORS and Brotli middleware included: files_first) keeps the
+  first complete answer to each of Gradio's fixed files (status, headers, body) and sends later ones from memory
+  without calling Gradio's routes, which cost 2.5-7.5 ms of CPU per file (path checks, a file read in a worker
+  thread): ~0.3 s an opening on the two cores a free Space shares between a class's openings and its runs. Only
+  files that cannot change while the server runs are kept; a range or conditional request, a cross-origin one, an
+  error, a large file or anything past the cap goes to Gradio as before.
   Files named by a hash of their content (/assets/, the theme) are also marked for browsers to keep for good
   (`Cache-Control: immutable`; Gradio sends none), so a returning student's browser asks for none of them.
   A kept script or style goes out compressed as Gradio would compress it (Brotli, else gzip), from a copy made
-  once per file and encoding: Gradio's compression, outside, passes an encoded answer on, instead of compressing
-  the same file again for every student (2.8 ms of CPU for the largest script with Brotli, 6 ms with gzip).
-- PageCompression compresses the page and /config, which Gradio sends uncompressed (its compression goes by
-  file extension): Brotli where the browser accepts it, else gzip. The page's scripts repeat in it (two views
-  share one script), so Brotli's long window takes 370 kB to ~60 kB; the compressed copy of an unchanged page
-  is kept, so the work is done once.
+  once per file and encoding, instead of compressing the same file again for every student (2.8 ms of CPU for
+  the largest script with Brotli, 6 ms with gzip).
+- PageCompression (the FastAPI app's own middleware) answers the page and /config from the first answer Gradio
+  built for the same address and config (Gradio builds each anew for every request: a deep copy of the whole
+  config, 9-14 ms of CPU), and compresses them, which Gradio does not (its compression goes by file extension):
+  Brotli where the browser accepts it, else gzip. The page's scripts repeat in it (two views share one script),
+  so Brotli's long window takes 370 kB to ~60 kB, once per encoding.
 
     demo.launch(..., app_kwargs=server_app_kwargs(views.runs.catalog))
+    files_first(demo.server_app)
 
 Measured (docs/benchmarks.md, the page complete): the server's CPU per opening 305 -> 170 ms, the page complete
-60-66 ms sooner paired; the page on the wire 370 -> 62 kB; the compressed copies: 120 -> 100 ms per opening.
+60-66 ms sooner paired; the page on the wire 370 -> 62 kB; the compressed copies: 120 -> 100 ms per opening; the page
+and /config kept, the cache in front: an opening's requests 46 -> 13.5 ms of CPU (with uvicorn's httptools and uvloop).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from starlette.routing import Route
 
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import shown
+from attention_viz.webui.admission import PageShare
 
 try:  # Gradio's own dependency (its Brotli middleware); gzip alone where it is missing
     import brotli
@@ -65,7 +69,8 @@ MAX_BYTES = 32 << 20                 # all kept copies together (the page's file
 KEPT_HEADERS = {b"content-type", b"content-length", b"etag", b"last-modified", b"accept-ranges", b"cache-control"}
 # files named by a hash of their content (Gradio's /assets/, the theme's ?v=): a browser may keep them for good
 IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")
-PASS_HEADERS = {b"range", b"if-none-match", b"if-modified-since", b"if-range"}  # answers that depend on more
+PASS_HEADERS = {b"range", b"if-none-match", b"if-modified-since", b"if-range",  # answers that depend on more,
+                b"origin"}  # and a cross-origin request, which Gradio's CORS middleware answers
 # what Gradio's own compression (gradio/brotli_middleware.py) compresses: these extensions, from 400 bytes
 GRADIO_COMPRESSES = (".html", ".htm", ".js", ".css", ".json", ".md", ".txt", ".csv", ".tsv", ".xml", ".svg")
 GRADIO_MIN_BYTES = 400
@@ -75,14 +80,25 @@ HEALTH_PATH = "/healthz"  # deploy/kubernetes/ and the Dockerfile's HEALTHCHECK 
 
 
 def server_app_kwargs(catalog: Catalog | None = None) -> dict:
-    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with both middlewares as its own, a call to an
-    endpoint name that does not exist answered 404 with a message (Gradio answers 500 and logs a trace), and, given
-    the server's catalog, GET /healthz."""
-    kwargs = {"middleware": [Middleware(PageCompression), Middleware(StaticCache)],
+    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with PageCompression and PageShare (a page's
+    waiting events bounded: webui/admission.py) as its own, a call to an endpoint name that does not exist answered
+    404 with a message (Gradio answers 500 and logs a trace), and, given the server's catalog, GET /healthz.
+    StaticCache goes in front of it all once it runs: files_first."""
+    kwargs = {"middleware": [Middleware(PageCompression), Middleware(PageShare)],
               "exception_handlers": {FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
     if catalog is not None:
         kwargs["routes"] = [health_route(catalog)]
     return kwargs
+
+
+def files_first(app: Any) -> StaticCache:
+    """Put StaticCache in front of the running app's whole middleware stack (Gradio's compression and CORS
+    included), so a kept file is sent without passing through them: 0.08 ms of CPU a file with httptools and uvloop,
+    what a bare ASGI app answering 5 kB costs under uvicorn. Starlette builds the stack on the first request
+    (Gradio's launch makes one); until this runs, Gradio answers every file."""
+    cache = StaticCache(app.middleware_stack or app.build_middleware_stack())
+    app.middleware_stack = cache
+    return cache
 
 
 def health_route(catalog: Catalog) -> Route:
@@ -158,27 +174,37 @@ class StaticCache:
         if kept is not None:
             self.hits += 1
             headers, body = self._compressed(key, kept, _accepted(scope))
-            # a new list each time: Gradio's compression, outside, rewrites the headers it is given in place
             await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
             await send({"type": "http.response.body", "body": body})
             return
+        # Gradio's answer in full, uncompressed (its compression is inside: asked for none), then from the kept copy
         start: Message = {}
         chunks: list[bytes] = []
 
-        async def keep(message: Message) -> None:
+        async def hold(message: Message) -> None:
             if message["type"] == "http.response.start":
-                start.update(message, headers=list(message.get("headers", ())))  # as sent, before anyone rewrites it
+                start.update(message, headers=list(message.get("headers", ())))
             elif message["type"] == "http.response.body":
                 chunks.append(bytes(message.get("body", b"")))
-            await send(message)
 
-        await self.app(scope, receive, keep)
+        plain = {**scope, "headers": [(name, value) for name, value in scope.get("headers", ())
+                                      if name.lower() != b"accept-encoding"]}
+        await self.app(plain, receive, hold)
         self._keep(key, start, chunks)
+        kept = self.kept.get(key)
+        if kept is None:  # not kept (an error, too large, past the cap): Gradio's answer as it gave it
+            await send({"type": "http.response.start", "status": start.get("status", 500),
+                        "headers": start.get("headers", [])})
+            await send({"type": "http.response.body", "body": b"".join(chunks)})
+            return
+        headers, body = self._compressed(key, kept, _accepted(scope))
+        await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
+        await send({"type": "http.response.body", "body": body})
 
     def _compressed(self, key: tuple[str, bytes], kept: tuple[list[tuple[bytes, bytes]], bytes],
                     encoding: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
         """The kept answer compressed as the request accepts and Gradio would compress it (by the file's extension,
-        from 400 bytes), once per file and encoding; Gradio's compression, outside, passes an encoded answer on.
+        from 400 bytes), once per file and encoding.
         Where the caps leave no room for the copy, the answer goes as it is (Gradio compresses it)."""
         headers, body = kept
         if not encoding or len(body) < GRADIO_MIN_BYTES or not key[0].lower().endswith(GRADIO_COMPRESSES):
@@ -236,16 +262,55 @@ def compress(body: bytes, encoding: str) -> bytes:
     return brotli.compress(body, quality=BROTLI_QUALITY) if encoding == "br" else gzip.compress(body, GZIP_LEVEL)
 
 
+ORIGIN_HEADERS = (b"host", b"x-forwarded-host", b"x-forwarded-proto", b"x-gradio-server")  # what Gradio's root URL
+MAX_ORIGINS = 8  # kept pages per path: one per address the app is reached by (a proxy's, the Space's, loopback)
+
+
+def _origin(scope: Scope) -> tuple:
+    """What Gradio builds the page's root URL from (route_utils.get_root_url): the URL's scheme, server and root path,
+    and the headers that name another host or scheme."""
+    headers = tuple((name.lower(), value) for name, value in scope.get("headers", ())
+                    if name.lower() in ORIGIN_HEADERS)
+    return scope.get("scheme"), scope.get("server"), scope.get("root_path", ""), tuple(sorted(headers))
+
+
+def _config_of(scope: Scope) -> object | None:
+    """The app's config object where the page is the same for every visitor (no login), else None."""
+    app = scope.get("app")
+    if app is None or getattr(app, "auth", None) is not None or getattr(app, "auth_dependency", None) is not None:
+        return None
+    try:
+        return app.get_blocks().config
+    except Exception:  # noqa: BLE001 - not Gradio's app (a stand-in): never kept
+        return None
+
+
 class PageCompression:
-    """An ASGI middleware that compresses the page and /config (Gradio sends them as they are)."""
+    """An ASGI middleware for the page and /config: Gradio builds both anew for every request (a deep copy of the
+    app's whole config, its API description, the template: 9-14 ms of CPU) and sends them uncompressed. A plain
+    request (no query, no login) is answered from the answer Gradio gave the first time for the same address and
+    config, compressed as accepted (each encoding once); anything else is Gradio's answer, compressed."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.last: dict[tuple[str, str], tuple[bytes, bytes]] = {}  # (path, encoding) -> (digest, compressed)
+        # (path, origin) -> (the config it was built from, headers, body, {encoding: compressed body})
+        self.kept: dict[tuple[str, tuple], tuple[object, list[tuple[bytes, bytes]], bytes, dict[str, bytes]]] = {}
+        self.hits = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        encoding = _accepted(scope) if scope.get("type") == "http" else ""
-        if not (encoding and scope.get("method") == "GET" and scope.get("path") in PAGES):
+        if not (scope.get("type") == "http" and scope.get("method") == "GET" and scope.get("path") in PAGES):
+            await self.app(scope, receive, send)
+            return
+        encoding = _accepted(scope)
+        config = None if scope.get("query_string") else _config_of(scope)
+        key = (scope["path"], _origin(scope))
+        kept = self.kept.get(key) if config is not None else None
+        if kept is not None and kept[0] is config:
+            self.hits += 1
+            await self._send_kept(kept, encoding, send)
+            return
+        if not encoding and config is None:
             await self.app(scope, receive, send)
             return
         start: Message = {}
@@ -257,11 +322,41 @@ class PageCompression:
             elif message["type"] == "http.response.body":
                 chunks.append(bytes(message.get("body", b"")))
                 if not message.get("more_body"):
-                    await self._send(scope["path"], start, b"".join(chunks), encoding, send)
+                    body = b"".join(chunks)
+                    if config is not None and self._keep(key, config, start, body):
+                        await self._send_kept(self.kept[key], encoding, send)
+                    else:
+                        await self._send(scope["path"], start, body, encoding, send)
             else:
                 await send(message)
 
         await self.app(scope, receive, hold)
+
+    def _keep(self, key: tuple[str, tuple], config: object, start: Message, body: bytes) -> bool:
+        """Keep a complete 200 HTML or JSON answer that sets no cookie and is not compressed; whether it was kept."""
+        headers = [(bytes(name).lower(), bytes(value)) for name, value in start.get("headers", ())]
+        names = {name for name, _ in headers}
+        if (start.get("status") != 200 or not dict(headers).get(b"content-type", b"").startswith(COMPRESSIBLE)
+                or b"content-encoding" in names or b"set-cookie" in names):
+            return False
+        if key not in self.kept and sum(k[0] == key[0] for k in self.kept) >= MAX_ORIGINS:
+            return False  # a client inventing Host headers fills nothing
+        headers = [(name, value) for name, value in headers if name not in (b"content-length", b"vary")]
+        self.kept[key] = (config, headers, body, {})
+        return True
+
+    async def _send_kept(self, kept: tuple, encoding: str, send: Send) -> None:
+        _, headers, body, packed = kept
+        if encoding and len(body) >= MIN_BYTES:
+            if encoding not in packed:
+                packed[encoding] = compress(body, encoding)
+            body = packed[encoding]
+            headers = headers + [(b"content-encoding", encoding.encode()), (b"vary", b"Accept-Encoding")]
+        else:
+            headers = headers + [(b"vary", b"Accept-Encoding")]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": headers + [(b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
     async def _send(self, path: str, start: Message, body: bytes, encoding: str, send: Send) -> None:
         headers = [(bytes(name).lower(), bytes(value)) for name, value in start.get("headers", ())]

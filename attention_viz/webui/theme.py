@@ -22,10 +22,19 @@ THEME = gr.themes.Default().set(
     button_primary_background_fill_hover_dark="*primary_800",
 )
 
+# A waiting event's place in the queue and its time ("queue: 12/40 | 1.1/4.3s", Gradio's status text) goes at the foot
+# of its output, or, for a view without a frame like the lab's and the explorer's, just below its top in a status box
+# of no height that clips it. Both views are taller than a screen: their place in the line goes at their top right,
+# beside the view's heading, where the student is looking.
+TALL_VIEWS = ("lab_view", "explorer_view")
 # A checked radio or checkbox looks the same focused or not, and a range slider shows nothing: an outline each
 # (only for keyboard focus, :focus-visible, so a click draws none).
 CSS = f"""
 input[type=radio]:focus-visible, input[type=checkbox]:focus-visible, input[type=range]:focus-visible {{
   outline: 2px solid {FOCUS}; outline-offset: 2px;
+}}
+{", ".join(f"#{view} [data-testid=status-tracker]" for view in TALL_VIEWS)} {{ overflow: visible; }}
+{", ".join(f"#{view} [data-testid=status-tracker] .progress-text" for view in TALL_VIEWS)} {{
+  top: 0; bottom: auto; right: 0; transform: none;
 }}
 """

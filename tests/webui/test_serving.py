@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from attention_viz.webui import serving as static_cache
-from attention_viz.webui.serving import PageCompression, StaticCache, server_app_kwargs
+from attention_viz.webui.serving import PageCompression, StaticCache, files_first, server_app_kwargs
 
 
 class Files:
@@ -36,11 +36,13 @@ class Files:
                         "more_body": i < self.chunks - 1})
 
 
-def get(app, path: str, method: str = "GET", headers: dict | None = None) -> tuple[int, dict, bytes]:
-    """One request through the ASGI app: status, headers, body."""
+def get(app, path: str, method: str = "GET", headers: dict | None = None, gradio=None) -> tuple[int, dict, bytes]:
+    """One request through the ASGI app (`gradio`: the scope's "app", as Starlette sets it): status, headers, body."""
     path, _, query = path.partition("?")
     scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(),
              "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}
+    if gradio is not None:
+        scope["app"] = gradio
     sent: list[dict] = []
 
     async def receive():
@@ -221,6 +223,81 @@ def test_anything_else_passes_as_it_is(app, path, accept):
     assert body == app.body and headers.get(b"content-encoding") == app.encoding
 
 
+class Counted(Page):
+    """The page route, counting its calls and the Accept-Encoding each one carried."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.accepts: list[bytes | None] = []
+
+    async def __call__(self, scope, receive, send):
+        self.accepts.append(dict(scope["headers"]).get(b"accept-encoding"))
+        await super().__call__(scope, receive, send)
+
+
+class GradioApp:
+    """What PageCompression asks of Gradio's app: its auth settings and its Blocks' config."""
+
+    def __init__(self, auth=None):
+        self.auth, self.auth_dependency, self.config = auth, None, {"components": []}
+
+    def get_blocks(self):
+        return self
+
+
+def test_the_page_is_built_once_per_address_and_config_then_sent_from_memory():
+    """Gradio builds the page and /config anew for every request (a deep copy of the whole config); a plain request
+    for the same address and the same config object is answered from the first answer, compressed as accepted."""
+    import gzip
+
+    import brotli
+
+    page, gradio = Counted(PAGE), GradioApp()
+    app = PageCompression(page)
+    host = {"Host": "127.0.0.1:7860"}
+    first = get(app, "/", headers=host | {"Accept-Encoding": "br"}, gradio=gradio)
+    again = [get(app, "/", headers=host | {"Accept-Encoding": accept}, gradio=gradio) for accept in ("br", "gzip", "")]
+    assert len(page.accepts) == 1 and app.hits == 3
+    assert brotli.decompress(first[2]) == brotli.decompress(again[0][2]) == PAGE
+    assert gzip.decompress(again[1][2]) == PAGE and again[2][2] == PAGE and b"content-encoding" not in again[2][1]
+    assert all(answer[1][b"content-length"] == str(len(answer[2])).encode() for answer in again)
+    get(app, "/", headers={"Host": "example.org", "Accept-Encoding": "br"}, gradio=gradio)        # another address
+    get(app, "/", headers=host | {"X-Forwarded-Proto": "https"}, gradio=gradio)                  # another scheme
+    get(app, "/?deep_link=abc", headers=host | {"Accept-Encoding": "br"}, gradio=gradio)         # a query: Gradio's
+    assert len(page.accepts) == 4
+    gradio.config = {"components": [1]}                                                       # a new config
+    get(app, "/", headers=host, gradio=gradio)
+    assert len(page.accepts) == 5
+    get(app, "/config", headers=host, gradio=gradio), get(app, "/config", headers=host, gradio=gradio)
+    assert len(page.accepts) == 6
+
+
+@pytest.mark.parametrize("gradio, page", [
+    (GradioApp(auth=[("user", "pass")]), Counted(PAGE)),    # a login: each visitor's own page
+    (None, Counted(PAGE)),                                  # not Gradio's app
+    (GradioApp(), Counted(PAGE, status=404)),
+    (GradioApp(), Counted(PAGE, kind=b"text/event-stream")),
+])
+def test_a_page_that_may_differ_is_built_every_time(gradio, page):
+    app = PageCompression(page)
+    for _ in range(2):
+        status, _, body = get(app, "/", headers={"Accept-Encoding": "gzip"}, gradio=gradio)
+    assert len(page.accepts) == 2 and app.hits == 0
+
+
+def test_the_cache_in_front_asks_gradio_for_the_file_uncompressed_and_passes_cross_origin_requests():
+    """In front of Gradio's compression, a file is kept as Gradio sends it uncompressed, then compressed as each
+    request accepts; a request with an Origin goes to Gradio (its CORS middleware answers it)."""
+    import brotli
+
+    files = Counted(b"x = 1;" * 200, kind=b"application/javascript")
+    cache = StaticCache(files)
+    status, headers, body = get(cache, "/assets/a.js", headers={"Accept-Encoding": "br"})
+    assert files.accepts == [None] and headers[b"content-encoding"] == b"br" and brotli.decompress(body) == files.body
+    get(cache, "/assets/a.js", headers={"Origin": "https://elsewhere.example"})
+    assert len(files.accepts) == 2
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -237,6 +314,7 @@ def test_the_app_serves_its_front_end_from_the_cache_and_its_page_compressed(run
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                 app_kwargs=server_app_kwargs())
+    files_first(demo.server_app)
     try:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(timeout=30) as client:
@@ -271,6 +349,10 @@ def test_the_app_serves_its_front_end_from_the_cache_and_its_page_compressed(run
             packed = client.get(base + "/", headers={"Accept-Encoding": "gzip, br"})
         assert "content-encoding" not in raw.headers and packed.headers["content-encoding"] == "br"
         assert int(packed.headers["content-length"]) < len(raw.content) / 4 and packed.text == raw.text
+        pages = cache.app
+        while not isinstance(pages, PageCompression):
+            pages = pages.app
+        assert pages.hits >= 2  # Gradio built the page once (the first request here, or launch's own)
     finally:
         demo.close()
 

@@ -1,0 +1,96 @@
+"""A crowded server in Debian's Chromium: a student whose change must wait sees its place in the line and an
+estimate where they are looking, and gets the answer once the line ahead has gone; no error on the way.
+
+The crowd is other pages, each joining lab requests at a new number of keys (each a new sweep, tens of ms) up to
+their share of the queue (admission.PER_PAGE), so the line ahead of the student takes seconds. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import uuid
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from attention_viz.webui.admission import PER_PAGE
+from benchmarks.app import Browser
+from tests.e2e.conftest import SCREENSHOTS
+
+pytestmark = pytest.mark.browser
+TIMEOUT_MS = 60_000
+PAGES = 12  # the crowd: 12 x PER_PAGE lab requests ahead of the student
+QUEUE_TEXT = re.compile(r"queue: \d+/\d+ \| [\d.]+(/[\d.]+)?s")
+STATUS = "#lab_view [data-testid=status-tracker]"
+SHOWN_JS = """(e) => { const b = e.getBoundingClientRect();
+  if (!b.width || !b.height) return false;
+  for (let a = e.parentElement; a; a = a.parentElement) {
+    const s = getComputedStyle(a), r = a.getBoundingClientRect();
+    if (s.display === 'none' || s.visibility === 'hidden' || Number(s.opacity) === 0) return false;
+    if ((s.overflowX !== 'visible' || s.overflowY !== 'visible') && (b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5
+        || b.left < r.left - 0.5 || b.right > r.right + 0.5)) return false;
+  }
+  return true; }"""
+
+
+def crowd(base: str, client: httpx.Client) -> list[tuple[str, int]]:
+    """PAGES sessions, each joining PER_PAGE lab requests at new numbers of keys: (session, events accepted)."""
+    browser = Browser(client, base)
+    dep = browser.dependency("dk_lab")
+    values, ids, rng = browser.initial_inputs(dep), browser.by_elem_id, random.Random(7)
+    joined = []
+    for _ in range(PAGES):
+        session, accepted = uuid.uuid4().hex[:11], 0
+        for _ in range(PER_PAGE):
+            values[ids["lab_keys"]] = rng.randint(2, 1024)
+            body = {"data": [values[i] for i in dep["inputs"]], "event_data": None, "fn_index": dep["id"],
+                    "trigger_id": None, "session_hash": session}
+            accepted += client.post(base + "/gradio_api/queue/join", json=body).status_code == 200
+        joined.append((session, accepted))
+    return joined
+
+
+def drain(base: str, client: httpx.Client, session: str, events: int) -> int:
+    """Read a crowd page's stream until its events have completed; how many completed."""
+    completed = 0
+    while completed < events:
+        with client.stream("GET", base + "/gradio_api/queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    message = json.loads(line[5:])
+                    completed += message.get("msg") == "process_completed" and bool(message.get("success"))
+                    if message.get("msg") == "close_stream":
+                        break
+    return completed
+
+
+def test_a_waiting_change_shows_its_place_in_the_line_at_the_top_of_the_view_then_its_answer(page: Page, app_url):
+    base = app_url.rstrip("/")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(app_url)
+    page.get_by_role("tab", name="√d_k lab").click()
+    expect(page.locator("#lab_view svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
+    toasts = page.locator("[data-testid=toast-body]")
+    with httpx.Client(timeout=120) as client:
+        joined = crowd(base, client)
+        assert all(accepted == PER_PAGE for _, accepted in joined), joined  # the crowd's joins: all in the line
+        box = page.locator("#lab_dk input[type=number]")
+        box.fill("256")
+        box.press("Tab")
+        status = page.locator(STATUS).locator(".progress-text")
+        expect(status).to_have_text(QUEUE_TEXT, timeout=TIMEOUT_MS)
+        where = status.bounding_box()
+        assert where is not None and 0 <= where["y"] and where["y"] + where["height"] <= 900, where  # on screen
+        # and drawn there: no box around it clips it away, none is hidden
+        assert status.evaluate(SHOWN_JS), "the place in the line is hidden"
+        place = int(re.search(r"queue: (\d+)/", status.inner_text()).group(1))
+        assert place > 1  # behind the crowd
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "overload_lab_waiting.png"))
+        expect(page.locator("#lab_view .avl-heading")).to_have_text(re.compile(r"^d_k = 256 · "), timeout=TIMEOUT_MS)
+        expect(page.locator(STATUS)).to_have_class(re.compile(r"\bhide\b"), timeout=TIMEOUT_MS)
+        assert toasts.count() == 0
+        assert [drain(base, client, session, accepted) for session, accepted in joined] == [PER_PAGE] * PAGES

@@ -74,13 +74,14 @@ JS_ON_LOAD = asset("lab.js") + f"""
 STUDY_JS = asset("lab.js") + f"""
 ;window.AttentionLab.mountStudy(element.querySelector(".{MOUNT_CLASS}"), props.value || null);
 """
-# Before the request leaves: the view marks what was asked for, the request waits for the one before it to be
-# answered (lab.js turn(): two requests in flight together may be answered in either order), and the inputs pass
-# through unchanged.
+# Before the request leaves: the view marks what was asked for, and the request waits while others are in flight
+# (lab.js turn(): two requests in flight together may be answered in either order); then it asks for the
+# latest request's inputs, as every request that waited with it does.
 PENDING_JS = ("async (d_k, n_keys, scaled) => { "
               + f"const v = document.querySelector({json.dumps('#' + VIEW_ID + ' .av-lab')}); if (v && v.avLab) {{ "
               + "v.avLab.markPending({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled}); "
-              + "await v.avLab.turn(); } return [d_k, n_keys, scaled]; }")
+              + "return await v.avLab.turn([d_k, n_keys, scaled]); } "
+              + "return [d_k, n_keys, scaled]; }")
 # On a refusal: the controls' values now (gathered when the failure is handled), so a refusal of an older request
 # leaves a view that already draws them current.
 STALE_JS = ("(d_k, n_keys, scaled) => { "

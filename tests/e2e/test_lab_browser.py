@@ -4,6 +4,7 @@ What is checked is geometry the browser computed (bounding boxes, computed font 
 Screenshots go to tests/screenshots/ (git-ignored).
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -216,8 +217,14 @@ SLOW_JOINS_JS = """(() => {
 
 
 def test_a_burst_of_changes_ends_on_the_last_one_even_when_the_network_reorders_them(page: Page, app_url):
+    """Requests that wait for those in flight leave together, each with the latest inputs: whatever order they
+    arrive in, the answer drawn last is for the controls as they are."""
     page.add_init_script(SLOW_JOINS_JS)
     open_lab(page, app_url)
+    sent: list[list] = []  # the lab's inputs in each queue join, in the order the page sent them
+    page.on("request", lambda r: sent.append(json.loads(r.post_data)["data"])
+            if "/queue/join" in r.url and r.post_data and '"dk_lab"' not in r.post_data
+            and len((json.loads(r.post_data).get("data") or [])) == 3 else None)
     checkbox = page.locator("#lab_scaled input[type=checkbox]")
     for d_k, scaled in ((256, False), (8, True), (1024, False), (2, True)):
         box = page.locator("#lab_dk input[type=number]")
@@ -227,6 +234,38 @@ def test_a_burst_of_changes_ends_on_the_last_one_even_when_the_network_reorders_
             checkbox.set_checked(flip)
         showing(page, d_k, 32, scaled)
         expect(page.locator("#lab_numbers")).to_contain_text(f"{d_k} and 1", timeout=TIMEOUT_MS)
+        burst, sent[:] = sent[:], []
+        assert burst and burst[-1] == [d_k, 32, scaled], burst
+
+
+def test_requests_that_wait_for_those_in_flight_leave_together_with_the_latest_inputs(page: Page, tmp_path):
+    """lab.js alone: turn() lets the first request leave; the next ones wait for every answer in flight, then all
+    leave at once sending the latest request's inputs; a refusal counts as an answer."""
+    from attention_viz import labview
+    from attention_viz.service.lab_view import LabData
+
+    path = tmp_path / "lab.html"
+    path.write_text(labview.page(LabData().view(16, 32, True).data))
+    page.goto(path.as_uri())
+    result = page.evaluate("""async () => {
+      const lab = document.querySelector('.av-lab').avLab, log = [];
+      const ask = (name, inputs) => lab.turn(inputs).then((sent) => log.push([name, sent]));
+      const tick = () => new Promise((r) => setTimeout(r, 0));
+      ask('a', [1, 32, true]); await tick();
+      ask('b', [2, 32, true]); ask('c', [4, 32, false]); await tick();
+      const first = log.slice();
+      lab.markCurrent(); await tick();              // a answered: b and c leave, both with c's inputs
+      const second = log.slice();
+      ask('d', [8, 32, true]); await tick();
+      lab.markStale({d_k: 4, n_keys: 32, scaled: false}); await tick();   // b refused: d still waits for c
+      const third = log.slice();
+      lab.markCurrent(); await tick();              // c answered: d leaves
+      return [first, second, third, log];
+    }""")
+    first, second, third, log = result
+    assert first == [["a", [1, 32, True]]]
+    assert second[1:] == [["b", [4, 32, False]], ["c", [4, 32, False]]]
+    assert third == second and log[-1] == ["d", [8, 32, True]]
 
 
 LEGEND_DASHES_JS = """(view) => {

@@ -6,7 +6,8 @@
  *   lab.markStale({d_k, n_keys, scaled});     // a request was refused; these are the controls' values now:
  *                                  // if the view does not draw them, it says its numbers are not current
  *   lab.markCurrent();             // a request succeeded (its numbers may equal the ones shown)
- *   await lab.turn();              // before a request leaves: resolves once the one before it is answered
+ *   inputs = await lab.turn(inputs);  // before a request leaves: resolves once those in flight are answered,
+ *                                     // with the inputs to send (the latest request's: every waiting one asks the same)
  *   AttentionLab.mountStudy(element, studyData);   // the training study's two charts (service/study_view.py)
  *
  * No library, nothing fetched: every chart is drawn at the width its box has (ResizeObserver), with
@@ -382,34 +383,46 @@
       setState("pending", `Computing ${modeText(Object.assign({}, current, wanted))}…`);
     }
 
-    // One request at a time: two that leave together may reach the server in either order, and the one that
-    // arrives last is answered last and drawn last, whatever the controls say now. Each request waits for its
-    // turn (the answer, or refusal, of the one before it) before it leaves; answers take milliseconds. A turn
-    // is given up after TURN_WAIT_MS, so a lost answer (a dropped connection) cannot hold the lab forever.
-    let busy = false, turnTimer = 0;
+    // One batch in flight at a time: two requests that leave together may reach the server in either order, and
+    // the one that arrives last is answered last and drawn last, whatever the controls say now. So a request that
+    // finds others in flight waits until all of them are answered (or refused); then every request that waited
+    // leaves at once, each sending the latest request's inputs: equal answers may come back in any order, and a
+    // burst of changes costs one more wait in the server's line, not one per change. A wait is given up after
+    // TURN_WAIT_MS, so a lost answer (a dropped connection) cannot hold the lab forever.
+    let inflight = 0, turnTimer = 0, latest = null;
     const waiting = [];
-    function nextTurn() {
+    function leave(count) {
+      inflight += count;
       window.clearTimeout(turnTimer);
-      busy = false;
-      const go = waiting.shift();
-      if (go) go();
+      if (inflight > 0) turnTimer = window.setTimeout(() => { inflight = 0; release(); }, TURN_WAIT_MS);
     }
-    function take(resolve) {
-      busy = true;
-      turnTimer = window.setTimeout(nextTurn, TURN_WAIT_MS);
-      resolve();
+    function release() {
+      const go = waiting.splice(0);
+      leave(go.length);
+      go.forEach((resolve) => resolve());
+    }
+    function answered() {
+      inflight = Math.max(0, inflight - 1);
+      if (inflight === 0) release();
     }
 
     const api = {
-      turn() { return new Promise((resolve) => { if (busy) waiting.push(() => take(resolve)); else take(resolve); }); },
+      turn(inputs) {
+        /* resolves when this request may leave, with the inputs it should send: those of the latest request */
+        latest = inputs;
+        return new Promise((resolve) => {
+          const go = () => resolve(latest);
+          if (inflight === 0) { leave(1); go(); } else waiting.push(go);
+        });
+      },
       setData(next) {
         current = next && typeof next === "object" && next.histogram ? next : null;
         settle();
         if (view.clientWidth > 0) render(); else drawnWidth = -1;
       },
       markPending(inputs) { wanted = inputs || null; settle(); },
-      markStale(inputs) { wanted = inputs || {}; refused = true; settle(); nextTurn(); },  // no inputs: never current
-      markCurrent() { settle(); nextTurn(); },
+      markStale(inputs) { wanted = inputs || {}; refused = true; settle(); answered(); },  // no inputs: never current
+      markCurrent() { settle(); answered(); },
       get data() { return current; },
       get state() { return view.dataset.state; },
     };

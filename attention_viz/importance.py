@@ -330,16 +330,13 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, m
     for start in range(0, len(variants), max(1, chunk // N)):
         part = variants[start: start + max(1, chunk // N)]
         rep = lambda t: None if t is None else t.repeat(len(part), 1)  # noqa: E731
-        if shared:
-            gates = variant_gates(decoder_keys, H, part, N, dtype, ids.device)
-            heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
-            encoded = torch.cat([states[signature(off)] for off in part])  # (P·N, S, D)
-            with torch.no_grad():
+        gates = variant_gates(decoder_keys, H, part, N, dtype, ids.device)  # every key's, without a shared encoder
+        heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
+        with torch.no_grad():
+            if shared:
+                encoded = torch.cat([states[signature(off)] for off in part])  # (P·N, S, D)
                 logits = model.decoder_logits(encoded, rep(decoder), attention_mask=rep(mask), heads=heads)
-        else:
-            gates = variant_gates(keys, H, part, N, dtype, ids.device)
-            heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
-            with torch.no_grad():
+            else:
                 logits = model.forward_pass(rep(ids), rep(decoder), attention_mask=rep(mask), heads=heads).logits
         logp = torch.log_softmax(_wide(logits), -1)  # (P·N, T, V)
         tgt = rep(targets)

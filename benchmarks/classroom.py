@@ -40,188 +40,33 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import string
 import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from devtools.launcher import ROOT, Server
 
-from .app import Browser
-from .fetch import fetch_files
 from .load import rss_kib
 from .page import cpu_s
 from .common import Timing, load, ms, table, write_json
+from .students import (ACTIONS, HTTP_TIMEOUT_S, REAL_MODEL, REAL_SHARE, THINK_S, WAIT_S, BrowserTransport, Student,
+                       Tally, real_actions)
 
-ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 15, "heads": 10, "steps": 15}
-REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
-
-
-def real_actions(share: int) -> dict[str, int]:
-    """The mix with `share` percent for the real model, taken half from the lab's d_k and half from the reruns."""
-    return {"lab_dk": 35 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 15 - (share - share // 2),
-            "heads": 10, "steps": 15, "real": share}
-REAL_MODEL = "opus-mt-en-de-random"  # the folder's name: the picker's value is "hub:" + it
-WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translation", "of", "house", "green",
-         "students", "learn", "quickly", "today", "with", "every", "head", "layer")
-THINK_S = (1.5, 4.0)
-ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
-HTTP_TIMEOUT_S = 120.0
 SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened the page and made its first moves
-WAIT_S = 1.0      # an action answered later than this waited: did the student see its place in the line?
 LABELS = {"open": "open the page (HTML, its files, config, load events and chains)", "lab_dk": "lab: move d_k",
           "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
           "rerun": "Transformer: new text (model reruns)", "heads": "Transformer: a head clicked off (model reruns)",
           "steps": "Transformer: open the steps view",
           "real": "real model (74M): pick it, type a sentence"}
-
-
-class BrowserTransport(httpx.HTTPTransport):
-    """httpx's transport with a browser's one retry: a GET sent on a kept-alive connection that the server closed
-    meanwhile (uvicorn closes one idle for 5 s: a student's connection waits that long for its next request while
-    a crowded server answers the page's files) fails at once with a reset, and a browser sends it again on a new one."""
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            return super().handle_request(request)
-        except (httpx.RemoteProtocolError, httpx.ReadError):
-            if request.method != "GET":
-                raise
-            return super().handle_request(request)
-
-
-@dataclass
-class Tally:
-    """What the students saw, shared between their threads."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    errors: Counter = field(default_factory=Counter)
-    examples: list[str] = field(default_factory=list)
-    messages: list[str] = field(default_factory=list)  # every error, "action: message"
-    waited: Counter = field(default_factory=Counter)  # actions answered after more than WAIT_S
-    told: Counter = field(default_factory=Counter)    # of those, told their place in the line before the answer
-    eta: Counter = field(default_factory=Counter)     # of those, given an estimate of the time too
-    last_answer: float = 0.0                          # time.monotonic() of the last answer or error
-    answered_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # monotonic, per sample
-
-    def record(self, action: str, seconds: float, error: str | None, estimations: list[dict] = ()) -> None:
-        with self.lock:
-            self.seconds[action].append(seconds)
-            self.answered_at[action].append(time.monotonic())
-            self.last_answer = max(self.last_answer, time.monotonic())
-            if seconds > WAIT_S:
-                self.waited[action] += 1
-                self.told[action] += any(e.get("rank") is not None and e.get("queue_size") for e in estimations)
-                self.eta[action] += any(e.get("rank_eta") is not None for e in estimations)
-            if error is not None:
-                self.errors[action] += 1
-                self.messages.append(f"{action}: {error}")
-                if len(self.examples) < 8:
-                    self.examples.append(f"{action}: {error[:300]}")
-
-
-class Student:
-    """One page's controls and what one student does with them."""
-
-    def __init__(self, client: httpx.Client, base: str, rng: random.Random, files: tuple[str, ...] = (),
-                 patience_s: float | None = None) -> None:
-        self.client, self.base, self.rng = client, base, rng
-        self.client.get(base + "/", headers=ACCEPT).raise_for_status()  # the page's HTML, as a browser fetches it first
-        fetch_files(base, files, ACCEPT, HTTP_TIMEOUT_S)  # then its files, six connections at a time
-        self.browser = Browser(client, base, patience_s)
-        self.ids = self.browser.by_elem_id
-        deps = self.browser.dependencies
-        self.values = {i: c.get("props", {}).get("value") for i, c in self.browser.components.items()}
-        self.chains = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")
-                                 and c.get("trigger_only_on_success")] for d in deps}
-        self.loads = [d for d in deps if d.get("backend_fn") and any(t[1] == "load" for t in d["targets"])]
-        self.estimations: list[dict] = []  # the queue's estimations for the last action's events
-        run = self.values[self.ids["explorer_view"]]  # the page's opening run: its attentions, layers and heads
-        self.head_keys = [f"{stack}.{i}.{name}" for entry in run["kinds"] for stack, name in [entry["kind"].split(".")]
-                          for i in range(entry["layers"])]
-        self.n_heads = int(run["n_heads"])
-        self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
-        self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
-        missing = [name for name, dep in self.api.items() if dep is None]
-        if missing:
-            raise RuntimeError(f"the app has no endpoint named {missing}")
-
-    def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
-        """One event and, as the browser does, the events chained on its success; seconds of the first."""
-        try:
-            seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
-        finally:
-            self.estimations += self.browser.estimations
-        for chained in self.chains.get(dep["id"], []):
-            self.call(chained)
-        return seconds, completed["output"]["data"]
-
-    def open(self) -> float:
-        t0 = time.perf_counter()
-        for dep in self.loads:
-            self.call(dep)
-        return time.perf_counter() - t0
-
-    def act(self, action: str) -> tuple[float, str | None]:
-        """Do one action: (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
-        self.estimations = []
-        rng, set_ = self.rng, lambda elem_id, value: self.values.__setitem__(self.ids[elem_id], value)
-        if action.startswith("lab_"):
-            if action == "lab_dk":
-                set_("lab_dk", 2 ** rng.randint(0, 12))
-            elif action == "lab_scaled":
-                set_("lab_scaled", not self.values[self.ids["lab_scaled"]])
-            else:
-                set_("lab_keys", rng.randint(2, 1024))
-            seconds, data = self.call(self.api["dk_lab"], action)
-            d_k = self.values[self.ids["lab_dk"]]
-            rows = data[-1].get("data") if isinstance(data[-1], dict) else None
-            return seconds, None if rows and rows[0][3] == f"{d_k} and 1" else f"lab table not for d_k {d_k}"
-        if action == "rerun":
-            set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
-            seconds, data = self.call(self.api["visualize"], "text")
-            return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
-        if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked, its box written, run pressed
-            key, head = rng.choice(self.head_keys), rng.randrange(self.n_heads)
-            if sum(map(len, self.heads_off.values())) >= 4:  # a handful off: the student starts again
-                self.heads_off = {}
-            self.heads_off.setdefault(key, set()).symmetric_difference_update({head})
-            if not any(self.heads_off.values()):
-                self.heads_off[key] = {head}
-            set_("heads_off", heads_text(self.heads_off))
-            if rng.random() < 0.2:
-                set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
-            seconds, data = self.call(self.api["visualize"], "heads_apply")
-            return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
-        if action == "real":
-            kept = {elem_id: self.values[self.ids[elem_id]] for elem_id in ("model", "text")}
-            set_("model", "hub:" + REAL_MODEL)
-            set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
-            try:
-                seconds, data = self.call(self.api["visualize"], "text")
-            finally:
-                for elem_id, value in kept.items():  # the student goes back to the model and text it had
-                    set_(elem_id, value)
-            return seconds, None if "real Marian model" in str(data) else "real: no notes of a real model's run"
-        seconds, data = self.call(self.api["steps"])
-        return seconds, None if "softmax" in str(data) else "steps: no step text"
-
-
-def heads_text(off: dict[str, set[int]]) -> str:
-    """Heads off as the explorer writes them into the #heads_off box: "decoder.1.cross_attn: 0 2; ..."."""
-    return "; ".join(f"{key}: {' '.join(map(str, sorted(heads)))}" for key, heads in off.items() if heads)
 
 
 def page_files(base: str) -> tuple[str, ...]:

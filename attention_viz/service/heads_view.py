@@ -123,13 +123,18 @@ def title(settings: Settings, imp, real: bool) -> str:
     return f"Which heads matter: {model} on {imp.texts} held-out strings ({imp.total} heads)"
 
 
+def most_important(data: dict) -> tuple[float, str, int, int]:
+    """(what is lost, key, head) of the head that matters most in a payload, and how many heads cost nothing (or
+    help) switched off alone."""
+    flat = [(v, key, h) for key, values in data["drop"].items() for h, v in enumerate(values)]
+    return (*max(flat), sum(1 for v, _, _ in flat if v <= 0))
+
+
 def summary(data: dict) -> str:
     """What the numbers say, in words: the baseline, the head that matters most, how many cost nothing, the prune
     curve's verdict and how well Michel's estimate agrees."""
     unit = data["unit"]
-    flat = [(data["drop"][key][h], key, h) for key in data["drop"] for h in range(data["n_heads"])]
-    top, key, head = max(flat)
-    free = sum(1 for v, _, _ in flat if v <= 0)
+    top, key, head, free = most_important(data)
     base = (f"{data['baseline']:.1f}% exact match" if unit == "points"
             else f"{data['baseline']:.3f} nats of log-probability per token of its own output")
     lost = f"{top:.1f} points" if unit == "points" else f"{top:.3f} nats"

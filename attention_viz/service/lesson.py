@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attention_viz.service.checks import check_int
+from attention_viz.service.heads_view import most_important
 from attention_viz.service.requests import heads_off_text
 from attention_viz.service.texts import code
 from attention_viz.service.views import Views
@@ -134,10 +135,9 @@ class Lesson:
     def _heads(self, step: LessonStep) -> LessonStep:
         controls, packed = self._reverse(16, "sqrt_dk")
         scores = self.views.heads.importance(self.runs.settings(TEXT, "reverse/sqrt_dk", 16, "sqrt_dk"), "zero")
-        drop, key, head = max((v, k, h) for k, values in scores["drop"].items() for h, v in enumerate(values))
+        drop, key, head, free = most_important(scores)
         off = heads_off_text(((key, (head,)),))
         without = self.views.visualize(self.runs.settings(TEXT, "reverse/sqrt_dk", 16, "sqrt_dk", heads_off=off)).run
-        free = sum(1 for values in scores["drop"].values() for v in values if v <= 0)
         stack, layer, name = key.split(".")
         text = (f"§3.2.2 gives the model {scores['n_heads']} heads per attention, each free to look at something else. "
                 f"Are they all needed? Each of its {scores['total']} heads was switched off alone (its output set to "
@@ -253,7 +253,7 @@ class Lesson:
             d_k = self.runs.catalog.default_d_k(key)
             settings = self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk")
             scores = self.views.heads.importance(settings, "zero")
-            drop, attention, head = max((v, k, h) for k, values in scores["drop"].items() for h, v in enumerate(values))
+            drop, attention, head, free = most_important(scores)
             off = heads_off_text(((attention, (head,)),))
             every = self.views.visualize(settings).run
             without = self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk", heads_off=off)).run
@@ -262,7 +262,6 @@ class Lesson:
                                       f"now: {error}")
         name = every["settings"]["checkpoint"]
         stack, layer, kind = attention.split(".")
-        free = sum(1 for values in scores["drop"].values() for v in values if v <= 0)
         outcome = (f"the output stays {code(every['output'])}" if every["output"] == without["output"] else
                    f"the output changes from {code(every['output'])} to {code(without['output'])}")
         text = (f"Step 3 again, on {code(name)}: each of its {scores['total']} heads switched off alone, scored by "

@@ -45,7 +45,7 @@
   };
   // what the maps show: the weights α, or what flows (Kobayashi et al. 2020): α_ij·‖v_j W_O^h‖, as each row's
   // share (the server sends ‖v_j W_O^h‖ per head and key; a run without them offers the weights only)
-  const SHOWS = {weights: "attention weights α", flows: "what flows: α·‖v W_O‖, share of the row"};
+  const SHOWS = {weights: "attention weights α", flows: "what flows (α·‖v W_O‖)"};
   const STATS = [["entropy", "entropy", "nats"], ["max_weight", "max weight", ""],
     ["mean_distance", "mean distance", "positions"], ["diagonal", "on diagonal", ""]];
   const BIG = 64; // more keys than this: small cells without text (values on hover only)

@@ -10,11 +10,12 @@ attention has its own, in the core).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,31 +139,47 @@ def parameter_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+CacheInfo = namedtuple("CacheInfo", "hits misses maxsize currsize")  # as functools.lru_cache's
+
+
 class SizedCache:
     """build(*key), memoised for the most recently used keys while their values total at most max_bytes.
 
-    A value larger than max_bytes on its own is returned but not kept. Thread-safe; builds run one at a time.
+    A value larger than max_bytes on its own is returned but not kept. Thread-safe. serial: builds run one at a
+    time (a model's build touches the global generator; two widths at once would double the memory); otherwise
+    they run side by side, and two callers asking for the same new key at once may both build it.
     """
 
-    def __init__(self, build, max_bytes: int, size_of) -> None:
+    def __init__(self, build, max_bytes: int, size_of, serial: bool = True) -> None:
         self._build, self.max_bytes, self._size_of = build, max_bytes, size_of
         self._kept: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes), oldest first
         self._bytes = 0  # the sum of the kept values' bytes
         self._lock = threading.Lock()
+        self._building = threading.Lock() if serial else contextlib.nullcontext()
+        self._hits = self._misses = 0
 
     def __call__(self, *key):
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return self._kept[key][0]
+        with self._building:
+            with self._lock:
+                if key in self._kept:
+                    self._hits += 1
+                    self._kept.move_to_end(key)
+                    return self._kept[key][0]
+                self._misses += 1
             value = self._build(*key)
             size = self._size_of(value)
-            if size <= self.max_bytes:
-                self._kept[key] = (value, size)
-                self._bytes += size
-                while self._bytes > self.max_bytes:
-                    self._bytes -= self._kept.popitem(last=False)[1][1]
+            with self._lock:
+                if size <= self.max_bytes and key not in self._kept:
+                    self._kept[key] = (value, size)
+                    self._bytes += size
+                    while self._bytes > self.max_bytes:
+                        self._bytes -= self._kept.popitem(last=False)[1][1]
             return value
+
+    def cache_info(self) -> CacheInfo:
+        """functools' statistics: hits, misses, maxsize (None: bounded by bytes), currsize (values kept)."""
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, None, len(self._kept))
 
     @property
     def bytes(self) -> int:

@@ -8,7 +8,8 @@ own script draws them (attention_viz/labview/static/lab.js). For one (d_k, numbe
   (lab.bin_probabilities), so samples and theory are compared bin for bin at every d_k;
 - query: one query's logits and softmax weights over its keys, sorted largest first, with `limit`,
   the largest |unscaled logit|: the logit chart's scale for both modes of this d_k and number of keys;
-- sweep: statistics over d_k = 1 .. 4096, both modes (computed once per number of keys, cached);
+- sweep: statistics over d_k = 1 .. 4096, both modes (~50 ms, computed once per number of keys and kept for every
+  number of keys the lab allows: ~1 kB each, while a class's students each sit at a number of their own);
 - numbers: the rows of the table (limits.LAB_HEADERS).
 
 Every part is cached by the controls it depends on; the dict is assembled per request.
@@ -50,10 +51,11 @@ class LabData:
     """The lab's numbers, cached per part: samples and theory per d_k, the sweep per number of keys."""
 
     def __init__(self, cache_size: int = 64) -> None:
+        low, high = LAB_KEYS_RANGE
         self._samples = functools.lru_cache(maxsize=8)(self._draw_samples)  # 160 kB each
         self._histogram = functools.lru_cache(maxsize=cache_size)(self._histogram_data)
         self._query = functools.lru_cache(maxsize=cache_size)(self._query_data)
-        self._sweep = functools.lru_cache(maxsize=cache_size)(self._sweep_data)
+        self._sweep = functools.lru_cache(maxsize=high - low + 1)(self._sweep_data)  # every n_keys: 1 MB in all
         self._numbers = functools.lru_cache(maxsize=cache_size)(self._numbers_rows)
 
     def view(self, d_k: object, n_keys: object, scaled: object) -> LabView:

@@ -72,7 +72,8 @@ LIVE_LINE = 8                  # users who may wait for their turn; one more is 
 # ----------------------------------------------------------------------------- server resources
 
 UNTRAINED_CACHE_BYTES = 32 * 2**20  # untrained models kept, by parameter bytes (the widest, ~110 MB, is rebuilt)
-RUN_CACHE_SIZE = 64            # runs kept (each holds every map of one input: ~0.1-0.5 MB)
+RUN_CACHE_BYTES = 64 * 2**20   # runs kept, by their maps' bytes: ~20 kB for a trained model's short text, ~0.5 MB
+                               # for the widest untrained one, more for a real model; a class's runs, each its own
 PACKED_CACHE_BYTES = 1 * 2**20  # packed runs kept, by their base64: for quick repeats only (repacking a cached run
                                 # takes ~5 ms; a run with per-step maps, up to ~1.5 MB, is not kept; docs/benchmarks.md)
 IMAGE_CACHE_SIZE = 8           # rendered images kept per kind of figure (as PNG file names)

@@ -21,14 +21,14 @@ from attention_viz.core.maps import KINDS, head_statistics, kind_key, split_kind
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import heldout_strings, target_or_none, task_max_len
 from attention_viz.importance import head_means, real_head_means
-from attention_viz.service.catalog import Catalog
+from attention_viz.service.catalog import Catalog, SizedCache
 from attention_viz.service.checks import check_choice
 from attention_viz.service.limits import (
     COMPARISONS,
     EXTRA_DECODE_STEPS,
     MEAN_REFERENCE_STRINGS,
     REAL_REFERENCE_TEXTS,
-    RUN_CACHE_SIZE,
+    RUN_CACHE_BYTES,
     real_new_tokens,
 )
 from attention_viz.service.requests import HeadRequest, Settings, parse_head, parse_settings
@@ -160,6 +160,12 @@ class Comparison:
         return self.a - self.b
 
 
+def run_bytes(run: Run) -> int:
+    """About the bytes a run holds: its maps, a real model's masks, and a little for the rest."""
+    arrays = [*run.maps.values(), *(run.applied or {}).values()]
+    return sum(array.nbytes for array in arrays) + 4096
+
+
 def additive_steps(scores: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """Figure 2 (left)'s intermediates for additive attention: scores w_hᵀ tanh(q_h + k_h) [Q, K] (nothing scales
     them, so "scaled" is the same), masked (-inf where hidden), weights (softmax; exactly 0 where masked), output."""
@@ -175,15 +181,15 @@ class Runs:
 
     Args:
         catalog: the models (default: the shipped ones, on the CPU).
-        run_cache_size: runs kept (each holds every map of one input: ~0.1 MB for the trained models, up to
-            ~0.5 MB for the widest untrained one).
+        run_cache_bytes: runs kept while their maps total at most this (the most recently used; a run holds every
+            map of one input: ~20 kB for a trained model's short text, up to ~0.5 MB for the widest untrained one).
     """
 
-    def __init__(self, catalog: Catalog | str | Path | None = None, run_cache_size: int = RUN_CACHE_SIZE) -> None:
+    def __init__(self, catalog: Catalog | str | Path | None = None, run_cache_bytes: int = RUN_CACHE_BYTES) -> None:
         self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog)
         self.tokenizer = self.catalog.tokenizer
         self.device = self.catalog.device
-        self.run = functools.lru_cache(maxsize=run_cache_size)(self._run)
+        self.run = SizedCache(self._run, run_cache_bytes, run_bytes, serial=False)  # runs side by side (RUN_SLOTS)
         self._means = functools.lru_cache(maxsize=16)(self._head_means)
 
     def settings(self, *args, **kwargs) -> Settings:

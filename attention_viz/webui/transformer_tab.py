@@ -11,6 +11,7 @@ nothing on the page claims to be for an input it is not for.
 
 from __future__ import annotations
 
+import json
 import math
 
 import gradio as gr
@@ -45,6 +46,8 @@ STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and c
 # for the small models' runs (a few ms each) to go on beside a line of real ones.
 RUN_SLOTS = 8
 RUNS = dict(concurrency_id="runs", concurrency_limit=RUN_SLOTS)
+# after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
+REFRESH_IF_OPEN_JS = "(active, tick) => active === 'steps' || active === 'compare' ? String(Number(tick) + 1) : tick"
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
         "Attention, layer, head and colour change in your browser, without asking the server. "
@@ -127,7 +130,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                               elem_id="layer")
             head = gr.Number(0, minimum=0, maximum=max_heads - 1, precision=0, label="head", visible=False,
                              elem_id="head")
-            active = gr.State("heatmaps")
+            # the open view and a counter the page moves after a run when Steps or Compare is open: both live in the
+            # page, so opening a tab and a run with Heatmaps open send nothing more to the server
+            active = gr.Textbox("heatmaps", visible=False, elem_id="active_view")
+            refresh_tick = gr.Textbox("0", visible=False, elem_id="refresh_tick")
             lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
@@ -182,7 +188,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         """After a run: refused -> stale; answered -> fresh, and the open steps or compare tab follows."""
         event.failure(**refused)
         event.success(None, None, None, js=fresh_js([VIEW]), **PRIVATE)
-        marked(event.success(**refresh), [STEPS, COMPARE], shown_only=True)  # only the open tab's was redrawn
+        event.success(None, [active, refresh_tick], refresh_tick, js=REFRESH_IF_OPEN_JS, **PRIVATE)
+
+    marked(refresh_tick.change(**refresh), [STEPS, COMPARE], shown_only=True)  # only the open tab's is redrawn
 
     # Only controls that change the computation reach the server; the run is cached by them.
     answered(gr.on(
@@ -213,7 +221,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
-        tab.select(lambda name=name: name, None, active, queue=False, **PRIVATE)
+        tab.select(None, None, active, js=f"() => {json.dumps(name)}", **PRIVATE)
     marked(tab_steps.select(handlers.steps, [*head_inputs, *extra], [steps, steps_text], api_name="steps",
                             js=chosen, **RAW), [STEPS])
     compare_inputs = [*head_inputs, comparison, *extra]

@@ -330,6 +330,37 @@ def test_a_refused_input_marks_steps_and_compare_stale(page: Page, app_url):
     expect(page.locator(COMPARE_ROOT)).not_to_have_class(re.compile(r"\bav-stale\b"), timeout=TIMEOUT_MS)
 
 
+def test_a_run_asks_the_server_once_unless_steps_or_compare_is_open(page: Page, app_url):
+    """Opening a view is decided in the page; after a run only an open Steps or Compare view asks for its own."""
+    open_app(page, app_url)
+    settle(page)
+    sent = []  # every request to the server's API, as "METHOD path"
+    page.on("request", lambda r: sent.append(f"{r.method} {r.url.split('/gradio_api', 1)[-1].split('?')[0]}")
+            if "/gradio_api/" in r.url else None)
+    joins = lambda: sum(entry == "POST /queue/join" for entry in sent)  # noqa: E731
+    page.get_by_role("tab", name="Export").click()
+    page.get_by_role("tab", name="Heatmaps").click()
+    page.wait_for_timeout(500)
+    assert not [entry for entry in sent if entry.startswith("POST")], sent  # a tab opened: nothing sent
+    text = page.locator("#text input, #text textarea").first
+    text.fill("heads")
+    expect(page.locator(TILES).first).to_be_visible(timeout=TIMEOUT_MS)
+    page.wait_for_function("() => document.querySelector('#output textarea, #output input').value.length > 0",
+                           timeout=TIMEOUT_MS)
+    settle(page)
+    page.wait_for_timeout(500)
+    assert joins() == 1, sent  # the run, and nothing for the closed Steps and Compare views
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    steps = page.locator(STEPS_ROOT)
+    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(len("heads") + 1, timeout=TIMEOUT_MS)
+    assert joins() == 2, sent  # the steps of the open view
+    text.fill("hello world")
+    expect(page.locator(f"{STEPS_ROOT} tbody tr")).to_have_count(len("hello world") + 1, timeout=TIMEOUT_MS)
+    settle(page)
+    assert joins() == 4, sent  # the run, then the open Steps view follows it
+    expect(steps).not_to_have_class(re.compile(r"\bav-stale\b"))
+
+
 def test_the_lab_renders_and_follows_d_k_and_scaling(page: Page, app_url):
     """The lab's charts are drawn in the page (tests/e2e/test_lab_browser.py looks at them closely)."""
     open_app(page, app_url)

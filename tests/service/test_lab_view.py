@@ -11,7 +11,7 @@ import pytest
 
 from attention_viz import lab
 from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, SWEEP_D_KS, LabData, lab_numbers
-from attention_viz.service.limits import LAB_HEADERS, LAB_SAMPLES
+from attention_viz.service.limits import LAB_HEADERS, LAB_KEYS_RANGE, LAB_SAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +84,17 @@ def test_the_sweep_is_computed_once_per_number_of_keys():
     assert first["d_k"] == SWEEP_D_KS and first["n_keys"] == 48
     assert len(first["scaled"]["grad_norm"]) == len(SWEEP_D_KS)
     assert data.view(16, 49, True).data["sweep"] is not first and data.sweep_cache_info().misses == 2
+
+
+def test_every_number_of_keys_stays_cached_while_a_class_sits_at_its_own(monkeypatch):
+    # a hundred students at a hundred numbers of keys: each sweep is computed once, not again as the others move
+    monkeypatch.setattr(LabData, "_sweep_data", lambda self, n_keys: {"n_keys": n_keys})  # the cache, not the numbers
+    data = LabData()
+    low, high = LAB_KEYS_RANGE
+    for n_keys in [*range(low, high + 1), *range(low, high + 1)]:
+        data._sweep(n_keys)
+    info = data.sweep_cache_info()
+    assert (info.misses, info.hits) == (high - low + 1, high - low + 1)
 
 
 def test_the_answer_is_json_and_the_numbers_match_the_table(lab_data):

@@ -163,6 +163,57 @@ def test_sized_cache_keeps_recent_values_within_its_bytes():
     assert cache.bytes <= 10 and cache(11) and built[-2:] == [11, 11]
 
 
+def test_sized_cache_builds_side_by_side_unless_serial_and_counts_hits():
+    import threading
+
+    from attention_viz.service.catalog import SizedCache
+
+    both = threading.Barrier(2, timeout=5)  # each build waits for the other: only side by side do both finish
+    cache = SizedCache(lambda n: both.wait() or n, max_bytes=10, size_of=lambda n: 1, serial=False)
+    threads = [threading.Thread(target=cache, args=(n,)) for n in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not both.broken and (cache.cache_info().misses, cache.cache_info().currsize) == (2, 2)
+    assert cache(1) == 1 and cache.cache_info().hits == 1
+    apart = threading.Barrier(2, timeout=0.5)  # the same test, serial: the second build waits for the first
+    serial = SizedCache(lambda n: apart.wait() or n, max_bytes=10, size_of=lambda n: 1)
+    failed = []
+    threads = [threading.Thread(target=lambda n=n: failed.append(_raises(serial, n))) for n in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert apart.broken and failed == [True, True]
+
+
+def _raises(call, *args) -> bool:
+    try:
+        call(*args)
+    except Exception:  # noqa: BLE001 - the test asks only whether it raised
+        return True
+    return False
+
+
+def test_a_class_worth_of_runs_stays_cached_and_memory_stays_bounded(runs):
+    from attention_viz.service.runs import Runs, run_bytes
+
+    texts = [f"student {i}" for i in range(100)]  # a class, each at a text of its own
+    settings = [runs.settings(text, "reverse/sqrt_dk", 16) for text in texts]
+    for s in settings:
+        runs.run(s)
+    misses = runs.run.cache_info().misses
+    for s in settings:
+        runs.run(s)
+    assert runs.run.cache_info().misses == misses  # every student's run still there
+    one = run_bytes(runs.run(settings[0]))
+    small = Runs(runs.catalog, run_cache_bytes=10 * one)
+    for s in settings[:20]:
+        small.run(s)
+    assert small.run.bytes <= 10 * one and small.run.cache_info().currsize < 20  # the oldest went
+
+
 def test_untrained_models_are_kept_within_a_memory_budget(runs):
     from attention_viz.service.catalog import parameter_bytes
     from attention_viz.service.limits import UNTRAINED_CACHE_BYTES

@@ -41,6 +41,7 @@ def test_the_wheel_holds_every_shipped_model_and_every_layer(wheel):
     # the explorer's browser side: inlined into every page, notebook view and Gradio component from the package
     assert {f"attention_viz/explorer/static/{name}" for name in ("explorer.js", "headmap.js", "palette.js", "explorer.css", "steps.js", "steps.css")} <= names
     assert {"attention_viz/labview/static/lab.js", "attention_viz/labview/static/lab.css"} <= names  # the lab's
+    assert "attention_viz/data/lab_sweeps.json.gz" in names  # the lab's sweep for every number of keys
     assert not any(name.startswith(("tests/", "benchmarks/", "devtools/")) for name in names)
 
 

@@ -8,8 +8,9 @@ own script draws them (attention_viz/labview/static/lab.js). For one (d_k, numbe
   (lab.bin_probabilities), so samples and theory are compared bin for bin at every d_k;
 - query: one query's logits and softmax weights over its keys, sorted largest first, with `limit`,
   the largest |unscaled logit|: the logit chart's scale for both modes of this d_k and number of keys;
-- sweep: statistics over d_k = 1 .. 4096, both modes (~50 ms, computed once per number of keys and kept for every
-  number of keys the lab allows: ~1 kB each, while a class's students each sit at a number of their own);
+- sweep: statistics over d_k = 1 .. 4096, both modes: read from the shipped table of every number of keys the lab
+  allows (attention_viz/data/lab_sweeps.json.gz, written by `python -m devtools.lab_sweeps`): computing one costs
+  ~50 ms, and a class's students each sit at a number of their own; what the table lacks is computed and kept;
 - numbers: the rows of the table (limits.LAB_HEADERS).
 
 Every part is cached by the controls it depends on; the dict is assembled per request.
@@ -18,7 +19,10 @@ Every part is cached by the controls it depends on; the dict is assembled per re
 from __future__ import annotations
 
 import functools
+import gzip
+import json
 import math
+from importlib.resources import files
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,11 +51,31 @@ def rounded(values, digits: int = DIGITS) -> list[float]:
     return [float(f"{v:.{digits}g}") for v in np.asarray(values, dtype=np.float64).ravel()]
 
 
+SWEEP_TABLE = files("attention_viz.data") / "lab_sweeps.json.gz"  # every number of keys' sweep, as the lab sends it
+SWEEP_STATS = ("logit_var", "max_weight", "entropy", "grad_norm")
+
+
+def sweep_table_entry(sweep: dict) -> dict:
+    """What the shipped table keeps of one sweep (LabData.sweep_data's answer): the rounded statistics per mode."""
+    return {mode: sweep[mode] for mode in ("unscaled", "scaled")}
+
+
+def read_sweep_table(path=SWEEP_TABLE) -> dict[int, dict]:
+    """n_keys -> the table's entry; {} when the file is missing or unreadable (the lab then computes every sweep)."""
+    try:
+        table = json.loads(gzip.decompress(path.read_bytes()))
+        return {int(n): entry for n, entry in table["n_keys"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 class LabData:
     """The lab's numbers, cached per part: samples and theory per d_k, the sweep per number of keys."""
 
-    def __init__(self, cache_size: int = 64) -> None:
+    def __init__(self, cache_size: int = 64, table=SWEEP_TABLE) -> None:
+        """table: the shipped sweeps (a path; None: compute every sweep, as devtools.lab_sweeps does)."""
         low, high = LAB_KEYS_RANGE
+        self._table = {} if table is None else read_sweep_table(table)
         self._samples = functools.lru_cache(maxsize=8)(self._draw_samples)  # 160 kB each
         self._histogram = functools.lru_cache(maxsize=cache_size)(self._histogram_data)
         self._query = functools.lru_cache(maxsize=cache_size)(self._query_data)
@@ -131,17 +155,22 @@ class LabData:
         }
 
     def _sweep_data(self, n_keys: int) -> dict:
-        n_queries = min(256, lab.MAX_SWEEP_LOGITS // n_keys)
-        sweep = lab.sweep(SWEEP_D_KS, n_keys=n_keys, n_queries=n_queries, seed=LAB_SEED)
-        stats = ("logit_var", "max_weight", "entropy", "grad_norm")
-        return {
-            "d_k": sweep.d_k.tolist(),
-            "n_keys": n_keys,
-            "n_queries": n_queries,
-            "max_entropy": sweep.max_entropy,
-            "unscaled": {stat: rounded(getattr(sweep.unscaled, stat), 4) for stat in stats},
-            "scaled": {stat: rounded(getattr(sweep.scaled, stat), 4) for stat in stats},
-        }
+        entry = self._table.get(n_keys)
+        return self.sweep_data(n_keys) if entry is None else {**self._sweep_frame(n_keys), **entry}
+
+    def sweep_data(self, n_keys: int) -> dict:
+        """The sweep for this number of keys, computed (the table holds these, rounded as sent)."""
+        frame = self._sweep_frame(n_keys)
+        sweep = lab.sweep(SWEEP_D_KS, n_keys=n_keys, n_queries=frame["n_queries"], seed=LAB_SEED)
+        return {**frame,
+                "unscaled": {stat: rounded(getattr(sweep.unscaled, stat), 4) for stat in SWEEP_STATS},
+                "scaled": {stat: rounded(getattr(sweep.scaled, stat), 4) for stat in SWEEP_STATS}}
+
+    @staticmethod
+    def _sweep_frame(n_keys: int) -> dict:
+        """What a sweep's answer says besides its statistics."""
+        return {"d_k": list(SWEEP_D_KS), "n_keys": n_keys, "n_queries": min(256, lab.MAX_SWEEP_LOGITS // n_keys),
+                "max_entropy": math.log(n_keys)}
 
     def _numbers_rows(self, d_k: int, n_keys: int) -> list[list]:
         return _numbers(self._samples(d_k), d_k, n_keys)

@@ -97,6 +97,41 @@ def test_every_number_of_keys_stays_cached_while_a_class_sits_at_its_own(monkeyp
     assert (info.misses, info.hits) == (high - low + 1, high - low + 1)
 
 
+def test_the_shipped_sweeps_cover_every_number_of_keys_and_equal_the_computed_ones():
+    from attention_viz.service.lab_view import SWEEP_TABLE, read_sweep_table
+
+    table = read_sweep_table()
+    low, high = LAB_KEYS_RANGE
+    assert sorted(table) == list(range(low, high + 1)), f"regenerate {SWEEP_TABLE}: python -m devtools.lab_sweeps"
+    computing = LabData(table=None)
+    rng = np.random.default_rng(7)
+    for n_keys in sorted({low, high, 64, *rng.integers(low, high + 1, size=4).tolist()}):
+        computed = computing.sweep_data(n_keys)
+        for mode in ("unscaled", "scaled"):
+            for stat, values in computed[mode].items():  # 4 significant digits: a last bit may round the other way
+                np.testing.assert_allclose(table[n_keys][mode][stat], values, rtol=1.001e-3, atol=0, err_msg=(
+                    f"{mode} {stat} at {n_keys} keys: the table is stale; python -m devtools.lab_sweeps"))
+
+
+def test_the_lab_answers_from_the_table_and_computes_what_it_lacks(monkeypatch, tmp_path):
+    def refuse(*args, **kwargs):
+        raise AssertionError("computed a sweep the table holds")
+
+    shipped = LabData()
+    monkeypatch.setattr(lab, "sweep", refuse)
+    for n_keys in (2, 517, 1024):
+        sweep = shipped.view(64, n_keys, False).data["sweep"]
+        assert (sweep["n_keys"], sweep["d_k"], sweep["max_entropy"]) == (n_keys, SWEEP_D_KS, math.log(n_keys))
+        assert len(sweep["scaled"]["grad_norm"]) == len(SWEEP_D_KS)
+    monkeypatch.undo()
+    broken = tmp_path / "lab_sweeps.json.gz"
+    broken.write_bytes(b"not gzip")
+    for table in (tmp_path / "missing.json.gz", broken):  # no table, or a damaged one: every sweep is computed
+        computed, kept = LabData(table=table).view(64, 517, False).data["sweep"], shipped.view(64, 517, False).data["sweep"]
+        assert computed.keys() == kept.keys() and computed["n_queries"] == kept["n_queries"]
+        np.testing.assert_allclose(computed["scaled"]["entropy"], kept["scaled"]["entropy"], rtol=1.001e-3)
+
+
 def test_the_answer_is_json_and_the_numbers_match_the_table(lab_data):
     view = lab_data.view(256, 64, False)
     assert json.loads(json.dumps(view.data, allow_nan=False)) == view.data

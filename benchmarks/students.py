@@ -100,6 +100,9 @@ class Student:
         self.n_heads = int(run["n_heads"])
         self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
         self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
+        real_line = self.ids.get("run_real")  # the page sends a real model's runs to their own line
+        self.real_run = next((d for d in deps if d.get("backend_fn") and any(t[0] == real_line for t in d["targets"])),
+                             self.api["visualize"])
         missing = [name for name, dep in self.api.items() if dep is None]
         if missing:
             raise RuntimeError(f"the app has no endpoint named {missing}")
@@ -156,7 +159,7 @@ class Student:
             set_("model", "hub:" + REAL_MODEL)
             set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
             try:
-                seconds, data = self.call(self.api["visualize"], "text")
+                seconds, data = self.call(self.real_run, "text")
             finally:
                 for elem_id, value in kept.items():  # the student goes back to the model and text it had
                     set_(elem_id, value)

@@ -20,6 +20,8 @@ from attention_viz.webui.widgets import Blocks, prose
 
 QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
                            # admission.PER_PAGE of them, so no client fills the line for the others
+STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
+                           # each event's start: a line of n cost n messages per event, n² in all
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
                            # runs share RUN_SLOTS of their own: transformer_tab.py)
 
@@ -55,8 +57,9 @@ def build_app(views: Views | None = None) -> gr.Blocks:
             lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
-    # estimate ("queue: 12/40 | 1.1/4.3s"); past QUEUE_SIZE, clients hear "Queue is full".
-    return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)
+    # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,
+    # clients hear "Queue is full".
+    return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S)
 
 
 def main() -> None:

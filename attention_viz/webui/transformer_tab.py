@@ -46,6 +46,10 @@ STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and c
 # for the small models' runs (a few ms each) to go on beside a line of real ones.
 RUN_SLOTS = 8
 RUNS = dict(concurrency_id="runs", concurrency_limit=RUN_SLOTS)
+REAL_RUNS = dict(concurrency_id="real_runs", concurrency_limit=1)  # a real model runs one pass at a time anyway
+# a run's triggers move one of two counters, by the model: its change sends the run to that line
+ROUTE_JS = """(model, small, real) => String(model).startsWith('hub:')
+    ? [small, String(Number(real) + 1)] : [String(Number(small) + 1), real]"""
 # after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
 REFRESH_IF_OPEN_JS = "(active, tick) => active === 'steps' || active === 'compare' ? String(Number(tick) + 1) : tick"
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
@@ -134,6 +138,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             # page, so opening a tab and a run with Heatmaps open send nothing more to the server
             active = gr.Textbox("heatmaps", visible=False, elem_id="active_view")
             refresh_tick = gr.Textbox("0", visible=False, elem_id="refresh_tick")
+            run_small, run_real = (gr.Textbox("0", visible=False, elem_id=elem_id) for elem_id in ("run_small", "run_real"))
             lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
@@ -192,14 +197,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
 
     marked(refresh_tick.change(**refresh), [STEPS, COMPARE], shown_only=True)  # only the open tab's is redrawn
 
-    # Only controls that change the computation reach the server; the run is cached by them.
-    answered(gr.on(
-        [text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
-         d_model.release, heads_off.submit, heads_apply.click, ablation.input],
-        handlers.visualize, [*settings_inputs, *extra], view_outputs, api_name="visualize", **LIVE, **RAW, **RUNS,
-    ))
-    cleared = heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE)
-    answered(cleared.then(handlers.visualize, [*settings_inputs, *extra], view_outputs, **PRIVATE, **LIVE, **RUNS))
+    # Only controls that change the computation reach the server; the run is cached by them. The page sends a run
+    # to one of two lines by its model: a real model's runs wait in their own, so they hold up no one else's.
+    route = dict(fn=None, inputs=[model, run_small, run_real], outputs=[run_small, run_real], js=ROUTE_JS, **PRIVATE)
+    answered(run_small.change(handlers.visualize, [*settings_inputs, *extra], view_outputs, api_name="visualize",
+                              **LIVE, **RAW, **RUNS))
+    answered(run_real.change(handlers.visualize, [*settings_inputs, *extra], view_outputs, **PRIVATE, **LIVE, **RAW,
+                             **REAL_RUNS))
+    gr.on([text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
+           d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
+    heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE).then(**route)
     log2_slider_pair(dk_log, d_k)
     examples.input(None, examples, text, js="(example) => example", **PRIVATE)
     # whatever changes the text (typing, a lesson's step), the choice stays only while it is the text
@@ -215,8 +222,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                      [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale, text, heads_off],
                      **PRIVATE)
     controls.failure(**refused)
-    answered(controls.success(handlers.visualize, [*settings_inputs, *extra], view_outputs, **PRIVATE, **LIVE,
-                              **RUNS))
+    controls.success(**route)
     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),

@@ -4,6 +4,7 @@ Screenshots go to tests/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -53,6 +54,30 @@ def open_page(page: Page, url: str, width: int = 1280) -> None:
     page.goto(url)
     expect(page.locator(TILES).first).to_be_visible(timeout=TIMEOUT_MS)
     settle(page)
+
+
+def test_the_page_sends_a_real_models_runs_to_their_own_line(page: Page, real_url):
+    """A real model's runs wait in a line of their own (one at a time), our models' in theirs: a class's small runs
+    are never held up behind a 74M-parameter model's."""
+    config = httpx.get(real_url + "config", timeout=30).json()
+    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    line = {d["id"]: elem.get(d["targets"][0][0]) for d in config["dependencies"]
+            if d.get("backend_fn") and d["targets"] and elem.get(d["targets"][0][0]) in ("run_small", "run_real")}
+    assert sorted(line.values()) == ["run_real", "run_small"]
+    sent = []  # the line of every run the page asks for
+    page.on("request", lambda r: sent.append(line.get(json.loads(r.post_data or "{}").get("fn_index")))
+            if r.method == "POST" and r.url.split("?")[0].endswith("/queue/join") else None)
+    open_page(page, real_url)
+    text = page.locator("#text input, #text textarea").first
+    text.fill("abc")
+    expect(page.locator("#output textarea, #output input").first).to_have_value("cba", timeout=TIMEOUT_MS)
+    pick(page, "tiny-marian (real model)", "real Marian model")
+    before = page.locator("#info").inner_text()
+    text.fill("Guten Tag, wie geht es Ihnen heute?")
+    expect(page.locator("#info")).not_to_have_text(before, timeout=TIMEOUT_MS)  # its source's pieces counted anew
+    settle(page)
+    runs = [entry for entry in sent if entry]
+    assert runs[0] == "run_small" and runs[-2:] == ["run_real", "run_real"], sent  # the model picked, then the text
 
 
 def test_a_real_translation_model_in_the_page(page: Page, real_url):

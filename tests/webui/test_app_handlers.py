@@ -19,7 +19,7 @@ from attention_viz.draw import figures as render
 from attention_viz.explorer import COMPARE_FORMAT, STEPS_FORMAT, compare_arrays, unpack
 from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.service.views import Views
-from attention_viz.webui import page, runtime
+from attention_viz.webui import page, runtime, transformer_tab
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.widgets import prose_html
 
@@ -306,6 +306,10 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert [r["label"] for r in endpoints["/compare"]["returns"]] == ["comparison", "text"]
     assert demo._queue.max_size == page.QUEUE_SIZE
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
+    assert not demo._queue.live_updates and demo._queue.update_intervals == page.STATUS_EVERY_S  # not n² messages
+    # the page's runs go to two lines by their model: ours share RUN_SLOTS, a real model's wait one at a time
+    lines = {fn.concurrency_id: fn.concurrency_limit for fn in demo.fns.values() if fn.name == "visualize"}
+    assert lines == {"runs": transformer_tab.RUN_SLOTS, "real_runs": 1}, lines
 
 
 def test_png_files_are_named_by_content_and_written_once(views):

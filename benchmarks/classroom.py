@@ -42,7 +42,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -55,7 +54,7 @@ from devtools.launcher import ROOT, Server
 
 from .load import rss_kib
 from .page import cpu_s
-from .common import Timing, load, ms, table, write_json
+from .common import Timing, export_ref, load, ms, table, write_json
 from .students import (ACTIONS, HTTP_TIMEOUT_S, REAL_MODEL, REAL_SHARE, THINK_S, WAIT_S, BrowserTransport, Student,
                        Tally, real_actions)
 
@@ -155,19 +154,6 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
             "settled": Timing(settled).to_dict() if settled else {},
             "error_examples": tally.examples, "error_messages": tally.messages, "hung": sum(t.is_alive() for t in threads),
             "drain_s": max(0.0, tally.last_answer - (start + duration_s))}
-
-
-def export_ref(ref: str, folder: Path) -> str:
-    """`git archive ref` unpacked into folder (the repository is only read); the commit's hash."""
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    archive = folder.parent / f"{folder.name}.tar"
-    with open(archive, "wb") as out:
-        subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit], stdout=out, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    archive.unlink()
-    return commit
 
 
 def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:

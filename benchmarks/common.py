@@ -12,12 +12,15 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import tarfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPOSITORY = Path(__file__).resolve().parents[1]  # the checkout the benchmarks run from
 
 
 @dataclass
@@ -168,3 +171,16 @@ def write_json(name: str, payload: dict, directory: Path = RESULTS_DIR) -> Path:
     path = directory / f"{name}.json"
     path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     return path
+
+
+def export_ref(ref: str, folder: Path) -> str:
+    """`git archive ref` unpacked into folder (the repository is only read); the commit's hash."""
+    commit = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    archive = folder.parent / f"{folder.name}.tar"
+    with open(archive, "wb") as out:
+        subprocess.run(["git", "-C", str(REPOSITORY), "archive", "--format=tar", commit], stdout=out, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    archive.unlink()
+    return commit

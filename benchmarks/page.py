@@ -114,7 +114,7 @@ def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
 
     from devtools.launcher import ROOT, Server
 
-    from .classroom import export_ref
+    from .common import export_ref
 
     folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
     logs = ROOT / "benchmarks" / "results" / "logs"

@@ -23,6 +23,12 @@ takes 10 % of the mix for it (`--real PERCENT` for another share; from the lab's
 (`real`); the model is loaded once, by one run before the class arrives. Random weights never write the end
 token, so each of its runs writes its whole budget (1.5 x the source + 10 tokens): the worst case.
 
+`--browsers K` also opens the page K times in Debian's headless Chromium while the class works (the first during
+the arrivals, the rest spread over the class, one at a time, each in a fresh context with an empty cache) and reports
+the first drawn view from the navigation's start (benchmarks.page's measure: the explorer's first frame with its
+grid): what a student who arrives with the class waits for. Chromium runs on the same two cores as the server and
+the simulated class, so this is a pessimistic figure; a lecture hall's browsers run on the students' own machines.
+
 `--live` also trains live in the background for the whole class (`/live_train`, plain dot products at d_k 1024,
 one run after another, as a teacher demonstrating it would): the other views must keep answering.
 
@@ -40,6 +46,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,7 +61,7 @@ from devtools.launcher import ROOT, Server
 
 from .load import rss_kib
 from .page import cpu_s
-from .common import Timing, export_ref, load, ms, table, write_json
+from .common import Timing, export_ref, load, ms, percentile, table, write_json
 from .students import (ACTIONS, HTTP_TIMEOUT_S, REAL_MODEL, REAL_SHARE, THINK_S, WAIT_S, BrowserTransport, Student,
                        Tally, real_actions)
 
@@ -156,6 +163,28 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
             "drain_s": max(0.0, tally.last_answer - (start + duration_s))}
 
 
+def open_in_chromium(base: str, opens: int, start: float, duration_s: float, samples: list[dict]) -> None:
+    """`opens` openings of the page in Chromium during the class: the first in the arrivals, the rest spread over the
+    class; each the page's own times (benchmarks.page.open_once: firstView = ms from navigation start)."""
+    from playwright.sync_api import sync_playwright
+
+    from .explorer import ARGS, CHROMIUM
+    from .page import open_once
+
+    at = [start + 1.0 + i * (ARRIVAL_S + duration_s * 0.8) / max(1, opens) for i in range(opens)]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            for when in at:
+                time.sleep(max(0.0, when - time.monotonic()))
+                try:
+                    samples.append(open_once(browser, base + "/") | {"at_s": when - start})
+                except Exception as error:  # noqa: BLE001 - a page that never drew is reported, not raised
+                    samples.append({"at_s": when - start, "error": f"{type(error).__name__}: {error}"[:300]})
+        finally:
+            browser.close()
+
+
 def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
     """Live runs one after another until `stop` (each one's last message kept), then cancel the one training."""
     from gradio_client import Client
@@ -203,7 +232,7 @@ def load_real_model(base: str) -> float:
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False, with_files: bool = True, real: int = 0) -> dict:
+                  live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
     training in the background when `live`; with a real model among the choices when `real`), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
@@ -225,7 +254,15 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             watcher = threading.Thread(target=watch_rss, args=(server.pid, stop, rss), daemon=True)
             watcher.start()
             client_cpu, server_cpu = time.process_time(), cpu_s(server.pid)
+            opened: list[dict] = []
+            chromium = threading.Thread(target=open_in_chromium,
+                                        args=(server.base, browsers, time.monotonic(), duration_s, opened), daemon=True)
+            if browsers:
+                chromium.start()
             result = run_class(server.base, students, duration_s, seed, files, real_actions(real) if real else ACTIONS)
+            if browsers:
+                chromium.join(timeout=120)
+                result["chromium"] = opened
             result |= {"client_cpu_s": time.process_time() - client_cpu, "server_cpu_s": cpu_s(server.pid) - server_cpu}
             stop.set()
             watcher.join()
@@ -241,7 +278,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False, with_files: bool = True, real: int = 0) -> dict:
+        live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0) -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -253,14 +290,15 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
     result["with_files"] = with_files
     result["real"] = real
-    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real)
+    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real,
+                                           browsers)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:
             commit = export_ref(against, folder / "tree")
             result["names"]["ref"] = f"{against} ({commit[:7]})"
             result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir,
-                                                  with_files=with_files)
+                                                  with_files=with_files, browsers=browsers)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     return result
@@ -310,6 +348,14 @@ def report(result: dict) -> str:
                           f"{app['server_cpu_s']:.1f} s, the simulated students {app['client_cpu_s']:.1f} s"]
         if app.get("rss_mib"):
             lines.append(_memory_line(app["rss_mib"]))
+        if app.get("chromium"):
+            drawn = [o for o in app["chromium"] if "firstView" in o]
+            views = [o["firstView"] / 1000 for o in drawn]
+            lines += ["", f"the page opened in Chromium during the class, first drawn view from navigation start: "
+                          + (f"p50 {ms(statistics.median(views))}, p95 {ms(percentile(views, 95))}, max "
+                             f"{ms(max(views))} ms over {len(views)} openings" if views else "none drawn")
+                          + (f"; {len(app['chromium']) - len(drawn)} never drawn" if len(drawn) < len(app["chromium"])
+                             else "")]
         if app.get("real_load_s") is not None:
             lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
         if app.get("live_runs") is not None:
@@ -338,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=0, metavar="PERCENT",
                         help="a real model among the choices (opus-mt-en-de's configuration, random weights), run "
                              f"by PERCENT of the actions (default {REAL_SHARE})")
+    parser.add_argument("--browsers", type=int, default=0, metavar="K",
+                        help="also open the page K times in Chromium during the class: the first drawn view")
     parser.add_argument("--no-files", action="store_true",
                         help="students fetch the page's HTML only, not Gradio's files (as this benchmark did before)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
@@ -346,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("students 1..400, duration 5..1800 s")
     if args.real and args.against:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
-    result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real)
+    if not 0 <= args.browsers <= 50:
+        parser.error("browsers 0..50")
+    result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
+                 args.browsers)
     print(report(result), flush=True)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
     print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")

@@ -120,6 +120,22 @@ def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_ur
     assert parse_args(["--only", "classroom", "--against", "main"]).only == ["classroom"]
 
 
+def test_classroom_opens_the_page_in_chromium_during_the_class_and_reports_the_first_drawn_view(app_url):
+    import time
+
+    from benchmarks import classroom
+
+    opened: list[dict] = []
+    classroom.open_in_chromium(app_url.rstrip("/"), 1, time.monotonic() - 1.0, 5.0, opened)
+    assert len(opened) == 1 and "error" not in opened[0], opened
+    assert 0 < opened[0]["responseEnd"] < opened[0]["firstView"]  # the HTML, then the grid drawn, in the page's clock
+    app = {**classroom.run_class(app_url.rstrip("/"), students=1, duration_s=5, seed=2), "load_after": [0.0] * 3,
+           "chromium": opened + [{"at_s": 3.0, "error": "TimeoutError: never drew"}]}
+    text = classroom.report({"students": 1, "duration_s": 5, "seed": 2, "names": {"this": "this tree"},
+                             "apps": {"this": app}})
+    assert "first drawn view from navigation start" in text and "over 1 openings; 1 never drawn" in text
+
+
 def test_the_real_model_benchmark_times_ours_eager_and_sdpa_and_reports_them():
     pytest.importorskip("transformers")
     from benchmarks import hub

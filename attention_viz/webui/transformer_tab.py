@@ -41,12 +41,12 @@ from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, pr
 
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
-# The runs (a new text, model or switch) share RUN_SLOTS slots. A real model's run takes a core for up to a second
-# and runs one at a time (service's RealModels.busy): runs waiting for it hold slots, so there are enough slots
-# for the small models' runs (a few ms each) to go on beside a line of real ones.
+# The runs (a new text, model or switch) of our models share RUN_SLOTS slots (a few ms each). A real model's run
+# takes a core for up to a second and runs one at a time (service's RealModels.busy): the page sends those to a line
+# of their own, so however many wait for the real model, none holds a slot the others' runs need.
 RUN_SLOTS = 8
 RUNS = dict(concurrency_id="runs", concurrency_limit=RUN_SLOTS)
-REAL_RUNS = dict(concurrency_id="real_runs", concurrency_limit=1)  # a real model runs one pass at a time anyway
+REAL_RUNS = dict(concurrency_id="real_runs", concurrency_limit=1)
 # a run's triggers move one of two counters, by the model: its change sends the run to that line
 ROUTE_JS = """(model, small, real) => String(model).startsWith('hub:')
     ? [small, String(Number(real) + 1)] : [String(Number(small) + 1), real]"""

@@ -28,6 +28,7 @@ from attention_viz.core.maps import map_key
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import heldout_strings, make_batch, task_max_len
 from attention_viz.data.tokenizer import CharTokenizer
+from attention_viz.fast.logprob import target_log_probs
 
 HELDOUT_STRINGS = 200  # held-out strings scored by default: enough for a point of exact match to mean 2 strings
 ONE_POINT = 0.01       # "at most one point lost" on the prune curve
@@ -316,16 +317,18 @@ def _own_outputs(model, texts: list[str], max_new_tokens: int):
 def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, means, chunk: int) -> np.ndarray:
     """Per variant: mean log-probability per scored token of the model's own output. Variants run `chunk` rows at
     a time. An encoder-decoder model's encoder runs once per distinct set of encoder heads off: the variants that
-    switch off decoder heads only (two thirds of a Marian model's) share the plain encoder's states."""
+    switch off decoder heads only (two thirds of a Marian model's) share the plain encoder's states. The scored
+    tokens' log-probabilities: _scored_logprobs (through the output head's blocks where it is linear)."""
     N, H = ids.size(0), model.n_heads
     dtype = next(model.model.parameters()).dtype
-    scored = targets != -100
+    scored = targets != -100  # (N, T)
     shared = model.layout == "encoder-decoder"
     encoder_keys = [key for key in keys if key.startswith("encoder.")] if shared else []
     decoder_keys = [key for key in keys if key not in encoder_keys]
     signature = lambda off: frozenset(head for head in off if head[0] in encoder_keys)  # noqa: E731
     states = _real_encoder_states(model, ids, mask, encoder_keys, [signature(off) for off in variants], ablation,
                                   means, chunk) if shared else None
+    head = _linear_head(model)
     logprob = []
     for start in range(0, len(variants), max(1, chunk // N)):
         part = variants[start: start + max(1, chunk // N)]
@@ -333,18 +336,43 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, m
         gates = variant_gates(decoder_keys, H, part, N, dtype, ids.device)  # every key's, without a shared encoder
         heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
         with torch.no_grad():
-            if shared:
-                encoded = torch.cat([states[signature(off)] for off in part])  # (P·N, S, D)
-                logits = model.decoder_logits(encoded, rep(decoder), attention_mask=rep(mask), heads=heads)
-            else:
-                logits = model.forward_pass(rep(ids), rep(decoder), attention_mask=rep(mask), heads=heads).logits
-        logp = torch.log_softmax(_wide(logits), -1)  # (P·N, T, V)
-        tgt = rep(targets)
-        picked = logp.gather(-1, tgt.clamp_min(0)[..., None])[..., 0]  # (P·N, T)
-        real = rep(scored)
-        per_row = (picked * real).view(len(part), N, -1).sum((1, 2)) / real.view(len(part), N, -1).sum((1, 2))
-        logprob += per_row.double().tolist()
+            encoded = torch.cat([states[signature(off)] for off in part]) if shared else None  # (P·N, S, D)
+            picked = _scored_logprobs(model, head, None if shared else rep(ids), rep(mask), rep(decoder),
+                                      rep(targets), encoded, heads)  # (P·R,): variant by variant
+        logprob += (picked.view(len(part), -1).sum(1) / scored.sum()).double().tolist()
     return np.array(logprob)
+
+
+def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, heads) -> torch.Tensor:
+    """log p(target) at the rows' scored positions (targets [B, T] != -100), row by row -> [R].
+
+    encoded: an encoder-decoder model's encoder states [B, S, D], which its decoder reads (ids unused); None for a
+    decoder-only model. head: the output head (W, b) when the logits are exactly h Wᵀ + b (_linear_head): then the
+    final hidden states at the scored positions go through fast.logprob, and the [B, T, V] logits and their
+    log-softmax are never written; None: the logits' log-softmax, gathered."""
+    real = targets != -100  # (B, T)
+    if head is not None:
+        if encoded is not None:
+            final = model.decoder_states(encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+        else:
+            final = model.final_states(ids, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+        return target_log_probs(final[real], targets[real], *head)  # (R,)
+    if encoded is not None:
+        logits = model.decoder_logits(encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, V)
+    else:
+        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits  # (B, T, V)
+    logp = torch.log_softmax(_wide(logits), -1)  # (B, T, V)
+    return logp.gather(-1, targets.clamp_min(0)[..., None])[..., 0][real]  # (R,)
+
+
+def _linear_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The model's output head (W [V, D], b [V] or None) for fast.logprob, or None: a head not known to be
+    exactly h Wᵀ + b (PretrainedTransformer.output_head), or half-precision weights, whose blocks' log-sum-exp
+    would be taken in half precision (the logits path widens the logits to float32 first)."""
+    head = model.output_head()
+    if head is None or head[0].dtype not in (torch.float32, torch.float64):
+        return None
+    return head
 
 
 def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk: int) -> dict:
@@ -368,7 +396,8 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
                          chunk: int = 64) -> RealHeadImportance:
     """Every head of a real model (attention_viz.hub.PretrainedTransformer) alone off, on its own greedy output of
     `texts` (teacher-forced): the drop in its log-probability per token, Michel's gradient estimate, the prune
-    curve. `chunk`: batch rows per pass (memory: rows x T x vocab).
+    curve. `chunk`: batch rows per pass (memory: rows x T x vocab where the logits are written whole; rows x T x
+    d_model where the output head is linear and its log-sum-exp runs a block at a time, fast.logprob).
 
     Raises ValueError for an encoder-only model (it writes nothing to score), no texts, or an unknown ablation."""
     if ablation not in ABLATIONS:
@@ -389,8 +418,11 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     drop = {key: np.array([logprob[0] - logprob[index[(key, h)]] for h in range(H)]) for key in keys}
     gradient = _real_michel(model, ids, mask, decoder, targets, keys, ablation, means)
     order = sorted(heads, key=lambda kh: drop[kh[0]][kh[1]])
-    prune = _real_scores(model, ids, mask, decoder, targets, keys, [set(order[:k]) for k in range(len(heads))],
-                         ablation, means, chunk)
+    # the prune curve's first two points are the grid's: no head off (k = 0), the least important alone off (k = 1)
+    prune = [logprob[0], logprob[index[order[0]]]][: len(heads)]
+    if len(heads) > 2:
+        prune += list(_real_scores(model, ids, mask, decoder, targets, keys,
+                                   [set(order[:k]) for k in range(2, len(heads))], ablation, means, chunk))
     agreement = spearman(np.concatenate([drop[k] for k in keys]), np.concatenate([gradient[k] for k in keys]))
     return RealHeadImportance(keys, H, len(texts), ablation, float(logprob[0]), drop, gradient, agreement, order,
                               [float(x) for x in prune])

@@ -7,8 +7,11 @@ alone (24 variants and the baseline) and the prune curve (24 more), batched as p
 pass each (the encoder once per distinct set of encoder heads off), and Michel's estimate from one backward pass.
 Medians of `rounds`, one torch thread as the server runs. `--real` also times the same on the opus-mt-en-de
 configuration with random weights (6 + 6 layers, 8 heads: 144 heads) on one 32-token source writing 32 tokens
-(log-probability of its own output; 2 threads; the encoder once per distinct set of encoder heads off). Never
-asserted on in tests.
+(log-probability of its own output; 2 threads; the encoder once per distinct set of encoder heads off; medians of
+`rounds`), and says what the run must compute: its FLOPs counted from the configuration (real_flops), and this
+machine's fp32 matrix-product rate measured in the same run (a 2048² torch.mm, the best of 7), hence the shortest
+time the run could take at that rate. `--split` adds one more run timed by part (encoder, decoder, output head,
+greedy decoding, gradient). Never asserted on in tests.
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ def run(texts=(50, 100, 200), rounds: int = 3, threads: int = 1) -> dict:
     return {"rows": rows, "threads": threads, "load": load()}
 
 
-def real(threads: int = 2, rounds: int = 1) -> dict:
-    """attention_viz.importance.real_head_importance on the opus-mt-en-de configuration (benchmarks.hub.build)."""
+def real(threads: int = 2, rounds: int = 1, split: bool = False) -> dict:
+    """attention_viz.importance.real_head_importance on the opus-mt-en-de configuration (benchmarks.hub.build),
+    with the FLOPs it needs and this machine's fp32 matrix-product rate (benchmarks.kernel.mm_peak)."""
     from attention_viz.importance import real_head_importance
 
     from .hub import build, inputs
+    from .kernel import mm_peak
 
     torch.set_num_threads(threads)
     model, _, _ = build(alone=True)
@@ -55,16 +60,105 @@ def real(threads: int = 2, rounds: int = 1) -> dict:
         t0 = time.perf_counter()
         result = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=8)
         seconds.append(time.perf_counter() - t0)
-    return {"median_s": statistics.median(seconds), "heads": result.total, "threads": threads}
+    written, _ = model.greedy_decode(src, 32)
+    peak = mm_peak(torch.device("cpu"))
+    out = {"median_s": statistics.median(seconds), "heads": result.total, "threads": threads, "rounds": rounds,
+           "flops": real_flops(model.model.config, src.size(1), written.size(1), result.order), "mm": peak}
+    if split:
+        out["split"] = timed_parts(model, lambda: real_head_importance(model, ["32 random pieces"],
+                                                                       max_new_tokens=32, chunk=8))
+    return out
+
+
+def real_flops(config, source: int, written: int, order: list[tuple[str, int]]) -> dict:
+    """FLOPs of real_head_importance on a Marian-shaped model (2 per multiply-add; the linear layers, attention's
+    two products and the vocabulary's projection; norms, softmaxes and the log-sum-exp left out), one text of
+    `source` tokens writing `written`, heads least important first in `order`.
+
+    Variants: the baseline and each head alone off (the grid), then the prune curve's k = 2 .. n - 1 (k = 0, 1 are
+    the grid's). Each needs a decoder pass (its cross-attention's keys and values of the source included) and the
+    vocabulary's projection of every written position; the encoder runs once per distinct set of encoder heads off
+    in each of the two calls. Greedy decoding (one token a step, keys kept, then one full pass for the maps) and
+    Michel's gradient (forward and backward: about 3 passes) come on top."""
+    d, f, V = config.d_model, config.encoder_ffn_dim, config.vocab_size
+    S, T = source, written
+    encoder = 2 * config.encoder_layers * S * (4 * d * d + 2 * d * f + 2 * S * d)
+    decoder = 2 * config.decoder_layers * (T * (6 * d * d + 2 * d * f + 2 * T * d + 2 * S * d) + 2 * S * d * d)
+    vocabulary = 2 * T * d * V
+    heads = len(order)
+    variants = (1 + heads) + max(heads - 2, 0)
+    grid, curve = [[]] + [[h] for h in order], [order[:k] for k in range(2, heads)]  # the heads off per variant
+    encoder_passes = sum(len({frozenset(h for h in off if h[0].startswith("encoder.")) for off in call})
+                         for call in (grid, curve))
+    extra = (encoder + 2 * decoder + 2 * vocabulary) + 3 * (encoder + decoder + vocabulary)  # greedy, gradient
+    total = variants * (decoder + vocabulary) + encoder_passes * encoder + extra
+    return {"variants": variants, "encoder_passes": encoder_passes, "encoder": encoder, "decoder": decoder,
+            "vocabulary": vocabulary, "greedy_and_gradient": extra, "total": total}
+
+
+def timed_parts(model, run) -> dict[str, float]:
+    """Seconds of one run(), by part: the encoder, the decoder (with the logits where they are written whole),
+    the output head's blocks (fast.logprob), greedy decoding, Michel's gradient, the rest."""
+    import attention_viz.importance as importance
+
+    parts = {"encoder": (model, "encoder_states"), "decoder": (model, "decoder_states"),
+             "decoder + logits": (model, "decoder_logits"), "logits + log-sum-exp": (importance, "target_log_probs"),
+             "greedy decoding": (model, "greedy_decode"), "gradient": (importance, "_real_michel")}
+    spent = dict.fromkeys(parts, 0.0)
+    originals = {name: getattr(owner, attr) for name, (owner, attr) in parts.items()}
+
+    def timed(name, function):
+        def call(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return call
+
+    for name, (owner, attr) in parts.items():
+        setattr(owner, attr, timed(name, originals[name]))
+    try:
+        t0 = time.perf_counter()
+        run()
+        total = time.perf_counter() - t0
+    finally:
+        for name, (owner, attr) in parts.items():
+            if owner is model:
+                delattr(owner, attr)  # the instance's wrapper shadowed its class's method
+            else:
+                setattr(owner, attr, originals[name])
+    spent = {name: s for name, s in spent.items() if s > 0}
+    return spent | {"rest": total - sum(spent.values()), "total": total}
 
 
 def report(result: dict) -> str:
     return (f"reverse (d_k 16: 2 + 2 layers, 4 heads, 24 heads in all), torch threads {result['threads']}, "
             f"load {result['load']}\n\n" + table(
-                ["held-out strings", "grid + prune curve + gradient (s)", "exact match", "heads that can go (<= 1 point)",
+                ["held-out strings", "grid + prune curve + gradient (s)", "exact match",
+                 "heads that can go (<= 1 point)",
                  "Spearman ρ (loss rise, gradient)"],
                 [[r["texts"], f"{r['median_s']:.2f}", f"{r['baseline']:.3f}", f"{r['can_go']} of {r['heads']}",
                   f"{r['agreement']:.2f}"] for r in result["rows"]]))
+
+
+def report_real(r: dict) -> str:
+    f, mm = r["flops"], r["mm"]
+    floor = f["total"] / (mm["best_gflops"] * 1e9)
+    lines = [
+        f"opus-mt-en-de's configuration, random weights, {r['heads']} heads, one 32-token source writing 32 tokens, "
+        f"{r['threads']} threads: grid + gradient + prune curve {r['median_s']:.1f} s (median of {r['rounds']})",
+        f"  work: {f['variants']} variants x (decoder {f['decoder'] / 1e9:.2f} + vocabulary {f['vocabulary'] / 1e9:.2f}"
+        f" GFLOP), {f['encoder_passes']} encoder passes x {f['encoder'] / 1e9:.2f} GFLOP, greedy decoding and the "
+        f"gradient {f['greedy_and_gradient'] / 1e9:.0f} GFLOP: {f['total'] / 1e12:.2f} TFLOP",
+        f"  this machine's fp32 matrix product ({mm['size']}², {r['threads']} threads): "
+        f"{mm['best_gflops']:.0f} GFLOP/s at best (median {mm['gflops']:.0f}) -> at least {floor:.1f} s for this work; "
+        f"the run reached {f['total'] / r['median_s'] / 1e9:.0f} GFLOP/s"]
+    if "split" in r:
+        s = r["split"]
+        lines.append(f"  one run by part ({s['total']:.1f} s): " + ", ".join(
+            f"{name} {seconds:.2f} s" for name, seconds in s.items() if name != "total"))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,12 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--real", action="store_true", help="also the opus-mt-en-de configuration (144 heads)")
+    parser.add_argument("--split", action="store_true", help="with --real: one more run timed by part")
     args = parser.parse_args(argv)
     print(report(run(tuple(int(x) for x in args.texts.split(",")), args.rounds, args.threads)))
     if args.real:
-        r = real()
-        print(f"\nopus-mt-en-de's configuration, random weights, {r['heads']} heads, one 32-token source writing 32 "
-              f"tokens, {r['threads']} threads: grid + gradient + prune curve {r['median_s']:.1f} s")
+        print("\n" + report_real(real(rounds=args.rounds, split=args.split)))
     return 0
 
 

@@ -119,3 +119,41 @@ def test_one_of_our_models_needs_its_task(shipped):
     model, tokenizer, texts = shipped
     with pytest.raises(ValueError, match="needs the task"):
         av.head_importance(model, texts=texts)
+
+
+# ----------------------------------------------------------------------------- fast.logprob (real models' scores)
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1000, 4096])  # 1000 rows: one block; 7, 64 do not divide it
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_target_log_probs_equal_the_log_softmax_of_the_logits(block, with_bias):
+    from attention_viz.fast.logprob import target_log_probs
+
+    generator = torch.Generator().manual_seed(block)
+    R, D, V = 37, 19, 1000
+    hidden = torch.randn(R, D, generator=generator, dtype=torch.float64) * 3
+    weight = torch.randn(V, D, generator=generator, dtype=torch.float64)
+    bias = torch.randn(V, generator=generator, dtype=torch.float64) * 5 if with_bias else None
+    targets = torch.randint(0, V, (R,), generator=generator)
+    targets[0], targets[1] = 0, V - 1  # the first and the last of the vocabulary
+    logits = hidden @ weight.T + (bias if with_bias else 0)  # (R, V)
+    expected = torch.log_softmax(logits, -1).gather(-1, targets[:, None])[:, 0]
+    np.testing.assert_allclose(target_log_probs(hidden, targets, weight, bias, block), expected, rtol=0, atol=1e-12)
+
+
+def test_target_log_probs_are_stable_where_the_largest_logit_is_far_from_the_first_block():
+    """Logits of hundreds of nats, their largest in the last block: each block's log-sum-exp is shifted by its own
+    maximum and the blocks are combined the same way, so nothing overflows (float32, as the scores run)."""
+    from attention_viz.fast.logprob import target_log_probs
+
+    generator = torch.Generator().manual_seed(0)
+    R, D, V = 5, 8, 300
+    hidden = torch.randn(R, D, generator=generator)
+    weight = torch.randn(V, D, generator=generator)
+    bias = torch.zeros(V)
+    bias[-3] = 400.0  # far above the rest: exp would overflow float32 unshifted
+    targets = torch.tensor([V - 3, 0, 17, V - 1, V - 3])
+    got = target_log_probs(hidden, targets, weight, bias, block=64)
+    expected = torch.log_softmax(hidden.double() @ weight.double().T + bias.double(), -1)
+    expected = expected.gather(-1, targets[:, None])[:, 0]
+    assert torch.isfinite(got).all()
+    np.testing.assert_allclose(got.double(), expected, rtol=1e-6, atol=1e-4)

@@ -37,6 +37,9 @@ class Family:
     w_o: str = "out_proj"                       # W_O, from the attention module: a child's name, or "../x" for a
                                                 # sibling's child (BERT's attention.output.dense)
     w_o_transposed: bool = False                # its weight is [in, out] (GPT-2's Conv1D), not [out, in]
+    linear_heads: tuple[str, ...] = ()          # transformers classes whose logits are exactly lm_head(h) (+ the
+                                                # buffer logits_bias), h the base model's last hidden state
+    logits_bias: str | None = None              # a buffer [1, V] their forward adds to lm_head's output
 
     def key_of(self, module_name: str) -> str | None:
         """The map key of the attention module with this dotted name, or None if it is not one."""
@@ -49,19 +52,24 @@ class Family:
 
 FAMILIES = (
     Family("Marian", ("marian",), "encoder-decoder", _ENCODER_DECODER,
-           "the paper's own architecture: post-norm, sinusoidal positions, h = 8, d_k = 64 in opus-mt"),
+           "the paper's own architecture: post-norm, sinusoidal positions, h = 8, d_k = 64 in opus-mt",
+           linear_heads=("MarianMTModel",), logits_bias="final_logits_bias"),
     Family("BART", ("bart",), "encoder-decoder", _ENCODER_DECODER,
-           "post-norm, learned positions, a denoising autoencoder"),
+           "post-norm, learned positions, a denoising autoencoder",
+           linear_heads=("BartForConditionalGeneration",), logits_bias="final_logits_bias"),
     Family("mBART", ("mbart",), "encoder-decoder", _ENCODER_DECODER,
-           "pre-norm, learned positions, many languages"),
+           "pre-norm, learned positions, many languages",
+           linear_heads=("MBartForConditionalGeneration",), logits_bias="final_logits_bias"),
     Family("BERT", ("bert",), "encoder",
            ((r"encoder\.layer\.(\d+)\.attention\.self", "encoder", "self_attn"),),
            "encoder only: post-norm, learned positions, every token sees every other", w_o="../output.dense"),
     Family("GPT-2", ("gpt2",), "decoder", ((r"h\.(\d+)\.attn", "decoder", "self_attn"),),
-           "decoder only: pre-norm, learned positions, causal self-attention", w_o="c_proj", w_o_transposed=True),
+           "decoder only: pre-norm, learned positions, causal self-attention", w_o="c_proj", w_o_transposed=True,
+           linear_heads=("GPT2LMHeadModel",)),
     Family("Llama-class", ("llama", "qwen2", "mistral"), "decoder",
            ((r"layers\.(\d+)\.self_attn", "decoder", "self_attn"),),
-           "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention", w_o="o_proj"),
+           "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention", w_o="o_proj",
+           linear_heads=("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")),
 )
 
 # Families refused with the reason (anything else is refused as not proven).

@@ -215,6 +215,17 @@ class PretrainedTransformer:
     ) -> Recorded:
         """forward, with everything the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and
         with values=True every attention's values; heads: core.ablation switches per map key."""
+        kwargs = self._inputs(input_ids, decoder_input_ids, attention_mask)
+        run = self._pass(scale, causal_mask, padding_mask, heads=heads)
+        run.inputs = inputs_of
+        run.values = {} if values else None
+        with switched(run):
+            outputs = self.model(**kwargs)
+        logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
+        return Recorded(logits, self._maps(run), run)
+
+    def _inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
+        """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of)."""
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.layout == "encoder-decoder":
@@ -225,13 +236,7 @@ class PretrainedTransformer:
             raise ValueError(f"{self.family.name} has no decoder input: give input_ids only.")
         if self.layout != "encoder":
             kwargs["use_cache"] = False
-        run = self._pass(scale, causal_mask, padding_mask, heads=heads)
-        run.inputs = inputs_of
-        run.values = {} if values else None
-        with switched(run):
-            outputs = self.model(**kwargs)
-        logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-        return Recorded(logits, self._maps(run), run)
+        return kwargs
 
     def encoder_states(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
                        scale: Scale = "sqrt_dk", padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
@@ -252,6 +257,41 @@ class PretrainedTransformer:
         with switched(self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)):
             return self.model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
                               decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
+    def final_states(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                     padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+        """forward_pass without its output head: the base model's last hidden states [B, T, D] under these switches
+        (the decoder's, for an encoder-decoder model), what output_head() turns into forward_pass's logits. No map
+        is recorded."""
+        kwargs = self._inputs(input_ids, decoder_input_ids, attention_mask)
+        with switched(self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)):
+            return self.model.base_model(**kwargs).last_hidden_state
+
+    def decoder_states(self, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
+                       attention_mask: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                       padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+        """decoder_logits without the output head: the decoder's last hidden states [B, T, D] on given encoder
+        states [B, S, D] under these switches (output_head() turns them into decoder_logits' logits)."""
+        with switched(self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)):
+            return self.model.base_model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
+                                         decoder_input_ids=decoder_input_ids, use_cache=False).last_hidden_state
+
+    def output_head(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """The output head as (W [V, D], b [V] or None) when the model's logits are exactly h Wᵀ + b on
+        final_states' h; None for any model not known to be that (BERT's masked-LM head has a transform and a
+        norm; another class of a family, a replaced lm_head or one with hooks may do more): use the logits then."""
+        model = self.model
+        known = type(model).__name__ in self.family.linear_heads and type(model).__module__.startswith(
+            "transformers.models.")
+        lm_head = getattr(model, "lm_head", None)
+        if not known or type(lm_head) is not torch.nn.Linear or not (_unpatched(model) and _unpatched(lm_head)):
+            return None
+        bias = lm_head.bias  # (V,) or None
+        if self.family.logits_bias is not None:
+            extra = getattr(model, self.family.logits_bias).reshape(-1)  # (1, V) -> (V,)
+            bias = extra if bias is None else bias + extra
+        return lm_head.weight, bias
 
     def head_outputs(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                      attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
@@ -410,6 +450,12 @@ class PretrainedTransformer:
     def __repr__(self) -> str:
         layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())
         return f"PretrainedTransformer({self.name!r}, {self.family.name}, h={self.n_heads}, d_k={self.d_k}, {layers})"
+
+
+def _unpatched(module: torch.nn.Module) -> bool:
+    """No forward hooks and no forward of the instance's own (accelerate's offloading wraps it): its class's
+    forward is what runs."""
+    return not (module._forward_hooks or module._forward_pre_hooks or "forward" in vars(module))
 
 
 def _kind_of(key: str) -> str:

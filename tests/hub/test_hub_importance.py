@@ -1,6 +1,8 @@
 """Head importance of real models (attention_viz.importance.real_head_importance): the batched grid (padded texts,
 per-row gates) equals each head switched off in a pass of its own; the gradient estimate is the mean of each
-text's own; the prune curve follows its order; bad calls refused."""
+text's own; the prune curve follows its order and reuses the grid's first two points; the scores through the output
+head's blocks (fast.logprob) equal the logits' log-softmax for every family that allows them, and a head not known
+to be linear takes the logits; bad calls refused."""
 
 from __future__ import annotations
 
@@ -10,10 +12,24 @@ import torch
 
 pytest.importorskip("transformers")
 
-from attention_viz.hub import load_pretrained  # noqa: E402
+import attention_viz.importance as importance  # noqa: E402
+from attention_viz.fast import logprob  # noqa: E402
+from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
 from attention_viz.importance import _own_outputs, _real_michel, real_head_importance  # noqa: E402
 
 TEXTS = ["the cat sat on the mat", "attention is all you need", "hello"]
+LINEAR_HEADS = ("marian", "bart", "mbart", "gpt2", "llama", "qwen2")  # output_head: exactly h Wᵀ + b
+BLOCK = 11  # vocabulary rows a block in these tests: divides none of the tiny vocabularies (120 .. 420)
+
+
+def with_logits_bias(model):
+    """The model with a random final_logits_bias where its family adds one (the tiny models' are all 0, which
+    would hide a bias left out)."""
+    bias = getattr(model.model, "final_logits_bias", None)
+    if bias is not None:
+        with torch.no_grad():
+            bias.copy_(torch.randn(bias.shape, generator=torch.Generator().manual_seed(1), dtype=bias.dtype))
+    return model
 
 
 def own_logprob(model, texts, heads_off=None, **options) -> float:
@@ -82,3 +98,106 @@ def test_head_importance_of_a_real_model_needs_no_task(tiny_folders):
     model = load_pretrained(tiny_folders["gpt2"])
     imp = av.head_importance(model, texts=TEXTS[:2])
     assert imp.total == 8 and imp.texts == 2 and len(imp.prune) == 8
+
+
+def cut_last_output(model, ids, mask, decoder, targets, keep: int):
+    """_own_outputs' rows with the last text's output cut to its first `keep` tokens, padded as _own_outputs pads
+    a shorter output (the tiny models seldom stop early: rows of unequal outputs, made by hand)."""
+    pad = model.pad_id if model.pad_id is not None else 0
+    first = int((targets[-1] != -100).nonzero()[0, 0])  # the position that predicts the first written token
+    targets[-1, first + keep:] = -100
+    if decoder is not None:
+        decoder[-1, keep:] = pad  # the start token and the first keep - 1 tokens
+    else:
+        ids[-1, first + keep:], mask[-1, first + keep:] = pad, 0  # the prompt and the first keep - 1 tokens
+    return ids, mask, decoder, targets
+
+
+@pytest.mark.parametrize("family", LINEAR_HEADS)
+def test_the_fused_log_probabilities_equal_the_log_softmax_of_forwards_logits(tiny_folders, family, monkeypatch):
+    """Padded rows, heads off in both stacks, a vocabulary that no block divides: log p(target) at the scored
+    positions from the final hidden states and the output head's blocks equals forward's logits' log-softmax."""
+    monkeypatch.setattr(logprob, "BLOCK", BLOCK)
+    model = with_logits_bias(load_pretrained(tiny_folders[family], dtype=torch.float64))
+    head = importance._linear_head(model)
+    assert head is not None and head[0].size(0) % BLOCK != 0 and head[0].size(0) > 3 * BLOCK
+    ids, mask, decoder, targets = cut_last_output(model, *_own_outputs(model, TEXTS, 5), keep=3)
+    real = targets != -100
+    assert not real.all() and (mask == 0).any() and real.sum(1).unique().numel() > 1  # padded rows
+    keys = model.map_keys
+    heads = model.head_switches({keys[0]: [1], keys[-1]: [0, 2], keys[len(keys) // 2]: [3]})
+    with torch.no_grad():
+        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits  # (N, T, V)
+        expected = torch.log_softmax(logits, -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0][real]
+        got = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, heads)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
+        if model.layout == "encoder-decoder":  # the decoder on the encoder's states, as the grid shares them
+            encoded = model.encoder_states(ids, attention_mask=mask, heads=heads)
+            got = importance._scored_logprobs(model, head, None, mask, decoder, targets, encoded, heads)
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
+    unswitched = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, None)
+    assert (unswitched - got).abs().max() > 1e-3  # the heads off changed what was measured
+
+
+@pytest.mark.parametrize("family", ["marian", "bart", "gpt2", "llama"])
+def test_real_head_importance_is_the_same_fused_and_from_the_logits(tiny_folders, family, monkeypatch):
+    model = with_logits_bias(load_pretrained(tiny_folders[family]))  # float32, as the app runs
+    fused_calls = []
+    monkeypatch.setattr(importance, "target_log_probs",
+                        lambda *a, **k: fused_calls.append(1) or logprob.target_log_probs(*a, **k))
+    monkeypatch.setattr(logprob, "BLOCK", BLOCK)
+    fused = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=16)
+    assert fused_calls  # the fast path ran
+    monkeypatch.setattr(model, "output_head", lambda: None)  # the logits' log-softmax, as before
+    calls = len(fused_calls)
+    logits = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=16)
+    assert len(fused_calls) == calls
+    assert fused.baseline == pytest.approx(logits.baseline, abs=1e-5)
+    for key in fused.keys:
+        np.testing.assert_allclose(fused.drop[key], logits.drop[key], rtol=0, atol=1e-5)
+    assert fused.order == logits.order
+    np.testing.assert_allclose(fused.prune, logits.prune, rtol=0, atol=1e-5)
+
+
+def test_the_prune_curve_takes_its_first_two_points_from_the_grid(tiny_folders, monkeypatch):
+    model = load_pretrained(tiny_folders["marian"])
+    scored = []
+    original = importance._real_scores
+    monkeypatch.setattr(importance, "_real_scores", lambda *a, **k: scored.extend(a[6]) or original(*a, **k))
+    imp = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=16)
+    variants = [frozenset(v) for v in scored]
+    assert len(variants) == len(set(variants)) == 1 + imp.total + (imp.total - 2)  # nothing scored twice
+    assert imp.prune[0] == imp.baseline
+    assert imp.prune[1] == pytest.approx(imp.baseline - imp.drop[imp.order[0][0]][imp.order[0][1]], abs=1e-12)
+    assert len(imp.prune) == imp.total
+
+
+def test_an_output_head_not_known_to_be_linear_takes_the_logits(tiny_folders, monkeypatch):
+    """BERT's masked-LM head (a transform and a norm), a hook on lm_head (a soft cap, as Gemma's logits have), a
+    class of our own around a family's, half-precision weights: no fused scores; with the hook, real importance
+    still measures what forward computes."""
+    import transformers
+
+    assert load_pretrained(tiny_folders["bert"]).output_head() is None
+    assert importance._linear_head(load_pretrained(tiny_folders["gpt2"], dtype=torch.bfloat16)) is None
+    llama = load_pretrained(tiny_folders["llama"])
+    own_class = type("CappedLlama", (transformers.LlamaForCausalLM,), {})
+    wrapped = own_class(llama.model.config)
+    wrapped.load_state_dict(llama.model.state_dict())
+    assert PretrainedTransformer(wrapped, llama.tokenizer).output_head() is None
+
+    hooked = load_pretrained(tiny_folders["marian"])
+    assert hooked.output_head() is not None
+    hooked.model.register_forward_hook(lambda module, args, out: out)  # may change the logits after lm_head
+    assert hooked.output_head() is None
+
+    model = load_pretrained(tiny_folders["gpt2"], dtype=torch.float64)
+    assert model.output_head() is not None
+    model.model.lm_head.register_forward_hook(lambda module, args, out: 3.0 * torch.tanh(out / 3.0))
+    assert model.output_head() is None
+    monkeypatch.setattr(importance, "target_log_probs", lambda *a, **k: pytest.fail("the fused path ran"))
+    imp = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=16)
+    assert imp.baseline == pytest.approx(own_logprob(model, TEXTS), abs=1e-9)
+    key = model.map_keys[-1]
+    assert imp.drop[key][1] == pytest.approx(own_logprob(model, TEXTS) - own_logprob(model, TEXTS, {key: [1]}),
+                                             abs=1e-9)

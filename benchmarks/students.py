@@ -34,15 +34,17 @@ HTTP_TIMEOUT_S = 120.0
 
 
 class BrowserTransport(httpx.HTTPTransport):
-    """httpx's transport with a browser's one retry: a GET sent on a kept-alive connection that the server closed
-    meanwhile (uvicorn closes one idle for 5 s: a student's connection waits that long for its next request while
-    a crowded server answers the page's files) fails at once with a reset, and a browser sends it again on a new one."""
+    """httpx's transport with a browser's one retry: a request sent on a kept-alive connection that the server closed
+    meanwhile (uvicorn closes one idle for 5 s: a student thinks that long, or waits while a crowded server answers
+    the page's files) fails at once, and a browser sends it again on a new one: a GET whatever the failure, any
+    request when the server closed it before a byte of answer (Chromium's rule for a reused connection)."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         try:
             return super().handle_request(request)
-        except (httpx.RemoteProtocolError, httpx.ReadError):
-            if request.method != "GET":
+        except (httpx.RemoteProtocolError, httpx.ReadError) as error:
+            unanswered = isinstance(error, httpx.RemoteProtocolError) and "without sending a response" in str(error)
+            if request.method != "GET" and not unanswered:
                 raise
             return super().handle_request(request)
 

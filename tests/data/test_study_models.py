@@ -67,7 +67,9 @@ def test_a_member_loads_and_its_snapshots_are_complete(name):
     worst = max(float(np.abs(maps[key].numpy() - snaps.final[key]).max()) for key in snaps.keys)
     assert worst <= 1e-3, f"{name} ({card['weights_dtype']}): maps differ by {worst:.2e}"
     if card["weights_dtype"] == "float32":
-        assert worst <= 1e-5 and card["half_precision_max_map_error"] > study.HALF_PRECISION_TOLERANCE
+        # float32 to float32: only the kernels' rounding differs (1e-5 for the unscaled d_k = 1024 member, whose
+        # logits reach the hundreds, on some CPUs), a tenth of what float16 storage would move at the least
+        assert worst <= study.HALF_PRECISION_TOLERANCE / 10 < card["half_precision_max_map_error"]
 
 
 def test_a_catalog_of_the_study_folder_alone_groups_it_as_the_shipped_families_are():

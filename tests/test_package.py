@@ -12,8 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_python_blocks(client: bool = False) -> list[str]:
-    """The README's Python examples: those that talk to a running app (gradio_client), or the others."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    """The Python examples of the README and docs/package.md: those that talk to a running app (gradio_client), or
+    the others."""
+    pages = (ROOT / "README.md").read_text() + (ROOT / "docs" / "package.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", pages, flags=re.S)
     return [block for block in blocks if ("gradio_client" in block) == client]
 
 

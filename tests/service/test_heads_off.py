@@ -62,6 +62,21 @@ def test_bad_heads_off_are_refused_by_name(value, message):
         parse_heads_off(value, KEYS)
 
 
+@pytest.mark.parametrize("value", [
+    "encoder.0.self_attn: " + "9" * 3000,                      # a head number of 3,000 digits, as text
+    '{"encoder.0.self_attn": [%s]}' % ("9" * 3000),            # ... and as JSON
+    {"x" * 100_000: [0]},                                        # a key no model has, 100,000 characters
+    {"encoder.0.self_attn": "y" * 100_000},                      # heads that are not a list
+    {"encoder.0.self_attn": [10 ** 400]},                        # an integer no float holds
+])
+def test_a_refused_heads_off_echoes_at_most_40_characters_of_it(value):
+    """Like every other refusal (docs/reliability.md), what heads off echoes of a bad value is cut at 40 characters."""
+    with pytest.raises(ValueError) as refused:
+        parse_heads_off(value, KEYS)
+    message = str(refused.value)
+    assert "…" in message and len(message) < 300, message[:300]
+
+
 def test_every_endpoint_refuses_before_running(runs):
     misses = runs.run.cache_info().misses
     for bad, message in (("decoder.2.cross_attn: 0", "does not have"), ("encoder.0.self_attn: 4", "does not exist")):

@@ -11,6 +11,7 @@ Inference-time switches are arguments of the forward pass, never state on the mo
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import replace
 
 import torch
@@ -283,6 +284,8 @@ class Transformer(nn.Module):
         the maps then come from one full pass over the decoder input, as the last step of the plain loop
         computes them. Without the causal mask earlier positions see later ones, so every step reruns them all.
         """
+        if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
+            raise ValueError(f"max_len must be a whole number of at least 1, got {max_len!r}")  # nothing to decode
         switched = self.head_switches(heads_off, ablation, head_means, gates)
         memory, src_mask, enc_weights = self.encode(src, scale, padding_mask, switched)
         B = src.size(0)

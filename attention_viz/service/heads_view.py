@@ -8,7 +8,8 @@ model, scaling and ablation (and text, for a real model): they do not depend on 
 Payload format "attention_viz.importance/1":
 
     {"format", "model": the picker's value, "title": str, "metric": "exact match" | "log-probability per token",
-     "unit": "points" | "nats", "ablation": "zero" | "mean", "texts": N, "baseline": float, "n_heads": H,
+     "unit": "points" | "nats", "ablation": "zero" | "mean", "scaling": how QKᵀ was scaled (in words), "texts": N,
+     "baseline": float, "n_heads": H,
      "kinds": [{"kind", "label", "layers"}], "drop": {key: [H]}  (metric lost with that head alone off; points of
      exact match are percentages), "loss_rise": {key: [H]} (ours only), "gradient": {key: [H]} (Michel's I_h),
      "agreement": Spearman's ρ or null, "order": [[key, head], ...] least important first, "prune": [metric with the
@@ -30,7 +31,7 @@ from attention_viz.service.exports import ExportFolder
 from attention_viz.service.limits import ABLATIONS, UNTRAINED, real_new_tokens
 from attention_viz.service.requests import Settings
 from attention_viz.service.runs import Runs
-from attention_viz.service.texts import code
+from attention_viz.service.texts import code, scaling_text
 
 FORMAT = "attention_viz.importance/1"
 IMPORTANCE_STRINGS = 50   # a shipped model's held-out strings scored in the app (the API's default is 200)
@@ -74,8 +75,8 @@ class HeadsView:
         """Every head's numbers as a CSV file (its settings in # lines); the file's path."""
         data = self.importance(settings, ablation)
         out = io.StringIO()
-        out.write(f"# {data['title']}\n# ablation: {data['ablation']}; texts: {data['texts']}; baseline "
-                  f"{data['metric']}: {data['baseline']}\n")
+        out.write(f"# {data['title']}\n# ablation: {data['ablation']}; scaling: {data['scaling']}; texts: "
+                  f"{data['texts']}; baseline {data['metric']}: {data['baseline']}\n")
         rise = "loss_rise" in data
         out.write(f"key,head,{data['metric'].replace(' ', '_')}_lost{',loss_rise' if rise else ''},gradient,"
                   "prune_rank\n")
@@ -102,7 +103,8 @@ def payload(settings: Settings, imp, n_heads: int, real: bool) -> dict:
     data = {
         "format": FORMAT, "model": settings.model, "title": title(settings, imp, real),
         "metric": "log-probability per token" if real else "exact match", "unit": "nats" if real else "points",
-        "ablation": imp.ablation, "texts": imp.texts, "baseline": round(float(imp.baseline) * scale, DIGITS),
+        "ablation": imp.ablation, "scaling": scaling_text(settings), "texts": imp.texts,
+        "baseline": round(float(imp.baseline) * scale, DIGITS),
         "n_heads": n_heads, "kinds": kinds,
         "drop": {key: rounded(imp.drop[key]) for key in imp.keys},
         "gradient": {key: [round(float(v), 6) for v in imp.gradient[key]] for key in imp.keys},

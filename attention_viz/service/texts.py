@@ -7,7 +7,7 @@ import re
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import STUDY_ARMS, UNTRAINED
-from attention_viz.service.requests import Settings
+from attention_viz.service.requests import Settings, heads_off_text
 from attention_viz.service.runs import Run
 
 
@@ -203,7 +203,8 @@ def no_difference_reason(what: str, kind: str, settings: Settings) -> str:
 
 
 def export_record(settings: Settings, kind: str, layer: int, head: int, colour_scale: str) -> dict[str, str]:
-    """What an export was made with, in words: the model, the text, scaling, masks, d_k and the view."""
+    """What an export was made with, in words: the model, the text, scaling, masks, d_k, the heads switched off and
+    their ablation (only when some are), and the view."""
     model = settings.checkpoint or f"untrained (seed 0, d_model {settings.d_model}, h {settings.n_heads})"
     return {
         "model": model,
@@ -213,6 +214,9 @@ def export_record(settings: Settings, kind: str, layer: int, head: int, colour_s
         "causal mask": "on" if settings.causal_mask else "off",
         "padding mask": "on" if settings.padding_mask else "off",
         "pad tokens": str(settings.pad_tokens),
+        # heads switched off change every map after them: a file of such a run must not read as the plain run
+        **({"heads off": heads_off_text(settings.heads_off), "ablation": settings.ablation} if settings.heads_off
+           else {}),
         "attention": KINDS[kind],
         "layer": str(layer),
         "head": str(head),

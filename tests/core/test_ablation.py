@@ -187,6 +187,16 @@ def test_bad_switches_are_refused_naming_what_is_wrong(kwargs, message):
         model(src, tgt, **kwargs)
 
 
+def test_a_refused_switch_echoes_at_most_40_characters_of_what_it_was_given():
+    model, src, tgt = model_and_batch()
+    for kwargs in (dict(heads_off={"k" * 10_000: [0]}), dict(heads_off={"decoder.0.cross_attn": [10 ** 500]}),
+                   dict(heads_off={"decoder.0.cross_attn": "0" * 10_000}), dict(ablation="z" * 10_000),
+                   dict(gates={"g" * 10_000: torch.ones(4)})):
+        with pytest.raises(ValueError) as refused:
+            model(src, tgt, **kwargs)
+        assert len(str(refused.value)) < 300, str(refused.value)[:300]
+
+
 def test_value_flows_equal_a_hand_written_float64_loop():
     model, src, tgt = model_and_batch()
     with torch.no_grad():

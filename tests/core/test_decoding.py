@@ -81,3 +81,18 @@ def test_step_maps_are_each_steps_own_pass(one_thread):
                 later = steps[-1]["decoder.0.self_attn"][:, :, :-1, :-1]
                 changed += not torch.allclose(earlier, later, atol=1e-4)
     assert changed >= 20  # without the causal mask a new token moves the rows before it
+
+
+def test_a_decode_of_no_tokens_is_refused_with_a_message_either_way():
+    """max_len 0 (or less, or not a whole number) is refused by name, with the causal mask on (which reuses keys and
+    once failed inside torch with "cannot reshape tensor of 0 elements") as with it off."""
+    import pytest
+
+    model = random_model(0)
+    src = torch.randint(3, model.config.vocab_size, (2, 5))
+    for max_len in (0, -3, 2.5, True):
+        for causal_mask in (True, False):
+            with pytest.raises(ValueError, match="max_len must be a whole number of at least 1"):
+                model.greedy_decode(src, max_len=max_len, bos_id=1, eos_id=2, causal_mask=causal_mask)
+    tokens, _ = model.greedy_decode(src, max_len=1, bos_id=1, eos_id=2)
+    assert tokens.shape == (2, 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -60,6 +61,21 @@ def test_heads_off_are_read_in_the_models_key_order(value, expected):
 def test_bad_heads_off_are_refused_by_name(value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         parse_heads_off(value, KEYS)
+
+
+@pytest.mark.parametrize("value", [
+    "encoder.0.self_attn: " + "9" * 3000,                      # a head number of 3,000 digits, as text
+    '{"encoder.0.self_attn": [%s]}' % ("9" * 3000),            # ... and as JSON
+    {"x" * 100_000: [0]},                                        # a key no model has, 100,000 characters
+    {"encoder.0.self_attn": "y" * 100_000},                      # heads that are not a list
+    {"encoder.0.self_attn": [10 ** 400]},                        # an integer no float holds
+])
+def test_a_refused_heads_off_echoes_at_most_40_characters_of_it(value):
+    """Like every other refusal (docs/reliability.md), what heads off echoes of a bad value is cut at 40 characters."""
+    with pytest.raises(ValueError) as refused:
+        parse_heads_off(value, KEYS)
+    message = str(refused.value)
+    assert "…" in message and len(message) < 300, message[:300]
 
 
 def test_every_endpoint_refuses_before_running(runs):
@@ -143,6 +159,26 @@ def test_mean_ablation_puts_the_tasks_reference_mean_in_place(runs):
     np.testing.assert_allclose(run.maps["decoder.1.cross_attn"], direct["decoder.1.cross_attn"][0].numpy(), atol=1e-6)
     zero = runs.run(settings(runs, "decoder.1.cross_attn: 1"))
     assert run.settings != zero.settings
+
+
+def test_an_export_with_heads_off_says_so_in_its_png_and_csv(views):
+    """The PNGs' text chunks and the CSV's # lines carry the settings the export was made with: heads off and the
+    ablation included, so a file of a run with heads off never reads as the run with every head on."""
+    from PIL import Image
+
+    off = settings(views.runs, "decoder.1.cross_attn: 1; encoder.0.self_attn: all", "mean")  # 2 heads each
+    paths = [Path(p) for p in views.export(off, "decoder.cross_attn", 1, 0)]
+    expected = {"heads off": "encoder.0.self_attn: 0 1; decoder.1.cross_attn: 1", "ablation": "mean"}
+    for path in paths:
+        if path.suffix == ".png":
+            assert {k: Image.open(path).text.get(k) for k in expected} == expected, path.name
+        if path.suffix == ".csv":
+            lines = path.read_text().splitlines()
+            assert "# heads off: encoder.0.self_attn: 0 1; decoder.1.cross_attn: 1" in lines
+            assert "# ablation: mean" in lines
+    plain = [Path(p) for p in views.export(settings(views.runs), "decoder.cross_attn", 1, 0)]
+    csv_lines = next(p for p in plain if p.suffix == ".csv").read_text().splitlines()
+    assert not any(line.startswith(("# heads off", "# ablation")) for line in csv_lines)  # every head on: no line
 
 
 def test_the_packed_run_and_its_notes_say_which_heads_are_off(views):

@@ -51,6 +51,18 @@ def test_the_csv_holds_every_head(views):
     assert len(lines) == 3 + 12 and path.endswith("reverse_dk16_sqrt_dk__head_importance_zero.csv")
 
 
+def test_the_payload_and_the_csv_say_the_scaling_they_were_scored_with(views):
+    """The scores depend on the scaling (cached per scaling): the payload and the CSV say which one, so a CSV scored
+    at a custom factor or without 1/√d_k never reads as one scored as the model was trained."""
+    for scale, words in (("sqrt_dk", "×1/√16 = 0.25"), ("none", "unscaled")):
+        s = settings(views.runs, scale=scale)
+        assert views.heads.importance(s, "zero")["scaling"] == words
+        lines = open(views.heads.csv_file(s, "zero"), encoding="utf-8").read().splitlines()
+        assert lines[1].startswith(f"# ablation: zero; scaling: {words}; texts: {IMPORTANCE_STRINGS}; "), lines[1]
+    custom = views.runs.settings("hello", "reverse/sqrt_dk", 16, "custom", 100.0, True, True, 0, 64, 4)
+    assert views.heads.importance(custom, "zero")["scaling"] == "×100 (custom)"
+
+
 def test_the_untrained_model_is_refused_with_the_reason(views):
     s = views.runs.settings("hello", "untrained", 16)
     with pytest.raises(ValueError, match="no task to score its heads on"):

@@ -19,6 +19,7 @@ bit-identical kernel for inference, chosen explicitly with `Transformer.use_kern
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -37,7 +38,7 @@ def scale_factor(scale: Scale, d_k: int) -> float:
         return 1.0 / math.sqrt(d_k)
     if scale == "none":
         return 1.0
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):  # NumPy's floats and ints too
         raise ValueError(f"scale must be 'sqrt_dk', 'none' or a positive number, got {scale!r}")
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"a scale factor must be a positive finite number, got {scale!r}")

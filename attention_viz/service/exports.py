@@ -32,6 +32,15 @@ def maps_npz(run: Run) -> bytes:
     return buffer.getvalue()
 
 
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # every character str.splitlines breaks a line at
+
+
+def one_line(value: object) -> str:
+    """str(value) on one line: each line-breaking character written as its escape (a real model's text may hold
+    U+2028, which would end a CSV's "# name: value" line early for readers that honour it)."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if c in LINE_BREAKS else c for c in str(value))
+
+
 def head_csv(run: Run, kind: object, layer: object, head: object, record: dict[str, str] | None = None) -> str:
     """One head as CSV: "# name: value" lines for `record` (the settings), a header of keys, then one row per
     query; labels are "position:token". Readers skip the record with e.g. pandas.read_csv(comment="#")."""
@@ -39,7 +48,7 @@ def head_csv(run: Run, kind: object, layer: object, head: object, record: dict[s
     queries, keys = run.tokens(str(kind))
     out = io.StringIO()
     for name, value in (record or {}).items():
-        out.write(f"# {name}: {value}\n")
+        out.write(f"# {name}: {one_line(value)}\n")
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["query \\ key"] + [f"{j}:{token}" for j, token in enumerate(keys)])
     for i, (token, row) in enumerate(zip(queries, weights, strict=True)):

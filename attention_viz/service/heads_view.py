@@ -27,7 +27,7 @@ from dataclasses import replace
 from attention_viz.core.maps import KINDS, split_kind
 from attention_viz.importance import head_importance, real_head_importance
 from attention_viz.service.checks import check_choice
-from attention_viz.service.exports import ExportFolder
+from attention_viz.service.exports import ExportFolder, one_line
 from attention_viz.service.limits import ABLATIONS, UNTRAINED, real_new_tokens
 from attention_viz.service.requests import Settings
 from attention_viz.service.runs import Runs
@@ -75,7 +75,7 @@ class HeadsView:
         """Every head's numbers as a CSV file (its settings in # lines); the file's path."""
         data = self.importance(settings, ablation)
         out = io.StringIO()
-        out.write(f"# {data['title']}\n# ablation: {data['ablation']}; scaling: {data['scaling']}; texts: "
+        out.write(f"# {one_line(data['title'])}\n# ablation: {data['ablation']}; scaling: {data['scaling']}; texts: "
                   f"{data['texts']}; baseline {data['metric']}: {data['baseline']}\n")
         rise = "loss_rise" in data
         out.write(f"key,head,{data['metric'].replace(' ', '_')}_lost{',loss_rise' if rise else ''},gradient,"

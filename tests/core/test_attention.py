@@ -108,6 +108,16 @@ def test_bad_scale_is_refused(bad):
         scale_factor(bad, 16)
 
 
+def test_numpy_numbers_are_scale_factors_as_python_ones_are():
+    import numpy as np
+
+    assert scale_factor(np.float32(0.5), 16) == scale_factor(0.5, 16) == 0.5
+    assert scale_factor(np.int64(2), 16) == 2.0
+    for bad in (np.float64(-1.0), np.float32("nan"), np.float64("inf")):
+        with pytest.raises(ValueError, match="positive finite"):
+            scale_factor(bad, 16)
+
+
 def test_weights_are_recorded_before_dropout():
     q, k, v = qkv()
     torch.manual_seed(0)

@@ -510,6 +510,15 @@ def test_csv_export_of_one_head(runs):
     np.testing.assert_allclose(values, run.head("decoder.cross_attn", 1, 2), atol=1e-6)
 
 
+def test_a_settings_line_of_the_csv_stays_one_line_whatever_the_text_holds(runs):
+    run = runs.run(runs.settings("abc", UNTRAINED, 16))
+    breaks = "a\u2028b\u2029c\nd\re\x85f\x0bg\x1ch"  # every one ends a line for str.splitlines
+    text = head_csv(run, "encoder.self_attn", 0, 0, {"text": breaks, "model": "untrained"})
+    lines = text.splitlines()
+    assert lines[0] == "# text: a\\u2028b\\u2029c\\nd\\re\\x85f\\x0bg\\x1ch" and lines[1] == "# model: untrained"
+    assert lines[2].startswith("query \\ key") and len(lines) == 3 + len(run.tokens("encoder.self_attn")[0])
+
+
 @pytest.mark.parametrize("weights, error_type, message", [
     (b"\x80\x04 not a safetensors file, maybe a pickle", UnsafeCheckpointError,
      "The model 'copy_dk16_none' was refused: its weights are not a safetensors file."),

@@ -139,6 +139,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             active = gr.Textbox("heatmaps", visible=False, elem_id="active_view")
             refresh_tick = gr.Textbox("0", visible=False, elem_id="refresh_tick")
             run_small, run_real = (gr.Textbox("0", visible=False, elem_id=elem_id) for elem_id in ("run_small", "run_real"))
+            # the same two lines for scoring every head, and for its CSV (a real model's: ~9 s of the model each)
+            score_small, score_real, csv_small, csv_real = (
+                gr.Textbox("0", visible=False, elem_id=elem_id)
+                for elem_id in ("score_small", "score_real", "score_csv_small", "score_csv_real"))
             lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
@@ -238,12 +242,23 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     exported = export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export",
                                    js=chosen, **RAW)
     exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
-    scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
-                                **RAW, **RUNS)
-    scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
-    score_csv = score_export.click(handlers.importance_export, [*settings_inputs, *extra], score_file, **PRIVATE,
-                                   **RUNS)
-    score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)
+    # Scoring every head, and its CSV, go to the runs' two lines the same way: a real model's wait for it one at a
+    # time without holding a slot our models' runs need
+    score_button.click(fn=None, inputs=[model, score_small, score_real], outputs=[score_small, score_real],
+                       js=ROUTE_JS, **PRIVATE)
+    score_export.click(fn=None, inputs=[model, csv_small, csv_real], outputs=[csv_small, csv_real], js=ROUTE_JS,
+                       **PRIVATE)
+    once = dict(trigger_mode="once")  # as a button's click: another click while it works is not sent
+    for scored in (score_small.change(handlers.importance, [*settings_inputs, *extra], importance,
+                                      api_name="importance", **RAW, **RUNS, **once),
+                   score_real.change(handlers.importance, [*settings_inputs, *extra], importance, **PRIVATE, **RAW,
+                                     **REAL_RUNS, **once)):
+        scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
+    for score_csv in (csv_small.change(handlers.importance_export, [*settings_inputs, *extra], score_file,
+                                       **PRIVATE, **RUNS, **once),
+                      csv_real.change(handlers.importance_export, [*settings_inputs, *extra], score_file,
+                                      **PRIVATE, **REAL_RUNS, **once)):
+        score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)
     return {"text": text, "model": model, "heads_off": heads_off, "ablation": ablation, "d_k": d_k, "dk_log": dk_log,
             "dk_trained": dk_trained, "scale": scale,
             "lesson_scale": lesson_scale, "views": views, "active": active}

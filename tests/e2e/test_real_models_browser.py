@@ -5,6 +5,7 @@ Screenshots go to tests/screenshots/ (git-ignored)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -56,14 +57,17 @@ def open_page(page: Page, url: str, width: int = 1280) -> None:
     settle(page)
 
 
+LINES = ("run_small", "run_real", "score_small", "score_real", "score_csv_small", "score_csv_real")
+
+
 def test_the_page_sends_a_real_models_runs_to_their_own_line(page: Page, real_url):
     """A real model's runs wait in a line of their own (one at a time), our models' in theirs: a class's small runs
-    are never held up behind a 74M-parameter model's."""
+    are never held up behind a 74M-parameter model's. Scoring every head and its CSV take the same two lines."""
     config = httpx.get(real_url + "config", timeout=30).json()
     elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
     line = {d["id"]: elem.get(d["targets"][0][0]) for d in config["dependencies"]
-            if d.get("backend_fn") and d["targets"] and elem.get(d["targets"][0][0]) in ("run_small", "run_real")}
-    assert sorted(line.values()) == ["run_real", "run_small"]
+            if d.get("backend_fn") and d["targets"] and elem.get(d["targets"][0][0]) in LINES}
+    assert sorted(line.values()) == sorted(LINES)
     sent = []  # the line of every run the page asks for
     page.on("request", lambda r: sent.append(line.get(json.loads(r.post_data or "{}").get("fn_index")))
             if r.method == "POST" and r.url.split("?")[0].endswith("/queue/join") else None)
@@ -78,6 +82,13 @@ def test_the_page_sends_a_real_models_runs_to_their_own_line(page: Page, real_ur
     settle(page)
     runs = [entry for entry in sent if entry]
     assert runs[0] == "run_small" and runs[-2:] == ["run_real", "run_real"], sent  # the model picked, then the text
+    # every head of the real model scored, then its CSV: both on the real model's line, and both answered
+    page.get_by_role("tab", name="Which heads matter").click()
+    page.locator("#score_heads").click()
+    expect(page.locator("#heads_view .av-heads")).to_contain_text("switched off alone", timeout=TIMEOUT_MS)
+    page.locator("#score_export").click()
+    expect(page.locator("#score_file a")).to_have_attribute("href", re.compile(r"\.csv$"), timeout=TIMEOUT_MS)
+    assert [entry for entry in sent if entry and entry.startswith("score")] == ["score_real", "score_csv_real"], sent
 
 
 def test_a_real_translation_model_in_the_page(page: Page, real_url):

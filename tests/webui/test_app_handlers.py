@@ -308,8 +308,9 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
     assert not demo._queue.live_updates and demo._queue.update_intervals == page.STATUS_EVERY_S  # not n² messages
     # the page's runs go to two lines by their model: ours share RUN_SLOTS, a real model's wait one at a time
-    lines = {fn.concurrency_id: fn.concurrency_limit for fn in demo.fns.values() if fn.name == "visualize"}
-    assert lines == {"runs": transformer_tab.RUN_SLOTS, "real_runs": 1}, lines
+    for name in ("visualize", "importance", "importance_export"):  # and so do scoring every head and its CSV
+        lines = {fn.concurrency_id: fn.concurrency_limit for fn in demo.fns.values() if fn.name == name}
+        assert lines == {"runs": transformer_tab.RUN_SLOTS, "real_runs": 1}, (name, lines)
 
 
 def test_png_files_are_named_by_content_and_written_once(views):

@@ -21,7 +21,9 @@ config, then every load event and what it chains, as the browser runs them), the
 d_model 512, vocabulary 58,101: 74M parameters) with random weights, saved offline by devtools.hub_models, and
 takes 10 % of the mix for it (`--real PERCENT` for another share; from the lab's d_k and the reruns): a student picks it and types a sentence
 (`real`); the model is loaded once, by one run before the class arrives. Random weights never write the end
-token, so each of its runs writes its whole budget (1.5 x the source + 10 tokens): the worst case.
+token, so each of its runs writes its whole budget (1.5 x the source + 10 tokens): the worst case. With
+`--real-score PERCENT` as well, that share of the actions (taken from the steps) scores every head of the real
+model on a new sentence (`real_score`: the grid, Michel's gradient and the prune curve, seconds of the model each).
 
 `--browsers K` also opens the page K times in Debian's headless Chromium while the class works (the first during
 the arrivals, the rest spread over the class, one at a time, each in a fresh context with an empty cache) and reports
@@ -72,7 +74,8 @@ LABELS = {"open": "open the page (HTML, its files, config, load events and chain
           "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
           "rerun": "Transformer: new text (model reruns)", "heads": "Transformer: a head clicked off (model reruns)",
           "steps": "Transformer: open the steps view",
-          "real": "real model (74M): pick it, type a sentence"}
+          "real": "real model (74M): pick it, type a sentence",
+          "real_score": "real model (74M): score every head of a sentence"}
 
 
 def page_files(base: str) -> tuple[str, ...]:
@@ -232,7 +235,8 @@ def load_real_model(base: str) -> float:
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0) -> dict:
+                  live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0,
+                  real_score: int = 0) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
     training in the background when `live`; with a real model among the choices when `real`), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
@@ -259,7 +263,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                                         args=(server.base, browsers, time.monotonic(), duration_s, opened), daemon=True)
             if browsers:
                 chromium.start()
-            result = run_class(server.base, students, duration_s, seed, files, real_actions(real) if real else ACTIONS)
+            result = run_class(server.base, students, duration_s, seed, files, real_actions(real, real_score) if real else ACTIONS)
             if browsers:
                 chromium.join(timeout=120)
                 result["chromium"] = opened
@@ -278,7 +282,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0) -> dict:
+        live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0) -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -289,9 +293,9 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
     result["with_files"] = with_files
-    result["real"] = real
+    result["real"], result["real_score"] = real, real_score
     result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real,
-                                           browsers)
+                                           browsers, real_score)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:
@@ -332,6 +336,7 @@ def _memory_line(samples: list) -> str:
 def report(result: dict) -> str:
     """A table per app, then this tree's p50 and p95 over the reference's, per action."""
     share = f"; the real model in {result['real']} % of the actions" if result.get("real") else ""
+    share += f", its heads scored in {result['real_score']} %" if result.get("real_score") else ""
     lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app{share}, think time "
              f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched; "
              + ("opening the page fetches its files too" if result.get("with_files", True) else "opening: HTML only")]
@@ -384,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=0, metavar="PERCENT",
                         help="a real model among the choices (opus-mt-en-de's configuration, random weights), run "
                              f"by PERCENT of the actions (default {REAL_SHARE})")
+    parser.add_argument("--real-score", type=int, default=0, metavar="PERCENT",
+                        help="with --real, PERCENT of the actions score every head of the real model (from the steps)")
     parser.add_argument("--browsers", type=int, default=0, metavar="K",
                         help="also open the page K times in Chromium during the class: the first drawn view")
     parser.add_argument("--no-files", action="store_true",
@@ -394,10 +401,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("students 1..400, duration 5..1800 s")
     if args.real and args.against:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
+    if args.real_score and not args.real or not 0 <= args.real_score <= 15:
+        parser.error("--real-score needs --real, and 0..15 percent")
     if not 0 <= args.browsers <= 50:
         parser.error("browsers 0..50")
     result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
-                 args.browsers)
+                 args.browsers, args.real_score)
     print(report(result), flush=True)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
     print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")

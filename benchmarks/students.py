@@ -19,10 +19,12 @@ ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 15, "heads":
 REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
 
 
-def real_actions(share: int) -> dict[str, int]:
-    """The mix with `share` percent for the real model, taken half from the lab's d_k and half from the reruns."""
-    return {"lab_dk": 35 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 15 - (share - share // 2),
-            "heads": 10, "steps": 15, "real": share}
+def real_actions(share: int, score: int = 0) -> dict[str, int]:
+    """The mix with `share` percent for the real model's runs, taken half from the lab's d_k and half from the reruns,
+    and `score` percent scoring every head of it, taken from the steps."""
+    mix = {"lab_dk": 35 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 15 - (share - share // 2),
+           "heads": 10, "steps": 15 - score, "real": share}
+    return mix | ({"real_score": score} if score else {})
 
 REAL_MODEL = "opus-mt-en-de-random"  # the folder's name: the picker's value is "hub:" + it
 WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translation", "of", "house", "green",
@@ -105,6 +107,10 @@ class Student:
         real_line = self.ids.get("run_real")  # the page sends a real model's runs to their own line
         self.real_run = next((d for d in deps if d.get("backend_fn") and any(t[0] == real_line for t in d["targets"])),
                              self.api["visualize"])
+        # scoring every head of a real model: its own line where the page has one, else the public /importance
+        score_line = self.ids.get("score_real")
+        self.real_score = next((d for d in deps if d.get("backend_fn")
+                                and any(t[0] == score_line for t in d["targets"])), self.browser.dependency("importance"))
         missing = [name for name, dep in self.api.items() if dep is None]
         if missing:
             raise RuntimeError(f"the app has no endpoint named {missing}")
@@ -156,11 +162,14 @@ class Student:
                 set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
             seconds, data = self.call(self.api["visualize"], "heads_apply")
             return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
-        if action == "real":
+        if action in ("real", "real_score"):  # pick the real model, type a sentence; run it, or score its heads
             kept = {elem_id: self.values[self.ids[elem_id]] for elem_id in ("model", "text")}
             set_("model", "hub:" + REAL_MODEL)
             set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
             try:
+                if action == "real_score":
+                    seconds, data = self.call(self.real_score)
+                    return seconds, None if "Which heads matter" in str(data) else "real_score: no importance"
                 seconds, data = self.call(self.real_run, "text")
             finally:
                 for elem_id, value in kept.items():  # the student goes back to the model and text it had

@@ -158,3 +158,15 @@ def test_the_real_model_benchmark_times_ours_eager_and_sdpa_and_reports_them():
     text = hub.report(result)
     assert "ours / eager" in text and "MiB" in text
     assert any(line.startswith("|") and line.split("|")[1].strip() == "4" for line in text.splitlines())
+
+
+def test_the_classroom_mix_with_a_real_model_and_its_heads_scored_is_whole():
+    from benchmarks import classroom
+    from benchmarks.students import real_actions
+
+    for share, score in ((10, 0), (10, 2), (15, 15)):
+        mix = real_actions(share, score)
+        assert sum(mix.values()) == 100 and mix["real"] == share and mix.get("real_score", 0) == score, mix
+        assert all(v >= 0 for v in mix.values()) and set(mix) <= set(classroom.LABELS), mix
+    with pytest.raises(SystemExit):
+        classroom.main(["--real-score", "2"])  # scoring a real model's heads needs the real model

@@ -105,11 +105,11 @@ class Student:
         self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
         self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
         real_line = self.ids.get("run_real")  # the page sends a real model's runs to their own line
-        self.real_run = next((d for d in deps if d.get("backend_fn") and any(t[0] == real_line for t in d["targets"])),
-                             self.api["visualize"])
+        self.real_run = next((d for d in deps if d.get("backend_fn") and real_line is not None
+                              and any(t[0] == real_line for t in d["targets"])), self.api["visualize"])
         # scoring every head of a real model: its own line where the page has one, else the public /importance
         score_line = self.ids.get("score_real")
-        self.real_score = next((d for d in deps if d.get("backend_fn")
+        self.real_score = next((d for d in deps if d.get("backend_fn") and score_line is not None
                                 and any(t[0] == score_line for t in d["targets"])), self.browser.dependency("importance"))
         missing = [name for name, dep in self.api.items() if dep is None]
         if missing:

@@ -56,6 +56,8 @@ NUMBERS_CSS = """
 .av-numbers th, .av-numbers td { border: 1px solid var(--border-color-primary, #ddd); padding: 4px 8px; text-align: left; }
 .av-numbers th { background: var(--table-even-background-fill, #f6f6f6); font-weight: 600; }
 .av-numbers td:not(:first-child) { font-variant-numeric: tabular-nums; }
+/* a phone: less padding, so the table fits (at 8 px it ran past the screen's edge and lost its right border) */
+@media (max-width: 480px) { .av-numbers th, .av-numbers td { padding: 4px 4px; } }
 """
 
 

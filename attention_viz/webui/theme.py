@@ -27,6 +27,11 @@ THEME = gr.themes.Default().set(
 # of no height that clips it. Both views are taller than a screen: their place in the line goes at their top right,
 # beside the view's heading, where the student is looking.
 TALL_VIEWS = ("lab_view", "explorer_view")
+# A refused input: these outputs say so themselves (the notes' "Refused.", each view's note that it shows the last
+# accepted input) and the toast gives the message; Gradio's own "Error" badge, centred over each of them, covered
+# that very text ("...the messag[Error] change."). Their error status is not drawn; the toast stays.
+SAY_REFUSAL = ("output", "info", "explorer_view", "steps_view", "steps_text", "compare_view", "compare_text",
+               "heads_view", "lab_view", "lab_numbers")
 # A checked radio or checkbox looks the same focused or not, and a range slider shows nothing: an outline each
 # (only for keyboard focus, :focus-visible, so a click draws none).
 CSS = f"""
@@ -37,4 +42,5 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible, input[type=
 {", ".join(f"#{view} [data-testid=status-tracker] .progress-text" for view in TALL_VIEWS)} {{
   top: 0; bottom: auto; right: 0; transform: none;
 }}
+{", ".join(f"#{view} [data-testid=status-tracker]:has(.error)" for view in SAY_REFUSAL)} {{ display: none; }}
 """

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.browser
 WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]  # axe-core's tags for WCAG 2.0 and 2.1, levels A and AA
 # A view drawn for an input that was refused since is faded on purpose (opacity 0.35, grey) until a good input
 # redraws it, with a note above in full contrast: text that no longer holds, outside WCAG 1.4.3's contrast rule.
-FADED = (".av-explorer.av-stale .av-grid, .av-explorer.av-stale .av-head-view, .av-hv.av-stale .av-panel, "
+FADED = (".av-explorer.av-stale .av-grid, .av-explorer.av-stale .av-head-view, .av-explorer.av-stale .av-legend, "
+         ".av-hv.av-stale .av-panel, "
          ".av-hv.av-stale .av-legend, .av-hv.av-stale .av-outputs, .av-lab[data-state=stale] .avl-grid, "
          "[data-av-stale=true]")
 # Gradio 6.31's own error toast: a header of role=button holding its Close button (axe: nested-interactive), in

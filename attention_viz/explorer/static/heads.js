@@ -60,7 +60,9 @@
       `<line class="av-axis" x1="${PAD.left}" x2="${PAD.left}" y1="${PAD.top}" y2="${H - PAD.bottom}"></line>` +
       `<line class="av-axis" x1="${PAD.left}" x2="${W - PAD.right}" y1="${H - PAD.bottom}" y2="${H - PAD.bottom}"></line>` +
       `${line}${ticks}${xticks}<text x="${(W + PAD.left) / 2}" y="${H - 6}" text-anchor="middle">heads left</text>` +
-      `<polyline points="${points}"></polyline>${dots}</svg></div><div class="av-prune-tip" role="status"></div></figure>`;
+      `<polyline points="${points}"></polyline>${dots}</svg></div>` +
+      `<div class="av-prune-more">⇆ scroll the curve sideways for the rest</div>` +
+      `<div class="av-prune-tip" role="status"></div></figure>`;
   }
 
   function mount(element, payload, opts) {

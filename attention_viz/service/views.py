@@ -147,10 +147,16 @@ class Views:
             return real_controls(catalog, model, layer, head, progress)
         if model == UNTRAINED:
             n_heads = check_int("heads", n_heads, *HEADS_RANGE)
+            # the widest d_k these heads allow (h·d_k ≤ MAX_HEAD_WIDTH): the log₂ slider stops at its last power of
+            # two, and a d_k beyond it comes down to that power, so more heads never leave the controls on a d_k the
+            # run would refuse (one typed up to `widest` is still taken)
+            widest = min(D_K_RANGE[1], MAX_HEAD_WIDTH // n_heads)
+            top = math.floor(math.log2(widest))
             return ModelControls(
-                True, d_k, 0.0, math.log2(D_K_RANGE[1]), 1.0, UNTRAINED_LAYERS - 1, n_heads - 1,
-                min(layer, UNTRAINED_LAYERS - 1), min(head, n_heads - 1), "sqrt_dk",
-                f"Any d_k from {D_K_RANGE[0]} to {D_K_RANGE[1]} (heads × d_k ≤ {MAX_HEAD_WIDTH}).",
+                True, d_k if d_k <= widest else 2 ** top, 0.0, float(top), 1.0, UNTRAINED_LAYERS - 1,
+                n_heads - 1, min(layer, UNTRAINED_LAYERS - 1), min(head, n_heads - 1), "sqrt_dk",
+                f"Any d_k from {D_K_RANGE[0]} to {widest} with {n_heads} head{'s' * (n_heads > 1)} "
+                f"(heads × d_k ≤ {MAX_HEAD_WIDTH}).",
                 text_info="The untrained model takes any printable ASCII character; its output means nothing.",
             )
         config = catalog.model_shape(model, d_k)  # validates the model name

@@ -150,8 +150,16 @@ def test_model_controls_follow_the_family(handlers):
     assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
     dk_log, d_k, untrained_box, scale, note, compat, trained, _, _, _ = handlers.model_controls(UNTRAINED, 300, 3)
     assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
-    assert untrained_box["visible"] is True and note.startswith("<p>Any d_k from 1 to 1024")
+    assert untrained_box["visible"] is True and note.startswith("<p>Any d_k from 1 to 1024 with 3 heads")
     assert trained["visible"] is False and dk_log["visible"] is True
+    # more heads: the slider stops at the widest d_k they allow (h·d_k ≤ 4096), and a wider d_k comes down to it
+    dk_log, d_k, _, _, note, *_ = handlers.model_controls(UNTRAINED, 1024, 16)
+    assert (dk_log["maximum"], dk_log["value"], d_k["value"]) == (8.0, 8.0, 256)
+    assert note.startswith("<p>Any d_k from 1 to 256 with 16 heads (heads × d_k ≤ 4096)")
+    assert handlers.model_controls(UNTRAINED, 100, 16)[1]["value"] == 100  # within it: kept
+    dk_log, d_k, *_ = handlers.model_controls(UNTRAINED, 1024, 5)  # 4096 // 5 = 819: the slider's last power, 512
+    assert (dk_log["maximum"], dk_log["value"], d_k["value"]) == (9.0, 9.0, 512)
+    assert handlers.model_controls(UNTRAINED, 819, 5)[1]["value"] == 819  # typed up to the widest: taken
 
 
 def test_steps_handler_returns_numbers_and_text(handlers):

@@ -54,7 +54,11 @@ def test_an_off_heads_mark_is_read_at_full_contrast(page: Page, app_url):
     page.locator(f'{TILES}[data-layer="0"][data-head="1"]').click()
     mark = page.locator(f"{TILES}.av-off .av-off-mark")
     expect(mark).to_have_count(1, timeout=TIMEOUT_MS)
+    # the rerun answered (a page still waiting for it draws its outputs faded, the mark with them)
+    expect(page.locator("#info")).to_contain_text("switched off", timeout=TIMEOUT_MS)
     settle(page)
+    page.wait_for_function(f"() => ({CONTRAST_JS})(document.querySelector('{TILES}.av-off .av-off-mark')).opacity === 1",
+                           timeout=TIMEOUT_MS)
     seen = mark.evaluate(CONTRAST_JS)
     assert seen["opacity"] == 1 and seen["ratio"] >= 4.5, seen
     faded = page.locator(f"{TILES}.av-off canvas").evaluate(CONTRAST_JS)["opacity"]

@@ -12,10 +12,10 @@ import torch
 
 pytest.importorskip("transformers")
 
-import attention_viz.importance as importance  # noqa: E402
+import attention_viz.importance.real as importance  # noqa: E402
 from attention_viz.fast import logprob  # noqa: E402
 from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
-from attention_viz.importance import _own_outputs, _real_michel, real_head_importance  # noqa: E402
+from attention_viz.importance.real import _own_outputs, _real_michel, real_head_importance  # noqa: E402
 
 TEXTS = ["the cat sat on the mat", "attention is all you need", "hello"]
 LINEAR_HEADS = ("marian", "bart", "mbart", "gpt2", "llama", "qwen2")  # output_head: exactly h Wᵀ + b

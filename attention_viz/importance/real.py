@@ -1,0 +1,237 @@
+"""Which heads a real model needs (attention_viz.hub.PretrainedTransformer): each head switched off alone on texts
+it writes for itself, scored by the log-probability of its own greedy output, teacher-forced; Michel's gradient
+estimate beside it, and the prune curve. Variants run as batch rows with per-row gates, a chunk at a time; an
+encoder-decoder model's encoder once per distinct set of encoder heads off.
+
+Axes: N texts, S source (or prompt) positions, T decoder positions, D model width, V vocabulary, H heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attention_viz.core.ablation import ABLATIONS, mean_outputs
+from attention_viz.fast.logprob import target_log_probs
+from attention_viz.importance.common import ONE_POINT, spearman, variant_gates
+
+
+@dataclass(frozen=True)
+class RealHeadImportance:
+    """Every head of a real model switched off alone, on texts it writes for itself: what it costs its own output."""
+
+    keys: list[str]
+    n_heads: int
+    texts: int
+    ablation: str
+    baseline: float                        # mean log-probability per token of its own greedy output, all heads on
+    drop: dict[str, np.ndarray]            # key -> [H]: log-probability per token lost with that head alone off
+    gradient: dict[str, np.ndarray]        # key -> [H]: Michel's I_h = mean |∂L/∂ξ_h|, L = -log p(own output)
+    agreement: float                       # Spearman's ρ between the drop and the gradient rankings
+    order: list[tuple[str, int]]           # heads, least important first
+    prune: list[float] = field(default_factory=list)  # log-probability per token with the first k of order off
+
+    @property
+    def total(self) -> int:
+        return len(self.keys) * self.n_heads
+
+    def can_go(self, tolerance: float = ONE_POINT) -> int:
+        """Heads that can go, least important first, losing at most `tolerance` of log-probability per token."""
+        ok = [k for k, lp in enumerate(self.prune) if lp >= self.baseline - tolerance - 1e-12]
+        return max(ok, default=0)
+
+
+def _own_outputs(model, texts: list[str], max_new_tokens: int):
+    """The model's own greedy output for each text, as teacher-forcing rows: (input_ids [N, S], attention_mask,
+    decoder_input_ids [N, T] or None, targets [N, T'] with -100 where not scored)."""
+    rows = []
+    for text in texts:
+        src = model.encode(text).ids[None].to(model.device)  # (1, S)
+        written, _ = model.greedy_decode(src, max_new_tokens)
+        rows.append((src[0], written[0]))
+    pad = model.pad_id if model.pad_id is not None else 0
+    if model.layout == "encoder-decoder":
+        S = max(len(s) for s, _ in rows)
+        T = max(len(w) for _, w in rows)
+        ids = torch.full((len(rows), S), pad, dtype=torch.long, device=model.device)
+        mask = torch.zeros_like(ids)
+        decoder = torch.full((len(rows), T), pad, dtype=torch.long, device=model.device)
+        targets = torch.full((len(rows), T), -100, dtype=torch.long, device=model.device)
+        for i, (s, w) in enumerate(rows):
+            ids[i, : len(s)], mask[i, : len(s)] = s, 1
+            decoder[i, 0] = model.start_id
+            decoder[i, 1: len(w)] = w[:-1]
+            targets[i, : len(w)] = w
+        return ids, mask, decoder, targets
+    L = max(len(s) + len(w) - 1 for s, w in rows)  # decoder only: the prompt and what it wrote, but the last
+    ids = torch.full((len(rows), L), pad, dtype=torch.long, device=model.device)
+    mask = torch.zeros_like(ids)
+    targets = torch.full((len(rows), L), -100, dtype=torch.long, device=model.device)
+    for i, (s, w) in enumerate(rows):
+        sequence = torch.cat([s, w[:-1]])
+        ids[i, : len(sequence)], mask[i, : len(sequence)] = sequence, 1
+        targets[i, len(s) - 1: len(s) - 1 + len(w)] = w  # position t predicts token t + 1: the written ones
+    return ids, mask, None, targets
+
+
+def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, means, chunk: int) -> np.ndarray:
+    """Per variant: mean log-probability per scored token of the model's own output. Variants run `chunk` rows at
+    a time. An encoder-decoder model's encoder runs once per distinct set of encoder heads off: the variants that
+    switch off decoder heads only (two thirds of a Marian model's) share the plain encoder's states. The scored
+    tokens' log-probabilities: _scored_logprobs (through the output head's blocks where it is linear)."""
+    N, H = ids.size(0), model.n_heads
+    dtype = next(model.model.parameters()).dtype
+    scored = targets != -100  # (N, T)
+    shared = model.layout == "encoder-decoder"
+    encoder_keys = [key for key in keys if key.startswith("encoder.")] if shared else []
+    decoder_keys = [key for key in keys if key not in encoder_keys]
+    signature = lambda off: frozenset(head for head in off if head[0] in encoder_keys)  # noqa: E731
+    states = _real_encoder_states(model, ids, mask, encoder_keys, [signature(off) for off in variants], ablation,
+                                  means, chunk) if shared else None
+    head = _linear_head(model)
+    logprob = []
+    for start in range(0, len(variants), max(1, chunk // N)):
+        part = variants[start: start + max(1, chunk // N)]
+        rep = lambda t: None if t is None else t.repeat(len(part), 1)  # noqa: E731
+        gates = variant_gates(decoder_keys, H, part, N, dtype, ids.device)  # every key's, without a shared encoder
+        heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
+        with torch.no_grad():
+            encoded = torch.cat([states[signature(off)] for off in part]) if shared else None  # (P·N, S, D)
+            picked = _scored_logprobs(model, head, None if shared else rep(ids), rep(mask), rep(decoder),
+                                      rep(targets), encoded, heads)  # (P·R,): variant by variant
+        logprob += (picked.view(len(part), -1).sum(1) / scored.sum()).double().tolist()
+    return np.array(logprob)
+
+
+def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, heads) -> torch.Tensor:
+    """log p(target) at the rows' scored positions (targets [B, T] != -100), row by row -> [R].
+
+    encoded: an encoder-decoder model's encoder states [B, S, D], which its decoder reads (ids unused); None for a
+    decoder-only model. head: the output head (W, b) when the logits are exactly h Wᵀ + b (_linear_head): then the
+    final hidden states at the scored positions go through fast.logprob, and the [B, T, V] logits and their
+    log-softmax are never written; None: the logits' log-softmax, gathered."""
+    real = targets != -100  # (B, T)
+    if head is not None:
+        if encoded is not None:
+            final = model.decoder_states(encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+        else:
+            final = model.final_states(ids, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+        return target_log_probs(final[real], targets[real], *head)  # (R,)
+    if encoded is not None:
+        logits = model.decoder_logits(encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, V)
+    else:
+        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits  # (B, T, V)
+    logp = torch.log_softmax(_wide(logits), -1)  # (B, T, V)
+    return logp.gather(-1, targets.clamp_min(0)[..., None])[..., 0][real]  # (R,)
+
+
+def _linear_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The model's output head (W [V, D], b [V] or None) for fast.logprob, or None: a head not known to be
+    exactly h Wᵀ + b (PretrainedTransformer.output_head), or half-precision weights, whose blocks' log-sum-exp
+    would be taken in half precision (the logits path widens the logits to float32 first)."""
+    head = model.output_head()
+    if head is None or head[0].dtype not in (torch.float32, torch.float64):
+        return None
+    return head
+
+
+def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk: int) -> dict:
+    """The encoder's states [N, S, D] per distinct set of encoder heads off (a frozenset of (key, head)), `chunk`
+    rows a pass."""
+    distinct = list(dict.fromkeys(signatures))
+    dtype = next(model.model.parameters()).dtype
+    N, step, states = ids.size(0), max(1, chunk // ids.size(0)), {}
+    for start in range(0, len(distinct), step):
+        part = distinct[start: start + step]
+        gates = variant_gates(encoder_keys, model.n_heads, [set(s) for s in part], N, dtype, ids.device)
+        heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
+        with torch.no_grad():
+            encoded = model.encoder_states(ids.repeat(len(part), 1), attention_mask=mask.repeat(len(part), 1),
+                                           heads=heads)  # (P·N, S, D)
+        states.update(zip(part, encoded.split(N)))
+    return states
+
+
+def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max_new_tokens: int = 20,
+                         chunk: int = 64) -> RealHeadImportance:
+    """Every head of a real model (attention_viz.hub.PretrainedTransformer) alone off, on its own greedy output of
+    `texts` (teacher-forced): the drop in its log-probability per token, Michel's gradient estimate, the prune
+    curve. `chunk`: batch rows per pass (memory: rows x T x vocab where the logits are written whole; rows x T x
+    d_model where the output head is linear and its log-sum-exp runs a block at a time, fast.logprob).
+
+    Raises ValueError for an encoder-only model (it writes nothing to score), no texts, or an unknown ablation."""
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
+    if model.layout == "encoder":
+        raise ValueError(f"{model.family.name} is an encoder only: it writes no output whose probability could "
+                         "drop; head importance needs a model that writes text.")
+    if not texts:
+        raise ValueError("head importance needs at least one text")
+    ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
+    keys = model.map_keys
+    H = model.n_heads
+    means = _real_means(model, ids, mask, decoder, targets) if ablation == "mean" else None
+    heads = [(key, h) for key in keys for h in range(H)]
+    logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], ablation, means,
+                           chunk)
+    index = {head: 1 + i for i, head in enumerate(heads)}
+    drop = {key: np.array([logprob[0] - logprob[index[(key, h)]] for h in range(H)]) for key in keys}
+    gradient = _real_michel(model, ids, mask, decoder, targets, keys, ablation, means)
+    order = sorted(heads, key=lambda kh: drop[kh[0]][kh[1]])
+    # the prune curve's first two points are the grid's: no head off (k = 0), the least important alone off (k = 1)
+    prune = [logprob[0], logprob[index[order[0]]]][: len(heads)]
+    if len(heads) > 2:
+        prune += list(_real_scores(model, ids, mask, decoder, targets, keys,
+                                   [set(order[:k]) for k in range(2, len(heads))], ablation, means, chunk))
+    agreement = spearman(np.concatenate([drop[k] for k in keys]), np.concatenate([gradient[k] for k in keys]))
+    return RealHeadImportance(keys, H, len(texts), ablation, float(logprob[0]), drop, gradient, agreement, order,
+                              [float(x) for x in prune])
+
+
+def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale="sqrt_dk", causal_mask: bool = True,
+                    padding_mask: bool = True) -> dict[str, torch.Tensor]:
+    """Each head's mean output [H, d_v] per map key of a real model, over `texts` and what it writes for them
+    (teacher-forced; padding left out): mean ablation's reference."""
+    if not texts:
+        raise ValueError("mean ablation needs at least one reference text")
+    if model.layout == "encoder":
+        ids = torch.nn.utils.rnn.pad_sequence([model.encode(t).ids for t in texts], batch_first=True,
+                                              padding_value=model.pad_id if model.pad_id is not None else 0)
+        mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(model.encode(t).ids), dtype=torch.long)
+                                                for t in texts], batch_first=True).to(model.device)
+        return _real_means(model, ids.to(model.device), mask, None, None, scale, causal_mask, padding_mask)
+    ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
+    return _real_means(model, ids, mask, decoder, targets, scale, causal_mask, padding_mask)
+
+
+def _real_means(model, ids, mask, decoder, targets, scale="sqrt_dk", causal_mask=True, padding_mask=True
+                ) -> dict[str, torch.Tensor]:
+    """Mean head outputs over the rows' real positions: the source's (or prompt's) tokens, the decoder's inputs."""
+    with torch.no_grad():
+        outputs = model.head_outputs(ids, decoder, attention_mask=mask, scale=scale, causal_mask=causal_mask,
+                                     padding_mask=padding_mask)
+    real = mask.bool()  # (N, S)
+    decoded = (targets != -100) if decoder is not None else real  # (N, T): the start token and the written ones
+    return mean_outputs(outputs, {key: real if key.startswith("encoder") or decoder is None else decoded
+                                  for key in outputs})
+
+
+def _real_michel(model, ids, mask, decoder, targets, keys, ablation, means) -> dict[str, np.ndarray]:
+    """Michel's I_h for a real model: per-row gates ξ = 1, L(x) = -mean log p(own output), one backward pass."""
+    N, H = ids.size(0), model.n_heads
+    dtype = next(model.model.parameters()).dtype
+    gates = {key: torch.ones(N, H, dtype=dtype, device=ids.device, requires_grad=True) for key in keys}
+    heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
+    with torch.enable_grad():
+        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits
+        logp = torch.log_softmax(_wide(logits), -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0]
+        real = (targets != -100).to(logp.dtype)
+        grads = torch.autograd.grad((-(logp * real).sum(1) / real.sum(1)).sum(), list(gates.values()))
+    return {key: g.abs().mean(0).double().cpu().numpy() for key, g in zip(gates, grads)}
+
+
+def _wide(logits: torch.Tensor) -> torch.Tensor:
+    """Logits at least float32 (a half-precision model's are widened before the log-softmax)."""
+    return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()

@@ -20,14 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
+from attention_viz.core.messages import shown
+
 ABLATIONS = ("zero", "mean")
-ECHO = 40  # a refusal echoes at most this many characters of what it was given (a key, a list, a head)
-
-
-def _shown(value: object) -> str:
-    """repr(value) cut to ECHO characters: a message names what came without echoing a whole oversized input."""
-    got = repr(value)
-    return got if len(got) <= ECHO else got[:ECHO - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -75,20 +70,20 @@ def switches(
     range, an unknown ablation, missing or misshapen means, or every head of the model off.
     """
     if ablation not in ABLATIONS:
-        raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {_shown(ablation)}")
+        raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {shown(ablation)}")
     if not heads_off and not gates:
         return None
     result: dict[str, HeadSwitch] = {}
     for key, heads in (heads_off or {}).items():
         if key not in keys:
-            raise ValueError(f"heads_off names {_shown(key)}, which this model does not have; its keys are "
+            raise ValueError(f"heads_off names {shown(key)}, which this model does not have; its keys are "
                              f"{', '.join(keys)}")
         if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence):
-            raise ValueError(f"heads_off[{key!r}] must be a list of head indices, got {_shown(heads)}")
+            raise ValueError(f"heads_off[{key!r}] must be a list of head indices, got {shown(heads)}")
         off = []
         for head in heads:
             if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < keys[key]:
-                raise ValueError(f"heads_off[{key!r}]: head {_shown(head)} does not exist; {key} has heads 0 to "
+                raise ValueError(f"heads_off[{key!r}]: head {shown(head)} does not exist; {key} has heads 0 to "
                                  f"{keys[key] - 1}")
             off.append(head)
         means = None
@@ -106,7 +101,7 @@ def switches(
         raise ValueError("every head of the model is switched off; leave at least one on")
     for key, gate in (gates or {}).items():
         if key not in keys:
-            raise ValueError(f"gates names {_shown(key)}, which this model does not have")
+            raise ValueError(f"gates names {shown(key)}, which this model does not have")
         if gate.dim() not in (1, 2) or gate.shape[-1] != keys[key]:
             raise ValueError(f"gates[{key!r}] must have shape [{keys[key]}] or [B, {keys[key]}], got "
                              f"{list(gate.shape)}")

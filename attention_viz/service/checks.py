@@ -11,13 +11,8 @@ import math
 import numbers
 import unicodedata
 
+from attention_viz.core.messages import shown
 from attention_viz.data.tokenizer import PRINTABLE_ASCII
-
-
-def shown(value: object, limit: int = 40) -> str:
-    """repr(value), cut to `limit` characters: a refusal names what came without echoing a whole oversized input."""
-    got = repr(value)
-    return got if len(got) <= limit else got[:limit - 1] + "…"
 
 
 def _number(value: float | int) -> str:

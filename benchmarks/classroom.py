@@ -263,7 +263,8 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                                         args=(server.base, browsers, time.monotonic(), duration_s, opened), daemon=True)
             if browsers:
                 chromium.start()
-            result = run_class(server.base, students, duration_s, seed, files, real_actions(real, real_score) if real else ACTIONS)
+            mix = real_actions(real, real_score) if real else ACTIONS
+            result = run_class(server.base, students, duration_s, seed, files, mix)
             if browsers:
                 chromium.join(timeout=120)
                 result["chromium"] = opened

@@ -203,11 +203,20 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
 
     # Only controls that change the computation reach the server; the run is cached by them. The page sends a run
     # to one of two lines by its model: a real model's runs wait in their own, so they hold up no one else's.
-    route = dict(fn=None, inputs=[model, run_small, run_real], outputs=[run_small, run_real], js=ROUTE_JS, **PRIVATE)
-    answered(run_small.change(handlers.visualize, [*settings_inputs, *extra], view_outputs, api_name="visualize",
-                              **LIVE, **RAW, **RUNS))
-    answered(run_real.change(handlers.visualize, [*settings_inputs, *extra], view_outputs, **PRIVATE, **LIVE, **RAW,
-                             **REAL_RUNS))
+    def route_to(small: gr.Textbox, real: gr.Textbox) -> dict:
+        """A js-only event that moves one of the two counters, by the model."""
+        return dict(fn=None, inputs=[model, small, real], outputs=[small, real], js=ROUTE_JS, **PRIVATE)
+
+    def on_both_lines(small: gr.Textbox, real: gr.Textbox, fn, outputs, api_name: str | None = None, **options):
+        """fn on the settings when a counter moves: our models' on RUNS (public as api_name, if given), a real model's
+        on REAL_RUNS (private); the two events."""
+        public = dict(api_name=api_name) if api_name else PRIVATE
+        return (small.change(fn, [*settings_inputs, *extra], outputs, **public, **options, **RUNS),
+                real.change(fn, [*settings_inputs, *extra], outputs, **PRIVATE, **options, **REAL_RUNS))
+
+    route = route_to(run_small, run_real)
+    for run in on_both_lines(run_small, run_real, handlers.visualize, view_outputs, "visualize", **LIVE, **RAW):
+        answered(run)
     gr.on([text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
            d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
     heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE).then(**route)
@@ -244,20 +253,12 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
     # Scoring every head, and its CSV, go to the runs' two lines the same way: a real model's wait for it one at a
     # time without holding a slot our models' runs need
-    score_button.click(fn=None, inputs=[model, score_small, score_real], outputs=[score_small, score_real],
-                       js=ROUTE_JS, **PRIVATE)
-    score_export.click(fn=None, inputs=[model, csv_small, csv_real], outputs=[csv_small, csv_real], js=ROUTE_JS,
-                       **PRIVATE)
+    score_button.click(**route_to(score_small, score_real))
+    score_export.click(**route_to(csv_small, csv_real))
     once = dict(trigger_mode="once")  # as a button's click: another click while it works is not sent
-    for scored in (score_small.change(handlers.importance, [*settings_inputs, *extra], importance,
-                                      api_name="importance", **RAW, **RUNS, **once),
-                   score_real.change(handlers.importance, [*settings_inputs, *extra], importance, **PRIVATE, **RAW,
-                                     **REAL_RUNS, **once)):
+    for scored in on_both_lines(score_small, score_real, handlers.importance, importance, "importance", **RAW, **once):
         scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
-    for score_csv in (csv_small.change(handlers.importance_export, [*settings_inputs, *extra], score_file,
-                                       **PRIVATE, **RUNS, **once),
-                      csv_real.change(handlers.importance_export, [*settings_inputs, *extra], score_file,
-                                      **PRIVATE, **REAL_RUNS, **once)):
+    for score_csv in on_both_lines(csv_small, csv_real, handlers.importance_export, score_file, **once):
         score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)
     return {"text": text, "model": model, "heads_off": heads_off, "ablation": ablation, "d_k": d_k, "dk_log": dk_log,
             "dk_trained": dk_trained, "scale": scale,

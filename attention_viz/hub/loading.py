@@ -67,6 +67,10 @@ def fetch(name: str, progress=None) -> str:
     from huggingface_hub import snapshot_download
     from tqdm.auto import tqdm
 
+    from attention_viz.hub.network import bounded
+
+    bounded()  # connect and read timeouts: a Hub that never answers refuses the model instead of stalling it
+
     class Reported(tqdm):
         """tqdm that tells `progress` how many of the repository's files are in."""
 
@@ -79,7 +83,17 @@ def fetch(name: str, progress=None) -> str:
     try:
         return snapshot_download(name, allow_patterns=FETCHED, tqdm_class=Reported)
     except Exception as error:  # noqa: BLE001 - any failure of the Hub or the network: the model is not available
-        raise ModelUnavailableError(f"The model {name!r} could not be downloaded.") from error
+        why = " (the Hub did not answer in time)" if timed_out(error) else ""
+        raise ModelUnavailableError(f"The model {name!r} could not be downloaded{why}.") from error
+
+
+def timed_out(error: BaseException | None) -> bool:
+    """True when `error`, or an error it was raised from, is a timeout."""
+    while error is not None:
+        if isinstance(error, TimeoutError) or "Timeout" in type(error).__name__:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def model_class(config):

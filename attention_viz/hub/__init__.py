@@ -14,7 +14,6 @@ from attention_viz.hub.attention import IMPLEMENTATION
 from attention_viz.hub.families import FAMILIES, Family, UnsupportedModelError, family_of
 from attention_viz.hub.loading import ModelUnavailableError, UnsafeWeightsError, fetch, load_pretrained
 from attention_viz.hub.model import Encoding, PretrainedTransformer
-from attention_viz.hub import network  # noqa: F401 - the Hub's client with bounded waits (fetch installs it)
 
 __all__ = [
     "FAMILIES",

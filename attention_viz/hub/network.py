@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import threading
 
-import httpx2
 from huggingface_hub import constants, set_client_factory
 from huggingface_hub.utils import _http
+
+try:  # huggingface_hub 2 speaks httpx2; 1.x, httpx (the same API)
+    import httpx2
+except ImportError:  # pragma: no cover - the older huggingface_hub
+    import httpx as httpx2
 
 _installed = threading.Lock()
 _done = False

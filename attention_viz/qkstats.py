@@ -16,6 +16,8 @@ population variances (divide by the count) around the pooled mean:
     predicted   d_k · q_var · k_var, footnote 4's variance for independent components of those variances
     ratio       logit_var / predicted (1 where footnote 4's premise holds; a head whose q and k are aligned, or whose
                 components have a mean, is far from it)
+    row_var     the variance of q·k across one query row's keys, averaged over the query rows: the part of logit_var
+                the softmax sees (it ignores a shift of a whole row, q·k̄, which logit_var counts)
     entropy_scaled, entropy_unscaled: the softmax's entropy in nats of each real query row over its allowed keys, with
                 the factor 1/√d_k and with 1 on q·k, averaged over the query rows.
 
@@ -57,6 +59,7 @@ class QKStatistics:
     logit_var: np.ndarray        # [H] Var q·k, raw
     q_var: np.ndarray            # [H] Var of q's components
     k_var: np.ndarray            # [H] Var of k's components
+    row_var: np.ndarray          # [H] mean over query rows of Var q·k across the row's keys
     entropy_scaled: np.ndarray   # [H] nats, factor 1/√d_k
     entropy_unscaled: np.ndarray  # [H] nats, factor 1
     logits: np.ndarray | None = None  # [H, N] float32 raw q·k of every pooled pair, when asked for (keep_logits)
@@ -98,6 +101,14 @@ def pair_statistics(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, kee
         mean = (x * w).sum(dim=(0, 2, 3)) / count  # (H,)
         return ((x - mean[None, :, None, None]) ** 2 * w).sum(dim=(0, 2, 3)) / count
 
+    def row_var() -> torch.Tensor:
+        """Mean over real query rows of the population variance of the row's allowed logits -> (H,)."""
+        n = weight_q.clamp(min=1)[:, None, :]  # (B, 1, Q)
+        x = logits.masked_fill(~allowed[:, None], 0.0)
+        mean = x.sum(-1) / n  # (B, H, Q)
+        var = ((x - mean[..., None]) ** 2).masked_fill(~allowed[:, None], 0.0).sum(-1) / n  # (B, H, Q)
+        return var.transpose(0, 1)[:, rows].mean(-1)  # (H,)
+
     def entropy(factor: float) -> torch.Tensor:
         """Mean over real query rows of the softmax's entropy (nats) at this factor on q·k -> (H,)."""
         z = (logits * factor).masked_fill(~allowed[:, None], float("-inf"))  # (B, H, Q, K)
@@ -117,6 +128,7 @@ def pair_statistics(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, kee
         logit_var=numpy(pooled.var(dim=-1, unbiased=False)),
         q_var=numpy(component_var(q, weight_q)),
         k_var=numpy(component_var(k, weight_k)),
+        row_var=numpy(row_var()),
         entropy_scaled=numpy(entropy(1 / math.sqrt(d))),
         entropy_unscaled=numpy(entropy(1.0)),
         logits=numpy(pooled.float()) if keep_logits else None,

@@ -65,3 +65,20 @@ def test_a_tokenizer_for_a_real_model_is_refused(tiny_folder):
     model = av.load_pretrained(tiny_folder("bert"))
     with pytest.raises(ValueError, match="its own tokenizer"):
         av.qk_statistics(model, "hello", tokenizer=av.CharTokenizer())
+
+
+def test_the_labs_own_view_offers_the_real_models_set_up_and_only_their_kinds(tiny_folder):
+    from attention_viz.service.catalog import Catalog
+    from attention_viz.service.qk_view import REAL_TEXTS, OwnQK
+
+    own = OwnQK(Catalog(hub_models=[str(tiny_folder("bert")), str(tiny_folder("gpt2"))]))
+    real = [value for _, value in own.choices if value.startswith("hub:")]
+    assert len(real) == 2 and "reverse" in [value for _, value in own.choices]
+    bert, gpt2 = real
+    assert own.shape(bert)["kinds"] == ["encoder.self_attn"] and own.shape(gpt2)["kinds"] == ["decoder.self_attn"]
+    data = own.view(gpt2, "decoder.self_attn", 1, 3, False)
+    s = av.qk_statistics(own.catalog.real.get(gpt2), list(REAL_TEXTS))["decoder.1.self_attn"]
+    assert data["numbers"]["data"][2][1] == pytest.approx(s.logit_var[3], rel=1e-3)
+    assert data["histogram"]["samples"] == s.n_pairs and data["d_k"] == s.d_k
+    with pytest.raises(ValueError, match="attention"):
+        own.view(bert, "decoder.cross_attn", 0, 0, True)

@@ -2,6 +2,7 @@
 
     python -m devtools.footnote4             # ~10 s on two cores
     python -m devtools.footnote4 --texts 50  # more held-out strings per model
+    python -m devtools.footnote4 --heads reverse   # and every head of one model
 
 For every shipped model, on its task's held-out strings (attention_viz.data.tasks.heldout_strings, the same draw for
 every model of a task) run as the model was trained (its card's scale), attention_viz.qk_statistics per map key;
@@ -52,6 +53,18 @@ def rows(n_texts: int) -> list[list[str]]:
     return out
 
 
+def head_rows(name: str, n_texts: int) -> list[list[str]]:
+    """One row per head of one shipped model, on the same texts as rows()."""
+    model, card = av.load_model(name)
+    texts = heldout_strings(card["max_len"], n_texts, task=card["task"])
+    stats = av.qk_statistics(model, texts, tokenizer=CharTokenizer(max_len=card["max_len"]), scale=card["scale"])
+    return [[key, str(h), f"{s.logit_var[h] / s.d_k:.3g}", f"{s.ratio[h]:.3g}", f"{s.row_var[h] / s.d_k:.3g}",
+             f"{s.q_var[h]:.3g}", f"{s.k_var[h]:.3g}", f"{s.entropy_scaled[h]:.2f}", f"{s.entropy_unscaled[h]:.2f}"]
+            for key, s in stats.items() for h in range(s.n_heads)]
+
+
+HEAD_HEADERS = ["attention", "head", "Var q·k / d_k", "ratio to d_k·Var q·Var k", "within rows / d_k", "Var q", "Var k",
+                "entropy 1/√d_k", "entropy 1"]
 HEADERS = ["model", "trained", "d_k", "kind", "Var q·k / d_k", "ratio to d_k·Var q·Var k", "ratio, all heads",
            "within rows / d_k", "Var q", "Var k", "entropy 1/√d_k", "entropy 1", "log n"]
 
@@ -59,15 +72,18 @@ HEADERS = ["model", "trained", "d_k", "kind", "Var q·k / d_k", "ratio to d_k·V
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=20, help="held-out strings per model (default 20)")
+    parser.add_argument("--heads", metavar="MODEL", help="also print every head of this shipped model")
     args = parser.parse_args()
     torch.set_num_threads(1)
     start = time.perf_counter()
-    table = rows(args.texts)
-    print("| " + " | ".join(HEADERS) + " |")
-    print("|" + "---|" * len(HEADERS))
-    for row in table:
-        print("| " + " | ".join(row) + " |")
-    print(f"\n{args.texts} held-out strings per model; medians over every head of every layer of a kind; "
+    tables = [(HEADERS, rows(args.texts))] + ([(HEAD_HEADERS, head_rows(args.heads, args.texts))] if args.heads else [])
+    for headers, table in tables:
+        print("| " + " | ".join(headers) + " |")
+        print("|" + "---|" * len(headers))
+        for row in table:
+            print("| " + " | ".join(row) + " |")
+        print()
+    print(f"{args.texts} held-out strings per model; medians over every head of every layer of a kind; "
           f"{time.perf_counter() - start:.1f} s")
 
 

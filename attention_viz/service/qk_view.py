@@ -81,6 +81,11 @@ class OwnQK:
         """Every attention's statistics of this model (computed once; real models load on first use)."""
         return self._statistics(self.check_model(model))
 
+    def _title(self, model: str, d_k: int) -> str:
+        """The model as the view names it: its picker label, with d_k (a shipped model's label has it already)."""
+        label = next(label for label, value in self.choices if value == model)
+        return f"{label}, d_k = {d_k}" if model in self.catalog.real else label
+
     def cache_info(self):
         """functools' statistics of the per-model cache (hits, misses: one computation per model)."""
         return self._statistics.cache_info()
@@ -124,7 +129,7 @@ class OwnQK:
         s = self.statistics(model)[key]
         return {
             "model": model,
-            "label": next(label for label, value in self.choices if value == model),
+            "label": self._title(model, s.d_k),
             "texts": self.texts(model),
             "key": key,
             "kind": kind,

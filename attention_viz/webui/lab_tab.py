@@ -202,7 +202,7 @@ def render_own(handlers: OwnHandlers) -> None:
     first = own.view(model0, kind0, 0, 0, True)
     prose(OWN_TEXT)
     with gr.Row():
-        model = gr.Dropdown(own.choices, value=model0, label="Model", elem_id="own_model")
+        model = gr.Dropdown(own.choices, value=model0, label="Model", elem_id="own_model", scale=3)
         kind = gr.Dropdown([(KIND_LABELS[k], k) for k in shape["kinds"]], value=kind0, label="Attention",
                            elem_id="own_kind")
         layer = gr.Dropdown(list(range(shape["layers"][kind0])), value=0, label="Layer", elem_id="own_layer")

@@ -519,7 +519,7 @@
   // ---------------------------------------------------------------- this model's own q·k (service/qk_view.py)
 
   function ownText(d) {
-    return `${d.label} · ${d.key}, head ${d.head} · d_k = ${d.d_k} · ${d.scaled ? "scaled by 1/√d_k" : "unscaled"}`;
+    return `${d.label} · ${d.key}, head ${d.head} · ${d.scaled ? "scaled by 1/√d_k" : "unscaled"}`;
   }
 
   function mountOwn(root, data) {

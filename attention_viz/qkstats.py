@@ -5,7 +5,7 @@ d_k. A trained model's q and k need not be like that; this module measures, per 
 
     stats = qk_statistics(model, ["hello", "attention"])            # our Transformer (our tokenizer) or a real model
     s = stats["decoder.1.cross_attn"]
-    s.logit_var, s.predicted, s.ratio                                # [H] each: Var q·k, d_k·Var q·Var k, their ratio
+    s.logit_var, s.predicted, s.ratio                     # [H] each: Var q·k, d_k·Var q·Var k, their ratio
 
 What is pooled. For one map key and head, every (query, key) pair of every text together, real tokens only: no
 <pad> as query or key; a decoder's self-attention pairs a query with the keys up to it (causal). Variances are

@@ -63,8 +63,8 @@ def head_rows(name: str, n_texts: int) -> list[list[str]]:
             for key, s in stats.items() for h in range(s.n_heads)]
 
 
-HEAD_HEADERS = ["attention", "head", "Var q·k / d_k", "ratio to d_k·Var q·Var k", "within rows / d_k", "Var q", "Var k",
-                "entropy 1/√d_k", "entropy 1"]
+HEAD_HEADERS = ["attention", "head", "Var q·k / d_k", "ratio to d_k·Var q·Var k", "within rows / d_k", "Var q",
+                "Var k", "entropy 1/√d_k", "entropy 1"]
 HEADERS = ["model", "trained", "d_k", "kind", "Var q·k / d_k", "ratio to d_k·Var q·Var k", "ratio, all heads",
            "within rows / d_k", "Var q", "Var k", "entropy 1/√d_k", "entropy 1", "log n"]
 

@@ -114,7 +114,7 @@ def _own_js(call: str) -> str:
 
 
 class OwnHandlers:
-    """The functions behind "this model's own q·k" (plain values in, the service's dict out; ValueError -> gr.Error)."""
+    """What "this model's own q·k" calls: plain values in, the service's dict out (ValueError -> gr.Error)."""
 
     def __init__(self, own: OwnQK) -> None:
         self.own = own
@@ -204,9 +204,10 @@ def render_own(handlers: OwnHandlers) -> None:
     with gr.Row():
         model = gr.Dropdown(own.choices, value=model0, label="Model", elem_id="own_model", scale=3)
         kind = gr.Dropdown([(KIND_LABELS[k], k) for k in shape["kinds"]], value=kind0, label="Attention",
-                           elem_id="own_kind")
-        layer = gr.Dropdown(list(range(shape["layers"][kind0])), value=0, label="Layer", elem_id="own_layer")
-        head = gr.Dropdown(list(range(shape["heads"])), value=0, label="Head", elem_id="own_head")
+                           elem_id="own_kind", scale=2)
+        layer = gr.Dropdown(list(range(shape["layers"][kind0])), value=0, label="Layer", elem_id="own_layer",
+                            min_width=90)
+        head = gr.Dropdown(list(range(shape["heads"])), value=0, label="Head", elem_id="own_head", min_width=90)
         scaled = gr.Checkbox(value=True, label="scaled by 1/√d_k", elem_id="own_scaled")
     view = gr.HTML(value=first, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("lab.css"),
                    js_on_load=OWN_JS, apply_default_css=False, elem_id=OWN_ID, padding=False, container=False,

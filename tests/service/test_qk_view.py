@@ -30,8 +30,8 @@ def test_the_picker_offers_every_dot_product_checkpoint_and_no_additive_one(own)
     assert own.default_model == "reverse"
 
 
-@pytest.mark.parametrize("name, kind, layer, head, scaled", [("reverse_dk64_unscaled", "decoder.cross_attn", 1, 3, False),
-                                                             ("reverse", "encoder.self_attn", 0, 1, True)])
+@pytest.mark.parametrize("name, kind, layer, head, scaled", [
+    ("reverse_dk64_unscaled", "decoder.cross_attn", 1, 3, False), ("reverse", "encoder.self_attn", 0, 1, True)])
 def test_a_heads_numbers_and_histogram_are_its_own_logits(own, name, kind, layer, head, scaled):
     data = own.view(name, kind, str(layer), float(head), scaled)  # values as a raw request sends them
     model, card = own.catalog.trained(name)

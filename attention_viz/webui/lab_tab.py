@@ -158,8 +158,9 @@ def numbers_table(value: dict) -> gr.HTML:
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
-    """The lab's widgets and wiring, inside the current gr.Tab (endpoint /dk_lab); returns the controls a lesson
-    sets (d_k, dk_log, scaled)."""
+    """The lab's widgets and wiring, inside the current gr.Tab (endpoints /dk_lab, /qk_lab); returns the controls a
+    lesson sets (d_k, dk_log, scaled; own_model, own_kind, own_layer, own_head, own_scaled and the own view, own_qk,
+    with own_handlers.view to fill it: the own pickers answer a person's input only)."""
     prose(LAB_TEXT)
     with gr.Row():
         dk_log = gr.Slider(0, math.log2(LAB_D_K_RANGE[1]), value=math.log2(LAB_D_K), step=1,
@@ -188,11 +189,11 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
-    render_own(OwnHandlers(OwnQK(views.runs.catalog)))
-    return {"d_k": d_k, "dk_log": dk_log, "scaled": scaled}
+    own = render_own(OwnHandlers(OwnQK(views.runs.catalog)))
+    return {"d_k": d_k, "dk_log": dk_log, "scaled": scaled, **own}
 
 
-def render_own(handlers: OwnHandlers) -> None:
+def render_own(handlers: OwnHandlers) -> dict:
     """"This model's own q·k": a model, an attention, a layer, a head, the scaling; the head's histogram and table
     (endpoint /qk_lab). The opening view is in the page's config (computed when the page is built)."""
     own = handlers.own
@@ -221,3 +222,5 @@ def render_own(handlers: OwnHandlers) -> None:
     for event in events:
         event.success(None, None, None, js=_own_js("markCurrent()"), **PRIVATE)
         event.failure(None, None, None, js=_own_js("markStale()"), **PRIVATE)
+    return {"own_model": model, "own_kind": kind, "own_layer": layer, "own_head": head, "own_scaled": scaled,
+            "own_qk": view, "own_handlers": handlers}

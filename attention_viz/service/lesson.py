@@ -1,13 +1,17 @@
-"""A guided lesson: eight steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper
-scales by 1/√d_k, and two more on a real model when the server is set up with one (service.real_models): the
-1/√d_k taken out of it, and which of its heads matter.
+"""A guided lesson: nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper
+scales by 1/√d_k (footnote 4, in numbers and in a trained model's own q and k), and more on a real model when the
+server is set up with one (service.real_models): the 1/√d_k taken out of it, footnote 4 in its own q and k, and which
+of its heads matter (when it writes text).
 
-Each step says which tab to open and which controls to set (the page sets them), and writes what to notice with
-the numbers of exactly that view: the runs, the lab and the training snapshots it sets are computed here through
-Views (cached, so the page's own requests for the same view cost nothing).
+A step is a state, not a sequence of side effects: it says which tab to open and sets every control its view
+depends on (a Transformer step: the whole Settings of its run, so nothing is left from an earlier step), and writes
+what to notice with the numbers of exactly that view: the runs, the lab and the training snapshots it sets are
+computed here through Views (cached, so the page's own requests for the same view cost nothing). Steps refer to
+each other by title. The real steps use the first real model this server can have now, and name it; with none, one
+step says so.
 
     lesson = Lesson(views)
-    step = lesson.step(0)     # LessonStep: index, title, tab, controls, explorer, lab, training, live, text
+    step = lesson.step(0)     # LessonStep: index, title, tab, settings, explorer, lab, own_qk, training, live, text
 """
 
 from __future__ import annotations
@@ -18,15 +22,21 @@ import numpy as np
 
 from attention_viz.service.checks import check_int
 from attention_viz.service.heads_view import most_important
-from attention_viz.service.requests import heads_off_text
+from attention_viz.service.limits import HUB_PREFIX
+from attention_viz.service.requests import Settings, heads_off_text
 from attention_viz.service.texts import code
 from attention_viz.service.views import Views
 
 TEXT = "attention"
 REAL_TEXT = "Attention is all you need."  # the real model's text
-REAL_TITLE = "Take the 1/√d_k out of a real model"
 HEADS_TITLE = "Which heads matter"
+UNSCALED_TITLE = "Take the 1/√d_k away at the largest d_k"
+WHY_TITLE = "Why: q·k has variance d_k"
+OWN_QK_TITLE = "Footnote 4 in a trained model's own q and k"
+REAL_TITLE = "Take the 1/√d_k out of a real model"
+REAL_QK_TITLE = "Footnote 4 in a real model's own q and k"
 REAL_HEADS_TITLE = "Which heads matter in a real model"
+NO_REAL_TITLE = "Real models: none can be had now"
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,10 @@ class LessonStep:
     text: str = ""
     controls: dict = field(default_factory=dict)  # the Transformer tab: text, model, d_k, scale (when it applies),
     #                                               heads_off (text, as parse_heads_off reads it; "" for none)
+    settings: Settings | None = None              # ... and every setting of its run, parsed (the page sets them all)
     explorer: dict | None = None                  # kind, layer, head the explorer opens
     lab: dict | None = None                       # the lab: d_k, scaled
+    own_qk: dict | None = None                    # the lab's own q·k: model, kind, layer, head, scaled
     training: dict | None = None                  # the training view: d_k
     live: dict | None = None                      # train it yourself: task, d_k, arm
 
@@ -69,8 +81,9 @@ class Lesson:
         "See the anti-diagonal of reverse",
         "Watch it decode, one character at a time",
         HEADS_TITLE,
-        "Take the 1/√d_k away at the largest d_k",
-        "Why: q·k has variance d_k",
+        UNSCALED_TITLE,
+        WHY_TITLE,
+        OWN_QK_TITLE,
         "Scaled and unscaled, side by side in training",
         "Meet additive attention",
         "Train one yourself",
@@ -79,9 +92,7 @@ class Lesson:
     def __init__(self, views: Views) -> None:
         self.views = views
         self.runs = views.runs
-        real = views.runs.catalog.real.keys
-        self.real_model = real[0] if real else None  # the first real model set up, if any
-        self.titles = self.TITLES + ((REAL_TITLE, REAL_HEADS_TITLE) if self.real_model else ())
+        self.real = views.runs.catalog.real
 
     @staticmethod
     def available(views: Views) -> bool:
@@ -90,15 +101,60 @@ class Lesson:
         return ({"reverse/sqrt_dk", "study/dot", "study/additive"} <= families.keys()
                 and {512, 1024} <= set(views.training_sizes()))
 
+    # -- which real model, if any
+
+    def real_model(self, writes: bool = False) -> str | None:
+        """The first real model set up here that can be had now (loading it if need be); with writes, the first that
+        writes text (an encoder-decoder or a decoder, whose heads can be scored by their output). None when none."""
+        for key in self.real.keys:
+            try:
+                shape = self.real.shape(key)
+            except ValueError:
+                continue  # not loadable now: the next one
+            if not writes or shape.layout != "encoder":
+                return key
+        return None
+
+    @property
+    def titles(self) -> tuple[str, ...]:
+        """The steps' titles: ours, then the real steps when a real model is set up. Nothing is loaded to say them:
+        a model not yet tried counts as one that may be had; once every one has been refused, one step says so; the
+        heads step only while a model that writes text may be had."""
+        if not self.real.keys:
+            return self.TITLES
+        states = {HUB_PREFIX + name: state for name, state in self.real.states().items()}
+        maybe = [key for key, state in states.items() if state != "refused"]
+        if not maybe:
+            return (*self.TITLES, NO_REAL_TITLE)
+        writes = any(states[key] != "loaded" or self.real.shape(key).layout != "encoder" for key in maybe)
+        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, *((REAL_HEADS_TITLE,) if writes else ()))
+
     def __len__(self) -> int:
         return len(self.titles)
 
     def step(self, index: object) -> LessonStep:
-        index = check_int("lesson step", index, 0, len(self) - 1)
-        build = (self._anti_diagonal, self._decode, self._heads, self._unscaled, self._lab, self._training,
-                 self._additive, self._live, self._real, self._real_heads)[index]
-        step = build(LessonStep(index, self.titles[index], "transformer"))
-        return replace(step, text=f"**Step {index + 1} of {len(self)}: {step.title}.** {step.text}")
+        titles = self.titles
+        index = check_int("lesson step", index, 0, len(titles) - 1)
+        build = {"See the anti-diagonal of reverse": self._anti_diagonal,
+                 "Watch it decode, one character at a time": self._decode, HEADS_TITLE: self._heads,
+                 UNSCALED_TITLE: self._unscaled, WHY_TITLE: self._lab, OWN_QK_TITLE: self._own_qk,
+                 "Scaled and unscaled, side by side in training": self._training,
+                 "Meet additive attention": self._additive, "Train one yourself": self._live,
+                 REAL_TITLE: self._real, REAL_QK_TITLE: self._real_qk, REAL_HEADS_TITLE: self._real_heads,
+                 NO_REAL_TITLE: self._no_real}[titles[index]]
+        step = build(LessonStep(index, titles[index], "transformer"))
+        titles = self.titles  # a real step may have found a model refused
+        if step.tab == "transformer" and step.controls and step.settings is None:
+            step = replace(step, settings=self.settings_of(step.controls))
+        return replace(step, text=f"**Step {index + 1} of {len(titles)}: {step.title}.** {step.text}")
+
+    def settings_of(self, controls: dict) -> Settings:
+        """Every setting of a Transformer step's run: what it names, the model's own for the rest (its scaling),
+        the masks on, no pad tokens, every head on unless it says."""
+        model = controls["model"]
+        scale = controls.get("scale") or self.views.model_controls(model, controls["d_k"]).scale_mode
+        return self.runs.settings(controls["text"], model, controls["d_k"], scale, 1.0, True, True, 0,
+                                  heads_off=controls.get("heads_off") or None)
 
     # -- the steps
 
@@ -182,6 +238,30 @@ class Lesson:
                 "*scaled* to compare, and move d_k.")
         return replace(step, tab="lab", text=text, lab={"d_k": d_k, "scaled": False})
 
+    def _own_qk_text(self, model: str, kind: str, layer: int, head: int) -> tuple[dict, str]:
+        """The lab's own-q·k view of one head and its numbers in words (each as the page's table writes it)."""
+        view = self.views.own_qk.view(model, kind, layer, head, True)
+        n = {label: f"{value:g}" for label, value, _ in view["numbers"]["data"]}
+        text = (f"Var q = {n['Var q (components)']}, Var k = {n['Var k (components)']} and Var q·k = "
+                f"{n['Var q·k, raw']} at d_k = {view['d_k']}, where d_k · Var q · Var k = {n['d_k · Var q · Var k']}:"
+                f" a ratio of {n['Var q·k / (d_k · Var q · Var k)']}. Its scaled logits have variance "
+                f"{n['Var q·k / d_k (Var of the scaled logits)']}, and its softmax keeps "
+                f"{n['softmax entropy with 1/√d_k, nats']} nats with 1/√d_k, "
+                f"{n['softmax entropy without scaling, nats']} without")
+        return view, text
+
+    def _own_qk(self, step: LessonStep) -> LessonStep:
+        model, kind, layer, head = "reverse", "decoder.cross_attn", 1, 0
+        view, numbers = self._own_qk_text(model, kind, layer, head)
+        text = (f"*{WHY_TITLE}* assumed q and k have independent components of variance 1. The lab's "
+                f"**This model's own q·k** measures a trained model's: reverse, encoder-decoder attention, layer "
+                f"{layer}, head {head}, the head that reads the source backwards, on {view['texts']}. {numbers}. "
+                "The queries and keys have learned to line up, so even after 1/√d_k the grey histogram spreads far "
+                "past footnote 4's law. Pick encoder self-attention, layer 0, head 2 for a head where footnote 4 "
+                "nearly holds. The scaling fixes the variance at initialisation; training moves it.")
+        return replace(step, tab="lab", text=text,
+                       own_qk={"model": model, "kind": kind, "layer": layer, "head": head, "scaled": True})
+
     def _training(self, step: LessonStep) -> LessonStep:
         d_k = 512
         data = self.views.training(d_k)
@@ -219,57 +299,77 @@ class Lesson:
         return replace(step, tab="training", text=text, training={"d_k": d_k},
                        live={"task": "reverse", "d_k": d_k, "arm": "dot"})
 
+    def _no_real(self, step: LessonStep) -> LessonStep:
+        names = ", ".join(code(key[len(HUB_PREFIX):]) for key in self.real.keys)
+        return replace(step, title=NO_REAL_TITLE, tab="transformer",
+                       text=f"This server is set up with real models ({names}), but none can be had now: picking "
+                            "one in the model picker says why. The lesson's other steps stand; try again later.")
+
     def _real(self, step: LessonStep) -> LessonStep:
-        key = self.real_model
-        try:
-            d_k = self.runs.catalog.default_d_k(key)
-            scaled, unscaled = (self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, scale)).run
-                                for scale in ("sqrt_dk", "none"))
-        except ValueError as error:  # not loadable here: say so, and the rest of the lesson stands
-            return replace(step, text=f"This server is set up with a real model, but it cannot run now: {error}")
-        name, family = scaled["settings"]["checkpoint"], self.runs.catalog.real.shape(key).family
+        key = self.real_model()
+        if key is None:
+            return self._no_real(step)
+        d_k = self.runs.catalog.default_d_k(key)
+        scaled, unscaled = (self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, scale)).run
+                            for scale in ("sqrt_dk", "none"))
+        name, shape = scaled["settings"]["checkpoint"], self.real.shape(key)
         kind = "decoder.cross_attn" if any(k["kind"] == "decoder.cross_attn" for k in scaled["kinds"]) else \
             scaled["kinds"][0]["kind"]
         a, b = (next(k for k in packed["kinds"] if k["kind"] == kind)["stats"] for packed in (scaled, unscaled))
-        peak_a, peak_b = float(np.mean(a["max_weight"])), float(np.mean(b["max_weight"]))
-        entropy_a, entropy_b = float(np.mean(a["entropy"])), float(np.mean(b["entropy"]))
-        change = np.abs(np.array(b["max_weight"]) - np.array(a["max_weight"]))  # (L, H)
-        layer, head = (int(i) for i in np.unravel_index(change.argmax(), change.shape))
-        same = scaled["output"] == unscaled["output"]
-        outcome = (f"the output stays {code(scaled['output'])}" if same else
-                   f"the output changes from {code(scaled['output'])} to {code(unscaled['output'])}")
+        change = np.array(b["max_weight"]) - np.array(a["max_weight"])  # (L, H)
+        layer, head = (int(i) for i in np.unravel_index(np.abs(change).argmax(), change.shape))
         label = {"decoder.cross_attn": "encoder-decoder attention", "encoder.self_attn": "encoder self-attention",
                  "decoder.self_attn": "masked decoder self-attention"}[kind]
-        text = (f"{code(name)} is a real {family} model; its attention scales QKᵀ by 1/√{d_k}. Run without that, "
-                f"every logit grows by √{d_k} ≈ {d_k ** 0.5:.0f}: in {label} the mean largest weight of a row goes "
-                f"from {peak_a:.2f} to {peak_b:.2f} and the mean entropy from {entropy_a:.2f} to {entropy_b:.2f} nats, and {outcome}. "
-                f"Head L{layer}·H{head} changes most. This is step 3 again, on a model nobody here trained.")
+        if shape.layout == "encoder" or not scaled["output"]:
+            outcome = "it writes no text here (an encoder), so the maps are what changes"
+        elif scaled["output"] == unscaled["output"]:
+            outcome = f"the output stays {code(scaled['output'])}"
+        else:
+            outcome = f"the output changes from {code(scaled['output'])} to {code(unscaled['output'])}"
+        text = (f"{code(name)} is a real {shape.family} model; its attention scales QKᵀ by 1/√{d_k}. Run without "
+                f"that, every logit grows by √{d_k} ≈ {d_k ** 0.5:.0f}, and {outcome}. In {label}, head "
+                f"L{layer}·H{head} changes most: its largest weight of a row, averaged over rows, goes from "
+                f"{a['max_weight'][layer][head]:.2f} to {b['max_weight'][layer][head]:.2f} (the head's statistics "
+                f"under it say the same). This is *{UNSCALED_TITLE}* again, on a model nobody here trained.")
         return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "none"},
                        explorer={"kind": kind, "layer": layer, "head": head})
 
+    def _real_qk(self, step: LessonStep) -> LessonStep:
+        key = self.real_model()
+        if key is None:
+            return self._no_real(step)
+        shape = self.views.own_qk.shape(key)
+        kind = shape["kinds"][-1]
+        view, numbers = self._own_qk_text(key, kind, 0, 0)
+        text = (f"*{OWN_QK_TITLE}* on {code(key[len(HUB_PREFIX):])}, a real model trained by others: its "
+                f"{view['label'].split(', d_k')[0] if 'label' in view else 'attention'}, layer 0, head 0, on "
+                f"{view['texts']}. {numbers}. Move through its layers and heads: how far is each from footnote 4?")
+        return replace(step, tab="lab", text=text,
+                       own_qk={"model": key, "kind": kind, "layer": 0, "head": 0, "scaled": True})
+
     def _real_heads(self, step: LessonStep) -> LessonStep:
-        key = self.real_model
-        try:
-            d_k = self.runs.catalog.default_d_k(key)
-            settings = self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk")
-            scores = self.views.heads.importance(settings, "zero")
-            drop, attention, head, free = most_important(scores)
-            off = heads_off_text(((attention, (head,)),))
-            every = self.views.visualize(settings).run
-            without = self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk", heads_off=off)).run
-        except ValueError as error:  # not loadable or not scorable here: say so, and the rest of the lesson stands
-            return replace(step, text=f"This server is set up with a real model, but its heads cannot be scored "
-                                      f"now: {error}")
+        key = self.real_model(writes=True)
+        if key is None:
+            return replace(step, text="None of the real models this server can have now writes text (an encoder "
+                                      "has no output to score its heads by): the heads of our own models are scored "
+                                      f"in *{HEADS_TITLE}*.")
+        d_k = self.runs.catalog.default_d_k(key)
+        settings = self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk")
+        scores = self.views.heads.importance(settings, "zero")
+        drop, attention, head, free = most_important(scores)
+        off = heads_off_text(((attention, (head,)),))
+        every = self.views.visualize(settings).run
+        without = self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk", heads_off=off)).run
         name = every["settings"]["checkpoint"]
         stack, layer, kind = attention.split(".")
         outcome = (f"the output stays {code(every['output'])}" if every["output"] == without["output"] else
                    f"the output changes from {code(every['output'])} to {code(without['output'])}")
-        text = (f"Step 3 again, on {code(name)}: each of its {scores['total']} heads switched off alone, scored by "
-                f"how much less likely its own output for {code(REAL_TEXT)} becomes (with every head on, its "
-                f"log-probability is {scores['baseline']:.3f} nats per token). {code(attention)} head {head} matters most: {drop:.3f} nats lost "
-                f"without it. {_spare(free, scores['can_go'], scores['total'], '0.01 nats')} Voita et al. and "
-                f"Michel et al. found most heads of trained translation models could go. That head is switched off "
-                f"now, and {outcome}.")
+        text = (f"*{HEADS_TITLE}* again, on {code(name)}: each of its {scores['total']} heads switched off alone, "
+                f"scored by how much less likely its own output for {code(REAL_TEXT)} becomes (with every head on, "
+                f"its log-probability is {scores['baseline']:.3f} nats per token). {code(attention)} head {head} "
+                f"matters most: {drop:.3f} nats lost without it. "
+                f"{_spare(free, scores['can_go'], scores['total'], '0.01 nats')} Voita et al. and Michel et al. found "
+                f"most heads of trained translation models could go. That head is switched off now, and {outcome}.")
         return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "sqrt_dk",
                                                   "heads_off": off},
                        explorer={"kind": f"{stack}.{kind}", "layer": int(layer), "head": head})

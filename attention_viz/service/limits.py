@@ -5,8 +5,11 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------- the Transformer view
 
 UNTRAINED = "untrained"        # the model picker's value for a randomly initialised model
-EXAMPLES = ["attention", "transformer", "hello", "softmax", "abcdefghij", "queries",
-            "twenty second of november 2026"]  # the last one is for the dates model
+# Examples belong to a model: the picker offers each model's own (ModelControls.examples).
+EXAMPLES = ["attention", "transformer", "hello", "softmax", "abcdefghij", "queries"]  # a-z: copy, reverse, sort
+DATE_EXAMPLES = ["twenty second of november 2026", "first of may 1999", "third of july 2001"]  # the dates model
+REAL_EXAMPLES = ("Attention is all you need.", "The cat sat on the mat.",
+                 "She wrote a letter to her friend in Berlin.")  # a real model reads any text
 # The √d_k compatibility study (docs/study.md): its members are families of their own, keyed STUDY_PREFIX + arm.
 STUDY_PREFIX = "study/"
 STUDY_ARMS = {"scaled_dot": "scaled dot product", "dot": "plain dot product", "additive": "additive attention"}

@@ -27,7 +27,9 @@ from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
 from attention_viz.service.lab_view import LabData, LabView
 from attention_viz.service.limits import (
+    DATE_EXAMPLES,
     D_K_RANGE,
+    EXAMPLES,
     DEFAULT_UNTRAINED,
     GRID_WIDTH,
     HEADS_RANGE,
@@ -37,6 +39,7 @@ from attention_viz.service.limits import (
     LAYER_HEAD_LIMIT,
     MAX_HEAD_WIDTH,
     PACKED_CACHE_BYTES,
+    REAL_EXAMPLES,
     REAL_SOURCE_TOKENS,
     REAL_TEXT_CHARS,
     UNTRAINED,
@@ -44,6 +47,7 @@ from attention_viz.service.limits import (
 )
 from attention_viz.service.heads_view import HeadsView
 from attention_viz.service.pngstore import PngStore
+from attention_viz.service.qk_view import OwnQK
 from attention_viz.service.requests import Settings, parse_colour_scale
 from attention_viz.service import study_view, training_view
 from attention_viz.service.catalog import SizedCache
@@ -99,6 +103,8 @@ class ModelControls:
     text_info: str = ""                 # under the text box: what this model was trained on, before any run
     text_label: str = ""                # the text box's label (its limits); "" keeps the page's own
     d_k_label: str = "d_k: the sizes this model was trained at"  # the trained sizes' radio
+    causal_applies: bool = True         # False for an encoder alone: it has no decoder self-attention to mask
+    examples: tuple[str, ...] = ()      # the example texts offered with this model (EXAMPLES, by what it reads)
 
 
 class Views:
@@ -115,6 +121,7 @@ class Views:
         self.heads = HeadsView(runs, self.exports)  # which heads matter: importance, prune curve, CSV
         self.store = PngStore(self.exports.root / "images")
         self.lab = LabData()
+        self.own_qk = OwnQK(runs.catalog)  # the lab's "this model's own q·k" (footnote 4 on a trained model)
         self._packed = SizedCache(self._pack, PACKED_CACHE_BYTES, packed_size)
         self._training = functools.lru_cache(maxsize=8)(lambda d_k: training_view.training_data(self.runs.catalog, d_k))
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
@@ -158,6 +165,7 @@ class Views:
                 f"Any d_k from {D_K_RANGE[0]} to {widest} with {n_heads} head{'s' * (n_heads > 1)} "
                 f"(heads × d_k ≤ {MAX_HEAD_WIDTH}).",
                 text_info="The untrained model takes any printable ASCII character; its output means nothing.",
+                examples=tuple(EXAMPLES),
             )
         config = catalog.model_shape(model, d_k)  # validates the model name
         members = catalog.families[model]
@@ -175,6 +183,8 @@ class Views:
             max_layer, config.n_heads - 1, min(layer, max_layer), min(head, config.n_heads - 1), members.scale,
             note, members.study, members.arm if members.study else None, members.compatibility != "additive",
             tuple(members.d_ks), trained_on(catalog.cards[members.nearest(d_k)[1]]),
+            examples=tuple(DATE_EXAMPLES if catalog.cards[members.nearest(d_k)[1]].get("task") == "dates"
+                           else EXAMPLES),
         )
 
     def largest_model(self) -> tuple[int, int]:
@@ -386,6 +396,8 @@ def real_controls(catalog, model: str, layer: int, head: int, progress=None) -> 
                    "and shows its own subword pieces."),
         text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
         d_k_label="d_k: this model's own",
+        causal_applies="decoder.self_attn" in shape.kinds,
+        examples=REAL_EXAMPLES,
     )
 
 

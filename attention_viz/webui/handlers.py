@@ -78,16 +78,36 @@ import math
 
 import gradio as gr
 
-from attention_viz.service.limits import EXAMPLES, LAB_HEADERS
+from attention_viz.service.limits import COMPARISONS, EXAMPLES, LAB_HEADERS
 from attention_viz.service.lesson import Lesson
 from attention_viz.service.live import LiveTrainer
-from attention_viz.service.requests import Settings
-from attention_viz.service.views import Views, text_label
+from attention_viz.service.qk_view import KIND_LABELS
+from attention_viz.service.requests import Settings, heads_off_text
+from attention_viz.service.views import ModelControls, Views, text_label
 from attention_viz.webui.liveness import WATCH
 from attention_viz.webui.runtime import release_free_memory
 from attention_viz.webui.widgets import prose_html
 
 logger = logging.getLogger(__name__)
+
+
+def named(fn, components: dict):
+    """fn's answer {name: value} as Gradio's {component: value} for the components named (the event's outputs:
+    `list(components.values())`); a component it does not name keeps its value, and names not in `components` are
+    dropped (a view this page does not have)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        answer = fn(*args, **kwargs)
+        return {components[name]: value for name, value in answer.items() if name in components}
+
+    return wrapper
+
+
+def shown_reason(error: Exception, limit: int = 160) -> str:
+    """A refusal's message cut to `limit` characters, for a line under a control."""
+    text = str(error)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def handler(fn):
@@ -222,71 +242,101 @@ class Handlers:
         maps with loss, accuracy and alignment so far (a dict, service.training_view), drawn by the page."""
         return self.views.training(d_k)
 
-    @handler
-    def model_controls(self, model: str, d_k: float, n_heads: float, lesson_scale: str | None = None,
-                       progress=gr.Progress()):
-        """The d_k controls for a newly picked model: its d_k family (log₂ slider, for the untrained model only; a
-        trained one picks among its trained sizes), training scale, which d_k exist, and the compatibility picker
-        (shown, with the model's own, for a study model only; scaling off for additive).
-        lesson_scale: what a lesson step asks for with this model, then cleared: {"scale", "heads_off"} (or the
-        scaling alone, as text), instead of the model's own scaling and every head on.
-        A real model picked for the first time is loaded here, its download shown by Gradio's progress bar."""
-        c = self.views.model_controls(model, d_k, n_heads=n_heads,
-                                      progress=lambda fraction, text: progress(fraction, desc=text))
-        handover = lesson_scale if isinstance(lesson_scale, dict) else {"scale": lesson_scale}
-        scale = handover.get("scale") if handover.get("scale") and c.scaling_applies else c.scale_mode
-        return (
-            gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step, value=math.log2(c.d_k),
-                      visible=c.untrained),
-            gr.update(value=c.d_k),
-            gr.update(visible=c.untrained),
-            gr.update(value=scale, interactive=c.scaling_applies),
-            prose_html(c.d_k_note),
-            gr.update(value=c.compatibility, visible=c.study),
-            gr.update(choices=[str(v) for v in c.trained_d_ks], value=str(c.d_k) if c.trained_d_ks else None,
-                      label=c.d_k_label,
-                      visible=not c.untrained),
-            None,
-            gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
-            handover.get("heads_off") or "",  # heads off name one model's heads: a new model starts with all on
-        )
+    def controls_of(self, c: ModelControls, scale: object = None) -> dict[str, object]:
+        """The controls that depend on the model, by name (transformer_tab.render's names): its d_k family (a log₂
+        slider for the untrained model only; a trained one picks among its trained sizes), scaling (`scale`, else the
+        model's own; fixed for additive attention), the compatibility picker (a study model only), the causal mask
+        (not for an encoder alone), its examples, and what the text box says of the model."""
+        return {
+            "dk_log": gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step,
+                                value=math.log2(c.d_k), visible=c.untrained),
+            "d_k": c.d_k,
+            "untrained_box": gr.update(visible=c.untrained),
+            "scale": gr.update(value=scale if scale and c.scaling_applies else c.scale_mode,
+                               interactive=c.scaling_applies),
+            "dk_note": prose_html(c.d_k_note),
+            "compat": gr.update(value=c.compatibility, visible=c.study),
+            "dk_trained": gr.update(choices=[str(v) for v in c.trained_d_ks],
+                                    value=str(c.d_k) if c.trained_d_ks else None, label=c.d_k_label,
+                                    visible=not c.untrained),
+            "text": gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
+            "causal": gr.update(visible=c.causal_applies),
+            "comparison": gr.update(choices=[(f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items()
+                                             if c.causal_applies or key != "causal_mask"]),
+            "examples": gr.update(choices=list(c.examples), value=None),
+        }
 
     @handler
-    def lesson_training(self, index: float, d_k: str):
-        """After a lesson step that opens the Training tab: its view (a radio left as it was fires no change)."""
-        return self.views.training(d_k) if self.lesson_steps.step(index).tab == "training" else gr.skip()
+    def model_controls(self, model: str, d_k: float, n_heads: float, last_model: str | None = None,
+                       progress=gr.Progress()) -> dict[str, object]:
+        """A newly picked model (or number of heads), by name: its controls (controls_of), every head on, and the
+        model remembered as the last that worked. A real model picked for the first time is loaded here, its
+        download shown by Gradio's progress bar. A model that cannot be had leaves the page as it was: the picker
+        goes back to the last model that worked and says why under it (a toast too); no other control changes."""
+        try:
+            c = self.views.model_controls(model, d_k, n_heads=n_heads,
+                                          progress=lambda fraction, text: progress(fraction, desc=text))
+        except ValueError as error:
+            if not last_model or last_model == model:
+                raise
+            gr.Warning(str(error))
+            return {"model": gr.update(value=last_model, info=f"{shown_reason(error)} (still showing the model "
+                                                              "before)")}
+        return {**self.controls_of(c), "heads_off": "", "model": gr.update(info=None), "last_model": model}
+
+    def transformer_state(self, settings: Settings) -> dict[str, object]:
+        """The Transformer tab set to one run's settings, by name: every control (nothing left from before) and the
+        run itself (the explorer, the output, the notes), as one answer: what a lesson step sets."""
+        c = self.views.model_controls(settings.model, settings.d_k, n_heads=settings.n_heads)
+        scale = settings.scale if isinstance(settings.scale, str) else "custom"
+        factor = 1.0 if isinstance(settings.scale, str) else float(settings.scale)
+        view = self.views.visualize(settings)
+        return {
+            **self.controls_of(c, scale), "model": gr.update(value=settings.model, info=None),
+            "last_model": settings.model,
+            "text": gr.update(value=settings.typed or settings.text, info=c.text_info,
+                              label=c.text_label or text_label(self.runs.catalog)),
+            "d_k": settings.d_k, "factor": factor,
+            "causal": gr.update(value=settings.causal_mask, visible=c.causal_applies),
+            "padding": settings.padding_mask, "pads": settings.pad_tokens, "d_model": settings.d_model,
+            "n_heads": settings.n_heads, "heads_off": heads_off_text(settings.heads_off),
+            "ablation": settings.ablation, "view": view.run, "output": view.output, "info": prose_html(view.info),
+            "views": gr.update(selected="heatmaps"), "active": "heatmaps",
+        }
 
     @handler
-    def lesson(self, index: float, current_model: str, current_heads_off: str | None = ""):
-        """A guided lesson's step (service.lesson): its text and everything it sets, in the order of lesson_panel.wire's
-        outputs. A Transformer step sets the heads switched off (none, unless it says); when only they change, the
-        explorer's target asks the page to rerun (their box reruns on its button, not on a change)."""
+    def lesson(self, index: float) -> dict[str, object]:
+        """A guided lesson's step (service.lesson), by name: its text and tab, and everything it sets, in one
+        answer: a Transformer step sets every control of the tab and brings its run (no control reruns it); a lab
+        step the lab's controls (and the own-q·k view it opens), a training step the training view and the live
+        run's choices. The explorer's head travels as JSON in `lesson_target` (the page opens it)."""
         step = self.lesson_steps.step(index)
-        c, lab, live = step.controls, step.lab, step.live
-        model_changes = bool(c) and c.get("model") != current_model
-        heads_off = c.get("heads_off", "") if c else None
-        rerun = heads_off is not None and not model_changes and heads_off != (current_heads_off or "")
-        target = dict(step.explorer or {}, **({"rerun": True} if rerun else {}))
-        keep = gr.skip()
-        return (
-            step.index, prose_html(step.text), gr.update(selected=step.tab),
-            c.get("text", keep) if c else keep,
-            c.get("model", keep) if c else keep,
-            c.get("d_k", keep) if c else keep,
-            math.log2(c["d_k"]) if c else keep,
-            str(c["d_k"]) if c and not model_changes else keep,  # a new model's controls set its own radio
-            c.get("scale", keep) if c else keep,
-            # the new model's controls then apply the lesson's scaling and heads off
-            {"scale": c.get("scale"), "heads_off": heads_off} if model_changes else None,
-            heads_off if heads_off is not None else keep,
-            lab["d_k"] if lab else keep, math.log2(lab["d_k"]) if lab else keep, lab["scaled"] if lab else keep,
-            str(step.training["d_k"]) if step.training else keep,
-            live["task"] if live else keep, str(live["d_k"]) if live else keep, live["arm"] if live else keep,
-            json.dumps(target) if target else "",
-            # a Transformer step talks about the explorer: its Heatmaps view, whichever view was left open
-            gr.update(selected="heatmaps") if step.tab == "transformer" else keep,
-            "heatmaps" if step.tab == "transformer" else keep,
-        )
+        last = len(self.lesson_steps) - 1
+        out: dict[str, object] = {
+            "lesson_index": step.index, "lesson_text": prose_html(step.text), "tabs": gr.update(selected=step.tab),
+            "lesson_target": json.dumps(step.explorer) if step.explorer else "",
+            "lesson_forward": gr.update(value="Next ▶" if step.index < last else "Last step"),
+        }
+        if step.settings is not None:
+            out |= self.transformer_state(step.settings)
+        if step.lab:
+            out |= {"lab_d_k": step.lab["d_k"], "lab_dk_log": math.log2(step.lab["d_k"]),
+                    "lab_scaled": step.lab["scaled"]}
+        if step.own_qk:
+            own, o = self.views.own_qk, step.own_qk
+            shape = own.shape(o["model"])
+            out |= {"own_model": o["model"],
+                    "own_kind": gr.update(choices=[(KIND_LABELS[k], k) for k in shape["kinds"]], value=o["kind"]),
+                    "own_layer": gr.update(choices=list(range(shape["layers"][o["kind"]])), value=o["layer"]),
+                    "own_head": gr.update(choices=list(range(shape["heads"])), value=o["head"]),
+                    "own_scaled": o["scaled"],
+                    "own_qk": own.view(o["model"], o["kind"], o["layer"], o["head"], o["scaled"])}
+        if step.training:
+            out |= {"training_d_k": str(step.training["d_k"]),
+                    "training_view": self.views.training(step.training["d_k"])}
+        if step.live:
+            out |= {"live_task": step.live["task"], "live_dk": str(step.live["d_k"]), "live_arm": step.live["arm"]}
+        return out
 
     @handler
     def pick_compatibility(self, model: str, compatibility: str | None):

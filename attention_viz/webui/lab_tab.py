@@ -189,7 +189,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
-    own = render_own(OwnHandlers(OwnQK(views.runs.catalog)))
+    own = render_own(OwnHandlers(views.own_qk))
     return {"d_k": d_k, "dk_log": dk_log, "scaled": scaled, **own}
 
 

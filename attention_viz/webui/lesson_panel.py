@@ -1,10 +1,7 @@
-"""The guided lesson (#lesson): a closed panel above the tabs whose Next and Back buttons set the controls a step
-names, open its tab, and say what to notice with that view's numbers (service.lesson writes the text).
-
-The step's controls are set by one event; their own change events then rerun what they drive, as if a person had
-set them. A step that picks another model hands its scaling to the model's controls (lesson_scale), which would
-otherwise reset the scaling to the model's own. The explorer's head is chosen in the browser once the run is
-drawn (explorer_view.open_js).
+"""The guided lesson (#lesson): a closed panel above the tabs whose Next and Back buttons move to a step
+(service.lesson): one request answers with the step's text, its tab, and every control and view it sets, by name
+(handlers.lesson): a Transformer step brings its run with the controls, so nothing reruns after it. The explorer's
+head is chosen in the browser once the run is drawn (explorer_view.open_js).
 """
 
 from __future__ import annotations
@@ -12,15 +9,12 @@ from __future__ import annotations
 import gradio as gr
 
 from attention_viz.webui.explorer_view import open_js
-from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.handlers import Handlers, named
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, prose
 
-# A step that changes only the heads switched off: their box reruns on its button, as when a person sets them.
-RERUN_JS = ("(target) => { const t = target ? JSON.parse(target) : {}, run = document.querySelector('#heads_apply');"
-            " if (t.rerun && run) run.click(); return []; }")
-INTRO = ("Eight steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
-         "by √d_k (two more on a real model when this server has one). Each step sets the "
+INTRO = ("Nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
+         "by √d_k (more on a real model when this server has one). Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")
 
 
@@ -37,21 +31,21 @@ def render() -> dict:
 
 
 def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict) -> None:
-    """Next / Back -> handlers.lesson: the step's text, tab and controls; then the explorer's head and the training
-    view (a radio set to the value it has fires no change)."""
-    outputs = [lesson["index"], lesson["text"], tabs,
-               transformer["text"], transformer["model"], transformer["d_k"], transformer["dk_log"], transformer["dk_trained"],
-               transformer["scale"], transformer["lesson_scale"], transformer["heads_off"],
-               lab["d_k"], lab["dk_log"], lab["scaled"],
-               training["d_k"], training["live_task"], training["live_dk"], training["live_arm"],
-               lesson["target"], transformer["views"], transformer["active"]]
+    """Next / Back -> handlers.lesson, one request: the step's text, tab, controls and views by name; then the
+    explorer's head, in the browser."""
+    named_outputs = {
+        "lesson_index": lesson["index"], "lesson_text": lesson["text"], "lesson_target": lesson["target"],
+        "lesson_forward": lesson["forward"], "tabs": tabs,
+        **{name: component for name, component in transformer.items() if isinstance(component, gr.components.Component)
+           or isinstance(component, gr.Tabs)},
+        "lab_d_k": lab["d_k"], "lab_dk_log": lab["dk_log"], "lab_scaled": lab["scaled"],
+        **{name: lab[name] for name in ("own_model", "own_kind", "own_layer", "own_head", "own_scaled", "own_qk")
+           if name in lab},
+        "training_d_k": training["d_k"], "training_view": training["view"], "live_task": training["live_task"],
+        "live_dk": training["live_dk"], "live_arm": training["live_arm"],
+    }
+    step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
-        last = len(handlers.lesson_steps) - 1
-        event = button.click(lambda i, m, h, move=move, last=last:
-                             handlers.lesson(min(last, max(0, int(i) + move)), m, h),
-                             [lesson["index"], transformer["model"], transformer["heads_off"]], outputs, **PRIVATE)
+        event = button.click(lambda i, move=move: step(max(0, min(int(i) + move, len(handlers.lesson_steps) - 1))),
+                             lesson["index"], list(named_outputs.values()), **PRIVATE)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
-        event.then(None, lesson["target"], None, js=RERUN_JS, **PRIVATE)
-        event.then(handlers.lesson_training, [lesson["index"], training["d_k"]], training["view"], **PRIVATE)
-        event.then(lambda i: gr.update(value="Next ▶" if int(i) < len(handlers.lesson_steps) - 1 else "Last step"),
-                   lesson["index"], lesson["forward"], **PRIVATE)

@@ -34,7 +34,7 @@ from attention_viz.service.limits import (
 )
 from attention_viz.service.views import Views, text_label
 from attention_viz.webui.explorer_view import explorer_view, selection_js
-from attention_viz.webui.handlers import Handlers, opening_settings
+from attention_viz.webui.handlers import Handlers, named, opening_settings
 from attention_viz.webui.heads_panel import badges_js, heads_view
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
 from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose, prose_html
@@ -72,7 +72,7 @@ NEAREST_TRAINED_JS = """(d, current) => {
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     """The tab's widgets and wiring, inside the current gr.Tab (endpoints /visualize, /steps, /compare, /export);
-    returns the controls a guided lesson sets (text, model, d_k, dk_log, scale, lesson_scale)."""
+    returns, by name, every control and view a guided lesson sets (handlers.transformer_state)."""
     catalog = views.runs.catalog
     model0 = catalog.default_model
     controls0 = views.model_controls(model0, catalog.default_d_k(model0))
@@ -143,7 +143,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             score_small, score_real, csv_small, csv_real = (
                 gr.Textbox("0", visible=False, elem_id=elem_id)
                 for elem_id in ("score_small", "score_real", "score_csv_small", "score_csv_real"))
-            lesson_scale = gr.State(None)  # a lesson's scaling for the model it picks (model_controls applies it)
+            last_model = gr.State(model0)  # the last model that could be had: a refused pick goes back to it
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
                     prose(HELP)
@@ -217,26 +217,33 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     route = route_to(run_small, run_real)
     for run in on_both_lines(run_small, run_real, handlers.visualize, view_outputs, "visualize", **LIVE, **RAW):
         answered(run)
-    gr.on([text.change, d_k.change, scale.change, factor.change, causal.change, padding.change, pads.release,
+    # What a person changes reruns the model; what an answer sets (a lesson step, a new model's controls) does not:
+    # that answer brings its own run, or routes once when it is done.
+    gr.on([text.input, d_k.input, scale.input, factor.input, causal.input, padding.input, pads.release,
            d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
     heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE).then(**route)
-    log2_slider_pair(dk_log, d_k)
-    examples.input(None, examples, text, js="(example) => example", **PRIVATE)
+    log2_slider_pair(dk_log, d_k).then(**route)
+    examples.input(None, examples, text, js="(example) => example", **PRIVATE).then(**route)
     # whatever changes the text (typing, a lesson's step), the choice stays only while it is the text
     text.change(None, [text, examples], examples, js="(t, e) => [t === e ? e : null]", **PRIVATE)
     # A trained model's d_k: its radio moves the number (the run follows it); a number typed follows back to the
     # nearest trained size, as the server snaps it (log scale, ties to the smaller). A new model's controls and a
     # lesson's step set the radio themselves.
-    dk_trained.input(None, dk_trained, d_k, js="(v) => Number(v)", **PRIVATE)
+    dk_trained.input(None, dk_trained, d_k, js="(v) => Number(v)", **PRIVATE).then(**route)
     d_k.input(None, [d_k, dk_trained], dk_trained, js=NEAREST_TRAINED_JS, **PRIVATE)
-    # A new model (or number of heads) changes the d_k controls first, then the run. The compatibility picker
-    # picks the study's model of that function (a new model, so the same path).
-    controls = gr.on([model.change, n_heads.release], handlers.model_controls, [model, d_k, n_heads, lesson_scale],
-                     [dk_log, d_k, untrained_box, scale, dk_note, compat, dk_trained, lesson_scale, text, heads_off],
-                     **PRIVATE)
-    controls.failure(**refused)
-    controls.success(**route)
-    compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).failure(**refused)
+    # A new model (or number of heads) changes the d_k controls first, then the run; a model that cannot be had
+    # puts the picker back (handlers.model_controls). The compatibility picker picks the study's model of that
+    # function: a new model, so the same path.
+    named_controls = {"dk_log": dk_log, "d_k": d_k, "untrained_box": untrained_box, "scale": scale,
+                      "dk_note": dk_note, "compat": compat, "dk_trained": dk_trained, "text": text,
+                      "causal": causal, "comparison": comparison, "examples": examples, "heads_off": heads_off,
+                      "model": model, "last_model": last_model}
+    new_model = dict(fn=named(handlers.model_controls, named_controls), inputs=[model, d_k, n_heads, last_model],
+                     outputs=list(named_controls.values()), **PRIVATE)
+    for controls in (gr.on([model.input, n_heads.release], **new_model),
+                     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).success(**new_model)):
+        controls.failure(**refused)
+        controls.success(**route)
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
@@ -260,6 +267,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
     for score_csv in on_both_lines(csv_small, csv_real, handlers.importance_export, score_file, **once):
         score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)
-    return {"text": text, "model": model, "heads_off": heads_off, "ablation": ablation, "d_k": d_k, "dk_log": dk_log,
-            "dk_trained": dk_trained, "scale": scale,
-            "lesson_scale": lesson_scale, "views": views, "active": active}
+    # by name, every control and view a lesson step sets (handlers.transformer_state)
+    return {**named_controls, "factor": factor, "padding": padding, "pads": pads, "d_model": d_model,
+            "n_heads": n_heads, "ablation": ablation, "view": view, "output": output, "info": info, "views": views,
+            "active": active}

@@ -140,7 +140,8 @@ class PretrainedTransformer:
     @property
     def start_id(self) -> int:
         """The decoder's first input token (encoder-decoder models)."""
-        start = self.model.generation_config.decoder_start_token_id
+        generation = getattr(self.model, "generation_config", None)  # a base model without its head has none
+        start = generation.decoder_start_token_id if generation is not None else None
         if start is None:
             start = self.model.config.decoder_start_token_id
         if isinstance(start, list):
@@ -152,7 +153,7 @@ class PretrainedTransformer:
     @property
     def eos_ids(self) -> set[int]:
         """Tokens that end a greedy decode."""
-        generation = getattr(self.model, "generation_config", None)  # an encoder with no head has none
+        generation = getattr(self.model, "generation_config", None)  # a model without a head has none
         eos = generation.eos_token_id if generation is not None else None
         if eos is None:
             eos = self.tokenizer.eos_token_id
@@ -337,7 +338,9 @@ class PretrainedTransformer:
         last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
         reuse_keys: under the causal mask, each step runs the newest position only, keeping the earlier ones' keys and
         values (transformers' cache); without the causal mask every step reruns the whole decoder.
-        An encoder-only model writes nothing: use forward.
+        A decoder-only model's positions come from the attention mask, as generate's (a left-padded row starts at 0;
+        forward keeps the model's own default, 0 at the first column). A model that writes no text (an encoder, a
+        checkpoint without its output head: abilities.writes_text) is refused: use forward.
         """
         written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
                                              causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys,

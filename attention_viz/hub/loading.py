@@ -198,9 +198,11 @@ def check_model(model, loading: dict, shown: str) -> None:
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise refused(shown, f"its weights lack {missing[0]}{more}")
-    for name, parameter in model.named_parameters():
-        if not torch.isfinite(parameter).all():
-            raise refused(shown, f"its weights hold values that are not finite (NaN or infinite) in {name}")
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():  # a sum is NaN or infinite when any value is (one pass)
+            wide = torch.float64 if parameter.dtype == torch.float64 else torch.float32
+            if not torch.isfinite(parameter.sum(dtype=wide)):
+                raise refused(shown, f"its weights hold values that are not finite (NaN or infinite) in {name}")
 
 
 def check_tokenizer(model, tokenizer, shown: str) -> None:

@@ -211,7 +211,7 @@ def check_tokenizer(model, tokenizer, shown: str) -> None:
     rows = model.get_input_embeddings().num_embeddings
     vocabulary = tokenizer.get_vocab()
     if len(vocabulary) <= len(set(tokenizer.all_special_ids)):
-        raise refused(shown, f"its tokenizer is empty: it knows only its {len(vocabulary)} special tokens")
+        raise refused(shown, f"its tokenizer is empty: it knows nothing but its special tokens ({len(vocabulary)})")
     top = max(vocabulary.values())
     if top >= rows:
         raise refused(shown, f"its tokenizer has ids up to {top}, past its embedding matrix's {rows} rows "
@@ -289,7 +289,24 @@ def load_pretrained(
     except ModelRefusedError:
         raise
     except Exception as error:  # noqa: BLE001 - whatever transformers raises on a bad folder: refused with the reason
-        raise refused(shown, f"{step} ({type(error).__name__}: {detail(error, folder, shown)})") from error
+        lacking = lacking_tokenizer_files(folder) if step.startswith("its tokenizer") else ""
+        raise refused(shown, lacking or f"{step} ({type(error).__name__}: {detail(error, folder, shown)})") from error
+
+
+def lacking_tokenizer_files(folder: Path) -> str:
+    """After a tokenizer failed to build: the files its class reads that the folder lacks ("" if none or unknown)."""
+    import transformers
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    own = folder / "tokenizer_config.json"
+    name = json.loads(own.read_text(encoding="utf-8")).get("tokenizer_class") if own.is_file() else None
+    name = name or TOKENIZER_MAPPING_NAMES.get(json.loads((folder / "config.json").read_text())["model_type"])
+    reads = [file for file in getattr(getattr(transformers, str(name), None), "vocab_files_names", {}).values()
+             if file not in ("tokenizer_config.json", "tokenizer.json", "target_vocab.json")]  # optional ones
+    absent = [file for file in reads if not (folder / file).is_file()]
+    if not absent:
+        return ""
+    return f"its tokenizer ({name}) reads {', '.join(reads)}, and its folder lacks {', '.join(absent)}"
 
 
 def snapshot(name: str, local_only: bool, revision: str | None, cache_dir: str | Path | None) -> Path:

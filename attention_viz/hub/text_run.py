@@ -77,8 +77,8 @@ def source_ids(model: PretrainedTransformer, text: str, pad_tokens: int) -> tupl
 def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pad_tokens: int = 0,
              scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
              heads: dict | None = None) -> TextRun:
-    """Greedy-decode `text` (or, for a model that writes no text, one pass) and keep every map of the last step; heads: core.ablation
-    switches per map key (model.head_switches), at every step."""
+    """Greedy-decode `text` (or, for a model that writes no text, one pass) and keep every map of the last step;
+    heads: core.ablation switches per map key (model.head_switches), at every step."""
     src, notes = source_ids(model, text, pad_tokens)
     switches = {"scale": scale, "causal_mask": causal_mask, "padding_mask": padding_mask, "heads": heads}
     if not model.abilities.writes_text:

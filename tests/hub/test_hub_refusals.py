@@ -65,6 +65,13 @@ def smaller_embeddings(folder):
     model.save_pretrained(folder, safe_serialization=True)
 
 
+def only_the_end_token(folder):
+    """A tokenizer.json whose vocabulary is its one special token."""
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["model"].update(vocab={"<|endoftext|>": 0}, merges=[])
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+
+
 def beside_a_pickle(folder):
     torch.save({"x": torch.zeros(1)}, folder / "pytorch_model.bin")
     (folder / "model.safetensors").write_bytes(b"")
@@ -131,6 +138,11 @@ BROKEN = [
      r"its tokenizer\.json is not valid JSON"),
     *[(f"no-tokenizer-{family}", family, no_tokenizer, ModelRefusedError, r"its folder holds no tokenizer files")
       for family in ("marian", "bart", "mbart", "bert", "gpt2", "llama", "qwen2")],
+    ("marian-without-target-spm", "marian", lambda f: (f / "target.spm").unlink(), ModelRefusedError,
+     r"its tokenizer \(MarianTokenizer\) reads source\.spm, target\.spm, vocab\.json, and its folder lacks "
+     r"target\.spm"),
+    ("empty-tokenizer", "gpt2", only_the_end_token, ModelRefusedError,
+     r"its tokenizer is empty: it knows nothing but its special tokens \(1\)"),
     ("tokenizer-past-the-embeddings", "gpt2", smaller_embeddings, ModelRefusedError,
      r"its tokenizer has ids up to 399, past its embedding matrix's 100 rows \(vocab_size in config\.json\)"),
     ("pad-disagrees", "bart", lambda f: edit_config(f, pad_token_id=3), ModelRefusedError,

@@ -164,12 +164,14 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     curve. `chunk`: batch rows per pass (memory: rows x T x vocab where the logits are written whole; rows x T x
     d_model where the output head is linear and its log-sum-exp runs a block at a time, fast.logprob).
 
-    Raises ValueError for an encoder-only model (it writes nothing to score), no texts, or an unknown ablation."""
+    Raises ValueError for a model that writes no text (an encoder only, a checkpoint without its output head: it
+    writes nothing to score), no texts, or an unknown ablation."""
     if ablation not in ABLATIONS:
         raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
-    if model.layout == "encoder":
-        raise ValueError(f"{model.family.name} is an encoder only: it writes no output whose probability could "
-                         "drop; head importance needs a model that writes text.")
+    if not model.abilities.writes_text:
+        what = "an encoder only" if model.layout == "encoder" else "saved without its output head"
+        raise ValueError(f"{model.family.name} is {what}: it writes no output whose probability could drop; head "
+                         "importance needs a model that writes text.")
     if not texts:
         raise ValueError("head importance needs at least one text")
     ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
@@ -199,7 +201,7 @@ def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale=
     (teacher-forced; padding left out): mean ablation's reference."""
     if not texts:
         raise ValueError("mean ablation needs at least one reference text")
-    if model.layout == "encoder":
+    if model.layout == "encoder" or (model.layout == "decoder" and not model.abilities.writes_text):  # one pass
         ids = torch.nn.utils.rnn.pad_sequence([model.encode(t).ids for t in texts], batch_first=True,
                                               padding_value=model.pad_id if model.pad_id is not None else 0)
         mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(model.encode(t).ids), dtype=torch.long)

@@ -214,6 +214,7 @@ def headless(source, tmp_path, base_class):
 def test_a_checkpoint_without_its_output_head_loads_and_records_the_same_maps(tiny_folder, tmp_path, family,
                                                                              base_class):
     from attention_viz.hub.text_run import run_text
+    from attention_viz.importance import real_head_importance, real_head_means
 
     folder = headless(tiny_folder(family), tmp_path, getattr(transformers, base_class))
     model, whole = load_pretrained(folder), load_pretrained(tiny_folder(family))
@@ -234,3 +235,8 @@ def test_a_checkpoint_without_its_output_head_loads_and_records_the_same_maps(ti
     run = run_text(model, "the cat sat on the mat", max_new_tokens=3)
     assert run.output == "" and run.written == () and "no output head" in " ".join(run.notes)
     assert set(run.maps) == set(maps)
+    with pytest.raises(ValueError, match="encoder only" if family == "bert" else "without its output head"):
+        real_head_importance(model, ["the cat"], max_new_tokens=2)
+    if family != "marian":  # mean ablation's reference: one pass over the texts, as for an encoder
+        means = real_head_means(model, ["the cat", "attention is all you need"])
+        assert set(means) == set(maps) and all(m.shape[0] == model.n_heads for m in means.values())

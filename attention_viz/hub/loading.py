@@ -168,7 +168,8 @@ def fetch(name: str, progress=None) -> str:
         return snapshot_download(name, allow_patterns=FETCHED, tqdm_class=Reported)
     except Exception as error:  # noqa: BLE001 - any failure of the Hub or the network: the model is not available
         why = " (the Hub did not answer in time)" if timed_out(error) else ""
-        raise ModelUnavailableError(f"The model {name!r} could not be downloaded{why}.") from error
+        raise ModelUnavailableError(f"The model {name!r} is not in this machine's Hugging Face cache and could not be "
+                                    f"downloaded{why}.") from error
 
 
 def timed_out(error: BaseException | None) -> bool:

@@ -111,7 +111,7 @@ class Lesson:
                 shape = self.real.shape(key)
             except ValueError:
                 continue  # not loadable now: the next one
-            if not writes or shape.layout != "encoder":
+            if not writes or shape.writes_text:
                 return key
         return None
 
@@ -126,7 +126,7 @@ class Lesson:
         maybe = [key for key, state in states.items() if state != "refused"]
         if not maybe:
             return (*self.TITLES, NO_REAL_TITLE)
-        writes = any(states[key] != "loaded" or self.real.shape(key).layout != "encoder" for key in maybe)
+        writes = any(states[key] != "loaded" or self.real.shape(key).writes_text for key in maybe)
         return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, *((REAL_HEADS_TITLE,) if writes else ()))
 
     def __len__(self) -> int:
@@ -251,7 +251,8 @@ class Lesson:
         return view, text
 
     def _own_qk(self, step: LessonStep) -> LessonStep:
-        model, kind, layer, head = "reverse", "decoder.cross_attn", 1, 0
+        model = self.runs.catalog.families["reverse/sqrt_dk"].nearest(16)[1]  # the checkpoint of the steps above
+        kind, layer, head = "decoder.cross_attn", 1, 0
         view, numbers = self._own_qk_text(model, kind, layer, head)
         text = (f"*{WHY_TITLE}* assumed q and k have independent components of variance 1. The lab's "
                 f"**This model's own q·k** measures a trained model's: reverse, encoder-decoder attention, layer "
@@ -320,8 +321,9 @@ class Lesson:
         layer, head = (int(i) for i in np.unravel_index(np.abs(change).argmax(), change.shape))
         label = {"decoder.cross_attn": "encoder-decoder attention", "encoder.self_attn": "encoder self-attention",
                  "decoder.self_attn": "masked decoder self-attention"}[kind]
-        if shape.layout == "encoder" or not scaled["output"]:
-            outcome = "it writes no text here (an encoder), so the maps are what changes"
+        if not shape.writes_text:
+            outcome = ("it writes no text (an encoder), so its maps are what changes" if not shape.fills_masks else
+                       "its maps change (it writes only where the text has its mask token)")
         elif scaled["output"] == unscaled["output"]:
             outcome = f"the output stays {code(scaled['output'])}"
         else:

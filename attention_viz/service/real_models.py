@@ -77,6 +77,8 @@ class RealShape:
     about: str                  # the family's one line (norm placement, positions)
     kinds: tuple[str, ...]      # the kinds of attention it has (core.maps.KINDS keys)
     sink: str                   # its end token as its tokenizer writes it ("</s>", "[SEP]"): the sink pattern's key
+    writes_text: bool = True    # what it can do besides its maps (attention_viz.hub's Abilities): write text, ...
+    fills_masks: bool = False   # ... or fill its mask token (an encoder with its masked-LM head)
 
     @property
     def d_v(self) -> int:
@@ -237,7 +239,8 @@ class RealModels:
         model = self.get(key, progress)
         return RealShape(model.family.name, model.layout, model.n_layers("encoder.self_attn"),
                          model.n_layers("decoder.self_attn"), model.n_heads, model.d_k, model.d_model,
-                         model.family.about, tuple(model.kinds), sink_token(model.tokenizer))
+                         model.family.about, tuple(model.kinds), sink_token(model.tokenizer),
+                         model.abilities.writes_text, model.abilities.fills_masks)
 
 
 def sink_token(tokenizer) -> str:

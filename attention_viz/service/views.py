@@ -393,12 +393,23 @@ def real_controls(catalog, model: str, layer: int, head: int, progress=None) -> 
         trained_d_ks=(shape.d_k,),
         text_info=(f"{display_name(model)} is a real {shape.family} model ({shape.about}). It reads any text its "
                    f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "
-                   "and shows its own subword pieces."),
+                   "and shows its own subword pieces. " + can_do(shape)),
         text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
         d_k_label="d_k: this model's own",
         causal_applies="decoder.self_attn" in shape.kinds,
         examples=REAL_EXAMPLES,
     )
+
+
+def can_do(shape) -> str:
+    """What a real model can show besides its maps, said plainly (a checkpoint without an output head too)."""
+    if shape.writes_text:
+        return "It writes text: its output, and its heads scored by how much less likely that output becomes."
+    if shape.fills_masks:
+        return "It fills its mask token: put it in the text to see what it writes there."
+    return ("It has no output head (saved as its base model): it shows its maps under the scaling and masks, and "
+            "heads switched off (the maps after them change); it writes no text, fills no masks, and its heads "
+            "cannot be scored by an output.")
 
 
 def trained_on(card: dict) -> str:

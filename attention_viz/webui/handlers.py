@@ -104,6 +104,16 @@ def named(fn, components: dict):
     return wrapper
 
 
+def run_key(*values) -> str:
+    """The controls' values as the page's run route writes them (transformer_tab.RUN_ROUTE_JS: JSON, whole numbers
+    without a decimal point): while the controls hold these, their change events send nothing."""
+    def js(value):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+    return json.dumps([js(v) for v in values], ensure_ascii=False, separators=(",", ":"))
+
+
 def shown_reason(error: Exception, limit: int = 160) -> str:
     """A refusal's message cut to `limit` characters, for a line under a control."""
     text = str(error)
@@ -282,7 +292,8 @@ class Handlers:
             gr.Warning(str(error))
             return {"model": gr.update(value=last_model, info=f"{shown_reason(error)} (still showing the model "
                                                               "before)")}
-        return {**self.controls_of(c), "heads_off": "", "model": gr.update(info=None), "last_model": model}
+        return {**self.controls_of(c), "heads_off": "", "model": gr.update(info=None), "last_model": model,
+                "run_key": ""}
 
     def transformer_state(self, settings: Settings) -> dict[str, object]:
         """The Transformer tab set to one run's settings, by name: every control (nothing left from before) and the
@@ -302,6 +313,9 @@ class Handlers:
             "n_heads": settings.n_heads, "heads_off": heads_off_text(settings.heads_off),
             "ablation": settings.ablation, "view": view.run, "output": view.output, "info": prose_html(view.info),
             "views": gr.update(selected="heatmaps"), "active": "heatmaps",
+            "run_key": run_key(settings.typed or settings.text, settings.model, settings.d_k, scale, factor,
+                               settings.causal_mask, settings.padding_mask, settings.pad_tokens, settings.d_model,
+                               settings.n_heads, heads_off_text(settings.heads_off), settings.ablation),
         }
 
     @handler

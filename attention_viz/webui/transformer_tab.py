@@ -50,6 +50,15 @@ REAL_RUNS = dict(concurrency_id="real_runs", concurrency_limit=1)
 # a run's triggers move one of two counters, by the model: its change sends the run to that line
 ROUTE_JS = """(model, small, real) => String(model).startsWith('hub:')
     ? [small, String(Number(real) + 1)] : [String(Number(small) + 1), real]"""
+# A run's route when one control changes: nothing is sent when its new value is the one in `shown`, the settings
+# of the run an answer brought with the controls (handlers.run_key; a lesson step's controls fire their change events
+# one by one as the answer lands); anything else routes as ROUTE_JS and forgets `shown`.
+def route_one_js(index: int, kind: str) -> str:
+    """RUN_ROUTE's JavaScript for the control at `index` of handlers.run_key's list ("number", "boolean", "string")."""
+    cast = {"number": "Number(value)", "boolean": "Boolean(value)", "string": "value"}[kind]
+    return (f"(value, shown, model, small, real) => {{ if (shown && JSON.parse(shown)[{index}] === {cast}) "
+            "return [small, real, shown]; return String(model).startsWith('hub:') ? "
+            "[small, String(Number(real) + 1), ''] : [String(Number(small) + 1), real, '']; }")
 # after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
 REFRESH_IF_OPEN_JS = "(active, tick) => active === 'steps' || active === 'compare' ? String(Number(tick) + 1) : tick"
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
@@ -144,6 +153,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                 gr.Textbox("0", visible=False, elem_id=elem_id)
                 for elem_id in ("score_small", "score_real", "score_csv_small", "score_csv_real"))
             last_model = gr.State(model0)  # the last model that could be had: a refused pick goes back to it
+            shown_key = gr.Textbox("", visible=False, elem_id="run_key")  # the settings of a run an answer brought
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
                     prose(HELP)
@@ -214,22 +224,27 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         return (small.change(fn, [*settings_inputs, *extra], outputs, **public, **options, **RUNS),
                 real.change(fn, [*settings_inputs, *extra], outputs, **PRIVATE, **options, **REAL_RUNS))
 
-    route = route_to(run_small, run_real)
+    route = dict(fn=None, inputs=[model, run_small, run_real], outputs=[run_small, run_real], js=ROUTE_JS,
+                 **PRIVATE)
     for run in on_both_lines(run_small, run_real, handlers.visualize, view_outputs, "visualize", **LIVE, **RAW):
         answered(run)
-    # What a person changes reruns the model; what an answer sets (a lesson step, a new model's controls) does not:
-    # that answer brings its own run, or routes once when it is done.
-    gr.on([text.input, d_k.input, scale.input, factor.input, causal.input, padding.input, pads.release,
-           d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
+    # A control's change reruns the model, unless it now holds the value of the run on screen (a lesson step's
+    # answer brought the run with its controls: their change events send nothing more). The order is run_key's.
+    for index, (control, kind) in enumerate(((text, "string"), (None, ""), (d_k, "number"), (scale, "string"),
+                                             (factor, "number"), (causal, "boolean"), (padding, "boolean"))):
+        if control is not None:
+            control.change(None, [control, shown_key, model, run_small, run_real], [run_small, run_real, shown_key],
+                           js=route_one_js(index, kind), **PRIVATE)
+    gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
     heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE).then(**route)
-    log2_slider_pair(dk_log, d_k).then(**route)
-    examples.input(None, examples, text, js="(example) => example", **PRIVATE).then(**route)
+    log2_slider_pair(dk_log, d_k)
+    examples.input(None, examples, text, js="(example) => example", **PRIVATE)
     # whatever changes the text (typing, a lesson's step), the choice stays only while it is the text
     text.change(None, [text, examples], examples, js="(t, e) => [t === e ? e : null]", **PRIVATE)
     # A trained model's d_k: its radio moves the number (the run follows it); a number typed follows back to the
     # nearest trained size, as the server snaps it (log scale, ties to the smaller). A new model's controls and a
     # lesson's step set the radio themselves.
-    dk_trained.input(None, dk_trained, d_k, js="(v) => Number(v)", **PRIVATE).then(**route)
+    dk_trained.input(None, dk_trained, d_k, js="(v) => Number(v)", **PRIVATE)
     d_k.input(None, [d_k, dk_trained], dk_trained, js=NEAREST_TRAINED_JS, **PRIVATE)
     # A new model (or number of heads) changes the d_k controls first, then the run; a model that cannot be had
     # puts the picker back (handlers.model_controls). The compatibility picker picks the study's model of that
@@ -237,9 +252,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     named_controls = {"dk_log": dk_log, "d_k": d_k, "untrained_box": untrained_box, "scale": scale,
                       "dk_note": dk_note, "compat": compat, "dk_trained": dk_trained, "text": text,
                       "causal": causal, "comparison": comparison, "examples": examples, "heads_off": heads_off,
-                      "model": model, "last_model": last_model}
+                      "model": model, "last_model": last_model, "run_key": shown_key}
     new_model = dict(fn=named(handlers.model_controls, named_controls), inputs=[model, d_k, n_heads, last_model],
-                     outputs=list(named_controls.values()), **PRIVATE)
+                     outputs=list(named_controls.values()), trigger_mode="always_last", **PRIVATE)
     for controls in (gr.on([model.input, n_heads.release], **new_model),
                      compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).success(**new_model)):
         controls.failure(**refused)

@@ -72,8 +72,7 @@ def plain_text(text: str = "", **kwargs) -> gr.HTML:
     return gr.HTML(text, html_template=template, js_on_load=None, **kwargs)
 
 
-def log2_slider_pair(log_slider: gr.Slider, number: gr.Number):
-    """Keep a log₂ slider and its number in step, in the browser (no Python round trip); the slider's release event,
-    which has set the number (a `.then` follows it)."""
+def log2_slider_pair(log_slider: gr.Slider, number: gr.Number) -> None:
+    """Keep a log₂ slider and its number in step, in the browser (no Python round trip)."""
+    log_slider.release(None, log_slider, number, js="(x) => Math.round(2 ** x)", **PRIVATE)
     number.input(None, number, log_slider, js="(d) => Math.log2(Math.max(1, d))", **PRIVATE)
-    return log_slider.release(None, log_slider, number, js="(x) => Math.round(2 ** x)", **PRIVATE)

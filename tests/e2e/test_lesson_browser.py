@@ -13,15 +13,20 @@ CONTROLS = """() => [document.querySelector('#text textarea, #text input').value
 SELECTED_TAB = "() => [...document.querySelectorAll('button[role=tab]')].find(b => b.getAttribute('aria-selected') === 'true').innerText"
 
 
+STEPS = 9
+
+
 def go(page: Page, step: int) -> None:
     page.locator("#lesson_next").click()
-    expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 8", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of {STEPS}", timeout=TIMEOUT_MS)
 
 
 def test_the_lesson_sets_what_it_says(page: Page, app_url):
     open_app(page, app_url)
     page.locator("#lesson").get_by_text("A guided lesson").click()
-    expect(page.locator("#lesson_text")).to_contain_text("Eight steps")
+    expect(page.locator("#lesson_text")).to_contain_text("Nine steps")
+    joins = []
+    page.on("request", lambda r: joins.append(r.post_data) if "/queue/join" in r.url else None)
     # 1: reverse at d_k 16, the explorer on the head that follows the anti-diagonal best
     go(page, 1)
     text = page.locator("#lesson_text").inner_text()
@@ -45,37 +50,47 @@ def test_the_lesson_sets_what_it_says(page: Page, app_url):
         expect(view).to_have_attribute(f"data-{attribute}", value, timeout=TIMEOUT_MS)
     expect(page.locator(f"#explorer [data-layer='{layer}'][data-head='{head}'].av-off")).to_have_count(1)
     shot(page, "lesson_heads", wait=False)
-    # 4: scaling off at the largest trained d_k, and the broken output the text names; every head on again
+    # 4: scaling off at the largest trained d_k, and the broken output the text names; every head on again: the
+    # step sets five controls and brings its run in one request, and nothing reruns after it
+    page.wait_for_timeout(500)
+    joins.clear()
     go(page, 4)
     expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value("")
     page.wait_for_function(f"() => ({CONTROLS})()[1] === '128'", timeout=TIMEOUT_MS)
     assert page.evaluate(CONTROLS)[2] == "none" and page.evaluate(CONTROLS)[3].startswith("reverse (trained with")
     broken = page.locator("#lesson_text").inner_text().split("the output breaks: ")[1].split(" ")[0]
     expect(page.locator("#output textarea, #output input").first).to_have_value(broken, timeout=TIMEOUT_MS)
+    page.wait_for_timeout(1000)
+    assert len(joins) == 1, joins
     # 5: the lab at d_k 512, unscaled
     go(page, 5)
     assert page.evaluate(SELECTED_TAB) == "√d_k lab"
     expect(page.locator("#lab_dk input")).to_have_value("512")
     expect(page.locator("#lab_scaled input")).not_to_be_checked()
-    # 6: the training view at d_k 512 (loaded though the radio kept its value)
+    # 6: footnote 4 on the model's own q and k: the lab's own view on the head the text quotes
     go(page, 6)
+    assert page.evaluate(SELECTED_TAB) == "√d_k lab"
+    quoted = page.locator("#lesson_text").inner_text().split("Var q = ")[1].split(",")[0]
+    expect(page.locator("#own_qk")).to_contain_text(quoted, timeout=TIMEOUT_MS)
+    # 7: the training view at d_k 512 (loaded though the radio kept its value)
+    go(page, 7)
     assert page.evaluate(SELECTED_TAB) == "Training"
     expect(page.locator("#train_step")).to_have_attribute("data-d-k", "512", timeout=TIMEOUT_MS)
-    # 7: the study's additive model on the Transformer tab (its own model: a new model keeps the lesson's d_k)
-    go(page, 7)
+    # 8: the study's additive model on the Transformer tab (its own model: a new model keeps the lesson's d_k)
+    go(page, 8)
     assert page.evaluate(SELECTED_TAB) == "Transformer"
     page.wait_for_function(f"() => ({CONTROLS})()[3].includes('additive')", timeout=TIMEOUT_MS)
     page.wait_for_function(f"() => ({CONTROLS})()[1] === '1024'", timeout=TIMEOUT_MS)
     written = page.locator("#lesson_text").inner_text().split("and writes ")[1].split(";")[0]
     expect(page.locator("#output textarea, #output input").first).to_have_value(written, timeout=TIMEOUT_MS)
-    # 8: train one yourself, its choices set
-    go(page, 8)
+    # 9: train one yourself, its choices set
+    go(page, 9)
     assert page.evaluate(SELECTED_TAB) == "Training"
     expect(page.locator("#live_dk input[value='1024']")).to_be_checked()
     expect(page.locator("#live_arm input[value='dot']")).to_be_checked()
     expect(page.locator("#lesson_next")).to_have_text("Last step")
     page.locator("#lesson_prev").click()
-    expect(page.locator("#lesson_text")).to_contain_text("Step 7 of 8", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_text")).to_contain_text(f"Step 8 of {STEPS}", timeout=TIMEOUT_MS)
     shot(page, "lesson", wait=False)
 
 

@@ -199,25 +199,18 @@ def test_a_model_without_a_masked_lm_head_is_not_told_to_fill_masks(views):
 
 
 def test_the_lessons_real_steps_on_an_encoder(views):
-    """Step 9 is written from its encoder self-attention's numbers; step 10 says why its heads cannot be scored."""
+    """The 1/√d_k taken out, written from the opened head's numbers and saying it writes no text; footnote 4 in its
+    own q and k; no heads step (an encoder without an output head has no output to score its heads by)."""
     from attention_viz.service.lesson import REAL_TEXT, Lesson
 
     lesson = Lesson(views)
-    assert len(lesson) == 10
-    step = lesson.step(8)
+    assert len(lesson) == 11
+    step = lesson.step(9)
     assert step.controls == {"text": REAL_TEXT, "model": MODEL, "d_k": 32, "scale": "none"}
-    assert step.explorer["kind"] == "encoder.self_attn" and "in encoder self-attention" in step.text
+    assert step.explorer["kind"] == "encoder.self_attn" and "In encoder self-attention" in step.text
+    assert "writes no text" in step.text and "output stays" not in step.text
+    layer, head = step.explorer["layer"], step.explorer["head"]
     scaled = views.visualize(settings(views, text=REAL_TEXT)).run
-    stats = scaled["kinds"][0]["stats"]
-    assert f"from {np.mean(stats['max_weight']):.2f}" in step.text and "1/√32" in step.text
-    heads = lesson.step(9)
-    assert "cannot be scored" in heads.text and "BERT is an encoder only" in heads.text and not heads.controls
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "service/lesson.Lesson._real bug: on an encoder-only model (no output) step 9 ends 'and the output stays ` `': "
-    "it compares two empty outputs instead of saying the encoder writes none"))
-def test_the_lessons_real_step_says_nothing_of_an_encoders_output(views):
-    from attention_viz.service.lesson import Lesson
-
-    assert "output stays ` `" not in Lesson(views).step(8).text
+    assert f"from {scaled['kinds'][0]['stats']['max_weight'][layer][head]:.2f}" in step.text and "1/√32" in step.text
+    qk = lesson.step(10)
+    assert qk.tab == "lab" and qk.own_qk["model"] == MODEL and qk.text.startswith("**Step 11 of 11:")

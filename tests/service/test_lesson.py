@@ -1,4 +1,4 @@
-"""The guided lesson: eight steps, each setting what it says, its text written from the numbers of that view."""
+"""The guided lesson: nine steps, each a state (every setting of its view), its text written from that view's numbers."""
 
 import re
 
@@ -14,18 +14,35 @@ def lesson():
     return Lesson(Views(Runs()))
 
 
-def test_eight_steps_in_order_each_opening_a_tab(lesson):
+def test_nine_steps_in_order_each_opening_a_tab_and_setting_everything_it_depends_on(lesson):
     steps = [lesson.step(i) for i in range(len(lesson))]
-    assert len(steps) == 8
-    assert [s.tab for s in steps] == ["transformer", "transformer", "transformer", "transformer", "lab", "training",
-                                      "transformer", "training"]
+    assert len(steps) == 9
+    assert [s.tab for s in steps] == ["transformer", "transformer", "transformer", "transformer", "lab", "lab",
+                                      "training", "transformer", "training"]
     for i, s in enumerate(steps):
-        assert s.text.startswith(f"**Step {i + 1} of 8: {s.title}.**")
+        assert s.text.startswith(f"**Step {i + 1} of 9: {s.title}.**")
+        assert not re.search(r"step \d+ again|(see|in) step \d", s.text, re.IGNORECASE)  # others named by title
+    # every Transformer step carries the whole Settings of its run: masks on, no pads, the model's own scaling
+    for s in steps:
+        if s.tab == "transformer":
+            assert s.settings is not None and s.settings.causal_mask and s.settings.padding_mask
+            assert s.settings.pad_tokens == 0 and s.settings.ablation == "zero"
     # only the heads step switches heads off; every other Transformer step turns them all back on
-    assert [s.controls.get("heads_off") for s in steps if s.controls and s is not steps[2]] == [None] * 4
-    for bad in (-1, 8, "2.5", None, "x" * 1000):
+    assert [s.settings.heads_off for s in steps if s.settings and s is not steps[2]] == [()] * 4
+    assert steps[7].settings.scale == "none"  # additive attention: nothing to scale, said as such
+    for bad in (-1, 9, "2.5", None, "x" * 1000):
         with pytest.raises(ValueError, match="lesson step"):
             lesson.step(bad)
+
+
+def test_the_own_qk_step_quotes_the_numbers_of_the_head_it_opens(lesson):
+    step = lesson.step(5)
+    o = step.own_qk
+    view = lesson.views.own_qk.view(o["model"], o["kind"], o["layer"], o["head"], o["scaled"])
+    for label, value, _ in view["numbers"]["data"][:9]:
+        if label != "Var q·k within one query's keys":
+            assert f"{value:g}" in step.text, label
+    assert "*Why: q·k has variance d_k*" in step.text
 
 
 def test_the_numbers_in_the_text_are_those_of_the_view_it_sets(lesson):
@@ -50,16 +67,16 @@ def test_the_numbers_in_the_text_are_those_of_the_view_it_sets(lesson):
     assert f"{sweep['unscaled']['logit_var'][i]:.0f} unscaled" in lab.text
     assert f"gradient to {sweep['unscaled']['grad_norm'][i]:.4f}" in lab.text
 
-    training = lesson.step(5)
+    training = lesson.step(6)
     arms = views.training(training.training["d_k"])["arms"]
     for arm in arms:
         assert f"{arm['label']} {arm['alignment'][-1]:.2f}" in training.text
 
-    additive = lesson.step(6)
+    additive = lesson.step(7)
     assert "scale" not in additive.controls  # additive attention has no QKᵀ to scale
     assert re.search(r"additive model puts 0\.\d\d of its weight", additive.text)
 
-    live = lesson.step(7)
+    live = lesson.step(8)
     assert live.live == {"task": "reverse", "d_k": 1024, "arm": "dot"}
 
 

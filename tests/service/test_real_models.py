@@ -173,19 +173,42 @@ def test_controls_and_exports_of_a_real_model(views):
 
 def test_the_lessons_real_step_is_written_from_the_runs_numbers(views):
     lesson = Lesson(views)
-    assert len(lesson) == 10
-    step = lesson.step(8)
+    assert len(lesson) == 12  # nine of ours; the 1/√d_k taken out, footnote 4, which heads matter
+    step = lesson.step(9)
     assert step.controls["model"] == "hub:tiny-marian" and step.controls["scale"] == "none"
+    assert step.settings.scale == "none" and step.settings.causal_mask and step.settings.heads_off == ()
     scaled = views.visualize(settings(views, "hub:tiny-marian", text="Attention is all you need.")).run
-    cross = next(k for k in scaled["kinds"] if k["kind"] == "decoder.cross_attn")
-    assert f"{np.mean(cross['stats']['max_weight']):.2f}" in step.text
-    assert f"1/√{step.controls['d_k']}" in step.text
+    unscaled = views.visualize(settings(views, "hub:tiny-marian", text="Attention is all you need.",
+                                        scale="none")).run
+    cross = [next(k for k in run["kinds"] if k["kind"] == "decoder.cross_attn") for run in (scaled, unscaled)]
+    layer, head = step.explorer["layer"], step.explorer["head"]
+    a, b = (c["stats"]["max_weight"][layer][head] for c in cross)  # the opened head's own statistic, on screen
+    assert f"from {a:.2f} to {b:.2f}" in step.text and f"1/√{step.controls['d_k']}" in step.text
+    assert "`tiny-marian`" in step.text and "*Take the 1/√d_k away at the largest d_k* again" in step.text
+    qk = lesson.step(10)
+    assert qk.tab == "lab" and qk.own_qk["model"] == "hub:tiny-marian" and "`tiny-marian`" in qk.text
+
+
+def test_the_lessons_real_steps_use_the_first_model_that_can_be_had_and_say_so_once_when_none(folders, one_thread):
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    unreachable = "Helsinki-NLP/opus-mt-xx-yy"
+    views = Views(Runs(Catalog(hub_models=[unreachable, str(folders["marian"])])))
+    lesson = Lesson(views)
+    step = lesson.step(9)  # the first set up cannot be had: the second is used, and named
+    assert step.settings.model == "hub:tiny-marian" and "`tiny-marian`" in step.text and "cannot" not in step.text
+    none = Views(Runs(Catalog(hub_models=[unreachable, "Helsinki-NLP/opus-mt-zz-yy"])))
+    lesson = Lesson(none)
+    step = lesson.step(9)
+    assert step.title == "Real models: none can be had now" and "none can be had now" in step.text
+    assert len(lesson) == 10 and step.text.startswith("**Step 10 of 10:")  # said once: the last step
+    with pytest.raises(ValueError, match="lesson step"):
+        lesson.step(10)
 
 
 def test_the_lessons_real_heads_step_switches_off_the_head_that_matters_most(views):
     lesson = Lesson(views)
-    step = lesson.step(9)
-    assert step.text.startswith("**Step 10 of 10: Which heads matter in a real model.**")
+    step = lesson.step(11)
+    assert step.text.startswith("**Step 12 of 12: Which heads matter in a real model.**")
     c = step.controls
     assert c["model"] == "hub:tiny-marian" and c["scale"] == "sqrt_dk"
     scores = views.heads.importance(settings(views, "hub:tiny-marian", text=c["text"]), "zero")

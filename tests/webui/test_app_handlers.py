@@ -18,6 +18,7 @@ from attention_viz.core.maps import KINDS
 from attention_viz.draw import figures as render
 from attention_viz.explorer import COMPARE_FORMAT, STEPS_FORMAT, compare_arrays, unpack
 from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
+from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.webui import page, runtime, transformer_tab
 from attention_viz.webui.handlers import Handlers
@@ -119,47 +120,75 @@ def test_snapped_d_k_is_reported(handlers):
     assert "No trained model with d_k = 24; showing the nearest, d_k = 16." in info
 
 
-def test_a_lesson_step_hands_its_scaling_and_heads_off_to_the_model_it_picks(handlers):
-    """Step 3 switches reverse's most important head off: from another model, through model_controls (which would
-    otherwise turn every head back on); from reverse itself, by asking the page to rerun; later steps clear it."""
-    out = handlers.lesson(2, UNTRAINED, "")
-    handover, heads_off, target = out[9], out[10], json.loads(out[18])
-    assert handover == {"scale": "sqrt_dk", "heads_off": heads_off}
+def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
+    """A Transformer step answers, by name, every control of the tab (nothing left from an earlier step) and its
+    run; the next step turns every head back on; a lab step sets the lab, a training step brings its view."""
+    handlers = Handlers(Views(Runs()))  # the shipped models: the lesson's study members and snapshots
+    out = handlers.lesson(2)
+    heads_off = out["heads_off"]
     assert re.fullmatch(r"(encoder|decoder)\.\d\.(self|cross)_attn: \d", heads_off)
-    assert "rerun" not in target  # the new model's controls rerun it
-    controls = handlers.model_controls("reverse/sqrt_dk", 16, 4, handover)
-    assert controls[-1] == heads_off and controls[3]["value"] == "sqrt_dk"
-    out = handlers.lesson(2, "reverse/sqrt_dk", "")
-    assert out[9] is None and out[10] == heads_off and json.loads(out[18])["rerun"] is True
-    assert "rerun" not in json.loads(handlers.lesson(2, "reverse/sqrt_dk", heads_off)[18])  # nothing changes
-    out = handlers.lesson(3, "reverse/sqrt_dk", heads_off)  # the next step: every head on again
-    assert out[10] == "" and json.loads(out[18])["rerun"] is True
-    assert handlers.model_controls("reverse/sqrt_dk", 16, 4, "none")[3]["value"] == "none"  # the scaling alone
+    assert out["model"]["value"] == "reverse/sqrt_dk" and out["scale"]["value"] == "sqrt_dk" and out["d_k"] == 16
+    assert (out["factor"], out["causal"]["value"], out["padding"], out["pads"], out["ablation"]) == (
+        1.0, True, True, 0, "zero")
+    assert out["view"]["heads_off"] and out["output"].startswith(out["view"]["output"]) and out["active"] == "heatmaps"
+    target = json.loads(out["lesson_target"])
+    assert set(target) == {"kind", "layer", "head"} and out["tabs"]["selected"] == "transformer"
+    every_control = {"text", "model", "d_k", "dk_log", "dk_trained", "scale", "factor", "causal", "padding", "pads",
+                     "heads_off", "ablation", "compat", "untrained_box", "d_model", "n_heads", "examples"}
+    assert every_control <= out.keys()
+    nxt = handlers.lesson(3)  # the next step: every head on again, the largest d_k, unscaled
+    assert nxt["heads_off"] == "" and nxt["d_k"] == max(map(int, nxt["dk_trained"]["choices"]))
+    assert nxt["scale"]["value"] == "none"
+    lab = handlers.lesson(4)
+    assert (lab["lab_d_k"], lab["lab_scaled"], lab["tabs"]["selected"]) == (512, False, "lab")
+    assert "view" not in lab and "heads_off" not in lab  # the Transformer tab stays as it was
+    own = handlers.lesson(5)
+    assert own["own_model"].startswith("reverse") and own["own_qk"]["kind"] == "decoder.cross_attn"
+    training = handlers.lesson(6)
+    assert training["training_d_k"] == "512" and training["training_view"]["arms"]
+    last = handlers.lesson(len(handlers.lesson_steps) - 1)
+    assert last["lesson_forward"]["value"] == "Last step" and last["live_arm"] == "dot"
 
 
 def test_model_controls_follow_the_family(handlers):
-    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _, heads_off = handlers.model_controls(
-        "reverse/sqrt_dk", 20, 4)
-    assert heads_off == ""  # heads off name one model's heads: a new model starts with every head on
+    c = handlers.model_controls("reverse/sqrt_dk", 20, 4)
+    dk_log, untrained_box, scale, note, trained = (c[name] for name in ("dk_log", "untrained_box", "scale",
+                                                                         "dk_note", "dk_trained"))
+    assert c["heads_off"] == "" and c["last_model"] == "reverse/sqrt_dk"  # a new model starts with every head on
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
     assert (dk_log["minimum"], dk_log["maximum"], dk_log["step"], dk_log["value"]) == (2, 6, 2.0, 4)
-    assert d_k["value"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
+    assert c["d_k"] == 16 and untrained_box["visible"] is False and scale["value"] == "sqrt_dk"
     assert note == "<p>Trained d_k: 4, 16, 64.</p>\n"
     assert (trained["choices"], trained["value"], trained["visible"]) == (["4", "16", "64"], "16", True)
     assert dk_log["visible"] is False  # a trained model's d_k stops at its trained sizes only: the radio
-    assert handlers.model_controls("copy/none", 16, 4)[3]["value"] == "none"
-    dk_log, d_k, untrained_box, scale, note, compat, trained, _, _, _ = handlers.model_controls(UNTRAINED, 300, 3)
-    assert (dk_log["minimum"], dk_log["maximum"], d_k["value"]) == (0.0, 10.0, 300)
-    assert untrained_box["visible"] is True and note.startswith("<p>Any d_k from 1 to 1024 with 3 heads")
-    assert trained["visible"] is False and dk_log["visible"] is True
+    assert handlers.model_controls("copy/none", 16, 4)["scale"]["value"] == "none"
+    c = handlers.model_controls(UNTRAINED, 300, 3)
+    assert (c["dk_log"]["minimum"], c["dk_log"]["maximum"], c["d_k"]) == (0.0, 10.0, 300)
+    assert c["untrained_box"]["visible"] is True and c["dk_note"].startswith("<p>Any d_k from 1 to 1024 with 3 heads")
+    assert c["dk_trained"]["visible"] is False and c["dk_log"]["visible"] is True
     # more heads: the slider stops at the widest d_k they allow (h·d_k ≤ 4096), and a wider d_k comes down to it
-    dk_log, d_k, _, _, note, *_ = handlers.model_controls(UNTRAINED, 1024, 16)
-    assert (dk_log["maximum"], dk_log["value"], d_k["value"]) == (8.0, 8.0, 256)
-    assert note.startswith("<p>Any d_k from 1 to 256 with 16 heads (heads × d_k ≤ 4096)")
-    assert handlers.model_controls(UNTRAINED, 100, 16)[1]["value"] == 100  # within it: kept
-    dk_log, d_k, *_ = handlers.model_controls(UNTRAINED, 1024, 5)  # 4096 // 5 = 819: the slider's last power, 512
-    assert (dk_log["maximum"], dk_log["value"], d_k["value"]) == (9.0, 9.0, 512)
-    assert handlers.model_controls(UNTRAINED, 819, 5)[1]["value"] == 819  # typed up to the widest: taken
+    c = handlers.model_controls(UNTRAINED, 1024, 16)
+    assert (c["dk_log"]["maximum"], c["dk_log"]["value"], c["d_k"]) == (8.0, 8.0, 256)
+    assert c["dk_note"].startswith("<p>Any d_k from 1 to 256 with 16 heads (heads × d_k ≤ 4096)")
+    assert handlers.model_controls(UNTRAINED, 100, 16)["d_k"] == 100  # within it: kept
+    c = handlers.model_controls(UNTRAINED, 1024, 5)  # 4096 // 5 = 819: the slider's last power, 512
+    assert (c["dk_log"]["maximum"], c["dk_log"]["value"], c["d_k"]) == (9.0, 9.0, 512)
+    assert handlers.model_controls(UNTRAINED, 819, 5)["d_k"] == 819  # typed up to the widest: taken
+
+
+def test_a_model_that_cannot_be_picked_leaves_the_page_as_it_was(handlers, monkeypatch):
+    """The picker goes back to the last model that worked and says why under it; nothing else is answered."""
+    def refuse(*args, **kwargs):
+        raise ValueError("The model 'x' is not in this machine's Hugging Face cache and could not be downloaded.")
+
+    monkeypatch.setattr(handlers.views, "model_controls", refuse)
+    warnings = []
+    monkeypatch.setattr(gr, "Warning", lambda message, *a, **k: warnings.append(message))
+    out = handlers.model_controls("hub:x", 16, 4, "reverse/sqrt_dk")
+    assert set(out) == {"model"} and out["model"]["value"] == "reverse/sqrt_dk"
+    assert "could not be downloaded" in out["model"]["info"] and warnings
+    with pytest.raises(gr.Error, match="could not be downloaded"):  # nothing to go back to: refused as before
+        handlers.model_controls("hub:x", 16, 4, None)
 
 
 def test_steps_handler_returns_numbers_and_text(handlers):
@@ -301,7 +330,8 @@ def test_strings_for_booleans_are_coerced(handlers):
 def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     demo = page.build_app(Views(runs))
     endpoints = demo.get_api_info()["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/ping"}
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/qk_lab",
+                              "/ping"}
     assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == [*SETTINGS_KEYS, *OPTIONAL]
     assert [r["label"] for r in endpoints["/visualize"]["returns"]] == ["run", "Model output", "notes"]
     assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == [*BASE, *OPTIONAL]
@@ -413,6 +443,10 @@ def test_the_text_box_says_what_the_chosen_model_knows():
     assert "1 to 8 characters" in views.model_controls("study/dot", 128).text_info
     assert "any printable ASCII" in views.model_controls("untrained", 16).text_info
     handlers = Handlers(views)
-    assert handlers.model_controls("sort/sqrt_dk", 16, 4)[-2]["info"].startswith("sort was trained on a–z")
+    assert handlers.model_controls("sort/sqrt_dk", 16, 4)["text"]["info"].startswith("sort was trained on a–z")
+    # examples belong to their model
+    assert "twenty second of november 2026" in handlers.model_controls("dates/sqrt_dk", 16, 4)["examples"]["choices"]
+    letters = handlers.model_controls("reverse/sqrt_dk", 16, 4)["examples"]["choices"]
+    assert "attention" in letters and not any(" " in example for example in letters)
 
 

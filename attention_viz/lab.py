@@ -188,6 +188,25 @@ def softmax_row(d_k: int, n_keys: int, scaled: bool, seed: int) -> tuple[np.ndar
     return logits, np.exp(_log_softmax(logits))
 
 
+def typical_query(d_k: int, n_keys: int, n_queries: int, seed: int) -> int:
+    """The index of the typical query among sweep()'s n_queries at this d_k: the one whose largest unscaled softmax
+    weight is the median (the lower middle for an even count), so that one query drawn shows what the medians say."""
+    logits = _logits(d_k, n_queries, n_keys, seed)  # (N, n)
+    largest = np.exp(_log_softmax(logits)).max(axis=-1)  # (N,)
+    return int(np.argsort(largest, kind="stable")[(n_queries - 1) // 2])
+
+
+def query_row(d_k: int, n_keys: int, scaled: bool, seed: int, index: int, n_queries: int) -> tuple[np.ndarray,
+                                                                                                    np.ndarray]:
+    """Query `index` of sweep()'s n_queries at this d_k: its logits q·k_j (÷ √d_k when scaled) and their softmax.
+
+    Shape: returns (logits [n_keys], weights [n_keys]), float64; weights sum to 1."""
+    logits = _logits(d_k, n_queries, n_keys, seed)[index]  # (n,)
+    if scaled:
+        logits = logits / math.sqrt(d_k)
+    return logits, np.exp(_log_softmax(logits))
+
+
 @dataclass(frozen=True)
 class SoftmaxStats:
     """Statistics of one scaling mode, one entry per d_k; per-query ones are medians over queries."""

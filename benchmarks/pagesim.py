@@ -199,10 +199,18 @@ class Page:
 
     # -- answers
 
+    def answered(self, api: str, data: list) -> dict[str, object]:
+        """An answer's values by the elem_id of the output each one is for (the event's outputs, in order)."""
+        components = self.browser.components
+        return {components[i].get("props", {}).get("elem_id"): value
+                for i, value in zip(self.deps[api]["outputs"], data)}
+
     def apply_model_controls(self, data: list) -> None:
         """The page's d_k controls after model_controls answered (what the browser applies)."""
-        _, d_k, _, scale, note, compatibility, *_ = data  # then the radio, the lesson's scale, the text, heads off
-        self.set(dk=int(d_k["value"]), scale=scale["value"], compatibility=compatibility.get("value"))
+        out = self.answered("model_controls", data)
+        d_k, scale, note, compatibility = out["dk"], out["scale"], out["dk_note"], out["compatibility"]
+        value = (lambda v: v.get("value") if isinstance(v, dict) else v)
+        self.set(dk=int(value(d_k)), scale=value(scale), compatibility=value(compatibility))
         self.trained_d_ks = [int(x) for x in re.findall(r"\d+", note.split(":", 1)[1])] if "Trained" in note else []
 
     def apply_run(self, run: dict) -> None:
@@ -219,7 +227,8 @@ class Page:
             return isinstance(item, dict) and files.get(item.get("url"), b"")[:8] == PNG
 
         if request.api == "model_controls":
-            if len(data) != 10 or not isinstance(data[1].get("value"), int):  # the d_k controls, text, heads off
+            out = self.answered("model_controls", data)
+            if not isinstance(out.get("dk"), int) or out.get("heads_off") != "":  # the d_k controls, every head on
                 return f"model_controls answered {str(data)[:200]}"
             self.apply_model_controls(data)
             return None

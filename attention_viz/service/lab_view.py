@@ -139,10 +139,13 @@ class LabData:
         }
 
     def _query_data(self, d_k: int, n_keys: int, scaled: bool) -> dict:
-        unscaled_logits, _ = lab.softmax_row(d_k, n_keys, False, seed=LAB_SEED)
-        logits, weights = lab.softmax_row(d_k, n_keys, scaled, seed=LAB_SEED)  # (n,), (n,)
+        n_queries = self._sweep_frame(n_keys)["n_queries"]
+        index = lab.typical_query(d_k, n_keys, n_queries, LAB_SEED)  # the sweep's median query, the same both modes
+        unscaled_logits, _ = lab.query_row(d_k, n_keys, False, LAB_SEED, index, n_queries)
+        logits, weights = lab.query_row(d_k, n_keys, scaled, LAB_SEED, index, n_queries)  # (n,), (n,)
         order = np.argsort(-logits, kind="stable")  # largest first; the softmax keeps the order
         return {
+            "index": index, "n_queries": n_queries,  # which query is drawn: the median by its largest weight
             "logits": rounded(logits[order]),
             "weights": rounded(weights[order]),
             "keys": order[:TOP_KEYS].tolist(),  # the original index of the largest ones
@@ -177,16 +180,21 @@ class LabData:
 
 
 def _numbers(samples: np.ndarray, d_k: int, n_keys: int) -> list[list]:
-    """The table: variance of the logits, and one softmax row's saturation, both modes, with the theory."""
+    """The table: variance of the logits (every sample), and the softmax's saturation as medians over the sweep's
+    queries at this d_k (the statistic the sweep draws, and the query drawn is the median one), both modes, with the
+    theory."""
     variances = [float(samples.var()), float((samples / math.sqrt(d_k)).var())]
-    rows = [["variance of the logits", *[round(v, 3) for v in variances], f"{d_k} and 1"]]
-    weights = [lab.softmax_row(d_k, n_keys, scaled, LAB_SEED)[1] for scaled in (False, True)]
-    rows.append(["max softmax weight (one query)", *[round(float(p.max()), 4) for p in weights],
+    rows = [[f"variance of the logits ({len(samples):,} samples)", *[round(v, 3) for v in variances],
+             f"{d_k} and 1"]]
+    n_queries = min(256, lab.MAX_SWEEP_LOGITS // n_keys)
+    sweep = lab.sweep([d_k], n_keys=n_keys, n_queries=n_queries, seed=LAB_SEED)
+    modes = (sweep.unscaled, sweep.scaled)
+    median = f"median over {n_queries} queries"
+    rows.append([f"max softmax weight, {median}", *[round(float(m.max_weight[0]), 4) for m in modes],
                  f"uniform: {1 / n_keys:.4f}"])
-    rows.append(["entropy, nats (one query)", *[round(float(lab.entropy(p)), 4) for p in weights],
+    rows.append([f"entropy, nats, {median}", *[round(float(m.entropy[0]), 4) for m in modes],
                  f"uniform: {math.log(n_keys):.4f}"])
-    rows.append(["‖∂softmax/∂logits‖ (one query)",
-                 *[float(f"{float(lab.softmax_jacobian_norm(p)):.4g}") for p in weights],
+    rows.append([f"‖∂softmax/∂logits‖, {median}", *[float(f"{float(m.grad_norm[0]):.4g}") for m in modes],
                  f"uniform: {math.sqrt(1 / n_keys - 1 / n_keys**2):.4f}; one-hot: 0"])
     return rows
 

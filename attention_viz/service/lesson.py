@@ -24,7 +24,7 @@ from attention_viz.service.checks import check_int
 from attention_viz.service.heads_view import most_important
 from attention_viz.service.limits import HUB_PREFIX
 from attention_viz.service.requests import Settings, heads_off_text
-from attention_viz.service.texts import code
+from attention_viz.service.texts import as_shown, code
 from attention_viz.service.views import Views
 
 TEXT = "attention"
@@ -51,6 +51,7 @@ class LessonStep:
     #                                               heads_off (text, as parse_heads_off reads it; "" for none)
     settings: Settings | None = None              # ... and every setting of its run, parsed (the page sets them all)
     explorer: dict | None = None                  # kind, layer, head the explorer opens
+    view: str = "heatmaps"                        # the Transformer tab's view it opens ("heads": the scores)
     lab: dict | None = None                       # the lab: d_k, scaled
     own_qk: dict | None = None                    # the lab's own q·k: model, kind, layer, head, scaled
     training: dict | None = None                  # the training view: d_k
@@ -166,8 +167,9 @@ class Lesson:
     def _anti_diagonal(self, step: LessonStep) -> LessonStep:
         controls, packed = self._reverse(16, "sqrt_dk")
         layer, head, score, chance = _best_alignment(packed)
-        text = (f"The model reverses {code(TEXT)} into {code(packed['output'])}. In encoder-decoder attention each row is an "
-                f"output character and each column a source character: head L{layer}·H{head} puts {score:.2f} of "
+        text = (f"The model reverses {code(TEXT)} into {code(packed['output'])}. In encoder-decoder attention each row is a "
+                f"decoder input (`<bos>` and the output so far) and writes the next output character; each column is a "
+                f"source character: head L{layer}·H{head} puts {score:.2f} of "
                 f"its weight on the character each output is written from (an evenly spread head would put "
                 f"{chance:.2f}), so its map is an anti-diagonal. The table under the head scores every head.")
         return replace(step, text=text, controls=controls,
@@ -203,7 +205,7 @@ class Lesson:
                 f"{code(TEXT)} comes out as {code(without['output'])} instead of {code(packed['output'])}, and its "
                 "map, still computed, is marked off. Press **✂ switch heads off** to try others, **Every head on** "
                 "to bring them back, and the **Which heads matter** tab for every head's score and the prune curve.")
-        return replace(step, text=text, controls={**controls, "heads_off": off},
+        return replace(step, text=text, controls={**controls, "heads_off": off}, view="heads",
                        explorer={"kind": f"{stack}.{name}", "layer": int(layer), "head": head})
 
     def _unscaled(self, step: LessonStep) -> LessonStep:
@@ -211,31 +213,29 @@ class Lesson:
         d_k = max(sizes)
         _, scaled = self._reverse(d_k, "sqrt_dk")
         controls, unscaled = self._reverse(d_k, "none")
-
-        def peak(packed: dict) -> float:
-            cross = next(k for k in packed["kinds"] if k["kind"] == "decoder.cross_attn")
-            return float(np.mean(cross["stats"]["max_weight"]))
-
-        text = (f"The same model at d_k {d_k} (its largest trained size), run without the 1/√d_k it was trained "
-                f"with. The logits grow by √{d_k} ≈ {d_k ** 0.5:.0f}, so the softmax goes one-hot: the mean largest "
-                f"weight of a row in encoder-decoder attention rises from {peak(scaled):.2f} to {peak(unscaled):.2f}, "
-                f"and the output breaks: {code(unscaled['output'])} instead of {code(scaled['output'])}.")
         layer, head, _, _ = _best_alignment(scaled)
+        stats = next(k for k in unscaled["kinds"] if k["kind"] == "decoder.cross_attn")["stats"]
+        text = (f"The same model at d_k {d_k} (its largest trained size), run without the 1/√d_k it was trained "
+                f"with. The logits grow by √{d_k} ≈ {d_k ** 0.5:.0f}, so the softmax goes one-hot: head "
+                f"L{layer}·H{head} of encoder-decoder attention, the one that follows the anti-diagonal, now puts "
+                f"{stats['max_weight'][layer][head]:.3f} of a row's weight on one key on average (its max weight "
+                f"under the head; entropy {stats['entropy'][layer][head]:.3f} nats), and the output breaks: "
+                f"{code(unscaled['output'])} instead of {code(scaled['output'])}. Pick *1/√d_k (paper)* to see "
+                "both come back.")
         return replace(step, text=text, controls=controls,
                        explorer={"kind": "decoder.cross_attn", "layer": layer, "head": head})
 
     def _lab(self, step: LessonStep) -> LessonStep:
-        d_k = 512
-        sweep = self.views.dk_lab(d_k, 32, False).data["sweep"]  # means over many queries, both modes
-        i = sweep["d_k"].index(d_k)
-        un, sc = ({name: values[i] for name, values in sweep[mode].items()} for mode in ("unscaled", "scaled"))
+        d_k, n_keys = 512, 32
+        rows = self.views.dk_lab(d_k, n_keys, False).numbers  # the lab's table, as on screen
+        (var, var_s), (top, top_s), (ent, ent_s), (grad, grad_s) = ((as_shown(r[1]), as_shown(r[2])) for r in rows)
+        queries = rows[1][0].split("median over ")[1]
         text = (f"With q and k of unit-variance components, q·k is a sum of d_k products, so its variance is d_k: "
-                f"{un['logit_var']:.0f} unscaled against {sc['logit_var']:.2f} scaled at d_k {d_k} (means over "
-                f"{sweep['n_queries']} queries of {sweep['n_keys']} keys). Unscaled, one key takes "
-                f"{un['max_weight']:.3f} of the weight (scaled {sc['max_weight']:.2f}), the entropy falls to "
-                f"{un['entropy']:.3f} nats ({sc['entropy']:.2f} scaled) and the softmax's gradient to "
-                f"{un['grad_norm']:.4f} ({sc['grad_norm']:.2f} scaled): the queries and keys stop learning. Tick "
-                "*scaled* to compare, and move d_k.")
+                f"{var} unscaled against {var_s} scaled at d_k {d_k}. Unscaled, the typical query (the median of "
+                f"{queries}, drawn here) puts {top} of its weight on one key (scaled {top_s}); its entropy falls to "
+                f"{ent} nats ({ent_s} scaled) and the softmax's gradient to {grad} ({grad_s} scaled): the queries and "
+                "keys stop learning. The table under the charts gives these medians. Tick *scaled* to compare, and "
+                "move d_k.")
         return replace(step, tab="lab", text=text, lab={"d_k": d_k, "scaled": False})
 
     def _own_qk_text(self, model: str, kind: str, layer: int, head: int) -> tuple[dict, str]:
@@ -275,19 +275,17 @@ class Lesson:
 
     def _additive(self, step: LessonStep) -> LessonStep:
         text_in, d_k = "reverse", 1024
-        scores = {}
-        for arm in ("additive", "dot"):
-            model = f"study/{arm}"
-            settings = self.runs.settings(text_in, model, d_k, self.views.model_controls(model, d_k).scale_mode)
-            packed = self.views.visualize(settings).run
-            scores[arm] = (*_best_alignment(packed)[2:3], packed["output"])
+        model = "study/additive"
+        settings = self.runs.settings(text_in, model, d_k, self.views.model_controls(model, d_k).scale_mode)
+        packed = self.views.visualize(settings).run
+        score, output = _best_alignment(packed)[2], packed["output"]
         text = ("Additive attention (Bahdanau et al.) scores a key with a small network, w·tanh(W q + U k), instead "
                 "of a dot product; nothing there grows with d_k, so it needs no scaling. At d_k 1024 on "
-                f"{code(text_in)} the study's additive model puts {scores['additive'][0]:.2f} of its weight on the "
-                f"anti-diagonal and writes {code(scores['additive'][1])}; its plain dot product twin "
-                f"{scores['dot'][0]:.2f}, writing {code(scores['dot'][1])}. §3.2.1: additive attention beats unscaled "
-                "dot products at large d_k; with 1/√d_k, dot products match it and run faster.")
-        return replace(step, text=text, controls={"text": text_in, "model": "study/additive", "d_k": d_k},
+                f"{code(text_in)} the study's additive model puts {score:.2f} of its weight on the anti-diagonal and "
+                f"writes {code(output)}. Pick *plain dot product* in the compatibility function to see its twin "
+                "without the scaling. §3.2.1: additive attention beats unscaled dot products at large d_k; with "
+                "1/√d_k, dot products match it and run faster.")
+        return replace(step, text=text, controls={"text": text_in, "model": model, "d_k": d_k},
                        explorer={"kind": "decoder.cross_attn", "layer": 0, "head": 0})
 
     def _live(self, step: LessonStep) -> LessonStep:
@@ -330,9 +328,10 @@ class Lesson:
             outcome = f"the output changes from {code(scaled['output'])} to {code(unscaled['output'])}"
         text = (f"{code(name)} is a real {shape.family} model; its attention scales QKᵀ by 1/√{d_k}. Run without "
                 f"that, every logit grows by √{d_k} ≈ {d_k ** 0.5:.0f}, and {outcome}. In {label}, head "
-                f"L{layer}·H{head} changes most: its largest weight of a row, averaged over rows, goes from "
-                f"{a['max_weight'][layer][head]:.2f} to {b['max_weight'][layer][head]:.2f} (the head's statistics "
-                f"under it say the same). This is *{UNSCALED_TITLE}* again, on a model nobody here trained.")
+                f"L{layer}·H{head} changes most: it now puts {b['max_weight'][layer][head]:.3f} of a row's weight on "
+                f"one key on average (its max weight under the head; entropy {b['entropy'][layer][head]:.3f} nats). "
+                f"Pick *1/√d_k (paper)* to compare. This is *{UNSCALED_TITLE}* again, on a model nobody here "
+                "trained.")
         return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "none"},
                        explorer={"kind": kind, "layer": layer, "head": head})
 
@@ -373,5 +372,5 @@ class Lesson:
                 f"{_spare(free, scores['can_go'], scores['total'], '0.01 nats')} Voita et al. and Michel et al. found "
                 f"most heads of trained translation models could go. That head is switched off now, and {outcome}.")
         return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "sqrt_dk",
-                                                  "heads_off": off},
+                                                  "heads_off": off}, view="heads",
                        explorer={"kind": f"{stack}.{kind}", "layer": int(layer), "head": head})

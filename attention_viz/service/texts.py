@@ -27,6 +27,13 @@ def code(text: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def as_shown(value: float) -> str:
+    """A number as the page writes a value it is sent (JavaScript's String(number)): 507.52, 0.003832, 16 (whole
+    numbers without a decimal point), so a text that quotes a table's value quotes what is on screen."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
 def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
     """Two short lines over one head: which attention, layer and head, and how QKᵀ was scaled."""
     scores = ADDITIVE if settings.compatibility == "additive" else "QKᵀ"

@@ -333,6 +333,9 @@ class Handlers:
         }
         if step.settings is not None:
             out |= self.transformer_state(step.settings)
+            if step.view == "heads":  # the scores it quotes, in the view it opens
+                out |= {"views": gr.update(selected="heads"),
+                        "importance": self.views.heads.importance(step.settings, "zero")}
         if step.lab:
             out |= {"lab_d_k": step.lab["d_k"], "lab_dk_log": math.log2(step.lab["d_k"]),
                     "lab_scaled": step.lab["scaled"]}

@@ -285,4 +285,4 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     # by name, every control and view a lesson step sets (handlers.transformer_state)
     return {**named_controls, "factor": factor, "padding": padding, "pads": pads, "d_model": d_model,
             "n_heads": n_heads, "ablation": ablation, "view": view, "output": output, "info": info, "views": views,
-            "active": active}
+            "active": active, "importance": importance}

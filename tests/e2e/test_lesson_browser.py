@@ -81,7 +81,7 @@ def test_the_lesson_sets_what_it_says(page: Page, app_url):
     assert page.evaluate(SELECTED_TAB) == "Transformer"
     page.wait_for_function(f"() => ({CONTROLS})()[3].includes('additive')", timeout=TIMEOUT_MS)
     page.wait_for_function(f"() => ({CONTROLS})()[1] === '1024'", timeout=TIMEOUT_MS)
-    written = page.locator("#lesson_text").inner_text().split("and writes ")[1].split(";")[0]
+    written = page.locator("#lesson_text").inner_text().split("and writes ")[1].split(". Pick")[0]
     expect(page.locator("#output textarea, #output input").first).to_have_value(written, timeout=TIMEOUT_MS)
     # 9: train one yourself, its choices set
     go(page, 9)

@@ -86,21 +86,23 @@ def test_the_trained_bert_in_every_view(page: Page, minilm_url):
 def test_the_lessons_real_steps_on_the_trained_bert(page: Page, minilm_url):
     open_page(page, minilm_url)
     page.locator("#lesson").get_by_text("A guided lesson").click()
-    for step in range(1, 10):
+    for step in range(1, 11):
         page.locator("#lesson_next").click()
-        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 10", timeout=TIMEOUT_MS)
+        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 11", timeout=TIMEOUT_MS)
     text = page.locator("#lesson_text").inner_text()
     assert "`all-MiniLM-L6-v2` is a real BERT model" in text or "all-MiniLM-L6-v2 is a real BERT model" in text
-    assert "in encoder self-attention" in text
+    assert "In encoder self-attention" in text and "writes no text" in text
     page.wait_for_function(f"() => ({CONTROLS})()[3] === {LABEL!r}", timeout=TIMEOUT_MS)
     _, d_k, scale, _ = page.evaluate(CONTROLS)
     assert (d_k, scale) == ("32", "none")
-    layer, head = re.search(r"Head L(\d+)·H(\d+) changes most", text).groups()
+    layer, head = re.search(r"head L(\d+)·H(\d+) changes most", text).groups()
     view = page.locator("#head_view")
     for name, value in (("kind", "encoder.self_attn"), ("layer", layer), ("head", head)):
         expect(view).to_have_attribute(f"data-{name}", value, timeout=TIMEOUT_MS)
-    page.locator("#lesson_next").click()
-    expect(page.locator("#lesson_text")).to_contain_text("Step 10 of 10", timeout=TIMEOUT_MS)
-    expect(page.locator("#lesson_text")).to_contain_text("cannot be scored now: BERT is an encoder only")
+    page.locator("#lesson_next").click()  # footnote 4 in its own q and k: the last step (no output to score heads)
+    expect(page.locator("#lesson_text")).to_contain_text("Step 11 of 11", timeout=TIMEOUT_MS)
+    quoted = page.locator("#lesson_text").inner_text().split("Var q = ")[1].split(",")[0]
+    expect(page.locator("#own_qk")).to_contain_text(quoted, timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_next")).to_have_text("Last step")
     settle(page)
     page.screenshot(path=str(SCREENSHOTS / "trained-minilm-lesson.png"), full_page=True)

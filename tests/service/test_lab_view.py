@@ -65,8 +65,21 @@ def test_the_logit_scale_is_fixed_across_the_switch_and_scaling_shrinks_the_logi
         assert sum(q["weights"]) == pytest.approx(1.0, abs=1e-3) and q["max_weight"] == pytest.approx(q["weights"][0],
                                                                                                          rel=1e-3)
         assert q["keys"] == unscaled["keys"]  # the same keys lead in both modes
-    logits, _ = lab.softmax_row(d_k, 64, False, seed=0)
+    logits, _ = lab.query_row(d_k, 64, False, 0, unscaled["index"], unscaled["n_queries"])
     assert unscaled["keys"][0] == int(np.argmax(logits))
+
+
+@pytest.mark.parametrize("d_k", [1, 64, 512, 4096])
+def test_the_query_drawn_is_the_typical_one_the_medians_describe(lab_data, d_k):
+    """The one query the lab draws is the sweep's median by its largest unscaled weight, and says which it is."""
+    view = lab_data.view(d_k, 32, False)
+    q = view.data["query"]
+    logits = lab._logits(d_k, q["n_queries"], 32, 0)  # every query of the sweep at this d_k
+    largest = np.exp(lab._log_softmax(logits)).max(axis=-1)
+    below = int((largest < largest[q["index"]]).sum())
+    assert below in ((q["n_queries"] - 1) // 2, q["n_queries"] // 2)  # the middle of the order
+    median = next(row for row in view.numbers if row[0].startswith("max softmax weight, median over"))[1]
+    assert q["max_weight"] == pytest.approx(median, rel=0.05, abs=0.02)
 
 
 def test_a_thousand_keys_send_every_weight(lab_data):
@@ -114,8 +127,12 @@ def test_the_shipped_sweeps_cover_every_number_of_keys_and_equal_the_computed_on
 
 
 def test_the_lab_answers_from_the_table_and_computes_what_it_lacks(monkeypatch, tmp_path):
-    def refuse(*args, **kwargs):
-        raise AssertionError("computed a sweep the table holds")
+    def refuse(d_ks, *args, **kwargs):
+        if len(d_ks) > 1:  # the table's whole sweep (one d_k is the numbers table's medians at the lab's d_k)
+            raise AssertionError("computed a sweep the table holds")
+        return original(d_ks, *args, **kwargs)
+
+    original = lab.sweep
 
     shipped = LabData()
     monkeypatch.setattr(lab, "sweep", refuse)

@@ -29,7 +29,7 @@ def health(watch):
 
 
 def test_healthz_answers_503_while_a_call_is_stuck_and_200_once_it_ends():
-    watch = Watch(stuck_after_s=0.2)
+    watch = Watch(stuck_after_s=2.0)
     assert health(watch)[0] == 200
     release = threading.Event()
 
@@ -40,9 +40,11 @@ def test_healthz_answers_503_while_a_call_is_stuck_and_200_once_it_ends():
     thread = threading.Thread(target=stuck_call)
     thread.start()
     try:
-        time.sleep(0.05)
+        deadline = time.monotonic() + 5
+        while watch.in_flight() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert watch.in_flight() == 1 and health(watch)[0] == 200  # running, not yet stuck
-        time.sleep(0.3)
+        time.sleep(2.2)
         status, body = health(watch)
         assert status == 503 and '"status":"stuck"' in body and '"call":"visualize"' in body
     finally:

@@ -325,7 +325,8 @@
       htmlEl("p", "avl-note", hp, `mean ${fmt(h.mean)}, variance ${fmt(h.variance, 4)} (theory ${fmt(h.theory_variance, 4)}); ` +
         `${out ? fmt((100 * out) / h.samples, 2) + "% of samples beyond the axis; " : ""}` +
         `distance to the law ${fmt(h.tv_distance, 2)}, sampling noise alone ≈ ${fmt(h.tv_noise, 2)}.`);
-      const lp = panel(grid, "logits", `One query's ${d.n_keys} logits, on one scale for both modes`);
+      const lp = panel(grid, "logits", `The typical query's ${d.n_keys} logits (of ${q.n_queries} queries, the one ` +
+        `whose largest unscaled weight is the median), on one scale for both modes`);
       const lb = plotBox(lp, "logits");
       htmlEl("p", "avl-note", lp, `Spread (standard deviation) ${fmt(q.logit_sd)}: about √d_k = ${fmt(Math.sqrt(d.d_k))} ` +
         `unscaled, 1 scaled. The axis stays at ±${fmt(niceCeil(q.limit))} when you switch.`);

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradio import queueing
+from gradio.server_messages import EstimationMessage
 
 from attention_viz.service.limits import HUB_PREFIX, LIVE_LINE
 
@@ -97,6 +98,7 @@ GRADIO_QUEUE = {
     "Queue.pending_event_ids_session": "session -> the ids of its events not yet delivered",
     "Event.concurrency_id, .request, .session_hash": "its line (read again wherever Gradio starts, ends, cancels "
                                                      "or counts it), the join's request, its session",
+    "Queue.send_message(event, EstimationMessage(rank, queue_size))": "tells a waiting event its place",
 }
 
 
@@ -199,7 +201,10 @@ class FairQueue:
         if line.id not in lines:
             lines[line.id] = queueing.EventQueue(line.id, line.slots)
         waiting = lines[line.id].queue
-        waiting.insert(place([address_of(other.request) for other in waiting], address), event)
+        at = place([address_of(other.request) for other in waiting], address)
+        waiting.insert(at, event)
+        if at < len(waiting) - 1:  # push told it the end of the line: its place now (the rest hear within a second)
+            queue.send_message(event, EstimationMessage(rank=at, queue_size=len(waiting)))
 
 
 def install(blocks: Any, model: Any = None) -> FairQueue:
@@ -217,6 +222,10 @@ def gradio_queue_changed() -> list[str]:
         missing.append(f"Queue.push's parameters are {push}")
     if list(inspect.signature(queueing.EventQueue).parameters)[:2] != ["concurrency_id", "concurrency_limit"]:
         missing.append("EventQueue(concurrency_id, concurrency_limit)")
+    if list(inspect.signature(queueing.Queue.send_message).parameters)[1:3] != ["event", "event_message"]:
+        missing.append("Queue.send_message(event, event_message)")
+    if not {"rank", "queue_size"} <= set(EstimationMessage.model_fields):
+        missing.append("EstimationMessage(rank, queue_size)")
     source = inspect.getsource(queueing.Queue)
     for name in ("event_queue_per_concurrency_id", "event_ids_to_events", "active_jobs", "pending_event_ids_session",
                  "event.concurrency_id", '"queue_full"'):

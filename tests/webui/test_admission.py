@@ -137,6 +137,9 @@ def test_a_flood_under_invented_sessions_holds_its_share_and_a_visitor_joins_at_
     (ok, visitor, _), = joins(app.queue, (body(visualize, session="visitor"), "10.0.0.7"))
     waiting = app.queue.event_queue_per_concurrency_id[RUNS.id].queue
     assert ok and [event._id for event in waiting].index(visitor) == 1  # after the flood's first, before the rest
+    told = app.queue.pending_messages_per_session["visitor"]
+    places = [told.get_nowait() for _ in range(told.qsize())]
+    assert (places[-1].rank, places[-1].queue_size) == (1, PER_ADDRESS + 1)  # what the page shows: its place now
     # the flood's address, from another page too: still full; a real model's scores from it: its own bound
     (ok, message, _), = joins(app.queue, (body(visualize, session="another"), "10.0.0.66"))
     assert not ok and message.startswith("Queue is full for this address")

@@ -232,7 +232,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     exported = export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export",
                                    js=chosen, **RAW)
     exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
-    # Scoring every head, and its CSV (a real model's: ~9 s of the model each), on the SCORES line
+    # Scoring every head, and its CSV, on the SCORES line (a real model's, ~9 s of the model each, on REAL_RUNS)
     once = dict(trigger_mode="once")  # as a button's click: another click while it works is not sent
     scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
                                 **RAW, **once, **SCORES.wiring)

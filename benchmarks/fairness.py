@@ -9,6 +9,8 @@ own, from `--threads` connections at once, never reading an answer. The visitor,
 every VISIT_EVERY_S (a new text: visualize on the page's line, as the page does) from the flood's start until
 its joins are done and AFTER_S more: the wait of each (join .. answer) or its refusal. `--against REF` runs the
 same against REF's app (exported with `git archive`, nothing in the repository touched), one app after the other.
+`--alone ROUNDS` (with `--against`) then starts both apps side by side and, with no flood, calls each in turn
+ROUNDS times (a lab answer, a rerun at a new text): what one join costs each app, measured in the same rounds.
 Never asserted on in tests: timings only go to the table and JSON (tests/e2e/test_fairness.py asserts the
 behaviour with a generous bound).
 """
@@ -124,16 +126,50 @@ def measure(name: str, cwd: Path, joins: int, threads: int, log_dir: Path) -> di
             "wait_p95_s": percentile(waits, 95) if waits else None, "wait_max_s": max(waits) if waits else None}
 
 
-def run(joins: int = 1100, threads: int = 4, against: str | None = None) -> dict:
+def alone(trees: dict[str, Path], rounds: int, log_dir: Path) -> dict:
+    """Both apps side by side, no flood: a lab answer and a rerun at a new text from each, in turn (the first app
+    first in odd rounds), `rounds` times; the median seconds of each, per app."""
+    servers = {name: Server([sys.executable, "app.py"], log_dir / f"fairness-alone-{i}.log", cwd=tree,
+                            env={"PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"})
+               for i, (name, tree) in enumerate(trees.items())}
+    try:
+        with httpx.Client(timeout=60) as client:
+            for server in servers.values():
+                server.wait_http(client, 300)
+            time.sleep(SETTLE_S)
+            browsers = {name: Browser(client, server.base) for name, server in servers.items()}
+            seconds = {name: {"lab": [], "rerun": []} for name in servers}
+            rng = random.Random(0)
+            for i in range(rounds):
+                text = random_text(rng, TEXT_LENGTH)
+                for name in (list(servers) if i % 2 else list(servers)[::-1]):
+                    browser = browsers[name]
+                    for kind, api in (("lab", "dk_lab"), ("rerun", "visualize")):
+                        dep = browser.dependency(api)
+                        values = browser.initial_inputs(dep)
+                        if kind == "rerun":
+                            values[browser.by_elem_id["text"]] = text
+                        seconds[name][kind].append(browser.call(dep, values, None)[0])
+    finally:
+        for server in servers.values():
+            server.stop()
+    return {name: {kind: statistics.median(s) for kind, s in kinds.items()} for name, kinds in seconds.items()}
+
+
+def run(joins: int = 1100, threads: int = 4, against: str | None = None, rounds: int = 0) -> dict:
     from devtools.launcher import ROOT
 
     log_dir = RESULTS_DIR / "logs"
     results = [measure("this tree", ROOT, joins, threads, log_dir)]
+    single = None
     if against:
         with tempfile.TemporaryDirectory(prefix="attention_viz-fairness-ref-") as folder:
             tree = Path(folder) / "tree"
             commit = export_ref(against, tree)
-            results.append(measure(f"{against} ({commit[:7]})", tree, joins, threads, log_dir))
+            name = f"{against} ({commit[:7]})"
+            results.append(measure(name, tree, joins, threads, log_dir))
+            if rounds:
+                single = alone({"this tree": ROOT, name: tree}, rounds, log_dir)
     rows = []
     for r in results:
         f = r["flood"]
@@ -144,7 +180,11 @@ def run(joins: int = 1100, threads: int = 4, against: str | None = None) -> dict
                  "wait p50 s", "p95 s", "max s"], rows))
     for r in results:
         print(f"{r['name']}: flood refusals {r['flood']['messages'][:2]}; the visitor's refusals {r['refusals'][:2]}")
-    path = write_json("fairness", {"joins": joins, "threads": threads, "results": results})
+    if single:
+        print("\none client alone, the apps called in turn (median ms):\n")
+        print(table(["app", "lab answer", "rerun at a new text"],
+                    [[name, f"{m['lab'] * 1e3:.1f}", f"{m['rerun'] * 1e3:.1f}"] for name, m in single.items()]))
+    path = write_json("fairness", {"joins": joins, "threads": threads, "results": results, "alone": single})
     print(f"\n(written to {path})")
     return {"results": results}
 
@@ -154,8 +194,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--joins", type=int, default=1100)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--against", default=None, help="a git ref whose app to measure the same way after this one")
+    parser.add_argument("--alone", type=int, default=0, metavar="ROUNDS",
+                        help="with --against: then both apps side by side, no flood, called in turn ROUNDS times")
     args = parser.parse_args(argv)
-    run(args.joins, args.threads, args.against)
+    run(args.joins, args.threads, args.against, args.alone)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ own, from `--threads` connections at once, never reading an answer. The visitor,
 every VISIT_EVERY_S (a new text: visualize on the page's line, as the page does) from the flood's start until
 its joins are done and AFTER_S more: the wait of each (join .. answer) or its refusal. `--against REF` runs the
 same against REF's app (exported with `git archive`, nothing in the repository touched), one app after the other.
+`--real-scores N` measures the other case instead: the app set up with a real model (74M parameters, random
+weights: benchmarks.classroom's), N scorings of every head of it joined through the API's /importance from
+127.0.0.2, then the visitor's VISITS views of our model one after another: their waits.
 `--alone ROUNDS` (with `--against`) then starts both apps side by side and, with no flood, calls each in turn
 ROUNDS times (a lab answer, a rerun at a new text): what one join costs each app, measured in the same rounds.
 Never asserted on in tests: timings only go to the table and JSON (tests/e2e/test_fairness.py asserts the
@@ -156,6 +159,64 @@ def alone(trees: dict[str, Path], rounds: int, log_dir: Path) -> dict:
     return {name: {kind: statistics.median(s) for kind, s in kinds.items()} for name, kinds in seconds.items()}
 
 
+VISITS = 5
+
+
+def measure_scores(name: str, cwd: Path, scores: int, model_folder: Path, log_dir: Path) -> dict:
+    """Start the app with the real model, load it, join `scores` scorings of it, then VISITS views of our model."""
+    from .classroom import load_real_model
+    from .students import REAL_MODEL
+
+    env = {"PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
+           "ATTENTION_VIZ_HUB_MODELS": str(model_folder),
+           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-")}
+    with Server([sys.executable, "app.py"], log_dir / f"fairness-scores-{name}.log", env=env, cwd=cwd) as server, \
+            httpx.Client(timeout=PATIENCE_S) as client:
+        server.wait_http(client, 300)
+        time.sleep(SETTLE_S)
+        load_real_model(server.base)
+        browser = Browser(client, server.base, patience_s=PATIENCE_S)
+        dep = browser.dependency("importance")
+        values = browser.initial_inputs(dep)
+        values[browser.by_elem_id["model"]] = "hub:" + REAL_MODEL
+        statuses: dict[int, int] = {}
+        with httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address=FLOOD_ADDRESS)) as own:
+            for i in range(scores):
+                values[browser.by_elem_id["text"]] = f"The house number {i} is green."
+                response = own.post(server.base + API + "/queue/join", json={
+                    "data": [values[c] for c in dep["inputs"]], "event_data": None, "fn_index": dep["id"],
+                    "trigger_id": None, "session_hash": uuid.uuid4().hex[:11]})
+                statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+        visualize, rng, waits = browser.dependency("visualize"), random.Random(3), []
+        view = browser.initial_inputs(visualize)
+        for _ in range(VISITS):
+            view[browser.by_elem_id["text"]] = random_text(rng, TEXT_LENGTH)
+            waits.append(browser.call(visualize, view, None)[0])
+    return {"name": name, "scores": scores, "statuses": statuses, "waits_s": waits,
+            "wait_p50_s": statistics.median(waits), "wait_max_s": max(waits)}
+
+
+def run_scores(scores: int, against: str | None) -> dict:
+    from devtools.launcher import ROOT
+
+    from .classroom import real_model_folder
+
+    log_dir = RESULTS_DIR / "logs"
+    with tempfile.TemporaryDirectory(prefix="attention_viz-fairness-real-") as folder:
+        model = real_model_folder(Path(folder))
+        results = [measure_scores("this tree", ROOT, scores, model, log_dir)]
+        if against:
+            tree = Path(folder) / "tree"
+            commit = export_ref(against, tree)
+            results.append(measure_scores(f"{against} ({commit[:7]})", tree, scores, model, log_dir))
+    print(table(["app", "scorings joined (status: count)", "a view's wait p50 s", "max s", "each s"],
+                [[r["name"], str(r["statuses"]), f"{r['wait_p50_s']:.2f}", f"{r['wait_max_s']:.2f}",
+                  " ".join(f"{w:.2f}" for w in r["waits_s"])] for r in results]))
+    path = write_json("fairness-scores", {"scores": scores, "results": results})
+    print(f"\n(written to {path})")
+    return {"results": results}
+
+
 def run(joins: int = 1100, threads: int = 4, against: str | None = None, rounds: int = 0) -> dict:
     from devtools.launcher import ROOT
 
@@ -196,8 +257,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--against", default=None, help="a git ref whose app to measure the same way after this one")
     parser.add_argument("--alone", type=int, default=0, metavar="ROUNDS",
                         help="with --against: then both apps side by side, no flood, called in turn ROUNDS times")
+    parser.add_argument("--real-scores", type=int, default=0, metavar="N",
+                        help="instead: N scorings of a real model through /importance, then a visitor's views")
     args = parser.parse_args(argv)
-    run(args.joins, args.threads, args.against, args.alone)
+    if args.real_scores:
+        run_scores(args.real_scores, args.against)
+    else:
+        run(args.joins, args.threads, args.against, args.alone)
 
 
 if __name__ == "__main__":

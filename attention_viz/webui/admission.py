@@ -10,8 +10,8 @@ The lines (Gradio's concurrency ids) are defined here, each with the events it r
 Every event of the page and of the API joins through one place, `FairQueue.join` (Gradio's Queue.push, wrapped),
 whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio_client). There:
 
-1. **The line is chosen by what the event computes**: an event that takes the model picker's value and names a
-   real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real model never holds a slot of our models'
+1. **The line is chosen by what the event computes**: an event that takes a model picker's value (the Transformer
+   tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real model never holds a slot of our models'
    lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
 2. **A join is refused** (HTTP 503, a message that starts as Gradio's own: "Queue is full") when its client
    already holds its share. A client is known by its address (the connection's peer as uvicorn reports it: behind
@@ -43,7 +43,7 @@ cost 0.06 ms of CPU per join with 100 events waiting, 0.6 ms with 1,000 (a join 
 Gradio's own queue internals this relies on are named in GRADIO_QUEUE, and tests/webui/test_admission.py fails
 loudly when an upgrade changes them.
 
-    admission.install(demo, model)   (webui/page.py, after demo.queue(...))
+    admission.install(demo, *model_pickers)   (webui/page.py, after demo.queue(...))
 """
 
 from __future__ import annotations
@@ -152,13 +152,13 @@ def address_of(request: Any) -> str:
 class FairQueue:
     """The app's queue with the admission above: installed on a queued Blocks by `install`."""
 
-    def __init__(self, blocks: Any, model: Any = None) -> None:
+    def __init__(self, blocks: Any, *models: Any) -> None:
         self.blocks = blocks
         self.queue = blocks._queue
         self.push = self.queue.push
-        # listener -> where among its inputs the model picker's value arrives
+        # listener -> where among its inputs a model picker's value arrives
         self.model_at = {fn_id: at for fn_id, fn in blocks.fns.items()
-                         for at, block in enumerate(fn.inputs) if model is not None and block is model}
+                         for at, block in enumerate(fn.inputs) if any(block is model for model in models)}
         self.refused = 0
 
     async def join(self, body: Any, request: Any, username: str | None):
@@ -207,9 +207,9 @@ class FairQueue:
             queue.send_message(event, EstimationMessage(rank=at, queue_size=len(waiting)))
 
 
-def install(blocks: Any, model: Any = None) -> FairQueue:
-    """Put FairQueue in front of a queued Blocks' queue; `model` is the model picker whose value routes an event."""
-    fair = FairQueue(blocks, model)
+def install(blocks: Any, *models: Any) -> FairQueue:
+    """Put FairQueue in front of a queued Blocks' queue; `models` are the model pickers whose value routes an event."""
+    fair = FairQueue(blocks, *models)
     blocks._queue.push = fair.join
     return fair
 

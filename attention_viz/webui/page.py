@@ -62,7 +62,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # clients hear "Queue is full". Each join passes admission.py: its line by the model it names, a client's
     # share of the queue, its turn in the line.
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S)
-    admission.install(demo, transformer["model"])
+    admission.install(demo, transformer["model"], lab["own_model"])
     return demo
 
 

@@ -90,7 +90,7 @@ def body(fn, model: str = "untrained", session: str | None = None, text: str = "
     data = []
     for block in fn.inputs:
         value = getattr(block, "value", None)
-        data.append(model if getattr(block, "elem_id", None) == "model" else text
+        data.append(model if getattr(block, "elem_id", None) in ("model", "own_model") else text
                     if getattr(block, "elem_id", None) == "text" else value)
     return PredictBodyInternal(data=data, fn_index=fn._id, session_hash=session, event_data=None, trigger_id=None)
 
@@ -110,9 +110,9 @@ def line_of_event(queue, event_id: str) -> str:
 
 
 def test_every_endpoint_naming_a_real_model_waits_on_the_real_models_line_from_the_api_and_the_page(app):
-    """/visualize, /steps, /compare, /export and /importance, as the API calls them (no session) and as the page
-    joins them (a session): a real model's on REAL_RUNS, ours on the endpoint's own line."""
-    names = ("visualize", "steps", "compare", "export", "importance")
+    """/visualize, /steps, /compare, /export, /importance and the lab's /qk_lab, as the API calls them (no session)
+    and as the page joins them (a session): a real model's on REAL_RUNS, ours on the endpoint's own line."""
+    names = ("visualize", "steps", "compare", "export", "importance", "qk_lab")
     calls = [(body(app.fn[name], model, session), f"10.0.0.{i}")
              for i, name in enumerate(names) for model in (REAL, "untrained") for session in (None, "page1")]
     answers = joins(app.queue, *calls)
@@ -122,7 +122,7 @@ def test_every_endpoint_naming_a_real_model_waits_on_the_real_models_line_from_t
         fn = app.demo.fns[b.fn_index]
         expected = REAL_RUNS.id if REAL in b.data else fn.concurrency_id
         assert line == expected, (fn.api_name, b.data, line)
-    assert lines.count(REAL_RUNS.id) == 10 and app.queue.event_queue_per_concurrency_id[REAL_RUNS.id].concurrency_limit == 1
+    assert lines.count(REAL_RUNS.id) == 2 * len(names) and app.queue.event_queue_per_concurrency_id[REAL_RUNS.id].concurrency_limit == 1
     assert {line for line in lines if line != REAL_RUNS.id} >= {RUNS.id, SCORES.id}
 
 

@@ -301,7 +301,7 @@ def test_strings_for_booleans_are_coerced(handlers):
 def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     demo = page.build_app(Views(runs))
     endpoints = demo.get_api_info()["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/ping"}
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/qk_lab", "/ping"}
     assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == [*SETTINGS_KEYS, *OPTIONAL]
     assert [r["label"] for r in endpoints["/visualize"]["returns"]] == ["run", "Model output", "notes"]
     assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == [*BASE, *OPTIONAL]

@@ -52,8 +52,8 @@ def raw_call(app_url: str, api_name: str, data: list) -> tuple[str, object]:
 
 def test_named_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/training", "/live_train",
-                              "/live_cancel", "/ping"}
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/qk_lab",
+                              "/training", "/live_train", "/live_cancel", "/ping"}
 
 
 def test_visualize_with_defaults(client):

@@ -60,8 +60,10 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
     # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,
     # clients hear "Queue is full". Each join passes admission.py: its line by the model it names, a client's
-    # share of the queue, its turn in the line.
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S)
+    # share of the queue, its turn in the line; api_open=False: no queued event runs past it (Gradio would run a
+    # direct POST /gradio_api/run/<name> at once, on no line; it answers 404 and says to join the queue instead).
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
+               api_open=False)
     admission.install(demo, transformer["model"], lab["own_model"])
     return demo
 

@@ -35,3 +35,12 @@ def test_a_flood_under_invented_sessions_is_refused_past_its_share_and_another_c
     assert output == "rotisiv" and view  # the opening model reverses the text
     place = min((estimation["rank"] for estimation in browser.estimations), default=0)
     assert place <= 8, browser.estimations  # at the front of the line, not behind the flood's hundreds
+
+
+def test_no_event_runs_past_the_queue(app_url):
+    """Gradio runs a direct POST /gradio_api/run/<name> at once, on no line and past every share, unless the queue is
+    closed to it: a real model's work must not get round the queue that way."""
+    with httpx.Client(timeout=30) as client:
+        for route in ("run", "api"):
+            answer = client.post(f"{app_url}gradio_api/{route}/importance", json={"data": ["abc", "hub:x"]})
+            assert answer.status_code == 404 and "join the queue" in answer.json()["detail"], answer.text

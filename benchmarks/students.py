@@ -117,7 +117,9 @@ class Student:
         self.n_heads = int(run["n_heads"])
         self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
         self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
-        real_line = self.ids.get("run_real")  # the page sends a real model's runs to their own line
+        # a real model's runs: the page's own event for them where it has one (an app before the queue chose the
+        # line by the model: webui/admission.py), else /visualize, which the queue puts on the real models' line
+        real_line = self.ids.get("run_real")
         self.real_run = next((d for d in deps if d.get("backend_fn") and real_line is not None
                               and any(t[0] == real_line for t in d["targets"])), self.api["visualize"])
         # scoring every head of a real model: its own line where the page has one, else the public /importance

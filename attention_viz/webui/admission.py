@@ -1,80 +1,238 @@
-"""Who may join the queue: a page (one browser tab, one session) holds at most PER_PAGE waiting events.
+"""Who may join the queue, on which line an event waits, and in what order: fair queueing by client address.
 
-The queue is sized for a class (page.QUEUE_SIZE: a lecture hall of 300, each student's page with an event or
-two waiting while the server is busy, so none of them hears "Queue is full"). Sized that way, a bound on the whole
-line no longer stops one client that joins events back to back without waiting for their answers from filling it
-for everyone; this bound does. A page in a browser waits for its answers: the lab sends one request at a time, a
-run replaces the one still waiting (trigger_mode "always_last"), and a run's chain follows it, so it holds a few
-events at most. Gradio keeps each session's events until their answers have been delivered
-(`pending_event_ids_session`); a join past PER_PAGE of them is refused with HTTP 503 and a message that starts as
-Gradio's own refusal does ("Queue is full"), before Gradio reads it.
+The lines (Gradio's concurrency ids) are defined here, each with the events it runs at once:
 
-    demo.launch(..., app_kwargs=server_app_kwargs(...))   (webui/serving.py puts it among the app's middlewares)
+    RUNS       our models' runs: a new text, model or switch (a few ms each)                     8 at once
+    SCORES     scoring every head of our models, and its CSV (hundreds of ms each)               2 at once
+    REAL_RUNS  anything a real model computes (runs, steps, compare, export, scores: up to ~10 s) 1 at once
+    LIVE       live training (service.live trains one run at a time and refuses past LIVE_LINE)  LIVE_LINE + 2
+
+Every event of the page and of the API joins through one place, `FairQueue.join` (Gradio's Queue.push, wrapped),
+whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio_client). There:
+
+1. **The line is chosen by what the event computes**: an event that takes a model picker's value (the Transformer
+   tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real model never holds a slot of our models'
+   lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
+2. **A join is refused** (HTTP 503, a message that starts as Gradio's own: "Queue is full") when its client
+   already holds its share. A client is known by its address (the connection's peer as uvicorn reports it: behind
+   a proxy, the X-Forwarded-For of a proxy named in FORWARDED_ALLOW_IPS, uvicorn's own setting): a session id is
+   the client's to invent, so a bound by session alone stops nobody who wants more; an address costs a client
+   something to change. But a whole class can sit behind one school's address (NAT), so the bounds by address are
+   sized for a class:
+   - PER_PAGE (16): events of one session (waiting, running or answered and not yet delivered). A browser's page
+     holds a few at most (the lab sends one request at a time, a run replaces the one still waiting, a run's chain
+     follows it); this stops a page, or one student's script, from taking a class's share.
+   - PER_ADDRESS (320): events of one address waiting or running on any line: a class of 100 behind one address
+     with three events each at the busiest moment (a class's pages hold one or two), so a lecture from one address
+     is never refused; a flood from one address holds under a third of the queue (page.QUEUE_SIZE, 1,024), so
+     the others always find room.
+   - Line.per_address, on the expensive lines (REAL_RUNS 8, SCORES 8, LIVE 2): events of one address waiting or
+     running on that line. These lines run one or two events at a time for seconds each; 8 of one address's are
+     a minute or more of the real model, and the queue holds hundreds, so a client cannot stock a line with hours
+     of work. A class that asks one line for more than it can give at once is told so at the join, not after
+     minutes of waiting: the ninth real-model scoring from one address would wait ~80 s behind the eight.
+     LIVE_LINE (8) users may wait for live training; one address takes two of those places.
+3. **Each line is served in turns by address**: an event joins its line after every event of the other addresses
+   that has as many or fewer of its own address's events ahead of it (the n-th waiting event of each address goes
+   before any address's (n+1)-th). From one address the line is first come, first served, as before (a class
+   behind one NAT, the classroom benchmark); a visitor's view never waits behind a flood's backlog, only behind
+   the events already running and at most one event of each other address.
+
+The counts are read from Gradio's queue at each join, not kept beside it, so nothing drifts: counting and placing
+cost 0.06 ms of CPU per join with 100 events waiting, 0.6 ms with 1,000 (a join costs Gradio several ms). Joins that race each other may each pass a bound that their sum passes, by the few joins in flight.
+Gradio's own queue internals this relies on are named in GRADIO_QUEUE, and tests/webui/test_admission.py fails
+loudly when an upgrade changes them.
+
+    admission.install(demo, *model_pickers)   (webui/page.py, after demo.queue(...))
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable, MutableMapping
+import inspect
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
-from starlette.responses import JSONResponse
+from gradio import queueing
+from gradio.server_messages import EstimationMessage
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-JOIN = "/gradio_api/queue/join"
-PER_PAGE = 16  # a page's waiting events; a browser's page holds a few at most
+from attention_viz.service.limits import HUB_PREFIX, LIVE_LINE
 
 
-def waiting(app: Any, session: str) -> int:
-    """Events of `session` that Gradio's queue holds (waiting, running, or answered but not yet delivered)."""
-    try:
-        return len(app.get_blocks()._queue.pending_event_ids_session.get(session, ()))
-    except AttributeError:  # not Gradio's app (a stand-in), or no queue: nothing is counted
-        return 0
+@dataclass(frozen=True)
+class Line:
+    """One of Gradio's lines: its concurrency id, how many of its events run at once, and how many events (waiting
+    or running) one address may hold in it (None: only PER_ADDRESS)."""
+
+    id: str
+    slots: int
+    per_address: int | None = None
+    label: str = "this"  # in a refusal: "Queue is full for this address on the {label} line"
+
+    @property
+    def wiring(self) -> dict:
+        """The event listener's options that put its events on this line."""
+        return dict(concurrency_id=self.id, concurrency_limit=self.slots)
 
 
-class PageShare:
-    """An ASGI middleware that refuses a page's join past PER_PAGE of its events in the queue."""
+RUN_SLOTS = 8
+RUNS = Line("runs", RUN_SLOTS, label="runs")
+SCORES = Line("scores", 2, per_address=8, label="head scores")
+REAL_RUNS = Line("real_runs", 1, per_address=8, label="real models")
+LIVE = Line("live_train", LIVE_LINE + 2, per_address=2, label="live training")
+LINES = {line.id: line for line in (RUNS, SCORES, REAL_RUNS, LIVE)}
 
-    def __init__(self, app: ASGIApp, per_page: int = PER_PAGE) -> None:
-        self.app = app
-        self.per_page = per_page
+PER_PAGE = 16      # a session's events; a browser's page holds a few at most
+PER_ADDRESS = 320  # an address's waiting or running events: a class of 100 behind one NAT, three each
+
+# Gradio's queue, as this module reads and changes it (gradio/queueing.py, gradio/routes.py):
+GRADIO_QUEUE = {
+    "Queue.push(body, request, username)": "every join (/queue/join, /call/<name>) passes here; it returns "
+                                           "(ok, event id or message, state) and routes answers state "
+                                           "'queue_full' with HTTP 503",
+    "Queue.event_queue_per_concurrency_id": "line id -> EventQueue, whose .queue lists the waiting Events in the "
+                                            "order they are started",
+    "EventQueue(concurrency_id, concurrency_limit)": "a line",
+    "Queue.event_ids_to_events": "event id -> Event, from push until it is done",
+    "Queue.active_jobs": "the running events: a list of lists of Events (None where a worker is free)",
+    "Queue.pending_event_ids_session": "session -> the ids of its events not yet delivered",
+    "Event.concurrency_id, .request, .session_hash": "its line (read again wherever Gradio starts, ends, cancels "
+                                                     "or counts it), the join's request, its session",
+    "Queue.send_message(event, EstimationMessage(rank, queue_size))": "tells a waiting event its place",
+}
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a joining client holds in the queue now."""
+
+    page: int      # events of its session, not yet delivered
+    address: int   # events of its address, waiting or running, on every line
+    on_line: int   # of those, on the line the new event goes to
+
+
+def refusal(held: Held, line: Line, per_page: int = PER_PAGE, per_address: int = PER_ADDRESS) -> str | None:
+    """Why a join is refused ("Queue is full ..."), or None when the client is within its share."""
+    if held.page >= per_page:
+        return (f"Queue is full for this page: {held.page} of its events are waiting. "
+                "Wait for their answers before asking for more.")
+    if held.address >= per_address:
+        return (f"Queue is full for this address: {held.address} of its events are waiting. "
+                "Wait for their answers before asking for more.")
+    if line.per_address is not None and held.on_line >= line.per_address:
+        return (f"Queue is full for this address on the {line.label} line: {held.on_line} of its events are "
+                "waiting there, and it runs one or two at a time. Wait for their answers before asking for more.")
+    return None
+
+
+def place(waiting: list[str], address: str) -> int:
+    """Where an event of `address` joins a line whose waiting events are of `waiting` (their addresses, in order):
+    before the first event with more of its own address's events ahead of it than `address` has in the line."""
+    turn, seen = waiting.count(address), Counter()
+    for at, other in enumerate(waiting):
+        if seen[other] > turn:
+            return at
+        seen[other] += 1
+    return len(waiting)
+
+
+def line_of(line_id: str, model: object) -> Line:
+    """The line an event of listener line `line_id` waits on, given the model it names (None where it takes none)."""
+    if isinstance(model, str) and model.startswith(HUB_PREFIX):
+        return REAL_RUNS
+    return LINES.get(line_id, Line(line_id, 1))
+
+
+def address_of(request: Any) -> str:
+    """The client's address as the server sees it ("" where the request names none)."""
+    client = getattr(request, "client", None)
+    return getattr(client, "host", None) or ""
+
+
+class FairQueue:
+    """The app's queue with the admission above: installed on a queued Blocks by `install`."""
+
+    def __init__(self, blocks: Any, *models: Any) -> None:
+        self.blocks = blocks
+        self.queue = blocks._queue
+        self.push = self.queue.push
+        # listener -> where among its inputs a model picker's value arrives
+        self.model_at = {fn_id: at for fn_id, fn in blocks.fns.items()
+                         for at, block in enumerate(fn.inputs) if any(block is model for model in models)}
         self.refused = 0
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST" or scope.get("path") != JOIN:
-            await self.app(scope, receive, send)
-            return
-        messages: list[Message] = []
-        while True:  # the join's whole body (a few hundred bytes: the inputs' values), kept to hand on
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
-        session = _session(b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request"))
-        held = waiting(scope.get("app"), session) if session else 0
-        if held >= self.per_page:
+    async def join(self, body: Any, request: Any, username: str | None):
+        """Gradio's Queue.push, with the line chosen, the shares checked and the event placed in turn."""
+        fn = self.blocks.fns.get(body.fn_index) if isinstance(body.fn_index, int) else None
+        if fn is None:  # no such event: Gradio answers it
+            return await self.push(body=body, request=request, username=username)
+        at = self.model_at.get(body.fn_index)
+        data = body.data if isinstance(body.data, list) else []
+        line = line_of(fn.concurrency_id, data[at] if at is not None and at < len(data) else None)
+        address = address_of(request)
+        why = refusal(self.held(body.session_hash, address, line.id), line)
+        if why is not None:
             self.refused += 1
-            answer = JSONResponse({"detail": f"Queue is full for this page: {held} of its events are waiting. "
-                                             "Wait for their answers before asking for more."}, status_code=503)
-            await answer(scope, receive, send)
+            return False, why, "queue_full"
+        ok, event_id, state = await self.push(body=body, request=request, username=username)
+        if ok:
+            self.seat(event_id, line, address)
+        return ok, event_id, state
+
+    def held(self, session: str | None, address: str, line_id: str) -> Held:
+        """What `session` and `address` hold now (from Gradio's own lists)."""
+        queue = self.queue
+        events = [event for line in queue.event_queue_per_concurrency_id.values() for event in line.queue]
+        events += [event for job in queue.active_jobs if job for event in job]
+        mine = [event for event in events if address_of(event.request) == address]
+        page = len(queue.pending_event_ids_session.get(session, ())) if session else 0
+        return Held(page, len(mine), sum(event.concurrency_id == line_id for event in mine))
+
+    def seat(self, event_id: str, line: Line, address: str) -> None:
+        """Move the event Gradio just queued to its line, in its address's turn. No await since push appended it, so
+        it is still waiting where push left it (an event answered from a cache never waited: left alone)."""
+        queue = self.queue
+        event = queue.event_ids_to_events.get(event_id)
+        lines = queue.event_queue_per_concurrency_id
+        if event is None or event not in lines[event.concurrency_id].queue:
             return
+        lines[event.concurrency_id].queue.remove(event)
+        event.concurrency_id = line.id
+        if line.id not in lines:
+            lines[line.id] = queueing.EventQueue(line.id, line.slots)
+        waiting = lines[line.id].queue
+        at = place([address_of(other.request) for other in waiting], address)
+        waiting.insert(at, event)
+        if at < len(waiting) - 1:  # push told it the end of the line: its place now (the rest hear within a second)
+            queue.send_message(event, EstimationMessage(rank=at, queue_size=len(waiting)))
 
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
 
-        await self.app(scope, replay, send)
+def install(blocks: Any, *models: Any) -> FairQueue:
+    """Put FairQueue in front of a queued Blocks' queue; `models` are the model pickers whose value routes an event."""
+    fair = FairQueue(blocks, *models)
+    blocks._queue.push = fair.join
+    return fair
 
 
-def _session(body: bytes) -> str | None:
-    """The join's session_hash, or None where the body is not a JSON object naming one (Gradio answers those)."""
-    try:
-        session = json.loads(body).get("session_hash")
-    except (ValueError, AttributeError):
-        return None
-    return session if isinstance(session, str) else None
+def gradio_queue_changed() -> list[str]:
+    """What GRADIO_QUEUE names that the installed Gradio no longer has ([] when all is there)."""
+    missing = []
+    push = list(inspect.signature(queueing.Queue.push).parameters)
+    if push[1:4] != ["body", "request", "username"]:
+        missing.append(f"Queue.push's parameters are {push}")
+    if list(inspect.signature(queueing.EventQueue).parameters)[:2] != ["concurrency_id", "concurrency_limit"]:
+        missing.append("EventQueue(concurrency_id, concurrency_limit)")
+    if list(inspect.signature(queueing.Queue.send_message).parameters)[1:3] != ["event", "event_message"]:
+        missing.append("Queue.send_message(event, event_message)")
+    if not {"rank", "queue_size"} <= set(EstimationMessage.model_fields):
+        missing.append("EstimationMessage(rank, queue_size)")
+    source = inspect.getsource(queueing.Queue)
+    for name in ("event_queue_per_concurrency_id", "event_ids_to_events", "active_jobs", "pending_event_ids_session",
+                 "event.concurrency_id", '"queue_full"'):
+        if name not in source:
+            missing.append(f"Queue no longer uses {name}")
+    event = inspect.getsource(queueing.Event.__init__)
+    for name in ("self.concurrency_id", "self.request", "self.session_hash"):
+        if name not in event:
+            missing.append(f"Event has no {name}")
+    return missing

@@ -13,17 +13,18 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import lab_tab, lesson_panel, runtime, sessions, theme, training_tab, transformer_tab
+from attention_viz.webui import admission, lab_tab, lesson_panel, runtime, sessions, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.serving import files_first, server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
 
 QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
-                           # admission.PER_PAGE of them, so no client fills the line for the others
+                           # admission.PER_PAGE of them and one address admission.PER_ADDRESS, so no client fills
+                           # the line for the others
 STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
                            # each event's start: a line of n cost n messages per event, n² in all
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
-                           # runs share RUN_SLOTS of their own: transformer_tab.py)
+                           # runs, scores, real models and live training have lines of their own: admission.py)
 
 INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
 Type a word and see every layer and head of the three attentions of §3.2.3, from a small Transformer
@@ -58,8 +59,13 @@ def build_app(views: Views | None = None) -> gr.Blocks:
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
     # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,
-    # clients hear "Queue is full".
-    return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S)
+    # clients hear "Queue is full". Each join passes admission.py: its line by the model it names, a client's
+    # share of the queue, its turn in the line; api_open=False: no queued event runs past it (Gradio would run a
+    # direct POST /gradio_api/run/<name> at once, on no line; it answers 404 and says to join the queue instead).
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
+               api_open=False)
+    admission.install(demo, transformer["model"], lab["own_model"])
+    return demo
 
 
 def main() -> None:

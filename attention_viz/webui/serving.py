@@ -48,7 +48,6 @@ from starlette.routing import Route
 
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import shown
-from attention_viz.webui.admission import PageShare
 from attention_viz.webui.liveness import WATCH, Watch
 
 try:  # Gradio's own dependency (its Brotli middleware); gzip alone where it is missing
@@ -82,11 +81,11 @@ HEALTH_PATH = "/healthz"  # deploy/kubernetes/ and the Dockerfile's HEALTHCHECK 
 
 
 def server_app_kwargs(catalog: Catalog | None = None) -> dict:
-    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with PageCompression and PageShare (a page's
-    waiting events bounded: webui/admission.py) as its own, a call to an endpoint name that does not exist answered
+    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with PageCompression as its own (who may join
+    the queue is decided in the queue: webui/admission.py), a call to an endpoint name that does not exist answered
     404 with a message (Gradio answers 500 and logs a trace), and, given the server's catalog, GET /healthz.
     StaticCache goes in front of it all once it runs: files_first."""
-    kwargs = {"middleware": [Middleware(PageCompression), Middleware(PageShare)],
+    kwargs = {"middleware": [Middleware(PageCompression)],
               "exception_handlers": {FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
     if catalog is not None:
         kwargs["routes"] = [health_route(catalog)]

@@ -16,8 +16,9 @@ import json
 import gradio as gr
 
 from attention_viz.labview import MOUNT_CLASS, asset, training_script
-from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_LINE, LIVE_TASKS
+from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_TASKS
 from attention_viz.service.views import Views
+from attention_viz.webui.admission import LIVE
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.widgets import PRIVATE, RAW, plain_text, prose
 
@@ -90,7 +91,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
     # Many may wait at once (each hears its place in line); LiveTrainer trains one at a time, and refuses the one
     # past its line (hence two more slots than the line: the one training, and the one to be told "full").
     start.click(handlers.live_train, [task, live_dk, arm], [live_view, status], api_name="live_train",
-                concurrency_limit=LIVE_LINE + 2, show_progress="minimal", **RAW)
+                show_progress="minimal", **RAW, **LIVE.wiring)
     stop.click(handlers.live_cancel, None, status, api_name="live_cancel", concurrency_limit=None,
                show_progress="hidden")
     return {"d_k": d_k, "view": view, "live_task": task, "live_dk": live_dk, "live_arm": arm}

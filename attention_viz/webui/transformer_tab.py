@@ -33,6 +33,7 @@ from attention_viz.service.limits import (
     STUDY_ARMS,
 )
 from attention_viz.service.views import Views, text_label
+from attention_viz.webui.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, named, opening_settings
 from attention_viz.webui.heads_panel import badges_js, heads_view
@@ -41,24 +42,20 @@ from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, pr
 
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
-# The runs (a new text, model or switch) of our models share RUN_SLOTS slots (a few ms each). A real model's run
-# takes a core for up to a second and runs one at a time (service's RealModels.busy): the page sends those to a line
-# of their own, so however many wait for the real model, none holds a slot the others' runs need.
-RUN_SLOTS = 8
-RUNS = dict(concurrency_id="runs", concurrency_limit=RUN_SLOTS)
-REAL_RUNS = dict(concurrency_id="real_runs", concurrency_limit=1)
-# a run's triggers move one of two counters, by the model: its change sends the run to that line
-ROUTE_JS = """(model, small, real) => String(model).startsWith('hub:')
-    ? [small, String(Number(real) + 1)] : [String(Number(small) + 1), real]"""
-# A run's route when one control changes: nothing is sent when its new value is the one in `shown`, the settings
-# of the run an answer brought with the controls (handlers.run_key; a lesson step's controls fire their change events
-# one by one as the answer lands); anything else routes as ROUTE_JS and forgets `shown`.
+# The runs (a new text, model or switch) of our models share the RUNS line, scoring every head the SCORES line;
+# whatever names a real model waits on REAL_RUNS, so it holds no slot the others need: the queue moves it there
+# (webui/admission.py), for the page and the API alike.
+BUMP_JS = "(tick) => String(Number(tick) + 1)"  # a run's triggers move the counter; its change is the run
+
+
 def route_one_js(index: int, kind: str) -> str:
-    """RUN_ROUTE's JavaScript for the control at `index` of handlers.run_key's list ("number", "boolean", "string")."""
+    """A run's route when one control changes ("number", "boolean" or "string": at `index` of handlers.run_key's
+    list): nothing is sent when its new value is the one in `shown`, the settings of the run an answer brought with
+    the controls (a lesson step's controls fire their change events one by one as the answer lands); anything else
+    moves the counter, as BUMP_JS, and forgets `shown`."""
     cast = {"number": "Number(value)", "boolean": "Boolean(value)", "string": "value"}[kind]
-    return (f"(value, shown, model, small, real) => {{ if (shown && JSON.parse(shown)[{index}] === {cast}) "
-            "return [small, real, shown]; return String(model).startsWith('hub:') ? "
-            "[small, String(Number(real) + 1), ''] : [String(Number(small) + 1), real, '']; }")
+    return (f"(value, shown, tick) => {{ if (shown && JSON.parse(shown)[{index}] === {cast}) return [tick, shown]; "
+            "return [String(Number(tick) + 1), '']; }")
 # after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
 REFRESH_IF_OPEN_JS = "(active, tick) => active === 'steps' || active === 'compare' ? String(Number(tick) + 1) : tick"
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
@@ -147,11 +144,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             # page, so opening a tab and a run with Heatmaps open send nothing more to the server
             active = gr.Textbox("heatmaps", visible=False, elem_id="active_view")
             refresh_tick = gr.Textbox("0", visible=False, elem_id="refresh_tick")
-            run_small, run_real = (gr.Textbox("0", visible=False, elem_id=elem_id) for elem_id in ("run_small", "run_real"))
-            # the same two lines for scoring every head, and for its CSV (a real model's: ~9 s of the model each)
-            score_small, score_real, csv_small, csv_real = (
-                gr.Textbox("0", visible=False, elem_id=elem_id)
-                for elem_id in ("score_small", "score_real", "score_csv_small", "score_csv_real"))
+            run_tick = gr.Textbox("0", visible=False, elem_id="run_tick")  # moved by every trigger of a run
             last_model = gr.State(model0)  # the last model that could be had: a refused pick goes back to it
             shown_key = gr.Textbox("", visible=False, elem_id="run_key")  # the settings of a run an answer brought
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
@@ -211,30 +204,18 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
 
     marked(refresh_tick.change(**refresh), [STEPS, COMPARE], shown_only=True)  # only the open tab's is redrawn
 
-    # Only controls that change the computation reach the server; the run is cached by them. The page sends a run
-    # to one of two lines by its model: a real model's runs wait in their own, so they hold up no one else's.
-    def route_to(small: gr.Textbox, real: gr.Textbox) -> dict:
-        """A js-only event that moves one of the two counters, by the model."""
-        return dict(fn=None, inputs=[model, small, real], outputs=[small, real], js=ROUTE_JS, **PRIVATE)
-
-    def on_both_lines(small: gr.Textbox, real: gr.Textbox, fn, outputs, api_name: str | None = None, **options):
-        """fn on the settings when a counter moves: our models' on RUNS (public as api_name, if given), a real model's
-        on REAL_RUNS (private); the two events."""
-        public = dict(api_name=api_name) if api_name else PRIVATE
-        return (small.change(fn, [*settings_inputs, *extra], outputs, **public, **options, **RUNS),
-                real.change(fn, [*settings_inputs, *extra], outputs, **PRIVATE, **options, **REAL_RUNS))
-
-    route = dict(fn=None, inputs=[model, run_small, run_real], outputs=[run_small, run_real], js=ROUTE_JS,
-                 **PRIVATE)
-    for run in on_both_lines(run_small, run_real, handlers.visualize, view_outputs, "visualize", **LIVE, **RAW):
-        answered(run)
+    # Only controls that change the computation reach the server; the run is cached by them. Every trigger of a run
+    # moves one counter, in the browser: a model's controls answer first, and a cleared box is written first.
+    route = dict(fn=None, inputs=run_tick, outputs=run_tick, js=BUMP_JS, **PRIVATE)
+    answered(run_tick.change(handlers.visualize, [*settings_inputs, *extra], view_outputs, api_name="visualize",
+                             **LIVE, **RAW, **RUNS.wiring))
     # A control's change reruns the model, unless it now holds the value of the run on screen (a lesson step's
     # answer brought the run with its controls: their change events send nothing more). The order is run_key's.
     for index, (control, kind) in enumerate(((text, "string"), (None, ""), (d_k, "number"), (scale, "string"),
                                              (factor, "number"), (causal, "boolean"), (padding, "boolean"))):
         if control is not None:
-            control.change(None, [control, shown_key, model, run_small, run_real], [run_small, run_real, shown_key],
-                           js=route_one_js(index, kind), **PRIVATE)
+            control.change(None, [control, shown_key, run_tick], [run_tick, shown_key], js=route_one_js(index, kind),
+                           **PRIVATE)
     gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
     heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE).then(**route)
     log2_slider_pair(dk_log, d_k)
@@ -273,15 +254,14 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     exported = export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export",
                                    js=chosen, **RAW)
     exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
-    # Scoring every head, and its CSV, go to the runs' two lines the same way: a real model's wait for it one at a
-    # time without holding a slot our models' runs need
-    score_button.click(**route_to(score_small, score_real))
-    score_export.click(**route_to(csv_small, csv_real))
+    # Scoring every head, and its CSV, on the SCORES line (a real model's, ~9 s of the model each, on REAL_RUNS)
     once = dict(trigger_mode="once")  # as a button's click: another click while it works is not sent
-    for scored in on_both_lines(score_small, score_real, handlers.importance, importance, "importance", **RAW, **once):
-        scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
-    for score_csv in on_both_lines(csv_small, csv_real, handlers.importance_export, score_file, **once):
-        score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)
+    scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
+                                **RAW, **once, **SCORES.wiring)
+    scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
+    score_csv = score_export.click(handlers.importance_export, [*settings_inputs, *extra], score_file, **PRIVATE,
+                                   **once, **SCORES.wiring)
+    score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)
     # by name, every control and view a lesson step sets (handlers.transformer_state)
     return {**named_controls, "factor": factor, "padding": padding, "pads": pads, "d_model": d_model,
             "n_heads": n_heads, "ablation": ablation, "view": view, "output": output, "info": info, "views": views,

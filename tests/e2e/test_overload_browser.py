@@ -4,7 +4,8 @@ estimate where they are looking, and gets the answer once the line ahead has gon
 The crowd is other pages, each joining lab requests at a new number of keys up to its share of the queue
 (admission.PER_PAGE): a lab answer costs the server a few milliseconds, so the crowd is most of the queue
 (PAGES x PER_PAGE of its QUEUE_SIZE), joined from several connections at once, and the line ahead of the student
-takes seconds. Nothing is timed.
+takes seconds. The crowd comes from three loopback addresses (one address holds at most admission.PER_ADDRESS
+events), one of them the student's own, so the student waits its address's turn behind them all. Nothing is timed.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from attention_viz.webui.admission import PER_PAGE
+from attention_viz.webui.admission import PER_ADDRESS, PER_PAGE
 from benchmarks.app import Browser
 from tests.e2e.conftest import SCREENSHOTS
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 60_000
 PAGES = 56  # the crowd: 56 x PER_PAGE = 896 lab requests ahead of the student (the queue holds QUEUE_SIZE)
+ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")  # the crowd's; each holds under PER_ADDRESS of its events
 QUEUE_TEXT = re.compile(r"queue: \d+/\d+ \| [\d.]+(/[\d.]+)?s")
 STATUS = "#lab_view [data-testid=status-tracker]"
 SHOWN_JS = """(e) => { const b = e.getBoundingClientRect();
@@ -52,13 +54,15 @@ def crowd(base: str, client: httpx.Client) -> list[tuple[str, int]]:
             page_bodies.append({"data": data, "event_data": None, "fn_index": dep["id"], "trigger_id": None,
                                 "session_hash": session})
 
-    def join(session: str) -> tuple[str, int]:
-        with httpx.Client(timeout=120) as own:
+    def join(numbered: tuple[int, str]) -> tuple[str, int]:
+        number, session = numbered
+        transport = httpx.HTTPTransport(local_address=ADDRESSES[number % len(ADDRESSES)])
+        with httpx.Client(timeout=120, transport=transport) as own:
             return session, sum(own.post(base + "/gradio_api/queue/join", json=body).status_code == 200
                                 for body in bodies[session])
 
     with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(join, bodies))
+        return list(pool.map(join, enumerate(bodies)))
 
 
 def drain(base: str, session: str, events: int) -> int:
@@ -84,6 +88,7 @@ def test_a_waiting_change_shows_its_place_in_the_line_at_the_top_of_the_view_the
     expect(page.locator("#lab_view svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
     toasts = page.locator("[data-testid=toast-body]")
     with httpx.Client(timeout=120) as client:
+        assert -(-PAGES // len(ADDRESSES)) * PER_PAGE < PER_ADDRESS  # the crowd is within each address's share
         joined = crowd(base, client)
         assert all(accepted == PER_PAGE for _, accepted in joined), joined  # the crowd's joins: all in the line
         box = page.locator("#lab_dk input[type=number]")

@@ -20,7 +20,7 @@ from attention_viz.explorer import COMPARE_FORMAT, STEPS_FORMAT, compare_arrays,
 from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import page, runtime, transformer_tab
+from attention_viz.webui import admission, page, runtime, transformer_tab
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.widgets import prose_html
 
@@ -345,10 +345,13 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert demo._queue.max_size == page.QUEUE_SIZE
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
     assert not demo._queue.live_updates and demo._queue.update_intervals == page.STATUS_EVERY_S  # not n² messages
-    # the page's runs go to two lines by their model: ours share RUN_SLOTS, a real model's wait one at a time
-    for name in ("visualize", "importance", "importance_export"):  # and so do scoring every head and its CSV
-        lines = {fn.concurrency_id: fn.concurrency_limit for fn in demo.fns.values() if fn.name == name}
-        assert lines == {"runs": transformer_tab.RUN_SLOTS, "real_runs": 1}, (name, lines)
+    # one listener per computation: the runs on RUNS, scoring every head and its CSV on SCORES (a real model's are
+    # moved to REAL_RUNS as they join: tests/webui/test_admission.py)
+    lines = {name: {(fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() if fn.name == name}
+             for name in ("visualize", "importance", "importance_export")}
+    assert lines == {"visualize": {(admission.RUNS.id, admission.RUN_SLOTS)},
+                     "importance": {(admission.SCORES.id, 2)}, "importance_export": {(admission.SCORES.id, 2)}}, lines
+    assert demo._queue.push.__self__.__class__ is admission.FairQueue  # every join passes admission
 
 
 def test_png_files_are_named_by_content_and_written_once(views):

@@ -1,0 +1,46 @@
+"""Fair queueing on the launched app: one client floods the queue under invented session ids; it hears a clear
+refusal past its share, and another client's view is answered meanwhile (a generous bound, never a timing).
+
+127.0.0.1 only: the server listens there, the flood connects from 127.0.0.2 (loopback too) so that the server sees
+two clients. Every loop is bounded (1,100 joins; the visitor's wait, PATIENCE_S).
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from attention_viz.webui.admission import PER_ADDRESS
+from benchmarks.app import Browser
+from benchmarks.fairness import flood
+
+JOINS = 1100  # more than the queue holds (page.QUEUE_SIZE, 1,024)
+PATIENCE_S = 60.0
+
+
+def test_a_flood_under_invented_sessions_is_refused_past_its_share_and_another_clients_view_answers(app_url):
+    base = app_url.rstrip("/")
+    flooded = flood(base, JOINS, threads=4)
+    # the flood: its share joined, the rest refused at once with a message that says why (no hang: it returned)
+    assert set(flooded["statuses"]) == {200, 503} and flooded["accepted"] >= PER_ADDRESS, flooded
+    assert flooded["refused"] > 0, flooded  # (the others, answered while it joined, left room)
+    assert [m[:31] for m in flooded["messages"]] == ["Queue is full for this address:"], flooded["messages"]
+    # right after, its backlog still waiting, a visitor's view: answered, for its own text, well within the bound
+    with httpx.Client(timeout=PATIENCE_S) as client:
+        browser = Browser(client, base, patience_s=PATIENCE_S)
+        visualize = browser.dependency("visualize")
+        values = browser.initial_inputs(visualize)
+        values[browser.by_elem_id["text"]] = "visitor"
+        _, completed = browser.call(visualize, values, None)
+    view, output, notes = completed["output"]["data"]
+    assert output == "rotisiv" and view  # the opening model reverses the text
+    place = min((estimation["rank"] for estimation in browser.estimations), default=0)
+    assert place <= 8, browser.estimations  # at the front of the line, not behind the flood's hundreds
+
+
+def test_no_event_runs_past_the_queue(app_url):
+    """Gradio runs a direct POST /gradio_api/run/<name> at once, on no line and past every share, unless the queue is
+    closed to it: a real model's work must not get round the queue that way."""
+    with httpx.Client(timeout=30) as client:
+        for route in ("run", "api"):
+            answer = client.post(f"{app_url}gradio_api/{route}/importance", json={"data": ["abc", "hub:x"]})
+            assert answer.status_code == 404 and "join the queue" in answer.json()["detail"], answer.text

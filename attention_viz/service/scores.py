@@ -71,7 +71,9 @@ def head_name(layer: int, head: int) -> str:
 
 
 def heads(n: int, of: int, verb: str = "put") -> str:
-    """"1 of 8 heads puts" / "3 of 8 heads put": a count of heads with its verb agreeing."""
+    """"1 of 8 heads puts" / "3 of 8 heads put" / "its one head puts": a count of heads with its verb agreeing."""
+    if of == 1:
+        return f"its one head {verb}s" if n == 1 else f"its one head does not {verb}"
     return f"{n} of {of} heads {verb}" if n != 1 else f"1 of {of} heads {verb}s"
 
 

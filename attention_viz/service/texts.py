@@ -27,6 +27,11 @@ def code(text: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def signed(value: float) -> str:
+    """A change with its sign, as the comparison's table writes it: +0.956, −0.956 (a true minus)."""
+    return f"{float(value):+.3f}".replace("-", "−")
+
+
 def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
     """Two short lines over one head: which attention, layer and head, and how QKᵀ was scaled."""
     scores = ADDITIVE if settings.compatibility == "additive" else "QKᵀ"

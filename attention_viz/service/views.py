@@ -58,6 +58,7 @@ from attention_viz.service.texts import (
     head_title,
     no_difference_reason,
     output_text,
+    signed,
     run_notes,
     run_title,
     scaling_text,
@@ -291,7 +292,7 @@ class Views:
         else:
             i, j = np.unravel_index(diff.argmax(), diff.shape)
             lines.append(
-                f"Largest change {diff.max():.3f}: query {i} {code(comparison.query_tokens[i])} → key {j} "
+                f"Largest change {signed(comparison.difference[i, j])}: query {i} {code(comparison.query_tokens[i])} → key {j} "
                 f"{code(comparison.key_tokens[j])}; mean |change| {diff.mean():.3f}."
             )
         lines.append(f"Output {a}: {code(comparison.outputs[0])}; {b}: {code(comparison.outputs[1])}.")

@@ -9,6 +9,8 @@ drawn (explorer_view.open_js).
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from attention_viz.webui.explorer_view import open_js
@@ -19,6 +21,10 @@ from attention_viz.webui.widgets import PRIVATE, prose
 # A step that changes only the heads switched off: their box reruns on its button, as when a person sets them.
 RERUN_JS = ("(target) => { const t = target ? JSON.parse(target) : {}, run = document.querySelector('#heads_apply');"
             " if (t.rerun && run) run.click(); return []; }")
+# After a step: the view it talks about comes into sight (explorer.js's AttentionExplorer.reveal), the first on show
+# of these: the grid with its open head, steps, compare, which heads matter, the lab, training.
+VIEWS = [["#explorer", "#head_view"], ["#steps_view"], ["#compare_view"], ["#heads_view"], ["#lab_view"], ["#train_view"]]
+REVEAL_JS = f"() => {{ if (window.AttentionExplorer) window.AttentionExplorer.reveal({json.dumps(VIEWS)}); return []; }}"
 INTRO = ("Eight steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
          "by √d_k (two more on a real model when this server has one). Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")
@@ -52,6 +58,7 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
                              [lesson["index"], transformer["model"], transformer["heads_off"]], outputs, **PRIVATE)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
         event.then(None, lesson["target"], None, js=RERUN_JS, **PRIVATE)
+        event.then(None, None, None, js=REVEAL_JS, **PRIVATE)
         event.then(handlers.lesson_training, [lesson["index"], training["d_k"]], training["view"], **PRIVATE)
         event.then(lambda i: gr.update(value="Next ▶" if int(i) < len(handlers.lesson_steps) - 1 else "Last step"),
                    lesson["index"], lesson["forward"], **PRIVATE)

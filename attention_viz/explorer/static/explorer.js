@@ -54,6 +54,7 @@
   const STATS = [["entropy", "entropy", "nats"], ["max_weight", "max weight", ""],
     ["mean_distance", "mean distance", "positions"], ["diagonal", "on diagonal", ""]];
   const BIG = 64; // more keys than this: small cells without text (values on hover only)
+  const TIGHT = 16; // more keys than this: narrower cells, in a smaller font (a date in words fits a laptop's screen)
   // a head of more cells than this is drawn on a canvas with its numbers as lines of text (headmap.js): a
   // table lays each of its cells out again on every redraw, ~40 ms for the app's widest head (33 x 49)
   const TABLE_CELLS = 600;
@@ -563,8 +564,9 @@
 
     function buildTable(k) {
       /* the head view's skeleton for one kind: labels and masked cells stay, value cells are refilled */
-      const small = k.K > BIG;
-      const parts = [`<div class="av-caption"></div><table class="av-map${small ? " av-small" : ""}"><thead><tr>` +
+      const small = k.K > BIG, tight = !small && k.K > TIGHT;
+      const parts = [`<div class="av-caption"></div><table class="av-map${small ? " av-small" : ""}` +
+        `${tight ? " av-tight" : ""}"><thead><tr>` +
         `<th class="av-corner">query ↓ key →</th>`];
       k.keyTokens.forEach((t, j) => parts.push(`<th class="av-key${shown(t).length > 3 ? " av-long" : ""}" ` +
         `title="key ${j}: ${escapeHtml(t)}">${escapeHtml(shown(t))}</th>`));
@@ -591,8 +593,13 @@
 
     let wideCheck = 0;
     function sayWide() {
-      /* a head wider than its box says that it scrolls sideways (the note above it) */
+      /* on a wide root, a head too wide for the room beside the grid goes under it, across the root; a head wider
+         than its box then says that it scrolls sideways (the note above it) */
       wideCheck = 0;
+      const frame = ui.grid.parentElement.parentElement, head = ui.view.querySelector(".av-map, .av-hm");
+      if (head && getComputedStyle(frame).display === "grid") {
+        frame.classList.toggle("av-head-below", head.offsetWidth > frame.clientWidth - ui.grid.offsetWidth - 20);
+      }
       ui.more.hidden = !(ui.view.scrollWidth > ui.view.clientWidth + 1);
     }
     function sayWideSoon() {

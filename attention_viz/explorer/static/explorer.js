@@ -25,6 +25,8 @@
  * Each redraw is timed between performance marks: measures "explorer-redraw" (script time) and
  * "explorer-frame" (until the next frame), detail {root, reason} (reason: tile, kind, layer, head, scale,
  * show, payload, api).
+ * On a root 720 px wide or more (explorer.css) the head sits beside the grid, or under it when too wide for that, and
+ * says when it scrolls sideways. AttentionExplorer.reveal(views) scrolls a page's view into sight (a lesson's step).
  * Nothing global but `window.AttentionExplorer`; two roots on one page never see each other.
  */
 (function (global) {

@@ -35,6 +35,7 @@ SAY_REFUSAL = ("output", "info", "explorer_view", "steps_view", "steps_text", "c
 # A checked radio under the pointer: Gradio's hover colour (white) replaced its checked one, and its white dot vanished
 # (white on white) while the pointer rested on the choice just clicked, e.g. "custom factor" as its factor is typed.
 # The model picker's caret sits over the end of its box: a long name ends before it, with an ellipsis.
+# The explorer starts at the top of its tab (it has its own padding): every pixel counts on a 768 px high screen.
 MODEL_PICKER = "model"
 # A checked radio or checkbox looks the same focused or not, and a range slider shows nothing: an outline each
 # (only for keyboard focus, :focus-visible, so a click draws none).
@@ -51,4 +52,5 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible, input[type=
   background-color: var(--checkbox-background-color-selected); border-color: var(--checkbox-border-color-selected);
 }}
 #{MODEL_PICKER} input {{ padding-right: 28px; text-overflow: ellipsis; }}
+#explorer_view > .html-container {{ padding-top: 0; }}
 """

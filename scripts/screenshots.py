@@ -50,7 +50,11 @@ def take(page: Page, url: str, out: Path) -> None:
     # the second layer's cross-attention: reverse's anti-diagonal
     page.locator('#explorer [data-kind="decoder.cross_attn"][data-layer="1"][data-head="0"]').click()
     page.wait_for_timeout(300)
-    page.screenshot(path=str(out / "transformer.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 800})  # a laptop's or a projector's first screen
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(out / "transformer.png"))
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     page.get_by_label("off (plain q·k)").check()
     settle(page)

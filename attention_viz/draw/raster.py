@@ -301,6 +301,7 @@ def head_image(
     annotate: bool | None = None,
     mask: np.ndarray | None = None,
     per_head_max: bool = False,
+    scale: int = 1,
 ) -> np.ndarray:
     """One head's weights [Q, K] as an RGB image: tokens on both axes, a colour bar and, when small, values in cells.
 
@@ -311,6 +312,7 @@ def head_image(
         mask: optional bool [Q, K] in the package's convention, True = may attend; the
             blocked positions (False) are drawn grey, without a value.
         per_head_max: colours run 0 → this head's max instead of 0 → 1.
+        scale: every length and font times this (2 for a file read on its own: the page's size is small there).
 
     Shape: returns uint8 [height, width, 3]; head_layout(...) gives where the map lies in it.
     """
@@ -322,8 +324,9 @@ def head_image(
     annotate = max(n_q, n_k) <= ANNOTATE_MAX if annotate is None else annotate
     peak = float(np.nanmax(w)) if np.isfinite(w).any() else 0.0
     vmax = peak if per_head_max and peak > 0 else 1.0
-    layout = head_layout(w.shape, query_tokens, key_tokens, title, annotate)
-    cell = layout.cell
+    layout = head_layout(w.shape, query_tokens, key_tokens, title, annotate, scale)
+    cell, s = layout.cell, scale
+    bar_gap, bar_width = COLORBAR[0] * s, COLORBAR[1] * s
 
     # The map: one colour per weight, repeated to cell × cell pixels.
     index = colour_index(w.astype(np.float32), vmax)  # (Q, K)
@@ -331,78 +334,79 @@ def head_image(
     pixels[np.isnan(w)] = MASKED_RGB
     body = pixels.repeat(cell, axis=0).repeat(cell, axis=1)  # (Q·cell, K·cell, 3)
 
-    width = layout.left + n_k * cell + sum(COLORBAR) + _colorbar_text_width()
-    height = layout.top + n_q * cell + _bottom_margin(x_ticks)
+    width = layout.left + n_k * cell + bar_gap + bar_width + _colorbar_text_width(s)
+    height = layout.top + n_q * cell + _bottom_margin(x_ticks, s)
     image = np.full((height, width, 3), WHITE, dtype=np.uint8)
     image[layout.top : layout.top + n_q * cell, layout.left : layout.left + n_k * cell] = body
-    bar_left = layout.left + n_k * cell + COLORBAR[0]
-    _paint_colorbar(image, layout.top, bar_left, n_q * cell)
+    bar_left = layout.left + n_k * cell + bar_gap
+    _paint_colorbar(image, layout.top, bar_left, n_q * cell, bar_width)
 
     canvas = Image.fromarray(image)
     if annotate:
-        _write_values(canvas, w, pixels, layout)
+        _write_values(canvas, w, pixels, layout, VALUE_FONT * s)
     draw = ImageDraw.Draw(canvas)
-    text_font = font(TEXT_FONT)
-    draw.multiline_text((layout.left + n_k * cell / 2, 4), title, fill=INK, font=text_font, anchor="ma",
-                        align="center", spacing=2)
+    text_font = font(TEXT_FONT * s)
+    draw.multiline_text((layout.left + n_k * cell / 2, 4 * s), title, fill=INK, font=text_font, anchor="ma",
+                        align="center", spacing=2 * s)
     for i, label in y_ticks:  # query tokens, right-aligned left of their row
-        draw.text((layout.left - 4, layout.top + i * cell + cell / 2), label, fill=INK, font=text_font, anchor="rm")
+        draw.text((layout.left - 4 * s, layout.top + i * cell + cell / 2), label, fill=INK, font=text_font, anchor="rm")
     map_bottom = layout.top + n_q * cell
     vertical = _vertical_keys(x_ticks)
     for j, label in x_ticks:  # key tokens, under their column (turned when long)
         x = layout.left + j * cell + cell / 2
         if vertical:
-            turned = _rotated(label, TEXT_FONT)
-            canvas.paste(turned, (round(x - turned.width / 2), map_bottom + 4), turned)
+            turned = _rotated(label, TEXT_FONT * s)
+            canvas.paste(turned, (round(x - turned.width / 2), map_bottom + 4 * s), turned)
         else:
-            draw.text((x, map_bottom + 4), label, fill=INK, font=text_font, anchor="ma")
-    draw.text((layout.left + n_k * cell / 2, height - 4), "key (position)", fill=INK, font=text_font, anchor="md")
-    axis = _rotated("query (position)", TEXT_FONT)
-    canvas.paste(axis, (2, round(layout.top + n_q * cell / 2 - axis.height / 2)), axis)
+            draw.text((x, map_bottom + 4 * s), label, fill=INK, font=text_font, anchor="ma")
+    draw.text((layout.left + n_k * cell / 2, height - 4 * s), "key (position)", fill=INK, font=text_font, anchor="md")
+    axis = _rotated("query (position)", TEXT_FONT * s)
+    canvas.paste(axis, (2 * s, round(layout.top + n_q * cell / 2 - axis.height / 2)), axis)
     for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
         y = layout.top + n_q * cell - 1 - fraction * (n_q * cell - 1)
-        draw.text((bar_left + COLORBAR[1] + 4, y), f"{fraction * vmax:.2g}", fill=INK, font=text_font, anchor="lm")
+        draw.text((bar_left + bar_width + 4 * s, y), f"{fraction * vmax:.2g}", fill=INK, font=text_font, anchor="lm")
     return np.asarray(canvas).copy()
 
 
 def head_layout(shape: tuple[int, int], query_tokens: list[str], key_tokens: list[str], title: str,
-                annotate: bool) -> HeadLayout:
+                annotate: bool, scale: int = 1) -> HeadLayout:
     """Where head_image puts the map: below the title, right of the query labels and the axis name."""
     n_q, n_k = shape
-    text_font = font(TEXT_FONT)
+    text_font = font(TEXT_FONT * scale)
     y_labels = [label for _, label in tick_labels(query_tokens, n_q, "y")]
     label_width = max(text_font.getlength(label) for label in y_labels)
-    line = TEXT_FONT + 4
-    top = 8 + line * (title.count("\n") + 1)
-    return HeadLayout(top=top, left=round(label_width) + line + 10, cell=head_cell(n_q, n_k, annotate),
-                      n_q=n_q, n_k=n_k)
+    line = (TEXT_FONT + 4) * scale
+    top = 8 * scale + line * (title.count("\n") + 1)
+    return HeadLayout(top=top, left=round(label_width) + line + 10 * scale,
+                      cell=head_cell(n_q, n_k, annotate) * scale, n_q=n_q, n_k=n_k)
 
 
 def _vertical_keys(ticks: list[tuple[int, str]]) -> bool:
     return max(len(label) for _, label in ticks) > 2
 
 
-def _bottom_margin(ticks: list[tuple[int, str]]) -> int:
+def _bottom_margin(ticks: list[tuple[int, str]], scale: int = 1) -> int:
     """Pixels under the map: the key labels (turned when long) and the axis name."""
-    text_font = font(TEXT_FONT)
+    size = TEXT_FONT * scale
     labels = [label for _, label in ticks]
-    tall = max(text_font.getlength(label) for label in labels) if _vertical_keys(ticks) else TEXT_FONT + 2
-    return round(tall) + 8 + TEXT_FONT + 10
+    tall = max(font(size).getlength(label) for label in labels) if _vertical_keys(ticks) else size + 2 * scale
+    return round(tall) + 8 * scale + size + 10 * scale
 
 
-def _colorbar_text_width() -> int:
-    return round(font(TEXT_FONT).getlength("0.75")) + 12
+def _colorbar_text_width(scale: int = 1) -> int:
+    return round(font(TEXT_FONT * scale).getlength("0.75")) + 12 * scale
 
 
-def _paint_colorbar(image: np.ndarray, top: int, left: int, height: int) -> None:
+def _paint_colorbar(image: np.ndarray, top: int, left: int, height: int, width: int = COLORBAR[1]) -> None:
     """A vertical colour bar, 0 at the bottom and the top colour at the top, framed in black."""
     rows = np.linspace(255, 0, height).round().astype(np.uint8)  # (height,) top row is the highest value
-    image[top : top + height, left : left + COLORBAR[1]] = colormap_lut(WEIGHT_CMAP)[rows][:, None, :]
-    image[top : top + height, [left - 1, left + COLORBAR[1]]] = INK
-    image[[top - 1, top + height], left - 1 : left + COLORBAR[1] + 1] = INK
+    image[top : top + height, left : left + width] = colormap_lut(WEIGHT_CMAP)[rows][:, None, :]
+    image[top : top + height, [left - 1, left + width]] = INK
+    image[[top - 1, top + height], left - 1 : left + width + 1] = INK
 
 
-def _write_values(canvas: Image.Image, w: np.ndarray, colours: np.ndarray, layout: HeadLayout) -> None:
+def _write_values(canvas: Image.Image, w: np.ndarray, colours: np.ndarray, layout: HeadLayout,
+                  size: int = VALUE_FONT) -> None:
     """Write each weight ("0.42") in its cell, dark on light colours and light on dark; NaN cells stay bare.
 
     The glyphs of each distinct value are drawn once; the cells' coverage is assembled with numpy into one
@@ -413,7 +417,7 @@ def _write_values(canvas: Image.Image, w: np.ndarray, colours: np.ndarray, layou
     distinct = sorted(set(labels) - {""})
     if not distinct:
         return
-    tiles = np.stack([np.zeros((cell, cell), np.uint8)] + [_glyph_tile(t, cell, VALUE_FONT) for t in distinct])
+    tiles = np.stack([np.zeros((cell, cell), np.uint8)] + [_glyph_tile(t, cell, size) for t in distinct])
     which = np.where(labels == "", 0, np.searchsorted(distinct, labels) + 1).reshape(n_q, n_k)  # (Q, K); 0 = none
     light = is_light(colours)  # (Q, K)
     for ink, cells in ((INK, light), ((255, 255, 255), ~light)):

@@ -71,7 +71,9 @@ def head_name(layer: int, head: int) -> str:
 
 
 def heads(n: int, of: int, verb: str = "put") -> str:
-    """"1 of 8 heads puts" / "3 of 8 heads put": a count of heads with its verb agreeing."""
+    """"1 of 8 heads puts" / "3 of 8 heads put" / "its one head puts": a count of heads with its verb agreeing."""
+    if of == 1:
+        return f"its one head {verb}s" if n == 1 else f"its one head does not {verb}"
     return f"{n} of {of} heads {verb}" if n != 1 else f"1 of {of} heads {verb}s"
 
 
@@ -87,8 +89,8 @@ def look_for(kind: str, values: dict[str, np.ndarray], chance: dict[str, float],
         layer, head = np.unravel_index(np.nanargmax(scores), scores.shape)
         clear = int(np.sum(scores > CLEAR))
         shape = ALIGNMENT_SHAPES.get(task or "", f"the {task} task's alignment")
-        first = (f"Look for {shape}: each row is one output character, and its weight should sit on the source "
-                 f"character(s) it is written from. ")
+        first = (f"Look for {shape}: each row, labelled with the decoder's input, writes the next output "
+                 f"character, and its weight should sit on the source character(s) that character is written from. ")
         if clear == 0:
             return first + (f"No head has learnt it here: the closest, {head_name(layer, head)}, puts "
                             f"{scores[layer, head]:.2f} of its weight there (a head spread evenly would put "

@@ -34,6 +34,11 @@ def as_shown(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
+def signed(value: float) -> str:
+    """A change with its sign, as the comparison's table writes it: +0.956, −0.956 (a true minus)."""
+    return f"{float(value):+.3f}".replace("-", "−")
+
+
 def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
     """Two short lines over one head: which attention, layer and head, and how QKᵀ was scaled."""
     scores = ADDITIVE if settings.compatibility == "additive" else "QKᵀ"

@@ -19,7 +19,7 @@ import numpy as np
 
 from attention_viz.core.maps import KINDS
 from attention_viz.data.snapshots import load_study_summary
-from attention_viz.draw import png, raster
+from attention_viz.draw import png, raster, sheet
 from attention_viz.explorer.pack import pack
 from attention_viz.service.scores import score_kind, task_alignment
 from attention_viz.explorer.steps import pack_compare, pack_steps
@@ -62,6 +62,7 @@ from attention_viz.service.texts import (
     head_title,
     no_difference_reason,
     output_text,
+    signed,
     run_notes,
     run_title,
     scaling_text,
@@ -69,6 +70,8 @@ from attention_viz.service.texts import (
     snapped_note,
 )
 
+
+EXPORT_SCALE = 2  # the exported head's lengths and fonts, times: a file read on its own (452 px wide was too small)
 
 @dataclass(frozen=True)
 class Visualization:
@@ -249,15 +252,17 @@ class Views:
     def _render_grid(self, settings: Settings, kind: str, per_head: bool) -> str:
         run = self.runs.run(settings)
         masked = np.where(run.mask(kind), run.weights(kind), np.nan)  # (L, H, Q, K); masked cells grey
-        indices = raster.grid_indices(masked, cell=grid_cell(masked.shape), per_head_max=per_head, labels=True)
-        return self.store.png_file(indices, palette=raster.grid_palette())
+        queries, keys = run.tokens(kind)
+        title = f"{run_title(run)}\n{KINDS[kind]}: every layer (rows) × head (columns)"
+        return self.store.png_file(sheet.grid_sheet(masked, queries, keys, title, cell=grid_cell(masked.shape),
+                                                    per_head_max=per_head))
 
     def _render_head(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool) -> str:
         run = self.runs.run(settings)
         queries, keys = run.tokens(kind)
         return self.store.png_file(raster.head_image(run.head(kind, layer, head), queries, keys,
                                                      head_title(settings, kind, layer, head), mask=run.mask(kind),
-                                                     per_head_max=per_head))
+                                                     per_head_max=per_head, scale=EXPORT_SCALE))
 
     def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[dict, str]:
         """Figure 2 (left) for one head as numbers (explorer.steps.pack_steps: QKᵀ, scaled, masked, softmax,
@@ -301,7 +306,7 @@ class Views:
         else:
             i, j = np.unravel_index(diff.argmax(), diff.shape)
             lines.append(
-                f"Largest change {diff.max():.3f}: query {i} {code(comparison.query_tokens[i])} → key {j} "
+                f"Largest change {signed(comparison.difference[i, j])}: query {i} {code(comparison.query_tokens[i])} → key {j} "
                 f"{code(comparison.key_tokens[j])}; mean |change| {diff.mean():.3f}."
             )
         lines.append(f"Output {a}: {code(comparison.outputs[0])}; {b}: {code(comparison.outputs[1])}.")

@@ -122,5 +122,5 @@ def selection_js(elem_id: str, at: int) -> str:
 def open_js(elem_id: str) -> str:
     """The `js` of a js-only event whose one input is a JSON {"kind", "layer", "head"} (or ""): the explorer opens
     that head now and keeps it for the run on its way (a guided lesson's step)."""
-    return (f"(target) => {{ const view = {_controller(elem_id)}; if (view && target) view.openOn(JSON.parse(target));"
-            " return []; }")
+    return (f"(target) => {{ const view = {_controller(elem_id)}, t = target ? JSON.parse(target) : {{}}; "
+            "if (view && t.kind) view.openOn(t); return []; }")

@@ -328,7 +328,9 @@ class Handlers:
         last = len(self.lesson_steps) - 1
         out: dict[str, object] = {
             "lesson_index": step.index, "lesson_text": prose_html(step.text), "tabs": gr.update(selected=step.tab),
-            "lesson_target": json.dumps(step.explorer) if step.explorer else "",
+            # the explorer's head to open, and the view to bring into sight when it is not the tab's first
+            "lesson_target": json.dumps({**(step.explorer or {}), **({"reveal": "#own_qk"} if step.own_qk else {})})
+            if step.explorer or step.own_qk else "",
             "lesson_forward": gr.update(value="Next ▶" if step.index < last else "Last step"),
         }
         if step.settings is not None:

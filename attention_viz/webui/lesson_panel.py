@@ -6,6 +6,8 @@ head is chosen in the browser once the run is drawn (explorer_view.open_js).
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from attention_viz.webui.explorer_view import open_js
@@ -13,6 +15,11 @@ from attention_viz.webui.handlers import Handlers, named
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, prose
 
+# After a step: the view it talks about comes into sight (explorer.js's AttentionExplorer.reveal), the first on show
+# of these: the grid with its open head, steps, compare, which heads matter, the lab, training.
+VIEWS = [["#explorer", "#head_view"], ["#steps_view"], ["#compare_view"], ["#heads_view"], ["#lab_view"], ["#train_view"]]
+REVEAL_JS = (f"(target) => {{ const t = target ? JSON.parse(target) : {{}}; if (window.AttentionExplorer) "
+             f"window.AttentionExplorer.reveal(t.reveal ? [[t.reveal]] : {json.dumps(VIEWS)}); return []; }}")
 INTRO = ("Nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
          "by √d_k (more on a real model when this server has one). Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")
@@ -49,3 +56,4 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
         event = button.click(lambda i, move=move: step(max(0, min(int(i) + move, len(handlers.lesson_steps) - 1))),
                              lesson["index"], list(named_outputs.values()), **PRIVATE)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
+        event.then(None, lesson["target"], None, js=REVEAL_JS, **PRIVATE)

@@ -32,6 +32,11 @@ TALL_VIEWS = ("lab_view", "explorer_view")
 # that very text ("...the messag[Error] change."). Their error status is not drawn; the toast stays.
 SAY_REFUSAL = ("output", "info", "explorer_view", "steps_view", "steps_text", "compare_view", "compare_text",
                "heads_view", "lab_view", "lab_numbers")
+# A checked radio under the pointer: Gradio's hover colour (white) replaced its checked one, and its white dot vanished
+# (white on white) while the pointer rested on the choice just clicked, e.g. "custom factor" as its factor is typed.
+# The model picker's caret sits over the end of its box: a long name ends before it, with an ellipsis.
+# The explorer starts at the top of its tab (it has its own padding): every pixel counts on a 768 px high screen.
+MODEL_PICKER = "model"
 # A checked radio or checkbox looks the same focused or not, and a range slider shows nothing: an outline each
 # (only for keyboard focus, :focus-visible, so a click draws none).
 CSS = f"""
@@ -43,4 +48,9 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible, input[type=
   top: 0; bottom: auto; right: 0; transform: none;
 }}
 {", ".join(f"#{view} [data-testid=status-tracker]:has(.error)" for view in SAY_REFUSAL)} {{ display: none; }}
+.gradio-container input[type=radio]:checked:hover, .gradio-container input[type=checkbox]:checked:hover {{
+  background-color: var(--checkbox-background-color-selected); border-color: var(--checkbox-border-color-selected);
+}}
+#{MODEL_PICKER} input {{ padding-right: 28px; text-overflow: ellipsis; }}
+#explorer_view > .html-container {{ padding-top: 0; }}
 """

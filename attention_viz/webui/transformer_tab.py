@@ -59,6 +59,7 @@ def route_one_js(index: int, kind: str) -> str:
 # after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
 REFRESH_IF_OPEN_JS = "(active, tick) => active === 'steps' || active === 'compare' ? String(Number(tick) + 1) : tick"
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
+HELP_TITLE = "How to read the heatmaps: tiles, hover, switching heads off, what flows"
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
         "Attention, layer, head and colour change in your browser, without asking the server. "
         "**Switch heads off** turns a click into a switch: a tile, a layer's row or a whole kind goes off and the "
@@ -91,6 +92,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             text = gr.Textbox(value=EXAMPLES[0], max_lines=1, elem_id="text",
                               label=text_label(catalog),
                               info=controls0.text_info)
+            # the output and its notes under the text they are of: the views' column starts with the views
+            output = gr.Textbox(view0.output, label="Model output", interactive=False, elem_id="output")
+            info = prose(view0.info, label="notes", elem_id="info")
             # A radio, not gr.Examples: one widget type less for the page to load (docs/benchmarks.md, the page
             # complete); choosing one fills the text in the browser, and another text clears the choice
             examples = gr.Radio(EXAMPLES, value=None, label="Examples", elem_id="examples")
@@ -131,9 +135,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             if hasattr(demo, "optional"):  # after compatibility, also optional in the API
                 demo.optional(heads_off)
                 demo.optional(ablation)
-        with gr.Column(scale=3):
-            output = gr.Textbox(view0.output, label="Model output", interactive=False, elem_id="output")
-            info = prose(view0.info, label="notes", elem_id="info")
+        with gr.Column(scale=3, elem_id="views_column"):
             kind = gr.Radio([(label, key) for key, label in KINDS.items()], value="encoder.self_attn",
                             label="attention kind", visible=False, elem_id="kind")
             layer = gr.Number(0, minimum=0, maximum=max_layers - 1, precision=0, label="layer", visible=False,
@@ -149,9 +151,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             shown_key = gr.Textbox("", visible=False, elem_id="run_key")  # the settings of a run an answer brought
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
-                    prose(HELP)
                     view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run",
                                          heads_off=("heads_off", "heads_apply"))
+                    with gr.Accordion(HELP_TITLE, open=False, elem_id="heatmaps_help"):  # the maps come first
+                        prose(HELP)
                 with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
                     prose("**Figure 2 (left)** for the head chosen in Heatmaps, one step at a time "
                                 "(buttons or ← → keys); hover a cell for its exact value.")

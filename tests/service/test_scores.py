@@ -8,7 +8,7 @@ import pytest
 
 from attention_viz.data.tasks import alignment
 from attention_viz.explorer.pack import QUANT, pack, unpack
-from attention_viz.service.scores import CLEAR, PATTERNS, pattern_targets, score_kind, task_alignment
+from attention_viz.service.scores import CLEAR, PATTERNS, heads, pattern_targets, score_kind, task_alignment
 
 EOS = "<eos>"
 
@@ -189,3 +189,9 @@ def test_every_kind_of_every_short_text_is_scored_without_error(views):
                 settings = views.runs.settings(text, "untrained", 8, causal_mask=causal, pad_tokens=pads)
                 for kind in views.visualize(settings).run["kinds"]:
                     assert kind["scores"]["look_for"]
+
+
+def test_a_count_of_heads_agrees_with_its_verb():
+    """A one-head model's look-for said "1 of 1 heads puts"."""
+    assert heads(1, 8) == "1 of 8 heads puts" and heads(3, 8) == "3 of 8 heads put"
+    assert heads(1, 1) == "its one head puts" and heads(0, 1, "look") == "its one head does not look"

@@ -97,6 +97,9 @@ def test_compare_difference_is_a_minus_b(views, runs, what, kind):
     assert size[largest["query"], largest["key"]] == size.max() > 0
     assert largest["value"] == arrays["difference"][largest["query"], largest["key"]]
     assert payload["mean_abs"] == pytest.approx(size.mean(), rel=1e-6)
+    # the text's largest change has the sign of the table's (−0.956 there was "0.956" here)
+    value = largest["value"]
+    assert f"Largest change {'+' if value > 0 else '−'}{abs(value):.3f}:" in text
     if what == "causal_mask":  # on: the future hidden; off: nothing hidden
         assert not arrays["mask_a"][0, 1] and arrays["mask_b"].all()
     if what == "padding_mask":

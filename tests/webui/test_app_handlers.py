@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from attention_viz.core.maps import KINDS
-from attention_viz.draw import figures as render
+from attention_viz.draw import figures as render, raster
 from attention_viz.explorer import COMPARE_FORMAT, STEPS_FORMAT, compare_arrays, unpack
 from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.service.runs import Runs
@@ -225,6 +225,11 @@ def test_export_handler_writes_png_npz_csv(handlers, views):
     assert metadata["scaling"] == "×1/√16 = 0.25" and metadata["causal mask"] == "on"
     assert (metadata["layer"], metadata["head"], metadata["d_k"]) == ("1", "1", "16")
     grid_png = next(p for p in paths if p.name.endswith("grid.png"))
+    # read on its own: the head at twice the page's size (it was 452 × 431), the grid with its tokens and colour bar
+    assert Image.open(head_png).size[0] >= 800
+    grid = np.asarray(Image.open(grid_png).convert("RGB"))  # (height, width, 3)
+    ends = [np.nonzero((grid == raster.colormap_lut(raster.WEIGHT_CMAP)[i]).all(-1))[1] for i in (255, 0)]
+    assert set(ends[0]) & set(ends[1])  # a colour bar: one column from the top colour (1) to the bottom one (0)
     assert "layer" not in Image.open(grid_png).text and Image.open(grid_png).text["attention"] == "encoder-decoder attention"
     csv_lines = next(p for p in paths if p.suffix == ".csv").read_text().splitlines()
     assert "# padding mask: on" in csv_lines and "# head: 1" in csv_lines

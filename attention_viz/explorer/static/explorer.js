@@ -25,6 +25,8 @@
  * Each redraw is timed between performance marks: measures "explorer-redraw" (script time) and
  * "explorer-frame" (until the next frame), detail {root, reason} (reason: tile, kind, layer, head, scale,
  * show, payload, api).
+ * On a root 720 px wide or more (explorer.css) the head sits beside the grid, or under it when too wide for that, and
+ * says when it scrolls sideways. AttentionExplorer.reveal(views) scrolls a page's view into sight (a lesson's step).
  * Nothing global but `window.AttentionExplorer`; two roots on one page never see each other.
  */
 (function (global) {
@@ -35,6 +37,11 @@
   const MASKED = [200, 200, 200];
   const FUTURE = [242, 242, 242]; // a cell its step has not computed yet
   const PLAY_MS = 900; // one decode step per this many milliseconds while playing
+  // the play button's words; the pause mark is two bars drawn by CSS (Debian's fonts have no ⏸, drawn as a box)
+  const PLAY = "▶ play", PAUSE = '<span class="av-pause-mark" aria-hidden="true"></span> pause';
+  // what a map's rows and columns are: the decoder's rows are its inputs (<bos> and the output so far), each writing
+  // the next output token, so a row is labelled with the token before the one it writes
+  const AXES = {source: "source tokens", target: "the decoder's inputs"};
   const SHORT = {alignment: "align", previous: "prev", first: "first", eos: "eos"}; // tile badges
   const CLEAR = 0.5; // a head "does" a pattern when more than half its weight goes there
   const LOG_FLOOR = 1e-3; // the log scale's bottom: 0.001 and below share the darkest colour
@@ -49,6 +56,7 @@
   const STATS = [["entropy", "entropy", "nats"], ["max_weight", "max weight", ""],
     ["mean_distance", "mean distance", "positions"], ["diagonal", "on diagonal", ""]];
   const BIG = 64; // more keys than this: small cells without text (values on hover only)
+  const TIGHT = 16; // more keys than this: narrower cells, in a smaller font (a date in words fits a laptop's screen)
   // a head of more cells than this is drawn on a canvas with its numbers as lines of text (headmap.js): a
   // table lays each of its cells out again on every redraw, ~40 ms for the app's widest head (33 x 49)
   const TABLE_CELLS = 600;
@@ -117,7 +125,7 @@
   function shell(root, rootId, headViewId, stepId, scoresId) {
     /* the static markup of one explorer; every later lookup goes through `root` (the container) */
     root.classList.add("av-explorer");
-    root.innerHTML = `<div class="av-browse" id="${escapeHtml(rootId)}">
+    root.innerHTML = `<div class="av-frame"><div class="av-browse" id="${escapeHtml(rootId)}">
       <div class="av-stale-note" role="status" hidden></div>
       <div class="av-summary"></div>
       <div class="av-controls">
@@ -141,13 +149,14 @@
       <div class="av-grid" aria-label="every layer and head; click a map to open it"></div>
       <div class="av-legend"></div>
       <div class="av-stats"></div></div>
-      <div class="av-head-views"><div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div></div>
-      <div class="av-score-panels"><div class="av-scores" id="${escapeHtml(scoresId)}" hidden></div></div>
+      <div class="av-head-views"><div class="av-head-more" role="note" hidden>⇆ wider than its box: scroll the head sideways for the rest</div>
+        <div class="av-head-view" id="${escapeHtml(headViewId)}" tabindex="0"></div></div>
+      <div class="av-score-panels"><div class="av-scores" id="${escapeHtml(scoresId)}" hidden></div></div></div>
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
     return {stale: $(".av-stale-note"), summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
       scale: $(".av-scale"), show: $(".av-show"), showBox: $(".av-show-box"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
-      views: $(".av-head-views"), view: $(".av-head-view"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
+      views: $(".av-head-views"), view: $(".av-head-view"), more: $(".av-head-more"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
       prev: $(".av-prev"), next: $(".av-next"), step: $(".av-step"), stepText: $(".av-step-text"),
       scorePanels: $(".av-score-panels"), scores: $(".av-scores"), cutBox: $(".av-cut-box"), cut: $(".av-cut"),
       cutKind: $(".av-cut-kind"), cutNone: $(".av-cut-none"), offNote: $(".av-off-note")};
@@ -431,7 +440,7 @@
       const t = state.step;
       ui.step.max = n; ui.step.value = t === null ? n : t;
       ui.decode.dataset.step = t === null ? "all" : t;
-      write(ui.play, timer ? "⏸ pause" : "▶ play");
+      write(ui.play, timer ? PAUSE : PLAY);
       ui.play.setAttribute("aria-pressed", timer ? "true" : "false");
       if (t === null) {
         write(ui.stepText, `Finished: all ${n} steps of the greedy decode. Press play or move the slider ` +
@@ -491,7 +500,7 @@
         if (next === null || next >= data.decode.written.length) { stopPlaying(); setStep(null, "play"); return; }
         setStep(next, "play");
       }, PLAY_MS);
-      write(ui.play, "⏸ pause"); ui.play.setAttribute("aria-pressed", "true");
+      write(ui.play, PAUSE); ui.play.setAttribute("aria-pressed", "true");
     }
 
     function markSelected() {
@@ -557,8 +566,9 @@
 
     function buildTable(k) {
       /* the head view's skeleton for one kind: labels and masked cells stay, value cells are refilled */
-      const small = k.K > BIG;
-      const parts = [`<div class="av-caption"></div><table class="av-map${small ? " av-small" : ""}"><thead><tr>` +
+      const small = k.K > BIG, tight = !small && k.K > TIGHT;
+      const parts = [`<div class="av-caption"></div><table class="av-map${small ? " av-small" : ""}` +
+        `${tight ? " av-tight" : ""}"><thead><tr>` +
         `<th class="av-corner">query ↓ key →</th>`];
       k.keyTokens.forEach((t, j) => parts.push(`<th class="av-key${shown(t).length > 3 ? " av-long" : ""}" ` +
         `title="key ${j}: ${escapeHtml(t)}">${escapeHtml(shown(t))}</th>`));
@@ -583,6 +593,23 @@
         shown: cells.map(() => ({cls: null, css: null, title: null, text: null}))}; // what each cell shows now
     }
 
+    let wideCheck = 0;
+    function sayWide() {
+      /* on a wide root, a head too wide for the room beside the grid goes under it, across the root; a head wider
+         than its box then says that it scrolls sideways (the note above it) */
+      wideCheck = 0;
+      const frame = ui.grid.parentElement.parentElement, head = ui.view.querySelector(".av-map, .av-hm");
+      if (head && getComputedStyle(frame).display === "grid") {
+        frame.classList.toggle("av-head-below", head.offsetWidth > frame.clientWidth - ui.grid.offsetWidth - 20);
+      }
+      ui.more.hidden = !(ui.view.scrollWidth > ui.view.clientWidth + 1);
+    }
+    function sayWideSoon() {
+      /* at the next frame, when the view is laid out anyway: no layout forced in the middle of a redraw */
+      if (!wideCheck) wideCheck = global.requestAnimationFrame(sayWide);
+    }
+    if (global.ResizeObserver) new global.ResizeObserver(sayWideSoon).observe(ui.views);
+
     function drawHead() {
       /* the chosen head: values as text (2 decimals) where they fit, 4 decimals in the title and on hover */
       const k = data.kinds[state.kind], w = weightsOf(k, state.layer), offset = state.head * k.Q * k.K;
@@ -601,7 +628,10 @@
       (large ? map : table).caption.innerHTML = `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
         (isOff(k, state.layer, state.head) ? `<b class="av-off-caption">switched off</b> ` : "") +
         (flowing(k) ? `<b class="av-flow-caption">what flows</b> (each row's share of α·‖v W_O‖) ` : "") +
-        `<span>(rows: queries, ${k.queries} tokens; columns: keys, ${k.keys} tokens)</span>`;
+        `<span>(rows: queries, ${AXES[k.queries] || k.queries}` +
+        (k.queries === "target" ? ", each row writing the next output token" : "") +
+        `; columns: keys, ${AXES[k.keys] || k.keys})</span>`;
+      sayWideSoon();
       const painted = `${state.layer} ${state.head} ${state.scale} ${t} ${flowing(k)}`; // what the view's cells show
       if ((large ? map : table).painted === painted) return; // a kept kind's head view, as it was left
       (large ? map : table).painted = painted;
@@ -842,5 +872,22 @@
     });
   }
 
-  global.AttentionExplorer = {mount: mount, mountAll: mountAll, colour: colour, scales: SCALES, ink: ink};
+  function reveal(views) {
+    /* bring a view into sight once the page has drawn what changed (two frames): the first of `views` on show,
+       each a list of selectors whose boxes together are the view; scrolled as little as it takes, so text above it
+       stays when both fit; a view taller than the screen comes to its top. A guided lesson's step calls it. */
+    global.requestAnimationFrame(() => global.requestAnimationFrame(() => {
+      for (const parts of views) {
+        const boxes = parts.map((sel) => document.querySelector(sel)).filter((e) => e && e.getClientRects().length)
+          .map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0 && r.height > 0);
+        if (!boxes.length) continue;
+        const top = Math.min(...boxes.map((r) => r.top)), room = global.innerHeight;
+        const end = Math.min(Math.max(...boxes.map((r) => r.bottom)), top + room - 16);
+        if (top < 0 || end > room) global.scrollBy({top: end > room ? end - room + 8 : top - 8, behavior: "instant"});
+        return;
+      }
+    }));
+  }
+
+  global.AttentionExplorer = {mount: mount, mountAll: mountAll, colour: colour, scales: SCALES, ink: ink, reveal: reveal};
 })(window);

@@ -99,7 +99,9 @@ def named(fn, components: dict):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         answer = fn(*args, **kwargs)
-        return {components[name]: value for name, value in answer.items() if name in components}
+        named_answer = {components[name]: value for name, value in answer.items() if name in components}
+        # nothing to change: Gradio reads an empty dict as one output's value, so one output is skipped by name
+        return named_answer or {next(iter(components.values())): gr.skip()}
 
     return wrapper
 
@@ -278,22 +280,30 @@ class Handlers:
 
     @handler
     def model_controls(self, model: str, d_k: float, n_heads: float, last_model: str | None = None,
-                       progress=gr.Progress()) -> dict[str, object]:
-        """A newly picked model (or number of heads), by name: its controls (controls_of), every head on, and the
-        model remembered as the last that worked. A real model picked for the first time is loaded here, its
-        download shown by Gradio's progress bar. A model that cannot be had leaves the page as it was: the picker
-        goes back to the last model that worked and says why under it (a toast too); no other control changes."""
+                       run_tick: str | None = None, progress=gr.Progress()) -> dict[str, object]:
+        """A newly picked model, by name: its controls (controls_of), every head on, the model remembered as the last
+        that worked, and the run counter moved (the page then runs it). A real model picked for the first time is
+        loaded here, its download shown by Gradio's progress bar. A model that cannot be had leaves the page as it
+        was: the picker goes back to the last model that worked and says why under it; no other control changes,
+        and no toast (the picker tells one pick twice). The picker set by an answer (a lesson step, or put back) is
+        the last model: nothing to do."""
+        if last_model and model == last_model:
+            return {}
         try:
             c = self.views.model_controls(model, d_k, n_heads=n_heads,
                                           progress=lambda fraction, text: progress(fraction, desc=text))
         except ValueError as error:
-            if not last_model or last_model == model:
+            if not last_model:
                 raise
-            gr.Warning(str(error))
-            return {"model": gr.update(value=last_model, info=f"{shown_reason(error)} (still showing the model "
+            return {"model": gr.update(value=last_model, info=f"⚠ {shown_reason(error)} (still showing the model "
                                                               "before)")}
         return {**self.controls_of(c), "heads_off": "", "model": gr.update(info=None), "last_model": model,
-                "run_key": ""}
+                "run_key": "", **({"run_tick": str(int(run_tick) + 1)} if run_tick is not None else {})}
+
+    @handler
+    def heads_controls(self, model: str, d_k: float, n_heads: float, run_tick: str | None = None) -> dict[str, object]:
+        """The untrained model's controls for a new number of heads (its widest d_k moves), by name, and its run."""
+        return self.model_controls(model, d_k, n_heads, None, run_tick)
 
     def transformer_state(self, settings: Settings) -> dict[str, object]:
         """The Transformer tab set to one run's settings, by name: every control (nothing left from before) and the

@@ -27,11 +27,12 @@ CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) 
                            # runs, scores, real models and live training have lines of their own: admission.py)
 
 INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
-Type a word and see every layer and head of the three attentions of §3.2.3, from a small Transformer
-trained to reverse, copy or sort characters, or to write a date in words as `2026-11-22`. Change **d_k**, switch
-the **1/√d_k scaling** and the **masks** and watch the maps and the output change, or play the decode one
-character at a time. The **√d_k lab** shows why the paper scales (footnote 4); **Training** shows the heads form,
-or not, without it. New here? Open **the guided lesson** below.
+Every layer and head of the three attentions of §3.2.3, live. New here? Open **the guided lesson** below.
+"""
+MORE = """A small Transformer trained to reverse, copy or sort characters, or to write a date in words as `2026-11-22`,
+and real models where this server has them. Change **d_k**, switch the **1/√d_k scaling** and the **masks** and watch
+the maps and the output change, or play the decode one character at a time. The **√d_k lab** shows why the paper
+scales (footnote 4); **Training** shows the heads form, or not, without it.
 """
 
 
@@ -46,6 +47,8 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # delete_cache: every hour, drop the exports Gradio cached more than an hour ago.
     with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # widgets.Blocks: optional inputs
         prose(INTRO)
+        with gr.Accordion("More about this app", open=False, elem_id="more"):  # the first screen is the maps'
+            prose(MORE)
         lesson = lesson_panel.render() if Lesson.available(views) else None
         with gr.Tabs(overflow_behavior="wrap") as tabs:  # every tab named at once (no "⋯" menu), also on a phone
             with gr.Tab("Transformer", id="transformer"):

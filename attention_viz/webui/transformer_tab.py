@@ -147,7 +147,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             active = gr.Textbox("heatmaps", visible=False, elem_id="active_view")
             refresh_tick = gr.Textbox("0", visible=False, elem_id="refresh_tick")
             run_tick = gr.Textbox("0", visible=False, elem_id="run_tick")  # moved by every trigger of a run
-            last_model = gr.State(model0)  # the last model that could be had: a refused pick goes back to it
+            # the last model that could be had (a refused pick goes back to it), in the page: what an answer sets it to
+            # is there when the picker's change reads it
+            last_model = gr.Textbox(model0, visible=False, elem_id="last_model")
             shown_key = gr.Textbox("", visible=False, elem_id="run_key")  # the settings of a run an answer brought
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
@@ -237,12 +239,18 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                       "dk_note": dk_note, "compat": compat, "dk_trained": dk_trained, "text": text,
                       "causal": causal, "comparison": comparison, "examples": examples, "heads_off": heads_off,
                       "model": model, "last_model": last_model, "run_key": shown_key}
-    new_model = dict(fn=named(handlers.model_controls, named_controls), inputs=[model, d_k, n_heads, last_model],
-                     outputs=list(named_controls.values()), trigger_mode="always_last", **PRIVATE)
-    for controls in (gr.on([model.input, n_heads.release], **new_model),
-                     compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).success(**new_model)):
+    outputs = [*named_controls.values(), run_tick]
+    # a person's pick only (a lesson step or a refusal sets the picker with everything else); "once": the picker
+    # tells one pick twice, and the second, while the first is answered, is not sent
+    picked = model.input(named(handlers.model_controls, {**named_controls, "run_tick": run_tick}),
+                         [model, d_k, n_heads, last_model, run_tick], outputs, trigger_mode="once", **PRIVATE)
+    heads = n_heads.release(named(handlers.heads_controls, {**named_controls, "run_tick": run_tick}),
+                            [model, d_k, n_heads, run_tick], outputs, **PRIVATE)
+    compat_picked = compat.input(handlers.pick_compatibility, [model, compat], model, **PRIVATE).success(
+        named(handlers.model_controls, {**named_controls, "run_tick": run_tick}),
+        [model, d_k, n_heads, last_model, run_tick], outputs, **PRIVATE)
+    for controls in (picked, heads, compat_picked):
         controls.failure(**refused)
-        controls.success(**route)
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):

@@ -182,13 +182,16 @@ def test_a_model_that_cannot_be_picked_leaves_the_page_as_it_was(handlers, monke
         raise ValueError("The model 'x' is not in this machine's Hugging Face cache and could not be downloaded.")
 
     monkeypatch.setattr(handlers.views, "model_controls", refuse)
-    warnings = []
-    monkeypatch.setattr(gr, "Warning", lambda message, *a, **k: warnings.append(message))
     out = handlers.model_controls("hub:x", 16, 4, "reverse/sqrt_dk")
     assert set(out) == {"model"} and out["model"]["value"] == "reverse/sqrt_dk"
-    assert "could not be downloaded" in out["model"]["info"] and warnings
+    assert "could not be downloaded" in out["model"]["info"]
     with pytest.raises(gr.Error, match="could not be downloaded"):  # nothing to go back to: refused as before
         handlers.model_controls("hub:x", 16, 4, None)
+    monkeypatch.undo()
+    # the picker set by an answer (a lesson step, or put back) is the last model: nothing more is answered
+    assert handlers.model_controls("reverse/sqrt_dk", 16, 4, "reverse/sqrt_dk", "3") == {}
+    picked = handlers.model_controls("copy/none", 16, 4, "reverse/sqrt_dk", "3")
+    assert picked["run_tick"] == "4" and picked["last_model"] == "copy/none" and picked["run_key"] == ""
 
 
 def test_steps_handler_returns_numbers_and_text(handlers):

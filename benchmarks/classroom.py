@@ -24,6 +24,9 @@ takes 10 % of the mix for it (`--real PERCENT` for another share; from the lab's
 token, so each of its runs writes its whole budget (1.5 x the source + 10 tokens): the worst case. With
 `--real-score PERCENT` as well, that share of the actions (taken from the steps) scores every head of the real
 model on a new sentence (`real_score`: the grid, Michel's gradient and the prune curve, seconds of the model each).
+`--real-model minilm` makes that real model the trained all-MiniLM-L6-v2 instead (a BERT encoder, 6 x 12 heads,
+22.7M parameters, from the pinned PyPI package through devtools.trained_models): one pass per run, no decoding; its
+heads cannot be scored (an encoder writes no output), so `--real-score` is refused with it.
 
 `--browsers K` also opens the page K times in Debian's headless Chromium while the class works (the first during
 the arrivals, the rest spread over the class, one at a time, each in a fresh context with an empty cache) and reports
@@ -64,8 +67,8 @@ from devtools.launcher import ROOT, Server
 from .load import rss_kib
 from .page import cpu_s
 from .common import Timing, export_ref, load, ms, percentile, table, write_json
-from .students import (ACTIONS, HTTP_TIMEOUT_S, REAL_MODEL, REAL_SHARE, THINK_S, WAIT_S, BrowserTransport, Student,
-                       Tally, real_actions)
+from .students import (ACTIONS, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, THINK_S, WAIT_S, BrowserTransport,
+                       RealModel, Student, Tally, real_actions)
 
 ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
@@ -110,14 +113,15 @@ def _record_page_files(base: str) -> tuple[str, ...]:
 
 
 def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
-            files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None) -> None:
+            files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
+            real: RealModel = REAL_MODELS["opus-mt-random"]) -> None:
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
     with httpx.Client(timeout=HTTP_TIMEOUT_S, transport=BrowserTransport()) as client:
         try:
             t0 = time.perf_counter()
-            page = Student(client, base, rng, files, patience_s)  # GET /, its files and the config, as a browser fetches them
+            page = Student(client, base, rng, files, patience_s, real)  # GET /, its files and the config, as a browser fetches them
             tally.record("open", time.perf_counter() - t0 + page.open(), None, page.estimations)
         except (httpx.HTTPError, OSError, RuntimeError, KeyError, IndexError) as error:  # FetchError: a RuntimeError
             tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")
@@ -137,12 +141,13 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
 
 
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
-              mix: dict[str, int] = ACTIONS, patience_s: float | None = None) -> dict:
+              mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
+              real: RealModel = REAL_MODELS["opus-mt-random"]) -> dict:
     """`students` threads for `duration_s` against the app at `base`, each opening the page with `files`;
     per action: count, errors, p50, p95. `patience_s`: a student gives up on an answer this late (an error)."""
     tally = Tally()
     start = time.monotonic()
-    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix, patience_s),
+    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix, patience_s, real),
                                 daemon=True) for i in range(students)]
     for thread in threads:
         thread.start()
@@ -217,38 +222,43 @@ def watch_rss(pid: int, stop: threading.Event, samples: list[tuple[float, float]
             return
 
 
-def real_model_folder(temp: Path) -> Path:
-    """The opus-mt-en-de configuration with random weights and a small real tokenizer, saved offline."""
+def real_model_folder(temp: Path, real_model: str = "opus-mt-random") -> Path:
+    """The opus-mt-en-de configuration with random weights and a small real tokenizer, saved offline; or, for
+    "minilm", the trained all-MiniLM-L6-v2's folder (devtools.trained_models)."""
+    if real_model == "minilm":
+        from devtools.trained_models import minilm_folder
+
+        return minilm_folder()
     from devtools.hub_models import save_opus_mt_en_de_random
 
-    return save_opus_mt_en_de_random(temp / REAL_MODEL)
+    return save_opus_mt_en_de_random(temp / REAL_MODELS[real_model].name)
 
 
-def load_real_model(base: str) -> float:
+def load_real_model(base: str, name: str = REAL_MODELS["opus-mt-random"].name) -> float:
     """One run of the real model before the class arrives (it loads once per process); its seconds."""
     from gradio_client import Client
 
     t0 = time.perf_counter()
-    Client(base + "/", verbose=False).predict("Attention is all you need.", "hub:" + REAL_MODEL, 64, "sqrt_dk", 1.0,
+    Client(base + "/", verbose=False).predict("Attention is all you need.", "hub:" + name, 64, "sqrt_dk", 1.0,
                                               True, True, 0, 64, 4, api_name="/visualize")
     return time.perf_counter() - t0
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
                   live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0,
-                  real_score: int = 0) -> dict:
+                  real_score: int = 0, real_model: str = "opus-mt-random") -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
     training in the background when `live`; with a real model among the choices when `real`), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
     env = {"PYTHONPATH": str(cwd), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
     if real:
-        env |= {"ATTENTION_VIZ_HUB_MODELS": str(real_model_folder(temp)), "HF_HUB_OFFLINE": "1"}
+        env |= {"ATTENTION_VIZ_HUB_MODELS": str(real_model_folder(temp, real_model)), "HF_HUB_OFFLINE": "1"}
     try:
         with Server([sys.executable, "app.py"], log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
                 httpx.Client(timeout=30) as http:
             startup = server.wait_http(http, timeout_s=300)
             time.sleep(SETTLE_S)
-            real_load_s = load_real_model(server.base) if real else None
+            real_load_s = load_real_model(server.base, REAL_MODELS[real_model].name) if real else None
             files = page_files(server.base) if with_files else ()
             time.sleep(2.0)  # that opening's own work on the server out of the way
             stop, outcomes, rss = threading.Event(), [], []
@@ -264,7 +274,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             if browsers:
                 chromium.start()
             mix = real_actions(real, real_score) if real else ACTIONS
-            result = run_class(server.base, students, duration_s, seed, files, mix)
+            result = run_class(server.base, students, duration_s, seed, files, mix, real=REAL_MODELS[real_model])
             if browsers:
                 chromium.join(timeout=120)
                 result["chromium"] = opened
@@ -283,7 +293,8 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0) -> dict:
+        live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0,
+        real_model: str = "opus-mt-random") -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -294,9 +305,9 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
     result["with_files"] = with_files
-    result["real"], result["real_score"] = real, real_score
+    result["real"], result["real_score"], result["real_model"] = real, real_score, real_model
     result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real,
-                                           browsers, real_score)
+                                           browsers, real_score, real_model)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:
@@ -309,9 +320,9 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     return result
 
 
-def _app_table(app: dict) -> str:
+def _app_table(app: dict, labels: dict[str, str] = LABELS) -> str:
     waits = any(a.get("waited") for a in app["actions"].values())
-    rows = [[LABELS[name], a["n"], a["errors"], ms(a["median_s"]) if a["n"] else "", ms(a["p95_s"]) if a["n"] else "",
+    rows = [[labels[name], a["n"], a["errors"], ms(a["median_s"]) if a["n"] else "", ms(a["p95_s"]) if a["n"] else "",
              ms(a["max_s"]) if a["n"] else ""] + ([a.get("waited", 0), a.get("told", 0), a.get("eta", 0)] if waits else [])
             for name, a in app["actions"].items()]
     if app["all"]:
@@ -336,7 +347,9 @@ def _memory_line(samples: list) -> str:
 
 def report(result: dict) -> str:
     """A table per app, then this tree's p50 and p95 over the reference's, per action."""
-    share = f"; the real model in {result['real']} % of the actions" if result.get("real") else ""
+    real = REAL_MODELS[result.get("real_model", "opus-mt-random")]
+    labels = {name: text.replace("real model (74M)", real.label) for name, text in LABELS.items()}
+    share = f"; the real model ({real.name}) in {result['real']} % of the actions" if result.get("real") else ""
     share += f", its heads scored in {result['real_score']} %" if result.get("real_score") else ""
     lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app{share}, think time "
              f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched; "
@@ -344,7 +357,7 @@ def report(result: dict) -> str:
     for key, app in result["apps"].items():
         lines += ["", f"### {result['names'][key]}: {app['answers_per_s']:.1f} answers/s, {app['errors']} errors"
                       f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
-                  "", _app_table(app)]
+                  "", _app_table(app, labels)]
         lines += [f"  error: {example}" for example in app["error_examples"]]
         if app.get("drain_s") is not None:
             lines += ["", f"the last answer came {app['drain_s']:.1f} s after the class stopped starting actions "
@@ -372,7 +385,7 @@ def report(result: dict) -> str:
         rows = []
         for name in this:
             if this[name]["n"] and ref[name]["n"]:
-                rows.append([LABELS[name], ms(this[name]["median_s"]), ms(ref[name]["median_s"]),
+                rows.append([labels[name], ms(this[name]["median_s"]), ms(ref[name]["median_s"]),
                              f"{this[name]['median_s'] / ref[name]['median_s']:.2f}", ms(this[name]["p95_s"]),
                              ms(ref[name]["p95_s"]), f"{this[name]['p95_s'] / ref[name]['p95_s']:.2f}"])
         lines += ["", f"this tree against {result['names']['ref']} (ratio < 1: this tree is faster)", "",
@@ -390,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=0, metavar="PERCENT",
                         help="a real model among the choices (opus-mt-en-de's configuration, random weights), run "
                              f"by PERCENT of the actions (default {REAL_SHARE})")
+    parser.add_argument("--real-model", choices=sorted(REAL_MODELS), default="opus-mt-random",
+                        help="with --real, which: opus-mt-en-de's configuration with random weights (default), or "
+                             "the trained all-MiniLM-L6-v2 (an encoder; devtools.trained_models)")
     parser.add_argument("--real-score", type=int, default=0, metavar="PERCENT",
                         help="with --real, PERCENT of the actions score every head of the real model (from the steps)")
     parser.add_argument("--browsers", type=int, default=0, metavar="K",
@@ -404,10 +420,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
     if args.real_score and not args.real or not 0 <= args.real_score <= 15:
         parser.error("--real-score needs --real, and 0..15 percent")
+    if args.real_model == "minilm" and args.real_score:
+        parser.error("--real-score needs a model that writes text: all-MiniLM-L6-v2 is an encoder")
     if not 0 <= args.browsers <= 50:
         parser.error("browsers 0..50")
     result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
-                 args.browsers, args.real_score)
+                 args.browsers, args.real_score, args.real_model)
     print(report(result), flush=True)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
     print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")

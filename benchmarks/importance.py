@@ -43,9 +43,9 @@ def run(texts=(50, 100, 200), rounds: int = 3, threads: int = 1) -> dict:
     return {"rows": rows, "threads": threads, "load": load()}
 
 
-def real(threads: int = 2, rounds: int = 1, split: bool = False) -> dict:
+def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "cpu") -> dict:
     """attention_viz.importance.real_head_importance on the opus-mt-en-de configuration (benchmarks.hub.build),
-    with the FLOPs it needs and this machine's fp32 matrix-product rate (benchmarks.kernel.mm_peak)."""
+    with the FLOPs it needs and the device's fp32 matrix-product rate (benchmarks.kernel.mm_peak)."""
     from attention_viz.importance import real_head_importance
 
     from .hub import build, inputs
@@ -53,16 +53,22 @@ def real(threads: int = 2, rounds: int = 1, split: bool = False) -> dict:
 
     torch.set_num_threads(threads)
     model, _, _ = build(alone=True)
+    device = torch.device(device)
+    model.model.to(device)
     src, _ = inputs(32)
+    src = src.to(device)
     model.encode = lambda text: type("Encoding", (), {"ids": src[0]})()  # the benchmark's 32 ids, whatever the text
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     seconds = []
     for _ in range(rounds):
         t0 = time.perf_counter()
         result = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=8)
+        sync()
         seconds.append(time.perf_counter() - t0)
     written, _ = model.greedy_decode(src, 32)
-    peak = mm_peak(torch.device("cpu"))
+    peak = mm_peak(device)
     out = {"median_s": statistics.median(seconds), "heads": result.total, "threads": threads, "rounds": rounds,
+           "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
            "flops": real_flops(model.model.config, src.size(1), written.size(1), result.order), "mm": peak}
     if split:
         out["split"] = timed_parts(model, lambda: real_head_importance(model, ["32 random pieces"],
@@ -99,10 +105,10 @@ def real_flops(config, source: int, written: int, order: list[tuple[str, int]]) 
 def timed_parts(model, run) -> dict[str, float]:
     """Seconds of one run(), by part: the encoder, the decoder (with the logits where they are written whole),
     the output head's blocks (fast.logprob), greedy decoding, Michel's gradient, the rest."""
-    import attention_viz.importance as importance
+    import attention_viz.importance.real as importance
 
-    parts = {"encoder": (model, "encoder_states"), "decoder": (model, "decoder_states"),
-             "decoder + logits": (model, "decoder_logits"), "logits + log-sum-exp": (importance, "target_log_probs"),
+    parts = {"encoder": (importance, "encoder_states"), "decoder": (importance, "decoder_states"),
+             "decoder + logits": (importance, "decoder_logits"), "logits + log-sum-exp": (importance, "target_log_probs"),
              "greedy decoding": (model, "greedy_decode"), "gradient": (importance, "_real_michel")}
     spent = dict.fromkeys(parts, 0.0)
     originals = {name: getattr(owner, attr) for name, (owner, attr) in parts.items()}
@@ -147,11 +153,11 @@ def report_real(r: dict) -> str:
     floor = f["total"] / (mm["best_gflops"] * 1e9)
     lines = [
         f"opus-mt-en-de's configuration, random weights, {r['heads']} heads, one 32-token source writing 32 tokens, "
-        f"{r['threads']} threads: grid + gradient + prune curve {r['median_s']:.1f} s (median of {r['rounds']})",
+        f"{r['threads']} threads, {r.get('device', 'CPU')}: grid + gradient + prune curve {r['median_s']:.1f} s (median of {r['rounds']})",
         f"  work: {f['variants']} variants x (decoder {f['decoder'] / 1e9:.2f} + vocabulary {f['vocabulary'] / 1e9:.2f}"
         f" GFLOP), {f['encoder_passes']} encoder passes x {f['encoder'] / 1e9:.2f} GFLOP, greedy decoding and the "
         f"gradient {f['greedy_and_gradient'] / 1e9:.0f} GFLOP: {f['total'] / 1e12:.2f} TFLOP",
-        f"  this machine's fp32 matrix product ({mm['size']}², {r['threads']} threads): "
+        f"  the device's fp32 matrix product ({mm['size']}², {r['threads']} threads): "
         f"{mm['best_gflops']:.0f} GFLOP/s at best (median {mm['gflops']:.0f}) -> at least {floor:.1f} s for this work; "
         f"the run reached {f['total'] / r['median_s'] / 1e9:.0f} GFLOP/s"]
     if "split" in r:
@@ -165,13 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.importance", description=__doc__.splitlines()[0])
     parser.add_argument("--texts", default="50,100,200")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: 1 for ours, 2 with --real)")
     parser.add_argument("--real", action="store_true", help="also the opus-mt-en-de configuration (144 heads)")
     parser.add_argument("--split", action="store_true", help="with --real: one more run timed by part")
+    parser.add_argument("--device", default="cpu", help="with --real: where the real model runs (cpu, cuda)")
+    parser.add_argument("--no-ours", action="store_true", help="with --real: skip our models' table")
     args = parser.parse_args(argv)
-    print(report(run(tuple(int(x) for x in args.texts.split(",")), args.rounds, args.threads)))
+    if not args.no_ours:
+        print(report(run(tuple(int(x) for x in args.texts.split(",")), args.rounds, args.threads or 1)))
     if args.real:
-        print("\n" + report_real(real(rounds=args.rounds, split=args.split)))
+        print("\n" + report_real(real(threads=args.threads or 2, rounds=args.rounds, split=args.split, device=args.device)))
     return 0
 
 

@@ -26,7 +26,20 @@ def real_actions(share: int, score: int = 0) -> dict[str, int]:
            "heads": 10, "steps": 15 - score, "real": share}
     return mix | ({"real_score": score} if score else {})
 
-REAL_MODEL = "opus-mt-en-de-random"  # the folder's name: the picker's value is "hub:" + it
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """A real model the class may pick (benchmarks.classroom --real-model): its folder's name (the picker's value is
+    "hub:" + it), what its runs' notes must say, and what the tables call it."""
+
+    name: str
+    notes: str
+    label: str
+
+
+REAL_MODELS = {"opus-mt-random": RealModel("opus-mt-en-de-random", "real Marian model", "real model (74M)"),
+               "minilm": RealModel("all-MiniLM-L6-v2", "real BERT model", "trained BERT (22M)")}
 WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translation", "of", "house", "green",
          "students", "learn", "quickly", "today", "with", "every", "head", "layer")
 THINK_S = (1.5, 4.0)
@@ -86,8 +99,8 @@ class Student:
     """One page's controls and what one student does with them."""
 
     def __init__(self, client: httpx.Client, base: str, rng: random.Random, files: tuple[str, ...] = (),
-                 patience_s: float | None = None) -> None:
-        self.client, self.base, self.rng = client, base, rng
+                 patience_s: float | None = None, real: RealModel = REAL_MODELS["opus-mt-random"]) -> None:
+        self.client, self.base, self.rng, self.real = client, base, rng, real
         self.client.get(base + "/", headers=ACCEPT).raise_for_status()  # the page's HTML, as a browser fetches it first
         fetch_files(base, files, ACCEPT, HTTP_TIMEOUT_S)  # then its files, six connections at a time
         self.browser = Browser(client, base, patience_s)
@@ -164,7 +177,9 @@ class Student:
             return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
         if action in ("real", "real_score"):  # pick the real model, type a sentence; run it, or score its heads
             kept = {elem_id: self.values[self.ids[elem_id]] for elem_id in ("model", "text")}
-            set_("model", "hub:" + REAL_MODEL)
+            set_("model", "hub:" + self.real.name)
+            self.heads_off = {}  # as the page does: heads off name one model's heads, and a new model starts all on
+            set_("heads_off", "")
             set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
             try:
                 if action == "real_score":
@@ -174,7 +189,7 @@ class Student:
             finally:
                 for elem_id, value in kept.items():  # the student goes back to the model and text it had
                     set_(elem_id, value)
-            return seconds, None if "real Marian model" in str(data) else "real: no notes of a real model's run"
+            return seconds, None if self.real.notes in str(data) else "real: no notes of a real model's run"
         seconds, data = self.call(self.api["steps"])
         return seconds, None if "softmax" in str(data) else "steps: no step text"
 

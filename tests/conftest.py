@@ -73,3 +73,17 @@ def browser_type_launch_args(browser_type_launch_args):
             pytest.fail(f"{CHROMIUM} is missing, and the browser tests must run here")
         pytest.skip(f"{CHROMIUM} is missing (`bash .ci/run` installs it)")
     return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "headless": True, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def minilm_folder() -> Path:
+    """The trained all-MiniLM-L6-v2 folder (devtools.trained_models), extracted once per machine; skipped only
+    where its package is absent and ATTENTION_VIZ_REQUIRE_BROWSER is unset (CI sets it: it fails instead)."""
+    from devtools.trained_models import TrainedModelMissing, minilm_folder
+
+    try:
+        return minilm_folder()
+    except TrainedModelMissing as error:
+        if os.environ.get("ATTENTION_VIZ_REQUIRE_BROWSER"):  # set by .ci/run: CI never skips the trained model
+            pytest.fail(f"the trained model must be tested here: {error}")
+        pytest.skip(f"no trained real model: {error}")

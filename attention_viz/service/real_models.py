@@ -2,20 +2,32 @@
 
 The set-up names Hub ids or local folders (`ATTENTION_VIZ_HUB_MODELS="Helsinki-NLP/opus-mt-en-de"`, or the
 `names` argument); the picker offers exactly those, as "hub:" + the name, and a visitor can never make the server
-load anything else. Each model is loaded the first time it is asked for (a ~300 MB model once per process, under a
-lock, so two visitors never load it twice) and kept. Without the hub extra (transformers) the list is empty and
-`missing_extra` says how to add it. A model that cannot be loaded (not cached and no network, pickled weights, an
-unsupported family) is refused with the reason, and the rest of the app works as before.
+load anything else. On a Hugging Face Space (SPACE_ID set) with nothing named, the paper's own task is offered:
+SPACE_DEFAULT, which the Space's front matter preloads. Without the hub extra (transformers) the list is empty and
+`missing_extra` says how to add it.
+
+Locks, and why none can stall the server:
+- `_lock` guards the three dicts (loaded, refused, loading) and nothing else: it is never held across a load, a
+  download or a model's work. A loaded model is returned without taking it.
+- A model is loaded once, on a thread of its own; every visitor who asks for it meanwhile, the first one too, waits
+  for it at most LOAD_WAIT_S (its progress told), then hears that it is still loading. A load that fails is
+  remembered as refused with its reason (fast the second time); one that failed for the network is tried again
+  after RETRY_AFTER_S.
+- `busy` is the real models' run line: one real model's work at a time. It is a leaf: nothing is taken while it is
+  held (whatever a run needs, heads' means included, is computed before), it refuses to be taken twice by one thread
+  (a RuntimeError, never a wait on itself), and a wait for it ends after BUSY_WAIT_S with a message.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import logging
 import os
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_viz.service.checks import shown
@@ -24,12 +36,20 @@ from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX
 logger = logging.getLogger(__name__)
 
 EXTRA = 'pip install "attention_viz[hub]" (transformers and sentencepiece)'
+SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de",)  # a Space's real model when none is named (its front matter preloads it)
+LOAD_WAIT_S = 60.0       # a visitor waits this long for a model being loaded, then hears it is still loading
+RETRY_AFTER_S = 60.0     # a model that could not be downloaded is tried again after this long
+BUSY_WAIT_S = 120.0      # a wait for the real models' run line ends with a message after this long
 
 
 def configured(names: Sequence[str] | str | None = None) -> list[str]:
-    """The real models a server is set up with: `names`, else the environment's HUB_MODELS_ENV (comma-separated)."""
+    """The real models a server is set up with: `names`, else the environment's HUB_MODELS_ENV (comma-separated),
+    else, on a Hugging Face Space (SPACE_ID set), SPACE_DEFAULT."""
     if names is None:
-        names = os.environ.get(HUB_MODELS_ENV, "")
+        names = os.environ.get(HUB_MODELS_ENV)
+        if names is None and os.environ.get("SPACE_ID"):
+            names = SPACE_DEFAULT
+        names = names or ""
     if isinstance(names, str):
         names = names.split(",")
     return list(dict.fromkeys(name.strip() for name in names if name and name.strip()))
@@ -63,20 +83,59 @@ class RealShape:
         return self.d_k
 
 
+class RunLine:
+    """One real model's work at a time: a lock that is a leaf. Taken twice by one thread it raises RuntimeError
+    instead of waiting on itself; a wait for it ends after `wait_s` with a ValueError for the visitor."""
+
+    def __init__(self, wait_s: float = BUSY_WAIT_S) -> None:
+        self.wait_s = wait_s
+        self._lock = threading.Lock()
+        self._holder: int | None = None
+
+    def __enter__(self) -> RunLine:
+        if self._holder == threading.get_ident():
+            raise RuntimeError("the real models' run line was taken twice by one thread (a lock order bug)")
+        if not self._lock.acquire(timeout=self.wait_s):
+            raise ValueError(f"The real models are busy with other visitors' work (over {self.wait_s:.0f} s): "
+                             "try again in a minute. The other models answer as before.")
+        self._holder = threading.get_ident()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._holder = None
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+@dataclass
+class _Loading:
+    """A load under way: its result when done, and how far it got (for the visitors who wait)."""
+
+    future: concurrent.futures.Future
+    heard: list[tuple[float, str]] = field(default_factory=list)  # (fraction, text), in order; appended only
+
+    @property
+    def progress(self) -> str:
+        return self.heard[-1][1] if self.heard else ""
+
+
 class RealModels:
     """The real models of one server, by picker value ("hub:" + name); thread-safe, each loaded once."""
 
-    def __init__(self, names: Sequence[str] | str | None = None, device: str = "cpu") -> None:
+    def __init__(self, names: Sequence[str] | str | None = None, device: str = "cpu",
+                 load_wait_s: float = LOAD_WAIT_S, retry_after_s: float = RETRY_AFTER_S) -> None:
         # picker name -> what to load: a Hub id as it is, a local folder by its own name (no server path on the page)
-        self.names = {display_name(name): name for name in configured(names)} if hub_installed() else {}
+        self.names = display_names(configured(names)) if hub_installed() else {}
         self.missing_extra = bool(configured(names)) and not hub_installed()
         self.device = device
+        self.load_wait_s, self.retry_after_s = load_wait_s, retry_after_s
         self._models: dict[str, object] = {}
-        self._errors: dict[str, str] = {}
+        self._errors: dict[str, tuple[str, float | None]] = {}  # key -> (message, when it may be tried again)
+        self._loading: dict[str, _Loading] = {}
         self._lock = threading.Lock()
-        # Held while a real model runs: one at a time on the server (a 74M-parameter decode takes a core for up to a
-        # second), so the other run slots stay free for the small models (webui's RUN_SLOTS).
-        self.busy = threading.Lock()
+        self.busy = RunLine()
         if self.missing_extra:
             logger.warning("real models %s were asked for, but the hub extra is not installed: %s",
                            configured(names), EXTRA)
@@ -88,7 +147,7 @@ class RealModels:
 
     def label(self, key: str) -> str:
         """What the picker shows for a real model."""
-        return f"{display_name(key)} (real model)"
+        return f"{key[len(HUB_PREFIX):] if key.startswith(HUB_PREFIX) else key} (real model)"
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and key.startswith(HUB_PREFIX) and key[len(HUB_PREFIX):] in self.names
@@ -97,31 +156,76 @@ class RealModels:
         return key in self._models
 
     def states(self) -> dict[str, str]:
-        """Each real model's state by the name the page shows: "loaded", "refused" or "loads on first use"."""
-        return {name: "loaded" if key in self._models else "refused" if key in self._errors else "loads on first use"
-                for name, key in ((name, HUB_PREFIX + name) for name in self.names)}
+        """Each real model's state by the name the page shows: "loaded", "loading", "refused" or "loads on first
+        use"."""
+        with self._lock:
+            return {name: "loaded" if key in self._models else "loading" if key in self._loading
+                    else "refused" if key in self._errors else "loads on first use"
+                    for name, key in ((name, HUB_PREFIX + name) for name in self.names)}
 
-    def get(self, key: str, progress=None):
+    def get(self, key: str, progress: Callable[[float, str], None] | None = None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;
-        progress(fraction, text) hears how a download goes.
+        progress(fraction, text) hears how a download goes, on the caller's thread.
 
-        Raises ValueError with a message for the visitor when it is not set up here or cannot be loaded."""
+        Raises ValueError with a message for the visitor when it is not set up here, cannot be loaded, or is still
+        loading after LOAD_WAIT_S."""
         if key not in self:
             raise ValueError(f"Unknown model {shown(key)}.")
+        model = self._models.get(key)
+        if model is not None:
+            return model
         with self._lock:
             if key in self._models:
                 return self._models[key]
             if key in self._errors:
-                raise ValueError(self._errors[key])
-            try:
-                model = self._load(self.names[key[len(HUB_PREFIX):]], progress)
-            except (OSError, ValueError, ImportError) as error:
-                message = refusal(display_name(key), error)
+                message, retry_at = self._errors[key]
+                if retry_at is None or time.monotonic() < retry_at:
+                    raise ValueError(message)
+                del self._errors[key]
+            loading = self._loading.get(key)
+            if loading is None:
+                loading = self._loading[key] = _Loading(concurrent.futures.Future())
+                threading.Thread(target=self._load_into, args=(key, loading), name=f"load {key}", daemon=True).start()
+        return self._wait(key, loading, progress)
+
+    def _wait(self, key: str, loading: _Loading, progress) -> object:
+        """The loaded model, or a ValueError: its refusal, or that it is still loading after load_wait_s."""
+        deadline = time.monotonic() + self.load_wait_s
+        told = 0
+        while True:
+            concurrent.futures.wait([loading.future], timeout=max(0.0, min(0.1, deadline - time.monotonic())))
+            if progress is not None:
+                for fraction, text in loading.heard[told:]:  # the load's progress, told on the caller's thread
+                    progress(fraction, text)
+                    told += 1
+            if loading.future.done():
+                return loading.future.result()  # the model, or its refusal (a ValueError)
+            if time.monotonic() >= deadline:
+                doing = f" ({loading.progress})" if loading.progress else ""
+                raise ValueError(f"The model {display_name(key)!r} is still loading{doing}: try again in a "
+                                 "minute. The other models work as before.")
+
+    def _load_into(self, key: str, loading: _Loading) -> None:
+        """Load one model (on its own thread, holding no lock) and file it as loaded or refused."""
+        name = display_name(key)
+
+        try:
+            model = self._load(self.names[name], lambda fraction, text: loading.heard.append((fraction, text)))
+        except Exception as error:  # noqa: BLE001 - whatever a folder or the network raises is a refusal
+            message, transient = refusal(name, error)
+            if message_of(error) or isinstance(error, ImportError):
                 logger.error("loading real model %r failed: %s", key, error)
-                self._errors[key] = message
-                raise ValueError(message) from None
+            else:  # not a refusal the loader knows: the trace is for the operator, the visitor gets the reason
+                logger.exception("loading real model %r failed", key)
+            with self._lock:
+                self._errors[key] = (message, time.monotonic() + self.retry_after_s if transient else None)
+                del self._loading[key]
+            loading.future.set_exception(ValueError(message))
+            return
+        with self._lock:
             self._models[key] = model
-            return model
+            del self._loading[key]
+        loading.future.set_result(model)
 
     def _load(self, name: str, progress=None):
         from attention_viz.hub import fetch, load_pretrained  # the hub extra: imported only when a real model is used
@@ -148,16 +252,37 @@ def display_name(name: str) -> str:
     return path.name if path.is_absolute() or name.startswith((".", "~")) or path.is_dir() else name
 
 
-def refusal(name: str, error: Exception) -> str:
-    """The visitor's message for a model that could not be loaded: the reason, without server paths."""
-    kind = type(error).__name__
-    if kind == "ModelUnavailableError":
-        return (f"The model {name!r} is not available on this server: it is not in its Hugging Face cache and "
-                "could not be downloaded. The other models work as before.")
-    if kind == "UnsafeWeightsError":
-        return f"The model {name!r} was refused: its weights are not safetensors (a pickle can run code)."
-    if kind == "UnsupportedModelError":
-        return f"The model {name!r} was refused: {error}"
+def display_names(names: Sequence[str]) -> dict[str, str]:
+    """Picker name -> what to load, in set-up order; two set-ups with one name (two folders called "bert") are
+    both offered, the later ones told apart by their place: "bert", "bert (2)"."""
+    out: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        shown_as = base = display_name(name)
+        n = 1
+        while shown_as in out:
+            n += 1
+            shown_as = f"{base} ({n})"
+        out[shown_as] = name
+    return out
+
+
+def message_of(error: Exception) -> str | None:
+    """The loader's own refusal (attention_viz.hub.ModelRefusedError, whose text is written for a visitor: the
+    model's name, what is wrong, never a server path), or None for any other exception."""
+    if importlib.util.find_spec("transformers") is None:
+        return None
+    from attention_viz.hub import ModelRefusedError
+
+    return str(error) if isinstance(error, ModelRefusedError) else None
+
+
+def refusal(name: str, error: Exception) -> tuple[str, bool]:
+    """The visitor's message for a model that could not be loaded (the loader's own reason, else what kind of fault
+    it was; no server path), and whether the cause may pass (the network) so that it is worth trying again later."""
+    transient = type(error).__name__ == "ModelUnavailableError"
+    tail = " The other models work as before."
+    if message_of(error):
+        return str(error).rstrip() + tail, transient
     if isinstance(error, ImportError):
-        return f"Real models need the hub extra: {EXTRA}."
-    return f"The model {name!r} could not be loaded on this server."
+        return f"Real models need the hub extra: {EXTRA}.", False
+    return f"The model {name!r} could not be loaded on this server ({type(error).__name__})." + tail, False

@@ -183,6 +183,8 @@ def parse_heads_off(value: object, keys: dict[str, int]) -> tuple[tuple[str, tup
                 value = json.loads(text)
             except json.JSONDecodeError as error:
                 raise ValueError(f"heads off is not valid JSON: {error.msg} at character {error.pos}") from None
+            except RecursionError:
+                raise ValueError("heads off is JSON nested too deeply: write {map key: [heads]}") from None
         else:
             value = _heads_off_text(text, keys)
     if not isinstance(value, dict):

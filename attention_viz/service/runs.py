@@ -330,10 +330,11 @@ class Runs:
             from attention_viz.hub.text_run import run_value_norms  # the hub extra, present whenever a real model is
 
             model = self.catalog.real.get(settings.model)
+            heads = self.real_heads(model, settings)  # before the run line: mean ablation's means take it too
             with self.catalog.real.busy:
                 return run_value_norms(model, run.src_ids, run.tgt_ids, scale=settings.scale,
                                        causal_mask=settings.causal_mask, padding_mask=settings.padding_mask,
-                                       heads=self.real_heads(model, settings))
+                                       heads=heads)
         model, _ = self.model(settings)
         src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)

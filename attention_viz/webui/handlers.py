@@ -73,6 +73,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
 
 import gradio as gr
@@ -82,20 +83,32 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.live import LiveTrainer
 from attention_viz.service.requests import Settings
 from attention_viz.service.views import Views, text_label
+from attention_viz.webui.liveness import WATCH
 from attention_viz.webui.runtime import release_free_memory
 from attention_viz.webui.widgets import prose_html
 
+logger = logging.getLogger(__name__)
+
 
 def handler(fn):
-    """A widget's function as the app serves it (the signature is kept for the API): ValueError -> gr.Error,
-    and after each call the heap's free pages go back to the system (runtime.release_free_memory)."""
+    """A widget's function as the app serves it (the signature is kept for the API): counted as a call in flight
+    (liveness.WATCH), ValueError -> gr.Error, any other exception logged with its trace for the operator and told to
+    the visitor without it, and after each call the heap's free pages go back to the system
+    (runtime.release_free_memory)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with WATCH.call(fn.__name__):
+                return fn(*args, **kwargs)
         except ValueError as error:
             raise gr.Error(str(error), print_exception=False) from None
+        except (gr.Error, KeyboardInterrupt, GeneratorExit):
+            raise
+        except Exception as error:  # noqa: BLE001 - a fault of ours: the trace is for the log, never the page
+            logger.exception("%s failed", fn.__name__)
+            raise gr.Error(f"The server could not answer this ({type(error).__name__}); nothing else changed. "
+                           "Try another input, or again.", print_exception=False) from None
         finally:
             release_free_memory()
 

@@ -1,6 +1,7 @@
 """How the server answers a page opening: Gradio's fixed files from memory, and the page itself compressed;
-a call to an endpoint that does not exist, with a 404 that says so; and GET /healthz, the readiness probe's
-endpoint (a container's HEALTHCHECK, Kubernetes' probes, a proxy's checks: deploy/, docs/deploy.md).
+a call to an endpoint that does not exist, with a 404 that says so; and GET /healthz, the probes' endpoint (a
+container's HEALTHCHECK, Kubernetes' probes, a proxy's checks: deploy/, docs/deploy.md), which answers 503 while
+a call is stuck (webui/liveness.py).
 
 Opening the page asks the server for the page (GET /: the HTML with the whole app's config inlined, ~370 kB)
 and ~85 files: Gradio's scripts and styles under /assets/ (their names carry a hash of their content), its fonts
@@ -48,6 +49,7 @@ from starlette.routing import Route
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import shown
 from attention_viz.webui.admission import PageShare
+from attention_viz.webui.liveness import WATCH, Watch
 
 try:  # Gradio's own dependency (its Brotli middleware); gzip alone where it is missing
     import brotli
@@ -101,11 +103,16 @@ def files_first(app: Any) -> StaticCache:
     return cache
 
 
-def health_route(catalog: Catalog) -> Route:
-    """GET /healthz: 200 and the catalog's readiness as JSON. It answers once the server answers at all, which is
-    after the opening page's run; it does no model work, so a probe every few seconds costs nothing."""
+def health_route(catalog: Catalog, watch: Watch = WATCH) -> Route:
+    """GET /healthz: 200 and the catalog's readiness as JSON, or 503 with status "stuck" and the calls running past
+    liveness.STUCK_AFTER_S (a worker that will not come back: the orchestrator restarts the server). It answers once
+    the server answers at all, which is after the opening page's run; it does no model work, so a probe every few
+    seconds costs nothing."""
     async def healthz(request: Request) -> Response:
-        return JSONResponse(catalog.readiness(), headers={"Cache-Control": "no-store"})
+        state, stuck = catalog.readiness(), watch.stuck()
+        if stuck:
+            state = dict(state, status="stuck", stuck=stuck)
+        return JSONResponse(state, status_code=503 if stuck else 200, headers={"Cache-Control": "no-store"})
     return Route(HEALTH_PATH, healthz, methods=["GET"])
 
 

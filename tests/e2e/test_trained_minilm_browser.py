@@ -1,0 +1,106 @@
+"""A trained real model in the page, as a person uses it: Debian's Chromium (1280x800) through Playwright against
+the app set up with all-MiniLM-L6-v2 (a trained BERT, 6 layers x 12 heads, d_k 32; devtools.trained_models) as its
+only real model. Screenshots go to tests/screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+pytest.importorskip("transformers")
+
+from devtools.launcher import Server  # noqa: E402
+from tests.e2e.test_real_models_browser import (  # noqa: E402
+    COLUMNS, NO_SIDEWAYS, SCREENSHOTS, TILES, TIMEOUT_MS, pick, settle)
+
+pytestmark = pytest.mark.browser
+LABEL = "all-MiniLM-L6-v2 (real model)"
+CONTROLS = """() => [document.querySelector('#text textarea, #text input').value,
+    document.querySelector('#dk input').value, ([...document.querySelectorAll('#scale input')].find(i => i.checked)
+    || {}).value, document.querySelector('#model input').value]"""
+
+
+@pytest.fixture(scope="module")
+def minilm_url(tmp_path_factory, minilm_folder):
+    root = tmp_path_factory.mktemp("trained-browser")
+    env = {"ATTENTION_VIZ_HUB_MODELS": str(minilm_folder), "HF_HUB_OFFLINE": "1"}
+    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
+        with httpx.Client(timeout=5) as client:
+            server.wait_http(client, 180)
+        yield server.base + "/"
+    assert "Traceback" not in (root / "app.log").read_text()
+
+
+def open_page(page: Page, url: str) -> None:
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(url)
+    expect(page.locator(TILES).first).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+
+
+def test_the_trained_bert_in_every_view(page: Page, minilm_url):
+    open_page(page, minilm_url)
+    pick(page, LABEL, "real BERT model")
+    expect(page.locator(TILES)).to_have_count(6 * 12)  # every layer x head of its only kind
+    options = page.locator("#explorer .av-kind option")
+    expect(options).to_have_count(1)
+    assert options.first.get_attribute("value") == "encoder.self_attn"
+    expect(page.locator("#dk input[type=number]")).to_have_value("32")  # its own d_k
+    expect(page.locator("#dk_note")).to_contain_text("its weights fix it")
+    page.locator("#text input, #text textarea").first.fill("The students learn attention quickly.")
+    page.wait_for_function(f"() => ({COLUMNS})().includes('students')", timeout=TIMEOUT_MS)
+    settle(page)
+    columns = page.evaluate(COLUMNS)
+    assert columns[1:3] == ["[CLS]", "the"] and columns[-1] == "[SEP]", columns  # its own WordPiece pieces
+    expect(page.locator("#output textarea, #output input").first).to_have_value(
+        re.compile("encoder: it writes no text"))
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "trained-minilm.png"), full_page=True)
+    assert page.evaluate(NO_SIDEWAYS)
+    page.locator("#scale").get_by_text("off (plain q·k)").click()
+    expect(page.locator("#info")).to_contain_text("not as it was trained", timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator(f'{TILES}[data-layer="5"][data-head="7"]').click()
+    expect(page.locator("#head_view")).to_have_attribute("data-head", "7", timeout=TIMEOUT_MS)
+    page.get_by_role("tab", name="Steps (Figure 2)").click()
+    expect(page.locator("#steps_view .av-hv")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#steps_text")).to_contain_text("d_k = 32", timeout=TIMEOUT_MS)
+    settle(page)
+    page.get_by_role("tab", name="Compare").click()
+    expect(page.locator("#compare_text")).not_to_be_empty(timeout=TIMEOUT_MS)
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "trained-minilm-compare.png"), full_page=True)
+    # scoring its heads is refused with the reason (an encoder writes no output to score); the page stays usable
+    page.get_by_role("tab", name="Which heads matter").click()
+    page.locator("#score_heads").click()
+    expect(page.locator("[data-testid=toast-body]").first).to_contain_text("BERT is an encoder only",
+                                                                           timeout=TIMEOUT_MS)
+    page.get_by_role("tab", name="Heatmaps").click()
+    expect(page.locator(TILES)).to_have_count(6 * 12)
+
+
+def test_the_lessons_real_steps_on_the_trained_bert(page: Page, minilm_url):
+    open_page(page, minilm_url)
+    page.locator("#lesson").get_by_text("A guided lesson").click()
+    for step in range(1, 10):
+        page.locator("#lesson_next").click()
+        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 10", timeout=TIMEOUT_MS)
+    text = page.locator("#lesson_text").inner_text()
+    assert "`all-MiniLM-L6-v2` is a real BERT model" in text or "all-MiniLM-L6-v2 is a real BERT model" in text
+    assert "in encoder self-attention" in text
+    page.wait_for_function(f"() => ({CONTROLS})()[3] === {LABEL!r}", timeout=TIMEOUT_MS)
+    _, d_k, scale, _ = page.evaluate(CONTROLS)
+    assert (d_k, scale) == ("32", "none")
+    layer, head = re.search(r"Head L(\d+)·H(\d+) changes most", text).groups()
+    view = page.locator("#head_view")
+    for name, value in (("kind", "encoder.self_attn"), ("layer", layer), ("head", head)):
+        expect(view).to_have_attribute(f"data-{name}", value, timeout=TIMEOUT_MS)
+    page.locator("#lesson_next").click()
+    expect(page.locator("#lesson_text")).to_contain_text("Step 10 of 10", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_text")).to_contain_text("cannot be scored now: BERT is an encoder only")
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "trained-minilm-lesson.png"), full_page=True)

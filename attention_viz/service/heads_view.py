@@ -71,8 +71,8 @@ class HeadsView:
                               n_texts=IMPORTANCE_STRINGS)
         return payload(settings, imp, model.config.n_heads, real=False)
 
-    def csv_file(self, settings: Settings, ablation: object = "zero") -> str:
-        """Every head's numbers as a CSV file (its settings in # lines); the file's path."""
+    def csv_file(self, settings: Settings, ablation: object = "zero", client: str | None = None) -> str:
+        """Every head's numbers as a CSV file (its settings in # lines); the file's path. `client`: ExportFolder.write."""
         data = self.importance(settings, ablation)
         out = io.StringIO()
         out.write(f"# {one_line(data['title'])}\n# ablation: {data['ablation']}; scaling: {data['scaling']}; texts: "
@@ -87,7 +87,8 @@ class HeadsView:
                 out.write(",".join(map(str, row + [data["gradient"][key][h], rank[(key, h)]])) + "\n")
         name = settings.checkpoint or settings.model  # a shipped checkpoint's name, a real model's id
         model = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "-" for c in name)
-        return str(self.exports.write({f"{model}__head_importance_{data['ablation']}.csv": out.getvalue().encode()})[0])
+        files = {f"{model}__head_importance_{data['ablation']}.csv": out.getvalue().encode()}
+        return str(self.exports.write(files, client)[0])
 
 
 def payload(settings: Settings, imp, n_heads: int, real: bool) -> dict:

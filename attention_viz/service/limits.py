@@ -81,7 +81,9 @@ PACKED_CACHE_BYTES = 1 * 2**20  # packed runs kept, by their base64: for quick r
                                 # takes ~5 ms; a run with per-step maps, up to ~1.5 MB, is not kept; docs/benchmarks.md)
 IMAGE_CACHE_SIZE = 8           # rendered images kept per kind of figure (as PNG file names)
 GRID_WIDTH = 900               # pixels the grid of every head is scaled to, about
-KEPT_EXPORTS = 32              # export folders kept on disk; older ones are deleted
+KEPT_EXPORTS = 512             # export folders kept on disk, all clients together; the oldest are deleted ...
+EXPORT_BYTES = 256 * 2**20     # ... past this many bytes of them (the pod's /tmp holds 1 GiB: deploy/kubernetes/)
+EXPORTS_PER_CLIENT = 4         # export folders kept per client (a page's session): its last few exports
 KEPT_PNGS = 2048               # image files kept for the app to serve (content-named; tens of MB on disk)
 
 # ----------------------------------------------------------------------------- real models (attention_viz.hub)

@@ -318,8 +318,9 @@ class Views:
         return payload, text
 
     def export(self, settings: Settings, kind: object, layer: object, head: object,
-               colour_scale: object = "absolute") -> list[Path]:
-        """Write the grid and the head as PNG, every map as .npz and the head as CSV; returns the paths.
+               colour_scale: object = "absolute", client: str | None = None) -> list[Path]:
+        """Write the grid and the head as PNG, every map as .npz and the head as CSV; returns the paths. `client`
+        (a page's session) keeps its last few exports only (ExportFolder).
 
         File names say the model, the text and the view; the PNGs (tEXt chunks) and the CSV (# lines) carry
         the settings they were made with, the .npz its settings as JSON.
@@ -337,7 +338,7 @@ class Views:
             f"{stem}__L{r.layer}_H{r.head}.png": described_png(head_png, record),
             f"{stem}__maps.npz": maps_npz(run),
             f"{stem}__L{r.layer}_H{r.head}.csv": head_csv(run, r.kind, r.layer, r.head, record).encode(),
-        })
+        }, client)
 
     # ------------------------------------------------------------------ the √d_k lab
 

@@ -147,6 +147,11 @@ def handler(fn):
     return wrapper
 
 
+def _client(request: gr.Request | None) -> str | None:
+    """Who an export is counted against: the page's (or API client's) session; None for a call from Python."""
+    return getattr(request, "session_hash", None)
+
+
 class Handlers:
     """The functions behind the widgets; each takes plain values, so tests call them without a server."""
 
@@ -216,11 +221,11 @@ class Handlers:
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None,
-               heads_off: str | None = None, ablation: str | None = None):
-        """The grid and the head as PNG, every map as .npz, the head as CSV."""
+               heads_off: str | None = None, ablation: str | None = None, request: gr.Request = None):
+        """The grid and the head as PNG, every map as .npz, the head as CSV (the page's session keeps its last few)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale)]
+        return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale, _client(request))]
 
     @handler
     def importance(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -235,11 +240,12 @@ class Handlers:
     @handler
     def importance_export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                           causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                          compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
-        """Every head's importance as a CSV file."""
+                          compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None,
+                          request: gr.Request = None):
+        """Every head's importance as a CSV file (the page's session keeps its last few)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility)
-        return self.views.heads.csv_file(settings, ablation)
+        return self.views.heads.csv_file(settings, ablation, _client(request))
 
     @handler
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):

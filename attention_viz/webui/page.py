@@ -41,10 +41,10 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     opens complete with no request; every later run comes from /visualize."""
     views = views or Views(Runs())
     handlers = Handlers(views)
-    # The views' own PNG files (written once, content-named, nothing else in that folder) are served from where
-    # they are, not copied into Gradio's cache on every answer.
-    gr.set_static_paths([views.image_dir])
-    # delete_cache: every hour, drop the exports Gradio cached more than an hour ago.
+    # The views' own files, the PNGs (written once, content-named) and the exports (bounded: service/exports.py),
+    # are served from where they are, not copied into Gradio's cache on every answer.
+    gr.set_static_paths([views.export_root])
+    # delete_cache: every hour, drop what Gradio cached more than an hour ago.
     with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # widgets.Blocks: optional inputs
         prose(INTRO)
         with gr.Accordion("More about this app", open=False, elem_id="more"):  # the first screen is the maps'
@@ -76,17 +76,30 @@ def main() -> None:
     runtime.tune_process()
     views = Views(Runs())
     demo = build_app(views)
-    sessions.share_session_configs(demo)  # each student's first event copies the page's config, not rebuilds it
     runtime.freeze_start_up_objects()
-    # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
-    # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
-    # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
-    # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
-    demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
-                app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS)
-    files_first(demo.server_app)
+    launch(demo, views)
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
     # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
     threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",
                      daemon=True).start()
-    demo.block_thread()
+    previous = runtime.stop_on_sigterm()  # a container's stop ends the server as Ctrl+C does, and then:
+    try:
+        demo.block_thread()
+    finally:
+        views.exports.close()  # the export folder goes with the server (one a killed server left: ExportFolder)
+        runtime.restore_sigterm(previous)
+
+
+def launch(demo: gr.Blocks, views: Views) -> None:
+    """Start serving `demo` (build_app's) without blocking, as main() does."""
+    # Each session's first event shares the page's config instead of rebuilding it, and keeps no values.
+    sessions.share_session_configs(demo)
+    # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
+    # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
+    # state_session_capacity: the sessions Gradio keeps, a bounded few (webui/sessions.py).
+    # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
+    # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
+    demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
+                state_session_capacity=sessions.SESSIONS_KEPT, app_kwargs=server_app_kwargs(views.runs.catalog),
+                theme=theme.THEME, css=theme.CSS)
+    files_first(demo.server_app)

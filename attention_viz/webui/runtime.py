@@ -1,4 +1,4 @@
-"""Process tuning for the server, in one place: torch threads, glibc malloc, the garbage collector.
+"""Process tuning for the server, in one place: torch threads, glibc malloc, the garbage collector, SIGTERM.
 
 None of this changes a number the app shows; it keeps a small machine (a free Space: 2 vCPUs) answering
 quickly and its memory flat under load. Measurements: docs/benchmarks.md and docs/reliability.md.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import signal
 
 import torch
 
@@ -62,3 +63,18 @@ def freeze_start_up_objects() -> None:
     gc.collect()
     gc.freeze()
     gc.collect()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm():
+    """Let SIGTERM (docker stop, Kubernetes ending a pod) stop the server as Ctrl+C does: Gradio's block_thread
+    closes the server and returns, and the caller cleans up (Python's default ends the process at once, with no
+    clean-up at all). The handler it replaces, for restore_sigterm."""
+    return signal.signal(signal.SIGTERM, _interrupt)
+
+
+def restore_sigterm(previous) -> None:
+    signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

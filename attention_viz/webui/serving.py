@@ -175,7 +175,8 @@ class StaticCache:
         if not _keepable(scope):
             await self.app(scope, receive, send)
             return
-        key = (scope["path"], scope.get("query_string", b""))
+        # one entry for the theme whatever its ?v= says (Gradio's route reads no query): made-up queries fill nothing
+        key = (scope["path"], b"" if scope["path"] == THEME else scope.get("query_string", b""))
         kept = self.kept.get(key)
         if kept is not None:
             self.hits += 1

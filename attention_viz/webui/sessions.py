@@ -1,18 +1,27 @@
-"""Gradio's per-session copy of the page's config, built once per component instead of once per student.
+"""What Gradio keeps for each session, in one place: the page's config shared, no values, a bounded count.
 
-When a page's first event reaches the server, Gradio starts the session's state (state_holder.SessionState) with a
-config entry for every component of the app (`BlocksConfig.config_for_block`): each component's `get_config`, which
-reads its constructor's signature, and for a gr.HTML searches its whole `js_on_load` script once per attribute name
-(gr.HTML makes any quoted name in it an event trigger). This page has ~100 components, a third of them gr.HTML
-with scripts of tens of kB: 30 ms of the event loop's CPU for each student's first event, during which nothing
-else is answered, and ~1 ms again each time an event first touches a component in that session. 100 students
-arriving together: 3 s of CPU. Those entries serve Gradio's deep links only (a gr.DeepLinkButton, which the app
-does not have), and they are the same for every session until an event updates one.
+Gradio keeps a session's state (state_holder.SessionState) for every session hash it sees, the browser's page and
+every API call alike (gradio_client and the raw /call routes make a new one each time), up to `launch`'s
+`state_session_capacity` (10,000 by default), the oldest dropped first. Three things made that costly here, and
+each is bounded by this module (measured in docs/reliability.md, "What the server keeps per visitor"):
 
-`share_session_configs()` makes config_for_block keep the entry of each of the app's own components the first time
-and hand each later caller its own copy of it (the entry and its props, the two levels Gradio writes to): a
-component that an event replaces in a session (a gr.update) is a new object and is built as before. Measured in
-docs/benchmarks.md ("A lecture hall on two cores").
+- **A config entry per component, built for each session.** When a session's first event reaches the server,
+  Gradio builds a config entry for every component of the app (`BlocksConfig.config_for_block`: each component's
+  `get_config`, which reads its constructor's signature, and for a gr.HTML searches its whole `js_on_load` script
+  once per attribute name). This page has ~100 components, a third of them gr.HTML with scripts of tens of kB:
+  30 ms of the event loop's CPU for each student's first event, and ~90 kB kept per session. Those entries serve
+  Gradio's deep links only (a gr.DeepLinkButton, which the app does not have) and are the same for every session.
+  `share_session_configs()` builds the entry of each of the app's own components once and hands every session
+  that same entry: ~12 kB a session (the session's own dicts of the components and events). A component that an
+  event replaces in a session (a gr.update) is a new object, and Gradio builds its entry as before.
+- **Every input's and output's value, copied into those entries** (`SessionState._update_value_in_config`), for
+  the same deep links: a refused 10 MB text stayed 10 MB for as long as its session was kept, an answered run
+  0.1-1 MB. `share_session_configs()` makes that method keep nothing; it was the only place Gradio wrote into an
+  entry, which is what lets the sessions share them (tests/webui/test_sessions.py checks both against the
+  installed Gradio, so an upgrade that changes either fails there).
+- **The number of sessions.** `SESSIONS_KEPT` goes to `launch(state_session_capacity=...)`: a lecture hall's pages
+  several times over. A page whose session was dropped gets a fresh one at its next event with the page's
+  defaults: a gr.State (the lesson's scaling) back to its start, nothing else (the service checks every value).
 """
 
 from __future__ import annotations
@@ -21,28 +30,39 @@ import threading
 from typing import Any
 
 from gradio.blocks import BlocksConfig
+from gradio.state_holder import SessionState
+
+SESSIONS_KEPT = 1000  # sessions Gradio keeps (launch's state_session_capacity; its default is 10,000)
 
 _kept: dict[int, tuple[Any, dict]] = {}  # id(component) -> (the component, its entry as first built)
 _lock = threading.Lock()
 _original = BlocksConfig.config_for_block
+_original_update_value = SessionState._update_value_in_config
 
 
 def _shared(_id: int, rendered_ids: list[int], block: Any, renderable: Any = None) -> dict:
-    """BlocksConfig.config_for_block: a copy of the kept entry for one of the app's own components, else Gradio's."""
+    """BlocksConfig.config_for_block: the kept entry for one of the app's own components (shared by every session:
+    nothing writes into it, see _keep_no_value), else Gradio's."""
     kept = _kept.get(id(block))
     if kept is None or kept[0] is not block or renderable is not None or rendered_ids:
         return _original(_id, rendered_ids, block, renderable)
-    entry = kept[1]
-    return {**entry, "props": dict(entry["props"])} if "props" in entry else dict(entry)
+    return kept[1]
+
+
+def _keep_no_value(self: SessionState, key: int, value: Any) -> None:
+    """SessionState._update_value_in_config: the value is not kept (Gradio copies it into the session's entry of the
+    component, for deep links, which the app does not have)."""
 
 
 def share_session_configs(blocks: Any) -> None:
-    """Build the config entry of every component of `blocks` once, now, and let every session copy it; any other
-    component (one an event replaced in a session, one of another app) is built by Gradio as before."""
+    """Build the config entry of every component of `blocks` once, now, and let every session use it; any other
+    component (one an event replaced in a session, one of another app) is built by Gradio as before. From now on
+    no session keeps the values its events took or gave."""
     with _lock:
         for _id, block in blocks.blocks.items():
             _kept[id(block)] = (block, _original(_id, [], block))
         BlocksConfig.config_for_block = staticmethod(_shared)
+        SessionState._update_value_in_config = _keep_no_value
 
 
 def kept() -> int:

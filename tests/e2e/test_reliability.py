@@ -55,8 +55,8 @@ BASES = {"dk_lab": LAB, "training": TRAINING, "live_train": LIVE}
 def app(tmp_path_factory):
     """`python app.py` as a user starts it, but WITHOUT GRADIO_SERVER_NAME (the bind must default to loopback).
 
-    Gradio's file cache (GRADIO_TEMP_DIR) and the system temp folder (TMPDIR, where the app writes exports
-    before Gradio copies them) are private folders, so the file-route tests know what the app produced.
+    Gradio's file cache (GRADIO_TEMP_DIR) and the system temp folder (TMPDIR, where the app writes and serves its
+    exports) are private folders, so the file-route tests know what the app produced.
     """
     root = tmp_path_factory.mktemp("reliability")
     cache, system_tmp = root / "gradio_cache", root / "tmp"
@@ -509,20 +509,22 @@ SECRETS = (b"root:x:0:0", b"import gradio", b"attention_viz-secret", b"PATH=", b
 
 @pytest.fixture(scope="module")
 def exported(raw, app):
-    """The four files of one export (through the app), and where the app wrote them first (served only as
-    Gradio's copies). The app's folder of rendered PNGs (images/) is served as it is, and holds only those."""
+    """The four files of one export (through the app), and where the app wrote them: its export folder, served as it
+    is (bounded: service/exports.py), like its folder of rendered PNGs (images/)."""
     state, out, text = raw.event("export", raw.data("export", VALID))
     assert state == "complete", text[-500:]
     originals = sorted(p for p in app.system_tmp.glob("attention_viz-exports-*/*/*") if p.parent.name != "images")
     return out[0], originals
 
 
-def test_files_the_app_produced_are_served(raw, app, exported):
-    files, _ = exported
+def test_files_the_app_produced_are_served_from_where_it_wrote_them(raw, app, exported):
+    files, originals = exported
     by_suffix = {Path(f["orig_name"]).suffix: raw.fetch(f) for f in files}
     assert by_suffix[".png"][:8] == PNG and by_suffix[".npz"][:4] == b"PK\x03\x04"
     assert by_suffix[".csv"].startswith(b"# model: ") and b"\nquery \\ key" in by_suffix[".csv"]
-    assert all(Path(f["path"]).resolve().is_relative_to(app.cache.resolve()) for f in files)
+    assert sorted(Path(f["path"]).resolve() for f in files) == [p.resolve() for p in originals]  # no copy
+    exports = {p.name for p in app.system_tmp.glob("attention_viz-exports-*/*") if p.is_file()}
+    assert exports <= {".lock"}, exports  # the export folder holds the exports' folders, images/ and its lock
 
 
 def test_the_rendered_images_folder_holds_only_the_apps_pngs(app, exported):
@@ -534,10 +536,11 @@ def test_the_rendered_images_folder_holds_only_the_apps_pngs(app, exported):
 
 
 def test_file_routes_serve_nothing_else(app, exported):
-    _, originals = exported
     secret = app.root / "secret.txt"
     secret.write_text("attention_viz-secret\n")
-    some_dir = next(p for p in app.cache.iterdir() if p.is_dir())
+    (app.system_tmp / "secret.txt").write_text("attention_viz-secret\n")  # beside the served export folder
+    _, originals = exported
+    some_dir = originals[0].parent  # one export's folder, served in place
     forbidden = [
         "/gradio_api/file=/etc/passwd",
         "/gradio_api/file=../../../../../../../../etc/passwd",
@@ -557,7 +560,7 @@ def test_file_routes_serve_nothing_else(app, exported):
         f"/gradio_api/file={some_dir}/../../secret.txt",
         f"/gradio_api/file={app.cache}",
         f"/gradio_api/file=http://127.0.0.1:{app.port}/config",
-        *[f"/gradio_api/file={path}" for path in originals],  # the app's own export folder, before Gradio's copy
+        f"/gradio_api/file={some_dir.parent}",
         "/gradio_api/file/app.py",
         "/gradio_api/file/etc/passwd",
         "/file=/etc/passwd",

@@ -73,6 +73,17 @@ def test_a_fixed_file_is_answered_once_by_gradio_then_from_memory():
     assert cache.bytes == sum(len(body) for _, body in cache.kept.values())
 
 
+def test_made_up_theme_queries_fill_no_entries():
+    """The theme is one file whatever its ?v= says: a client inventing queries is answered from the one kept copy
+    and adds nothing to the cache."""
+    files = Files()
+    cache = StaticCache(files)
+    answers = [get(cache, f"/theme.css?v={i}") for i in range(300)]
+    assert files.calls == ["/theme.css?v=0"] and len(cache.kept) == 1 and cache.hits == 299
+    assert {body for _, _, body in answers} == {b"body of /theme.css" * 3}
+    assert cache.bytes == len(b"body of /theme.css" * 3)
+
+
 def test_kept_files_go_out_compressed_as_accepted_once_per_encoding(monkeypatch):
     """As Gradio would compress them (br first, else gzip; its extensions, from 400 bytes), compressed once per file and
     encoding; what Gradio does not compress goes as it is."""

@@ -1,11 +1,25 @@
-"""webui.sessions: a student's session starts with a copy of each component's config entry, built once per app."""
+"""webui.sessions: what Gradio keeps per session is bounded: the page's config shared, no values, few sessions.
+
+The first two tests check the installed Gradio still works the way sessions.py relies on; an upgrade that changes it
+fails here, saying what changed."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import json
+import pathlib
+import uuid
+
+import gradio
+import httpx
 import pytest
 from gradio.state_holder import SessionState
 
 from attention_viz.webui import sessions
+
+GRADIO = pathlib.Path(gradio.__file__).parent
+MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +29,33 @@ def demo(views):
     return page.build_app(views)
 
 
-def test_every_session_starts_with_the_entries_gradio_builds_without_rebuilding_them(demo, monkeypatch):
+def test_gradio_writes_into_a_sessions_config_entries_only_where_sessions_py_stops_it():
+    """sessions.py hands every session the same entry objects; that is safe only while Gradio replaces entries and
+    never writes into one, except in SessionState._update_value_in_config (which sessions.py replaces)."""
+    users = sorted(p.relative_to(GRADIO).as_posix() for p in GRADIO.rglob("*.py") if "config_values" in p.read_text())
+    assert users == ["state_holder.py"], f"Gradio now uses sessions' config entries in {users}: review sessions.py"
+    writers = set()
+    for function in ast.walk(ast.parse((GRADIO / "state_holder.py").read_text())):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for node in ast.walk(function):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for target in targets:
+                # a write below an entry: config_values[key][...] = or config_values[key]["props"][...] =
+                if isinstance(target, ast.Subscript) and "config_values[" in ast.unparse(target.value):
+                    writers.add(function.name)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("update", "setdefault", "pop", "clear") and \
+                    "config_values[" in ast.unparse(node.func.value):
+                writers.add(function.name)
+    assert writers == {"_update_value_in_config"}, f"Gradio writes into config entries in {writers}"
+    assert list(inspect.signature(SessionState._update_value_in_config).parameters) in (
+        ["self", "key", "value"], ["key", "value"])
+    assert "state_session_capacity" in inspect.signature(gradio.Blocks.launch).parameters
+
+
+def test_every_session_shares_the_entries_gradio_builds_and_keeps_no_values(demo, monkeypatch):
     before = SessionState(demo).config_values  # Gradio's own, each entry built for this session
     sessions.share_session_configs(demo)
     calls = []
@@ -24,18 +64,101 @@ def test_every_session_starts_with_the_entries_gradio_builds_without_rebuilding_
     first, second = SessionState(demo), SessionState(demo)
     assert first.config_values == second.config_values == before
     assert calls == []  # nothing rebuilt: ~100 components, a third of them gr.HTML with long scripts
-
-
-def test_what_one_session_writes_stays_in_that_session(demo):
-    sessions.share_session_configs(demo)
-    first, second = SessionState(demo), SessionState(demo)
     text = next(key for key, entry in first.config_values.items() if entry.get("props", {}).get("elem_id") == "text")
-    untouched = second.config_values[text]["props"]["value"]
-    first._update_value_in_config(text, "a value only this student typed")
-    assert first.config_values[text]["props"]["value"] == "a value only this student typed"
-    assert second.config_values[text]["props"]["value"] == untouched == SessionState(demo).config_values[text]["props"]["value"]
+    assert first.config_values[text] is second.config_values[text]  # one entry for every session
+    untouched = dict(first.config_values[text]["props"])
+    first._update_value_in_config(text, "x" * MiB)  # what Gradio does with every input and output of an event
+    assert first.config_values[text]["props"] == untouched == SessionState(demo).config_values[text]["props"]
     replaced = type(first.blocks_config.blocks[text])(value="replaced", render=False)
     first[text] = replaced  # an event's gr.update: a new component for this session only (as Blocks.postprocess_data
     first._update_config(text)  # does), its entry built by Gradio
     assert first.config_values[text]["props"]["value"] == "replaced"
-    assert SessionState(demo).config_values[text]["props"]["value"] == untouched
+    assert SessionState(demo).config_values[text]["props"] == untouched
+
+
+def kept_bytes(state_holder) -> int:
+    """The bytes of the values kept in Gradio's sessions: their config entries' values (each entry once: the page's
+    own are shared) and their gr.State data."""
+    entries = {id(entry): entry for session in list(state_holder.session_data.values())
+               for entry in session.config_values.values()}
+    total = sum(len(json.dumps(entry.get("props", {}).get("value"), default=str)) for entry in entries.values())
+    for session in list(state_holder.session_data.values()):
+        total += sum(len(json.dumps(value, default=str)) for value in session.state_data.values())
+    return total
+
+
+def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
+    """The app launched as main() launches it: a few hundred 1 MB texts (refused), each from a new session as API
+    clients send them, and some answered runs and exports: Gradio keeps at most SESSIONS_KEPT sessions, none holding
+    a value, and the exports are served from the app's bounded folder (not copied into Gradio's cache)."""
+    from devtools.launcher import free_port
+
+    from attention_viz.webui import page
+
+    monkeypatch.setattr(sessions, "SESSIONS_KEPT", 40)
+    port = free_port()
+    monkeypatch.setenv("GRADIO_SERVER_PORT", str(port))
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")
+    demo = page.build_app(views)
+    page.launch(demo, views)
+    base = f"http://127.0.0.1:{port}/gradio_api"
+    try:
+        with httpx.Client(timeout=60) as client:
+            config = client.get(f"http://127.0.0.1:{port}/config").json()
+            by_id = {c["id"]: c for c in config["components"]}
+            deps = {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")}
+
+            def call(api: str, changes: dict[str, object], session: str) -> dict:
+                dep = deps[api]
+                values = [changes.get(by_id[i]["props"].get("elem_id"), by_id[i]["props"].get("value"))
+                          for i in dep["inputs"]]
+                body = {"data": values, "fn_index": dep["id"], "session_hash": session, "trigger_id": None}
+                client.post(base + "/queue/join", json=body).raise_for_status()
+                with client.stream("GET", base + "/queue/data", params={"session_hash": session}) as stream:
+                    for line in stream.iter_lines():
+                        if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                            return json.loads(line[5:])
+                raise AssertionError("no answer")
+
+            for _ in range(300):
+                answer = call("visualize", {"text": "x" * MiB}, uuid.uuid4().hex)
+                assert answer["success"] is False and "characters" in answer["output"]["error"]
+            assert kept_bytes(demo.state_holder) < 256 * 1024  # the page's values (~20 kB), nothing of the 300 MB
+            exported = []
+            for session in ("alice", "bob"):
+                for i in range(6):
+                    answer = call("export", {"text": f"abc{i}"}, session)
+                    assert answer["success"], answer
+                    exported.append((session, [f["path"] for f in answer["output"]["data"][0]]))
+        assert len(demo.state_holder.session_data) <= 40 and kept_bytes(demo.state_holder) < 256 * 1024
+        for _, paths in exported:
+            assert all(views.export_root in pathlib.Path(p).parents for p in paths)  # served from the app's folder
+        kept = [s for s, paths in exported if pathlib.Path(paths[0]).exists()]
+        assert kept == ["alice"] * 4 + ["bob"] * 4  # each session's last EXPORTS_PER_CLIENT
+    finally:
+        demo.close()
+
+
+def test_main_launches_with_the_bounded_session_count(monkeypatch):
+    from types import SimpleNamespace
+
+    from attention_viz.webui import page
+
+    launched = {}
+
+    class Recorder:
+        blocks: dict = {}
+        server_app = SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None)
+
+        def launch(self, **kwargs):
+            launched.update(kwargs)
+
+        def block_thread(self):
+            pass
+
+    monkeypatch.setattr(page, "build_app", lambda *a, **k: Recorder())
+    monkeypatch.setattr(page.Views, "warm_up", lambda self, *a: None)
+    monkeypatch.setattr(page.runtime, "tune_process", lambda: None)
+    monkeypatch.setattr(page.runtime, "freeze_start_up_objects", lambda: None)
+    page.main()
+    assert launched["state_session_capacity"] == sessions.SESSIONS_KEPT <= 2000

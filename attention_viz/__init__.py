@@ -43,8 +43,8 @@ from .data.tokenizer import CharTokenizer
 from .explorer.notebook import show
 from .importance import HeadImportance, head_importance
 from .lab import dot_products, entropy, softmax_jacobian_norm, softmax_row, sweep
+from .qkstats import QKStatistics, qk_statistics
 from .train.trainer import TrainSettings, train
-
 
 
 def __getattr__(name: str):
@@ -89,6 +89,8 @@ __all__ = [
     "map_key",
     "multihead_attention_from_torch",
     "padding_mask",
+    "qk_statistics",
+    "QKStatistics",
     "resolve_device",
     "save_checkpoint",
     "scale_factor",

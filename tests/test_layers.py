@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "attention_viz"
 # with it; webui uses both. labview (the lab's script and style, drawn in the browser) takes only explorer's palette.
 # hub (real models through transformers, an optional extra) sits on core; the layers above import it only inside
 # the functions that run a real model, so the package works without transformers.
-LAYERS = ["core", "fast", "hub", "data", "lab", "importance", "draw", "explorer", "labview", "train", "service", "webui"]
+LAYERS = ["core", "fast", "hub", "data", "lab", "importance", "qkstats", "draw", "explorer", "labview", "train", "service", "webui"]
 THIRD_PARTY_HOME = {"gradio": {"webui"}, "matplotlib": {"draw"}, "transformers": {"hub"}}
 
 

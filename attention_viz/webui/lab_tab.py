@@ -22,11 +22,12 @@ import gradio as gr
 
 from attention_viz.labview import MOUNT_CLASS, asset
 from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE
+from attention_viz.service.qk_view import KIND_LABELS, OwnQK
 from attention_viz.service.views import Views
-from attention_viz.webui.handlers import Handlers
-from attention_viz.webui.widgets import PRIVATE, RAW, log2_slider_pair, prose
+from attention_viz.webui.handlers import Handlers, handler
+from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose
 
-VIEW_ID, NUMBERS_ID, STUDY_ID = "lab_view", "lab_numbers", "study"
+VIEW_ID, NUMBERS_ID, STUDY_ID, OWN_ID = "lab_view", "lab_numbers", "study", "own_qk"
 
 LAB_TEXT = """### Why divide by √d_k? (§3.2.1, footnote 4)
 If the components of q and k are independent with mean 0 and variance 1, then q·k = Σᵢ qᵢkᵢ has mean 0 and
@@ -44,6 +45,14 @@ without 1/√d_k the dot product falls from about 96% to about 20% held out as d
 additive attention stay at 90-100%. Right: why; at step 0 the unscaled logits spread like √d_k, so the softmax starts
 saturated. Hover a point for its numbers. The seed-0 models are in the Transformer tab's model list. The whole account, with Britz et al.'s numbers
 beside ours and what did not reproduce: docs/study.md."""
+
+OWN_TEXT = """### This model's own q·k
+Footnote 4 assumes q and k have independent components of mean 0 and variance 1. A trained model's need not. Pick a
+model, an attention, a layer and a head: the histogram holds that head's own logits q·k, every (query, key) pair of
+the texts it read (real tokens only, the decoder's self-attention up to the query), against footnote 4's law at the
+same d_k; the table sets its variance beside d_k and beside d_k · Var q · Var k, footnote 4 on the head's own
+component variances. A variance far above d_k · Var q · Var k means q and k are not independent: the head has learned
+to align them."""
 
 
 NUMBERS_TEMPLATE = """<div class="av-numbers"><table><caption>At this d_k, both modes</caption>
@@ -90,6 +99,48 @@ STALE_JS = ("(d_k, n_keys, scaled) => { "
             + _view_js("markStale({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled})") + " }")
 CURRENT_JS = "() => { " + _view_js("markCurrent()") + " }"
 
+OWN_JS = asset("lab.js") + f"""
+;(function () {{
+  const own = window.AttentionLab.mountOwn(element.querySelector(".{MOUNT_CLASS}"), props.value || null);
+  watch("value", () => own.setData(props.value || null));
+}})();
+"""
+
+
+def _own_js(call: str) -> str:
+    """JavaScript that calls `call` on the own-q·k view's controller, if mounted."""
+    return (f"() => {{ const v = document.querySelector({json.dumps('#' + OWN_ID + ' .av-own')}); "
+            f"if (v && v.avOwn) v.avOwn.{call}; }}")
+
+
+class OwnHandlers:
+    """What "this model's own q·k" calls: plain values in, the service's dict out (ValueError -> gr.Error)."""
+
+    def __init__(self, own: OwnQK) -> None:
+        self.own = own
+
+    @handler
+    def view(self, model: str, kind: str, layer: int, head: int, scaled: bool) -> dict:
+        """One head's logits against footnote 4's law and its table (service.qk_view.OwnQK.view)."""
+        return self.own.view(model, kind, layer, head, scaled)
+
+    @handler
+    def pick_model(self, model: str, scaled: bool):
+        """A new model: its kinds, layers and heads in the pickers (the first of each), and that head's view."""
+        shape = self.own.shape(model)
+        kind = shape["kinds"][-1]  # the last kind: encoder-decoder attention where the model has it
+        data = self.own.view(model, kind, 0, 0, scaled)
+        return (gr.update(choices=[(KIND_LABELS[k], k) for k in shape["kinds"]], value=kind),
+                gr.update(choices=list(range(shape["layers"][kind])), value=0),
+                gr.update(choices=list(range(shape["heads"])), value=0), data)
+
+    @handler
+    def pick_kind(self, model: str, kind: str, scaled: bool):
+        """A new kind of attention: its layers in the picker (the first) and head 0, and that head's view."""
+        shape = self.own.shape(model)
+        data = self.own.view(model, kind, 0, 0, scaled)
+        return gr.update(choices=list(range(shape["layers"][data["kind"]])), value=0), gr.update(value=0), data
+
 
 def lab_view(data: dict | None = None) -> gr.HTML:
     """The lab's charts as a gr.HTML whose value is LabView.data (drawn by lab.js in the page)."""
@@ -107,8 +158,9 @@ def numbers_table(value: dict) -> gr.HTML:
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
-    """The lab's widgets and wiring, inside the current gr.Tab (endpoint /dk_lab); returns the controls a lesson
-    sets (d_k, dk_log, scaled)."""
+    """The lab's widgets and wiring, inside the current gr.Tab (endpoints /dk_lab, /qk_lab); returns the controls a
+    lesson sets (d_k, dk_log, scaled; own_model, own_kind, own_layer, own_head, own_scaled and the own view, own_qk,
+    with own_handlers.view to fill it: the own pickers answer a person's input only)."""
     prose(LAB_TEXT)
     with gr.Row():
         dk_log = gr.Slider(0, math.log2(LAB_D_K_RANGE[1]), value=math.log2(LAB_D_K), step=1,
@@ -137,4 +189,38 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
-    return {"d_k": d_k, "dk_log": dk_log, "scaled": scaled}
+    own = render_own(OwnHandlers(OwnQK(views.runs.catalog)))
+    return {"d_k": d_k, "dk_log": dk_log, "scaled": scaled, **own}
+
+
+def render_own(handlers: OwnHandlers) -> dict:
+    """"This model's own q·k": a model, an attention, a layer, a head, the scaling; the head's histogram and table
+    (endpoint /qk_lab). The opening view is in the page's config (computed when the page is built)."""
+    own = handlers.own
+    model0 = own.default_model
+    shape = own.shape(model0)
+    kind0 = shape["kinds"][-1]
+    first = own.view(model0, kind0, 0, 0, True)
+    prose(OWN_TEXT)
+    with gr.Row():
+        model = gr.Dropdown(own.choices, value=model0, label="Model", elem_id="own_model", scale=3)
+        kind = gr.Dropdown([(KIND_LABELS[k], k) for k in shape["kinds"]], value=kind0, label="Attention",
+                           elem_id="own_kind", scale=2)
+        layer = gr.Dropdown(list(range(shape["layers"][kind0])), value=0, label="Layer", elem_id="own_layer",
+                            min_width=90)
+        head = gr.Dropdown(list(range(shape["heads"])), value=0, label="Head", elem_id="own_head", min_width=90)
+        scaled = gr.Checkbox(value=True, label="scaled by 1/√d_k", elem_id="own_scaled")
+    view = gr.HTML(value=first, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("lab.css"),
+                   js_on_load=OWN_JS, apply_default_css=False, elem_id=OWN_ID, padding=False, container=False,
+                   min_height=300)
+    events = [
+        model.input(handlers.pick_model, [model, scaled], [kind, layer, head, view], **PRIVATE, **LIVE, **RAW),
+        kind.input(handlers.pick_kind, [model, kind, scaled], [layer, head, view], **PRIVATE, **LIVE, **RAW),
+        gr.on([layer.input, head.input, scaled.input], handlers.view, [model, kind, layer, head, scaled], view,
+              api_name="qk_lab", **LIVE, **RAW),
+    ]
+    for event in events:
+        event.success(None, None, None, js=_own_js("markCurrent()"), **PRIVATE)
+        event.failure(None, None, None, js=_own_js("markStale()"), **PRIVATE)
+    return {"own_model": model, "own_kind": kind, "own_layer": layer, "own_head": head, "own_scaled": scaled,
+            "own_qk": view, "own_handlers": handlers}

@@ -2,9 +2,12 @@
 
 import re
 
+import gradio as gr
 import pytest
 
 from attention_viz import labview
+from attention_viz.core.maps import KINDS
+from attention_viz.service.qk_view import OwnQK
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.views import Views
 from attention_viz.webui import lab_tab, page
@@ -66,3 +69,52 @@ def test_the_numbers_are_a_template_table_that_escapes_its_cells(config):
     assert "{{{" not in template and "${" not in template
     assert props["value"]["headers"] == list(lab_tab.LAB_HEADERS)
 
+
+
+# ---------------------------------------------------------------- this model's own q·k
+
+
+@pytest.fixture(scope="module")
+def own_handlers(runs):
+    return lab_tab.OwnHandlers(OwnQK(runs.catalog))
+
+
+def test_the_own_view_opens_with_the_default_models_head_in_the_config(config, runs):
+    props = component(config, lab_tab.OWN_ID)["props"]
+    assert labview.asset("lab.js") in props["js_on_load"] and "mountOwn" in props["js_on_load"]
+    own = OwnQK(runs.catalog)
+    value = props["value"]
+    assert value == own.view(own.default_model, value["kind"], 0, 0, True)  # the page opens on it: no request
+    picker = component(config, "own_model")["props"]
+    assert [value for _, value in picker["choices"]] == [value for _, value in own.choices]
+
+
+def test_the_handler_answers_what_the_service_answers_and_refuses_with_a_message(own_handlers, runs):
+    own = own_handlers.own
+    model = own.default_model
+    assert own_handlers.view(model, "decoder.cross_attn", 1, 1, False) == own.view(model, "decoder.cross_attn", 1, 1,
+                                                                                  False)
+    with pytest.raises(gr.Error, match="head must be"):
+        own_handlers.view(model, "decoder.cross_attn", 1, 9, False)
+    with pytest.raises(gr.Error, match="Unknown model"):
+        own_handlers.view("hub:elsewhere", "decoder.cross_attn", 1, 0, False)
+
+
+def test_a_new_model_or_kind_resets_the_pickers_to_what_it_has(own_handlers):
+    model = [value for _, value in own_handlers.own.choices][-1]
+    kind, layer, head, data = own_handlers.pick_model(model, True)
+    assert kind["value"] == "decoder.cross_attn" and [k for _, k in kind["choices"]] == list(KINDS)
+    assert layer["choices"] == [0, 1] and head["choices"] == [0, 1] and (layer["value"], head["value"]) == (0, 0)
+    assert data == own_handlers.own.view(model, "decoder.cross_attn", 0, 0, True)
+    layer, head, data = own_handlers.pick_kind(model, "encoder.self_attn", False)
+    assert (layer["value"], head["value"], data["key"], data["scaled"]) == (0, 0, "encoder.0.self_attn", False)
+
+
+def test_the_own_events_are_one_public_endpoint_and_browser_marks(config):
+    deps = config["dependencies"]
+    endpoint = next(d for d in deps if d.get("api_name") == "qk_lab")
+    ids = {c["id"]: c["props"].get("elem_id") for c in config["components"]}
+    assert [ids[i] for i in endpoint["inputs"]] == ["own_model", "own_kind", "own_layer", "own_head", "own_scaled"]
+    assert [ids[i] for i in endpoint["outputs"]] == [lab_tab.OWN_ID]
+    chained = {d["js"] for d in deps if d.get("trigger_after") == endpoint["id"]}
+    assert chained == {lab_tab._own_js("markCurrent()"), lab_tab._own_js("markStale()")}

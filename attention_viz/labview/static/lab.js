@@ -9,6 +9,8 @@
  *   inputs = await lab.turn(inputs);  // before a request leaves: resolves once those in flight are answered,
  *                                     // with the inputs to send (the latest request's: every waiting one asks the same)
  *   AttentionLab.mountStudy(element, studyData);   // the training study's two charts (service/study_view.py)
+ *   const own = AttentionLab.mountOwn(element, data); // one head's own q·k against the law (service/qk_view.py):
+ *   own.setData(next); own.markStale(); own.markCurrent();   // drawn; a request refused; one answered
  *
  * No library, nothing fetched: every chart is drawn at the width its box has (ResizeObserver), with
  * text at 12-13 px whatever the width, so labels stay legible and inside the SVG on a phone.
@@ -514,5 +516,80 @@
     return view;
   }
 
-  window.AttentionLab = { mount: mount, mountStudy: mountStudy, format: fmt };
+  // ---------------------------------------------------------------- this model's own q·k (service/qk_view.py)
+
+  function ownText(d) {
+    return `${d.label} · ${d.key}, head ${d.head} · ${d.scaled ? "scaled by 1/√d_k" : "unscaled"}`;
+  }
+
+  function mountOwn(root, data) {
+    /* one head's logits against footnote 4's law (drawHistogram, the lab's own chart) and its table of numbers */
+    root.replaceChildren();
+    const view = htmlEl("div", "av-lab av-own", root);
+    view.dataset.state = "empty";
+    const heading = htmlEl("p", "avl-heading", view);
+    const status = htmlEl("p", "avl-status", view);
+    status.setAttribute("role", "status");
+    status.hidden = true;
+    const grid = htmlEl("div", "avl-grid", view);
+    let current = null, drawnWidth = -1;
+
+    function render() {
+      grid.replaceChildren();
+      if (!current) { heading.textContent = "No numbers yet."; return; }
+      const d = current, h = d.histogram;
+      heading.textContent = ownText(d);
+      const hp = panel(grid, "own-histogram", `This head's ${h.samples.toLocaleString("en")} logits ${h.variable} ` +
+        "against footnote 4's law at its d_k");
+      legend(hp, [["avl-bar", "this head (every query, key pair)"], ["avl-theory", "footnote 4's exact law, per bin"],
+        ["avl-normal", d.scaled ? "normal N(0, 1)" : `normal N(0, d_k = ${d.d_k})`]]);
+      const hb = plotBox(hp, "own-histogram");
+      const out = h.below + h.above;
+      htmlEl("p", "avl-note", hp, `mean ${fmt(h.mean)}, variance ${fmt(h.variance, 4)} (footnote 4: ` +
+        `${fmt(h.theory_variance, 4)}); ${out ? fmt((100 * out) / h.samples, 2) + "% beyond the axis; " : ""}` +
+        `distance to the law ${fmt(h.tv_distance, 2)}. Measured on ${d.texts}.`);
+      const tp = panel(grid, "own-numbers", `${d.key}, head ${d.head}: footnote 4 on its own q and k`);
+      const table = htmlEl("table", "avl-table", tp);
+      table.dataset.role = "own-numbers";
+      const head = htmlEl("tr", "", htmlEl("thead", "", table));
+      d.numbers.headers.forEach((text) => { htmlEl("th", "", head, text).setAttribute("scope", "col"); });
+      const body = htmlEl("tbody", "", table);
+      d.numbers.data.forEach((row) => {
+        const tr = htmlEl("tr", "", body);
+        row.forEach((cell, i) => {
+          const c = htmlEl(i ? "td" : "th", "", tr, String(cell));
+          if (!i) c.setAttribute("scope", "row");
+        });
+      });
+      drawHistogram(hb, h);
+      drawnWidth = view.clientWidth;
+    }
+    function setState(state, message) {
+      view.dataset.state = state;
+      status.hidden = !message;
+      status.textContent = message || "";
+    }
+    const api = {
+      setData(next) {
+        current = next && typeof next === "object" && next.histogram ? next : null;
+        setState(current ? "ready" : "empty");
+        if (view.clientWidth > 0) render(); else drawnWidth = -1;
+      },
+      markStale() {
+        if (current) setState("stale", `Not updated: the last change was refused (see the message). Shown: ${ownText(current)}.`);
+      },
+      markCurrent() { if (current) setState("ready"); },
+      get data() { return current; },
+      get state() { return view.dataset.state; },
+    };
+    new ResizeObserver(() => {
+      const w = view.clientWidth;
+      if (w > 0 && w !== drawnWidth) window.requestAnimationFrame(() => { if (view.clientWidth !== drawnWidth) render(); });
+    }).observe(view);
+    view.avOwn = api;
+    api.setData(data);
+    return api;
+  }
+
+  window.AttentionLab = { mount: mount, mountStudy: mountStudy, mountOwn: mountOwn, format: fmt };
 })();

@@ -1,0 +1,62 @@
+"""The lab's "this model's own q·k" in Debian's Chromium: the head's histogram drawn by the lab's chart code inside
+its axes, and the table's numbers equal to the service's, for the opening head and after picking another model, head
+and mode. A screenshot at 1280x800 goes to tests/screenshots/ (git-ignored)."""
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from attention_viz.service.catalog import Catalog
+from attention_viz.service.qk_view import OwnQK
+from tests.e2e.test_lab_browser import PROBLEMS_JS, SCREENSHOTS, TIMEOUT_MS
+
+pytestmark = pytest.mark.browser
+VIEW = "#own_qk .av-own"
+
+
+def pick(page: Page, elem_id: str, option: str) -> None:
+    """Choose a dropdown's option as a person does: open it, click the option."""
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def drawn(page: Page, data: dict) -> None:
+    """Wait until the view draws this head, then check its table cell by cell against the service's numbers."""
+    mode = "scaled by 1/√d_k" if data["scaled"] else "unscaled"
+    expect(page.locator(f"{VIEW} .avl-heading")).to_have_text(
+        f"{data['label']} · {data['key']}, head {data['head']} · {mode}", timeout=TIMEOUT_MS)
+    expect(page.locator(VIEW)).to_have_attribute("data-state", "ready", timeout=TIMEOUT_MS)
+    rows = page.locator(f"{VIEW} table[data-role=own-numbers] tbody tr")
+    expect(rows).to_have_count(len(data["numbers"]["data"]))
+    shown = rows.evaluate_all("rows => rows.map(r => [...r.children].map(c => c.textContent))")
+    for row, expected in zip(shown, data["numbers"]["data"]):
+        assert row[0] == expected[0] and row[2] == str(expected[2])
+        assert float(row[1]) == expected[1], (row, expected)  # the service's number, as the page writes it
+    bars = page.locator(f"{VIEW} svg[data-chart=histogram] [data-role=bar]")
+    expect(bars).to_have_count(len(data["histogram"]["counts"]))
+    assert page.locator(VIEW).evaluate(PROBLEMS_JS) == []
+
+
+def test_the_own_view_draws_the_services_numbers_for_each_head_picked(page: Page, app_url):
+    own = OwnQK(Catalog())
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(app_url)
+    page.get_by_role("tab", name="√d_k lab").click()
+    page.locator("#own_qk").scroll_into_view_if_needed()
+    expect(page.locator(f"{VIEW} svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
+    drawn(page, own.view("reverse", "decoder.cross_attn", 0, 0, True))
+
+    pick(page, "own_model", "reverse (trained without scaling), d_k = 64")
+    drawn(page, own.view("reverse_dk64_unscaled", "decoder.cross_attn", 0, 0, True))
+    pick(page, "own_layer", "1")
+    drawn(page, own.view("reverse_dk64_unscaled", "decoder.cross_attn", 1, 0, True))
+    pick(page, "own_head", "2")
+    page.locator("#own_scaled input[type=checkbox]").uncheck()
+    data = own.view("reverse_dk64_unscaled", "decoder.cross_attn", 1, 2, False)
+    drawn(page, data)
+    for status in page.locator("[data-testid=status-tracker]").all():
+        expect(status).to_have_class(re.compile(r"\bhide\b"), timeout=TIMEOUT_MS)
+    page.locator("#own_model").scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "own_qk_1280x800.png"))

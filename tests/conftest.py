@@ -87,3 +87,68 @@ def minilm_folder() -> Path:
         if os.environ.get("ATTENTION_VIZ_REQUIRE_BROWSER"):  # set by .ci/run: CI never skips the trained model
             pytest.fail(f"the trained model must be tested here: {error}")
         pytest.skip(f"no trained real model: {error}")
+
+
+# ----------------------------------------------------------------------------- sorting by cost: unit, integration, e2e
+# Every collected test gets exactly one of three markers (pyproject.toml registers them; docs/testing.md):
+#   unit         fast: no server, no browser, no real-format model, each test well under a second on an idle machine
+#                (`python3 -m pytest -m unit -q` runs them all in under a minute on 2 cores);
+#   integration  the shipped and real-format models, the wheel, and the costliest checks;
+#   e2e          the launched app (`python app.py`) and Chromium.
+# A test's own marker (a decorator or a module's pytestmark) wins; otherwise the costliest rule that applies below,
+# and the folder's default where none does, so a new test is never left unmarked (tests/test_markers.py checks).
+COST_MARKERS = ("unit", "integration", "e2e")
+FOLDER_DEFAULTS = {"e2e": "e2e", "hub": "integration"}  # tests/<folder>/...; any other folder (or none): unit
+# Fixtures that start the app or drive Chromium (browser_type_launch_args is under every Playwright fixture: page,
+# context, browser), and fixtures that build or load real-format or shipped models.
+E2E_FIXTURES = {"app_url", "browser_type_launch_args"}
+INTEGRATION_FIXTURES = {"tiny_folder", "tiny_folders", "minilm_folder", "shipped_model", "shipped_payload",
+                        "shipped_views", "real_views"}
+# Modules that build real-format models themselves (small transformers models saved offline).
+INTEGRATION_IMPORTS = {"devtools.hub_models", "devtools.trained_models"}
+# Measured once (`python3 -m pytest -q -p no:cacheprovider --durations=0 tests/<folder>`, folder by folder, on the
+# shared 2-core machine, 26 November 2026): the tests outside tests/hub and tests/e2e whose cases together took 5 s
+# or more there, each many times a typical unit test (most take under 0.1 s). Node ids (from the repository root)
+# without parameters; a renamed test falls back to the rules above.
+SLOW_TESTS = {
+    "tests/train/test_study.py::test_a_tiny_study_writes_results_and_resumes",  # 31 s: trains a tiny study
+    "tests/test_importance.py::test_mean_ablation_importance_equals_a_mean_ablated_run",  # 22 s
+    "tests/core/test_attention.py::test_the_fast_kernel_is_bitwise_the_reference",  # 20 s over 80 cases
+    "tests/test_deploy.py::test_a_real_model_loads_offline_from_a_hub_cache_as_the_volume_holds_it",  # 19 s
+    "tests/test_importance.py::test_each_heads_drop_and_loss_rise_equal_a_run_with_that_head_alone_off",  # 17 s
+    "tests/test_package.py::test_the_readme_python_runs_from_another_folder",  # 13 s: subprocesses
+    "tests/core/test_decoding.py::test_reusing_keys_agrees_with_full_passes_when_the_model_emits_pad",  # 12 s
+    "tests/test_importance.py::test_the_prune_curve_follows_its_order_and_says_how_many_can_go",  # 11 s
+    "tests/test_package.py::test_the_wheel_holds_every_shipped_model_and_every_layer",  # 10 s: pip wheel
+    "tests/core/test_masks_and_inputs.py::test_attention_inputs_and_steps_reproduce_every_map_exactly",  # 6 s
+    "tests/service/test_heads_off.py::test_a_real_model_runs_with_heads_off_and_mean_ablation",  # 6 s
+    "tests/test_lab.py::test_dot_product_law_is_symmetric_with_variance_d_k_and_tends_to_normal",  # 6 s
+}
+
+
+def cost_marker(item) -> str:
+    """unit, integration or e2e for one collected test (its own marker first; see COST_MARKERS above)."""
+    own = [name for name in COST_MARKERS if item.get_closest_marker(name)]
+    if own:
+        return own[-1]  # tests/test_markers.py fails a test that carries more than one
+    path = Path(str(item.path)).resolve()
+    relative = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
+    parts = relative.split("/")
+    folder = FOLDER_DEFAULTS.get(parts[1], "unit") if len(parts) > 2 and parts[0] == "tests" else "unit"
+    fixtures = set(item.fixturenames)
+    if folder == "e2e" or fixtures & E2E_FIXTURES or item.get_closest_marker("browser"):
+        return "e2e"
+    module = getattr(item, "module", None)
+    imports = {getattr(value, "__module__", None) for value in vars(module).values()} if module else set()
+    if (folder == "integration" or fixtures & INTEGRATION_FIXTURES or imports & INTEGRATION_IMPORTS
+            or item.nodeid.split("[")[0] in SLOW_TESTS):
+        return "integration"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = cost_marker(item)
+        if not item.get_closest_marker(name):
+            item.add_marker(name)

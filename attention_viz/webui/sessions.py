@@ -4,15 +4,15 @@ When a page's first event reaches the server, Gradio starts the session's state 
 config entry for every component of the app (`BlocksConfig.config_for_block`): each component's `get_config`, which
 reads its constructor's signature, and for a gr.HTML searches its whole `js_on_load` script once per attribute name
 (gr.HTML makes any quoted name in it an event trigger). This page has ~100 components, a third of them gr.HTML
-with scripts of tens of kB: 30 ms of the event loop's CPU for each student's first event, during which nothing
-else is answered, and ~1 ms again each time an event first touches a component in that session. 100 students
-arriving together: 3 s of CPU. Those entries serve Gradio's deep links only (a gr.DeepLinkButton, which the app
-does not have), and they are the same for every session until an event updates one.
+with scripts of tens of kB: each student's first event builds them all on the event loop, during which nothing
+else is answered, and each event that first touches a component in that session pays for that component again.
+Those entries serve Gradio's deep links only (a gr.DeepLinkButton, which the app does not have), and they are the
+same for every session until an event updates one.
 
 `share_session_configs()` makes config_for_block keep the entry of each of the app's own components the first time
 and hand each later caller its own copy of it (the entry and its props, the two levels Gradio writes to): a
-component that an event replaces in a session (a gr.update) is a new object and is built as before. Measured in
-docs/benchmarks.md ("A lecture hall on two cores").
+component that an event replaces in a session (a gr.update) is a new object and is built as before. What it costs
+and saves, measured: docs/benchmarks.md ("What made it fast": each student's session).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import COST_MARKERS, SLOW_TESTS
+from tests.conftest import COST_MARKERS, SHIPPED_MODEL_TESTS, SLOW_TESTS
 
 pytestmark = pytest.mark.integration  # collecting the whole suite imports every test module (torch, Gradio, ...)
 
@@ -61,10 +61,14 @@ def test_the_rules_sort_by_folder_fixture_and_timing(collected):
     assert marker("tests/service/test_real_models.py::") == {"integration"}  # builds real-format models
     assert marker("tests/data/test_shipped_models.py::") == {"integration"}  # its own pytestmark
     assert marker("tests/core/test_maps.py::") == {"unit"}  # the default
-    assert marker("tests/train/test_study.py::test_a_tiny_study_writes_results_and_resumes") == {"integration"}
+    assert marker("tests/train/test_study.py::test_a_tiny_study_writes_results_and_resumes") == {"integration"}  # slow
+    assert marker("tests/service/test_lesson.py::") == {"integration"}  # reads the shipped models
 
 
-def test_every_measured_slow_test_still_exists(collected):
-    """SLOW_TESTS names tests by id: a renamed one must be renamed there too, or it silently becomes a unit test."""
+def test_every_test_named_in_the_tables_still_exists(collected):
+    """SLOW_TESTS and SHIPPED_MODEL_TESTS name tests by id (or file): a renamed one must be renamed there too, or it
+    silently becomes a unit test."""
     ids = {nodeid.split("[")[0] for nodeid in collected}
-    assert SLOW_TESTS <= ids, sorted(SLOW_TESTS - ids)
+    files = {nodeid.split("::")[0] for nodeid in collected}
+    missing = sorted(name for name in SLOW_TESTS | SHIPPED_MODEL_TESTS if name not in ids | files)
+    assert not missing, missing

@@ -92,8 +92,8 @@ def server_app_kwargs(catalog: Catalog | None = None) -> dict:
 
 def files_first(app: Any) -> StaticCache:
     """Put StaticCache in front of the running app's whole middleware stack (Gradio's compression and CORS
-    included), so a kept file is sent without passing through them: 0.08 ms of CPU a file with httptools and uvloop,
-    what a bare ASGI app answering 5 kB costs under uvicorn. Starlette builds the stack on the first request
+    included), so a kept file is sent without passing through them, at the cost of a bare ASGI app's answer
+    (docs/benchmarks.md, a page opening on the server). Starlette builds the stack on the first request
     (Gradio's launch makes one); until this runs, Gradio answers every file."""
     cache = StaticCache(app.middleware_stack or app.build_middleware_stack())
     app.middleware_stack = cache
@@ -291,7 +291,7 @@ def _config_of(scope: Scope) -> object | None:
 
 class PageCompression:
     """An ASGI middleware for the page and /config: Gradio builds both anew for every request (a deep copy of the
-    app's whole config, its API description, the template: 9-14 ms of CPU) and sends them uncompressed. A plain
+    app's whole config, its API description, the template) and sends them uncompressed. A plain
     request (no query, no login) is answered from the answer Gradio gave the first time for the same address and
     config, compressed as accepted (each encoding once); anything else is Gradio's answer, compressed."""
 

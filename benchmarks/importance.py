@@ -105,10 +105,10 @@ def real_flops(config, source: int, written: int, order: list[tuple[str, int]]) 
 def timed_parts(model, run) -> dict[str, float]:
     """Seconds of one run(), by part: the encoder, the decoder (with the logits where they are written whole),
     the output head's blocks (fast.logprob), greedy decoding, Michel's gradient, the rest."""
-    import attention_viz.importance as importance
+    import attention_viz.importance.real as importance
 
-    parts = {"encoder": (model, "encoder_states"), "decoder": (model, "decoder_states"),
-             "decoder + logits": (model, "decoder_logits"), "logits + log-sum-exp": (importance, "target_log_probs"),
+    parts = {"encoder": (importance, "encoder_states"), "decoder": (importance, "decoder_states"),
+             "decoder + logits": (importance, "decoder_logits"), "logits + log-sum-exp": (importance, "target_log_probs"),
              "greedy decoding": (model, "greedy_decode"), "gradient": (importance, "_real_michel")}
     spent = dict.fromkeys(parts, 0.0)
     originals = {name: getattr(owner, attr) for name, (owner, attr) in parts.items()}

@@ -7,19 +7,22 @@
 
 Every attention of the model runs attention_viz.core's Eq. 1 with our switches (scale, causal_mask,
 padding_mask) as forward arguments and records its map under our keys. Weights load from safetensors only;
-remote code never runs.
+remote code never runs. Every model load_pretrained refuses raises ModelRefusedError (a ValueError), whose message
+names the model and what is wrong, fit to show a visitor as it is.
 """
 
 from attention_viz.hub.attention import IMPLEMENTATION
-from attention_viz.hub.families import FAMILIES, Family, UnsupportedModelError, family_of
+from attention_viz.hub.families import FAMILIES, Family, ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.loading import ModelUnavailableError, UnsafeWeightsError, fetch, load_pretrained
-from attention_viz.hub.model import Encoding, PretrainedTransformer
+from attention_viz.hub.model import Abilities, Encoding, PretrainedTransformer
 
 __all__ = [
     "FAMILIES",
+    "Abilities",
     "IMPLEMENTATION",
     "Encoding",
     "Family",
+    "ModelRefusedError",
     "ModelUnavailableError",
     "PretrainedTransformer",
     "UnsafeWeightsError",

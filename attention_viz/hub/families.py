@@ -21,7 +21,13 @@ _ENCODER_DECODER = (
 )
 
 
-class UnsupportedModelError(ValueError):
+class ModelRefusedError(ValueError):
+    """A model that attention_viz will not run, and why. Its str() is a complete sentence, safe to show a web visitor
+    as it is: it names the model by its folder's own name or its Hub id (never a server path) and what is wrong
+    (the file, the field, the limit). load_pretrained turns every failure of a bad folder into one of these."""
+
+
+class UnsupportedModelError(ModelRefusedError):
     """A model whose attention cannot go through our Eq. 1 (the message says why)."""
 
 

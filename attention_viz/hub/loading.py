@@ -1,15 +1,23 @@
-"""Loading a real model safely: safetensors weights only, never remote code, offline when the Hub is off.
+"""Loading a real model safely: safetensors weights only, never remote code, offline when the Hub is off, and every
+bad folder refused with its true reason.
 
 A pickle (`pytorch_model.bin`, `.pt`, `.ckpt`) can run code when it is opened, so a folder or Hub repository
 that has only pickled weights is refused before anything is read. `trust_remote_code` is always False: a
 repository's own Python never runs. With `HF_HUB_OFFLINE=1` (or `local_files_only=True`) nothing is downloaded;
 a model that is not in the local cache then gets a message that says so.
+
+Everything load_pretrained refuses is a ModelRefusedError whose message is a sentence for a web visitor: the model
+named by its folder's own name or Hub id, and what is wrong with it. A folder is checked before transformers reads
+it (its JSON files, its safetensors headers, its tokenizer files) and after (weights that do not fit the config, a
+tokenizer that does not fit the model); whatever transformers still raises on a bad folder is turned into a refusal.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from transformers import (
@@ -23,19 +31,22 @@ from transformers import (
 
 from attention_viz.core.device import resolve_device
 from attention_viz.hub.attention import IMPLEMENTATION
-from attention_viz.hub.families import family_of
+from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.model import PretrainedTransformer
 
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # What a download fetches from a Hub repository: configs, safetensors weights and tokenizer files, never a pickle.
 FETCHED = ["*.json", "*.safetensors", "*.spm", "*.model", "*.txt", "*.tiktoken"]
+# The files a tokenizer is built from (tokenizer_config.json alone describes one; it holds no vocabulary).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "merges.txt", "*.model", "*.spm", "*.tiktoken")
+SHOWN_DETAIL = 200  # characters of a library's own message kept in a refusal
 
 
-class UnsafeWeightsError(ValueError):
+class UnsafeWeightsError(ModelRefusedError):
     """Weights that are not safetensors (a pickle can run code when opened): refused, never read."""
 
 
-class ModelUnavailableError(OSError):
+class ModelUnavailableError(ModelRefusedError, OSError):
     """A model that is neither a local folder nor in the Hugging Face cache, and could not be downloaded."""
 
 
@@ -45,16 +56,89 @@ def offline() -> bool:
                for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
-def check_folder(path: Path) -> None:
-    """Refuse a local model folder whose weights are pickled only; FileNotFoundError when it holds no weights."""
-    if any(path.glob("*.safetensors")):
-        return
+def shown_name(name_or_path: str | Path) -> str:
+    """A model as a message names it: a Hub id as it is, a folder by its own name (a Hugging Face cache snapshot by
+    its repository's id), never a server path."""
+    path = Path(name_or_path).expanduser()
+    if not path.is_dir():
+        return path.name if path.is_absolute() or str(name_or_path).startswith((".", "~")) else str(name_or_path)
+    repository = path.parent.parent.name  # .../models--owner--name/snapshots/<commit>
+    if path.parent.name == "snapshots" and repository.startswith("models--"):
+        return repository[len("models--"):].replace("--", "/")
+    return path.resolve().name
+
+
+def refused(shown: str, reason: str, kind: type[ModelRefusedError] = ModelRefusedError) -> ModelRefusedError:
+    """The refusal of a model: "The model 'name' was refused: reason." """
+    return kind(f"The model {shown!r} was refused: {reason.rstrip('.')}.")
+
+
+def detail(error: BaseException, folder: Path, shown: str) -> str:
+    """A library's message, fit to show: its last line, the folder's path replaced by the model's name, cut short."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[-1] if lines else type(error).__name__
+    for path in {str(folder), str(folder.resolve())}:
+        text = text.replace(path, shown)
+    return text if len(text) <= SHOWN_DETAIL else text[: SHOWN_DETAIL - 1] + "…"
+
+
+def check_folder(path: Path, shown: str | None = None) -> None:
+    """Refuse a model folder, before transformers reads it, whose files are missing or unreadable: config.json,
+    every top-level JSON file, the weights (safetensors only; a pickle is never opened) and the tokenizer's files."""
+    shown = shown or shown_name(path)
+    config = path / "config.json"
+    if not config.is_file():
+        raise refused(shown, "its folder holds no config.json")
+    for file in sorted(path.glob("*.json")):
+        try:
+            json.loads(file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            where = f" (line {error.lineno}, column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
+            raise refused(shown, f"its {file.name} is not valid JSON{where}") from None
+    raw = json.loads(config.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
+        raise refused(shown, "its config.json names no model_type")
+    try:  # a family that is refused or not proven, before any weight is read
+        family_of(SimpleNamespace(model_type=raw["model_type"]))
+    except UnsupportedModelError as error:
+        own_code = "; its own code (auto_map in config.json) is never run" if "auto_map" in raw else ""
+        raise refused(shown, f"{str(error).rstrip('.')}{own_code}", UnsupportedModelError) from None
+    check_weights(path, shown)
+    if not any(any(path.glob(pattern)) for pattern in TOKENIZER_FILES):
+        raise refused(shown, "its folder holds no tokenizer files (tokenizer.json, or the vocabulary files of its "
+                             "tokenizer: vocab.json and merges.txt, vocab.txt, *.model or *.spm)")
+
+
+def check_weights(path: Path, shown: str) -> None:
+    """Refuse a folder whose weights are pickled only, missing, or not readable safetensors (each file's header is
+    read; a shard that an index names must be there)."""
+    from safetensors import SafetensorError, safe_open
+
+    files = sorted(path.glob("*.safetensors"))
     pickled = sorted(p.name for pattern in PICKLED for p in path.glob(pattern))
-    if pickled:
-        raise UnsafeWeightsError(f"{path.name}: its weights are pickled ({', '.join(pickled[:3])}), which can run "
-                                 "code when opened; attention_viz loads safetensors only. Convert them once, where "
-                                 "you trust them, with `model.save_pretrained(folder, safe_serialization=True)`.")
-    raise FileNotFoundError(f"{path.name} holds no weights (*.safetensors).")
+    if not files and pickled:
+        raise refused(shown, f"its weights are pickled ({', '.join(pickled[:3])}), which can run code when opened; "
+                             "attention_viz loads safetensors only. Convert them once, where you trust them, with "
+                             "`model.save_pretrained(folder, safe_serialization=True)`", UnsafeWeightsError)
+    if not files:
+        raise refused(shown, "its folder holds no weights (model.safetensors)")
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        shards = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()
+        absent = sorted({shard for shard in shards if not (path / shard).is_file()})
+        if absent:
+            raise refused(shown, f"its weights index names {absent[0]}, which its folder does not hold")
+    beside = f" (the pickled {pickled[0]} beside it is never opened)" if pickled else ""
+    for file in files:
+        if file.stat().st_size == 0:
+            raise refused(shown, f"its weights file {file.name} is empty{beside}")
+        try:
+            with safe_open(str(file), framework="pt") as weights:
+                weights.keys()
+        except (SafetensorError, OSError) as error:
+            reason = str(error).split(": ", 1)[-1]  # "Error while deserializing header: header too small"
+            raise refused(shown, f"its weights file {file.name} is not a whole safetensors file ({reason})"
+                                 f"{beside}") from None
 
 
 def fetch(name: str, progress=None) -> str:
@@ -84,7 +168,8 @@ def fetch(name: str, progress=None) -> str:
         return snapshot_download(name, allow_patterns=FETCHED, tqdm_class=Reported)
     except Exception as error:  # noqa: BLE001 - any failure of the Hub or the network: the model is not available
         why = " (the Hub did not answer in time)" if timed_out(error) else ""
-        raise ModelUnavailableError(f"The model {name!r} could not be downloaded{why}.") from error
+        raise ModelUnavailableError(f"The model {name!r} is not in this machine's Hugging Face cache and could not be "
+                                    f"downloaded{why}.") from error
 
 
 def timed_out(error: BaseException | None) -> bool:
@@ -97,16 +182,78 @@ def timed_out(error: BaseException | None) -> bool:
 
 
 def model_class(config):
-    """The transformers Auto class that gives this config's model its output head."""
+    """The transformers Auto class that gives this config's model its output head.
+
+    The base model (no head) for a checkpoint saved without one: its architectures name only the family's base
+    class (`BertModel`, as the sentence-embedding models are saved, `GPT2Model`, `LlamaModel`)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
     layout = family_of(config).layout
+    architectures = getattr(config, "architectures", None) or []
+    if architectures and set(architectures) == {MODEL_MAPPING_NAMES.get(config.model_type)}:
+        return AutoModel
     if layout == "encoder-decoder":
         return AutoModelForSeq2SeqLM
     if layout == "decoder":
         return AutoModelForCausalLM
-    architectures = getattr(config, "architectures", None) or []
     if any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
         return AutoModelForMaskedLM
     return AutoModel
+
+
+def check_model(model, loading: dict, shown: str) -> None:
+    """Refuse weights that do not fit the config (a tensor of another shape, one missing) or that are not finite."""
+    mismatched = sorted(loading.get("mismatched_keys") or [])
+    if mismatched:
+        key, stored, expected = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more tensor{'s' * (len(mismatched) > 2)})" if len(mismatched) > 1 else ""
+        raise refused(shown, f"its weights hold {key} as {list(stored)}, but its config.json makes it "
+                             f"{list(expected)}{more}")
+    missing = sorted(loading.get("missing_keys") or [])
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise refused(shown, f"its weights lack {missing[0]}{more}")
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():  # a sum is NaN or infinite when any value is (one pass)
+            wide = torch.float64 if parameter.dtype == torch.float64 else torch.float32
+            if not torch.isfinite(parameter.sum(dtype=wide)):
+                raise refused(shown, f"its weights hold values that are not finite (NaN or infinite) in {name}")
+
+
+def check_tokenizer(model, tokenizer, shown: str) -> None:
+    """Refuse a tokenizer that does not fit the model: an empty one (only special tokens), ids past the embedding
+    matrix, or special ids (pad, end, start, decoder start) that disagree with the config or lie outside it."""
+    rows = model.get_input_embeddings().num_embeddings
+    vocabulary = tokenizer.get_vocab()
+    if len(vocabulary) <= len(set(tokenizer.all_special_ids)):
+        raise refused(shown, f"its tokenizer is empty: it knows nothing but its special tokens ({len(vocabulary)})")
+    top = max(vocabulary.values())
+    if top >= rows:
+        raise refused(shown, f"its tokenizer has ids up to {top}, past its embedding matrix's {rows} rows "
+                             "(vocab_size in config.json)")
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    generation = getattr(model, "generation_config", None)
+
+    def ids(name: str, sources=(config, generation)) -> set[int]:
+        """The ids the config (and the generation config) give this field."""
+        found = set()
+        for source in sources:
+            value = getattr(source, name, None) if source is not None else None
+            found |= set(value if isinstance(value, list) else [] if value is None else [value])
+        return found
+
+    for name in ("pad", "eos", "bos"):  # the end token may be any of those generation stops at
+        own = getattr(tokenizer, f"{name}_token_id", None)
+        configured = ids(f"{name}_token_id", (config, generation) if name == "eos" else (config,))
+        if own is not None and configured and own not in configured:
+            raise refused(shown, f"its tokenizer's {name} token is id {own}, but its config says "
+                                 f"{name}_token_id = {min(configured) if len(configured) == 1 else sorted(configured)}")
+    for name in ("pad_token_id", "eos_token_id", "bos_token_id", "decoder_start_token_id"):
+        outside = sorted(i for i in ids(name) if not 0 <= i < rows)
+        if outside:
+            raise refused(shown, f"its config's {name} = {outside[0]} lies outside its {rows} embedding rows")
+    if family_of(model.config).layout == "encoder-decoder" and not ids("decoder_start_token_id"):
+        raise refused(shown, "its config names no decoder_start_token_id, which its decoder needs to begin")
 
 
 def load_pretrained(
@@ -126,28 +273,65 @@ def load_pretrained(
         local_files_only: never download (default: whether the Hub is switched off for this process).
 
     Raises:
-        UnsafeWeightsError: the weights are pickled only.
-        UnsupportedModelError: a family whose attention cannot go through our Eq. 1 (the message says why).
-        ModelUnavailableError: not a folder, not cached, and not downloadable from here.
+        ModelRefusedError: for everything a bad folder can hold (a corrupt or missing file, weights that do not fit
+            the config, a tokenizer that does not fit the model); its message names the model and what is wrong.
+            Of its kinds: UnsafeWeightsError (the weights are pickled only), UnsupportedModelError (a family whose
+            attention cannot go through our Eq. 1), ModelUnavailableError (not a folder, not cached, and not
+            downloadable from here).
     """
     local_only = offline() if local_files_only is None else bool(local_files_only)
     path = Path(name_or_path).expanduser()
-    source = str(path) if path.is_dir() else str(name_or_path)
-    if path.is_dir():
-        check_folder(path)
-    options = {"trust_remote_code": False, "local_files_only": local_only, "revision": revision,
-               "cache_dir": str(cache_dir) if cache_dir is not None else None}
+    shown = shown_name(name_or_path)
+    folder = path if path.is_dir() else snapshot(str(name_or_path), local_only, revision, cache_dir)
+    check_folder(folder, shown)
+    options = {"trust_remote_code": False, "local_files_only": True}
+    step = "its config.json does not describe a model that can be built"
     try:
-        config = AutoConfig.from_pretrained(source, **options)
-        family_of(config)  # refuse an unsupported family before any weight is read
-        model = model_class(config).from_pretrained(source, config=config, use_safetensors=True, dtype=dtype,
-                                                    attn_implementation=IMPLEMENTATION, **options)
-        tokenizer = AutoTokenizer.from_pretrained(source, **options)
-    except OSError as error:
-        text = str(error)
-        if "safetensors" in text and ("pytorch_model.bin" in text or "does not appear to have" in text):
-            raise UnsafeWeightsError(f"{name_or_path}: no safetensors weights (a pickle is never opened).") from None
+        config = AutoConfig.from_pretrained(folder, **options)
+        family_of(config)  # refuse an unsupported configuration before any weight is read
+        step = "its model could not be built from its config.json and weights"
+        model, loading = model_class(config).from_pretrained(
+            folder, config=config, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
+            output_loading_info=True, ignore_mismatched_sizes=True, **options)
+        check_model(model, loading, shown)
+        step = "its tokenizer could not be built from its files"
+        tokenizer = AutoTokenizer.from_pretrained(folder, **options)
+        check_tokenizer(model, tokenizer, shown)
+        step = f"it could not be wrapped and placed on {device}"
+        return PretrainedTransformer(model.to(resolve_device(device)), tokenizer, name=shown)
+    except UnsupportedModelError as error:  # the family's own reason (family_of, the wrapper): named here
+        raise refused(shown, str(error), UnsupportedModelError) from None
+    except ModelRefusedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever transformers raises on a bad folder: refused with the reason
+        lacking = lacking_tokenizer_files(folder) if step.startswith("its tokenizer") else ""
+        raise refused(shown, lacking or f"{step} ({type(error).__name__}: {detail(error, folder, shown)})") from error
+
+
+def lacking_tokenizer_files(folder: Path) -> str:
+    """After a tokenizer failed to build: the files its class reads that the folder lacks ("" if none or unknown)."""
+    import transformers
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    own = folder / "tokenizer_config.json"
+    name = json.loads(own.read_text(encoding="utf-8")).get("tokenizer_class") if own.is_file() else None
+    name = name or TOKENIZER_MAPPING_NAMES.get(json.loads((folder / "config.json").read_text())["model_type"])
+    reads = [file for file in getattr(getattr(transformers, str(name), None), "vocab_files_names", {}).values()
+             if file not in ("tokenizer_config.json", "tokenizer.json", "target_vocab.json")]  # optional ones
+    absent = [file for file in reads if not (folder / file).is_file()]
+    if not absent:
+        return ""
+    return f"its tokenizer ({name}) reads {', '.join(reads)}, and its folder lacks {', '.join(absent)}"
+
+
+def snapshot(name: str, local_only: bool, revision: str | None, cache_dir: str | Path | None) -> Path:
+    """The local folder of a Hub id: its snapshot in the Hugging Face cache (downloaded first unless local_only)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(name, revision=revision, allow_patterns=FETCHED, local_files_only=local_only,
+                                      cache_dir=str(cache_dir) if cache_dir is not None else None))
+    except Exception as error:  # noqa: BLE001 - not cached, or the Hub or the network failed: not available
         where = "the Hub is switched off here" if local_only else "it could not be downloaded"
-        raise ModelUnavailableError(f"The model {str(name_or_path)!r} is not in this machine's Hugging Face cache "
-                                    f"and {where}.") from error
-    return PretrainedTransformer(model.to(resolve_device(device)), tokenizer, name=str(name_or_path))
+        raise ModelUnavailableError(f"The model {name!r} is not in this machine's Hugging Face cache and "
+                                    f"{where}.") from error

@@ -17,7 +17,6 @@ what it wrote. Switches, as in core.model:
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +25,7 @@ from attention_viz.core.ablation import recorders, switches
 from attention_viz.core.attention import Scale, scale_factor
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
-from attention_viz.hub.decoding import greedy_processors
+from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of
 
 KIND_OF_LAYOUT = {
@@ -58,6 +57,19 @@ class Encoding:
     tokens: list[str]
 
 
+@dataclass(frozen=True)
+class Abilities:
+    """What a wrapped model can do besides recording its maps: from its layout and whether it has an output head.
+
+    Every model runs `forward` and records its maps. A checkpoint saved without its head (`BertModel`, the
+    sentence-embedding models, `GPT2Model`) loads too; its forward gives the last hidden states, and it writes and
+    fills nothing."""
+
+    writes_text: bool           # greedy_decode writes text: an encoder-decoder or decoder-only model with its LM head
+    fills_masks: bool           # forward's logits score the vocabulary at each position: an encoder's masked-LM head
+    causal: bool                # it has decoder self-attention under a causal mask (the causal_mask switch acts)
+
+
 class PretrainedTransformer:
     """A transformers model whose every attention runs our Eq. 1 and records its map under our keys.
 
@@ -69,6 +81,8 @@ class PretrainedTransformer:
         model: a transformers PreTrainedModel of a supported family (families.FAMILIES).
         tokenizer: its tokenizer (a transformers tokenizer).
         name: what the app calls it (default: the model's name_or_path).
+
+    `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies.
     """
 
     def __init__(self, model, tokenizer, name: str | None = None) -> None:
@@ -94,7 +108,10 @@ class PretrainedTransformer:
         self.d_model = int(getattr(text_config, "hidden_size", 0) or text_config.d_model)
         self.d_k = int(getattr(text_config, "head_dim", None) or self.d_model // self.n_heads)
         self.vocab_size = int(text_config.vocab_size)
-        self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        head = model.get_output_embeddings() is not None  # the language-model or masked-LM head: logits over V
+        self.abilities = Abilities(writes_text=head and self.layout != "encoder",
+                                   fills_masks=head and self.layout == "encoder",
+                                   causal=self.layout != "encoder")
 
     # -- facts
 
@@ -123,7 +140,8 @@ class PretrainedTransformer:
     @property
     def start_id(self) -> int:
         """The decoder's first input token (encoder-decoder models)."""
-        start = self.model.generation_config.decoder_start_token_id
+        generation = getattr(self.model, "generation_config", None)  # a base model without its head has none
+        start = generation.decoder_start_token_id if generation is not None else None
         if start is None:
             start = self.model.config.decoder_start_token_id
         if isinstance(start, list):
@@ -135,7 +153,7 @@ class PretrainedTransformer:
     @property
     def eos_ids(self) -> set[int]:
         """Tokens that end a greedy decode."""
-        generation = getattr(self.model, "generation_config", None)  # an encoder with no head has none
+        generation = getattr(self.model, "generation_config", None)  # a model without a head has none
         eos = generation.eos_token_id if generation is not None else None
         if eos is None:
             eos = self.tokenizer.eos_token_id
@@ -169,6 +187,12 @@ class PretrainedTransformer:
         if scale != "sqrt_dk":
             scale_factor(scale, self.d_k)  # ValueError for a bad mode or factor, before any work
         return Pass(scale, bool(causal_mask), bool(padding_mask), self._keys, record, heads=heads)
+
+    def switched(self, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
+                 heads: dict | None = None, record: bool = False):
+        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches (recording
+        the maps into the Pass it yields when record=True): for passes of a part of the model."""
+        return switched(self._pass(scale, causal_mask, padding_mask, record=record, heads=heads))
 
     def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None) -> dict | None:
         """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
@@ -215,7 +239,7 @@ class PretrainedTransformer:
     ) -> Recorded:
         """forward, with everything the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and
         with values=True every attention's values; heads: core.ablation switches per map key."""
-        kwargs = self._inputs(input_ids, decoder_input_ids, attention_mask)
+        kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
         run = self._pass(scale, causal_mask, padding_mask, heads=heads)
         run.inputs = inputs_of
         run.values = {} if values else None
@@ -224,7 +248,7 @@ class PretrainedTransformer:
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
         return Recorded(logits, self._maps(run), run)
 
-    def _inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
+    def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
         """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of)."""
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -237,61 +261,6 @@ class PretrainedTransformer:
         if self.layout != "encoder":
             kwargs["use_cache"] = False
         return kwargs
-
-    def encoder_states(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                       scale: Scale = "sqrt_dk", padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
-        """An encoder-decoder model's encoder alone under these switches: its last hidden states [B, S, D], what
-        the decoder's cross-attention reads (decoder_logits takes them)."""
-        if self.layout != "encoder-decoder":
-            raise ValueError(f"{self.family.name} has no separate encoder to run alone.")
-        attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
-        with switched(self._pass(scale, True, padding_mask, record=False, heads=heads)):
-            return self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    def decoder_logits(self, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
-                       attention_mask: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                       padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
-        """An encoder-decoder model's decoder on given encoder states [B, S, D] (attention_mask [B, S]: the source's
-        tokens) under these switches: the logits [B, T, V]. On encoder_states' own encoder pass they equal
-        forward_pass's logits, so variants that differ in decoder heads only can share one encoder pass."""
-        with switched(self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)):
-            return self.model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
-                              decoder_input_ids=decoder_input_ids, use_cache=False).logits
-
-    def final_states(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
-                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
-        """forward_pass without its output head: the base model's last hidden states [B, T, D] under these switches
-        (the decoder's, for an encoder-decoder model), what output_head() turns into forward_pass's logits. No map
-        is recorded."""
-        kwargs = self._inputs(input_ids, decoder_input_ids, attention_mask)
-        with switched(self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)):
-            return self.model.base_model(**kwargs).last_hidden_state
-
-    def decoder_states(self, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
-                       attention_mask: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                       padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
-        """decoder_logits without the output head: the decoder's last hidden states [B, T, D] on given encoder
-        states [B, S, D] under these switches (output_head() turns them into decoder_logits' logits)."""
-        with switched(self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)):
-            return self.model.base_model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
-                                         decoder_input_ids=decoder_input_ids, use_cache=False).last_hidden_state
-
-    def output_head(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-        """The output head as (W [V, D], b [V] or None) when the model's logits are exactly h Wᵀ + b on
-        final_states' h; None for any model not known to be that (BERT's masked-LM head has a transform and a
-        norm; another class of a family, a replaced lm_head or one with hooks may do more): use the logits then."""
-        model = self.model
-        known = type(model).__name__ in self.family.linear_heads and type(model).__module__.startswith(
-            "transformers.models.")
-        lm_head = getattr(model, "lm_head", None)
-        if not known or type(lm_head) is not torch.nn.Linear or not (_unpatched(model) and _unpatched(lm_head)):
-            return None
-        bias = lm_head.bias  # (V,) or None
-        if self.family.logits_bias is not None:
-            extra = getattr(model, self.family.logits_bias).reshape(-1)  # (1, V) -> (V,)
-            bias = extra if bias is None else bias + extra
-        return lm_head.weight, bias
 
     def head_outputs(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                      attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
@@ -369,7 +338,9 @@ class PretrainedTransformer:
         last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
         reuse_keys: under the causal mask, each step runs the newest position only, keeping the earlier ones' keys and
         values (transformers' cache); without the causal mask every step reruns the whole decoder.
-        An encoder-only model writes nothing: use forward.
+        A decoder-only model's positions come from the attention mask, as generate's (a left-padded row starts at 0;
+        forward keeps the model's own default, 0 at the first column). A model that writes no text (an encoder, a
+        checkpoint without its output head: abilities.writes_text) is refused: use forward.
         """
         written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
                                              causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys,
@@ -391,71 +362,17 @@ class PretrainedTransformer:
     ) -> tuple[torch.Tensor, Recorded]:
         """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included);
         heads: core.ablation switches per map key, at every step."""
-        if self.layout == "encoder":
-            raise ValueError(f"{self.family.name} is an encoder only: it does not write text; use forward.")
-        attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
-        B, device = input_ids.size(0), input_ids.device
-        run = self._pass(scale, causal_mask, padding_mask, record=False, heads=heads)
-        if self.layout == "encoder-decoder":
-            with switched(self._pass(scale, causal_mask, padding_mask, heads=heads)) as encoder_run:
-                encoder_outputs = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-            seq = torch.full((B, 1), self.start_id, dtype=torch.long, device=device)  # (B, 1)
-        else:
-            seq = input_ids  # (B, S): the prompt
-        prompt_length = seq.size(1)
-        processors = greedy_processors(self.model.generation_config, prompt_length + max_new_tokens,
-                                       self.eos_ids, prompt_length)
-        eos = torch.tensor(sorted(self.eos_ids), dtype=torch.long, device=device)
-        done = torch.zeros(B, dtype=torch.bool, device=device)
-        fill = self.pad_id if self.pad_id is not None else min(self.eos_ids, default=0)
-
-        def decoder_pass(ids: torch.Tensor, cache=None, new: int | None = None, last_logits: bool = False):
-            """The model's outputs on the decoder input ids [B, t] (the prompt's padding kept for a decoder); with a
-            key cache, only the last `new` positions are run and the cache holds the earlier ones' keys and values;
-            last_logits: the vocabulary's logits of the last position only (the maps' pass needs none)."""
-            options = {"use_cache": False} if new is None else {"use_cache": True, "cache": cache}
-            if last_logits and self._keeps_logits:
-                options["logits_to_keep"] = 1
-            run_ids = ids if new is None else ids[:, -new:]
-            if self.layout == "encoder-decoder":
-                return self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                                  decoder_input_ids=run_ids, **options)
-            written = attention_mask.new_ones(B, max(ids.size(1) - prompt_length, 0))  # (B, t - P)
-            mask = torch.cat([attention_mask, written], 1)[:, : ids.size(1)]  # (B, t)
-            return self.model(input_ids=run_ids, attention_mask=mask, **options)
-
-        # Under the causal mask an earlier position never sees a later one, so each step runs the newest position
-        # only against the kept keys and values (transformers' cache); without it every step reruns them all.
-        cache, new = None, (seq.size(1) if reuse_keys and causal_mask else None)
-        for _ in range(int(max_new_tokens)):
-            with switched(run):
-                outputs = decoder_pass(seq, cache, new)
-            logits = outputs.logits[:, -1]  # (B, V)
-            if new is not None:
-                cache, new = outputs.cache, 1
-            scores = processors(seq, logits.float())
-            next_token = scores.argmax(-1).masked_fill(done, fill)  # (B,)
-            seq = torch.cat([seq, next_token[:, None]], dim=1)
-            done = done | torch.isin(next_token, eos)
-            if bool(done.all()):
-                break
-        written = seq[:, prompt_length:]  # (B, n)
-        with switched(self._pass(scale, causal_mask, padding_mask, heads=heads)) as final:
-            outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
-        if self.layout == "encoder-decoder":
-            for name in ("maps", "masks", "factors"):
-                getattr(final, name).update(getattr(encoder_run, name))
-        return written, Recorded(outputs.logits, self._maps(final), final)
+        if not self.abilities.writes_text:
+            what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
+            raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
+        written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
+                                        causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys,
+                                        heads=heads)
+        return written, Recorded(logits, self._maps(final), final)
 
     def __repr__(self) -> str:
         layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())
         return f"PretrainedTransformer({self.name!r}, {self.family.name}, h={self.n_heads}, d_k={self.d_k}, {layers})"
-
-
-def _unpatched(module: torch.nn.Module) -> bool:
-    """No forward hooks and no forward of the instance's own (accelerate's offloading wraps it): its class's
-    forward is what runs."""
-    return not (module._forward_hooks or module._forward_pre_hooks or "forward" in vars(module))
 
 
 def _kind_of(key: str) -> str:

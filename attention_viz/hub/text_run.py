@@ -6,6 +6,8 @@ but the last), and each map is [H, Q, K] for batch element 0.
     encoder-decoder  source = the text's tokens (+ pads); target = start + written[:-1]
     encoder only     source = the text's tokens (+ pads); no target; the output fills the text's mask tokens
     decoder only     no source; target = the prompt + written[:-1]
+A checkpoint saved without its output head writes nothing: one pass, the text as its source (an encoder-decoder's
+target its start token alone) or, for a decoder only, as its target.
 
 Axes: H heads, Q query positions, K key positions.
 """
@@ -75,19 +77,12 @@ def source_ids(model: PretrainedTransformer, text: str, pad_tokens: int) -> tupl
 def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pad_tokens: int = 0,
              scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
              heads: dict | None = None) -> TextRun:
-    """Greedy-decode `text` (or, for an encoder, one pass) and keep every map of the last step; heads: core.ablation
-    switches per map key (model.head_switches), at every step."""
+    """Greedy-decode `text` (or, for a model that writes no text, one pass) and keep every map of the last step;
+    heads: core.ablation switches per map key (model.head_switches), at every step."""
     src, notes = source_ids(model, text, pad_tokens)
     switches = {"scale": scale, "causal_mask": causal_mask, "padding_mask": padding_mask, "heads": heads}
-    if model.layout == "encoder":
-        recorded = model.forward_pass(src, **switches)
-        ids = src[0].tolist()
-        output, filled = fill_masks(model, ids, recorded.logits)
-        if not filled:
-            notes.append(f"{model.family.name} is an encoder: it writes no text. Put its mask token "
-                         f"{model.tokenizer.mask_token or ''} in the text to see what it fills in.".replace("  ", " "))
-        return TextRun(tuple(ids), (), tuple(model.pieces(ids)), (), tuple(filled), (), output, True,
-                       numpy_maps(recorded.maps), dense_masks(recorded.maps, recorded.masks), tuple(notes))
+    if not model.abilities.writes_text:
+        return one_pass(model, src, switches, notes)
     written, recorded = model.greedy_pass(src, max_new_tokens, **switches)
     maps = recorded.maps
     out_ids = written[0].tolist()
@@ -102,6 +97,28 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
                    tuple(model.pieces(out_ids)), tuple(out_ids), model.decode(out_ids), finished,
                    numpy_maps(maps), dense_masks(maps, recorded.masks), tuple(notes))
+
+
+def one_pass(model: PretrainedTransformer, src: torch.Tensor, switches: dict, notes: list[str]) -> TextRun:
+    """A model that writes no text (an encoder, or a checkpoint saved without its output head): one pass over the
+    text (an encoder-decoder's decoder reads its start token alone), and what its masked-LM head fills in."""
+    ids = src[0].tolist()
+    if model.layout == "encoder-decoder":
+        src_ids, tgt_ids = ids, [model.start_id]
+        recorded = model.forward_pass(src, torch.tensor([tgt_ids], device=src.device), **switches)
+    else:
+        src_ids, tgt_ids = (ids, []) if model.layout == "encoder" else ([], ids)
+        recorded = model.forward_pass(src, **switches)
+    output, filled = fill_masks(model, ids, recorded.logits) if model.abilities.fills_masks else ("", [])
+    if not model.abilities.fills_masks:
+        notes.append(f"This {model.family.name} checkpoint has no output head: it writes no text and fills no "
+                     "mask; its maps are shown.")
+    elif not filled:
+        notes.append(f"{model.family.name} is an encoder: it writes no text. Put its mask token "
+                     f"{model.tokenizer.mask_token or ''} in the text to see what it fills in.".replace("  ", " "))
+    return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
+                   tuple(filled), (), output, True, numpy_maps(recorded.maps), dense_masks(recorded.maps,
+                                                                                         recorded.masks), tuple(notes))
 
 
 def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, scale: Scale = "sqrt_dk",

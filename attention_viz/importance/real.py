@@ -3,6 +3,9 @@ it writes for itself, scored by the log-probability of its own greedy output, te
 estimate beside it, and the prune curve. Variants run as batch rows with per-row gates, a chunk at a time; an
 encoder-decoder model's encoder once per distinct set of encoder heads off.
 
+The passes the scoring runs (a part of the model under the switches, or the base model without its output head)
+are at the end: encoder_states, decoder_logits, final_states, decoder_states, output_head.
+
 Axes: N texts, S source (or prompt) positions, T decoder positions, D model width, V vocabulary, H heads.
 """
 
@@ -115,12 +118,12 @@ def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, heads) -
     real = targets != -100  # (B, T)
     if head is not None:
         if encoded is not None:
-            final = model.decoder_states(encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+            final = decoder_states(model, encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
         else:
-            final = model.final_states(ids, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+            final = final_states(model, ids, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
         return target_log_probs(final[real], targets[real], *head)  # (R,)
     if encoded is not None:
-        logits = model.decoder_logits(encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, V)
+        logits = decoder_logits(model, encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, V)
     else:
         logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits  # (B, T, V)
     logp = torch.log_softmax(_wide(logits), -1)  # (B, T, V)
@@ -129,9 +132,9 @@ def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, heads) -
 
 def _linear_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """The model's output head (W [V, D], b [V] or None) for fast.logprob, or None: a head not known to be
-    exactly h Wᵀ + b (PretrainedTransformer.output_head), or half-precision weights, whose blocks' log-sum-exp
+    exactly h Wᵀ + b (output_head), or half-precision weights, whose blocks' log-sum-exp
     would be taken in half precision (the logits path widens the logits to float32 first)."""
-    head = model.output_head()
+    head = output_head(model)
     if head is None or head[0].dtype not in (torch.float32, torch.float64):
         return None
     return head
@@ -148,7 +151,7 @@ def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, m
         gates = variant_gates(encoder_keys, model.n_heads, [set(s) for s in part], N, dtype, ids.device)
         heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
         with torch.no_grad():
-            encoded = model.encoder_states(ids.repeat(len(part), 1), attention_mask=mask.repeat(len(part), 1),
+            encoded = encoder_states(model, ids.repeat(len(part), 1), attention_mask=mask.repeat(len(part), 1),
                                            heads=heads)  # (P·N, S, D)
         states.update(zip(part, encoded.split(N)))
     return states
@@ -161,12 +164,14 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     curve. `chunk`: batch rows per pass (memory: rows x T x vocab where the logits are written whole; rows x T x
     d_model where the output head is linear and its log-sum-exp runs a block at a time, fast.logprob).
 
-    Raises ValueError for an encoder-only model (it writes nothing to score), no texts, or an unknown ablation."""
+    Raises ValueError for a model that writes no text (an encoder only, a checkpoint without its output head: it
+    writes nothing to score), no texts, or an unknown ablation."""
     if ablation not in ABLATIONS:
         raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
-    if model.layout == "encoder":
-        raise ValueError(f"{model.family.name} is an encoder only: it writes no output whose probability could "
-                         "drop; head importance needs a model that writes text.")
+    if not model.abilities.writes_text:
+        what = "an encoder only" if model.layout == "encoder" else "saved without its output head"
+        raise ValueError(f"{model.family.name} is {what}: it writes no output whose probability could drop; head "
+                         "importance needs a model that writes text.")
     if not texts:
         raise ValueError("head importance needs at least one text")
     ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
@@ -196,7 +201,7 @@ def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale=
     (teacher-forced; padding left out): mean ablation's reference."""
     if not texts:
         raise ValueError("mean ablation needs at least one reference text")
-    if model.layout == "encoder":
+    if model.layout == "encoder" or (model.layout == "decoder" and not model.abilities.writes_text):  # one pass
         ids = torch.nn.utils.rnn.pad_sequence([model.encode(t).ids for t in texts], batch_first=True,
                                               padding_value=model.pad_id if model.pad_id is not None else 0)
         mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(model.encode(t).ids), dtype=torch.long)
@@ -235,3 +240,70 @@ def _real_michel(model, ids, mask, decoder, targets, keys, ablation, means) -> d
 def _wide(logits: torch.Tensor) -> torch.Tensor:
     """Logits at least float32 (a half-precision model's are widened before the log-softmax)."""
     return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+
+
+# ----------------------------------------------------------------------------- the passes the scoring runs
+
+def encoder_states(model, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
+                   scale="sqrt_dk", padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+    """An encoder-decoder model's encoder alone under these switches: its last hidden states [B, S, D], what the
+    decoder's cross-attention reads (decoder_logits takes them)."""
+    if model.layout != "encoder-decoder":
+        raise ValueError(f"{model.family.name} has no separate encoder to run alone.")
+    attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
+    with model.switched(scale, True, padding_mask, heads):
+        return model.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def decoder_logits(model, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
+                   attention_mask: torch.Tensor, scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
+                   heads: dict | None = None) -> torch.Tensor:
+    """An encoder-decoder model's decoder on given encoder states [B, S, D] (attention_mask [B, S]: the source's
+    tokens) under these switches: the logits [B, T, V]. On encoder_states' own encoder pass they equal
+    forward_pass's logits, so variants that differ in decoder heads only can share one encoder pass."""
+    with model.switched(scale, causal_mask, padding_mask, heads):
+        return model.model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
+                           decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
+
+def final_states(model, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                 attention_mask: torch.Tensor | None = None, scale="sqrt_dk", causal_mask: bool = True,
+                 padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+    """forward_pass without its output head: the base model's last hidden states [B, T, D] under these switches
+    (the decoder's, for an encoder-decoder model), what output_head turns into forward_pass's logits. No map is
+    recorded."""
+    kwargs = model.model_inputs(input_ids, decoder_input_ids, attention_mask)
+    with model.switched(scale, causal_mask, padding_mask, heads):
+        return model.model.base_model(**kwargs).last_hidden_state
+
+
+def decoder_states(model, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
+                   attention_mask: torch.Tensor, scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
+                   heads: dict | None = None) -> torch.Tensor:
+    """decoder_logits without the output head: the decoder's last hidden states [B, T, D] on given encoder states
+    [B, S, D] under these switches (output_head turns them into decoder_logits' logits)."""
+    with model.switched(scale, causal_mask, padding_mask, heads):
+        return model.model.base_model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
+                                      decoder_input_ids=decoder_input_ids, use_cache=False).last_hidden_state
+
+
+def output_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The output head as (W [V, D], b [V] or None) when the model's logits are exactly h Wᵀ + b on final_states'
+    h; None for any model not known to be that (BERT's masked-LM head has a transform and a norm; another class of
+    a family, a replaced lm_head or one with hooks may do more): use the logits then."""
+    hf, family = model.model, model.family
+    known = type(hf).__name__ in family.linear_heads and type(hf).__module__.startswith("transformers.models.")
+    lm_head = getattr(hf, "lm_head", None)
+    if not known or type(lm_head) is not torch.nn.Linear or not (_unpatched(hf) and _unpatched(lm_head)):
+        return None
+    bias = lm_head.bias  # (V,) or None
+    if family.logits_bias is not None:
+        extra = getattr(hf, family.logits_bias).reshape(-1)  # (1, V) -> (V,)
+        bias = extra if bias is None else bias + extra
+    return lm_head.weight, bias
+
+
+def _unpatched(module: torch.nn.Module) -> bool:
+    """No forward hooks and no forward of the instance's own (accelerate's offloading wraps it): its class's
+    forward is what runs."""
+    return not (module._forward_hooks or module._forward_pre_hooks or "forward" in vars(module))

@@ -213,7 +213,7 @@ class RealModels:
             model = self._load(self.names[name], lambda fraction, text: loading.heard.append((fraction, text)))
         except Exception as error:  # noqa: BLE001 - whatever a folder or the network raises is a refusal
             message, transient = refusal(name, error)
-            if isinstance(error, (OSError, ValueError, ImportError)) or message_of(error):
+            if message_of(error) or isinstance(error, ImportError):
                 logger.error("loading real model %r failed: %s", key, error)
             else:  # not a refusal the loader knows: the trace is for the operator, the visitor gets the reason
                 logger.exception("loading real model %r failed", key)
@@ -267,28 +267,22 @@ def display_names(names: Sequence[str]) -> dict[str, str]:
 
 
 def message_of(error: Exception) -> str | None:
-    """The loader's own refusal (attention_viz.hub's ModelRefusedError, whose text is written for a visitor), or
-    None for any other exception."""
-    refused = [cls for cls in type(error).__mro__ if cls.__name__ == "ModelRefusedError"]
-    return str(error) if refused else None
+    """The loader's own refusal (attention_viz.hub.ModelRefusedError, whose text is written for a visitor: the
+    model's name, what is wrong, never a server path), or None for any other exception."""
+    if importlib.util.find_spec("transformers") is None:
+        return None
+    from attention_viz.hub import ModelRefusedError
+
+    return str(error) if isinstance(error, ModelRefusedError) else None
 
 
 def refusal(name: str, error: Exception) -> tuple[str, bool]:
-    """The visitor's message for a model that could not be loaded (the true reason, no server path), and whether
-    the cause may pass (the network) so that it is worth trying again later."""
-    kind = type(error).__name__
-    transient = kind == "ModelUnavailableError"
+    """The visitor's message for a model that could not be loaded (the loader's own reason, else what kind of fault
+    it was; no server path), and whether the cause may pass (the network) so that it is worth trying again later."""
+    transient = type(error).__name__ == "ModelUnavailableError"
     tail = " The other models work as before."
     if message_of(error):
         return str(error).rstrip() + tail, transient
-    if kind == "ModelUnavailableError":
-        why = " (the Hub did not answer in time)" if "did not answer in time" in str(error) else ""
-        return (f"The model {name!r} is not available on this server: it is not in its Hugging Face cache and "
-                f"could not be downloaded{why}." + tail), True
-    if kind == "UnsafeWeightsError":
-        return f"The model {name!r} was refused: its weights are not safetensors (a pickle can run code).", False
-    if kind == "UnsupportedModelError":
-        return f"The model {name!r} was refused: {error}", False
     if isinstance(error, ImportError):
         return f"Real models need the hub extra: {EXTRA}.", False
-    return f"The model {name!r} could not be loaded on this server ({kind})." + tail, False
+    return f"The model {name!r} could not be loaded on this server ({type(error).__name__})." + tail, False

@@ -107,7 +107,7 @@ def test_unicode_texts_and_the_token_cap(real_app):
 
 def test_a_model_that_cannot_be_had_is_refused_and_the_rest_works(real_app):
     client, log = real_app
-    with pytest.raises(AppError, match="not available on this server"):
+    with pytest.raises(AppError, match="is not in this machine.s Hugging Face cache"):
         visualize(client, "hello", f"hub:{MISSING}")
     with pytest.raises(AppError, match="Unknown model"):
         visualize(client, "hello", "hub:gpt2")  # never set up: the server does not fetch it

@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 
 from attention_viz.core.ablation import mean_outputs  # noqa: E402
 from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
+from attention_viz.importance.real import decoder_logits, encoder_states  # noqa: E402
 
 
 def w_o(model, family: str, key: str):
@@ -166,11 +167,11 @@ def test_the_encoder_alone_then_the_decoder_give_the_whole_passs_logits(tiny_fol
     heads = model.head_switches(heads_off={"encoder.1.self_attn": [0], "decoder.0.cross_attn": [1, 2]})
     with torch.no_grad():
         whole = model.forward_pass(ids, decoder, heads=heads, scale="none").logits
-        states = model.encoder_states(ids, heads=heads, scale="none")
-        split = model.decoder_logits(states, decoder, attention_mask=model.padding_of(ids), heads=heads, scale="none")
-        plain = model.decoder_logits(model.encoder_states(ids, scale="none"), decoder,
-                                     attention_mask=model.padding_of(ids), heads=heads, scale="none")
+        states = encoder_states(model, ids, heads=heads, scale="none")
+        split = decoder_logits(model, states, decoder, attention_mask=model.padding_of(ids), heads=heads, scale="none")
+        plain = decoder_logits(model, encoder_states(model, ids, scale="none"), decoder,
+                               attention_mask=model.padding_of(ids), heads=heads, scale="none")
     torch.testing.assert_close(split, whole, atol=1e-12, rtol=0)
     assert not torch.allclose(plain, whole)  # the encoder's head off matters
     with pytest.raises(ValueError, match="no separate encoder"):
-        load_pretrained(tiny_folders["gpt2"]).encoder_states(ids)
+        encoder_states(load_pretrained(tiny_folders["gpt2"]), ids)

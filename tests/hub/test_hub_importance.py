@@ -132,7 +132,7 @@ def test_the_fused_log_probabilities_equal_the_log_softmax_of_forwards_logits(ti
         got = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, heads)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
         if model.layout == "encoder-decoder":  # the decoder on the encoder's states, as the grid shares them
-            encoded = model.encoder_states(ids, attention_mask=mask, heads=heads)
+            encoded = importance.encoder_states(model, ids, attention_mask=mask, heads=heads)
             got = importance._scored_logprobs(model, head, None, mask, decoder, targets, encoded, heads)
             np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
     unswitched = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, None)
@@ -148,7 +148,7 @@ def test_real_head_importance_is_the_same_fused_and_from_the_logits(tiny_folders
     monkeypatch.setattr(logprob, "BLOCK", BLOCK)
     fused = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=16)
     assert fused_calls  # the fast path ran
-    monkeypatch.setattr(model, "output_head", lambda: None)  # the logits' log-softmax, as before
+    monkeypatch.setattr(importance, "output_head", lambda model: None)  # the logits' log-softmax, as before
     calls = len(fused_calls)
     logits = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=16)
     assert len(fused_calls) == calls
@@ -178,23 +178,23 @@ def test_an_output_head_not_known_to_be_linear_takes_the_logits(tiny_folders, mo
     still measures what forward computes."""
     import transformers
 
-    assert load_pretrained(tiny_folders["bert"]).output_head() is None
+    assert importance.output_head(load_pretrained(tiny_folders["bert"])) is None
     assert importance._linear_head(load_pretrained(tiny_folders["gpt2"], dtype=torch.bfloat16)) is None
     llama = load_pretrained(tiny_folders["llama"])
     own_class = type("CappedLlama", (transformers.LlamaForCausalLM,), {})
     wrapped = own_class(llama.model.config)
     wrapped.load_state_dict(llama.model.state_dict())
-    assert PretrainedTransformer(wrapped, llama.tokenizer).output_head() is None
+    assert importance.output_head(PretrainedTransformer(wrapped, llama.tokenizer)) is None
 
     hooked = load_pretrained(tiny_folders["marian"])
-    assert hooked.output_head() is not None
+    assert importance.output_head(hooked) is not None
     hooked.model.register_forward_hook(lambda module, args, out: out)  # may change the logits after lm_head
-    assert hooked.output_head() is None
+    assert importance.output_head(hooked) is None
 
     model = load_pretrained(tiny_folders["gpt2"], dtype=torch.float64)
-    assert model.output_head() is not None
+    assert importance.output_head(model) is not None
     model.model.lm_head.register_forward_hook(lambda module, args, out: 3.0 * torch.tanh(out / 3.0))
-    assert model.output_head() is None
+    assert importance.output_head(model) is None
     monkeypatch.setattr(importance, "target_log_probs", lambda *a, **k: pytest.fail("the fused path ran"))
     imp = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=16)
     assert imp.baseline == pytest.approx(own_logprob(model, TEXTS), abs=1e-9)

@@ -16,6 +16,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from attention_viz.hub import (  # noqa: E402
+    ModelRefusedError,
     ModelUnavailableError,
     UnsafeWeightsError,
     UnsupportedModelError,
@@ -106,7 +107,7 @@ def test_a_folder_without_weights_is_refused(tiny_folder, tmp_path):
     folder = tmp_path / "empty"
     shutil.copytree(tiny_folder("gpt2"), folder)
     (folder / "model.safetensors").unlink()
-    with pytest.raises(FileNotFoundError, match="holds no weights"):
+    with pytest.raises(ModelRefusedError, match="'empty' was refused: its folder holds no weights"):
         load_pretrained(folder)
 
 
@@ -127,7 +128,7 @@ def remote_code_folder(source, tmp_path, model_type):
 
 def test_remote_code_of_an_unknown_model_type_is_refused_without_running(tiny_folder, tmp_path):
     folder, marker = remote_code_folder(tiny_folder("gpt2"), tmp_path, "evil")
-    with pytest.raises(ValueError, match="custom code"):
+    with pytest.raises(UnsupportedModelError, match="'evil' models are not supported.*own code .* never run"):
         load_pretrained(folder)
     assert not marker.exists()
 
@@ -183,3 +184,59 @@ def test_a_model_not_cached_is_refused_offline_with_a_message(tmp_path, monkeypa
         with pytest.raises(ModelUnavailableError, match="'Helsinki-NLP/opus-mt-xx-yy' is not in this machine's "
                                                          "Hugging Face cache and the Hub is switched off here"):
             call()
+
+
+# ----------------------------------------------------------------------------- what a model can do
+
+ABILITIES = {"marian": (True, False, True), "bart": (True, False, True), "mbart": (True, False, True),
+             "bert": (False, True, False), "gpt2": (True, False, True), "llama": (True, False, True),
+             "qwen2": (True, False, True)}  # (writes_text, fills_masks, causal)
+
+
+@pytest.mark.parametrize("family", list(ABILITIES))
+def test_each_family_says_what_it_can_do(tiny_folder, family):
+    abilities = load_pretrained(tiny_folder(family)).abilities
+    assert (abilities.writes_text, abilities.fills_masks, abilities.causal) == ABILITIES[family]
+
+
+def headless(source, tmp_path, base_class):
+    """The folder's base model alone (no output head) with its tokenizer files, as sentence-embedding checkpoints
+    are saved (`architectures: ["BertModel"]`)."""
+    folder = tmp_path / f"headless-{base_class.__name__}"
+    shutil.copytree(source, folder)
+    (folder / "model.safetensors").unlink()
+    base_class.from_pretrained(source).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+@pytest.mark.parametrize("family, base_class", [("bert", "BertModel"), ("gpt2", "GPT2Model"),
+                                                ("llama", "LlamaModel"), ("marian", "MarianModel")])
+def test_a_checkpoint_without_its_output_head_loads_and_records_the_same_maps(tiny_folder, tmp_path, family,
+                                                                             base_class):
+    from attention_viz.hub.text_run import run_text
+    from attention_viz.importance import real_head_importance, real_head_means
+
+    folder = headless(tiny_folder(family), tmp_path, getattr(transformers, base_class))
+    model, whole = load_pretrained(folder), load_pretrained(tiny_folder(family))
+    assert type(model.model).__name__ == base_class
+    abilities = model.abilities
+    assert (abilities.writes_text, abilities.fills_masks, abilities.causal) == (False, False, family != "bert")
+    ids = model.encode("the cat sat on the mat").ids[None]  # (1, S)
+    decoder = torch.tensor([[model.start_id, 5, 7]]) if family == "marian" else None
+    with torch.no_grad():
+        states, maps = model.forward(ids, decoder)
+        _, expected = whole.forward(ids, decoder)
+    assert states.shape == (*(decoder if decoder is not None else ids).shape, model.d_model)  # hidden states
+    assert list(maps) == list(expected)
+    for key in maps:
+        torch.testing.assert_close(maps[key], expected[key], atol=1e-6, rtol=0, msg=key)
+    with pytest.raises(ValueError, match="encoder only" if family == "bert" else "without its output head"):
+        model.greedy_decode(ids, 3)
+    run = run_text(model, "the cat sat on the mat", max_new_tokens=3)
+    assert run.output == "" and run.written == () and "no output head" in " ".join(run.notes)
+    assert set(run.maps) == set(maps)
+    with pytest.raises(ValueError, match="encoder only" if family == "bert" else "without its output head"):
+        real_head_importance(model, ["the cat"], max_new_tokens=2)
+    if family != "marian":  # mean ablation's reference: one pass over the texts, as for an encoder
+        means = real_head_means(model, ["the cat", "attention is all you need"])
+        assert set(means) == set(maps) and all(m.shape[0] == model.n_heads for m in means.values())

@@ -186,18 +186,27 @@ def test_a_banned_token_is_never_written_even_when_it_is_the_most_likely(tiny_fo
         assert pad not in row[: row.index(eos) if eos in row else len(row)], row  # after </s>: the fill
 
 
-@pytest.mark.parametrize("family", [
-    pytest.param("gpt2", marks=pytest.mark.xfail(strict=True, reason=(
-        "hub bug: greedy_pass gives a left-padded prompt no position_ids, so GPT-2's learned positions start at the "
-        "padding; generate starts each row at 0 (attention_mask.cumsum(-1) - 1)"))),
-    "llama", "qwen2"])
+@pytest.mark.parametrize("family", DECODERS)
 def test_greedy_decoding_of_left_padded_prompts_writes_what_generate_writes(tiny_folder, family):
+    """Positions count each row's real tokens from 0 (attention_mask.cumsum(-1) - 1, as generate gives them): the
+    tokens are generate's, and the maps are eager's pass over the prompt and what was written with those positions
+    (but for the padding rows, which see no key: the documented zeros)."""
     ours, reference = load_pretrained(tiny_folder(family)), eager(tiny_folder(family))
     ids, mask, _ = batch(ours, family, left=True)
     with torch.no_grad():
-        written, _ = ours.greedy_decode(ids, 6, attention_mask=mask)
+        written, maps = ours.greedy_decode(ids, 6, attention_mask=mask)
         generated = reference.generate(ids, attention_mask=mask, max_new_tokens=6, num_beams=1, do_sample=False)
     assert written.tolist() == generated[:, ids.size(1):].tolist()
+    sequence = torch.cat([ids, written[:, :-1]], 1)  # (B, S + n - 1)
+    full = torch.cat([mask, torch.ones_like(written[:, :-1])], 1)
+    positions = (full.cumsum(-1) - 1).masked_fill(full == 0, 1)
+    with torch.no_grad():
+        outputs = reference(input_ids=sequence, attention_mask=full, position_ids=positions, output_attentions=True)
+    blind = ~full.bool()  # (B, L): pad queries
+    for key, weights in eager_maps(outputs, family).items():
+        seen = maps[key].permute(0, 2, 1, 3)  # (B, Q, H, K)
+        assert (seen[blind] == 0).all(), key
+        torch.testing.assert_close(seen[~blind], weights.permute(0, 2, 1, 3)[~blind], atol=2e-6, rtol=0, msg=key)
 
 
 # ----------------------------------------------------------------------------- switches against float64 references

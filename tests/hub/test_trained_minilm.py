@@ -193,10 +193,6 @@ def test_head_importance_is_refused_for_an_encoder_with_the_reason(views):
     assert views.visualize(settings(views)).run["kinds"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hub/text_run.run_text bug: every encoder's note says 'Put its mask token [MASK] in the text to see what it "
-    "fills in', but a BertModel has no masked-language-model head (fill_masks answers nothing), so with [MASK] in "
-    "the text the same note comes back and nothing is filled"))
 def test_a_model_without_a_masked_lm_head_is_not_told_to_fill_masks(views):
     view = views.visualize(settings(views, text="the cat sat on the [MASK]"))
     assert "fills in" not in view.info

@@ -77,7 +77,7 @@ def test_each_model_is_loaded_once_whatever_the_number_of_visitors(folders, monk
 
 def test_a_model_that_cannot_be_had_gets_a_clear_message_and_the_rest_works(views):
     for _ in range(2):  # the refusal is remembered: no second attempt
-        with pytest.raises(ValueError, match="not available on this server: it is not in its Hugging Face cache"):
+        with pytest.raises(ValueError, match="is not in this machine.s Hugging Face cache and the Hub is switched off"):
             settings(views, "hub:Helsinki-NLP/opus-mt-xx-yy")
     assert views.visualize(settings(views, "hub:tiny-marian")).output is not None
     assert views.visualize(views.runs.settings("hello", "reverse/sqrt_dk", 16)).run["output"]
@@ -249,7 +249,7 @@ def test_a_download_that_fails_is_refused_with_a_message(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
     real = RealModels(["someone/unreachable"])
-    with pytest.raises(ValueError, match="not available on this server"):
+    with pytest.raises(ValueError, match="is not in this machine.s Hugging Face cache and could not be downloaded"):
         real.get("hub:someone/unreachable", progress=lambda fraction, text: None)
 
 

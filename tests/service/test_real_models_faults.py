@@ -148,11 +148,11 @@ def test_a_model_that_could_not_be_downloaded_is_tried_again_later(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
     real = RealModels(["someone/unreachable"], retry_after_s=0.3)
     for _ in range(2):
-        with pytest.raises(ValueError, match="not available on this server"):
+        with pytest.raises(ValueError, match="is not in this machine.s Hugging Face cache and could not be downloaded"):
             real.get("hub:someone/unreachable")
     assert len(attempts) == 1  # remembered ...
     time.sleep(0.4)
-    with pytest.raises(ValueError, match="not available on this server"):
+    with pytest.raises(ValueError, match="is not in this machine.s Hugging Face cache and could not be downloaded"):
         real.get("hub:someone/unreachable")
     assert len(attempts) == 2  # ... and tried again once the wait has passed
 
@@ -186,6 +186,6 @@ def test_a_space_without_its_model_cached_refuses_it_cleanly_and_serves_the_rest
     monkeypatch.setenv("HF_HOME", os.devnull + "-nothing-cached")
     views = Views(Runs(Catalog()))
     assert views.runs.catalog.real.keys == ["hub:Helsinki-NLP/opus-mt-en-de"]
-    with pytest.raises(ValueError, match="opus-mt-en-de' is not available on this server"):
+    with pytest.raises(ValueError, match="opus-mt-en-de. is not in this machine.s Hugging Face cache"):
         within(60, views.runs.settings, "hello", "hub:Helsinki-NLP/opus-mt-en-de", 64)
     assert views.visualize(views.runs.settings("hello", "reverse/sqrt_dk", 16)).run["output"] == "olleh"

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import integrate, special  # the reference for d_k = 1: scipy's Bessel K₀ (requirements-dev.txt)
 
 from attention_viz import lab
 
@@ -173,8 +174,6 @@ def test_dot_product_cdf_matches_closed_forms(d_k, closed_form):
 
 def test_dot_product_cdf_at_d_k_1_integrates_the_bessel_density():
     """d_k = 1: q·k is a product of two normals, density K₀(|x|)/π (a log cusp at 0)."""
-    special = pytest.importorskip("scipy.special")
-    integrate = pytest.importorskip("scipy.integrate")
     for x in (0.05, 0.5, 1.0, 3.0, 7.0):
         expected = 0.5 + integrate.quad(lambda t: special.k0(t) / math.pi, 0, x, limit=200)[0]
         assert lab.dot_product_cdf(np.array([x]), 1)[0] == pytest.approx(expected, abs=1e-7)

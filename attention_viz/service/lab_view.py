@@ -1,6 +1,6 @@
 """The √d_k lab's answer: footnote 4's numbers (attention_viz.lab) as plain, JSON-able data the browser draws.
 
-No Gradio and no matplotlib here: a request computes numbers only (a few milliseconds) and the page's
+No Gradio and no matplotlib here: a request computes numbers only and the page's
 own script draws them (attention_viz/labview/static/lab.js). For one (d_k, number of keys, scaled):
 
 - histogram: counts of 20,000 q·k samples in bins of the mode's own range, ±5 standard deviations
@@ -9,8 +9,9 @@ own script draws them (attention_viz/labview/static/lab.js). For one (d_k, numbe
 - query: one query's logits and softmax weights over its keys, sorted largest first, with `limit`,
   the largest |unscaled logit|: the logit chart's scale for both modes of this d_k and number of keys;
 - sweep: statistics over d_k = 1 .. 4096, both modes: read from the shipped table of every number of keys the lab
-  allows (attention_viz/data/lab_sweeps.json.gz, written by `python -m devtools.lab_sweeps`): computing one costs
-  ~50 ms, and a class's students each sit at a number of their own; what the table lacks is computed and kept;
+  allows (attention_viz/data/lab_sweeps.json.gz, written by `python -m devtools.lab_sweeps`): computing one is the
+  request's costliest part (docs/benchmarks.md, the √d_k lab), and a class's students each sit at a number of their
+  own; what the table lacks is computed and kept;
 - numbers: the rows of the table (limits.LAB_HEADERS).
 
 Every part is cached by the controls it depends on; the dict is assembled per request.

@@ -9,27 +9,24 @@ and helper scripts under /static/, and /theme.css?v=<hash>. Two ASGI middlewares
 
 - StaticCache (in front of the whole app, Gradio's CORS and Brotli middleware included: files_first) keeps the
   first complete answer to each of Gradio's fixed files (status, headers, body) and sends later ones from memory
-  without calling Gradio's routes, which cost 2.5-7.5 ms of CPU per file (path checks, a file read in a worker
-  thread): ~0.3 s an opening on the two cores a free Space shares between a class's openings and its runs. Only
+  without calling Gradio's routes, which do work for every file (path checks, a file read in a worker thread)
+  on the two cores a free Space shares between a class's openings and its runs. Only
   files that cannot change while the server runs are kept; a range or conditional request, a cross-origin one, an
   error, a large file or anything past the cap goes to Gradio as before.
   Files named by a hash of their content (/assets/, the theme) are also marked for browsers to keep for good
   (`Cache-Control: immutable`; Gradio sends none), so a returning student's browser asks for none of them.
   A kept script or style goes out compressed as Gradio would compress it (Brotli, else gzip), from a copy made
-  once per file and encoding, instead of compressing the same file again for every student (2.8 ms of CPU for
-  the largest script with Brotli, 6 ms with gzip).
+  once per file and encoding, instead of compressing the same file again for every student.
 - PageCompression (the FastAPI app's own middleware) answers the page and /config from the first answer Gradio
   built for the same address and config (Gradio builds each anew for every request: a deep copy of the whole
-  config, 9-14 ms of CPU), and compresses them, which Gradio does not (its compression goes by file extension):
+  config), and compresses them, which Gradio does not (its compression goes by file extension):
   Brotli where the browser accepts it, else gzip. The page's scripts repeat in it (two views share one script),
   so Brotli's long window takes 370 kB to ~60 kB, once per encoding.
 
     demo.launch(..., app_kwargs=server_app_kwargs(views.runs.catalog))
     files_first(demo.server_app)
 
-Measured (docs/benchmarks.md, the page complete): the server's CPU per opening 305 -> 170 ms, the page complete
-60-66 ms sooner paired; the page on the wire 370 -> 62 kB; the compressed copies: 120 -> 100 ms per opening; the page
-and /config kept, the cache in front: an opening's requests 46 -> 13.5 ms of CPU (with uvicorn's httptools and uvloop).
+What each part saves, measured: docs/benchmarks.md ("What made it fast": a page opening on the server).
 """
 
 from __future__ import annotations
@@ -94,8 +91,8 @@ def server_app_kwargs(catalog: Catalog | None = None) -> dict:
 
 def files_first(app: Any) -> StaticCache:
     """Put StaticCache in front of the running app's whole middleware stack (Gradio's compression and CORS
-    included), so a kept file is sent without passing through them: 0.08 ms of CPU a file with httptools and uvloop,
-    what a bare ASGI app answering 5 kB costs under uvicorn. Starlette builds the stack on the first request
+    included), so a kept file is sent without passing through them, at the cost of a bare ASGI app's answer
+    (docs/benchmarks.md, a page opening on the server). Starlette builds the stack on the first request
     (Gradio's launch makes one); until this runs, Gradio answers every file."""
     cache = StaticCache(app.middleware_stack or app.build_middleware_stack())
     app.middleware_stack = cache
@@ -294,7 +291,7 @@ def _config_of(scope: Scope) -> object | None:
 
 class PageCompression:
     """An ASGI middleware for the page and /config: Gradio builds both anew for every request (a deep copy of the
-    app's whole config, its API description, the template: 9-14 ms of CPU) and sends them uncompressed. A plain
+    app's whole config, its API description, the template) and sends them uncompressed. A plain
     request (no query, no login) is answered from the answer Gradio gave the first time for the same address and
     config, compressed as accepted (each encoding once); anything else is Gradio's answer, compressed."""
 

@@ -9,7 +9,7 @@ each is bounded by this module (measured in docs/reliability.md, "What the serve
   Gradio builds a config entry for every component of the app (`BlocksConfig.config_for_block`: each component's
   `get_config`, which reads its constructor's signature, and for a gr.HTML searches its whole `js_on_load` script
   once per attribute name). This page has ~100 components, a third of them gr.HTML with scripts of tens of kB:
-  30 ms of the event loop's CPU for each student's first event, and ~90 kB kept per session. Those entries serve
+  the event loop's CPU for each student's first event (docs/benchmarks.md), and ~90 kB kept per session. Those entries serve
   Gradio's deep links only (a gr.DeepLinkButton, which the app does not have) and are the same for every session.
   `share_session_configs()` builds the entry of each of the app's own components once and hands every session
   that same entry: ~12 kB a session (the session's own dicts of the components and events). A component that an

@@ -61,8 +61,8 @@ th, td { padding: var(--spacing-sm) var(--spacing-xl); }
 
 def prose(markdown: str | None = "", **kwargs) -> gr.HTML:
     """A text written in Markdown, shown as HTML rendered on the server (kwargs: gr.HTML's). The page has no
-    gr.Markdown at all, so a fresh opening neither fetches nor runs Gradio's Markdown module and parser (~70-100 ms
-    of its page complete, docs/benchmarks.md); handlers answer such a component with prose_html(...)."""
+    gr.Markdown at all, so a fresh opening neither fetches nor runs Gradio's Markdown module and parser
+    (docs/benchmarks.md, the page complete); handlers answer such a component with prose_html(...)."""
     return gr.HTML(prose_html(markdown), css_template=PROSE_CSS, js_on_load=None, **kwargs)
 
 

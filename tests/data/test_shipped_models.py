@@ -19,7 +19,7 @@ CARDS = list_models()
 FRESH_SEED = 20240601  # neither the held-out seed nor any training seed
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one torch thread, fastest for small models
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.integration]  # one torch thread; the shipped models
 
 
 def test_one_scaled_model_per_task_and_a_dk_family_are_shipped():

@@ -20,7 +20,7 @@ STUDY = shipped_models_dir() / "study"
 CARDS = list_models(STUDY)
 NAMES = [card["name"] for card in CARDS]
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.integration]  # the shipped study models
 
 
 def test_one_member_per_arm_and_d_k_is_shipped_with_snapshots():

@@ -101,6 +101,7 @@ def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
     monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")
     demo = page.build_app(views)
     page.launch(demo, views)
+    port = demo.server_port or port  # where Gradio did start it
     base = f"http://127.0.0.1:{port}/gradio_api"
     try:
         with httpx.Client(timeout=60) as client:

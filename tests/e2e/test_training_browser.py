@@ -11,6 +11,8 @@ import pytest
 from gradio_client import Client
 from playwright.sync_api import Page, expect
 
+from tests.e2e.test_visual_browser import TOFU_JS
+
 from devtools.browser import READABLE_JS
 from tests.e2e.test_browser import TIMEOUT_MS, app_requests, open_app, shot
 
@@ -51,6 +53,8 @@ def test_steps_probes_and_kinds_change_in_the_page(page: Page, app_url):
     page.select_option(f"{ROOT} .av-kind", "decoder.0.self_attn")
     expect(page.locator(f'{ROOT} [data-arm="dot"] td.av-masked').first).to_be_visible()  # the causal mask
     page.locator(f"{ROOT} .av-play").click()
+    assert page.locator(f"{ROOT} .av-play").evaluate(TOFU_JS) == []  # its pause mark is drawn, not a missing glyph
+    assert page.locator(f"{ROOT} .av-play .av-pause-mark").bounding_box()["width"] >= 6
     expect(page.locator(ROOT)).to_have_attribute("data-step", "18", timeout=5_000)
     page.locator(f"{ROOT} .av-play").click()
     assert requests == [], requests

@@ -15,6 +15,8 @@
   if (window.AttentionTraining) return;
   const NS = "http://www.w3.org/2000/svg";
   const PLAY_MS = 700;
+  // two bars drawn in CSS: the pause glyph is in no Debian font (a box on a projector)
+  const PAUSE = '<span class="av-pause-mark" aria-hidden="true"></span> pause';
   const CHART = {w: 300, h: 150, left: 34, right: 18, top: 10, bottom: 34};
   const SERIES = [["token_acc", "token accuracy (training batch)", "#1f77b4"], ["alignment", "alignment (probes)", "#e4572e"]];
   const LOSS = [["loss", "loss (training batch, nats)", "#555"]];
@@ -183,7 +185,7 @@
       ui.say.innerHTML = `At step ${step}, cross-attention's weight on the task's alignment (the character each output ` +
         `is written from; 1 = every row on it): ${esc(by)}.` + (d.arms.length > 1 ? ` After training the lowest is ` +
         `${esc(worst.label)}, ${num(Math.min(...last), 2)}, with ${pct(worst.heldout_exact_match)} of held-out strings exact.` : "");
-      ui.play.textContent = timer ? "⏸ pause" : "▶ play";
+      ui.play.innerHTML = timer ? PAUSE : "▶ play";
     }
 
     function setStep(i) {
@@ -201,7 +203,7 @@
         if (state.step >= d.steps.length - 1) { pause(); return; }
         setStep(state.step + 1);
       }, PLAY_MS);
-      ui.play.textContent = "⏸ pause";
+      ui.play.innerHTML = PAUSE;
     }
 
     function setData(next) {

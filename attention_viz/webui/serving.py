@@ -82,11 +82,54 @@ def server_app_kwargs(catalog: Catalog | None = None) -> dict:
     the queue is decided in the queue: webui/admission.py), a call to an endpoint name that does not exist answered
     404 with a message (Gradio answers 500 and logs a trace), and, given the server's catalog, GET /healthz.
     StaticCache goes in front of it all once it runs: files_first."""
-    kwargs = {"middleware": [Middleware(PageCompression)],
+    kwargs = {"middleware": [Middleware(BodyLimit), Middleware(PageCompression)],
               "exception_handlers": {FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
     if catalog is not None:
         kwargs["routes"] = [health_route(catalog)]
     return kwargs
+
+
+MAX_BODY_BYTES = 256 * 1024  # a request's body at most: an event's inputs are a few kB (a text of 500 characters,
+                             # heads off of 4,000), so this refuses no page's request and bounds what one can send
+
+
+class BodyLimit:
+    """An ASGI middleware that refuses a request whose body is larger than MAX_BODY_BYTES with 413 and a message,
+    before Gradio reads it: a refused 1 MB text still cost the server ~30 MB below Python while Gradio queued and
+    answered it (docs/reliability.md, "What the server keeps per visitor"). The app takes no uploads."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send, int(declared))
+            return
+        messages: list[Message] = []
+        size = 0
+        while True:  # the body as it comes (a few kB), kept to hand on; refused past the limit
+            message = await receive()
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if size > self.limit:
+                await self._refuse(scope, receive, send, size)
+                return
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
+        answer = JSONResponse({"detail": f"Request too large: {size:,} bytes or more; at most {self.limit:,}. "
+                                         "A text is at most 500 characters."}, status_code=413)
+        await answer(scope, receive, send)
 
 
 def files_first(app: Any) -> StaticCache:

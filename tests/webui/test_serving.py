@@ -394,3 +394,44 @@ def test_a_key_error_of_anything_but_an_endpoint_stays_a_500_with_its_trace_logg
         answer = run(unknown_endpoint(request(name), error))
         assert answer.status_code == 500 and answer.body == b"Internal Server Error"
         assert caplog.records and caplog.records[0].exc_info[1] is error
+
+
+def test_a_body_past_the_limit_is_refused_before_the_app_reads_it():
+    """serving.BodyLimit: a body over MAX_BODY_BYTES (declared, or sent in chunks without a length) gets 413 and a
+    message, and the app never sees it; a small one reaches the app whole."""
+    from attention_viz.webui.serving import BodyLimit
+
+    seen = []
+
+    async def app(scope, receive, send):
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        seen.append(len(body))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    def post(chunks: list[bytes], declared: int | None) -> tuple[int, bytes]:
+        headers = [(b"content-length", str(declared).encode())] if declared is not None else []
+        scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "headers": headers}
+        queue = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+        sent = []
+
+        async def receive():
+            return queue.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, BodyLimit(app, limit=1000)(scope, receive, send)).result()
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+    assert post([b"x" * 600, b"x" * 300], 900) == (200, b"ok") and seen == [900]
+    status, body = post([b"x" * 10], 5000)  # declared too large: refused before a byte is read
+    assert status == 413 and b"Request too large" in body
+    status, body = post([b"x" * 600] * 3, None)  # chunked, no length: refused once past the limit
+    assert status == 413 and seen == [900]

@@ -121,10 +121,15 @@ def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
                             return json.loads(line[5:])
                 raise AssertionError("no answer")
 
+            big = 200 * 1024  # under the body limit (serving.MAX_BODY_BYTES): Gradio queues it, the service refuses
             for _ in range(300):
-                answer = call("visualize", {"text": "x" * MiB}, uuid.uuid4().hex)
+                answer = call("visualize", {"text": "x" * big}, uuid.uuid4().hex)
                 assert answer["success"] is False and "characters" in answer["output"]["error"]
-            assert kept_bytes(demo.state_holder) < 256 * 1024  # the page's values (~20 kB), nothing of the 300 MB
+            assert kept_bytes(demo.state_holder) < 256 * 1024  # the page's values (~20 kB), nothing of the 60 MB
+            dep = deps["visualize"]  # past the limit: refused before Gradio reads it, with a message
+            body = {"data": ["x" * MiB], "fn_index": dep["id"], "session_hash": "big", "trigger_id": None}
+            refused = client.post(base + "/queue/join", json=body)
+            assert refused.status_code == 413 and "Request too large" in refused.json()["detail"]
             exported = []
             for session in ("alice", "bob"):
                 for i in range(6):

@@ -4,9 +4,7 @@ asserts an answer or a clear refusal within a bound, and that the other visitors
 
 from __future__ import annotations
 
-import socket
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,33 +18,15 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 from devtools.hub_models import save_tiny  # noqa: E402
 from devtools.launcher import Server  # noqa: E402
+from devtools.silent_hub import SilentHub  # noqa: E402
 
 SILENT = "someone/silent-model"  # the Hub here is a socket that accepts and never answers
 
 
 @pytest.fixture(scope="module")
 def silent_hub():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}", held
-    stop.set()
-    thread.join(2)
-    for connection in held:
-        connection.close()
-    server.close()
+    with SilentHub() as hub:
+        yield hub.url, hub.held
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,6 @@ seconds instead of stalling it for good; and what the bound relies on in hugging
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import pytest
@@ -16,38 +14,19 @@ from huggingface_hub import constants  # noqa: E402
 from huggingface_hub.utils import _http  # noqa: E402
 
 from attention_viz.hub import ModelUnavailableError, fetch, network  # noqa: E402
+from devtools.silent_hub import SilentHub  # noqa: E402
 
 
 @pytest.fixture
 def silent_hub(monkeypatch):
-    """A socket on 127.0.0.1 that accepts every connection and never answers, as the Hub for this test, with the
-    timeouts at 1 s."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
-    monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 1)
-    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 1)
-    yield held
-    stop.set()
-    thread.join(2)
-    for connection in held:
-        connection.close()
-    server.close()
+    """A Hub on 127.0.0.1 that accepts and never answers (devtools.silent_hub), with the timeouts at 1 s."""
+    with SilentHub() as hub:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+        monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+        monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 1)
+        monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 1)
+        yield hub.held
 
 
 def test_a_hub_that_never_answers_refuses_the_model_with_the_reason_in_bounded_time(silent_hub):

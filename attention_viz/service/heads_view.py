@@ -138,7 +138,7 @@ def summary(data: dict) -> str:
     curve's verdict and how well Michel's estimate agrees."""
     unit = data["unit"]
     top, key, head, free = most_important(data)
-    base = (f"{data['baseline']:.1f}% exact match" if unit == "points"
+    base = (f"{data['baseline']:.1f}% exact match on the {data['texts']} held-out strings scored here" if unit == "points"
             else f"{data['baseline']:.3f} nats of log-probability per token of its own output")
     lost = f"{top:.1f} points" if unit == "points" else f"{top:.3f} nats"
     one = "one point" if unit == "points" else "0.01 nats"

@@ -39,6 +39,36 @@ def signed(value: float) -> str:
     return f"{float(value):+.3f}".replace("-", "−")
 
 
+def scaled_as(settings: Settings) -> str:
+    """How a run scales QKᵀ, as a phrase after "Running it": "without scaling (plain q·k)", "with QKᵀ ×0.1 (a custom
+    factor)", "with QKᵀ ×1/√16"."""
+    if settings.scale == "none":
+        return "without scaling (plain q·k)"
+    if settings.scale == "sqrt_dk":
+        return f"with QKᵀ ×1/√{settings.d_k}"
+    return f"with QKᵀ ×{settings.scale:g} (a custom factor)"
+
+
+def mode_of(settings: Settings) -> str:
+    """The scaling a run computes: "sqrt_dk" or "none", also when given as a custom factor (1/√d_k, or 1), else
+    "custom"."""
+    if isinstance(settings.scale, str):
+        return settings.scale
+    if settings.scale == 1:
+        return "none"
+    return "sqrt_dk" if abs(settings.scale - settings.d_k ** -0.5) < 5e-4 else "custom"
+
+
+def same_as(settings: Settings) -> str | None:
+    """A custom factor that is another mode's (1, or 1/√d_k to 3 digits): a line saying so, since the run is that
+    mode's and nothing on screen changes; None otherwise."""
+    if isinstance(settings.scale, str) or mode_of(settings) == "custom":
+        return None
+    if mode_of(settings) == "none":
+        return "A custom factor of 1 is no scaling at all: the same run as *off (plain q·k)*."
+    return f"A custom factor of {settings.scale:g} is 1/√{settings.d_k}: the same run as *1/√d_k (paper)*."
+
+
 def head_title(settings: Settings, kind: str, layer: int, head: int) -> str:
     """Two short lines over one head: which attention, layer and head, and how QKᵀ was scaled."""
     scores = ADDITIVE if settings.compatibility == "additive" else "QKᵀ"
@@ -124,13 +154,18 @@ def run_notes(run: Run) -> str:
         lines.append(
             f"**{card.get('task', 'model')}**, checkpoint {code(card['name'])}{study}: d_model {c.d_model}, h {c.n_heads}, "
             f"d_k {c.d_k}, N {c.n_encoder_layers}, trained with {trained}"
-            + (f", held-out exact match {accuracy:.1%}." if isinstance(accuracy, (int, float)) else ".")
+            + (f", held-out exact match {accuracy:.1%}"
+               + (f" on its {card['heldout_size']:,} held-out strings." if isinstance(card.get("heldout_size"), int)
+                  else ".") if isinstance(accuracy, (int, float)) else ".")
         )
         if additive:
             lines.append(f"Scaling does not apply: additive attention scores {ADDITIVE} have no QKᵀ and no 1/√d_k, "
                          "so the scaling control changes nothing in this run.")
-        elif (s.scale == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
-            lines.append(f"Running it with scaling {scaling_text(s)}, not as it was trained: watch the output change.")
+        elif (mode_of(s) == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
+            lines.append(f"Running it {scaled_as(s)}, not as it was trained: watch the output change.")
+        same = same_as(s)
+        if same and not additive:
+            lines.append(same)
         alphabet = card.get("alphabet")
         if s.typed is not None:
             lines.append(f"Capitals lower-cased: the model was trained on {alphabet_text(alphabet)} only, so "
@@ -180,9 +215,11 @@ def real_notes(run: Run) -> list[str]:
     lines = [f"**{s.checkpoint}**, a real {c.family} model ({c.about}): d_model {c.d_model}, h {c.n_heads}, "
              f"d_k {c.d_k}, {layers}. Its tokens are its own subword pieces ({len(run.src_tokens or run.tgt_tokens)} "
              f"in the {'source' if run.src_tokens else 'prompt and output'})."]
-    if s.scale != "sqrt_dk":
-        lines.append(f"Running it with scaling {scaling_text(s)}, not as it was trained (1/√{c.d_k}): watch the "
+    if mode_of(s) != "sqrt_dk":
+        lines.append(f"Running it {scaled_as(s)}, not as it was trained (1/√{c.d_k}): watch the "
                      "maps flatten or sharpen and the output change.")
+        if same_as(s):
+            lines.append(same_as(s))
     if not s.causal_mask and "decoder.self_attn" in run.kinds:
         lines.append("Causal mask lifted: every position now sees the ones after it, which the model never saw in "
                      "training.")

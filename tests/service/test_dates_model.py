@@ -5,7 +5,7 @@ import pytest
 
 from attention_viz.data.tasks import target
 from attention_viz.service.catalog import Catalog, longest_text
-from attention_viz.service.limits import EXAMPLES
+from attention_viz.service.limits import DATE_EXAMPLES, EXAMPLES
 from attention_viz.service.requests import parse_settings
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import alphabet_text
@@ -25,9 +25,10 @@ def run(views, text, model=DATES):
 
 def test_the_dates_model_is_in_the_picker_with_a_date_to_type(views):
     assert ("dates (trained with 1/√d_k)", DATES) in views.runs.catalog.model_choices
-    dates = [example for example in EXAMPLES if example[0].isalpha() and " of " in example]
-    assert dates and all(target("dates", example) for example in dates)
-    assert all(len(example) <= views.runs.catalog.tokenizer.max_len for example in EXAMPLES)
+    dates = list(views.model_controls(DATES, 16).examples)  # its own examples, offered with it only
+    assert dates == DATE_EXAMPLES and all(target("dates", example) for example in dates)
+    assert not any(" of " in example for example in views.model_controls("reverse/sqrt_dk", 16).examples)
+    assert all(len(example) <= views.runs.catalog.tokenizer.max_len for example in [*EXAMPLES, *DATE_EXAMPLES])
 
 
 def test_the_app_takes_texts_as_long_as_its_longest_model_was_trained_on(views):

@@ -51,3 +51,14 @@ def test_notes_on_a_text_of_backticks_and_markup(views):
     info = views.visualize(settings).info
     spans = shown(info)
     assert run.expected == text[::-1] and run.expected in spans and (run.output or " ") in spans, (info, spans)
+
+
+@pytest.mark.parametrize("factor, same, trained", [(1.0, "the same run as *off (plain q·k)*", False),
+                                                   (0.25, "the same run as *1/√d_k (paper)*", True),
+                                                   (0.1, None, False)])
+def test_a_custom_factor_that_is_another_modes_says_so(views, factor, same, trained):
+    """Custom factor 1 after "off" looked like nothing happened: the notes say it is that mode's run."""
+    info = views.visualize(views.runs.settings("attention", "reverse/sqrt_dk", 16, "custom", factor)).info
+    assert (same in info) if same else ("the same run as" not in info)
+    assert ("not as it was trained" in info) is not trained
+    assert "Running it with scaling" not in info and "held-out exact match" in info

@@ -301,3 +301,16 @@ def test_random_unicode_texts_either_run_cleanly_or_are_refused_with_a_message(v
                 assert (weights[..., ~mask] == 0).all()
             ran += 1
     assert ran > 10 and refused > 10  # both paths were taken
+
+
+def test_an_encoder_has_no_causal_mask_control_and_says_what_it_can_do(views):
+    from attention_viz.service.limits import REAL_EXAMPLES
+    from attention_viz.webui.handlers import Handlers
+
+    bert, gpt2 = views.model_controls("hub:tiny-bert", 64), views.model_controls("hub:tiny-gpt2", 64)
+    assert bert.causal_applies is False and gpt2.causal_applies is True
+    assert bert.examples == gpt2.examples == REAL_EXAMPLES  # a real model's examples, not our a-z words
+    assert "writes text" in gpt2.text_info
+    out = Handlers(views).controls_of(bert)
+    assert out["causal"]["visible"] is False
+    assert "causal_mask" not in [key for _, key in out["comparison"]["choices"]]

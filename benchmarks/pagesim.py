@@ -227,9 +227,15 @@ class Page:
             return isinstance(item, dict) and files.get(item.get("url"), b"")[:8] == PNG
 
         if request.api == "model_controls":
+            sent = {self.browser.components[i].get("props", {}).get("elem_id"): v for i, v in request.values.items()}
+            if sent.get("model") == sent.get("last_model"):  # the picker already on it: nothing to change
+                self.then_visualize = False
+                return None
             out = self.answered("model_controls", data)
             if not isinstance(out.get("dk"), int) or out.get("heads_off") != "":  # the d_k controls, every head on
                 return f"model_controls answered {str(data)[:200]}"
+            if "last_model" in self.ids:  # the page keeps the model that answered
+                self.set(last_model=sent.get("model"))
             self.apply_model_controls(data)
             return None
         if request.api == "visualize":

@@ -522,7 +522,9 @@ def test_files_the_app_produced_are_served_from_where_it_wrote_them(raw, app, ex
     by_suffix = {Path(f["orig_name"]).suffix: raw.fetch(f) for f in files}
     assert by_suffix[".png"][:8] == PNG and by_suffix[".npz"][:4] == b"PK\x03\x04"
     assert by_suffix[".csv"].startswith(b"# model: ") and b"\nquery \\ key" in by_suffix[".csv"]
-    assert sorted(Path(f["path"]).resolve() for f in files) == [p.resolve() for p in originals]  # no copy
+    served = sorted(Path(f["path"]).resolve() for f in files)
+    assert set(served) <= {p.resolve() for p in originals}  # no copy: served from where the app wrote them
+    assert sorted(served[0].parent.iterdir()) == served  # its own folder (other tests' exports have theirs)
     exports = {p.name for p in app.system_tmp.glob("attention_viz-exports-*/*") if p.is_file()}
     assert exports <= {".lock"}, exports  # the export folder holds the exports' folders, images/ and its lock
 

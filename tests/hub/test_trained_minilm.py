@@ -210,7 +210,8 @@ def test_the_lessons_real_steps_on_an_encoder(views):
     assert step.explorer["kind"] == "encoder.self_attn" and "In encoder self-attention" in step.text
     assert "writes no text" in step.text and "output stays" not in step.text
     layer, head = step.explorer["layer"], step.explorer["head"]
-    scaled = views.visualize(settings(views, text=REAL_TEXT)).run
-    assert f"from {scaled['kinds'][0]['stats']['max_weight'][layer][head]:.2f}" in step.text and "1/√32" in step.text
+    unscaled = views.visualize(settings(views, text=REAL_TEXT, scale="none")).run  # the run on screen
+    assert f"now puts {unscaled['kinds'][0]['stats']['max_weight'][layer][head]:.3f}" in step.text
+    assert "1/√32" in step.text
     qk = lesson.step(10)
     assert qk.tab == "lab" and qk.own_qk["model"] == MODEL and qk.text.startswith("**Step 11 of 11:")

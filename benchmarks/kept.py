@@ -118,6 +118,8 @@ def refused_megabytes(base: str, n: int, tally: Counter) -> float:
         for _ in range(n):
             try:
                 answered = call(browser, "visualize", {"text": "x" * MiB})
+            except httpx.HTTPStatusError as error:  # refused before the queue: 413 with its message (BodyLimit)
+                answered = False if error.response.status_code == 413 else None
             except (RuntimeError, httpx.HTTPError):
                 answered = None
             tally["refused_1mb"] += 1

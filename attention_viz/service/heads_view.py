@@ -18,11 +18,11 @@ Payload format "attention_viz.importance/1":
      "total": H x attentions, "text": the summary (Markdown)}
 
 A partial payload (HeadsView.stream, while a real model is scored) has the same fields, with what is not scored yet
-as null: "drop" and "gradient" hold null for the heads to come (the gradient comes with the last head), "order" and
-"prune" the points so far (the prune curve is scored after every head), "can_go" and "agreement" are null, "text"
-says how far it got, and one more field says it: "progress": {"done": heads scored, "total": heads, "curve": null
-while heads are scored, then {"done": points of the prune curve, "total": its points}}. The payload itself has no
-"progress".
+as null: "drop" and "gradient" hold null for the heads to come (the gradient comes with the last head), "prune"
+the points so far (the prune curve is scored after every head), "order" is empty, "can_go" and "agreement" are
+null, "text" says how far it got, and one more field says it: "progress": {"done": heads scored, "total": heads,
+"curve": null while heads are scored, then {"done": points of the prune curve, "total": its points}}. The payload
+itself has no "progress".
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ class HeadsView:
                 return
 
     def _key(self, settings: Settings, ablation: object) -> tuple[Settings, str]:
-        """What the scores depend on: the settings without the text (but a real model's), the heads switched off,
-        the padding and the masks; and the ablation, checked."""
+        """The cache's key: the settings less what the scores do not depend on (the text, but a real model's; the
+        heads switched off, the padding, the masks), and the ablation, checked."""
         ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
         if settings.model == UNTRAINED:
             raise ValueError("The untrained model has no task to score its heads on: pick a trained model, or a "

@@ -10,7 +10,9 @@ configuration with random weights (6 + 6 layers, 8 heads: 144 heads) on one 32-t
 (log-probability of its own output; 2 threads; the encoder once per distinct set of encoder heads off; medians of
 `rounds`), and says what the run must compute: its FLOPs counted from the configuration (real_flops), and this
 machine's fp32 matrix-product rate measured in the same run (a 2048² torch.mm, the best of 7), hence the shortest
-time the run could take at that rate. `--split` adds one more run timed by part (encoder, decoder, output head,
+time the run could take at that rate, and when the first partial result came (real_head_importance's `partial`, as
+the app streams the grid: the heads of the first chunk of variants; `--chunk` rows a pass, 8 by default, the app's
+is service.heads_view.REAL_CHUNK). `--split` adds one more run timed by part (encoder, decoder, output head,
 greedy decoding, gradient). Never asserted on in tests.
 """
 
@@ -43,9 +45,12 @@ def run(texts=(50, 100, 200), rounds: int = 3, threads: int = 1) -> dict:
     return {"rows": rows, "threads": threads, "load": load()}
 
 
-def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "cpu") -> dict:
+def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "cpu", chunk: int = 8) -> dict:
     """attention_viz.importance.real_head_importance on the opus-mt-en-de configuration (benchmarks.hub.build),
-    with the FLOPs it needs and the device's fp32 matrix-product rate (benchmarks.kernel.mm_peak)."""
+    with the FLOPs it needs, the device's fp32 matrix-product rate (benchmarks.kernel.mm_peak) and when its first
+    partial result came (where the code has `partial`)."""
+    import inspect
+
     from attention_viz.importance import real_head_importance
 
     from .hub import build, inputs
@@ -59,20 +64,31 @@ def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "
     src = src.to(device)
     model.encode = lambda text: type("Encoding", (), {"ids": src[0]})()  # the benchmark's 32 ids, whatever the text
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    seconds = []
+    streams = "partial" in inspect.signature(real_head_importance).parameters
+    seconds, first = [], []
     for _ in range(rounds):
+        told = []  # (seconds, heads scored) of each partial result
         t0 = time.perf_counter()
-        result = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=8)
+
+        def partial(part):
+            sync()
+            told.append((time.perf_counter() - t0, part.done))
+
+        result = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=chunk,
+                                      **({"partial": partial} if streams else {}))
         sync()
         seconds.append(time.perf_counter() - t0)
+        first += told[:1]
     written, _ = model.greedy_decode(src, 32)
     peak = mm_peak(device)
     out = {"median_s": statistics.median(seconds), "heads": result.total, "threads": threads, "rounds": rounds,
-           "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-           "flops": real_flops(model.model.config, src.size(1), written.size(1), result.order), "mm": peak}
+           "chunk": chunk, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+           "flops": real_flops(model.model.config, src.size(1), written.size(1), result.order), "mm": peak,
+           "first_s": statistics.median(s for s, _ in first) if first else None,
+           "first_heads": first[0][1] if first else None}
     if split:
         out["split"] = timed_parts(model, lambda: real_head_importance(model, ["32 random pieces"],
-                                                                       max_new_tokens=32, chunk=8))
+                                                                       max_new_tokens=32, chunk=chunk))
     return out
 
 
@@ -153,7 +169,10 @@ def report_real(r: dict) -> str:
     floor = f["total"] / (mm["best_gflops"] * 1e9)
     lines = [
         f"opus-mt-en-de's configuration, random weights, {r['heads']} heads, one 32-token source writing 32 tokens, "
-        f"{r['threads']} threads, {r.get('device', 'CPU')}: grid + gradient + prune curve {r['median_s']:.1f} s (median of {r['rounds']})",
+        f"{r['threads']} threads, {r.get('device', 'CPU')}, {r['chunk']} rows a pass: grid + gradient + prune curve "
+        f"{r['median_s']:.2f} s (median of {r['rounds']})",
+        (f"  the first partial result (the grid's first {r['first_heads']} heads) after {r['first_s']:.2f} s "
+         f"(median)" if r["first_s"] is not None else "  no partial results (this code scores in one piece)"),
         f"  work: {f['variants']} variants x (decoder {f['decoder'] / 1e9:.2f} + vocabulary {f['vocabulary'] / 1e9:.2f}"
         f" GFLOP), {f['encoder_passes']} encoder passes x {f['encoder'] / 1e9:.2f} GFLOP, greedy decoding and the "
         f"gradient {f['greedy_and_gradient'] / 1e9:.0f} GFLOP: {f['total'] / 1e12:.2f} TFLOP",
@@ -176,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", action="store_true", help="with --real: one more run timed by part")
     parser.add_argument("--device", default="cpu", help="with --real: where the real model runs (cpu, cuda)")
     parser.add_argument("--no-ours", action="store_true", help="with --real: skip our models' table")
+    parser.add_argument("--chunk", type=int, default=8, help="with --real: batch rows a pass (the app's: 64)")
     args = parser.parse_args(argv)
     if not args.no_ours:
         print(report(run(tuple(int(x) for x in args.texts.split(",")), args.rounds, args.threads or 1)))
     if args.real:
-        print("\n" + report_real(real(threads=args.threads or 2, rounds=args.rounds, split=args.split, device=args.device)))
+        print("\n" + report_real(real(threads=args.threads or 2, rounds=args.rounds, split=args.split, device=args.device,
+                                       chunk=args.chunk)))
     return 0
 
 

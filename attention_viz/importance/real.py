@@ -1,7 +1,8 @@
 """Which heads a real model needs (attention_viz.hub.PretrainedTransformer): each head switched off alone on texts
 it writes for itself, scored by the log-probability of its own greedy output, teacher-forced; Michel's gradient
 estimate beside it, and the prune curve. Variants run as batch rows with per-row gates, a chunk at a time; an
-encoder-decoder model's encoder once per distinct set of encoder heads off.
+encoder-decoder model's encoder once per distinct set of encoder heads off. What is scored so far can be told after
+each chunk (real_head_importance's `partial`: a RealPartial), so a page can draw the grid as it fills in.
 
 The passes the scoring runs (a part of the model under the switches, or the base model without its output head)
 are at the end: encoder_states, decoder_logits, final_states, decoder_states, output_head.
@@ -11,6 +12,7 @@ Axes: N texts, S source (or prompt) positions, T decoder positions, D model widt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +48,26 @@ class RealHeadImportance:
         return max(ok, default=0)
 
 
+@dataclass(frozen=True)
+class RealPartial:
+    """What real_head_importance has scored so far, told after each chunk of variants: the grid's heads (the
+    baseline first, then the heads in map-key order), then, with Michel's gradient, the prune curve's points."""
+
+    keys: list[str]
+    n_heads: int
+    texts: int
+    ablation: str
+    baseline: float
+    drop: dict[str, np.ndarray]            # key -> [H]: as RealHeadImportance.drop, NaN where not scored yet
+    done: int                              # heads of the grid scored
+    gradient: dict[str, np.ndarray] | None = None  # once every head is scored
+    prune: list[float] = field(default_factory=list)  # the prune curve's points so far (k = 0, 1, ...)
+
+    @property
+    def total(self) -> int:
+        return len(self.keys) * self.n_heads
+
+
 def _own_outputs(model, texts: list[str], max_new_tokens: int):
     """The model's own greedy output for each text, as teacher-forcing rows: (input_ids [N, S], attention_mask,
     decoder_input_ids [N, T] or None, targets [N, T'] with -100 where not scored)."""
@@ -79,11 +101,13 @@ def _own_outputs(model, texts: list[str], max_new_tokens: int):
     return ids, mask, None, targets
 
 
-def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, means, chunk: int) -> np.ndarray:
+def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, means, chunk: int,
+                 told: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
     """Per variant: mean log-probability per scored token of the model's own output. Variants run `chunk` rows at
-    a time. An encoder-decoder model's encoder runs once per distinct set of encoder heads off: the variants that
-    switch off decoder heads only (two thirds of a Marian model's) share the plain encoder's states. The scored
-    tokens' log-probabilities: _scored_logprobs (through the output head's blocks where it is linear)."""
+    a time; `told`, if given, gets the scores so far (variants 0 .. v) after each chunk. An encoder-decoder model's
+    encoder runs once per distinct set of encoder heads off: the variants that switch off decoder heads only (two
+    thirds of a Marian model's) share the plain encoder's states. The scored tokens' log-probabilities:
+    _scored_logprobs (through the output head's blocks where it is linear)."""
     N, H = ids.size(0), model.n_heads
     dtype = next(model.model.parameters()).dtype
     scored = targets != -100  # (N, T)
@@ -91,8 +115,8 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, m
     encoder_keys = [key for key in keys if key.startswith("encoder.")] if shared else []
     decoder_keys = [key for key in keys if key not in encoder_keys]
     signature = lambda off: frozenset(head for head in off if head[0] in encoder_keys)  # noqa: E731
-    states = _real_encoder_states(model, ids, mask, encoder_keys, [signature(off) for off in variants], ablation,
-                                  means, chunk) if shared else None
+    state = _real_encoder_states(model, ids, mask, encoder_keys, [signature(off) for off in variants], ablation,
+                                 means, chunk) if shared else None
     head = _linear_head(model)
     logprob = []
     for start in range(0, len(variants), max(1, chunk // N)):
@@ -101,10 +125,12 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, m
         gates = variant_gates(decoder_keys, H, part, N, dtype, ids.device)  # every key's, without a shared encoder
         heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
         with torch.no_grad():
-            encoded = torch.cat([states[signature(off)] for off in part]) if shared else None  # (P·N, S, D)
+            encoded = torch.cat([state(signature(off)) for off in part]) if shared else None  # (P·N, S, D)
             picked = _scored_logprobs(model, head, None if shared else rep(ids), rep(mask), rep(decoder),
                                       rep(targets), encoded, heads)  # (P·R,): variant by variant
         logprob += (picked.view(len(part), -1).sum(1) / scored.sum()).double().tolist()
+        if told is not None:
+            told(np.array(logprob))
     return np.array(logprob)
 
 
@@ -140,29 +166,40 @@ def _linear_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     return head
 
 
-def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk: int) -> dict:
-    """The encoder's states [N, S, D] per distinct set of encoder heads off (a frozenset of (key, head)), `chunk`
-    rows a pass."""
+def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk: int):
+    """The encoder's states [N, S, D] per distinct set of encoder heads off (a frozenset of (key, head)), as a
+    function of the set. The distinct sets, in order, run `chunk` rows a pass; a pass runs when one of its sets is
+    first asked for, so the first variants' states come without waiting for the rest, and the passes (which rows
+    run together) are the same whatever is asked first."""
     distinct = list(dict.fromkeys(signatures))
     dtype = next(model.model.parameters()).dtype
     N, step, states = ids.size(0), max(1, chunk // ids.size(0)), {}
-    for start in range(0, len(distinct), step):
-        part = distinct[start: start + step]
-        gates = variant_gates(encoder_keys, model.n_heads, [set(s) for s in part], N, dtype, ids.device)
-        heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
-        with torch.no_grad():
-            encoded = encoder_states(model, ids.repeat(len(part), 1), attention_mask=mask.repeat(len(part), 1),
-                                           heads=heads)  # (P·N, S, D)
-        states.update(zip(part, encoded.split(N)))
-    return states
+    first = {signature: i - i % step for i, signature in enumerate(distinct)}  # its pass's first set
+
+    def state(signature: frozenset) -> torch.Tensor:
+        if signature not in states:
+            part = distinct[first[signature]: first[signature] + step]
+            gates = variant_gates(encoder_keys, model.n_heads, [set(s) for s in part], N, dtype, ids.device)
+            heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
+            with torch.no_grad():
+                encoded = encoder_states(model, ids.repeat(len(part), 1), attention_mask=mask.repeat(len(part), 1),
+                                         heads=heads)  # (P·N, S, D)
+            states.update(zip(part, encoded.split(N)))
+        return states[signature]
+
+    return state
 
 
 def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max_new_tokens: int = 20,
-                         chunk: int = 64) -> RealHeadImportance:
+                         chunk: int = 64, partial: Callable[[RealPartial], None] | None = None
+                         ) -> RealHeadImportance:
     """Every head of a real model (attention_viz.hub.PretrainedTransformer) alone off, on its own greedy output of
     `texts` (teacher-forced): the drop in its log-probability per token, Michel's gradient estimate, the prune
     curve. `chunk`: batch rows per pass (memory: rows x T x vocab where the logits are written whole; rows x T x
     d_model where the output head is linear and its log-sum-exp runs a block at a time, fast.logprob).
+    `partial`, if given, is called with what is scored so far (a RealPartial) after each chunk of the grid, once
+    with the gradient when the grid is done, and after each chunk of the prune curve; the numbers are the same with
+    or without it (the same passes run, in the same order).
 
     Raises ValueError for a model that writes no text (an encoder only, a checkpoint without its output head: it
     writes nothing to score), no texts, or an unknown ablation."""
@@ -179,17 +216,33 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     H = model.n_heads
     means = _real_means(model, ids, mask, decoder, targets) if ablation == "mean" else None
     heads = [(key, h) for key in keys for h in range(H)]
-    logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], ablation, means,
-                           chunk)
     index = {head: 1 + i for i, head in enumerate(heads)}
-    drop = {key: np.array([logprob[0] - logprob[index[(key, h)]] for h in range(H)]) for key in keys}
+
+    def drops(logprob: np.ndarray) -> dict[str, np.ndarray]:  # the grid's variants so far -> key -> [H], NaN: not yet
+        return {key: np.array([logprob[0] - logprob[index[(key, h)]] if index[(key, h)] < len(logprob) else np.nan
+                               for h in range(H)]) for key in keys}
+
+    def told(logprob: np.ndarray, **more) -> None:
+        partial(RealPartial(keys, H, len(texts), ablation, float(logprob[0]), drops(logprob), len(logprob) - 1,
+                            **more))
+
+    logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], ablation, means,
+                           chunk, told if partial else None)
+    drop = drops(logprob)
     gradient = _real_michel(model, ids, mask, decoder, targets, keys, ablation, means)
     order = sorted(heads, key=lambda kh: drop[kh[0]][kh[1]])
     # the prune curve's first two points are the grid's: no head off (k = 0), the least important alone off (k = 1)
     prune = [logprob[0], logprob[index[order[0]]]][: len(heads)]
+
+    def curve(points: np.ndarray) -> None:  # the prune curve's points after its first two, so far
+        told(logprob, gradient=gradient, prune=[float(x) for x in prune + list(points)])
+
+    if partial:
+        curve(np.array([]))
     if len(heads) > 2:
         prune += list(_real_scores(model, ids, mask, decoder, targets, keys,
-                                   [set(order[:k]) for k in range(2, len(heads))], ablation, means, chunk))
+                                   [set(order[:k]) for k in range(2, len(heads))], ablation, means, chunk,
+                                   curve if partial else None))
     agreement = spearman(np.concatenate([drop[k] for k in keys]), np.concatenate([gradient[k] for k in keys]))
     return RealHeadImportance(keys, H, len(texts), ablation, float(logprob[0]), drop, gradient, agreement, order,
                               [float(x) for x in prune])

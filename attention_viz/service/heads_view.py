@@ -4,6 +4,7 @@ estimate beside it, and the prune curve (attention_viz.importance), as numbers, 
 A shipped model is scored on its task's first IMPORTANCE_STRINGS held-out strings (exact match and loss); a real
 model on the text in the box (the log-probability of what it writes for it, teacher-forced). Scores are cached per
 model, scaling and ablation (and text, for a real model): they do not depend on the heads switched off in the view.
+A real model's scores take seconds: HeadsView.stream tells them as they come (partial payloads, then the payload).
 
 Payload format "attention_viz.importance/1":
 
@@ -15,17 +16,27 @@ Payload format "attention_viz.importance/1":
      "agreement": Spearman's ρ or null, "order": [[key, head], ...] least important first, "prune": [metric with the
      first k of order off, k = 0 .. n - 1], "can_go": heads that can go losing at most one point (0.01 nats),
      "total": H x attentions, "text": the summary (Markdown)}
+
+A partial payload (HeadsView.stream, while a real model is scored) has the same fields, with what is not scored yet
+as null: "drop" and "gradient" hold null for the heads to come (the gradient comes with the last head), "prune"
+the points so far (the prune curve is scored after every head), "order" is empty, "can_go" and "agreement" are
+null, "text" says how far it got, and one more field says it: "progress": {"done": heads scored, "total": heads,
+"curve": null while heads are scored, then {"done": points of the prune curve, "total": its points}}. The payload
+itself has no "progress".
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import math
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from attention_viz.core.maps import KINDS, split_kind
-from attention_viz.importance import head_importance, real_head_importance
+from attention_viz.importance import RealPartial, head_importance, real_head_importance
 from attention_viz.service.checks import check_choice
 from attention_viz.service.exports import ExportFolder, one_line
 from attention_viz.service.limits import ABLATIONS, UNTRAINED, real_new_tokens
@@ -36,6 +47,8 @@ from attention_viz.service.texts import code, scaling_text
 FORMAT = "attention_viz.importance/1"
 IMPORTANCE_STRINGS = 50   # a shipped model's held-out strings scored in the app (the API's default is 200)
 DIGITS = 4
+REAL_CHUNK = 64           # a real model's batch rows per pass (real_head_importance's chunk): a partial payload each
+CACHED = 16               # scored payloads kept (a few per model: scaling x ablation, and text for a real model)
 
 
 class HeadsView:
@@ -44,11 +57,51 @@ class HeadsView:
     def __init__(self, runs: Runs, exports: ExportFolder) -> None:
         self.runs = runs
         self.exports = exports
-        self._scored = functools.lru_cache(maxsize=16)(self._score)
+        self._cache: OrderedDict[tuple[Settings, str], dict] = OrderedDict()  # least recently used first
+        self._lock = threading.Lock()  # guards _cache only: never held while scoring
 
-    def importance(self, settings: Settings, ablation: object = "zero") -> dict:
+    def importance(self, settings: Settings, ablation: object = "zero",
+                   partial: Callable[[dict], None] | None = None) -> dict:
         """The payload (module docstring) for the model `settings` runs; ValueError for a model that cannot be
-        scored (the untrained model has no task; an encoder-only model writes nothing)."""
+        scored (the untrained model has no task; an encoder-only model writes nothing). `partial`, if given, gets
+        each partial payload of a real model being scored (none when the payload is cached, or for our models)."""
+        key = self._key(settings, ablation)
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        data = self._score(*key, partial)
+        with self._lock:
+            self._cache[key] = data
+            self._cache.move_to_end(key)
+            while len(self._cache) > CACHED:
+                self._cache.popitem(last=False)
+        return data
+
+    def stream(self, settings: Settings, ablation: object = "zero") -> Iterator[dict]:
+        """importance's partial payloads as they come, then its payload (the last). The scoring runs on a thread
+        of its own: closed early (the visitor left), the stream stops waiting and the scores are still cached."""
+        key = self._key(settings, ablation)  # refused here, before any thread
+        told: queue.SimpleQueue = queue.SimpleQueue()
+
+        def work() -> None:
+            try:
+                told.put(("payload", self.importance(*key, partial=lambda data: told.put(("partial", data)))))
+            except BaseException as error:  # noqa: BLE001 - raised again by the stream, in the caller's thread
+                told.put(("error", error))
+
+        threading.Thread(target=work, name="head importance", daemon=True).start()
+        while True:
+            what, value = told.get()
+            if what == "error":
+                raise value
+            yield value
+            if what == "payload":
+                return
+
+    def _key(self, settings: Settings, ablation: object) -> tuple[Settings, str]:
+        """The cache's key: the settings less what the scores do not depend on (the text, but a real model's; the
+        heads switched off, the padding, the masks), and the ablation, checked."""
         ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
         if settings.model == UNTRAINED:
             raise ValueError("The untrained model has no task to score its heads on: pick a trained model, or a "
@@ -56,15 +109,17 @@ class HeadsView:
         keep_text = settings.real
         plain = replace(settings, text=settings.text if keep_text else "", typed=None, heads_off=(), ablation="zero",
                         pad_tokens=0, causal_mask=True, padding_mask=True)
-        return self._scored(plain, ablation)
+        return plain, ablation
 
-    def _score(self, settings: Settings, ablation: str) -> dict:
+    def _score(self, settings: Settings, ablation: str, partial: Callable[[dict], None] | None = None) -> dict:
         if settings.real:
             model = self.runs.catalog.real.get(settings.model)
             budget = real_new_tokens(len(model.encode(settings.text).ids), model.layout == "encoder-decoder")
-            with self.runs.catalog.real.busy:
-                imp = real_head_importance(model, [settings.text], ablation=ablation, max_new_tokens=budget)
             shape = self.runs.catalog.real.shape(settings.model)
+            told = (lambda part: partial(partial_payload(settings, part, shape.n_heads))) if partial else None
+            with self.runs.catalog.real.busy:
+                imp = real_head_importance(model, [settings.text], ablation=ablation, max_new_tokens=budget,
+                                           chunk=REAL_CHUNK, partial=told)
             return payload(settings, imp, shape.n_heads, real=True)
         model, card = self.runs.model(settings)
         imp = head_importance(model, card["task"], scale=settings.scale, ablation=ablation,
@@ -94,29 +149,55 @@ class HeadsView:
 def payload(settings: Settings, imp, n_heads: int, real: bool) -> dict:
     """A HeadImportance (ours) or RealHeadImportance as the page's numbers and text."""
     scale = 100.0 if not real else 1.0  # exact match in points
+    data = _numbers(settings, imp, n_heads, real) | {
+        "gradient": {key: [round(float(v), 6) for v in imp.gradient[key]] for key in imp.keys},
+        "agreement": None if math.isnan(imp.agreement) else round(float(imp.agreement), 3),
+        "order": [[key, int(h)] for key, h in imp.order],
+        "prune": _rounded(imp.prune, scale), "can_go": int(imp.can_go()), "total": int(imp.total),
+    }
+    if not real:
+        data["loss_rise"] = {key: [round(float(v), DIGITS) for v in imp.loss_rise[key]] for key in imp.keys}
+    data["text"] = summary(data)
+    return data
+
+
+def partial_payload(settings: Settings, part: RealPartial, n_heads: int) -> dict:
+    """What a real model's scoring has so far (a RealPartial) as a partial payload (module docstring)."""
+    gradient = part.gradient or {key: [math.nan] * part.n_heads for key in part.keys}
+    curve = {"done": len(part.prune), "total": part.total} if part.gradient is not None else None
+    data = _numbers(settings, part, n_heads, real=True) | {
+        "gradient": {key: [None if math.isnan(v) else round(float(v), 6) for v in gradient[key]] for key in part.keys},
+        "agreement": None, "order": [], "prune": _rounded(part.prune, 1.0), "can_go": None, "total": part.total,
+        "progress": {"done": part.done, "total": part.total, "curve": curve},
+    }
+    data["text"] = (f"Scored {part.done} of {part.total} heads, each switched off alone ({part.ablation} ablation); "
+                    "the rest follow." if curve is None else
+                    f"Every head scored; the prune curve: {curve['done']} of {curve['total']} points.")
+    return data
+
+
+def _numbers(settings: Settings, imp, n_heads: int, real: bool) -> dict:
+    """The fields a payload and a partial payload share: what was scored, how, and each head alone off."""
+    scale = 100.0 if not real else 1.0  # exact match in points
     kinds = []
     for kind, label in KINDS.items():
         stack, name = split_kind(kind)
         layers = sum(1 for key in imp.keys if key.startswith(stack + ".") and key.endswith("." + name))
         if layers:
             kinds.append({"kind": kind, "label": label, "layers": layers})
-    rounded = lambda values: [round(float(v) * scale, DIGITS) for v in values]  # noqa: E731
-    data = {
+    return {
         "format": FORMAT, "model": settings.model, "title": title(settings, imp, real),
         "metric": "log-probability per token" if real else "exact match", "unit": "nats" if real else "points",
         "ablation": imp.ablation, "scaling": scaling_text(settings), "texts": imp.texts,
         "baseline": round(float(imp.baseline) * scale, DIGITS),
         "n_heads": n_heads, "kinds": kinds,
-        "drop": {key: rounded(imp.drop[key]) for key in imp.keys},
-        "gradient": {key: [round(float(v), 6) for v in imp.gradient[key]] for key in imp.keys},
-        "agreement": None if math.isnan(imp.agreement) else round(float(imp.agreement), 3),
-        "order": [[key, int(h)] for key, h in imp.order],
-        "prune": rounded(imp.prune), "can_go": int(imp.can_go()), "total": int(imp.total),
+        "drop": {key: _rounded(imp.drop[key], scale) for key in imp.keys},
     }
-    if not real:
-        data["loss_rise"] = {key: [round(float(v), DIGITS) for v in imp.loss_rise[key]] for key in imp.keys}
-    data["text"] = summary(data)
-    return data
+
+
+def _rounded(values, scale: float) -> list[float | None]:
+    """Metric values in the payload's unit, DIGITS decimals; NaN (not scored yet) as None."""
+    return [None if math.isnan(v) else round(float(v) * scale, DIGITS) for v in values]
 
 
 def title(settings: Settings, imp, real: bool) -> str:

@@ -51,6 +51,8 @@ heads_off, ablation (last, optional in /visualize, /steps, /compare and /export,
 /importance (the ten settings, compatibility, heads_off (ignored), ablation) -> importance: every head switched off
     alone, Michel's one-pass estimate and the prune curve, as a dict (format "attention_viz.importance/1",
     documented in attention_viz/service/heads_view.py); the untrained model is refused (no task to score on).
+    A real model's scores stream: partial payloads (heads not yet scored as null, and "progress"), then the
+    payload; predict returns the payload, Client.submit's outputs() every one.
 /dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
     {"headers": [...], "data": [[...], ...]} of footnote 4's numbers.
 /training (d_k) -> training: the compatibility study's three members (scaled dot product, plain dot product,
@@ -227,15 +229,29 @@ class Handlers:
                                   pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale, _client(request))]
 
-    @handler
     def importance(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                    causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                    compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
         """Which heads matter (service.heads_view): every head switched off alone, Michel's estimate, the prune
-        curve, as numbers the page draws. ablation: "zero" or "mean"; heads_off is ignored (every head alone off)."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
-        return self.views.heads.importance(settings, ablation)
+        curve, as numbers the page draws. ablation: "zero" or "mean"; heads_off is ignored (every head alone off).
+        Streamed: a real model's partial payloads as its heads are scored, then the payload (the API's answer).
+        As `handler` does for the other widgets, for a stream: counted in flight, ValueError -> gr.Error, a fault of
+        ours logged and told without its trace."""
+        try:
+            with WATCH.call("importance"):
+                settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
+                                          pad_tokens, d_model, n_heads, compatibility)
+                yield from self.views.heads.stream(settings, ablation)
+        except ValueError as error:
+            raise gr.Error(str(error), print_exception=False) from None
+        except (gr.Error, KeyboardInterrupt, GeneratorExit):
+            raise
+        except Exception as error:  # noqa: BLE001 - a fault of ours: the trace is for the log, never the page
+            logger.exception("importance failed")
+            raise gr.Error(f"The server could not answer this ({type(error).__name__}); nothing else changed. "
+                           "Try another input, or again.", print_exception=False) from None
+        finally:
+            release_free_memory()
 
     @handler
     def importance_export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,

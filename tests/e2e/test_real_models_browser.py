@@ -1,5 +1,5 @@
 """A real model in the page, as a person uses it: Debian's Chromium through Playwright against the app set up
-with two small real-format models (a Marian translation model and a GPT-2, random weights, real tokenizers).
+with small real-format models (Marian translation models and a GPT-2, random weights, real tokenizers).
 Screenshots go to tests/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ NO_SIDEWAYS = "() => document.documentElement.scrollWidth <= window.innerWidth +
 @pytest.fixture(scope="module")
 def real_url(tmp_path_factory):
     root = tmp_path_factory.mktemp("real-browser")
-    folders = [save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2")]
+    folders = [save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2"),
+               save_tiny("marian", root / "wide-marian", d_model=256, n_heads=16, layers=3)]  # 144 heads, as opus-mt
     env = {"ATTENTION_VIZ_HUB_MODELS": ",".join(map(str, folders)), "HF_HUB_OFFLINE": "1"}
     with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
         with httpx.Client(timeout=5) as client:
@@ -122,3 +123,48 @@ def test_a_decoder_only_model_offers_only_its_own_kind_and_fits_a_phone(page: Pa
     assert options.first.get_attribute("value") == "decoder.self_attn"
     assert page.evaluate(NO_SIDEWAYS)
     page.screenshot(path=str(SCREENSHOTS / "real-gpt2-390.png"), full_page=True)
+
+
+# Each redraw of the heads view, as the page shows it: pending cells, the progress line, cells, the curve's points.
+RECORD_JS = """() => {
+  window.seenHeads = [];
+  const view = document.querySelector('#heads_view');
+  new MutationObserver(() => {
+    const root = view.querySelector('.av-heads');
+    if (!root || !root.querySelector('.av-imp-table')) return;
+    const progress = root.querySelector('.av-progress');
+    window.seenHeads.push({pending: root.querySelectorAll('td.av-pending').length,
+                           cells: root.querySelectorAll('.av-imp-table td').length,
+                           progress: progress ? progress.textContent.trim() : null,
+                           bar: progress ? Number(root.querySelector('.av-progress progress').value) : null,
+                           points: root.querySelectorAll('svg circle').length});
+  }).observe(view, {childList: true, subtree: true});
+}"""
+
+
+def test_a_real_models_head_scores_fill_the_grid_as_they_come(page: Page, real_url):
+    """144 heads scored 63 a pass (and the baseline): the grid is drawn at the first pass with the heads to come
+    as pending cells and a progress line, fills in, then the payload's full tables, summary and prune curve."""
+    open_page(page, real_url)
+    pick(page, "wide-marian (real model)", "real Marian model")
+    text = page.locator("#text input, #text textarea").first
+    before = page.locator("#info").inner_text()
+    text.fill("Heads in every layer look at different words of the sentence, and the decoder writes one token")
+    expect(page.locator("#info")).not_to_have_text(before, timeout=TIMEOUT_MS)
+    settle(page)
+    page.get_by_role("tab", name="Which heads matter").click()
+    page.evaluate(RECORD_JS)
+    page.locator("#score_heads").click()
+    panel = page.locator("#heads_view .av-heads")
+    expect(panel.locator("svg circle")).to_have_count(144, timeout=TIMEOUT_MS)  # the payload: 0 .. 143 heads off
+    seen = page.evaluate("window.seenHeads")
+    filling = [s for s in seen if s["pending"]]
+    assert filling, seen  # drawn between passes (the first: the baseline and 63 heads; tests/service: in order)
+    for s in filling:  # the whole grid, the heads to come pending, no curve yet
+        assert s["cells"] == 144 and s["pending"] == 144 - s["bar"] and s["points"] == 0, s
+        assert s["progress"].startswith(f"Scored {s['bar']} of 144 heads"), s
+    assert [s["pending"] for s in seen] == sorted((s["pending"] for s in seen), reverse=True), seen  # fills in
+    assert any(s["progress"] and "prune curve" in s["progress"] and not s["pending"] for s in seen), seen
+    assert seen[-1] == {"pending": 0, "cells": 144, "progress": None, "bar": None, "points": 144}
+    expect(panel).to_contain_text("Each of the 144 heads switched off alone (zero ablation)")
+    page.screenshot(path=str(SCREENSHOTS / "real-heads-scored.png"), full_page=True)

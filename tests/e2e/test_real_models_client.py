@@ -137,3 +137,18 @@ def test_compare_and_export_on_a_real_model(real_app):
                            "decoder.cross_attn", 1, 2, "absolute", api_name="/export")
     names = [str(f) for f in files]
     assert len(names) == 4 and all("tiny-marian" in name for name in names)
+
+
+def test_a_real_models_head_scores_stream_and_predict_returns_the_payload(real_app):
+    """/importance on a real model streams partial payloads (heads to come as null, "progress") before the payload;
+    predict returns the payload itself, and a repeat (cached) the same numbers."""
+    client, _ = real_app
+    args = ("the cat sat on the mat", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 0, 64, 4)
+    job = client.submit(*args, api_name="/importance")
+    payload = job.result(timeout=120)
+    told = job.outputs()
+    assert payload["format"] == "attention_viz.importance/1" and "progress" not in payload and payload["total"] == 24
+    assert all(v is not None for values in payload["drop"].values() for v in values)
+    assert len(told) >= 2 and told[-1] == payload and all("progress" in p for p in told[:-1])
+    assert told[0]["progress"]["total"] == 24
+    assert client.predict(*args, api_name="/importance") == payload

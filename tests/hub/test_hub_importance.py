@@ -1,8 +1,9 @@
 """Head importance of real models (attention_viz.importance.real_head_importance): the batched grid (padded texts,
 per-row gates) equals each head switched off in a pass of its own; the gradient estimate is the mean of each
-text's own; the prune curve follows its order and reuses the grid's first two points; the scores through the output
-head's blocks (fast.logprob) equal the logits' log-softmax for every family that allows them, and a head not known
-to be linear takes the logits; bad calls refused."""
+text's own; the prune curve follows its order and reuses the grid's first two points; what is scored so far is told
+after each chunk and changes nothing; the scores through the output head's blocks (fast.logprob) equal the logits'
+log-softmax for every family that allows them, and a head not known to be linear takes the logits; bad calls
+refused."""
 
 from __future__ import annotations
 
@@ -78,6 +79,36 @@ def test_the_gradient_estimate_is_the_mean_of_each_texts_own(tiny_folders):
     single = [_real_michel(model, *_own_outputs(model, [text], 5), keys, "zero", None) for text in TEXTS]
     for key in keys:
         np.testing.assert_allclose(together[key], np.mean([s[key] for s in single], 0), rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("family", ["marian", "gpt2"])
+def test_what_is_scored_so_far_is_told_after_each_chunk_and_changes_nothing(tiny_folders, family):
+    """`partial` gets the grid a chunk at a time (the baseline first, then the heads in map-key order; NaN for
+    those to come), then the gradient, then the prune curve a chunk at a time; the scores are bit for bit those of
+    a call without it, and every number told is the final one."""
+    model = load_pretrained(tiny_folders[family])
+    told = []
+    imp = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=3 * 5, partial=told.append)  # 5 variants a pass
+    plain = real_head_importance(model, TEXTS, max_new_tokens=5, chunk=3 * 5)
+    assert (imp.baseline, imp.order, imp.prune, imp.agreement) == (plain.baseline, plain.order, plain.prune,
+                                                                     plain.agreement)
+    for key in imp.keys:
+        np.testing.assert_array_equal(imp.drop[key], plain.drop[key])
+        np.testing.assert_array_equal(imp.gradient[key], plain.gradient[key])
+    n = imp.total
+    grid = [part for part in told if part.gradient is None]
+    curve = told[len(grid):]
+    assert [part.done for part in grid] == [min(v, n + 1) - 1 for v in range(5, n + 6, 5)]  # 4, 9, ..., n
+    final = np.concatenate([imp.drop[key] for key in imp.keys])  # heads in map-key order
+    for part in told:
+        assert part.baseline == imp.baseline and part.total == n and part.texts == 3 and part.ablation == "zero"
+        drop = np.concatenate([part.drop[key] for key in imp.keys])
+        np.testing.assert_array_equal(drop[: part.done], final[: part.done])
+        assert np.isnan(drop[part.done:]).all()
+    assert [len(part.prune) for part in curve] == [2] + [min(k, n) for k in range(7, n + 5, 5)]  # 2, 7, ..., n
+    for part in curve:
+        assert part.done == n and part.prune == imp.prune[: len(part.prune)]
+        assert all(np.array_equal(part.gradient[key], imp.gradient[key]) for key in imp.keys)
 
 
 def test_mean_ablation_and_bad_calls(tiny_folders):

@@ -1,14 +1,18 @@
 """Which heads matter in the service (service.heads_view): the payload is head_importance's numbers (points of
 exact match), cached per model, scaling and ablation; its text is written from them; the CSV holds every head;
-the untrained model is refused with the reason; a real model is scored on the text."""
+the untrained model is refused with the reason; a real model is scored on the text, its scores streamed as they
+come."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
 
 from attention_viz.importance import head_importance
-from attention_viz.service.heads_view import IMPORTANCE_STRINGS
+from attention_viz.service import heads_view
+from attention_viz.service.heads_view import IMPORTANCE_STRINGS, HeadsView
 
 
 def settings(runs, model="reverse/sqrt_dk", text="hello", scale="sqrt_dk", off=""):
@@ -67,3 +71,70 @@ def test_the_untrained_model_is_refused_with_the_reason(views):
     s = views.runs.settings("hello", "untrained", 16)
     with pytest.raises(ValueError, match="no task to score its heads on"):
         views.heads.importance(s)
+
+
+@pytest.fixture(scope="module")
+def real_views(tmp_path_factory, one_thread):
+    """Views of a server set up with a small Marian model (2 + 2 layers, 4 heads: 24 heads; random weights)."""
+    pytest.importorskip("transformers")
+    from attention_viz.service.catalog import Catalog
+    from attention_viz.service.runs import Runs
+    from attention_viz.service.views import Views
+    from devtools.hub_models import save_tiny
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    folder = save_tiny("marian", tmp_path_factory.mktemp("real") / "tiny-marian")
+    return Views(Runs(Catalog(hub_models=[str(folder)])))
+
+
+def test_a_real_models_scores_stream_in_order_and_end_with_the_payload(real_views, monkeypatch):
+    """Partial payloads a chunk of variants at a time (5 here), in order: the grid fills in (each number told is
+    the payload's), then the gradient and the prune curve come; the last is the payload, equal to one scored
+    without streaming, and then cached: a repeat is that one payload at once."""
+    monkeypatch.setattr(heads_view, "REAL_CHUNK", 5)
+    s = real_views.runs.settings("the cat sat on the mat", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 0, 32, 4)
+    *partials, last = list(real_views.heads.stream(s, "zero"))
+    unstreamed = HeadsView(real_views.runs, real_views.exports).importance(s, "zero")
+    assert last == unstreamed and "progress" not in last and last["total"] == 24
+    assert len(partials) == 5 + 1 + 5  # 25 grid variants, the gradient, 22 prune curve variants: 5 a pass
+    grid = [p for p in partials if p["progress"]["curve"] is None]
+    assert [p["progress"]["done"] for p in grid] == [4, 9, 14, 19, 24] and grid == partials[:5]
+    assert grid[0]["text"].startswith("Scored 4 of 24 heads, each switched off alone (zero ablation)")
+    heads = [(key, h) for key in last["drop"] for h in range(4)]
+    scored = set()
+    for p in partials:
+        assert p["format"] == "attention_viz.importance/1" and p.keys() == last.keys() | {"progress"}
+        assert p["progress"]["total"] == 24 and p["baseline"] == last["baseline"] and p["title"] == last["title"]
+        now = {(key, h) for key, h in heads if p["drop"][key][h] is not None}
+        assert now >= scored and len(now) == p["progress"]["done"]  # grows, never loses a head
+        assert all(p["drop"][key][h] == last["drop"][key][h] for key, h in now)
+        scored = now
+    curve = partials[5:]
+    assert all(p["gradient"] == last["gradient"] for p in curve) and all(
+        v is None for p in grid for values in p["gradient"].values() for v in values)
+    assert [p["progress"]["curve"]["done"] for p in curve] == [2, 7, 12, 17, 22, 24]
+    assert all(p["prune"] == last["prune"][: len(p["prune"])] for p in curve)
+    assert curve[0]["text"] == "Every head scored; the prune curve: 2 of 24 points."
+    again = list(real_views.heads.stream(s, "zero"))
+    assert len(again) == 1 and again[0] is last and real_views.heads.importance(s, "zero") is last
+
+
+def test_a_stream_refuses_at_once_and_tells_a_failure_after_what_it_told(real_views, views, monkeypatch):
+    """Our models and cached scores are one payload; a refusal is raised before anything is told; a failure on
+    the way comes after the partial payloads told before it."""
+    ours = list(views.heads.stream(settings(views.runs), "zero"))
+    assert len(ours) == 1 and ours[0] is views.heads.importance(settings(views.runs), "zero")
+    with pytest.raises(ValueError, match="no task to score its heads on"):
+        next(views.heads.stream(views.runs.settings("hello", "untrained", 16)))
+
+    def failing(model, texts, partial=None, **options):
+        partial(heads_view.RealPartial(model.map_keys, 4, 1, "zero", -1.0, {k: np.full(4, np.nan) for k in
+                                                                             model.map_keys}, 0))
+        raise ValueError("the real models are busy")
+
+    monkeypatch.setattr(heads_view, "real_head_importance", failing)
+    s = real_views.runs.settings("a text never scored", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 0, 32, 4)
+    stream = real_views.heads.stream(s, "mean")
+    assert next(stream)["progress"] == {"done": 0, "total": 24, "curve": None}
+    with pytest.raises(ValueError, match="busy"):
+        next(stream)

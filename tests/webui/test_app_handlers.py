@@ -362,6 +362,20 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert demo._queue.push.__self__.__class__ is admission.FairQueue  # every join passes admission
 
 
+def test_importance_streams_and_its_refusals_are_gradio_errors(handlers, runs):
+    """/importance is a generator (Gradio streams its partial payloads to the page; the API's predict returns the
+    last): our model's scores are one payload; a refusal is a gr.Error with the message, as every handler's."""
+    values = [BASE[k] for k in SETTINGS_KEYS]
+    told = list(handlers.importance(*values))
+    assert len(told) == 1 and told[0]["format"] == "attention_viz.importance/1" and "progress" not in told[0]
+    with pytest.raises(gr.Error, match="no task to score its heads on"):
+        list(handlers.importance(values[0], UNTRAINED, *values[2:]))
+    with pytest.raises(gr.Error, match="ablation must be one of"):
+        list(handlers.importance(*values, None, None, "half"))
+    demo = page.build_app(Views(runs))
+    assert {fn.types_generator for fn in demo.fns.values() if fn.name == "importance"} == {True}
+
+
 def test_png_files_are_named_by_content_and_written_once(views):
     image = np.zeros((4, 6, 3), dtype=np.uint8)
     first = views.png_file(image)

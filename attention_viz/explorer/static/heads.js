@@ -1,6 +1,8 @@
 /* Which heads matter (attention_viz.service.heads_view, format "attention_viz.importance/1"), drawn from its
    numbers: per attention kind a layer x head table of what each head alone costs when switched off, and the prune
-   curve (metric against heads left, least important removed first) as SVG, exact numbers on hover.
+   curve (metric against heads left, least important removed first) as SVG, exact numbers on hover. A partial
+   payload (one with "progress", while a real model is scored) draws its progress line and the tables with the heads
+   not scored yet as pending cells ("…"); the curve and the summary come with the payload.
    window.AttentionHeads.mount(element, payload, {empty}) -> {setPayload, markStale, root}. */
 (function (global) {
   "use strict";
@@ -13,16 +15,18 @@
 
   function tables(data) {
     const keyOf = (kind, l) => { const [stack, name] = kind.split("."); return `${stack}.${l}.${name}`; };
-    const top = Math.max(1e-9, ...Object.values(data.drop).flat());
+    const top = Math.max(1e-9, ...Object.values(data.drop).flat().filter((v) => v !== null));
     return data.kinds.map((k) => {
       let rows = "";
       for (let l = 0; l < k.layers; l++) {
         const key = keyOf(k.kind, l);
         rows += `<tr><th scope="row">L${l}</th>` + data.drop[key].map((v, h) => {
+          if (v === null) return `<td class="av-pending" title="${escapeHtml(key)} head ${h}: not scored yet">…</td>`;
           const share = Math.max(0, Math.min(1, v / top));
           const extra = data.loss_rise ? `; loss +${data.loss_rise[key][h].toFixed(4)} nats` : "";
-          const title = `${key} head ${h}: ${data.metric} lost ${v.toFixed(4)} ${data.unit}${extra}; ` +
-            `gradient ${data.gradient[key][h].toPrecision(3)}`;
+          const gradient = data.gradient[key][h];
+          const title = `${key} head ${h}: ${data.metric} lost ${v.toFixed(4)} ${data.unit}${extra}` +
+            (gradient === null ? "" : `; gradient ${gradient.toPrecision(3)}`);
           return `<td title="${escapeHtml(title)}" style="--share:${share.toFixed(3)}"${share > 0.5 ? ' class="av-hot"' : ""}>` +
             `${fmt(data, v)}</td>`;
         }).join("") + "</tr>";
@@ -73,6 +77,14 @@
     function setPayload(data) {
       root.classList.remove("av-stale");
       if (!data || !data.drop) { root.innerHTML = `<p class="av-empty">${escapeHtml(opts.empty || "")}</p>`; return; }
+      if (data.progress) {  // a real model being scored: what is scored so far
+        const p = data.progress, [done, total] = p.curve ? [p.curve.done, p.curve.total] : [p.done, p.total];
+        root.innerHTML = `<div class="av-stale-note" role="status" hidden></div><h4>${escapeHtml(data.title)}</h4>` +
+          `<p class="av-progress" role="status"><progress max="${total}" value="${done}" aria-label="` +
+          `${p.curve ? "prune curve points scored" : "heads scored"}"></progress> ${inline(data.text)}</p>` +
+          `<div class="av-imp-tables">${tables(data)}</div>`;
+        return;
+      }
       root.innerHTML = `<div class="av-stale-note" role="status" hidden></div><h4>${escapeHtml(data.title)}</h4>` +
         data.text.split("\n\n").map((p) => `<p>${inline(p)}</p>`).join("") + curve(data) +
         `<div class="av-imp-tables">${tables(data)}</div>`;

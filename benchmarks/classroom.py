@@ -198,6 +198,12 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
                         "server_cpu_s": tally.last_open[2] - server_cpu}}
 
 
+def reaped_cpu_s() -> float:
+    """User + system CPU seconds of this process's children that have ended (and theirs): Chromium's, once closed."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def open_in_chromium(base: str, opens: int, start: float, duration_s: float, samples: list[dict]) -> None:
     """`opens` openings of the page in Chromium during the class: the first in the arrivals, the rest spread over the
     class; each the page's own times (benchmarks.page.open_once: firstView = ms from navigation start)."""

@@ -30,7 +30,7 @@ def walk(base: str, steps: int = 20) -> list[dict]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-            joins: list[float] = []
+            joins: list[int | None] = []  # the events sent: their fn_index, in order
             flight: dict = {}
             last = [time.perf_counter()]
 
@@ -39,7 +39,7 @@ def walk(base: str, steps: int = 20) -> list[dict]:
                 if "/gradio_api/" in request.url:
                     flight[request] = True
                     if request.method == "POST" and "/queue/join" in request.url:
-                        joins.append(last[0])
+                        joins.append((request.post_data_json or {}).get("fn_index"))
 
             def ended(request) -> None:
                 last[0] = time.perf_counter()
@@ -64,6 +64,7 @@ def walk(base: str, steps: int = 20) -> list[dict]:
                 done = quiet(page, flight, last)
                 found = re.search(r"Step (\d+) of (\d+)", page.locator("#lesson_text").inner_text())
                 out.append({"step": int(found[1]), "of": int(found[2]), "requests": len(joins) - before,
+                            "events": joins[before:],
                             "shown_ms": 1000 * shown, "answered_ms": 1000 * (done - t0)})
                 if out[-1]["step"] >= out[-1]["of"]:
                     break

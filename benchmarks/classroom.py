@@ -4,18 +4,30 @@
 (or `python -m benchmarks.classroom` with the same options)
 
 Each student is one page (its own session, `benchmarks.app.Browser`): it arrives within the first few
-seconds and opens the page (GET /, the files a browser then fetches with an empty cache, six at a time: the
-list one headless Chromium opening recorded at the start, ~85 of Gradio's scripts, styles and fonts; the
-config, then every load event and what it chains, as the browser runs them), then until the time is up waits 1.5-4 s (uniform) and does one thing of a teaching mix:
+seconds and opens the page, timed from its first byte asked for (GET /) to its opening run in hand: the HTML, the
+files a browser then fetches with an empty cache, six at a time (the list one headless Chromium opening recorded at
+the start, ~70 of Gradio's scripts, styles and fonts), the config, then every load event and what it chains, as the
+browser runs them (this app has none: its opening run is in the config, so the files and the config are what a
+student waits for before the page draws the first map). Then until the time is up it waits 1.5-4 s (uniform) and
+does one thing of a teaching mix:
 
-    lab_dk      35 %   move the lab's d_k (a power of two, as the log₂ slider gives)
+    lab_dk      30 %   move the lab's d_k (a power of two, as the log₂ slider gives)
     lab_scaled  15 %   switch the 1/√d_k scaling
     lab_keys    10 %   change the number of keys
-    rerun       15 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
+    rerun       10 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
     heads       10 %   click a head off in the explorer's "switch heads off" mode (or back on): its box (#heads_off)
                        written and #heads_apply pressed, the model reruns with them off (visualize's heads_off and,
                        one time in five, the other ablation); the notes must say which heads are off
     steps       15 %   open the steps view (Figure 2)
+    lesson      10 %   the guided lesson's Next from the student's step (students start at steps spread over the
+                       first eight; after the last, from the first again): the event #lesson_next's click runs
+                       (a private one, found by its trigger in /config) with the step index, and every event
+                       chained on it; the answer must show the next step ("Step N of M" in #lesson_text). Its steps
+                       open other tabs and other models. The student then goes back to its own controls.
+
+Every action also counts the events it sent (joined the queue). The page's own change listeners (a control a step
+set) are not simulated: after the class, on the quiet server, `benchmarks.lesson_walk` presses Next through the whole
+lesson in Chromium and counts every request each step sends, with its times.
 
 `--real` sets the app up with a real model, the opus-mt-en-de configuration (Marian, 6 + 6 layers, 8 heads,
 d_model 512, vocabulary 58,101: 74M parameters) with random weights, saved offline by devtools.hub_models, and
@@ -31,8 +43,12 @@ heads cannot be scored (an encoder writes no output), so `--real-score` is refus
 `--browsers K` also opens the page K times in Debian's headless Chromium while the class works (the first during
 the arrivals, the rest spread over the class, one at a time, each in a fresh context with an empty cache) and reports
 the first drawn view from the navigation's start (benchmarks.page's measure: the explorer's first frame with its
-grid): what a student who arrives with the class waits for. Chromium runs on the same two cores as the server and
-the simulated class, so this is a pessimistic figure; a lecture hall's browsers run on the students' own machines.
+grid; its clock is the page's performance.timeOrigin, the navigation's start, before GET / is sent): what a student
+who arrives with the class waits for. Chromium runs on the same two cores as the server and the simulated class, so
+this is a pessimistic figure; a lecture hall's browsers run on the students' own machines. The CPU table says how
+much each took: the server, the simulated students (this process: time.process_time) and Chromium (its processes
+and Playwright's driver once reaped: resource.getrusage(RUSAGE_CHILDREN)), while the class arrived and over the
+class.
 
 `--live` also trains live in the background for the whole class (`/live_train`, plain dot products at d_k 1024,
 one run after another, as a teacher demonstrating it would): the other views must keep answering.
@@ -50,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -64,6 +81,7 @@ import httpx
 
 from devtools.launcher import ROOT, Server
 
+from . import lesson_walk
 from .load import rss_kib
 from .page import cpu_s
 from .common import Timing, export_ref, load, ms, percentile, table, write_json
@@ -73,10 +91,11 @@ from .students import (ACTIONS, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, THINK_S
 ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
 SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened the page and made its first moves
-LABELS = {"open": "open the page (HTML, its files, config, load events and chains)", "lab_dk": "lab: move d_k",
+LABELS = {"open": "open the page: GET / .. the opening run (HTML, its files, config: the run is in it)",
+          "lab_dk": "lab: move d_k",
           "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
           "rerun": "Transformer: new text (model reruns)", "heads": "Transformer: a head clicked off (model reruns)",
-          "steps": "Transformer: open the steps view",
+          "steps": "Transformer: open the steps view", "lesson": "lesson: Next (one step, its chains if any)",
           "real": "real model (74M): pick it, type a sentence",
           "real_score": "real model (74M): score every head of a sentence"}
 
@@ -114,7 +133,7 @@ def _record_page_files(base: str) -> tuple[str, ...]:
 
 def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
             files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
-            real: RealModel = REAL_MODELS["opus-mt-random"]) -> None:
+            real: RealModel = REAL_MODELS["opus-mt-random"], pid: int | None = None) -> None:
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
@@ -122,7 +141,8 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
         try:
             t0 = time.perf_counter()
             page = Student(client, base, rng, files, patience_s, real)  # GET /, its files and the config, as a browser fetches them
-            tally.record("open", time.perf_counter() - t0 + page.open(), None, page.estimations)
+            tally.record("open", time.perf_counter() - t0 + page.open(), None, page.estimations, page.requests)
+            tally.opened(cpu_s(pid))
         except (httpx.HTTPError, OSError, RuntimeError, KeyError, IndexError) as error:  # FetchError: a RuntimeError
             tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")
             return
@@ -137,18 +157,20 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
                 seconds, wrong = page.act(action)
             except (httpx.HTTPError, RuntimeError, KeyError, IndexError, TypeError) as error:
                 seconds, wrong = time.perf_counter() - t0, f"{type(error).__name__}: {error}"
-            tally.record(action, seconds, wrong, page.estimations)
+            tally.record(action, seconds, wrong, page.estimations, page.requests)
 
 
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
               mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
-              real: RealModel = REAL_MODELS["opus-mt-random"]) -> dict:
+              real: RealModel = REAL_MODELS["opus-mt-random"], pid: int | None = None) -> dict:
     """`students` threads for `duration_s` against the app at `base`, each opening the page with `files`;
-    per action: count, errors, p50, p95. `patience_s`: a student gives up on an answer this late (an error)."""
+    per action: count, errors, p50, p95, events sent. `patience_s`: a student gives up on an answer this late (an
+    error). `pid`: the server's, for its CPU while the class arrived (with this process's: the simulated students)."""
     tally = Tally()
-    start = time.monotonic()
-    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix, patience_s, real),
-                                daemon=True) for i in range(students)]
+    start, client_cpu, server_cpu = time.monotonic(), time.process_time(), cpu_s(pid)
+    tally.opened(server_cpu)
+    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix, patience_s,
+                                                      real, pid), daemon=True) for i in range(students)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -157,8 +179,10 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
     actions = {}
     for action in ("open", *mix):
         samples = tally.seconds.get(action, [])
+        sent = tally.requests.get(action, [])
         actions[action] = {"n": len(samples), "errors": tally.errors.get(action, 0), "waited": tally.waited[action],
                            "told": tally.told[action], "eta": tally.eta[action],
+                           "requests": [min(sent), statistics.mean(sent), max(sent)] if sent else None,
                            **(Timing(samples).to_dict() | {"max_s": max(samples)} if samples else {})}
     every = [s for name, samples in tally.seconds.items() if name != "open" for s in samples]
     settled = [s for name, samples in tally.seconds.items() if name != "open"
@@ -168,7 +192,16 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
             "all": Timing(every).to_dict() if every else {}, "errors": sum(tally.errors.values()),
             "settled": Timing(settled).to_dict() if settled else {},
             "error_examples": tally.examples, "error_messages": tally.messages, "hung": sum(t.is_alive() for t in threads),
-            "drain_s": max(0.0, tally.last_answer - (start + duration_s))}
+            "drain_s": max(0.0, tally.last_answer - (start + duration_s)),
+            # the arrival: from the class's start to the last opening answered, and the CPU each side spent in it
+            "arrival": {"s": tally.last_open[0] - start, "client_cpu_s": tally.last_open[1] - client_cpu,
+                        "server_cpu_s": tally.last_open[2] - server_cpu}}
+
+
+def reaped_cpu_s() -> float:
+    """User + system CPU seconds of this process's children that have ended (and theirs): Chromium's, once closed."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def open_in_chromium(base: str, opens: int, start: float, duration_s: float, samples: list[dict]) -> None:
@@ -267,23 +300,29 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                 trainer.start()
             watcher = threading.Thread(target=watch_rss, args=(server.pid, stop, rss), daemon=True)
             watcher.start()
-            client_cpu, server_cpu = time.process_time(), cpu_s(server.pid)
+            client_cpu, server_cpu, children_cpu = time.process_time(), cpu_s(server.pid), reaped_cpu_s()
             opened: list[dict] = []
             chromium = threading.Thread(target=open_in_chromium,
                                         args=(server.base, browsers, time.monotonic(), duration_s, opened), daemon=True)
             if browsers:
                 chromium.start()
             mix = real_actions(real, real_score) if real else ACTIONS
-            result = run_class(server.base, students, duration_s, seed, files, mix, real=REAL_MODELS[real_model])
+            result = run_class(server.base, students, duration_s, seed, files, mix, real=REAL_MODELS[real_model],
+                               pid=server.pid)
             if browsers:
                 chromium.join(timeout=120)
-                result["chromium"] = opened
+                # Chromium's processes and Playwright's driver, reaped once it closed (the server is still running)
+                result |= {"chromium": opened, "chromium_cpu_s": reaped_cpu_s() - children_cpu}
             result |= {"client_cpu_s": time.process_time() - client_cpu, "server_cpu_s": cpu_s(server.pid) - server_cpu}
             stop.set()
             watcher.join()
             result["rss_mib"] = rss
             if live:
                 trainer.join(timeout=3 * HTTP_TIMEOUT_S)
+            if with_files:  # after the class (the class meets the lesson's steps uncached), on the quiet server
+                time.sleep(2.0)
+                with ThreadPoolExecutor(max_workers=1) as pool:  # Playwright's sync API: a thread of its own
+                    result["lesson_walk"] = pool.submit(lesson_walk.walk, server.base).result()
             result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load(),
                        "page_files": len(files), "real_load_s": real_load_s,
                        "live_runs": outcomes if live else None}
@@ -320,21 +359,45 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     return result
 
 
+def sent(requests: list | None) -> str:
+    """The events an action sent (its chains included): "1", or "min-max (mean)"."""
+    if not requests:
+        return ""
+    low, mean, high = requests
+    return f"{low}" if low == high else f"{low}-{high} ({mean:.1f})"
+
+
 def _app_table(app: dict, labels: dict[str, str] = LABELS) -> str:
     waits = any(a.get("waited") for a in app["actions"].values())
     rows = [[labels[name], a["n"], a["errors"], ms(a["median_s"]) if a["n"] else "", ms(a["p95_s"]) if a["n"] else "",
-             ms(a["max_s"]) if a["n"] else ""] + ([a.get("waited", 0), a.get("told", 0), a.get("eta", 0)] if waits else [])
+             ms(a["max_s"]) if a["n"] else "", sent(a.get("requests"))]
+            + ([a.get("waited", 0), a.get("told", 0), a.get("eta", 0)] if waits else [])
             for name, a in app["actions"].items()]
     if app["all"]:
         rows.append(["every action after opening", app["all"]["n"], app["errors"] - app["actions"]["open"]["errors"],
-                     ms(app["all"]["median_s"]), ms(app["all"]["p95_s"]), ""]
+                     ms(app["all"]["median_s"]), ms(app["all"]["p95_s"]), "", ""]
                     + ([sum(a.get(k, 0) for n, a in app["actions"].items() if n != "open") for k in ("waited", "told", "eta")]
                        if waits else []))
     if app.get("settled"):
         rows.append([f"every action answered after the first {SETTLED_S:.0f} s", app["settled"]["n"], "",
-                     ms(app["settled"]["median_s"]), ms(app["settled"]["p95_s"]), ""] + (["", "", ""] if waits else []))
+                     ms(app["settled"]["median_s"]), ms(app["settled"]["p95_s"]), "", ""]
+                    + (["", "", ""] if waits else []))
     waited = [f"waited > {WAIT_S:.0f} s", "told their place", "and a time"] if waits else []
-    return table(["action", "count", "errors", "p50 ms", "p95 ms", "max ms", *waited], rows)
+    return table(["action", "count", "errors", "p50 ms", "p95 ms", "max ms", "events sent", *waited], rows)
+
+
+def _cpu_table(app: dict) -> str:
+    """The CPU each process on the machine's cores spent while the class arrived (until the last opening was
+    answered) and over the whole class: what share of the students' wait is the benchmark's own clients."""
+    arrival, wall = app.get("arrival") or {}, app["wall_s"]
+    rows = [["the server", f"{arrival.get('server_cpu_s', 0):.1f}", f"{app['server_cpu_s']:.1f}"],
+            ["the simulated students (this process)", f"{arrival.get('client_cpu_s', 0):.1f}",
+             f"{app['client_cpu_s']:.1f}"]]
+    if app.get("chromium_cpu_s") is not None:
+        rows.append([f"Chromium ({len(app.get('chromium', []))} pages, and its driver)", "",
+                     f"{app['chromium_cpu_s']:.1f}"])
+    return table(["CPU s", f"while the class arrived ({arrival.get('s', 0):.1f} s)",
+                  f"over the class ({wall:.0f} s, {2 * wall:.0f} core-s on two cores)"], rows)
 
 
 def _memory_line(samples: list) -> str:
@@ -363,8 +426,7 @@ def report(result: dict) -> str:
             lines += ["", f"the last answer came {app['drain_s']:.1f} s after the class stopped starting actions "
                           f"({app['hung']} students still waiting at the end)"]
         if app.get("server_cpu_s") is not None:
-            lines += ["", f"CPU during the class ({app['wall_s']:.0f} s on this machine's cores): the server "
-                          f"{app['server_cpu_s']:.1f} s, the simulated students {app['client_cpu_s']:.1f} s"]
+            lines += ["", _cpu_table(app)]
         if app.get("rss_mib"):
             lines.append(_memory_line(app["rss_mib"]))
         if app.get("chromium"):
@@ -375,6 +437,8 @@ def report(result: dict) -> str:
                              f"{ms(max(views))} ms over {len(views)} openings" if views else "none drawn")
                           + (f"; {len(app['chromium']) - len(drawn)} never drawn" if len(drawn) < len(app["chromium"])
                              else "")]
+        if app.get("lesson_walk"):
+            lines += ["", lesson_walk.summary(app["lesson_walk"])]
         if app.get("real_load_s") is not None:
             lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
         if app.get("live_runs") is not None:
@@ -388,6 +452,13 @@ def report(result: dict) -> str:
                 rows.append([labels[name], ms(this[name]["median_s"]), ms(ref[name]["median_s"]),
                              f"{this[name]['median_s'] / ref[name]['median_s']:.2f}", ms(this[name]["p95_s"]),
                              ms(ref[name]["p95_s"]), f"{this[name]['p95_s'] / ref[name]['p95_s']:.2f}"])
+        views = [[o["firstView"] / 1000 for o in result["apps"][key].get("chromium", []) if "firstView" in o]
+                 for key in ("this", "ref")]
+        if all(views):
+            (a50, a95), (b50, b95) = [(statistics.median(v), percentile(v, 95)) for v in views]
+            rows.insert(1, [f"open the page in Chromium: navigation start .. first map drawn ({len(views[0])} / "
+                            f"{len(views[1])} openings)", ms(a50), ms(b50), f"{a50 / b50:.2f}", ms(a95), ms(b95),
+                            f"{a95 / b95:.2f}"])
         lines += ["", f"this tree against {result['names']['ref']} (ratio < 1: this tree is faster)", "",
                   table(["action", "p50 this", "p50 ref", "ratio", "p95 this", "p95 ref", "ratio"], rows)]
     return "\n".join(lines)

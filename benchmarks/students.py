@@ -4,6 +4,7 @@ does (a teaching mix of actions, with what each answer must say) and the tally o
 from __future__ import annotations
 
 import random
+import re
 import string
 import threading
 import time
@@ -15,15 +16,15 @@ import httpx
 from .app import Browser
 from .fetch import fetch_files
 
-ACTIONS = {"lab_dk": 35, "lab_scaled": 15, "lab_keys": 10, "rerun": 15, "heads": 10, "steps": 15}
+ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 10, "heads": 10, "steps": 15, "lesson": 10}
 REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
 
 
 def real_actions(share: int, score: int = 0) -> dict[str, int]:
     """The mix with `share` percent for the real model's runs, taken half from the lab's d_k and half from the reruns,
     and `score` percent scoring every head of it, taken from the steps."""
-    mix = {"lab_dk": 35 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 15 - (share - share // 2),
-           "heads": 10, "steps": 15 - score, "real": share}
+    mix = {"lab_dk": 30 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 10 - (share - share // 2),
+           "heads": 10, "steps": 15 - score, "lesson": 10, "real": share}
     return mix | ({"real_score": score} if score else {})
 
 
@@ -46,6 +47,7 @@ THINK_S = (1.5, 4.0)
 ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 WAIT_S = 1.0      # an action answered later than this waited: did the student see its place in the line?
 HTTP_TIMEOUT_S = 120.0
+STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts with
 
 
 class BrowserTransport(httpx.HTTPTransport):
@@ -78,10 +80,22 @@ class Tally:
     eta: Counter = field(default_factory=Counter)     # of those, given an estimate of the time too
     last_answer: float = 0.0                          # time.monotonic() of the last answer or error
     answered_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # monotonic, per sample
+    requests: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # events sent, per sample
 
-    def record(self, action: str, seconds: float, error: str | None, estimations: list[dict] = ()) -> None:
+    last_open: tuple[float, float, float] = (0.0, 0.0, 0.0)  # at the last opening: monotonic, this process's and
+    #                                                             the server's CPU seconds
+
+    def opened(self, server_cpu_s: float) -> None:
+        """An opening answered: the clock and the CPU so far (the class's arrival lasts until the last one)."""
+        with self.lock:
+            self.last_open = (time.monotonic(), time.process_time(), server_cpu_s)
+
+    def record(self, action: str, seconds: float, error: str | None, estimations: list[dict] = (),
+               requests: int | None = None) -> None:
         with self.lock:
             self.seconds[action].append(seconds)
+            if requests is not None:
+                self.requests[action].append(requests)
             self.answered_at[action].append(time.monotonic())
             self.last_answer = max(self.last_answer, time.monotonic())
             if seconds > WAIT_S:
@@ -109,8 +123,16 @@ class Student:
         self.values = {i: c.get("props", {}).get("value") for i, c in self.browser.components.items()}
         self.chains = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")
                                  and c.get("trigger_only_on_success")] for d in deps}
+        then = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")] for d in deps}
         self.loads = [d for d in deps if d.get("backend_fn") and any(t[1] == "load" for t in d["targets"])]
         self.estimations: list[dict] = []  # the queue's estimations for the last action's events
+        self.requests = 0  # the events the last action sent (joined the queue), its chains included
+        # the lesson's Next: the backend event #lesson_next's click runs (a private event: found by its trigger)
+        self.lesson = next((d for d in deps if d.get("backend_fn") and [self.ids.get("lesson_next"), "click"]
+                            in [list(t) for t in d["targets"]]), None)
+        if self.lesson is not None:  # a step's chains, .then and .success alike (an app whose step chained requests)
+            self.chains[self.lesson["id"]] = then[self.lesson["id"]]
+        self.lesson_at = rng.randrange(-1, 8)  # the step on show (-1: none yet): students are at various points
         run = self.values[self.ids["explorer_view"]]  # the page's opening run: its attentions, layers and heads
         self.head_keys = [f"{stack}.{i}.{name}" for entry in run["kinds"] for stack, name in [entry["kind"].split(".")]
                           for i in range(entry["layers"])]
@@ -132,10 +154,18 @@ class Student:
 
     def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
         """One event and, as the browser does, the events chained on its success; seconds of the first."""
+        self.requests += 1
         try:
             seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
         finally:
             self.estimations += self.browser.estimations
+        if dep is self.lesson:  # the page shows what the step set (its index and controls) before the chains run
+            for output, value in zip(dep["outputs"], completed["output"]["data"]):
+                if isinstance(value, dict) and value.get("__type__") == "update":
+                    if "value" in value:
+                        self.values[output] = value["value"]
+                else:
+                    self.values[output] = value
         for chained in self.chains.get(dep["id"], []):
             self.call(chained)
         return seconds, completed["output"]["data"]
@@ -148,7 +178,7 @@ class Student:
 
     def act(self, action: str) -> tuple[float, str | None]:
         """Do one action: (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
-        self.estimations = []
+        self.estimations, self.requests = [], 0
         rng, set_ = self.rng, lambda elem_id, value: self.values.__setitem__(self.ids[elem_id], value)
         if action.startswith("lab_"):
             if action == "lab_dk":
@@ -192,8 +222,34 @@ class Student:
                 for elem_id, value in kept.items():  # the student goes back to the model and text it had
                     set_(elem_id, value)
             return seconds, None if self.real.notes in str(data) else "real: no notes of a real model's run"
+        if action == "lesson":
+            return self.lesson_step()
         seconds, data = self.call(self.api["steps"])
         return seconds, None if "softmax" in str(data) else "steps: no step text"
+
+    def lesson_step(self) -> tuple[float, str | None]:
+        """The lesson's Next from the step on show (after the last: from the start again, as a student who starts
+        over); the answer must be the next step ("Step N of M" in #lesson_text). Seconds: the step's event and the
+        events chained on it. The student then goes back to what it was exploring (its controls as before the step),
+        so its other actions stay on its own runs."""
+        if self.lesson is None:
+            raise RuntimeError("the page has no lesson: no backend event on #lesson_next")
+        kept, index = dict(self.values), self.lesson_at
+        self.values[self.ids["lesson_step"]] = index
+        t0 = time.perf_counter()
+        try:
+            _, data = self.call(self.lesson, "lesson_next")
+            seconds = time.perf_counter() - t0  # the step and every event chained on it (an app that chains any)
+            text = str(data[self.lesson["outputs"].index(self.ids["lesson_text"])])
+        finally:
+            self.values = kept
+        found = STEP.search(text)
+        if not found:
+            return seconds, f"lesson: no 'Step N of M' in the answer to Next from step {index}"
+        shown, steps = int(found[1]), int(found[2])
+        expected = min(index + 1, steps - 1) + 1
+        self.lesson_at = -1 if shown >= steps else shown - 1
+        return seconds, None if shown == expected else f"lesson: Next from step {index} showed step {shown} of {steps}"
 
 
 def heads_text(off: dict[str, set[int]]) -> str:

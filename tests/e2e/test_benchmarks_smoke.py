@@ -116,8 +116,47 @@ def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_ur
     app = {**result, "load_after": [0.0, 0.0, 0.0]}
     text = classroom.report({"students": 2, "duration_s": 9, "seed": 1, "names": {"this": "this tree", "ref": "main"},
                              "apps": {"this": app, "ref": app}})
-    assert "### this tree" in text and "### main" in text and "| open the page" in text and "p50 ref" in text
+    assert "### this tree" in text and "### main" in text and "| open the page: GET /" in text and "p50 ref" in text
+    assert result["arrival"]["s"] > 0 and result["actions"]["open"]["requests"] == [0, 0, 0]  # no load event
     assert parse_args(["--only", "classroom", "--against", "main"]).only == ["classroom"]
+
+
+def test_a_student_walks_the_lesson_one_event_a_step_and_a_wrong_step_is_an_error(app_url, monkeypatch):
+    """The lesson action: Next from the step on show, through the last and round to the first again, each answer the
+    next step, each one event; an answer showing another step is reported wrong."""
+    import random
+
+    import httpx
+
+    from benchmarks.students import BrowserTransport, Student
+
+    with httpx.Client(timeout=60, transport=BrowserTransport()) as client:
+        page = Student(client, app_url.rstrip("/"), random.Random(0))
+        page.lesson_at = -1
+        shown = []
+        for _ in range(12):  # more than the lesson's steps: it wraps
+            seconds, wrong = page.act("lesson")
+            assert wrong is None and seconds > 0 and page.requests == 1, (wrong, page.requests)
+            shown.append(page.lesson_at + 1 if page.lesson_at >= 0 else "last")
+        assert shown[:3] == [1, 2, 3] and "last" in shown and shown[shown.index("last") + 1] == 1, shown
+        lesson_text = page.lesson["outputs"].index(page.ids["lesson_text"])
+        answer = [None] * len(page.lesson["outputs"])
+        answer[lesson_text] = "<p><strong>Step 5 of 10: something else.</strong></p>"
+        monkeypatch.setattr(page, "call", lambda dep, trigger=None: (0.01, answer))
+        page.lesson_at = 0
+        assert page.act("lesson")[1] == "lesson: Next from step 0 showed step 5 of 10"
+
+
+def test_the_lesson_walked_in_chromium_sends_one_event_a_step(app_url):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmarks import lesson_walk
+
+    with ThreadPoolExecutor(max_workers=1) as pool:  # out of reach of any Playwright loop an earlier test left
+        steps = pool.submit(lesson_walk.walk, app_url.rstrip("/"), 3).result()
+    assert [s.get("step") for s in steps] == [1, 2, 3], steps
+    assert all(s["requests"] == 1 and s["shown_ms"] > 0 and s["answered_ms"] > 0 for s in steps), steps
+    assert "events sent per step 1-1" in lesson_walk.summary(steps)
 
 
 def test_classroom_opens_the_page_in_chromium_during_the_class_and_reports_the_first_drawn_view(app_url):

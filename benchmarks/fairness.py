@@ -165,7 +165,7 @@ VISITS = 5
 def measure_scores(name: str, cwd: Path, scores: int, model_folder: Path, log_dir: Path) -> dict:
     """Start the app with the real model, load it, join `scores` scorings of it, then VISITS views of our model."""
     from .classroom import load_real_model
-    from .students import REAL_MODEL
+    from .students import REAL_MODELS
 
     env = {"PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
            "ATTENTION_VIZ_HUB_MODELS": str(model_folder),
@@ -178,7 +178,7 @@ def measure_scores(name: str, cwd: Path, scores: int, model_folder: Path, log_di
         browser = Browser(client, server.base, patience_s=PATIENCE_S)
         dep = browser.dependency("importance")
         values = browser.initial_inputs(dep)
-        values[browser.by_elem_id["model"]] = "hub:" + REAL_MODEL
+        values[browser.by_elem_id["model"]] = "hub:" + REAL_MODELS["opus-mt-random"].name
         statuses: dict[int, int] = {}
         with httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address=FLOOD_ADDRESS)) as own:
             for i in range(scores):

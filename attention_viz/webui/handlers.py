@@ -333,6 +333,8 @@ class Handlers:
         c = self.views.model_controls(settings.model, settings.d_k, n_heads=settings.n_heads)
         scale = settings.scale if isinstance(settings.scale, str) else "custom"
         factor = 1.0 if isinstance(settings.scale, str) else float(settings.scale)
+        if not c.scaling_applies:  # additive attention: the radio shows the family's own mode, fixed (controls_of)
+            scale = c.scale_mode
         view = self.views.visualize(settings)
         return {
             **self.controls_of(c, scale), "model": gr.update(value=settings.model, info=None),

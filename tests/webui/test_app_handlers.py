@@ -22,6 +22,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.webui import admission, page, runtime, transformer_tab
 from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.handlers import run_key as handlers_run_key
 from attention_viz.webui.widgets import prose_html
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,6 +147,13 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
     assert own["own_model"].startswith("reverse") and own["own_qk"]["kind"] == "decoder.cross_attn"
     training = handlers.lesson(6)
     assert training["training_d_k"] == "512" and training["training_view"]["arms"]
+    for index in range(len(handlers.lesson_steps)):  # the run a step brings is keyed by the values its controls show
+        step = handlers.lesson(index)
+        if "run_key" in step:
+            value = (lambda v: v["value"] if isinstance(v, dict) else v)
+            shown = [value(step[name]) for name in ("text", "model", "d_k", "scale", "factor", "causal", "padding",
+                                                    "pads", "d_model", "n_heads", "heads_off", "ablation")]
+            assert json.loads(step["run_key"]) == json.loads(handlers_run_key(*shown)), index
     last = handlers.lesson(len(handlers.lesson_steps) - 1)
     assert last["lesson_forward"]["value"] == "Last step" and last["live_arm"] == "dot"
 

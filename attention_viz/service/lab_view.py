@@ -113,31 +113,7 @@ class LabData:
         sd = 1.0 if scaled else math.sqrt(d_k)
         samples = self._samples(d_k) / math.sqrt(d_k) if scaled else self._samples(d_k)
         edges = np.linspace(-HISTOGRAM_RANGE, HISTOGRAM_RANGE, HISTOGRAM_BINS + 1) * sd  # (B + 1,)
-        counts, _ = np.histogram(samples, bins=edges)  # (B,) samples outside the edges are not counted
-        below, above = int((samples < edges[0]).sum()), int((samples >= edges[-1]).sum())
-        theory, theory_below, theory_above = lab.bin_probabilities(edges, d_k, scaled)
-        n = samples.size
-        observed = np.concatenate([[below], counts, [above]]) / n  # (B + 2,) with both tails
-        expected = np.concatenate([[theory_below], theory, [theory_above]])
-        return {
-            "variable": "q·k / √d_k" if scaled else "q·k",
-            "edges": rounded(edges, 8),
-            "counts": counts.tolist(),
-            "samples": n,
-            "below": below,
-            "above": above,
-            "theory": rounded(theory),
-            "theory_below": float(f"{theory_below:.{DIGITS}g}"),
-            "theory_above": float(f"{theory_above:.{DIGITS}g}"),
-            "normal_sd": sd,  # N(0, sd²): the normal approximation, drawn for comparison
-            "mean": float(f"{samples.mean():.4g}"),
-            "variance": float(f"{samples.var():.4g}"),
-            "theory_variance": float(sd * sd),
-            # total variation distance between the histogram (tails included) and the exact law, and its
-            # expected size from sampling alone, Σ √(2 p (1 − p) / (π N)) / 2
-            "tv_distance": float(f"{0.5 * np.abs(observed - expected).sum():.3g}"),
-            "tv_noise": float(f"{0.5 * np.sqrt(2 * expected * (1 - expected) / (math.pi * n)).sum():.3g}"),
-        }
+        return histogram_fields(samples, edges, d_k, scaled)
 
     def _query_data(self, d_k: int, n_keys: int, scaled: bool) -> dict:
         n_queries = self._sweep_frame(n_keys)["n_queries"]
@@ -198,6 +174,39 @@ def _numbers(samples: np.ndarray, d_k: int, n_keys: int) -> list[list]:
     rows.append([f"‖∂softmax/∂logits‖, {median}", *[float(f"{float(m.grad_norm[0]):.4g}") for m in modes],
                  f"uniform: {math.sqrt(1 / n_keys - 1 / n_keys**2):.4f}; one-hot: 0"])
     return rows
+
+
+def histogram_fields(values: np.ndarray, edges: np.ndarray, d_k: int, scaled: bool) -> dict:
+    """The histogram the lab draws: counts of `values` (q·k, or q·k / √d_k when scaled) [N] in bins `edges` [B + 1],
+    against footnote 4's exact law at d_k in the same bins (lab.bin_probabilities), with both tails.
+
+    Used for the synthetic samples and for a model's own logits (service.qk_view), so both read the same."""
+    sd = 1.0 if scaled else math.sqrt(d_k)  # footnote 4's standard deviation of the shown variable
+    counts, _ = np.histogram(values, bins=edges)  # (B,) values outside the edges are not counted
+    below, above = int((values < edges[0]).sum()), int((values >= edges[-1]).sum())
+    theory, theory_below, theory_above = lab.bin_probabilities(edges, d_k, scaled)
+    n = values.size
+    observed = np.concatenate([[below], counts, [above]]) / n  # (B + 2,) with both tails
+    expected = np.clip(np.concatenate([[theory_below], theory, [theory_above]]), 0.0, 1.0)  # rounding below 0 clipped
+    return {
+        "variable": "q·k / √d_k" if scaled else "q·k",
+        "edges": rounded(edges, 8),
+        "counts": counts.tolist(),
+        "samples": n,
+        "below": below,
+        "above": above,
+        "theory": rounded(theory),
+        "theory_below": float(f"{theory_below:.{DIGITS}g}"),
+        "theory_above": float(f"{theory_above:.{DIGITS}g}"),
+        "normal_sd": sd,  # N(0, sd²): the normal approximation, drawn for comparison
+        "mean": float(f"{values.mean():.4g}"),
+        "variance": float(f"{values.var():.4g}"),
+        "theory_variance": float(sd * sd),
+        # total variation distance between the histogram (tails included) and the exact law, and its
+        # expected size from sampling alone, Σ √(2 p (1 − p) / (π N)) / 2
+        "tv_distance": float(f"{0.5 * np.abs(observed - expected).sum():.3g}"),
+        "tv_noise": float(f"{0.5 * np.sqrt(2 * expected * (1 - expected) / (math.pi * n)).sum():.3g}"),
+    }
 
 
 def lab_numbers(d_k: int, n_keys: int) -> list[list]:

@@ -21,13 +21,12 @@ import math
 
 import numpy as np
 
-from attention_viz import lab
 from attention_viz.data.tasks import heldout_strings
 from attention_viz.data.tokenizer import CharTokenizer
 from attention_viz.qkstats import QKStatistics, qk_statistics
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_bool, check_choice, check_int, shown
-from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, rounded
+from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, histogram_fields, rounded
 
 OWN_TEXTS = 20  # a shipped model's held-out strings
 REAL_TEXTS = ("Attention is all you need.", "The cat sat on the mat.",
@@ -144,34 +143,12 @@ class OwnQK:
 
 
 def _histogram(raw: np.ndarray, d_k: int, scaled: bool) -> dict:
-    """The head's logits against footnote 4's law at d_k (lab_view's histogram fields)."""
+    """The head's logits [N] against footnote 4's law at d_k, as the lab draws it; the range stretches to the 99.5th
+    percentile of |value| where a trained head's logits reach past ±5 standard deviations of the law."""
     values = raw.astype(np.float64) / math.sqrt(d_k) if scaled else raw.astype(np.float64)  # (N,)
-    sd = 1.0 if scaled else math.sqrt(d_k)  # footnote 4's standard deviation of the shown variable
+    sd = 1.0 if scaled else math.sqrt(d_k)
     span = max(HISTOGRAM_RANGE * sd, float(np.quantile(np.abs(values), 0.995)))
-    edges = np.linspace(-span, span, HISTOGRAM_BINS + 1)  # (bins + 1,)
-    counts, _ = np.histogram(values, bins=edges)
-    theory, theory_below, theory_above = lab.bin_probabilities(edges, d_k, scaled)
-    n = values.size
-    below, above = int((values < edges[0]).sum()), int((values >= edges[-1]).sum())
-    observed = np.concatenate([[below], counts, [above]]) / n
-    expected = np.clip(np.concatenate([[theory_below], theory, [theory_above]]), 0.0, 1.0)
-    return {
-        "variable": "q·k / √d_k" if scaled else "q·k",
-        "edges": rounded(edges, 8),
-        "counts": counts.tolist(),
-        "samples": n,
-        "below": below,
-        "above": above,
-        "theory": rounded(theory),
-        "theory_below": _g(theory_below),
-        "theory_above": _g(theory_above),
-        "normal_sd": sd,
-        "mean": _g(values.mean()),
-        "variance": _g(values.var()),
-        "theory_variance": sd * sd,
-        "tv_distance": float(f"{0.5 * np.abs(observed - expected).sum():.3g}"),
-        "tv_noise": float(f"{0.5 * np.sqrt(2 * expected * (1 - expected) / (math.pi * n)).sum():.3g}"),
-    }
+    return histogram_fields(values, np.linspace(-span, span, HISTOGRAM_BINS + 1), d_k, scaled)
 
 
 def numbers(s: QKStatistics, head: int) -> list[list]:

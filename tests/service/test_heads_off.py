@@ -4,7 +4,6 @@ notes and the packed run saying so; real models through the same path."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -197,19 +196,6 @@ def test_the_packed_run_and_its_notes_say_which_heads_are_off(views):
 
 
 # ----------------------------------------------------------------------------- a real model, the same path
-
-@pytest.fixture(scope="module")
-def real_views(tmp_path_factory, one_thread):
-    pytest.importorskip("transformers")
-    from attention_viz.service.catalog import Catalog
-    from attention_viz.service.runs import Runs
-    from attention_viz.service.views import Views
-    from devtools.hub_models import save_tiny
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    folder = save_tiny("marian", tmp_path_factory.mktemp("real") / "tiny-marian")
-    return Views(Runs(Catalog(hub_models=[str(folder)])))
-
 
 def test_a_real_model_runs_with_heads_off_and_mean_ablation(real_views):
     runs = real_views.runs

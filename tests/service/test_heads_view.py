@@ -5,7 +5,6 @@ come."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -71,20 +70,6 @@ def test_the_untrained_model_is_refused_with_the_reason(views):
     s = views.runs.settings("hello", "untrained", 16)
     with pytest.raises(ValueError, match="no task to score its heads on"):
         views.heads.importance(s)
-
-
-@pytest.fixture(scope="module")
-def real_views(tmp_path_factory, one_thread):
-    """Views of a server set up with a small Marian model (2 + 2 layers, 4 heads: 24 heads; random weights)."""
-    pytest.importorskip("transformers")
-    from attention_viz.service.catalog import Catalog
-    from attention_viz.service.runs import Runs
-    from attention_viz.service.views import Views
-    from devtools.hub_models import save_tiny
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    folder = save_tiny("marian", tmp_path_factory.mktemp("real") / "tiny-marian")
-    return Views(Runs(Catalog(hub_models=[str(folder)])))
 
 
 def test_a_real_models_scores_stream_in_order_and_end_with_the_payload(real_views, monkeypatch):

@@ -60,3 +60,21 @@ def test_the_own_view_draws_the_services_numbers_for_each_head_picked(page: Page
     page.locator("#own_model").scroll_into_view_if_needed()
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "own_qk_1280x800.png"))
+
+
+def test_the_own_view_fits_a_phone(page: Page, app_url):
+    """At 390 px the histogram and its table stay inside the page (no sideways scroll), the text at least 11 px."""
+    own = OwnQK(Catalog())
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(app_url)
+    page.get_by_role("tab", name="√d_k lab").click()
+    page.locator("#own_qk").scroll_into_view_if_needed()
+    expect(page.locator(f"{VIEW} svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
+    drawn(page, own.view("reverse", "decoder.cross_attn", 0, 0, True))
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    for selector in (VIEW, f"{VIEW} svg[data-chart=histogram]", f"{VIEW} table[data-role=own-numbers]"):
+        box = page.locator(selector).first.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1, (selector, box)
+    page.locator(f"{VIEW} svg[data-chart=histogram]").scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "own_qk_390.png"))

@@ -168,3 +168,25 @@ def test_a_real_models_head_scores_fill_the_grid_as_they_come(page: Page, real_u
     assert seen[-1] == {"pending": 0, "cells": 144, "progress": None, "bar": None, "points": 144}
     expect(panel).to_contain_text("Each of the 144 heads switched off alone (zero ablation)")
     page.screenshot(path=str(SCREENSHOTS / "real-heads-scored.png"), full_page=True)
+
+
+def test_a_real_models_head_scores_fit_a_phone(page: Page, real_url):
+    """At 390 px the 144-head grid and the prune curve stay inside the page: each table and the curve scroll
+    sideways in a box of their own (never the page) and say so; the tables' captions wrap inside the screen."""
+    open_page(page, real_url, width=390)
+    pick(page, "wide-marian (real model)", "real Marian model")
+    page.get_by_role("tab", name="Which heads matter").click()
+    page.evaluate(RECORD_JS)
+    page.locator("#score_heads").click()
+    panel = page.locator("#heads_view .av-heads")
+    expect(panel.locator("svg circle")).to_have_count(144, timeout=TIMEOUT_MS)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "real-heads-390.png"), full_page=True)
+    assert page.evaluate(NO_SIDEWAYS)
+    for selector in ("#heads_view .av-heads", ".av-prune-box", ".av-imp-box", ".av-imp-caption"):
+        for box in (b.bounding_box() for b in page.locator(selector).all()):
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1, (selector, box)
+    expect(panel.locator(".av-prune-more")).to_be_visible()
+    expect(panel.locator(".av-imp-more")).to_have_count(3)
+    for hint in panel.locator(".av-imp-more").all():  # 12 heads do not fit 390 px: each table says it scrolls
+        expect(hint).to_be_visible()

@@ -32,9 +32,12 @@
         }).join("") + "</tr>";
       }
       const heads = Array.from({length: data.n_heads}, (_, h) => `<th scope="col">H${h}</th>`).join("");
-      return `<table class="av-imp-table"><caption>${escapeHtml(k.label)}: ${escapeHtml(data.metric)} lost ` +
-        `(${escapeHtml(data.unit)}) with each head alone off</caption><thead><tr><th></th>${heads}</tr></thead>` +
-        `<tbody>${rows}</tbody></table>`;
+      // the caption wraps above the table's own scroll box: a phone scrolls the table, never the page or its title
+      return `<div class="av-imp-box"><div class="av-imp-caption">${escapeHtml(k.label)}: ${escapeHtml(data.metric)} ` +
+        `lost (${escapeHtml(data.unit)}) with each head alone off</div><div class="av-imp-scroll">` +
+        `<table class="av-imp-table" aria-label="${escapeHtml(k.label)}: ${escapeHtml(data.metric)} lost with each ` +
+        `head alone off"><thead><tr><th></th>${heads}</tr></thead><tbody>${rows}</tbody></table></div>` +
+        `<div class="av-imp-more" hidden>⇆ scroll the table sideways for the rest</div></div>`;
     }).join("");
   }
 
@@ -69,6 +72,14 @@
       `<div class="av-prune-tip" role="status"></div></figure>`;
   }
 
+  // say where a table is wider than its box (a phone, or many heads): its right part is a scroll away
+  function markScrolling(root) {
+    for (const box of root.querySelectorAll(".av-imp-box")) {
+      const scroll = box.querySelector(".av-imp-scroll");
+      box.querySelector(".av-imp-more").hidden = scroll.scrollWidth <= scroll.clientWidth + 1;
+    }
+  }
+
   function mount(element, payload, opts) {
     const root = document.createElement("div");
     root.className = "av-hv av-heads";
@@ -83,11 +94,13 @@
           `<p class="av-progress" role="status"><progress max="${total}" value="${done}" aria-label="` +
           `${p.curve ? "prune curve points scored" : "heads scored"}"></progress> ${inline(data.text)}</p>` +
           `<div class="av-imp-tables">${tables(data)}</div>`;
+        markScrolling(root);
         return;
       }
       root.innerHTML = `<div class="av-stale-note" role="status" hidden></div><h4>${escapeHtml(data.title)}</h4>` +
         data.text.split("\n\n").map((p) => `<p>${inline(p)}</p>`).join("") + curve(data) +
         `<div class="av-imp-tables">${tables(data)}</div>`;
+      markScrolling(root);
       const tip = root.querySelector(".av-prune-tip");
       const show = (event) => { const c = event.target.closest("circle"); if (c) tip.textContent = c.getAttribute("aria-label"); };
       root.querySelector("svg").addEventListener("mouseover", show);
@@ -98,6 +111,7 @@
       const note = root.querySelector(".av-stale-note");
       if (note) { note.hidden = !message; note.textContent = message || ""; }
     }
+    new ResizeObserver(() => markScrolling(root)).observe(root);
     element.avView = view;
     root.avView = view;
     setPayload(payload);

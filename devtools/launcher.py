@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -88,3 +91,18 @@ class Server:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def running_app(log: Path, hub_models=(), host: str | None = "127.0.0.1", timeout_s: float = 180.0,
+                **env: str) -> Iterator[Server]:
+    """`python app.py` as a user starts it, answering HTTP: the Server, stopped on exit.
+
+    hub_models: the real models it is set up with (folders or Hub names, ATTENTION_VIZ_HUB_MODELS), offline
+    (HF_HUB_OFFLINE=1) unless env says otherwise; env: more variables (HF_HOME, GRADIO_TEMP_DIR, ...)."""
+    if hub_models:
+        env = {"ATTENTION_VIZ_HUB_MODELS": ",".join(map(str, hub_models)), "HF_HUB_OFFLINE": "1", **env}
+    with Server([sys.executable, "app.py"], log, host=host, env=env) as server:
+        with httpx.Client(timeout=5) as client:
+            server.wait_http(client, timeout_s)
+        yield server

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from devtools.launcher import Server
+from devtools.launcher import running_app
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "tests" / "screenshots"  # git-ignored
@@ -18,7 +16,5 @@ APP_START_TIMEOUT_S = 180
 @pytest.fixture(scope="session")
 def app_url(tmp_path_factory) -> str:
     """`python app.py` on a free loopback port, as a user starts it; shared by the client and browser tests."""
-    with Server([sys.executable, "app.py"], tmp_path_factory.mktemp("app") / "app.log") as server:
-        with httpx.Client(timeout=5) as client:
-            server.wait_http(client, APP_START_TIMEOUT_S)
+    with running_app(tmp_path_factory.mktemp("app") / "app.log", timeout_s=APP_START_TIMEOUT_S) as server:
         yield server.base + "/"

@@ -4,7 +4,6 @@ asserts an answer or a clear refusal within a bound, and that the other visitors
 
 from __future__ import annotations
 
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,7 +16,7 @@ from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from devtools.hub_models import save_tiny  # noqa: E402
-from devtools.launcher import Server  # noqa: E402
+from devtools.launcher import running_app  # noqa: E402
 from devtools.silent_hub import SilentHub  # noqa: E402
 
 SILENT = "someone/silent-model"  # the Hub here is a socket that accepts and never answers
@@ -38,12 +37,9 @@ def app(tmp_path_factory, silent_hub):
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     corrupt = save_tiny("gpt2", root / "corrupt-config")
     (corrupt / "config.json").write_text('{"model_type": "gpt2", ')
-    env = {"ATTENTION_VIZ_HUB_MODELS": f"{marian},{SILENT},{truncated},{corrupt}", "HF_HUB_OFFLINE": "0",
-           "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": silent_hub[0], "HF_HUB_ETAG_TIMEOUT": "2",
-           "HF_HUB_DOWNLOAD_TIMEOUT": "2", "HF_HOME": str(root / "hf-home")}
-    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
-        with httpx.Client(timeout=5) as http:
-            server.wait_http(http, 180)
+    with running_app(root / "app.log", [marian, SILENT, truncated, corrupt], HF_HUB_OFFLINE="0",
+                     TRANSFORMERS_OFFLINE="0", HF_ENDPOINT=silent_hub[0], HF_HUB_ETAG_TIMEOUT="2",
+                     HF_HUB_DOWNLOAD_TIMEOUT="2", HF_HOME=str(root / "hf-home")) as server:
         yield server.base + "/", root
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ from playwright.sync_api import Page, expect
 pytest.importorskip("transformers")
 
 from devtools.hub_models import save_tiny  # noqa: E402
-from devtools.launcher import Server  # noqa: E402
+from devtools.launcher import running_app  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
@@ -31,10 +30,7 @@ def real_url(tmp_path_factory):
     root = tmp_path_factory.mktemp("real-browser")
     folders = [save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2"),
                save_tiny("marian", root / "wide-marian", d_model=256, n_heads=16, layers=3)]  # 144 heads, as opus-mt
-    env = {"ATTENTION_VIZ_HUB_MODELS": ",".join(map(str, folders)), "HF_HUB_OFFLINE": "1"}
-    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
-        with httpx.Client(timeout=5) as client:
-            server.wait_http(client, 180)
+    with running_app(root / "app.log", folders) as server:
         yield server.base + "/"
 
 

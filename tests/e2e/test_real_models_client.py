@@ -4,7 +4,6 @@ that is not cached, with the Hub switched off."""
 
 from __future__ import annotations
 
-import sys
 
 import httpx
 import numpy as np
@@ -17,7 +16,7 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 from attention_viz.explorer import unpack  # noqa: E402
 from devtools.hub_models import save_tiny  # noqa: E402
-from devtools.launcher import Server  # noqa: E402
+from devtools.launcher import running_app  # noqa: E402
 
 MISSING = "Helsinki-NLP/opus-mt-xx-yy"  # set up, but neither cached nor downloadable here
 
@@ -27,11 +26,7 @@ def real_app(tmp_path_factory):
     root = tmp_path_factory.mktemp("real")
     marian = save_tiny("marian", root / "tiny-marian")
     gpt2 = save_tiny("gpt2", root / "tiny-gpt2")
-    env = {"ATTENTION_VIZ_HUB_MODELS": f"{marian},{gpt2},{MISSING}", "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(root / "hf-home")}
-    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
-        with httpx.Client(timeout=5) as client:
-            server.wait_http(client, 180)
+    with running_app(root / "app.log", [marian, gpt2, MISSING], HF_HOME=str(root / "hf-home")) as server:
         yield Client(server.base + "/", verbose=False), root / "app.log"
 
 

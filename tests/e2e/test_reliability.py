@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
 
 from attention_viz.service.catalog import Catalog
 from attention_viz.webui.widgets import prose_html
-from devtools.launcher import Server
+from devtools.launcher import running_app
 from benchmarks.load import burst, run_load
 from benchmarks.replay import replay
 
@@ -62,10 +62,8 @@ def app(tmp_path_factory):
     cache, system_tmp = root / "gradio_cache", root / "tmp"
     cache.mkdir()
     system_tmp.mkdir()
-    env = {"GRADIO_TEMP_DIR": str(cache), "TMPDIR": str(system_tmp)}
-    with Server([sys.executable, "app.py"], root / "app.log", host=None, env=env) as server:
-        with httpx.Client(timeout=2) as client:
-            server.wait_http(client, START_TIMEOUT_S)
+    with running_app(root / "app.log", host=None, timeout_s=START_TIMEOUT_S, GRADIO_TEMP_DIR=str(cache),
+                     TMPDIR=str(system_tmp)) as server:
         yield SimpleNamespace(base=server.base, port=server.port, pid=server.pid, log=server.log, root=root,
                               cache=cache, system_tmp=system_tmp)
 

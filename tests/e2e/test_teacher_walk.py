@@ -6,16 +6,14 @@ step's text quotes is on the screen it opens."""
 from __future__ import annotations
 
 import re
-import sys
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
 pytest.importorskip("transformers")
 
 from devtools.hub_models import save_tiny  # noqa: E402
-from devtools.launcher import Server  # noqa: E402
+from devtools.launcher import running_app  # noqa: E402
 from tests.e2e.test_browser import TIMEOUT_MS, shot  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -31,11 +29,7 @@ VIEWS = {"transformer": ["#explorer", "#heads_view"], "lab": ["#lab_view", "#own
 def teacher_app(tmp_path_factory):
     root = tmp_path_factory.mktemp("teacher")
     marian = save_tiny("marian", root / "tiny-marian")
-    env = {"ATTENTION_VIZ_HUB_MODELS": f"{UNREACHABLE},{marian}", "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(root / "hf-home")}
-    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
-        with httpx.Client(timeout=5) as client:
-            server.wait_http(client, 180)
+    with running_app(root / "app.log", [UNREACHABLE, marian], HF_HOME=str(root / "hf-home")) as server:
         yield server.base + "/"
 
 

@@ -5,15 +5,13 @@ only real model. Screenshots go to tests/screenshots/ (git-ignored)."""
 from __future__ import annotations
 
 import re
-import sys
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
 pytest.importorskip("transformers")
 
-from devtools.launcher import Server  # noqa: E402
+from devtools.launcher import running_app  # noqa: E402
 from tests.e2e.test_real_models_browser import (  # noqa: E402
     COLUMNS, NO_SIDEWAYS, SCREENSHOTS, TILES, TIMEOUT_MS, pick, settle)
 
@@ -27,10 +25,7 @@ CONTROLS = """() => [document.querySelector('#text textarea, #text input').value
 @pytest.fixture(scope="module")
 def minilm_url(tmp_path_factory, minilm_folder):
     root = tmp_path_factory.mktemp("trained-browser")
-    env = {"ATTENTION_VIZ_HUB_MODELS": str(minilm_folder), "HF_HUB_OFFLINE": "1"}
-    with Server([sys.executable, "app.py"], root / "app.log", env=env) as server:
-        with httpx.Client(timeout=5) as client:
-            server.wait_http(client, 180)
+    with running_app(root / "app.log", [minilm_folder]) as server:
         yield server.base + "/"
     assert "Traceback" not in (root / "app.log").read_text()
 

@@ -11,8 +11,8 @@ Every event of the page and of the API joins through one place, `FairQueue.join`
 whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio_client). There:
 
 1. **The line is chosen by what the event computes**: an event that takes a model picker's value (the Transformer
-   tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real model never holds a slot of our models'
-   lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
+   tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real
+   model never holds a slot of our models' lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
 2. **A join is refused** (HTTP 503, a message that starts as Gradio's own: "Queue is full") when its client
    already holds its share. A client is known by its address (the connection's peer as uvicorn reports it: behind
    a proxy, the X-Forwarded-For of a proxy named in FORWARDED_ALLOW_IPS, uvicorn's own setting): a session id is
@@ -30,7 +30,7 @@ whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio
      running on that line. These lines run one or two events at a time for seconds each; 8 of one address's are
      a minute or more of the real model, and the queue holds hundreds, so a client cannot stock a line with hours
      of work. A class that asks one line for more than it can give at once is told so at the join, not after
-     minutes of waiting: the ninth real-model scoring from one address would wait ~80 s behind the eight.
+     minutes of waiting behind its own eight.
      LIVE_LINE (8) users may wait for live training; one address takes two of those places.
 3. **Each line is served in turns by address**: an event joins its line after every event of the other addresses
    that has as many or fewer of its own address's events ahead of it (the n-th waiting event of each address goes

@@ -26,42 +26,44 @@ from starlette.applications import Starlette
 
 GRADIO_VERSION = "6.31.0"
 
+ADMISSION, SESSIONS, STATIC, PAGE = ("server/admission.py", "server/sessions.py", "server/static.py",
+                                     "webui/page.py (through Blocks here)")
 # name -> (the module that relies on it, what it is, why no public option does the job)
 REACHES = {
-    "Queue.push": ("admission", "every join (/queue/join, /call/<name>, gradio_client) passes here; it returns "
+    "Queue.push": (ADMISSION, "every join (/queue/join, /call/<name>, gradio_client) passes here; it returns "
                    "(ok, event id or message, state), and state 'queue_full' is answered 503",
                    "a listener's concurrency_id is fixed when it is wired; the line by an input's value, shares per "
                    "address and turns by address have no option"),
-    "Queue's lines": ("admission", "Queue.event_queue_per_concurrency_id: line id -> EventQueue(concurrency_id, "
+    "Queue's lines": (ADMISSION, "Queue.event_queue_per_concurrency_id: line id -> EventQueue(concurrency_id, "
                       "concurrency_limit), whose .queue lists the waiting Events in the order they start; "
                       "Queue.active_jobs: the running events (lists of Events, None where a worker is free); "
                       "Queue.event_ids_to_events: event id -> Event until it is done",
                       "counting and reordering waiting events: no public view of the queue"),
-    "Queue.pending_event_ids_session": ("admission", "session -> the ids of its events not yet delivered",
+    "Queue.pending_event_ids_session": (ADMISSION, "session -> the ids of its events not yet delivered",
                                        "a page's share: no public count"),
-    "Event": ("admission", "Event.concurrency_id (read again wherever Gradio starts, ends, cancels or counts it), "
+    "Event": (ADMISSION, "Event.concurrency_id (read again wherever Gradio starts, ends, cancels or counts it), "
               ".request (the join's), .session_hash", "moving an event to another line"),
-    "Queue.send_message": ("admission", "send_message(event, EstimationMessage(rank, queue_size)) tells a waiting "
+    "Queue.send_message": (ADMISSION, "send_message(event, EstimationMessage(rank, queue_size)) tells a waiting "
                            "event its place", "a seated event's new place, before the next status update"),
-    "BlocksConfig.config_for_block": ("sessions", "builds a component's config entry for each session",
+    "BlocksConfig.config_for_block": (SESSIONS, "builds a component's config entry for each session",
                                       "no option shares the page's entries between sessions"),
-    "SessionState._update_value_in_config": ("sessions", "copies every input and output value into the session's "
+    "SessionState._update_value_in_config": (SESSIONS, "copies every input and output value into the session's "
                                              "entry (for deep links), the only write into an entry",
                                              "no option keeps sessions from holding values"),
-    "Blocks.preprocess_data": ("gradio_internals.Blocks", "(block_fn, inputs, state, explicit_call): an event's "
-                               "values before its function runs; Gradio refuses one short of inputs (validate_inputs)",
+    "Blocks.preprocess_data": (PAGE, "(block_fn, inputs, state, explicit_call): an "
+                               "event's values before its function runs; Gradio refuses one short of inputs "
+                               "(validate_inputs); Component._id names an input",
                                "no option lets an API client leave out inputs added after it was written"),
-    "App internals": ("static, http", "App.get_blocks() -> the Blocks; Blocks.fns: fn_index -> BlockFunction "
-                      "(.api_name); Blocks.config: a new object when the page changes; App.auth, App.auth_dependency; "
-                      "route_utils.FnIndexInferError: a call to a name no event has",
+    "App internals": (STATIC + ", server/http.py", "App.get_blocks() -> the Blocks; Blocks.fns: fn_index -> "
+                      "BlockFunction (.api_name); Blocks.config: a new object when the page changes; App.auth, "
+                      "App.auth_dependency; route_utils.FnIndexInferError: a call to a name no event has",
                       "answering the page from memory and an unknown endpoint with 404: no hook"),
-    "BrotliMiddleware's rules": ("static", "which files Gradio compresses: GRADIO_COMPRESSES, from "
+    "BrotliMiddleware's rules": (STATIC, "which files Gradio compresses: GRADIO_COMPRESSES, from "
                                  "GRADIO_MIN_BYTES", "the kept files go out compressed as Gradio would"),
-    "Starlette.middleware_stack": ("static", "the app's built middleware stack (Starlette builds it on the first "
-                                   "request; add_middleware refuses after that)",
-                                   "Gradio adds its CORS and compression after app_kwargs' middleware, and launch() "
-                                   "has served a request before it returns: only replacing the stack puts a "
-                                   "middleware in front of them"),
+    "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
+                                   "the server's start, before launch() returns; add_middleware refuses after that)",
+                                   "Gradio adds its CORS and compression after app_kwargs' middleware: only "
+                                   "replacing the built stack puts a middleware in front of them"),
 }
 
 # What Gradio's BrotliMiddleware compresses (gradio/brotli_middleware.py): these extensions, from 400 bytes
@@ -296,8 +298,9 @@ def _check_preprocess_data() -> list[str]:
     found = _parameters(gr.Blocks.preprocess_data)
     if found != ["block_fn", "inputs", "state", "explicit_call"]:
         return [f"Blocks.preprocess_data's parameters are {found}"]
-    return [f"Blocks.preprocess_data no longer calls {name}" for name in _source_uses(
+    problems = [f"Blocks.preprocess_data no longer calls {name}" for name in _source_uses(
         gr.Blocks.preprocess_data, "self.validate_inputs(block_fn, inputs)")]
+    return problems + [f"Block has no {name}" for name in _source_uses(gr.blocks.Block.__init__, "self._id")]
 
 
 def _check_app() -> list[str]:

@@ -26,7 +26,7 @@ def test_each_reach_is_still_what_the_installed_gradio_has(reach):
     problems = gradio_internals.CHECKS[reach]()
     assert not problems, (f"Gradio {gradio.__version__} (written against {gradio_internals.GRADIO_VERSION}) changed "
                           f"what {reach} relies on: {problems}; review server/gradio_internals.py and "
-                          f"server/{gradio_internals.REACHES[reach][0]}")
+                          f"{gradio_internals.REACHES[reach][0]}")
 
 
 def test_every_reach_is_named_with_its_user_and_why_and_has_a_check():

@@ -40,7 +40,7 @@ VOLUME ["/data/hf"]
 USER app
 EXPOSE 7860
 
-# The app's readiness endpoint (webui/serving.py): 200 once the server answers; no model work. The slim image has
+# The app's readiness endpoint (server/liveness.py): 200 once the server answers; no model work. The slim image has
 # no curl, so Python asks.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:7860/healthz', timeout=4)"]

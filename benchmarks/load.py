@@ -17,7 +17,7 @@ Reported: errors by kind, p50/p95 per interaction, throughput, and the app proce
 (VmRSS from /proc/<pid>/status) after the 100th and after the last request. The only error the app
 may answer under load is "Queue is full" (HTTP 503 at join): Gradio's, once more than the queue's max_size
 events wait (1,024: attention_viz/webui/page.py), or the app's, once one page holds PER_PAGE of them
-(attention_viz/webui/admission.py); with one event in flight per client neither happens, so an
+(attention_viz/server/admission.py); with one event in flight per client neither happens, so an
 optional burst (`--burst N`: one session joins N events back to back) shows that answer on purpose,
 and that the app serves normally right after. All traffic goes to 127.0.0.1 only; every loop is
 bounded in count and in time (`--budget-s`, and a timeout on every HTTP call).

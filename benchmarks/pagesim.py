@@ -19,7 +19,7 @@ from .app import Browser
 
 PNG = b"\x89PNG\r\n\x1a\n"
 API = "/gradio_api"
-ALLOWED_ERRORS = {"queue_full"}   # the one refusal by design (QUEUE_SIZE in webui/page.py, PER_PAGE in webui/admission.py)
+ALLOWED_ERRORS = {"queue_full"}   # the one refusal by design (QUEUE_SIZE in webui/page.py, PER_PAGE in server/admission.py)
 HTTP_TIMEOUT_S = 120.0            # per HTTP call; the queue may hold 20 events of ~0.5 s each
 TEXT_CHARS = string.ascii_letters + string.digits + string.punctuation + " "
 COMPARE_LABEL = {"scaling": "scaled by 1/√d_k", "causal_mask": "causal mask on", "padding_mask": "padding mask on"}

@@ -55,7 +55,7 @@ def start_app():
     from attention_viz.service.limits import LAB_D_K, LAB_KEYS
     from attention_viz.service.runs import Runs
     from attention_viz.service.views import Views
-    from attention_viz.webui import runtime
+    from attention_viz.server import runtime
     from attention_viz.webui.handlers import Handlers, opening_settings
 
     runtime.tune_process()

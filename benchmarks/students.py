@@ -140,7 +140,7 @@ class Student:
         self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
         self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
         # a real model's runs: the page's own event for them where it has one (an app before the queue chose the
-        # line by the model: webui/admission.py), else /visualize, which the queue puts on the real models' line
+        # line by the model: server/admission.py), else /visualize, which the queue puts on the real models' line
         real_line = self.ids.get("run_real")
         self.real_run = next((d for d in deps if d.get("backend_fn") and real_line is not None
                               and any(t[0] == real_line for t in d["targets"])), self.api["visualize"])

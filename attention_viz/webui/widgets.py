@@ -15,31 +15,6 @@ PRIVATE = dict(api_visibility="private")
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
-class Blocks(gr.Blocks):
-    """gr.Blocks whose events may arrive without their trailing optional inputs (those passed to `optional`,
-    added after the API was published): a raw HTTP client written before them still works, and each missing one
-    is None, as gradio_client sends it (its handler's default). A request short of any other input is refused
-    with a message saying how many values it sent and how many the endpoint takes."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._optional_ids: set[int] = set()
-
-    def optional(self, component: gr.components.Component) -> gr.components.Component:
-        """Mark an input that clients may leave out when it comes last."""
-        self._optional_ids.add(component._id)
-        return component
-
-    async def preprocess_data(self, block_fn, inputs, state, explicit_call=False):
-        missing = block_fn.inputs[len(inputs):]
-        if missing and all(block._id in self._optional_ids for block in missing):
-            inputs = [*inputs, *(None for _ in missing)]
-        elif missing:  # Gradio's own refusal would reach the client as an error with no message (show_error=False)
-            raise gr.Error(f"The request sent {len(inputs)} of the {len(block_fn.inputs)} values this endpoint takes "
-                           "(the app's \"Use via API\" page lists them in order).", print_exception=False)
-        return await super().preprocess_data(block_fn, inputs, state, explicit_call)
-
-
 def prose_html(markdown: str | None) -> str:
     """Markdown (the app's texts and notes) as HTML, rendered on the server."""
     return _MARKDOWN.render(markdown or "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from attention_viz.webui.admission import PER_ADDRESS
+from attention_viz.server.admission import PER_ADDRESS
 from benchmarks.app import Browser
 from benchmarks.fairness import flood
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from attention_viz.webui.admission import PER_ADDRESS, PER_PAGE
+from attention_viz.server.admission import PER_ADDRESS, PER_PAGE
 from benchmarks.app import Browser
 from tests.e2e.conftest import SCREENSHOTS
 

@@ -198,7 +198,7 @@ def test_the_page_and_its_config_carry_no_python_objects(app):
 def test_queue_full_is_the_documented_refusal_and_the_app_serves_after(app):
     """One page joining events back to back without reading their answers holds PER_PAGE of them; its later joins
     hear HTTP 503 "Queue is full"; every queued event still completes, and another page is served after."""
-    from attention_viz.webui.admission import PER_PAGE
+    from attention_viz.server.admission import PER_PAGE
 
     result = burst(app.base, 100)
     assert result["accepted"] == PER_PAGE and result["queue_full"] == 100 - PER_PAGE, result
@@ -708,10 +708,10 @@ def test_launch_has_no_share_link_and_takes_the_host_from_the_environment(app_mo
 
     class Recorder:
         blocks: dict = {}  # no components: sessions.share_session_configs has nothing to build
-        server_app = SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None)  # files_first's
 
         def launch(self, *args, **kwargs):
             launched.update(kwargs, args=args)
+            return SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None), "", None  # the app
 
         def block_thread(self):
             pass
@@ -735,9 +735,9 @@ def test_launch_has_no_share_link_and_takes_the_host_from_the_environment(app_mo
 
 
 def test_source_never_hard_codes_a_public_bind_or_a_share_link():
-    """The launch calls of app.py and the web UI: share=False, no 0.0.0.0 literal, no auth-less public tunnel."""
+    """The launch calls of app.py and the package: share=False, no 0.0.0.0 literal, no auth-less public tunnel."""
     launches = 0
-    for path in [ROOT / "app.py", *sorted((ROOT / "attention_viz" / "webui").glob("*.py"))]:
+    for path in [ROOT / "app.py", *sorted((ROOT / "attention_viz").glob("*/*.py"))]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "launch":
                 launches += 1

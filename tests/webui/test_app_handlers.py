@@ -20,7 +20,8 @@ from attention_viz.explorer import COMPARE_FORMAT, STEPS_FORMAT, compare_arrays,
 from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import admission, page, runtime, transformer_tab
+from attention_viz.server import admission, runtime
+from attention_viz.webui import page, transformer_tab
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handlers import run_key as handlers_run_key
 from attention_viz.webui.widgets import prose_html
@@ -362,7 +363,7 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
     assert not demo._queue.live_updates and demo._queue.update_intervals == page.STATUS_EVERY_S  # not n² messages
     # one listener per computation: the runs on RUNS, scoring every head and its CSV on SCORES (a real model's are
-    # moved to REAL_RUNS as they join: tests/webui/test_admission.py)
+    # moved to REAL_RUNS as they join: tests/server/test_admission.py)
     lines = {name: {(fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() if fn.name == name}
              for name in ("visualize", "importance", "importance_export")}
     assert lines == {"visualize": {(admission.RUNS.id, admission.RUN_SLOTS)},
@@ -411,7 +412,7 @@ def test_cached_images_are_drawn_again_when_their_file_is_gone(views, runs, monk
 
 MAPPED_BLOCK = """
 import ctypes, sys
-from attention_viz.webui import runtime
+from attention_viz.server import runtime
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in

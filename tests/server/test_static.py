@@ -1,4 +1,5 @@
-"""webui.serving: Gradio's fixed front-end files kept after their first answer, the page compressed."""
+"""server.static, server.http and server.body_limit: Gradio's fixed front-end files kept after their first answer,
+the page compressed, unknown endpoints answered 404, a body past the limit refused."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from attention_viz.webui import serving as static_cache
-from attention_viz.webui.serving import PageCompression, StaticCache, files_first, server_app_kwargs
+from attention_viz.server import static as static_cache
+from attention_viz.server.http import server_app_kwargs
+from attention_viz.server.static import PageCompression, StaticCache, files_first
 
 
 class Files:
@@ -372,7 +374,7 @@ def test_a_key_error_of_anything_but_an_endpoint_stays_a_500_with_its_trace_logg
     """unknown_endpoint answers 404 only for a name or fn_index no event has; any other KeyError is not hidden."""
     from types import SimpleNamespace
 
-    from attention_viz.webui.serving import unknown_endpoint
+    from attention_viz.server.http import unknown_endpoint
 
     blocks = SimpleNamespace(fns={0: SimpleNamespace(api_name="visualize")})
     app = SimpleNamespace(get_blocks=lambda: blocks)
@@ -397,9 +399,9 @@ def test_a_key_error_of_anything_but_an_endpoint_stays_a_500_with_its_trace_logg
 
 
 def test_a_body_past_the_limit_is_refused_before_the_app_reads_it():
-    """serving.BodyLimit: a body over MAX_BODY_BYTES (declared, or sent in chunks without a length) gets 413 and a
+    """body_limit.BodyLimit: a body over MAX_BODY_BYTES (declared, or sent in chunks without a length) gets 413 and a
     message, and the app never sees it; a small one reaches the app whole."""
-    from attention_viz.webui.serving import BodyLimit
+    from attention_viz.server.body_limit import BodyLimit
 
     seen = []
 

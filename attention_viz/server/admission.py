@@ -11,8 +11,8 @@ Every event of the page and of the API joins through one place, `FairQueue.join`
 whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio_client). There:
 
 1. **The line is chosen by what the event computes**: an event that takes a model picker's value (the Transformer
-   tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real model never holds a slot of our models'
-   lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
+   tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real
+   model never holds a slot of our models' lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
 2. **A join is refused** (HTTP 503, a message that starts as Gradio's own: "Queue is full") when its client
    already holds its share. A client is known by its address (the connection's peer as uvicorn reports it: behind
    a proxy, the X-Forwarded-For of a proxy named in FORWARDED_ALLOW_IPS, uvicorn's own setting): a session id is
@@ -30,7 +30,7 @@ whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio
      running on that line. These lines run one or two events at a time for seconds each; 8 of one address's are
      a minute or more of the real model, and the queue holds hundreds, so a client cannot stock a line with hours
      of work. A class that asks one line for more than it can give at once is told so at the join, not after
-     minutes of waiting: the ninth real-model scoring from one address would wait ~80 s behind the eight.
+     minutes of waiting behind its own eight.
      LIVE_LINE (8) users may wait for live training; one address takes two of those places.
 3. **Each line is served in turns by address**: an event joins its line after every event of the other addresses
    that has as many or fewer of its own address's events ahead of it (the n-th waiting event of each address goes
@@ -38,24 +38,20 @@ whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio
    behind one NAT, the classroom benchmark); a visitor's view never waits behind a flood's backlog, only behind
    the events already running and at most one event of each other address.
 
-The counts are read from Gradio's queue at each join, not kept beside it, so nothing drifts: counting and placing
-cost 0.06 ms of CPU per join with 100 events waiting, 0.6 ms with 1,000 (a join costs Gradio several ms). Joins that race each other may each pass a bound that their sum passes, by the few joins in flight.
-Gradio's own queue internals this relies on are named in GRADIO_QUEUE, and tests/webui/test_admission.py fails
-loudly when an upgrade changes them.
+The counts are read from Gradio's queue at each join, not kept beside it, so nothing drifts (what that costs per
+join: docs/reliability.md). Joins that race each other may each pass a bound that their sum passes, by the few joins
+in flight. Gradio's queue is reached through server/gradio_internals.py, which names each internal this relies on.
 
     admission.install(demo, *model_pickers)   (webui/page.py, after demo.queue(...))
 """
 
 from __future__ import annotations
 
-import inspect
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from gradio import queueing
-from gradio.server_messages import EstimationMessage
-
+from attention_viz.server import gradio_internals as gradio
 from attention_viz.service.limits import HUB_PREFIX, LIVE_LINE
 
 
@@ -84,23 +80,6 @@ LINES = {line.id: line for line in (RUNS, SCORES, REAL_RUNS, LIVE)}
 
 PER_PAGE = 16      # a session's events; a browser's page holds a few at most
 PER_ADDRESS = 320  # an address's waiting or running events: a class of 100 behind one NAT, three each
-
-# Gradio's queue, as this module reads and changes it (gradio/queueing.py, gradio/routes.py):
-GRADIO_QUEUE = {
-    "Queue.push(body, request, username)": "every join (/queue/join, /call/<name>) passes here; it returns "
-                                           "(ok, event id or message, state) and routes answers state "
-                                           "'queue_full' with HTTP 503",
-    "Queue.event_queue_per_concurrency_id": "line id -> EventQueue, whose .queue lists the waiting Events in the "
-                                            "order they are started",
-    "EventQueue(concurrency_id, concurrency_limit)": "a line",
-    "Queue.event_ids_to_events": "event id -> Event, from push until it is done",
-    "Queue.active_jobs": "the running events: a list of lists of Events (None where a worker is free)",
-    "Queue.pending_event_ids_session": "session -> the ids of its events not yet delivered",
-    "Event.concurrency_id, .request, .session_hash": "its line (read again wherever Gradio starts, ends, cancels "
-                                                     "or counts it), the join's request, its session",
-    "Queue.send_message(event, EstimationMessage(rank, queue_size))": "tells a waiting event its place",
-}
-
 
 @dataclass(frozen=True)
 class Held:
@@ -154,8 +133,8 @@ class FairQueue:
 
     def __init__(self, blocks: Any, *models: Any) -> None:
         self.blocks = blocks
-        self.queue = blocks._queue
-        self.push = self.queue.push
+        self.queue = gradio.queue_of(blocks)
+        self.push = self.queue.push  # Gradio's, until install
         # listener -> where among its inputs a model picker's value arrives
         self.model_at = {fn_id: at for fn_id, fn in blocks.fns.items()
                          for at, block in enumerate(fn.inputs) if any(block is model for model in models)}
@@ -181,58 +160,25 @@ class FairQueue:
 
     def held(self, session: str | None, address: str, line_id: str) -> Held:
         """What `session` and `address` hold now (from Gradio's own lists)."""
-        queue = self.queue
-        events = [event for line in queue.event_queue_per_concurrency_id.values() for event in line.queue]
-        events += [event for job in queue.active_jobs if job for event in job]
-        mine = [event for event in events if address_of(event.request) == address]
-        page = len(queue.pending_event_ids_session.get(session, ())) if session else 0
-        return Held(page, len(mine), sum(event.concurrency_id == line_id for event in mine))
+        mine = [event for event in gradio.queued_events(self.queue) if address_of(gradio.request_of(event)) == address]
+        page = gradio.undelivered(self.queue, session) if session else 0
+        return Held(page, len(mine), sum(gradio.line_of_event(event) == line_id for event in mine))
 
     def seat(self, event_id: str, line: Line, address: str) -> None:
         """Move the event Gradio just queued to its line, in its address's turn. No await since push appended it, so
         it is still waiting where push left it (an event answered from a cache never waited: left alone)."""
-        queue = self.queue
-        event = queue.event_ids_to_events.get(event_id)
-        lines = queue.event_queue_per_concurrency_id
-        if event is None or event not in lines[event.concurrency_id].queue:
+        event = gradio.waiting_event(self.queue, event_id)
+        if event is None:
             return
-        lines[event.concurrency_id].queue.remove(event)
-        event.concurrency_id = line.id
-        if line.id not in lines:
-            lines[line.id] = queueing.EventQueue(line.id, line.slots)
-        waiting = lines[line.id].queue
-        at = place([address_of(other.request) for other in waiting], address)
+        waiting = gradio.move_to_line(self.queue, event, line.id, line.slots)
+        at = place([address_of(gradio.request_of(other)) for other in waiting], address)
         waiting.insert(at, event)
         if at < len(waiting) - 1:  # push told it the end of the line: its place now (the rest hear within a second)
-            queue.send_message(event, EstimationMessage(rank=at, queue_size=len(waiting)))
+            gradio.tell_place(self.queue, event, rank=at, size=len(waiting))
 
 
 def install(blocks: Any, *models: Any) -> FairQueue:
     """Put FairQueue in front of a queued Blocks' queue; `models` are the model pickers whose value routes an event."""
     fair = FairQueue(blocks, *models)
-    blocks._queue.push = fair.join
+    fair.push = gradio.wrap_push(blocks, fair.join)
     return fair
-
-
-def gradio_queue_changed() -> list[str]:
-    """What GRADIO_QUEUE names that the installed Gradio no longer has ([] when all is there)."""
-    missing = []
-    push = list(inspect.signature(queueing.Queue.push).parameters)
-    if push[1:4] != ["body", "request", "username"]:
-        missing.append(f"Queue.push's parameters are {push}")
-    if list(inspect.signature(queueing.EventQueue).parameters)[:2] != ["concurrency_id", "concurrency_limit"]:
-        missing.append("EventQueue(concurrency_id, concurrency_limit)")
-    if list(inspect.signature(queueing.Queue.send_message).parameters)[1:3] != ["event", "event_message"]:
-        missing.append("Queue.send_message(event, event_message)")
-    if not {"rank", "queue_size"} <= set(EstimationMessage.model_fields):
-        missing.append("EstimationMessage(rank, queue_size)")
-    source = inspect.getsource(queueing.Queue)
-    for name in ("event_queue_per_concurrency_id", "event_ids_to_events", "active_jobs", "pending_event_ids_session",
-                 "event.concurrency_id", '"queue_full"'):
-        if name not in source:
-            missing.append(f"Queue no longer uses {name}")
-    event = inspect.getsource(queueing.Event.__init__)
-    for name in ("self.concurrency_id", "self.request", "self.session_hash"):
-        if name not in event:
-            missing.append(f"Event has no {name}")
-    return missing

@@ -1,4 +1,4 @@
-"""webui.liveness and the handlers around it: every call counted while it runs, a call stuck past the bound makes
+"""server.liveness and the handlers around it: every call counted while it runs, a call stuck past the bound makes
 /healthz answer 503 (an orchestrator then restarts the server), and a fault of ours reaches the visitor as a message
 without its trace."""
 
@@ -12,9 +12,9 @@ import gradio as gr
 import pytest
 
 from attention_viz.webui.handlers import handler
-from attention_viz.webui.liveness import WATCH, Watch
-from attention_viz.webui.serving import health_route
-from tests.webui.test_serving import get
+from attention_viz.server.liveness import WATCH, Watch
+from attention_viz.server.liveness import health_route
+from tests.server.test_static import get
 
 
 class Ready:

@@ -3,22 +3,23 @@
 Gradio keeps a session's state (state_holder.SessionState) for every session hash it sees, the browser's page and
 every API call alike (gradio_client and the raw /call routes make a new one each time), up to `launch`'s
 `state_session_capacity` (10,000 by default), the oldest dropped first. Three things made that costly here, and
-each is bounded by this module (measured in docs/reliability.md, "What the server keeps per visitor"):
+each is bounded by this module (figures: docs/reliability.md, "What the server keeps per visitor"):
 
 - **A config entry per component, built for each session.** When a session's first event reaches the server,
   Gradio builds a config entry for every component of the app (`BlocksConfig.config_for_block`: each component's
   `get_config`, which reads its constructor's signature, and for a gr.HTML searches its whole `js_on_load` script
   once per attribute name). This page has ~100 components, a third of them gr.HTML with scripts of tens of kB:
-  the event loop's CPU for each student's first event (docs/benchmarks.md), and ~90 kB kept per session. Those entries serve
-  Gradio's deep links only (a gr.DeepLinkButton, which the app does not have) and are the same for every session.
+  the event loop's CPU for each student's first event, and memory kept per session (docs/benchmarks.md). Those
+  entries serve Gradio's deep links only (a gr.DeepLinkButton, which the app does not have) and are the same for
+  every session.
   `share_session_configs()` builds the entry of each of the app's own components once and hands every session
-  that same entry: ~12 kB a session (the session's own dicts of the components and events). A component that an
+  that same entry: a session keeps only its own dicts of the components and events. A component that an
   event replaces in a session (a gr.update) is a new object, and Gradio builds its entry as before.
 - **Every input's and output's value, copied into those entries** (`SessionState._update_value_in_config`), for
   the same deep links: a refused 10 MB text stayed 10 MB for as long as its session was kept, an answered run
   0.1-1 MB. `share_session_configs()` makes that method keep nothing; it was the only place Gradio wrote into an
-  entry, which is what lets the sessions share them (tests/webui/test_sessions.py checks both against the
-  installed Gradio, so an upgrade that changes either fails there).
+  entry, which is what lets the sessions share them (both reaches are named in server/gradio_internals.py, whose
+  test fails when an upgrade changes either).
 - **The number of sessions.** `SESSIONS_KEPT` goes to `launch(state_session_capacity=...)`: a lecture hall's pages
   several times over. A page whose session was dropped gets a fresh one at its next event with the page's
   defaults: a gr.State (the lesson's scaling) back to its start, nothing else (the service checks every value).
@@ -29,29 +30,22 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gradio.blocks import BlocksConfig
-from gradio.state_holder import SessionState
+from attention_viz.server import gradio_internals as gradio
 
 SESSIONS_KEPT = 1000  # sessions Gradio keeps (launch's state_session_capacity; its default is 10,000)
 
 _kept: dict[int, tuple[Any, dict]] = {}  # id(component) -> (the component, its entry as first built)
 _lock = threading.Lock()
-_original = BlocksConfig.config_for_block
-_original_update_value = SessionState._update_value_in_config
+_original = gradio.CONFIG_FOR_BLOCK  # Gradio's own
 
 
 def _shared(_id: int, rendered_ids: list[int], block: Any, renderable: Any = None) -> dict:
     """BlocksConfig.config_for_block: the kept entry for one of the app's own components (shared by every session:
-    nothing writes into it, see _keep_no_value), else Gradio's."""
+    nothing writes into it once gradio.keep_no_session_values() runs), else Gradio's."""
     kept = _kept.get(id(block))
     if kept is None or kept[0] is not block or renderable is not None or rendered_ids:
         return _original(_id, rendered_ids, block, renderable)
     return kept[1]
-
-
-def _keep_no_value(self: SessionState, key: int, value: Any) -> None:
-    """SessionState._update_value_in_config: the value is not kept (Gradio copies it into the session's entry of the
-    component, for deep links, which the app does not have)."""
 
 
 def share_session_configs(blocks: Any) -> None:
@@ -61,8 +55,8 @@ def share_session_configs(blocks: Any) -> None:
     with _lock:
         for _id, block in blocks.blocks.items():
             _kept[id(block)] = (block, _original(_id, [], block))
-        BlocksConfig.config_for_block = staticmethod(_shared)
-        SessionState._update_value_in_config = _keep_no_value
+        gradio.share_config_entries(_shared)
+        gradio.keep_no_session_values()
 
 
 def kept() -> int:

@@ -1,51 +1,38 @@
-"""How the server answers a page opening: Gradio's fixed files from memory, and the page itself compressed;
-a call to an endpoint that does not exist, with a 404 that says so; and GET /healthz, the probes' endpoint (a
-container's HEALTHCHECK, Kubernetes' probes, a proxy's checks: deploy/, docs/deploy.md), which answers 503 while
-a call is stuck (webui/liveness.py).
+"""How the server answers a page opening: Gradio's fixed files from memory, and the page itself compressed.
 
-Opening the page asks the server for the page (GET /: the HTML with the whole app's config inlined, ~370 kB)
-and ~85 files: Gradio's scripts and styles under /assets/ (their names carry a hash of their content), its fonts
-and helper scripts under /static/, and /theme.css?v=<hash>. Two ASGI middlewares:
+Opening the page asks the server for the page (GET /: the HTML with the whole app's config inlined) and ~85 files:
+Gradio's scripts and styles under /assets/ (their names carry a hash of their content), its fonts and helper
+scripts under /static/, and /theme.css?v=<hash>. Two ASGI middlewares:
 
 - StaticCache (in front of the whole app, Gradio's CORS and Brotli middleware included: files_first) keeps the
   first complete answer to each of Gradio's fixed files (status, headers, body) and sends later ones from memory
-  without calling Gradio's routes, which do work for every file (path checks, a file read in a worker thread)
-  on the two cores a free Space shares between a class's openings and its runs. Only
-  files that cannot change while the server runs are kept; a range or conditional request, a cross-origin one, an
-  error, a large file or anything past the cap goes to Gradio as before.
+  without calling Gradio's routes, which do work for every file (path checks, a file read in a worker thread).
+  Only files that cannot change while the server runs are kept; a range or conditional request, a cross-origin
+  one, an error, a large file or anything past the cap goes to Gradio as before.
   Files named by a hash of their content (/assets/, the theme) are also marked for browsers to keep for good
   (`Cache-Control: immutable`; Gradio sends none), so a returning student's browser asks for none of them.
   A kept script or style goes out compressed as Gradio would compress it (Brotli, else gzip), from a copy made
   once per file and encoding, instead of compressing the same file again for every student.
-- PageCompression (the FastAPI app's own middleware) answers the page and /config from the first answer Gradio
-  built for the same address and config (Gradio builds each anew for every request: a deep copy of the whole
-  config), and compresses them, which Gradio does not (its compression goes by file extension):
-  Brotli where the browser accepts it, else gzip. The page's scripts repeat in it (two views share one script),
-  so Brotli's long window takes 370 kB to ~60 kB, once per encoding.
+- PageCompression (the FastAPI app's own middleware: server/http.py) answers the page and /config from the first
+  answer Gradio built for the same address and config (Gradio builds each anew for every request: a deep copy of
+  the whole config), and compresses them, which Gradio does not (its compression goes by file extension): Brotli
+  where the browser accepts it, else gzip, once per encoding.
 
-    demo.launch(..., app_kwargs=server_app_kwargs(views.runs.catalog))
-    files_first(demo.server_app)
+    demo.launch(..., app_kwargs=http.server_app_kwargs(views.runs.catalog))
+    files_first(app)   (the app launch returned)
 
-What each part saves, measured: docs/benchmarks.md ("What made it fast": a page opening on the server).
+What each part saves: docs/benchmarks.md ("What made it fast": a page opening on the server).
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from gradio.route_utils import FnIndexInferError
-from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
-
-from attention_viz.service.catalog import Catalog
-from attention_viz.service.checks import shown
-from attention_viz.webui.liveness import WATCH, Watch
+from attention_viz.server import gradio_internals as gradio
+from attention_viz.server.gradio_internals import GRADIO_COMPRESSES, GRADIO_MIN_BYTES
 
 try:  # Gradio's own dependency (its Brotli middleware); gzip alone where it is missing
     import brotli
@@ -58,8 +45,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-logger = logging.getLogger(__name__)
-
 PREFIXES = ("/assets/", "/static/")  # Gradio's own front end: files of the installed package, fixed while it runs
 THEME = "/theme.css"                 # kept only when asked for with its ?v=<hash of the theme>
 MAX_FILE_BYTES = 4 << 20             # a larger file is answered by Gradio every time
@@ -69,104 +54,13 @@ KEPT_HEADERS = {b"content-type", b"content-length", b"etag", b"last-modified", b
 IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")
 PASS_HEADERS = {b"range", b"if-none-match", b"if-modified-since", b"if-range",  # answers that depend on more,
                 b"origin"}  # and a cross-origin request, which Gradio's CORS middleware answers
-# what Gradio's own compression (gradio/brotli_middleware.py) compresses: these extensions, from 400 bytes
-GRADIO_COMPRESSES = (".html", ".htm", ".js", ".css", ".json", ".md", ".txt", ".csv", ".tsv", ".xml", ".svg")
-GRADIO_MIN_BYTES = 400
-
-
-HEALTH_PATH = "/healthz"  # deploy/kubernetes/ and the Dockerfile's HEALTHCHECK probe this path
-
-
-def server_app_kwargs(catalog: Catalog | None = None) -> dict:
-    """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with PageCompression as its own (who may join
-    the queue is decided in the queue: webui/admission.py), a call to an endpoint name that does not exist answered
-    404 with a message (Gradio answers 500 and logs a trace), and, given the server's catalog, GET /healthz.
-    StaticCache goes in front of it all once it runs: files_first."""
-    kwargs = {"middleware": [Middleware(BodyLimit), Middleware(PageCompression)],
-              "exception_handlers": {FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
-    if catalog is not None:
-        kwargs["routes"] = [health_route(catalog)]
-    return kwargs
-
-
-MAX_BODY_BYTES = 256 * 1024  # a request's body at most: an event's inputs are a few kB (a text of 500 characters,
-                             # heads off of 4,000), so this refuses no page's request and bounds what one can send
-
-
-class BodyLimit:
-    """An ASGI middleware that refuses a request whose body is larger than MAX_BODY_BYTES with 413 and a message,
-    before Gradio reads it: a refused 1 MB text still cost the server ~30 MB below Python while Gradio queued and
-    answered it (docs/reliability.md, "What the server keeps per visitor"). The app takes no uploads."""
-
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(scope, receive, send, int(declared))
-            return
-        messages: list[Message] = []
-        size = 0
-        while True:  # the body as it comes (a few kB), kept to hand on; refused past the limit
-            message = await receive()
-            messages.append(message)
-            size += len(message.get("body", b""))
-            if size > self.limit:
-                await self._refuse(scope, receive, send, size)
-                return
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
-
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
-        answer = JSONResponse({"detail": f"Request too large: {size:,} bytes or more; at most {self.limit:,}. "
-                                         "A text is at most 500 characters."}, status_code=413)
-        await answer(scope, receive, send)
 
 
 def files_first(app: Any) -> StaticCache:
     """Put StaticCache in front of the running app's whole middleware stack (Gradio's compression and CORS
-    included), so a kept file is sent without passing through them, at the cost of a bare ASGI app's answer
-    (docs/benchmarks.md, a page opening on the server). Starlette builds the stack on the first request
-    (Gradio's launch makes one); until this runs, Gradio answers every file."""
-    cache = StaticCache(app.middleware_stack or app.build_middleware_stack())
-    app.middleware_stack = cache
-    return cache
-
-
-def health_route(catalog: Catalog, watch: Watch = WATCH) -> Route:
-    """GET /healthz: 200 and the catalog's readiness as JSON, or 503 with status "stuck" and the calls running past
-    liveness.STUCK_AFTER_S (a worker that will not come back: the orchestrator restarts the server). It answers once
-    the server answers at all, which is after the opening page's run; it does no model work, so a probe every few
-    seconds costs nothing."""
-    async def healthz(request: Request) -> Response:
-        state, stuck = catalog.readiness(), watch.stuck()
-        if stuck:
-            state = dict(state, status="stuck", stuck=stuck)
-        return JSONResponse(state, status_code=503 if stuck else 200, headers={"Cache-Control": "no-store"})
-    return Route(HEALTH_PATH, healthz, methods=["GET"])
-
-
-async def unknown_endpoint(request: Request, error: Exception) -> Response:
-    """POST /gradio_api/call|call/v2|run|api/<name> for a name no event has (Gradio raises FnIndexInferError, or a
-    KeyError for call/v2), or with an fn_index no event has (a KeyError of that int): 404, saying so, the name cut
-    to 40 characters. Any other KeyError is what it was: logged with its trace, and a bare 500."""
-    name, fns = request.path_params.get("api_name"), request.app.get_blocks().fns
-    if isinstance(error, KeyError) and error.args and type(error.args[0]) is int and error.args[0] not in fns:
-        return JSONResponse({"detail": f"No event with fn_index {shown(error.args[0])}."}, status_code=404)
-    if name is not None and not any(fn.api_name == name for fn in fns.values()):
-        return JSONResponse({"detail": f"No endpoint named {shown(name)}; the app's \"Use via API\" page lists them."},
-                            status_code=404)
-    logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
-    return PlainTextResponse("Internal Server Error", status_code=500)
+    included), so a kept file is sent without passing through them (docs/benchmarks.md, a page opening on the
+    server). Until this runs, Gradio answers every file."""
+    return gradio.put_in_front(app, StaticCache)
 
 
 def _named_by_content(scope: Scope) -> bool:
@@ -324,12 +218,7 @@ def _origin(scope: Scope) -> tuple:
 def _config_of(scope: Scope) -> object | None:
     """The app's config object where the page is the same for every visitor (no login), else None."""
     app = scope.get("app")
-    if app is None or getattr(app, "auth", None) is not None or getattr(app, "auth_dependency", None) is not None:
-        return None
-    try:
-        return app.get_blocks().config
-    except Exception:  # noqa: BLE001 - not Gradio's app (a stand-in): never kept
-        return None
+    return None if app is None else gradio.page_config(app)
 
 
 class PageCompression:

@@ -1,0 +1,352 @@
+"""Every reach into Gradio's internals (and Starlette's), in one place: what the server operations rely on where
+Gradio has no public way to do the job, each with the accessor or patch that uses it.
+
+Written against Gradio 6.31.0 (GRADIO_VERSION) and Starlette 1.10. REACHES names each one, who uses it and why
+nothing public does the job; `changed()` lists whatever the installed Gradio no longer has in the shape relied on,
+and tests/server/test_gradio_internals.py fails on each, by name, so an upgrade is reviewed here and in the module
+that uses it. Public options are used wherever they do the job: `launch(state_session_capacity=, app_kwargs=,
+max_file_size=)`, `queue(max_size=, default_concurrency_limit=, status_update_rate=, api_open=)`, and
+`concurrency_id` / `concurrency_limit` per event.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from gradio import queueing, route_utils, routes
+from gradio.blocks import BlocksConfig
+from gradio.server_messages import EstimationMessage
+from gradio.state_holder import SessionState
+from starlette.applications import Starlette
+
+GRADIO_VERSION = "6.31.0"
+
+ADMISSION, SESSIONS, STATIC, PAGE = ("server/admission.py", "server/sessions.py", "server/static.py",
+                                     "webui/page.py (through Blocks here)")
+# name -> (the module that relies on it, what it is, why no public option does the job)
+REACHES = {
+    "Queue.push": (ADMISSION, "every join (/queue/join, /call/<name>, gradio_client) passes here; it returns "
+                   "(ok, event id or message, state), and state 'queue_full' is answered 503",
+                   "a listener's concurrency_id is fixed when it is wired; the line by an input's value, shares per "
+                   "address and turns by address have no option"),
+    "Queue's lines": (ADMISSION, "Queue.event_queue_per_concurrency_id: line id -> EventQueue(concurrency_id, "
+                      "concurrency_limit), whose .queue lists the waiting Events in the order they start; "
+                      "Queue.active_jobs: the running events (lists of Events, None where a worker is free); "
+                      "Queue.event_ids_to_events: event id -> Event until it is done",
+                      "counting and reordering waiting events: no public view of the queue"),
+    "Queue.pending_event_ids_session": (ADMISSION, "session -> the ids of its events not yet delivered",
+                                       "a page's share: no public count"),
+    "Event": (ADMISSION, "Event.concurrency_id (read again wherever Gradio starts, ends, cancels or counts it), "
+              ".request (the join's), .session_hash", "moving an event to another line"),
+    "Queue.send_message": (ADMISSION, "send_message(event, EstimationMessage(rank, queue_size)) tells a waiting "
+                           "event its place", "a seated event's new place, before the next status update"),
+    "BlocksConfig.config_for_block": (SESSIONS, "builds a component's config entry for each session",
+                                      "no option shares the page's entries between sessions"),
+    "SessionState._update_value_in_config": (SESSIONS, "copies every input and output value into the session's "
+                                             "entry (for deep links), the only write into an entry",
+                                             "no option keeps sessions from holding values"),
+    "Blocks.preprocess_data": (PAGE, "(block_fn, inputs, state, explicit_call): an "
+                               "event's values before its function runs; Gradio refuses one short of inputs "
+                               "(validate_inputs); Component._id names an input",
+                               "no option lets an API client leave out inputs added after it was written"),
+    "App internals": (STATIC + ", server/http.py", "App.get_blocks() -> the Blocks; Blocks.fns: fn_index -> "
+                      "BlockFunction (.api_name); Blocks.config: a new object when the page changes; App.auth, "
+                      "App.auth_dependency; route_utils.FnIndexInferError: a call to a name no event has",
+                      "answering the page from memory and an unknown endpoint with 404: no hook"),
+    "BrotliMiddleware's rules": (STATIC, "which files Gradio compresses: GRADIO_COMPRESSES, from "
+                                 "GRADIO_MIN_BYTES", "the kept files go out compressed as Gradio would"),
+    "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
+                                   "the server's start, before launch() returns; add_middleware refuses after that)",
+                                   "Gradio adds its CORS and compression after app_kwargs' middleware: only "
+                                   "replacing the built stack puts a middleware in front of them"),
+}
+
+# What Gradio's BrotliMiddleware compresses (gradio/brotli_middleware.py): these extensions, from 400 bytes
+GRADIO_COMPRESSES = (".html", ".htm", ".js", ".css", ".json", ".md", ".txt", ".csv", ".tsv", ".xml", ".svg")
+GRADIO_MIN_BYTES = 400
+FnIndexInferError = route_utils.FnIndexInferError
+CONFIG_FOR_BLOCK = BlocksConfig.config_for_block  # Gradio's own, before share_config_entries
+
+
+# ------------------------------------------------------------------------------------------ the queue (admission)
+
+
+def queue_of(blocks: Any) -> Any:
+    """The queued Blocks' queue (Blocks._queue)."""
+    return blocks._queue
+
+
+def wrap_push(blocks: Any, join: Callable) -> Callable:
+    """Put `join` (same parameters and answer as Queue.push) in place of the queue's push; Gradio's push, returned."""
+    queue = queue_of(blocks)
+    push = queue.push
+    queue.push = join
+    return push
+
+
+def queued_events(queue: Any) -> list:
+    """Every event waiting on any line, then every running one."""
+    events = [event for line in queue.event_queue_per_concurrency_id.values() for event in line.queue]
+    return events + [event for job in queue.active_jobs if job for event in job]
+
+
+def undelivered(queue: Any, session: str) -> int:
+    """How many events of `session` are not yet delivered."""
+    return len(queue.pending_event_ids_session.get(session, ()))
+
+
+def request_of(event: Any) -> Any:
+    """The request an event joined with."""
+    return event.request
+
+
+def line_of_event(event: Any) -> str:
+    """The id of the line an event is on."""
+    return event.concurrency_id
+
+
+def waiting_event(queue: Any, event_id: str) -> Any | None:
+    """The event `event_id` while it waits on its line (None once it runs, or where it never waited)."""
+    event = queue.event_ids_to_events.get(event_id)
+    lines = queue.event_queue_per_concurrency_id
+    if event is None or event.concurrency_id not in lines or event not in lines[event.concurrency_id].queue:
+        return None
+    return event
+
+
+def move_to_line(queue: Any, event: Any, line_id: str, slots: int) -> list:
+    """Take a waiting event off its line and onto `line_id` (made with `slots` where Gradio has no such line); the
+    list of the events waiting there, for the caller to insert it into."""
+    lines = queue.event_queue_per_concurrency_id
+    lines[event.concurrency_id].queue.remove(event)
+    event.concurrency_id = line_id
+    if line_id not in lines:
+        lines[line_id] = queueing.EventQueue(line_id, slots)
+    return lines[line_id].queue
+
+
+def tell_place(queue: Any, event: Any, rank: int, size: int) -> None:
+    """Tell a waiting event its place in its line now."""
+    queue.send_message(event, EstimationMessage(rank=rank, queue_size=size))
+
+
+# --------------------------------------------------------------------------------------------- sessions (memory)
+
+
+def share_config_entries(config_for_block: Callable) -> None:
+    """Build every session's config entries with `config_for_block` (BlocksConfig.config_for_block's parameters)."""
+    BlocksConfig.config_for_block = staticmethod(config_for_block)
+
+
+def keep_no_session_values() -> None:
+    """Sessions no longer copy their events' values into their config entries."""
+    SessionState._update_value_in_config = _keep_no_value
+
+
+def _keep_no_value(self: SessionState, key: int, value: Any) -> None:
+    """SessionState._update_value_in_config, keeping nothing."""
+
+
+# ------------------------------------------------------------------------------------------ events' inputs (API)
+
+
+class Blocks(gr.Blocks):
+    """gr.Blocks whose events may arrive without their trailing optional inputs (those passed to `optional`,
+    added after the API was published): a raw HTTP client written before them still works, and each missing one
+    is None, as gradio_client sends it (its handler's default). A request short of any other input is refused
+    with a message saying how many values it sent and how many the endpoint takes."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._optional_ids: set[int] = set()
+
+    def optional(self, component: gr.components.Component) -> gr.components.Component:
+        """Mark an input that clients may leave out when it comes last."""
+        self._optional_ids.add(component._id)
+        return component
+
+    async def preprocess_data(self, block_fn, inputs, state, explicit_call=False):
+        missing = block_fn.inputs[len(inputs):]
+        if missing and all(block._id in self._optional_ids for block in missing):
+            inputs = [*inputs, *(None for _ in missing)]
+        elif missing:  # Gradio's own refusal would reach the client as an error with no message (show_error=False)
+            raise gr.Error(f"The request sent {len(inputs)} of the {len(block_fn.inputs)} values this endpoint takes "
+                           "(the app's \"Use via API\" page lists them in order).", print_exception=False)
+        return await super().preprocess_data(block_fn, inputs, state, explicit_call)
+
+
+# ------------------------------------------------------------------------------------ the HTTP app (static, http)
+
+
+def blocks_of(app: Any) -> Any:
+    """The Blocks a Gradio app serves."""
+    return app.get_blocks()
+
+
+def page_config(app: Any) -> object | None:
+    """The app's config object where the page is the same for every visitor (no login), else None."""
+    if getattr(app, "auth", None) is not None or getattr(app, "auth_dependency", None) is not None:
+        return None
+    try:
+        return blocks_of(app).config
+    except Exception:  # noqa: BLE001 - not Gradio's app (a stand-in): never kept
+        return None
+
+
+def has_event(app: Any, fn_index: int | None = None, api_name: str | None = None) -> bool:
+    """Whether the app has an event with this fn_index, or with this api_name."""
+    fns = blocks_of(app).fns
+    if fn_index is not None:
+        return fn_index in fns
+    return any(fn.api_name == api_name for fn in fns.values())
+
+
+def put_in_front(app: Starlette, middleware: Callable[[Any], Any]) -> Any:
+    """Wrap a running app's whole middleware stack (built on its first request) in `middleware(stack)`; returned."""
+    front = middleware(app.middleware_stack or app.build_middleware_stack())
+    app.middleware_stack = front
+    return front
+
+
+# ------------------------------------------------------------------------------------------- what an upgrade breaks
+
+
+def _parameters(function: Callable) -> list[str]:
+    return [name for name in inspect.signature(function).parameters if name != "self"]
+
+
+def _source_uses(obj: Any, *names: str) -> list[str]:
+    source = inspect.getsource(obj)
+    return [name for name in names if name not in source]
+
+
+def _check_push() -> list[str]:
+    found = _parameters(queueing.Queue.push)
+    problems = [] if found[:3] == ["body", "request", "username"] else [f"Queue.push's parameters are {found}"]
+    return problems + [f"Queue.push no longer answers {name}" for name in _source_uses(queueing.Queue, '"queue_full"')]
+
+
+def _check_lines() -> list[str]:
+    problems = [f"Queue no longer has {name}" for name in _source_uses(
+        queueing.Queue, "self.event_queue_per_concurrency_id", "self.active_jobs", "self.event_ids_to_events")]
+    if _parameters(queueing.EventQueue)[:2] != ["concurrency_id", "concurrency_limit"]:
+        problems.append(f"EventQueue's parameters are {_parameters(queueing.EventQueue)}")
+    problems += [f"EventQueue has no {name}" for name in _source_uses(queueing.EventQueue, "self.queue")]
+    return problems
+
+
+def _check_pending() -> list[str]:
+    return [f"Queue no longer has {name}" for name in _source_uses(queueing.Queue, "self.pending_event_ids_session")]
+
+
+def _check_event() -> list[str]:
+    problems = [f"Event has no {name}" for name in _source_uses(
+        queueing.Event.__init__, "self.concurrency_id", "self.request", "self.session_hash")]
+    return problems + [f"Queue no longer reads {name}" for name in _source_uses(queueing.Queue, "event.concurrency_id")]
+
+
+def _check_send_message() -> list[str]:
+    problems = []
+    if _parameters(queueing.Queue.send_message)[:2] != ["event", "event_message"]:
+        problems.append(f"Queue.send_message's parameters are {_parameters(queueing.Queue.send_message)}")
+    if not {"rank", "queue_size"} <= set(EstimationMessage.model_fields):
+        problems.append(f"EstimationMessage's fields are {sorted(EstimationMessage.model_fields)}")
+    return problems
+
+
+def _check_config_for_block() -> list[str]:
+    if not isinstance(inspect.getattr_static(BlocksConfig, "config_for_block"), staticmethod):
+        return ["BlocksConfig.config_for_block is no longer a staticmethod"]
+    found = _parameters(CONFIG_FOR_BLOCK)
+    if found != ["_id", "rendered_ids", "block", "renderable"]:
+        return [f"BlocksConfig.config_for_block's parameters are {found}"]
+    return [f"SessionState no longer calls {name}" for name in _source_uses(SessionState, "config_for_block")]
+
+
+def _check_update_value_in_config() -> list[str]:
+    """The method exists with (key, value), and it is the only place Gradio writes into a session's config entries
+    (config_values[...][...] = ..., or .update/.setdefault/.pop/.clear on one): what lets the sessions share them."""
+    found = _parameters(SessionState._update_value_in_config)
+    if found != ["key", "value"]:
+        return [f"SessionState._update_value_in_config's parameters are {found}"]
+    home = Path(gr.__file__).parent
+    users = sorted(p.relative_to(home).as_posix() for p in home.rglob("*.py") if "config_values" in p.read_text())
+    if users != ["state_holder.py"]:
+        return [f"Gradio now uses sessions' config entries in {users}"]
+    writers = set()
+    for function in ast.walk(ast.parse((home / "state_holder.py").read_text())):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for node in ast.walk(function):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            if any(isinstance(t, ast.Subscript) and "config_values[" in ast.unparse(t.value) for t in targets):
+                writers.add(function.name)
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("update", "setdefault", "pop", "clear")
+                    and "config_values[" in ast.unparse(node.func.value)):
+                writers.add(function.name)
+    return [] if writers == {"_update_value_in_config"} else [f"Gradio writes into config entries in {sorted(writers)}"]
+
+
+def _check_preprocess_data() -> list[str]:
+    found = _parameters(gr.Blocks.preprocess_data)
+    if found != ["block_fn", "inputs", "state", "explicit_call"]:
+        return [f"Blocks.preprocess_data's parameters are {found}"]
+    problems = [f"Blocks.preprocess_data no longer calls {name}" for name in _source_uses(
+        gr.Blocks.preprocess_data, "self.validate_inputs(block_fn, inputs)")]
+    return problems + [f"Block has no {name}" for name in _source_uses(gr.blocks.Block.__init__, "self._id")]
+
+
+def _check_app() -> list[str]:
+    problems = [] if _parameters(routes.App.get_blocks) == [] else ["App.get_blocks takes parameters"]
+    problems += [f"App has no {name}" for name in _source_uses(routes.App.__init__, "self.auth ",
+                                                               "self.auth_dependency")]
+    problems += [f"Blocks has no {name}" for name in _source_uses(gr.Blocks, "self.fns", "self.config =")]
+    problems += [f"BlockFunction has no {name}" for name in _source_uses(gr.blocks.BlockFunction.__init__,
+                                                                          "self.api_name", "self.inputs")]
+    if "raise FnIndexInferError" not in inspect.getsource(route_utils.get_fn):
+        problems.append("route_utils.get_fn no longer raises FnIndexInferError for an unknown api_name")
+    return problems
+
+
+def _check_brotli() -> list[str]:
+    from gradio import brotli_middleware
+
+    source = inspect.getsource(brotli_middleware.BrotliMiddleware._is_compressible_file_type)
+    listed = set(ast.literal_eval(source[source.index("{"):source.index("}") + 1]))
+    problems = [] if listed == set(GRADIO_COMPRESSES) else [f"Gradio compresses {sorted(listed)}"]
+    minimum = inspect.signature(brotli_middleware.BrotliMiddleware).parameters["minimum_size"].default
+    return problems + ([] if minimum == GRADIO_MIN_BYTES else [f"Gradio compresses from {minimum} bytes"])
+
+
+def _check_middleware_stack() -> list[str]:
+    problems = [f"Starlette no longer uses {name}" for name in _source_uses(
+        Starlette.__call__, "self.middleware_stack", "self.build_middleware_stack()")]
+    return problems + [f"Starlette has no {name}" for name in _source_uses(Starlette.__init__, "self.middleware_stack")]
+
+
+CHECKS: dict[str, Callable[[], list[str]]] = {
+    "Queue.push": _check_push,
+    "Queue's lines": _check_lines,
+    "Queue.pending_event_ids_session": _check_pending,
+    "Event": _check_event,
+    "Queue.send_message": _check_send_message,
+    "BlocksConfig.config_for_block": _check_config_for_block,
+    "SessionState._update_value_in_config": _check_update_value_in_config,
+    "Blocks.preprocess_data": _check_preprocess_data,
+    "App internals": _check_app,
+    "BrotliMiddleware's rules": _check_brotli,
+    "Starlette.middleware_stack": _check_middleware_stack,
+}
+
+
+def changed() -> dict[str, list[str]]:
+    """What the installed Gradio and Starlette no longer have in the shape each reach relies on ({} when all is)."""
+    found = {name: check() for name, check in CHECKS.items()}
+    return {name: problems for name, problems in found.items() if problems}

@@ -1,0 +1,82 @@
+"""server.gradio_internals: every reach into Gradio's internals is named there, checked against the installed Gradio,
+and made nowhere else. A Gradio upgrade that changes what a reach relies on fails here, naming the reach."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import gradio
+import pytest
+
+from attention_viz.server import gradio_internals
+
+PACKAGE = Path(gradio_internals.__file__).resolve().parents[1]
+HOME = Path(gradio_internals.__file__).resolve()
+# What reaches past Gradio's public API, as the source says it: a private attribute of Gradio's, the methods patched
+# or overridden, Starlette's built stack, a module of Gradio's own other than its public top level.
+REACH = re.compile(r"\._queue\b|\bmiddleware_stack\b|\bconfig_for_block\b|\b_update_value_in_config\b|"
+                   r"\bdef preprocess_data\b|\bpending_event_ids_session\b|\bevent_queue_per_concurrency_id\b|"
+                   r"\bevent_ids_to_events\b|\bactive_jobs\b|\bget_blocks\(")
+
+
+@pytest.mark.parametrize("reach", sorted(gradio_internals.REACHES))
+def test_each_reach_is_still_what_the_installed_gradio_has(reach):
+    problems = gradio_internals.CHECKS[reach]()
+    assert not problems, (f"Gradio {gradio.__version__} (written against {gradio_internals.GRADIO_VERSION}) changed "
+                          f"what {reach} relies on: {problems}; review server/gradio_internals.py and "
+                          f"{gradio_internals.REACHES[reach][0]}")
+
+
+def test_every_reach_is_named_with_its_user_and_why_and_has_a_check():
+    assert set(gradio_internals.CHECKS) == set(gradio_internals.REACHES)
+    for name, (user, what, why) in gradio_internals.REACHES.items():
+        assert user and len(what) > 20 and len(why) > 20, name
+    assert gradio_internals.changed() == {}
+
+
+def test_the_checks_fail_when_what_they_rely_on_is_gone(monkeypatch):
+    """A check that cannot fail proves nothing: take away (or reshape) what some reaches rely on and see them fail."""
+    from gradio import queueing
+    from gradio.state_holder import SessionState
+
+    async def push(self, payload, request):  # a reshaped Queue.push
+        return None
+
+    monkeypatch.setattr(queueing.Queue, "push", push)
+    monkeypatch.setattr(queueing.Queue, "send_message", lambda self, message: None)
+    monkeypatch.setattr(SessionState, "_update_value_in_config", lambda self, key: None)
+    monkeypatch.setattr(gradio_internals, "GRADIO_COMPRESSES", (".html",))
+    monkeypatch.setattr(gradio_internals, "_source_uses", lambda obj, *names: list(names))  # nothing found in a source
+    assert set(gradio_internals.changed()) == set(gradio_internals.REACHES)
+
+
+def imports_of_gradio_modules(path: Path) -> list[str]:
+    """The Gradio modules a source file imports, other than `gradio` itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("gradio.")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("gradio."):
+                found.append(node.module)
+            elif node.module == "gradio":
+                found += [f"gradio.{a.name}" for a in node.names if not a.name[0].isupper()
+                          and a.name not in ("themes",)]  # gr's submodules, not its classes
+    return found
+
+
+def test_no_other_module_reaches_into_gradio():
+    """Gradio's own modules are imported, and its internals touched, in gradio_internals.py only (the page's modules
+    use `import gradio as gr` and its public names)."""
+    elsewhere = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == HOME:
+            continue
+        relative = path.relative_to(PACKAGE.parent)
+        elsewhere += [f"{relative} imports {module}" for module in imports_of_gradio_modules(path)]
+        code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+        code = re.sub(r'"""(.*?)"""', "", code, flags=re.S)  # docstrings may name a reach; code may not
+        elsewhere += [f"{relative}: {match}" for match in sorted(set(REACH.findall(code)))]
+    assert not elsewhere, elsewhere

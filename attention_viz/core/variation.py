@@ -78,8 +78,8 @@ def _check_heads_off(value: object) -> HeadsOff:
     """{key: [heads]} or ((key, heads), ...) -> ((key, sorted distinct heads), ...) without keys whose list is empty."""
     if value is None:
         return ()
-    pairs = value.items() if isinstance(value, Mapping) else value
-    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Sequence, type({}.items()))):
+    pairs = list(value.items()) if isinstance(value, Mapping) else value
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence):
         raise ValueError(f"heads_off must be {{map key: [heads]}} or ((map key, heads), ...), got {shown(value)}")
     checked, seen = [], set()
     for pair in pairs:

@@ -31,6 +31,7 @@ from .core.device import resolve_device
 from .core.interop import multihead_attention_from_torch, transformer_from_torch
 from .core.maps import KINDS, AttentionMaps, head_statistics, kind_key, map_key
 from .core.model import Decoder, Encoder, Transformer
+from .core.variation import Variation
 from .data.checkpoints import (
     CheckpointError,
     UnsafeCheckpointError,
@@ -74,6 +75,7 @@ __all__ = [
     "Transformer",
     "TransformerConfig",
     "UnsafeCheckpointError",
+    "Variation",
     "attention_masks",
     "attention_steps",
     "causal_mask",

@@ -44,6 +44,7 @@ import torch
 from attention_viz.core.attention import Scale
 from attention_viz.core.maps import map_key, split_kind
 from attention_viz.core.model import Transformer
+from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tokenizer import CharTokenizer
 
 REAL_MAX_NEW_TOKENS = 40  # a real encoder-decoder model's decode length, by default
@@ -136,8 +137,8 @@ def pair_statistics(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, kee
 
 
 def qk_statistics(model, texts: str | Sequence[str], *, tokenizer: CharTokenizer | None = None,
-                  scale: Scale = "sqrt_dk", max_new_tokens: int | None = None, keep_logits: bool = False
-                  ) -> dict[str, QKStatistics]:
+                  scale: Scale = "sqrt_dk", max_new_tokens: int | None = None, keep_logits: bool = False,
+                  variation: Variation | None = None) -> dict[str, QKStatistics]:
     """Per map key (in the model's order), footnote 4's numbers measured on the model's own q and k over `texts`.
 
     Args:
@@ -150,6 +151,7 @@ def qk_statistics(model, texts: str | Sequence[str], *, tokenizer: CharTokenizer
         max_new_tokens: the longest decode of an encoder-decoder model (default: tokenizer.max_len + 1 for ours,
             40 for a real model). A decoder-only or encoder-only model does not decode.
         keep_logits: also keep every pooled raw q·k (QKStatistics.logits [H, N]) for a histogram.
+        variation: the switches of the passes as one core.variation.Variation (instead of scale).
 
     Returns: {map key: QKStatistics}. Raises ValueError for no text, an empty text, or a model without q·k
     (additive attention).
@@ -157,12 +159,13 @@ def qk_statistics(model, texts: str | Sequence[str], *, tokenizer: CharTokenizer
     texts = [texts] if isinstance(texts, str) else list(texts)
     if not texts or not all(isinstance(t, str) and t for t in texts):
         raise ValueError("give at least one text, and no empty one")
+    variation = variation_of(variation, scale)
     if isinstance(model, Transformer):
-        passes = _our_passes(model, texts, tokenizer or CharTokenizer(), scale, max_new_tokens)
+        passes = _our_passes(model, texts, tokenizer or CharTokenizer(), variation, max_new_tokens)
     elif hasattr(model, "forward_pass") and hasattr(model, "map_keys"):
         if tokenizer is not None:
             raise ValueError("a real model reads text with its own tokenizer: give no tokenizer")
-        passes = _real_passes(model, texts, scale, max_new_tokens or REAL_MAX_NEW_TOKENS)
+        passes = _real_passes(model, texts, variation, max_new_tokens or REAL_MAX_NEW_TOKENS)
     else:
         raise ValueError(f"qk_statistics takes our Transformer or a hub PretrainedTransformer, "
                          f"not {type(model).__name__}")
@@ -191,7 +194,7 @@ def _pairs(kind: str, query_real: torch.Tensor, key_real: torch.Tensor) -> torch
 
 
 @torch.no_grad()
-def _our_passes(model: Transformer, texts: list[str], tokenizer: CharTokenizer, scale: Scale,
+def _our_passes(model: Transformer, texts: list[str], tokenizer: CharTokenizer, variation: Variation,
                 max_new_tokens: int | None):
     """(key, q [B, H, Q, d], k [B, H, K, d], allowed [B, Q, K]) for every attention of our Transformer."""
     config = model.config
@@ -202,7 +205,7 @@ def _our_passes(model: Transformer, texts: list[str], tokenizer: CharTokenizer, 
     sources = [torch.tensor(tokenizer.encode(t).ids, device=device) for t in texts]  # (S_b,) each, <eos> ended
     targets = []
     for src in sources:  # decoded alone: what the model writes for this text
-        written, _ = model.greedy_decode(src[None], steps, tokenizer.bos_id, tokenizer.eos_id, scale=scale)
+        written, _ = model.greedy_decode(src[None], steps, tokenizer.bos_id, tokenizer.eos_id, variation=variation)
         targets.append(torch.cat([src.new_tensor([tokenizer.bos_id]), written[0, :-1]]))  # (T_b,) <bos> + output
     src, src_real = _padded(sources, pad, device)  # (B, S)
     tgt, tgt_real = _padded(targets, pad, device)  # (B, T)
@@ -213,7 +216,7 @@ def _our_passes(model: Transformer, texts: list[str], tokenizer: CharTokenizer, 
         stack, name = split_kind(kind)
         query_real = src_real if stack == "encoder" else tgt_real
         key_real = tgt_real if kind == "decoder.self_attn" else src_real
-        query, key, _, _ = model.attention_inputs(src, tgt, kind, layer, scale=scale)  # (B, Q, D), (B, K, D)
+        query, key, _, _ = model.attention_inputs(src, tgt, kind, layer, variation=variation)  # (B, Q, D), (B, K, D)
         attention = model.attention_module(kind, layer)
         q = attention.project_query(query)  # (B, H, Q, d)
         k, _ = attention.project_keys_values(key, key)  # (B, H, K, d)
@@ -221,7 +224,7 @@ def _our_passes(model: Transformer, texts: list[str], tokenizer: CharTokenizer, 
 
 
 @torch.no_grad()
-def _real_passes(model, texts: list[str], scale: Scale, max_new_tokens: int):
+def _real_passes(model, texts: list[str], variation: Variation, max_new_tokens: int):
     """(key, q, k, allowed) for every attention of a real model (hub.PretrainedTransformer), one pass per key."""
     device, pad = model.device, model.pad_id if model.pad_id is not None else 0
     sources = [model.encode(t).ids.to(device) for t in texts]  # (S_b,) each
@@ -230,13 +233,14 @@ def _real_passes(model, texts: list[str], scale: Scale, max_new_tokens: int):
     if model.layout == "encoder-decoder":
         targets = []
         for src in sources:  # decoded alone: what the model writes for this text
-            written, _ = model.greedy_decode(src[None], max_new_tokens, scale=scale)
+            written, _ = model.greedy_decode(src[None], max_new_tokens, variation=variation)
             targets.append(torch.cat([src.new_tensor([model.start_id]), written[0, :-1]]))  # (T_b,)
         decoder_ids, tgt_real = _padded(targets, pad, device)  # (B, T)
     for key in model.map_keys:
         stack, _, name = key.split(".")
         kind = f"{stack}.{name}"
-        recorded = model.forward_pass(ids, decoder_ids, attention_mask=src_real.long(), scale=scale, inputs_of=key)
+        recorded = model.forward_pass(ids, decoder_ids, attention_mask=src_real.long(), variation=variation,
+                                      inputs_of=key)
         q, k = recorded.run.kept["q"], recorded.run.kept["k"]  # (B, H, Q, d), (B, H, K, d): grouped keys repeated
         if model.layout == "encoder-decoder" and stack == "decoder":
             query_real, key_real = tgt_real, (tgt_real if name == "self_attn" else src_real)

@@ -32,17 +32,24 @@ Scale = str | float
 SCALE_MODES = ("sqrt_dk", "none")
 
 
+def check_scale(scale: object) -> Scale:
+    """A scaling mode as given, or a factor as a float; ValueError for anything else."""
+    if isinstance(scale, str) and scale in SCALE_MODES:
+        return scale
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):  # NumPy's floats and ints too
+        raise ValueError(f"scale must be 'sqrt_dk', 'none' or a positive number, got {scale!r}")
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"a scale factor must be a positive finite number, got {scale!r}")
+    return float(scale)
+
+
 def scale_factor(scale: Scale, d_k: int) -> float:
     """The number QKᵀ is multiplied by for a scaling mode and a key width d_k."""
     if scale == "sqrt_dk":
         return 1.0 / math.sqrt(d_k)
     if scale == "none":
         return 1.0
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):  # NumPy's floats and ints too
-        raise ValueError(f"scale must be 'sqrt_dk', 'none' or a positive number, got {scale!r}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"a scale factor must be a positive finite number, got {scale!r}")
-    return float(scale)
+    return check_scale(scale)
 
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:

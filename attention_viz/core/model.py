@@ -1,7 +1,8 @@
 """The encoder-decoder Transformer (§3.1, Figure 1): one forward pass returns the logits and every attention map.
 
 Axes: B batch, S source positions, T target positions, D d_model, V vocabulary.
-Inference-time switches are arguments of the forward pass, never state on the modules:
+Inference-time switches are arguments of the forward pass, never state on the modules: one core.variation.Variation
+(variation=...), or its fields as keywords (a thin front that builds it):
     scale         "sqrt_dk" | "none" | positive float, for every attention (see attention.scale_factor)
     causal_mask   the decoder self-attention's mask of future positions (§3.2.3)
     padding_mask  hide <pad> keys in every attention
@@ -23,6 +24,9 @@ from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
 from attention_viz.core.maps import AttentionMaps, map_key, split_kind
+from attention_viz.core.variation import Variation, variation_of
+
+PAPER = Variation()  # the paper's model: 1/√d_k, both masks, every head on
 
 
 class Encoder(nn.Module):
@@ -38,13 +42,13 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.encoder_norm else None
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk",
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, variation: Variation = PAPER,
         switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """x [B, S, D] -> (memory [B, S, D], self-attention weights per layer [B, H, S, S])."""
         weights = []
         for i, layer in enumerate(self.layers):
-            x, w = layer(x, mask, scale, (switches or {}).get(map_key("encoder", i, "self_attn")))
+            x, w = layer(x, mask, variation, (switches or {}).get(map_key("encoder", i, "self_attn")))
             weights.append(w)
         return (self.norm(x) if self.norm is not None else x), weights
 
@@ -67,13 +71,13 @@ class Decoder(nn.Module):
         memory: torch.Tensor,
         self_mask: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
+        variation: Variation = PAPER,
         switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S] per layer)."""
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
-            y, sw, cw = layer(y, memory, self_mask, cross_mask, scale, *decoder_switches(switches, i))
+            y, sw, cw = layer(y, memory, self_mask, cross_mask, variation, *decoder_switches(switches, i))
             self_weights.append(sw)
             cross_weights.append(cw)
         return (self.norm(y) if self.norm is not None else y), self_weights, cross_weights
@@ -122,58 +126,66 @@ class Transformer(nn.Module):
             keys[map_key("decoder", i, "self_attn")] = keys[map_key("decoder", i, "cross_attn")] = c.n_heads
         return switches(keys, heads_off, ablation, head_means, gates)
 
+    def _switches(self, variation: Variation, head_means=None, gates=None) -> dict[str, HeadSwitch] | None:
+        """head_switches for a variation's heads off."""
+        return self.head_switches(variation.off, variation.ablation, head_means, gates)
+
     def value_flows(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                     padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-                    head_means: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+                    head_means: dict[str, torch.Tensor] | None = None, *, variation: Variation | None = None
+                    ) -> dict[str, torch.Tensor]:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K]
         in forward(src, tgt): a head that looks hard at a key whose value carries almost nothing shows it."""
-        kept = self._recorded(src, tgt, scale, causal_mask, padding_mask, heads_off, ablation, head_means)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        kept = self._recorded(src, tgt, variation, head_means)
         return {key: weights * self._value_norms(key, record)[:, :, None, :] for key, (record, weights) in kept.items()}
 
     def value_norms(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                     padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-                    head_means: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+                    head_means: dict[str, torch.Tensor] | None = None, *, variation: Variation | None = None
+                    ) -> dict[str, torch.Tensor]:
         """‖v_j^h W_O^h‖ per map key [B, H, K] in forward(src, tgt) with these switches: how far key j's value
         would move the output through head h at weight 1 (value_flows is the maps times these)."""
-        kept = self._recorded(src, tgt, scale, causal_mask, padding_mask, heads_off, ablation, head_means)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        kept = self._recorded(src, tgt, variation, head_means)
         return {key: self._value_norms(key, record) for key, (record, _) in kept.items()}
 
     def _value_norms(self, key: str, record: dict) -> torch.Tensor:
         stack, layer, name = key.split(".")
         return self.attention_module(f"{stack}.{name}", int(layer)).value_norms(record["values"])  # (B, H, K)
 
-    def _recorded(self, src, tgt, scale, causal_mask, padding_mask, heads_off=None, ablation="zero", head_means=None
-                  ) -> dict[str, tuple[dict, torch.Tensor]]:
-        """forward with every attention recorded, under these heads off: key -> (its record: "heads", "values";
-        its weights)."""
+    def _recorded(self, src, tgt, variation: Variation, head_means=None) -> dict[str, tuple[dict, torch.Tensor]]:
+        """forward with every attention recorded, under the variation's heads off: key -> (its record: "heads",
+        "values"; its weights)."""
         keys = {map_key("encoder", i, "self_attn") for i in range(self.config.n_encoder_layers)}
         keys |= {map_key("decoder", i, name) for i in range(self.config.n_decoder_layers)
                  for name in ("self_attn", "cross_attn")}
         kept = recorders(sorted(keys))
-        for key, switch in (self.head_switches(heads_off, ablation, head_means) or {}).items():
+        for key, switch in (self._switches(variation, head_means) or {}).items():
             kept[key] = replace(switch, record={})
-        masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)
-        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale, kept)
+        masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
+        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
+                                           kept)
         _, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
-                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"], scale,
-                                                      kept)
+                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"],
+                                                      variation, kept)
         maps = collect_maps(enc_weights, self_weights, cross_weights)
         return {key: (kept[key].record, weights) for key, weights in maps.items()}  # in the maps' order
 
     def head_outputs(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
+                     padding_mask: bool = True, *, variation: Variation | None = None) -> dict[str, torch.Tensor]:
         """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward(src, tgt): what mean ablation
-        averages (core.ablation.mean_outputs)."""
-        return {key: record["heads"] for key, (record, _) in
-                self._recorded(src, tgt, scale, causal_mask, padding_mask).items()}
+        averages (core.ablation.mean_outputs). The variation's heads off apply."""
+        variation = variation_of(variation, scale, causal_mask, padding_mask)
+        return {key: record["heads"] for key, (record, _) in self._recorded(src, tgt, variation).items()}
 
     def encode(
-        self, src: torch.Tensor, scale: Scale = "sqrt_dk", padding_mask: bool = True,
-        switches: dict[str, HeadSwitch] | None = None,
+        self, src: torch.Tensor, variation: Variation = PAPER, switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
-        """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None, encoder weights per layer)."""
-        src_mask = source_mask(src, self.config.pad_id, padding_mask)  # (B, 1, 1, S) or None
-        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, scale, switches)
+        """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None, encoder weights per layer).
+        switches: the heads' (core.ablation), built once by the caller from the variation's heads off."""
+        src_mask = source_mask(src, self.config.pad_id, variation.padding_mask)  # (B, 1, 1, S) or None
+        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, variation, switches)
         return memory, src_mask, weights
 
     def decode(
@@ -181,15 +193,14 @@ class Transformer(nn.Module):
         tgt: torch.Tensor,
         memory: torch.Tensor,
         src_mask: torch.Tensor | None,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
+        variation: Variation = PAPER,
         switches: dict[str, HeadSwitch] | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """tgt [B, T] -> (logits [B, T, V], decoder self weights, cross weights per layer)."""
-        tgt_mask = target_mask(tgt, self.config.pad_id, causal_mask, padding_mask)  # (T, T), (B, 1, [1|T], T) or None
-        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask, scale,
-                                                      switches)
+        tgt_mask = target_mask(tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
+        # (T, T), (B, 1, [1|T], T) or None
+        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask,
+                                                      variation, switches)
         return self.generator(y), self_weights, cross_weights
 
     def forward(
@@ -203,18 +214,22 @@ class Transformer(nn.Module):
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
         gates: dict[str, torch.Tensor] | None = None,
+        *,
+        variation: Variation | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """src [B, S], tgt [B, T] token ids -> (logits [B, T, V], every attention map of this pass).
 
+        variation: the switches as one core.variation.Variation, or give them as keywords (scale ... ablation).
         heads_off, ablation, head_means, gates: heads switched off before W_O (core.ablation); their maps are still
         recorded as computed."""
-        switched = self.head_switches(heads_off, ablation, head_means, gates)
-        masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)  # kind -> mask or None
-        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], scale,
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        switched = self._switches(variation, head_means, gates)
+        masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
+        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
                                            switched)
         y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
-                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"], scale,
-                                                      switched)
+                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"],
+                                                      variation, switched)
         return self.generator(y), collect_maps(enc_weights, self_weights, cross_weights)  # (B, T, V), maps
 
     def attention_module(self, kind: str, layer: int) -> MultiHeadAttention:
@@ -228,7 +243,7 @@ class Transformer(nn.Module):
     def attention_inputs(
         self, src: torch.Tensor, tgt: torch.Tensor, kind: str, layer: int, *, scale: Scale = "sqrt_dk",
         causal_mask: bool = True, padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None,
-        ablation: str = "zero", head_means: dict[str, torch.Tensor] | None = None,
+        ablation: str = "zero", head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(query [B, Q, D], key [B, K, D], value [B, K, D], mask) that attention_module(kind, layer) receives in
         forward(src, tgt, ...) with the same switches (heads off in the layers below included); mask is forward's
@@ -238,21 +253,22 @@ class Transformer(nn.Module):
         this recomputes Eq. 1's intermediates of one head (the weights are forward's map; eval mode, no dropout).
         """
         self.attention_module(kind, layer)  # checks kind and layer
-        switched = self.head_switches(heads_off, ablation, head_means) or {}
-        masks = attention_masks(src, tgt, self.config.pad_id, causal_mask, padding_mask)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        switched = self._switches(variation, head_means) or {}
+        masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
         x = self._embed(self.src_embed, src)  # (B, S, D)
         if kind == "encoder.self_attn":
             for i, encoder_layer in enumerate(self.encoder.layers[:layer]):
-                x, _ = encoder_layer(x, masks[kind], scale, switched.get(map_key("encoder", i, "self_attn")))
+                x, _ = encoder_layer(x, masks[kind], variation, switched.get(map_key("encoder", i, "self_attn")))
             return x, x, x, masks[kind]
-        memory, _ = self.encoder(x, masks["encoder.self_attn"], scale, switched)  # (B, S, D)
+        memory, _ = self.encoder(x, masks["encoder.self_attn"], variation, switched)  # (B, S, D)
         y = self._embed(self.tgt_embed, tgt)  # (B, T, D)
         self_mask, cross_mask = masks["decoder.self_attn"], masks["decoder.cross_attn"]
         for i, decoder_layer in enumerate(self.decoder.layers[:layer]):
-            y, _, _ = decoder_layer(y, memory, self_mask, cross_mask, scale, *decoder_switches(switched, i))
+            y, _, _ = decoder_layer(y, memory, self_mask, cross_mask, variation, *decoder_switches(switched, i))
         if kind == "decoder.self_attn":
             return y, y, y, self_mask
-        y, _ = self.decoder.layers[layer].self_block(y, self_mask, scale,  # the input of the cross-attention
+        y, _ = self.decoder.layers[layer].self_block(y, self_mask, variation,  # the input of the cross-attention
                                                      decoder_switches(switched, layer)[0])
         return y, memory, memory, cross_mask
 
@@ -271,6 +287,8 @@ class Transformer(nn.Module):
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
         gates: dict[str, torch.Tensor] | None = None,
+        *,
+        variation: Variation | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
         heads_off or gates (with ablation and head_means) switch heads off at every step, as in forward; gates of
@@ -286,8 +304,9 @@ class Transformer(nn.Module):
         """
         if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
             raise ValueError(f"max_len must be a whole number of at least 1, got {max_len!r}")  # nothing to decode
-        switched = self.head_switches(heads_off, ablation, head_means, gates)
-        memory, src_mask, enc_weights = self.encode(src, scale, padding_mask, switched)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        switched = self._switches(variation, head_means, gates)
+        memory, src_mask, enc_weights = self.encode(src, variation, switched)
         B = src.size(0)
         tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
@@ -300,30 +319,29 @@ class Transformer(nn.Module):
             done = done | (next_token == eos_id)
             return bool(done.all())
 
-        if reuse_keys and causal_mask:
+        if reuse_keys and variation.causal_mask:
             memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in self.decoder.layers]
             past: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.decoder.layers)
             pe = positional_encoding(max_len, self.config.d_model, src.device)  # (max_len, D)
             for t in range(max_len):
                 y = self.dropout(self.tgt_embed(tgt[:, -1:]) + pe[t])  # (B, 1, D): the newest position only
                 # the last query row of decode's self mask: <pad> keys hidden (an untrained model may emit <pad>)
-                self_mask = make_padding_mask(tgt, self.config.pad_id) if padding_mask else None  # (B, 1, 1, t + 1)
+                self_mask = make_padding_mask(tgt, self.config.pad_id) if variation.padding_mask else None
+                # (B, 1, 1, t + 1)
                 for i, layer in enumerate(self.decoder.layers):
-                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, scale, self_mask,
+                    y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, variation, self_mask,
                                             *decoder_switches(switched, i))
                 if self.decoder.norm is not None:
                     y = self.decoder.norm(y)
                 if append(self.generator(y[:, -1])):
                     break
-            _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, scale, causal_mask,
-                                                         padding_mask, switched)
+            _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, variation, switched)
             return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
 
         self_weights: list[torch.Tensor] = []
         cross_weights: list[torch.Tensor] = []
         for _ in range(max_len):
-            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, scale, causal_mask, padding_mask,
-                                                              switched)
+            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, variation, switched)
             if append(logits[:, -1]):
                 break
         return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
@@ -332,7 +350,7 @@ class Transformer(nn.Module):
     def step_maps(
         self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
         padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-        head_means: dict[str, torch.Tensor] | None = None,
+        head_means: dict[str, torch.Tensor] | None = None, *, variation: Variation | None = None,
     ) -> list[AttentionMaps]:
         """The decoder's maps at every step of a greedy decode whose decoder input ended as tgt [B, T] (<bos> + output
         but its last token): step t runs the decoder on tgt[:, :t + 1] and writes token t, so its maps have t + 1
@@ -341,15 +359,14 @@ class Transformer(nn.Module):
         Under the causal mask, step t's rows are rows 0..t of the last step's maps (a row sees only earlier
         positions, so later ones never change it); without it, every earlier row changes as each new token arrives.
         """
-        switched = self.head_switches(heads_off, ablation, head_means)
-        memory, src_mask, _ = self.encode(src, scale, padding_mask, switched)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        switched = self._switches(variation, head_means)
+        memory, src_mask, _ = self.encode(src, variation, switched)
         steps = []
         for t in range(tgt.size(1)):
-            _, self_weights, cross_weights = self.decode(tgt[:, : t + 1], memory, src_mask, scale, causal_mask,
-                                                         padding_mask, switched)
+            _, self_weights, cross_weights = self.decode(tgt[:, : t + 1], memory, src_mask, variation, switched)
             steps.append(collect_maps([], self_weights, cross_weights))
         return steps
-
 
 def decoder_switches(switched: dict[str, HeadSwitch] | None, layer: int) -> tuple[HeadSwitch | None, HeadSwitch | None]:
     """(self-attention's, cross-attention's) switch of one decoder layer."""

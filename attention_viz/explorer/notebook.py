@@ -12,6 +12,7 @@ import html
 import itertools
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch
 
 from attention_viz.core.attention import Scale
 from attention_viz.core.model import Transformer
+from attention_viz.core.variation import Variation
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.explorer.html import explorer_html
 from attention_viz.explorer.pack import default_masks, pack
@@ -65,6 +67,7 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
     that produced output token t; the payload's decode lets the explorer step through them (with each step's
     own maps when the causal mask is off).
     """
+    variation = Variation(scale, causal_mask, padding_mask)  # checked before any work
     tok = tokenizer or CharTokenizer(max_len=max(DEFAULT_MAX_LEN, len(text)))
     encoding = tok.encode(text)
     src_ids = encoding.ids + [tok.pad_id] * int(pad_tokens)
@@ -76,15 +79,15 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
     try:
         with torch.inference_mode():
             generated, maps = model.greedy_decode(src, max_len=steps, bos_id=tok.bos_id, eos_id=tok.eos_id,
-                                                  scale=scale, causal_mask=causal_mask, padding_mask=padding_mask)
+                                                  variation=variation)
             out_ids = generated[0].tolist()
             tgt = torch.tensor([[tok.bos_id] + out_ids[:-1]], device=device)  # (1, T)
             norms = {key: value[0].float().cpu().numpy() for key, value in  # what flows: the maps x these
-                     model.value_norms(src, tgt, scale, causal_mask, padding_mask).items()}
+                     model.value_norms(src, tgt, variation=variation).items()}
             step_maps = None
             if not causal_mask:  # each step's own maps: earlier rows change as tokens arrive
                 step_maps = [{key: value[0] for key, value in step.to_numpy().items()}
-                             for step in model.step_maps(src, tgt, scale, causal_mask, padding_mask)]
+                             for step in model.step_maps(src, tgt, variation=variation)]
     finally:
         model.train(was_training)
     source, target = tok.tokens(src_ids), tok.tokens([tok.bos_id] + out_ids[:-1])
@@ -112,8 +115,8 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
     """A real model's greedy decode of `text` (or one pass, for an encoder), packed as run_model packs ours."""
     from attention_viz.hub.text_run import run_text, run_value_norms  # the hub extra: a real model means it is installed
 
-    result = run_text(model, text, max_new_tokens=max_new_tokens, pad_tokens=int(pad_tokens), scale=scale,
-                      causal_mask=causal_mask, padding_mask=padding_mask)
+    variation = Variation(scale, causal_mask, padding_mask)  # checked before any work
+    result = run_text(model, text, max_new_tokens=max_new_tokens, pad_tokens=int(pad_tokens), variation=variation)
     notes = [f"{model.name} ({model.family.name}, real model): scale {scale}; causal mask "
              f"{'on' if causal_mask else 'off'}; padding mask {'on' if padding_mask else 'off'}", *result.notes]
     decode = None
@@ -124,14 +127,13 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
             written = list(result.tgt_tokens[1:prompt]) + written
         decode = {"written": written[:len(result.tgt_ids)], "steps": None}
         if not causal_mask:
-            decode["steps"] = pretrained_steps(model, result, scale, padding_mask)
-    norms = run_value_norms(model, result.src_ids, result.tgt_ids, scale=scale, causal_mask=causal_mask,
-                            padding_mask=padding_mask)
+            decode["steps"] = pretrained_steps(model, result, variation)
+    norms = run_value_norms(model, result.src_ids, result.tgt_ids, variation=variation)
     return pack(result.maps, result.src_tokens, result.tgt_tokens, masks=result.masks, output=result.output,
                 notes=notes, title=f"“{text}” on {model.name}", decode=decode, value_norms=norms)
 
 
-def pretrained_steps(model, result, scale: Scale, padding_mask: bool) -> list[dict[str, np.ndarray]]:
+def pretrained_steps(model, result, variation: Variation) -> list[dict[str, np.ndarray]]:
     """Without the causal mask, each decode step's own decoder maps (earlier rows change as tokens arrive)."""
     steps = []
     src = torch.tensor([result.src_ids], device=model.device)  # (1, S)
@@ -139,7 +141,7 @@ def pretrained_steps(model, result, scale: Scale, padding_mask: bool) -> list[di
         for t in range(len(result.tgt_ids)):
             tgt = torch.tensor([result.tgt_ids[: t + 1]], device=model.device)  # (1, t + 1)
             args = (src, tgt) if result.src_ids else (tgt,)
-            maps = model.forward(*args, scale=scale, causal_mask=False, padding_mask=padding_mask)[1]
+            maps = model.forward(*args, variation=replace(variation, causal_mask=False))[1]
             steps.append({key: value[0] for key, value in maps.to_numpy().items() if key.startswith("decoder.")})
     return steps
 

@@ -6,7 +6,7 @@ that builds each layer's mask. Both are registered under IMPLEMENTATION. The att
 attention_viz.core.attention.scaled_dot_product_attention, the reference the rest of the package proves, so
 every attention of a real model goes through the same code as our own Transformer's.
 
-The switches of one forward pass (scale, causal_mask, padding_mask) and the recorder of its maps travel in a
+The switches of one forward pass (a core.variation.Variation) and the recorder of its maps travel in a
 context variable set by `switched(...)` for the length of that call: the functions transformers calls cannot
 be handed our arguments, and a context variable belongs to the thread (or task) that set it, so two users of
 one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own
@@ -31,6 +31,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, bidirectional_mask_function, sdpa_mask
 
 from attention_viz.core.attention import Scale, scale_factor, scaled_dot_product_attention
+from attention_viz.core.variation import Variation
 
 IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
 
@@ -39,9 +40,7 @@ IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
 class Pass:
     """The switches of one forward pass and what it records: map key -> weights [B, H, Q, K]."""
 
-    scale: Scale = "sqrt_dk"
-    causal_mask: bool = True
-    padding_mask: bool = True
+    variation: Variation = field(default_factory=Variation)  # scale and masks (its heads off come as `heads`)
     keys: dict[int, str] = field(default_factory=dict)    # id(attention module) -> map key
     record: bool = True
     maps: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -93,8 +92,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     run = _current.get()
     own = scaling if scaling is not None else query.size(-1) ** -0.5  # the model's own factor on QKᵀ
     scale: Scale = own
-    if run is not None and run.scale != "sqrt_dk":
-        scale = scale_factor(run.scale, query.size(-1))  # "none" -> 1, a number -> that number
+    if run is not None and run.variation.scale != "sqrt_dk":
+        scale = scale_factor(run.variation.scale, query.size(-1))  # "none" -> 1, a number -> that number
     n_rep = query.size(1) // key.size(1)
     k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (B, H, K, d)
     mask = as_allowed(attention_mask)
@@ -118,9 +117,9 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
 def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:
     """transformers' mask-function contract: its sdpa_mask, always materialised, with this pass's mask switches."""
     run = _current.get()
-    if run is not None and not run.padding_mask:
+    if run is not None and not run.variation.padding_mask:
         attention_mask = None
-    if run is not None and not run.causal_mask:
+    if run is not None and not run.variation.causal_mask:
         mask_function = bidirectional_mask_function
     kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
     if mask_function is not None:

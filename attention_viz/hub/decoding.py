@@ -60,14 +60,14 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
 
 
-def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mask: torch.Tensor | None, scale,
-           causal_mask: bool, padding_mask: bool, reuse_keys: bool, heads: dict | None):
+def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mask: torch.Tensor | None, variation,
+           reuse_keys: bool, heads: dict | None):
     """The loop of model.greedy_pass (a PretrainedTransformer that writes text) -> (written [B, n], the Pass of the
     last full pass (the encoder's maps, masks and factors included), that pass's logits)."""
     attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
     B, device = input_ids.size(0), input_ids.device
     if model.layout == "encoder-decoder":
-        with model.switched(scale, causal_mask, padding_mask, heads, record=True) as encoder_run:
+        with model.switched(heads=heads, record=True, variation=variation) as encoder_run:
             encoder_outputs = model.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
         seq = torch.full((B, 1), model.start_id, dtype=torch.long, device=device)  # (B, 1)
     else:
@@ -98,9 +98,9 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
 
     # Under the causal mask an earlier position never sees a later one, so each step runs the newest position
     # only against the kept keys and values (transformers' cache); without it every step reruns them all.
-    cache, new = None, (seq.size(1) if reuse_keys and causal_mask else None)
+    cache, new = None, (seq.size(1) if reuse_keys and variation.causal_mask else None)
     for _ in range(int(max_new_tokens)):
-        with model.switched(scale, causal_mask, padding_mask, heads):
+        with model.switched(heads=heads, variation=variation):
             outputs = decoder_pass(seq, cache, new)
         logits = outputs.logits[:, -1]  # (B, V)
         if new is not None:
@@ -112,7 +112,7 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
         if bool(done.all()):
             break
     written = seq[:, prompt_length:]  # (B, n)
-    with model.switched(scale, causal_mask, padding_mask, heads, record=True) as final:
+    with model.switched(heads=heads, record=True, variation=variation) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
     if model.layout == "encoder-decoder":
         for name in ("maps", "masks", "factors"):

@@ -8,7 +8,7 @@
 Axes: B batch, S source positions, T decoder positions, V vocabulary, H heads, Q queries, K keys.
 Layouts: an encoder-decoder model (Marian, BART) has all three kinds of map; an encoder-only model (BERT) only
 `encoder.{i}.self_attn`; a decoder-only model (GPT-2, Llama) only `decoder.{i}.self_attn`, over the prompt and
-what it wrote. Switches, as in core.model:
+what it wrote. Switches, as in core.model (one core.variation.Variation, variation=..., or its fields as keywords):
     scale         "sqrt_dk" (the model's own factor, 1/√d_k in every supported family) | "none" | positive float
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
@@ -17,13 +17,14 @@ what it wrote. Switches, as in core.model:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from attention_viz.core.ablation import recorders, switches
-from attention_viz.core.attention import Scale, scale_factor
+from attention_viz.core.attention import Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
+from attention_viz.core.variation import Variation, variation_of
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of
@@ -182,21 +183,25 @@ class PretrainedTransformer:
             return torch.ones_like(ids)
         return (ids != self.pad_id).long()
 
-    def _pass(self, scale: Scale, causal_mask: bool, padding_mask: bool, record: bool = True,
-              heads: dict | None = None) -> Pass:
-        if scale != "sqrt_dk":
-            scale_factor(scale, self.d_k)  # ValueError for a bad mode or factor, before any work
-        return Pass(scale, bool(causal_mask), bool(padding_mask), self._keys, record, heads=heads)
+    def _pass(self, variation: Variation, record: bool = True, heads: dict | None = None) -> Pass:
+        return Pass(variation, self._keys, record, heads=self._heads(variation, heads))
 
     def switched(self, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-                 heads: dict | None = None, record: bool = False):
+                 heads: dict | None = None, record: bool = False, *, variation: Variation | None = None):
         """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches (recording
         the maps into the Pass it yields when record=True): for passes of a part of the model."""
-        return switched(self._pass(scale, causal_mask, padding_mask, record=record, heads=heads))
+        return switched(self._pass(variation_of(variation, scale, causal_mask, padding_mask), record, heads))
 
     def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None) -> dict | None:
         """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
         return switches({key: self.n_heads for key in self._keys.values()}, heads_off, ablation, head_means, gates)
+
+    def _heads(self, variation: Variation, heads: dict | None) -> dict | None:
+        """heads (core.ablation switches built by the caller, e.g. with head_means) when given, else the variation's
+        heads off (zero ablation: mean ablation needs head_means, and says so)."""
+        if heads is not None or not variation.heads_off:
+            return heads
+        return self.head_switches(variation.off, variation.ablation)
 
     def forward(
         self,
@@ -210,6 +215,7 @@ class PretrainedTransformer:
         heads_off: dict[str, list[int]] | None = None,
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
+        variation: Variation | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """One pass -> (logits [B, T, V] (or the last hidden states for a model without a head), every map).
         heads_off, ablation, head_means: heads switched off before the model's W_O, as for our Transformer
@@ -219,9 +225,9 @@ class PretrainedTransformer:
         decoder_input_ids [B, T] the decoder's input (encoder-decoder models only). attention_mask [B, S] defaults to
         the tokens that are not <pad>.
         """
-        recorded = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
-                                     causal_mask=causal_mask, padding_mask=padding_mask,
-                                     heads=self.head_switches(heads_off, ablation, head_means))
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        recorded = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, variation=variation,
+                                     heads=self.head_switches(variation.off, variation.ablation, head_means))
         return recorded.logits, recorded.maps
 
     def forward_pass(
@@ -236,11 +242,13 @@ class PretrainedTransformer:
         inputs_of: str | None = None,
         heads: dict | None = None,
         values: bool = False,
+        variation: Variation | None = None,
     ) -> Recorded:
         """forward, with everything the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and
-        with values=True every attention's values; heads: core.ablation switches per map key."""
+        with values=True every attention's values; heads: core.ablation switches per map key (default: the
+        variation's heads off)."""
         kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
-        run = self._pass(scale, causal_mask, padding_mask, heads=heads)
+        run = self._pass(variation_of(variation, scale, causal_mask, padding_mask), heads=heads)
         run.inputs = inputs_of
         run.values = {} if values else None
         with switched(run):
@@ -264,34 +272,38 @@ class PretrainedTransformer:
 
     def head_outputs(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                      attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
+                     padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
         """Every attention's heads' outputs [B, H, Q, d_v] before the model's W_O in forward: what mean ablation
-        averages (core.ablation.mean_outputs)."""
+        averages (core.ablation.mean_outputs). The variation's heads off apply."""
+        variation = variation_of(variation, scale, causal_mask, padding_mask)
         kept = recorders(sorted(self._keys.values()))
-        self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
-                          causal_mask=causal_mask, padding_mask=padding_mask, heads=kept)
+        for key, switch in (self._heads(variation, None) or {}).items():
+            kept[key] = replace(switch, record={})
+        self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, variation=variation, heads=kept)
         return {key: switch.record["heads"] for key, switch in kept.items()}
 
     def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads: dict | None = None) -> dict[str, torch.Tensor]:
+                    padding_mask: bool = True, heads: dict | None = None, variation: Variation | None = None
+                    ) -> dict[str, torch.Tensor]:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
         with the family's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
-        run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, scale, causal_mask, padding_mask,
-                                       heads)
+        variation = variation_of(variation, scale, causal_mask, padding_mask)
+        run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, heads)
         return {key: run.maps[key] * norms[key][:, :, None, :] for key in norms}
 
     def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads: dict | None = None) -> dict[str, torch.Tensor]:
+                    padding_mask: bool = True, heads: dict | None = None, variation: Variation | None = None
+                    ) -> dict[str, torch.Tensor]:
         """‖v_j^h W_O^h‖ per map key [B, H, K] in forward_pass with these switches (heads: core.ablation switches):
         how far key j's value would move the output through head h at weight 1."""
-        return self._value_norms(input_ids, decoder_input_ids, attention_mask, scale, causal_mask, padding_mask,
-                                 heads)[1]
+        variation = variation_of(variation, scale, causal_mask, padding_mask)
+        return self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, heads)[1]
 
-    def _value_norms(self, input_ids, decoder_input_ids, attention_mask, scale, causal_mask, padding_mask, heads):
-        run = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, scale=scale,
-                                causal_mask=causal_mask, padding_mask=padding_mask, heads=heads, values=True).run
+    def _value_norms(self, input_ids, decoder_input_ids, attention_mask, variation: Variation, heads):
+        run = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, variation=variation,
+                                heads=heads, values=True).run
         modules = {key: module for module in self.model.modules() if (key := self._keys.get(id(module)))}
         norms = {}
         for key in sorted(run.maps, key=_key_order):
@@ -328,6 +340,7 @@ class PretrainedTransformer:
         heads_off: dict[str, list[int]] | None = None,
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
+        variation: Variation | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
 
@@ -342,9 +355,10 @@ class PretrainedTransformer:
         forward keeps the model's own default, 0 at the first column). A model that writes no text (an encoder, a
         checkpoint without its output head: abilities.writes_text) is refused: use forward.
         """
-        written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
-                                             causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys,
-                                             heads=self.head_switches(heads_off, ablation, head_means))
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask,
+                                             variation=variation, reuse_keys=reuse_keys,
+                                             heads=self.head_switches(variation.off, variation.ablation, head_means))
         return written, recorded.maps
 
     @torch.no_grad()
@@ -359,15 +373,16 @@ class PretrainedTransformer:
         padding_mask: bool = True,
         reuse_keys: bool = True,
         heads: dict | None = None,
+        variation: Variation | None = None,
     ) -> tuple[torch.Tensor, Recorded]:
         """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included);
-        heads: core.ablation switches per map key, at every step."""
+        heads: core.ablation switches per map key, at every step (default: the variation's heads off)."""
+        variation = variation_of(variation, scale, causal_mask, padding_mask)
         if not self.abilities.writes_text:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
-        written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask, scale=scale,
-                                        causal_mask=causal_mask, padding_mask=padding_mask, reuse_keys=reuse_keys,
-                                        heads=heads)
+        written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
+                                        variation=variation, reuse_keys=reuse_keys, heads=self._heads(variation, heads))
         return written, Recorded(logits, self._maps(final), final)
 
     def __repr__(self) -> str:

@@ -21,6 +21,7 @@ import torch
 
 from attention_viz.core.attention import Scale
 from attention_viz.core.maps import AttentionMaps
+from attention_viz.core.variation import Variation, variation_of
 from attention_viz.hub.model import PretrainedTransformer, _kind_of
 
 
@@ -76,14 +77,15 @@ def source_ids(model: PretrainedTransformer, text: str, pad_tokens: int) -> tupl
 @torch.inference_mode()
 def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pad_tokens: int = 0,
              scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-             heads: dict | None = None) -> TextRun:
+             heads: dict | None = None, variation: Variation | None = None) -> TextRun:
     """Greedy-decode `text` (or, for a model that writes no text, one pass) and keep every map of the last step;
-    heads: core.ablation switches per map key (model.head_switches), at every step."""
+    heads: core.ablation switches per map key (model.head_switches; default: the variation's heads off), at every
+    step."""
     src, notes = source_ids(model, text, pad_tokens)
-    switches = {"scale": scale, "causal_mask": causal_mask, "padding_mask": padding_mask, "heads": heads}
+    variation = variation_of(variation, scale, causal_mask, padding_mask)
     if not model.abilities.writes_text:
-        return one_pass(model, src, switches, notes)
-    written, recorded = model.greedy_pass(src, max_new_tokens, **switches)
+        return one_pass(model, src, variation, heads, notes)
+    written, recorded = model.greedy_pass(src, max_new_tokens, variation=variation, heads=heads)
     maps = recorded.maps
     out_ids = written[0].tolist()
     if model.layout == "encoder-decoder":
@@ -99,16 +101,18 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
                    numpy_maps(maps), dense_masks(maps, recorded.masks), tuple(notes))
 
 
-def one_pass(model: PretrainedTransformer, src: torch.Tensor, switches: dict, notes: list[str]) -> TextRun:
+def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variation, heads: dict | None,
+             notes: list[str]) -> TextRun:
     """A model that writes no text (an encoder, or a checkpoint saved without its output head): one pass over the
     text (an encoder-decoder's decoder reads its start token alone), and what its masked-LM head fills in."""
     ids = src[0].tolist()
     if model.layout == "encoder-decoder":
         src_ids, tgt_ids = ids, [model.start_id]
-        recorded = model.forward_pass(src, torch.tensor([tgt_ids], device=src.device), **switches)
+        recorded = model.forward_pass(src, torch.tensor([tgt_ids], device=src.device), variation=variation,
+                                      heads=heads)
     else:
         src_ids, tgt_ids = (ids, []) if model.layout == "encoder" else ([], ids)
-        recorded = model.forward_pass(src, **switches)
+        recorded = model.forward_pass(src, variation=variation, heads=heads)
     output, filled = fill_masks(model, ids, recorded.logits) if model.abilities.fills_masks else ("", [])
     if not model.abilities.fills_masks:
         notes.append(f"This {model.family.name} checkpoint has no output head: it writes no text and fills no "
@@ -122,16 +126,16 @@ def one_pass(model: PretrainedTransformer, src: torch.Tensor, switches: dict, no
 
 
 def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, scale: Scale = "sqrt_dk",
-                    causal_mask: bool = True, padding_mask: bool = True, heads: dict | None = None
-                    ) -> dict[str, np.ndarray]:
+                    causal_mask: bool = True, padding_mask: bool = True, heads: dict | None = None,
+                    variation: Variation | None = None) -> dict[str, np.ndarray]:
     """‖v_j^h W_O^h‖ [H, K] per map key of one pass on a run's ids (TextRun's: an encoder's source alone, a
     decoder-only model's sequence alone), under the same switches: with the run's maps, what flows."""
     src = torch.tensor([list(src_ids)], device=model.device) if src_ids else None  # (1, S)
     tgt = torch.tensor([list(tgt_ids)], device=model.device) if tgt_ids else None  # (1, T)
     ids, decoder = (src, tgt) if src is not None and tgt is not None else (src if src is not None else tgt, None)
     with torch.inference_mode():
-        norms = model.value_norms(ids, decoder, scale=scale, causal_mask=causal_mask, padding_mask=padding_mask,
-                                  heads=heads)
+        norms = model.value_norms(ids, decoder, heads=heads,
+                                  variation=variation_of(variation, scale, causal_mask, padding_mask))
     return {key: value[0].float().cpu().numpy() for key, value in norms.items()}
 
 

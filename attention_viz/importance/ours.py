@@ -17,7 +17,7 @@ Axes: A attentions (map keys), H heads, B batch rows, N strings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -26,6 +26,7 @@ from attention_viz.core.ablation import ABLATIONS, mean_outputs
 from attention_viz.core.attention import target_mask
 from attention_viz.core.maps import map_key
 from attention_viz.core.model import Transformer
+from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tasks import heldout_strings, make_batch, task_max_len
 from attention_viz.data.tokenizer import CharTokenizer
 from attention_viz.importance.common import ONE_POINT, spearman, variant_gates
@@ -77,7 +78,7 @@ def attention_keys(model: Transformer) -> list[str]:
 
 @torch.no_grad()
 def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], variants: list[set[tuple[str, int]]],
-                    scale, ablation: str, means) -> tuple[np.ndarray, np.ndarray]:
+                    variation: Variation, means) -> tuple[np.ndarray, np.ndarray]:
     """Per variant (a set of heads off): exact match of greedy decoding and mean teacher-forced loss (nats per
     token), from one teacher-forced pass: greedy decoding writes the answer exactly when, fed the answer, the
     model's most likely next token is right at every position (<eos> included), since each step then sees what
@@ -92,11 +93,12 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
     distinct = list(dict.fromkeys(signatures))  # the encoder runs needed
     encoder_gates = variant_gates(encoder_keys, model.config.n_heads, [set(s) for s in distinct], rows,
                                   next(model.parameters()).dtype, batch.src.device)
+    ablation = variation.ablation
     switched = model.head_switches(gates=encoder_gates, ablation=ablation, head_means=means)
-    memory, src_mask, _ = model.encode(batch.src.repeat(len(distinct), 1), scale, True, switched)  # (U·rows, S, D)
+    memory, src_mask, _ = model.encode(batch.src.repeat(len(distinct), 1), variation, switched)  # (U·rows, S, D)
     memories = dict(zip(distinct, memory.split(rows)))
-    src_mask = src_mask[:rows]  # (rows, 1, 1, S): the same for every variant
-    tgt_mask = target_mask(batch.tgt_in, pad)  # (rows, 1, T, T)
+    src_mask = src_mask[:rows] if src_mask is not None else None  # (rows, 1, 1, S): the same for every variant
+    tgt_mask = target_mask(batch.tgt_in, pad, variation.causal_mask, variation.padding_mask)  # (rows, 1, T, T)
     layers = model.decoder.layers
 
     def off_in(off: set, layer: int) -> frozenset:
@@ -115,7 +117,8 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
                 for key, h in here:
                     heads_off.setdefault(key, []).append(h)
                 layer_switches = model.head_switches(heads_off or None, ablation, means) or {}
-                computed[after], _, _ = layer(states[prefixes[v]], memories[signatures[v]], tgt_mask, src_mask, scale,
+                computed[after], _, _ = layer(states[prefixes[v]], memories[signatures[v]], tgt_mask, src_mask,
+                                              variation,
                                               layer_switches.get(map_key("decoder", i, "self_attn")),
                                               layer_switches.get(map_key("decoder", i, "cross_attn")))
             prefixes[v] = after
@@ -143,13 +146,15 @@ def head_importance(
     scale: str = "sqrt_dk",
     ablation: str = "zero",
     n_texts: int = HELDOUT_STRINGS,
+    variation: Variation | None = None,
 ) -> HeadImportance:
     """Every head of `model` switched off alone on `task` (default: the first n_texts of its held-out strings).
 
     A real model (attention_viz.hub) has no task: give `texts`, and each head is scored by what its loss costs the
     model's own greedy output (real_head_importance). ablation: "zero" (the head's output set to 0 before W_O) or
     "mean" (its mean output over these strings). Raises ValueError for an unknown ablation, no task for one of our
-    models, or an empty list of texts.
+    models, or an empty list of texts. variation: scale and ablation (and the masks) as one core.variation.Variation;
+    its heads off are refused, since every head is switched off in turn here.
     """
     if hasattr(model, "family"):  # a real model: attention_viz.hub.PretrainedTransformer
         return real_head_importance(model, list(texts or []), ablation=ablation)
@@ -157,6 +162,10 @@ def head_importance(
         raise ValueError("head_importance needs the task the model was trained on (e.g. task=\"reverse\")")
     if ablation not in ABLATIONS:
         raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
+    variation = variation_of(variation, scale, ablation=ablation)
+    if variation.heads_off:
+        raise ValueError("head_importance switches every head off in turn: give a variation without heads_off")
+    ablation = variation.ablation
     tokenizer = tokenizer or CharTokenizer(max_len=task_max_len(task))
     texts = list(texts) if texts is not None else heldout_strings(tokenizer.max_len, n_texts, task=task)
     if not texts:
@@ -168,21 +177,21 @@ def head_importance(
     batch = make_batch(texts, task, tokenizer)
     batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
     keys, H, rows = attention_keys(model), model.config.n_heads, len(texts)
-    means = batch_head_means(model, batch, tokenizer.pad_id, scale=scale) if ablation == "mean" else None
+    means = batch_head_means(model, batch, tokenizer.pad_id, variation=variation) if ablation == "mean" else None
     try:
         # every head alone off, after the baseline (variant 0)
         heads = [(key, h) for key in keys for h in range(H)]
         variants = [set()] + [{head} for head in heads]
-        exact, loss = _exact_and_loss(model, batch, tokenizer, keys, variants, scale, ablation, means)
+        exact, loss = _exact_and_loss(model, batch, tokenizer, keys, variants, variation, means)
         drop = {key: np.array([exact[0] - exact[1 + keys.index(key) * H + h] for h in range(H)]) for key in keys}
         rise = {key: np.array([loss[1 + keys.index(key) * H + h] - loss[0] for h in range(H)]) for key in keys}
-        gradient = michel(model, batch, tokenizer, keys, H, scale, ablation, means)
+        gradient = michel(model, batch, tokenizer, keys, H, "sqrt_dk", "zero", means, variation=variation)
         flat_rise = np.concatenate([rise[key] for key in keys])
         flat_grad = np.concatenate([gradient[key] for key in keys])
         # least important first: the smallest exact-match drop, then the smallest loss rise
         order = sorted(heads, key=lambda kh: (drop[kh[0]][kh[1]], rise[kh[0]][kh[1]]))
         curve = [set(order[:k]) for k in range(len(heads))]  # k = 0 .. n - 1 heads off (never all)
-        prune, _ = _exact_and_loss(model, batch, tokenizer, keys, curve, scale, ablation, means)
+        prune, _ = _exact_and_loss(model, batch, tokenizer, keys, curve, variation, means)
     finally:
         model.train(was_training)
     return HeadImportance(keys, H, rows, ablation, float(exact[0]), float(loss[0]), drop, rise, gradient,
@@ -190,33 +199,36 @@ def head_importance(
 
 
 def head_means(model: Transformer, texts: list[str], task: str, tokenizer: CharTokenizer, *, scale="sqrt_dk",
-               causal_mask: bool = True, padding_mask: bool = True) -> dict[str, torch.Tensor]:
+               causal_mask: bool = True, padding_mask: bool = True, variation: Variation | None = None
+               ) -> dict[str, torch.Tensor]:
     """Each head's mean output [H, d_v] per map key over `texts` of `task`, teacher-forced, <pad> positions left
     out: mean ablation's reference (core.ablation.mean_outputs)."""
     device = next(model.parameters()).device
     batch = make_batch(texts, task, tokenizer)
     batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
-    return batch_head_means(model, batch, tokenizer.pad_id, scale=scale, causal_mask=causal_mask,
-                            padding_mask=padding_mask)
+    return batch_head_means(model, batch, tokenizer.pad_id,
+                            variation=variation_of(variation, scale, causal_mask, padding_mask))
 
 
 def batch_head_means(model: Transformer, batch, pad_id: int, *, scale="sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True) -> dict[str, torch.Tensor]:
-    """head_means of a batch already made (src [N, S], tgt_in [N, T])."""
+                     padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
+    """head_means of a batch already made (src [N, S], tgt_in [N, T]), every head on whatever variation says."""
+    variation = variation_of(variation, scale, causal_mask, padding_mask)
+    plain = replace(variation, heads_off=(), ablation="zero")
     with torch.no_grad():
-        outputs = model.head_outputs(batch.src, batch.tgt_in, scale=scale, causal_mask=causal_mask,
-                                     padding_mask=padding_mask)
+        outputs = model.head_outputs(batch.src, batch.tgt_in, variation=plain)
     query_masks = {key: (batch.src if key.startswith("encoder") else batch.tgt_in) != pad_id for key in outputs}
     return mean_outputs(outputs, query_masks)
 
 
 def michel(model: Transformer, batch, tokenizer: CharTokenizer, keys: list[str], H: int, scale, ablation: str,
-           means) -> dict[str, np.ndarray]:
+           means, *, variation: Variation | None = None) -> dict[str, np.ndarray]:
     """Michel et al.'s I_h = mean over strings of |∂L(x)/∂ξ_h|, per-row gates ξ = 1, one backward pass."""
+    variation = variation_of(variation, scale, ablation=ablation)
     dtype, device, rows = next(model.parameters()).dtype, batch.src.device, batch.src.size(0)
     gates = {key: torch.ones(rows, H, dtype=dtype, device=device, requires_grad=True) for key in keys}
     with torch.enable_grad():
-        logits, _ = model(batch.src, batch.tgt_in, scale=scale, gates=gates, ablation=ablation, head_means=means)
+        logits, _ = model(batch.src, batch.tgt_in, gates=gates, head_means=means, variation=variation)
         losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt_out,
                                                    ignore_index=tokenizer.pad_id, reduction="none")  # (rows, T)
         real = (batch.tgt_out != tokenizer.pad_id).to(losses.dtype)

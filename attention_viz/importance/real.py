@@ -13,12 +13,13 @@ Axes: N texts, S source (or prompt) positions, T decoder positions, D model widt
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
 from attention_viz.core.ablation import ABLATIONS, mean_outputs
+from attention_viz.core.variation import Variation, variation_of
 from attention_viz.fast.logprob import target_log_probs
 from attention_viz.importance.common import ONE_POINT, spearman, variant_gates
 
@@ -249,9 +250,10 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
 
 
 def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale="sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True) -> dict[str, torch.Tensor]:
+                    padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
     """Each head's mean output [H, d_v] per map key of a real model, over `texts` and what it writes for them
     (teacher-forced; padding left out): mean ablation's reference."""
+    variation = variation_of(variation, scale, causal_mask, padding_mask)
     if not texts:
         raise ValueError("mean ablation needs at least one reference text")
     if model.layout == "encoder" or (model.layout == "decoder" and not model.abilities.writes_text):  # one pass
@@ -259,17 +261,17 @@ def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale=
                                               padding_value=model.pad_id if model.pad_id is not None else 0)
         mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(model.encode(t).ids), dtype=torch.long)
                                                 for t in texts], batch_first=True).to(model.device)
-        return _real_means(model, ids.to(model.device), mask, None, None, scale, causal_mask, padding_mask)
+        return _real_means(model, ids.to(model.device), mask, None, None, variation)
     ids, mask, decoder, targets = _own_outputs(model, list(texts), max_new_tokens)
-    return _real_means(model, ids, mask, decoder, targets, scale, causal_mask, padding_mask)
+    return _real_means(model, ids, mask, decoder, targets, variation)
 
 
-def _real_means(model, ids, mask, decoder, targets, scale="sqrt_dk", causal_mask=True, padding_mask=True
+def _real_means(model, ids, mask, decoder, targets, variation: Variation = Variation()
                 ) -> dict[str, torch.Tensor]:
     """Mean head outputs over the rows' real positions: the source's (or prompt's) tokens, the decoder's inputs."""
     with torch.no_grad():
-        outputs = model.head_outputs(ids, decoder, attention_mask=mask, scale=scale, causal_mask=causal_mask,
-                                     padding_mask=padding_mask)
+        outputs = model.head_outputs(ids, decoder, attention_mask=mask,
+                                     variation=replace(variation, heads_off=(), ablation="zero"))
     real = mask.bool()  # (N, S)
     decoded = (targets != -100) if decoder is not None else real  # (N, T): the start token and the written ones
     return mean_outputs(outputs, {key: real if key.startswith("encoder") or decoder is None else decoded
@@ -298,44 +300,46 @@ def _wide(logits: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------- the passes the scoring runs
 
 def encoder_states(model, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                   scale="sqrt_dk", padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+                   scale="sqrt_dk", padding_mask: bool = True, heads: dict | None = None,
+                   variation: Variation | None = None) -> torch.Tensor:
     """An encoder-decoder model's encoder alone under these switches: its last hidden states [B, S, D], what the
     decoder's cross-attention reads (decoder_logits takes them)."""
     if model.layout != "encoder-decoder":
         raise ValueError(f"{model.family.name} has no separate encoder to run alone.")
     attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
-    with model.switched(scale, True, padding_mask, heads):
+    with model.switched(heads=heads, variation=variation_of(variation, scale, padding_mask=padding_mask)):
         return model.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
 def decoder_logits(model, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
                    attention_mask: torch.Tensor, scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-                   heads: dict | None = None) -> torch.Tensor:
+                   heads: dict | None = None, variation: Variation | None = None) -> torch.Tensor:
     """An encoder-decoder model's decoder on given encoder states [B, S, D] (attention_mask [B, S]: the source's
     tokens) under these switches: the logits [B, T, V]. On encoder_states' own encoder pass they equal
     forward_pass's logits, so variants that differ in decoder heads only can share one encoder pass."""
-    with model.switched(scale, causal_mask, padding_mask, heads):
+    with model.switched(heads=heads, variation=variation_of(variation, scale, causal_mask, padding_mask)):
         return model.model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
                            decoder_input_ids=decoder_input_ids, use_cache=False).logits
 
 
 def final_states(model, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                  attention_mask: torch.Tensor | None = None, scale="sqrt_dk", causal_mask: bool = True,
-                 padding_mask: bool = True, heads: dict | None = None) -> torch.Tensor:
+                 padding_mask: bool = True, heads: dict | None = None, variation: Variation | None = None
+                 ) -> torch.Tensor:
     """forward_pass without its output head: the base model's last hidden states [B, T, D] under these switches
     (the decoder's, for an encoder-decoder model), what output_head turns into forward_pass's logits. No map is
     recorded."""
     kwargs = model.model_inputs(input_ids, decoder_input_ids, attention_mask)
-    with model.switched(scale, causal_mask, padding_mask, heads):
+    with model.switched(heads=heads, variation=variation_of(variation, scale, causal_mask, padding_mask)):
         return model.model.base_model(**kwargs).last_hidden_state
 
 
 def decoder_states(model, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
                    attention_mask: torch.Tensor, scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-                   heads: dict | None = None) -> torch.Tensor:
+                   heads: dict | None = None, variation: Variation | None = None) -> torch.Tensor:
     """decoder_logits without the output head: the decoder's last hidden states [B, T, D] on given encoder states
     [B, S, D] under these switches (output_head turns them into decoder_logits' logits)."""
-    with model.switched(scale, causal_mask, padding_mask, heads):
+    with model.switched(heads=heads, variation=variation_of(variation, scale, causal_mask, padding_mask)):
         return model.model.base_model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
                                       decoder_input_ids=decoder_input_ids, use_cache=False).last_hidden_state
 

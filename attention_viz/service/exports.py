@@ -34,7 +34,7 @@ def maps_npz(run: Run) -> bytes:
         **{key: np.asarray(value) for key, value in run.maps.items()},
         src_tokens=np.array(run.src_tokens, dtype=str),
         tgt_tokens=np.array(run.tgt_tokens, dtype=str),
-        settings=np.array(json.dumps(dict(run.settings.__dict__), ensure_ascii=False)),
+        settings=np.array(json.dumps(run.settings.as_record(), ensure_ascii=False)),
     )
     return buffer.getvalue()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from attention_viz.core.attention import SCALE_MODES
+
 # ----------------------------------------------------------------------------- the Transformer view
 
 UNTRAINED = "untrained"        # the model picker's value for a randomly initialised model
@@ -19,7 +21,8 @@ STUDY_LABELS = {           # the model picker's labels of the study's families
     "additive": "reverse, 1 head (study): additive attention",
 }
 COMPATIBILITY_LABEL = "compatibility function"  # the picker's label, and the input's name in messages
-SCALE_MODES = {"sqrt_dk": "1/√d_k (paper)", "none": "off (plain q·k)", "custom": "custom factor"}
+SCALE_LABELS = {"sqrt_dk": "1/√d_k (paper)", "none": "off (plain q·k)"}  # core.attention.SCALE_MODES, for people
+SCALE_CHOICES = {**{mode: SCALE_LABELS[mode] for mode in SCALE_MODES}, "custom": "custom factor"}  # the scaling input
 COLOUR_SCALES = {"absolute": "0 → 1 for every head", "per_head": "0 → each head's maximum"}
 COMPARISONS = {
     "scaling": ("scaled by 1/√d_k", "unscaled"),

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Scale
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, kind_key
+from attention_viz.core.variation import HeadsOff, Variation
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.real_models import display_name
 from attention_viz.service.checks import (
@@ -39,13 +40,13 @@ from attention_viz.service.limits import (
     PAD_TOKENS_RANGE,
     REAL_SOURCE_TOKENS,
     REAL_TEXT_CHARS,
-    SCALE_MODES,
+    SCALE_CHOICES,
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Settings:
     """Everything that changes the computation; hashable, so it keys the run cache."""
 
@@ -53,9 +54,9 @@ class Settings:
     model: str                 # a family key ("reverse/sqrt_dk") or "untrained"
     checkpoint: str | None     # the family member used, None for the untrained model
     d_k: int                   # resolved: a trained member's d_k, or the untrained model's
-    scale: Scale               # "sqrt_dk", "none" or a positive factor
-    causal_mask: bool
-    padding_mask: bool
+    variation: Variation       # the pass's switches: scale ("sqrt_dk", "none" or a positive factor), causal and
+                               # padding masks, heads off before W_O ((map key, heads) in the model's key order)
+                               # and their ablation ("zero" or "mean")
     pad_tokens: int            # <pad> tokens appended to the source
     d_model: int               # the model's width and heads (from the card for a trained model)
     n_heads: int
@@ -63,14 +64,53 @@ class Settings:
                                         # runs ignore scaling, so their scale is always "none")
     typed: str | None = None   # the text as typed, when it differs from `text` (capitals lower-cased for a model
                                # trained on lower case); None when the model runs it as typed
-    heads_off: tuple[tuple[str, tuple[int, ...]], ...] = ()  # heads switched off before W_O: (map key, heads),
-                                                            # in the model's key order (core.ablation)
-    ablation: str = "zero"     # what a switched-off head passes on: "zero" or "mean" (its mean output)
+
+    def __init__(self, text: str, model: str, checkpoint: str | None, d_k: int, variation: Variation = Variation(),
+                 pad_tokens: int = 0, d_model: int = DEFAULT_UNTRAINED["d_model"],
+                 n_heads: int = DEFAULT_UNTRAINED["n_heads"], compatibility: str = "dot_product",
+                 typed: str | None = None, **switches) -> None:
+        """switches: any of the variation's fields by name (scale=, causal_mask=, ...), which replace its own: so
+        dataclasses.replace(settings, scale="none") changes the variation."""
+        if switches:
+            variation = replace(variation, **switches)  # TypeError for a name a Variation does not have
+        for name, value in (("text", text), ("model", model), ("checkpoint", checkpoint), ("d_k", d_k),
+                            ("variation", variation), ("pad_tokens", pad_tokens), ("d_model", d_model),
+                            ("n_heads", n_heads), ("compatibility", compatibility), ("typed", typed)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def scale(self) -> Scale:
+        return self.variation.scale
+
+    @property
+    def causal_mask(self) -> bool:
+        return self.variation.causal_mask
+
+    @property
+    def padding_mask(self) -> bool:
+        return self.variation.padding_mask
+
+    @property
+    def heads_off(self) -> HeadsOff:
+        return self.variation.heads_off
+
+    @property
+    def ablation(self) -> str:
+        return self.variation.ablation
 
     @property
     def off(self) -> dict[str, list[int]] | None:
         """heads_off as the model's forward argument ({map key: [heads]}), None when every head is on."""
-        return {key: list(heads) for key, heads in self.heads_off} or None
+        return self.variation.off
+
+    def as_record(self) -> dict:
+        """Every setting as one flat dict of plain values, the variation's fields among them (what exports write)."""
+        v = self.variation
+        return {"text": self.text, "model": self.model, "checkpoint": self.checkpoint, "d_k": self.d_k,
+                "scale": v.scale, "causal_mask": v.causal_mask, "padding_mask": v.padding_mask,
+                "pad_tokens": self.pad_tokens, "d_model": self.d_model, "n_heads": self.n_heads,
+                "compatibility": self.compatibility, "typed": self.typed, "heads_off": v.heads_off,
+                "ablation": v.ablation}
 
     @property
     def n_off(self) -> int:
@@ -116,7 +156,7 @@ def parse_settings(
     else:
         text = check_text(text, catalog.tokenizer.max_len)
     d_k = check_int("d_k", d_k, *D_K_RANGE)
-    mode = check_choice("scaling", scale_mode, SCALE_MODES)
+    mode = check_choice("scaling", scale_mode, SCALE_CHOICES)
     factor = check_float("custom scale factor", custom_factor, *FACTOR_RANGE)
     causal_mask = check_bool("causal mask", causal_mask)
     padding_mask = check_bool("padding mask", padding_mask)
@@ -148,8 +188,8 @@ def parse_settings(
         keys = model_keys(TransformerConfig(vocab_size=1, n_encoder_layers=n_layers[0], n_decoder_layers=n_layers[1],
                                             d_model=d_model, n_heads=n_heads, d_k=d_k))
     off = parse_heads_off(heads_off, keys)
-    return Settings(text, model, checkpoint, d_k, scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
-                    kind, typed, off, ablation if off else "zero")
+    variation = Variation(scale, causal_mask, padding_mask, off, ablation if off else "zero")
+    return Settings(text, model, checkpoint, d_k, variation, pad_tokens, d_model, n_heads, kind, typed)
 
 
 def model_keys(config) -> dict[str, int]:

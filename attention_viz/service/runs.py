@@ -204,12 +204,9 @@ class Runs:
 
     # -- heads switched off
 
-    def switches(self, settings: Settings) -> dict:
-        """The heads-off arguments of a pass under `settings` (heads_off, ablation, head_means), {} for none."""
-        if not settings.heads_off:
-            return {}
-        means = self.head_means(settings) if settings.ablation == "mean" else None
-        return {"heads_off": settings.off, "ablation": settings.ablation, "head_means": means}
+    def means_for(self, settings: Settings) -> dict[str, torch.Tensor] | None:
+        """The head_means a pass under `settings` needs beside its variation: mean ablation's, None otherwise."""
+        return self.head_means(settings) if settings.heads_off and settings.ablation == "mean" else None
 
     def head_means(self, settings: Settings) -> dict[str, torch.Tensor]:
         """Each head's mean output [H, d_v] per map key under `settings`' scaling and masks: what mean ablation puts
@@ -220,16 +217,15 @@ class Runs:
         return self._means(plain)
 
     def _head_means(self, settings: Settings) -> dict[str, torch.Tensor]:
-        switches = dict(scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask)
         if settings.real:
             model = self.catalog.real.get(settings.model)
             with torch.inference_mode(), self.catalog.real.busy:
-                return real_head_means(model, list(REAL_REFERENCE_TEXTS), **switches)
+                return real_head_means(model, list(REAL_REFERENCE_TEXTS), variation=settings.variation)
         model, card = self.model(settings)
         task = card.get("task", "copy") if card else "copy"
         texts = heldout_strings(min(task_max_len(task), self.tokenizer.max_len), MEAN_REFERENCE_STRINGS, task=task)
         with torch.inference_mode():
-            return head_means(model, texts, task, self.tokenizer, **switches)
+            return head_means(model, texts, task, self.tokenizer, variation=settings.variation)
 
     # -- runs
 
@@ -246,8 +242,8 @@ class Runs:
         max_len = len(settings.text) + 1 + (EXTRA_DECODE_STEPS if card is not None else 0)
         with torch.inference_mode():
             generated, maps = model.greedy_decode(
-                src, max_len=max_len, bos_id=tok.bos_id, eos_id=tok.eos_id, scale=settings.scale,
-                causal_mask=settings.causal_mask, padding_mask=settings.padding_mask, **self.switches(settings),
+                src, max_len=max_len, bos_id=tok.bos_id, eos_id=tok.eos_id, variation=settings.variation,
+                head_means=self.means_for(settings),
             )
         out_ids = generated[0].tolist()
         tgt_ids = [tok.bos_id] + out_ids[:-1]  # the decoder input whose maps greedy_decode returned
@@ -274,8 +270,7 @@ class Runs:
         heads = self.real_heads(model, settings)
         with self.catalog.real.busy:
             result = run_text(model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
-                              scale=settings.scale, causal_mask=settings.causal_mask,
-                              padding_mask=settings.padding_mask, heads=heads)
+                              variation=settings.variation, heads=heads)
         for array in (*result.maps.values(), *result.masks.values()):
             array.setflags(write=False)  # shared between users through the cache
         return Run(
@@ -287,19 +282,21 @@ class Runs:
 
     def real_heads(self, model, settings: Settings) -> dict | None:
         """A real model's core.ablation switches for `settings`' heads off (None: every head on)."""
-        return model.head_switches(**self.switches(settings)) if settings.heads_off else None
+        if not settings.heads_off:
+            return None
+        return model.head_switches(settings.off, settings.ablation, self.means_for(settings))
 
     def _real_pass(self, run: Run, settings: Settings, inputs_of: str | None = None):
         """One pass of a real model on `run`'s source and decoder input under `settings`' switches (hub Recorded)."""
         model = self.catalog.real.get(settings.model)
-        switches = dict(scale=settings.scale, causal_mask=settings.causal_mask, padding_mask=settings.padding_mask,
-                        heads=self.real_heads(model, settings))
+        heads = self.real_heads(model, settings)
         src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
         with torch.inference_mode(), self.catalog.real.busy:
             if model.layout == "encoder-decoder":
-                return model.forward_pass(src, tgt, inputs_of=inputs_of, **switches)
-            return model.forward_pass(src if model.layout == "encoder" else tgt, inputs_of=inputs_of, **switches)
+                return model.forward_pass(src, tgt, inputs_of=inputs_of, variation=settings.variation, heads=heads)
+            return model.forward_pass(src if model.layout == "encoder" else tgt, inputs_of=inputs_of,
+                                      variation=settings.variation, heads=heads)
 
     def step_maps(self, run: Run) -> list[dict[str, np.ndarray]] | None:
         """Without the causal mask, each decode step's own decoder maps (step t: key -> [H, t + 1, K]; earlier rows
@@ -318,8 +315,8 @@ class Runs:
         src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
         with torch.inference_mode():
-            steps = model.step_maps(src, tgt, scale=run.settings.scale, causal_mask=False,
-                                    padding_mask=run.settings.padding_mask, **self.switches(run.settings))
+            steps = model.step_maps(src, tgt, variation=run.settings.variation,
+                                    head_means=self.means_for(run.settings))  # causal mask off: checked above
         return [{key: value[0] for key, value in step.to_numpy().items()} for step in steps]
 
     def value_norms(self, run: Run) -> dict[str, np.ndarray]:
@@ -332,15 +329,12 @@ class Runs:
             model = self.catalog.real.get(settings.model)
             heads = self.real_heads(model, settings)  # before the run line: mean ablation's means take it too
             with self.catalog.real.busy:
-                return run_value_norms(model, run.src_ids, run.tgt_ids, scale=settings.scale,
-                                       causal_mask=settings.causal_mask, padding_mask=settings.padding_mask,
-                                       heads=heads)
+                return run_value_norms(model, run.src_ids, run.tgt_ids, variation=settings.variation, heads=heads)
         model, _ = self.model(settings)
         src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
         with torch.inference_mode():
-            norms = model.value_norms(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
-                                      padding_mask=settings.padding_mask, **self.switches(settings))
+            norms = model.value_norms(src, tgt, variation=settings.variation, head_means=self.means_for(settings))
         return {key: value[0].float().cpu().numpy() for key, value in norms.items()}
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
@@ -351,8 +345,7 @@ class Runs:
         src = torch.tensor([run.src_ids], device=self.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
         with torch.inference_mode():
-            _, maps = model(src, tgt, scale=settings.scale, causal_mask=settings.causal_mask,
-                            padding_mask=settings.padding_mask, **self.switches(settings))
+            _, maps = model(src, tgt, variation=settings.variation, head_means=self.means_for(settings))
         return {key: value[0] for key, value in maps.to_numpy().items()}
 
     def steps(self, settings: Settings, kind: object, layer: object, head: object) -> Steps:
@@ -372,8 +365,7 @@ class Runs:
         tgt = torch.tensor([run.tgt_ids], device=self.device)  # (1, T)
         with torch.inference_mode():
             query, key, value, mask = model.attention_inputs(
-                src, tgt, kind, layer, scale=settings.scale, causal_mask=settings.causal_mask,
-                padding_mask=settings.padding_mask, **self.switches(settings),
+                src, tgt, kind, layer, variation=settings.variation, head_means=self.means_for(settings),
             )  # (1, Q, D), (1, K, D), (1, K, D), mask broadcastable to (1, H, Q, K) or None
             q, k, v = module.project(query, key, value)  # (1, H, Q, d_k), (1, H, K, d_k), (1, H, K, d_v)
             head_mask = None

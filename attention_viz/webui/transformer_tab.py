@@ -29,7 +29,7 @@ from attention_viz.service.limits import (
     FACTOR_RANGE,
     HEADS_RANGE,
     PAD_TOKENS_RANGE,
-    SCALE_MODES,
+    SCALE_CHOICES,
     STUDY_ARMS,
 )
 from attention_viz.service.views import Views, text_label
@@ -118,7 +118,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             d_k = gr.Number(value=controls0.d_k, minimum=D_K_RANGE[0], maximum=D_K_RANGE[1],
                             label="d_k, query/key width per head", elem_id="dk")
             dk_note = prose(controls0.d_k_note, elem_id="dk_note")
-            scale = gr.Radio([(label, key) for key, label in SCALE_MODES.items()],
+            scale = gr.Radio([(label, key) for key, label in SCALE_CHOICES.items()],
                              value=controls0.scale_mode, label="Scaling of QKᵀ", elem_id="scale")
             factor = gr.Number(value=1.0, minimum=FACTOR_RANGE[0], maximum=FACTOR_RANGE[1],
                                label="custom factor (when scaling = custom)", elem_id="factor")

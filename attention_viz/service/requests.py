@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Scale
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, kind_key
-from attention_viz.service.catalog import Catalog
 from attention_viz.service.real_models import display_name
 from attention_viz.service.checks import (
     check_bool,
@@ -43,6 +43,9 @@ from attention_viz.service.limits import (
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
+
+if TYPE_CHECKING:  # the catalog hands out the models, whose runs are keyed by Settings
+    from attention_viz.service.catalog import Catalog
 
 
 @dataclass(frozen=True)

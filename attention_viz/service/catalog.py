@@ -32,6 +32,7 @@ from attention_viz.service.checks import check_choice, check_int, shown
 from attention_viz.service.hub_model import HubModel
 from attention_viz.service.models import AttentionModel, HeadMeans
 from attention_viz.service.own_model import OwnModel
+from attention_viz.service.requests import Settings
 from attention_viz.service.real_models import RealModels, RealShape
 from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
@@ -300,7 +301,7 @@ class Catalog:
         known = ", ".join(repr(value) for _, value in self.model_choices)
         raise ValueError(f"Unknown model {shown(model)}; choose one of {known}.")
 
-    def attention_model(self, which, means: HeadMeans | None = None) -> AttentionModel:
+    def attention_model(self, which: Settings | str, means: HeadMeans | None = None) -> AttentionModel:
         """The model a Settings runs, or that a shipped checkpoint's name or a real model's key names, as the service
         asks it (service.models): ours (OwnModel) or a real one (HubModel, loaded on first use). means: mean
         ablation's reference, cached by the caller (service.runs.Runs.head_means); default, computed when asked."""

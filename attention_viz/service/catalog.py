@@ -29,6 +29,10 @@ from attention_viz.data.snapshots import Snapshots, load_snapshots
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.service.checks import check_choice, check_int, shown
+from attention_viz.service.hub_model import HubModel
+from attention_viz.service.models import AttentionModel, HeadMeans
+from attention_viz.service.own_model import OwnModel
+from attention_viz.service.requests import Settings
 from attention_viz.service.real_models import RealModels, RealShape
 from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
@@ -232,7 +236,7 @@ class Catalog:
     @property
     def model_choices(self) -> list[tuple[str, str]]:
         """(label, value) pairs for the model picker: every trained family, the real models set up, the untrained one."""
-        return ([(f.label, f.key) for f in self.families.values()] + [(self.real.label(k), k) for k in self.real.keys]
+        return ([(f.label, f.key) for f in self.families.values()] + self.real_choices
                 + [("untrained (random weights)", UNTRAINED)])
 
     @property
@@ -296,6 +300,27 @@ class Catalog:
             return model
         known = ", ".join(repr(value) for _, value in self.model_choices)
         raise ValueError(f"Unknown model {shown(model)}; choose one of {known}.")
+
+    def attention_model(self, which: Settings | str, means: HeadMeans | None = None) -> AttentionModel:
+        """The model a Settings runs, or that a shipped checkpoint's name or a real model's key names, as the service
+        asks it (service.models): ours (OwnModel) or a real one (HubModel, loaded on first use). means: mean
+        ablation's reference, cached by the caller (service.runs.Runs.head_means); default, computed when asked."""
+        if isinstance(which, str):
+            key, checkpoint = which, which
+        else:
+            key, checkpoint = which.model, which.checkpoint
+        if key in self.real:
+            return HubModel(self.real.get(key), self.real.shape(key), self.real.busy, means)
+        if checkpoint is None:
+            network, card = self.untrained(which.d_model, which.n_heads, which.d_k), None
+        else:
+            network, card = self.trained(checkpoint)
+        return OwnModel(network, card, self.tokenizer, self.device, means)
+
+    @property
+    def real_choices(self) -> list[tuple[str, str]]:
+        """(label, value) pairs of the real models set up here, in set-up order (none loaded to say them)."""
+        return [(self.real.label(k), k) for k in self.real.keys]
 
     @property
     def rng_lock(self) -> threading.Lock:

@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from attention_viz.core.maps import KINDS, split_kind
-from attention_viz.importance import RealPartial, head_importance, real_head_importance
+from attention_viz.importance import RealPartial
 from attention_viz.service.checks import check_choice
 from attention_viz.service.exports import ExportFolder, one_line
-from attention_viz.service.limits import ABLATIONS, UNTRAINED, real_new_tokens
+from attention_viz.service.limits import ABLATIONS, UNTRAINED
 from attention_viz.service.requests import Settings
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import code, scaling_text
@@ -106,25 +106,17 @@ class HeadsView:
         if settings.model == UNTRAINED:
             raise ValueError("The untrained model has no task to score its heads on: pick a trained model, or a "
                              "real one (scored on your text).")
-        keep_text = settings.real
+        keep_text = self.runs.attention_model(settings).abilities.scored_on == "text"
         plain = replace(settings, text=settings.text if keep_text else "", typed=None, heads_off=(), ablation="zero",
                         pad_tokens=0, causal_mask=True, padding_mask=True)
         return plain, ablation
 
     def _score(self, settings: Settings, ablation: str, partial: Callable[[dict], None] | None = None) -> dict:
-        if settings.real:
-            model = self.runs.catalog.real.get(settings.model)
-            budget = real_new_tokens(len(model.encode(settings.text).ids), model.layout == "encoder-decoder")
-            shape = self.runs.catalog.real.shape(settings.model)
-            told = (lambda part: partial(partial_payload(settings, part, shape.n_heads))) if partial else None
-            with self.runs.catalog.real.busy:
-                imp = real_head_importance(model, [settings.text], ablation=ablation, max_new_tokens=budget,
-                                           chunk=REAL_CHUNK, partial=told)
-            return payload(settings, imp, shape.n_heads, real=True)
-        model, card = self.runs.model(settings)
-        imp = head_importance(model, card["task"], scale=settings.scale, ablation=ablation,
-                              n_texts=IMPORTANCE_STRINGS)
-        return payload(settings, imp, model.config.n_heads, real=False)
+        model = self.runs.attention_model(settings)
+        n_heads, on_text = model.shape.n_heads, model.abilities.scored_on == "text"
+        told = (lambda part: partial(partial_payload(settings, part, n_heads))) if partial else None
+        imp = model.head_importance(settings, ablation, IMPORTANCE_STRINGS, REAL_CHUNK, told)
+        return payload(settings, imp, n_heads, real=on_text)
 
     def csv_file(self, settings: Settings, ablation: object = "zero", client: str | None = None) -> str:
         """Every head's numbers as a CSV file (its settings in # lines); the file's path. `client`: ExportFolder.write."""

@@ -109,10 +109,10 @@ class Lesson:
         writes text (an encoder-decoder or a decoder, whose heads can be scored by their output). None when none."""
         for key in self.real.keys:
             try:
-                shape = self.real.shape(key)
+                model = self.runs.catalog.attention_model(key)
             except ValueError:
                 continue  # not loadable now: the next one
-            if not writes or shape.writes_text:
+            if not writes or model.abilities.writes_text:
                 return key
         return None
 
@@ -127,7 +127,8 @@ class Lesson:
         maybe = [key for key, state in states.items() if state != "refused"]
         if not maybe:
             return (*self.TITLES, NO_REAL_TITLE)
-        writes = any(states[key] != "loaded" or self.real.shape(key).writes_text for key in maybe)
+        writes = any(states[key] != "loaded" or self.runs.catalog.attention_model(key).abilities.writes_text
+                     for key in maybe)
         return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, *((REAL_HEADS_TITLE,) if writes else ()))
 
     def __len__(self) -> int:
@@ -311,7 +312,7 @@ class Lesson:
         d_k = self.runs.catalog.default_d_k(key)
         scaled, unscaled = (self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, scale)).run
                             for scale in ("sqrt_dk", "none"))
-        name, shape = scaled["settings"]["checkpoint"], self.real.shape(key)
+        name, model = scaled["settings"]["checkpoint"], self.runs.catalog.attention_model(key)
         kind = "decoder.cross_attn" if any(k["kind"] == "decoder.cross_attn" for k in scaled["kinds"]) else \
             scaled["kinds"][0]["kind"]
         a, b = (next(k for k in packed["kinds"] if k["kind"] == kind)["stats"] for packed in (scaled, unscaled))
@@ -319,14 +320,15 @@ class Lesson:
         layer, head = (int(i) for i in np.unravel_index(np.abs(change).argmax(), change.shape))
         label = {"decoder.cross_attn": "encoder-decoder attention", "encoder.self_attn": "encoder self-attention",
                  "decoder.self_attn": "masked decoder self-attention"}[kind]
-        if not shape.writes_text:
-            outcome = ("it writes no text (an encoder), so its maps are what changes" if not shape.fills_masks else
+        can = model.abilities
+        if not can.writes_text:
+            outcome = ("it writes no text (an encoder), so its maps are what changes" if not can.fills_masks else
                        "its maps change (it writes only where the text has its mask token)")
         elif scaled["output"] == unscaled["output"]:
             outcome = f"the output stays {code(scaled['output'])}"
         else:
             outcome = f"the output changes from {code(scaled['output'])} to {code(unscaled['output'])}"
-        text = (f"{code(name)} is a real {shape.family} model; its attention scales QKᵀ by 1/√{d_k}. Run without "
+        text = (f"{code(name)} is a real {model.shape.family} model; its attention scales QKᵀ by 1/√{d_k}. Run without "
                 f"that, every logit grows by √{d_k} ≈ {d_k ** 0.5:.0f}, and {outcome}. In {label}, head "
                 f"L{layer}·H{head} changes most: it now puts {b['max_weight'][layer][head]:.3f} of a row's weight on "
                 f"one key on average (its max weight under the head; entropy {b['entropy'][layer][head]:.3f} nats). "

@@ -21,9 +21,7 @@ import math
 
 import numpy as np
 
-from attention_viz.data.tasks import heldout_strings
-from attention_viz.data.tokenizer import CharTokenizer
-from attention_viz.qkstats import QKStatistics, qk_statistics
+from attention_viz.qkstats import QKStatistics
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_bool, check_choice, check_int, shown
 from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, histogram_fields, rounded
@@ -62,7 +60,7 @@ class OwnQK:
             if family.compatibility != "dot_product":
                 continue  # additive attention has no q·k
             out += [(f"{family.label}, d_k = {d_k}", name) for d_k, name in family.members]
-        return out + [(self.catalog.real.label(key), key) for key in self.catalog.real.keys]
+        return out + self.catalog.real_choices
 
     @property
     def default_model(self) -> str:
@@ -81,28 +79,21 @@ class OwnQK:
         return self._statistics(self.check_model(model))
 
     def _title(self, model: str, d_k: int) -> str:
-        """The model as the view names it: its picker label, with d_k (a shipped model's label has it already)."""
+        """The model as the view names it: its picker label, with d_k where its weights fix it (a shipped model's
+        label has it already)."""
         label = next(label for label, value in self.choices if value == model)
-        return f"{label}, d_k = {d_k}" if model in self.catalog.real else label
+        return f"{label}, d_k = {d_k}" if self.catalog.attention_model(model).abilities.d_k_fixed else label
 
     def cache_info(self):
         """functools' statistics of the per-model cache (hits, misses: one computation per model)."""
         return self._statistics.cache_info()
 
     def _compute(self, model: str) -> dict[str, QKStatistics]:
-        if model in self.catalog.real:
-            return qk_statistics(self.catalog.real.get(model), list(REAL_TEXTS), keep_logits=True)
-        network, card = self.catalog.trained(model)
-        texts = heldout_strings(card["max_len"], OWN_TEXTS, task=card["task"])
-        return qk_statistics(network, texts, tokenizer=CharTokenizer(max_len=card["max_len"]), scale=card["scale"],
-                             keep_logits=True)
+        return self.catalog.attention_model(model).qk_statistics(OWN_TEXTS, REAL_TEXTS)
 
     def texts(self, model: str) -> str:
         """What the statistics were measured on, in words."""
-        if model in self.catalog.real:
-            return f"{len(REAL_TEXTS)} fixed English sentences"
-        card = self.catalog.cards[model]
-        return f"{OWN_TEXTS} held-out strings of its task ({card['task']}), decoded as it writes them"
+        return self.catalog.attention_model(model).qk_texts(OWN_TEXTS, REAL_TEXTS)
 
     def shape(self, model: object) -> dict:
         """{"kinds": [kinds it has], "layers": {kind: n}, "heads": H, "d_k"} of a model (its statistics computed)."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Scale
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, kind_key
 from attention_viz.core.variation import HeadsOff, Variation
-from attention_viz.service.catalog import Catalog
 from attention_viz.service.real_models import display_name
 from attention_viz.service.checks import (
     check_bool,
@@ -44,6 +44,9 @@ from attention_viz.service.limits import (
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
+
+if TYPE_CHECKING:  # the catalog hands out the models, whose runs are keyed by Settings
+    from attention_viz.service.catalog import Catalog
 
 
 @dataclass(frozen=True, init=False)
@@ -163,9 +166,9 @@ def parse_settings(
     pad_tokens = check_int("pad tokens", pad_tokens, *PAD_TOKENS_RANGE)
     d_model = check_int("d_model", d_model, *D_MODEL_RANGE)
     n_heads = check_int("heads", n_heads, *HEADS_RANGE)
-    checkpoint, kind, typed = None, "dot_product", None
+    checkpoint, kind, typed, keys = None, "dot_product", None, None
     if model in catalog.real:
-        checkpoint, d_k, d_model, n_heads = real_model(catalog, model, text)
+        checkpoint, d_k, d_model, n_heads, keys = real_model(catalog, model, text)
     elif model == UNTRAINED:
         if n_heads * d_k > MAX_HEAD_WIDTH:
             raise ValueError(
@@ -180,9 +183,7 @@ def parse_settings(
         kind = config.get("compatibility", "dot_product")
     scale: Scale = "none" if kind == "additive" else factor if mode == "custom" else mode
     ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
-    if model in catalog.real:
-        keys = model_keys(catalog.real.shape(model))
-    else:
+    if keys is None:
         n_layers = (UNTRAINED_LAYERS, UNTRAINED_LAYERS) if checkpoint is None else (
             catalog.cards[checkpoint]["config"]["n_encoder_layers"], catalog.cards[checkpoint]["config"]["n_decoder_layers"])
         keys = model_keys(TransformerConfig(vocab_size=1, n_encoder_layers=n_layers[0], n_decoder_layers=n_layers[1],
@@ -271,15 +272,16 @@ def heads_off_text(heads_off: tuple[tuple[str, tuple[int, ...]], ...], keys: dic
     return "; ".join(parts)
 
 
-def real_model(catalog: Catalog, model: str, text: str) -> tuple[str, int, int, int]:
-    """A real model's (name, d_k, d_model, heads), loading it if need be; ValueError when the text has more tokens
-    than REAL_SOURCE_TOKENS as its tokenizer cuts it."""
-    shape = catalog.real.shape(model)
-    n_tokens = len(catalog.real.get(model).encode(text).ids)
+def real_model(catalog: Catalog, model: str, text: str) -> tuple[str, int, int, int, dict[str, int]]:
+    """A real model's (name, d_k, d_model, heads, map keys), loading it if need be; ValueError when the text has
+    more tokens than REAL_SOURCE_TOKENS as its tokenizer cuts it."""
+    served = catalog.attention_model(model)
+    n_tokens = len(served.tokens(text))
     if n_tokens > REAL_SOURCE_TOKENS:
         raise ValueError(f"Text is {n_tokens} tokens for this model's tokenizer; the maximum is {REAL_SOURCE_TOKENS}. "
                          "Shorten it.")
-    return display_name(model), shape.d_k, shape.d_model, shape.n_heads
+    shape = served.shape
+    return display_name(model), shape.d_k, shape.d_model, shape.n_heads, served.keys
 
 
 def known_case(text: str, alphabet: str | None) -> tuple[str, str | None]:

@@ -8,7 +8,7 @@ from attention_viz.core.attention import scale_factor
 from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import STUDY_ARMS, UNTRAINED
 from attention_viz.service.requests import Settings, heads_off_text
-from attention_viz.service.runs import Run
+from attention_viz.service.models import Run
 
 
 ADDITIVE = "w_hᵀ tanh(q_h + k_h)"  # additive attention's score, in the notes
@@ -120,67 +120,25 @@ def alphabet_text(alphabet: str) -> str:
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
-def output_text(run: Run) -> str:
-    """The output box: the generated string, or a note that an untrained model has nothing to say."""
-    if run.real:
-        if not run.tgt_ids and not run.output:
-            return f"({run.config.family} is an encoder: it writes no text)"
-        return run.output if run.finished else f"{run.output} … (no end token after {len(run.generated)} tokens)"
+def own_output(run: Run) -> str:
+    """Our model's output box: the generated string, or a note that an untrained model has nothing to say."""
     if not run.trained:
         return f"(untrained model: no meaningful output; greedy decoding gives {run.output!r})"
     return run.output if run.finished else f"{run.output} … (no <eos> after {len(run.generated)} tokens)"
 
 
-def run_notes(run: Run) -> str:
-    """Markdown notes on a run: which model, d_k, scaling, masks, and the output against the task."""
-    s, c = run.settings, run.config
-    lines = []
-    if run.real:
-        lines.extend(real_notes(run))
-    elif run.card is None:
-        lines.append(
-            f"**Untrained model** (random weights, seed 0): d_model {c.d_model}, h {c.n_heads}, d_k {c.d_k}, "
-            f"d_v {c.d_v}, N {c.n_encoder_layers}. Its output is noise; the maps show attention before any learning."
-        )
-    else:
-        card = run.card
-        accuracy = card.get("heldout_exact_match")
-        additive = c.compatibility == "additive"
-        trained = ("additive attention " + ADDITIVE + ", no scaling" if additive
-                   else "1/√d_k" if card.get("scale") == "sqrt_dk" else "no scaling")
-        arm = "additive" if additive else "scaled_dot" if card.get("scale") == "sqrt_dk" else "dot"
-        study = (f" (compatibility study, seed {card.get('seed', 0)}: {STUDY_ARMS[arm]})"
-                 if card.get("family") == "study" else "")
-        lines.append(
-            f"**{card.get('task', 'model')}**, checkpoint {code(card['name'])}{study}: d_model {c.d_model}, h {c.n_heads}, "
-            f"d_k {c.d_k}, N {c.n_encoder_layers}, trained with {trained}"
-            + (f", held-out exact match {accuracy:.1%}"
-               + (f" on its {card['heldout_size']:,} held-out strings." if isinstance(card.get("heldout_size"), int)
-                  else ".") if isinstance(accuracy, (int, float)) else ".")
-        )
-        if additive:
-            lines.append(f"Scaling does not apply: additive attention scores {ADDITIVE} have no QKᵀ and no 1/√d_k, "
-                         "so the scaling control changes nothing in this run.")
-        elif (mode_of(s) == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
-            lines.append(f"Running it {scaled_as(s)}, not as it was trained: watch the output change.")
-        same = same_as(s)
-        if same and not additive:
-            lines.append(same)
-        alphabet = card.get("alphabet")
-        if s.typed is not None:
-            lines.append(f"Capitals lower-cased: the model was trained on {alphabet_text(alphabet)} only, so "
-                         f"{code(s.typed)} runs as {code(s.text)}.")
-        if alphabet:
-            new = list(dict.fromkeys(ch for ch in s.text if ch not in alphabet))
-            if new:
-                lines.append(f"Trained on {alphabet_text(alphabet)} only; new to it: "
-                             + ", ".join(repr(ch) for ch in new) + ".")
-        max_len = card.get("max_len")
-        if isinstance(max_len, int) and len(s.text) > max_len:
-            lines.append(f"Trained on texts of at most {max_len} characters; this one has {len(s.text)}.")
-        if run.expected is not None:
-            verdict = "✓ matches" if run.finished and run.output == run.expected else "✗ differs from"
-            lines.append(f"Output {code(run.output)} {verdict} the task's answer {code(run.expected)}.")
+def real_output(run: Run) -> str:
+    """A real model's output box: what it wrote, or that an encoder writes nothing."""
+    if not run.tgt_ids and not run.output:
+        return f"({run.config.family} is an encoder: it writes no text)"
+    return run.output if run.finished else f"{run.output} … (no end token after {len(run.generated)} tokens)"
+
+
+def run_notes(run: Run, about: list[str]) -> str:
+    """Markdown notes on a run: `about` (the model's own notes on it: which model, d_k, how it was trained, the output
+    against the task; its AttentionModel.notes), then the scaling and masks."""
+    s = run.settings
+    lines = list(about)
     scores = ADDITIVE if s.compatibility == "additive" else "QKᵀ"
     lines.append(
         f"Scores {scores} {scaling_text(s)}; causal mask {'on' if s.causal_mask else 'off'}; "
@@ -188,6 +146,57 @@ def run_notes(run: Run) -> str:
         f"{'on' if s.padding_mask else 'off'}. Hatched cells are masked (weight exactly 0)."
     )
     return "\n\n".join(lines)
+
+
+def own_notes(run: Run) -> list[str]:
+    """The first notes on our model's run: which model, d_k, how it was trained, the output against the task."""
+    s, c = run.settings, run.config
+    lines = []
+    if run.card is None:
+        lines.append(
+            f"**Untrained model** (random weights, seed 0): d_model {c.d_model}, h {c.n_heads}, d_k {c.d_k}, "
+            f"d_v {c.d_v}, N {c.n_encoder_layers}. Its output is noise; the maps show attention before any learning."
+        )
+        return lines
+    card = run.card
+    accuracy = card.get("heldout_exact_match")
+    additive = c.compatibility == "additive"
+    trained = ("additive attention " + ADDITIVE + ", no scaling" if additive
+               else "1/√d_k" if card.get("scale") == "sqrt_dk" else "no scaling")
+    arm = "additive" if additive else "scaled_dot" if card.get("scale") == "sqrt_dk" else "dot"
+    study = (f" (compatibility study, seed {card.get('seed', 0)}: {STUDY_ARMS[arm]})"
+             if card.get("family") == "study" else "")
+    lines.append(
+        f"**{card.get('task', 'model')}**, checkpoint {code(card['name'])}{study}: d_model {c.d_model}, h {c.n_heads}, "
+        f"d_k {c.d_k}, N {c.n_encoder_layers}, trained with {trained}"
+        + (f", held-out exact match {accuracy:.1%}"
+           + (f" on its {card['heldout_size']:,} held-out strings." if isinstance(card.get("heldout_size"), int)
+              else ".") if isinstance(accuracy, (int, float)) else ".")
+    )
+    if additive:
+        lines.append(f"Scaling does not apply: additive attention scores {ADDITIVE} have no QKᵀ and no 1/√d_k, "
+                     "so the scaling control changes nothing in this run.")
+    elif (mode_of(s) == "sqrt_dk") != (card.get("scale") == "sqrt_dk"):
+        lines.append(f"Running it {scaled_as(s)}, not as it was trained: watch the output change.")
+    same = same_as(s)
+    if same and not additive:
+        lines.append(same)
+    alphabet = card.get("alphabet")
+    if s.typed is not None:
+        lines.append(f"Capitals lower-cased: the model was trained on {alphabet_text(alphabet)} only, so "
+                     f"{code(s.typed)} runs as {code(s.text)}.")
+    if alphabet:
+        new = list(dict.fromkeys(ch for ch in s.text if ch not in alphabet))
+        if new:
+            lines.append(f"Trained on {alphabet_text(alphabet)} only; new to it: "
+                         + ", ".join(repr(ch) for ch in new) + ".")
+    max_len = card.get("max_len")
+    if isinstance(max_len, int) and len(s.text) > max_len:
+        lines.append(f"Trained on texts of at most {max_len} characters; this one has {len(s.text)}.")
+    if run.expected is not None:
+        verdict = "✓ matches" if run.finished and run.output == run.expected else "✗ differs from"
+        lines.append(f"Output {code(run.output)} {verdict} the task's answer {code(run.expected)}.")
+    return lines
 
 
 def heads_off_note(run: Run, every_head_on: Run) -> str | None:
@@ -227,11 +236,12 @@ def real_notes(run: Run) -> list[str]:
     return lines
 
 
-def snapped_note(requested: int, settings: Settings) -> str | None:
-    """A note when a trained family has no model at the requested d_k and its nearest one is shown."""
+def snapped_note(requested: int, settings: Settings, d_k_fixed: bool) -> str | None:
+    """A note when a trained family has no model at the requested d_k and its nearest one is shown, or the model's
+    weights fix its d_k (d_k_fixed: its Abilities.d_k_fixed)."""
     if settings.model == UNTRAINED or requested == settings.d_k:
         return None
-    if settings.real:
+    if d_k_fixed:
         return f"This model's d_k is {settings.d_k}, fixed by its weights; d_k = {requested} is not one it has."
     return f"No trained model with d_k = {requested}; showing the nearest, d_k = {settings.d_k}."
 

@@ -61,7 +61,6 @@ from attention_viz.service.texts import (
     export_stem,
     head_title,
     no_difference_reason,
-    output_text,
     signed,
     run_notes,
     run_title,
@@ -207,22 +206,24 @@ class Views:
         requested_d_k: the d_k the user asked for, to say so when a trained family snapped it to another.
         """
         run = self.runs.run(settings)
+        model = self.runs.attention_model(settings)
         requested = settings.d_k if requested_d_k is None else check_int("d_k", requested_d_k, *D_K_RANGE)
         packed = self._packed(settings)
-        snapped = snapped_note(requested, settings)
+        snapped = snapped_note(requested, settings, model.abilities.d_k_fixed)
         if snapped:
             packed = {**packed, "notes": [snapped, *packed["notes"]]}
-        return Visualization(run=packed, output=output_text(run), info="\n\n".join(packed["notes"]))
+        return Visualization(run=packed, output=model.output_text(run), info="\n\n".join(packed["notes"]))
 
     def _pack(self, settings: Settings) -> dict:
         """A run packed once for the browser (cached by settings, as the runs are)."""
         run = self.runs.run(settings)
+        model = self.runs.attention_model(settings)
         task = run.card.get("task") if run.card else None
         aligned = task_alignment(task, run.settings.text)
-        sink = {"sink": run.config.sink} if run.real else {}
-        scores = {kind: score_kind(kind, run.weights(kind), run.mask(kind), *run.tokens(kind), aligned, task, **sink)
+        scores = {kind: score_kind(kind, run.weights(kind), run.mask(kind), *run.tokens(kind), aligned, task,
+                                   sink=model.sink)
                   for kind in run.kinds}
-        notes = run_notes(run).split("\n\n")
+        notes = run_notes(run, model.notes(run)).split("\n\n")
         if settings.heads_off:
             on = self.runs.run(replace(settings, heads_off=(), ablation="zero"))
             notes.insert(1, heads_off_note(run, on))
@@ -239,7 +240,7 @@ class Views:
         if not run.tgt_ids:
             return None
         written = list(run.generated)
-        if run.real and not run.src_ids:  # decoder only: the prompt's positions are followed by the prompt
+        if not run.src_ids:  # decoder only: the prompt's positions are followed by the prompt
             prompt = len(run.tgt_ids) - max(len(written) - 1, 0)
             written = list(run.tgt_tokens[1:prompt]) + written
         return {"written": written[:len(run.tgt_ids)], "steps": self.runs.step_maps(run)}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attention_viz.importance import head_importance
-from attention_viz.service import heads_view
+from attention_viz.service import heads_view, hub_model
 from attention_viz.service.heads_view import IMPORTANCE_STRINGS, HeadsView
 
 
@@ -117,7 +117,7 @@ def test_a_stream_refuses_at_once_and_tells_a_failure_after_what_it_told(real_vi
                                                                              model.map_keys}, 0))
         raise ValueError("the real models are busy")
 
-    monkeypatch.setattr(heads_view, "real_head_importance", failing)
+    monkeypatch.setattr(hub_model, "real_head_importance", failing)  # the real model's scoring
     s = real_views.runs.settings("a text never scored", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 0, 32, 4)
     stream = real_views.heads.stream(s, "mean")
     assert next(stream)["progress"] == {"done": 0, "total": 24, "curve": None}

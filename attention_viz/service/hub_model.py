@@ -1,0 +1,157 @@
+"""A real model as the service asks it (service.models.AttentionModel): a loaded attention_viz.hub model (its own
+tokenizer, its maps under our keys, the masks as it applies them) and the real models' run line.
+
+Every pass takes the run line (service.real_models.RunLine) here, inside, and only around the model's own work:
+whatever a pass needs first (mean ablation's means, which take the line themselves) is computed before. Every call
+into the hub goes through HubModel._switches: the settings' scaling, masks and heads off as the hub's arguments.
+
+Axes: H heads, Q query positions, K key positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from attention_viz.core.attention import attention_steps, scale_factor
+from attention_viz.core.maps import kind_key
+from attention_viz.importance import real_head_importance, real_head_means
+from attention_viz.qkstats import qk_statistics
+from attention_viz.service import texts
+from attention_viz.service.limits import REAL_REFERENCE_TEXTS, SCALE_CHOICES, real_new_tokens
+from attention_viz.service.models import Abilities, HeadMeans, Run, Steps, frozen
+from attention_viz.service.real_models import RealShape, RunLine
+from attention_viz.service.requests import HeadRequest, Settings, model_keys
+
+
+class HubModel:
+    """A real model (attention_viz.hub.PretrainedTransformer, shared), its shape and the run line it works under."""
+
+    def __init__(self, model, shape: RealShape, busy: RunLine, means: HeadMeans | None = None) -> None:
+        self.model, self.shape, self.busy = model, shape, busy
+        self._means = means or self.head_means
+        self.sink = shape.sink
+        self.abilities = Abilities(writes_text=shape.writes_text, fills_masks=shape.fills_masks,
+                                   causal="decoder.self_attn" in shape.kinds, compatibility="dot_product",
+                                   scalings=tuple(SCALE_CHOICES), d_k_fixed=True, scored_on="text")
+
+    @property
+    def keys(self) -> dict[str, int]:
+        return model_keys(self.shape)
+
+    def tokens(self, text: str) -> list[str]:
+        return self.model.pieces(self.model.encode(text).ids)
+
+    def _budget(self, text: str) -> int:
+        """The tokens it may write for `text` (limits.real_new_tokens)."""
+        return real_new_tokens(len(self.model.encode(text).ids), self.model.layout == "encoder-decoder")
+
+    def _switches(self, settings: Settings, heads: bool = True) -> dict:
+        """The hub's arguments under `settings`: its Variation and, with `heads`, core.ablation's switches of the heads
+        off (mean ablation's means computed first: before the run line, which they take too); without, no head off."""
+        if not heads:
+            return {"variation": replace(settings.variation, heads_off=(), ablation="zero")}
+        off = None
+        if settings.heads_off:
+            means = self._means(settings) if settings.ablation == "mean" else None
+            off = self.model.head_switches(settings.off, settings.ablation, means)
+        return {"variation": settings.variation, "heads": off}
+
+    def _pass(self, run: Run, settings: Settings, inputs_of: str | None = None):
+        """One pass on `run`'s source and decoder input under `settings`' switches (hub Recorded)."""
+        model = self.model
+        switches = self._switches(settings)
+        src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
+        tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
+        with torch.inference_mode(), self.busy:
+            if model.layout == "encoder-decoder":
+                return model.forward_pass(src, tgt, inputs_of=inputs_of, **switches)
+            return model.forward_pass(src if model.layout == "encoder" else tgt, inputs_of=inputs_of, **switches)
+
+    def run(self, settings: Settings) -> Run:
+        """Its own tokens, output, maps and masks (attention_viz.hub.text_run)."""
+        from attention_viz.hub.text_run import run_text  # the hub extra, present whenever a real model is set up
+
+        budget = self._budget(settings.text)
+        switches = self._switches(settings)
+        heads = switches.pop("heads")
+        with self.busy:
+            result = run_text(self.model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
+                              heads=heads, **switches)
+        frozen(result.maps), frozen(result.masks)
+        return Run(
+            settings=settings, config=self.shape, card=None,
+            src_ids=result.src_ids, tgt_ids=result.tgt_ids, src_tokens=result.src_tokens, tgt_tokens=result.tgt_tokens,
+            generated=result.written, output=result.output, finished=result.finished, expected=None,
+            maps=result.maps, applied=result.masks, notes=result.notes,
+        )
+
+    def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
+        return {key: value[0] for key, value in self._pass(run, settings).maps.to_numpy().items()}
+
+    def masks_under(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
+        """The masks as it applies them under `settings` (one pass)."""
+        from attention_viz.hub.text_run import dense_masks
+
+        recorded = self._pass(run, settings)
+        return dense_masks(recorded.maps, recorded.masks)
+
+    def step_maps(self, run: Run) -> list[dict[str, np.ndarray]]:
+        steps = []
+        for t in range(len(run.tgt_ids)):
+            prefix = replace(run, tgt_ids=run.tgt_ids[: t + 1])
+            maps = self._pass(prefix, run.settings).maps.to_numpy()
+            steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
+        return steps
+
+    def steps(self, run: Run, request: HeadRequest) -> Steps:
+        """From the q, k, v its attention received (after any rotary positions) and the mask it applied;
+        "sqrt_dk" is the model's own factor."""
+        key, head, settings = kind_key(request.kind, request.layer), request.head, run.settings
+        recorded = self._pass(run, settings, inputs_of=key)
+        kept = recorded.run.kept
+        q, k, v = kept["q"][0, head], kept["k"][0, head], kept["v"][0, head]  # (Q, d_k), (K, d_k), (K, d_v)
+        mask = recorded.masks.get(key)
+        head_mask = None if mask is None else torch.broadcast_to(mask, (1, 1, q.size(0), k.size(0)))[0, 0]  # (Q, K)
+        factor = (recorded.run.factors[key] if settings.scale == "sqrt_dk"
+                  else scale_factor(settings.scale, q.size(-1)))
+        with torch.inference_mode():
+            intermediates = attention_steps(q, k, v, head_mask, factor)
+        queries, keys = run.tokens(request.kind)
+        arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
+        return Steps(arrays, queries, keys, factor)
+
+    def value_norms(self, run: Run) -> dict[str, np.ndarray]:
+        from attention_viz.hub.text_run import run_value_norms  # the hub extra, present whenever a real model is
+
+        switches = self._switches(run.settings)  # before the run line: mean ablation's means take it too
+        with self.busy:
+            return run_value_norms(self.model, run.src_ids, run.tgt_ids, **switches)
+
+    def head_means(self, settings: Settings) -> dict[str, torch.Tensor]:
+        """Over REAL_REFERENCE_TEXTS and what it writes for them."""
+        with torch.inference_mode(), self.busy:
+            return real_head_means(self.model, list(REAL_REFERENCE_TEXTS), **self._switches(settings, heads=False))
+
+    def head_importance(self, settings: Settings, ablation: str, n_texts: int, chunk: int,
+                        partial: Callable | None = None):
+        """On the text in the box: the log-probability of what it writes for it, teacher-forced."""
+        budget = self._budget(settings.text)
+        with self.busy:
+            return real_head_importance(self.model, [settings.text], ablation=ablation, max_new_tokens=budget,
+                                        chunk=chunk, partial=partial)
+
+    def qk_statistics(self, n_texts: int, sentences: tuple[str, ...]) -> dict:
+        return qk_statistics(self.model, list(sentences), keep_logits=True)
+
+    def qk_texts(self, n_texts: int, sentences: tuple[str, ...]) -> str:
+        return f"{len(sentences)} fixed English sentences"
+
+    def notes(self, run: Run) -> list[str]:
+        return texts.real_notes(run)
+
+    def output_text(self, run: Run) -> str:
+        return texts.real_output(run)

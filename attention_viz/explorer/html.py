@@ -38,15 +38,23 @@ def asset(name: str) -> str:
     return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
 
 
+# What every view's script needs first: the colours (palette.js), then escaping, labels and the step bar (shared.js).
+SHARED = ("palette.js", "shared.js")
+# The explorer, in load order: headmap.js (large heads), then its parts (each adds one object to AttentionExplorer),
+# then explorer.js, which mounts them.
+EXPLORER = ("headmap.js", "explorer-run.js", "explorer-grid.js", "explorer-head.js", "explorer-kept.js",
+            "explorer-scores.js", "explorer-decode.js", "explorer-headsoff.js", "explorer-tips.js", "explorer.js")
+
+
 def script(name: str) -> str:
-    """A view's script with what it needs first: palette.js (the colours and their text colour), then `name`
-    ("steps.js", or another package's script text given as is when it does not end in .js)."""
-    return asset("palette.js") + (asset(name) if name.endswith(".js") else name)
+    """A view's script with what it needs first (SHARED), then `name` ("steps.js", or another package's script text
+    given as is when it does not end in .js)."""
+    return "".join(asset(shared) for shared in SHARED) + (asset(name) if name.endswith(".js") else name)
 
 
 def explorer_script() -> str:
-    """explorer.js with what it draws with (palette.js, and headmap.js for large heads, both first)."""
-    return script("headmap.js") + asset("explorer.js")
+    """The explorer's scripts (EXPLORER) with what they draw with (SHARED) first."""
+    return script("".join(asset(name) for name in EXPLORER))
 
 
 def head_view_id(root_id: str) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import gradio as gr
 
-from attention_viz.explorer.html import asset
+from attention_viz.explorer.html import asset, script
 from attention_viz.webui.explorer_view import MOUNT_CLASS
 
 EMPTY = ("Press “Score every head”: each head of the model is switched off alone and what it costs is measured "
@@ -23,7 +23,7 @@ def heads_view(payload: Mapping | None = None, elem_id: str = "heads_view", **kw
         value=dict(payload) if payload is not None else None,
         html_template=f'<div class="{MOUNT_CLASS}"></div>',
         css_template=asset("heads.css"),
-        js_on_load=asset("heads.js") + f"""
+        js_on_load=script("heads.js") + f"""
 ;(function () {{
   const view = window.AttentionHeads.mount(element.querySelector(".{MOUNT_CLASS}"), props.value || null, {options});
   watch("value", () => view.setPayload(props.value || null));

@@ -7,8 +7,7 @@
 (function (global) {
   "use strict";
   if (global.AttentionHeads) return;
-  const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const inline = (s) => escapeHtml(s).replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>").replace(/`([^`]+)`/g, "<code>$1</code>");
+  const {escapeHtml, inline} = global.AttentionShared; // shared.js, loaded first
   const W = 560, H = 230, PAD = {left: 56, right: 14, top: 12, bottom: 40};
 
   function fmt(data, v) { return data.unit === "points" ? `${v.toFixed(1)}` : v.toFixed(3); }

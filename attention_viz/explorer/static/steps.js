@@ -26,8 +26,7 @@
   const NEGLIGIBLE = 5e-4; // a change of weight below this is written "≈0" (its exact value is on hover)
 
   const paint = (rgb) => `background:${css(rgb)};color:${ink(rgb)}`;
-  const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const shown = (token) => (token === " " ? "␣" : token);
+  const {escapeHtml, shown} = global.AttentionShared; // shared.js, loaded first
   const minus = (s) => s.replace(/-/g, "−");
 
   function fmt(v, signed) {

@@ -15,15 +15,12 @@
   if (window.AttentionTraining) return;
   const NS = "http://www.w3.org/2000/svg";
   const PLAY_MS = 700;
-  // two bars drawn in CSS: the pause glyph is in no Debian font (a box on a projector)
-  const PAUSE = '<span class="av-pause-mark" aria-hidden="true"></span> pause';
   const CHART = {w: 300, h: 150, left: 34, right: 18, top: 10, bottom: 34};
   const SERIES = [["token_acc", "token accuracy (training batch)", "#1f77b4"], ["alignment", "alignment (probes)", "#e4572e"]];
   const LOSS = [["loss", "loss (training batch, nats)", "#555"]];
   // viridis, as explorer.js and the server's images use it (palette.js, loaded first)
   const {viridis: colour, ink} = window.AttentionPalette;
-  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const shown = (t) => (t === " " ? "␣" : t);
+  const {escapeHtml: esc, shown, stepBarHtml, stepBar} = window.AttentionShared; // shared.js, loaded first
   const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
   const num = (v, d) => (v === null || v === undefined ? "–" : v.toFixed(d));
   // a weight in a map's cell, without its leading zero (".96", "1"): three characters leave a gap between the
@@ -50,11 +47,8 @@
     root.innerHTML = `<div class="av-train" id="${esc(opts.rootId || "train_step")}" data-step="0">
       <div class="av-train-stale" role="status" hidden></div>
       <div class="av-train-bar">
-        <button type="button" class="av-play">▶ play</button>
-        <button type="button" class="av-prev" aria-label="previous snapshot">◀</button>
-        <input type="range" class="av-step" min="0" max="0" value="0" aria-label="training step">
-        <button type="button" class="av-next" aria-label="next snapshot">▶</button>
-        <span class="av-train-status" role="status"></span>
+        ${stepBarHtml({prev: "previous snapshot", next: "next snapshot", slider: "training step",
+          status: '<span class="av-train-status" role="status"></span>'})}
       </div>
       <div class="av-train-pick">
         <label>Attention <select class="av-kind"></select></label>
@@ -65,11 +59,13 @@
         <span><i class="av-cursor-key"></i>the step shown</span></div>
       <div class="av-arms"></div></div>`;
     const $ = (s) => root.querySelector(s);
-    const ui = {main: $(".av-train"), stale: $(".av-train-stale"), play: $(".av-play"), prev: $(".av-prev"),
-      next: $(".av-next"), step: $(".av-step"), status: $(".av-train-status"), kind: $(".av-kind"),
-      probe: $(".av-probe"), say: $(".av-train-say"), arms: $(".av-arms")};
+    const ui = {main: $(".av-train"), stale: $(".av-train-stale"), step: $(".av-step"), status: $(".av-train-status"),
+      kind: $(".av-kind"), probe: $(".av-probe"), say: $(".av-train-say"), arms: $(".av-arms")};
     const state = {step: null, key: null, probe: 0};
-    let d = null, timer = null, charts = [];
+    let d = null, charts = [];
+    // play, ◀, the slider, ▶ (shared.js): position i is the i-th snapshot
+    const bar = stepBar($(".av-train-bar"), {ms: PLAY_MS, last: () => (d ? d.steps.length - 1 : null),
+      position: () => state.step, show: (i) => setStep(i)});
 
     function prepare(next) {
       const arms = next.arms.map((arm) => Object.assign({}, arm, {
@@ -185,7 +181,7 @@
       ui.say.innerHTML = `At step ${step}, cross-attention's weight on the task's alignment (the character each output ` +
         `is written from; 1 = every row on it): ${esc(by)}.` + (d.arms.length > 1 ? ` After training the lowest is ` +
         `${esc(worst.label)}, ${num(Math.min(...last), 2)}, with ${pct(worst.heldout_exact_match)} of held-out strings exact.` : "");
-      ui.play.innerHTML = timer ? PAUSE : "▶ play";
+      bar.mark();
     }
 
     function setStep(i) {
@@ -194,17 +190,7 @@
       drawMaps(); drawNumbers();
     }
 
-    function pause() { if (timer) { clearInterval(timer); timer = null; } if (d) ui.play.textContent = "▶ play"; }
-    function play() {
-      if (timer) { pause(); return; }
-      if (!d) return;
-      if (state.step >= d.steps.length - 1) setStep(0);
-      timer = setInterval(() => {
-        if (state.step >= d.steps.length - 1) { pause(); return; }
-        setStep(state.step + 1);
-      }, PLAY_MS);
-      ui.play.innerHTML = PAUSE;
-    }
+    const pause = bar.pause, play = bar.play;
 
     function setData(next) {
       pause();
@@ -230,10 +216,6 @@
       ui.stale.textContent = message ? `${message} Shown: d_k ${d ? d.d_k : "–"}.` : "";
     }
 
-    ui.play.addEventListener("click", play);
-    ui.prev.addEventListener("click", () => { pause(); setStep(state.step - 1); });
-    ui.next.addEventListener("click", () => { pause(); setStep(state.step + 1); });
-    ui.step.addEventListener("input", () => { pause(); setStep(+ui.step.value); });
     ui.kind.addEventListener("change", () => { state.key = ui.kind.value; drawMaps(); });
     ui.probe.addEventListener("change", () => { state.probe = +ui.probe.value; drawMaps(); });
     const controller = {setData: setData, setStep: (i) => { pause(); setStep(i); }, play: play, pause: pause,

@@ -1,10 +1,11 @@
-"""The explorer as one self-contained piece of HTML: the payload, its script (headmap.js, explorer.js) and
-explorer.css inlined.
+"""The explorer as one self-contained piece of HTML: the payload, its scripts (SHARED and EXPLORER, in load order, as
+one inline script) and explorer.css inlined.
 
 No script or style is fetched from anywhere, so the result works offline, from file://, in a
 notebook's iframe and in a page that already has another explorer on it: each fragment mounts
-only its own root (found by id), the script defines `window.AttentionExplorer` once and later
-copies leave it as it is, and every CSS rule is scoped under `.av-explorer`.
+only its own root (found by id), each script defines its part of `window.AttentionExplorer` (or its own object) once
+and later copies leave it as it is, and every CSS rule is scoped under `.av-explorer`. The app's page loads the same
+files once each, in its head (webui/scripts.py).
 
 Markup (built by explorer.js inside the fragment's container):
     <div class="av-explorer" data-av-root="explorer" ...>   the container, no id of its own
@@ -122,9 +123,7 @@ def steps_html(payload: Mapping, root_id: str = "steps", document: bool = False,
         f"<div id=\"{root_id}\"></div>\n"
         f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
         f"<script>{_script(script('steps.js'))}</script>\n"
-        f"<script>AttentionSteps.mount(document.getElementById(\"{root_id}\"), "
-        f"JSON.parse(document.getElementById(\"{data_id}\").textContent), "
-        f"{{view: \"{formats[payload['format']]}\"}});</script>\n"
+        f"<script>AttentionSteps.mountFrom(\"{root_id}\", \"{data_id}\", \"{formats[payload['format']]}\");</script>\n"
     )
     if not document:
         return fragment

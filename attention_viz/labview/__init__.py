@@ -11,7 +11,8 @@ and redraws on a resize without asking the server.
     from attention_viz import labview
     html = labview.page(view.data)        # a whole, self-contained page (a file, a notebook's iframe)
 
-The Gradio tab mounts the same script with gr.HTML's js_on_load (webui/lab_tab.py).
+The Gradio page loads the same script once, in its head, and each lab view's js_on_load mounts it (webui/lab_tab.py,
+webui/scripts.py).
 """
 
 from __future__ import annotations
@@ -54,6 +55,6 @@ def page(data: dict, title: str = "√d_k lab") -> str:
         f"<title>{html.escape(title)}</title><style>body{{margin:12px;font-family:sans-serif}}\n{asset('lab.css')}</style>"
         f"</head>\n<body>\n<div class=\"{MOUNT_CLASS}\"></div>\n"
         f"<script>{_script(asset('lab.js'))}</script>\n"
-        f"<script>AttentionLab.mount(document.querySelector('.{MOUNT_CLASS}'), {payload});</script>\n"
+        f"<script>AttentionLab.mountAt('.{MOUNT_CLASS}', {payload});</script>\n"
         "</body></html>\n"
     )

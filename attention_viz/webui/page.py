@@ -13,7 +13,8 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
-from attention_viz.webui import admission, lab_tab, lesson_panel, runtime, sessions, theme, training_tab, transformer_tab
+from attention_viz.webui import (admission, lab_tab, lesson_panel, runtime, scripts, sessions, theme, training_tab,
+                                 transformer_tab)
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.serving import files_first, server_app_kwargs
 from attention_viz.webui.widgets import Blocks, prose
@@ -99,7 +100,8 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     # state_session_capacity: the sessions Gradio keeps, a bounded few (webui/sessions.py).
     # app_kwargs: Gradio's own front-end files answered from memory after their first answer (webui/serving.py).
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
+    # head: the views' scripts and page.js, once per page (webui/scripts.py).
     demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], prevent_thread_lock=True,
                 state_session_capacity=sessions.SESSIONS_KEPT, app_kwargs=server_app_kwargs(views.runs.catalog),
-                theme=theme.THEME, css=theme.CSS)
+                theme=theme.THEME, css=theme.CSS, head=scripts.head())
     files_first(demo.server_app)

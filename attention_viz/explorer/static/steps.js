@@ -266,5 +266,11 @@
     return controller;
   }
 
-  global.AttentionSteps = {mount: mount, format: fmt, exact: exact, viridis: viridis, diverging: diverging, ink: ink};
+  function mountFrom(rootId, dataId, view) {
+    /* a standalone page's view: mounted in #rootId from the JSON in the <script> #dataId (explorer/html.py) */
+    const data = JSON.parse(document.getElementById(dataId).textContent);
+    return mount(document.getElementById(rootId), data, {view: view});
+  }
+
+  global.AttentionSteps = {mount: mount, mountFrom: mountFrom, format: fmt, exact: exact, viridis: viridis, diverging: diverging, ink: ink};
 })(window);

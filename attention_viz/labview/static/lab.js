@@ -592,5 +592,8 @@
     return api;
   }
 
-  window.AttentionLab = { mount: mount, mountStudy: mountStudy, mountOwn: mountOwn, format: fmt };
+  // a standalone page's view (labview.page): mounted in the first element `selector` finds
+  const mountAt = (selector, data) => mount(document.querySelector(selector), data);
+
+  window.AttentionLab = { mount: mount, mountAt: mountAt, mountStudy: mountStudy, mountOwn: mountOwn, format: fmt };
 })();

@@ -39,8 +39,9 @@ def asset(name: str) -> str:
     return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
 
 
-# What every view's script needs first: the colours (palette.js), then escaping, labels and the step bar (shared.js).
-SHARED = ("palette.js", "shared.js")
+# What every view's script needs first: the colours (palette.js), escaping, labels and the step bar (shared.js), and
+# the SVG charts' pieces (charts.js: the lab's charts and the prune curve).
+SHARED = ("palette.js", "shared.js", "charts.js")
 # The explorer, in load order: headmap.js (large heads), then its parts (each adds one object to AttentionExplorer),
 # then explorer.js, which mounts them.
 EXPLORER = ("headmap.js", "explorer-run.js", "explorer-grid.js", "explorer-head.js", "explorer-kept.js",

@@ -47,14 +47,15 @@ def _script(text: str) -> str:
 
 
 def page(data: dict, title: str = "√d_k lab") -> str:
-    """One lab view (LabView.data) as a complete HTML page with lab.js and lab.css inlined: works offline."""
+    """One lab view (LabView.data) as a complete HTML page with lab.js (and the charts' pieces it draws with, first)
+    and lab.css inlined: works offline."""
     payload = _script(json.dumps(data, allow_nan=False))
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         f"<title>{html.escape(title)}</title><style>body{{margin:12px;font-family:sans-serif}}\n{asset('lab.css')}</style>"
         f"</head>\n<body>\n<div class=\"{MOUNT_CLASS}\"></div>\n"
-        f"<script>{_script(asset('lab.js'))}</script>\n"
+        f"<script>{_script(script(asset('lab.js')))}</script>\n"
         f"<script>AttentionLab.mountAt('.{MOUNT_CLASS}', {payload});</script>\n"
         "</body></html>\n"
     )

@@ -41,6 +41,70 @@
     return e;
   }
 
+  function prepare(next) {
+    /* each arm's maps decoded once: base64 -> bytes */
+    const arms = next.arms.map((arm) => Object.assign({}, arm, {
+      bytes: Object.fromEntries(Object.entries(arm.maps).map(([k, b]) => [k, bytes(b)])),
+    }));
+    return Object.assign({}, next, {arms: arms});
+  }
+
+  function cell(d, arm, key, s, p, h, q, k) {
+    /* one weight: snapshot s, probe p, head h, query q, key k of map `key` */
+    const [, P, H, Q, K] = arm.shape[key];
+    return arm.bytes[key][((((s * P + p) * H + h) * Q + q) * K) + k] / d.quant;
+  }
+
+  function xAt(d, step) {
+    /* a training step on the charts' log-scaled x axis */
+    const last = Math.log10((d.total_steps || d.steps[d.steps.length - 1]) + 1);
+    return CHART.left + (CHART.w - CHART.left - CHART.right) * Math.log10(step + 1) / last;
+  }
+  const y = (v, top) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v / top);
+
+  function drawChart(el, d, arm, series, top) {
+    /* lines of `series` over the log-scaled steps, y from 0 to `top`; returns the step cursor */
+    for (const v of [0, top / 2, top]) {
+      svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v, top), y2: y(v, top), class: "av-grid-line"}, el);
+      svg("text", {x: CHART.left - 4, y: y(v, top) + 4, "text-anchor": "end"}, el, String(+v.toFixed(2)));
+    }
+    const total = d.total_steps || d.steps[d.steps.length - 1];
+    const ticks = [0, 10, 100, 1000].filter((s) => s <= total && xAt(d, total) - xAt(d, s) > 24 || s === total);
+    for (const step of ticks.includes(total) ? ticks : [...ticks, total]) {
+      svg("text", {x: xAt(d, step), y: CHART.h - CHART.bottom + 14, "text-anchor": "middle"}, el, String(step));
+    }
+    svg("text", {x: (CHART.left + CHART.w) / 2, y: CHART.h - 4, "text-anchor": "middle"}, el, "training step (log scale)");
+    for (const [name, , stroke] of series) {
+      const values = name === "alignment" ? arm.alignment : arm.train[name];
+      const points = d.steps.map((s, i) => (values[i] === null ? null : `${xAt(d, s).toFixed(1)},${y(values[i], top).toFixed(1)}`))
+        .filter((p) => p !== null);
+      svg("polyline", {points: points.join(" "), fill: "none", stroke: stroke, "stroke-width": 2}, el);
+    }
+    return svg("line", {y1: CHART.top, y2: CHART.h - CHART.bottom, class: "av-cursor"}, el);
+  }
+
+  function mapHtml(d, arm, state) {
+    /* one arm's map of the chosen kind and probe at the chosen step, values as text (exact on hover) */
+    const kind = d.kinds.find((k) => k.key === state.key), p = state.probe, s = state.step;
+    const rows = d.tokens[kind.queries][p], cols = d.tokens[kind.keys][p];
+    const causal = kind.kind === "decoder.self_attn";
+    let html = `<table class="av-map"><thead><tr><th class="av-corner">query ↓ key →</th>` +
+      cols.map((t) => `<th>${esc(shown(t))}</th>`).join("") + "</tr></thead><tbody>";
+    for (let h = 0; h < arm.heads; h++) {
+      rows.forEach((qt, q) => {
+        html += `<tr><th>${arm.heads > 1 ? `H${h} ` : ""}${esc(shown(qt))}</th>`;
+        cols.forEach((kt, j) => {
+          if (causal && j > q) { html += '<td class="av-masked" title="masked: may not attend (weight 0)"></td>'; return; }
+          const w = cell(d, arm, state.key, s, p, h, q, j), rgb = colour(w);
+          html += `<td style="background:rgb(${rgb});color:${ink(rgb)}" ` +
+            `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${weight(w)}</td>`;
+        });
+        html += "</tr>";
+      });
+    }
+    return html + "</tbody></table>";
+  }
+
   function mount(root, data, opts) {
     opts = opts || {};
     root.classList.add("av-training");
@@ -67,18 +131,6 @@
     const bar = stepBar($(".av-train-bar"), {ms: PLAY_MS, last: () => (d ? d.steps.length - 1 : null),
       position: () => state.step, show: (i) => setStep(i)});
 
-    function prepare(next) {
-      const arms = next.arms.map((arm) => Object.assign({}, arm, {
-        bytes: Object.fromEntries(Object.entries(arm.maps).map(([k, b]) => [k, bytes(b)])),
-      }));
-      return Object.assign({}, next, {arms: arms});
-    }
-
-    function cell(arm, key, s, p, h, q, k) {
-      const [, P, H, Q, K] = arm.shape[key];
-      return arm.bytes[key][((((s * P + p) * H + h) * Q + q) * K) + k] / d.quant;
-    }
-
     function build() {
       /* one section per arm: its name, numbers, map and chart (the chart's lines are drawn once per data) */
       ui.arms.innerHTML = d.arms.map((arm) => `<section class="av-arm" data-arm="${esc(arm.arm)}">
@@ -97,8 +149,8 @@
       const losses = d.arms.flatMap((arm) => arm.train.loss).filter((v) => v !== null);
       const top = Math.max(1, Math.ceil(Math.max(...losses, 0)));
       charts = [...ui.arms.querySelectorAll(".av-arm")].map((section, i) => [
-        drawChart(section.querySelector(".av-curve:not(.av-loss)"), d.arms[i], SERIES, 1),
-        drawChart(section.querySelector(".av-loss"), d.arms[i], LOSS, top)]);
+        drawChart(section.querySelector(".av-curve:not(.av-loss)"), d, d.arms[i], SERIES, 1),
+        drawChart(section.querySelector(".av-loss"), d, d.arms[i], LOSS, top)]);
       fitText.disconnect();
       fitText.observe(ui.arms.querySelector(".av-curve"));
     }
@@ -110,54 +162,10 @@
       if (width > 0) ui.arms.style.setProperty("--av-curve-text", `${Math.max(11, (11 * CHART.w) / width).toFixed(2)}px`);
     });
 
-    function x(step) {
-      const last = Math.log10((d.total_steps || d.steps[d.steps.length - 1]) + 1);
-      return CHART.left + (CHART.w - CHART.left - CHART.right) * Math.log10(step + 1) / last;
-    }
-    const y = (v, top) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v / top);
-
-    function drawChart(el, arm, series, top) {
-      /* lines of `series` over the log-scaled steps, y from 0 to `top`; returns the step cursor */
-      for (const v of [0, top / 2, top]) {
-        svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v, top), y2: y(v, top), class: "av-grid-line"}, el);
-        svg("text", {x: CHART.left - 4, y: y(v, top) + 4, "text-anchor": "end"}, el, String(+v.toFixed(2)));
-      }
-      const total = d.total_steps || d.steps[d.steps.length - 1];
-      const ticks = [0, 10, 100, 1000].filter((s) => s <= total && x(total) - x(s) > 24 || s === total);
-      for (const step of ticks.includes(total) ? ticks : [...ticks, total]) {
-        svg("text", {x: x(step), y: CHART.h - CHART.bottom + 14, "text-anchor": "middle"}, el, String(step));
-      }
-      svg("text", {x: (CHART.left + CHART.w) / 2, y: CHART.h - 4, "text-anchor": "middle"}, el, "training step (log scale)");
-      for (const [name, , stroke] of series) {
-        const values = name === "alignment" ? arm.alignment : arm.train[name];
-        const points = d.steps.map((s, i) => (values[i] === null ? null : `${x(s).toFixed(1)},${y(values[i], top).toFixed(1)}`))
-          .filter((p) => p !== null);
-        svg("polyline", {points: points.join(" "), fill: "none", stroke: stroke, "stroke-width": 2}, el);
-      }
-      return svg("line", {y1: CHART.top, y2: CHART.h - CHART.bottom, class: "av-cursor"}, el);
-    }
-
+    const x = (step) => xAt(d, step);
     function drawMaps() {
-      const kind = d.kinds.find((k) => k.key === state.key), p = state.probe, s = state.step;
-      const rows = d.tokens[kind.queries][p], cols = d.tokens[kind.keys][p];
-      const causal = kind.kind === "decoder.self_attn";
       ui.arms.querySelectorAll(".av-arm").forEach((section, a) => {
-        const arm = d.arms[a];
-        let html = `<table class="av-map"><thead><tr><th class="av-corner">query ↓ key →</th>` +
-          cols.map((t) => `<th>${esc(shown(t))}</th>`).join("") + "</tr></thead><tbody>";
-        for (let h = 0; h < arm.heads; h++) {
-          rows.forEach((qt, q) => {
-            html += `<tr><th>${arm.heads > 1 ? `H${h} ` : ""}${esc(shown(qt))}</th>`;
-            cols.forEach((kt, j) => {
-              if (causal && j > q) { html += '<td class="av-masked" title="masked: may not attend (weight 0)"></td>'; return; }
-              const w = cell(arm, state.key, s, p, h, q, j), rgb = colour(w);
-              html += `<td style="background:rgb(${rgb});color:${ink(rgb)}" ` +
-                `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${weight(w)}</td>`;
-            });
-            html += "</tr>";
-          });
-        }
-        section.querySelector(".av-arm-map").innerHTML = html + "</tbody></table>";
+        section.querySelector(".av-arm-map").innerHTML = mapHtml(d, d.arms[a], state);
       });
     }
 

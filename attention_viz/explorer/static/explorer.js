@@ -21,13 +21,15 @@
  *   #<scoresId>    (a run with scores) what to look for, and every head's pattern scores as a table whose
  *                  rows [data-layer][data-head] select their head.
  * headViewId defaults to "head_view" for the root "explorer", else "<rootId>-head"; stepId to "decode_step",
- * else "<rootId>-decode-step"; scoresId to "alignment", else "<rootId>-alignment". Every view change is drawn here from the kept numbers: no request leaves the page.
+ * else "<rootId>-decode-step"; scoresId to "alignment", else "<rootId>-alignment". Every view change is
+ * drawn here from the kept numbers: no request leaves the page.
  * Each redraw is timed between performance marks: measures "explorer-redraw" (script time) and
  * "explorer-frame" (until the next frame), detail {root, reason} (reason: tile, kind, layer, head, scale,
  * show, payload, api).
  * On a root 720 px wide or more (explorer.css) the head sits beside the grid, or under it when too wide for that, and
  * says when it scrolls sideways. AttentionExplorer.reveal(views) scrolls a page's view into sight (a lesson's step).
- * Nothing global but `window.AttentionExplorer`; two roots on one page never see each other.
+ * Nothing global but `window.AttentionExplorer` (beside what every view shares: palette.js, shared.js); two roots on
+ * one page never see each other.
  *
  * The explorer's parts, each a file loaded before this one (explorer-*.js, each adding one object to
  * window.AttentionExplorer), share one mounted explorer's context `x` (its root, elements, options, state and kept run):

@@ -2,7 +2,8 @@
    numbers: per attention kind a layer x head table of what each head alone costs when switched off, and the prune
    curve (metric against heads left, least important removed first) as SVG, exact numbers on hover. A partial
    payload (one with "progress", while a real model is scored) draws its progress line and the tables with the heads
-   not scored yet as pending cells ("…"); the curve and the summary come with the payload.
+   not scored yet as pending cells ("…"); the curve and the summary come with the payload. The curve is drawn with
+   charts.js's pieces (as the lab's charts), escaping and the notes' Markdown are shared.js's, both loaded first.
    window.AttentionHeads.mount(element, payload, {empty}) -> {setPayload, markStale, root}. */
 (function (global) {
   "use strict";

@@ -4,9 +4,10 @@
  *   AttentionShared.shown(token)           // a token as a label: a space becomes "␣" (it must stay visible)
  *   AttentionShared.inline(s)              // escaped, then **bold** and `code` (Markdown's code spans) as HTML
  *   AttentionShared.stepBarHtml({play, prev, next, slider, status})   // the bar's markup: play, ◀, slider, ▶, status
- *   const bar = AttentionShared.stepBar(element, {ms, last, position, show})
+ *   const bar = AttentionShared.stepBar(element, {ms, last, position, show, stopAtEnd})
  *       // wires the bar inside `element`: ◀ / ▶ / the slider show a position (0 .. last()) at once, play advances one
- *       // per `ms` and stops at last(); show(i, reason) draws position i (reason: "play", "prev", "next", "step")
+ *       // per `ms` and stops at last() (stopAtEnd: as it shows last(), else at the next tick); show(i, reason)
+ *       // draws position i (reason: "play", "prev", "next", "step"); last() is null while there is nothing to step
  *   bar.play(); bar.pause(); bar.playing(); bar.mark()   // mark(): the play button says play or pause
  *
  * Loaded after palette.js and before every view's script; defined once per page.

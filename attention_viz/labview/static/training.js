@@ -1,5 +1,6 @@
 /* Training, step by step: the study's three compatibility functions at one d_k, side by side, from their snapshots
- * (service/training_view.py, format "attention_viz.training/1"); self-contained (viridis as the explorer's).
+ * (service/training_view.py, format "attention_viz.training/1"); viridis as the explorer's (palette.js) and its step
+ * bar (shared.js), both loaded first.
  *
  *   const view = AttentionTraining.mount(element, data, {rootId: "train_step", empty: "what to say before any data"});
  *   view.setData(next);      // another d_k: keeps the step, kind and probe where the new data has them

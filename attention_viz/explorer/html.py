@@ -39,9 +39,9 @@ def asset(name: str) -> str:
     return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
 
 
-# What every view's script needs first: the colours (palette.js), escaping, labels and the step bar (shared.js), and
-# the SVG charts' pieces (charts.js: the lab's charts and the prune curve).
-SHARED = ("palette.js", "shared.js", "charts.js")
+# What every view's script needs first: the colours (palette.js), then escaping, labels and the step bar (shared.js).
+SHARED = ("palette.js", "shared.js")
+CHARTS = "charts.js"  # the SVG charts' pieces: before the views that draw charts (lab.js, heads.js), not the explorer
 # The explorer, in load order: headmap.js (large heads), then its parts (each adds one object to AttentionExplorer),
 # then explorer.js, which mounts them.
 EXPLORER = ("headmap.js", "explorer-run.js", "explorer-grid.js", "explorer-head.js", "explorer-kept.js",

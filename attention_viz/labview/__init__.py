@@ -22,7 +22,8 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from attention_viz.explorer.html import script
+from attention_viz.explorer.html import CHARTS, script
+from attention_viz.explorer.html import asset as explorer_asset
 
 MOUNT_CLASS = "av-lab-mount"
 ASSETS = ("lab.js", "lab.css", "training.js", "training.css")
@@ -55,7 +56,7 @@ def page(data: dict, title: str = "√d_k lab") -> str:
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         f"<title>{html.escape(title)}</title><style>body{{margin:12px;font-family:sans-serif}}\n{asset('lab.css')}</style>"
         f"</head>\n<body>\n<div class=\"{MOUNT_CLASS}\"></div>\n"
-        f"<script>{_script(script(asset('lab.js')))}</script>\n"
+        f"<script>{_script(script(explorer_asset(CHARTS) + asset('lab.js')))}</script>\n"
         f"<script>AttentionLab.mountAt('.{MOUNT_CLASS}', {payload});</script>\n"
         "</body></html>\n"
     )

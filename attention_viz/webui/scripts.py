@@ -15,10 +15,10 @@ from functools import lru_cache
 from importlib import resources
 
 from attention_viz import labview
-from attention_viz.explorer.html import EXPLORER, SHARED, asset
+from attention_viz.explorer.html import CHARTS, EXPLORER, SHARED, asset
 
-# In load order: what every view needs, the explorer, the other views, then the page's own calls.
-SCRIPTS = (*(("explorer", name) for name in (*SHARED, *EXPLORER, "steps.js", "heads.js")),
+# In load order: what every view needs, the explorer, the charts' pieces and the other views, then the page's calls.
+SCRIPTS = (*(("explorer", name) for name in (*SHARED, *EXPLORER, CHARTS, "steps.js", "heads.js")),
            ("labview", "lab.js"), ("labview", "training.js"), ("webui", "page.js"))
 
 

@@ -5,6 +5,7 @@ import gradio as gr
 
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
+from attention_viz.webui import scripts
 from attention_viz.webui.explorer_view import explorer_view
 from attention_viz.webui.handlers import opening_settings
 
@@ -18,4 +19,4 @@ def build() -> gr.Blocks:
 
 
 if __name__ == "__main__":
-    build().launch()
+    build().launch(head=scripts.head())  # the views' scripts, once in the page, as the app loads them

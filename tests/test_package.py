@@ -40,8 +40,10 @@ def test_the_wheel_holds_every_shipped_model_and_every_layer(wheel):
     assert {f"attention_viz/data/models/{name}" for name in shipped} <= names
     for layer in ("core", "fast", "hub", "data", "draw", "explorer", "labview", "train", "service", "server", "webui"):
         assert f"attention_viz/{layer}/__init__.py" in names, layer
-    # the explorer's browser side: inlined into every page, notebook view and Gradio component from the package
-    assert {f"attention_viz/explorer/static/{name}" for name in ("explorer.js", "headmap.js", "palette.js", "explorer.css", "steps.js", "steps.css")} <= names
+    # the browser side, every script the app's page loads once (webui/scripts.py; the notebook view inlines them)
+    from attention_viz.webui.scripts import SCRIPTS
+    assert {f"attention_viz/{package}/static/{name}" for package, name in SCRIPTS} <= names
+    assert {f"attention_viz/explorer/static/{name}" for name in ("explorer.css", "steps.css", "autosize.js")} <= names
     assert {"attention_viz/labview/static/lab.js", "attention_viz/labview/static/lab.css"} <= names  # the lab's
     assert "attention_viz/data/lab_sweeps.json.gz" in names  # the lab's sweep for every number of keys
     assert not any(name.startswith(("tests/", "benchmarks/", "devtools/")) for name in names)

@@ -1,10 +1,11 @@
-"""The explorer as one self-contained piece of HTML: the payload, its script (headmap.js, explorer.js) and
-explorer.css inlined.
+"""The explorer as one self-contained piece of HTML: the payload, its scripts (SHARED and EXPLORER, in load order, as
+one inline script) and explorer.css inlined.
 
 No script or style is fetched from anywhere, so the result works offline, from file://, in a
 notebook's iframe and in a page that already has another explorer on it: each fragment mounts
-only its own root (found by id), the script defines `window.AttentionExplorer` once and later
-copies leave it as it is, and every CSS rule is scoped under `.av-explorer`.
+only its own root (found by id), each script defines its part of `window.AttentionExplorer` (or its own object) once
+and later copies leave it as it is, and every CSS rule is scoped under `.av-explorer`. The app's page loads the same
+files once each, in its head (webui/scripts.py).
 
 Markup (built by explorer.js inside the fragment's container):
     <div class="av-explorer" data-av-root="explorer" ...>   the container, no id of its own
@@ -38,15 +39,24 @@ def asset(name: str) -> str:
     return resources.files("attention_viz.explorer").joinpath("static", name).read_text(encoding="utf-8")
 
 
+# What every view's script needs first: the colours (palette.js), then escaping, labels and the step bar (shared.js).
+SHARED = ("palette.js", "shared.js")
+CHARTS = "charts.js"  # the SVG charts' pieces: before the views that draw charts (lab.js, heads.js), not the explorer
+# The explorer, in load order: headmap.js (large heads), then its parts (each adds one object to AttentionExplorer),
+# then explorer.js, which mounts them.
+EXPLORER = ("headmap.js", "explorer-run.js", "explorer-grid.js", "explorer-head.js", "explorer-kept.js",
+            "explorer-scores.js", "explorer-decode.js", "explorer-headsoff.js", "explorer-tips.js", "explorer.js")
+
+
 def script(name: str) -> str:
-    """A view's script with what it needs first: palette.js (the colours and their text colour), then `name`
-    ("steps.js", or another package's script text given as is when it does not end in .js)."""
-    return asset("palette.js") + (asset(name) if name.endswith(".js") else name)
+    """A view's script with what it needs first (SHARED), then `name` ("steps.js", or another package's script text
+    given as is when it does not end in .js)."""
+    return "".join(asset(shared) for shared in SHARED) + (asset(name) if name.endswith(".js") else name)
 
 
 def explorer_script() -> str:
-    """explorer.js with what it draws with (palette.js, and headmap.js for large heads, both first)."""
-    return script("headmap.js") + asset("explorer.js")
+    """The explorer's scripts (EXPLORER) with what they draw with (SHARED) first."""
+    return script("".join(asset(name) for name in EXPLORER))
 
 
 def head_view_id(root_id: str) -> str:
@@ -114,9 +124,7 @@ def steps_html(payload: Mapping, root_id: str = "steps", document: bool = False,
         f"<div id=\"{root_id}\"></div>\n"
         f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
         f"<script>{_script(script('steps.js'))}</script>\n"
-        f"<script>AttentionSteps.mount(document.getElementById(\"{root_id}\"), "
-        f"JSON.parse(document.getElementById(\"{data_id}\").textContent), "
-        f"{{view: \"{formats[payload['format']]}\"}});</script>\n"
+        f"<script>AttentionSteps.mountFrom(\"{root_id}\", \"{data_id}\", \"{formats[payload['format']]}\");</script>\n"
     )
     if not document:
         return fragment

@@ -22,19 +22,11 @@ from attention_viz.core.attention import Scale
 from attention_viz.core.model import Transformer
 from attention_viz.core.variation import Variation
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
-from attention_viz.explorer.html import explorer_html
+from attention_viz.explorer.html import asset, explorer_html
 from attention_viz.explorer.pack import default_masks, pack
 
 _counter = itertools.count()
 EXTRA_DECODE_STEPS = 4  # a model may run past the text's length by this many tokens before it is stopped
-# Run inside the iframe: make the iframe as tall as its page, now and whenever the page grows.
-_AUTOSIZE = """<script>(function () {
-  var frame = window.frameElement;
-  if (!frame) return;
-  // the body's own height (not scrollHeight, which is at least the frame's height and would only grow)
-  function fit() { frame.style.height = Math.ceil(document.body.getBoundingClientRect().height + 8) + "px"; }
-  new ResizeObserver(fit).observe(document.body); fit();
-})();</script>"""
 
 
 class View:
@@ -47,7 +39,8 @@ class View:
         self.height = height
 
     def _repr_html_(self) -> str:
-        page = self.html.replace("</body>", _AUTOSIZE + "</body>")
+        # run inside the iframe: the iframe as tall as its page, now and whenever the page grows
+        page = self.html.replace("</body>", f"<script>{asset('autosize.js')}</script></body>")
         return (f'<iframe class="av-notebook-view" title="attention explorer" srcdoc="{html.escape(page, quote=True)}" '
                 f'style="width:100%;height:{int(self.height)}px;border:0" loading="eager"></iframe>')
 

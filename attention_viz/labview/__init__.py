@@ -11,7 +11,8 @@ and redraws on a resize without asking the server.
     from attention_viz import labview
     html = labview.page(view.data)        # a whole, self-contained page (a file, a notebook's iframe)
 
-The Gradio tab mounts the same script with gr.HTML's js_on_load (webui/lab_tab.py).
+The Gradio page loads the same script once, in its head, and each lab view's js_on_load mounts it (webui/lab_tab.py,
+webui/scripts.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from attention_viz.explorer.html import script
+from attention_viz.explorer.html import CHARTS, script
+from attention_viz.explorer.html import asset as explorer_asset
 
 MOUNT_CLASS = "av-lab-mount"
 ASSETS = ("lab.js", "lab.css", "training.js", "training.css")
@@ -46,14 +48,15 @@ def _script(text: str) -> str:
 
 
 def page(data: dict, title: str = "√d_k lab") -> str:
-    """One lab view (LabView.data) as a complete HTML page with lab.js and lab.css inlined: works offline."""
+    """One lab view (LabView.data) as a complete HTML page with lab.js (and the charts' pieces it draws with, first)
+    and lab.css inlined: works offline."""
     payload = _script(json.dumps(data, allow_nan=False))
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         f"<title>{html.escape(title)}</title><style>body{{margin:12px;font-family:sans-serif}}\n{asset('lab.css')}</style>"
         f"</head>\n<body>\n<div class=\"{MOUNT_CLASS}\"></div>\n"
-        f"<script>{_script(asset('lab.js'))}</script>\n"
-        f"<script>AttentionLab.mount(document.querySelector('.{MOUNT_CLASS}'), {payload});</script>\n"
+        f"<script>{_script(script(explorer_asset(CHARTS) + asset('lab.js')))}</script>\n"
+        f"<script>AttentionLab.mountAt('.{MOUNT_CLASS}', {payload});</script>\n"
         "</body></html>\n"
     )

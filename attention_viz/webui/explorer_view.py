@@ -11,10 +11,10 @@ with gr.HTML"):
   it as a dict too. `html_template` never mentions `${value}`, so a new value leaves the rendered template
   unchanged and Gradio does not morph the DOM the script built.
 - `js_on_load` runs once per component with `element` (the component's root), `props` (props.value is the
-  current value) and `watch`: it loads explorer.js and headmap.js (which define window.AttentionExplorer and
-  window.AttentionHeadMap once per page),
-  mounts the explorer into the template's container, and `watch("value", ...)` hands every later value to
-  `setPayload`. Kind, layer, head and colour scale then change in the browser only: no event, no request.
+  current value) and `watch`: one call, attentionViz.mountExplorer (webui/static/page.js; the page loads it and the
+  explorer's scripts once, in its head: webui/scripts.py), mounts the explorer into the template's container, and
+  `watch("value", ...)` hands every later value to `setPayload`. Kind, layer, head and colour scale then change in
+  the browser only: no event, no request.
 - `css_template` is scoped by Gradio to this component, and every rule of explorer.css is under
   `.av-explorer` as well.
 - An event's `js` runs in the browser before its Python function, gets the event's input values and returns
@@ -24,12 +24,12 @@ with gr.HTML"):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 import gradio as gr
 
-from attention_viz.explorer.html import DEFAULT_ROOT_ID, asset, explorer_script, head_view_id
+from attention_viz.explorer.html import DEFAULT_ROOT_ID, asset, head_view_id
+from attention_viz.webui.scripts import Raw, call, on_load
 
 MOUNT_CLASS = "av-mount"
 STALE = "Not for the current input: the last change was refused, so these views are the last accepted run's."
@@ -37,30 +37,10 @@ HIDE_SUMMARY = "\n.av-explorer .av-summary { display: none; }\n"
 
 
 def _js_on_load(root_id: str, head_view: str, heads_off: tuple[str, str] | None = None) -> str:
-    options = json.dumps({"rootId": root_id, "headViewId": head_view, "switchable": heads_off is not None})
-    bridge = ""
+    options = {"rootId": root_id, "headViewId": head_view, "switchable": heads_off is not None}
     if heads_off is not None:  # the explorer's heads-off clicks become the text box's value, then its run button's click
-        box, run = (json.dumps(f"#{elem_id}") for elem_id in heads_off)
-        bridge = f"""
-  mountPoint.addEventListener("explorer:heads-off", (event) => {{
-    const holder = document.querySelector({box}), button = document.querySelector({run});
-    const field = holder && holder.querySelector("textarea, input");
-    if (!field || !button) return;
-    field.value = event.detail.text;
-    field.dispatchEvent(new Event("input", {{bubbles: true}}));
-    setTimeout(() => button.click(), 0);
-  }});"""
-    return (
-        explorer_script()
-        + f"""
-;(function () {{
-  const mountPoint = element.querySelector(".{MOUNT_CLASS}");
-  const explorer = window.AttentionExplorer.mount(mountPoint, props.value || null, {options});
-  element.avExplorer = explorer;
-  watch("value", () => explorer.setPayload(props.value || null));{bridge}
-}})();
-"""
-    )
+        options["headsOff"] = [f"#{elem_id}" for elem_id in heads_off]
+    return on_load("mountExplorer", options)
 
 
 def explorer_view(payload: Mapping | None = None, root_id: str = DEFAULT_ROOT_ID, elem_id: str | None = None,
@@ -90,37 +70,29 @@ def explorer_view(payload: Mapping | None = None, root_id: str = DEFAULT_ROOT_ID
     )
 
 
-def _controller(elem_id: str) -> str:
-    """JS: the mounted explorer's controller in component `elem_id`, or undefined."""
-    return f"(document.querySelector({json.dumps('#' + elem_id + ' .av-explorer')}) || {{}}).avExplorer"
-
-
 def stale_js(elem_id: str, message: str = STALE, outputs: Sequence | None = None) -> str:
     """The `js` of an event that marks the view stale at once, in the browser; the next run (or fresh_js) clears it.
 
     With outputs=None the function passes the event's input values on (for an event with a Python function);
     else it returns `outputs`, the values of a js-only event's outputs (e.g. clearing text beside the view).
     """
-    back = "args" if outputs is None else json.dumps(list(outputs), ensure_ascii=False)
-    return (f"(...args) => {{ const view = {_controller(elem_id)}; if (view) view.markStale({json.dumps(message)});"
-            f" return {back}; }}")
+    back = () if outputs is None else (list(outputs),)
+    return call("stale", [elem_id], message, Raw("args"), *back, params="...args")
 
 
 def fresh_js(elem_id: str) -> str:
     """The `js` of a js-only event after a successful run: the view is the current input's, even if the answer
     equalled the value already shown (Gradio then sends no new value, and `watch` does not fire)."""
-    return f"() => {{ const view = {_controller(elem_id)}; if (view) view.markStale(null); return []; }}"
+    return call("fresh", [elem_id])
 
 
 def selection_js(elem_id: str, at: int) -> str:
     """The `js` of an event whose inputs at positions at, at+1, at+2 are kind, layer and head: they become the
     explorer's current choice (kept as sent when the explorer has no run)."""
-    return (f"(...args) => {{ const view = {_controller(elem_id)}; const s = view && view.state;"
-            f" if (s && s.kind) args.splice({int(at)}, 3, s.kind, s.layer, s.head); return args; }}")
+    return call("selection", elem_id, int(at), Raw("args"), params="...args")
 
 
 def open_js(elem_id: str) -> str:
     """The `js` of a js-only event whose one input is a JSON {"kind", "layer", "head"} (or ""): the explorer opens
     that head now and keeps it for the run on its way (a guided lesson's step)."""
-    return (f"(target) => {{ const view = {_controller(elem_id)}, t = target ? JSON.parse(target) : {{}}; "
-            "if (view && t.kind) view.openOn(t); return []; }")
+    return call("openOn", elem_id, Raw("target"), params="target")

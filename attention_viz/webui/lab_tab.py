@@ -3,9 +3,9 @@
 How gr.HTML is used here (gradio 6.31's HTML component):
 - `value` is the lab's data (service.lab_view, a JSON-able dict); `html_template` is an empty mount point
   that never mentions `${value}`, so a new value leaves the template as it is and the drawing stays.
-- `js_on_load` runs once per page with `element`, `props` and `watch`: it runs lab.js (package data,
-  inlined: nothing is fetched, it works offline), mounts the view, and `watch("value", ...)` redraws on
-  every new value. `css_template` carries lab.css (Gradio scopes it to this component).
+- `js_on_load` runs once per page with `element`, `props` and `watch`: one call, attentionViz.mountLab (lab.js and
+  page.js are in the page's head once, package data: nothing is fetched, it works offline), mounts the view, and
+  `watch("value", ...)` redraws on every new value. `css_template` carries lab.css (Gradio scopes it to this component).
 - The event's `js` marks the view "computing" before the request leaves; `.failure` marks it stale (the
   charts and the table say they are for the last accepted settings) and `.success` clears it, even
   when the answer equals what is shown. All three run in the browser, and all three compare the drawn
@@ -15,7 +15,6 @@ Why not gr.LinePlot / gr.BarPlot: see attention_viz/labview/__init__.py.
 
 from __future__ import annotations
 
-import json
 import math
 
 import gradio as gr
@@ -25,6 +24,7 @@ from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LA
 from attention_viz.service.qk_view import KIND_LABELS, OwnQK
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers, handler
+from attention_viz.webui.scripts import Raw, call, on_load
 from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose
 
 VIEW_ID, NUMBERS_ID, STUDY_ID, OWN_ID = "lab_view", "lab_numbers", "study", "own_qk"
@@ -70,47 +70,23 @@ NUMBERS_CSS = """
 """
 
 
-def _view_js(call: str) -> str:
-    """JavaScript that calls `call` on the lab view's controller, if the view is mounted."""
-    return f"const v = document.querySelector({json.dumps('#' + VIEW_ID + ' .av-lab')}); if (v && v.avLab) v.avLab.{call};"
-
-
-JS_ON_LOAD = asset("lab.js") + f"""
-;(function () {{
-  const lab = window.AttentionLab.mount(element.querySelector(".{MOUNT_CLASS}"), props.value || null,
-                                        {{alsoFade: [{json.dumps('#' + NUMBERS_ID)}]}});
-  watch("value", () => lab.setData(props.value || null));
-}})();
-"""
-STUDY_JS = asset("lab.js") + f"""
-;window.AttentionLab.mountStudy(element.querySelector(".{MOUNT_CLASS}"), props.value || null);
-"""
+LAB_ARGS = (Raw("d_k"), Raw("n_keys"), Raw("scaled"))
+JS_ON_LOAD = on_load("mountLab", {"alsoFade": ["#" + NUMBERS_ID]})
+STUDY_JS = "attentionViz.mountStudy(element, props)"
 # Before the request leaves: the view marks what was asked for, and the request waits while others are in flight
 # (lab.js turn(): two requests in flight together may be answered in either order); then it asks for the
 # latest request's inputs, as every request that waited with it does.
-PENDING_JS = ("async (d_k, n_keys, scaled) => { "
-              + f"const v = document.querySelector({json.dumps('#' + VIEW_ID + ' .av-lab')}); if (v && v.avLab) {{ "
-              + "v.avLab.markPending({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled}); "
-              + "return await v.avLab.turn([d_k, n_keys, scaled]); } "
-              + "return [d_k, n_keys, scaled]; }")
+PENDING_JS = call("labPending", VIEW_ID, *LAB_ARGS, params="d_k, n_keys, scaled")
 # On a refusal: the controls' values now (gathered when the failure is handled), so a refusal of an older request
 # leaves a view that already draws them current.
-STALE_JS = ("(d_k, n_keys, scaled) => { "
-            + _view_js("markStale({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled})") + " }")
-CURRENT_JS = "() => { " + _view_js("markCurrent()") + " }"
-
-OWN_JS = asset("lab.js") + f"""
-;(function () {{
-  const own = window.AttentionLab.mountOwn(element.querySelector(".{MOUNT_CLASS}"), props.value || null);
-  watch("value", () => own.setData(props.value || null));
-}})();
-"""
+STALE_JS = call("labStale", VIEW_ID, *LAB_ARGS, params="d_k, n_keys, scaled")
+CURRENT_JS = call("labCurrent", VIEW_ID)
+OWN_JS = on_load("mountOwn")
 
 
-def _own_js(call: str) -> str:
-    """JavaScript that calls `call` on the own-q·k view's controller, if mounted."""
-    return (f"() => {{ const v = document.querySelector({json.dumps('#' + OWN_ID + ' .av-own')}); "
-            f"if (v && v.avOwn) v.avOwn.{call}; }}")
+def _own_js(current: bool) -> str:
+    """The own-q·k view's mark after an answer (current) or a refusal."""
+    return call("own", OWN_ID, current)
 
 
 class OwnHandlers:
@@ -220,7 +196,7 @@ def render_own(handlers: OwnHandlers) -> dict:
               api_name="qk_lab", **LIVE, **RAW),
     ]
     for event in events:
-        event.success(None, None, None, js=_own_js("markCurrent()"), **PRIVATE)
-        event.failure(None, None, None, js=_own_js("markStale()"), **PRIVATE)
+        event.success(None, None, None, js=_own_js(True), **PRIVATE)
+        event.failure(None, None, None, js=_own_js(False), **PRIVATE)
     return {"own_model": model, "own_kind": kind, "own_layer": layer, "own_head": head, "own_scaled": scaled,
             "own_qk": view, "own_handlers": handlers}

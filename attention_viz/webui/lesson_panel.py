@@ -6,20 +6,18 @@ head is chosen in the browser once the run is drawn (explorer_view.open_js).
 
 from __future__ import annotations
 
-import json
-
 import gradio as gr
 
 from attention_viz.webui.explorer_view import open_js
 from attention_viz.webui.handlers import Handlers, named
+from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, prose
 
-# After a step: the view it talks about comes into sight (explorer.js's AttentionExplorer.reveal), the first on show
+# After a step: the view it talks about comes into sight (page.js's attentionViz.reveal), the first on show
 # of these: the grid with its open head, steps, compare, which heads matter, the lab, training.
 VIEWS = [["#explorer", "#head_view"], ["#steps_view"], ["#compare_view"], ["#heads_view"], ["#lab_view"], ["#train_view"]]
-REVEAL_JS = (f"(target) => {{ const t = target ? JSON.parse(target) : {{}}; if (window.AttentionExplorer) "
-             f"window.AttentionExplorer.reveal(t.reveal ? [[t.reveal]] : {json.dumps(VIEWS)}); return []; }}")
+REVEAL_JS = call("reveal", Raw("target"), VIEWS, params="target")
 INTRO = ("Nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
          "by √d_k (more on a real model when this server has one). Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")

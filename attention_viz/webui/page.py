@@ -17,7 +17,7 @@ from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.gradio_internals import Blocks
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.static import files_first
-from attention_viz.webui import lab_tab, lesson_panel, theme, training_tab, transformer_tab
+from attention_viz.webui import lab_tab, lesson_panel, scripts, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.widgets import prose
 
@@ -103,8 +103,10 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     # app_kwargs: the body limit, the page compressed, /healthz, unknown endpoints answered 404 (server/http.py);
     # then Gradio's own front-end files answered from memory after their first answer (server/static.py).
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
+    # head: the views' scripts and page.js, once per page (webui/scripts.py).
     app, _, _ = demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"],
                             prevent_thread_lock=True, state_session_capacity=sessions.SESSIONS_KEPT,
-                            app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS)
+                            app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS,
+                            head=scripts.head())
     if app is not None:  # None where Gradio's reload mode launched it already
         files_first(app)

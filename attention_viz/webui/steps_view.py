@@ -7,8 +7,8 @@
 
 Gradio 6's gr.HTML is used as webui.explorer_view uses it (see its docstring): `value` is the payload dict,
 which the API returns as it is; `html_template` never mentions `${value}`, so a new value leaves the DOM
-that steps.js built alone; `js_on_load` loads steps.js (window.AttentionSteps, once per page), mounts the
-view and `watch("value", ...)` hands every later value to it; `css_template` is steps.css, whose rules are
+that steps.js built alone; `js_on_load` is one call, attentionViz.mountSteps (steps.js and page.js are loaded once
+per page: webui/scripts.py), which mounts the view, and `watch("value", ...)` hands every later value to it; `css_template` is steps.css, whose rules are
 all under `.av-hv`.
 
 stale_js and fresh_js here reach the explorer too (its controller is `.av-explorer`'s avExplorer, these
@@ -17,30 +17,20 @@ views' `.av-hv`'s avView), so one refused input marks every view of the tab at o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 import gradio as gr
 
-from attention_viz.explorer.html import asset, script
+from attention_viz.explorer.html import asset
 from attention_viz.webui.explorer_view import MOUNT_CLASS, STALE
+from attention_viz.webui.scripts import Raw, call, on_load
 
 EMPTY = {"steps": "Choose a head in Heatmaps, then open this tab: its steps are computed and drawn here.",
          "compare": "Choose a head in Heatmaps, then open this tab: the comparison is computed and drawn here."}
 
 
 def _js_on_load(view: str) -> str:
-    options = json.dumps({"view": view, "empty": EMPTY[view]}, ensure_ascii=False)
-    return (
-        script("steps.js")
-        + f"""
-;(function () {{
-  const mountPoint = element.querySelector(".{MOUNT_CLASS}");
-  const view = window.AttentionSteps.mount(mountPoint, props.value || null, {options});
-  watch("value", () => view.setPayload(props.value || null));
-}})();
-"""
-    )
+    return on_load("mountSteps", {"view": view, "empty": EMPTY[view]})
 
 
 def _view(view: str, payload: Mapping | None, elem_id: str, **kwargs) -> gr.HTML:
@@ -67,22 +57,14 @@ def compare_view(payload: Mapping | None = None, elem_id: str = "compare_view", 
     return _view("compare", payload, elem_id, **kwargs)
 
 
-def _controllers(elem_ids: Sequence[str]) -> str:
-    """JS: the controllers of the views (explorer, steps, compare) mounted in these components."""
-    selector = ", ".join(f"#{i} .av-explorer, #{i} .av-hv" for i in elem_ids)
-    return (f"[...document.querySelectorAll({json.dumps(selector)})]"
-            ".map((e) => e.avExplorer || e.avView).filter(Boolean)")
-
-
 def stale_js(elem_ids: Sequence[str], message: str = STALE, outputs: Sequence | None = None) -> str:
     """The `js` of an event that marks every view in these components stale at once, in the browser.
 
     With outputs=None it passes the event's input values on (for an event with a Python function); else it
     returns `outputs`, the values of a js-only event's outputs (e.g. clearing text beside the views).
     """
-    back = "args" if outputs is None else json.dumps(list(outputs), ensure_ascii=False)
-    return (f"(...args) => {{ {_controllers(elem_ids)}.forEach((v) => v.markStale({json.dumps(message)}));"
-            f" return {back}; }}")
+    back = () if outputs is None else (list(outputs),)
+    return call("stale", list(elem_ids), message, Raw("args"), *back, params="...args")
 
 
 def fresh_js(elem_ids: Sequence[str], shown_only: bool = False) -> str:
@@ -91,5 +73,4 @@ def fresh_js(elem_ids: Sequence[str], shown_only: bool = False) -> str:
 
     shown_only: only the views on show (in the open tab), for an answer that redrew only those.
     """
-    shown = ".filter((v) => !v.root || v.root.getClientRects().length > 0)" if shown_only else ""
-    return f"() => {{ {_controllers(elem_ids)}{shown}.forEach((v) => v.markStale(null)); return []; }}"
+    return call("fresh", list(elem_ids), *((True,) if shown_only else ()))

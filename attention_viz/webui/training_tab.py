@@ -2,7 +2,7 @@
 
 How gr.HTML is used: as in lab_tab.py. `value` is service.training_view's data (None until the tab is first
 opened: its ~120 kB stay out of the page's config, so the page opens as fast as before); `js_on_load` runs
-training.js, inlined from the package (offline), mounts the view and
+attentionViz.mountTraining (training.js and page.js are in the page's head once: offline), which mounts the view and
 `watch("value", ...)` hands each new value to setData. Step, attention kind and probe change in the page only.
 A refused d_k (only through the API: the radio offers the trained sizes) marks the view stale.
 Below it, a live run (service.live): a generator event streams the view so far and a status line (the place in
@@ -11,15 +11,14 @@ line while waiting); Cancel asks the service to stop this session's run, whose s
 
 from __future__ import annotations
 
-import json
-
 import gradio as gr
 
-from attention_viz.labview import MOUNT_CLASS, asset, training_script
+from attention_viz.labview import MOUNT_CLASS, asset
 from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_TASKS
 from attention_viz.service.views import Views
 from attention_viz.server.admission import LIVE
 from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.scripts import call, on_load
 from attention_viz.webui.widgets import PRIVATE, RAW, plain_text, prose
 
 VIEW_ID, DK_ID, ROOT_ID = "train_view", "train_dk", "train_step"
@@ -40,23 +39,17 @@ another is training you are told your place in line. Try plain dot product at d_
 
 
 def _js_on_load(root_id: str, empty: str) -> str:
-    return training_script() + f"""
-;(function () {{
-  const view = window.AttentionTraining.mount(element.querySelector(".{MOUNT_CLASS}"), props.value || null,
-                                              {{rootId: {json.dumps(root_id)}, empty: {json.dumps(empty)}}});
-  watch("value", () => view.setData(props.value || null));
-}})();
-"""
+    return on_load("mountTraining", {"rootId": root_id, "empty": empty})
 
 
 def _training_view(elem_id: str, root_id: str, min_height: int, empty: str) -> gr.HTML:
     return gr.HTML(value=None, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("training.css"),
                    js_on_load=_js_on_load(root_id, empty), apply_default_css=False, elem_id=elem_id, padding=False,
                    container=False, min_height=min_height)
-_VIEW = f"(document.querySelector({json.dumps('#' + VIEW_ID + ' .av-training')}) || {{}}).avTraining"
-STALE_JS = ("() => { const v = " + _VIEW + "; if (v) v.markStale(\"This d_k was refused; the view shows the last "
-            "one that was accepted.\"); }")
-CURRENT_JS = "() => { const v = " + _VIEW + "; if (v) v.markStale(null); }"
+
+
+STALE_JS = call("training", VIEW_ID, "This d_k was refused; the view shows the last one that was accepted.")
+CURRENT_JS = call("training", VIEW_ID, None)
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> dict:

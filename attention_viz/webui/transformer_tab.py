@@ -11,7 +11,6 @@ nothing on the page claims to be for an input it is not for.
 
 from __future__ import annotations
 
-import json
 import math
 
 import gradio as gr
@@ -37,6 +36,7 @@ from attention_viz.server.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, named, opening_settings
 from attention_viz.webui.heads_panel import badges_js, heads_view
+from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
 from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose, prose_html
 
@@ -45,7 +45,7 @@ STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and c
 # The runs (a new text, model or switch) of our models share the RUNS line, scoring every head the SCORES line;
 # whatever names a real model waits on REAL_RUNS, so it holds no slot the others need: the queue moves it there
 # (server/admission.py), for the page and the API alike.
-BUMP_JS = "(tick) => String(Number(tick) + 1)"  # a run's triggers move the counter; its change is the run
+BUMP_JS = call("bump", Raw("tick"), params="tick")  # a run's triggers move the counter; its change is the run
 
 
 def route_one_js(index: int, kind: str) -> str:
@@ -53,11 +53,11 @@ def route_one_js(index: int, kind: str) -> str:
     list): nothing is sent when its new value is the one in `shown`, the settings of the run an answer brought with
     the controls (a lesson step's controls fire their change events one by one as the answer lands); anything else
     moves the counter, as BUMP_JS, and forgets `shown`."""
-    cast = {"number": "Number(value)", "boolean": "Boolean(value)", "string": "value"}[kind]
-    return (f"(value, shown, tick) => {{ if (shown && JSON.parse(shown)[{index}] === {cast}) return [tick, shown]; "
-            "return [String(Number(tick) + 1), '']; }")
+    return call("routeOne", index, kind, Raw("value"), Raw("shown"), Raw("tick"), params="value, shown, tick")
+
+
 # after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
-REFRESH_IF_OPEN_JS = "(active, tick) => active === 'steps' || active === 'compare' ? String(Number(tick) + 1) : tick"
+REFRESH_IF_OPEN_JS = call("refreshIfOpen", Raw("active"), Raw("tick"), params="active, tick")
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
 HELP_TITLE = "How to read the heatmaps: tiles, hover, switching heads off, what flows"
 HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; hover a cell for its exact weight. "
@@ -69,12 +69,8 @@ HEADS_OFF_INFO = ("Click tiles in the heatmaps' “switch heads off” mode, or 
                   "decoder.1.cross_attn: 0 2; encoder.0.self_attn: all — then Enter")
 
 
-NEAREST_TRAINED_JS = """(d, current) => {
-  const sizes = [...document.querySelectorAll('#dk_trained input[type=radio]')].map((i) => Number(i.value));
-  if (!sizes.length || !(d > 0)) return current;
-  const far = (s) => Math.abs(Math.log2(s / d));
-  return String(sizes.reduce((best, s) => (far(s) < far(best) - 1e-12 ? s : best)));
-}"""
+# a number typed follows back to the nearest trained size, as the server snaps it
+NEAREST_TRAINED_JS = call("nearestTrained", Raw("d"), Raw("current"), params="d, current")
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
@@ -222,15 +218,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             control.change(None, [control, shown_key, run_tick], [run_tick, shown_key], js=route_one_js(index, kind),
                            **PRIVATE)
     gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
-    heads_clear.click(None, None, heads_off, js="() => ''", **PRIVATE).then(**route)
+    heads_clear.click(None, None, heads_off, js=call("clearHeadsOff"), **PRIVATE).then(**route)
     log2_slider_pair(dk_log, d_k)
-    examples.input(None, examples, text, js="(example) => example", **PRIVATE)
+    examples.input(None, examples, text, js=call("same", Raw("example"), params="example"), **PRIVATE)
     # whatever changes the text (typing, a lesson's step), the choice stays only while it is the text
-    text.change(None, [text, examples], examples, js="(t, e) => [t === e ? e : null]", **PRIVATE)
+    text.change(None, [text, examples], examples, js=call("clearChoice", Raw("t"), Raw("e"), params="t, e"),
+                **PRIVATE)
     # A trained model's d_k: its radio moves the number (the run follows it); a number typed follows back to the
     # nearest trained size, as the server snaps it (log scale, ties to the smaller). A new model's controls and a
     # lesson's step set the radio themselves.
-    dk_trained.input(None, dk_trained, d_k, js="(v) => Number(v)", **PRIVATE)
+    dk_trained.input(None, dk_trained, d_k, js=call("number", Raw("v"), params="v"), **PRIVATE)
     d_k.input(None, [d_k, dk_trained], dk_trained, js=NEAREST_TRAINED_JS, **PRIVATE)
     # A new model (or number of heads) changes the d_k controls first, then the run; a model that cannot be had
     # puts the picker back (handlers.model_controls). The compatibility picker picks the study's model of that
@@ -254,7 +251,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
-        tab.select(None, None, active, js=f"() => {json.dumps(name)}", **PRIVATE)
+        tab.select(None, None, active, js=call("same", name), **PRIVATE)
     marked(tab_steps.select(handlers.steps, [*head_inputs, *extra], [steps, steps_text], api_name="steps",
                             js=chosen, **RAW), [STEPS])
     compare_inputs = [*head_inputs, comparison, *extra]

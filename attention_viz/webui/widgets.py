@@ -5,6 +5,8 @@ from __future__ import annotations
 import gradio as gr
 from markdown_it import MarkdownIt
 
+from attention_viz.webui.scripts import Raw, call
+
 LIVE = dict(trigger_mode="always_last", show_progress="minimal")
 # Public endpoints take the values as sent: Gradio's own checks would fail on a word where a number belongs
 # with a message that show_error=False hides; the service checks everything and says why.
@@ -43,11 +45,10 @@ def prose(markdown: str | None = "", **kwargs) -> gr.HTML:
 
 def plain_text(text: str = "", **kwargs) -> gr.HTML:
     """A line of plain text, written out as text by the browser: its value (and the API's) stays the string sent."""
-    template = '${value ? "<p>" + String(value).replace(/&/g, "&amp;").replace(/</g, "&lt;") + "</p>" : ""}'
-    return gr.HTML(text, html_template=template, js_on_load=None, **kwargs)
+    return gr.HTML(text, html_template="{{#if value}}<p>{{value}}</p>{{/if}}", js_on_load=None, **kwargs)
 
 
 def log2_slider_pair(log_slider: gr.Slider, number: gr.Number) -> None:
     """Keep a log₂ slider and its number in step, in the browser (no Python round trip)."""
-    log_slider.release(None, log_slider, number, js="(x) => Math.round(2 ** x)", **PRIVATE)
-    number.input(None, number, log_slider, js="(d) => Math.log2(Math.max(1, d))", **PRIVATE)
+    log_slider.release(None, log_slider, number, js=call("twoTo", Raw("x"), params="x"), **PRIVATE)
+    number.input(None, number, log_slider, js=call("log2", Raw("d"), params="d"), **PRIVATE)

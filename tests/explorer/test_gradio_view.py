@@ -29,6 +29,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def app_url(shipped_model, shipped_payload):
+    from attention_viz.webui import scripts
     from attention_viz.webui.explorer_view import explorer_view, fresh_js, selection_js, stale_js
 
     def rerun(text: str) -> dict:
@@ -50,7 +51,7 @@ def app_url(shipped_model, shipped_payload):
         ask.click(lambda k, l, h: f"{k} {int(l)} {int(h)}", [kind, layer, head], chosen,
                   js=selection_js("explorer_view", at=0))
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, head=scripts.head())
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

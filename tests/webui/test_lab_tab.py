@@ -24,7 +24,7 @@ def component(config, elem_id):
 
 def test_the_view_ships_its_script_and_style_and_opens_with_numbers(config):
     props = component(config, lab_tab.VIEW_ID)["props"]
-    assert labview.asset("lab.js") in props["js_on_load"] and 'watch("value"' in props["js_on_load"]
+    assert props["js_on_load"].startswith("attentionViz.mountLab(element, props, watch")  # lab.js: in the page's head
     assert props["css_template"] == labview.asset("lab.css")
     assert "${value}" not in props["html_template"] and labview.MOUNT_CLASS in props["html_template"]
     value = props["value"]  # in the page's config: the lab opens without a request
@@ -57,7 +57,7 @@ def test_the_event_marks_the_view_pending_stale_and_current_in_the_browser(confi
 def test_a_standalone_page_inlines_everything(views):
     html = labview.page(views.dk_lab(64, 16, True).data)
     assert html.startswith("<!doctype html>") and "<script src" not in html and "<link" not in html
-    assert "AttentionLab.mount(document.querySelector" in html and html.rstrip().endswith("</html>")
+    assert "AttentionLab.mountAt(" in html and html.rstrip().endswith("</html>")
 
 
 def test_the_numbers_are_a_template_table_that_escapes_its_cells(config):
@@ -81,7 +81,7 @@ def own_handlers(runs):
 
 def test_the_own_view_opens_with_the_default_models_head_in_the_config(config, runs):
     props = component(config, lab_tab.OWN_ID)["props"]
-    assert labview.asset("lab.js") in props["js_on_load"] and "mountOwn" in props["js_on_load"]
+    assert props["js_on_load"] == "attentionViz.mountOwn(element, props, watch)"
     own = OwnQK(runs.catalog)
     value = props["value"]
     assert value == own.view(own.default_model, value["kind"], 0, 0, True)  # the page opens on it: no request
@@ -117,4 +117,4 @@ def test_the_own_events_are_one_public_endpoint_and_browser_marks(config):
     assert [ids[i] for i in endpoint["inputs"]] == ["own_model", "own_kind", "own_layer", "own_head", "own_scaled"]
     assert [ids[i] for i in endpoint["outputs"]] == [lab_tab.OWN_ID]
     chained = {d["js"] for d in deps if d.get("trigger_after") == endpoint["id"]}
-    assert chained == {lab_tab._own_js("markCurrent()"), lab_tab._own_js("markStale()")}
+    assert chained == {lab_tab._own_js(True), lab_tab._own_js(False)}

@@ -29,7 +29,7 @@
   const FUTURE = [242, 242, 242]; // as explorer.js's cells not computed yet
   const BLANK = " ".repeat(CELL_CH);
 
-  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  const esc = global.AttentionShared.escapeHtml; // shared.js, loaded first
   const ink = global.AttentionPalette.ink; // palette.js, loaded first
 
   function textStyle(runs) {

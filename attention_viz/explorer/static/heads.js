@@ -2,14 +2,14 @@
    numbers: per attention kind a layer x head table of what each head alone costs when switched off, and the prune
    curve (metric against heads left, least important removed first) as SVG, exact numbers on hover. A partial
    payload (one with "progress", while a real model is scored) draws its progress line and the tables with the heads
-   not scored yet as pending cells ("…"); the curve and the summary come with the payload.
+   not scored yet as pending cells ("…"); the curve and the summary come with the payload. The curve is drawn with
+   charts.js's pieces (as the lab's charts), escaping and the notes' Markdown are shared.js's, both loaded first.
    window.AttentionHeads.mount(element, payload, {empty}) -> {setPayload, markStale, root}. */
 (function (global) {
   "use strict";
   if (global.AttentionHeads) return;
-  const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const inline = (s) => escapeHtml(s).replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>").replace(/`([^`]+)`/g, "<code>$1</code>");
-  const W = 560, H = 230, PAD = {left: 56, right: 14, top: 12, bottom: 40};
+  const {escapeHtml, inline} = global.AttentionShared; // shared.js, loaded first
+  const W = 560, H = 230, PAD = {left: 56, right: 14, top: 12, bottom: 40}; // the prune curve's viewBox and margins
 
   function fmt(data, v) { return data.unit === "points" ? `${v.toFixed(1)}` : v.toFixed(3); }
 
@@ -42,34 +42,38 @@
   }
 
   function curve(data) {
+    /* the prune curve as an SVG in its figure (charts.js's pieces): the metric against heads left, a dot per point
+       (its numbers on hover and focus), the dashed line of the tolerance, the large dot where the heads that can go end */
+    const {svgEl, htmlEl, label, scale} = global.AttentionCharts;
     const n = data.prune.length, lo = Math.min(...data.prune), hi = Math.max(...data.prune, data.baseline);
-    const span = hi - lo || 1, x = (k) => PAD.left + (W - PAD.left - PAD.right) * (n > 1 ? k / (n - 1) : 0);
-    const y = (v) => PAD.top + (H - PAD.top - PAD.bottom) * (1 - (v - lo) / span);
-    const points = data.prune.map((v, k) => `${x(k).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
-    const dots = data.prune.map((v, k) => {
-      const off = data.order.slice(0, k).map(([key, h]) => `${key} ${h}`);
-      const label = `${k} off, ${data.total - k} left: ${data.metric} ${v.toFixed(4)}` +
-        (k ? `; last off: ${off[off.length - 1]}` : "");
-      return `<circle cx="${x(k).toFixed(1)}" cy="${y(v).toFixed(1)}" r="${k === data.can_go ? 5 : 3}" ` +
-        `class="${k === data.can_go ? "av-can-go" : ""}" data-k="${k}" tabindex="0" aria-label="${escapeHtml(label)}">` +
-        `<title>${escapeHtml(label)}</title></circle>`;
-    }).join("");
-    const ticks = [lo, (lo + hi) / 2, hi].map((v) => `<text x="${PAD.left - 6}" y="${y(v) + 4}" text-anchor="end">` +
-      `${fmt(data, v)}</text>`).join("");
-    const xticks = [0, Math.floor((n - 1) / 2), n - 1].map((k) => `<text x="${x(k)}" y="${H - PAD.bottom + 16}" ` +
-      `text-anchor="middle">${data.total - k}</text>`).join("");
+    const x = (k) => scale(0, 1, PAD.left, W - PAD.right)(n > 1 ? k / (n - 1) : 0);
+    const y = scale(lo, lo + (hi - lo || 1), H - PAD.bottom, PAD.top);
+    const figure = htmlEl("figure", "av-prune");
+    htmlEl("figcaption", "", figure, "The prune curve: heads removed one at a time, least important first " +
+      `(${data.metric} against heads left; dashed: one ${data.unit === "points" ? "point" : "hundredth of a nat"} ` +
+      `below every head on; the large dot: ${data.can_go} removed)`);
+    const svg = svgEl("svg", {viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "prune curve"},
+      htmlEl("div", "av-prune-box", figure));
+    svgEl("line", {class: "av-axis", x1: PAD.left, x2: PAD.left, y1: PAD.top, y2: H - PAD.bottom}, svg);
+    svgEl("line", {class: "av-axis", x1: PAD.left, x2: W - PAD.right, y1: H - PAD.bottom, y2: H - PAD.bottom}, svg);
     const limit = data.unit === "points" ? data.baseline - 1 : data.baseline - 0.01;
-    const line = limit >= lo ? `<line class="av-limit" x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(limit)}" y2="${y(limit)}"></line>` : "";
-    return `<figure class="av-prune"><figcaption>The prune curve: heads removed one at a time, least important first ` +
-      `(${escapeHtml(data.metric)} against heads left; dashed: one ${data.unit === "points" ? "point" : "hundredth of a nat"} ` +
-      `below every head on; the large dot: ${data.can_go} removed)</figcaption>` +
-      `<div class="av-prune-box"><svg viewBox="0 0 ${W} ${H}" role="img" aria-label="prune curve">` +
-      `<line class="av-axis" x1="${PAD.left}" x2="${PAD.left}" y1="${PAD.top}" y2="${H - PAD.bottom}"></line>` +
-      `<line class="av-axis" x1="${PAD.left}" x2="${W - PAD.right}" y1="${H - PAD.bottom}" y2="${H - PAD.bottom}"></line>` +
-      `${line}${ticks}${xticks}<text x="${(W + PAD.left) / 2}" y="${H - 6}" text-anchor="middle">heads left</text>` +
-      `<polyline points="${points}"></polyline>${dots}</svg></div>` +
-      `<div class="av-prune-more">⇆ scroll the curve sideways for the rest</div>` +
-      `<div class="av-prune-tip" role="status"></div></figure>`;
+    if (limit >= lo) svgEl("line", {class: "av-limit", x1: PAD.left, x2: W - PAD.right, y1: y(limit), y2: y(limit)}, svg);
+    for (const v of [lo, (lo + hi) / 2, hi]) label(svg, PAD.left - 6, y(v) + 4, fmt(data, v), {"text-anchor": "end"});
+    for (const k of [0, Math.floor((n - 1) / 2), n - 1]) {
+      label(svg, x(k), H - PAD.bottom + 16, String(data.total - k), {"text-anchor": "middle"});
+    }
+    label(svg, (W + PAD.left) / 2, H - 6, "heads left", {"text-anchor": "middle"});
+    svgEl("polyline", {points: data.prune.map((v, k) => `${x(k).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}, svg);
+    data.prune.forEach((v, k) => {
+      const off = data.order.slice(0, k).map(([key, h]) => `${key} ${h}`);
+      const text = `${k} off, ${data.total - k} left: ${data.metric} ${v.toFixed(4)}` + (k ? `; last off: ${off[off.length - 1]}` : "");
+      const dot = svgEl("circle", {cx: x(k).toFixed(1), cy: y(v).toFixed(1), r: k === data.can_go ? 5 : 3,
+        class: k === data.can_go ? "av-can-go" : "", "data-k": k, tabindex: 0, "aria-label": text}, svg);
+      svgEl("title", {}, dot).textContent = text;
+    });
+    htmlEl("div", "av-prune-more", figure, "⇆ scroll the curve sideways for the rest");
+    htmlEl("div", "av-prune-tip", figure).setAttribute("role", "status");
+    return figure;
   }
 
   // say where a table is wider than its box (a phone, or many heads): its right part is a scroll away
@@ -98,8 +102,9 @@
         return;
       }
       root.innerHTML = `<div class="av-stale-note" role="status" hidden></div><h4>${escapeHtml(data.title)}</h4>` +
-        data.text.split("\n\n").map((p) => `<p>${inline(p)}</p>`).join("") + curve(data) +
+        data.text.split("\n\n").map((p) => `<p>${inline(p)}</p>`).join("") +
         `<div class="av-imp-tables">${tables(data)}</div>`;
+      root.insertBefore(curve(data), root.querySelector(".av-imp-tables"));
       markScrolling(root);
       const tip = root.querySelector(".av-prune-tip");
       const show = (event) => { const c = event.target.closest("circle"); if (c) tip.textContent = c.getAttribute("aria-label"); };

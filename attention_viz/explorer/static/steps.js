@@ -26,8 +26,7 @@
   const NEGLIGIBLE = 5e-4; // a change of weight below this is written "≈0" (its exact value is on hover)
 
   const paint = (rgb) => `background:${css(rgb)};color:${ink(rgb)}`;
-  const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const shown = (token) => (token === " " ? "␣" : token);
+  const {escapeHtml, shown} = global.AttentionShared; // shared.js, loaded first
   const minus = (s) => s.replace(/-/g, "−");
 
   function fmt(v, signed) {
@@ -91,6 +90,101 @@
       panel: $(".av-panel"), legend: $(".av-legend"), outputs: $(".av-outputs"), tip: $(".av-tip")};
   }
 
+  function drawSteps(x) {
+    /* one of Figure 2's steps: its panel as a table, its note and its legend */
+    const {root, ui, data, state} = x;
+    const key = STEPS[state.step][0], panel = data.panels.find((p) => p.key === key);
+    const mask = data.mask, values = panel.values, blocked = mask.reduce((n, row) => n + row.filter((ok) => !ok).length, 0);
+    root.dataset.step = key;
+    ui.choose.querySelectorAll(".av-pick").forEach((b, i) => {
+      b.setAttribute("aria-selected", i === state.step ? "true" : "false");
+      b.classList.toggle("av-on", i === state.step);
+    });
+    ui.choose.querySelector(".av-prev").disabled = state.step === 0;
+    ui.choose.querySelector(".av-next").disabled = state.step === STEPS.length - 1;
+    const logit = peak(data.panels.filter((p) => LOGITS.includes(p.key)).flatMap((p) => p.values)) || 1;
+    const out = peak(values) || 1;
+    const notes = {
+      scores: `<b>QKᵀ</b>: each query's dot product with each key (d_k = ${data.d_k}).`,
+      scaled: `<b>scaled</b> = QKᵀ × ${escapeHtml(fmt(data.factor))} (${escapeHtml(data.scaling)}): the same colours ` +
+        "as QKᵀ, so the scaling's shrinking shows.",
+      masked: blocked ? `<b>masked</b>: ${blocked} of ${data.queries.length * data.keys.length} scores set to −∞ ` +
+        "(hatched): those keys may not be attended to." : "<b>masked</b>: nothing is masked in this attention, so the scores pass unchanged.",
+      weights: "<b>softmax</b> of each row: the attention weights. Each row sums to 1 (Σ); −∞ became exactly 0.",
+      output: `<b>weights·V</b>: each query's output, the weighted sum of the values (d_v = ${data.d_v} columns).`,
+    };
+    ui.note.innerHTML = `Step ${state.step + 1} of 5. ${notes[key]}`;
+    const masks = key === "masked" || key === "weights";
+    const columns = key === "output" ? Array.from({length: data.d_v}, (_, j) => [`${j}`, `value dimension ${j}`])
+      : data.keys.map((t, j) => [shown(t), `key ${j}: ${t}`]);
+    const corner = key === "output" ? "query ↓ d_v →" : "query ↓ key →";
+    const sum = key === "weights" ? {label: "Σ", title: "the row's sum", cell: (q) => fmt(values[q].reduce((a, b) => a + b, 0))} : null;
+    ui.panel.innerHTML = table(data.queries, columns, corner, (q, j) => {
+      const v = values[q][j];
+      if (masks && !mask[q][j]) return [fmt(v), "", "av-masked"];
+      if (key === "weights") return [fmt(v), paint(viridis(v)), ""];
+      return [fmt(v), paint(diverging(v / (key === "output" ? out : logit))), ""];
+    }, sum);
+    ui.legend.innerHTML = key === "weights" ? weightBar("weights, 0 → 1") + (blocked ? maskedKey("masked: weight exactly 0") : "")
+      : key === "output" ? signedBar(out, "this head's output, symmetric about 0")
+        : signedBar(logit, "logits: one scale for QKᵀ, scaled and masked") + (key === "masked" && blocked ? maskedKey("masked: −∞") : "");
+  }
+
+  function drawCompare(x) {
+    /* the difference a − b (or a, or b) as a table, the largest change outlined, with both outputs */
+    const {root, ui, data, state} = x;
+    const [on, off] = data.labels, show = state.show, values = data[show], largest = data.largest;
+    root.dataset.show = show; root.dataset.comparison = data.comparison;
+    const choices = [["difference", `${on} − ${off}`], ["a", on], ["b", off]];
+    ui.choose.innerHTML = choices.map(([key, label]) => `<button type="button" role="tab" class="av-pick${key === show ? " av-on" : ""}" ` +
+      `data-pick="${key}" aria-selected="${key === show}">${escapeHtml(label)}</button>`).join("");
+    const limit = largest ? Math.abs(largest.value) : 1;
+    const where = largest ? ` The largest change, ${escapeHtml(fmt(largest.value, true))} at query ${largest.query} ` +
+      `“${escapeHtml(shown(data.queries[largest.query]))}” → key ${largest.key} “${escapeHtml(shown(data.keys[largest.key]))}”, is outlined.`
+      : " This head's weights are the same either way.";
+    ui.note.innerHTML = show === "difference"
+      ? `<b>${escapeHtml(on)} − ${escapeHtml(off)}</b>: red, more weight ${escapeHtml(on)}; blue, less (more ${escapeHtml(off)}).${where}`
+      : `<b>${escapeHtml(show === "a" ? on : off)}</b>: the weights (hatched: masked).`;
+    const [maskA, maskB] = data.masks;
+    ui.panel.innerHTML = table(data.queries, data.keys.map((t, j) => [shown(t), `key ${j}: ${t}`]), "query ↓ key →", (q, j) => {
+      const v = values[q][j];
+      const top = largest && show === "difference" && largest.query === q && largest.key === j ? " av-largest" : "";
+      if (show === "difference") {
+        return [v !== 0 && Math.abs(v) < NEGLIGIBLE ? "≈0" : fmt(v, true), !maskA[q][j] && !maskB[q][j] ? "" : paint(diverging(v / limit)),
+          (!maskA[q][j] && !maskB[q][j] ? "av-masked" : "") + top];
+      }
+      const allowed = (show === "a" ? maskA : maskB)[q][j];
+      return allowed ? [fmt(v), paint(viridis(v)), ""] : [fmt(v), "", "av-masked"];
+    });
+    const anyMasked = (m) => m.some((row) => row.some((ok) => !ok));
+    ui.legend.innerHTML = show === "difference"
+      ? signedBar(limit, `${escapeHtml(on)} − ${escapeHtml(off)}: blue, more weight ${escapeHtml(off)}; red, more ${escapeHtml(on)}`) +
+        (largest ? '<span class="av-masked-key"><span class="av-swatch av-largest"></span>largest change</span>' : "") +
+        (values.some((row) => row.some((v) => v !== 0 && Math.abs(v) < NEGLIGIBLE)) ? "<span>≈0: |change| below 0.0005</span>" : "") +
+        (maskA.some((row, q) => row.some((ok, j) => !ok && !maskB[q][j])) ? maskedKey("masked either way") : "")
+      : weightBar("weights, 0 → 1") + (anyMasked(show === "a" ? maskA : maskB) ? maskedKey("masked: weight exactly 0") : "");
+    ui.outputs.innerHTML = `Output ${escapeHtml(on)}: <code>${escapeHtml(data.outputs[0])}</code> · ` +
+      `${escapeHtml(off)}: <code>${escapeHtml(data.outputs[1])}</code>`;
+  }
+
+  function tipText(view, data, state, q, j) {
+    /* the exact value under the pointer: steps, the step's value; compare, a, b and their difference */
+    const where = `query ${q} “${shown(data.queries[q])}” → `;
+    let text;
+    if (view === "steps") {
+      const key = STEPS[state.step][0], v = data.panels.find((p) => p.key === key).values[q][j];
+      const column = key === "output" ? `dimension ${j}` : `key ${j} “${shown(data.keys[j])}”`;
+      const masked = !data.mask[q][j] && (key === "masked" || key === "weights") ? " (masked: may not attend)" : "";
+      text = `${STEPS[state.step][1]}, ${where}${column}: ${exact(v)}${masked}`;
+    } else {
+      const [on, off] = data.labels, [maskA, maskB] = data.masks;
+      const note = (ok) => (ok ? "" : " (masked)");
+      text = `${where}key ${j} “${shown(data.keys[j])}”: ${on} ${exact(data.a[q][j])}${note(maskA[q][j])}; ` +
+        `${off} ${exact(data.b[q][j])}${note(maskB[q][j])}; difference ${exact(data.difference[q][j], true)}`;
+    }
+    return text;
+  }
+
   function mount(root, payload, opts) {
     opts = opts || {};
     const view = opts.view === "compare" ? "compare" : "steps";
@@ -103,86 +197,14 @@
       root.setAttribute("aria-label", `${view === "compare" ? "comparison" : "steps"}: ${data.title}`);
     }
 
-    function drawSteps() {
-      const key = STEPS[state.step][0], panel = data.panels.find((p) => p.key === key);
-      const mask = data.mask, values = panel.values, blocked = mask.reduce((n, row) => n + row.filter((ok) => !ok).length, 0);
-      root.dataset.step = key;
-      ui.choose.querySelectorAll(".av-pick").forEach((b, i) => {
-        b.setAttribute("aria-selected", i === state.step ? "true" : "false");
-        b.classList.toggle("av-on", i === state.step);
-      });
-      ui.choose.querySelector(".av-prev").disabled = state.step === 0;
-      ui.choose.querySelector(".av-next").disabled = state.step === STEPS.length - 1;
-      const logit = peak(data.panels.filter((p) => LOGITS.includes(p.key)).flatMap((p) => p.values)) || 1;
-      const out = peak(values) || 1;
-      const notes = {
-        scores: `<b>QKᵀ</b>: each query's dot product with each key (d_k = ${data.d_k}).`,
-        scaled: `<b>scaled</b> = QKᵀ × ${escapeHtml(fmt(data.factor))} (${escapeHtml(data.scaling)}): the same colours ` +
-          "as QKᵀ, so the scaling's shrinking shows.",
-        masked: blocked ? `<b>masked</b>: ${blocked} of ${data.queries.length * data.keys.length} scores set to −∞ ` +
-          "(hatched): those keys may not be attended to." : "<b>masked</b>: nothing is masked in this attention, so the scores pass unchanged.",
-        weights: "<b>softmax</b> of each row: the attention weights. Each row sums to 1 (Σ); −∞ became exactly 0.",
-        output: `<b>weights·V</b>: each query's output, the weighted sum of the values (d_v = ${data.d_v} columns).`,
-      };
-      ui.note.innerHTML = `Step ${state.step + 1} of 5. ${notes[key]}`;
-      const masks = key === "masked" || key === "weights";
-      const columns = key === "output" ? Array.from({length: data.d_v}, (_, j) => [`${j}`, `value dimension ${j}`])
-        : data.keys.map((t, j) => [shown(t), `key ${j}: ${t}`]);
-      const corner = key === "output" ? "query ↓ d_v →" : "query ↓ key →";
-      const sum = key === "weights" ? {label: "Σ", title: "the row's sum", cell: (q) => fmt(values[q].reduce((a, b) => a + b, 0))} : null;
-      ui.panel.innerHTML = table(data.queries, columns, corner, (q, j) => {
-        const v = values[q][j];
-        if (masks && !mask[q][j]) return [fmt(v), "", "av-masked"];
-        if (key === "weights") return [fmt(v), paint(viridis(v)), ""];
-        return [fmt(v), paint(diverging(v / (key === "output" ? out : logit))), ""];
-      }, sum);
-      ui.legend.innerHTML = key === "weights" ? weightBar("weights, 0 → 1") + (blocked ? maskedKey("masked: weight exactly 0") : "")
-        : key === "output" ? signedBar(out, "this head's output, symmetric about 0")
-          : signedBar(logit, "logits: one scale for QKᵀ, scaled and masked") + (key === "masked" && blocked ? maskedKey("masked: −∞") : "");
-    }
-
-    function drawCompare() {
-      const [on, off] = data.labels, show = state.show, values = data[show], largest = data.largest;
-      root.dataset.show = show; root.dataset.comparison = data.comparison;
-      const choices = [["difference", `${on} − ${off}`], ["a", on], ["b", off]];
-      ui.choose.innerHTML = choices.map(([key, label]) => `<button type="button" role="tab" class="av-pick${key === show ? " av-on" : ""}" ` +
-        `data-pick="${key}" aria-selected="${key === show}">${escapeHtml(label)}</button>`).join("");
-      const limit = largest ? Math.abs(largest.value) : 1;
-      const where = largest ? ` The largest change, ${escapeHtml(fmt(largest.value, true))} at query ${largest.query} ` +
-        `“${escapeHtml(shown(data.queries[largest.query]))}” → key ${largest.key} “${escapeHtml(shown(data.keys[largest.key]))}”, is outlined.`
-        : " This head's weights are the same either way.";
-      ui.note.innerHTML = show === "difference"
-        ? `<b>${escapeHtml(on)} − ${escapeHtml(off)}</b>: red, more weight ${escapeHtml(on)}; blue, less (more ${escapeHtml(off)}).${where}`
-        : `<b>${escapeHtml(show === "a" ? on : off)}</b>: the weights (hatched: masked).`;
-      const [maskA, maskB] = data.masks;
-      ui.panel.innerHTML = table(data.queries, data.keys.map((t, j) => [shown(t), `key ${j}: ${t}`]), "query ↓ key →", (q, j) => {
-        const v = values[q][j];
-        const top = largest && show === "difference" && largest.query === q && largest.key === j ? " av-largest" : "";
-        if (show === "difference") {
-          return [v !== 0 && Math.abs(v) < NEGLIGIBLE ? "≈0" : fmt(v, true), !maskA[q][j] && !maskB[q][j] ? "" : paint(diverging(v / limit)),
-            (!maskA[q][j] && !maskB[q][j] ? "av-masked" : "") + top];
-        }
-        const allowed = (show === "a" ? maskA : maskB)[q][j];
-        return allowed ? [fmt(v), paint(viridis(v)), ""] : [fmt(v), "", "av-masked"];
-      });
-      const anyMasked = (m) => m.some((row) => row.some((ok) => !ok));
-      ui.legend.innerHTML = show === "difference"
-        ? signedBar(limit, `${escapeHtml(on)} − ${escapeHtml(off)}: blue, more weight ${escapeHtml(off)}; red, more ${escapeHtml(on)}`) +
-          (largest ? '<span class="av-masked-key"><span class="av-swatch av-largest"></span>largest change</span>' : "") +
-          (values.some((row) => row.some((v) => v !== 0 && Math.abs(v) < NEGLIGIBLE)) ? "<span>≈0: |change| below 0.0005</span>" : "") +
-          (maskA.some((row, q) => row.some((ok, j) => !ok && !maskB[q][j])) ? maskedKey("masked either way") : "")
-        : weightBar("weights, 0 → 1") + (anyMasked(show === "a" ? maskA : maskB) ? maskedKey("masked: weight exactly 0") : "");
-      ui.outputs.innerHTML = `Output ${escapeHtml(on)}: <code>${escapeHtml(data.outputs[0])}</code> · ` +
-        `${escapeHtml(off)}: <code>${escapeHtml(data.outputs[1])}</code>`;
-    }
-
     function draw() {
       if (!data) return;
       identify();
       ui.title.textContent = view === "compare" ? `${data.title} · ${data.labels[0]} − ${data.labels[1]}`
         : `${data.title} · d_k = ${data.d_k} · ${data.scaling}`;
       ui.tip.hidden = true;
-      if (view === "compare") drawCompare(); else drawSteps();
+      const x = {root: root, ui: ui, data: data, state: state};
+      if (view === "compare") drawCompare(x); else drawSteps(x);
       if (ui.panel.scrollWidth > ui.panel.clientWidth + 1) {  // say that more columns are a scroll away
         ui.legend.insertAdjacentHTML("beforeend", '<span class="av-more">⇆ scroll the table sideways for more columns</span>');
       }
@@ -238,19 +260,7 @@
       const cell = event.target.closest("td.av-v");
       if (!cell || !data) return;
       const q = +cell.dataset.q, j = +cell.dataset.k;
-      const where = `query ${q} “${shown(data.queries[q])}” → `;
-      let text;
-      if (view === "steps") {
-        const key = STEPS[state.step][0], v = data.panels.find((p) => p.key === key).values[q][j];
-        const column = key === "output" ? `dimension ${j}` : `key ${j} “${shown(data.keys[j])}”`;
-        const masked = !data.mask[q][j] && (key === "masked" || key === "weights") ? " (masked: may not attend)" : "";
-        text = `${STEPS[state.step][1]}, ${where}${column}: ${exact(v)}${masked}`;
-      } else {
-        const [on, off] = data.labels, [maskA, maskB] = data.masks;
-        const note = (ok) => (ok ? "" : " (masked)");
-        text = `${where}key ${j} “${shown(data.keys[j])}”: ${on} ${exact(data.a[q][j])}${note(maskA[q][j])}; ` +
-          `${off} ${exact(data.b[q][j])}${note(maskB[q][j])}; difference ${exact(data.difference[q][j], true)}`;
-      }
+      const text = tipText(view, data, state, q, j);
       ui.tip.textContent = text;
       const box = cell.getBoundingClientRect(), base = root.getBoundingClientRect();
       ui.tip.style.left = `${Math.max(0, Math.min(box.left - base.left, base.width - 300))}px`;
@@ -267,5 +277,11 @@
     return controller;
   }
 
-  global.AttentionSteps = {mount: mount, format: fmt, exact: exact, viridis: viridis, diverging: diverging, ink: ink};
+  function mountFrom(rootId, dataId, view) {
+    /* a standalone page's view: mounted in #rootId from the JSON in the <script> #dataId (explorer/html.py) */
+    const data = JSON.parse(document.getElementById(dataId).textContent);
+    return mount(document.getElementById(rootId), data, {view: view});
+  }
+
+  global.AttentionSteps = {mount: mount, mountFrom: mountFrom, format: fmt, exact: exact, viridis: viridis, diverging: diverging, ink: ink};
 })(window);

@@ -19,119 +19,11 @@
 (function () {
   "use strict";
   if (window.AttentionLab) return;
-  const NS = "http://www.w3.org/2000/svg";
-  const CHAR_PX = 7.2; // width of one 12 px character, generously
+  // the charts' pieces, shared with heads.js's prune curve (charts.js, loaded first)
+  const {svgEl, htmlEl, label, fmt, niceCeil, linearTicks, logTicks, chart, legend, panel, plotBox, redrawOnWidth} =
+    window.AttentionCharts;
   const TOP_BARS = 20; // softmax bars drawn (the largest weights)
   const TURN_WAIT_MS = 20000; // the longest a request waits for the answer to the one before it
-
-  function svgEl(tag, attrs, parent) {
-    const e = document.createElementNS(NS, tag);
-    for (const k in attrs) e.setAttribute(k, attrs[k]);
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function htmlEl(tag, cls, parent, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function label(parent, x, y, str, attrs) {
-    const t = svgEl("text", Object.assign({ x: x, y: y }, attrs || {}), parent);
-    t.textContent = str;
-    return t;
-  }
-  function fmt(v, digits) {
-    if (!isFinite(v)) return String(v);
-    if (v === 0) return "0";
-    const a = Math.abs(v);
-    let s;
-    if (a >= 1e5 || a < 1e-3) s = v.toExponential(0).replace("e+", "e");
-    else s = String(Number(v.toPrecision(digits || 3)));
-    return s.replace("-", "−");
-  }
-  function niceStep(range, count) {
-    const raw = range / Math.max(count, 1);
-    const p = Math.pow(10, Math.floor(Math.log10(raw)));
-    const f = raw / p;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
-  }
-  function linearTicks(lo, hi, count) {
-    const step = niceStep(hi - lo, count);
-    const out = [];
-    for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
-    return out;
-  }
-  function niceCeil(v) {
-    if (v <= 0) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const f of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (f * p >= v) return f * p;
-    return 10 * p;
-  }
-  function scale(d0, d1, r0, r1, log) {
-    const f = log ? Math.log : (v) => v;
-    const a = f(d0), b = f(d1);
-    return (v) => r0 + ((f(v) - a) / (b - a)) * (r1 - r0);
-  }
-
-  /* One chart: an SVG `width` wide with a plot area framed by axes; returns the pieces to draw on. */
-  function chart(box, o) {
-    const width = Math.max(box.clientWidth, 200);
-    const yLabels = o.yTicks.map((v) => (o.yFmt || fmt)(v));
-    const left = 26 + CHAR_PX * Math.max(...yLabels.map((s) => s.length), 1);
-    const m = { left: left, right: 14, top: o.top || 12, bottom: 44 };
-    const svg = svgEl("svg", { width: width, height: o.height, viewBox: `0 0 ${width} ${o.height}`, role: "img",
-      "aria-label": o.aria, class: "avl-chart", "data-chart": o.name });
-    const area = { x0: m.left, x1: width - m.right, y0: m.top, y1: o.height - m.bottom };
-    const pad = o.pad || 0; // pixels between the axes and the data, for dots drawn at the ends
-    const x = scale(o.xDomain[0], o.xDomain[1], area.x0 + pad, area.x1 - pad, o.xLog);
-    const y = scale(o.yDomain[0], o.yDomain[1], area.y1 - pad, area.y0 + pad, o.yLog);
-    svgEl("rect", { x: area.x0, y: area.y0, width: area.x1 - area.x0, height: area.y1 - area.y0,
-      class: "avl-area", "data-role": "plot-area" }, svg);
-    const grid = svgEl("g", { class: "avl-gridlines" }, svg);
-    const axes = svgEl("g", { class: "avl-axis" }, svg);
-    o.yTicks.forEach((v, i) => {
-      const py = y(v);
-      svgEl("line", { x1: area.x0, x2: area.x1, y1: py, y2: py }, grid);
-      label(axes, area.x0 - 6, py + 4, yLabels[i], { "text-anchor": "end" });
-    });
-    const xLabels = o.xTicks.map((v) => (o.xFmt || fmt)(v));
-    const spans = o.xTicks.map((v, i) => { // each label's extent, as anchored; a narrow chart drops the ones that
-      const px = x(v), w = CHAR_PX * xLabels[i].length; // would run into the label before (the last one stays)
-      const anchor = px - area.x0 < 12 ? "start" : area.x1 - px < 12 ? "end" : "middle";
-      const left = anchor === "start" ? px : anchor === "end" ? px - w : px - w / 2;
-      return { px: px, anchor: anchor, left: left, right: left + w };
-    });
-    const shown = [];
-    spans.forEach((span, i) => {
-      while (shown.length && spans[shown[shown.length - 1]].right + 4 > span.left) {
-        if (i < spans.length - 1) return; // this one would collide: not written
-        shown.pop(); // the last label collides: the one before it gives way
-      }
-      shown.push(i);
-    });
-    spans.forEach((span, i) => {
-      svgEl("line", { x1: span.px, x2: span.px, y1: area.y1, y2: area.y1 + 4 }, axes);
-      if (shown.includes(i)) label(axes, span.px, area.y1 + 17, xLabels[i], { "text-anchor": span.anchor });
-    });
-    svgEl("line", { x1: area.x0, x2: area.x1, y1: area.y1, y2: area.y1, class: "avl-baseline" }, axes);
-    label(axes, (area.x0 + area.x1) / 2, o.height - 6, o.xTitle, { "text-anchor": "middle", class: "avl-title" });
-    label(axes, 0, 0, o.yTitle, { "text-anchor": "middle", class: "avl-title",
-      transform: `translate(13 ${(area.y0 + area.y1) / 2}) rotate(-90)` });
-    const plot = svgEl("g", { class: "avl-plot" }, svg);
-    box.replaceChildren(svg);
-    return { svg: svg, plot: plot, area: area, x: x, y: y, width: width };
-  }
-
-  function legend(parent, items) {
-    const row = htmlEl("div", "avl-legend", parent);
-    for (const [cls, text] of items) {
-      const item = htmlEl("span", "avl-legend-item", row);
-      htmlEl("span", "avl-swatch " + cls, item);
-      htmlEl("span", "", item, text);
-    }
-  }
 
   function stepPath(c, edges, heights) {
     let d = `M${c.x(edges[0])},${c.y(0)}`;
@@ -236,16 +128,6 @@
     ["grad_norm", "‖∂softmax/∂logits‖, median: the gradient", "gradient norm", true],
   ];
 
-  /* Powers of ten from below lo to above hi, one decade in `stride` so that at most `most` are labelled.
-     (No Gradio attribute name in quotes anywhere in a js_on_load: gr.HTML would make it an event trigger.) */
-  function logTicks(lo, hi, most) {
-    const a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
-    const stride = Math.max(1, Math.ceil((b - a) / (most - 1)));
-    const out = [];
-    for (let e = a; e < b + stride; e += stride) out.push(Math.pow(10, e));
-    return out;
-  }
-
   function drawSweepPanel(box, s, stat, title, logY, dK, scaled) {
     const xs = s.d_k, series = [s.unscaled[stat], s.scaled[stat]];
     const values = [...series[0], ...series[1]].map((v) => Math.max(v, 1e-30));
@@ -280,15 +162,14 @@
 
   // ---------------------------------------------------------------- the view
 
-  function panel(grid, name, title, cls) {
-    const section = htmlEl("section", "avl-panel" + (cls ? " " + cls : ""), grid);
-    section.dataset.panel = name;
-    htmlEl("h4", "avl-panel-title", section, title);
-    return section;
-  }
-  function plotBox(parent, name) {
-    const box = htmlEl("div", "avl-plot-box", parent);
-    box.dataset.plot = name;
+  function histogramPanel(grid, name, title, labels, d, note) {
+    /* a panel for drawHistogram: its legend (labels: the samples', the law's; then the normal at d's d_k), its plot
+       box (returned) and the note under it (the lab's q·k samples, and a model's own) */
+    const section = panel(grid, name, title);
+    legend(section, [["avl-bar", labels[0]], ["avl-theory", labels[1]],
+      ["avl-normal", d.scaled ? "normal N(0, 1)" : `normal N(0, d_k = ${d.d_k})`]]);
+    const box = plotBox(section, name);
+    htmlEl("p", "avl-note", section, note);
     return box;
   }
 
@@ -306,7 +187,7 @@
     status.setAttribute("role", "status");
     status.hidden = true;
     const grid = htmlEl("div", "avl-grid", view);
-    let current = null, drawnWidth = -1;
+    let current = null;
 
     function render() {
       if (!current) {
@@ -317,12 +198,10 @@
       const d = current, q = d.query, h = d.histogram;
       heading.textContent = modeText(d);
       grid.replaceChildren();
-      const hp = panel(grid, "histogram", `${h.samples.toLocaleString("en")} samples of ${h.variable} against the exact law`);
-      legend(hp, [["avl-bar", "samples"], ["avl-theory", "exact law, per bin"],
-        ["avl-normal", d.scaled ? "normal N(0, 1)" : `normal N(0, d_k = ${d.d_k})`]]);
-      const hb = plotBox(hp, "histogram");
       const out = h.below + h.above;
-      htmlEl("p", "avl-note", hp, `mean ${fmt(h.mean)}, variance ${fmt(h.variance, 4)} (theory ${fmt(h.theory_variance, 4)}); ` +
+      const hb = histogramPanel(grid, "histogram", `${h.samples.toLocaleString("en")} samples of ${h.variable} against the exact law`,
+        ["samples", "exact law, per bin"], d,
+        `mean ${fmt(h.mean)}, variance ${fmt(h.variance, 4)} (theory ${fmt(h.theory_variance, 4)}); ` +
         `${out ? fmt((100 * out) / h.samples, 2) + "% of samples beyond the axis; " : ""}` +
         `distance to the law ${fmt(h.tv_distance, 2)}, sampling noise alone ≈ ${fmt(h.tv_noise, 2)}.`);
       const lp = panel(grid, "logits", `The typical query's ${d.n_keys} logits (of ${q.n_queries} queries, the one ` +
@@ -352,8 +231,8 @@
       note.textContent = `Largest weight ${fmt(q.max_weight)}; 90% of the weight on ${r90} of ${d.n_keys} keys; ` +
         `entropy ${fmt(q.entropy)} of ${fmt(q.max_entropy)} nats; gradient norm ${fmt(q.grad_norm)}.`;
       SWEEP.forEach(([stat, , title, logY], i) => drawSweepPanel(boxes[i], d.sweep, stat, title, logY, d.d_k, d.scaled));
-      drawnWidth = view.clientWidth;
     }
+    const redraw = redrawOnWidth(view, render);
 
     function fade(on) {
       for (const selector of options.alsoFade || []) {
@@ -421,7 +300,7 @@
       setData(next) {
         current = next && typeof next === "object" && next.histogram ? next : null;
         settle();
-        if (view.clientWidth > 0) render(); else drawnWidth = -1;
+        redraw();
       },
       markPending(inputs) { wanted = inputs || null; settle(); },
       markStale(inputs) { wanted = inputs || {}; refused = true; settle(); answered(); },  // no inputs: never current
@@ -429,10 +308,6 @@
       get data() { return current; },
       get state() { return view.dataset.state; },
     };
-    new ResizeObserver(() => {
-      const w = view.clientWidth;
-      if (w > 0 && w !== drawnWidth) window.requestAnimationFrame(() => { if (view.clientWidth !== drawnWidth) render(); });
-    }).observe(view);
     view.avLab = api;
     api.setData(data);
     return api;
@@ -494,7 +369,6 @@
     }
     htmlEl("p", "avl-heading", view, `Trained on ${data.setup}`);
     const grid = htmlEl("div", "avl-grid", view);
-    let drawnWidth = -1;
     function render() {
       grid.replaceChildren();
       const items = data.accuracy.map((s) => [`avl-arm avl-arm-${s.arm} avl-init-${s.init}`, s.label]);
@@ -507,13 +381,8 @@
       const sb = plotBox(sp, "study-spread");
       drawAccuracy(ab, data);
       drawSpread(sb, data);
-      drawnWidth = view.clientWidth;
     }
-    new ResizeObserver(() => {
-      const w = view.clientWidth;
-      if (w > 0 && w !== drawnWidth) window.requestAnimationFrame(() => { if (view.clientWidth !== drawnWidth) render(); });
-    }).observe(view);
-    if (view.clientWidth > 0) render();
+    redrawOnWidth(view, render)();
     return view;
   }
 
@@ -533,20 +402,17 @@
     status.setAttribute("role", "status");
     status.hidden = true;
     const grid = htmlEl("div", "avl-grid", view);
-    let current = null, drawnWidth = -1;
+    let current = null;
 
     function render() {
       grid.replaceChildren();
       if (!current) { heading.textContent = "No numbers yet."; return; }
       const d = current, h = d.histogram;
       heading.textContent = ownText(d);
-      const hp = panel(grid, "own-histogram", `This head's ${h.samples.toLocaleString("en")} logits ${h.variable} ` +
-        "against footnote 4's law at its d_k");
-      legend(hp, [["avl-bar", "this head (every query, key pair)"], ["avl-theory", "footnote 4's exact law, per bin"],
-        ["avl-normal", d.scaled ? "normal N(0, 1)" : `normal N(0, d_k = ${d.d_k})`]]);
-      const hb = plotBox(hp, "own-histogram");
       const out = h.below + h.above;
-      htmlEl("p", "avl-note", hp, `mean ${fmt(h.mean)}, variance ${fmt(h.variance, 4)} (footnote 4: ` +
+      const hb = histogramPanel(grid, "own-histogram", `This head's ${h.samples.toLocaleString("en")} logits ${h.variable} ` +
+        "against footnote 4's law at its d_k", ["this head (every query, key pair)", "footnote 4's exact law, per bin"], d,
+        `mean ${fmt(h.mean)}, variance ${fmt(h.variance, 4)} (footnote 4: ` +
         `${fmt(h.theory_variance, 4)}); ${out ? fmt((100 * out) / h.samples, 2) + "% beyond the axis; " : ""}` +
         `distance to the law ${fmt(h.tv_distance, 2)}. Measured on ${d.texts}.`);
       const tp = panel(grid, "own-numbers", `${d.key}, head ${d.head}: footnote 4 on its own q and k`);
@@ -563,8 +429,8 @@
         });
       });
       drawHistogram(hb, h);
-      drawnWidth = view.clientWidth;
     }
+    const redraw = redrawOnWidth(view, render);
     function setState(state, message) {
       view.dataset.state = state;
       status.hidden = !message;
@@ -574,7 +440,7 @@
       setData(next) {
         current = next && typeof next === "object" && next.histogram ? next : null;
         setState(current ? "ready" : "empty");
-        if (view.clientWidth > 0) render(); else drawnWidth = -1;
+        redraw();
       },
       markStale() {
         if (current) setState("stale", `Not updated: the last change was refused (see the message). Shown: ${ownText(current)}.`);
@@ -583,14 +449,13 @@
       get data() { return current; },
       get state() { return view.dataset.state; },
     };
-    new ResizeObserver(() => {
-      const w = view.clientWidth;
-      if (w > 0 && w !== drawnWidth) window.requestAnimationFrame(() => { if (view.clientWidth !== drawnWidth) render(); });
-    }).observe(view);
     view.avOwn = api;
     api.setData(data);
     return api;
   }
 
-  window.AttentionLab = { mount: mount, mountStudy: mountStudy, mountOwn: mountOwn, format: fmt };
+  // a standalone page's view (labview.page): mounted in the first element `selector` finds
+  const mountAt = (selector, data) => mount(document.querySelector(selector), data);
+
+  window.AttentionLab = { mount: mount, mountAt: mountAt, mountStudy: mountStudy, mountOwn: mountOwn, format: fmt };
 })();

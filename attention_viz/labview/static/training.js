@@ -1,5 +1,6 @@
 /* Training, step by step: the study's three compatibility functions at one d_k, side by side, from their snapshots
- * (service/training_view.py, format "attention_viz.training/1"); self-contained (viridis as the explorer's).
+ * (service/training_view.py, format "attention_viz.training/1"); viridis as the explorer's (palette.js) and its step
+ * bar (shared.js), both loaded first.
  *
  *   const view = AttentionTraining.mount(element, data, {rootId: "train_step", empty: "what to say before any data"});
  *   view.setData(next);      // another d_k: keeps the step, kind and probe where the new data has them
@@ -15,15 +16,12 @@
   if (window.AttentionTraining) return;
   const NS = "http://www.w3.org/2000/svg";
   const PLAY_MS = 700;
-  // two bars drawn in CSS: the pause glyph is in no Debian font (a box on a projector)
-  const PAUSE = '<span class="av-pause-mark" aria-hidden="true"></span> pause';
   const CHART = {w: 300, h: 150, left: 34, right: 18, top: 10, bottom: 34};
   const SERIES = [["token_acc", "token accuracy (training batch)", "#1f77b4"], ["alignment", "alignment (probes)", "#e4572e"]];
   const LOSS = [["loss", "loss (training batch, nats)", "#555"]];
   // viridis, as explorer.js and the server's images use it (palette.js, loaded first)
   const {viridis: colour, ink} = window.AttentionPalette;
-  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const shown = (t) => (t === " " ? "␣" : t);
+  const {escapeHtml: esc, shown, stepBarHtml, stepBar} = window.AttentionShared; // shared.js, loaded first
   const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
   const num = (v, d) => (v === null || v === undefined ? "–" : v.toFixed(d));
   // a weight in a map's cell, without its leading zero (".96", "1"): three characters leave a gap between the
@@ -44,17 +42,78 @@
     return e;
   }
 
+  function prepare(next) {
+    /* each arm's maps decoded once: base64 -> bytes */
+    const arms = next.arms.map((arm) => Object.assign({}, arm, {
+      bytes: Object.fromEntries(Object.entries(arm.maps).map(([k, b]) => [k, bytes(b)])),
+    }));
+    return Object.assign({}, next, {arms: arms});
+  }
+
+  function cell(d, arm, key, s, p, h, q, k) {
+    /* one weight: snapshot s, probe p, head h, query q, key k of map `key` */
+    const [, P, H, Q, K] = arm.shape[key];
+    return arm.bytes[key][((((s * P + p) * H + h) * Q + q) * K) + k] / d.quant;
+  }
+
+  function xAt(d, step) {
+    /* a training step on the charts' log-scaled x axis */
+    const last = Math.log10((d.total_steps || d.steps[d.steps.length - 1]) + 1);
+    return CHART.left + (CHART.w - CHART.left - CHART.right) * Math.log10(step + 1) / last;
+  }
+  const y = (v, top) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v / top);
+
+  function drawChart(el, d, arm, series, top) {
+    /* lines of `series` over the log-scaled steps, y from 0 to `top`; returns the step cursor */
+    for (const v of [0, top / 2, top]) {
+      svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v, top), y2: y(v, top), class: "av-grid-line"}, el);
+      svg("text", {x: CHART.left - 4, y: y(v, top) + 4, "text-anchor": "end"}, el, String(+v.toFixed(2)));
+    }
+    const total = d.total_steps || d.steps[d.steps.length - 1];
+    const ticks = [0, 10, 100, 1000].filter((s) => s <= total && xAt(d, total) - xAt(d, s) > 24 || s === total);
+    for (const step of ticks.includes(total) ? ticks : [...ticks, total]) {
+      svg("text", {x: xAt(d, step), y: CHART.h - CHART.bottom + 14, "text-anchor": "middle"}, el, String(step));
+    }
+    svg("text", {x: (CHART.left + CHART.w) / 2, y: CHART.h - 4, "text-anchor": "middle"}, el, "training step (log scale)");
+    for (const [name, , stroke] of series) {
+      const values = name === "alignment" ? arm.alignment : arm.train[name];
+      const points = d.steps.map((s, i) => (values[i] === null ? null : `${xAt(d, s).toFixed(1)},${y(values[i], top).toFixed(1)}`))
+        .filter((p) => p !== null);
+      svg("polyline", {points: points.join(" "), fill: "none", stroke: stroke, "stroke-width": 2}, el);
+    }
+    return svg("line", {y1: CHART.top, y2: CHART.h - CHART.bottom, class: "av-cursor"}, el);
+  }
+
+  function mapHtml(d, arm, state) {
+    /* one arm's map of the chosen kind and probe at the chosen step, values as text (exact on hover) */
+    const kind = d.kinds.find((k) => k.key === state.key), p = state.probe, s = state.step;
+    const rows = d.tokens[kind.queries][p], cols = d.tokens[kind.keys][p];
+    const causal = kind.kind === "decoder.self_attn";
+    let html = `<table class="av-map"><thead><tr><th class="av-corner">query ↓ key →</th>` +
+      cols.map((t) => `<th>${esc(shown(t))}</th>`).join("") + "</tr></thead><tbody>";
+    for (let h = 0; h < arm.heads; h++) {
+      rows.forEach((qt, q) => {
+        html += `<tr><th>${arm.heads > 1 ? `H${h} ` : ""}${esc(shown(qt))}</th>`;
+        cols.forEach((kt, j) => {
+          if (causal && j > q) { html += '<td class="av-masked" title="masked: may not attend (weight 0)"></td>'; return; }
+          const w = cell(d, arm, state.key, s, p, h, q, j), rgb = colour(w);
+          html += `<td style="background:rgb(${rgb});color:${ink(rgb)}" ` +
+            `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${weight(w)}</td>`;
+        });
+        html += "</tr>";
+      });
+    }
+    return html + "</tbody></table>";
+  }
+
   function mount(root, data, opts) {
     opts = opts || {};
     root.classList.add("av-training");
     root.innerHTML = `<div class="av-train" id="${esc(opts.rootId || "train_step")}" data-step="0">
       <div class="av-train-stale" role="status" hidden></div>
       <div class="av-train-bar">
-        <button type="button" class="av-play">▶ play</button>
-        <button type="button" class="av-prev" aria-label="previous snapshot">◀</button>
-        <input type="range" class="av-step" min="0" max="0" value="0" aria-label="training step">
-        <button type="button" class="av-next" aria-label="next snapshot">▶</button>
-        <span class="av-train-status" role="status"></span>
+        ${stepBarHtml({prev: "previous snapshot", next: "next snapshot", slider: "training step",
+          status: '<span class="av-train-status" role="status"></span>'})}
       </div>
       <div class="av-train-pick">
         <label>Attention <select class="av-kind"></select></label>
@@ -65,23 +124,13 @@
         <span><i class="av-cursor-key"></i>the step shown</span></div>
       <div class="av-arms"></div></div>`;
     const $ = (s) => root.querySelector(s);
-    const ui = {main: $(".av-train"), stale: $(".av-train-stale"), play: $(".av-play"), prev: $(".av-prev"),
-      next: $(".av-next"), step: $(".av-step"), status: $(".av-train-status"), kind: $(".av-kind"),
-      probe: $(".av-probe"), say: $(".av-train-say"), arms: $(".av-arms")};
+    const ui = {main: $(".av-train"), stale: $(".av-train-stale"), step: $(".av-step"), status: $(".av-train-status"),
+      kind: $(".av-kind"), probe: $(".av-probe"), say: $(".av-train-say"), arms: $(".av-arms")};
     const state = {step: null, key: null, probe: 0};
-    let d = null, timer = null, charts = [];
-
-    function prepare(next) {
-      const arms = next.arms.map((arm) => Object.assign({}, arm, {
-        bytes: Object.fromEntries(Object.entries(arm.maps).map(([k, b]) => [k, bytes(b)])),
-      }));
-      return Object.assign({}, next, {arms: arms});
-    }
-
-    function cell(arm, key, s, p, h, q, k) {
-      const [, P, H, Q, K] = arm.shape[key];
-      return arm.bytes[key][((((s * P + p) * H + h) * Q + q) * K) + k] / d.quant;
-    }
+    let d = null, charts = [];
+    // play, ◀, the slider, ▶ (shared.js): position i is the i-th snapshot
+    const bar = stepBar($(".av-train-bar"), {ms: PLAY_MS, last: () => (d ? d.steps.length - 1 : null),
+      position: () => state.step, show: (i) => setStep(i)});
 
     function build() {
       /* one section per arm: its name, numbers, map and chart (the chart's lines are drawn once per data) */
@@ -101,8 +150,8 @@
       const losses = d.arms.flatMap((arm) => arm.train.loss).filter((v) => v !== null);
       const top = Math.max(1, Math.ceil(Math.max(...losses, 0)));
       charts = [...ui.arms.querySelectorAll(".av-arm")].map((section, i) => [
-        drawChart(section.querySelector(".av-curve:not(.av-loss)"), d.arms[i], SERIES, 1),
-        drawChart(section.querySelector(".av-loss"), d.arms[i], LOSS, top)]);
+        drawChart(section.querySelector(".av-curve:not(.av-loss)"), d, d.arms[i], SERIES, 1),
+        drawChart(section.querySelector(".av-loss"), d, d.arms[i], LOSS, top)]);
       fitText.disconnect();
       fitText.observe(ui.arms.querySelector(".av-curve"));
     }
@@ -114,54 +163,10 @@
       if (width > 0) ui.arms.style.setProperty("--av-curve-text", `${Math.max(11, (11 * CHART.w) / width).toFixed(2)}px`);
     });
 
-    function x(step) {
-      const last = Math.log10((d.total_steps || d.steps[d.steps.length - 1]) + 1);
-      return CHART.left + (CHART.w - CHART.left - CHART.right) * Math.log10(step + 1) / last;
-    }
-    const y = (v, top) => CHART.top + (CHART.h - CHART.top - CHART.bottom) * (1 - v / top);
-
-    function drawChart(el, arm, series, top) {
-      /* lines of `series` over the log-scaled steps, y from 0 to `top`; returns the step cursor */
-      for (const v of [0, top / 2, top]) {
-        svg("line", {x1: CHART.left, x2: CHART.w - CHART.right, y1: y(v, top), y2: y(v, top), class: "av-grid-line"}, el);
-        svg("text", {x: CHART.left - 4, y: y(v, top) + 4, "text-anchor": "end"}, el, String(+v.toFixed(2)));
-      }
-      const total = d.total_steps || d.steps[d.steps.length - 1];
-      const ticks = [0, 10, 100, 1000].filter((s) => s <= total && x(total) - x(s) > 24 || s === total);
-      for (const step of ticks.includes(total) ? ticks : [...ticks, total]) {
-        svg("text", {x: x(step), y: CHART.h - CHART.bottom + 14, "text-anchor": "middle"}, el, String(step));
-      }
-      svg("text", {x: (CHART.left + CHART.w) / 2, y: CHART.h - 4, "text-anchor": "middle"}, el, "training step (log scale)");
-      for (const [name, , stroke] of series) {
-        const values = name === "alignment" ? arm.alignment : arm.train[name];
-        const points = d.steps.map((s, i) => (values[i] === null ? null : `${x(s).toFixed(1)},${y(values[i], top).toFixed(1)}`))
-          .filter((p) => p !== null);
-        svg("polyline", {points: points.join(" "), fill: "none", stroke: stroke, "stroke-width": 2}, el);
-      }
-      return svg("line", {y1: CHART.top, y2: CHART.h - CHART.bottom, class: "av-cursor"}, el);
-    }
-
+    const x = (step) => xAt(d, step);
     function drawMaps() {
-      const kind = d.kinds.find((k) => k.key === state.key), p = state.probe, s = state.step;
-      const rows = d.tokens[kind.queries][p], cols = d.tokens[kind.keys][p];
-      const causal = kind.kind === "decoder.self_attn";
       ui.arms.querySelectorAll(".av-arm").forEach((section, a) => {
-        const arm = d.arms[a];
-        let html = `<table class="av-map"><thead><tr><th class="av-corner">query ↓ key →</th>` +
-          cols.map((t) => `<th>${esc(shown(t))}</th>`).join("") + "</tr></thead><tbody>";
-        for (let h = 0; h < arm.heads; h++) {
-          rows.forEach((qt, q) => {
-            html += `<tr><th>${arm.heads > 1 ? `H${h} ` : ""}${esc(shown(qt))}</th>`;
-            cols.forEach((kt, j) => {
-              if (causal && j > q) { html += '<td class="av-masked" title="masked: may not attend (weight 0)"></td>'; return; }
-              const w = cell(arm, state.key, s, p, h, q, j), rgb = colour(w);
-              html += `<td style="background:rgb(${rgb});color:${ink(rgb)}" ` +
-                `title="query ${q} ${esc(shown(qt))} → key ${j} ${esc(shown(kt))}: ${w.toFixed(3)}">${weight(w)}</td>`;
-            });
-            html += "</tr>";
-          });
-        }
-        section.querySelector(".av-arm-map").innerHTML = html + "</tbody></table>";
+        section.querySelector(".av-arm-map").innerHTML = mapHtml(d, d.arms[a], state);
       });
     }
 
@@ -185,7 +190,7 @@
       ui.say.innerHTML = `At step ${step}, cross-attention's weight on the task's alignment (the character each output ` +
         `is written from; 1 = every row on it): ${esc(by)}.` + (d.arms.length > 1 ? ` After training the lowest is ` +
         `${esc(worst.label)}, ${num(Math.min(...last), 2)}, with ${pct(worst.heldout_exact_match)} of held-out strings exact.` : "");
-      ui.play.innerHTML = timer ? PAUSE : "▶ play";
+      bar.mark();
     }
 
     function setStep(i) {
@@ -194,17 +199,7 @@
       drawMaps(); drawNumbers();
     }
 
-    function pause() { if (timer) { clearInterval(timer); timer = null; } if (d) ui.play.textContent = "▶ play"; }
-    function play() {
-      if (timer) { pause(); return; }
-      if (!d) return;
-      if (state.step >= d.steps.length - 1) setStep(0);
-      timer = setInterval(() => {
-        if (state.step >= d.steps.length - 1) { pause(); return; }
-        setStep(state.step + 1);
-      }, PLAY_MS);
-      ui.play.innerHTML = PAUSE;
-    }
+    const pause = bar.pause, play = bar.play;
 
     function setData(next) {
       pause();
@@ -230,10 +225,6 @@
       ui.stale.textContent = message ? `${message} Shown: d_k ${d ? d.d_k : "–"}.` : "";
     }
 
-    ui.play.addEventListener("click", play);
-    ui.prev.addEventListener("click", () => { pause(); setStep(state.step - 1); });
-    ui.next.addEventListener("click", () => { pause(); setStep(state.step + 1); });
-    ui.step.addEventListener("input", () => { pause(); setStep(+ui.step.value); });
     ui.kind.addEventListener("change", () => { state.key = ui.kind.value; drawMaps(); });
     ui.probe.addEventListener("change", () => { state.probe = +ui.probe.value; drawMaps(); });
     const controller = {setData: setData, setStep: (i) => { pause(); setStep(i); }, play: play, pause: pause,

@@ -1,0 +1,120 @@
+/* explorer-run.js: the explorer's numbers, no drawing: a packed run decoded once, each map's weights at a decode step,
+ * what flows, which heads are off, and where a weight sits on the colour bar.
+ *
+ *   AttentionExplorer.run.prepare(payload)        -> the kept run (kinds by name, each with weights[layer])
+ *   AttentionExplorer.run.weightsOf(x, k, l)      -> [H * Q * K] what the maps show for kind k, layer l, at x's step
+ * `x` is one mounted explorer's context (explorer.js: its state, its kept run as x.data).
+ */
+(function (global) {
+  "use strict";
+  const E = global.AttentionExplorer = global.AttentionExplorer || {};
+  if (E.run) return; // already loaded by another fragment on this page
+
+  const {viridis: colour, ink, css} = global.AttentionPalette; // palette.js, loaded first
+  const LOG_FLOOR = 1e-3; // the log scale's bottom: 0.001 and below share the darkest colour
+  // 256 steps of the colour bar, computed once: redraws only look colours up
+  const LEVELS = 256;
+  const LUT = Array.from({length: LEVELS}, (_, i) => colour(i / (LEVELS - 1)));
+  const LUT_CSS = LUT.map((rgb) => `background:${css(rgb)};color:${ink(rgb)}`);
+  const level = (t) => Math.round(Math.min(Math.max(t, 0), 1) * (LEVELS - 1));
+
+  function decode(b64, quant) {
+    /* base64 of little-endian uint16 -> Float32Array of weights */
+    const bytes = atob(b64), out = new Float32Array(bytes.length / 2);
+    for (let i = 0; i < out.length; i++) {
+      out[i] = (bytes.charCodeAt(2 * i) | (bytes.charCodeAt(2 * i + 1) << 8)) / quant;
+    }
+    return out;
+  }
+
+  function prepare(payload) {
+    /* decode every map once; kinds by name, each with weights[layer] = Float32Array [H * Q * K] */
+    const kinds = {};
+    for (const entry of payload.kinds) {
+      const queries = payload.tokens[entry.queries], keys = payload.tokens[entry.keys];
+      kinds[entry.kind] = Object.assign({}, entry, {
+        queryTokens: queries, keyTokens: keys, Q: queries.length, K: keys.length,
+        weights: entry.maps.map((b64) => decode(b64, payload.quant)),
+        norms: entry.norms || null, // [layer][head][key]: ‖v_j W_O^h‖
+        allowed: entry.mask.map((row) => Array.from(row, (c) => c === "1")),
+      });
+    }
+    const off = {}; // map key -> Set of heads switched off in this run
+    for (const [key, heads] of Object.entries(payload.heads_off || {})) off[key] = new Set(heads);
+    return {payload: payload, kinds: kinds, order: payload.kinds.map((e) => e.kind), H: payload.n_heads,
+      decode: payload.decode || null, stepWeights: new Map(), flows: new Map(), off: off, ablation: payload.ablation || "zero",
+      // what flows needs every map's norms; decoder maps that change every step (no causal mask) have none per step
+      canFlow: payload.kinds.every((e) => !!e.norms) && !(payload.decode && payload.decode.per_step)};
+  }
+
+  function rowMaxima(data, offset, Q, K) {
+    const out = new Float32Array(Q);
+    for (let q = 0; q < Q; q++) {
+      let m = 0;
+      for (let k = 0; k < K; k++) m = Math.max(m, data[offset + q * K + k]);
+      out[q] = m;
+    }
+    return out;
+  }
+  function position(scale, w, rowMax) {
+    /* where weight w sits on the colour bar (0 → 1) under a scale; `row` divides by the row's maximum */
+    if (scale === "row") return rowMax > 0 ? w / rowMax : 0;
+    if (scale === "log") return 1 + Math.log10(Math.max(w, LOG_FLOOR)) / -Math.log10(LOG_FLOOR);
+    return w;
+  }
+
+  function stepping(x, k) {
+    /* the current step when it changes what this kind shows (decoder maps), else -1 */
+    return x.state.step !== null && x.data.decode && k.queries === "target" ? x.state.step : -1;
+  }
+  const future = (k, t, q, j) => t >= 0 && (q > t || (k.keys === "target" && j > t)); // not computed at step t
+  const flowing = (x, k) => x.state.show === "flows" && x.data.canFlow && !!k.norms;
+  const weightsOf = (x, k, l) => (flowing(x, k) ? flowsAt(x, k, l, stepping(x, k)) : weightsAt(x, k, l, stepping(x, k)));
+
+  function flowsAt(x, k, l, t) {
+    /* [H * Q * K] what flows at step t: α_qj·‖v_j W_O^h‖ over its row's sum (a row that moves nothing: 0) */
+    const data = x.data, id = `${t}|${k.kind}|${l}`;
+    if (!data.flows.has(id)) {
+      const w = weightsAt(x, k, l, t), norms = k.norms[l], out = new Float32Array(w.length);
+      for (let h = 0; h < data.H; h++) {
+        for (let q = 0; q < k.Q; q++) {
+          const row = (h * k.Q + q) * k.K;
+          let sum = 0;
+          for (let j = 0; j < k.K; j++) sum += (out[row + j] = w[row + j] * norms[h][j]);
+          for (let j = 0; j < k.K; j++) out[row + j] = sum > 0 ? out[row + j] / sum : 0;
+        }
+      }
+      data.flows.set(id, out);
+    }
+    return data.flows.get(id);
+  }
+
+  function weightsAt(x, k, l, t) {
+    /* [H * Q * K] weights of layer l at step t (-1: the finished run): the run's own, or (a run decoded
+       without the causal mask) step t's maps placed in rows 0..t, zeros elsewhere */
+    const data = x.data;
+    if (t < 0 || !data.decode || !data.decode.per_step) return k.weights[l];
+    const id = `${t}|${k.kind}|${l}`;
+    if (!data.stepWeights.has(id)) {
+      const width = k.keys === "target" ? t + 1 : k.K, small = decode(data.decode.steps[t][k.kind][l], data.payload.quant);
+      const full = new Float32Array(data.H * k.Q * k.K);
+      for (let h = 0; h < data.H; h++) {
+        for (let q = 0; q <= t; q++) {
+          for (let j = 0; j < width; j++) full[(h * k.Q + q) * k.K + j] = small[(h * (t + 1) + q) * width + j];
+        }
+      }
+      data.stepWeights.set(id, full);
+    }
+    return data.stepWeights.get(id);
+  }
+
+  // the server's key of one map ("decoder.1.cross_attn"), and the heads this run switched off
+  const keyOf = (kind, l) => { const [stack, name] = kind.split("."); return `${stack}.${l}.${name}`; };
+  const isOff = (x, k, l, h) => !!(x.data.off[keyOf(k.kind, l)] && x.data.off[keyOf(k.kind, l)].has(h));
+  const layerOff = (x, k, l) => !!x.data.off[keyOf(k.kind, l)] && x.data.off[keyOf(k.kind, l)].size === x.data.H;
+  const kindOff = (x, k) => Array.from({length: k.layers}, (_, l) => l).every((l) => layerOff(x, k, l));
+
+  E.run = {prepare: prepare, decode: decode, rowMaxima: rowMaxima, position: position, stepping: stepping, future: future,
+    flowing: flowing, weightsOf: weightsOf, weightsAt: weightsAt, flowsAt: flowsAt, keyOf: keyOf, isOff: isOff,
+    layerOff: layerOff, kindOff: kindOff, LUT: LUT, LUT_CSS: LUT_CSS, level: level, colour: colour, ink: ink, css: css};
+})(window);

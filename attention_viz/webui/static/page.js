@@ -1,0 +1,168 @@
+/* page.js: what the app's Gradio page calls, by name: every gr.HTML's js_on_load and every event's `js` is one call of
+ * a function here (attention_viz/webui/*.py), so no script lives in a Python string.
+ *
+ * Loaded once per page, with every view's script before it (webui/scripts.py: launch(head=...)), before any
+ * component is drawn. A gr.HTML's js_on_load gets `element` (its root), `props` (props.value, its value) and `watch`;
+ * an event's js gets the event's input values and returns the values its function (or its outputs) receive.
+ *
+ *   mount:   attentionViz.mountExplorer / mountSteps / mountHeads / mountLab / mountStudy / mountOwn / mountTraining
+ *            (element, props, watch, options): the view in the template's ".av-mount" (".av-lab-mount"), redrawn on
+ *            every new value
+ *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
+ *            in those components say at once that they are (not) the current input's
+ *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
+ *   the lab: labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId), own(elemId, current),
+ *            training(elemId, message)
+ *   values:  bump(tick), routeOne(index, kind, value, shown, tick), refreshIfOpen(active, tick),
+ *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
+ *            clearHeadsOff()
+ */
+(function (global) {
+  "use strict";
+  if (global.attentionViz) return;
+  const MOUNT = ".av-mount", LAB_MOUNT = ".av-lab-mount";
+
+  function follow(view, props, watch, set) {
+    /* every later value of the component goes to the view (`set`: its method that draws one) */
+    watch("value", () => view[set](props.value || null));
+    return view;
+  }
+
+  function mountExplorer(element, props, watch, opts) {
+    /* the explorer; with opts.headsOff ([text box, run button] selectors), its heads-off clicks become the box's
+       value, then the button's click (which reruns the model) */
+    const mountPoint = element.querySelector(MOUNT);
+    const explorer = global.AttentionExplorer.mount(mountPoint, props.value || null, opts);
+    element.avExplorer = explorer;
+    if (opts.headsOff) {
+      const [box, run] = opts.headsOff;
+      mountPoint.addEventListener("explorer:heads-off", (event) => {
+        const holder = document.querySelector(box), button = document.querySelector(run);
+        const field = holder && holder.querySelector("textarea, input");
+        if (!field || !button) return;
+        field.value = event.detail.text;
+        field.dispatchEvent(new Event("input", {bubbles: true}));
+        setTimeout(() => button.click(), 0);
+      });
+    }
+    return follow(explorer, props, watch, "setPayload");
+  }
+  const mountSteps = (element, props, watch, opts) =>
+    follow(global.AttentionSteps.mount(element.querySelector(MOUNT), props.value || null, opts), props, watch, "setPayload");
+  const mountHeads = (element, props, watch, opts) =>
+    follow(global.AttentionHeads.mount(element.querySelector(MOUNT), props.value || null, opts), props, watch, "setPayload");
+  const mountLab = (element, props, watch, opts) =>
+    follow(global.AttentionLab.mount(element.querySelector(LAB_MOUNT), props.value || null, opts), props, watch, "setData");
+  const mountStudy = (element, props) => global.AttentionLab.mountStudy(element.querySelector(LAB_MOUNT), props.value || null);
+  const mountOwn = (element, props, watch) =>
+    follow(global.AttentionLab.mountOwn(element.querySelector(LAB_MOUNT), props.value || null), props, watch, "setData");
+  const mountTraining = (element, props, watch, opts) =>
+    follow(global.AttentionTraining.mount(element.querySelector(LAB_MOUNT), props.value || null, opts), props, watch, "setData");
+
+  const explorerIn = (elemId) => (document.querySelector(`#${elemId} .av-explorer`) || {}).avExplorer;
+  function views(elemIds) {
+    /* the controllers of the views (explorer, steps, compare) mounted in these components */
+    const selector = elemIds.map((i) => `#${i} .av-explorer, #${i} .av-hv`).join(", ");
+    return [...document.querySelectorAll(selector)].map((e) => e.avExplorer || e.avView).filter(Boolean);
+  }
+
+  function stale(elemIds, message, args, outputs) {
+    /* mark every view in these components stale at once; returns the event's inputs (args), or `outputs` for an event
+       with no function (e.g. clearing the text beside the views) */
+    views(elemIds).forEach((v) => v.markStale(message));
+    return outputs === undefined ? args : outputs;
+  }
+  function fresh(elemIds, shownOnly) {
+    /* after an answer: these views are the current input's (even when the answer equalled the value shown, so that
+       Gradio sent nothing and `watch` did not fire); shownOnly: only those on show (in the open tab) */
+    views(elemIds).filter((v) => !shownOnly || !v.root || v.root.getClientRects().length > 0)
+      .forEach((v) => v.markStale(null));
+    return [];
+  }
+
+  function selection(elemId, at, args) {
+    /* inputs at positions at, at+1, at+2 (kind, layer, head) become the explorer's choice (as sent when it has none) */
+    const view = explorerIn(elemId), s = view && view.state;
+    if (s && s.kind) args.splice(at, 3, s.kind, s.layer, s.head);
+    return args;
+  }
+  function openOn(elemId, target) {
+    /* a JSON {"kind", "layer", "head"} (or ""): the explorer opens that head now and keeps it for the run on its way */
+    const view = explorerIn(elemId), t = target ? JSON.parse(target) : {};
+    if (view && t.kind) view.openOn(t);
+    return [];
+  }
+  function badges(elemId, data) {
+    /* the importance payload's drop of each head as badges on the explorer's tiles, for the model it is of */
+    const view = explorerIn(elemId);
+    if (view && data && data.drop) {
+      view.setImportance({model: data.model, values: data.drop, label: `${data.metric} lost (${data.unit}) with this head alone off`,
+        digits: data.unit === "points" ? 0 : 2, high: Math.max(...Object.values(data.drop).flat()) / 2});
+    }
+    return [];
+  }
+  function reveal(target, views) {
+    /* after a lesson's step: the view it names (target's "reveal"), else the first of `views` on show, into sight */
+    const t = target ? JSON.parse(target) : {};
+    if (global.AttentionExplorer) global.AttentionExplorer.reveal(t.reveal ? [[t.reveal]] : views);
+    return [];
+  }
+
+  const labIn = (elemId) => { const v = document.querySelector(`#${elemId} .av-lab`); return v && v.avLab; };
+  const asked = (d_k, n_keys, scaled) => ({d_k: Number(d_k), n_keys: Number(n_keys), scaled: !!scaled});
+  async function labPending(elemId, d_k, n_keys, scaled) {
+    /* before the request leaves: the view marks what was asked for, and the request waits while others are in flight
+       (lab.js turn()); then it asks for the latest request's inputs, as every request that waited with it does */
+    const lab = labIn(elemId);
+    if (!lab) return [d_k, n_keys, scaled];
+    lab.markPending(asked(d_k, n_keys, scaled));
+    return await lab.turn([d_k, n_keys, scaled]);
+  }
+  function labStale(elemId, d_k, n_keys, scaled) {
+    /* a refusal: the controls' values now, so a refusal of an older request leaves a view that draws them current */
+    const lab = labIn(elemId);
+    if (lab) lab.markStale(asked(d_k, n_keys, scaled));
+  }
+  function labCurrent(elemId) { const lab = labIn(elemId); if (lab) lab.markCurrent(); }
+  function own(elemId, current) {
+    /* the own-q·k view: an answer (current) or a refusal */
+    const v = document.querySelector(`#${elemId} .av-own`);
+    if (v && v.avOwn) { if (current) v.avOwn.markCurrent(); else v.avOwn.markStale(); }
+  }
+  function training(elemId, message) {
+    /* the training view: a refusal's message over what is drawn, or null (an answer) */
+    const v = (document.querySelector(`#${elemId} .av-training`) || {}).avTraining;
+    if (v) v.markStale(message);
+  }
+
+  const bump = (tick) => String(Number(tick) + 1); // a run's triggers move the counter; its change is the run
+  function routeOne(index, kind, value, shown, tick) {
+    /* one control's change: nothing is sent when its value is the one at `index` of `shown` (the run on screen's
+       settings), else the counter moves and `shown` is forgotten */
+    const cast = {number: Number, boolean: Boolean, string: (v) => v}[kind];
+    if (shown && JSON.parse(shown)[index] === cast(value)) return [tick, shown];
+    return [bump(tick), ""];
+  }
+  // after a run: the open Steps or Compare view follows it (the counter's change asks the server)
+  const refreshIfOpen = (active, tick) => (active === "steps" || active === "compare" ? bump(tick) : tick);
+  function nearestTrained(d, current) {
+    /* the trained d_k nearest d on a log scale (ties to the smaller), as the server snaps it */
+    const sizes = [...document.querySelectorAll("#dk_trained input[type=radio]")].map((i) => Number(i.value));
+    if (!sizes.length || !(d > 0)) return current;
+    const far = (s) => Math.abs(Math.log2(s / d));
+    return String(sizes.reduce((best, s) => (far(s) < far(best) - 1e-12 ? s : best)));
+  }
+  const twoTo = (x) => Math.round(2 ** x); // a log₂ slider's value, as the number beside it
+  const log2 = (d) => Math.log2(Math.max(1, d));
+  const clearChoice = (text, example) => [text === example ? example : null]; // the example stays while it is the text
+  const same = (value) => value; // an input's value (or a constant) as an output's
+  const number = (value) => Number(value);
+  const clearHeadsOff = () => "";
+
+  global.attentionViz = {mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
+    mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
+    selection: selection, openOn: openOn, badges: badges, reveal: reveal, labPending: labPending, labStale: labStale,
+    labCurrent: labCurrent, own: own, training: training, bump: bump, routeOne: routeOne, refreshIfOpen: refreshIfOpen,
+    nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
+    clearHeadsOff: clearHeadsOff};
+})(window);

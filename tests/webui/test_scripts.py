@@ -118,10 +118,9 @@ def test_page_launch_gives_gradio_the_scripts(views, monkeypatch):
     launched = {}
 
     class Demo:
-        server_app = None
-
         def launch(self, **kwargs):
             launched.update(kwargs)
+            return None, None, None  # as Gradio's reload mode: no app to put the file cache in front of
 
     monkeypatch.setattr(page, "files_first", lambda app: None)
     monkeypatch.setattr(page.sessions, "share_session_configs", lambda demo: None)

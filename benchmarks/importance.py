@@ -14,7 +14,8 @@ time the run could take at that rate, and when the first partial result came (re
 the app streams the grid: the heads of the grid's first pass; `--chunk` rows a pass, 8 by default, the app's is
 service.heads_view.REAL_CHUNK). Each round runs two pass schedules, interleaved (rotating who goes first): the
 app's (a first pass of the baseline and the first map key's heads, then `--chunk` rows a pass) and `--chunk` rows
-every pass (as before the first pass was small), and says how many scores differ between them and by how much;
+every pass (as before the first pass was small), each with this process's CPU seconds beside the wall clock (what a
+shared machine's load stretches least), and says how many scores differ between them and by how much;
 `--reference` also scores the same in float64 once and gives each schedule's largest distance from it. `--split`
 adds one more run timed by part (encoder, decoder, output head, greedy decoding, gradient). Never asserted on in
 tests.
@@ -75,29 +76,33 @@ def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "
     streams = "partial" in parameters
     schedules = {"app": {}, "chunk": {"first": chunk}} if "first" in parameters else {"app": {}}
     seconds = {name: [] for name in schedules}
+    cpu = {name: [] for name in schedules}  # this process's CPU seconds: what a shared machine's load does not stretch
     first = {name: [] for name in schedules}
     results = {}
     for r in range(rounds):
         names = list(schedules)
         for name in names[r % len(names):] + names[: r % len(names)]:
-            told = []  # (seconds, heads scored) of each partial result
-            t0 = time.perf_counter()
+            told = []  # (seconds, heads scored, CPU seconds) of each partial result
+            t0, c0 = time.perf_counter(), time.process_time()
 
             def partial(part):
                 sync()
-                told.append((time.perf_counter() - t0, part.done))
+                told.append((time.perf_counter() - t0, part.done, time.process_time() - c0))
 
             results[name] = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=chunk,
                                                  **schedules[name], **({"partial": partial} if streams else {}))
             sync()
             seconds[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
             first[name] += told[:1]
     result = results["app"]
     written, _ = model.greedy_decode(src, 32)
     peak = mm_peak(device)
     drops = {name: np.concatenate([imp.drop[key] for key in imp.keys]) for name, imp in results.items()}
     per = {name: {"median_s": statistics.median(seconds[name]), "seconds": seconds[name],
-                  "first_s": statistics.median(s for s, _ in first[name]) if first[name] else None,
+                  "cpu_s": statistics.median(cpu[name]),
+                  "first_s": statistics.median(s for s, _, _ in first[name]) if first[name] else None,
+                  "first_cpu_s": statistics.median(c for _, _, c in first[name]) if first[name] else None,
                   "first_heads": first[name][0][1] if first[name] else None} for name in schedules}
     out = {"median_s": per["app"]["median_s"], "heads": result.total, "threads": threads, "rounds": rounds,
            "chunk": chunk, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
@@ -207,10 +212,12 @@ def report_real(r: dict) -> str:
              "chunk": f"{r['chunk']} rows every pass"}
     per = r.get("schedules", {"app": r})
     rows = [[names[name], f"{s['median_s']:.2f} s", " / ".join(f"{x:.2f}" for x in s.get("seconds", [])),
+             f"{s['cpu_s']:.2f} s" if "cpu_s" in s else "",
              f"{s['first_s']:.2f} s: the baseline and {s['first_heads']} heads" if s["first_s"] is not None else "none",
+             f"{s['first_cpu_s']:.2f} s" if s.get("first_cpu_s") is not None else "",
              f"{r['reference'][name]:.1e}" if "reference" in r else ""] for name, s in per.items()]
-    lines += ["", table(["pass schedule", "every head, gradient, prune curve (median)", "each round (s)",
-                         "first partial result (median)", "max |Δ| from float64 (nats)"], rows)]
+    lines += ["", table(["pass schedule", "every head, gradient, prune curve (median)", "each round (s)", "its CPU",
+                         "first partial result (median)", "its CPU", "max |Δ| from float64 (nats)"], rows)]
     if "chunk" in per:
         lines.append(f"  total: the app's over {r['chunk']} rows every pass "
                      f"{per['app']['median_s'] / per['chunk']['median_s']:.2f}x; scores that differ between the two: "

@@ -280,7 +280,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
         live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0,
-        real_model: tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False) -> dict:
+        real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False) -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -291,10 +291,11 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
     result["with_files"] = with_files
+    real_model = (real_model,) if isinstance(real_model, str) else tuple(real_model)  # one key, or several
     result["real"], result["real_score"], result["real_model"] = real, real_score, list(real_model)
     result["full_budget"] = full_budget
     result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real,
-                                           browsers, real_score, tuple(real_model), full_budget)
+                                           browsers, real_score, real_model, full_budget)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:

@@ -3,6 +3,9 @@
 `python -m benchmarks --only classroom [--students 30] [--duration-s 75] [--against main]`
 (or `python -m benchmarks.classroom` with the same options)
 
+This module runs the class; its report is benchmarks.classroom_report, its pages in Chromium
+benchmarks.classroom_chromium.
+
 Each student is one page (its own session, `benchmarks.app.Browser`): it arrives within the first few
 seconds and opens the page, timed from its first byte asked for (GET /) to its opening run in hand: the HTML, the
 files a browser then fetches with an empty cache, six at a time (the list one headless Chromium opening recorded at
@@ -31,14 +34,18 @@ lesson in Chromium and counts every request each step sends, with its times.
 
 `--real` sets the app up with a real model, the opus-mt-en-de configuration (Marian, 6 + 6 layers, 8 heads,
 d_model 512, vocabulary 58,101: 74M parameters) with random weights, saved offline by devtools.hub_models, and
-takes 10 % of the mix for it (`--real PERCENT` for another share; from the lab's d_k and the reruns): a student picks it and types a sentence
-(`real`); the model is loaded once, by one run before the class arrives. Random weights never write the end
-token, so each of its runs writes its whole budget (1.5 x the source + 10 tokens): the worst case. With
+takes 10 % of the mix for it (`--real PERCENT` for another share; from the lab's d_k and the reruns): a student picks
+it and types a sentence (`real`); the model is loaded once, by one run before the class arrives. Random weights never
+write the end token, so each run would write the app's whole budget (1.5 x the source + 10 tokens); the server is
+started as benchmarks.trained_length, whose budget is a trained opus-mt's length (ceil(1.2 x the source's pieces),
+the last its end token), unless `--full-budget` (the worst case, `python app.py` as it is). With
 `--real-score PERCENT` as well, that share of the actions (taken from the steps) scores every head of the real
 model on a new sentence (`real_score`: the grid, Michel's gradient and the prune curve, seconds of the model each).
 `--real-model minilm` makes that real model the trained all-MiniLM-L6-v2 instead (a BERT encoder, 6 x 12 heads,
 22.7M parameters, from the pinned PyPI package through devtools.trained_models): one pass per run, no decoding; its
-heads cannot be scored (an encoder writes no output), so `--real-score` is refused with it.
+heads cannot be scored (an encoder writes no output), so `--real-score` is refused with it alone.
+`--real-model minilm,opus-mt-random` sets the app up with both: the share is split between them, one action each
+(`real:minilm`, `real:opus-mt-random`), and `real_score` scores the one that writes text.
 
 `--browsers K` also opens the page K times in Debian's headless Chromium while the class works (the first during
 the arrivals, the rest spread over the class, one at a time, each in a fresh context with an empty cache) and reports
@@ -66,7 +73,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -82,58 +88,20 @@ import httpx
 from devtools.launcher import ROOT, Server
 
 from . import lesson_walk
+from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s
+from .classroom_report import report
 from .load import rss_kib
 from .page import cpu_s
-from .common import Timing, export_ref, load, ms, percentile, table, write_json
-from .students import (ACTIONS, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, THINK_S, WAIT_S, BrowserTransport,
-                       RealModel, Student, Tally, real_actions)
+from .common import Timing, export_ref, load, write_json
+from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S,
+                       BrowserTransport, RealModel, Student, Tally, real_actions)
 
-ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
-SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened the page and made its first moves
-LABELS = {"open": "open the page: GET / .. the opening run (HTML, its files, config: the run is in it)",
-          "lab_dk": "lab: move d_k",
-          "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
-          "rerun": "Transformer: new text (model reruns)", "heads": "Transformer: a head clicked off (model reruns)",
-          "steps": "Transformer: open the steps view", "lesson": "lesson: Next (one step, its chains if any)",
-          "real": "real model (74M): pick it, type a sentence",
-          "real_score": "real model (74M): score every head of a sentence"}
-
-
-def page_files(base: str) -> tuple[str, ...]:
-    """The same-origin files (Gradio's scripts, styles, fonts, theme) one fresh Chromium opening of the page fetches,
-    in order; () where Chromium cannot run here. (In a thread of its own: Playwright's sync API refuses a thread
-    that runs an event loop.)"""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(_record_page_files, base).result()
-
-
-def _record_page_files(base: str) -> tuple[str, ...]:
-    try:
-        from playwright.sync_api import sync_playwright
-
-        from devtools.browser import CHROMIUM, CHROMIUM_ARGS
-
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-            try:
-                page, seen = browser.new_page(), []
-                page.on("request", lambda request: seen.append(request.url))
-                page.goto(base + "/")
-                page.wait_for_selector("#explorer .av-tile", timeout=60_000)
-                page.wait_for_timeout(1000)
-            finally:
-                browser.close()
-    except Exception as error:  # noqa: BLE001 - the class runs without the files, and says so
-        print(f"page files not recorded ({type(error).__name__}: {error}); students fetch the HTML only", flush=True)
-        return ()
-    paths = [url[len(base):] for url in seen if url.startswith(base + "/")]
-    return tuple(dict.fromkeys(p for p in paths if p.startswith(("/assets/", "/static/", "/theme.css"))))
 
 
 def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
             files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
-            real: RealModel = REAL_MODELS["opus-mt-random"], pid: int | None = None) -> None:
+            real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None) -> None:
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     time.sleep(rng.uniform(0, ARRIVAL_S))
@@ -162,7 +130,7 @@ def student(index: int, base: str, seed: int, start: float, duration_s: float, t
 
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
               mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
-              real: RealModel = REAL_MODELS["opus-mt-random"], pid: int | None = None) -> dict:
+              real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None) -> dict:
     """`students` threads for `duration_s` against the app at `base`, each opening the page with `files`;
     per action: count, errors, p50, p95, events sent. `patience_s`: a student gives up on an answer this late (an
     error). `pid`: the server's, for its CPU while the class arrived (with this process's: the simulated students)."""
@@ -196,34 +164,6 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
             # the arrival: from the class's start to the last opening answered, and the CPU each side spent in it
             "arrival": {"s": tally.last_open[0] - start, "client_cpu_s": tally.last_open[1] - client_cpu,
                         "server_cpu_s": tally.last_open[2] - server_cpu}}
-
-
-def reaped_cpu_s() -> float:
-    """User + system CPU seconds of this process's children that have ended (and theirs): Chromium's, once closed."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def open_in_chromium(base: str, opens: int, start: float, duration_s: float, samples: list[dict]) -> None:
-    """`opens` openings of the page in Chromium during the class: the first in the arrivals, the rest spread over the
-    class; each the page's own times (benchmarks.page.open_once: firstView = ms from navigation start)."""
-    from playwright.sync_api import sync_playwright
-
-    from .explorer import ARGS, CHROMIUM
-    from .page import open_once
-
-    at = [start + 1.0 + i * (ARRIVAL_S + duration_s * 0.8) / max(1, opens) for i in range(opens)]
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            for when in at:
-                time.sleep(max(0.0, when - time.monotonic()))
-                try:
-                    samples.append(open_once(browser, base + "/") | {"at_s": when - start})
-                except Exception as error:  # noqa: BLE001 - a page that never drew is reported, not raised
-                    samples.append({"at_s": when - start, "error": f"{type(error).__name__}: {error}"[:300]})
-        finally:
-            browser.close()
 
 
 def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
@@ -279,19 +219,25 @@ def load_real_model(base: str, name: str = REAL_MODELS["opus-mt-random"].name) -
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
                   live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0,
-                  real_score: int = 0, real_model: str = "opus-mt-random") -> dict:
+                  real_score: int = 0, real_model: tuple[str, ...] = ("opus-mt-random",),
+                  full_budget: bool = False) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
-    training in the background when `live`; with a real model among the choices when `real`), stop it."""
+    training in the background when `live`; with the real models among the choices when `real`, their budget a
+    trained model's length unless `full_budget`: benchmarks.trained_length), stop it."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
     env = {"PYTHONPATH": str(cwd), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [sys.executable, "app.py"]
     if real:
-        env |= {"ATTENTION_VIZ_HUB_MODELS": str(real_model_folder(temp, real_model)), "HF_HUB_OFFLINE": "1"}
+        folders = [str(real_model_folder(temp, key)) for key in real_model]
+        env |= {"ATTENTION_VIZ_HUB_MODELS": ",".join(folders), "HF_HUB_OFFLINE": "1"}
+        argv = argv if full_budget else [sys.executable, "-m", "benchmarks.trained_length"]
     try:
-        with Server([sys.executable, "app.py"], log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
+        with Server(argv, log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
                 httpx.Client(timeout=30) as http:
             startup = server.wait_http(http, timeout_s=300)
             time.sleep(SETTLE_S)
-            real_load_s = load_real_model(server.base, REAL_MODELS[real_model].name) if real else None
+            real_load_s = sum(load_real_model(server.base, REAL_MODELS[key].name) for key in real_model) if real \
+                else None
             files = page_files(server.base) if with_files else ()
             time.sleep(2.0)  # that opening's own work on the server out of the way
             stop, outcomes, rss = threading.Event(), [], []
@@ -306,8 +252,9 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                                         args=(server.base, browsers, time.monotonic(), duration_s, opened), daemon=True)
             if browsers:
                 chromium.start()
-            mix = real_actions(real, real_score) if real else ACTIONS
-            result = run_class(server.base, students, duration_s, seed, files, mix, real=REAL_MODELS[real_model],
+            mix = real_actions(real, real_score, real_model) if real else ACTIONS
+            result = run_class(server.base, students, duration_s, seed, files, mix,
+                               real=tuple(REAL_MODELS[key] for key in real_model),
                                pid=server.pid)
             if browsers:
                 chromium.join(timeout=120)
@@ -333,7 +280,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
         live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0,
-        real_model: str = "opus-mt-random") -> dict:
+        real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False) -> dict:
     """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
     training in the background (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
@@ -344,9 +291,11 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
                     "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
     result["with_files"] = with_files
-    result["real"], result["real_score"], result["real_model"] = real, real_score, real_model
+    real_model = (real_model,) if isinstance(real_model, str) else tuple(real_model)  # one key, or several
+    result["real"], result["real_score"], result["real_model"] = real, real_score, list(real_model)
+    result["full_budget"] = full_budget
     result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real,
-                                           browsers, real_score, real_model)
+                                           browsers, real_score, real_model, full_budget)
     if against:
         folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
         try:
@@ -359,111 +308,6 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     return result
 
 
-def sent(requests: list | None) -> str:
-    """The events an action sent (its chains included): "1", or "min-max (mean)"."""
-    if not requests:
-        return ""
-    low, mean, high = requests
-    return f"{low}" if low == high else f"{low}-{high} ({mean:.1f})"
-
-
-def _app_table(app: dict, labels: dict[str, str] = LABELS) -> str:
-    waits = any(a.get("waited") for a in app["actions"].values())
-    rows = [[labels[name], a["n"], a["errors"], ms(a["median_s"]) if a["n"] else "", ms(a["p95_s"]) if a["n"] else "",
-             ms(a["max_s"]) if a["n"] else "", sent(a.get("requests"))]
-            + ([a.get("waited", 0), a.get("told", 0), a.get("eta", 0)] if waits else [])
-            for name, a in app["actions"].items()]
-    if app["all"]:
-        rows.append(["every action after opening", app["all"]["n"], app["errors"] - app["actions"]["open"]["errors"],
-                     ms(app["all"]["median_s"]), ms(app["all"]["p95_s"]), "", ""]
-                    + ([sum(a.get(k, 0) for n, a in app["actions"].items() if n != "open") for k in ("waited", "told", "eta")]
-                       if waits else []))
-    if app.get("settled"):
-        rows.append([f"every action answered after the first {SETTLED_S:.0f} s", app["settled"]["n"], "",
-                     ms(app["settled"]["median_s"]), ms(app["settled"]["p95_s"]), "", ""]
-                    + (["", "", ""] if waits else []))
-    waited = [f"waited > {WAIT_S:.0f} s", "told their place", "and a time"] if waits else []
-    return table(["action", "count", "errors", "p50 ms", "p95 ms", "max ms", "events sent", *waited], rows)
-
-
-def _cpu_table(app: dict) -> str:
-    """The CPU each process on the machine's cores spent while the class arrived (until the last opening was
-    answered) and over the whole class: what share of the students' wait is the benchmark's own clients."""
-    arrival, wall = app.get("arrival") or {}, app["wall_s"]
-    rows = [["the server", f"{arrival.get('server_cpu_s', 0):.1f}", f"{app['server_cpu_s']:.1f}"],
-            ["the simulated students (this process)", f"{arrival.get('client_cpu_s', 0):.1f}",
-             f"{app['client_cpu_s']:.1f}"]]
-    if app.get("chromium_cpu_s") is not None:
-        rows.append([f"Chromium ({len(app.get('chromium', []))} pages, and its driver)", "",
-                     f"{app['chromium_cpu_s']:.1f}"])
-    return table(["CPU s", f"while the class arrived ({arrival.get('s', 0):.1f} s)",
-                  f"over the class ({wall:.0f} s, {2 * wall:.0f} core-s on two cores)"], rows)
-
-
-def _memory_line(samples: list) -> str:
-    """The server's VmRSS at the start, each third of the class and the end, and its peak."""
-    rss = [mib for _, mib in samples]
-    thirds = [rss[min(len(rss) - 1, len(rss) * k // 3)] for k in (1, 2)]
-    return (f"server memory (VmRSS, MiB): start {rss[0]:.0f}, a third in {thirds[0]:.0f}, two thirds {thirds[1]:.0f}, "
-            f"end {rss[-1]:.0f}, peak {max(rss):.0f}")
-
-
-def report(result: dict) -> str:
-    """A table per app, then this tree's p50 and p95 over the reference's, per action."""
-    real = REAL_MODELS[result.get("real_model", "opus-mt-random")]
-    labels = {name: text.replace("real model (74M)", real.label) for name, text in LABELS.items()}
-    share = f"; the real model ({real.name}) in {result['real']} % of the actions" if result.get("real") else ""
-    share += f", its heads scored in {result['real_score']} %" if result.get("real_score") else ""
-    lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app{share}, think time "
-             f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched; "
-             + ("opening the page fetches its files too" if result.get("with_files", True) else "opening: HTML only")]
-    for key, app in result["apps"].items():
-        lines += ["", f"### {result['names'][key]}: {app['answers_per_s']:.1f} answers/s, {app['errors']} errors"
-                      f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
-                  "", _app_table(app, labels)]
-        lines += [f"  error: {example}" for example in app["error_examples"]]
-        if app.get("drain_s") is not None:
-            lines += ["", f"the last answer came {app['drain_s']:.1f} s after the class stopped starting actions "
-                          f"({app['hung']} students still waiting at the end)"]
-        if app.get("server_cpu_s") is not None:
-            lines += ["", _cpu_table(app)]
-        if app.get("rss_mib"):
-            lines.append(_memory_line(app["rss_mib"]))
-        if app.get("chromium"):
-            drawn = [o for o in app["chromium"] if "firstView" in o]
-            views = [o["firstView"] / 1000 for o in drawn]
-            lines += ["", f"the page opened in Chromium during the class, first drawn view from navigation start: "
-                          + (f"p50 {ms(statistics.median(views))}, p95 {ms(percentile(views, 95))}, max "
-                             f"{ms(max(views))} ms over {len(views)} openings" if views else "none drawn")
-                          + (f"; {len(app['chromium']) - len(drawn)} never drawn" if len(drawn) < len(app["chromium"])
-                             else "")]
-        if app.get("lesson_walk"):
-            lines += ["", lesson_walk.summary(app["lesson_walk"])]
-        if app.get("real_load_s") is not None:
-            lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
-        if app.get("live_runs") is not None:
-            lines += ["", f"live training in the background: {len(app['live_runs'])} runs, ending: "
-                          + "; ".join(app["live_runs"])]
-    if "ref" in result["apps"]:
-        this, ref = result["apps"]["this"]["actions"], result["apps"]["ref"]["actions"]
-        rows = []
-        for name in this:
-            if this[name]["n"] and ref[name]["n"]:
-                rows.append([labels[name], ms(this[name]["median_s"]), ms(ref[name]["median_s"]),
-                             f"{this[name]['median_s'] / ref[name]['median_s']:.2f}", ms(this[name]["p95_s"]),
-                             ms(ref[name]["p95_s"]), f"{this[name]['p95_s'] / ref[name]['p95_s']:.2f}"])
-        views = [[o["firstView"] / 1000 for o in result["apps"][key].get("chromium", []) if "firstView" in o]
-                 for key in ("this", "ref")]
-        if all(views):
-            (a50, a95), (b50, b95) = [(statistics.median(v), percentile(v, 95)) for v in views]
-            rows.insert(1, [f"open the page in Chromium: navigation start .. first map drawn ({len(views[0])} / "
-                            f"{len(views[1])} openings)", ms(a50), ms(b50), f"{a50 / b50:.2f}", ms(a95), ms(b95),
-                            f"{a95 / b95:.2f}"])
-        lines += ["", f"this tree against {result['names']['ref']} (ratio < 1: this tree is faster)", "",
-                  table(["action", "p50 this", "p50 ref", "ratio", "p95 this", "p95 ref", "ratio"], rows)]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.classroom", description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
@@ -474,9 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=0, metavar="PERCENT",
                         help="a real model among the choices (opus-mt-en-de's configuration, random weights), run "
                              f"by PERCENT of the actions (default {REAL_SHARE})")
-    parser.add_argument("--real-model", choices=sorted(REAL_MODELS), default="opus-mt-random",
-                        help="with --real, which: opus-mt-en-de's configuration with random weights (default), or "
-                             "the trained all-MiniLM-L6-v2 (an encoder; devtools.trained_models)")
+    parser.add_argument("--real-model", default="opus-mt-random", metavar="|".join(sorted(REAL_MODELS)),
+                        help="with --real, which (comma-separated for several, the share split between them): "
+                             "opus-mt-en-de's configuration with random weights (default), or the trained "
+                             "all-MiniLM-L6-v2 (an encoder; devtools.trained_models)")
+    parser.add_argument("--full-budget", action="store_true",
+                        help="with --real: the random opus-mt writes the app's whole budget (1.5 x its source + 10, "
+                             "the worst case) instead of a trained model's length (benchmarks.trained_length)")
     parser.add_argument("--real-score", type=int, default=0, metavar="PERCENT",
                         help="with --real, PERCENT of the actions score every head of the real model (from the steps)")
     parser.add_argument("--browsers", type=int, default=0, metavar="K",
@@ -485,18 +333,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="students fetch the page's HTML only, not Gradio's files (as this benchmark did before)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
+    models = tuple(dict.fromkeys(key.strip() for key in args.real_model.split(",") if key.strip()))
+    if not models or not set(models) <= set(REAL_MODELS):
+        parser.error(f"--real-model: one or more of {', '.join(sorted(REAL_MODELS))}, comma-separated")
     if not (1 <= args.students <= 400 and 5 <= args.duration_s <= 1800):
         parser.error("students 1..400, duration 5..1800 s")
     if args.real and args.against:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
     if args.real_score and not args.real or not 0 <= args.real_score <= 15:
         parser.error("--real-score needs --real, and 0..15 percent")
-    if args.real_model == "minilm" and args.real_score:
+    if args.real_score and not any(REAL_MODELS[key].writes_text for key in models):
         parser.error("--real-score needs a model that writes text: all-MiniLM-L6-v2 is an encoder")
     if not 0 <= args.browsers <= 50:
         parser.error("browsers 0..50")
     result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
-                 args.browsers, args.real_score, args.real_model)
+                 args.browsers, args.real_score, models, args.full_budget)
     print(report(result), flush=True)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
     print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")

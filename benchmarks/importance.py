@@ -11,9 +11,14 @@ configuration with random weights (6 + 6 layers, 8 heads: 144 heads) on one 32-t
 `rounds`), and says what the run must compute: its FLOPs counted from the configuration (real_flops), and this
 machine's fp32 matrix-product rate measured in the same run (a 2048² torch.mm, the best of 7), hence the shortest
 time the run could take at that rate, and when the first partial result came (real_head_importance's `partial`, as
-the app streams the grid: the heads of the first chunk of variants; `--chunk` rows a pass, 8 by default, the app's
-is service.heads_view.REAL_CHUNK). `--split` adds one more run timed by part (encoder, decoder, output head,
-greedy decoding, gradient). Never asserted on in tests.
+the app streams the grid: the heads of the grid's first pass; `--chunk` rows a pass, 8 by default, the app's is
+service.heads_view.REAL_CHUNK). Each round runs two pass schedules, interleaved (rotating who goes first): the
+app's (a first pass of the baseline and the first map key's heads, then `--chunk` rows a pass) and `--chunk` rows
+every pass (as before the first pass was small), each with this process's CPU seconds beside the wall clock (what a
+shared machine's load stretches least), and says how many scores differ between them and by how much;
+`--reference` also scores the same in float64 once and gives each schedule's largest distance from it. `--split`
+adds one more run timed by part (encoder, decoder, output head, greedy decoding, gradient). Never asserted on in
+tests.
 """
 
 from __future__ import annotations
@@ -45,11 +50,14 @@ def run(texts=(50, 100, 200), rounds: int = 3, threads: int = 1) -> dict:
     return {"rows": rows, "threads": threads, "load": load()}
 
 
-def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "cpu", chunk: int = 8) -> dict:
+def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "cpu", chunk: int = 8,
+         reference: bool = False) -> dict:
     """attention_viz.importance.real_head_importance on the opus-mt-en-de configuration (benchmarks.hub.build),
     with the FLOPs it needs, the device's fp32 matrix-product rate (benchmarks.kernel.mm_peak) and when its first
-    partial result came (where the code has `partial`)."""
+    partial result came (where the code has `partial`), for each pass schedule (where the code has `first`)."""
     import inspect
+
+    import numpy as np
 
     from attention_viz.importance import real_head_importance
 
@@ -64,28 +72,51 @@ def real(threads: int = 2, rounds: int = 1, split: bool = False, device: str = "
     src = src.to(device)
     model.encode = lambda text: type("Encoding", (), {"ids": src[0]})()  # the benchmark's 32 ids, whatever the text
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    streams = "partial" in inspect.signature(real_head_importance).parameters
-    seconds, first = [], []
-    for _ in range(rounds):
-        told = []  # (seconds, heads scored) of each partial result
-        t0 = time.perf_counter()
+    parameters = inspect.signature(real_head_importance).parameters
+    streams = "partial" in parameters
+    schedules = {"app": {}, "chunk": {"first": chunk}} if "first" in parameters else {"app": {}}
+    seconds = {name: [] for name in schedules}
+    cpu = {name: [] for name in schedules}  # this process's CPU seconds: what a shared machine's load does not stretch
+    first = {name: [] for name in schedules}
+    results = {}
+    for r in range(rounds):
+        names = list(schedules)
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            told = []  # (seconds, heads scored, CPU seconds) of each partial result
+            t0, c0 = time.perf_counter(), time.process_time()
 
-        def partial(part):
+            def partial(part):
+                sync()
+                told.append((time.perf_counter() - t0, part.done, time.process_time() - c0))
+
+            results[name] = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=chunk,
+                                                 **schedules[name], **({"partial": partial} if streams else {}))
             sync()
-            told.append((time.perf_counter() - t0, part.done))
-
-        result = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=chunk,
-                                      **({"partial": partial} if streams else {}))
-        sync()
-        seconds.append(time.perf_counter() - t0)
-        first += told[:1]
+            seconds[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+            first[name] += told[:1]
+    result = results["app"]
     written, _ = model.greedy_decode(src, 32)
     peak = mm_peak(device)
-    out = {"median_s": statistics.median(seconds), "heads": result.total, "threads": threads, "rounds": rounds,
+    drops = {name: np.concatenate([imp.drop[key] for key in imp.keys]) for name, imp in results.items()}
+    per = {name: {"median_s": statistics.median(seconds[name]), "seconds": seconds[name],
+                  "cpu_s": statistics.median(cpu[name]),
+                  "first_s": statistics.median(s for s, _, _ in first[name]) if first[name] else None,
+                  "first_cpu_s": statistics.median(c for _, _, c in first[name]) if first[name] else None,
+                  "first_heads": first[name][0][1] if first[name] else None} for name in schedules}
+    out = {"median_s": per["app"]["median_s"], "heads": result.total, "threads": threads, "rounds": rounds,
            "chunk": chunk, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
            "flops": real_flops(model.model.config, src.size(1), written.size(1), result.order), "mm": peak,
-           "first_s": statistics.median(s for s, _ in first) if first else None,
-           "first_heads": first[0][1] if first else None}
+           "first_s": per["app"]["first_s"], "first_heads": per["app"]["first_heads"], "schedules": per}
+    if "chunk" in drops:
+        out["differ"] = {"scores": int((drops["app"] != drops["chunk"]).sum()),
+                         "max": float(np.abs(drops["app"] - drops["chunk"]).max())}
+    if reference:  # the same in float64: each schedule's largest distance from it, in nats
+        model.model.double()
+        wide = real_head_importance(model, ["32 random pieces"], max_new_tokens=32, chunk=chunk)
+        model.model.float()
+        exact = np.concatenate([wide.drop[key] for key in wide.keys])
+        out["reference"] = {name: float(np.abs(d - exact).max()) for name, d in drops.items()}
     if split:
         out["split"] = timed_parts(model, lambda: real_head_importance(model, ["32 random pieces"],
                                                                        max_new_tokens=32, chunk=chunk))
@@ -171,14 +202,26 @@ def report_real(r: dict) -> str:
         f"opus-mt-en-de's configuration, random weights, {r['heads']} heads, one 32-token source writing 32 tokens, "
         f"{r['threads']} threads, {r.get('device', 'CPU')}, {r['chunk']} rows a pass: grid + gradient + prune curve "
         f"{r['median_s']:.2f} s (median of {r['rounds']})",
-        (f"  the first partial result (the grid's first {r['first_heads']} heads) after {r['first_s']:.2f} s "
-         f"(median)" if r["first_s"] is not None else "  no partial results (this code scores in one piece)"),
         f"  work: {f['variants']} variants x (decoder {f['decoder'] / 1e9:.2f} + vocabulary {f['vocabulary'] / 1e9:.2f}"
         f" GFLOP), {f['encoder_passes']} encoder passes x {f['encoder'] / 1e9:.2f} GFLOP, greedy decoding and the "
         f"gradient {f['greedy_and_gradient'] / 1e9:.0f} GFLOP: {f['total'] / 1e12:.2f} TFLOP",
         f"  the device's fp32 matrix product ({mm['size']}², {r['threads']} threads): "
         f"{mm['best_gflops']:.0f} GFLOP/s at best (median {mm['gflops']:.0f}) -> at least {floor:.1f} s for this work; "
         f"the run reached {f['total'] / r['median_s'] / 1e9:.0f} GFLOP/s"]
+    names = {"app": "the app's: the first row's heads, then " + f"{r['chunk']} rows a pass",
+             "chunk": f"{r['chunk']} rows every pass"}
+    per = r.get("schedules", {"app": r})
+    rows = [[names[name], f"{s['median_s']:.2f} s", " / ".join(f"{x:.2f}" for x in s.get("seconds", [])),
+             f"{s['cpu_s']:.2f} s" if "cpu_s" in s else "",
+             f"{s['first_s']:.2f} s: the baseline and {s['first_heads']} heads" if s["first_s"] is not None else "none",
+             f"{s['first_cpu_s']:.2f} s" if s.get("first_cpu_s") is not None else "",
+             f"{r['reference'][name]:.1e}" if "reference" in r else ""] for name, s in per.items()]
+    lines += ["", table(["pass schedule", "every head, gradient, prune curve (median)", "each round (s)", "its CPU",
+                         "first partial result (median)", "its CPU", "max |Δ| from float64 (nats)"], rows)]
+    if "chunk" in per:
+        lines.append(f"  total: the app's over {r['chunk']} rows every pass "
+                     f"{per['app']['median_s'] / per['chunk']['median_s']:.2f}x; scores that differ between the two: "
+                     f"{r['differ']['scores']} of {r['heads']}, by at most {r['differ']['max']:.1e} nats")
     if "split" in r:
         s = r["split"]
         lines.append(f"  one run by part ({s['total']:.1f} s): " + ", ".join(
@@ -196,12 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="with --real: where the real model runs (cpu, cuda)")
     parser.add_argument("--no-ours", action="store_true", help="with --real: skip our models' table")
     parser.add_argument("--chunk", type=int, default=8, help="with --real: batch rows a pass (the app's: 64)")
+    parser.add_argument("--reference", action="store_true", help="with --real: also score in float64, once")
     args = parser.parse_args(argv)
     if not args.no_ours:
         print(report(run(tuple(int(x) for x in args.texts.split(",")), args.rounds, args.threads or 1)))
     if args.real:
         print("\n" + report_real(real(threads=args.threads or 2, rounds=args.rounds, split=args.split, device=args.device,
-                                       chunk=args.chunk)))
+                                       chunk=args.chunk, reference=args.reference)))
     return 0
 
 

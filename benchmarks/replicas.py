@@ -33,7 +33,9 @@ import httpx
 from devtools.launcher import ROOT, Server
 from devtools.proxy import Proxy, ensure_nginx
 
-from .classroom import LABELS, SETTLE_S, page_files, run_class
+from .classroom import SETTLE_S, run_class
+from .classroom_chromium import page_files
+from .classroom_report import LABELS
 from .common import load, ms, table, write_json
 
 PHASES = {"one": "one process", "sticky": "{n} processes, nginx sticky (cookie)",

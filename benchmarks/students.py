@@ -20,11 +20,17 @@ ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 10, "heads":
 REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
 
 
-def real_actions(share: int, score: int = 0) -> dict[str, int]:
+def real_actions(share: int, score: int = 0, models: tuple[str, ...] = ()) -> dict[str, int]:
     """The mix with `share` percent for the real model's runs, taken half from the lab's d_k and half from the reruns,
-    and `score` percent scoring every head of it, taken from the steps."""
+    and `score` percent scoring every head of it, taken from the steps. With several `models` (REAL_MODELS' keys),
+    the share is split between them as one action each, "real:" + its key (the first gets what does not divide)."""
     mix = {"lab_dk": 30 - share // 2, "lab_scaled": 15, "lab_keys": 10, "rerun": 10 - (share - share // 2),
-           "heads": 10, "steps": 15 - score, "lesson": 10, "real": share}
+           "heads": 10, "steps": 15 - score, "lesson": 10}
+    if len(models) > 1:
+        mix |= {f"real:{key}": share // len(models) + (share % len(models) if i == 0 else 0)
+                for i, key in enumerate(models)}
+    else:
+        mix["real"] = share
     return mix | ({"real_score": score} if score else {})
 
 
@@ -37,13 +43,16 @@ class RealModel:
     name: str
     notes: str
     label: str
+    writes_text: bool = True  # its heads can be scored (an encoder writes nothing)
 
 
 REAL_MODELS = {"opus-mt-random": RealModel("opus-mt-en-de-random", "real Marian model", "real model (74M)"),
-               "minilm": RealModel("all-MiniLM-L6-v2", "real BERT model", "trained BERT (22M)")}
+               "minilm": RealModel("all-MiniLM-L6-v2", "real BERT model", "trained BERT (22M)", writes_text=False)}
 WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translation", "of", "house", "green",
          "students", "learn", "quickly", "today", "with", "every", "head", "layer")
 THINK_S = (1.5, 4.0)
+ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
+SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened the page and made its first moves
 ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 WAIT_S = 1.0      # an action answered later than this waited: did the student see its place in the line?
 HTTP_TIMEOUT_S = 120.0
@@ -113,8 +122,10 @@ class Student:
     """One page's controls and what one student does with them."""
 
     def __init__(self, client: httpx.Client, base: str, rng: random.Random, files: tuple[str, ...] = (),
-                 patience_s: float | None = None, real: RealModel = REAL_MODELS["opus-mt-random"]) -> None:
-        self.client, self.base, self.rng, self.real = client, base, rng, real
+                 patience_s: float | None = None,
+                 real: RealModel | tuple[RealModel, ...] = REAL_MODELS["opus-mt-random"]) -> None:
+        self.client, self.base, self.rng = client, base, rng
+        self.reals = (real,) if isinstance(real, RealModel) else tuple(real)  # "real": the first; "real:key": key's
         self.client.get(base + "/", headers=ACCEPT).raise_for_status()  # the page's HTML, as a browser fetches it first
         fetch_files(base, files, ACCEPT, HTTP_TIMEOUT_S)  # then its files, six connections at a time
         self.browser = Browser(client, base, patience_s)
@@ -207,9 +218,12 @@ class Student:
                 set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
             seconds, data = self.call(self.api["visualize"], "heads_apply")
             return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
-        if action in ("real", "real_score"):  # pick the real model, type a sentence; run it, or score its heads
+        if action in ("real", "real_score") or action.startswith("real:"):  # pick a real model, type a sentence;
+            # run it, or score its heads (the first that writes text)
+            real = (REAL_MODELS[action[len("real:"):]] if action.startswith("real:") else self.reals[0]
+                    if action == "real" else next(r for r in self.reals if r.writes_text))
             kept = {elem_id: self.values[self.ids[elem_id]] for elem_id in ("model", "text")}
-            set_("model", "hub:" + self.real.name)
+            set_("model", "hub:" + real.name)
             self.heads_off = {}  # as the page does: heads off name one model's heads, and a new model starts all on
             set_("heads_off", "")
             set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
@@ -221,7 +235,7 @@ class Student:
             finally:
                 for elem_id, value in kept.items():  # the student goes back to the model and text it had
                     set_(elem_id, value)
-            return seconds, None if self.real.notes in str(data) else "real: no notes of a real model's run"
+            return seconds, None if real.notes in str(data) else f"{action}: no notes of a real model's run"
         if action == "lesson":
             return self.lesson_step()
         seconds, data = self.call(self.api["steps"])

@@ -2,7 +2,12 @@
 it writes for itself, scored by the log-probability of its own greedy output, teacher-forced; Michel's gradient
 estimate beside it, and the prune curve. Variants run as batch rows with per-row gates, a chunk at a time; an
 encoder-decoder model's encoder once per distinct set of encoder heads off. What is scored so far can be told after
-each chunk (real_head_importance's `partial`: a RealPartial), so a page can draw the grid as it fills in.
+each chunk (real_head_importance's `partial`: a RealPartial), so a page can draw the grid as it fills in: the grid's
+first pass is small (the baseline and the first map key's heads: its first row), the rest a chunk a pass.
+
+Which rows run together is a function of the variants and the chunk only (never of timing or of what ran before), so
+a text's scores are the same on every call. They are float32 sums whose last bit may depend on the pass's size (the
+matrix products' kernels are chosen by shape); tests/hub/test_hub_importance.py holds them to a float64 reference.
 
 The passes the scoring runs (a part of the model under the switches, or the base model without its output head)
 are at the end: encoder_states, decoder_logits, final_states, decoder_states, output_head.
@@ -102,13 +107,19 @@ def _own_outputs(model, texts: list[str], max_new_tokens: int):
     return ids, mask, None, targets
 
 
+def _passes(n: int, first: int, step: int) -> list[range]:
+    """Items 0 .. n - 1 in passes: `first` in the first, then `step` a pass (the last may be shorter)."""
+    starts = [0] + list(range(max(1, first), n, max(1, step)))
+    return [range(start, end) for start, end in zip(starts, starts[1:] + [n]) if start < end]
+
+
 def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, means, chunk: int,
-                 told: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
+                 told: Callable[[np.ndarray], None] | None = None, first: int | None = None) -> np.ndarray:
     """Per variant: mean log-probability per scored token of the model's own output. Variants run `chunk` rows at
-    a time; `told`, if given, gets the scores so far (variants 0 .. v) after each chunk. An encoder-decoder model's
-    encoder runs once per distinct set of encoder heads off: the variants that switch off decoder heads only (two
-    thirds of a Marian model's) share the plain encoder's states. The scored tokens' log-probabilities:
-    _scored_logprobs (through the output head's blocks where it is linear)."""
+    a time (the first pass `first` rows, if given); `told`, if given, gets the scores so far (variants 0 .. v) after
+    each pass. An encoder-decoder model's encoder runs once per distinct set of encoder heads off: the variants that
+    switch off decoder heads only (two thirds of a Marian model's) share the plain encoder's states. The scored
+    tokens' log-probabilities: _scored_logprobs (through the output head's blocks where it is linear)."""
     N, H = ids.size(0), model.n_heads
     dtype = next(model.model.parameters()).dtype
     scored = targets != -100  # (N, T)
@@ -116,12 +127,16 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, m
     encoder_keys = [key for key in keys if key.startswith("encoder.")] if shared else []
     decoder_keys = [key for key in keys if key not in encoder_keys]
     signature = lambda off: frozenset(head for head in off if head[0] in encoder_keys)  # noqa: E731
-    state = _real_encoder_states(model, ids, mask, encoder_keys, [signature(off) for off in variants], ablation,
-                                 means, chunk) if shared else None
+    step = max(1, chunk // N)
+    passes = _passes(len(variants), step if first is None else min(step, max(1, first // N)), step)
+    signatures = [signature(off) for off in variants]
+    small = len(passes[0]) < step  # a small first pass: the encoder's first pass only the sets it needs
+    state = _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk,
+                                 len(set(signatures[: len(passes[0])])) if small else step) if shared else None
     head = _linear_head(model)
     logprob = []
-    for start in range(0, len(variants), max(1, chunk // N)):
-        part = variants[start: start + max(1, chunk // N)]
+    for rows in passes:
+        part = variants[rows.start: rows.stop]
         rep = lambda t: None if t is None else t.repeat(len(part), 1)  # noqa: E731
         gates = variant_gates(decoder_keys, H, part, N, dtype, ids.device)  # every key's, without a shared encoder
         heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
@@ -167,19 +182,20 @@ def _linear_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     return head
 
 
-def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk: int):
+def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk: int, first: int):
     """The encoder's states [N, S, D] per distinct set of encoder heads off (a frozenset of (key, head)), as a
-    function of the set. The distinct sets, in order, run `chunk` rows a pass; a pass runs when one of its sets is
-    first asked for, so the first variants' states come without waiting for the rest, and the passes (which rows
-    run together) are the same whatever is asked first."""
+    function of the set. The distinct sets, in order, run `first` sets in the first pass, then `chunk` rows a pass;
+    a pass runs when one of its sets is first asked for, so the first variants' states come without waiting for the
+    rest, and the passes (which rows run together) are the same whatever is asked first."""
     distinct = list(dict.fromkeys(signatures))
     dtype = next(model.model.parameters()).dtype
-    N, step, states = ids.size(0), max(1, chunk // ids.size(0)), {}
-    first = {signature: i - i % step for i, signature in enumerate(distinct)}  # its pass's first set
+    N, states = ids.size(0), {}
+    passes = _passes(len(distinct), first, max(1, chunk // N))
+    among = {signature: rows for rows in passes for signature in distinct[rows.start: rows.stop]}  # its pass
 
     def state(signature: frozenset) -> torch.Tensor:
         if signature not in states:
-            part = distinct[first[signature]: first[signature] + step]
+            part = distinct[among[signature].start: among[signature].stop]
             gates = variant_gates(encoder_keys, model.n_heads, [set(s) for s in part], N, dtype, ids.device)
             heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
             with torch.no_grad():
@@ -192,14 +208,16 @@ def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, m
 
 
 def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max_new_tokens: int = 20,
-                         chunk: int = 64, partial: Callable[[RealPartial], None] | None = None
-                         ) -> RealHeadImportance:
+                         chunk: int = 64, first: int | None = None,
+                         partial: Callable[[RealPartial], None] | None = None) -> RealHeadImportance:
     """Every head of a real model (attention_viz.hub.PretrainedTransformer) alone off, on its own greedy output of
     `texts` (teacher-forced): the drop in its log-probability per token, Michel's gradient estimate, the prune
     curve. `chunk`: batch rows per pass (memory: rows x T x vocab where the logits are written whole; rows x T x
-    d_model where the output head is linear and its log-sum-exp runs a block at a time, fast.logprob).
-    `partial`, if given, is called with what is scored so far (a RealPartial) after each chunk of the grid, once
-    with the gradient when the grid is done, and after each chunk of the prune curve; the numbers are the same with
+    d_model where the output head is linear and its log-sum-exp runs a block at a time, fast.logprob). `first`: the
+    rows of the grid's first pass (default: the baseline and the first map key's heads, each text a row: the grid's
+    first row, told soon; at most `chunk`).
+    `partial`, if given, is called with what is scored so far (a RealPartial) after each pass of the grid, once
+    with the gradient when the grid is done, and after each pass of the prune curve; the numbers are the same with
     or without it (the same passes run, in the same order).
 
     Raises ValueError for a model that writes no text (an encoder only, a checkpoint without its output head: it
@@ -227,8 +245,9 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
         partial(RealPartial(keys, H, len(texts), ablation, float(logprob[0]), drops(logprob), len(logprob) - 1,
                             **more))
 
+    first = (1 + H) * len(texts) if first is None else first  # rows: the baseline and the first key's heads
     logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], ablation, means,
-                           chunk, told if partial else None)
+                           chunk, told if partial else None, first)
     drop = drops(logprob)
     gradient = _real_michel(model, ids, mask, decoder, targets, keys, ablation, means)
     order = sorted(heads, key=lambda kh: drop[kh[0]][kh[1]])

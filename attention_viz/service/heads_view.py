@@ -47,7 +47,8 @@ from attention_viz.service.texts import code, scaling_text
 FORMAT = "attention_viz.importance/1"
 IMPORTANCE_STRINGS = 50   # a shipped model's held-out strings scored in the app (the API's default is 200)
 DIGITS = 4
-REAL_CHUNK = 64           # a real model's batch rows per pass (real_head_importance's chunk): a partial payload each
+REAL_CHUNK = 64           # a real model's batch rows per pass (real_head_importance's chunk), after a first pass of
+                          # the grid's first row: a partial payload each
 CACHED = 16               # scored payloads kept (a few per model: scaling x ablation, and text for a real model)
 
 

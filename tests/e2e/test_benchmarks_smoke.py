@@ -201,14 +201,49 @@ def test_the_real_model_benchmark_times_ours_eager_and_sdpa_and_reports_them():
 
 def test_the_classroom_mix_with_a_real_model_and_its_heads_scored_is_whole():
     from benchmarks import classroom
+    from benchmarks.classroom_report import LABELS
     from benchmarks.students import real_actions
 
     for share, score in ((10, 0), (10, 2), (15, 15)):
         mix = real_actions(share, score)
         assert sum(mix.values()) == 100 and mix["real"] == share and mix.get("real_score", 0) == score, mix
-        assert all(v >= 0 for v in mix.values()) and set(mix) <= set(classroom.LABELS), mix
+        assert all(v >= 0 for v in mix.values()) and set(mix) <= set(LABELS), mix
     with pytest.raises(SystemExit):
         classroom.main(["--real-score", "2"])  # scoring a real model's heads needs the real model
+    mix = real_actions(10, 2, ("minilm", "opus-mt-random"))  # two real models: one action each, the share split
+    assert sum(mix.values()) == 100 and mix["real:minilm"] == mix["real:opus-mt-random"] == 5 and "real" not in mix
+    timing = {"n": 1, "errors": 0, "median_s": 0.5, "p95_s": 0.9, "max_s": 0.9}
+    app = {"answers_per_s": 1.0, "errors": 0, "hung": 0, "load_after": [0.0] * 3, "error_examples": [], "all": {},
+           "actions": {"open": timing} | {name: timing for name in mix}}
+    text = classroom.report({"students": 1, "duration_s": 5, "seed": 0, "names": {"this": "this tree"},
+                             "apps": {"this": app}, "real": 10, "real_score": 2,
+                             "real_model": ["minilm", "opus-mt-random"]})
+    assert "| trained BERT (22M): pick it, type a sentence" in text and "| real model (74M): pick it, type" in text
+    assert "| real model (74M): score every head" in text and "a trained model's length" in text
+    for wrong in ("minilm,nope", ""):
+        with pytest.raises(SystemExit):
+            classroom.main(["--real", "--real-model", wrong])
+
+
+def test_the_trained_length_app_gives_a_real_translation_a_trained_models_length(monkeypatch):
+    """benchmarks.trained_length: every budget the app asks for a source of S pieces is ceil(1.2 S) (at most the
+    app's cap), a continuation's unchanged; it covers every module of the package that asks for one."""
+    from pathlib import Path
+
+    import attention_viz
+    from attention_viz.service import heads_view, limits, runs
+    from benchmarks import trained_length
+
+    for module in trained_length.CALLERS:  # restored after the test
+        monkeypatch.setattr(module, "real_new_tokens", module.real_new_tokens)
+    trained_length.install()
+    assert [runs.real_new_tokens(s, True) for s in (1, 5, 10, 11, 40)] == [2, 6, 12, 14, limits.REAL_NEW_TOKENS]
+    assert heads_view.real_new_tokens(10, True) == 12 and limits.real_new_tokens(10, True) == 25
+    assert runs.real_new_tokens(7, False) == limits.real_new_tokens(7, False)
+    package = Path(attention_viz.__file__).parent
+    callers = {path for path in package.rglob("*.py") if "real_new_tokens(" in path.read_text()} - {
+        Path(limits.__file__)}
+    assert callers == {Path(module.__file__) for module in trained_length.CALLERS}
 
 
 def test_the_trained_model_benchmark_checks_ours_against_eager_and_reports_each_part(minilm_folder):

@@ -232,3 +232,53 @@ def test_an_output_head_not_known_to_be_linear_takes_the_logits(tiny_folders, mo
     key = model.map_keys[-1]
     assert imp.drop[key][1] == pytest.approx(own_logprob(model, TEXTS) - own_logprob(model, TEXTS, {key: [1]}),
                                              abs=1e-9)
+
+
+def test_the_grids_first_pass_is_its_first_row(tiny_folders, monkeypatch):
+    """The grid's first pass is the baseline and the first map key's heads (told first, the page's first row of
+    cells), the encoder run for those only; the rest a chunk a pass, the prune curve a chunk a pass from its start."""
+    model = load_pretrained(tiny_folders["marian"])
+    encoder_rows = []
+    original = importance.encoder_states
+    monkeypatch.setattr(importance, "encoder_states",
+                        lambda model, ids, **k: encoder_rows.append(ids.size(0)) or original(model, ids, **k))
+    told = []
+    imp = real_head_importance(model, TEXTS[:1], max_new_tokens=5, chunk=16, partial=told.append)
+    H, n = imp.n_heads, imp.total  # 4 heads, 24 in all: the grid's 25 variants in passes of 5, 16 and 4
+    grid = [part.done for part in told if part.gradient is None]
+    assert grid == [H, H + 16, n]
+    assert np.isfinite(told[0].drop[imp.keys[0]]).all() and np.isnan(told[0].drop[imp.keys[1]]).all()
+    curve = [len(part.prune) for part in told if part.gradient is not None]
+    assert curve == [2, 18, n]  # the prune curve's 22 variants: 16, then 6
+    assert encoder_rows[:2] == [1 + H, H]  # the grid's: the baseline and encoder.0's heads, then encoder.1's
+    told.clear()
+    real_head_importance(model, TEXTS, max_new_tokens=5, chunk=3 * 16, first=3 * 2, partial=told.append)
+    assert [part.done for part in told if part.gradient is None] == [1, 17, n]  # `first` rows: 2 variants of 3 texts
+
+
+def test_a_texts_scores_are_the_same_on_every_call_and_near_a_float64_reference(tiny_folders):
+    """In float32, as the app runs (REAL_CHUNK rows a pass, one text): a text's scores are bit for bit the same
+    after another text's, with or without `partial`, and within 1e-5 nats of the same model's in float64 (its own
+    greedy output the same) on every pass schedule: the app's, one chunk a pass, 8 rows a pass."""
+    from attention_viz.service.heads_view import REAL_CHUNK
+
+    model = load_pretrained(tiny_folders["marian"])
+    wide = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
+    for text in TEXTS[:2]:
+        assert torch.equal(_own_outputs(model, [text], 8)[2], _own_outputs(wide, [text], 8)[2])
+    first = real_head_importance(model, TEXTS[:1], max_new_tokens=8, chunk=REAL_CHUNK)
+    real_head_importance(model, TEXTS[1:2], max_new_tokens=8, chunk=REAL_CHUNK)
+    again = real_head_importance(model, TEXTS[:1], max_new_tokens=8, chunk=REAL_CHUNK, partial=lambda part: None)
+    assert (first.baseline, first.prune, first.order) == (again.baseline, again.prune, again.order)
+    for key in first.keys:
+        np.testing.assert_array_equal(first.drop[key], again.drop[key])
+    for text in TEXTS[:2]:
+        reference = real_head_importance(wide, [text], max_new_tokens=8, chunk=REAL_CHUNK)
+        for chunk, first_rows in ((REAL_CHUNK, None), (REAL_CHUNK, REAL_CHUNK), (8, None)):
+            imp = real_head_importance(model, [text], max_new_tokens=8, chunk=chunk, first=first_rows)
+            assert imp.baseline == pytest.approx(reference.baseline, abs=1e-5)
+            for key in imp.keys:
+                np.testing.assert_allclose(imp.drop[key], reference.drop[key], rtol=0, atol=1e-5)
+            assert imp.order == reference.order or np.allclose(
+                [imp.drop[k][h] for k, h in imp.order], [reference.drop[k][h] for k, h in imp.order], atol=1e-5)
+            np.testing.assert_allclose(imp.prune[:2], reference.prune[:2], rtol=0, atol=1e-5)

@@ -1,0 +1,132 @@
+"""The classroom benchmark's report (benchmarks.classroom): a table per app of every action's count, errors, p50,
+p95, max and the events it sent; the CPU each process spent; the server's memory; the pages opened in Chromium; the
+lesson walked in Chromium; and, with a reference app, this tree's p50 and p95 over the reference's."""
+
+from __future__ import annotations
+
+import statistics
+
+from . import lesson_walk
+from .common import ms, percentile, table
+from .students import REAL_MODELS, SETTLED_S, THINK_S, WAIT_S
+
+LABELS = {"open": "open the page: GET / .. the opening run (HTML, its files, config: the run is in it)",
+          "lab_dk": "lab: move d_k",
+          "lab_scaled": "lab: switch scaling", "lab_keys": "lab: number of keys",
+          "rerun": "Transformer: new text (model reruns)", "heads": "Transformer: a head clicked off (model reruns)",
+          "steps": "Transformer: open the steps view", "lesson": "lesson: Next (one step, its chains if any)",
+          "real": "real model (74M): pick it, type a sentence",
+          "real_score": "real model (74M): score every head of a sentence"}
+
+
+def sent(requests: list | None) -> str:
+    """The events an action sent (its chains included): "1", or "min-max (mean)"."""
+    if not requests:
+        return ""
+    low, mean, high = requests
+    return f"{low}" if low == high else f"{low}-{high} ({mean:.1f})"
+
+
+def _app_table(app: dict, labels: dict[str, str] = LABELS) -> str:
+    waits = any(a.get("waited") for a in app["actions"].values())
+    rows = [[labels[name], a["n"], a["errors"], ms(a["median_s"]) if a["n"] else "", ms(a["p95_s"]) if a["n"] else "",
+             ms(a["max_s"]) if a["n"] else "", sent(a.get("requests"))]
+            + ([a.get("waited", 0), a.get("told", 0), a.get("eta", 0)] if waits else [])
+            for name, a in app["actions"].items()]
+    if app["all"]:
+        rows.append(["every action after opening", app["all"]["n"], app["errors"] - app["actions"]["open"]["errors"],
+                     ms(app["all"]["median_s"]), ms(app["all"]["p95_s"]), "", ""]
+                    + ([sum(a.get(k, 0) for n, a in app["actions"].items() if n != "open") for k in ("waited", "told", "eta")]
+                       if waits else []))
+    if app.get("settled"):
+        rows.append([f"every action answered after the first {SETTLED_S:.0f} s", app["settled"]["n"], "",
+                     ms(app["settled"]["median_s"]), ms(app["settled"]["p95_s"]), "", ""]
+                    + (["", "", ""] if waits else []))
+    waited = [f"waited > {WAIT_S:.0f} s", "told their place", "and a time"] if waits else []
+    return table(["action", "count", "errors", "p50 ms", "p95 ms", "max ms", "events sent", *waited], rows)
+
+
+def _cpu_table(app: dict) -> str:
+    """The CPU each process on the machine's cores spent while the class arrived (until the last opening was
+    answered) and over the whole class: what share of the students' wait is the benchmark's own clients."""
+    arrival, wall = app.get("arrival") or {}, app["wall_s"]
+    rows = [["the server", f"{arrival.get('server_cpu_s', 0):.1f}", f"{app['server_cpu_s']:.1f}"],
+            ["the simulated students (this process)", f"{arrival.get('client_cpu_s', 0):.1f}",
+             f"{app['client_cpu_s']:.1f}"]]
+    if app.get("chromium_cpu_s") is not None:
+        rows.append([f"Chromium ({len(app.get('chromium', []))} pages, and its driver)", "",
+                     f"{app['chromium_cpu_s']:.1f}"])
+    return table(["CPU s", f"while the class arrived ({arrival.get('s', 0):.1f} s)",
+                  f"over the class ({wall:.0f} s, {2 * wall:.0f} core-s on two cores)"], rows)
+
+
+def _memory_line(samples: list) -> str:
+    """The server's VmRSS at the start, each third of the class and the end, and its peak."""
+    rss = [mib for _, mib in samples]
+    thirds = [rss[min(len(rss) - 1, len(rss) * k // 3)] for k in (1, 2)]
+    return (f"server memory (VmRSS, MiB): start {rss[0]:.0f}, a third in {thirds[0]:.0f}, two thirds {thirds[1]:.0f}, "
+            f"end {rss[-1]:.0f}, peak {max(rss):.0f}")
+
+
+def report(result: dict) -> str:
+    """A table per app, then this tree's p50 and p95 over the reference's, per action."""
+    models = result.get("real_model", "opus-mt-random")
+    models = [models] if isinstance(models, str) else models
+    real = REAL_MODELS[next((key for key in models if REAL_MODELS[key].writes_text), models[0])]
+    labels = {name: text.replace("real model (74M)", real.label if name == "real_score" else
+                                 REAL_MODELS[models[0]].label) for name, text in LABELS.items()}
+    labels |= {f"real:{key}": f"{REAL_MODELS[key].label}: pick it, type a sentence" for key in models}
+    length = ("each run the app's whole budget" if result.get("full_budget") else
+              "its runs a trained model's length (benchmarks.trained_length)")
+    share = (f"; the real model{'s' if len(models) > 1 else ''} ({', '.join(REAL_MODELS[k].name for k in models)}) "
+             f"in {result['real']} % of the actions" if result.get("real") else "")
+    share += f", {length}" if result.get("real") and "opus-mt-random" in models else ""
+    share += f", its heads scored in {result['real_score']} %" if result.get("real_score") else ""
+    lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app{share}, think time "
+             f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched; "
+             + ("opening the page fetches its files too" if result.get("with_files", True) else "opening: HTML only")]
+    for key, app in result["apps"].items():
+        lines += ["", f"### {result['names'][key]}: {app['answers_per_s']:.1f} answers/s, {app['errors']} errors"
+                      f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
+                  "", _app_table(app, labels)]
+        lines += [f"  error: {example}" for example in app["error_examples"]]
+        if app.get("drain_s") is not None:
+            lines += ["", f"the last answer came {app['drain_s']:.1f} s after the class stopped starting actions "
+                          f"({app['hung']} students still waiting at the end)"]
+        if app.get("server_cpu_s") is not None:
+            lines += ["", _cpu_table(app)]
+        if app.get("rss_mib"):
+            lines.append(_memory_line(app["rss_mib"]))
+        if app.get("chromium"):
+            drawn = [o for o in app["chromium"] if "firstView" in o]
+            views = [o["firstView"] / 1000 for o in drawn]
+            lines += ["", f"the page opened in Chromium during the class, first drawn view from navigation start: "
+                          + (f"p50 {ms(statistics.median(views))}, p95 {ms(percentile(views, 95))}, max "
+                             f"{ms(max(views))} ms over {len(views)} openings" if views else "none drawn")
+                          + (f"; {len(app['chromium']) - len(drawn)} never drawn" if len(drawn) < len(app["chromium"])
+                             else "")]
+        if app.get("lesson_walk"):
+            lines += ["", lesson_walk.summary(app["lesson_walk"])]
+        if app.get("real_load_s") is not None:
+            lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
+        if app.get("live_runs") is not None:
+            lines += ["", f"live training in the background: {len(app['live_runs'])} runs, ending: "
+                          + "; ".join(app["live_runs"])]
+    if "ref" in result["apps"]:
+        this, ref = result["apps"]["this"]["actions"], result["apps"]["ref"]["actions"]
+        rows = []
+        for name in this:
+            if this[name]["n"] and ref[name]["n"]:
+                rows.append([labels[name], ms(this[name]["median_s"]), ms(ref[name]["median_s"]),
+                             f"{this[name]['median_s'] / ref[name]['median_s']:.2f}", ms(this[name]["p95_s"]),
+                             ms(ref[name]["p95_s"]), f"{this[name]['p95_s'] / ref[name]['p95_s']:.2f}"])
+        views = [[o["firstView"] / 1000 for o in result["apps"][key].get("chromium", []) if "firstView" in o]
+                 for key in ("this", "ref")]
+        if all(views):
+            (a50, a95), (b50, b95) = [(statistics.median(v), percentile(v, 95)) for v in views]
+            rows.insert(1, [f"open the page in Chromium: navigation start .. first map drawn ({len(views[0])} / "
+                            f"{len(views[1])} openings)", ms(a50), ms(b50), f"{a50 / b50:.2f}", ms(a95), ms(b95),
+                            f"{a95 / b95:.2f}"])
+        lines += ["", f"this tree against {result['names']['ref']} (ratio < 1: this tree is faster)", "",
+                  table(["action", "p50 this", "p50 ref", "ratio", "p95 this", "p95 ref", "ratio"], rows)]
+    return "\n".join(lines)

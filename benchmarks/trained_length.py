@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 
-from attention_viz.service import heads_view, limits, runs
+from attention_viz.service import hub_model, limits
 
 RATIO = 1.2  # target tokens a trained opus-mt-en-de writes per source piece (its end token included)
-CALLERS = (runs, heads_view)  # every module of the app that asks limits.real_new_tokens for a budget
+CALLERS = (hub_model,)  # every module of the app that asks limits.real_new_tokens for a budget
 
 
 def budget(source_tokens: int, has_source: bool) -> int:

@@ -231,15 +231,16 @@ def test_the_trained_length_app_gives_a_real_translation_a_trained_models_length
     from pathlib import Path
 
     import attention_viz
-    from attention_viz.service import heads_view, limits, runs
+    from attention_viz.service import hub_model, limits
     from benchmarks import trained_length
 
     for module in trained_length.CALLERS:  # restored after the test
         monkeypatch.setattr(module, "real_new_tokens", module.real_new_tokens)
     trained_length.install()
-    assert [runs.real_new_tokens(s, True) for s in (1, 5, 10, 11, 40)] == [2, 6, 12, 14, limits.REAL_NEW_TOKENS]
-    assert heads_view.real_new_tokens(10, True) == 12 and limits.real_new_tokens(10, True) == 25
-    assert runs.real_new_tokens(7, False) == limits.real_new_tokens(7, False)
+    budget = hub_model.real_new_tokens
+    assert [budget(s, True) for s in (1, 5, 10, 11, 40)] == [2, 6, 12, 14, limits.REAL_NEW_TOKENS]
+    assert budget(10, True) == 12 and limits.real_new_tokens(10, True) == 25
+    assert budget(7, False) == limits.real_new_tokens(7, False)
     package = Path(attention_viz.__file__).parent
     callers = {path for path in package.rglob("*.py") if "real_new_tokens(" in path.read_text()} - {
         Path(limits.__file__)}

@@ -1,7 +1,8 @@
 """The guided lesson (#lesson): a closed panel above the tabs whose Next and Back buttons move to a step
 (service.lesson): one request answers with the step's text, its tab, and every control and view it sets, by name
-(handlers.lesson): a Transformer step brings its run with the controls, so nothing reruns after it. The explorer's
-head is chosen in the browser once the run is drawn (explorer_view.open_js).
+(handlers.lesson): a step brings its view with the controls (the Transformer tab's run, the lab, the training view),
+so nothing is asked again after it (widgets.route_unless_shown). The explorer's head is chosen in the browser once
+the run is drawn (explorer_view.open_js).
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
         "lesson_forward": lesson["forward"], "tabs": tabs,
         **{name: component for name, component in transformer.items() if isinstance(component, gr.components.Component)
            or isinstance(component, gr.Tabs)},
-        "lab_d_k": lab["d_k"], "lab_dk_log": lab["dk_log"], "lab_scaled": lab["scaled"],
+        # a view's key before its controls: a tab not yet drawn fires a control's change as its value is set
+        **{f"lab_{name}": lab[name] for name in ("shown", "d_k", "dk_log", "keys", "scaled", "view", "numbers")},
         **{name: lab[name] for name in ("own_model", "own_kind", "own_layer", "own_head", "own_scaled", "own_qk")
            if name in lab},
-        "training_d_k": training["d_k"], "training_view": training["view"], "live_task": training["live_task"],
-        "live_dk": training["live_dk"], "live_arm": training["live_arm"],
+        **{f"training_{name}": training[name] for name in ("shown", "d_k", "view")},
+        **{name: training[name] for name in ("live_task", "live_dk", "live_arm")},
     }
     step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):

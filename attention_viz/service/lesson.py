@@ -133,6 +133,15 @@ class Lesson:
     def __len__(self) -> int:
         return len(self.titles)
 
+    def model_of(self, index: int) -> str | None:
+        """The real model step `index` computes, as far as can be said without loading one (the first not refused;
+        the step itself settles which), or None: a step on our own models, or no such step."""
+        titles = self.titles
+        if not 0 <= index < len(titles) or titles[index] not in (REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE):
+            return None
+        states = self.real.states()
+        return next((HUB_PREFIX + name for name, state in states.items() if state != "refused"), None)
+
     def step(self, index: object) -> LessonStep:
         titles = self.titles
         index = check_int("lesson step", index, 0, len(titles) - 1)

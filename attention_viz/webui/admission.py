@@ -12,7 +12,8 @@ whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio
 
 1. **The line is chosen by what the event computes**: an event that takes a model picker's value (the Transformer
    tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real model never holds a slot of our models'
-   lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
+   lines; so does an event whose listener says how its data names one (a lesson step that computes a real model's
+   run). Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
 2. **A join is refused** (HTTP 503, a message that starts as Gradio's own: "Queue is full") when its client
    already holds its share. A client is known by its address (the connection's peer as uvicorn reports it: behind
    a proxy, the X-Forwarded-For of a proxy named in FORWARDED_ALLOW_IPS, uvicorn's own setting): a session id is
@@ -43,7 +44,7 @@ cost 0.06 ms of CPU per join with 100 events waiting, 0.6 ms with 1,000 (a join 
 Gradio's own queue internals this relies on are named in GRADIO_QUEUE, and tests/webui/test_admission.py fails
 loudly when an upgrade changes them.
 
-    admission.install(demo, *model_pickers)   (webui/page.py, after demo.queue(...))
+    admission.install(demo, *model_pickers, named={listener id: data -> model})   (webui/page.py, after demo.queue)
 """
 
 from __future__ import annotations
@@ -152,23 +153,30 @@ def address_of(request: Any) -> str:
 class FairQueue:
     """The app's queue with the admission above: installed on a queued Blocks by `install`."""
 
-    def __init__(self, blocks: Any, *models: Any) -> None:
+    def __init__(self, blocks: Any, *models: Any, named: dict | None = None) -> None:
         self.blocks = blocks
         self.queue = blocks._queue
         self.push = self.queue.push
         # listener -> where among its inputs a model picker's value arrives
         self.model_at = {fn_id: at for fn_id, fn in blocks.fns.items()
                          for at, block in enumerate(fn.inputs) if any(block is model for model in models)}
+        self.named = dict(named or {})  # listener -> the model its data names (data -> model or None)
         self.refused = 0
+
+    def model_of(self, fn_index: int, data: list) -> object:
+        """The model an event names: its listener's own reading of its data, or its model picker's value (None)."""
+        if fn_index in self.named:
+            return self.named[fn_index](data)
+        at = self.model_at.get(fn_index)
+        return data[at] if at is not None and at < len(data) else None
 
     async def join(self, body: Any, request: Any, username: str | None):
         """Gradio's Queue.push, with the line chosen, the shares checked and the event placed in turn."""
         fn = self.blocks.fns.get(body.fn_index) if isinstance(body.fn_index, int) else None
         if fn is None:  # no such event: Gradio answers it
             return await self.push(body=body, request=request, username=username)
-        at = self.model_at.get(body.fn_index)
         data = body.data if isinstance(body.data, list) else []
-        line = line_of(fn.concurrency_id, data[at] if at is not None and at < len(data) else None)
+        line = line_of(fn.concurrency_id, self.model_of(body.fn_index, data))
         address = address_of(request)
         why = refusal(self.held(body.session_hash, address, line.id), line)
         if why is not None:
@@ -207,9 +215,10 @@ class FairQueue:
             queue.send_message(event, EstimationMessage(rank=at, queue_size=len(waiting)))
 
 
-def install(blocks: Any, *models: Any) -> FairQueue:
-    """Put FairQueue in front of a queued Blocks' queue; `models` are the model pickers whose value routes an event."""
-    fair = FairQueue(blocks, *models)
+def install(blocks: Any, *models: Any, named: dict | None = None) -> FairQueue:
+    """Put FairQueue in front of a queued Blocks' queue; `models` are the model pickers whose value routes an event,
+    `named` the listeners (by id) that say themselves which model an event's data names."""
+    fair = FairQueue(blocks, *models, named=named)
     blocks._queue.push = fair.join
     return fair
 

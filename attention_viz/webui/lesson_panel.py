@@ -38,9 +38,15 @@ def render() -> dict:
     return {"text": text, "back": back, "forward": forward, "index": index, "target": target}
 
 
-def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict) -> None:
+def moved(handlers: Handlers, index: object, move: int) -> int:
+    """The step Next (move 1) or Back (-1) goes to from step `index` (-1: none yet), within the lesson."""
+    return max(0, min(int(index) + move, len(handlers.lesson_steps) - 1))
+
+
+def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict) -> dict:
     """Next / Back -> handlers.lesson, one request: the step's text, tab, controls and views by name; then the
-    explorer's head, in the browser."""
+    explorer's head, in the browser. Returns, for admission.install, each button's listener id -> the model its
+    event names (the real model its step computes, else None), from the event's data (the step on show)."""
     named_outputs = {
         "lesson_index": lesson["index"], "lesson_text": lesson["text"], "lesson_target": lesson["target"],
         "lesson_forward": lesson["forward"], "tabs": tabs,
@@ -54,8 +60,18 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
         **{name: training[name] for name in ("live_task", "live_dk", "live_arm")},
     }
     step = named(handlers.lesson, named_outputs)
+
+    def model_of(data: list, move: int) -> str | None:
+        try:
+            return handlers.lesson_steps.model_of(moved(handlers, data[0], move))
+        except (IndexError, TypeError, ValueError, OverflowError):  # not a step: the event refuses it
+            return None
+
+    models = {}
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
-        event = button.click(lambda i, move=move: step(max(0, min(int(i) + move, len(handlers.lesson_steps) - 1))),
-                             lesson["index"], list(named_outputs.values()), **PRIVATE)
+        event = button.click(lambda i, move=move: step(moved(handlers, i, move)), lesson["index"],
+                             list(named_outputs.values()), **PRIVATE)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
         event.then(None, lesson["target"], None, js=REVEAL_JS, **PRIVATE)
+        models[event["id"]] = lambda data, move=move: model_of(data, move)
+    return models

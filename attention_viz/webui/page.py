@@ -57,8 +57,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
                 lab = lab_tab.render(demo, handlers, views)
             with gr.Tab("Training", id="training") as training_page:
                 training = training_tab.render(demo, handlers, views, training_page)
-        if lesson is not None:
-            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
+        lesson_models = lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training) if lesson else {}
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
     # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,
@@ -67,7 +66,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # direct POST /gradio_api/run/<name> at once, on no line; it answers 404 and says to join the queue instead).
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
                api_open=False)
-    admission.install(demo, transformer["model"], lab["own_model"])
+    admission.install(demo, transformer["model"], lab["own_model"], named=lesson_models)
     return demo
 
 

@@ -167,3 +167,33 @@ def test_a_join_that_names_no_event_goes_to_gradio_as_before(app, fn_index):
     else:
         with pytest.raises(KeyError):
             joins(app.queue, (b, "10.0.0.1"))
+
+
+
+def test_a_lesson_step_that_computes_a_real_model_waits_on_the_real_models_line(monkeypatch):
+    """Next and Back name the step they go to: one on a real model (set up here, not loaded) waits on REAL_RUNS, one
+    on our models on the lesson's own line; data that is not a step goes to the lesson's line (it refuses it)."""
+    pytest.importorskip("transformers")
+    from attention_viz.service.catalog import Catalog
+    from attention_viz.service.lesson import REAL_QK_TITLE, REAL_TITLE, Lesson
+    from attention_viz.service.runs import Runs
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    views = Views(Runs(Catalog(hub_models=[REAL[len(HUB_PREFIX):]])))  # the shipped models: the lesson is there
+    demo = page.build_app(views)
+    titles = Lesson(views).titles
+    real = titles.index(REAL_TITLE)
+    assert titles[real + 1] == REAL_QK_TITLE
+    ids = {block.elem_id: block._id for block in demo.blocks.values() if getattr(block, "elem_id", None)}
+    button = {fn.targets[0][0]: fn for fn in demo.fns.values() if fn.fn is not None and fn.targets
+              and fn.targets[0][1] == "click"}
+    forward, back = button[ids["lesson_next"]], button[ids["lesson_prev"]]
+    calls = [(forward, real - 1), (forward, real), (back, real + 1), (back, real + 2), (forward, 0), (back, real),
+             (forward, "x"), (forward, None)]
+    answers = joins(demo._queue, *[(PredictBodyInternal(data=[index], fn_index=fn._id, session_hash=f"s{i}",
+                                                        event_data=None, trigger_id=None), f"10.0.0.{i}")
+                                   for i, (fn, index) in enumerate(calls)])
+    lines = [line_of_event(demo._queue, event_id) for _, event_id, _ in answers]
+    assert lines[:4] == [REAL_RUNS.id] * 4, lines
+    assert lines[4:] == [forward.concurrency_id, back.concurrency_id, forward.concurrency_id,
+                         forward.concurrency_id], lines

@@ -133,6 +133,12 @@ class Lesson:
     def __len__(self) -> int:
         return len(self.titles)
 
+    def warm_up(self) -> None:
+        """Build each step on our own models once (its runs, scores, lab and snapshots, cached in the views), so a
+        class's first Next at each step does not pay for it; a real step is left to its first use (nothing loads)."""
+        for index in range(len(self.TITLES)):
+            self.step(index)
+
     def model_of(self, index: int) -> str | None:
         """The real model step `index` computes, as far as can be said without loading one (the first not refused;
         the step itself settles which), or None: a step on our own models, or no such step."""

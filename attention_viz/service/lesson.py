@@ -52,7 +52,7 @@ class LessonStep:
     settings: Settings | None = None              # ... and every setting of its run, parsed (the page sets them all)
     explorer: dict | None = None                  # kind, layer, head the explorer opens
     view: str = "heatmaps"                        # the Transformer tab's view it opens ("heads": the scores)
-    lab: dict | None = None                       # the lab: d_k, scaled
+    lab: dict | None = None                       # the lab: d_k, n_keys, scaled
     own_qk: dict | None = None                    # the lab's own q·k: model, kind, layer, head, scaled
     training: dict | None = None                  # the training view: d_k
     live: dict | None = None                      # train it yourself: task, d_k, arm
@@ -133,6 +133,12 @@ class Lesson:
 
     def __len__(self) -> int:
         return len(self.titles)
+
+    def warm_up(self) -> None:
+        """Build each step on our own models once (its runs, scores, lab and snapshots, cached in the views), so a
+        class's first Next at each step does not pay for it; a real step is left to its first use (nothing loads)."""
+        for index in range(len(self.TITLES)):
+            self.step(index)
 
     def step(self, index: object) -> LessonStep:
         titles = self.titles
@@ -237,7 +243,7 @@ class Lesson:
                 f"{ent} nats ({ent_s} scaled) and the softmax's gradient to {grad} ({grad_s} scaled): the queries and "
                 "keys stop learning. The table under the charts gives these medians. Tick *scaled* to compare, and "
                 "move d_k.")
-        return replace(step, tab="lab", text=text, lab={"d_k": d_k, "scaled": False})
+        return replace(step, tab="lab", text=text, lab={"d_k": d_k, "n_keys": n_keys, "scaled": False})
 
     def _own_qk_text(self, model: str, kind: str, layer: int, head: int) -> tuple[dict, str]:
         """The lab's own-q·k view of one head and its numbers in words (each as the page's table writes it)."""

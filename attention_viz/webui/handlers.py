@@ -109,8 +109,8 @@ def named(fn, components: dict):
 
 
 def run_key(*values) -> str:
-    """The controls' values as the page's run route writes them (transformer_tab.RUN_ROUTE_JS: JSON, whole numbers
-    without a decimal point): while the controls hold these, their change events send nothing."""
+    """The controls' values as the page's routes read them (widgets.route_one_js: JSON, whole numbers without a
+    decimal point): while the controls hold these, their change events send nothing."""
     def js(value):
         if isinstance(value, float) and value.is_integer():
             return int(value)
@@ -356,8 +356,9 @@ class Handlers:
     def lesson(self, index: float) -> dict[str, object]:
         """A guided lesson's step (service.lesson), by name: its text and tab, and everything it sets, in one
         answer: a Transformer step sets every control of the tab and brings its run (no control reruns it); a lab
-        step the lab's controls (and the own-q·k view it opens), a training step the training view and the live
-        run's choices. The explorer's head travels as JSON in `lesson_target` (the page opens it)."""
+        step the lab's controls with its view (and the own-q·k view it opens), a training step the training view and
+        the live run's choices; each view with the key of what it shows (run_key), so no control's change asks for it
+        again. The explorer's head travels as JSON in `lesson_target` (the page opens it)."""
         step = self.lesson_steps.step(index)
         last = len(self.lesson_steps) - 1
         out: dict[str, object] = {
@@ -373,8 +374,11 @@ class Handlers:
                 out |= {"views": gr.update(selected="heads"),
                         "importance": self.views.heads.importance(step.settings, "zero")}
         if step.lab:
-            out |= {"lab_d_k": step.lab["d_k"], "lab_dk_log": math.log2(step.lab["d_k"]),
-                    "lab_scaled": step.lab["scaled"]}
+            d_k, n_keys, scaled = step.lab["d_k"], step.lab["n_keys"], step.lab["scaled"]
+            lab = self.views.dk_lab(d_k, n_keys, scaled)
+            out |= {"lab_d_k": d_k, "lab_dk_log": math.log2(d_k), "lab_keys": n_keys, "lab_scaled": scaled,
+                    "lab_view": lab.data, "lab_numbers": {"headers": LAB_HEADERS, "data": lab.numbers},
+                    "lab_shown": run_key(d_k, n_keys, scaled)}
         if step.own_qk:
             own, o = self.views.own_qk, step.own_qk
             shape = own.shape(o["model"])
@@ -385,8 +389,8 @@ class Handlers:
                     "own_scaled": o["scaled"],
                     "own_qk": own.view(o["model"], o["kind"], o["layer"], o["head"], o["scaled"])}
         if step.training:
-            out |= {"training_d_k": str(step.training["d_k"]),
-                    "training_view": self.views.training(step.training["d_k"])}
+            d_k = str(step.training["d_k"])
+            out |= {"training_d_k": d_k, "training_view": self.views.training(d_k), "training_shown": run_key(d_k)}
         if step.live:
             out |= {"live_task": step.live["task"], "live_dk": str(step.live["d_k"]), "live_arm": step.live["arm"]}
         return out

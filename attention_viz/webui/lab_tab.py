@@ -25,7 +25,7 @@ from attention_viz.service.qk_view import KIND_LABELS, OwnQK
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers, handler
 from attention_viz.webui.scripts import Raw, call, on_load
-from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose
+from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose, route_unless_shown
 
 VIEW_ID, NUMBERS_ID, STUDY_ID, OWN_ID = "lab_view", "lab_numbers", "study", "own_qk"
 
@@ -81,6 +81,9 @@ PENDING_JS = call("labPending", VIEW_ID, *LAB_ARGS, params="d_k, n_keys, scaled"
 # leaves a view that already draws them current.
 STALE_JS = call("labStale", VIEW_ID, *LAB_ARGS, params="d_k, n_keys, scaled")
 CURRENT_JS = call("labCurrent", VIEW_ID)
+# An answer that brought the view with the controls (a lesson step: `shown`, their values, set): the view marks what
+# it draws as asked for
+SHOWN_JS = call("labShown", VIEW_ID, Raw("shown"), params="shown")
 OWN_JS = on_load("mountOwn")
 
 
@@ -134,9 +137,10 @@ def numbers_table(value: dict) -> gr.HTML:
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
-    """The lab's widgets and wiring, inside the current gr.Tab (endpoints /dk_lab, /qk_lab); returns the controls a
-    lesson sets (d_k, dk_log, scaled; own_model, own_kind, own_layer, own_head, own_scaled and the own view, own_qk,
-    with own_handlers.view to fill it: the own pickers answer a person's input only)."""
+    """The lab's widgets and wiring, inside the current gr.Tab (endpoints /dk_lab, /qk_lab); returns the controls and
+    views a lesson sets (d_k, dk_log, keys, scaled, the view and its numbers, and `shown`, the key of what they
+    show; own_model, own_kind, own_layer, own_head, own_scaled and the own view, own_qk, with own_handlers.view to
+    fill it: the own pickers answer a person's input only)."""
     prose(LAB_TEXT)
     with gr.Row():
         dk_log = gr.Slider(0, math.log2(LAB_D_K_RANGE[1]), value=math.log2(LAB_D_K), step=1,
@@ -155,18 +159,28 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                 js_on_load=STUDY_JS, apply_default_css=False, elem_id=STUDY_ID, padding=False, container=False,
                 min_height=300)
 
+    # d_k, the keys and the scaling move a counter whose change asks the server, unless they hold what a lesson
+    # step's answer brought with its view (widgets.route_unless_shown; `shown` is handlers.run_key(d_k, n_keys,
+    # scaled)); the view then marks what it draws as asked for
+    tick = gr.Textbox("0", visible=False, elem_id="lab_tick")
+    shown = gr.Textbox("", visible=False, elem_id="lab_key")
+    for index, trigger, control, kind in ((0, d_k.change, d_k, "number"), (1, keys.release, keys, "number"),
+                                          (2, scaled.change, scaled, "boolean")):
+        route_unless_shown(trigger, control, index, kind, shown, tick)
+    shown.change(None, shown, None, js=SHOWN_JS, **PRIVATE)
     inputs, outputs = [d_k, keys, scaled], [view, numbers]
     # trigger_mode "multiple", not LIVE's "always_last": in gradio 6.31 a trigger deferred behind an event that fails
     # waits for the next trigger (the page's error path does not run the deferred one), and leaving the keys' box
     # fires keys.release with the old d_k, so a refused d_k would swallow the next one typed. Each answer costs
     # milliseconds now, and the slider moves d_k only on release, so running every trigger in order is cheap.
-    event = gr.on([d_k.change, keys.release, scaled.change], handlers.dk_lab, inputs, outputs, api_name="dk_lab",
-                  js=PENDING_JS, trigger_mode="multiple", show_progress="minimal", **RAW)
+    event = tick.change(handlers.dk_lab, inputs, outputs, api_name="dk_lab", js=PENDING_JS, trigger_mode="multiple",
+                        show_progress="minimal", **RAW)
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
     own = render_own(OwnHandlers(views.own_qk))
-    return {"d_k": d_k, "dk_log": dk_log, "scaled": scaled, **own}
+    return {"d_k": d_k, "dk_log": dk_log, "keys": keys, "scaled": scaled, "view": view, "numbers": numbers,
+            "shown": shown, **own}
 
 
 def render_own(handlers: OwnHandlers) -> dict:

@@ -1,7 +1,8 @@
 """The guided lesson (#lesson): a closed panel above the tabs whose Next and Back buttons move to a step
 (service.lesson): one request answers with the step's text, its tab, and every control and view it sets, by name
-(handlers.lesson): a Transformer step brings its run with the controls, so nothing reruns after it. The explorer's
-head is chosen in the browser once the run is drawn (explorer_view.open_js).
+(handlers.lesson): a step brings its view with the controls (the Transformer tab's run, the lab, the training view),
+so nothing is asked again after it (widgets.route_unless_shown). The explorer's head is chosen in the browser once
+the run is drawn (explorer_view.open_js).
 """
 
 from __future__ import annotations
@@ -35,23 +36,31 @@ def render() -> dict:
     return {"text": text, "back": back, "forward": forward, "index": index, "target": target}
 
 
+def moved(handlers: Handlers, index: object, move: int) -> int:
+    """The step Next (move 1) or Back (-1) goes to from step `index` (-1: none yet), within the lesson."""
+    return max(0, min(int(index) + move, len(handlers.lesson_steps) - 1))
+
+
 def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict) -> None:
     """Next / Back -> handlers.lesson, one request: the step's text, tab, controls and views by name; then the
-    explorer's head, in the browser."""
+    explorer's head, in the browser. The lesson's events wait on their own line, real steps included: a real step's
+    answer is computed once and shared, and a class behind one address would pass the real models' line's bound per
+    address (server/admission.py) if thirty pressed Next together."""
     named_outputs = {
         "lesson_index": lesson["index"], "lesson_text": lesson["text"], "lesson_target": lesson["target"],
         "lesson_forward": lesson["forward"], "tabs": tabs,
         **{name: component for name, component in transformer.items() if isinstance(component, gr.components.Component)
            or isinstance(component, gr.Tabs)},
-        "lab_d_k": lab["d_k"], "lab_dk_log": lab["dk_log"], "lab_scaled": lab["scaled"],
+        # a view's key before its controls: a tab not yet drawn fires a control's change as its value is set
+        **{f"lab_{name}": lab[name] for name in ("shown", "d_k", "dk_log", "keys", "scaled", "view", "numbers")},
         **{name: lab[name] for name in ("own_model", "own_kind", "own_layer", "own_head", "own_scaled", "own_qk")
            if name in lab},
-        "training_d_k": training["d_k"], "training_view": training["view"], "live_task": training["live_task"],
-        "live_dk": training["live_dk"], "live_arm": training["live_arm"],
+        **{f"training_{name}": training[name] for name in ("shown", "d_k", "view")},
+        **{name: training[name] for name in ("live_task", "live_dk", "live_arm")},
     }
     step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
-        event = button.click(lambda i, move=move: step(max(0, min(int(i) + move, len(handlers.lesson_steps) - 1))),
-                             lesson["index"], list(named_outputs.values()), **PRIVATE)
+        event = button.click(lambda i, move=move: step(moved(handlers, i, move)), lesson["index"],
+                             list(named_outputs.values()), **PRIVATE)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
         event.then(None, lesson["target"], None, js=REVEAL_JS, **PRIVATE)

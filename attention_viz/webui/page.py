@@ -81,16 +81,24 @@ def main() -> None:
     demo = build_app(views)
     runtime.freeze_start_up_objects()
     launch(demo, views)
-    # Once the server answers: the other tabs' figures (steps, compare, the family's curves) and the lab's numbers,
-    # while the first visitor looks at the first view. Before launch they would slow the start by seconds.
-    threading.Thread(target=views.warm_up, args=(opening_settings(views), LAB_D_K, LAB_KEYS), name="warm-up",
-                     daemon=True).start()
+    # Once the server answers: the other tabs' figures (steps, compare, the family's curves), the lab's numbers and
+    # the lesson's steps, while the first visitor looks at the first view. Before launch they would slow the start
+    # by seconds.
+    threading.Thread(target=warm_up, args=(views,), name="warm-up", daemon=True).start()
     previous = runtime.stop_on_sigterm()  # a container's stop ends the server as Ctrl+C does, and then:
     try:
         demo.block_thread()
     finally:
         views.exports.close()  # the export folder goes with the server (one a killed server left: ExportFolder)
         runtime.restore_sigterm(previous)
+
+
+def warm_up(views: Views) -> None:
+    """What the first visitors would otherwise pay for: every renderer once (Views.warm_up), then the lesson's steps on
+    our models (Lesson.warm_up: ~1 s of one core, the heads step's scores most of it)."""
+    views.warm_up(opening_settings(views), LAB_D_K, LAB_KEYS)
+    if Lesson.available(views):
+        Lesson(views).warm_up()
 
 
 def launch(demo: gr.Blocks, views: Views) -> None:

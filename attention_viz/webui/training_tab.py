@@ -19,7 +19,7 @@ from attention_viz.service.views import Views
 from attention_viz.server.admission import LIVE
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.scripts import call, on_load
-from attention_viz.webui.widgets import PRIVATE, RAW, plain_text, prose
+from attention_viz.webui.widgets import PRIVATE, RAW, plain_text, prose, route_unless_shown
 
 VIEW_ID, DK_ID, ROOT_ID = "train_view", "train_dk", "train_step"
 LIVE_VIEW_ID, LIVE_ROOT_ID = "live_view", "live_train"
@@ -54,7 +54,8 @@ CURRENT_JS = call("training", VIEW_ID, None)
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> dict:
     """The tab's widgets and wiring, inside `tab` (endpoints /training, /live_train, /live_cancel); returns the
-    controls a lesson sets (d_k, live_task, live_dk, live_arm); {} when no snapshots ship."""
+    controls a lesson sets (d_k, the view and `shown`, the key of what it shows; live_task, live_dk, live_arm); {}
+    when no snapshots ship."""
     sizes = views.training_sizes()
     if not sizes:
         prose("No training snapshots ship with this app.")
@@ -64,8 +65,13 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
     d_k = gr.Radio([str(size) for size in sizes], value=str(opening), label="d_k (the trained sizes)",
                    elem_id=DK_ID)
     view = _training_view(VIEW_ID, ROOT_ID, 600, "Loading the study's snapshots…")
-    event = gr.on([d_k.change, tab.select], handlers.training, [d_k], [view], api_name="training",
-                  show_progress="minimal", **RAW)
+    # the radio and the tab's opening move a counter whose change asks the server, unless the view holds what a
+    # lesson step's answer brought (widgets.route_unless_shown; `shown` is handlers.run_key(d_k))
+    tick = gr.Textbox("0", visible=False, elem_id="train_tick")
+    shown = gr.Textbox("", visible=False, elem_id="train_key")
+    for trigger in (d_k.change, tab.select):
+        route_unless_shown(trigger, d_k, 0, "string", shown, tick)
+    event = tick.change(handlers.training, [d_k], [view], api_name="training", show_progress="minimal", **RAW)
     event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
     event.failure(None, None, None, js=STALE_JS, **PRIVATE)
 
@@ -87,4 +93,4 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
                 show_progress="minimal", **RAW, **LIVE.wiring)
     stop.click(handlers.live_cancel, None, status, api_name="live_cancel", concurrency_limit=None,
                show_progress="hidden")
-    return {"d_k": d_k, "view": view, "live_task": task, "live_dk": live_dk, "live_arm": arm}
+    return {"d_k": d_k, "view": view, "shown": shown, "live_task": task, "live_dk": live_dk, "live_arm": arm}

@@ -38,24 +38,22 @@ from attention_viz.webui.handlers import Handlers, named, opening_settings
 from attention_viz.webui.heads_panel import badges_js, heads_view
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
-from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose, prose_html
+from attention_viz.webui.widgets import (
+    BUMP_JS,
+    LIVE,
+    PRIVATE,
+    RAW,
+    log2_slider_pair,
+    prose,
+    prose_html,
+    route_unless_shown,
+)
 
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
 # The runs (a new text, model or switch) of our models share the RUNS line, scoring every head the SCORES line;
 # whatever names a real model waits on REAL_RUNS, so it holds no slot the others need: the queue moves it there
 # (server/admission.py), for the page and the API alike.
-BUMP_JS = call("bump", Raw("tick"), params="tick")  # a run's triggers move the counter; its change is the run
-
-
-def route_one_js(index: int, kind: str) -> str:
-    """A run's route when one control changes ("number", "boolean" or "string": at `index` of handlers.run_key's
-    list): nothing is sent when its new value is the one in `shown`, the settings of the run an answer brought with
-    the controls (a lesson step's controls fire their change events one by one as the answer lands); anything else
-    moves the counter, as BUMP_JS, and forgets `shown`."""
-    return call("routeOne", index, kind, Raw("value"), Raw("shown"), Raw("tick"), params="value, shown, tick")
-
-
 # after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
 REFRESH_IF_OPEN_JS = call("refreshIfOpen", Raw("active"), Raw("tick"), params="active, tick")
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
@@ -215,8 +213,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     for index, (control, kind) in enumerate(((text, "string"), (None, ""), (d_k, "number"), (scale, "string"),
                                              (factor, "number"), (causal, "boolean"), (padding, "boolean"))):
         if control is not None:
-            control.change(None, [control, shown_key, run_tick], [run_tick, shown_key], js=route_one_js(index, kind),
-                           **PRIVATE)
+            route_unless_shown(control.change, control, index, kind, shown_key, run_tick)
     gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
     heads_clear.click(None, None, heads_off, js=call("clearHeadsOff"), **PRIVATE).then(**route)
     log2_slider_pair(dk_log, d_k)

@@ -48,6 +48,27 @@ def plain_text(text: str = "", **kwargs) -> gr.HTML:
     return gr.HTML(text, html_template="{{#if value}}<p>{{value}}</p>{{/if}}", js_on_load=None, **kwargs)
 
 
+# A view that an answer may bring with its controls (a lesson step: the Transformer tab's run, the lab, the training
+# view) is computed on the change of a counter `tick` that its controls' triggers move; the answer also writes
+# `shown`, the values it brought (handlers.run_key's JSON list), so the change events those controls fire as the
+# answer lands send nothing: one request, not one more per control.
+BUMP_JS = call("bump", Raw("tick"), params="tick")  # a trigger that always moves the counter
+
+
+def route_one_js(index: int, kind: str) -> str:
+    """A trigger's route when one control changes ("number", "boolean" or "string": at `index` of handlers.run_key's
+    list): nothing is sent when its new value is the one in `shown`, the values of the view an answer brought with
+    the controls; anything else moves the counter, as BUMP_JS, and forgets `shown` (page.js's routeOne)."""
+    return call("routeOne", index, kind, Raw("value"), Raw("shown"), Raw("tick"), params="value, shown, tick")
+
+
+def route_unless_shown(trigger, control: gr.components.Component, index: int, kind: str, shown: gr.Textbox,
+                       tick: gr.Textbox) -> None:
+    """`trigger` (a listener of `control`, e.g. control.change) moves `tick` unless `control` holds the value at
+    `index` of `shown` (route_one_js), in the browser."""
+    trigger(None, [control, shown, tick], [tick, shown], js=route_one_js(index, kind), **PRIVATE)
+
+
 def log2_slider_pair(log_slider: gr.Slider, number: gr.Number) -> None:
     """Keep a log₂ slider and its number in step, in the browser (no Python round trip)."""
     log_slider.release(None, log_slider, number, js=call("twoTo", Raw("x"), params="x"), **PRIVATE)

@@ -5,6 +5,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.test_browser import TIMEOUT_MS, open_app, shot
+from tests.e2e.test_lab_browser import set_number, showing
 
 pytestmark = pytest.mark.browser
 CONTROLS = """() => [document.querySelector('#text textarea, #text input').value, document.querySelector('#dk input').value,
@@ -62,20 +63,32 @@ def test_the_lesson_sets_what_it_says(page: Page, app_url):
     expect(page.locator("#output textarea, #output input").first).to_have_value(broken, timeout=TIMEOUT_MS)
     page.wait_for_timeout(1000)
     assert len(joins) == 1, joins
-    # 5: the lab at d_k 512, unscaled
+    # 5: the lab at d_k 512, unscaled, 32 keys (a person had moved the keys): the step brings the lab's view with its
+    # controls in one request, and the view is current, not waiting for the keys asked before
+    page.get_by_role("tab", name="√d_k lab").click()
+    set_number(page, "lab_keys", "64")
+    showing(page, 16, 64, True)
+    joins.clear()
     go(page, 5)
     assert page.evaluate(SELECTED_TAB) == "√d_k lab"
     expect(page.locator("#lab_dk input")).to_have_value("512")
     expect(page.locator("#lab_scaled input")).not_to_be_checked()
+    showing(page, 512, 32, False)
+    page.wait_for_timeout(1000)
+    assert len(joins) == 1, joins
     # 6: footnote 4 on the model's own q and k: the lab's own view on the head the text quotes
     go(page, 6)
     assert page.evaluate(SELECTED_TAB) == "√d_k lab"
     quoted = page.locator("#lesson_text").inner_text().split("Var q = ")[1].split(",")[0]
     expect(page.locator("#own_qk")).to_contain_text(quoted, timeout=TIMEOUT_MS)
-    # 7: the training view at d_k 512 (loaded though the radio kept its value)
+    # 7: the training view at d_k 512 (loaded though the radio kept its value), in one request: opening the tab asks
+    # for nothing more
+    joins.clear()
     go(page, 7)
     assert page.evaluate(SELECTED_TAB) == "Training"
     expect(page.locator("#train_step")).to_have_attribute("data-d-k", "512", timeout=TIMEOUT_MS)
+    page.wait_for_timeout(1000)
+    assert len(joins) == 1, joins
     # 8: the study's additive model on the Transformer tab (its own model: a new model keeps the lesson's d_k)
     go(page, 8)
     assert page.evaluate(SELECTED_TAB) == "Transformer"
@@ -83,9 +96,14 @@ def test_the_lesson_sets_what_it_says(page: Page, app_url):
     page.wait_for_function(f"() => ({CONTROLS})()[1] === '1024'", timeout=TIMEOUT_MS)
     written = page.locator("#lesson_text").inner_text().split("and writes ")[1].split(". Pick")[0]
     expect(page.locator("#output textarea, #output input").first).to_have_value(written, timeout=TIMEOUT_MS)
-    # 9: train one yourself, its choices set
+    # 9: train one yourself, its choices set; the training view at d_k 1024 comes in the step's one request (the radio's
+    # change and the tab's opening ask for nothing)
+    joins.clear()
     go(page, 9)
     assert page.evaluate(SELECTED_TAB) == "Training"
+    expect(page.locator("#train_step")).to_have_attribute("data-d-k", "1024", timeout=TIMEOUT_MS)
+    page.wait_for_timeout(1000)
+    assert len(joins) == 1, joins
     expect(page.locator("#live_dk input[value='1024']")).to_be_checked()
     expect(page.locator("#live_arm input[value='dot']")).to_be_checked()
     expect(page.locator("#lesson_next")).to_have_text("Last step")

@@ -132,7 +132,7 @@ def test_main_launches_with_the_bounded_session_count(monkeypatch):
             pass
 
     monkeypatch.setattr(page, "build_app", lambda *a, **k: Recorder())
-    monkeypatch.setattr(page.Views, "warm_up", lambda self, *a: None)
+    monkeypatch.setattr(page, "warm_up", lambda views: None)
     monkeypatch.setattr(page.runtime, "tune_process", lambda: None)
     monkeypatch.setattr(page.runtime, "freeze_start_up_objects", lambda: None)
     page.main()

@@ -100,3 +100,14 @@ def test_the_heads_step_switches_off_the_head_that_matters_most_and_says_what_it
     assert f"falls by {drop:.0f} points" in step.text and f"`{key}` head {head}" in step.text
     assert f"comes out as `{without['output']}` instead of `{every['output']}`" in step.text
     assert f"{scores['baseline']:.0f}% exactly right" in step.text and f"on {scores['texts']} held-out" in step.text
+
+
+def test_warming_the_lesson_up_builds_every_step_on_our_models_and_loads_no_real_model():
+    """After Lesson.warm_up, each of our steps is answered from the views' caches: building it again computes no run."""
+    views = Views(Runs())  # the shipped models: the lesson's study members and snapshots
+    lesson = Lesson(views)
+    lesson.warm_up()
+    misses = views.runs.run._misses
+    for index in range(len(Lesson.TITLES)):
+        lesson.step(index)
+    assert views.runs.run._misses == misses and views.runs.catalog.real.states() == {}

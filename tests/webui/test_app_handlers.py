@@ -142,19 +142,27 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
     assert nxt["heads_off"] == "" and nxt["d_k"] == max(map(int, nxt["dk_trained"]["choices"]))
     assert nxt["scale"]["value"] == "none"
     lab = handlers.lesson(4)
-    assert (lab["lab_d_k"], lab["lab_scaled"], lab["tabs"]["selected"]) == (512, False, "lab")
+    assert (lab["lab_d_k"], lab["lab_keys"], lab["lab_scaled"], lab["tabs"]["selected"]) == (512, 32, False, "lab")
+    data, numbers = handlers.dk_lab(512, 32, False)  # the lab's view comes with its controls, as /dk_lab draws it
+    assert lab["lab_view"] == data and lab["lab_numbers"] == numbers
     assert "view" not in lab and "heads_off" not in lab  # the Transformer tab stays as it was
     own = handlers.lesson(5)
     assert own["own_model"].startswith("reverse") and own["own_qk"]["kind"] == "decoder.cross_attn"
     training = handlers.lesson(6)
-    assert training["training_d_k"] == "512" and training["training_view"]["arms"]
-    for index in range(len(handlers.lesson_steps)):  # the run a step brings is keyed by the values its controls show
+    assert training["training_d_k"] == "512" and training["training_view"] == handlers.training("512")
+    value = (lambda v: v["value"] if isinstance(v, dict) else v)
+    keyed = {"run_key": ("text", "model", "d_k", "scale", "factor", "causal", "padding", "pads", "d_model", "n_heads",
+                         "heads_off", "ablation"),
+             "lab_shown": ("lab_d_k", "lab_keys", "lab_scaled"), "training_shown": ("training_d_k",)}
+    for index in range(len(handlers.lesson_steps)):  # a view a step brings is keyed by the values its controls show
         step = handlers.lesson(index)
-        if "run_key" in step:
-            value = (lambda v: v["value"] if isinstance(v, dict) else v)
-            shown = [value(step[name]) for name in ("text", "model", "d_k", "scale", "factor", "causal", "padding",
-                                                    "pads", "d_model", "n_heads", "heads_off", "ablation")]
-            assert json.loads(step["run_key"]) == json.loads(handlers_run_key(*shown)), index
+        assert ("lab_view" in step) == ("lab_d_k" in step) and ("training_view" in step) == ("training_d_k" in step)
+        for key, names in keyed.items():
+            if key in step:
+                shown = [value(step[name]) for name in names]
+                assert json.loads(step[key]) == json.loads(handlers_run_key(*shown)), (index, key)
+            else:
+                assert not any(name in step for name in names), (index, key)
     last = handlers.lesson(len(handlers.lesson_steps) - 1)
     assert last["lesson_forward"]["value"] == "Last step" and last["live_arm"] == "dot"
 

@@ -11,7 +11,8 @@
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
  *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
- *   the lab: labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId), own(elemId, current),
+ *   the lab: labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId), labShown(elemId, shown),
+ *            own(elemId, current),
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick), refreshIfOpen(active, tick),
  *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
@@ -124,6 +125,12 @@
     if (lab) lab.markStale(asked(d_k, n_keys, scaled));
   }
   function labCurrent(elemId) { const lab = labIn(elemId); if (lab) lab.markCurrent(); }
+  function labShown(elemId, shown) {
+    /* an answer that brought the view with the controls (a lesson step: `shown`, their values as JSON): the view
+       marks what it draws as asked for */
+    const lab = labIn(elemId);
+    if (lab && shown) { const [d_k, n_keys, scaled] = JSON.parse(shown); lab.markPending(asked(d_k, n_keys, scaled)); }
+  }
   function own(elemId, current) {
     /* the own-q·k view: an answer (current) or a refusal */
     const v = document.querySelector(`#${elemId} .av-own`);
@@ -162,7 +169,8 @@
   global.attentionViz = {mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
     selection: selection, openOn: openOn, badges: badges, reveal: reveal, labPending: labPending, labStale: labStale,
-    labCurrent: labCurrent, own: own, training: training, bump: bump, routeOne: routeOne, refreshIfOpen: refreshIfOpen,
+    labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump, routeOne: routeOne,
+    refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
     clearHeadsOff: clearHeadsOff};
 })(window);

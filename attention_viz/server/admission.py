@@ -5,6 +5,8 @@ The lines (Gradio's concurrency ids) are defined here, each with the events it r
     RUNS       our models' runs: a new text, model or switch (a few ms each)                     8 at once
     SCORES     scoring every head of our models, and its CSV (hundreds of ms each)               2 at once
     REAL_RUNS  anything a real model computes (runs, steps, compare, export, scores: up to ~10 s) 1 at once
+               per model: each real model has a line of its own (real_line), so a small one never waits behind
+               a large one
     LIVE       live training (service.live trains one run at a time and refuses past LIVE_LINE)  LIVE_LINE + 2
 
 Every event of the page and of the API joins through one place, `FairQueue.join` (Gradio's Queue.push, wrapped),
@@ -48,7 +50,7 @@ in flight. Gradio's queue is reached through server/gradio_internals.py, which n
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from attention_viz.server import gradio_internals as gradio
@@ -115,10 +117,16 @@ def place(waiting: list[str], address: str) -> int:
     return len(waiting)
 
 
+def real_line(model: str) -> Line:
+    """The line of one real model ("hub:" + name): REAL_RUNS's bounds, a line of its own, so each real model runs one
+    thing at a time (its run line in service.real_models) and two models side by side."""
+    return replace(REAL_RUNS, id=f"{REAL_RUNS.id}:{model[len(HUB_PREFIX):]}")
+
+
 def line_of(line_id: str, model: object) -> Line:
     """The line an event of listener line `line_id` waits on, given the model it names (None where it takes none)."""
     if isinstance(model, str) and model.startswith(HUB_PREFIX):
-        return REAL_RUNS
+        return real_line(model)
     return LINES.get(line_id, Line(line_id, 1))
 
 

@@ -310,7 +310,7 @@ class Catalog:
         else:
             key, checkpoint = which.model, which.checkpoint
         if key in self.real:
-            return HubModel(self.real.get(key), self.real.shape(key), self.real.busy, means)
+            return HubModel(self.real.get(key), self.real.shape(key), self.real.line(key), means)
         if checkpoint is None:
             network, card = self.untrained(which.d_model, which.n_heads, which.d_k), None
         else:

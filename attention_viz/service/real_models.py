@@ -13,9 +13,10 @@ Locks, and why none can stall the server:
   for it at most LOAD_WAIT_S (its progress told), then hears that it is still loading. A load that fails is
   remembered as refused with its reason (fast the second time); one that failed for the network is tried again
   after RETRY_AFTER_S.
-- `busy` is the real models' run line: one real model's work at a time. It is a leaf: nothing is taken while it is
-  held (whatever a run needs, heads' means included, is computed before), it refuses to be taken twice by one thread
-  (a RuntimeError, never a wait on itself), and a wait for it ends after BUSY_WAIT_S with a message.
+- `line(key)` is a model's run line: one piece of that model's work at a time (two models run side by side, so a
+  small encoder never waits behind a translation). It is a leaf: nothing is taken while it is held (whatever a run
+  needs, heads' means included, is computed before), it refuses to be taken twice by one thread (a RuntimeError,
+  never a wait on itself), and a wait for it ends after BUSY_WAIT_S with a message.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ EXTRA = 'pip install "attention_viz[hub]" (transformers and sentencepiece)'
 SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de",)  # a Space's real model when none is named (its front matter preloads it)
 LOAD_WAIT_S = 60.0       # a visitor waits this long for a model being loaded, then hears it is still loading
 RETRY_AFTER_S = 60.0     # a model that could not be downloaded is tried again after this long
-BUSY_WAIT_S = 120.0      # a wait for the real models' run line ends with a message after this long
+BUSY_WAIT_S = 120.0      # a wait for a real model's run line ends with a message after this long
 
 
 def configured(names: Sequence[str] | str | None = None) -> list[str]:
@@ -96,9 +97,9 @@ class RunLine:
 
     def __enter__(self) -> RunLine:
         if self._holder == threading.get_ident():
-            raise RuntimeError("the real models' run line was taken twice by one thread (a lock order bug)")
+            raise RuntimeError("a real model's run line was taken twice by one thread (a lock order bug)")
         if not self._lock.acquire(timeout=self.wait_s):
-            raise ValueError(f"The real models are busy with other visitors' work (over {self.wait_s:.0f} s): "
+            raise ValueError(f"This real model is busy with other visitors' work (over {self.wait_s:.0f} s): "
                              "try again in a minute. The other models answer as before.")
         self._holder = threading.get_ident()
         return self
@@ -137,7 +138,7 @@ class RealModels:
         self._errors: dict[str, tuple[str, float | None]] = {}  # key -> (message, when it may be tried again)
         self._loading: dict[str, _Loading] = {}
         self._lock = threading.Lock()
-        self.busy = RunLine()
+        self._lines = {key: RunLine() for key in self.keys}  # picker value -> that model's run line
         if self.missing_extra:
             logger.warning("real models %s were asked for, but the hub extra is not installed: %s",
                            configured(names), EXTRA)
@@ -146,6 +147,10 @@ class RealModels:
     def keys(self) -> list[str]:
         """The picker values, in set-up order."""
         return [HUB_PREFIX + name for name in self.names]
+
+    def line(self, key: str) -> RunLine:
+        """The run line of the model `key` ("hub:" + name, one of keys)."""
+        return self._lines[key]
 
     def label(self, key: str) -> str:
         """What the picker shows for a real model."""

@@ -18,7 +18,7 @@ from attention_viz.service.views import Views
 from attention_viz.server import admission
 from attention_viz.webui import page
 from attention_viz.server.admission import (
-    LIVE, PER_ADDRESS, PER_PAGE, REAL_RUNS, RUNS, SCORES, Held, Line, line_of, place, refusal,
+    LIVE, PER_ADDRESS, PER_PAGE, REAL_RUNS, RUNS, SCORES, Held, Line, line_of, place, real_line, refusal,
 )
 
 REAL = HUB_PREFIX + "tiny-gpt2"
@@ -60,9 +60,11 @@ def test_each_address_waits_its_turn(waiting, address, at):
     assert place(waiting, address) == at
 
 
-def test_whatever_names_a_real_model_waits_on_the_real_models_line_and_the_rest_on_their_own():
+def test_whatever_names_a_real_model_waits_on_that_models_line_and_the_rest_on_their_own():
     for line_id in (RUNS.id, SCORES.id, "1234"):
-        assert line_of(line_id, REAL) is REAL_RUNS
+        assert line_of(line_id, REAL) == real_line(REAL)
+    other = real_line(HUB_PREFIX + "another")
+    assert other.id != real_line(REAL).id and (other.slots, other.per_address) == (REAL_RUNS.slots, REAL_RUNS.per_address)
     assert line_of(RUNS.id, "reverse/sqrt_dk") is RUNS and line_of(SCORES.id, None) is SCORES
     assert line_of("1234", "untrained") == Line("1234", 1)  # a listener's own line (Gradio's, one at a time)
 
@@ -107,7 +109,7 @@ def line_of_event(queue, event_id: str) -> str:
 
 def test_every_endpoint_naming_a_real_model_waits_on_the_real_models_line_from_the_api_and_the_page(app):
     """/visualize, /steps, /compare, /export, /importance and the lab's /qk_lab, as the API calls them (no session)
-    and as the page joins them (a session): a real model's on REAL_RUNS, ours on the endpoint's own line."""
+    and as the page joins them (a session): a real model's on its own line (real_line), ours on the endpoint's."""
     names = ("visualize", "steps", "compare", "export", "importance", "qk_lab")
     calls = [(body(app.fn[name], model, session), f"10.0.0.{i}")
              for i, name in enumerate(names) for model in (REAL, "untrained") for session in (None, "page1")]
@@ -116,10 +118,11 @@ def test_every_endpoint_naming_a_real_model_waits_on_the_real_models_line_from_t
     lines = [line_of_event(app.queue, event_id) for _, event_id, _ in answers]
     for (b, _), line in zip(calls, lines):
         fn = app.demo.fns[b.fn_index]
-        expected = REAL_RUNS.id if REAL in b.data else fn.concurrency_id
+        expected = real_line(REAL).id if REAL in b.data else fn.concurrency_id
         assert line == expected, (fn.api_name, b.data, line)
-    assert lines.count(REAL_RUNS.id) == 2 * len(names) and app.queue.event_queue_per_concurrency_id[REAL_RUNS.id].concurrency_limit == 1
-    assert {line for line in lines if line != REAL_RUNS.id} >= {RUNS.id, SCORES.id}
+    real = real_line(REAL).id
+    assert lines.count(real) == 2 * len(names) and app.queue.event_queue_per_concurrency_id[real].concurrency_limit == 1
+    assert {line for line in lines if line != real} >= {RUNS.id, SCORES.id}
 
 
 def test_a_flood_under_invented_sessions_holds_its_share_and_a_visitor_joins_at_the_front(app):

@@ -59,7 +59,38 @@ def test_mean_ablation_after_its_means_left_their_cache_does_not_deadlock(marian
     norms = within(60, views.runs.value_norms, run)
     assert norms and all(value.shape[0] == 4 for value in norms.values())
     assert within(60, views.visualize, settings).run["output"] == run.output
-    assert not views.runs.catalog.real.busy.locked()
+    assert not views.runs.catalog.real.line("hub:tiny-marian").locked()
+
+
+def test_each_real_model_has_its_own_run_line(marian, tmp_path, offline, one_thread):
+    """A model busy with a long piece of work (its line held) does not hold another model's run back; its own next
+    run waits for it."""
+    gpt2 = save_tiny("gpt2", tmp_path / "tiny-gpt2")
+    views = Views(Runs(Catalog(hub_models=[str(marian), str(gpt2)])))
+    real = views.runs.catalog.real
+    assert real.line("hub:tiny-marian") is not real.line("hub:tiny-gpt2")
+    held, release = threading.Event(), threading.Event()
+
+    def busy_marian():
+        with real.line("hub:tiny-marian"):
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=busy_marian, daemon=True)
+    thread.start()
+    assert held.wait(30)
+    try:
+        settings = views.runs.settings("hello world", "hub:tiny-gpt2", 64)
+        assert within(10, views.runs.run, settings).output is not None  # the other model answers meanwhile
+        marian_run = threading.Thread(target=views.runs.run,
+                                      args=(views.runs.settings("the cat sat", "hub:tiny-marian", 64),), daemon=True)
+        marian_run.start()
+        marian_run.join(1.0)
+        assert marian_run.is_alive()  # the busy model's own run waits for its line
+    finally:
+        release.set()
+    marian_run.join(60)
+    assert not marian_run.is_alive()
 
 
 def test_the_run_line_refuses_to_be_taken_twice_by_one_thread_and_bounds_a_wait():

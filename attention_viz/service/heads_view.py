@@ -108,8 +108,8 @@ class HeadsView:
             raise ValueError("The untrained model has no task to score its heads on: pick a trained model, or a "
                              "real one (scored on your text).")
         keep_text = self.runs.attention_model(settings).abilities.scored_on == "text"
-        plain = replace(settings, text=settings.text if keep_text else "", typed=None, heads_off=(), ablation="zero",
-                        pad_tokens=0, causal_mask=True, padding_mask=True)
+        plain = replace(settings.switched(heads_off=(), ablation="zero", causal_mask=True, padding_mask=True),
+                        text=settings.text if keep_text else "", typed=None, pad_tokens=0)
         return plain, ablation
 
     def _score(self, settings: Settings, ablation: str, partial: Callable[[dict], None] | None = None) -> dict:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the catalog hands out the models, whose runs are keyed by S
     from attention_viz.service.catalog import Catalog
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class Settings:
     """Everything that changes the computation; hashable, so it keys the run cache."""
 
@@ -68,18 +68,10 @@ class Settings:
     typed: str | None = None   # the text as typed, when it differs from `text` (capitals lower-cased for a model
                                # trained on lower case); None when the model runs it as typed
 
-    def __init__(self, text: str, model: str, checkpoint: str | None, d_k: int, variation: Variation = Variation(),
-                 pad_tokens: int = 0, d_model: int = DEFAULT_UNTRAINED["d_model"],
-                 n_heads: int = DEFAULT_UNTRAINED["n_heads"], compatibility: str = "dot_product",
-                 typed: str | None = None, **switches) -> None:
-        """switches: any of the variation's fields by name (scale=, causal_mask=, ...), which replace its own: so
-        dataclasses.replace(settings, scale="none") changes the variation."""
-        if switches:
-            variation = replace(variation, **switches)  # TypeError for a name a Variation does not have
-        for name, value in (("text", text), ("model", model), ("checkpoint", checkpoint), ("d_k", d_k),
-                            ("variation", variation), ("pad_tokens", pad_tokens), ("d_model", d_model),
-                            ("n_heads", n_heads), ("compatibility", compatibility), ("typed", typed)):
-            object.__setattr__(self, name, value)
+    def switched(self, **changes) -> Settings:
+        """These settings with some of their Variation's fields changed (scale=, causal_mask=, padding_mask=,
+        heads_off=, ablation=), checked by the Variation."""
+        return replace(self, variation=replace(self.variation, **changes))
 
     @property
     def scale(self) -> Scale:

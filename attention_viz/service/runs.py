@@ -84,7 +84,7 @@ class Runs:
         in a switched-off head's place. The reference: a trained model's task's first MEAN_REFERENCE_STRINGS
         held-out strings (the untrained model's: copy's), a real model's REAL_REFERENCE_TEXTS and what it writes for
         them; cached per model and switches."""
-        plain = replace(settings, text="", typed=None, pad_tokens=0, heads_off=(), ablation="zero")
+        plain = replace(settings.switched(heads_off=(), ablation="zero"), text="", typed=None, pad_tokens=0)
         return self._means(plain)
 
     def _head_means(self, settings: Settings) -> dict[str, torch.Tensor]:
@@ -129,9 +129,9 @@ class Runs:
         run = self.run(settings)
         request = parse_head(run.config, kind, layer, head)
         if what == "scaling":
-            a, b = replace(settings, scale="sqrt_dk"), replace(settings, scale="none")
+            a, b = settings.switched(scale="sqrt_dk"), settings.switched(scale="none")
         else:
-            a, b = replace(settings, **{what: True}), replace(settings, **{what: False})
+            a, b = settings.switched(**{what: True}), settings.switched(**{what: False})
         key = kind_key(request.kind, request.layer)
         weights_a = self.teacher_forced_maps(run, a)[key][request.head]
         weights_b = self.teacher_forced_maps(run, b)[key][request.head]

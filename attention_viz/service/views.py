@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -225,7 +225,7 @@ class Views:
                   for kind in run.kinds}
         notes = run_notes(run, model.notes(run)).split("\n\n")
         if settings.heads_off:
-            on = self.runs.run(replace(settings, heads_off=(), ablation="zero"))
+            on = self.runs.run(settings.switched(heads_off=(), ablation="zero"))
             notes.insert(1, heads_off_note(run, on))
         packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in run.kinds},
                       output=run.output, notes=notes, title=run_title(run), scores=scores,

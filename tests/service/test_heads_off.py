@@ -96,7 +96,7 @@ def test_the_keys_follow_the_model(runs):
 
 def test_nothing_off_is_the_run_of_before_and_ablation_is_ignored(runs):
     plain = settings(runs)
-    assert settings(runs, "", "mean") == plain == replace(plain, heads_off=(), ablation="zero")
+    assert settings(runs, "", "mean") == plain == plain.switched(heads_off=(), ablation="zero")
     assert plain.off is None and plain.n_off == 0
 
 
@@ -210,7 +210,7 @@ def test_a_real_model_runs_with_heads_off_and_mean_ablation(real_views):
     for key, value in direct.maps.to_numpy().items():
         np.testing.assert_allclose(run.maps[key], value[0], atol=1e-5)
     assert runs.run(plain).maps.keys() == run.maps.keys()
-    mean = replace(off, ablation="mean")
+    mean = off.switched(ablation="mean")
     means = runs.head_means(mean)
     assert set(means) == set(model.map_keys) and means["encoder.0.self_attn"].shape == (4, 8)
     view = real_views.visualize(mean)

@@ -24,17 +24,17 @@ def test_parse_settings_builds_one_variation_and_the_switch_names_read_it(runs):
     assert settings(runs, off="", ablation="mean").variation == Variation()  # nothing off: the plain pass's key
 
 
-def test_replacing_a_switch_by_name_replaces_it_in_the_variation_and_in_the_cache_key(runs):
+def test_switching_by_name_replaces_it_in_the_variation_and_in_the_cache_key(runs):
     s = settings(runs)
-    t = replace(s, scale="none", padding_mask=False)
+    t = s.switched(scale="none", padding_mask=False)
     assert t.variation == Variation("none", padding_mask=False) and t.text == s.text and t != s
-    assert replace(t, scale="sqrt_dk", padding_mask=True) == s
-    assert hash(replace(t, scale="sqrt_dk", padding_mask=True)) == hash(s)
+    assert t.switched(scale="sqrt_dk", padding_mask=True) == s
+    assert hash(t.switched(scale="sqrt_dk", padding_mask=True)) == hash(s)
     assert replace(s, variation=Variation("none", padding_mask=False)) == t
     with pytest.raises(ValueError, match="a scale factor must be a positive finite number"):
-        replace(s, scale=-1.0)  # checked by the value, whichever way it is changed
+        s.switched(scale=-1.0)  # checked by the value, whichever way it is changed
     with pytest.raises(TypeError):
-        replace(s, dropout=0.1)  # not a switch
+        s.switched(dropout=0.1)  # not a switch
 
 
 def test_an_export_record_keeps_every_setting_flat(runs):

@@ -187,10 +187,14 @@ class PretrainedTransformer:
         return Pass(variation, self._keys, record, heads=self._heads(variation, heads))
 
     def switched(self, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-                 heads: dict | None = None, record: bool = False, *, variation: Variation | None = None):
+                 heads: dict | None = None, record: bool = False, *, variation: Variation | None = None,
+                 values: bool = False):
         """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches (recording
-        the maps into the Pass it yields when record=True): for passes of a part of the model."""
-        return switched(self._pass(variation_of(variation, scale, causal_mask, padding_mask), record, heads))
+        the maps into the Pass it yields when record=True, and every attention's values with values=True): for
+        passes of a part of the model."""
+        run = self._pass(variation_of(variation, scale, causal_mask, padding_mask), record, heads)
+        run.values = {} if values else None
+        return switched(run)
 
     def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None) -> dict | None:
         """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
@@ -304,13 +308,18 @@ class PretrainedTransformer:
     def _value_norms(self, input_ids, decoder_input_ids, attention_mask, variation: Variation, heads):
         run = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, variation=variation,
                                 heads=heads, values=True).run
+        return run, self.norms_of(run)
+
+    def norms_of(self, run: Pass) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ per map key [B, H, K] from a pass that kept its values (forward_pass or greedy_pass with
+        values=True)."""
         modules = {key: module for module in self.model.modules() if (key := self._keys.get(id(module)))}
         norms = {}
         for key in sorted(run.maps, key=_key_order):
             w_o = self._w_o(modules[key])  # (D, H·d)
             H, d = self.n_heads, w_o.size(1) // self.n_heads
             norms[key] = torch.einsum("bhkv,dhv->bhkd", run.values[key], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
-        return run, norms
+        return norms
 
     def _w_o(self, attention: torch.nn.Module) -> torch.Tensor:
         """The family's W_O for an attention module, as [D, H·d] (the columns that head h's output meets)."""
@@ -374,15 +383,18 @@ class PretrainedTransformer:
         reuse_keys: bool = True,
         heads: dict | None = None,
         variation: Variation | None = None,
+        values: bool = False,
     ) -> tuple[torch.Tensor, Recorded]:
-        """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included);
-        heads: core.ablation switches per map key, at every step (default: the variation's heads off)."""
+        """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included, and
+        with values=True every attention's values, for norms_of); heads: core.ablation switches per map key, at
+        every step (default: the variation's heads off)."""
         variation = variation_of(variation, scale, causal_mask, padding_mask)
         if not self.abilities.writes_text:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
-                                        variation=variation, reuse_keys=reuse_keys, heads=self._heads(variation, heads))
+                                        variation=variation, reuse_keys=reuse_keys, heads=self._heads(variation, heads),
+                                        values=values)
         return written, Recorded(logits, self._maps(final), final)
 
     def __repr__(self) -> str:

@@ -40,6 +40,7 @@ class TextRun:
     maps: dict[str, np.ndarray] = field(repr=False)   # key -> [H, Q, K] float32
     masks: dict[str, np.ndarray] = field(repr=False)  # kind -> [Q, K] bool, True = may attend, as applied
     notes: tuple[str, ...] = ()
+    norms: dict[str, np.ndarray] | None = field(default=None, repr=False)  # with values=True: key -> ‖v W_O‖ [H, K]
 
 
 def dense_masks(maps: AttentionMaps, masks: dict[str, torch.Tensor | None]) -> dict[str, np.ndarray]:
@@ -77,15 +78,15 @@ def source_ids(model: PretrainedTransformer, text: str, pad_tokens: int) -> tupl
 @torch.inference_mode()
 def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pad_tokens: int = 0,
              scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-             heads: dict | None = None, variation: Variation | None = None) -> TextRun:
+             heads: dict | None = None, variation: Variation | None = None, values: bool = False) -> TextRun:
     """Greedy-decode `text` (or, for a model that writes no text, one pass) and keep every map of the last step;
     heads: core.ablation switches per map key (model.head_switches; default: the variation's heads off), at every
-    step."""
+    step; values: also the value norms of that pass (what run_value_norms gives, without a pass of its own)."""
     src, notes = source_ids(model, text, pad_tokens)
     variation = variation_of(variation, scale, causal_mask, padding_mask)
     if not model.abilities.writes_text:
-        return one_pass(model, src, variation, heads, notes)
-    written, recorded = model.greedy_pass(src, max_new_tokens, variation=variation, heads=heads)
+        return one_pass(model, src, variation, heads, notes, values)
+    written, recorded = model.greedy_pass(src, max_new_tokens, variation=variation, heads=heads, values=values)
     maps = recorded.maps
     out_ids = written[0].tolist()
     if model.layout == "encoder-decoder":
@@ -98,21 +99,28 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
         notes.append(f"no end token within {max_new_tokens} tokens: the output is unfinished")
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
                    tuple(model.pieces(out_ids)), tuple(out_ids), model.decode(out_ids), finished,
-                   numpy_maps(maps), dense_masks(maps, recorded.masks), tuple(notes))
+                   numpy_maps(maps), dense_masks(maps, recorded.masks), tuple(notes), norms_of(model, recorded))
+
+
+def norms_of(model: PretrainedTransformer, recorded) -> dict[str, np.ndarray] | None:
+    """The value norms [H, K] per key of a recorded pass that kept its values, else None."""
+    if recorded.run.values is None:
+        return None
+    return {key: value[0].float().cpu().numpy() for key, value in model.norms_of(recorded.run).items()}
 
 
 def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variation, heads: dict | None,
-             notes: list[str]) -> TextRun:
+             notes: list[str], values: bool = False) -> TextRun:
     """A model that writes no text (an encoder, or a checkpoint saved without its output head): one pass over the
     text (an encoder-decoder's decoder reads its start token alone), and what its masked-LM head fills in."""
     ids = src[0].tolist()
     if model.layout == "encoder-decoder":
         src_ids, tgt_ids = ids, [model.start_id]
         recorded = model.forward_pass(src, torch.tensor([tgt_ids], device=src.device), variation=variation,
-                                      heads=heads)
+                                      heads=heads, values=values)
     else:
         src_ids, tgt_ids = (ids, []) if model.layout == "encoder" else ([], ids)
-        recorded = model.forward_pass(src, variation=variation, heads=heads)
+        recorded = model.forward_pass(src, variation=variation, heads=heads, values=values)
     output, filled = fill_masks(model, ids, recorded.logits) if model.abilities.fills_masks else ("", [])
     if not model.abilities.fills_masks:
         notes.append(f"This {model.family.name} checkpoint has no output head: it writes no text and fills no "
@@ -122,7 +130,8 @@ def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variati
                      f"{model.tokenizer.mask_token or ''} in the text to see what it fills in.".replace("  ", " "))
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
                    tuple(filled), (), output, True, numpy_maps(recorded.maps), dense_masks(recorded.maps,
-                                                                                         recorded.masks), tuple(notes))
+                                                                                         recorded.masks), tuple(notes),
+                   norms_of(model, recorded))
 
 
 def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, scale: Scale = "sqrt_dk",

@@ -80,13 +80,13 @@ class HubModel:
         heads = switches.pop("heads")
         with self.busy:
             result = run_text(self.model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
-                              heads=heads, **switches)
-        frozen(result.maps), frozen(result.masks)
+                              heads=heads, values=True, **switches)  # what flows from the maps' own pass
+        frozen(result.maps), frozen(result.masks), frozen(result.norms or {})
         return Run(
             settings=settings, config=self.shape, card=None,
             src_ids=result.src_ids, tgt_ids=result.tgt_ids, src_tokens=result.src_tokens, tgt_tokens=result.tgt_tokens,
             generated=result.written, output=result.output, finished=result.finished, expected=None,
-            maps=result.maps, applied=result.masks, notes=result.notes,
+            maps=result.maps, applied=result.masks, notes=result.notes, norms=result.norms,
         )
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
@@ -125,8 +125,11 @@ class HubModel:
         return Steps(arrays, queries, keys, factor)
 
     def value_norms(self, run: Run) -> dict[str, np.ndarray]:
+        """Those its run kept from the maps' own pass, else one pass of their own."""
         from attention_viz.hub.text_run import run_value_norms  # the hub extra, present whenever a real model is
 
+        if run.norms is not None:
+            return run.norms
         switches = self._switches(run.settings)  # before the run line: mean ablation's means take it too
         with self.busy:
             return run_value_norms(self.model, run.src_ids, run.tgt_ids, **switches)

@@ -115,6 +115,9 @@ class Run:
     # the masks as the model applied them (kind -> [Q, K] bool), when its rules are its own (a real model's); None:
     # core's attention_masks of the ids (ours)
     notes: tuple[str, ...] = ()            # what the run itself has to say (a real model's unfinished output, ...)
+    norms: dict[str, np.ndarray] | None = field(default=None, repr=False, hash=False, compare=False)
+    # ‖v_j^h W_O^h‖ per key [H, K] of the run's own pass, when the model computed them with its maps (a real model's:
+    # its decode's last pass keeps its values); None: asked of the model when needed
 
     @property
     def kinds(self) -> list[str]:

@@ -44,8 +44,8 @@ class Comparison:
 
 
 def run_bytes(run: Run) -> int:
-    """About the bytes a run holds: its maps, a real model's masks, and a little for the rest."""
-    arrays = [*run.maps.values(), *(run.applied or {}).values()]
+    """About the bytes a run holds: its maps, a real model's masks and value norms, and a little for the rest."""
+    arrays = [*run.maps.values(), *(run.applied or {}).values(), *(run.norms or {}).values()]
     return sum(array.nbytes for array in arrays) + 4096
 
 

@@ -314,3 +314,19 @@ def test_an_encoder_has_no_causal_mask_control_and_says_what_it_can_do(views):
     out = Handlers(views).controls_of(bert)
     assert out["causal"]["visible"] is False
     assert "causal_mask" not in [key for _, key in out["comparison"]["choices"]]
+
+
+def test_a_real_runs_value_norms_come_from_its_own_pass_and_equal_a_pass_of_their_own(views):
+    """The decode's last pass keeps its values, so what flows needs no pass of its own: the norms it kept equal
+    run_value_norms' separate pass on the run's ids (an encoder-decoder, a decoder-only model)."""
+    from attention_viz.hub.text_run import run_value_norms
+
+    for model, text in (("hub:tiny-marian", "the cat sat"), ("hub:tiny-gpt2", "hello world")):
+        settings = views.runs.settings(text, model, 64)
+        run = views.runs.run(settings)
+        assert run.norms is not None and set(run.norms) == set(run.maps)
+        real = views.runs.catalog.real.get(model)
+        separate = run_value_norms(real, run.src_ids, run.tgt_ids)
+        for key, value in separate.items():
+            np.testing.assert_allclose(run.norms[key], value, rtol=1e-5, atol=1e-6)
+        assert views.runs.value_norms(run) is run.norms  # no second pass

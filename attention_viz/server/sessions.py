@@ -8,8 +8,9 @@ each is bounded by this module (figures: docs/reliability.md, "What the server k
 - **A config entry per component, built for each session.** When a session's first event reaches the server,
   Gradio builds a config entry for every component of the app (`BlocksConfig.config_for_block`: each component's
   `get_config`, which reads its constructor's signature, and for a gr.HTML searches its whole `js_on_load` script
-  once per attribute name). This page has ~100 components, a third of them gr.HTML with scripts of tens of kB:
-  the event loop's CPU for each student's first event, and memory kept per session (docs/benchmarks.md). Those
+  once per attribute name). This page has ~100 components, a third of them gr.HTML (their scripts are one-line
+  calls now, loaded once in the page's head): the event loop's CPU for each student's first event, and memory kept
+  per session (docs/benchmarks.md). Those
   entries serve Gradio's deep links only (a gr.DeepLinkButton, which the app does not have) and are the same for
   every session.
   `share_session_configs()` builds the entry of each of the app's own components once and hands every session

@@ -56,7 +56,7 @@ class RealHeadImportance:
 
 @dataclass(frozen=True)
 class RealPartial:
-    """What real_head_importance has scored so far, told after each chunk of variants: the grid's heads (the
+    """What real_head_importance has scored so far, told after each pass (the first row, then a chunk of variants): the grid's heads (the
     baseline first, then the heads in map-key order), then, with Michel's gradient, the prune curve's points."""
 
     keys: list[str]

@@ -13,8 +13,10 @@ Every event of the page and of the API joins through one place, `FairQueue.join`
 whichever way it arrives (the page's /queue/join, the API's /call/<name>, gradio_client). There:
 
 1. **The line is chosen by what the event computes**: an event that takes a model picker's value (the Transformer
-   tab's, the lab's own q·k) and names a real model ("hub:...") waits on REAL_RUNS, whatever event it is, so a real
-   model never holds a slot of our models' lines. Gradio fixes an event's line by its listener; this moves it, the one decision made in one place.
+   tab's, the lab's own q·k) and names one of the server's real models ("hub:...") waits on that model's line
+   (real_line: REAL_RUNS's bounds), whatever event it is, so a real model never holds a slot of our models' lines
+   nor of another real model's. Gradio fixes an event's line by its listener; this moves it, the one decision made
+   in one place.
 2. **A join is refused** (HTTP 503, a message that starts as Gradio's own: "Queue is full") when its client
    already holds its share. A client is known by its address (the connection's peer as uvicorn reports it: behind
    a proxy, the X-Forwarded-For of a proxy named in FORWARDED_ALLOW_IPS, uvicorn's own setting): a session id is
@@ -50,6 +52,7 @@ in flight. Gradio's queue is reached through server/gradio_internals.py, which n
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -123,9 +126,11 @@ def real_line(model: str) -> Line:
     return replace(REAL_RUNS, id=f"{REAL_RUNS.id}:{model[len(HUB_PREFIX):]}")
 
 
-def line_of(line_id: str, model: object) -> Line:
-    """The line an event of listener line `line_id` waits on, given the model it names (None where it takes none)."""
-    if isinstance(model, str) and model.startswith(HUB_PREFIX):
+def line_of(line_id: str, model: object, real: Container[str] = ()) -> Line:
+    """The line an event of listener line `line_id` waits on, given the model it names (None where it takes none):
+    one of `real`, the server's real models, waits on that model's line; anything else (our models, a name the
+    server does not have, which its event refuses) on the listener's own."""
+    if isinstance(model, str) and model.startswith(HUB_PREFIX) and model in real:
         return real_line(model)
     return LINES.get(line_id, Line(line_id, 1))
 
@@ -139,8 +144,9 @@ def address_of(request: Any) -> str:
 class FairQueue:
     """The app's queue with the admission above: installed on a queued Blocks by `install`."""
 
-    def __init__(self, blocks: Any, *models: Any) -> None:
+    def __init__(self, blocks: Any, *models: Any, real: Container[str] = ()) -> None:
         self.blocks = blocks
+        self.real = frozenset(real)  # the server's real models ("hub:" + name): each has a line
         self.queue = gradio.queue_of(blocks)
         self.push = self.queue.push  # Gradio's, until install
         # listener -> where among its inputs a model picker's value arrives
@@ -155,7 +161,7 @@ class FairQueue:
             return await self.push(body=body, request=request, username=username)
         at = self.model_at.get(body.fn_index)
         data = body.data if isinstance(body.data, list) else []
-        line = line_of(fn.concurrency_id, data[at] if at is not None and at < len(data) else None)
+        line = line_of(fn.concurrency_id, data[at] if at is not None and at < len(data) else None, self.real)
         address = address_of(request)
         why = refusal(self.held(body.session_hash, address, line.id), line)
         if why is not None:
@@ -185,8 +191,9 @@ class FairQueue:
             gradio.tell_place(self.queue, event, rank=at, size=len(waiting))
 
 
-def install(blocks: Any, *models: Any) -> FairQueue:
-    """Put FairQueue in front of a queued Blocks' queue; `models` are the model pickers whose value routes an event."""
-    fair = FairQueue(blocks, *models)
+def install(blocks: Any, *models: Any, real: Container[str] = ()) -> FairQueue:
+    """Put FairQueue in front of a queued Blocks' queue; `models` are the model pickers whose value routes an event,
+    `real` the server's real models (each on a line of its own)."""
+    fair = FairQueue(blocks, *models, real=real)
     fair.push = gradio.wrap_push(blocks, fair.join)
     return fair

@@ -102,14 +102,18 @@ class HeadsView:
 
     def _key(self, settings: Settings, ablation: object) -> tuple[Settings, str]:
         """The cache's key: the settings less what the scores do not depend on (the text, but a real model's; the
-        heads switched off, the padding, the masks), and the ablation, checked."""
+        heads switched off, the padding, the masks; a real model's scaling: it is scored as it was trained, with its
+        own 1/√d_k), and the ablation, checked."""
         ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
         if settings.model == UNTRAINED:
             raise ValueError("The untrained model has no task to score its heads on: pick a trained model, or a "
                              "real one (scored on your text).")
         keep_text = self.runs.attention_model(settings).abilities.scored_on == "text"
-        plain = replace(settings.switched(heads_off=(), ablation="zero", causal_mask=True, padding_mask=True),
-                        text=settings.text if keep_text else "", typed=None, pad_tokens=0)
+        switches = dict(heads_off=(), ablation="zero", causal_mask=True, padding_mask=True)
+        if keep_text:  # a real model's scoring passes run as it was trained (and the payload says so)
+            switches["scale"] = "sqrt_dk"
+        plain = replace(settings.switched(**switches), text=settings.text if keep_text else "", typed=None,
+                        pad_tokens=0)
         return plain, ablation
 
     def _score(self, settings: Settings, ablation: str, partial: Callable[[dict], None] | None = None) -> dict:

@@ -148,7 +148,8 @@ class HubModel:
                                         chunk=chunk, partial=partial)
 
     def qk_statistics(self, n_texts: int, sentences: tuple[str, ...]) -> dict:
-        return qk_statistics(self.model, list(sentences), keep_logits=True)
+        with torch.inference_mode(), self.busy:
+            return qk_statistics(self.model, list(sentences), keep_logits=True)
 
     def qk_texts(self, n_texts: int, sentences: tuple[str, ...]) -> str:
         return f"{len(sentences)} fixed English sentences"

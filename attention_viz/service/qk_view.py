@@ -24,7 +24,7 @@ import numpy as np
 from attention_viz.qkstats import QKStatistics
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_bool, check_choice, check_int, shown
-from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, histogram_fields, rounded
+from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, histogram_fields
 
 OWN_TEXTS = 20  # a shipped model's held-out strings
 REAL_TEXTS = ("Attention is all you need.", "The cat sat on the mat.",

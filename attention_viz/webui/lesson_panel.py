@@ -10,7 +10,8 @@ from __future__ import annotations
 import gradio as gr
 
 from attention_viz.webui.explorer_view import open_js
-from attention_viz.webui.handlers import Handlers, named
+from attention_viz.service.checks import check_int
+from attention_viz.webui.handlers import Handlers, handler, named
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, prose
@@ -37,8 +38,10 @@ def render() -> dict:
 
 
 def moved(handlers: Handlers, index: object, move: int) -> int:
-    """The step Next (move 1) or Back (-1) goes to from step `index` (-1: none yet), within the lesson."""
-    return max(0, min(int(index) + move, len(handlers.lesson_steps) - 1))
+    """The step Next (move 1) or Back (-1) goes to from step `index` (-1: none yet), within the lesson; ValueError
+    for an index that is not one (what a raw HTTP client may send)."""
+    last = len(handlers.lesson_steps) - 1
+    return max(0, min(check_int("lesson step", index, -1, last) + move, last))
 
 
 def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict) -> None:
@@ -60,7 +63,7 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
     }
     step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
-        event = button.click(lambda i, move=move: step(moved(handlers, i, move)), lesson["index"],
+        event = button.click(handler(lambda i, move=move: step(moved(handlers, i, move))), lesson["index"],
                              list(named_outputs.values()), **PRIVATE)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
         event.then(None, lesson["target"], None, js=REVEAL_JS, **PRIVATE)

@@ -70,7 +70,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # direct POST /gradio_api/run/<name> at once, on no line; it answers 404 and says to join the queue instead).
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
                api_open=False)
-    admission.install(demo, transformer["model"], lab["own_model"])
+    admission.install(demo, transformer["model"], lab["own_model"], real=views.runs.catalog.real.keys)
     return demo
 
 

@@ -52,8 +52,8 @@ from attention_viz.webui.widgets import (
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
 # The runs (a new text, model or switch) of our models share the RUNS line, scoring every head the SCORES line;
-# whatever names a real model waits on REAL_RUNS, so it holds no slot the others need: the queue moves it there
-# (server/admission.py), for the page and the API alike.
+# whatever names a real model waits on that model's own line, so it holds no slot the others need: the queue moves it
+# there (server/admission.py), for the page and the API alike.
 # after a run: the open Steps or Compare view follows it (refresh_tick's change asks the server); Heatmaps needs nothing
 REFRESH_IF_OPEN_JS = call("refreshIfOpen", Raw("active"), Raw("tick"), params="active, tick")
 REFUSED = "**Refused.** The views below are the last accepted input's; the message says what to change."
@@ -259,7 +259,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     exported = export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export",
                                    js=chosen, **RAW)
     exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
-    # Scoring every head, and its CSV, on the SCORES line (a real model's, ~9 s of the model each, on REAL_RUNS)
+    # Scoring every head, and its CSV, on the SCORES line (a real model's, ~10 s of the model each, on its own line)
     once = dict(trigger_mode="once")  # as a button's click: another click while it works is not sent
     scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
                                 **RAW, **once, **SCORES.wiring)

@@ -57,7 +57,7 @@ def open_page(page: Page, url: str, width: int = 1280) -> None:
 def test_the_page_asks_for_a_real_models_runs_and_scores_through_the_apis_own_events(page: Page, real_url):
     """The page's runs and scores, of our models and of a real one, join the events the API names /visualize and
     /importance: the queue puts whatever names a real model on a line of its own as it joins (server/admission.py;
-    tests/webui/test_admission.py), so the page and the API take the same way. Both answered, the CSV too."""
+    tests/server/test_admission.py), so the page and the API take the same way. Both answered, the CSV too."""
     config = httpx.get(real_url + "config", timeout=30).json()
     named = {d["id"]: d.get("api_name") for d in config["dependencies"] if d.get("backend_fn")}
     sent = []  # the endpoint of every event the page asks for (None: a private one)

@@ -14,6 +14,7 @@ import pytest
 from gradio.data_classes import PredictBodyInternal
 
 from attention_viz.service.limits import HUB_PREFIX
+from attention_viz.service.real_models import RealModels
 from attention_viz.service.views import Views
 from attention_viz.server import admission
 from attention_viz.webui import page
@@ -62,7 +63,8 @@ def test_each_address_waits_its_turn(waiting, address, at):
 
 def test_whatever_names_a_real_model_waits_on_that_models_line_and_the_rest_on_their_own():
     for line_id in (RUNS.id, SCORES.id, "1234"):
-        assert line_of(line_id, REAL) == real_line(REAL)
+        assert line_of(line_id, REAL, {REAL}) == real_line(REAL)
+        assert line_of(line_id, HUB_PREFIX + "junk", {REAL}) == line_of(line_id, None)  # not a model of the server
     other = real_line(HUB_PREFIX + "another")
     assert other.id != real_line(REAL).id and (other.slots, other.per_address) == (REAL_RUNS.slots, REAL_RUNS.per_address)
     assert line_of(RUNS.id, "reverse/sqrt_dk") is RUNS and line_of(SCORES.id, None) is SCORES
@@ -72,8 +74,17 @@ def test_whatever_names_a_real_model_waits_on_that_models_line_and_the_rest_on_t
 # ---------------------------------------------------------------------------- the app's own queue
 
 
+@pytest.fixture(scope="module")
+def served_models(tmp_path_factory):
+    """The real model the app is set up with: a folder named as REAL (never loaded here: nothing runs)."""
+    folder = tmp_path_factory.mktemp("admission") / REAL[len(HUB_PREFIX):]
+    folder.mkdir()
+    return [str(folder)]
+
+
 @pytest.fixture()
-def app(runs):
+def app(runs, served_models, monkeypatch):
+    monkeypatch.setattr(runs.catalog, "real", RealModels(served_models))
     demo = page.build_app(Views(runs))
     return SimpleNamespace(demo=demo, queue=demo._queue, fn={fn.api_name: fn for fn in demo.fns.values()
                                                              if fn.api_name})
@@ -142,6 +153,18 @@ def test_a_flood_under_invented_sessions_holds_its_share_and_a_visitor_joins_at_
     # the flood's address, from another page too: still full; a real model's scores from it: its own bound
     (ok, message, _), = joins(app.queue, (body(visualize, session="another"), "10.0.0.66"))
     assert not ok and message.startswith("Queue is full for this address")
+
+
+def test_a_real_model_the_server_does_not_have_makes_no_line_of_its_own(app):
+    """Names made up after "hub:" wait on their listener's own line (their event refuses them): no line per name, so
+    a client can neither grow Gradio's lines nor pass the real lines' share per address."""
+    visualize = app.fn["visualize"]
+    before = set(app.queue.event_queue_per_concurrency_id)
+    answers = joins(app.queue, *[(body(visualize, f"{HUB_PREFIX}junk{i}", session=f"j{i}"), "10.0.0.9")
+                                 for i in range(12)])
+    assert all(ok for ok, _, _ in answers)
+    assert set(app.queue.event_queue_per_concurrency_id) - before <= {visualize.concurrency_id}
+    assert {line_of_event(app.queue, event_id) for _, event_id, _ in answers} == {visualize.concurrency_id}
 
 
 def test_one_address_holds_at_most_its_share_of_the_real_models_line_and_one_page_its_own(app):

@@ -12,6 +12,7 @@ import pytest
 from attention_viz.importance import head_importance
 from attention_viz.service import heads_view, hub_model
 from attention_viz.service.heads_view import IMPORTANCE_STRINGS, HeadsView
+from attention_viz.service.texts import scaling_text
 
 
 def settings(runs, model="reverse/sqrt_dk", text="hello", scale="sqrt_dk", off=""):
@@ -123,3 +124,14 @@ def test_a_stream_refuses_at_once_and_tells_a_failure_after_what_it_told(real_vi
     assert next(stream)["progress"] == {"done": 0, "total": 24, "curve": None}
     with pytest.raises(ValueError, match="busy"):
         next(stream)
+
+
+def test_a_real_model_is_scored_as_it_was_trained_and_says_so(real_views):
+    """A real model's scoring passes take no switches: its scores with the scaling off are its scores as trained, and
+    the payload names the scaling they were computed with (not the one on the controls)."""
+    runs = real_views.runs
+    scaled = runs.settings("the cat sat", "hub:tiny-marian", 64)
+    unscaled = runs.settings("the cat sat", "hub:tiny-marian", 64, "none")
+    a, b = real_views.heads.importance(scaled), real_views.heads.importance(unscaled)
+    assert b is a  # one computation, cached once
+    assert a["scaling"] == scaling_text(scaled) and "√" in a["scaling"]

@@ -21,7 +21,7 @@ from attention_viz.service.limits import LAB_HEADERS, UNTRAINED
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime
-from attention_viz.webui import page, transformer_tab
+from attention_viz.webui import page
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handlers import run_key as handlers_run_key
 from attention_viz.webui.widgets import prose_html
@@ -371,7 +371,7 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
     assert not demo._queue.live_updates and demo._queue.update_intervals == page.STATUS_EVERY_S  # not n² messages
     # one listener per computation: the runs on RUNS, scoring every head and its CSV on SCORES (a real model's are
-    # moved to REAL_RUNS as they join: tests/server/test_admission.py)
+    # moved to that model's own line as they join: tests/server/test_admission.py)
     lines = {name: {(fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() if fn.name == name}
              for name in ("visualize", "importance", "importance_export")}
     assert lines == {"visualize": {(admission.RUNS.id, admission.RUN_SLOTS)},

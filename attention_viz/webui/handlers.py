@@ -267,6 +267,10 @@ class Handlers:
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):
         """The √d_k lab's numbers, drawn by the page: the q·k histogram against the exact law (bins of the mode's own
         range), one query's logits and softmax, the sweep over d_k (a dict, service.lab_view); and the table."""
+        return self._lab(d_k, n_keys, scaled)
+
+    def _lab(self, d_k, n_keys, scaled) -> tuple[dict, dict]:
+        """The lab's view and its table, as the page's two components take them."""
         view = self.views.dk_lab(d_k, n_keys, scaled)
         return view.data, {"headers": LAB_HEADERS, "data": view.numbers}
 
@@ -375,10 +379,9 @@ class Handlers:
                         "importance": self.views.heads.importance(step.settings, "zero")}
         if step.lab:
             d_k, n_keys, scaled = step.lab["d_k"], step.lab["n_keys"], step.lab["scaled"]
-            lab = self.views.dk_lab(d_k, n_keys, scaled)
+            view, numbers = self._lab(d_k, n_keys, scaled)
             out |= {"lab_d_k": d_k, "lab_dk_log": math.log2(d_k), "lab_keys": n_keys, "lab_scaled": scaled,
-                    "lab_view": lab.data, "lab_numbers": {"headers": LAB_HEADERS, "data": lab.numbers},
-                    "lab_shown": run_key(d_k, n_keys, scaled)}
+                    "lab_view": view, "lab_numbers": numbers, "lab_shown": run_key(d_k, n_keys, scaled)}
         if step.own_qk:
             own, o = self.views.own_qk, step.own_qk
             shape = own.shape(o["model"])

@@ -13,22 +13,10 @@ from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.hub import load_pretrained  # noqa: E402
 from attention_viz.hub.text_run import run_text, run_value_norms  # noqa: E402
 from attention_viz.importance.real import real_head_means  # noqa: E402
+from tests.core.test_variation import equal  # noqa: E402 - bit for bit, through tuples, dicts and maps
 
 HEADS_OFF = {"marian": {"encoder.1.self_attn": [0, 3], "decoder.0.cross_attn": [2]},
              "gpt2": {"decoder.0.self_attn": [3], "decoder.1.self_attn": [1]}}
-
-
-def equal(a, b) -> None:
-    if isinstance(a, torch.Tensor):
-        assert torch.equal(a, b)
-    elif isinstance(a, (tuple, list)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            equal(x, y)
-    else:
-        assert list(a.keys()) == list(b.keys())
-        for key in a.keys():
-            equal(a[key], b[key])
 
 
 @pytest.mark.parametrize("family", list(HEADS_OFF))

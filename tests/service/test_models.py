@@ -44,8 +44,6 @@ def test_each_kind_answers_every_question_of_the_protocol_with_its_signature(imp
             assert list(inspect.signature(given).parameters) == list(inspect.signature(asked).parameters), name
         else:
             assert isinstance(given, type(asked)), name
-    for name in AttentionModel.__annotations__:  # abilities, shape, sink: set on every instance (or the class)
-        assert name in inspect.getsource(implementation), name
 
 
 def test_the_catalog_hands_out_the_kind_a_settings_or_key_names_and_its_abilities_say_what_it_can_do(real_views):
@@ -53,6 +51,9 @@ def test_the_catalog_hands_out_the_kind_a_settings_or_key_names_and_its_abilitie
     ours = catalog.attention_model(settings(real_views, "reverse/sqrt_dk"))
     untrained = catalog.attention_model(settings(real_views, "untrained"))
     marian = catalog.attention_model(settings(real_views, "hub:tiny-marian"))
+    for model in (ours, untrained, marian):  # abilities, shape, sink: answered by every instance
+        for name in AttentionModel.__annotations__:
+            assert getattr(model, name, None) is not None, (type(model).__name__, name)
     bert = catalog.attention_model("hub:tiny-bert")
     assert isinstance(ours, OwnModel) and isinstance(untrained, OwnModel)
     assert isinstance(marian, HubModel) and isinstance(bert, HubModel)

@@ -321,12 +321,16 @@ def test_a_real_runs_value_norms_come_from_its_own_pass_and_equal_a_pass_of_thei
     run_value_norms' separate pass on the run's ids (an encoder-decoder, a decoder-only model)."""
     from attention_viz.hub.text_run import run_value_norms
 
-    for model, text in (("hub:tiny-marian", "the cat sat"), ("hub:tiny-gpt2", "hello world")):
-        settings = views.runs.settings(text, model, 64)
+    cases = [("hub:tiny-marian", "the cat sat", {}), ("hub:tiny-gpt2", "hello world", {}),
+             ("hub:tiny-bert", "the cat sat", {}),  # an encoder: its one pass
+             ("hub:tiny-marian", "the cat sat", dict(scale_mode="none", causal_mask=False)),
+             ("hub:tiny-marian", "the cat sat", dict(heads_off="encoder.0.self_attn: 1", ablation="mean"))]
+    for model, text, switches in cases:
+        settings = views.runs.settings(text, model, 64, **switches)
         run = views.runs.run(settings)
-        assert run.norms is not None and set(run.norms) == set(run.maps)
-        real = views.runs.catalog.real.get(model)
-        separate = run_value_norms(real, run.src_ids, run.tgt_ids)
+        assert run.norms is not None and set(run.norms) == set(run.maps), (model, switches)
+        real, attention_model = views.runs.catalog.real.get(model), views.runs.attention_model(settings)
+        separate = run_value_norms(real, run.src_ids, run.tgt_ids, **attention_model._switches(settings))
         for key, value in separate.items():
-            np.testing.assert_allclose(run.norms[key], value, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(run.norms[key], value, rtol=1e-5, atol=1e-6, err_msg=f"{model} {switches}")
         assert views.runs.value_norms(run) is run.norms  # no second pass

@@ -106,10 +106,11 @@ def is_pretrained(model: object) -> bool:
 def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
                    pad_tokens: int = 0, max_new_tokens: int = 40) -> dict:
     """A real model's greedy decode of `text` (or one pass, for an encoder), packed as run_model packs ours."""
-    from attention_viz.hub.text_run import run_text, run_value_norms  # the hub extra: a real model means it is installed
+    from attention_viz.hub.text_run import run_text  # the hub extra: a real model means it is installed
 
     variation = Variation(scale, causal_mask, padding_mask)  # checked before any work
-    result = run_text(model, text, max_new_tokens=max_new_tokens, pad_tokens=int(pad_tokens), variation=variation)
+    result = run_text(model, text, max_new_tokens=max_new_tokens, pad_tokens=int(pad_tokens), variation=variation,
+                      values=True)  # what flows, from the maps' own pass
     notes = [f"{model.name} ({model.family.name}, real model): scale {scale}; causal mask "
              f"{'on' if causal_mask else 'off'}; padding mask {'on' if padding_mask else 'off'}", *result.notes]
     decode = None
@@ -121,9 +122,8 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
         decode = {"written": written[:len(result.tgt_ids)], "steps": None}
         if not causal_mask:
             decode["steps"] = pretrained_steps(model, result, variation)
-    norms = run_value_norms(model, result.src_ids, result.tgt_ids, variation=variation)
     return pack(result.maps, result.src_tokens, result.tgt_tokens, masks=result.masks, output=result.output,
-                notes=notes, title=f"“{text}” on {model.name}", decode=decode, value_norms=norms)
+                notes=notes, title=f"“{text}” on {model.name}", decode=decode, value_norms=result.norms)
 
 
 def pretrained_steps(model, result, variation: Variation) -> list[dict[str, np.ndarray]]:

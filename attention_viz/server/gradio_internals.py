@@ -20,6 +20,7 @@ from typing import Any
 import gradio as gr
 from gradio import queueing, route_utils, routes
 from gradio.blocks import BlocksConfig
+from gradio.data_classes import PredictBodyInternal
 from gradio.server_messages import EstimationMessage
 from gradio.state_holder import SessionState
 from starlette.applications import Starlette
@@ -31,7 +32,9 @@ ADMISSION, SESSIONS, STATIC, PAGE = ("server/admission.py", "server/sessions.py"
 # name -> (the module that relies on it, what it is, why no public option does the job)
 REACHES = {
     "Queue.push": (ADMISSION, "every join (/queue/join, /call/<name>, gradio_client) passes here; it returns "
-                   "(ok, event id or message, state), and state 'queue_full' is answered 503",
+                   "(ok, event id or message, state), and state 'queue_full' is answered 503; its body (a "
+                   "PredictBodyInternal: .fn_index, .data, .session_hash) names the listener (Blocks.fns[fn_index]: "
+                   ".concurrency_id, .inputs) and the values",
                    "a listener's concurrency_id is fixed when it is wired; the line by an input's value, shares per "
                    "address and turns by address have no option"),
     "Queue's lines": (ADMISSION, "Queue.event_queue_per_concurrency_id: line id -> EventQueue(concurrency_id, "
@@ -309,7 +312,10 @@ def _check_app() -> list[str]:
                                                                "self.auth_dependency")]
     problems += [f"Blocks has no {name}" for name in _source_uses(gr.Blocks, "self.fns", "self.config =")]
     problems += [f"BlockFunction has no {name}" for name in _source_uses(gr.blocks.BlockFunction.__init__,
-                                                                          "self.api_name", "self.inputs")]
+                                                                          "self.api_name", "self.inputs",
+                                                                          "self.concurrency_id")]
+    problems += [f"a join's body has no {name}" for name in ("fn_index", "data", "session_hash")
+                 if name not in PredictBodyInternal.model_fields]
     if "raise FnIndexInferError" not in inspect.getsource(route_utils.get_fn):
         problems.append("route_utils.get_fn no longer raises FnIndexInferError for an unknown api_name")
     return problems

@@ -26,12 +26,12 @@ from attention_viz.explorer.html import CHARTS, script
 from attention_viz.explorer.html import asset as explorer_asset
 
 MOUNT_CLASS = "av-lab-mount"
-ASSETS = ("lab.js", "lab.css", "training.js", "training.css")
+ASSETS = ("lab.js", "study.js", "lab.css", "training.js", "training.css")
 
 
 @lru_cache(maxsize=None)
 def asset(name: str) -> str:
-    """The text of a packaged static file: "lab.js", "lab.css", "training.js" or "training.css"."""
+    """The text of a packaged static file: one of ASSETS."""
     if name not in ASSETS:
         raise ValueError(f"no such asset {name!r}; there are {', '.join(ASSETS)}")
     return resources.files("attention_viz.labview").joinpath("static", name).read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ from attention_viz.explorer.html import CHARTS, EXPLORER, SHARED, asset
 
 # In load order: what every view needs, the explorer, the charts' pieces and the other views, then the page's calls.
 SCRIPTS = (*(("explorer", name) for name in (*SHARED, *EXPLORER, CHARTS, "steps.js", "heads.js")),
-           ("labview", "lab.js"), ("labview", "training.js"), ("webui", "page.js"))
+           ("labview", "lab.js"), ("labview", "study.js"), ("labview", "training.js"), ("webui", "page.js"))
 
 
 def text(package: str, name: str) -> str:

@@ -38,14 +38,19 @@ def drawn(page: Page, data: dict) -> None:
     assert page.locator(VIEW).evaluate(PROBLEMS_JS) == []
 
 
-def test_the_own_view_draws_the_services_numbers_for_each_head_picked(page: Page, app_url):
-    own = OwnQK(Catalog())
-    page.set_viewport_size({"width": 1280, "height": 800})
+def opened(page: Page, app_url: str, own: OwnQK, width: int, height: int) -> None:
+    """The lab's tab at this size, its own view drawn for the opening head (checked against the service)."""
+    page.set_viewport_size({"width": width, "height": height})
     page.goto(app_url)
     page.get_by_role("tab", name="√d_k lab").click()
     page.locator("#own_qk").scroll_into_view_if_needed()
     expect(page.locator(f"{VIEW} svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
     drawn(page, own.view("reverse", "decoder.cross_attn", 0, 0, True))
+
+
+def test_the_own_view_draws_the_services_numbers_for_each_head_picked(page: Page, app_url):
+    own = OwnQK(Catalog())
+    opened(page, app_url, own, 1280, 800)
 
     pick(page, "own_model", "reverse (trained without scaling), d_k = 64")
     drawn(page, own.view("reverse_dk64_unscaled", "decoder.cross_attn", 0, 0, True))
@@ -65,12 +70,7 @@ def test_the_own_view_draws_the_services_numbers_for_each_head_picked(page: Page
 def test_the_own_view_fits_a_phone(page: Page, app_url):
     """At 390 px the histogram and its table stay inside the page (no sideways scroll), the text at least 11 px."""
     own = OwnQK(Catalog())
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(app_url)
-    page.get_by_role("tab", name="√d_k lab").click()
-    page.locator("#own_qk").scroll_into_view_if_needed()
-    expect(page.locator(f"{VIEW} svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
-    drawn(page, own.view("reverse", "decoder.cross_attn", 0, 0, True))
+    opened(page, app_url, own, 390, 844)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     for selector in (VIEW, f"{VIEW} svg[data-chart=histogram]", f"{VIEW} table[data-role=own-numbers]"):
         box = page.locator(selector).first.bounding_box()

@@ -14,7 +14,10 @@ with gr.HTML"):
   current value) and `watch`: one call, attentionViz.mountExplorer (webui/static/page.js; the page loads it and the
   explorer's scripts once, in its head: webui/scripts.py), mounts the explorer into the template's container, and
   `watch("value", ...)` hands every later value to `setPayload`. Kind, layer, head and colour scale then change in
-  the browser only: no event, no request.
+  the browser only: no event, no request. A switchable explorer also gets `trigger`: a click in its heads-off mode
+  calls trigger(HEADS_OFF, {"heads_off": {map key: [heads]}}), the component's custom event, whose Python listener
+  reads that JSON from its gr.EventData (handlers.SwitchedHeads); Gradio finds a custom event by its name in quotes
+  in js_on_load (here in the options).
 - `css_template` is scoped by Gradio to this component, and every rule of explorer.css is under
   `.av-explorer` as well.
 - An event's `js` runs in the browser before its Python function, gets the event's input values and returns
@@ -34,17 +37,18 @@ from attention_viz.webui.scripts import Raw, call, on_load
 MOUNT_CLASS = "av-mount"
 STALE = "Not for the current input: the last change was refused, so these views are the last accepted run's."
 HIDE_SUMMARY = "\n.av-explorer .av-summary { display: none; }\n"
+HEADS_OFF = "heads_off"  # the event a switchable explorer triggers with the heads off a click asks for
 
 
-def _js_on_load(root_id: str, head_view: str, heads_off: tuple[str, str] | None = None) -> str:
-    options = {"rootId": root_id, "headViewId": head_view, "switchable": heads_off is not None}
-    if heads_off is not None:  # the explorer's heads-off clicks become the text box's value, then its run button's click
-        options["headsOff"] = [f"#{elem_id}" for elem_id in heads_off]
-    return on_load("mountExplorer", options)
+def _js_on_load(root_id: str, head_view: str, switchable: bool = False) -> str:
+    options = {"rootId": root_id, "headViewId": head_view, "switchable": switchable}
+    if switchable:  # the explorer's heads-off clicks trigger the component's HEADS_OFF event (page.js mountExplorer)
+        options["headsOff"] = HEADS_OFF
+    return on_load("mountExplorer", options, trigger=switchable)
 
 
 def explorer_view(payload: Mapping | None = None, root_id: str = DEFAULT_ROOT_ID, elem_id: str | None = None,
-                  summary: bool = True, heads_off: tuple[str, str] | None = None, **kwargs) -> gr.HTML:
+                  summary: bool = True, switchable: bool = False, **kwargs) -> gr.HTML:
     """A gr.HTML showing the explorer: `#<root_id>` holds the controls and grid, `#head_view` the chosen head.
 
     Args:
@@ -52,16 +56,16 @@ def explorer_view(payload: Mapping | None = None, root_id: str = DEFAULT_ROOT_ID
         root_id: the explorer's id (the app's contract uses "explorer"; the head view is head_view_id(root_id)).
         elem_id: the component's own id (default "<root_id>_view"), for stale_js, fresh_js and selection_js.
         summary: show the run's title, output and notes above the views (False where the page shows them).
-        heads_off: (elem_id of a text box, elem_id of a button): the explorer gets its "switch heads off" mode, and
-            a click there writes the heads off into the box (as service.requests.parse_heads_off reads them) and
-            presses the button, whose event reruns the model.
+        switchable: the explorer gets its "switch heads off" mode: a click there triggers the component's
+            HEADS_OFF event with {"heads_off": {map key: [heads]}} as its data (a gr.EventData's), which
+            `view.heads_off(fn, ...)` listens to.
         kwargs: passed on to gr.HTML (visible, min_height, ...).
     """
     return gr.HTML(
         value=dict(payload) if payload is not None else None,
         html_template=f'<div class="{MOUNT_CLASS}"></div>',
         css_template=asset("explorer.css") + ("" if summary else HIDE_SUMMARY),
-        js_on_load=_js_on_load(root_id, head_view_id(root_id), heads_off),
+        js_on_load=_js_on_load(root_id, head_view_id(root_id), switchable),
         apply_default_css=False,
         elem_id=elem_id or f"{root_id}_view",
         padding=False,

@@ -49,10 +49,12 @@ def call(function: str, *args: object, params: str = "") -> str:
     return f"({params}) => attentionViz.{function}({listed})"
 
 
-def on_load(function: str, options: object = None) -> str:
-    """A gr.HTML's js_on_load: `attentionViz.function(element, props, watch, options)`."""
+def on_load(function: str, options: object = None, trigger: bool = False) -> str:
+    """A gr.HTML's js_on_load: `attentionViz.function(element, props, watch, options)`; trigger: `trigger` too, last
+    (the view triggers events of its component: a name it triggers must be among `options`' strings, which is how
+    Gradio's gr.HTML finds the component's custom events)."""
     tail = "" if options is None else ", " + json.dumps(options, ensure_ascii=False)
-    return f"attentionViz.{function}(element, props, watch{tail})"
+    return f"attentionViz.{function}(element, props, watch{tail}{', trigger' if trigger else ''})"
 
 
 class Raw(str):

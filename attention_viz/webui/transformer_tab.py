@@ -147,8 +147,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             shown_key = gr.Textbox("", visible=False, elem_id="run_key")  # the settings of a run an answer brought
             with gr.Tabs(overflow_behavior="wrap") as views:  # every view named at once, also on a phone
                 with gr.Tab("Heatmaps", id="heatmaps") as tab_heatmaps:
-                    view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run",
-                                         heads_off=("heads_off", "heads_apply"))
+                    view = explorer_view(view0.run, elem_id=VIEW, summary=False, label="run", switchable=True)
                     with gr.Accordion(HELP_TITLE, open=False, elem_id="heatmaps_help"):  # the maps come first
                         prose(HELP)
                 with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
@@ -215,6 +214,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         if control is not None:
             route_unless_shown(control.change, control, index, kind, shown_key, run_tick)
     gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
+    # The explorer's heads-off mode: a click sends the heads it asks off as JSON (its HEADS_OFF event's data); the
+    # answer is that run and the box's text for the heads it took
+    answered(view.heads_off(handlers.switch_heads, [*settings_inputs, compat, ablation], [*view_outputs, heads_off],
+                            **LIVE, **PRIVATE, **RUNS.wiring))
     heads_clear.click(None, None, heads_off, js=call("clearHeadsOff"), **PRIVATE).then(**route)
     log2_slider_pair(dk_log, d_k)
     examples.input(None, examples, text, js=call("same", Raw("example"), params="example"), **PRIVATE)

@@ -2,6 +2,7 @@
 tile, a layer's label or the kind's button into a rerun with those heads off; the tiles are marked off from the
 run that came back, the output and notes follow, a typed list works too, and a refused one changes nothing."""
 
+import json
 import re
 
 import pytest
@@ -25,9 +26,12 @@ def test_a_click_switches_a_head_off_and_the_model_reruns(page: Page, app_url):
     kind, layer = selected.get_attribute("data-kind"), selected.get_attribute("data-layer")
     assert kind == "decoder.cross_attn"
     cut_mode(page)
+    joins = []  # what the page sends: one request, the heads off as JSON (the event's data), not typed text
+    page.on("request", lambda r: joins.append(json.loads(r.post_data)) if "/queue/join" in r.url else None)
     # the last layer's whole row of cross-attention heads off: the reverse model loses its alignment
     page.locator(f"#explorer .av-row-cut[data-row='{layer}']").click()
     expect(page.locator(OFF)).to_have_count(4, timeout=TIMEOUT_MS)
+    assert [j["event_data"] for j in joins] == [{"heads_off": {f"decoder.{layer}.cross_attn": [0, 1, 2, 3]}}], joins
     expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(
         f"decoder.{layer}.cross_attn: all")
     expect(page.locator("#info")).to_contain_text("4 of 24 heads switched off", timeout=TIMEOUT_MS)
@@ -38,8 +42,10 @@ def test_a_click_switches_a_head_off_and_the_model_reruns(page: Page, app_url):
     expect(page.locator("#explorer .av-off-note")).to_contain_text("4 heads switched off")
     page.screenshot(path=str(SCREENSHOTS / "heads_off_layer.png"), full_page=True)
     # one tile back on: three off; the head view of an off head says so
+    joins.clear()
     page.locator(f"{OFF}[data-head='1']").click()
     expect(page.locator(OFF)).to_have_count(3, timeout=TIMEOUT_MS)
+    assert [j["event_data"] for j in joins] == [{"heads_off": {f"decoder.{layer}.cross_attn": [0, 2, 3]}}], joins
     expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(
         f"decoder.{layer}.cross_attn: 0 2 3")
     settle(page)
@@ -66,6 +72,27 @@ def test_a_whole_kind_off_by_its_button_and_mean_ablation(page: Page, app_url):
     page.screenshot(path=str(SCREENSHOTS / "heads_off_kind_mean.png"), full_page=True)
     page.locator("#explorer .av-cut-kind").click()  # the same button now switches the kind back on
     expect(page.locator(OFF)).to_have_count(0, timeout=TIMEOUT_MS)
+
+
+def test_a_click_that_would_switch_every_head_off_is_refused_and_changes_nothing(page: Page, app_url):
+    open_app(page, app_url)
+    cut_mode(page)
+    box = page.locator("#heads_off textarea, #heads_off input").first
+    for kind, off in (("decoder.cross_attn", 8), ("encoder.self_attn", 16)):
+        page.locator("#explorer .av-kind").select_option(kind)
+        page.locator("#explorer .av-cut-kind").click()
+        expect(page.locator("#info")).to_contain_text(f"{off} of 24 heads switched off", timeout=TIMEOUT_MS)
+        settle(page)
+    kept, output = box.input_value(), page.locator("#output textarea").input_value()
+    assert kept == "encoder.0.self_attn: all; encoder.1.self_attn: all; decoder.0.cross_attn: all; " \
+                   "decoder.1.cross_attn: all", kept  # as the server took them, in the model's order
+    page.locator("#explorer .av-kind").select_option("decoder.self_attn")
+    page.locator("#explorer .av-cut-kind").click()  # the last 8 heads on: refused
+    expect(page.locator(".toast-body").first).to_contain_text("every head of the model is switched off",
+                                                              timeout=TIMEOUT_MS)
+    expect(page.locator("#explorer .av-stale-note")).to_be_visible()
+    assert box.input_value() == kept  # the box still names the heads of the run on screen
+    assert page.locator("#output textarea").input_value() in ("", output)
 
 
 def test_typed_heads_off_run_on_enter_and_a_refusal_changes_nothing(page: Page, app_url):

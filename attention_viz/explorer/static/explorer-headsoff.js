@@ -1,31 +1,29 @@
 /* explorer-headsoff.js: the "switch heads off" mode: a click on a tile, a layer's label or the kind's button asks for a
- * run with those heads off (an "explorer:heads-off" event whose detail.text the page sends to the server), and the
- * note that says which heads this run has off.
+ * run with those heads off (an "explorer:heads-off" event whose detail.off, {map key: [heads]} in run order, the page
+ * sends to the server as it is), and the note that says which heads this run has off.
  *
- *   AttentionExplorer.headsOff.wire(x)   .setCutting(x, on)   .note(x)   .offText(x, off)
+ *   AttentionExplorer.headsOff.wire(x)   .setCutting(x, on)   .note(x)   .offMap(x, off)
  */
 (function (global) {
   "use strict";
   const E = global.AttentionExplorer = global.AttentionExplorer || {};
   if (E.headsOff) return;
 
-  function offText(x, off) {
-    /* heads off as the server reads them: "decoder.1.cross_attn: 0 2; encoder.0.self_attn: all", in run order */
-    const data = x.data, keyOf = E.run.keyOf, parts = [];
+  function offMap(x, off) {
+    /* heads off ({key: Set}) as JSON's {map key: [heads, ascending]}, in run order, keys with none left out */
+    const data = x.data, keyOf = E.run.keyOf, result = {};
     for (const kind of data.order) {
       for (let l = 0; l < data.kinds[kind].layers; l++) {
         const heads = off[keyOf(kind, l)];
-        if (heads && heads.size) {
-          parts.push(`${keyOf(kind, l)}: ${heads.size === data.H ? "all" : [...heads].sort((a, b) => a - b).join(" ")}`);
-        }
+        if (heads && heads.size) result[keyOf(kind, l)] = [...heads].sort((a, b) => a - b);
       }
     }
-    return parts.join("; ");
+    return result;
   }
 
-  function ask(x, text) {
+  function ask(x, off) {
     x.root.classList.add("av-switching");
-    x.root.dispatchEvent(new CustomEvent("explorer:heads-off", {detail: {text: text}}));
+    x.root.dispatchEvent(new CustomEvent("explorer:heads-off", {detail: {off: off}}));
   }
 
   function switchHeads(x, changes, on) {
@@ -37,7 +35,7 @@
       off[key] = off[key] || new Set();
       if (on) off[key].delete(h); else off[key].add(h);
     }
-    ask(x, offText(x, off));
+    ask(x, offMap(x, off));
   }
   const headsOf = (x, k, layers) => layers.flatMap((l) => Array.from({length: x.data.H}, (_, h) => [E.run.keyOf(k.kind, l), h]));
 
@@ -82,8 +80,8 @@
       const k = x.data.kinds[x.state.kind];
       switchHeads(x, headsOf(x, k, Array.from({length: k.layers}, (_, l) => l)), run.kindOff(x, k));
     });
-    ui.cutNone.addEventListener("click", () => ask(x, ""));
+    ui.cutNone.addEventListener("click", () => ask(x, {}));
   }
 
-  E.headsOff = {wire: wire, setCutting: setCutting, note: note, offText: offText};
+  E.headsOff = {wire: wire, setCutting: setCutting, note: note, offMap: offMap};
 })(window);

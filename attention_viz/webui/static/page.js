@@ -2,12 +2,13 @@
  * a function here (attention_viz/webui/*.py), so no script lives in a Python string.
  *
  * Loaded once per page, with every view's script before it (webui/scripts.py: launch(head=...)), before any
- * component is drawn. A gr.HTML's js_on_load gets `element` (its root), `props` (props.value, its value) and `watch`;
+ * component is drawn. A gr.HTML's js_on_load gets `element` (its root), `props` (props.value, its value), `watch`
+ * and `trigger` (trigger(name, data): the component's event `name`, its Python listener given `data`);
  * an event's js gets the event's input values and returns the values its function (or its outputs) receive.
  *
  *   mount:   attentionViz.mountExplorer / mountSteps / mountHeads / mountLab / mountStudy / mountOwn / mountTraining
- *            (element, props, watch, options): the view in the template's ".av-mount" (".av-lab-mount"), redrawn on
- *            every new value
+ *            (element, props, watch, options, trigger): the view in the template's ".av-mount" (".av-lab-mount"),
+ *            redrawn on every new value
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
  *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
@@ -29,22 +30,14 @@
     return view;
   }
 
-  function mountExplorer(element, props, watch, opts) {
-    /* the explorer; with opts.headsOff ([text box, run button] selectors), its heads-off clicks become the box's
-       value, then the button's click (which reruns the model) */
+  function mountExplorer(element, props, watch, opts, trigger) {
+    /* the explorer; with opts.headsOff (an event's name), its heads-off clicks trigger that event of the component
+       with {heads_off: {map key: [heads]}}, the JSON its Python listener reads (handlers.switch_heads) */
     const mountPoint = element.querySelector(MOUNT);
     const explorer = global.AttentionExplorer.mount(mountPoint, props.value || null, opts);
     element.avExplorer = explorer;
-    if (opts.headsOff) {
-      const [box, run] = opts.headsOff;
-      mountPoint.addEventListener("explorer:heads-off", (event) => {
-        const holder = document.querySelector(box), button = document.querySelector(run);
-        const field = holder && holder.querySelector("textarea, input");
-        if (!field || !button) return;
-        field.value = event.detail.text;
-        field.dispatchEvent(new Event("input", {bubbles: true}));
-        setTimeout(() => button.click(), 0);
-      });
+    if (opts.headsOff && trigger) {
+      mountPoint.addEventListener("explorer:heads-off", (event) => trigger(opts.headsOff, {heads_off: event.detail.off}));
     }
     return follow(explorer, props, watch, "setPayload");
   }

@@ -1,5 +1,8 @@
 """The models the app can run: shipped checkpoints grouped into d_k families, untrained models built on demand.
 
+Every picker entry's kind answers for it (service.models): its model (Catalog.attention_model) and its controls
+(Catalog.controls): own_model's for the untrained model and the families, hub_model's for a real model.
+
 A family is the set of trained checkpoints of one task, training scale and compatibility function that differ in
 d_k: the app's d_k control moves through its members. The compatibility study's members (the folder's study/,
 docs/study.md) are families of their own, "study/scaled_dot", "study/dot" and "study/additive", never merged
@@ -29,9 +32,9 @@ from attention_viz.data.snapshots import Snapshots, load_snapshots
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.service.checks import check_choice, check_int, shown
-from attention_viz.service.hub_model import HubModel
-from attention_viz.service.models import AttentionModel, HeadMeans
-from attention_viz.service.own_model import OwnModel
+from attention_viz.service.hub_model import HubModel, real_controls
+from attention_viz.service.models import AttentionModel, HeadMeans, ModelControls
+from attention_viz.service.own_model import OwnModel, family_controls, untrained_controls
 from attention_viz.service.requests import Settings
 from attention_viz.service.real_models import RealModels, RealShape
 from attention_viz.service.limits import (
@@ -316,6 +319,19 @@ class Catalog:
         else:
             network, card = self.trained(checkpoint)
         return OwnModel(network, card, self.tokenizer, self.device, means)
+
+    def controls(self, model: object, d_k: int, layer: int, head: int, n_heads: object,
+                 progress=None) -> ModelControls:
+        """The controls a picker entry gets (service.models.ModelControls), answered by its kind: a real model's from
+        its shape (loaded the first time, telling progress(fraction, text)), the untrained model's for n_heads heads,
+        a family's at its member nearest d_k. layer and head are clamped into the model's ranges."""
+        model = self.check_model(model)
+        if model in self.real:
+            return real_controls(model, self.real.shape(model, progress), layer, head)
+        if model == UNTRAINED:
+            return untrained_controls(n_heads, d_k, layer, head)
+        family = self.families[model]
+        return family_controls(family, self.model_shape(model, d_k), self.cards[family.nearest(d_k)[1]], layer, head)
 
     @property
     def real_choices(self) -> list[tuple[str, str]]:

@@ -1,5 +1,6 @@
 """A real model as the service asks it (service.models.AttentionModel): a loaded attention_viz.hub model (its own
-tokenizer, its maps under our keys, the masks as it applies them) and the real models' run line.
+tokenizer, its maps under our keys, the masks as it applies them) and the real models' run line; and the controls a
+real model's picker entry gets (service.models.ModelControls), from its shape.
 
 Every pass takes the run line (service.real_models.RunLine) here, inside, and only around the model's own work:
 whatever a pass needs first (mean ablation's means, which take the line themselves) is computed before. Every call
@@ -10,6 +11,7 @@ Axes: H heads, Q query positions, K key positions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -21,10 +23,25 @@ from attention_viz.core.maps import kind_key
 from attention_viz.importance import real_head_importance, real_head_means
 from attention_viz.qkstats import qk_statistics
 from attention_viz.service import texts
-from attention_viz.service.limits import REAL_REFERENCE_TEXTS, SCALE_CHOICES, real_new_tokens
-from attention_viz.service.models import Abilities, HeadMeans, Run, Steps, frozen
-from attention_viz.service.real_models import RealShape, RunLine
+from attention_viz.service.limits import (
+    REAL_EXAMPLES,
+    REAL_REFERENCE_TEXTS,
+    REAL_SOURCE_TOKENS,
+    REAL_TEXT_CHARS,
+    SCALE_CHOICES,
+    real_new_tokens,
+)
+from attention_viz.service.models import Abilities, HeadMeans, ModelControls, Run, Steps, frozen
+from attention_viz.service.real_models import RealShape, RunLine, display_name
 from attention_viz.service.requests import HeadRequest, Settings, model_keys
+
+
+def hub_abilities(shape: RealShape) -> Abilities:
+    """What a real model can do, by its shape: write text or fill masks (its head's), the causal mask where it has
+    decoder self-attention, every scaling (Eq. 1 with its own d_k); its heads are scored on the text in the box."""
+    return Abilities(writes_text=shape.writes_text, fills_masks=shape.fills_masks,
+                     causal="decoder.self_attn" in shape.kinds, compatibility="dot_product",
+                     scalings=tuple(SCALE_CHOICES), d_k_fixed=True, scored_on="text")
 
 
 class HubModel:
@@ -34,9 +51,7 @@ class HubModel:
         self.model, self.shape, self.busy = model, shape, busy
         self._means = means or self.head_means
         self.sink = shape.sink
-        self.abilities = Abilities(writes_text=shape.writes_text, fills_masks=shape.fills_masks,
-                                   causal="decoder.self_attn" in shape.kinds, compatibility="dot_product",
-                                   scalings=tuple(SCALE_CHOICES), d_k_fixed=True, scored_on="text")
+        self.abilities = hub_abilities(shape)
 
     @property
     def keys(self) -> dict[str, int]:
@@ -159,3 +174,32 @@ class HubModel:
 
     def output_text(self, run: Run) -> str:
         return texts.real_output(run)
+
+
+def real_controls(key: str, shape: RealShape, layer: int, head: int) -> ModelControls:
+    """The controls for a real model: its own d_k (fixed by its weights), its layers and heads, what it reads."""
+    max_layer = max(shape.n_encoder_layers, shape.n_decoder_layers) - 1
+    log = math.log2(shape.d_k)
+    return ModelControls(
+        hub_abilities(shape), False, shape.d_k, log, log + 1, 1.0, max_layer, shape.n_heads - 1, min(layer, max_layer),
+        min(head, shape.n_heads - 1), "sqrt_dk",
+        f"d_k = {shape.d_k}: this model's own (its weights fix it); the scaling and the masks still switch.",
+        trained_d_ks=(shape.d_k,),
+        text_info=(f"{display_name(key)} is a real {shape.family} model ({shape.about}). It reads any text its "
+                   f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "
+                   "and shows its own subword pieces. " + can_do(shape)),
+        text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
+        d_k_label="d_k: this model's own",
+        examples=REAL_EXAMPLES,
+    )
+
+
+def can_do(shape: RealShape) -> str:
+    """What a real model can show besides its maps, said plainly (a checkpoint without an output head too)."""
+    if shape.writes_text:
+        return "It writes text: its output, and its heads scored by how much less likely that output becomes."
+    if shape.fills_masks:
+        return "It fills its mask token: put it in the text to see what it writes there."
+    return ("It has no output head (saved as its base model): it shows its maps under the scaling and masks, and "
+            "heads switched off (the maps after them change); it writes no text, fills no masks, and its heads "
+            "cannot be scored by an output.")

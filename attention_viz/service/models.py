@@ -5,6 +5,12 @@ real model loaded through transformers (service.hub_model.HubModel). The catalog
 model key names (Catalog.attention_model); runs and views ask it, never which kind it is. What a model can and
 cannot do (write text, fill masks, switch its scaling) is its Abilities.
 
+The controls a picker entry gets (its d_k, layer and head ranges, what the text box says, which switches show) are a
+ModelControls, answered by the entry's kind before any model runs (Catalog.controls: own_model's for the untrained
+model and our trained families, hub_model's for a real model's shape); which switches act is read from the same
+Abilities the model answers, so a kind says it once. A third kind of model brings its own module with both answers
+and a line in the catalog; the views ask the catalog and never branch on the kind.
+
 Axes: L layers, H heads, Q query positions, K key positions.
 """
 
@@ -38,6 +44,41 @@ class Abilities:
     d_k_fixed: bool             # its weights fix d_k (a real model); else the d_k control moves through models
     scored_on: str | None       # its heads are scored on "task" (held-out strings) or "text" (the text in the box);
                                 # None: they cannot be scored (no task)
+
+
+@dataclass(frozen=True)
+class ModelControls:
+    """Ranges and values of the controls that depend on the picked model; which switches act come from its Abilities."""
+
+    abilities: Abilities        # what the model can switch: the scaling control (scalings), the causal mask (causal)
+    untrained: bool
+    d_k: int                    # the d_k to show: the requested one, or the family member nearest it
+    log_d_k_min: float          # the log₂ d_k slider: the family's range, or 0 .. 10 for the untrained model
+    log_d_k_max: float
+    log_d_k_step: float
+    max_layer: int
+    max_head: int
+    layer: int                  # the requested layer and head, clamped into range
+    head: int
+    scale_mode: str             # how the model was trained ("sqrt_dk" for the untrained one)
+    d_k_note: str               # which d_k values exist
+    study: bool = False         # a study model: the compatibility picker shows
+    compatibility: str | None = None  # the picker's value: the study family's arm, None for other models
+    trained_d_ks: tuple[int, ...] = ()  # a trained family's sizes: the d_k control stops at these only
+    text_info: str = ""                 # under the text box: what this model was trained on, before any run
+    text_label: str = ""                # the text box's label (its limits); "" keeps the page's own
+    d_k_label: str = "d_k: the sizes this model was trained at"  # the trained sizes' radio
+    examples: tuple[str, ...] = ()      # the example texts offered with this model (EXAMPLES, by what it reads)
+
+    @property
+    def scaling_applies(self) -> bool:
+        """The scaling control changes something: False for additive attention (no 1/√d_k to remove)."""
+        return bool(self.abilities.scalings)
+
+    @property
+    def causal_applies(self) -> bool:
+        """The causal mask control acts: False for an encoder alone (no decoder self-attention to mask)."""
+        return self.abilities.causal
 
 
 class AttentionModel(Protocol):

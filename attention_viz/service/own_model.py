@@ -1,5 +1,6 @@
 """Our own models as the service asks them (service.models.AttentionModel): a shipped checkpoint or the untrained
-Transformer, our character tokenizer and the checkpoint's card.
+Transformer, our character tokenizer and the checkpoint's card; and the controls our picker entries get
+(service.models.ModelControls): the untrained model's, and a trained family's at its member nearest a d_k.
 
 Every call into core goes through OwnModel._switches: the settings' scaling, masks and heads off as forward
 arguments. The model is shared between users: never mutated.
@@ -9,6 +10,7 @@ Axes: H heads, Q query positions, K key positions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -16,14 +18,26 @@ import numpy as np
 import torch
 
 from attention_viz.core.attention import attention_steps, scale_factor
+from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import heldout_strings, target_or_none, task_max_len
 from attention_viz.data.tokenizer import CharTokenizer
 from attention_viz.importance import head_importance, head_means
 from attention_viz.qkstats import qk_statistics
 from attention_viz.service import texts
-from attention_viz.service.limits import EXTRA_DECODE_STEPS, MEAN_REFERENCE_STRINGS, SCALE_CHOICES
-from attention_viz.service.models import Abilities, HeadMeans, Run, Steps, frozen
+from attention_viz.service.checks import check_int
+from attention_viz.service.limits import (
+    DATE_EXAMPLES,
+    D_K_RANGE,
+    EXAMPLES,
+    EXTRA_DECODE_STEPS,
+    HEADS_RANGE,
+    MAX_HEAD_WIDTH,
+    MEAN_REFERENCE_STRINGS,
+    SCALE_CHOICES,
+    UNTRAINED_LAYERS,
+)
+from attention_viz.service.models import Abilities, HeadMeans, ModelControls, Run, Steps, frozen
 from attention_viz.service.requests import HeadRequest, Settings, model_keys
 from attention_viz.service.scores import EOS
 
@@ -38,6 +52,14 @@ def additive_steps(scores: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | N
     return {"scores": scores, "scaled": scores, "masked": masked, "weights": weights, "output": weights @ v}
 
 
+def own_abilities(compatibility: str, trained: bool) -> Abilities:
+    """What one of our models can do: write text, switch the causal mask and its scaling (additive attention has
+    none to switch); its heads are scored on its task when trained."""
+    return Abilities(writes_text=True, fills_masks=False, causal=True, compatibility=compatibility,
+                     scalings=() if compatibility == "additive" else tuple(SCALE_CHOICES), d_k_fixed=False,
+                     scored_on="task" if trained else None)
+
+
 class OwnModel:
     """One of our Transformers (eval mode, shared) with its card (None when untrained) and the app's tokenizer."""
 
@@ -48,11 +70,7 @@ class OwnModel:
         self.network, self.card, self.tokenizer, self.device = network, card, tokenizer, device
         self.shape = network.config
         self._means = means or self.head_means
-        additive = self.shape.compatibility == "additive"
-        self.abilities = Abilities(writes_text=True, fills_masks=False, causal=True,
-                                   compatibility=self.shape.compatibility,
-                                   scalings=() if additive else tuple(SCALE_CHOICES), d_k_fixed=False,
-                                   scored_on="task" if card is not None else None)
+        self.abilities = own_abilities(self.shape.compatibility, card is not None)
 
     @property
     def keys(self) -> dict[str, int]:
@@ -165,3 +183,52 @@ class OwnModel:
 
     def output_text(self, run: Run) -> str:
         return texts.own_output(run)
+
+
+def untrained_controls(n_heads: object, d_k: int, layer: int, head: int) -> ModelControls:
+    """The untrained model's controls with `n_heads` heads (checked here): any d_k its heads allow, a log₂ slider."""
+    n_heads = check_int("heads", n_heads, *HEADS_RANGE)
+    # the widest d_k these heads allow (h·d_k ≤ MAX_HEAD_WIDTH): the log₂ slider stops at its last power of two,
+    # and a d_k beyond it comes down to that power, so more heads never leave the controls on a d_k the run would
+    # refuse (one typed up to `widest` is still taken)
+    widest = min(D_K_RANGE[1], MAX_HEAD_WIDTH // n_heads)
+    top = math.floor(math.log2(widest))
+    return ModelControls(
+        own_abilities("dot_product", trained=False), True, d_k if d_k <= widest else 2 ** top, 0.0, float(top), 1.0,
+        UNTRAINED_LAYERS - 1, n_heads - 1, min(layer, UNTRAINED_LAYERS - 1), min(head, n_heads - 1), "sqrt_dk",
+        f"Any d_k from {D_K_RANGE[0]} to {widest} with {n_heads} head{'s' * (n_heads > 1)} "
+        f"(heads × d_k ≤ {MAX_HEAD_WIDTH}).",
+        text_info="The untrained model takes any printable ASCII character; its output means nothing.",
+        examples=tuple(EXAMPLES),
+    )
+
+
+def family_controls(family, config: TransformerConfig, card: dict, layer: int, head: int) -> ModelControls:
+    """A trained family's controls (service.catalog.ModelFamily) at its member whose config and card are given: the
+    d_k control stops at its members only; its training scale; the study's picker for a study family."""
+    abilities = own_abilities(config.compatibility, trained=True)
+    logs = [math.log2(value) for value in family.d_ks]
+    # Powers of two evenly spaced on the log axis (4, 16, 64, 256: step 2) land the slider on members only.
+    whole = all(value.is_integer() for value in logs)
+    step = math.gcd(*(int(b - a) for a, b in zip(logs, logs[1:], strict=False))) if whole and len(logs) > 1 else 1
+    max_layer = min(config.n_encoder_layers, config.n_decoder_layers) - 1
+    note = "Trained d_k: " + ", ".join(str(value) for value in family.d_ks) + "."
+    if not abilities.scalings:
+        note += " Additive attention has no QKᵀ: scaling does not apply."
+    return ModelControls(
+        abilities, False, config.d_k, min(logs), max(logs) if len(logs) > 1 else min(logs) + 1,
+        float(step) if whole else 0.25, max_layer, config.n_heads - 1, min(layer, max_layer),
+        min(head, config.n_heads - 1), family.scale, note, family.study, family.arm if family.study else None,
+        tuple(family.d_ks), trained_on(card),
+        examples=tuple(DATE_EXAMPLES if card.get("task") == "dates" else EXAMPLES),
+    )
+
+
+def trained_on(card: dict) -> str:
+    """What a trained model knows, said under the text box before a run (its card's task, alphabet and lengths)."""
+    task, alphabet, max_len = card.get("task", "This model"), card.get("alphabet"), card.get("max_len")
+    known = f"{texts.alphabet_text(alphabet)}" if alphabet else "the characters it was trained on"
+    lengths = f", 1 to {max_len} characters" if isinstance(max_len, int) else ""
+    example = " (a date in words, e.g. “first of may 1999”)" if task == "dates" else ""
+    return (f"{task} was trained on {known}{lengths}{example}: capitals run lower-cased, and any other character "
+            "is named in the notes.")

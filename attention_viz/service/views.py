@@ -11,7 +11,6 @@ Images (exports, the lab) are encoded once into a PngStore; the caches keep the 
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +26,7 @@ from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
 from attention_viz.service.lab_view import LabData, LabView
 from attention_viz.service.limits import (
-    DATE_EXAMPLES,
     D_K_RANGE,
-    EXAMPLES,
     DEFAULT_UNTRAINED,
     GRID_WIDTH,
     HEADS_RANGE,
@@ -37,15 +34,11 @@ from attention_viz.service.limits import (
     LAB_D_K,
     LAB_KEYS,
     LAYER_HEAD_LIMIT,
-    MAX_HEAD_WIDTH,
     PACKED_CACHE_BYTES,
-    REAL_EXAMPLES,
-    REAL_SOURCE_TOKENS,
-    REAL_TEXT_CHARS,
-    UNTRAINED,
     UNTRAINED_LAYERS,
 )
 from attention_viz.service.heads_view import HeadsView
+from attention_viz.service.models import ModelControls
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.qk_view import OwnQK
 from attention_viz.service.requests import Settings, parse_colour_scale
@@ -55,7 +48,6 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
     heads_off_note,
     ADDITIVE,
-    alphabet_text,
     code,
     export_record,
     export_stem,
@@ -81,32 +73,6 @@ class Visualization:
                                 # through the cache, so never mutated
     output: str                 # the output box: the model's output string (or why there is none)
     info: str                   # Markdown: model, d_k, scaling, masks, output against the task
-
-
-@dataclass(frozen=True)
-class ModelControls:
-    """Ranges and values of the controls that depend on the picked model."""
-
-    untrained: bool
-    d_k: int                    # the d_k to show: the requested one, or the family member nearest it
-    log_d_k_min: float          # the log₂ d_k slider: the family's range, or 0 .. 10 for the untrained model
-    log_d_k_max: float
-    log_d_k_step: float
-    max_layer: int
-    max_head: int
-    layer: int                  # the requested layer and head, clamped into range
-    head: int
-    scale_mode: str             # how the model was trained ("sqrt_dk" for the untrained one)
-    d_k_note: str               # which d_k values exist
-    study: bool = False         # a study model: the compatibility picker shows
-    compatibility: str | None = None  # the picker's value: the study family's arm, None for other models
-    scaling_applies: bool = True      # False for additive attention (the scaling control changes nothing)
-    trained_d_ks: tuple[int, ...] = ()  # a trained family's sizes: the d_k control stops at these only
-    text_info: str = ""                 # under the text box: what this model was trained on, before any run
-    text_label: str = ""                # the text box's label (its limits); "" keeps the page's own
-    d_k_label: str = "d_k: the sizes this model was trained at"  # the trained sizes' radio
-    causal_applies: bool = True         # False for an encoder alone: it has no decoder self-attention to mask
-    examples: tuple[str, ...] = ()      # the example texts offered with this model (EXAMPLES, by what it reads)
 
 
 class Views:
@@ -147,47 +113,13 @@ class Views:
 
     def model_controls(self, model: object, d_k: object, layer: object = 0, head: object = 0,
                        n_heads: object = DEFAULT_UNTRAINED["n_heads"], progress=None) -> ModelControls:
-        """The d_k slider's range, the layer and head ranges and the training scale of a model choice; a real model
-        is loaded here the first time it is picked, telling progress(fraction, text) how its download goes."""
+        """The controls a model choice gets (its d_k, layer and head ranges, its training scale, which switches act;
+        Catalog.controls asks its kind); a real model is loaded here the first time it is picked, telling
+        progress(fraction, text) how its download goes. n_heads: the untrained model's (checked by it)."""
         catalog = self.runs.catalog
         d_k = catalog.default_d_k(model) if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
         layer, head = check_int("layer", layer, 0, LAYER_HEAD_LIMIT), check_int("head", head, 0, LAYER_HEAD_LIMIT)
-        if catalog.check_model(model) in catalog.real:
-            return real_controls(catalog, model, layer, head, progress)
-        if model == UNTRAINED:
-            n_heads = check_int("heads", n_heads, *HEADS_RANGE)
-            # the widest d_k these heads allow (h·d_k ≤ MAX_HEAD_WIDTH): the log₂ slider stops at its last power of
-            # two, and a d_k beyond it comes down to that power, so more heads never leave the controls on a d_k the
-            # run would refuse (one typed up to `widest` is still taken)
-            widest = min(D_K_RANGE[1], MAX_HEAD_WIDTH // n_heads)
-            top = math.floor(math.log2(widest))
-            return ModelControls(
-                True, d_k if d_k <= widest else 2 ** top, 0.0, float(top), 1.0, UNTRAINED_LAYERS - 1,
-                n_heads - 1, min(layer, UNTRAINED_LAYERS - 1), min(head, n_heads - 1), "sqrt_dk",
-                f"Any d_k from {D_K_RANGE[0]} to {widest} with {n_heads} head{'s' * (n_heads > 1)} "
-                f"(heads × d_k ≤ {MAX_HEAD_WIDTH}).",
-                text_info="The untrained model takes any printable ASCII character; its output means nothing.",
-                examples=tuple(EXAMPLES),
-            )
-        config = catalog.model_shape(model, d_k)  # validates the model name
-        members = catalog.families[model]
-        d_k = members.nearest(d_k)[0]
-        logs = [math.log2(value) for value in members.d_ks]
-        # Powers of two evenly spaced on the log axis (4, 16, 64, 256: step 2) land the slider on members only.
-        whole = all(value.is_integer() for value in logs)
-        step = math.gcd(*(int(b - a) for a, b in zip(logs, logs[1:], strict=False))) if whole and len(logs) > 1 else 1
-        max_layer = min(config.n_encoder_layers, config.n_decoder_layers) - 1
-        note = "Trained d_k: " + ", ".join(str(value) for value in members.d_ks) + "."
-        if members.compatibility == "additive":
-            note += " Additive attention has no QKᵀ: scaling does not apply."
-        return ModelControls(
-            False, d_k, min(logs), max(logs) if len(logs) > 1 else min(logs) + 1, float(step) if whole else 0.25,
-            max_layer, config.n_heads - 1, min(layer, max_layer), min(head, config.n_heads - 1), members.scale,
-            note, members.study, members.arm if members.study else None, members.compatibility != "additive",
-            tuple(members.d_ks), trained_on(catalog.cards[members.nearest(d_k)[1]]),
-            examples=tuple(DATE_EXAMPLES if catalog.cards[members.nearest(d_k)[1]].get("task") == "dates"
-                           else EXAMPLES),
-        )
+        return catalog.controls(model, d_k, layer, head, n_heads, progress)
 
     def largest_model(self) -> tuple[int, int]:
         """(layers, heads) of the largest choice: the API's bounds for the layer and head inputs."""
@@ -384,49 +316,6 @@ class Views:
 def text_label(catalog) -> str:
     """The text box's label for our own models: their limits."""
     return f"Text (1 to {catalog.tokenizer.max_len} printable ASCII characters)"
-
-
-def real_controls(catalog, model: str, layer: int, head: int, progress=None) -> ModelControls:
-    """The controls for a real model: its own d_k (fixed by its weights), its layers and heads, what it reads."""
-    from attention_viz.service.real_models import display_name
-
-    shape = catalog.real.shape(model, progress)
-    max_layer = max(shape.n_encoder_layers, shape.n_decoder_layers) - 1
-    log = math.log2(shape.d_k)
-    return ModelControls(
-        False, shape.d_k, log, log + 1, 1.0, max_layer, shape.n_heads - 1, min(layer, max_layer),
-        min(head, shape.n_heads - 1), "sqrt_dk",
-        f"d_k = {shape.d_k}: this model's own (its weights fix it); the scaling and the masks still switch.",
-        trained_d_ks=(shape.d_k,),
-        text_info=(f"{display_name(model)} is a real {shape.family} model ({shape.about}). It reads any text its "
-                   f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "
-                   "and shows its own subword pieces. " + can_do(shape)),
-        text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
-        d_k_label="d_k: this model's own",
-        causal_applies="decoder.self_attn" in shape.kinds,
-        examples=REAL_EXAMPLES,
-    )
-
-
-def can_do(shape) -> str:
-    """What a real model can show besides its maps, said plainly (a checkpoint without an output head too)."""
-    if shape.writes_text:
-        return "It writes text: its output, and its heads scored by how much less likely that output becomes."
-    if shape.fills_masks:
-        return "It fills its mask token: put it in the text to see what it writes there."
-    return ("It has no output head (saved as its base model): it shows its maps under the scaling and masks, and "
-            "heads switched off (the maps after them change); it writes no text, fills no masks, and its heads "
-            "cannot be scored by an output.")
-
-
-def trained_on(card: dict) -> str:
-    """What a trained model knows, said under the text box before a run (its card's task, alphabet and lengths)."""
-    task, alphabet, max_len = card.get("task", "This model"), card.get("alphabet"), card.get("max_len")
-    known = f"{alphabet_text(alphabet)}" if alphabet else "the characters it was trained on"
-    lengths = f", 1 to {max_len} characters" if isinstance(max_len, int) else ""
-    example = " (a date in words, e.g. “first of may 1999”)" if task == "dates" else ""
-    return (f"{task} was trained on {known}{lengths}{example}: capitals run lower-cased, and any other character "
-            "is named in the notes.")
 
 
 def packed_size(payload: dict) -> int:

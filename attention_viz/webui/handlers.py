@@ -85,7 +85,8 @@ from attention_viz.service.lesson import Lesson
 from attention_viz.service.live import LiveTrainer
 from attention_viz.service.qk_view import KIND_LABELS
 from attention_viz.service.requests import Settings, heads_off_text
-from attention_viz.service.views import ModelControls, Views, text_label
+from attention_viz.service.models import ModelControls
+from attention_viz.service.views import Views, text_label
 from attention_viz.server.liveness import WATCH
 from attention_viz.server.runtime import release_free_memory
 from attention_viz.webui.widgets import prose_html

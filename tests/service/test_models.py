@@ -1,6 +1,7 @@
 """One model protocol (service.models.AttentionModel): both kinds of model answer every question the service asks
 with the protocol's own signature, say what they can do in their Abilities, and the views ask the protocol: a model
-of a kind the service has never seen, handed out by the catalog, is what the views compute with and describe."""
+of a kind the service has never seen, handed out by the catalog, is what the views compute with and describe, and
+its controls (ModelControls) are its kind's own answer, with the switches its Abilities say."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ pytest.importorskip("transformers")
 
 from attention_viz.service.catalog import Catalog  # noqa: E402
 from attention_viz.service.hub_model import HubModel  # noqa: E402
-from attention_viz.service.models import AttentionModel  # noqa: E402
+from attention_viz.service.models import Abilities, AttentionModel, ModelControls  # noqa: E402
 from attention_viz.service.own_model import OwnModel  # noqa: E402
 from attention_viz.service.runs import Runs  # noqa: E402
 from attention_viz.service.views import Views  # noqa: E402
+from attention_viz.webui.handlers import Handlers  # noqa: E402
 from devtools.hub_models import save_tiny  # noqa: E402
 
 QUESTIONS = [name for name in vars(AttentionModel) if not name.startswith("_")]
@@ -107,3 +109,50 @@ def test_the_views_compute_and_describe_through_the_protocol_whatever_kind_the_c
     assert {"run", "step_maps", "value_norms", "steps", "teacher_forced_maps", "masks_under"} <= set(asked)
     scores = {kind["kind"]: kind["scores"] for kind in shown.run["kinds"]}
     assert scores["encoder.self_attn"]["labels"]["eos"] == "x sink"  # the sink the model names, not <eos>
+
+
+def test_every_entrys_controls_show_the_switches_its_models_abilities_say(real_views):
+    catalog = real_views.runs.catalog
+    for _, entry in catalog.model_choices:
+        controls = real_views.model_controls(entry, None)
+        model = catalog.attention_model(settings(real_views, entry, d_k=controls.d_k))
+        assert controls.abilities == model.abilities, entry
+        assert controls.scaling_applies == bool(model.abilities.scalings), entry
+        assert controls.causal_applies == model.abilities.causal, entry
+    assert not real_views.model_controls("hub:tiny-bert", None).causal_applies  # an encoder alone: no causal mask
+
+
+def stranger_controls(d_k: int, layer: int, head: int) -> ModelControls:
+    """A third kind's own answer: an encoder alone with additive attention (nothing to scale), 1 layer of 2 heads."""
+    abilities = Abilities(writes_text=False, fills_masks=False, causal=False, compatibility="additive", scalings=(),
+                          d_k_fixed=True, scored_on=None)
+    return ModelControls(abilities, False, 8, 3.0, 4.0, 1.0, 0, 1, min(layer, 0), min(head, 1), "sqrt_dk",
+                         f"d_k = 8, its own (asked for {d_k}).", trained_d_ks=(8,), text_label="Text (a stranger's)")
+
+
+def test_a_third_kind_gets_its_controls_from_its_own_answer_with_no_branch_in_the_views(views, monkeypatch):
+    """The catalog knows the new key and asks the new kind; the views check the inputs and ask the catalog once; the
+    page hides the switches the kind's Abilities cannot act on."""
+    catalog, asked = views.runs.catalog, []
+    check_model, controls = catalog.check_model, getattr(catalog, "controls", None)
+
+    def stranger_or_ours(model, d_k, layer, head, n_heads, progress=None):
+        if model != "stranger":
+            return controls(model, d_k, layer, head, n_heads, progress)
+        asked.append((d_k, layer, head))
+        return stranger_controls(d_k, layer, head)
+
+    monkeypatch.setattr(catalog, "check_model", lambda model: model if model == "stranger" else check_model(model))
+    monkeypatch.setattr(catalog, "controls", stranger_or_ours, raising=False)
+    c = views.model_controls("stranger", "16", 3, 5, n_heads="the untrained model's only")
+    assert asked == [(16, 3, 5)]  # checked by the views, then asked once
+    assert (c.d_k, c.layer, c.head, c.trained_d_ks, c.d_k_note) == (8, 0, 1, (8,), "d_k = 8, its own (asked for 16).")
+    assert c.scaling_applies is False and c.causal_applies is False  # from its Abilities
+    with pytest.raises(ValueError, match="layer"):
+        views.model_controls("stranger", 16, 65, 0)
+    assert len(asked) == 1  # bad input never reaches the kind
+    out = Handlers(views).controls_of(c, "none")
+    assert out["causal"]["visible"] is False and "causal_mask" not in [key for _, key in out["comparison"]["choices"]]
+    assert out["scale"] == {"__type__": "update", "value": "sqrt_dk", "interactive": False}
+    assert out["text"]["label"] == "Text (a stranger's)" and out["dk_trained"]["choices"] == ["8"]
+    assert views.model_controls("reverse/sqrt_dk", 16).causal_applies  # our kinds answer as before

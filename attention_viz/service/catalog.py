@@ -41,6 +41,8 @@ from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
     D_K_RANGE,
     DEFAULT_UNTRAINED,
+    HEADS_RANGE,
+    LAYER_HEAD_LIMIT,
     STUDY_ARMS,
     STUDY_LABELS,
     STUDY_PREFIX,
@@ -332,6 +334,15 @@ class Catalog:
             return untrained_controls(n_heads, d_k, layer, head)
         family = self.families[model]
         return family_controls(family, self.model_shape(model, d_k), self.cards[family.nearest(d_k)[1]], layer, head)
+
+    def largest_model(self) -> tuple[int, int]:
+        """(layers, heads) of the largest choice: the API's bounds for the layer and head inputs."""
+        configs = [self.model_shape(members.key, d_k) for members in self.families.values() for d_k in members.d_ks]
+        layers = max([UNTRAINED_LAYERS] + [max(c.n_encoder_layers, c.n_decoder_layers) for c in configs])
+        heads = max([HEADS_RANGE[1]] + [c.n_heads for c in configs])
+        if self.real.keys:  # real models load when first picked: the inputs' bounds cover any of them
+            layers = heads = LAYER_HEAD_LIMIT
+        return layers, heads
 
     @property
     def real_choices(self) -> list[tuple[str, str]]:

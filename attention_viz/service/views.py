@@ -29,13 +29,11 @@ from attention_viz.service.limits import (
     D_K_RANGE,
     DEFAULT_UNTRAINED,
     GRID_WIDTH,
-    HEADS_RANGE,
     IMAGE_CACHE_SIZE,
     LAB_D_K,
     LAB_KEYS,
     LAYER_HEAD_LIMIT,
     PACKED_CACHE_BYTES,
-    UNTRAINED_LAYERS,
 )
 from attention_viz.service.heads_view import HeadsView
 from attention_viz.service.models import ModelControls
@@ -120,17 +118,6 @@ class Views:
         d_k = catalog.default_d_k(model) if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
         layer, head = check_int("layer", layer, 0, LAYER_HEAD_LIMIT), check_int("head", head, 0, LAYER_HEAD_LIMIT)
         return catalog.controls(model, d_k, layer, head, n_heads, progress)
-
-    def largest_model(self) -> tuple[int, int]:
-        """(layers, heads) of the largest choice: the API's bounds for the layer and head inputs."""
-        catalog = self.runs.catalog
-        configs = [catalog.model_shape(members.key, d_k) for members in catalog.families.values()
-                   for d_k in members.d_ks]
-        layers = max([UNTRAINED_LAYERS] + [max(c.n_encoder_layers, c.n_decoder_layers) for c in configs])
-        heads = max([HEADS_RANGE[1]] + [c.n_heads for c in configs])
-        if catalog.real.keys:  # real models load when first picked: the inputs' bounds cover any of them
-            layers = heads = LAYER_HEAD_LIMIT
-        return layers, heads
 
     def visualize(self, settings: Settings, requested_d_k: object = None) -> Visualization:
         """The packed run (every kind, layer and head: the browser draws each view from it), the output and notes.

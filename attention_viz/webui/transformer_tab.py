@@ -80,7 +80,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     view0 = views.visualize(opening_settings(views))  # the page opens with its first run: no request on load
     # Kind, layer and head are chosen in the explorer; these hidden inputs carry the choice to the endpoints
     # that draw one head on the server (the API's bounds are the largest model's).
-    max_layers, max_heads = views.largest_model()
+    max_layers, max_heads = views.runs.catalog.largest_model()
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             text = gr.Textbox(value=EXAMPLES[0], max_lines=1, elem_id="text",

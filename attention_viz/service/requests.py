@@ -35,7 +35,6 @@ from attention_viz.service.limits import (
     FACTOR_RANGE,
     HEADS_OFF_CHARS,
     HEADS_RANGE,
-    HUB_PREFIX,
     MAX_HEAD_WIDTH,
     PAD_TOKENS_RANGE,
     REAL_SOURCE_TOKENS,
@@ -111,10 +110,6 @@ class Settings:
     def n_off(self) -> int:
         return sum(len(heads) for _, heads in self.heads_off)
 
-    @property
-    def real(self) -> bool:
-        """A real model (attention_viz.hub) set up on this server: model is "hub:" + its name."""
-        return self.model.startswith(HUB_PREFIX)
 
 
 def parse_settings(

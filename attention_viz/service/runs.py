@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from attention_viz.core.maps import kind_key
-from attention_viz.core.model import Transformer
 from attention_viz.service.catalog import Catalog, SizedCache
 from attention_viz.service.checks import check_choice
 from attention_viz.service.limits import COMPARISONS, RUN_CACHE_BYTES
@@ -68,12 +67,6 @@ class Runs:
     def settings(self, *args, **kwargs) -> Settings:
         """requests.parse_settings against this server's models (raw control values -> Settings)."""
         return parse_settings(self.catalog, *args, **kwargs)
-
-    def model(self, settings: Settings) -> tuple[Transformer, dict | None]:
-        """Our model `settings` runs (eval mode, shared: never mutate it) and its card (None when untrained)."""
-        if settings.checkpoint is None:
-            return self.catalog.untrained(settings.d_model, settings.n_heads, settings.d_k), None
-        return self.catalog.trained(settings.checkpoint)
 
     def attention_model(self, settings: Settings) -> AttentionModel:
         """The model `settings` runs as the service asks it (service.models), its heads' means from this cache."""

@@ -145,7 +145,7 @@ def settings(views, text="the cat sat on the mat", scale="sqrt_dk", pads=0, head
 
 def test_the_services_run_is_the_models_own_pass(views, ours32):
     s = settings(views, pads=2)
-    assert s.real and s.d_k == 32  # its own d_k, whatever was sent
+    assert s.checkpoint == s.model.removeprefix("hub:") and s.d_k == 32  # its own d_k, whatever was sent
     view = views.visualize(s)
     assert [k["kind"] for k in view.run["kinds"]] == ["encoder.self_attn"] and view.run.get("decode") is None
     assert "real BERT model" in view.info and "d_k 32" in view.info

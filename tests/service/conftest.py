@@ -19,3 +19,10 @@ def real_views(tmp_path_factory, one_thread):
     os.environ["HF_HUB_OFFLINE"] = "1"
     folder = save_tiny("marian", tmp_path_factory.mktemp("real") / "tiny-marian")
     return Views(Runs(Catalog(hub_models=[str(folder)])))
+
+
+def own(runs, settings):
+    """Our Transformer a Settings runs (eval mode, shared: never mutate it) and its card (None when untrained), as
+    the catalog hands it to the service (service.own_model.OwnModel)."""
+    model = runs.attention_model(settings)
+    return model.network, model.card

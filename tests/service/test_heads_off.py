@@ -16,6 +16,7 @@ from attention_viz.data.tasks import heldout_strings, make_batch, task_max_len
 from attention_viz.explorer import unpack
 from attention_viz.service.limits import MEAN_REFERENCE_STRINGS
 from attention_viz.service.requests import heads_off_text, model_keys, parse_heads_off
+from tests.service.conftest import own
 
 KEYS = {"encoder.0.self_attn": 2, "encoder.1.self_attn": 2, "decoder.0.self_attn": 2, "decoder.0.cross_attn": 2,
         "decoder.1.self_attn": 2, "decoder.1.cross_attn": 2}
@@ -103,7 +104,7 @@ def test_nothing_off_is_the_run_of_before_and_ablation_is_ignored(runs):
 def test_a_run_with_heads_off_is_the_models_own_decode_with_them_off(runs):
     s = settings(runs, "decoder.1.cross_attn: 0; encoder.0.self_attn: 1")
     run = runs.run(s)
-    model, _ = runs.model(s)
+    model, _ = own(runs, s)
     src = torch.tensor([run.src_ids])
     tok = runs.tokenizer
     with torch.inference_mode():
@@ -140,7 +141,7 @@ def test_decode_steps_without_the_causal_mask_see_the_heads_off(runs):
 def test_mean_ablation_puts_the_tasks_reference_mean_in_place(runs):
     s = settings(runs, "decoder.1.cross_attn: 1", "mean")
     means = runs.head_means(s)
-    model, card = runs.model(s)
+    model, card = own(runs, s)
     max_len = min(task_max_len(card["task"]), runs.tokenizer.max_len)  # the task's strings that the app takes
     texts = heldout_strings(max_len, MEAN_REFERENCE_STRINGS, task=card["task"])
     batch = make_batch(texts, card["task"], runs.tokenizer)
@@ -245,7 +246,7 @@ def test_the_packed_run_carries_the_value_norms_of_its_own_pass(views):
     core's value_flows gives on the run's tokens."""
     s = settings(views.runs, "encoder.0.self_attn: 1")
     run, packed = views.runs.run(s), views.visualize(s).run
-    model, _ = views.runs.model(s)
+    model, _ = own(views.runs, s)
     src, tgt = torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids])
     with torch.inference_mode():
         flows = model.value_flows(src, tgt, heads_off={"encoder.0.self_attn": [1]})

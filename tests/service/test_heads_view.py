@@ -13,6 +13,7 @@ from attention_viz.importance import head_importance
 from attention_viz.service import heads_view, hub_model
 from attention_viz.service.heads_view import IMPORTANCE_STRINGS, HeadsView
 from attention_viz.service.texts import scaling_text
+from tests.service.conftest import own
 
 
 def settings(runs, model="reverse/sqrt_dk", text="hello", scale="sqrt_dk", off=""):
@@ -22,7 +23,7 @@ def settings(runs, model="reverse/sqrt_dk", text="hello", scale="sqrt_dk", off="
 def test_the_payload_is_head_importances_numbers(views):
     s = settings(views.runs)
     data = views.heads.importance(s, "zero")
-    model, card = views.runs.model(s)
+    model, card = own(views.runs, s)
     imp = head_importance(model, card["task"], n_texts=IMPORTANCE_STRINGS)
     assert data["format"] == "attention_viz.importance/1" and data["model"] == "reverse/sqrt_dk"
     assert data["texts"] == IMPORTANCE_STRINGS and data["total"] == 12 and data["n_heads"] == 2

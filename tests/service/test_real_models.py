@@ -85,7 +85,7 @@ def test_a_model_that_cannot_be_had_gets_a_clear_message_and_the_rest_works(view
 
 def test_settings_take_any_unicode_up_to_the_token_cap_and_the_models_own_d_k(views):
     s = settings(views, "hub:tiny-marian", text="Grüße aus 東京 — naïve café")
-    assert s.real and s.checkpoint == "tiny-marian" and s.d_k == views.runs.catalog.real.shape("hub:tiny-marian").d_k
+    assert s.model == "hub:tiny-marian" and s.checkpoint == "tiny-marian" and s.d_k == views.runs.catalog.real.shape("hub:tiny-marian").d_k
     for text, message in ((" ", "empty"), ("a\nb", "control"), ("x" * 501, "maximum is 500"),
                           (" ".join(["cat"] * 70), "tokens for this model's tokenizer")):
         with pytest.raises(ValueError, match=message):

@@ -19,6 +19,7 @@ from attention_viz.service.exports import head_csv, maps_npz
 from attention_viz.service.limits import MAX_HEAD_WIDTH, UNTRAINED
 from attention_viz.service.runs import Runs
 from attention_viz.data.tasks import target
+from tests.service.conftest import own
 
 # ------------------------------------------------------------------------------ validation
 
@@ -218,12 +219,12 @@ def test_untrained_models_are_kept_within_a_memory_budget(runs):
     from attention_viz.service.catalog import parameter_bytes
     from attention_viz.service.limits import UNTRAINED_CACHE_BYTES
 
-    small = runs.model(runs.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0]
-    assert runs.model(runs.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0] is small
+    small = own(runs, runs.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0]
+    assert own(runs, runs.settings("abc", UNTRAINED, 16, d_model=32, n_heads=2))[0] is small
     large_settings = runs.settings("abc", UNTRAINED, 512, d_model=512, n_heads=8)
-    large = runs.model(large_settings)[0]
+    large = own(runs, large_settings)[0]
     assert parameter_bytes(large) > UNTRAINED_CACHE_BYTES  # too big to keep: built again when needed
-    assert runs.model(large_settings)[0] is not large
+    assert own(runs, large_settings)[0] is not large
     assert runs.catalog._untrained.bytes <= UNTRAINED_CACHE_BYTES
 
 
@@ -399,7 +400,7 @@ def test_steps_are_eq1_on_the_inputs_forward_gives_that_attention(runs, kind, mo
     scale = (switches.pop("scale"), switches.pop("factor")) if "scale" in switches else ("sqrt_dk",)
     settings = runs.settings("inputs", model, 16, *scale, **switches)
     run = runs.run(settings)
-    net, _ = runs.model(settings)
+    net, _ = own(runs, settings)
     for layer in range(run.n_layers(kind)):
         module = net.attention_module(kind, layer)
         calls = []

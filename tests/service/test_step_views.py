@@ -22,12 +22,13 @@ from attention_viz.explorer.steps import (
     steps_arrays,
 )
 from attention_viz.service.limits import UNTRAINED
+from tests.service.conftest import own
 
 
 def core_steps(runs, settings, kind, layer, head) -> dict[str, np.ndarray]:
     """attention_steps of one head, on the inputs forward gives that attention (independently of Runs.steps)."""
     run = runs.run(settings)
-    model, _ = runs.model(settings)
+    model, _ = own(runs, settings)
     src, tgt = torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids])
     with torch.inference_mode():
         query, key, value, mask = model.attention_inputs(src, tgt, kind, layer, scale=settings.scale,

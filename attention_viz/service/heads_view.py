@@ -39,7 +39,7 @@ from attention_viz.core.maps import KINDS, split_kind
 from attention_viz.importance import RealPartial
 from attention_viz.service.checks import check_choice
 from attention_viz.service.exports import ExportFolder, one_line
-from attention_viz.service.limits import ABLATIONS, UNTRAINED
+from attention_viz.service.limits import ABLATIONS
 from attention_viz.service.requests import Settings
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import code, scaling_text
@@ -105,10 +105,11 @@ class HeadsView:
         heads switched off, the padding, the masks; a real model's scaling: it is scored as it was trained, with its
         own 1/√d_k), and the ablation, checked."""
         ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
-        if settings.model == UNTRAINED:
-            raise ValueError("The untrained model has no task to score its heads on: pick a trained model, or a "
-                             "real one (scored on your text).")
-        keep_text = self.runs.attention_model(settings).abilities.scored_on == "text"
+        scored_on = self.runs.attention_model(settings).abilities.scored_on
+        if scored_on is None:
+            raise ValueError("This model has no task to score its heads on (it was never trained): pick a trained "
+                             "model, or a real one (scored on your text).")
+        keep_text = scored_on == "text"
         switches = dict(heads_off=(), ablation="zero", causal_mask=True, padding_mask=True)
         if keep_text:  # a real model's scoring passes run as it was trained (and the payload says so)
             switches["scale"] = "sqrt_dk"

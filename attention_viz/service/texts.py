@@ -6,7 +6,7 @@ import re
 
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.maps import KINDS
-from attention_viz.service.limits import STUDY_ARMS, UNTRAINED
+from attention_viz.service.limits import STUDY_ARMS
 from attention_viz.service.requests import Settings, heads_off_text
 from attention_viz.service.models import Run
 
@@ -239,7 +239,7 @@ def real_notes(run: Run) -> list[str]:
 def snapped_note(requested: int, settings: Settings, d_k_fixed: bool) -> str | None:
     """A note when a trained family has no model at the requested d_k and its nearest one is shown, or the model's
     weights fix its d_k (d_k_fixed: its Abilities.d_k_fixed)."""
-    if settings.model == UNTRAINED or requested == settings.d_k:
+    if requested == settings.d_k:  # the untrained model takes any d_k it allows: never snapped
         return None
     if d_k_fixed:
         return f"This model's d_k is {settings.d_k}, fixed by its weights; d_k = {requested} is not one it has."

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attention_viz.core.variation import Variation
+from tests.service.conftest import own
 
 
 def settings(runs, scale="sqrt_dk", factor=1.0, causal=True, padding=True, off="", ablation=None):
@@ -49,7 +50,7 @@ def test_an_export_record_keeps_every_setting_flat(runs):
 def test_a_run_is_the_models_greedy_decode_under_the_settings_variation(runs):
     s = settings(runs, "custom", 0.3, False, True, "decoder.0.cross_attn: 1")
     run = runs.run(s)
-    model, _ = runs.model(s)
+    model, _ = own(runs, s)
     src = torch.tensor([run.src_ids])
     with torch.inference_mode():
         written, maps = model.greedy_decode(src, len(run.generated), runs.tokenizer.bos_id, runs.tokenizer.eos_id,

@@ -40,7 +40,7 @@ IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
 class Pass:
     """The switches of one forward pass and what it records: map key -> weights [B, H, Q, K]."""
 
-    variation: Variation = field(default_factory=Variation)  # scale and masks (its heads off come as `heads`)
+    variation: Variation = field(default_factory=Variation)  # scale, masks, heads off
     keys: dict[int, str] = field(default_factory=dict)    # id(attention module) -> map key
     record: bool = True
     maps: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -48,7 +48,8 @@ class Pass:
     masks: dict[str, torch.Tensor | None] = field(default_factory=dict)  # map key -> the mask applied (True = may
                                                                           # attend, broadcastable to [B, 1, Q, K])
     inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
-    heads: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch: heads switched off before W_O
+    switches: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch before W_O: the variation's
+                                                 # heads off (+ means, gates, recorders), as the model builds them
     values: dict[str, torch.Tensor] | None = None  # when given: map key -> every head's values [B, H, K, d]
     kept: dict[str, torch.Tensor] = field(default_factory=dict)  # "q" [B, H, Q, d], "k", "v" [B, H, K, d]
 
@@ -100,8 +101,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
     output, weights = scaled_dot_product_attention(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
-    if run is not None and run.heads and run.keys.get(id(module)) in run.heads:
-        output = run.heads[run.keys[id(module)]](output)  # heads switched off before the model's W_O
+    if run is not None and run.switches and run.keys.get(id(module)) in run.switches:
+        output = run.switches[run.keys[id(module)]](output)  # heads switched off before the model's W_O
     if run is not None and run.record and id(module) in run.keys:
         name = run.keys[id(module)]
         run.maps[name] = weights

@@ -61,13 +61,14 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mask: torch.Tensor | None, variation,
-           reuse_keys: bool, heads: dict | None, values: bool = False):
+           reuse_keys: bool, head_means: dict | None, values: bool = False):
     """The loop of model.greedy_pass (a PretrainedTransformer that writes text) -> (written [B, n], the Pass of the
-    last full pass (the encoder's maps, masks and factors included), that pass's logits)."""
+    last full pass (the encoder's maps, masks and factors included), that pass's logits). Every pass runs under
+    `variation`, its heads off with head_means (mean ablation)."""
     attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
     B, device = input_ids.size(0), input_ids.device
     if model.layout == "encoder-decoder":
-        with model.switched(heads=heads, record=True, variation=variation, values=values) as encoder_run:
+        with model.switched(variation, head_means=head_means, record=True, values=values) as encoder_run:
             encoder_outputs = model.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
         seq = torch.full((B, 1), model.start_id, dtype=torch.long, device=device)  # (B, 1)
     else:
@@ -100,7 +101,7 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
     # only against the kept keys and values (transformers' cache); without it every step reruns them all.
     cache, new = None, (seq.size(1) if reuse_keys and variation.causal_mask else None)
     for _ in range(int(max_new_tokens)):
-        with model.switched(heads=heads, variation=variation):
+        with model.switched(variation, head_means=head_means):
             outputs = decoder_pass(seq, cache, new)
         logits = outputs.logits[:, -1]  # (B, V)
         if new is not None:
@@ -112,7 +113,7 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
         if bool(done.all()):
             break
     written = seq[:, prompt_length:]  # (B, n)
-    with model.switched(heads=heads, record=True, variation=variation, values=values) as final:
+    with model.switched(variation, head_means=head_means, record=True, values=values) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
     if model.layout == "encoder-decoder":
         for name in ("maps", "masks", "factors") + (("values",) if values else ()):

@@ -8,7 +8,9 @@
 Axes: B batch, S source positions, T decoder positions, V vocabulary, H heads, Q queries, K keys.
 Layouts: an encoder-decoder model (Marian, BART) has all three kinds of map; an encoder-only model (BERT) only
 `encoder.{i}.self_attn`; a decoder-only model (GPT-2, Llama) only `decoder.{i}.self_attn`, over the prompt and
-what it wrote. Switches, as in core.model (one core.variation.Variation, variation=..., or its fields as keywords):
+what it wrote. Switches, as in core.model (one core.variation.Variation, variation=..., or its fields as keywords in
+the public calls: forward, greedy_decode, head_outputs, value_flows, value_norms; the passes under them take the
+Variation only, and build the heads' switches from it in one place, _switches):
     scale         "sqrt_dk" (the model's own factor, 1/√d_k in every supported family) | "none" | positive float
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
@@ -24,6 +26,7 @@ import torch
 from attention_viz.core.ablation import recorders, switches
 from attention_viz.core.attention import Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
+from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation, variation_of
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
@@ -183,29 +186,35 @@ class PretrainedTransformer:
             return torch.ones_like(ids)
         return (ids != self.pad_id).long()
 
-    def _pass(self, variation: Variation, record: bool = True, heads: dict | None = None) -> Pass:
-        return Pass(variation, self._keys, record, heads=self._heads(variation, heads))
-
-    def switched(self, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-                 heads: dict | None = None, record: bool = False, *, variation: Variation | None = None,
-                 values: bool = False):
-        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches (recording
-        the maps into the Pass it yields when record=True, and every attention's values with values=True): for
-        passes of a part of the model."""
-        run = self._pass(variation_of(variation, scale, causal_mask, padding_mask), record, heads)
-        run.values = {} if values else None
-        return switched(run)
-
     def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None) -> dict | None:
         """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
         return switches({key: self.n_heads for key in self._keys.values()}, heads_off, ablation, head_means, gates)
 
-    def _heads(self, variation: Variation, heads: dict | None) -> dict | None:
-        """heads (core.ablation switches built by the caller, e.g. with head_means) when given, else the variation's
-        heads off (zero ablation: mean ablation needs head_means, and says so)."""
-        if heads is not None or not variation.heads_off:
-            return heads
-        return self.head_switches(variation.off, variation.ablation)
+    def _switches(self, variation: Variation, head_means=None, gates=None) -> dict | None:
+        """head_switches for a variation's heads off (head_means: mean ablation's; gates: per-row gates, for the
+        one-pass gradient estimate and batched variants), as core.model's."""
+        return self.head_switches(variation.off, variation.ablation, head_means, gates)
+
+    def _pass(self, variation: Variation, record: bool = True, head_means=None, gates=None,
+              keep_heads: bool = False) -> Pass:
+        """The Pass of one call under `variation`, its heads' switches built here; keep_heads: every attention's heads'
+        outputs kept too (core.ablation.recorders, under the variation's heads off), as core.model._recorded."""
+        built = self._switches(variation, head_means, gates)
+        if keep_heads:
+            kept = recorders(sorted(self._keys.values()))
+            for key, switch in (built or {}).items():
+                kept[key] = replace(switch, record={})
+            built = kept
+        return Pass(variation, self._keys, record, switches=built)
+
+    def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
+                 values: bool = False):
+        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches (recording
+        the maps into the Pass it yields when record=True, and every attention's values with values=True): for
+        passes of a part of the model."""
+        run = self._pass(variation, record, head_means, gates)
+        run.values = {} if values else None
+        return switched(run)
 
     def forward(
         self,
@@ -230,8 +239,8 @@ class PretrainedTransformer:
         the tokens that are not <pad>.
         """
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        recorded = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, variation=variation,
-                                     heads=self.head_switches(variation.off, variation.ablation, head_means))
+        recorded = self.forward_pass(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
+                                     head_means=head_means)
         return recorded.logits, recorded.maps
 
     def forward_pass(
@@ -239,22 +248,24 @@ class PretrainedTransformer:
         input_ids: torch.Tensor,
         decoder_input_ids: torch.Tensor | None = None,
         *,
+        variation: Variation = PAPER,
         attention_mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
+        head_means: dict[str, torch.Tensor] | None = None,
+        gates: dict[str, torch.Tensor] | None = None,
         inputs_of: str | None = None,
-        heads: dict | None = None,
         values: bool = False,
-        variation: Variation | None = None,
     ) -> Recorded:
-        """forward, with everything the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and
-        with values=True every attention's values; heads: core.ablation switches per map key (default: the
-        variation's heads off)."""
-        kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
-        run = self._pass(variation_of(variation, scale, causal_mask, padding_mask), heads=heads)
+        """forward under `variation` (its heads off with head_means, or per-row gates: core.ablation), with everything
+        the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and with values=True every
+        attention's values."""
+        run = self._pass(variation, head_means=head_means, gates=gates)
         run.inputs = inputs_of
         run.values = {} if values else None
+        return self._run(run, input_ids, decoder_input_ids, attention_mask)
+
+    def _run(self, run: Pass, input_ids, decoder_input_ids, attention_mask) -> Recorded:
+        """One full pass of the model under `run`."""
+        kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
         with switched(run):
             outputs = self.model(**kwargs)
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
@@ -279,35 +290,34 @@ class PretrainedTransformer:
                      padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
         """Every attention's heads' outputs [B, H, Q, d_v] before the model's W_O in forward: what mean ablation
         averages (core.ablation.mean_outputs). The variation's heads off apply."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask)
-        kept = recorders(sorted(self._keys.values()))
-        for key, switch in (self._heads(variation, None) or {}).items():
-            kept[key] = replace(switch, record={})
-        self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, variation=variation, heads=kept)
-        return {key: switch.record["heads"] for key, switch in kept.items()}
+        run = self._pass(variation_of(variation, scale, causal_mask, padding_mask), keep_heads=True)
+        self._run(run, input_ids, decoder_input_ids, attention_mask)
+        return {key: switch.record["heads"] for key, switch in run.switches.items()}
 
     def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads: dict | None = None, variation: Variation | None = None
+                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                    head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None
                     ) -> dict[str, torch.Tensor]:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
         with the family's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask)
-        run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, heads)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)
         return {key: run.maps[key] * norms[key][:, :, None, :] for key in norms}
 
     def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads: dict | None = None, variation: Variation | None = None
+                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                    head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None
                     ) -> dict[str, torch.Tensor]:
-        """‖v_j^h W_O^h‖ per map key [B, H, K] in forward_pass with these switches (heads: core.ablation switches):
-        how far key j's value would move the output through head h at weight 1."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask)
-        return self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, heads)[1]
+        """‖v_j^h W_O^h‖ per map key [B, H, K] in forward with these switches: how far key j's value would move the
+        output through head h at weight 1."""
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        return self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)[1]
 
-    def _value_norms(self, input_ids, decoder_input_ids, attention_mask, variation: Variation, heads):
-        run = self.forward_pass(input_ids, decoder_input_ids, attention_mask=attention_mask, variation=variation,
-                                heads=heads, values=True).run
+    def _value_norms(self, input_ids, decoder_input_ids, attention_mask, variation: Variation, head_means):
+        run = self.forward_pass(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
+                                head_means=head_means, values=True).run
         return run, self.norms_of(run)
 
     def norms_of(self, run: Pass) -> dict[str, torch.Tensor]:
@@ -365,9 +375,9 @@ class PretrainedTransformer:
         checkpoint without its output head: abilities.writes_text) is refused: use forward.
         """
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        written, recorded = self.greedy_pass(input_ids, max_new_tokens, attention_mask=attention_mask,
-                                             variation=variation, reuse_keys=reuse_keys,
-                                             heads=self.head_switches(variation.off, variation.ablation, head_means))
+        written, recorded = self.greedy_pass(input_ids, max_new_tokens, variation=variation,
+                                             attention_mask=attention_mask, reuse_keys=reuse_keys,
+                                             head_means=head_means)
         return written, recorded.maps
 
     @torch.no_grad()
@@ -376,24 +386,20 @@ class PretrainedTransformer:
         input_ids: torch.Tensor,
         max_new_tokens: int,
         *,
+        variation: Variation = PAPER,
         attention_mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
         reuse_keys: bool = True,
-        heads: dict | None = None,
-        variation: Variation | None = None,
+        head_means: dict[str, torch.Tensor] | None = None,
         values: bool = False,
     ) -> tuple[torch.Tensor, Recorded]:
-        """greedy_decode, with everything its last full pass recorded (the encoder's maps and masks included, and
-        with values=True every attention's values, for norms_of); heads: core.ablation switches per map key, at
-        every step (default: the variation's heads off)."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask)
+        """greedy_decode under `variation` (its heads off, with head_means for mean ablation, at every step), with
+        everything its last full pass recorded (the encoder's maps and masks included, and with values=True every
+        attention's values, for norms_of)."""
         if not self.abilities.writes_text:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
-                                        variation=variation, reuse_keys=reuse_keys, heads=self._heads(variation, heads),
+                                        variation=variation, reuse_keys=reuse_keys, head_means=head_means,
                                         values=values)
         return written, Recorded(logits, self._maps(final), final)
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attention_viz.core.attention import Scale
 from attention_viz.core.maps import AttentionMaps
-from attention_viz.core.variation import Variation, variation_of
+from attention_viz.core.model import PAPER
+from attention_viz.core.variation import Variation
 from attention_viz.hub.model import PretrainedTransformer, _kind_of
 
 
@@ -77,16 +77,15 @@ def source_ids(model: PretrainedTransformer, text: str, pad_tokens: int) -> tupl
 
 @torch.inference_mode()
 def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pad_tokens: int = 0,
-             scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-             heads: dict | None = None, variation: Variation | None = None, values: bool = False) -> TextRun:
-    """Greedy-decode `text` (or, for a model that writes no text, one pass) and keep every map of the last step;
-    heads: core.ablation switches per map key (model.head_switches; default: the variation's heads off), at every
-    step; values: also the value norms of that pass (what run_value_norms gives, without a pass of its own)."""
+             variation: Variation = PAPER, head_means: dict | None = None, values: bool = False) -> TextRun:
+    """Greedy-decode `text` (or, for a model that writes no text, one pass) under `variation` (its heads off at every
+    step, with head_means for mean ablation) and keep every map of the last step; values: also the value norms of
+    that pass (what run_value_norms gives, without a pass of its own)."""
     src, notes = source_ids(model, text, pad_tokens)
-    variation = variation_of(variation, scale, causal_mask, padding_mask)
     if not model.abilities.writes_text:
-        return one_pass(model, src, variation, heads, notes, values)
-    written, recorded = model.greedy_pass(src, max_new_tokens, variation=variation, heads=heads, values=values)
+        return one_pass(model, src, variation, head_means, notes, values)
+    written, recorded = model.greedy_pass(src, max_new_tokens, variation=variation, head_means=head_means,
+                                          values=values)
     maps = recorded.maps
     out_ids = written[0].tolist()
     if model.layout == "encoder-decoder":
@@ -109,7 +108,7 @@ def norms_of(model: PretrainedTransformer, recorded) -> dict[str, np.ndarray] | 
     return {key: value[0].float().cpu().numpy() for key, value in model.norms_of(recorded.run).items()}
 
 
-def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variation, heads: dict | None,
+def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variation, head_means: dict | None,
              notes: list[str], values: bool = False) -> TextRun:
     """A model that writes no text (an encoder, or a checkpoint saved without its output head): one pass over the
     text (an encoder-decoder's decoder reads its start token alone), and what its masked-LM head fills in."""
@@ -117,10 +116,10 @@ def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variati
     if model.layout == "encoder-decoder":
         src_ids, tgt_ids = ids, [model.start_id]
         recorded = model.forward_pass(src, torch.tensor([tgt_ids], device=src.device), variation=variation,
-                                      heads=heads, values=values)
+                                      head_means=head_means, values=values)
     else:
         src_ids, tgt_ids = (ids, []) if model.layout == "encoder" else ([], ids)
-        recorded = model.forward_pass(src, variation=variation, heads=heads, values=values)
+        recorded = model.forward_pass(src, variation=variation, head_means=head_means, values=values)
     output, filled = fill_masks(model, ids, recorded.logits) if model.abilities.fills_masks else ("", [])
     if not model.abilities.fills_masks:
         notes.append(f"This {model.family.name} checkpoint has no output head: it writes no text and fills no "
@@ -134,17 +133,15 @@ def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variati
                    norms_of(model, recorded))
 
 
-def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, scale: Scale = "sqrt_dk",
-                    causal_mask: bool = True, padding_mask: bool = True, heads: dict | None = None,
-                    variation: Variation | None = None) -> dict[str, np.ndarray]:
+def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, variation: Variation = PAPER,
+                    head_means: dict | None = None) -> dict[str, np.ndarray]:
     """‖v_j^h W_O^h‖ [H, K] per map key of one pass on a run's ids (TextRun's: an encoder's source alone, a
     decoder-only model's sequence alone), under the same switches: with the run's maps, what flows."""
     src = torch.tensor([list(src_ids)], device=model.device) if src_ids else None  # (1, S)
     tgt = torch.tensor([list(tgt_ids)], device=model.device) if tgt_ids else None  # (1, T)
     ids, decoder = (src, tgt) if src is not None and tgt is not None else (src if src is not None else tgt, None)
     with torch.inference_mode():
-        norms = model.value_norms(ids, decoder, heads=heads,
-                                  variation=variation_of(variation, scale, causal_mask, padding_mask))
+        norms = model.value_norms(ids, decoder, variation=variation, head_means=head_means)
     return {key: value[0].float().cpu().numpy() for key, value in norms.items()}
 
 

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from attention_viz.core.ablation import ABLATIONS, mean_outputs
-from attention_viz.core.variation import Variation, variation_of
+from attention_viz.core.model import PAPER
+from attention_viz.core.variation import Variation
 from attention_viz.fast.logprob import target_log_probs
 from attention_viz.importance.common import ONE_POINT, spearman, variant_gates
 
@@ -113,9 +114,10 @@ def _passes(n: int, first: int, step: int) -> list[range]:
     return [range(start, end) for start, end in zip(starts, starts[1:] + [n]) if start < end]
 
 
-def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, means, chunk: int,
+def _real_scores(model, ids, mask, decoder, targets, keys, variants, variation: Variation, means, chunk: int,
                  told: Callable[[np.ndarray], None] | None = None, first: int | None = None) -> np.ndarray:
-    """Per variant: mean log-probability per scored token of the model's own output. Variants run `chunk` rows at
+    """Per variant (a set of heads off, as per-row gates under `variation`: its ablation, with mean ablation's
+    `means`): mean log-probability per scored token of the model's own output. Variants run `chunk` rows at
     a time (the first pass `first` rows, if given); `told`, if given, gets the scores so far (variants 0 .. v) after
     each pass. An encoder-decoder model's encoder runs once per distinct set of encoder heads off: the variants that
     switch off decoder heads only (two thirds of a Marian model's) share the plain encoder's states. The scored
@@ -131,7 +133,7 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, m
     passes = _passes(len(variants), step if first is None else min(step, max(1, first // N)), step)
     signatures = [signature(off) for off in variants]
     small = len(passes[0]) < step  # a small first pass: the encoder's first pass only the sets it needs
-    state = _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk,
+    state = _real_encoder_states(model, ids, mask, encoder_keys, signatures, variation, means, chunk,
                                  len(set(signatures[: len(passes[0])])) if small else step) if shared else None
     head = _linear_head(model)
     logprob = []
@@ -139,35 +141,37 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, ablation, m
         part = variants[rows.start: rows.stop]
         rep = lambda t: None if t is None else t.repeat(len(part), 1)  # noqa: E731
         gates = variant_gates(decoder_keys, H, part, N, dtype, ids.device)  # every key's, without a shared encoder
-        heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
         with torch.no_grad():
             encoded = torch.cat([state(signature(off)) for off in part]) if shared else None  # (P·N, S, D)
             picked = _scored_logprobs(model, head, None if shared else rep(ids), rep(mask), rep(decoder),
-                                      rep(targets), encoded, heads)  # (P·R,): variant by variant
+                                      rep(targets), encoded, variation, means, gates)  # (P·R,): variant by variant
         logprob += (picked.view(len(part), -1).sum(1) / scored.sum()).double().tolist()
         if told is not None:
             told(np.array(logprob))
     return np.array(logprob)
 
 
-def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, heads) -> torch.Tensor:
-    """log p(target) at the rows' scored positions (targets [B, T] != -100), row by row -> [R].
+def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, variation: Variation = PAPER,
+                     head_means=None, gates=None) -> torch.Tensor:
+    """log p(target) at the rows' scored positions (targets [B, T] != -100), row by row -> [R], under `variation`
+    (with head_means and per-row gates, as forward_pass takes them).
 
     encoded: an encoder-decoder model's encoder states [B, S, D], which its decoder reads (ids unused); None for a
     decoder-only model. head: the output head (W, b) when the logits are exactly h Wᵀ + b (_linear_head): then the
     final hidden states at the scored positions go through fast.logprob, and the [B, T, V] logits and their
     log-softmax are never written; None: the logits' log-softmax, gathered."""
     real = targets != -100  # (B, T)
+    switches = dict(variation=variation, head_means=head_means, gates=gates)
     if head is not None:
         if encoded is not None:
-            final = decoder_states(model, encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+            final = decoder_states(model, encoded, decoder, attention_mask=mask, **switches)  # (B, T, D)
         else:
-            final = final_states(model, ids, decoder, attention_mask=mask, heads=heads)  # (B, T, D)
+            final = final_states(model, ids, decoder, attention_mask=mask, **switches)  # (B, T, D)
         return target_log_probs(final[real], targets[real], *head)  # (R,)
     if encoded is not None:
-        logits = decoder_logits(model, encoded, decoder, attention_mask=mask, heads=heads)  # (B, T, V)
+        logits = decoder_logits(model, encoded, decoder, attention_mask=mask, **switches)  # (B, T, V)
     else:
-        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits  # (B, T, V)
+        logits = model.forward_pass(ids, decoder, attention_mask=mask, **switches).logits  # (B, T, V)
     logp = torch.log_softmax(_wide(logits), -1)  # (B, T, V)
     return logp.gather(-1, targets.clamp_min(0)[..., None])[..., 0][real]  # (R,)
 
@@ -182,7 +186,8 @@ def _linear_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     return head
 
 
-def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, means, chunk: int, first: int):
+def _real_encoder_states(model, ids, mask, encoder_keys, signatures, variation: Variation, means, chunk: int,
+                         first: int):
     """The encoder's states [N, S, D] per distinct set of encoder heads off (a frozenset of (key, head)), as a
     function of the set. The distinct sets, in order, run `first` sets in the first pass, then `chunk` rows a pass;
     a pass runs when one of its sets is first asked for, so the first variants' states come without waiting for the
@@ -197,10 +202,9 @@ def _real_encoder_states(model, ids, mask, encoder_keys, signatures, ablation, m
         if signature not in states:
             part = distinct[among[signature].start: among[signature].stop]
             gates = variant_gates(encoder_keys, model.n_heads, [set(s) for s in part], N, dtype, ids.device)
-            heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
             with torch.no_grad():
                 encoded = encoder_states(model, ids.repeat(len(part), 1), attention_mask=mask.repeat(len(part), 1),
-                                         heads=heads)  # (P·N, S, D)
+                                         variation=variation, head_means=means, gates=gates)  # (P·N, S, D)
             states.update(zip(part, encoded.split(N)))
         return states[signature]
 
@@ -234,6 +238,7 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
     keys = model.map_keys
     H = model.n_heads
     means = _real_means(model, ids, mask, decoder, targets) if ablation == "mean" else None
+    variation = Variation(ablation=ablation)  # the paper's pass; each variant's heads off come as per-row gates
     heads = [(key, h) for key in keys for h in range(H)]
     index = {head: 1 + i for i, head in enumerate(heads)}
 
@@ -246,10 +251,10 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
                             **more))
 
     first = (1 + H) * len(texts) if first is None else first  # rows: the baseline and the first key's heads
-    logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], ablation, means,
-                           chunk, told if partial else None, first)
+    logprob = _real_scores(model, ids, mask, decoder, targets, keys, [set()] + [{x} for x in heads], variation,
+                           means, chunk, told if partial else None, first)
     drop = drops(logprob)
-    gradient = _real_michel(model, ids, mask, decoder, targets, keys, ablation, means)
+    gradient = _real_michel(model, ids, mask, decoder, targets, keys, variation, means)
     order = sorted(heads, key=lambda kh: drop[kh[0]][kh[1]])
     # the prune curve's first two points are the grid's: no head off (k = 0), the least important alone off (k = 1)
     prune = [logprob[0], logprob[index[order[0]]]][: len(heads)]
@@ -261,18 +266,18 @@ def real_head_importance(model, texts: list[str], *, ablation: str = "zero", max
         curve(np.array([]))
     if len(heads) > 2:
         prune += list(_real_scores(model, ids, mask, decoder, targets, keys,
-                                   [set(order[:k]) for k in range(2, len(heads))], ablation, means, chunk,
+                                   [set(order[:k]) for k in range(2, len(heads))], variation, means, chunk,
                                    curve if partial else None))
     agreement = spearman(np.concatenate([drop[k] for k in keys]), np.concatenate([gradient[k] for k in keys]))
     return RealHeadImportance(keys, H, len(texts), ablation, float(logprob[0]), drop, gradient, agreement, order,
                               [float(x) for x in prune])
 
 
-def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale="sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
+def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, variation: Variation = PAPER
+                    ) -> dict[str, torch.Tensor]:
     """Each head's mean output [H, d_v] per map key of a real model, over `texts` and what it writes for them
-    (teacher-forced; padding left out): mean ablation's reference."""
-    variation = variation_of(variation, scale, causal_mask, padding_mask)
+    (teacher-forced; padding left out) under `variation`'s scale and masks, every head on: mean ablation's
+    reference."""
     if not texts:
         raise ValueError("mean ablation needs at least one reference text")
     if model.layout == "encoder" or (model.layout == "decoder" and not model.abilities.writes_text):  # one pass
@@ -285,8 +290,7 @@ def real_head_means(model, texts: list[str], *, max_new_tokens: int = 20, scale=
     return _real_means(model, ids, mask, decoder, targets, variation)
 
 
-def _real_means(model, ids, mask, decoder, targets, variation: Variation = Variation()
-                ) -> dict[str, torch.Tensor]:
+def _real_means(model, ids, mask, decoder, targets, variation: Variation = PAPER) -> dict[str, torch.Tensor]:
     """Mean head outputs over the rows' real positions: the source's (or prompt's) tokens, the decoder's inputs."""
     with torch.no_grad():
         outputs = model.head_outputs(ids, decoder, attention_mask=mask,
@@ -297,14 +301,15 @@ def _real_means(model, ids, mask, decoder, targets, variation: Variation = Varia
                                   for key in outputs})
 
 
-def _real_michel(model, ids, mask, decoder, targets, keys, ablation, means) -> dict[str, np.ndarray]:
-    """Michel's I_h for a real model: per-row gates ξ = 1, L(x) = -mean log p(own output), one backward pass."""
+def _real_michel(model, ids, mask, decoder, targets, keys, variation: Variation, means) -> dict[str, np.ndarray]:
+    """Michel's I_h for a real model: per-row gates ξ = 1 under `variation` (its ablation, with mean ablation's
+    `means`), L(x) = -mean log p(own output), one backward pass."""
     N, H = ids.size(0), model.n_heads
     dtype = next(model.model.parameters()).dtype
     gates = {key: torch.ones(N, H, dtype=dtype, device=ids.device, requires_grad=True) for key in keys}
-    heads = model.head_switches(gates=gates, ablation=ablation, head_means=means)
     with torch.enable_grad():
-        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits
+        logits = model.forward_pass(ids, decoder, variation=variation, attention_mask=mask, head_means=means,
+                                    gates=gates).logits
         logp = torch.log_softmax(_wide(logits), -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0]
         real = (targets != -100).to(logp.dtype)
         grads = torch.autograd.grad((-(logp * real).sum(1) / real.sum(1)).sum(), list(gates.values()))
@@ -319,46 +324,46 @@ def _wide(logits: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------- the passes the scoring runs
 
 def encoder_states(model, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                   scale="sqrt_dk", padding_mask: bool = True, heads: dict | None = None,
-                   variation: Variation | None = None) -> torch.Tensor:
-    """An encoder-decoder model's encoder alone under these switches: its last hidden states [B, S, D], what the
-    decoder's cross-attention reads (decoder_logits takes them)."""
+                   variation: Variation = PAPER, head_means=None, gates=None) -> torch.Tensor:
+    """An encoder-decoder model's encoder alone under `variation` (with head_means and gates, as forward_pass takes
+    them; heads off in the decoder do nothing here): its last hidden states [B, S, D], what the decoder's
+    cross-attention reads (decoder_logits takes them)."""
     if model.layout != "encoder-decoder":
         raise ValueError(f"{model.family.name} has no separate encoder to run alone.")
     attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
-    with model.switched(heads=heads, variation=variation_of(variation, scale, padding_mask=padding_mask)):
+    with model.switched(variation, head_means=head_means, gates=gates):
         return model.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
 def decoder_logits(model, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
-                   attention_mask: torch.Tensor, scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-                   heads: dict | None = None, variation: Variation | None = None) -> torch.Tensor:
+                   attention_mask: torch.Tensor, variation: Variation = PAPER, head_means=None, gates=None
+                   ) -> torch.Tensor:
     """An encoder-decoder model's decoder on given encoder states [B, S, D] (attention_mask [B, S]: the source's
-    tokens) under these switches: the logits [B, T, V]. On encoder_states' own encoder pass they equal
-    forward_pass's logits, so variants that differ in decoder heads only can share one encoder pass."""
-    with model.switched(heads=heads, variation=variation_of(variation, scale, causal_mask, padding_mask)):
+    tokens) under `variation` (with head_means and gates, as forward_pass takes them): the logits [B, T, V]. On
+    encoder_states' own encoder pass they equal forward_pass's logits, so variants that differ in decoder heads only
+    can share one encoder pass."""
+    with model.switched(variation, head_means=head_means, gates=gates):
         return model.model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
                            decoder_input_ids=decoder_input_ids, use_cache=False).logits
 
 
 def final_states(model, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
-                 attention_mask: torch.Tensor | None = None, scale="sqrt_dk", causal_mask: bool = True,
-                 padding_mask: bool = True, heads: dict | None = None, variation: Variation | None = None
-                 ) -> torch.Tensor:
-    """forward_pass without its output head: the base model's last hidden states [B, T, D] under these switches
-    (the decoder's, for an encoder-decoder model), what output_head turns into forward_pass's logits. No map is
-    recorded."""
+                 attention_mask: torch.Tensor | None = None, variation: Variation = PAPER, head_means=None,
+                 gates=None) -> torch.Tensor:
+    """forward_pass without its output head: the base model's last hidden states [B, T, D] (the decoder's, for an
+    encoder-decoder model) under `variation` (with head_means and gates), what output_head turns into forward_pass's
+    logits. No map is recorded."""
     kwargs = model.model_inputs(input_ids, decoder_input_ids, attention_mask)
-    with model.switched(heads=heads, variation=variation_of(variation, scale, causal_mask, padding_mask)):
+    with model.switched(variation, head_means=head_means, gates=gates):
         return model.model.base_model(**kwargs).last_hidden_state
 
 
 def decoder_states(model, encoder_states: torch.Tensor, decoder_input_ids: torch.Tensor, *,
-                   attention_mask: torch.Tensor, scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-                   heads: dict | None = None, variation: Variation | None = None) -> torch.Tensor:
+                   attention_mask: torch.Tensor, variation: Variation = PAPER, head_means=None, gates=None
+                   ) -> torch.Tensor:
     """decoder_logits without the output head: the decoder's last hidden states [B, T, D] on given encoder states
-    [B, S, D] under these switches (output_head turns them into decoder_logits' logits)."""
-    with model.switched(heads=heads, variation=variation_of(variation, scale, causal_mask, padding_mask)):
+    [B, S, D] under `variation` (with head_means and gates; output_head turns them into decoder_logits' logits)."""
+    with model.switched(variation, head_means=head_means, gates=gates):
         return model.model.base_model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
                                       decoder_input_ids=decoder_input_ids, use_cache=False).last_hidden_state
 

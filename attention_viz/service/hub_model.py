@@ -4,7 +4,8 @@ real model's picker entry gets (service.models.ModelControls), from its shape.
 
 Every pass takes the run line (service.real_models.RunLine) here, inside, and only around the model's own work:
 whatever a pass needs first (mean ablation's means, which take the line themselves) is computed before. Every call
-into the hub goes through HubModel._switches: the settings' scaling, masks and heads off as the hub's arguments.
+into the hub goes through HubModel._switches: the settings' Variation (scaling, masks, heads off) and, for mean
+ablation, the heads' means, as the hub's arguments.
 
 Axes: H heads, Q query positions, K key positions.
 """
@@ -65,15 +66,12 @@ class HubModel:
         return real_new_tokens(len(self.model.encode(text).ids), self.model.layout == "encoder-decoder")
 
     def _switches(self, settings: Settings, heads: bool = True) -> dict:
-        """The hub's arguments under `settings`: its Variation and, with `heads`, core.ablation's switches of the heads
-        off (mean ablation's means computed first: before the run line, which they take too); without, no head off."""
-        if not heads:
+        """The hub's arguments under `settings`: its Variation and, with `heads`, mean ablation's head_means for its
+        heads off (computed first: before the run line, which they take too); without, no head off."""
+        if not (heads and settings.heads_off):
             return {"variation": replace(settings.variation, heads_off=(), ablation="zero")}
-        off = None
-        if settings.heads_off:
-            means = self._means(settings) if settings.ablation == "mean" else None
-            off = self.model.head_switches(settings.off, settings.ablation, means)
-        return {"variation": settings.variation, "heads": off}
+        means = self._means(settings) if settings.ablation == "mean" else None
+        return {"variation": settings.variation, "head_means": means}
 
     def _pass(self, run: Run, settings: Settings, inputs_of: str | None = None):
         """One pass on `run`'s source and decoder input under `settings`' switches (hub Recorded)."""
@@ -92,10 +90,9 @@ class HubModel:
 
         budget = self._budget(settings.text)
         switches = self._switches(settings)
-        heads = switches.pop("heads")
         with self.busy:
             result = run_text(self.model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
-                              heads=heads, values=True, **switches)  # what flows from the maps' own pass
+                              values=True, **switches)  # what flows from the maps' own pass
         frozen(result.maps), frozen(result.masks), frozen(result.norms or {})
         return Run(
             settings=settings, config=self.shape, card=None,

@@ -11,6 +11,7 @@ import torch
 pytest.importorskip("transformers")
 
 from attention_viz.core.ablation import mean_outputs  # noqa: E402
+from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
 from attention_viz.importance.real import decoder_logits, encoder_states  # noqa: E402
 
@@ -146,10 +147,10 @@ def check_value_flows(model, family):
 def test_value_norms_follow_the_heads_switched_off_and_give_the_flows(tiny_folders):
     model = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
     ids, decoder = inputs(model, "marian")
-    heads = model.head_switches(heads_off={"encoder.0.self_attn": [0, 1]})
+    heads_off = {"encoder.0.self_attn": [0, 1]}
     with torch.no_grad():
-        norms, plain = model.value_norms(ids, decoder, heads=heads), model.value_norms(ids, decoder)
-        flows = model.value_flows(ids, decoder, heads=heads)
+        norms, plain = model.value_norms(ids, decoder, heads_off=heads_off), model.value_norms(ids, decoder)
+        flows = model.value_flows(ids, decoder, heads_off=heads_off)
         _, maps = model.forward(ids, decoder, heads_off={"encoder.0.self_attn": [0, 1]})
     assert list(norms) == list(maps)
     for key in maps:
@@ -164,13 +165,13 @@ def test_the_encoder_alone_then_the_decoder_give_the_whole_passs_logits(tiny_fol
     heads off in both stacks; the encoder alone sees only its own switches."""
     model = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
     ids, decoder = inputs(model, "marian")
-    heads = model.head_switches(heads_off={"encoder.1.self_attn": [0], "decoder.0.cross_attn": [1, 2]})
+    off = Variation("none", heads_off={"encoder.1.self_attn": [0], "decoder.0.cross_attn": [1, 2]})
     with torch.no_grad():
-        whole = model.forward_pass(ids, decoder, heads=heads, scale="none").logits
-        states = encoder_states(model, ids, heads=heads, scale="none")
-        split = decoder_logits(model, states, decoder, attention_mask=model.padding_of(ids), heads=heads, scale="none")
-        plain = decoder_logits(model, encoder_states(model, ids, scale="none"), decoder,
-                               attention_mask=model.padding_of(ids), heads=heads, scale="none")
+        whole = model.forward_pass(ids, decoder, variation=off).logits
+        states = encoder_states(model, ids, variation=off)
+        split = decoder_logits(model, states, decoder, attention_mask=model.padding_of(ids), variation=off)
+        plain = decoder_logits(model, encoder_states(model, ids, variation=Variation("none")), decoder,
+                               attention_mask=model.padding_of(ids), variation=off)
     torch.testing.assert_close(split, whole, atol=1e-12, rtol=0)
     assert not torch.allclose(plain, whole)  # the encoder's head off matters
     with pytest.raises(ValueError, match="no separate encoder"):

@@ -14,6 +14,7 @@ import torch
 pytest.importorskip("transformers")
 
 import attention_viz.importance.real as importance  # noqa: E402
+from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.fast import logprob  # noqa: E402
 from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
 from attention_viz.importance.real import _own_outputs, _real_michel, real_head_importance  # noqa: E402
@@ -75,8 +76,8 @@ def test_the_batched_grid_and_prune_curve_equal_passes_of_their_own(tiny_folders
 def test_the_gradient_estimate_is_the_mean_of_each_texts_own(tiny_folders):
     model = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
     keys = model.map_keys
-    together = _real_michel(model, *_own_outputs(model, TEXTS, 5), keys, "zero", None)
-    single = [_real_michel(model, *_own_outputs(model, [text], 5), keys, "zero", None) for text in TEXTS]
+    together = _real_michel(model, *_own_outputs(model, TEXTS, 5), keys, Variation(), None)
+    single = [_real_michel(model, *_own_outputs(model, [text], 5), keys, Variation(), None) for text in TEXTS]
     for key in keys:
         np.testing.assert_allclose(together[key], np.mean([s[key] for s in single], 0), rtol=1e-7, atol=1e-12)
 
@@ -156,17 +157,17 @@ def test_the_fused_log_probabilities_equal_the_log_softmax_of_forwards_logits(ti
     real = targets != -100
     assert not real.all() and (mask == 0).any() and real.sum(1).unique().numel() > 1  # padded rows
     keys = model.map_keys
-    heads = model.head_switches({keys[0]: [1], keys[-1]: [0, 2], keys[len(keys) // 2]: [3]})
+    off = Variation(heads_off={keys[0]: [1], keys[-1]: [0, 2], keys[len(keys) // 2]: [3]})
     with torch.no_grad():
-        logits = model.forward_pass(ids, decoder, attention_mask=mask, heads=heads).logits  # (N, T, V)
+        logits = model.forward_pass(ids, decoder, attention_mask=mask, variation=off).logits  # (N, T, V)
         expected = torch.log_softmax(logits, -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0][real]
-        got = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, heads)
+        got = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, off)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
         if model.layout == "encoder-decoder":  # the decoder on the encoder's states, as the grid shares them
-            encoded = importance.encoder_states(model, ids, attention_mask=mask, heads=heads)
-            got = importance._scored_logprobs(model, head, None, mask, decoder, targets, encoded, heads)
+            encoded = importance.encoder_states(model, ids, attention_mask=mask, variation=off)
+            got = importance._scored_logprobs(model, head, None, mask, decoder, targets, encoded, off)
             np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
-    unswitched = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, None)
+    unswitched = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None)
     assert (unswitched - got).abs().max() > 1e-3  # the heads off changed what was measured
 
 

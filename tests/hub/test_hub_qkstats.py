@@ -11,6 +11,7 @@ import torch
 pytest.importorskip("transformers")
 
 import attention_viz as av  # noqa: E402
+from attention_viz.core.variation import Variation  # noqa: E402
 from devtools.hub_models import FAMILIES  # noqa: E402
 from tests.qk_reference import assert_matches, reference  # noqa: E402
 
@@ -28,7 +29,7 @@ def real_reference(model, texts, scale) -> tuple[dict, dict]:
             decoder = torch.cat([torch.tensor([[model.start_id]]), written[:, :-1]], dim=1)
         for key in model.map_keys:
             with torch.no_grad():
-                recorded = model.forward_pass(src, decoder, scale=scale, inputs_of=key)
+                recorded = model.forward_pass(src, decoder, variation=Variation(scale), inputs_of=key)
             q = recorded.run.kept["q"][0].transpose(0, 1).double().numpy()  # (Q, H, d)
             k = recorded.run.kept["k"][0].transpose(0, 1).double().numpy()  # (K, H, d)
             per_key.setdefault(key, []).append((q, k, key.startswith("decoder") and key.endswith("self_attn")))

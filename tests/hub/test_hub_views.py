@@ -9,6 +9,7 @@ import torch
 pytest.importorskip("transformers")
 
 import attention_viz as av  # noqa: E402
+from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.explorer import unpack  # noqa: E402
 from attention_viz.hub.text_run import run_text  # noqa: E402
 
@@ -20,7 +21,8 @@ def test_show_draws_a_real_models_maps_with_its_own_pieces(tiny_folders, tmp_pat
     view = av.show(model, "the cat sat on the mat", scale="none", causal_mask=False)
     payload = view.payload
     assert [k["kind"] for k in payload["kinds"]] == kinds
-    result = run_text(model, "the cat sat on the mat", max_new_tokens=40, scale="none", causal_mask=False)
+    result = run_text(model, "the cat sat on the mat", max_new_tokens=40,
+                      variation=Variation("none", causal_mask=False))
     maps, masks = unpack(payload)
     for key, weights in result.maps.items():
         np.testing.assert_allclose(maps[key], weights, atol=1e-5)  # the packed maps are the run's (uint16 steps)

@@ -207,7 +207,7 @@ def test_a_real_model_runs_with_heads_off_and_mean_ablation(real_views):
     run = runs.run(off)
     with torch.inference_mode():
         direct = model.forward_pass(torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids]),
-                                    heads=model.head_switches(off.off))
+                                    variation=off.variation)
     for key, value in direct.maps.to_numpy().items():
         np.testing.assert_allclose(run.maps[key], value[0], atol=1e-5)
     assert runs.run(plain).maps.keys() == run.maps.keys()
@@ -270,7 +270,7 @@ def test_a_real_models_packed_run_carries_its_value_norms(real_views):
     model = runs.catalog.real.get("hub:tiny-marian")
     with torch.inference_mode():
         flows = model.value_flows(torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids]),
-                                  heads=model.head_switches({"encoder.0.self_attn": [2]}))
+                                  heads_off={"encoder.0.self_attn": [2]})
     for entry in packed["kinds"]:
         stack, name = entry["kind"].split(".")
         for layer, norms in enumerate(entry["norms"]):

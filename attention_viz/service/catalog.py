@@ -31,18 +31,21 @@ from attention_viz.data.checkpoints import UnsafeCheckpointError, list_models, l
 from attention_viz.data.snapshots import Snapshots, load_snapshots
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
-from attention_viz.service.checks import check_choice, check_int, shown
+from attention_viz.service.checks import check_choice, check_int, check_text, check_unicode_text, shown
 from attention_viz.service.hub_model import HubModel, real_controls
 from attention_viz.service.models import AttentionModel, HeadMeans, ModelControls
 from attention_viz.service.own_model import OwnModel, family_controls, untrained_controls
-from attention_viz.service.requests import Settings
-from attention_viz.service.real_models import RealModels, RealShape
+from attention_viz.service.requests import Settings, known_case, model_keys
+from attention_viz.service.real_models import RealModels, RealShape, display_name
 from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
     D_K_RANGE,
     DEFAULT_UNTRAINED,
     HEADS_RANGE,
     LAYER_HEAD_LIMIT,
+    MAX_HEAD_WIDTH,
+    REAL_SOURCE_TOKENS,
+    REAL_TEXT_CHARS,
     STUDY_ARMS,
     STUDY_LABELS,
     STUDY_PREFIX,
@@ -92,6 +95,20 @@ class ModelFamily:
     def nearest(self, d_k: int) -> tuple[int, str]:
         """(d_k, checkpoint name) of the member nearest d_k on a log scale (ties go to the smaller)."""
         return min(self.members, key=lambda member: (abs(math.log2(member[0] / d_k)), member[0]))
+
+
+@dataclass(frozen=True)
+class Member:
+    """What a picker entry runs for the values asked (Catalog.member): the model settled and the text it reads."""
+
+    checkpoint: str | None      # a family's member nearest the d_k asked, a real model's name; None: the untrained model
+    d_k: int                    # its d_k: the member's, the real model's own, or the one asked (untrained)
+    d_model: int
+    n_heads: int
+    text: str                   # the text it runs
+    typed: str | None           # the text as typed, when it runs another (capitals lower-cased for a lower-case model)
+    compatibility: str          # "dot_product" (Eq. 1) or "additive"
+    keys: dict[str, int]        # every map key -> its number of heads, in the model's order
 
 
 def model_families(cards: Sequence[dict]) -> list[ModelFamily]:
@@ -321,6 +338,44 @@ class Catalog:
         else:
             network, card = self.trained(checkpoint)
         return OwnModel(network, card, self.tokenizer, self.device, means)
+
+    def checked_text(self, model: str, text: object) -> str:
+        """`text` checked by the rule of `model`'s kind (model checked): a real model reads any text up to
+        REAL_TEXT_CHARS characters; ours read printable ASCII up to their tokenizer's length. ValueError says why."""
+        if model in self.real:
+            return check_unicode_text(text, REAL_TEXT_CHARS)
+        return check_text(text, self.tokenizer.max_len)
+
+    def member(self, model: str, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
+        """What `model` (checked) runs for these checked values (Member): a family its member nearest d_k (and the
+        text lower-cased where it was trained on lower case), a real model itself (loaded if need be; its tokens of
+        the text at most REAL_SOURCE_TOKENS), the untrained model d_model, n_heads and d_k (heads × d_k at most
+        MAX_HEAD_WIDTH). ValueError says what is too much."""
+        if model in self.real:
+            served = self.attention_model(model)
+            n_tokens = len(served.tokens(text))
+            if n_tokens > REAL_SOURCE_TOKENS:
+                raise ValueError(f"Text is {n_tokens} tokens for this model's tokenizer; the maximum is "
+                                 f"{REAL_SOURCE_TOKENS}. Shorten it.")
+            shape = served.shape
+            return Member(display_name(model), shape.d_k, shape.d_model, shape.n_heads, text, None, "dot_product",
+                          served.keys)
+        if model == UNTRAINED:
+            if n_heads * d_k > MAX_HEAD_WIDTH:
+                raise ValueError(f"heads × d_k is {n_heads} × {d_k} = {n_heads * d_k}; the untrained model allows at "
+                                 f"most {MAX_HEAD_WIDTH}. Lower d_k or the number of heads.")
+            config = TransformerConfig(vocab_size=1, n_encoder_layers=UNTRAINED_LAYERS,
+                                       n_decoder_layers=UNTRAINED_LAYERS, d_model=d_model, n_heads=n_heads, d_k=d_k)
+            return Member(None, d_k, d_model, n_heads, text, None, "dot_product", model_keys(config))
+        d_k, checkpoint = self.families[model].nearest(d_k)
+        card = self.cards[checkpoint]
+        text, typed = known_case(text, card.get("alphabet"))
+        config = card["config"]
+        keys = model_keys(TransformerConfig(vocab_size=1, n_encoder_layers=config["n_encoder_layers"],
+                                            n_decoder_layers=config["n_decoder_layers"], d_model=config["d_model"],
+                                            n_heads=config["n_heads"], d_k=d_k))
+        return Member(checkpoint, d_k, config["d_model"], config["n_heads"], text, typed,
+                      config.get("compatibility", "dot_product"), keys)
 
     def controls(self, model: object, d_k: int, layer: int, head: int, n_heads: object,
                  progress=None) -> ModelControls:

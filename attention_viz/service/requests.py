@@ -17,14 +17,11 @@ from attention_viz.core.attention import Scale
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, kind_key
 from attention_viz.core.variation import HeadsOff, Variation
-from attention_viz.service.real_models import display_name
 from attention_viz.service.checks import (
     check_bool,
     check_choice,
     check_float,
     check_int,
-    check_text,
-    check_unicode_text,
 )
 from attention_viz.service.limits import (
     ABLATIONS,
@@ -35,12 +32,8 @@ from attention_viz.service.limits import (
     FACTOR_RANGE,
     HEADS_OFF_CHARS,
     HEADS_RANGE,
-    MAX_HEAD_WIDTH,
     PAD_TOKENS_RANGE,
-    REAL_SOURCE_TOKENS,
-    REAL_TEXT_CHARS,
     SCALE_CHOICES,
-    UNTRAINED,
     UNTRAINED_LAYERS,
 )
 
@@ -141,10 +134,7 @@ def parse_settings(
         ValueError: with a message for the user, naming the input and its allowed values.
     """
     model = catalog.with_compatibility(catalog.check_model(model), compatibility)
-    if model in catalog.real:
-        text = check_unicode_text(text, REAL_TEXT_CHARS)
-    else:
-        text = check_text(text, catalog.tokenizer.max_len)
+    text = catalog.checked_text(model, text)  # the rule of its kind: a real model's Unicode, our ASCII
     d_k = check_int("d_k", d_k, *D_K_RANGE)
     mode = check_choice("scaling", scale_mode, SCALE_CHOICES)
     factor = check_float("custom scale factor", custom_factor, *FACTOR_RANGE)
@@ -153,31 +143,13 @@ def parse_settings(
     pad_tokens = check_int("pad tokens", pad_tokens, *PAD_TOKENS_RANGE)
     d_model = check_int("d_model", d_model, *D_MODEL_RANGE)
     n_heads = check_int("heads", n_heads, *HEADS_RANGE)
-    checkpoint, kind, typed, keys = None, "dot_product", None, None
-    if model in catalog.real:
-        checkpoint, d_k, d_model, n_heads, keys = real_model(catalog, model, text)
-    elif model == UNTRAINED:
-        if n_heads * d_k > MAX_HEAD_WIDTH:
-            raise ValueError(
-                f"heads × d_k is {n_heads} × {d_k} = {n_heads * d_k}; the untrained model allows at most "
-                f"{MAX_HEAD_WIDTH}. Lower d_k or the number of heads."
-            )
-    else:
-        d_k, checkpoint = catalog.families[model].nearest(d_k)
-        text, typed = known_case(text, catalog.cards[checkpoint].get("alphabet"))
-        config = catalog.cards[checkpoint]["config"]
-        d_model, n_heads = config["d_model"], config["n_heads"]
-        kind = config.get("compatibility", "dot_product")
-    scale: Scale = "none" if kind == "additive" else factor if mode == "custom" else mode
+    member = catalog.member(model, text, d_k, d_model, n_heads)  # what it runs: its d_k, widths, text and keys
+    scale: Scale = "none" if member.compatibility == "additive" else factor if mode == "custom" else mode
     ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
-    if keys is None:
-        n_layers = (UNTRAINED_LAYERS, UNTRAINED_LAYERS) if checkpoint is None else (
-            catalog.cards[checkpoint]["config"]["n_encoder_layers"], catalog.cards[checkpoint]["config"]["n_decoder_layers"])
-        keys = model_keys(TransformerConfig(vocab_size=1, n_encoder_layers=n_layers[0], n_decoder_layers=n_layers[1],
-                                            d_model=d_model, n_heads=n_heads, d_k=d_k))
-    off = parse_heads_off(heads_off, keys)
+    off = parse_heads_off(heads_off, member.keys)
     variation = Variation(scale, causal_mask, padding_mask, off, ablation if off else "zero")
-    return Settings(text, model, checkpoint, d_k, variation, pad_tokens, d_model, n_heads, kind, typed)
+    return Settings(member.text, model, member.checkpoint, member.d_k, variation, pad_tokens, member.d_model,
+                    member.n_heads, member.compatibility, member.typed)
 
 
 def model_keys(config) -> dict[str, int]:
@@ -257,18 +229,6 @@ def heads_off_text(heads_off: tuple[tuple[str, tuple[int, ...]], ...], keys: dic
         whole = keys is not None and len(heads) == keys.get(key)
         parts.append(f"{key}: {'all' if whole else ' '.join(map(str, heads))}")
     return "; ".join(parts)
-
-
-def real_model(catalog: Catalog, model: str, text: str) -> tuple[str, int, int, int, dict[str, int]]:
-    """A real model's (name, d_k, d_model, heads, map keys), loading it if need be; ValueError when the text has
-    more tokens than REAL_SOURCE_TOKENS as its tokenizer cuts it."""
-    served = catalog.attention_model(model)
-    n_tokens = len(served.tokens(text))
-    if n_tokens > REAL_SOURCE_TOKENS:
-        raise ValueError(f"Text is {n_tokens} tokens for this model's tokenizer; the maximum is {REAL_SOURCE_TOKENS}. "
-                         "Shorten it.")
-    shape = served.shape
-    return display_name(model), shape.d_k, shape.d_model, shape.n_heads, served.keys
 
 
 def known_case(text: str, alphabet: str | None) -> tuple[str, str | None]:

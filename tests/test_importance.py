@@ -10,6 +10,7 @@ import torch
 
 import attention_viz as av
 from attention_viz.core.ablation import mean_outputs
+from attention_viz.core.variation import Variation
 from attention_viz.data.tasks import heldout_strings, make_batch, target
 from attention_viz.data.tokenizer import CharTokenizer
 from attention_viz.importance import head_importance, michel, spearman
@@ -61,11 +62,11 @@ def test_the_gradient_estimate_is_the_mean_of_each_strings_own_gradient(shipped,
     model, tokenizer, texts = shipped
     few = texts[:3]
     batch = make_batch(few, "reverse", tokenizer)
-    together = michel(model, batch, tokenizer, importance.keys, importance.n_heads, "sqrt_dk", "zero", None)
+    together = michel(model, batch, tokenizer, importance.keys, importance.n_heads, Variation(), None)
     single = []
     for text in few:  # one backward pass per string: |∂L(x)/∂ξ|, then the mean over the strings
         one = make_batch([text], "reverse", tokenizer)
-        single.append(michel(model, one, tokenizer, importance.keys, importance.n_heads, "sqrt_dk", "zero", None))
+        single.append(michel(model, one, tokenizer, importance.keys, importance.n_heads, Variation(), None))
     for key in importance.keys:
         np.testing.assert_allclose(together[key], np.mean([s[key] for s in single], 0), rtol=1e-4, atol=1e-9)
 

@@ -25,7 +25,7 @@ import torch
 from attention_viz.core.ablation import ABLATIONS, mean_outputs
 from attention_viz.core.attention import target_mask
 from attention_viz.core.maps import map_key
-from attention_viz.core.model import Transformer
+from attention_viz.core.model import PAPER, Transformer
 from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tasks import heldout_strings, make_batch, task_max_len
 from attention_viz.data.tokenizer import CharTokenizer
@@ -177,7 +177,7 @@ def head_importance(
     batch = make_batch(texts, task, tokenizer)
     batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
     keys, H, rows = attention_keys(model), model.config.n_heads, len(texts)
-    means = batch_head_means(model, batch, tokenizer.pad_id, variation=variation) if ablation == "mean" else None
+    means = batch_head_means(model, batch, tokenizer.pad_id, variation) if ablation == "mean" else None
     try:
         # every head alone off, after the baseline (variant 0)
         heads = [(key, h) for key in keys for h in range(H)]
@@ -185,7 +185,7 @@ def head_importance(
         exact, loss = _exact_and_loss(model, batch, tokenizer, keys, variants, variation, means)
         drop = {key: np.array([exact[0] - exact[1 + keys.index(key) * H + h] for h in range(H)]) for key in keys}
         rise = {key: np.array([loss[1 + keys.index(key) * H + h] - loss[0] for h in range(H)]) for key in keys}
-        gradient = michel(model, batch, tokenizer, keys, H, "sqrt_dk", "zero", means, variation=variation)
+        gradient = michel(model, batch, tokenizer, keys, H, variation, means)
         flat_rise = np.concatenate([rise[key] for key in keys])
         flat_grad = np.concatenate([gradient[key] for key in keys])
         # least important first: the smallest exact-match drop, then the smallest loss rise
@@ -198,22 +198,20 @@ def head_importance(
                           spearman(flat_rise, flat_grad), order, [float(x) for x in prune])
 
 
-def head_means(model: Transformer, texts: list[str], task: str, tokenizer: CharTokenizer, *, scale="sqrt_dk",
-               causal_mask: bool = True, padding_mask: bool = True, variation: Variation | None = None
-               ) -> dict[str, torch.Tensor]:
-    """Each head's mean output [H, d_v] per map key over `texts` of `task`, teacher-forced, <pad> positions left
-    out: mean ablation's reference (core.ablation.mean_outputs)."""
+def head_means(model: Transformer, texts: list[str], task: str, tokenizer: CharTokenizer,
+               variation: Variation = PAPER) -> dict[str, torch.Tensor]:
+    """Each head's mean output [H, d_v] per map key over `texts` of `task`, teacher-forced under `variation`'s
+    scaling and masks (every head on), <pad> positions left out: mean ablation's reference
+    (core.ablation.mean_outputs)."""
     device = next(model.parameters()).device
     batch = make_batch(texts, task, tokenizer)
     batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
-    return batch_head_means(model, batch, tokenizer.pad_id,
-                            variation=variation_of(variation, scale, causal_mask, padding_mask))
+    return batch_head_means(model, batch, tokenizer.pad_id, variation)
 
 
-def batch_head_means(model: Transformer, batch, pad_id: int, *, scale="sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
+def batch_head_means(model: Transformer, batch, pad_id: int, variation: Variation = PAPER
+                     ) -> dict[str, torch.Tensor]:
     """head_means of a batch already made (src [N, S], tgt_in [N, T]), every head on whatever variation says."""
-    variation = variation_of(variation, scale, causal_mask, padding_mask)
     plain = replace(variation, heads_off=(), ablation="zero")
     with torch.no_grad():
         outputs = model.head_outputs(batch.src, batch.tgt_in, variation=plain)
@@ -221,10 +219,10 @@ def batch_head_means(model: Transformer, batch, pad_id: int, *, scale="sqrt_dk",
     return mean_outputs(outputs, query_masks)
 
 
-def michel(model: Transformer, batch, tokenizer: CharTokenizer, keys: list[str], H: int, scale, ablation: str,
-           means, *, variation: Variation | None = None) -> dict[str, np.ndarray]:
-    """Michel et al.'s I_h = mean over strings of |∂L(x)/∂ξ_h|, per-row gates ξ = 1, one backward pass."""
-    variation = variation_of(variation, scale, ablation=ablation)
+def michel(model: Transformer, batch, tokenizer: CharTokenizer, keys: list[str], H: int, variation: Variation,
+           means) -> dict[str, np.ndarray]:
+    """Michel et al.'s I_h = mean over strings of |∂L(x)/∂ξ_h|, per-row gates ξ = 1, one backward pass, under
+    `variation` (means: each head's mean output, for its mean ablation)."""
     dtype, device, rows = next(model.parameters()).dtype, batch.src.device, batch.src.size(0)
     gates = {key: torch.ones(rows, H, dtype=dtype, device=device, requires_grad=True) for key in keys}
     with torch.enable_grad():

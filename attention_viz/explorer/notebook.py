@@ -128,15 +128,10 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
 
 def pretrained_steps(model, result, variation: Variation) -> list[dict[str, np.ndarray]]:
     """Without the causal mask, each decode step's own decoder maps (earlier rows change as tokens arrive)."""
-    steps = []
-    src = torch.tensor([result.src_ids], device=model.device)  # (1, S)
+    src = torch.tensor([result.src_ids], device=model.device) if result.src_ids else None  # (1, S)
+    tgt = torch.tensor([result.tgt_ids], device=model.device)  # (1, T)
     with torch.inference_mode():
-        for t in range(len(result.tgt_ids)):
-            tgt = torch.tensor([result.tgt_ids[: t + 1]], device=model.device)  # (1, t + 1)
-            args = (src, tgt) if result.src_ids else (tgt,)
-            maps = model.forward(*args, variation=replace(variation, causal_mask=False))[1]
-            steps.append({key: value[0] for key, value in maps.to_numpy().items() if key.startswith("decoder.")})
-    return steps
+        return model.step_maps(src, tgt, variation=replace(variation, causal_mask=False))
 
 
 def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequence[str] = "",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from attention_viz.core.ablation import recorders, switches
@@ -262,6 +263,20 @@ class PretrainedTransformer:
         run.inputs = inputs_of
         run.values = {} if values else None
         return self._run(run, input_ids, decoder_input_ids, attention_mask)
+
+    def step_maps(self, input_ids: torch.Tensor | None, decoder_input_ids: torch.Tensor, *, variation: Variation = PAPER,
+                  head_means: dict[str, torch.Tensor] | None = None) -> list[dict[str, np.ndarray]]:
+        """The decoder's maps at every step of a decode whose decoder input ended as decoder_input_ids [1, T]: step t
+        is a pass on its first t + 1 tokens (after input_ids [1, S] for an encoder-decoder; None for a decoder alone),
+        key -> [H, t + 1, K] for each decoder.* key, as core's Transformer.step_maps. Without the causal mask, every
+        earlier row changes as each new token arrives."""
+        steps = []
+        for t in range(decoder_input_ids.size(1)):
+            prefix = decoder_input_ids[:, : t + 1]  # (1, t + 1)
+            args = (input_ids, prefix) if self.layout == "encoder-decoder" else (prefix,)
+            maps = self.forward_pass(*args, variation=variation, head_means=head_means).maps.to_numpy()
+            steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
+        return steps
 
     def _run(self, run: Pass, input_ids, decoder_input_ids, attention_mask) -> Recorded:
         """One full pass of the model under `run`."""

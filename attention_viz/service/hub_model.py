@@ -112,12 +112,12 @@ class HubModel:
         return dense_masks(recorded.maps, recorded.masks)
 
     def step_maps(self, run: Run) -> list[dict[str, np.ndarray]]:
-        steps = []
-        for t in range(len(run.tgt_ids)):
-            prefix = replace(run, tgt_ids=run.tgt_ids[: t + 1])
-            maps = self._pass(prefix, run.settings).maps.to_numpy()
-            steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
-        return steps
+        model = self.model
+        src = torch.tensor([run.src_ids], device=model.device) if run.src_ids else None  # (1, S)
+        tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
+        switches = self._switches(run.settings)
+        with torch.inference_mode(), self.busy:
+            return model.step_maps(src, tgt, **switches)
 
     def steps(self, run: Run, request: HeadRequest) -> Steps:
         """From the q, k, v its attention received (after any rotary positions) and the mask it applied;

@@ -59,12 +59,10 @@ class Browser:
         """Component id -> the value the page starts with, for every input of `dependency`."""
         return {i: self.components[i].get("props", {}).get("value") for i in dependency["inputs"]}
 
-    def call(self, dependency: dict, values: dict[int, object], trigger_id: int | None,
-             event_data: object = None) -> tuple[float, dict]:
-        """Seconds from joining the queue to the last image fetched, and the completed message. event_data: what the
-        page's component sent with its event (a gr.HTML's trigger(name, data)), else None."""
+    def call(self, dependency: dict, values: dict[int, object], trigger_id: int | None) -> tuple[float, dict]:
+        """Seconds from joining the queue to the last image fetched, and the completed message."""
         data = [values[i] for i in dependency["inputs"]]
-        body = {"data": data, "event_data": event_data, "fn_index": dependency["id"], "trigger_id": trigger_id,
+        body = {"data": data, "event_data": None, "fn_index": dependency["id"], "trigger_id": trigger_id,
                 "session_hash": self.session_hash}
         t0 = time.perf_counter()
         joined = self.client.post(self.base + API + "/queue/join", json=body)

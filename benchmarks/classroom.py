@@ -18,9 +18,9 @@ does one thing of a teaching mix:
     lab_scaled  15 %   switch the 1/√d_k scaling
     lab_keys    10 %   change the number of keys
     rerun       10 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
-    heads       10 %   click a head off in the explorer's "switch heads off" mode (or back on): its box (#heads_off)
-                       written and #heads_apply pressed, the model reruns with them off (visualize's heads_off and,
-                       one time in five, the other ablation); the notes must say which heads are off
+    heads       10 %   click a head off in the explorer's "switch heads off" mode (or back on): the heads go in its
+                       box (#heads_off) as JSON and the model reruns with them off (visualize's heads_off and, one
+                       time in five, the other ablation); the notes must say which heads are off
     steps       15 %   open the steps view (Figure 2)
     lesson      10 %   the guided lesson's Next from the student's step (students start at steps spread over the
                        first eight; after the last, from the first again): the event #lesson_next's click runs

@@ -3,6 +3,7 @@ does (a teaching mix of actions, with what each answer must say) and the tally o
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import string
@@ -149,11 +150,6 @@ class Student:
                           for i in range(entry["layers"])]
         self.n_heads = int(run["n_heads"])
         self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
-        # the explorer's heads-off clicks: its component's "heads_off" event with the heads as JSON, where the page
-        # has one (else, as before, the box written and "Run with these heads off" pressed: /visualize)
-        view = self.ids.get("explorer_view")
-        self.switch_heads = next((d for d in deps if d.get("backend_fn") and [view, "heads_off"]
-                                  in [list(t) for t in d["targets"]]), None)
         self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
         # a real model's runs: the page's own event for them where it has one (an app before the queue chose the
         # line by the model: server/admission.py), else /visualize, which the queue puts on the real models' line
@@ -168,12 +164,11 @@ class Student:
         if missing:
             raise RuntimeError(f"the app has no endpoint named {missing}")
 
-    def call(self, dep: dict, trigger: str | None = None, event_data: object = None) -> tuple[float, list]:
+    def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
         """One event and, as the browser does, the events chained on its success; seconds of the first."""
         self.requests += 1
         try:
-            seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None,
-                                                   event_data)
+            seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
         finally:
             self.estimations += self.browser.estimations
         if dep is self.lesson:  # the page shows what the step set (its index and controls) before the chains run
@@ -212,21 +207,16 @@ class Student:
             set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
             seconds, data = self.call(self.api["visualize"], "text")
             return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
-        if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked, its box written, run pressed
+        if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked puts the heads in the box, runs
             key, head = rng.choice(self.head_keys), rng.randrange(self.n_heads)
             if sum(map(len, self.heads_off.values())) >= 4:  # a handful off: the student starts again
                 self.heads_off = {}
             self.heads_off.setdefault(key, set()).symmetric_difference_update({head})
             if not any(self.heads_off.values()):
                 self.heads_off[key] = {head}
+            set_("heads_off", heads_json(self.heads_off))
             if rng.random() < 0.2:
                 set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
-            if self.switch_heads is not None:
-                off = {key: sorted(heads) for key, heads in self.heads_off.items() if heads}
-                seconds, data = self.call(self.switch_heads, "explorer_view", {"heads_off": off})
-                set_("heads_off", data[-1])  # the box shows what ran, as the page's answer sets it
-                return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads off"
-            set_("heads_off", heads_text(self.heads_off))
             seconds, data = self.call(self.api["visualize"], "heads_apply")
             return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
         if action in ("real", "real_score") or action.startswith("real:"):  # pick a real model, type a sentence;
@@ -277,6 +267,6 @@ class Student:
         return seconds, None if shown == expected else f"lesson: Next from step {index} showed step {shown} of {steps}"
 
 
-def heads_text(off: dict[str, set[int]]) -> str:
-    """Heads off as the explorer writes them into the #heads_off box: "decoder.1.cross_attn: 0 2; ..."."""
-    return "; ".join(f"{key}: {' '.join(map(str, sorted(heads)))}" for key, heads in off.items() if heads)
+def heads_json(off: dict[str, set[int]]) -> str:
+    """Heads off as the explorer puts them in the #heads_off box: JSON {map key: [heads]} (page.js headsOffAsked)."""
+    return json.dumps({key: sorted(heads) for key, heads in off.items() if heads}, separators=(",", ":"))

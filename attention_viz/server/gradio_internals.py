@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from gradio import helpers, queueing, route_utils, routes
+from gradio import queueing, route_utils, routes
 from gradio.blocks import BlocksConfig
 from gradio.data_classes import PredictBodyInternal
 from gradio.server_messages import EstimationMessage
@@ -63,11 +63,6 @@ REACHES = {
                       "answering the page from memory and an unknown endpoint with 404: no hook"),
     "BrotliMiddleware's rules": (STATIC, "which files Gradio compresses: GRADIO_COMPRESSES, from "
                                  "GRADIO_MIN_BYTES", "the kept files go out compressed as Gradio would"),
-    "EventData subclasses": ("webui/handlers.py (SwitchedHeads)", "a listener's parameter typed with a subclass "
-                             "of gr.EventData receives hint(target, data), data being what the page's trigger(name, "
-                             "data) sent (helpers.special_args), as Gradio's own SelectData is built",
-                             "gr.EventData's documented attribute access (evt.name) raises TypeError, not "
-                             "AttributeError, when a client sends data that is not an object"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
                                    "Gradio adds its CORS and compression after app_kwargs' middleware: only "
@@ -311,29 +306,6 @@ def _check_preprocess_data() -> list[str]:
     return problems + [f"Block has no {name}" for name in _source_uses(gr.blocks.Block.__init__, "self._id")]
 
 
-class _Sent(gr.EventData):
-    """An EventData subclass as webui/handlers.py's SwitchedHeads is one: built from (target, data)."""
-
-    def __init__(self, target: Any, data: Any) -> None:
-        super().__init__(target, data)
-        self.sent = data
-
-
-def _listener(value: str, event: _Sent = None) -> None:
-    """A listener typed as handlers.switch_heads is."""
-
-
-def _check_event_data() -> list[str]:
-    inputs: list[Any] = ["value"]
-    try:
-        helpers.special_args(_listener, inputs, None, gr.EventData(None, {"heads_off": {}}))
-    except Exception as error:  # noqa: BLE001 - any failure is the change this check reports
-        return [f"helpers.special_args failed: {type(error).__name__}: {error}"]
-    if len(inputs) != 2 or not isinstance(inputs[1], _Sent) or inputs[1].sent != {"heads_off": {}}:
-        return [f"a listener typed with an EventData subclass received {inputs[1:]!r}"]
-    return []
-
-
 def _check_app() -> list[str]:
     problems = [] if _parameters(routes.App.get_blocks) == [] else ["App.get_blocks takes parameters"]
     problems += [f"App has no {name}" for name in _source_uses(routes.App.__init__, "self.auth ",
@@ -375,7 +347,6 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "SessionState._update_value_in_config": _check_update_value_in_config,
     "Blocks.preprocess_data": _check_preprocess_data,
     "App internals": _check_app,
-    "EventData subclasses": _check_event_data,
     "BrotliMiddleware's rules": _check_brotli,
     "Starlette.middleware_stack": _check_middleware_stack,
 }

@@ -15,9 +15,9 @@ with gr.HTML"):
   explorer's scripts once, in its head: webui/scripts.py), mounts the explorer into the template's container, and
   `watch("value", ...)` hands every later value to `setPayload`. Kind, layer, head and colour scale then change in
   the browser only: no event, no request. A switchable explorer also gets `trigger`: a click in its heads-off mode
-  calls trigger(HEADS_OFF, {"heads_off": {map key: [heads]}}), the component's custom event, whose Python listener
-  reads that JSON from its gr.EventData (handlers.SwitchedHeads); Gradio finds a custom event by its name in quotes
-  in js_on_load (here in the options).
+  calls trigger(HEADS_OFF), the component's custom event, whose listener (`view.heads_off(...)`) reads the heads the
+  click asked from the explorer (page.js headsOffAsked); Gradio finds a custom event by its name in quotes in
+  js_on_load (here in the options).
 - `css_template` is scoped by Gradio to this component, and every rule of explorer.css is under
   `.av-explorer` as well.
 - An event's `js` runs in the browser before its Python function, gets the event's input values and returns
@@ -57,8 +57,8 @@ def explorer_view(payload: Mapping | None = None, root_id: str = DEFAULT_ROOT_ID
         elem_id: the component's own id (default "<root_id>_view"), for stale_js, fresh_js and selection_js.
         summary: show the run's title, output and notes above the views (False where the page shows them).
         switchable: the explorer gets its "switch heads off" mode: a click there triggers the component's
-            HEADS_OFF event with {"heads_off": {map key: [heads]}} as its data (a gr.EventData's), which
-            `view.heads_off(fn, ...)` listens to.
+            HEADS_OFF event, which `view.heads_off(...)` listens to; its js asks the explorer for the heads the click
+            asked, {map key: [heads]} (page.js headsOffAsked).
         kwargs: passed on to gr.HTML (visible, min_height, ...).
     """
     return gr.HTML(

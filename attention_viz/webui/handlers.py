@@ -150,15 +150,6 @@ def handler(fn):
     return wrapper
 
 
-class SwitchedHeads(gr.EventData):
-    """What the explorer's heads-off event carries (explorer_view.HEADS_OFF, triggered by page.js with {"heads_off":
-    {map key: [heads]}}): `heads_off`, as the browser sent it (None when the data had none)."""
-
-    def __init__(self, target, data) -> None:
-        super().__init__(target, data)
-        self.heads_off = data.get("heads_off") if isinstance(data, dict) else None
-
-
 def _client(request: gr.Request | None) -> str | None:
     """Who an export is counted against: the page's (or API client's) session; None for a call from Python."""
     return getattr(request, "session_hash", None)
@@ -205,21 +196,6 @@ class Handlers:
                                   pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         view = self.views.visualize(settings, requested_d_k=d_k)
         return view.run, view.output, prose_html(view.info)
-
-    @handler
-    def switch_heads(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                     causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                     compatibility: str | None = None, ablation: str | None = None, event: SwitchedHeads = None):
-        """The explorer's heads-off mode: the run with the heads its click sent off (the event's JSON, {map key:
-        [heads]}, checked as the box's text is), the output, the notes, and the box's text for the heads it took."""
-        heads_off = getattr(event, "heads_off", None)
-        if not isinstance(heads_off, dict):
-            raise ValueError("The explorer sends the heads to switch off as {map key: [heads]}; nothing ran.")
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        view = self.views.visualize(settings, requested_d_k=d_k)
-        keys = self.runs.attention_model(settings).keys
-        return view.run, view.output, prose_html(view.info), heads_off_text(settings.heads_off, keys)
 
     @handler
     def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,

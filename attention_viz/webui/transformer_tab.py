@@ -63,8 +63,8 @@ HELP = ("**Every layer (rows) × head.** Click a tile to open that head below; h
         "**Switch heads off** turns a click into a switch: a tile, a layer's row or a whole kind goes off and the "
         "model reruns. **Show** what flows instead of the weights: α_ij·‖v_j W_O‖ (Kobayashi et al. 2020), each "
         "row's share, so a head that looks hard at a key whose value carries little shows it.")
-HEADS_OFF_INFO = ("Click tiles in the heatmaps' “switch heads off” mode, or type map keys and heads, e.g. "
-                  "decoder.1.cross_attn: 0 2; encoder.0.self_attn: all — then Enter")
+HEADS_OFF_INFO = ("Click tiles in the heatmaps' “switch heads off” mode (they write {map key: [heads]} here), or "
+                  "type map keys and heads, e.g. decoder.1.cross_attn: 0 2; encoder.0.self_attn: all — then Enter")
 
 
 # a number typed follows back to the nearest trained size, as the server snaps it
@@ -214,10 +214,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         if control is not None:
             route_unless_shown(control.change, control, index, kind, shown_key, run_tick)
     gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
-    # The explorer's heads-off mode: a click sends the heads it asks off as JSON (its HEADS_OFF event's data); the
-    # answer is that run and the box's text for the heads it took
-    answered(view.heads_off(handlers.switch_heads, [*settings_inputs, compat, ablation], [*view_outputs, heads_off],
-                            **LIVE, **PRIVATE, **RUNS.wiring))
+    # The explorer's heads-off mode: a click puts the heads it asks in the box as JSON ({map key: [heads]}) and moves
+    # the counter, in the browser; the run reads the box, as after Enter (so later changes keep their order)
+    view.heads_off(None, run_tick, [heads_off, run_tick], js=call("headsOffAsked", VIEW, Raw("tick"), params="tick"),
+                   **PRIVATE)
     heads_clear.click(None, None, heads_off, js=call("clearHeadsOff"), **PRIVATE).then(**route)
     log2_slider_pair(dk_log, d_k)
     examples.input(None, examples, text, js=call("same", Raw("example"), params="example"), **PRIVATE)

@@ -14,6 +14,11 @@ pytestmark = pytest.mark.browser
 OFF = f"{TILES}.av-off"
 
 
+def asked_json(off: dict) -> str:
+    """The heads a click asks, as the page puts them in the heads-off box (JSON.stringify)."""
+    return json.dumps(off, separators=(",", ":"))
+
+
 def cut_mode(page: Page) -> None:
     page.locator("#explorer .av-cut").click()
     expect(page.locator("#explorer .av-cut")).to_have_attribute("aria-pressed", "true")
@@ -26,14 +31,14 @@ def test_a_click_switches_a_head_off_and_the_model_reruns(page: Page, app_url):
     kind, layer = selected.get_attribute("data-kind"), selected.get_attribute("data-layer")
     assert kind == "decoder.cross_attn"
     cut_mode(page)
-    joins = []  # what the page sends: one request, the heads off as JSON (the event's data), not typed text
+    joins = []  # what the page sends: one request, the heads off as JSON in the box's place
     page.on("request", lambda r: joins.append(json.loads(r.post_data)) if "/queue/join" in r.url else None)
     # the last layer's whole row of cross-attention heads off: the reverse model loses its alignment
     page.locator(f"#explorer .av-row-cut[data-row='{layer}']").click()
     expect(page.locator(OFF)).to_have_count(4, timeout=TIMEOUT_MS)
-    assert [j["event_data"] for j in joins] == [{"heads_off": {f"decoder.{layer}.cross_attn": [0, 1, 2, 3]}}], joins
-    expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(
-        f"decoder.{layer}.cross_attn: all")
+    asked = asked_json({f"decoder.{layer}.cross_attn": "all"})
+    assert [asked in j["data"] for j in joins] == [True], joins
+    expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(asked)
     expect(page.locator("#info")).to_contain_text("4 of 24 heads switched off", timeout=TIMEOUT_MS)
     settle(page)
     output = page.locator("#output textarea").input_value()
@@ -45,9 +50,9 @@ def test_a_click_switches_a_head_off_and_the_model_reruns(page: Page, app_url):
     joins.clear()
     page.locator(f"{OFF}[data-head='1']").click()
     expect(page.locator(OFF)).to_have_count(3, timeout=TIMEOUT_MS)
-    assert [j["event_data"] for j in joins] == [{"heads_off": {f"decoder.{layer}.cross_attn": [0, 2, 3]}}], joins
-    expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(
-        f"decoder.{layer}.cross_attn: 0 2 3")
+    asked = asked_json({f"decoder.{layer}.cross_attn": [0, 2, 3]})
+    assert [asked in j["data"] for j in joins] == [True], joins
+    expect(page.locator("#heads_off textarea, #heads_off input").first).to_have_value(asked)
     settle(page)
     page.locator("#explorer .av-cut").click()  # leave the mode: a click opens a head again
     page.locator(f"{OFF}[data-head='2']").click()
@@ -83,16 +88,37 @@ def test_a_click_that_would_switch_every_head_off_is_refused_and_changes_nothing
         page.locator("#explorer .av-cut-kind").click()
         expect(page.locator("#info")).to_contain_text(f"{off} of 24 heads switched off", timeout=TIMEOUT_MS)
         settle(page)
-    kept, output = box.input_value(), page.locator("#output textarea").input_value()
-    assert kept == "encoder.0.self_attn: all; encoder.1.self_attn: all; decoder.0.cross_attn: all; " \
-                   "decoder.1.cross_attn: all", kept  # as the server took them, in the model's order
+    every = {"encoder.0.self_attn": "all", "encoder.1.self_attn": "all", "decoder.0.cross_attn": "all",
+             "decoder.1.cross_attn": "all"}  # in the model's order
+    assert box.input_value() == asked_json(every)  # the heads of the run on screen, as the clicks asked them
+    output, tiles = page.locator("#output textarea").input_value(), page.locator(OFF).count()
     page.locator("#explorer .av-kind").select_option("decoder.self_attn")
-    page.locator("#explorer .av-cut-kind").click()  # the last 8 heads on: refused
+    page.locator("#explorer .av-cut-kind").click()  # the last 8 heads too: refused
     expect(page.locator(".toast-body").first).to_contain_text("every head of the model is switched off",
                                                               timeout=TIMEOUT_MS)
-    expect(page.locator("#explorer .av-stale-note")).to_be_visible()
-    assert box.input_value() == kept  # the box still names the heads of the run on screen
+    expect(page.locator("#explorer .av-stale-note")).to_be_visible()  # the views say they are not for this input
+    assert len(json.loads(box.input_value())) == 6  # the box keeps what was asked, as any refused control does
     assert page.locator("#output textarea").input_value() in ("", output)
+    page.locator("#explorer .av-kind").select_option("encoder.self_attn")
+    assert page.locator(OFF).count() == tiles == 8  # the tiles still mark the heads of the run on screen
+
+
+@pytest.mark.parametrize("first", ["heads", "scaling"])
+def test_a_click_and_a_change_made_at_once_both_hold_in_the_run_that_stays(page: Page, app_url, first):
+    """A heads-off click and a change of another control made before either answers: the run left on screen has
+    both (each click is in the box before its run leaves, and every run goes through the one run event)."""
+    open_app(page, app_url)
+    cut_mode(page)
+    layer = page.locator(f"{TILES}.av-selected").get_attribute("data-layer")
+    clicks = {"heads": f"#explorer .av-row-cut[data-row='{layer}']", "scaling": "#scale input[value='none']"}
+    order = [clicks[first], *(c for name, c in clicks.items() if name != first)]
+    page.evaluate("(selectors) => selectors.forEach((s) => document.querySelector(s).click())", order)  # at once
+    expect(page.locator("#info")).to_contain_text("4 of 24 heads switched off", timeout=TIMEOUT_MS)
+    expect(page.locator("#info")).to_contain_text("Scores QKᵀ unscaled", timeout=TIMEOUT_MS)
+    settle(page)
+    expect(page.locator(OFF)).to_have_count(4)
+    expect(page.locator("#info")).to_contain_text("4 of 24 heads switched off")
+    expect(page.locator("#info")).to_contain_text("Scores QKᵀ unscaled")
 
 
 def test_typed_heads_off_run_on_enter_and_a_refusal_changes_nothing(page: Page, app_url):

@@ -49,7 +49,6 @@ def test_the_checks_fail_when_what_they_rely_on_is_gone(monkeypatch):
     monkeypatch.setattr(SessionState, "_update_value_in_config", lambda self, key: None)
     monkeypatch.setattr(gradio_internals, "GRADIO_COMPRESSES", (".html",))
     monkeypatch.setattr(gradio_internals, "_source_uses", lambda obj, *names: list(names))  # nothing found in a source
-    monkeypatch.setattr(gradio_internals.helpers, "special_args", lambda fn, inputs, *rest: (inputs, None, None, []))
     assert set(gradio_internals.changed()) == set(gradio_internals.REACHES)
 
 

@@ -22,7 +22,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime
 from attention_viz.webui import page
-from attention_viz.webui.handlers import Handlers, SwitchedHeads
+from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handlers import run_key as handlers_run_key
 from attention_viz.webui.widgets import prose_html
 
@@ -122,25 +122,23 @@ def test_snapped_d_k_is_reported(handlers):
     assert "No trained model with d_k = 24; showing the nearest, d_k = 16." in info
 
 
-def test_the_explorers_heads_off_arrive_as_json_and_the_box_shows_what_ran(handlers):
-    """The explorer's heads-off event (its data {"heads_off": {map key: [heads]}}) runs what /visualize runs with
-    those heads off, and answers the box's text for them ("all" for a whole attention); anything but that JSON
-    object is refused, and so is a head the model does not have."""
-    values = {**BASE}
-    args = [values[key] for key in SETTINGS_KEYS]
-    off = {"decoder.1.cross_attn": [0, 1], "encoder.0.self_attn": [1]}  # this model: 2 layers, 2 heads a layer
-    event = SwitchedHeads(None, {"heads_off": off})
-    view, output, info, box = handlers.switch_heads(*args, event=event)
-    assert box == "encoder.0.self_attn: 1; decoder.1.cross_attn: all"
-    assert (view, output, info) == handlers.visualize(*args, heads_off=json.dumps(off))
-    assert view["heads_off"] == {"encoder.0.self_attn": [1], "decoder.1.cross_attn": [0, 1]}
-    assert handlers.switch_heads(*args, event=SwitchedHeads(None, {"heads_off": {}}))[3] == ""  # every head on
-    for data, message in (({"heads_off": "encoder.0.self_attn: 2"}, "map key"), ({}, "map key"), ([1], "map key"),
-                          ({"heads_off": {"encoder.0.self_attn": [9]}}, "head 9 does not exist"),
-                          ({"heads_off": {"encoder.0.self_attn": ["1"]}}, "does not exist"),
-                          ({"heads_off": {"nowhere": [0]}}, "does not have")):
+def test_the_explorers_heads_off_as_json_in_the_box_run_as_their_text_does(handlers):
+    """The explorer's heads-off clicks put {map key: [heads]} in the box as JSON (page.js headsOffAsked, as
+    JSON.stringify writes it); /visualize reads it once, as it reads the typed text, and refuses what is wrong."""
+    args = [BASE[key] for key in SETTINGS_KEYS]
+    off = {"encoder.0.self_attn": [1], "decoder.1.cross_attn": [0, 1]}  # this model: 2 layers, 2 heads a layer
+    box = json.dumps(off, separators=(",", ":"))
+    view, output, info = handlers.visualize(*args, None, box, None)
+    assert (view, output, info) == handlers.visualize(*args, None, "encoder.0.self_attn: 1; decoder.1.cross_attn: all",
+                                                      None)
+    assert view["heads_off"] == off and "3 of" in info
+    for wrong, message in (('{"encoder.0.self_attn":[9]}', "head 9 does not exist"),
+                           ('{"encoder.0.self_attn":["1"]}', "does not exist"),
+                           ('{"encoder.0.self_attn":[true]}', "does not exist"),
+                           ('{"nowhere":[0]}', "does not have"), ('{"encoder.0.self_attn":[0', "not valid JSON"),
+                           ("[1]", "key: heads")):
         with pytest.raises(gr.Error, match=message):
-            handlers.switch_heads(*args, event=SwitchedHeads(None, data))
+            handlers.visualize(*args, None, wrong, None)
 
 
 def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():

@@ -1,6 +1,6 @@
 /* explorer-headsoff.js: the "switch heads off" mode: a click on a tile, a layer's label or the kind's button asks for a
- * run with those heads off (an "explorer:heads-off" event whose detail.off, {map key: [heads]} in run order, the page
- * sends to the server as it is), and the note that says which heads this run has off.
+ * run with those heads off (an "explorer:heads-off" event whose detail.off, {map key: [heads] or "all"} in run order,
+ * the page puts in the heads-off box as JSON and runs), and the note that says which heads this run has off.
  *
  *   AttentionExplorer.headsOff.wire(x)   .setCutting(x, on)   .note(x)   .offMap(x, off)
  */
@@ -10,18 +10,23 @@
   if (E.headsOff) return;
 
   function offMap(x, off) {
-    /* heads off ({key: Set}) as JSON's {map key: [heads, ascending]}, in run order, keys with none left out */
+    /* heads off ({key: Set}) as the server reads them in JSON: {map key: [heads, ascending] or "all"}, in run order,
+       keys with none left out */
     const data = x.data, keyOf = E.run.keyOf, result = {};
     for (const kind of data.order) {
       for (let l = 0; l < data.kinds[kind].layers; l++) {
         const heads = off[keyOf(kind, l)];
-        if (heads && heads.size) result[keyOf(kind, l)] = [...heads].sort((a, b) => a - b);
+        if (heads && heads.size) {
+          result[keyOf(kind, l)] = heads.size === data.H ? "all" : [...heads].sort((a, b) => a - b);
+        }
       }
     }
     return result;
   }
 
   function ask(x, off) {
+    /* the page reads the request back (controller.askedOff) when its event runs */
+    x.askedOff = off;
     x.root.classList.add("av-switching");
     x.root.dispatchEvent(new CustomEvent("explorer:heads-off", {detail: {off: off}}));
   }

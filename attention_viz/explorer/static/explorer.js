@@ -276,7 +276,7 @@
       setScale: (scale) => setScale(x, scale), setShow: (show) => setShow(x, show),
       setPayload: (next) => setPayload(x, next), markStale: (message) => markStale(x, message),
       state: x.state, scales: Object.keys(SCALES),
-      setCutting: (on) => E.headsOff.setCutting(x, on),
+      setCutting: (on) => E.headsOff.setCutting(x, on), askedOff: () => x.askedOff || {},
       setImportance: (imp) => {
         /* badges of each head's importance: {model, values: {key: [H]}, label, digits, high}; null clears */
         x.importance = imp && imp.values ? Object.assign({digits: 2, high: Infinity, label: "importance"}, imp) : null;

@@ -17,7 +17,7 @@
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick), refreshIfOpen(active, tick),
  *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
- *            clearHeadsOff()
+ *            clearHeadsOff(), headsOffAsked(elemId, tick)
  */
 (function (global) {
   "use strict";
@@ -31,13 +31,13 @@
   }
 
   function mountExplorer(element, props, watch, opts, trigger) {
-    /* the explorer; with opts.headsOff (an event's name), its heads-off clicks trigger that event of the component
-       with {heads_off: {map key: [heads]}}, the JSON its Python listener reads (handlers.switch_heads) */
+    /* the explorer; with opts.headsOff (an event's name), its heads-off clicks trigger that event of the component,
+       whose listener asks headsOffAsked for the heads the click asked */
     const mountPoint = element.querySelector(MOUNT);
     const explorer = global.AttentionExplorer.mount(mountPoint, props.value || null, opts);
     element.avExplorer = explorer;
     if (opts.headsOff && trigger) {
-      mountPoint.addEventListener("explorer:heads-off", (event) => trigger(opts.headsOff, {heads_off: event.detail.off}));
+      mountPoint.addEventListener("explorer:heads-off", () => trigger(opts.headsOff));
     }
     return follow(explorer, props, watch, "setPayload");
   }
@@ -158,6 +158,12 @@
   const same = (value) => value; // an input's value (or a constant) as an output's
   const number = (value) => Number(value);
   const clearHeadsOff = () => "";
+  function headsOffAsked(elemId, tick) {
+    /* the heads the explorer's last click asked, as the heads-off box's value (JSON {map key: [heads]}, "" for none),
+       and the run counter moved: the run reads the box, as after a person's Enter */
+    const view = explorerIn(elemId), off = view ? view.askedOff() : {};
+    return [Object.keys(off).length ? JSON.stringify(off) : "", bump(tick)];
+  }
 
   global.attentionViz = {mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
@@ -165,5 +171,5 @@
     labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump, routeOne: routeOne,
     refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
-    clearHeadsOff: clearHeadsOff};
+    clearHeadsOff: clearHeadsOff, headsOffAsked: headsOffAsked};
 })(window);

@@ -266,10 +266,11 @@ class PretrainedTransformer:
 
     def step_maps(self, input_ids: torch.Tensor | None, decoder_input_ids: torch.Tensor, *, variation: Variation = PAPER,
                   head_means: dict[str, torch.Tensor] | None = None) -> list[dict[str, np.ndarray]]:
-        """The decoder's maps at every step of a decode whose decoder input ended as decoder_input_ids [1, T]: step t
-        is a pass on its first t + 1 tokens (after input_ids [1, S] for an encoder-decoder; None for a decoder alone),
-        key -> [H, t + 1, K] for each decoder.* key, as core's Transformer.step_maps. Without the causal mask, every
-        earlier row changes as each new token arrives."""
+        """The decoder's maps at every step of a decode (a batch of one) whose decoder input ended as
+        decoder_input_ids [1, T]: step t is a pass on its first t + 1 tokens (after input_ids [1, S] for an
+        encoder-decoder; None for a decoder alone), key -> [H, t + 1, K] for each decoder.* key (core's
+        Transformer.step_maps gives the same steps as AttentionMaps with a batch axis). Without the causal mask,
+        every earlier row changes as each new token arrives."""
         steps = []
         for t in range(decoder_input_ids.size(1)):
             prefix = decoder_input_ids[:, : t + 1]  # (1, t + 1)

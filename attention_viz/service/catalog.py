@@ -1,7 +1,10 @@
 """The models the app can run: shipped checkpoints grouped into d_k families, untrained models built on demand.
 
-Every picker entry's kind answers for it (service.models): its model (Catalog.attention_model) and its controls
-(Catalog.controls): own_model's for the untrained model and the families, hub_model's for a real model.
+Every picker entry answers for itself (service.models.Entry, handed out by Catalog.entry): its d_k values, shape,
+controls, text rule, member and model: own_model's FamilyEntry and UntrainedEntry, hub_model's RealEntry.
+Catalog.entries lists them in the picker's order, the one place that names the kinds; Catalog.entry finds the one a
+model key names. The catalog keeps what they share: the cards, the tokenizer, the device, the caches and locks of our
+models, the real models.
 
 A family is the set of trained checkpoints of one task, training scale and compatibility function that differ in
 d_k: the app's d_k control moves through its members. The compatibility study's members (the folder's study/,
@@ -31,21 +34,14 @@ from attention_viz.data.checkpoints import UnsafeCheckpointError, list_models, l
 from attention_viz.data.snapshots import Snapshots, load_snapshots
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
-from attention_viz.service.checks import check_choice, check_int, check_text, check_unicode_text, shown
-from attention_viz.service.hub_model import HubModel, real_controls
-from attention_viz.service.models import AttentionModel, HeadMeans, ModelControls
-from attention_viz.service.own_model import OwnModel, family_controls, untrained_controls
-from attention_viz.service.requests import Settings, known_case, model_keys
-from attention_viz.service.real_models import RealModels, RealShape, display_name
+from attention_viz.service.checks import check_choice, shown
+from attention_viz.service.hub_model import RealEntry
+from attention_viz.service.models import AttentionModel, Entry, HeadMeans, Member, ModelControls
+from attention_viz.service.own_model import FamilyEntry, OwnModel, UntrainedEntry
+from attention_viz.service.requests import Settings
+from attention_viz.service.real_models import RealModels, RealShape
 from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
-    D_K_RANGE,
-    DEFAULT_UNTRAINED,
-    HEADS_RANGE,
-    LAYER_HEAD_LIMIT,
-    MAX_HEAD_WIDTH,
-    REAL_SOURCE_TOKENS,
-    REAL_TEXT_CHARS,
     STUDY_ARMS,
     STUDY_LABELS,
     STUDY_PREFIX,
@@ -95,20 +91,6 @@ class ModelFamily:
     def nearest(self, d_k: int) -> tuple[int, str]:
         """(d_k, checkpoint name) of the member nearest d_k on a log scale (ties go to the smaller)."""
         return min(self.members, key=lambda member: (abs(math.log2(member[0] / d_k)), member[0]))
-
-
-@dataclass(frozen=True)
-class Member:
-    """What a picker entry runs for the values asked (Catalog.member): the model settled and the text it reads."""
-
-    checkpoint: str | None      # a family's member nearest the d_k asked, a real model's name; None: the untrained model
-    d_k: int                    # its d_k: the member's, the real model's own, or the one asked (untrained)
-    d_model: int
-    n_heads: int
-    text: str                   # the text it runs
-    typed: str | None           # the text as typed, when it runs another (capitals lower-cased for a lower-case model)
-    compatibility: str          # "dot_product" (Eq. 1) or "additive"
-    keys: dict[str, int]        # every map key -> its number of heads, in the model's order
 
 
 def model_families(cards: Sequence[dict]) -> list[ModelFamily]:
@@ -248,6 +230,7 @@ class Catalog:
         self._snapshots = functools.lru_cache(maxsize=None)(self._read_snapshots)
         self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
         self.real = RealModels(hub_models, device)
+        self._untrained_entry = UntrainedEntry(self.tokenizer, self.device, self.untrained)
 
     def readiness(self) -> dict:
         """What the server's readiness endpoint answers: the models it offers and each real model's state; no model
@@ -258,8 +241,7 @@ class Catalog:
     @property
     def model_choices(self) -> list[tuple[str, str]]:
         """(label, value) pairs for the model picker: every trained family, the real models set up, the untrained one."""
-        return ([(f.label, f.key) for f in self.families.values()] + self.real_choices
-                + [("untrained (random weights)", UNTRAINED)])
+        return [(entry.label, entry.key) for entry in self.entries()]
 
     @property
     def default_model(self) -> str:
@@ -268,32 +250,41 @@ class Catalog:
             return "reverse/sqrt_dk"
         return next(iter(self.families), UNTRAINED)
 
+    def check_model(self, model: object) -> str:
+        """The model picker's value, if it names one of its entries (a family, a real model set up here, the untrained
+        model); else ValueError listing them."""
+        self.entry(model)
+        return model
+
+    def entry(self, model: object) -> Entry:
+        """The picker entry `model` names (service.models.Entry): the one lookup of a model key, among entries();
+        else ValueError listing them."""
+        entries = self.entries()
+        if isinstance(model, str):
+            for entry in entries:
+                if entry.key == model:
+                    return entry
+        known = ", ".join(repr(entry.key) for entry in entries)
+        raise ValueError(f"Unknown model {shown(model)}; choose one of {known}.")
+
+    def entries(self) -> list[Entry]:
+        """Every picker entry in the picker's order, each answering for its kind: the trained families (FamilyEntry),
+        the real models set up (RealEntry, none loaded to list them), the untrained model (UntrainedEntry)."""
+        return ([FamilyEntry(family, self.cards, self.tokenizer, self.device, self.trained)
+                 for family in self.families.values()]
+                + [RealEntry(key, self.real) for key in self.real.keys] + [self._untrained_entry])
+
     def d_k_choices(self, model: str) -> list[int]:
-        """The trained d_k values of a family, or [] for the untrained model (free d_k)."""
-        model = self.check_model(model)
-        if model in self.real:
-            return [self.real.shape(model).d_k]
-        return [] if model == UNTRAINED else self.families[model].d_ks
+        """The trained d_k values of a family, a real model's own, or [] for the untrained model (free d_k)."""
+        return self.entry(model).d_k_choices()
 
     def default_d_k(self, model: str) -> int:
-        """The d_k a model opens with: the family member nearest 16, or 16 for the untrained model."""
-        model = self.check_model(model)
-        if model == UNTRAINED:
-            return DEFAULT_UNTRAINED["d_k"]
-        if model in self.real:
-            return self.real.shape(model).d_k
-        return self.families[model].nearest(DEFAULT_UNTRAINED["d_k"])[0]
+        """The d_k a model opens with: the family member nearest 16, a real model's own, 16 for the untrained model."""
+        return self.entry(model).default_d_k()
 
     def model_shape(self, model: str, d_k: object = None) -> TransformerConfig | RealShape | None:
         """The config of a trained family member (nearest d_k), a real model's shape, None for the untrained model."""
-        model = self.check_model(model)
-        if model == UNTRAINED:
-            return None
-        if model in self.real:
-            return self.real.shape(model)
-        d_k = self.default_d_k(model) if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
-        name = self.families[model].nearest(d_k)[1]
-        return TransformerConfig(**self.cards[name]["config"])
+        return self.entry(model).model_shape(d_k)
 
     def with_compatibility(self, model: str, compatibility: object = None) -> str:
         """The family that `model` (checked) with the compatibility picker's value names.
@@ -316,88 +307,41 @@ class Catalog:
         raise ValueError(f"{COMPATIBILITY_LABEL} {shown(compatibility)} applies only to the study's models ({study}); "
                          f"leave it empty for {model!r}.")
 
-    def check_model(self, model: object) -> str:
-        """The model picker's value, if it names a family or the untrained model; else ValueError listing them."""
-        if model == UNTRAINED or (isinstance(model, str) and model in self.families) or model in self.real:
-            return model
-        known = ", ".join(repr(value) for _, value in self.model_choices)
-        raise ValueError(f"Unknown model {shown(model)}; choose one of {known}.")
-
     def attention_model(self, which: Settings | str, means: HeadMeans | None = None) -> AttentionModel:
-        """The model a Settings runs, or that a shipped checkpoint's name or a real model's key names, as the service
-        asks it (service.models): ours (OwnModel) or a real one (HubModel, loaded on first use). means: mean
-        ablation's reference, cached by the caller (service.runs.Runs.head_means); default, computed when asked."""
-        if isinstance(which, str):
-            key, checkpoint = which, which
-        else:
-            key, checkpoint = which.model, which.checkpoint
-        if key in self.real:
-            return HubModel(self.real.get(key), self.real.shape(key), self.real.line(key), means)
-        if checkpoint is None:
-            network, card = self.untrained(which.d_model, which.n_heads, which.d_k), None
-        else:
-            network, card = self.trained(checkpoint)
-        return OwnModel(network, card, self.tokenizer, self.device, means)
+        """The model a Settings runs (its entry's), or that a shipped checkpoint's name or a real model's key names,
+        as the service asks it (service.models): ours (OwnModel) or a real one (HubModel, loaded on first use).
+        means: mean ablation's reference, cached by the caller (service.runs.Runs.head_means); default, computed
+        when asked."""
+        if not isinstance(which, str):
+            return self.entry(which.model).attention_model(which, means)
+        if which in self.real:
+            return self.entry(which).attention_model(None, means)
+        return OwnModel(*self.trained(which), self.tokenizer, self.device, means)
 
     def checked_text(self, model: str, text: object) -> str:
-        """`text` checked by the rule of `model`'s kind (model checked): a real model reads any text up to
+        """`text` checked by the rule of `model`'s entry (model checked): a real model reads any text up to
         REAL_TEXT_CHARS characters; ours read printable ASCII up to their tokenizer's length. ValueError says why."""
-        if model in self.real:
-            return check_unicode_text(text, REAL_TEXT_CHARS)
-        return check_text(text, self.tokenizer.max_len)
+        return self.entry(model).checked_text(text)
 
     def member(self, model: str, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
-        """What `model` (checked) runs for these checked values (Member): a family its member nearest d_k (and the
-        text lower-cased where it was trained on lower case), a real model itself (loaded if need be; its tokens of
-        the text at most REAL_SOURCE_TOKENS), the untrained model d_model, n_heads and d_k (heads × d_k at most
-        MAX_HEAD_WIDTH). ValueError says what is too much."""
-        if model in self.real:
-            served = self.attention_model(model)
-            n_tokens = len(served.tokens(text))
-            if n_tokens > REAL_SOURCE_TOKENS:
-                raise ValueError(f"Text is {n_tokens} tokens for this model's tokenizer; the maximum is "
-                                 f"{REAL_SOURCE_TOKENS}. Shorten it.")
-            shape = served.shape
-            return Member(display_name(model), shape.d_k, shape.d_model, shape.n_heads, text, None, "dot_product",
-                          served.keys)
-        if model == UNTRAINED:
-            if n_heads * d_k > MAX_HEAD_WIDTH:
-                raise ValueError(f"heads × d_k is {n_heads} × {d_k} = {n_heads * d_k}; the untrained model allows at "
-                                 f"most {MAX_HEAD_WIDTH}. Lower d_k or the number of heads.")
-            config = TransformerConfig(vocab_size=1, n_encoder_layers=UNTRAINED_LAYERS,
-                                       n_decoder_layers=UNTRAINED_LAYERS, d_model=d_model, n_heads=n_heads, d_k=d_k)
-            return Member(None, d_k, d_model, n_heads, text, None, "dot_product", model_keys(config))
-        d_k, checkpoint = self.families[model].nearest(d_k)
-        card = self.cards[checkpoint]
-        text, typed = known_case(text, card.get("alphabet"))
-        config = card["config"]
-        keys = model_keys(TransformerConfig(vocab_size=1, n_encoder_layers=config["n_encoder_layers"],
-                                            n_decoder_layers=config["n_decoder_layers"], d_model=config["d_model"],
-                                            n_heads=config["n_heads"], d_k=d_k))
-        return Member(checkpoint, d_k, config["d_model"], config["n_heads"], text, typed,
-                      config.get("compatibility", "dot_product"), keys)
+        """What `model` (checked) runs for these checked values (service.models.Member): a family its member nearest
+        d_k (and the text lower-cased where it was trained on lower case), a real model itself (loaded if need be; its
+        tokens of the text at most REAL_SOURCE_TOKENS), the untrained model d_model, n_heads and d_k (heads × d_k at
+        most MAX_HEAD_WIDTH). ValueError says what is too much."""
+        return self.entry(model).member(text, d_k, d_model, n_heads)
 
     def controls(self, model: object, d_k: int, layer: int, head: int, n_heads: object,
                  progress=None) -> ModelControls:
-        """The controls a picker entry gets (service.models.ModelControls), answered by its kind: a real model's from
+        """The controls a picker entry gets (service.models.ModelControls), answered by the entry: a real model's from
         its shape (loaded the first time, telling progress(fraction, text)), the untrained model's for n_heads heads,
         a family's at its member nearest d_k. layer and head are clamped into the model's ranges."""
-        model = self.check_model(model)
-        if model in self.real:
-            return real_controls(model, self.real.shape(model, progress), layer, head)
-        if model == UNTRAINED:
-            return untrained_controls(n_heads, d_k, layer, head)
-        family = self.families[model]
-        return family_controls(family, self.model_shape(model, d_k), self.cards[family.nearest(d_k)[1]], layer, head)
+        return self.entry(model).controls(d_k, layer, head, n_heads, progress)
 
     def largest_model(self) -> tuple[int, int]:
-        """(layers, heads) of the largest choice: the API's bounds for the layer and head inputs."""
-        configs = [self.model_shape(members.key, d_k) for members in self.families.values() for d_k in members.d_ks]
-        layers = max([UNTRAINED_LAYERS] + [max(c.n_encoder_layers, c.n_decoder_layers) for c in configs])
-        heads = max([HEADS_RANGE[1]] + [c.n_heads for c in configs])
-        if self.real.keys:  # real models load when first picked: the inputs' bounds cover any of them
-            layers = heads = LAYER_HEAD_LIMIT
-        return layers, heads
+        """(layers, heads) of the largest choice: the API's bounds for the layer and head inputs (a real model's are
+        LAYER_HEAD_LIMIT: it loads when first picked, so the bounds cover any)."""
+        bounds = [entry.largest() for entry in self.entries()]
+        return max(layers for layers, _ in bounds), max(heads for _, heads in bounds)
 
     @property
     def real_choices(self) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 """A real model as the service asks it (service.models.AttentionModel): a loaded attention_viz.hub model (its own
-tokenizer, its maps under our keys, the masks as it applies them) and the real models' run line; and the controls a
-real model's picker entry gets (service.models.ModelControls), from its shape.
+tokenizer, its maps under our keys, the masks as it applies them) and the real models' run line; and a real model's
+picker entry (RealEntry, a service.models.Entry) with the controls it gets (service.models.ModelControls), from its
+shape.
 
 Every pass takes the run line (service.real_models.RunLine) here, inside, and only around the model's own work:
 whatever a pass needs first (mean ablation's means, which take the line themselves) is computed before. Every call
@@ -24,7 +25,9 @@ from attention_viz.core.maps import kind_key
 from attention_viz.importance import real_head_importance, real_head_means
 from attention_viz.qkstats import qk_statistics
 from attention_viz.service import texts
+from attention_viz.service.checks import check_unicode_text
 from attention_viz.service.limits import (
+    LAYER_HEAD_LIMIT,
     REAL_EXAMPLES,
     REAL_REFERENCE_TEXTS,
     REAL_SOURCE_TOKENS,
@@ -32,8 +35,8 @@ from attention_viz.service.limits import (
     SCALE_CHOICES,
     real_new_tokens,
 )
-from attention_viz.service.models import Abilities, HeadMeans, ModelControls, Run, Steps, frozen
-from attention_viz.service.real_models import RealShape, RunLine, display_name
+from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen
+from attention_viz.service.real_models import RealModels, RealShape, RunLine, display_name
 from attention_viz.service.requests import HeadRequest, Settings, model_keys
 
 
@@ -171,6 +174,51 @@ class HubModel:
 
     def output_text(self, run: Run) -> str:
         return texts.real_output(run)
+
+
+class RealEntry:
+    """A real model's picker entry (service.models.Entry): `key` ("hub:" + its name) among the server's RealModels,
+    which load it on first use and keep it; its d_k and sizes are its own."""
+
+    def __init__(self, key: str, real: RealModels) -> None:
+        self.key, self.real = key, real
+        self.label = real.label(key)
+
+    def d_k_choices(self) -> list[int]:
+        return [self.real.shape(self.key).d_k]
+
+    def default_d_k(self) -> int:
+        return self.real.shape(self.key).d_k
+
+    def model_shape(self, d_k: object = None) -> RealShape:
+        return self.real.shape(self.key)
+
+    def largest(self) -> tuple[int, int]:
+        return LAYER_HEAD_LIMIT, LAYER_HEAD_LIMIT  # it loads when first picked: the inputs' bounds cover any model
+
+    def controls(self, d_k: int, layer: int, head: int, n_heads: object, progress=None) -> ModelControls:
+        """From its shape (loaded the first time, telling progress(fraction, text))."""
+        return real_controls(self.key, self.real.shape(self.key, progress), layer, head)
+
+    def checked_text(self, text: object) -> str:
+        """Any text up to REAL_TEXT_CHARS characters."""
+        return check_unicode_text(text, REAL_TEXT_CHARS)
+
+    def member(self, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
+        """Itself (loaded if need be), its tokens of the text at most REAL_SOURCE_TOKENS."""
+        served = self.attention_model(None)
+        n_tokens = len(served.tokens(text))
+        if n_tokens > REAL_SOURCE_TOKENS:
+            raise ValueError(f"Text is {n_tokens} tokens for this model's tokenizer; the maximum is "
+                             f"{REAL_SOURCE_TOKENS}. Shorten it.")
+        shape = served.shape
+        return Member(display_name(self.key), shape.d_k, shape.d_model, shape.n_heads, text, None, "dot_product",
+                      served.keys)
+
+    def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> HubModel:
+        """Itself, whatever the settings (loaded on first use)."""
+        key, real = self.key, self.real
+        return HubModel(real.get(key), real.shape(key), real.line(key), means)
 
 
 def real_controls(key: str, shape: RealShape, layer: int, head: int) -> ModelControls:

@@ -5,11 +5,13 @@ real model loaded through transformers (service.hub_model.HubModel). The catalog
 model key names (Catalog.attention_model); runs and views ask it, never which kind it is. What a model can and
 cannot do (write text, fill masks, switch its scaling) is its Abilities.
 
-The controls a picker entry gets (its d_k, layer and head ranges, what the text box says, which switches show) are a
-ModelControls, answered by the entry's kind before any model runs (Catalog.controls: own_model's for the untrained
-model and our trained families, hub_model's for a real model's shape); which switches act is read from the same
-Abilities the model answers, so a kind says it once. A third kind of model brings its own module with both answers
-and a line in the catalog; the views ask the catalog and never branch on the kind.
+Each picker entry is an Entry (Catalog.entry hands out the one a model key names): it answers what the picker, the
+controls and the requests ask before any model runs (its d_k values, its shape, the text it reads, the member a
+request runs, its ModelControls) and hands out its AttentionModel. Three kinds: a trained family and the untrained
+model (service.own_model), a real model (service.hub_model). The controls a picker entry gets (its d_k, layer and
+head ranges, what the text box says, which switches show) are a ModelControls; which switches act is read from the
+same Abilities the model answers, so a kind says it once. A fourth kind of model brings its own module with an Entry
+and an AttentionModel, and a line in Catalog.entries; the views ask the catalog and never branch on the kind.
 
 Axes: L layers, H heads, Q query positions, K key positions.
 """
@@ -134,6 +136,53 @@ class AttentionModel(Protocol):
 
     def output_text(self, run: Run) -> str:
         """The output box: what it wrote, or why there is nothing to read."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """What a picker entry runs for the values asked (Entry.member): the model settled and the text it reads."""
+
+    checkpoint: str | None      # a family's member nearest the d_k asked, a real model's name; None: the untrained model
+    d_k: int                    # its d_k: the member's, the real model's own, or the one asked (untrained)
+    d_model: int
+    n_heads: int
+    text: str                   # the text it runs
+    typed: str | None           # the text as typed, when it runs another (capitals lower-cased for a lower-case model)
+    compatibility: str          # "dot_product" (Eq. 1) or "additive"
+    keys: dict[str, int]        # every map key -> its number of heads, in the model's order
+
+
+class Entry(Protocol):
+    """One entry of the model picker, answering for itself (module docstring); Catalog.entry hands it out for a
+    checked model key, and Catalog's methods of the same names ask it. ValueErrors carry a message for the user."""
+
+    key: str                    # the picker's value ("reverse/sqrt_dk", "untrained", "hub:" + a real model's name)
+    label: str                  # what the picker shows
+
+    def d_k_choices(self) -> list[int]:
+        """The d_k values it has: a family's trained ones, a real model's own; [] when any d_k goes (untrained)."""
+
+    def default_d_k(self) -> int:
+        """The d_k it opens with."""
+
+    def model_shape(self, d_k: object = None) -> object:
+        """Its layers, heads and widths at d_k (checked; None: its default): a TransformerConfig, a RealShape, or
+        None when they are the request's own (untrained)."""
+
+    def largest(self) -> tuple[int, int]:
+        """(layers, heads) of its largest model, before any is loaded: the API's bounds for the layer and head."""
+
+    def controls(self, d_k: int, layer: int, head: int, n_heads: object, progress=None) -> ModelControls:
+        """Its controls at d_k with layer and head clamped into its ranges; progress(fraction, text) hears a load."""
+
+    def checked_text(self, text: object) -> str:
+        """`text` checked by the rule of what it reads."""
+
+    def member(self, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
+        """What it runs for these checked values: the model settled, the text it reads, its map keys."""
+
+    def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> AttentionModel:
+        """Its model for `settings` (service.models.AttentionModel); None: the entry's only model (a real one)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Our own models as the service asks them (service.models.AttentionModel): a shipped checkpoint or the untrained
-Transformer, our character tokenizer and the checkpoint's card; and the controls our picker entries get
-(service.models.ModelControls): the untrained model's, and a trained family's at its member nearest a d_k.
+Transformer, our character tokenizer and the checkpoint's card; and our picker entries (service.models.Entry):
+FamilyEntry, a trained family whose d_k control moves through its members, and UntrainedEntry, random weights of any
+size within the limits, with the controls each gets (service.models.ModelControls).
 
 Every call into core goes through OwnModel._switches: the settings' scaling, masks and heads off as forward
 arguments. The model is shared between users: never mutated.
@@ -25,9 +26,10 @@ from attention_viz.data.tokenizer import CharTokenizer
 from attention_viz.importance import head_importance, head_means
 from attention_viz.qkstats import qk_statistics
 from attention_viz.service import texts
-from attention_viz.service.checks import check_int
+from attention_viz.service.checks import check_int, check_text
 from attention_viz.service.limits import (
     DATE_EXAMPLES,
+    DEFAULT_UNTRAINED,
     D_K_RANGE,
     EXAMPLES,
     EXTRA_DECODE_STEPS,
@@ -35,10 +37,11 @@ from attention_viz.service.limits import (
     MAX_HEAD_WIDTH,
     MEAN_REFERENCE_STRINGS,
     SCALE_CHOICES,
+    UNTRAINED,
     UNTRAINED_LAYERS,
 )
-from attention_viz.service.models import Abilities, HeadMeans, ModelControls, Run, Steps, frozen
-from attention_viz.service.requests import HeadRequest, Settings, model_keys
+from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen
+from attention_viz.service.requests import HeadRequest, Settings, known_case, model_keys
 from attention_viz.service.scores import EOS
 
 
@@ -232,3 +235,99 @@ def trained_on(card: dict) -> str:
     example = " (a date in words, e.g. “first of may 1999”)" if task == "dates" else ""
     return (f"{task} was trained on {known}{lengths}{example}: capitals run lower-cased, and any other character "
             "is named in the notes.")
+
+
+class FamilyEntry:
+    """A trained family's picker entry (service.models.Entry): `family` a service.catalog.ModelFamily, its members'
+    cards in `cards` (checkpoint name -> card), `trained(name)` a member's shared (model, card), loaded once."""
+
+    def __init__(self, family, cards: dict[str, dict], tokenizer: CharTokenizer, device: torch.device,
+                 trained: Callable[[str], tuple[Transformer, dict]]) -> None:
+        self.family, self.cards, self.tokenizer, self.device, self._trained = family, cards, tokenizer, device, trained
+        self.key, self.label = family.key, family.label
+
+    def d_k_choices(self) -> list[int]:
+        return self.family.d_ks
+
+    def default_d_k(self) -> int:
+        """The member nearest the untrained model's d_k (16)."""
+        return self.family.nearest(DEFAULT_UNTRAINED["d_k"])[0]
+
+    def model_shape(self, d_k: object = None) -> TransformerConfig:
+        """The config of its member nearest d_k."""
+        d_k = self.default_d_k() if d_k is None else check_int("d_k", d_k, *D_K_RANGE)
+        return TransformerConfig(**self.cards[self.family.nearest(d_k)[1]]["config"])
+
+    def largest(self) -> tuple[int, int]:
+        configs = [self.model_shape(d_k) for d_k in self.family.d_ks]
+        return (max(max(c.n_encoder_layers, c.n_decoder_layers) for c in configs), max(c.n_heads for c in configs))
+
+    def controls(self, d_k: int, layer: int, head: int, n_heads: object, progress=None) -> ModelControls:
+        """At its member nearest d_k."""
+        return family_controls(self.family, self.model_shape(d_k), self.cards[self.family.nearest(d_k)[1]], layer,
+                               head)
+
+    def checked_text(self, text: object) -> str:
+        """Printable ASCII up to the tokenizer's length."""
+        return check_text(text, self.tokenizer.max_len)
+
+    def member(self, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
+        """Its member nearest d_k, the text lower-cased where that member was trained on lower case."""
+        d_k, checkpoint = self.family.nearest(d_k)
+        card = self.cards[checkpoint]
+        text, typed = known_case(text, card.get("alphabet"))
+        config = card["config"]
+        keys = model_keys(TransformerConfig(vocab_size=1, n_encoder_layers=config["n_encoder_layers"],
+                                            n_decoder_layers=config["n_decoder_layers"], d_model=config["d_model"],
+                                            n_heads=config["n_heads"], d_k=d_k))
+        return Member(checkpoint, d_k, config["d_model"], config["n_heads"], text, typed,
+                      config.get("compatibility", "dot_product"), keys)
+
+    def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> OwnModel:
+        """The member the settings name (settings.checkpoint)."""
+        network, card = self._trained(settings.checkpoint)
+        return OwnModel(network, card, self.tokenizer, self.device, means)
+
+
+class UntrainedEntry:
+    """The untrained model's picker entry (service.models.Entry): random weights at any d_k, d_model and number of
+    heads within the limits; `untrained(d_model, n_heads, d_k)` the shared model of a size, built once."""
+
+    key, label = UNTRAINED, "untrained (random weights)"
+
+    def __init__(self, tokenizer: CharTokenizer, device: torch.device,
+                 untrained: Callable[[int, int, int], Transformer]) -> None:
+        self.tokenizer, self.device, self._untrained = tokenizer, device, untrained
+
+    def d_k_choices(self) -> list[int]:
+        return []  # any d_k
+
+    def default_d_k(self) -> int:
+        return DEFAULT_UNTRAINED["d_k"]
+
+    def model_shape(self, d_k: object = None) -> None:
+        return None  # the request's own sizes
+
+    def largest(self) -> tuple[int, int]:
+        return UNTRAINED_LAYERS, HEADS_RANGE[1]
+
+    def controls(self, d_k: int, layer: int, head: int, n_heads: object, progress=None) -> ModelControls:
+        return untrained_controls(n_heads, d_k, layer, head)
+
+    def checked_text(self, text: object) -> str:
+        """Printable ASCII up to the tokenizer's length."""
+        return check_text(text, self.tokenizer.max_len)
+
+    def member(self, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
+        """The model of these sizes, heads × d_k at most MAX_HEAD_WIDTH."""
+        if n_heads * d_k > MAX_HEAD_WIDTH:
+            raise ValueError(f"heads × d_k is {n_heads} × {d_k} = {n_heads * d_k}; the untrained model allows at "
+                             f"most {MAX_HEAD_WIDTH}. Lower d_k or the number of heads.")
+        config = TransformerConfig(vocab_size=1, n_encoder_layers=UNTRAINED_LAYERS,
+                                   n_decoder_layers=UNTRAINED_LAYERS, d_model=d_model, n_heads=n_heads, d_k=d_k)
+        return Member(None, d_k, d_model, n_heads, text, None, "dot_product", model_keys(config))
+
+    def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> OwnModel:
+        """The model of the settings' d_model, n_heads and d_k."""
+        network = self._untrained(settings.d_model, settings.n_heads, settings.d_k)
+        return OwnModel(network, None, self.tokenizer, self.device, means)

@@ -1,7 +1,8 @@
 """One model protocol (service.models.AttentionModel): both kinds of model answer every question the service asks
 with the protocol's own signature, say what they can do in their Abilities, and the views ask the protocol: a model
 of a kind the service has never seen, handed out by the catalog, is what the views compute with and describe, and
-its controls (ModelControls) are its kind's own answer, with the switches its Abilities say."""
+its controls (ModelControls) are its kind's own answer, with the switches its Abilities say. Each picker entry
+(service.models.Entry) answers for its kind, and a fourth kind is one entry in the catalog's list."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ import pytest
 pytest.importorskip("transformers")
 
 from attention_viz.service.catalog import Catalog  # noqa: E402
-from attention_viz.service.hub_model import HubModel  # noqa: E402
-from attention_viz.service.models import Abilities, AttentionModel, ModelControls  # noqa: E402
-from attention_viz.service.own_model import OwnModel  # noqa: E402
+from attention_viz.service.hub_model import HubModel, RealEntry  # noqa: E402
+from attention_viz.service.models import Abilities, AttentionModel, Entry, ModelControls  # noqa: E402
+from attention_viz.service.own_model import FamilyEntry, OwnModel, UntrainedEntry  # noqa: E402
 from attention_viz.service.runs import Runs  # noqa: E402
 from attention_viz.service.views import Views  # noqa: E402
 from attention_viz.webui.handlers import Handlers  # noqa: E402
 from devtools.hub_models import save_tiny  # noqa: E402
 
 QUESTIONS = [name for name in vars(AttentionModel) if not name.startswith("_")]
+ENTRY_QUESTIONS = [name for name in vars(Entry) if not name.startswith("_")]
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,16 @@ def test_each_kind_answers_every_question_of_the_protocol_with_its_signature(imp
         else:
             assert isinstance(given, type(asked)), name
 
+
+
+@pytest.mark.parametrize("implementation", [FamilyEntry, UntrainedEntry, RealEntry])
+def test_each_entry_answers_every_question_of_the_protocol_with_its_signature(implementation, real_views):
+    assert {"d_k_choices", "controls", "checked_text", "member", "attention_model"} <= set(ENTRY_QUESTIONS)
+    for name in ENTRY_QUESTIONS:
+        asked, given = inspect.getattr_static(Entry, name), inspect.getattr_static(implementation, name)
+        assert list(inspect.signature(given).parameters) == list(inspect.signature(asked).parameters), name
+    listed = [entry for entry in real_views.runs.catalog.entries() if isinstance(entry, implementation)]
+    assert listed and all(isinstance(entry.key, str) and isinstance(entry.label, str) for entry in listed)
 
 def test_the_catalog_hands_out_the_kind_a_settings_or_key_names_and_its_abilities_say_what_it_can_do(real_views):
     catalog = real_views.runs.catalog
@@ -156,3 +168,58 @@ def test_a_third_kind_gets_its_controls_from_its_own_answer_with_no_branch_in_th
     assert out["scale"] == {"__type__": "update", "value": "sqrt_dk", "interactive": False}
     assert out["text"]["label"] == "Text (a stranger's)" and out["dk_trained"]["choices"] == ["8"]
     assert views.model_controls("reverse/sqrt_dk", 16).causal_applies  # our kinds answer as before
+
+
+class StrangerEntry:
+    """A fourth kind's entry: the untrained model under its own key, reading lower case only, d_k fixed at 8."""
+
+    key, label = "stranger", "a stranger (a fourth kind)"
+
+    def __init__(self, inner: UntrainedEntry) -> None:
+        self.inner = inner
+
+    def d_k_choices(self):
+        return [8]
+
+    def default_d_k(self):
+        return 8
+
+    def model_shape(self, d_k=None):
+        return None
+
+    def largest(self):
+        return 2, 2
+
+    def controls(self, d_k, layer, head, n_heads, progress=None):
+        return stranger_controls(d_k, layer, head)
+
+    def checked_text(self, text):
+        if isinstance(text, str) and text != text.lower():
+            raise ValueError("A stranger reads lower case only.")
+        return self.inner.checked_text(text)
+
+    def member(self, text, d_k, d_model, n_heads):
+        return self.inner.member(text, 8, d_model, n_heads)
+
+    def attention_model(self, settings, means=None):
+        return self.inner.attention_model(settings, means)
+
+
+def test_a_fourth_kind_is_one_entry_in_the_catalogs_list_and_nothing_else_changes(views, monkeypatch):
+    """Offered by the picker, checked, given its controls, its text checked by its rule, parsed and run: every
+    catalog method asks the entry its key names."""
+    catalog = views.runs.catalog
+    listed, stranger = catalog.entries, StrangerEntry(catalog.entry("untrained"))
+    monkeypatch.setattr(catalog, "entries", lambda: [*listed(), stranger])
+    assert catalog.model_choices[-1] == ("a stranger (a fourth kind)", "stranger")
+    assert catalog.check_model("stranger") == "stranger" and catalog.entry("stranger").key == "stranger"
+    assert (catalog.d_k_choices("stranger"), catalog.default_d_k("stranger")) == ([8], 8)
+    c = views.model_controls("stranger", None, 3, 5)
+    assert (c.d_k, c.layer, c.head, c.trained_d_ks) == (8, 0, 1, (8,))
+    with pytest.raises(ValueError, match="lower case only"):
+        views.runs.settings("Hello", "stranger", 16, "sqrt_dk", 1.0, True, True, 0, 32, 2)
+    s = views.runs.settings("hello", "stranger", 16, "sqrt_dk", 1.0, True, True, 0, 32, 2)
+    assert (s.model, s.checkpoint, s.d_k) == ("stranger", None, 8)
+    assert views.runs.attention_model(s).shape.d_k == 8 and views.visualize(s).output is not None
+    with pytest.raises(ValueError, match="Unknown model 'strangers'; choose one of .*'untrained', 'stranger'"):
+        catalog.check_model("strangers")

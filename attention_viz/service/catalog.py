@@ -230,6 +230,8 @@ class Catalog:
         self._snapshots = functools.lru_cache(maxsize=None)(self._read_snapshots)
         self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
         self.real = RealModels(hub_models, device)
+        self._family_entries = [FamilyEntry(family, self.cards, self.tokenizer, self.device, self.trained)
+                                for family in families]
         self._untrained_entry = UntrainedEntry(self.tokenizer, self.device, self.untrained)
 
     def readiness(self) -> dict:
@@ -270,9 +272,7 @@ class Catalog:
     def entries(self) -> list[Entry]:
         """Every picker entry in the picker's order, each answering for its kind: the trained families (FamilyEntry),
         the real models set up (RealEntry, none loaded to list them), the untrained model (UntrainedEntry)."""
-        return ([FamilyEntry(family, self.cards, self.tokenizer, self.device, self.trained)
-                 for family in self.families.values()]
-                + [RealEntry(key, self.real) for key in self.real.keys] + [self._untrained_entry])
+        return [*self._family_entries, *(RealEntry(key, self.real) for key in self.real.keys), self._untrained_entry]
 
     def d_k_choices(self, model: str) -> list[int]:
         """The trained d_k values of a family, a real model's own, or [] for the untrained model (free d_k)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -35,7 +34,7 @@ from attention_viz.service.limits import (
     SCALE_CHOICES,
     real_new_tokens,
 )
-from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen
+from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen, pass_arguments
 from attention_viz.service.real_models import RealModels, RealShape, RunLine, display_name
 from attention_viz.service.requests import HeadRequest, Settings, model_keys
 
@@ -69,12 +68,8 @@ class HubModel:
         return real_new_tokens(len(self.model.encode(text).ids), self.model.layout == "encoder-decoder")
 
     def _switches(self, settings: Settings, heads: bool = True) -> dict:
-        """The hub's arguments under `settings`: its Variation and, with `heads`, mean ablation's head_means for its
-        heads off (computed first: before the run line, which they take too); without, no head off."""
-        if not (heads and settings.heads_off):
-            return {"variation": replace(settings.variation, heads_off=(), ablation="zero")}
-        means = self._means(settings) if settings.ablation == "mean" else None
-        return {"variation": settings.variation, "head_means": means}
+        """Its pass arguments under `settings` (models.pass_arguments, its own head means)."""
+        return pass_arguments(settings, self._means, heads)
 
     def _pass(self, run: Run, settings: Settings, inputs_of: str | None = None):
         """One pass on `run`'s source and decoder input under `settings`' switches (hub Recorded)."""
@@ -140,19 +135,14 @@ class HubModel:
         return Steps(arrays, queries, keys, factor)
 
     def value_norms(self, run: Run) -> dict[str, np.ndarray]:
-        """Those its run kept from the maps' own pass, else one pass of their own."""
-        from attention_viz.hub.text_run import run_value_norms  # the hub extra, present whenever a real model is
-
-        if run.norms is not None:
-            return run.norms
-        switches = self._switches(run.settings)  # before the run line: mean ablation's means take it too
-        with self.busy:
-            return run_value_norms(self.model, run.src_ids, run.tgt_ids, **switches)
+        """Those its run kept from the maps' own pass (run() always keeps them)."""
+        return run.norms
 
     def head_means(self, settings: Settings) -> dict[str, torch.Tensor]:
         """Over REAL_REFERENCE_TEXTS and what it writes for them."""
+        switches = self._switches(settings, heads=False)  # before the run line, as every pass's arguments
         with torch.inference_mode(), self.busy:
-            return real_head_means(self.model, list(REAL_REFERENCE_TEXTS), **self._switches(settings, heads=False))
+            return real_head_means(self.model, list(REAL_REFERENCE_TEXTS), **switches)
 
     def head_importance(self, settings: Settings, ablation: str, n_texts: int, chunk: int,
                         partial: Callable | None = None):

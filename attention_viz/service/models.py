@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -32,6 +32,14 @@ from attention_viz.core.maps import KINDS, head_statistics, kind_key, split_kind
 from attention_viz.service.requests import HeadRequest, Settings, parse_head
 
 HeadMeans = Callable[[Settings], dict[str, torch.Tensor]]  # settings -> each head's mean output [H, d_v] per map key
+
+
+def pass_arguments(settings: Settings, means: HeadMeans, heads: bool = True) -> dict:
+    """A model's pass arguments under `settings`: its Variation and, for heads off by their mean output, the heads'
+    means (means(settings), computed here: before any run line, which they take too). heads=False: every head on."""
+    if not (heads and settings.heads_off):
+        return {"variation": replace(settings.variation, heads_off=(), ablation="zero")}
+    return {"variation": settings.variation, "head_means": means(settings) if settings.ablation == "mean" else None}
 
 
 @dataclass(frozen=True)

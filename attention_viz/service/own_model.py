@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -40,7 +39,7 @@ from attention_viz.service.limits import (
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
-from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen
+from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen, pass_arguments
 from attention_viz.service.requests import HeadRequest, Settings, known_case, model_keys
 from attention_viz.service.scores import EOS
 
@@ -88,12 +87,8 @@ class OwnModel:
         return self.tokenizer.tokens(self.tokenizer.encode(text).ids)
 
     def _switches(self, settings: Settings, heads: bool = True) -> dict:
-        """core's arguments under `settings`: its Variation (without the heads off when not `heads`) and, for mean
-        ablation, the heads' means (computed first)."""
-        if not (heads and settings.heads_off):
-            return {"variation": replace(settings.variation, heads_off=(), ablation="zero")}
-        means = self._means(settings) if settings.ablation == "mean" else None
-        return {"variation": settings.variation, "head_means": means}
+        """Its pass arguments under `settings` (models.pass_arguments, its own head means)."""
+        return pass_arguments(settings, self._means, heads)
 
     def _ids(self, run: Run) -> tuple[torch.Tensor, torch.Tensor]:
         return (torch.tensor([run.src_ids], device=self.device),  # (1, S)

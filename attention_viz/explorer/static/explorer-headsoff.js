@@ -1,6 +1,7 @@
 /* explorer-headsoff.js: the "switch heads off" mode: a click on a tile, a layer's label or the kind's button asks for a
- * run with those heads off (an "explorer:heads-off" event whose detail.off, {map key: [heads] or "all"} in run order,
- * the page puts in the heads-off box as JSON and runs), and the note that says which heads this run has off.
+ * run with those heads off (an "explorer:heads-off" event; the page reads the heads asked, {map key: [heads] or "all"}
+ * in run order, back with controller.askedOff(), puts them in the heads-off box as JSON and runs), and the note that
+ * says which heads this run has off.
  *
  *   AttentionExplorer.headsOff.wire(x)   .setCutting(x, on)   .note(x)   .offMap(x, off)
  */
@@ -28,7 +29,7 @@
     /* the page reads the request back (controller.askedOff) when its event runs */
     x.askedOff = off;
     x.root.classList.add("av-switching");
-    x.root.dispatchEvent(new CustomEvent("explorer:heads-off", {detail: {off: off}}));
+    x.root.dispatchEvent(new CustomEvent("explorer:heads-off"));
   }
 
   function switchHeads(x, changes, on) {

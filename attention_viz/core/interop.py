@@ -2,10 +2,11 @@
 
 PyTorch's modules never return the per-head maps of a full `nn.Transformer` (its layers call
 attention with need_weights=False). Copying the weights into ours gives the same outputs *and*
-every map. Only what ours can reproduce exactly is accepted: post-norm (norm_first=False), ReLU, biases
-everywhere, affine nn.LayerNorm, the same sizes, dropout and eps in every layer, stock layer classes. Anything
-else is refused with a ValueError naming the feature, before anything is built or copied. The result is
-in the source's mode (train/eval), dtype and device.
+every map. Only what ours can reproduce exactly is accepted: post-norm (norm_first=False), ReLU, affine
+nn.LayerNorm, the same sizes, dropout and eps in every layer, stock layer classes. A source without biases
+(`bias=False`) is imported with ours set to exactly zero where it has none: x + 0 is x in floating point, so the
+outputs and maps are the same. Anything else is refused with a ValueError naming the feature, before anything is
+built or copied. The result is in the source's mode (train/eval), dtype and device.
 """
 
 from __future__ import annotations
@@ -26,9 +27,18 @@ def _refuse_if(condition: bool, feature: str) -> None:
         raise ValueError(f"cannot import: {feature} is not supported (the import would not be exact)")
 
 
-def _copy_linear(dst: nn.Linear, weight: torch.Tensor, bias: torch.Tensor) -> None:
+def _copy_linear(dst: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """Copy a weight and bias into ours; a source without a bias (bias=False) gives ours exactly zero."""
     dst.weight.copy_(weight)
-    dst.bias.copy_(bias)
+    if bias is None:
+        dst.bias.zero_()
+    else:
+        dst.bias.copy_(bias)
+
+
+def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm) -> None:
+    """Copy an affine LayerNorm into ours; a source without a bias (bias=False) gives ours exactly zero."""
+    _copy_linear(dst, src.weight, src.bias)
 
 
 def _mode_dtype_device(src: nn.Module) -> tuple[bool, torch.dtype, torch.device]:
@@ -48,7 +58,6 @@ def check_multihead_attention(src: nn.MultiheadAttention) -> None:
     _refuse_if(src.bias_k is not None or src.bias_v is not None, "add_bias_kv")
     _refuse_if(src.add_zero_attn, "add_zero_attn")
     _refuse_if(src.kdim != src.embed_dim or src.vdim != src.embed_dim, "kdim or vdim unlike embed_dim")
-    _refuse_if(src.in_proj_bias is None or src.out_proj.bias is None, "bias=False in attention")
 
 
 @torch.no_grad()
@@ -62,7 +71,7 @@ def load_multihead_attention(dst: MultiHeadAttention, src: nn.MultiheadAttention
         w_q, w_k, w_v = src.in_proj_weight.chunk(3)  # each (E, E)
     else:
         w_q, w_k, w_v = src.q_proj_weight, src.k_proj_weight, src.v_proj_weight
-    b_q, b_k, b_v = src.in_proj_bias.chunk(3)  # each (E,)
+    b_q, b_k, b_v = src.in_proj_bias.chunk(3) if src.in_proj_bias is not None else (None, None, None)  # each (E,)
     _copy_linear(dst.q_proj, w_q, b_q)
     _copy_linear(dst.k_proj, w_k, b_k)
     _copy_linear(dst.v_proj, w_v, b_v)
@@ -84,7 +93,6 @@ def _norm_eps(norm: nn.Module, d_model: int) -> float:
     _refuse_if(type(norm) is not nn.LayerNorm, f"norm class {type(norm).__name__} (only nn.LayerNorm)")
     _refuse_if(tuple(norm.normalized_shape) != (d_model,), f"LayerNorm over {tuple(norm.normalized_shape)}")
     _refuse_if(norm.weight is None, "LayerNorm without elementwise_affine")
-    _refuse_if(norm.bias is None, "bias=False in LayerNorm")
     return norm.eps
 
 
@@ -95,7 +103,6 @@ def _layer_settings(layer: nn.Module, decoder: bool) -> dict[str, set]:
     _refuse_if(layer.norm_first, "norm_first=True (only post-norm layers, as in the paper)")
     _refuse_if(layer.activation is not F.relu and type(layer.activation) is not nn.ReLU,
                f"activation {layer.activation!r} (only the ReLU feed-forward of the paper)")
-    _refuse_if(layer.linear1.bias is None or layer.linear2.bias is None, "bias=False in the feed-forward")
     attentions = [layer.self_attn, layer.multihead_attn] if decoder else [layer.self_attn]
     for attention in attentions:
         check_multihead_attention(attention)
@@ -141,7 +148,7 @@ def _load_feed_forward_and_norms(dst: EncoderLayer | DecoderLayer, src: nn.Modul
     _copy_linear(dst.feed_forward.linear1, src.linear1.weight, src.linear1.bias)
     _copy_linear(dst.feed_forward.linear2, src.linear2.weight, src.linear2.bias)
     for i in range(1, norms + 1):
-        getattr(dst, f"norm{i}").load_state_dict(getattr(src, f"norm{i}").state_dict())
+        _copy_norm(getattr(dst, f"norm{i}"), getattr(src, f"norm{i}"))
 
 
 def transformer_from_torch(
@@ -167,5 +174,5 @@ def transformer_from_torch(
             _load_feed_forward_and_norms(dst, layer, norms=3)
         for ours_norm, torch_norm in ((ours.encoder.norm, src.encoder.norm), (ours.decoder.norm, src.decoder.norm)):
             if torch_norm is not None:
-                ours_norm.load_state_dict(torch_norm.state_dict())
+                _copy_norm(ours_norm, torch_norm)
     return ours.train(training)

@@ -151,7 +151,6 @@ def mixed_modes(ref):
 
 
 REFUSED_TRANSFORMERS = {
-    "bias=False": (dict(bias=False), None),
     "norm_first=True": (dict(norm_first=True), None),
     "activation.*gelu": (dict(activation="gelu"), None),
     "add_bias_kv": ({}, set_attr("encoder.layers.1.self_attn", lambda: nn.MultiheadAttention(16, 2, add_bias_kv=True))),
@@ -195,7 +194,6 @@ class CustomAttention(nn.MultiheadAttention):
 
 
 @pytest.mark.parametrize("feature, make", [
-    ("bias=False", lambda: nn.MultiheadAttention(8, 2, bias=False)),
     ("add_bias_kv", lambda: nn.MultiheadAttention(8, 2, add_bias_kv=True)),
     ("add_zero_attn", lambda: nn.MultiheadAttention(8, 2, add_zero_attn=True)),
     ("kdim", lambda: nn.MultiheadAttention(8, 2, kdim=4)),
@@ -210,6 +208,39 @@ def test_multihead_importer_refuses_before_building(feature, make, monkeypatch):
     with pytest.raises(ValueError, match=feature):
         multihead_attention_from_torch(mha)
     assert built == [] and all(torch.equal(mha.state_dict()[k], v) for k, v in before.items())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_transformer_without_biases_imports_exactly(dtype):
+    """nn.Transformer(bias=False) has no bias in any Linear or LayerNorm: ours gets exactly zero there, the same outputs
+    and (as its attentions are imported alone below) the same maps."""
+    ref = reference(bias=False, seed=3).to(dtype)
+    assert all(m.bias is None for m in ref.modules() if isinstance(m, (nn.Linear, nn.LayerNorm)))
+    for m in ref.modules():  # random gains, so that a norm copied wrongly shows
+        if isinstance(m, nn.LayerNorm):
+            with torch.no_grad():
+                m.weight.copy_(torch.rand_like(m.weight) + 0.5)
+    ours = transformer_from_torch(ref, vocab_size=11)
+    biases = [p for name, p in ours.named_parameters() if name.endswith("bias") and "coder." in name]  # the stacks'
+    assert biases and all(torch.count_nonzero(b) == 0 for b in biases)
+    assert_same_outputs(ref, ours, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_multihead_without_biases_imports_exactly(dtype):
+    torch.manual_seed(4)
+    mha = nn.MultiheadAttention(12, 3, bias=False, batch_first=True).to(dtype).eval()
+    ours = multihead_attention_from_torch(mha)
+    g = torch.Generator().manual_seed(5)
+    query, memory = torch.randn(2, 5, 12, generator=g, dtype=dtype), torch.randn(2, 4, 12, generator=g, dtype=dtype)
+    key_pad = torch.tensor([[False] * 4, [False, False, True, True]])  # PyTorch: True = ignore
+    with torch.no_grad():
+        ref_out, ref_w = mha(query, memory, memory, key_padding_mask=key_pad, need_weights=True,
+                             average_attn_weights=False)
+        out, w = ours(query, memory, memory, ~key_pad[:, None, None, :])
+    torch.testing.assert_close(out, ref_out, **TOLERANCE[dtype])
+    torch.testing.assert_close(w, ref_w, **TOLERANCE[dtype])
+    assert torch.all(w[1, :, :, 2:] == 0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

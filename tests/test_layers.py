@@ -71,3 +71,40 @@ def test_the_core_needs_only_torch_and_numpy():
              if module.split(".")[0] not in allowed}
     assert "operator" in allowed and "gradio" not in allowed and "safetensors" not in allowed
     assert not extra, extra
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """Within the package, no chain of imports (a function's own import and one for type checking included) leads
+    from a module back to itself: each module can be read, and tested, knowing only those it names."""
+    modules = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        named = [f"{node.module}.{alias.name}" for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.ImportFrom) and node.module for alias in node.names]
+        for module in imports(path) + named:
+            while module and module not in modules:  # `from attention_viz.x import y` names x (or x.y, a module)
+                module = module.rpartition(".")[0]
+            if module and module != name and module != "attention_viz" and not name.startswith(module + "."):
+                targets.add(module)
+        graph[name] = targets
+    circles, state = [], {}
+
+    def visit(name, path):
+        state[name] = "open"
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                circles.append(" -> ".join(path[path.index(target):] + [target]))
+            elif target not in state:
+                visit(target, path + [target])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not circles, circles

@@ -36,9 +36,9 @@ from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.service.checks import check_choice, shown
 from attention_viz.service.hub_model import RealEntry
-from attention_viz.service.models import AttentionModel, Entry, HeadMeans, Member, ModelControls
+from attention_viz.service.models import AttentionModel, Entry, HeadMeans, ModelControls
 from attention_viz.service.own_model import FamilyEntry, OwnModel, UntrainedEntry
-from attention_viz.service.requests import Settings
+from attention_viz.service.requests import Member, Settings
 from attention_viz.service.real_models import RealModels, RealShape
 from attention_viz.service.limits import (
     COMPATIBILITY_LABEL,
@@ -324,7 +324,7 @@ class Catalog:
         return self.entry(model).checked_text(text)
 
     def member(self, model: str, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
-        """What `model` (checked) runs for these checked values (service.models.Member): a family its member nearest
+        """What `model` (checked) runs for these checked values (service.requests.Member): a family its member nearest
         d_k (and the text lower-cased where it was trained on lower case), a real model itself (loaded if need be; its
         tokens of the text at most REAL_SOURCE_TOKENS), the untrained model d_model, n_heads and d_k (heads × d_k at
         most MAX_HEAD_WIDTH). ValueError says what is too much."""

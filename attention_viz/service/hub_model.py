@@ -34,9 +34,9 @@ from attention_viz.service.limits import (
     SCALE_CHOICES,
     real_new_tokens,
 )
-from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen, pass_arguments
+from attention_viz.service.models import Abilities, HeadMeans, ModelControls, Run, Steps, frozen, pass_arguments
 from attention_viz.service.real_models import RealModels, RealShape, RunLine, display_name
-from attention_viz.service.requests import HeadRequest, Settings, model_keys
+from attention_viz.service.requests import HeadRequest, Member, Settings, model_keys
 
 
 def hub_abilities(shape: RealShape) -> Abilities:

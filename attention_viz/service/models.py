@@ -29,7 +29,7 @@ import torch
 from attention_viz.core.attention import attention_masks
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, head_statistics, kind_key, split_kind, stack_kind
-from attention_viz.service.requests import HeadRequest, Settings, parse_head
+from attention_viz.service.requests import HeadRequest, Member, Settings, parse_head
 
 HeadMeans = Callable[[Settings], dict[str, torch.Tensor]]  # settings -> each head's mean output [H, d_v] per map key
 
@@ -144,20 +144,6 @@ class AttentionModel(Protocol):
 
     def output_text(self, run: Run) -> str:
         """The output box: what it wrote, or why there is nothing to read."""
-
-
-@dataclass(frozen=True)
-class Member:
-    """What a picker entry runs for the values asked (Entry.member): the model settled and the text it reads."""
-
-    checkpoint: str | None      # a family's member nearest the d_k asked, a real model's name; None: the untrained model
-    d_k: int                    # its d_k: the member's, the real model's own, or the one asked (untrained)
-    d_model: int
-    n_heads: int
-    text: str                   # the text it runs
-    typed: str | None           # the text as typed, when it runs another (capitals lower-cased for a lower-case model)
-    compatibility: str          # "dot_product" (Eq. 1) or "additive"
-    keys: dict[str, int]        # every map key -> its number of heads, in the model's order
 
 
 class Entry(Protocol):

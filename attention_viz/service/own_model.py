@@ -39,8 +39,8 @@ from attention_viz.service.limits import (
     UNTRAINED,
     UNTRAINED_LAYERS,
 )
-from attention_viz.service.models import Abilities, HeadMeans, Member, ModelControls, Run, Steps, frozen, pass_arguments
-from attention_viz.service.requests import HeadRequest, Settings, known_case, model_keys
+from attention_viz.service.models import Abilities, HeadMeans, ModelControls, Run, Steps, frozen, pass_arguments
+from attention_viz.service.requests import HeadRequest, Member, Settings, known_case, model_keys
 from attention_viz.service.scores import EOS
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Scale
-from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, kind_key
 from attention_viz.core.variation import HeadsOff, Variation
 from attention_viz.service.checks import (
@@ -34,11 +33,8 @@ from attention_viz.service.limits import (
     HEADS_RANGE,
     PAD_TOKENS_RANGE,
     SCALE_CHOICES,
-    UNTRAINED_LAYERS,
 )
 
-if TYPE_CHECKING:  # the catalog hands out the models, whose runs are keyed by Settings
-    from attention_viz.service.catalog import Catalog
 
 
 @dataclass(frozen=True)
@@ -104,9 +100,40 @@ class Settings:
         return sum(len(heads) for _, heads in self.heads_off)
 
 
+@dataclass(frozen=True)
+class Member:
+    """What a picker entry runs for the values asked (Entry.member): the model settled and the text it reads."""
+
+    checkpoint: str | None      # a family's member nearest the d_k asked, a real model's name; None: the untrained model
+    d_k: int                    # its d_k: the member's, the real model's own, or the one asked (untrained)
+    d_model: int
+    n_heads: int
+    text: str                   # the text it runs
+    typed: str | None           # the text as typed, when it runs another (capitals lower-cased for a lower-case model)
+    compatibility: str          # "dot_product" (Eq. 1) or "additive"
+    keys: dict[str, int]        # every map key -> its number of heads, in the model's order
+
+
+class Models(Protocol):
+    """What parse_settings asks of the server's models (service.catalog.Catalog answers it): checking a request
+    needs these four answers, not the models themselves."""
+
+    def check_model(self, model: object) -> str:
+        """The model key, checked (ValueError naming the choices)."""
+
+    def with_compatibility(self, model: str, compatibility: object = None) -> str:
+        """The key of the study's family of that compatibility function (None or "": `model`)."""
+
+    def checked_text(self, model: str, text: object) -> str:
+        """The text, checked by the rule of the model's kind."""
+
+    def member(self, model: str, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
+        """What the model runs for these values."""
+
+
 
 def parse_settings(
-    catalog: Catalog,
+    catalog: Models,
     text: object,
     model: object,
     d_k: object,
@@ -240,16 +267,6 @@ def known_case(text: str, alphabet: str | None) -> tuple[str, str | None]:
         return text, None
     run = "".join(ch.lower() if ch.isupper() and ch.lower() in alphabet else ch for ch in text)
     return run, (text if run != text else None)
-
-
-def model_config(catalog: Catalog, settings: Settings) -> TransformerConfig:
-    """The config of the model `settings` runs (without building it)."""
-    if settings.checkpoint is not None:
-        return TransformerConfig(**catalog.cards[settings.checkpoint]["config"])
-    return TransformerConfig(vocab_size=catalog.tokenizer.vocab_size, n_encoder_layers=UNTRAINED_LAYERS,
-                             n_decoder_layers=UNTRAINED_LAYERS, d_model=settings.d_model, n_heads=settings.n_heads,
-                             d_k=settings.d_k, d_v=max(1, settings.d_model // settings.n_heads),
-                             d_ff=4 * settings.d_model, dropout=0.0)
 
 
 @dataclass(frozen=True)

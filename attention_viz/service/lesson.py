@@ -7,8 +7,8 @@ A step is a state, not a sequence of side effects: it says which tab to open and
 depends on (a Transformer step: the whole Settings of its run, so nothing is left from an earlier step), and writes
 what to notice with the numbers of exactly that view: the runs, the lab and the training snapshots it sets are
 computed here through Views (cached, so the page's own requests for the same view cost nothing). Steps refer to
-each other by title. The real steps use the first real model this server can have now, and name it; with none, one
-step says so.
+each other by title. The real steps use the first real model this server can have now, and name it; with none, each
+says so in its place (the number of steps depends on the set-up alone).
 
     lesson = Lesson(views)
     step = lesson.step(0)     # LessonStep: index, title, tab, settings, explorer, lab, own_qk, training, live, text
@@ -118,18 +118,11 @@ class Lesson:
 
     @property
     def titles(self) -> tuple[str, ...]:
-        """The steps' titles: ours, then the real steps when a real model is set up. Nothing is loaded to say them:
-        a model not yet tried counts as one that may be had; once every one has been refused, one step says so; the
-        heads step only while a model that writes text may be had."""
-        if not self.real.keys:
-            return self.TITLES
-        states = {HUB_PREFIX + name: state for name, state in self.real.states().items()}
-        maybe = [key for key, state in states.items() if state != "refused"]
-        if not maybe:
-            return (*self.TITLES, NO_REAL_TITLE)
-        writes = any(states[key] != "loaded" or self.runs.catalog.attention_model(key).abilities.writes_text
-                     for key in maybe)
-        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, *((REAL_HEADS_TITLE,) if writes else ()))
+        """The steps' titles: ours, then the three real steps when the server is set up with real models. The count
+        depends on the set-up alone, never on what loading found (a reader's "of 12" holds from the first step to
+        the last): a real step whose model cannot be had, or a heads step with no model that writes text, says so
+        in its place."""
+        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE) if self.real.keys else self.TITLES
 
     def __len__(self) -> int:
         return len(self.titles)
@@ -148,10 +141,8 @@ class Lesson:
                  UNSCALED_TITLE: self._unscaled, WHY_TITLE: self._lab, OWN_QK_TITLE: self._own_qk,
                  "Scaled and unscaled, side by side in training": self._training,
                  "Meet additive attention": self._additive, "Train one yourself": self._live,
-                 REAL_TITLE: self._real, REAL_QK_TITLE: self._real_qk, REAL_HEADS_TITLE: self._real_heads,
-                 NO_REAL_TITLE: self._no_real}[titles[index]]
+                 REAL_TITLE: self._real, REAL_QK_TITLE: self._real_qk, REAL_HEADS_TITLE: self._real_heads}[titles[index]]
         step = build(LessonStep(index, titles[index], "transformer"))
-        titles = self.titles  # a real step may have found a model refused
         if step.tab == "transformer" and step.controls and step.settings is None:
             step = replace(step, settings=self.settings_of(step.controls))
         return replace(step, text=f"**Step {index + 1} of {len(titles)}: {step.title}.** {step.text}")
@@ -358,6 +349,8 @@ class Lesson:
 
     def _real_heads(self, step: LessonStep) -> LessonStep:
         key = self.real_model(writes=True)
+        if key is None and self.real_model() is None:
+            return self._no_real(step)
         if key is None:
             return replace(step, text="None of the real models this server can have now writes text (an encoder "
                                       "has no output to score its heads by): the heads of our own models are scored "

@@ -18,6 +18,7 @@ from attention_viz.core.variation import Variation
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 
 EXTRA_DECODE_STEPS = 4  # our model may run past the text's length by this many tokens before it is stopped
+REAL_NEW_TOKENS = 40  # a real model's tokens written at most, unless asked otherwise
 
 
 def is_pretrained(model: object) -> bool:
@@ -33,11 +34,10 @@ def check_model(model: object) -> None:
 
 
 def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
-            max_new_tokens: int = 40) -> TextMaps:
+            max_new_tokens: int | None = None) -> TextMaps:
     """Every map of `text` through `model` (ours or a real one) with its tokens and masks, batch element 0.
 
-    Ours: a greedy decode of up to len(text) + 5 tokens; a real model: its greedy decode of up to max_new_tokens (one
-    pass for an encoder). The settings it ran with are kept on the result (figures write them).
+    A greedy decode of up to max_new_tokens (default: ours len(text) + 5, a real model 40; one pass for an encoder). The settings it ran with are kept on the result (figures write them).
     """
     check_model(model)
     if not isinstance(text, str) or not text:
@@ -48,7 +48,7 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
     if is_pretrained(model):
         from attention_viz.hub.text_run import run_text  # the hub extra: a real model means it is installed
 
-        run = run_text(model, text, max_new_tokens=max_new_tokens, variation=variation)
+        run = run_text(model, text, max_new_tokens=max_new_tokens or REAL_NEW_TOKENS, variation=variation)
         return TextMaps(run.maps, run.src_tokens, run.tgt_tokens, run.masks, run.output,
                         {"model": model.name, **settings})
     tok = CharTokenizer(max_len=max(DEFAULT_MAX_LEN, len(text)))
@@ -58,7 +58,7 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
     model.eval()
     try:
         with torch.inference_mode():
-            generated, maps = model.greedy_decode(src, max_len=len(text) + 1 + EXTRA_DECODE_STEPS, bos_id=tok.bos_id,
+            generated, maps = model.greedy_decode(src, max_len=max_new_tokens or len(text) + 1 + EXTRA_DECODE_STEPS, bos_id=tok.bos_id,
                                                   eos_id=tok.eos_id, variation=variation)
     finally:
         model.train(was_training)

@@ -198,8 +198,8 @@ def figure_bytes(fig: Figure, fmt: str, settings: Mapping[str, str] | None = Non
     }[fmt]
     buffer = io.BytesIO()
     with _SAVING, matplotlib.rc_context(RC):
-        fig.savefig(buffer, format=fmt, dpi=PNG_DPI, metadata=metadata, bbox_inches="tight", pad_inches=0.03,
-                    facecolor="white")
+        fig.savefig(buffer, format=fmt, dpi=PNG_DPI, metadata=metadata, facecolor="white")  # constrained layout:
+        # everything inside the page already (tests/draw/test_vector.py), so no second, "tight" drawing
     return buffer.getvalue()
 
 

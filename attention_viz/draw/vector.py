@@ -35,7 +35,7 @@ HEAD_WIDTH = 2.6  # inches of one head on its own: a one-column figure with its 
 MIN_PANEL, MAX_PANEL = 0.55, 3.0  # inches a panel's longer side may take
 MAX_HEIGHT = 8.0  # inches the panels of a grid may take together, top to bottom (a page is 9)
 PNG_DPI = 300
-RC = {"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "attention_viz", "font.size": LABEL_PT}
+RC = {"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "attention_viz"}  # every size is set where drawn
 _SAVING = threading.Lock()  # rcParams are the process's: one figure saved at a time under RC
 
 

@@ -111,6 +111,8 @@ class PatternScores:
         """One dict per head: kind, layer, head and each pattern's score (e.g. for pandas.DataFrame)."""
         rows = []
         for kind, by_pattern in self.scores.items():
+            if not by_pattern:
+                continue
             n_layers, n_heads = next(iter(by_pattern.values())).shape
             for layer in range(n_layers):
                 for head in range(n_heads):

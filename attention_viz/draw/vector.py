@@ -214,11 +214,17 @@ def write_figure(fig: Figure, path: str | Path, settings: Mapping[str, str] | No
 
 
 def tokens_for(maps: Mapping, kind: str, tokens) -> tuple[list[str] | None, list[str] | None]:
-    """(query tokens, key tokens) of a kind: a TextMaps' own, or `tokens` (one list for both, or a (queries, keys)
-    pair: for encoder-decoder attention, the decoder's input and the source), or None (positions are written)."""
+    """(query tokens, key tokens) of a kind: a TextMaps' own, or `tokens`: one list for both, a (queries, keys) pair,
+    or {"source": [...], "target": [...]} (each kind takes its axes: encoder-decoder attention's queries are the
+    decoder's input, its keys the source); None when neither is given (positions are written)."""
     if tokens is None:
         return maps.tokens(kind) if isinstance(maps, TextMaps) else (None, None)
-    if (isinstance(tokens, tuple) and len(tokens) == 2 and all(not isinstance(t, str) for t in tokens)):
+    if isinstance(tokens, Mapping):
+        unknown = set(tokens) - {"source", "target"}
+        if unknown:
+            raise ValueError(f"tokens as a dict takes 'source' and 'target', not {sorted(unknown)}")
+        return TextMaps({}, tokens.get("source", ()), tokens.get("target", ())).tokens(kind)
+    if isinstance(tokens, tuple) and len(tokens) == 2 and all(not isinstance(t, str) for t in tokens):
         return list(tokens[0]), list(tokens[1])
     if isinstance(tokens, str):
         raise ValueError("tokens must be a list of tokens (or a pair of lists: queries, keys), not one string")
@@ -236,7 +242,8 @@ def save_figure(maps: Mapping, key: str, head: int | None, path: str | Path, *, 
         key, head: which heads (core.maps.head_grid): a kind ("encoder.self_attn") with head None is every layer ×
             head, as the exported PNG grid; a map key ("encoder.1.self_attn") with a head is that head; a map key
             with None is that layer's heads; a kind with a head is that head in every layer.
-        tokens: a list (queries and keys alike) or a (queries, keys) pair; default a TextMaps' own, else positions.
+        tokens: a list (queries and keys alike), a (queries, keys) pair, or {"source": ..., "target": ...}; default
+            a TextMaps' own, else positions.
         settings: what the maps were made with (a dict, or one line), written into the file's metadata.
         title: the figure's title (default: the kind, layer and head, and the text when known).
         mask: [Q, K] bool (True = may attend); masked cells are grey (default a TextMaps' own mask of the kind).

@@ -136,5 +136,9 @@ def test_a_comparison_saves_and_bad_names_are_refused(tmp_path):
         save_figure(m, "encoder.self_attn", None, tmp_path / "grid.jpg")
     with pytest.raises(ValueError, match="5 query positions but 2 query tokens"):
         save_figure(m, "encoder.self_attn", None, tmp_path / "grid.svg", tokens=["a", "b"])
+    cross = {"decoder.0.cross_attn": np.full((1, 2, 3), 1 / 3)}  # queries: the decoder's input; keys: the source
+    texts = svg_texts(save_figure(cross, "decoder.0.cross_attn", 0, tmp_path / "cross.svg",
+                                  tokens={"source": ["s0", "s1", "s2"], "target": ["t0", "t1"]}))
+    assert {"s0", "s2", "t0", "t1"} <= set(texts)
     with pytest.raises(ValueError, match="not one string"):
         save_figure(m, "encoder.self_attn", None, tmp_path / "grid.svg", tokens="abcde")

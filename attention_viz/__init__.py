@@ -14,7 +14,7 @@
     av.rollout(run), av.pattern_scores(model)                 # rollout; previous / first / duplicate / induction
 
 The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
-checkpoints), lab (footnote 4's numbers), draw, explorer (the browser-side views and the packing of a
+checkpoints), lab (footnote 4's numbers), analysis (research that runs a model), draw, explorer (the browser-side views and the packing of a
 run they draw), labview (the √d_k lab's charts, drawn in the browser), train, service and webui (the app).
 """
 

@@ -54,5 +54,6 @@ def compare(a, b, key: str, head: int | None = None, *, model=None, text: str | 
     tokens_a, tokens_b = side_a.tokens(grid_a.kind), side_b.tokens(grid_b.kind)
     queries, keys = align(tokens_a[0], tokens_b[0]), align(tokens_a[1], tokens_b[1])
     difference = aligned_difference(grid_a.weights, grid_b.weights, queries, keys)
+    masks = (side_a.masks.get(grid_a.kind), side_b.masks.get(grid_b.kind))
     return Comparison(grid_a.kind, grid_a.layers, grid_a.heads, labels or (label_a, label_b), grid_a.weights,
-                      grid_b.weights, difference, tokens_a, tokens_b, queries, keys)
+                      grid_b.weights, difference, tokens_a, tokens_b, queries, keys, masks)

@@ -80,6 +80,8 @@ class Comparison:
     tokens_b: tuple[list[str], list[str]]
     queries: Alignment
     keys: Alignment
+    masks: tuple[np.ndarray | None, np.ndarray | None] = (None, None)  # a's [Qa, Ka] and b's [Qb, Kb] (True = may
+                                                                        # attend), where known: drawn grey
 
     def summary(self) -> str:
         """A few lines: what aligned, what did not, and the largest aligned change."""

@@ -148,17 +148,22 @@ def comparison_figure(comparison: Comparison, title: str | None = None) -> Figur
     labels = f"a: {cmp.labels[0]}\nb: {cmp.labels[1]}"
     where = _where(cmp.kind, cmp.layers, cmp.heads)
     limits = difference_limits(cmp.difference)
+    mask_a, mask_b = cmp.masks
     if cmp.a.shape[:2] != (1, 1):
         return grid_figure(cmp.difference, *cmp.tokens_a, title or f"{where}: a − b where the tokens align\n{labels}",
-                           cmp.layers, cmp.heads, cmap=DIFFERENCE_CMAP, limits=limits, bar_label="a − b")
+                           cmp.layers, cmp.heads, mask=mask_a, cmap=DIFFERENCE_CMAP, limits=limits,
+                           bar_label="a − b")
     (qa, ka), (qb, kb) = cmp.tokens_a, cmp.tokens_b
     n_q, n_k = cmp.a.shape[-2:]
     panel_w, panel_h = _panel_size(1, 3, max(n_q, cmp.b.shape[-2]), max(n_k, cmp.b.shape[-1]))
     fig = Figure(figsize=(3 * panel_w + 2.2, panel_h + 1.6 + 0.16 * 3), layout="constrained")
     axes = fig.subplots(1, 3)
-    panels = ((cmp.a[0, 0], qa, ka, "a", WEIGHT_CMAP, (0.0, 1.0)), (cmp.b[0, 0], qb, kb, "b", WEIGHT_CMAP, (0.0, 1.0)),
-              (cmp.difference[0, 0], qa, ka, "a − b (aligned)", DIFFERENCE_CMAP, limits))
-    for ax, (w, queries, keys, name, cmap, (low, high)) in zip(axes, panels):
+    panels = ((cmp.a[0, 0], mask_a, qa, ka, "a", WEIGHT_CMAP, (0.0, 1.0)),
+              (cmp.b[0, 0], mask_b, qb, kb, "b", WEIGHT_CMAP, (0.0, 1.0)),
+              (cmp.difference[0, 0], mask_a, qa, ka, "a − b (aligned)", DIFFERENCE_CMAP, limits))
+    for ax, (w, mask, queries, keys, name, cmap, (low, high)) in zip(axes, panels):
+        if mask is not None:  # the cells a side may not attend: grey, as in every other view
+            w = np.where(np.asarray(mask, dtype=bool), w, np.nan)
         colours = matplotlib.colormaps[cmap].with_extremes(bad=MASKED)
         image = ax.imshow(w, cmap=colours, vmin=low, vmax=high, interpolation="nearest", aspect="auto")
         x_ticks, y_ticks = thinned(keys, panel_w * 72), thinned(queries, panel_h * 72)

@@ -52,6 +52,7 @@ def test_a_minimal_pair_through_gpt2s_pieces_and_its_figure(gpt2, tmp_path):
         assert a[i] == b[j]
     assert cmp.queries.a_only and cmp.queries.b_only and len(cmp.queries.pairs) >= 3  # "The", "to", "the" at least
     assert cmp.difference.shape == (2, 4, len(a), len(a)) and np.isnan(cmp.difference).any()
+    assert (cmp.masks[0] == np.tril(np.ones((len(a), len(a)), dtype=bool))).all()  # the causal mask, drawn grey
     svg = av.save_comparison(cmp, tmp_path / "pair.svg")
     texts = {"".join(t.itertext()) for t in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}text")}
     assert {a[0], b[0], "a − b (aligned)"} <= texts or {a[0], "a − b"} <= texts  # the pieces, as text

@@ -35,6 +35,7 @@ HEAD_WIDTH = 2.6  # inches of one head on its own: a one-column figure with its 
 MIN_PANEL, MAX_PANEL = 0.55, 3.0  # inches a panel's longer side may take
 MAX_HEIGHT = 8.0  # inches the panels of a grid may take together, top to bottom (a page is 9)
 PNG_DPI = 300
+LABEL_CHARS = 20  # a token label's characters at most
 RC = {"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "attention_viz"}  # every size is set where drawn
 _SAVING = threading.Lock()  # rcParams are the process's: one figure saved at a time under RC
 
@@ -45,7 +46,12 @@ def thinned(tokens: Sequence[str], length_pt: float, font_pt: float = TICK_PT) -
     n = len(tokens)
     room = max(1, int(length_pt / (1.25 * font_pt)))
     step = max(1, math.ceil(n / room))
-    return [(i, display_token(tokens[i])) for i in range(0, n, step)]
+    return [(i, _short(display_token(tokens[i]))) for i in range(0, n, step)]
+
+
+def _short(label: str) -> str:
+    """A label cut to LABEL_CHARS characters with an ellipsis: one long piece must not squeeze every panel."""
+    return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
 
 
 def _panel_size(n_rows: int, n_cols: int, n_q: int, n_k: int) -> tuple[float, float]:
@@ -91,8 +97,11 @@ def grid_figure(weights: np.ndarray, query_tokens: Sequence[str] | None, key_tok
     panel_w, panel_h = _panel_size(n_rows, n_cols, n_q, n_k)
     longest_key = max(len(label) for _, label in thinned(keys, panel_w * 72))
     longest_query = max(len(label) for _, label in thinned(queries, panel_h * 72))
-    key_room = 0.35 + (0.065 * min(longest_key, 16) if longest_key > 2 else 0.1)
-    fig = Figure(figsize=(n_cols * panel_w + 0.9 + 0.06 * min(longest_query, 16) + 0.25 * (n_rows > 1),
+    # inches around the panels: the query labels (about 0.06 in a character) and the colour bar across; the title's
+    # lines, the axis names and the key labels (turned: about 0.065 in a character) down. Constrained layout then
+    # places everything inside the page (tests/draw/test_vector.py checks it)
+    key_room = 0.35 + (0.065 * min(longest_key, LABEL_CHARS) if longest_key > 2 else 0.1)
+    fig = Figure(figsize=(n_cols * panel_w + 0.9 + 0.06 * min(longest_query, LABEL_CHARS) + 0.25 * (n_rows > 1),
                           n_rows * panel_h + 0.55 + 0.16 * (title.count("\n") + 1) + key_room),
                  layout="constrained")
     fig.get_layout_engine().set(w_pad=0.02, h_pad=0.02, wspace=0.03, hspace=0.03)
@@ -120,13 +129,11 @@ def grid_figure(weights: np.ndarray, query_tokens: Sequence[str] | None, key_tok
         ax.set_yticklabels([label for _, label in y_ticks], fontsize=TICK_PT, parse_math=False)
     if n_rows * n_cols == 1:
         first.set_xlabel("key", fontsize=LABEL_PT)
-        if n_rows == 1:
-            first.set_ylabel("query", fontsize=LABEL_PT)
+        first.set_ylabel("query", fontsize=LABEL_PT)
     else:
         fig.supxlabel("key", fontsize=LABEL_PT)
         fig.supylabel("query", fontsize=LABEL_PT)
-    bar = fig.colorbar(image, ax=axes, shrink=min(1.0, 0.9 if n_rows > 1 else 1.0), aspect=max(12, 20 * n_rows),
-                       pad=0.02)
+    bar = fig.colorbar(image, ax=axes, shrink=0.9 if n_rows > 1 else 1.0, aspect=max(12, 20 * n_rows), pad=0.02)
     bar.set_label(bar_label, fontsize=LABEL_PT)
     bar.ax.tick_params(labelsize=TICK_PT, length=1.5, width=0.4)
     bar.outline.set_linewidth(0.4)

@@ -99,6 +99,11 @@ def test_many_tokens_are_thinned_to_labels_a_font_size_apart(tmp_path):
     assert step * vector.HEAD_WIDTH * 72 / n >= 1.25 * vector.TICK_PT  # a step of labels is at least 1.25 fonts
 
 
+def test_a_long_token_is_cut_with_an_ellipsis():
+    labels = [label for _, label in vector.thinned(["a" * 40, " ", "short"], 300)]
+    assert labels == ["a" * (vector.LABEL_CHARS - 1) + "…", "␣", "short"]
+
+
 def test_figures_keep_their_labels_inside_the_page():
     """Every text of the drawn figure lies inside the figure (nothing cut off), for a grid, one head and a comparison."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -9,13 +9,19 @@
     av.show(model, "hello")                                   # every map, drawn in the browser (Jupyter)
     real = av.load_pretrained("Helsinki-NLP/opus-mt-en-de")   # a real model, our Eq. 1 inside (the hub extra)
     av.show(real, "Attention is all you need.", scale="none")
+    run = av.maps_of(model, "hello")                          # one text's maps with their tokens
+    av.save_figure(run, "encoder.self_attn", None, "grid.pdf")  # a paper's figure: SVG, PDF or PNG, text as text
+    av.rollout(run), av.pattern_scores(model)                 # rollout; previous / first / duplicate / induction
 
 The layers, lowest first: core (the paper, torch only), fast (opt-in kernels), data (tokenizer, tasks,
-checkpoints), lab (footnote 4's numbers), draw, explorer (the browser-side views and the packing of a
+checkpoints), lab (footnote 4's numbers), analysis (research that runs a model), draw, explorer (the browser-side views and the packing of a
 run they draw), labview (the √d_k lab's charts, drawn in the browser), train, service and webui (the app).
 """
 
 from . import lab
+from .analysis.compare import compare
+from .analysis.patterns import pattern_scores
+from .analysis.runs import maps_of
 from .core.attention import (
     AdditiveAttention,
     MultiHeadAttention,
@@ -29,7 +35,11 @@ from .core.attention import (
 from .core.config import TransformerConfig
 from .core.device import resolve_device
 from .core.interop import multihead_attention_from_torch, transformer_from_torch
-from .core.maps import KINDS, AttentionMaps, head_statistics, kind_key, map_key
+from .core.alignment import Comparison
+from .core.flow import attention_flow
+from .core.maps import KINDS, AttentionMaps, TextMaps, head_statistics, kind_key, map_key
+from .core.patterns import PatternScores
+from .core.rollout import rollout
 from .core.model import Decoder, Encoder, Transformer
 from .core.variation import Variation
 from .data.checkpoints import (
@@ -50,7 +60,8 @@ from .train.trainer import TrainSettings, train
 
 def __getattr__(name: str):
     """load_pretrained and PretrainedTransformer from attention_viz.hub, imported on first use: transformers is an
-    optional extra, and importing it costs seconds the app does not spend unless a real model is set up."""
+    optional extra, and importing it costs seconds the app does not spend unless a real model is set up; likewise
+    save_figure and save_comparison, which import matplotlib."""
     if name in ("load_pretrained", "PretrainedTransformer"):
         try:
             from . import hub
@@ -58,6 +69,10 @@ def __getattr__(name: str):
             raise ImportError(f"attention_viz.{name} needs the hub extra: pip install \"attention_viz[hub]\" "
                               f"({error})") from None
         return getattr(hub, name)
+    if name in ("save_figure", "save_comparison"):  # matplotlib, imported when a figure is first saved
+        from .draw import vector
+
+        return getattr(vector, name)
     raise AttributeError(f"module 'attention_viz' has no attribute {name!r}")
 
 
@@ -66,19 +81,24 @@ __all__ = [
     "AttentionMaps",
     "CharTokenizer",
     "CheckpointError",
+    "Comparison",
     "HeadImportance",
     "Decoder",
     "Encoder",
     "KINDS",
     "MultiHeadAttention",
+    "PatternScores",
+    "TextMaps",
     "TrainSettings",
     "Transformer",
     "TransformerConfig",
     "UnsafeCheckpointError",
     "Variation",
+    "attention_flow",
     "attention_masks",
     "attention_steps",
     "causal_mask",
+    "compare",
     "dot_products",
     "entropy",
     "head_importance",
@@ -89,12 +109,17 @@ __all__ = [
     "load_checkpoint",
     "load_model",
     "map_key",
+    "maps_of",
     "multihead_attention_from_torch",
     "padding_mask",
+    "pattern_scores",
     "qk_statistics",
     "QKStatistics",
     "resolve_device",
+    "rollout",
+    "save_comparison",
     "save_checkpoint",
+    "save_figure",
     "scale_factor",
     "scaled_dot_product_attention",
     "show",

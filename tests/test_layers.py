@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "attention_viz"
 # server (the Gradio server's operations: static files, queueing, sessions, liveness, process tuning) sits below
 # webui, which wires the page and starts the server with it; both import Gradio, server only through its
 # gradio_internals module where it reaches past Gradio's public API.
-LAYERS = ["core", "fast", "hub", "data", "lab", "importance", "qkstats", "draw", "explorer", "labview", "train", "service",
+LAYERS = ["core", "fast", "hub", "data", "lab", "importance", "qkstats", "analysis", "draw", "explorer", "labview", "train", "service",
           "server", "webui"]
 THIRD_PARTY_HOME = {"gradio": {"server", "webui"}, "matplotlib": {"draw"}, "transformers": {"hub"}}
 

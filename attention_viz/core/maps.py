@@ -5,12 +5,14 @@ Keys, in this order (L_enc encoder layers, L_dec decoder layers):
     decoder.{i}.self_attn    [B, H, T, T]   masked decoder self-attention
     decoder.{i}.cross_attn   [B, H, T, S]   encoder-decoder attention (queries from the decoder)
 Every tensor is [batch, heads, query, key], recorded after the softmax and before dropout.
+TextMaps holds one example's maps with its tokens; head_grid picks the heads a figure or a comparison shows.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -154,3 +156,129 @@ def weight_on(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
     n = rows.sum(-1)
     with np.errstate(invalid="ignore"):
         return np.where(n > 0, np.where(rows, on, 0.0).sum(-1) / np.maximum(n, 1), np.nan)
+
+
+# The token lists that label each kind's (query, key) axes: "source" is what the encoder read, "target" the decoder's
+# input (a decoder-only model's text).
+AXES = {
+    "encoder.self_attn": ("source", "source"),
+    "decoder.self_attn": ("target", "target"),
+    "decoder.cross_attn": ("target", "source"),
+}
+
+
+def token_masks(source: Sequence[str], target: Sequence[str], causal_mask: bool = True, padding_mask: bool = True,
+                pad_token: str = "<pad>") -> dict[str, np.ndarray]:
+    """[Q, K] bool masks per kind (True = may attend), as our model applies them: padded keys, and the causal mask of
+    decoder self-attention."""
+    masks = {}
+    for kind, (q_axis, k_axis) in AXES.items():
+        queries = source if q_axis == "source" else target
+        keys = source if k_axis == "source" else target
+        allowed = np.ones((len(queries), len(keys)), dtype=bool)
+        if padding_mask:
+            allowed &= np.array([token != pad_token for token in keys], dtype=bool)[None, :]
+        if kind == "decoder.self_attn" and causal_mask:
+            allowed &= np.tril(np.ones_like(allowed))
+        masks[kind] = allowed
+    return masks
+
+
+class TextMaps(Mapping[str, np.ndarray]):
+    """One example's maps with its tokens: key -> [H, Q, K] float32, the source and target tokens, the masks applied
+    (kind -> [Q, K] bool, True = may attend), the output and the settings it ran with. A Mapping of its maps, so
+    whatever takes maps (rollout, pattern scores, show, save_figure) takes it, and finds its tokens on it."""
+
+    def __init__(self, maps: Mapping, source_tokens: Sequence[str] = (), target_tokens: Sequence[str] = (),
+                 masks: Mapping[str, np.ndarray] | None = None, output: str = "",
+                 settings: Mapping[str, str] | None = None) -> None:
+        self.maps = {key: _one_example(key, value) for key, value in maps.items()}
+        self.source_tokens, self.target_tokens = list(source_tokens), list(target_tokens)
+        self.masks = {kind: np.asarray(mask, dtype=bool) for kind, mask in (masks or {}).items()}
+        self.output = output
+        self.settings = dict(settings or {})
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.maps[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.maps)
+
+    def __len__(self) -> int:
+        return len(self.maps)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}: {list(v.shape)}" for k, v in self.maps.items())
+        return f"TextMaps(source={self.source_tokens}, target={self.target_tokens}, {shapes})"
+
+    def tokens(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) of one kind."""
+        queries, keys = AXES[kind]
+        named = {"source": self.source_tokens, "target": self.target_tokens}
+        return list(named[queries]), list(named[keys])
+
+
+def _one_example(key: str, value) -> np.ndarray:
+    """A map as float32 [H, Q, K]: a batch axis of 1 dropped; a batch of more refused."""
+    array = value.detach().float().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value, np.float32)
+    if array.ndim == 4:
+        if array.shape[0] != 1:
+            raise ValueError(f"{key} holds a batch of {array.shape[0]}: one example's maps are wanted (maps.select(i))")
+        array = array[0]
+    if array.ndim != 3:
+        raise ValueError(f"{key} must be [H, Q, K] (or [1, H, Q, K]), got shape {list(array.shape)}")
+    return array
+
+
+@dataclass(frozen=True)
+class HeadGrid:
+    """Heads chosen for a figure or a comparison: weights [R, C, Q, K], row r layer layers[r], column c head heads[c]."""
+
+    kind: str
+    layers: tuple[int, ...]
+    heads: tuple[int, ...]
+    weights: np.ndarray  # (R, C, Q, K) float32
+
+
+def head_grid(maps: Mapping, key: str, head: int | None = None, index: int = 0) -> HeadGrid:
+    """The heads a (key, head) choice names, as the app's exports name them:
+
+        kind ("encoder.self_attn"), head None     every layer × every head (the exported grid)
+        map key ("encoder.1.self_attn"), head h   one head (the exported head)
+        map key, head None                        that layer's heads, in a row
+        kind, head h                              head h of every layer, in a column
+
+    maps: key -> [B, H, Q, K] (batch element `index` is taken) or [H, Q, K].
+    """
+    if not isinstance(key, str):
+        raise ValueError(f"key must be a map key like 'encoder.0.self_attn' or a kind like 'encoder.self_attn', "
+                         f"got {key!r}")
+    parts = key.split(".")
+    if len(parts) == 2 and key in KINDS:
+        kind, layers = key, []
+        while kind_key(kind, len(layers)) in maps:
+            layers.append(len(layers))
+    elif len(parts) == 3 and f"{parts[0]}.{parts[2]}" in KINDS and parts[1].isdigit():
+        kind, layers = f"{parts[0]}.{parts[2]}", [int(parts[1])]
+    else:
+        raise ValueError(f"{key!r} is neither a map key (e.g. 'encoder.0.self_attn') nor a kind ({', '.join(KINDS)})")
+    if not layers or kind_key(kind, layers[0]) not in maps:
+        raise ValueError(f"these maps have no {key!r}; they have {', '.join(list(maps)[:6])}")
+    weights = []
+    for layer in layers:
+        value = maps[kind_key(kind, layer)]
+        array = value.detach().float().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        if array.ndim == 4:
+            if not -array.shape[0] <= index < array.shape[0]:
+                raise ValueError(f"batch index {index} is out of range for a batch of {array.shape[0]}")
+            array = array[index]
+        weights.append(array.astype(np.float32))  # (H, Q, K)
+    n_heads = weights[0].shape[0]
+    if head is None:
+        heads = list(range(n_heads))
+    else:
+        if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < n_heads:
+            raise ValueError(f"head must be None (every head) or an integer in [0, {n_heads - 1}], got {head!r}")
+        heads = [int(head)]
+    stacked = np.stack([w[heads] for w in weights])  # (R, C, Q, K)
+    return HeadGrid(kind, tuple(layers), tuple(heads), stacked)

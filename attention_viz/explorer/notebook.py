@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import itertools
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attention_viz.analysis.runs import is_pretrained
 from attention_viz.core.attention import Scale
 from attention_viz.core.model import Transformer
 from attention_viz.core.variation import Variation
@@ -94,13 +94,6 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
     return pack(arrays, source, target, masks=default_masks(source, target, causal_mask, padding_mask),
                 output=tok.decode(out_ids), notes=notes, title=f"“{text}”",
                 decode={"written": tok.tokens(out_ids), "steps": step_maps}, value_norms=norms)
-
-
-def is_pretrained(model: object) -> bool:
-    """A real model wrapped by attention_viz.hub (checked without importing transformers: if the hub was never
-    imported, nothing can be one)."""
-    hub_model = sys.modules.get("attention_viz.hub.model")
-    return hub_model is not None and isinstance(model, hub_model.PretrainedTransformer)
 
 
 def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,

@@ -62,7 +62,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from attention_viz.core.maps import KINDS, head_statistics, map_key
+from attention_viz.core.maps import AXES, KINDS, head_statistics, map_key, token_masks
 
 FORMAT = "attention_viz.explorer/1"
 # The view a run opens on: the last layer of encoder-decoder attention, where a trained model's alignment
@@ -72,12 +72,6 @@ QUANT = 65535  # uint16 steps per unit weight
 STAT_NAMES = ("entropy", "max_weight", "mean_distance", "diagonal")
 STAT_DECIMALS = 4
 NORM_DIGITS = 4  # significant digits of a value's norm ‖v_j^h W_O^h‖ (any size: a real model's can be in the 100s)
-# The token lists that label the (query, key) axes of each kind.
-AXES = {
-    "encoder.self_attn": ("source", "source"),
-    "decoder.self_attn": ("target", "target"),
-    "decoder.cross_attn": ("target", "source"),
-}
 
 
 def kind_layers(maps: Mapping[str, object], kind: str) -> int:
@@ -91,19 +85,8 @@ def kind_layers(maps: Mapping[str, object], kind: str) -> int:
 
 def default_masks(source: Sequence[str], target: Sequence[str], causal_mask: bool = True,
                   padding_mask: bool = True, pad_token: str = "<pad>") -> dict[str, np.ndarray]:
-    """[Q, K] bool masks per kind (True = may attend), as the model applies them: padded keys, and the
-    causal mask of decoder self-attention."""
-    masks = {}
-    for kind, (q_axis, k_axis) in AXES.items():
-        queries = source if q_axis == "source" else target
-        keys = source if k_axis == "source" else target
-        allowed = np.ones((len(queries), len(keys)), dtype=bool)
-        if padding_mask:
-            allowed &= np.array([token != pad_token for token in keys], dtype=bool)[None, :]
-        if kind == "decoder.self_attn" and causal_mask:
-            allowed &= np.tril(np.ones_like(allowed))
-        masks[kind] = allowed
-    return masks
+    """[Q, K] bool masks per kind (True = may attend), as the model applies them (core.maps.token_masks)."""
+    return token_masks(source, target, causal_mask, padding_mask, pad_token)
 
 
 def quantise(weights: np.ndarray) -> np.ndarray:

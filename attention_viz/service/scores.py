@@ -1,7 +1,8 @@
 """Heads scored: how much of each head's weight falls where a pattern says it should, and what to look for.
 
-For each kind of attention, a few patterns, each a [Q, K] bool of target keys scored by core.maps.weight_on
-(the mean, over query rows, of the weight on the row's targets; 1 = the head does exactly that):
+For each kind of attention, a few patterns, each a [Q, K] bool of target keys scored by core.patterns.score
+(the mean, over query rows, of the weight on the row's targets; 1 = the head does exactly that; the previous and
+first tokens as core.patterns defines them for the package's pattern_scores too):
 
     alignment  encoder-decoder attention of a task model: the source positions data.tasks.alignment names for
                the character each decoder row writes (copy: the diagonal; reverse: the anti-diagonal; ...)
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attention_viz.core.maps import weight_on
+from attention_viz.core.patterns import first_targets, previous_targets, score
 from attention_viz.data.tasks import alignment
 
 PATTERNS = {"alignment": "task alignment", "previous": "previous token", "first": "first token",
@@ -56,10 +57,8 @@ def pattern_targets(kind: str, query_tokens: Sequence[str], key_tokens: Sequence
         if grid.any():
             targets["alignment"] = grid
     if kind != "decoder.cross_attn":
-        targets["previous"] = np.eye(n_q, n_k, k=-1, dtype=bool)
-    first = np.zeros((n_q, n_k), dtype=bool)
-    first[:, :1] = True
-    targets["first"] = first
+        targets["previous"] = previous_targets(n_q, n_k)
+    targets["first"] = first_targets(n_q, n_k)
     eos = np.array([token == sink for token in key_tokens], dtype=bool) if sink else np.zeros(n_k, dtype=bool)
     if eos.any() and kind != "decoder.self_attn":
         targets["eos"] = np.broadcast_to(eos, (n_q, n_k)).copy()
@@ -130,22 +129,15 @@ def score_kind(kind: str, weights: np.ndarray, allowed: np.ndarray, query_tokens
     "look_for": str}, patterns in PATTERNS order (those that apply).
     """
     allowed = np.asarray(allowed, dtype=bool)
-    targets = {}
-    for name, grid in pattern_targets(kind, query_tokens, key_tokens, aligned, sink).items():
-        grid = grid & allowed  # a masked key is no target: its weight is 0 by construction
-        # a row that may see its targets only (the causal mask's first row, a one-character source) says nothing
-        # about the head: any head would put all its weight there, so the row is left out
-        grid[(allowed <= grid).all(-1)] = False
-        targets[name] = grid
-    uniform = allowed / np.maximum(allowed.sum(-1, keepdims=True), 1)  # (Q, K): even over what a row may see
+    targets = pattern_targets(kind, query_tokens, key_tokens, aligned, sink)
     values, chance = {}, {}
     for name in PATTERNS:
-        if name in targets and targets[name].any():
-            score = weight_on(weights, targets[name])  # (L, H)
-            if np.isnan(score).all():
+        if name in targets:
+            value, even = score(weights, targets[name], allowed)  # (L, H); core.patterns: one definition
+            if np.isnan(value).all():
                 continue
-            values[name] = score
-            chance[name] = float(np.nan_to_num(weight_on(uniform, targets[name])))
+            values[name] = value
+            chance[name] = float(np.nan_to_num(even))
     labels = {**PATTERNS, "eos": f"{sink} sink"}
     return {"values": values, "labels": {name: labels[name] for name in values}, "chance": chance,
             "look_for": look_for(kind, values, chance, task, labels)}

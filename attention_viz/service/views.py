@@ -18,7 +18,8 @@ import numpy as np
 
 from attention_viz.core.maps import KINDS
 from attention_viz.data.snapshots import load_study_summary
-from attention_viz.draw import png, raster, sheet
+from attention_viz.draw import png, raster, sheet, vector
+from attention_viz.explorer.html import explorer_html
 from attention_viz.explorer.pack import pack
 from attention_viz.service.scores import score_kind, task_alignment
 from attention_viz.explorer.steps import pack_compare, pack_steps
@@ -28,6 +29,7 @@ from attention_viz.service.lab_view import LabData, LabView
 from attention_viz.service.limits import (
     D_K_RANGE,
     DEFAULT_UNTRAINED,
+    EXPORT_PAGE_BYTES,
     GRID_WIDTH,
     IMAGE_CACHE_SIZE,
     LAB_D_K,
@@ -239,11 +241,13 @@ class Views:
 
     def export(self, settings: Settings, kind: object, layer: object, head: object,
                colour_scale: object = "absolute", client: str | None = None) -> list[Path]:
-        """Write the grid and the head as PNG, every map as .npz and the head as CSV; returns the paths. `client`
-        (a page's session) keeps its last few exports only (ExportFolder).
+        """Write the grid and the head as PNG, every map as .npz, the head as CSV, the head as SVG and PDF (a paper's
+        figure, text kept as text) and the run on screen as one HTML file (the explorer, offline, as
+        attention_viz.show(...).save writes it); returns the paths. `client` (a page's session) keeps its last few
+        exports only (ExportFolder).
 
-        File names say the model, the text and the view; the PNGs (tEXt chunks) and the CSV (# lines) carry
-        the settings they were made with, the .npz its settings as JSON.
+        File names say the model, the text and the view; the PNGs (tEXt chunks), the SVG and PDF (metadata) and the
+        CSV (# lines) carry the settings they were made with, the .npz its settings as JSON, the page its notes.
         """
         run = self.runs.run(settings)
         r = run.head_request(kind, layer, head)
@@ -253,12 +257,35 @@ class Views:
         grid_record = {name: value for name, value in record.items() if name not in ("layer", "head")}
         head_png = Path(self.store.kept_file(self._head_image, settings, r.kind, r.layer, r.head, per_head))
         stem = export_stem(settings, r.kind)
+        head = f"{stem}__L{r.layer}_H{r.head}"
+        figure = self._head_figure(settings, r.kind, r.layer, r.head, per_head)
         return self.exports.write({
             f"{stem}__grid.png": described_png(grid_png, grid_record),
-            f"{stem}__L{r.layer}_H{r.head}.png": described_png(head_png, record),
+            f"{head}.png": described_png(head_png, record),
             f"{stem}__maps.npz": maps_npz(run),
-            f"{stem}__L{r.layer}_H{r.head}.csv": head_csv(run, r.kind, r.layer, r.head, record).encode(),
+            f"{head}.csv": head_csv(run, r.kind, r.layer, r.head, record).encode(),
+            f"{head}.svg": vector.figure_bytes(figure, "svg", record),
+            f"{head}.pdf": vector.figure_bytes(figure, "pdf", record),
+            **self.explorer_page(settings, f"{stem}__explorer"),
         }, client)
+
+    def _head_figure(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool):
+        """One head as a figure for a paper (draw.vector): its tokens on the axes, masked cells grey."""
+        run = self.runs.run(settings)
+        weights = run.head(kind, layer, head)[None, None]  # (1, 1, Q, K)
+        title = f"{run_title(run)}\n{head_title(settings, kind, layer, head)}"
+        return vector.grid_figure(weights, *run.tokens(kind), title, (layer,), (head,), mask=run.mask(kind),
+                                  per_head_max=per_head)
+
+    def explorer_page(self, settings: Settings, name: str) -> dict[str, bytes]:
+        """The run on screen as one HTML file, {name.html: bytes}: the packed run the page draws, with the explorer's
+        scripts and styles inlined (no network); past EXPORT_PAGE_BYTES, {name_too_large.txt: why} instead."""
+        page = explorer_html(self._packed(settings), document=True, title="attention explorer").encode()
+        if len(page) > EXPORT_PAGE_BYTES:
+            return {f"{name}_too_large.txt": (f"The explorer page of this run would be {len(page) / 2**20:.1f} MB, past "
+                                              f"the export's {EXPORT_PAGE_BYTES / 2**20:.0f} MB: export a shorter "
+                                              "text.\n").encode()}
+        return {f"{name}.html": page}
 
     # ------------------------------------------------------------------ the √d_k lab
 

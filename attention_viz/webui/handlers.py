@@ -42,8 +42,9 @@ gradio_client.exceptions.AppError carrying the message):
     "difference" (a − b) [Q][K], "masks" [a's, b's], "largest" {"query", "key", "value"} or null, "mean_abs",
     "outputs" [on, off], "text", "settings"; the page draws the difference as a red (more weight on) / blue table.
     text: HTML on what changed and both outputs.
-/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [4 paths]:
-    the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV.
+/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [7 paths]:
+    the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV, the head
+    as SVG and PDF (text kept as text), the run on screen as one HTML file (the explorer, offline).
 heads_off, ablation (last, optional in /visualize, /steps, /compare and /export, after compatibility): heads
     switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or {map key: [heads]},
     and "zero" (their outputs set to 0) or "mean" (each one's mean output over reference texts); the packed run then
@@ -225,7 +226,8 @@ class Handlers:
                causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None,
                heads_off: str | None = None, ablation: str | None = None, request: gr.Request = None):
-        """The grid and the head as PNG, every map as .npz, the head as CSV (the page's session keeps its last few)."""
+        """The grid and the head as PNG, every map as .npz, the head as CSV, SVG and PDF, the run as one HTML page (the
+        page's session keeps its last few)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale, _client(request))]

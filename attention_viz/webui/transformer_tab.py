@@ -175,7 +175,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                                       label="Colour scale of the PNGs", elem_id="colour")
                     export_button = gr.Button("Export the head chosen in Heatmaps", elem_id="export_button")
                     # shown once it holds files: Gradio's empty gr.File carries an aria-label on a plain div (WCAG)
-                    files = gr.File(label="grid and head (PNG), every map (.npz), the head (CSV)",
+                    files = gr.File(label="grid and head (PNG), every map (.npz), the head (CSV; SVG and PDF for a "
+                                          "paper), the run on screen as one HTML file (opens offline)",
                                     file_count="multiple", interactive=False, elem_id="files", visible=False)
 
     settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]

@@ -25,10 +25,11 @@ import numpy as np
 import torch
 
 from attention_viz.core.ablation import recorders, switches
-from attention_viz.core.attention import Kernel, Scale, scaled_dot_product_attention
+from attention_viz.core.attention import Kernel, Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
 from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation, variation_of
+from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of
@@ -87,7 +88,8 @@ class PretrainedTransformer:
         model: a transformers PreTrainedModel whose attention goes through transformers' attention interface.
         tokenizer: its tokenizer (a transformers tokenizer).
         name: what the app calls it (default: the model's name_or_path).
-        kernel: Eq. 1's implementation (core's reference; use_kernel changes it).
+        kernel: Eq. 1's implementation: attention_viz.fast's kernel, bit-identical to core's reference and no slower
+            than transformers' eager attention (docs/real_models.md); use_kernel(core's) runs the reference itself.
 
     Wrapping proves the model (hub.proof): a probe through our Eq. 1 and through its own eager attention, every map
     and the output compared; `fidelity` keeps the figures, and a model beyond float tolerance is refused
@@ -96,8 +98,7 @@ class PretrainedTransformer:
     `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies.
     """
 
-    def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = scaled_dot_product_attention
-                 ) -> None:
+    def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention) -> None:
         family = family_of(model.config)  # refusals known from the config alone
         self.model = model
         self.tokenizer = tokenizer
@@ -132,7 +133,7 @@ class PretrainedTransformer:
                                    causal=self.layout != "encoder")
 
     def use_kernel(self, kernel: Kernel) -> PretrainedTransformer:
-        """Run Eq. 1 with this kernel (core's reference, or attention_viz.fast's bit-identical one); returns self."""
+        """Run Eq. 1 with this kernel (attention_viz.fast's, the default, or core's reference); returns self."""
         self.kernel = kernel
         return self
 

@@ -3,8 +3,10 @@
 One probe, two passes over the same few tokens (two rows, the second padded at its end): one through our Eq. 1,
 which also finds the model's attention modules, its layout, our map keys and each W_O (hub.families), and one
 through transformers' eager attention with output_attentions=True. Every map and the output (logits, or the last
-hidden states of a model without a head) are compared; the figures travel with the model as its Fidelity, and a
-model that disagrees beyond float tolerance is refused with them.
+hidden states of a model without a head) are compared at every position that is text: a padded query's row is left
+out (where a sliding window leaves it no key, eager spreads it evenly over all keys and ours, by this package's mask
+convention, gives it all zeros). The figures travel with the model as its Fidelity, and a model that disagrees
+beyond float tolerance is refused with them.
 
 The same pass proves whether the model's logits are exactly its output head on the base model's last hidden states
 (lm_head(h) plus a bias buffer such as Marian's final_logits_bias): what head importance computes its scores from
@@ -70,6 +72,8 @@ def _figure(x: float) -> str:
 
 
 NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks"}
+# Config fields by which a model changes its logits after lm_head (Gemma 2's cap, Cohere's and Granite's scales).
+LOGIT_CHANGES = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 
 
 @dataclass(frozen=True)
@@ -139,14 +143,18 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
     reference, _ = _output(eager)
     tolerance = TOLERANCE.get(output.dtype, 1e-4)
     keys = dict(found.keys)
+    real = kwargs["attention_mask"].bool()  # (B, S): the probe's tokens that are not padding
+    source = found.layout != "encoder-decoder"  # whether the output's positions are the source's
     worst = 0.0
     for call in calls:
         key = keys[names[id(call.module)]]
         theirs = eager_maps.get(key)
         if theirs is None or theirs.shape != call.weights.shape:
             raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
-        worst = max(worst, float((call.weights - theirs).abs().max()))
-    outputs = float((output - reference).abs().max()) / max(1.0, float(reference.abs().max()))
+        rows = real[:, None, :, None] if source or key.startswith("encoder.") else True  # (B, 1, S, 1)
+        worst = max(worst, float(((call.weights - theirs).abs() * rows).max()))
+    rows = real[:, :, None] if source else True  # (B, S, 1)
+    outputs = float(((output - reference).abs() * rows).max()) / max(1.0, float((reference.abs() * rows).max()))
     honoured = tuple(sorted({h for call in calls for h in call.honoured}))
     kinds = tuple(dict.fromkeys(k.split(".")[0] + "." + k.split(".")[2] for _, k in found.keys))
     fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), LENGTHS[0], 2, kinds,
@@ -204,10 +212,14 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
 def _linear_head(model, logits, head_input: list, base_output: list, tolerance: float) -> tuple[str, ...] | None:
     """The buffers b_i with logits == lm_head(h) + Σ b_i, h the base model's last hidden states (as the probe's
     pass computed them), or None when the logits are not exactly that (a soft cap, a scale, a head that is more
-    than one linear layer)."""
+    than one linear layer). Those of the buffers of the whole model's own (not its base model's, not lm_head's)
+    holding one number per vocabulary entry are all added (Marian's final_logits_bias, all 0 until trained)."""
     head = model.get_output_embeddings()
     if logits is None or type(head) is not torch.nn.Linear or len(head_input) != 1 or len(base_output) != 1:
         return None
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if any(getattr(config, field, None) not in (None, 1, 1.0) for field in LOGIT_CHANGES):
+        return None  # a cap or a scale that the probe's small logits may not show
     h, states = head_input[0], base_output[0]
     if h.shape != states.shape or not (h.data_ptr() == states.data_ptr() or torch.equal(h, states)):
         return None

@@ -13,10 +13,14 @@ one shared model never see each other's settings. Outside `switched`, the functi
 eager attention: its scaling, its masks, nothing recorded.
 
 Axes: B batch, H query heads, H_kv key/value heads (grouped-query attention), Q queries, K keys, d head width.
-Masks are built by transformers' own sdpa_mask (boolean, True = may attend: our convention), always
-materialised, with the switches applied where the model composes them: the causal mask function is replaced by
-the bidirectional one when the causal mask is off (a sliding window goes with it), and the 2D padding mask is
-dropped when the padding mask is off.
+Masks are built by transformers' own sdpa_mask (boolean, True = may attend: our convention), materialised unless
+they hide nothing (full attention without padding: None), with the switches applied where the model composes them:
+the causal mask function is replaced by the bidirectional one when the causal mask is off (a sliding window goes
+with it), and the 2D padding mask is dropped when the padding mask is off.
+
+Any model's attention arrives here, so what it is handed besides q, k, v and the mask is sorted in three (HONOURED,
+CARRIED, REFUSED below); during the probe on load (hub.proof) an argument we would not honour refuses the model,
+naming it.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Layouts: an encoder-decoder model (Marian, BART) has all three kinds of map; an 
 what it wrote. Switches, as in core.model (one core.variation.Variation, variation=..., or its fields as keywords in
 the public calls: forward, greedy_decode, head_outputs, value_flows, value_norms; the passes under them take the
 Variation only, and build the heads' switches from it in one place, _switches):
-    scale         "sqrt_dk" (the model's own factor, 1/√d_k in every supported family) | "none" | positive float
+    scale         "sqrt_dk" (the model's own factor on QKᵀ, 1/√d_k in most models) | "none" | positive float
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
     heads_off     {map key: [heads]} switched off before the model's W_O ("zero" or "mean"; core.ablation)
@@ -335,7 +335,7 @@ class PretrainedTransformer:
                     head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None
                     ) -> dict[str, torch.Tensor]:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
-        with the family's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
+        with the model's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
         run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)
         return {key: run.maps[key] * norms[key][:, :, None, :] for key in norms}

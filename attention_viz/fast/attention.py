@@ -36,10 +36,15 @@ def scaled_dot_product_attention(
     mask: torch.Tensor | None = None,
     scale: Scale = "sqrt_dk",
     dropout_p: float = 0.0,
+    *,
+    softcap: float | None = None,
+    sink: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eq. 1 as core.attention.scaled_dot_product_attention computes it, bit for bit, in fewer passes."""
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return reference.scaled_dot_product_attention(q, k, v, mask, scale, dropout_p)
+    """Eq. 1 as core.attention.scaled_dot_product_attention computes it, bit for bit, in fewer passes (a soft cap
+    or a sink: the reference itself)."""
+    if softcap is not None or sink is not None or (
+            torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        return reference.scaled_dot_product_attention(q, k, v, mask, scale, dropout_p, softcap=softcap, sink=sink)
     factor = scale_factor(scale, q.size(-1))
     shape = _scores_shape(q, k)
     if mask is not None and not _fits(mask.shape, shape):  # the mask enlarges the scores: they cannot hold it

@@ -13,10 +13,14 @@ one shared model never see each other's settings. Outside `switched`, the functi
 eager attention: its scaling, its masks, nothing recorded.
 
 Axes: B batch, H query heads, H_kv key/value heads (grouped-query attention), Q queries, K keys, d head width.
-Masks are built by transformers' own sdpa_mask (boolean, True = may attend: our convention), always
-materialised, with the switches applied where the model composes them: the causal mask function is replaced by
-the bidirectional one when the causal mask is off (a sliding window goes with it), and the 2D padding mask is
-dropped when the padding mask is off.
+Masks are built by transformers' own sdpa_mask (boolean, True = may attend: our convention), materialised unless
+they hide nothing (full attention without padding: None), with the switches applied where the model composes them:
+the causal mask function is replaced by the bidirectional one when the causal mask is off (a sliding window goes
+with it), and the 2D padding mask is dropped when the padding mask is off.
+
+Any model's attention arrives here, so what it is handed besides q, k, v and the mask is sorted in three (HONOURED,
+CARRIED, REFUSED below); during the probe on load (hub.proof) an argument we would not honour refuses the model,
+naming it.
 """
 
 from __future__ import annotations
@@ -30,10 +34,47 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, bidirectional_mask_function, sdpa_mask
 
-from attention_viz.core.attention import Scale, scale_factor, scaled_dot_product_attention
+from attention_viz.core.attention import Kernel, Scale, scale_factor, scaled_dot_product_attention
 from attention_viz.core.variation import Variation
 
 IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
+
+
+# The arguments transformers hands an attention function besides (module, query, key, value, mask, scaling,
+# dropout), and what each means for Eq. 1. Honoured: computed as the model's eager attention computes them. Carried:
+# what the mask already holds (a sliding window, causality) or what only other kernels read (flash attention's
+# packed sequences, a layer's bookkeeping): eager attention ignores them too. Refused: a change to Eq. 1 that we do
+# not compute, named in the refusal. Anything else that is not None is refused as unknown, by its name.
+HONOURED = ("softcap", "s_aux")
+CARRIED = frozenset({
+    "sliding_window", "is_causal", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "position_ids",
+    "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
+    "return_dict", "cache_position", "deterministic", "layer_idx",
+})
+REFUSED = {
+    "position_bias": "a position bias added to QKᵀ (T5's relative positions)",
+    "sinks": "attention sinks with a position bias",
+    "indices": "attention over selected keys only (sparse attention)",
+    "block_indices": "attention over selected blocks only (sparse attention)",
+}
+
+
+class UnhonouredArgument(ValueError):
+    """An argument the model hands its attention function that our Eq. 1 would not honour (the message names it)."""
+
+
+@dataclass
+class Call:
+    """One call of the attention function in a probe pass: who called it, with what, and what it gave back."""
+
+    module: torch.nn.Module
+    query: tuple[int, ...]                  # [B, H, Q, d_k]
+    key: tuple[int, ...]                    # [B, H_kv, K, d_k]
+    d_v: int
+    mask: torch.Tensor | None               # as applied: True = may attend
+    weights: torch.Tensor                   # [B, H, Q, K]
+    output: torch.Tensor                    # [B, Q, H, d_v], as handed back (what the model's W_O reads)
+    honoured: tuple[str, ...] = ()          # the HONOURED arguments it was given ("softcap", "s_aux")
 
 
 @dataclass
@@ -47,11 +88,15 @@ class Pass:
     factors: dict[str, float] = field(default_factory=dict)  # map key -> the model's own factor on QKᵀ
     masks: dict[str, torch.Tensor | None] = field(default_factory=dict)  # map key -> the mask applied (True = may
                                                                           # attend, broadcastable to [B, 1, Q, K])
+    sinks: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the weight each row gave its learned
+                                                                  # sink [B, H, Q] (1 - the row's sum; sink models only)
     inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
     switches: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch before W_O: the variation's
                                                  # heads off (+ means, gates, recorders), as the model builds them
     values: dict[str, torch.Tensor] | None = None  # when given: map key -> every head's values [B, H, K, d]
     kept: dict[str, torch.Tensor] = field(default_factory=dict)  # "q" [B, H, Q, d], "k", "v" [B, H, K, d]
+    kernel: Kernel = scaled_dot_product_attention  # Eq. 1: core's reference, or a bit-identical kernel (fast)
+    probe: list[Call] | None = None  # when given: every call, in order (hub.proof's probe pass)
 
 
 _current: contextvars.ContextVar[Pass | None] = contextvars.ContextVar("attention_viz_pass", default=None)
@@ -82,15 +127,35 @@ def as_allowed(mask: torch.Tensor | None) -> torch.Tensor | None:
     return mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend, a large negative number is hidden
 
 
+def check_arguments(kwargs: dict, mask: torch.Tensor | None) -> None:
+    """UnhonouredArgument naming what this call hands the attention function that Eq. 1 would not honour: a refused
+    or unknown argument, or an additive mask that holds more than 0 and -inf (a bias on QKᵀ: ALiBi, a relative
+    position bias)."""
+    for name, value in kwargs.items():
+        if value is None or value is False or name in CARRIED or name in HONOURED:
+            continue
+        why = REFUSED.get(name, "an argument attention_viz does not know")
+        raise UnhonouredArgument(f"its attention is handed {name} ({why}), which our Eq. 1 does not compute")
+    if mask is not None and mask.is_floating_point():
+        hidden = mask <= torch.finfo(mask.dtype).min / 2
+        if bool((mask.masked_fill(hidden, 0) != 0).any()):
+            raise UnhonouredArgument("its attention mask adds a bias to QKᵀ (ALiBi or a position bias), which our "
+                                     "Eq. 1 does not compute")
+
+
 def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                   **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
     """transformers' attention-function contract, computed by our Eq. 1.
 
     query [B, H, Q, d], key/value [B, H_kv, K, d], mask broadcastable to [B, 1, Q, K] ->
-    (output [B, Q, H, d] as transformers expects it, weights [B, H, Q, K]).
+    (output [B, Q, H, d] as transformers expects it, weights [B, H, Q, K]). A soft cap (`softcap`, Gemma 2) caps
+    the scaled logits; learned sinks (`s_aux` [H], gpt-oss) join each row's softmax, and what they take is recorded
+    beside the map. Under the scale switch the model's own factor on QKᵀ is replaced, inside the cap.
     """
     run = _current.get()
+    if run is not None and run.probe is not None:
+        check_arguments(kwargs, attention_mask)
     own = scaling if scaling is not None else query.size(-1) ** -0.5  # the model's own factor on QKᵀ
     scale: Scale = own
     if run is not None and run.variation.scale != "sqrt_dk":
@@ -100,28 +165,50 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     mask = as_allowed(attention_mask)
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
-    output, weights = scaled_dot_product_attention(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
-    if run is not None and run.switches and run.keys.get(id(module)) in run.switches:
-        output = run.switches[run.keys[id(module)]](output)  # heads switched off before the model's W_O
-    if run is not None and run.record and id(module) in run.keys:
-        name = run.keys[id(module)]
+    softcap, sink = kwargs.get("softcap"), kwargs.get("s_aux")
+    kernel = run.kernel if run is not None else scaled_dot_product_attention
+    if softcap is None and sink is None:
+        output, weights = kernel(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
+    else:
+        output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink)
+    if run is None:
+        return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
+    name = run.keys.get(id(module))
+    if run.switches and name in run.switches:
+        output = run.switches[name](output)  # heads switched off before the model's W_O
+    if run.record and name is not None:
         run.maps[name] = weights
         run.factors[name] = float(own)
         run.masks[name] = mask
+        if sink is not None:
+            run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
         if run.inputs == name:
             run.kept.update(q=query, k=k, v=v)
         if run.values is not None:
             run.values[name] = v  # (B, H, K, d): value_flows' input
-    return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
+    output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)
+    if run.probe is not None:
+        honoured = tuple(n for n in HONOURED if kwargs.get(n) is not None)
+        run.probe.append(Call(module, tuple(query.shape), tuple(key.shape), value.size(-1), mask, weights, output,
+                              honoured))
+    return output, weights
+
+
+def bidirectional(mask_function: Callable | None) -> bool:
+    """True for transformers' own mask function of full attention (every position sees every other)."""
+    return mask_function is bidirectional_mask_function
 
 
 def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:
-    """transformers' mask-function contract: its sdpa_mask, always materialised, with this pass's mask switches."""
+    """transformers' mask-function contract: its sdpa_mask with this pass's mask switches, materialised unless it
+    hides nothing (full attention and no padding: None, which Eq. 1 reads as nothing hidden)."""
     run = _current.get()
     if run is not None and not run.variation.padding_mask:
         attention_mask = None
     if run is not None and not run.variation.causal_mask:
         mask_function = bidirectional_mask_function
+    if bidirectional(mask_function) and (attention_mask is None or bool(attention_mask.all())):
+        return None
     kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
     if mask_function is not None:
         kwargs["mask_function"] = mask_function

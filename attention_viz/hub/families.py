@@ -1,24 +1,29 @@
-"""The families of Hugging Face models whose attention runs through our Eq. 1, and where their maps go.
+"""Which Hugging Face models run through our Eq. 1, and where their maps go: found from the model, not from a list.
 
-Each family names the transformers model types it covers, its layout (encoder-decoder, encoder only,
-decoder only) and, for each attention module, the map key it records under: a pattern on the module's
-dotted name in the model (`model.decoder.layers.3.encoder_attn` -> `decoder.3.cross_attn`). A model type
-outside the table is refused with the reason: an attention we have not proven equal to its own eager
-implementation is not shown as if it were.
+Any model whose attention goes through transformers' attention interface runs with our Eq. 1 inside; hub.proof
+proves each one on load against its own eager attention. What this module holds is what that proof needs: the
+refusals known before anything runs (each with its reason), and how the calls of the attention function in one
+probe pass become the model's layout, our map keys and each attention's W_O:
+
+    stack     an encoder-decoder model's encoder attentions are the modules inside model.get_encoder(); in a model
+              of one stack, a layer whose probe mask hides every later key is a decoder's, one that does not an
+              encoder's (a model with both kinds is refused)
+    name      cross_attn when its keys are not its own queries' positions (the probe's decoder input is shorter
+              than its source), self_attn when they are
+    layer     the i-th call of that stack and name in the pass
+    W_O       the first linear layer whose input is the attention function's output (the same data, or equal)
+
+Keys stay `encoder.{i}.self_attn`, `decoder.{i}.self_attn`, `decoder.{i}.cross_attn`.
 """
 
 from __future__ import annotations
 
-import re
+from collections import Counter
 from dataclasses import dataclass
 
-from attention_viz.core.maps import map_key
+import torch
 
-_ENCODER_DECODER = (
-    (r"encoder\.layers\.(\d+)\.self_attn", "encoder", "self_attn"),
-    (r"decoder\.layers\.(\d+)\.self_attn", "decoder", "self_attn"),
-    (r"decoder\.layers\.(\d+)\.encoder_attn", "decoder", "cross_attn"),
-)
+from attention_viz.core.maps import map_key
 
 
 class ModelRefusedError(ValueError):
@@ -33,83 +38,149 @@ class UnsupportedModelError(ModelRefusedError):
 
 @dataclass(frozen=True)
 class Family:
-    """Models of one architecture: how their attention modules map onto our keys."""
+    """A model's architecture as attention_viz sees it: its name, layout and, once probed, its attentions' map keys
+    and W_O."""
 
-    name: str                                   # what the app and the notes call it ("Marian")
-    model_types: tuple[str, ...]                # transformers' config.model_type values
+    name: str                                   # what the app and the notes call it ("Marian", "Gemma2")
+    model_type: str                             # transformers' config.model_type
     layout: str                                 # "encoder-decoder", "encoder" or "decoder"
-    modules: tuple[tuple[str, str, str], ...]   # (pattern ending a module's name, stack, name)
     about: str                                  # one line: norm placement, positions, what is special
-    w_o: str = "out_proj"                       # W_O, from the attention module: a child's name, or "../x" for a
-                                                # sibling's child (BERT's attention.output.dense)
-    w_o_transposed: bool = False                # its weight is [in, out] (GPT-2's Conv1D), not [out, in]
-    linear_heads: tuple[str, ...] = ()          # transformers classes whose logits are exactly lm_head(h) (+ the
-                                                # buffer logits_bias), h the base model's last hidden state
-    logits_bias: str | None = None              # a buffer [1, V] their forward adds to lm_head's output
+    keys: tuple[tuple[str, str], ...] = ()      # (attention module's dotted name, map key), in call order (probed)
+    w_o: tuple[tuple[str, str, bool], ...] = ()  # (map key, W_O's dotted name, its weight is [in, out]) (probed)
 
     def key_of(self, module_name: str) -> str | None:
         """The map key of the attention module with this dotted name, or None if it is not one."""
-        for pattern, stack, name in self.modules:
-            found = re.search(rf"(?:^|\.){pattern}$", module_name)
-            if found:
-                return map_key(stack, int(found.group(1)), name)
-        return None
+        return dict(self.keys).get(module_name)
 
 
-FAMILIES = (
-    Family("Marian", ("marian",), "encoder-decoder", _ENCODER_DECODER,
-           "the paper's own architecture: post-norm, sinusoidal positions, h = 8, d_k = 64 in opus-mt",
-           linear_heads=("MarianMTModel",), logits_bias="final_logits_bias"),
-    Family("BART", ("bart",), "encoder-decoder", _ENCODER_DECODER,
-           "post-norm, learned positions, a denoising autoencoder",
-           linear_heads=("BartForConditionalGeneration",), logits_bias="final_logits_bias"),
-    Family("mBART", ("mbart",), "encoder-decoder", _ENCODER_DECODER,
-           "pre-norm, learned positions, many languages",
-           linear_heads=("MBartForConditionalGeneration",), logits_bias="final_logits_bias"),
-    Family("BERT", ("bert",), "encoder",
-           ((r"encoder\.layer\.(\d+)\.attention\.self", "encoder", "self_attn"),),
-           "encoder only: post-norm, learned positions, every token sees every other", w_o="../output.dense"),
-    Family("GPT-2", ("gpt2",), "decoder", ((r"h\.(\d+)\.attn", "decoder", "self_attn"),),
-           "decoder only: pre-norm, learned positions, causal self-attention", w_o="c_proj", w_o_transposed=True,
-           linear_heads=("GPT2LMHeadModel",)),
-    Family("Llama-class", ("llama", "qwen2", "mistral"), "decoder",
-           ((r"layers\.(\d+)\.self_attn", "decoder", "self_attn"),),
-           "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention", w_o="o_proj",
-           linear_heads=("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")),
-)
-
-# Families refused with the reason (anything else is refused as not proven).
+# Known before anything runs: model types whose attention is not Eq. 1 (the probe would refuse them too, later).
 REFUSED = {
     "t5": "T5 adds a learned relative-position bias to QKᵀ and folds 1/√d_k into its weights, so its attention "
           "is not Eq. 1 and has no scaling to switch",
     "mt5": "mT5 is T5's architecture: a relative-position bias on QKᵀ and no 1/√d_k to switch",
+    "umt5": "UMT5 is T5's architecture: a relative-position bias on QKᵀ and no 1/√d_k to switch",
+    "longt5": "LongT5 is T5's architecture: a relative-position bias on QKᵀ and no 1/√d_k to switch",
 }
+
+# The app's names and one-line descriptions of architectures it has long shown (any other is named by its config).
+SHOWN = {
+    "marian": ("Marian", "the paper's own architecture: post-norm, sinusoidal positions, h = 8, d_k = 64 in opus-mt"),
+    "bart": ("BART", "post-norm, learned positions, a denoising autoencoder"),
+    "mbart": ("mBART", "pre-norm, learned positions, many languages"),
+    "bert": ("BERT", "encoder only: post-norm, learned positions, every token sees every other"),
+    "gpt2": ("GPT-2", "decoder only: pre-norm, learned positions, causal self-attention"),
+    "llama": ("Llama-class", "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention"),
+    "qwen2": ("Llama-class", "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention"),
+    "mistral": ("Llama-class", "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention"),
+}
+LAYOUT_ABOUT = {"encoder-decoder": "encoder and decoder", "encoder": "encoder only: every token sees every other",
+                "decoder": "decoder only: causal self-attention"}
 
 
 def family_of(config) -> Family:
-    """The family of a transformers config; UnsupportedModelError naming why a model is refused."""
+    """What the config alone says (name, layout as far as the config knows it); UnsupportedModelError for a model
+    known not to work, naming why. The probe (hub.proof) finds the rest."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
     model_type = getattr(config, "model_type", None)
     if model_type in REFUSED:
         raise UnsupportedModelError(f"{model_type} models are not supported: {REFUSED[model_type]}.")
-    for family in FAMILIES:
-        if model_type in family.model_types:
-            check_config(family, config)
-            return family
-    known = ", ".join(t for f in FAMILIES for t in f.model_types)
-    raise UnsupportedModelError(
-        f"{model_type!r} models are not supported: attention_viz runs only families whose attention it has proven "
-        f"equal to transformers' own ({known})."
-    )
+    if model_type not in CONFIG_MAPPING_NAMES:
+        raise UnsupportedModelError(f"{model_type!r} models are not supported: transformers does not know this "
+                                    "model type, and attention_viz runs only transformers' own code.")
+    layout = "encoder-decoder" if getattr(config, "is_encoder_decoder", False) else (
+        "decoder" if getattr(config, "is_decoder", False) else "encoder")  # a guess for one stack: the probe decides
+    name, about = SHOWN.get(model_type, (CONFIG_MAPPING_NAMES[model_type].removesuffix("Config"),
+                                         LAYOUT_ABOUT[layout]))
+    family = Family(name, model_type, layout, about)
+    check_config(family, config)
+    return family
 
 
 def check_config(family: Family, config) -> None:
-    """Refuse configurations of a supported family whose attention is not Eq. 1 the way we route it."""
-    if family.layout == "encoder" and getattr(config, "is_decoder", False):
-        raise UnsupportedModelError("a BERT built as a decoder (is_decoder=True) is not supported; load it as an "
-                                    "encoder.")
+    """Refuse configurations whose attention is not Eq. 1 the way we route it."""
     if getattr(config, "add_cross_attention", False) and family.layout != "encoder-decoder":
-        raise UnsupportedModelError(f"a {family.name} model with added cross-attention is not supported.")
+        raise UnsupportedModelError(f"a {family.name} model with added cross-attention is not supported: its "
+                                    "cross-attention reads an encoder it does not have.")
     if family.layout == "encoder-decoder":
         heads = {getattr(config, "encoder_attention_heads", None), getattr(config, "decoder_attention_heads", None)}
         if len(heads) != 1:
             raise UnsupportedModelError("the encoder and decoder have different numbers of heads; the views need one.")
+
+
+def causal(mask: torch.Tensor | None, Q: int, K: int) -> bool:
+    """True when a probe's mask (True = may attend, broadcastable to [B, 1, Q, K]) hides every later key from its
+    first row's queries (the probe's first row is never padded)."""
+    if mask is None or Q < 2:
+        return False
+    allowed = torch.broadcast_to(mask, (mask.size(0), 1, Q, K))[0, 0]  # (Q, K)
+    return not bool(allowed.triu(K - Q + 1).any())
+
+
+def discovered(model, calls, family: Family, lengths: tuple[int, int]) -> Family:
+    """The family with its layout and map keys found from a probe's calls of the attention function (hub.attention
+    Call, in order); lengths = (source, decoder input) of the probe. UnsupportedModelError naming what does not fit."""
+    if not calls:
+        raise UnsupportedModelError(f"{family.name}'s attention does not go through transformers' attention "
+                                    "interface, so our Eq. 1 cannot run inside it.")
+    names = {id(module): name for name, module in model.named_modules()}
+    twice = [m for m, n in Counter(id(c.module) for c in calls).items() if n > 1]
+    if twice:
+        raise UnsupportedModelError(f"its attention module {names.get(twice[0], '?')} runs more than once in a pass "
+                                    "(layers that share weights): one map cannot stand for each of its runs.")
+    heads = {c.query[1] for c in calls}
+    if len(heads) != 1:
+        raise UnsupportedModelError(f"its attention layers have different numbers of heads ({sorted(heads)}); the "
+                                    "views need one.")
+    encoder = None
+    if family.layout == "encoder-decoder":
+        encoder = {id(m) for m in model.get_encoder().modules()}
+    places = []
+    for call in calls:
+        Q, K = call.query[2], call.key[2]
+        if encoder is not None:
+            stack = "encoder" if id(call.module) in encoder else "decoder"
+            name = "cross_attn" if stack == "decoder" and K == lengths[0] != lengths[1] else "self_attn"
+            if (name == "self_attn") != (Q == K):
+                raise UnsupportedModelError(f"its attention {names[id(call.module)]} reads {K} keys for {Q} queries, "
+                                            "which is neither self- nor cross-attention.")
+        else:
+            if Q != K:
+                raise UnsupportedModelError(f"its attention {names[id(call.module)]} reads keys of another length "
+                                            "than its queries (cross-attention to an encoder it does not have).")
+            stack, name = ("decoder" if causal(call.mask, Q, K) else "encoder"), "self_attn"
+        places.append((stack, name))
+    if encoder is None and len({stack for stack, _ in places}) > 1:
+        raise UnsupportedModelError("some of its attention layers are causal and some are not; attention_viz shows "
+                                    "one stack of one kind.")
+    seen: Counter = Counter()
+    keys = []
+    for call, (stack, name) in zip(calls, places):
+        keys.append((names[id(call.module)], map_key(stack, seen[stack, name], name)))
+        seen[stack, name] += 1
+    layout = family.layout if encoder is not None else places[0][0]
+    about = family.about if family.model_type in SHOWN else LAYOUT_ABOUT[layout]
+    return Family(family.name, family.model_type, layout, about, tuple(keys))
+
+
+def w_o_of(family: Family, calls, inputs: list[tuple[int, str, torch.nn.Module, torch.Tensor]]) -> Family:
+    """The family with each attention's W_O: the first linear layer after it (inputs: (attention calls before it,
+    dotted name, module, its input) in the order they ran) that reads the attention function's output: the same
+    data, or a tensor equal to it, of the width H·d_v. UnsupportedModelError when one has none (its output is
+    changed first, as a gate would)."""
+    found = []
+    for i, (call, (_, key)) in enumerate(zip(calls, family.keys)):
+        out = call.output  # (B, Q, H, d_v)
+        width = out.size(-2) * out.size(-1)
+        match = None
+        for after, name, module, x in inputs:
+            if after <= i or x.numel() != out.numel() or x.size(-1) != width:
+                continue
+            if x.data_ptr() == out.data_ptr() or torch.equal(x.reshape(out.shape), out):
+                match = (name, module)
+                break
+        if match is None:
+            raise UnsupportedModelError(f"no linear layer reads the output of its attention {key} unchanged, so its "
+                                        "W_O (what heads off, value norms and head importance need) is not known.")
+        found.append((key, match[0], not isinstance(match[1], torch.nn.Linear)))  # Conv1D keeps [in, out]
+    return Family(family.name, family.model_type, family.layout, family.about, family.keys, tuple(found))

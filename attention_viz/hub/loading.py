@@ -98,7 +98,7 @@ def check_folder(path: Path, shown: str | None = None) -> None:
     raw = json.loads(config.read_text(encoding="utf-8"))
     if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
         raise refused(shown, "its config.json names no model_type")
-    try:  # a family that is refused or not proven, before any weight is read
+    try:  # a model known not to work, or one transformers does not know, before any weight is read
         family_of(SimpleNamespace(model_type=raw["model_type"]))
     except UnsupportedModelError as error:
         own_code = "; its own code (auto_map in config.json) is never run" if "auto_map" in raw else ""
@@ -182,22 +182,33 @@ def timed_out(error: BaseException | None) -> bool:
 
 
 def model_class(config):
-    """The transformers Auto class that gives this config's model its output head.
+    """The transformers Auto class that builds this config's model with the output head its checkpoint was saved
+    with: the class its config's architectures name, found in transformers' own mappings (a sequence-to-sequence LM,
+    a causal LM, a masked LM, else the base model, with no head: `BertModel` as the sentence-embedding models are
+    saved, `GPT2Model`, and under a head of another task); with no architectures named, the first of those mappings
+    that holds its model type (an encoder's masked LM before a causal LM)."""
+    from transformers.models.auto import modeling_auto as auto
 
-    The base model (no head) for a checkpoint saved without one: its architectures name only the family's base
-    class (`BertModel`, as the sentence-embedding models are saved, `GPT2Model`, `LlamaModel`)."""
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
-
-    layout = family_of(config).layout
-    architectures = getattr(config, "architectures", None) or []
-    if architectures and set(architectures) == {MODEL_MAPPING_NAMES.get(config.model_type)}:
-        return AutoModel
-    if layout == "encoder-decoder":
+    choices = ((AutoModelForSeq2SeqLM, auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES),
+               (AutoModelForCausalLM, auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+               (AutoModelForMaskedLM, auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+               (AutoModel, auto.MODEL_MAPPING_NAMES))
+    model_type = config.model_type
+    architectures = set(getattr(config, "architectures", None) or [])
+    for auto_class, names in choices:
+        if names.get(model_type) in architectures:
+            return auto_class
+    masked = model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    if any(a.endswith("ForPreTraining") for a in architectures) and masked:
+        return AutoModelForMaskedLM  # its pre-training heads hold the masked LM's
+    if architectures:
+        return AutoModel  # a head of another task (a classifier): the base model under it
+    if getattr(config, "is_encoder_decoder", False) and model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
         return AutoModelForSeq2SeqLM
-    if layout == "decoder":
+    if masked:
+        return AutoModelForMaskedLM  # an encoder (BERT, RoBERTa), though it may have a causal LM class too
+    if model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return AutoModelForCausalLM
-    if any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
-        return AutoModelForMaskedLM
     return AutoModel
 
 

@@ -11,7 +11,7 @@ Layouts: an encoder-decoder model (Marian, BART) has all three kinds of map; an 
 what it wrote. Switches, as in core.model (one core.variation.Variation, variation=..., or its fields as keywords in
 the public calls: forward, greedy_decode, head_outputs, value_flows, value_norms; the passes under them take the
 Variation only, and build the heads' switches from it in one place, _switches):
-    scale         "sqrt_dk" (the model's own factor, 1/√d_k in every supported family) | "none" | positive float
+    scale         "sqrt_dk" (the model's own factor on QKᵀ, 1/√d_k in most models) | "none" | positive float
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
     heads_off     {map key: [heads]} switched off before the model's W_O ("zero" or "mean"; core.ablation)
@@ -25,13 +25,15 @@ import numpy as np
 import torch
 
 from attention_viz.core.ablation import recorders, switches
-from attention_viz.core.attention import Scale
+from attention_viz.core.attention import Kernel, Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
 from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation, variation_of
+from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of
+from attention_viz.hub.proof import Fidelity, prove
 
 KIND_OF_LAYOUT = {
     "encoder-decoder": tuple(KINDS),
@@ -83,40 +85,57 @@ class PretrainedTransformer:
     other users share.
 
     Args:
-        model: a transformers PreTrainedModel of a supported family (families.FAMILIES).
+        model: a transformers PreTrainedModel whose attention goes through transformers' attention interface.
         tokenizer: its tokenizer (a transformers tokenizer).
         name: what the app calls it (default: the model's name_or_path).
+        kernel: Eq. 1's implementation: attention_viz.fast's kernel, bit-identical to core's reference and no slower
+            than transformers' eager attention (docs/real_models.md); use_kernel(core's) runs the reference itself.
+
+    Wrapping proves the model (hub.proof): a probe through our Eq. 1 and through its own eager attention, every map
+    and the output compared; `fidelity` keeps the figures, and a model beyond float tolerance is refused
+    (UnsupportedModelError, with them). The probe also finds its layout, map keys and each attention's W_O.
 
     `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies.
     """
 
-    def __init__(self, model, tokenizer, name: str | None = None) -> None:
-        self.family: Family = family_of(model.config)
+    def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention) -> None:
+        family = family_of(model.config)  # refusals known from the config alone
         self.model = model
         self.tokenizer = tokenizer
-        self.name = name or getattr(model.config, "name_or_path", "") or self.family.name
+        self.kernel = kernel
         model.set_attn_implementation(IMPLEMENTATION)
         model.eval()
-        self._keys = {}
-        for module_name, module in model.named_modules():
-            key = self.family.key_of(module_name)
-            if key is not None:
-                self._keys[id(module)] = key
+        proof = prove(model, family, kernel)
+        self.family: Family = proof.family
+        self.fidelity: Fidelity = proof.fidelity
+        self.linear_head = proof.linear_head  # buffers added to lm_head(h) when the logits are exactly that, or None
+        self.name = name or getattr(model.config, "name_or_path", "") or self.family.name
+        modules = dict(model.named_modules())
+        self._keys = {id(modules[module_name]): key for module_name, key in self.family.keys}
+        self._w_o = {key: (modules[name], transposed) for key, name, transposed in self.family.w_o}
         self.kinds = KIND_OF_LAYOUT[self.family.layout]
         self.layers = {kind: sum(1 for key in self._keys.values() if _kind_of(key) == kind) for kind in self.kinds}
         if not all(self.layers.values()):
-            raise UnsupportedModelError(f"no attention layers of {self.family.name}'s expected names were found in "
-                                        f"{type(model).__name__}.")
+            absent = [kind for kind, n in self.layers.items() if not n]
+            raise UnsupportedModelError(f"{self.family.name} is an encoder-decoder model without {absent[0]} "
+                                        "attention; the views need every kind.")
         config = model.config
         text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        self.n_heads = int(getattr(text_config, "num_attention_heads", 0) or text_config.encoder_attention_heads)
-        self.d_model = int(getattr(text_config, "hidden_size", 0) or text_config.d_model)
-        self.d_k = int(getattr(text_config, "head_dim", None) or self.d_model // self.n_heads)
+        first = proof.calls[0]
+        self.n_heads = int(first.query[1])
+        self.d_model = int(getattr(text_config, "hidden_size", 0) or getattr(text_config, "d_model", 0)
+                           or first.output.size(-2) * first.output.size(-1))
+        self.d_k = int(first.query[-1])
         self.vocab_size = int(text_config.vocab_size)
         head = model.get_output_embeddings() is not None  # the language-model or masked-LM head: logits over V
         self.abilities = Abilities(writes_text=head and self.layout != "encoder",
                                    fills_masks=head and self.layout == "encoder",
                                    causal=self.layout != "encoder")
+
+    def use_kernel(self, kernel: Kernel) -> PretrainedTransformer:
+        """Run Eq. 1 with this kernel (attention_viz.fast's, the default, or core's reference); returns self."""
+        self.kernel = kernel
+        return self
 
     # -- facts
 
@@ -206,7 +225,7 @@ class PretrainedTransformer:
             for key, switch in (built or {}).items():
                 kept[key] = replace(switch, record={})
             built = kept
-        return Pass(variation, self._keys, record, switches=built)
+        return Pass(variation, self._keys, record, switches=built, kernel=self.kernel)
 
     def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
                  values: bool = False):
@@ -316,7 +335,7 @@ class PretrainedTransformer:
                     head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None
                     ) -> dict[str, torch.Tensor]:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
-        with the family's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
+        with the model's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
         run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)
         return {key: run.maps[key] * norms[key][:, :, None, :] for key in norms}
@@ -339,23 +358,18 @@ class PretrainedTransformer:
     def norms_of(self, run: Pass) -> dict[str, torch.Tensor]:
         """‖v_j^h W_O^h‖ per map key [B, H, K] from a pass that kept its values (forward_pass or greedy_pass with
         values=True)."""
-        modules = {key: module for module in self.model.modules() if (key := self._keys.get(id(module)))}
         norms = {}
         for key in sorted(run.maps, key=_key_order):
-            w_o = self._w_o(modules[key])  # (D, H·d)
+            w_o = self.w_o(key)  # (D, H·d)
             H, d = self.n_heads, w_o.size(1) // self.n_heads
             norms[key] = torch.einsum("bhkv,dhv->bhkd", run.values[key], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
         return norms
 
-    def _w_o(self, attention: torch.nn.Module) -> torch.Tensor:
-        """The family's W_O for an attention module, as [D, H·d] (the columns that head h's output meets)."""
-        path = self.family.w_o
-        if path.startswith("../"):
-            parent = next(m for m in self.model.modules() if any(c is attention for c in m.children()))
-            module = parent.get_submodule(path[3:])
-        else:
-            module = attention.get_submodule(path)
-        return module.weight.T if self.family.w_o_transposed else module.weight
+    def w_o(self, key: str) -> torch.Tensor:
+        """The W_O of the attention with this map key, as [D, H·d] (the columns that head h's output meets): the
+        linear layer the probe found reading its output."""
+        module, transposed = self._w_o[key]
+        return module.weight.T if transposed else module.weight
 
     def _maps(self, run: Pass) -> AttentionMaps:
         """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""

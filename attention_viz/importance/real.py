@@ -370,16 +370,16 @@ def decoder_states(model, encoder_states: torch.Tensor, decoder_input_ids: torch
 
 def output_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """The output head as (W [V, D], b [V] or None) when the model's logits are exactly h Wᵀ + b on final_states'
-    h; None for any model not known to be that (BERT's masked-LM head has a transform and a norm; another class of
-    a family, a replaced lm_head or one with hooks may do more): use the logits then."""
-    hf, family = model.model, model.family
-    known = type(hf).__name__ in family.linear_heads and type(hf).__module__.startswith("transformers.models.")
-    lm_head = getattr(hf, "lm_head", None)
-    if not known or type(lm_head) is not torch.nn.Linear or not (_unpatched(hf) and _unpatched(lm_head)):
+    h: proven on load (hub.proof: lm_head(h) plus the buffers it found reproduced the probe's logits); None for any
+    model where they are not (BERT's masked-LM head has a transform and a norm; a soft cap or a scale on the logits)
+    or may no longer be (a replaced lm_head, one with hooks): use the logits then."""
+    hf, buffers = model.model, model.linear_head
+    lm_head = hf.get_output_embeddings()
+    if buffers is None or type(lm_head) is not torch.nn.Linear or not (_unpatched(hf) and _unpatched(lm_head)):
         return None
     bias = lm_head.bias  # (V,) or None
-    if family.logits_bias is not None:
-        extra = getattr(hf, family.logits_bias).reshape(-1)  # (1, V) -> (V,)
+    for name in buffers:
+        extra = hf.get_buffer(name).reshape(-1)  # (1, V) -> (V,)
         bias = extra if bias is None else bias + extra
     return lm_head.weight, bias
 

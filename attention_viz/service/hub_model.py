@@ -222,11 +222,16 @@ def real_controls(key: str, shape: RealShape, layer: int, head: int) -> ModelCon
         trained_d_ks=(shape.d_k,),
         text_info=(f"{display_name(key)} is a real {shape.family} model ({shape.about}). It reads any text its "
                    f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "
-                   "and shows its own subword pieces. " + can_do(shape)),
+                   "and shows its own subword pieces. " + can_do(shape) + proven(shape)),
         text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
         d_k_label="d_k: this model's own",
         examples=REAL_EXAMPLES,
     )
+
+
+def proven(shape: RealShape) -> str:
+    """Its proof on load as a sentence beside its name ("" for a shape that carries none)."""
+    return f" Our Eq. 1 inside it: {shape.fidelity}." if shape.fidelity else ""
 
 
 def can_do(shape: RealShape) -> str:

@@ -303,3 +303,22 @@ def test_a_model_on_the_fast_kernel_gives_bitwise_the_same_logits_and_maps(causa
             src, tgt, causal_mask=causal, padding_mask=padding)
     assert torch.equal(logits, fast_logits)
     assert list(maps) == list(fast_maps) and all(torch.equal(maps[key], fast_maps[key]) for key in maps)
+
+
+def test_a_soft_cap_and_a_sink_are_part_of_the_compatibility_function_in_both_kernels():
+    """softcap: c·tanh(s·q·k / c) before the mask; sink: one more logit per head in each row's softmax, with no value,
+    so the kept weights sum to 1 minus its share (float64, written out by hand)."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4, generator=g, dtype=torch.float64) * 3 for _ in range(3))
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    sink = torch.randn(3, generator=g, dtype=torch.float64)
+    logits = 2.0 * torch.tanh(q @ k.transpose(-2, -1) * 0.5 / 2.0)
+    logits = logits.masked_fill(~mask, float("-inf"))
+    full = torch.softmax(torch.cat([logits, sink.view(1, 3, 1, 1).expand(2, 3, 5, 1)], -1), -1)
+    for kernel in (scaled_dot_product_attention, fast.scaled_dot_product_attention):
+        out, weights = kernel(q, k, v, mask, 0.5, softcap=2.0, sink=sink)
+        torch.testing.assert_close(weights, full[..., :-1], rtol=0, atol=1e-12)
+        torch.testing.assert_close(out, full[..., :-1] @ v, rtol=0, atol=1e-12)
+        assert (weights.sum(-1) < 1).all() and (weights[..., ~mask] == 0).all()
+        capped, _ = kernel(q, k, v, mask, 0.5, softcap=2.0)
+        torch.testing.assert_close(capped.sum(), (torch.softmax(logits, -1) @ v).sum(), rtol=1e-12, atol=0)

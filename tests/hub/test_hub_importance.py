@@ -206,14 +206,19 @@ def test_the_prune_curve_takes_its_first_two_points_from_the_grid(tiny_folders, 
 
 def test_an_output_head_not_known_to_be_linear_takes_the_logits(tiny_folders, monkeypatch):
     """BERT's masked-LM head (a transform and a norm), a hook on lm_head (a soft cap, as Gemma's logits have), a
-    class of our own around a family's, half-precision weights: no fused scores; with the hook, real importance
-    still measures what forward computes."""
+    class of our own whose forward caps the logits, half-precision weights: no fused scores; with the hook, real
+    importance still measures what forward computes."""
     import transformers
 
     assert importance.output_head(load_pretrained(tiny_folders["bert"])) is None
     assert importance._linear_head(load_pretrained(tiny_folders["gpt2"], dtype=torch.bfloat16)) is None
     llama = load_pretrained(tiny_folders["llama"])
-    own_class = type("CappedLlama", (transformers.LlamaForCausalLM,), {})
+    def capped(self, *args, **kwargs):
+        out = transformers.LlamaForCausalLM.forward(self, *args, **kwargs)
+        out.logits = 3.0 * torch.tanh(out.logits / 3.0)
+        return out
+
+    own_class = type("CappedLlama", (transformers.LlamaForCausalLM,), {"forward": capped})
     wrapped = own_class(llama.model.config)
     wrapped.load_state_dict(llama.model.state_dict())
     assert importance.output_head(PretrainedTransformer(wrapped, llama.tokenizer)) is None

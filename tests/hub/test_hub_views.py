@@ -21,6 +21,7 @@ def test_show_draws_a_real_models_maps_with_its_own_pieces(tiny_folders, tmp_pat
     view = av.show(model, "the cat sat on the mat", scale="none", causal_mask=False)
     payload = view.payload
     assert [k["kind"] for k in payload["kinds"]] == kinds
+    assert f"Our Eq. 1 inside it: {model.fidelity}." in payload["notes"]  # the proof on load beside its name
     result = run_text(model, "the cat sat on the mat", max_new_tokens=40,
                       variation=Variation("none", causal_mask=False))
     maps, masks = unpack(payload)

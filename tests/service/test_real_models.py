@@ -315,6 +315,7 @@ def test_an_encoder_has_no_causal_mask_control_and_says_what_it_can_do(views):
     assert bert.causal_applies is False and gpt2.causal_applies is True
     assert bert.examples == gpt2.examples == REAL_EXAMPLES  # a real model's examples, not our a-z words
     assert "writes text" in gpt2.text_info
+    assert "Our Eq. 1 inside it: proven on load: maps within " in gpt2.text_info
     out = Handlers(views).controls_of(bert)
     assert out["causal"]["visible"] is False
     assert "causal_mask" not in [key for _, key in out["comparison"]["choices"]]

@@ -1,0 +1,237 @@
+"""A real model proven where it is loaded: our Eq. 1 inside it against transformers' own eager attention.
+
+One probe, two passes over the same few tokens (two rows, the second padded at its end): one through our Eq. 1,
+which also finds the model's attention modules, its layout, our map keys and each W_O (hub.families), and one
+through transformers' eager attention with output_attentions=True. Every map and the output (logits, or the last
+hidden states of a model without a head) are compared at every position that is text: a padded query's row is left
+out (where a sliding window leaves it no key, eager spreads it evenly over all keys and ours, by this package's mask
+convention, gives it all zeros). The figures travel with the model as its Fidelity, and a model that disagrees
+beyond float tolerance is refused with them.
+
+The same pass proves whether the model's logits are exactly its output head on the base model's last hidden states
+(lm_head(h) plus a bias buffer such as Marian's final_logits_bias): what head importance computes its scores from
+(importance.real.output_head); a soft cap or a scale on the logits leaves it unproven, and the logits are used.
+
+Axes: B probe rows, S source tokens, T decoder tokens, H heads, Q queries, K keys, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from attention_viz.core.attention import Kernel
+from attention_viz.core.variation import Variation
+from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredArgument, switched
+from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
+
+LENGTHS = (8, 5)  # the probe's source (or text) tokens, and its decoder's input (an encoder-decoder model's)
+PADDED = 3        # the second row's last tokens that are padding
+# The largest difference allowed, by the weights' dtype: on the maps as they are, on the outputs relative to the
+# largest of eager's (at least 1). Measured differences are far below (docs/real_models.md). float64 is held to
+# float32's rounding: many eager functions (Llama's, Qwen's) take the softmax in float32 whatever the weights' dtype.
+TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 5e-2}
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How closely a model with our Eq. 1 inside reproduced its own eager attention on the probe."""
+
+    maps: float                 # largest |ours - eager| over every weight of every map
+    outputs: float              # largest |ours - eager| over the outputs, over max(1, largest |eager|)
+    output: str                 # what was compared: "logits" or "hidden states"
+    dtype: str                  # the weights' dtype ("float32")
+    tokens: int                 # the probe's length (its source's, for an encoder-decoder model)
+    rows: int                   # rows of the probe (the last padded)
+    kinds: tuple[str, ...]      # the kinds of map compared ("encoder.self_attn", ...)
+    tolerance: float            # what both figures must stay within
+    honoured: tuple[str, ...] = ()  # what the model's attention adds to Eq. 1 and ours computed ("softcap", "s_aux")
+
+    @property
+    def proven(self) -> bool:
+        return self.maps <= self.tolerance and self.outputs <= self.tolerance
+
+    def __str__(self) -> str:
+        """One line: "proven on load: maps within 3e-07, logits within 1e-06 of transformers' eager attention
+        (float32, 2 rows of 8 tokens, one padded)"."""
+        return f"proven on load: {self.figures()}" if self.proven else f"refused on load: {self.figures()}"
+
+    def figures(self) -> str:
+        """The measured differences and what was probed, as a phrase."""
+        added = f", with its {' and '.join(NAMED[h] for h in self.honoured)}" if self.honoured else ""
+        return (f"maps within {_figure(self.maps)}, {self.output} within {_figure(self.outputs)} of transformers' "
+                f"eager attention{added} ({self.dtype}, {self.rows} rows of {self.tokens} tokens, one padded)")
+
+
+def _figure(x: float) -> str:
+    """A difference as the line shows it: 0, or one significant digit."""
+    return "0" if x == 0 else f"{x:.0e}"
+
+
+NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks"}
+# Config fields by which a model changes its logits after lm_head (Gemma 2's cap, Cohere's and Granite's scales).
+LOGIT_CHANGES = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What the probe found and how closely it matched."""
+
+    family: Family                          # with its layout, map keys and W_O
+    fidelity: Fidelity
+    linear_head: tuple[str, ...] | None     # the buffers added to lm_head(h) when the logits are exactly that
+    calls: tuple[Call, ...]                 # the probe's calls of the attention function, in order
+
+
+def probe_inputs(model, encoder_decoder: bool) -> dict:
+    """The probe's keyword arguments: two rows of LENGTHS[0] ids (the second padded at its end) and, for an
+    encoder-decoder model, LENGTHS[1] decoder ids starting with its decoder start."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    V = model.get_input_embeddings().num_embeddings
+    S, T = LENGTHS
+    pad = getattr(config, "pad_token_id", None)
+    pad = pad if isinstance(pad, int) and 0 <= pad < V else 0
+    ids = (3 + torch.arange(2 * S) * 7) % V
+    ids = ids.view(2, S).to(model.device)  # (2, S)
+    mask = torch.ones_like(ids)
+    mask[1, S - PADDED:] = 0
+    ids[1, S - PADDED:] = pad
+    kwargs = {"input_ids": ids, "attention_mask": mask}
+    if encoder_decoder:
+        start = getattr(model.config, "decoder_start_token_id", None)
+        start = start if isinstance(start, int) and 0 <= start < V else 0
+        decoder = (5 + torch.arange(2 * T) * 11) % V
+        decoder = decoder.view(2, T).to(model.device)  # (2, T)
+        decoder[:, 0] = start
+        kwargs["decoder_input_ids"] = decoder
+    if "use_cache" in inspect.signature(model.forward).parameters or encoder_decoder:
+        kwargs["use_cache"] = False
+    return kwargs
+
+
+def prove(model, family: Family, kernel: Kernel) -> Proof:
+    """Probe a transformers model (set to our implementation, in eval mode) -> its Proof; UnsupportedModelError
+    naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention."""
+    kwargs = probe_inputs(model, family.layout == "encoder-decoder")
+    run = Pass(Variation(), record=False, kernel=kernel, probe=[])
+    linears: list = []
+    head_input: list = []
+    base_output: list = []
+    names = {id(m): n for n, m in model.named_modules()}
+    hooks = [m.register_forward_pre_hook(lambda m, args: linears.append((len(run.probe), names[id(m)], m, args[0])))
+             for m in model.modules() if _linear(m) and m is not model.get_output_embeddings()]
+    head = model.get_output_embeddings()
+    if head is not None:
+        hooks.append(head.register_forward_pre_hook(lambda m, args: head_input.append(args[0])))
+    if model.base_model is not model:
+        hooks.append(model.base_model.register_forward_hook(lambda m, args, out: base_output.append(out[0])))
+    try:
+        with torch.no_grad(), switched(run):
+            ours = model(**kwargs)
+    except UnhonouredArgument as error:
+        raise UnsupportedModelError(f"{family.name} is not supported: {error}.") from None
+    finally:
+        for hook in hooks:
+            hook.remove()
+    calls = tuple(run.probe)
+    found = w_o_of(discovered(model, calls, family, LENGTHS), calls, linears)
+    output, name = _output(ours)
+    eager_maps, eager = _eager(model, found, calls, kwargs)
+    reference, _ = _output(eager)
+    tolerance = TOLERANCE.get(output.dtype, 1e-4)
+    keys = dict(found.keys)
+    real = kwargs["attention_mask"].bool()  # (B, S): the probe's tokens that are not padding
+    source = found.layout != "encoder-decoder"  # whether the output's positions are the source's
+    worst = 0.0
+    for call in calls:
+        key = keys[names[id(call.module)]]
+        theirs = eager_maps.get(key)
+        if theirs is None or theirs.shape != call.weights.shape:
+            raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
+        rows = real[:, None, :, None] if source or key.startswith("encoder.") else True  # (B, 1, S, 1)
+        worst = max(worst, float(((call.weights - theirs).abs() * rows).max()))
+    rows = real[:, :, None] if source else True  # (B, S, 1)
+    outputs = float(((output - reference).abs() * rows).max()) / max(1.0, float((reference.abs() * rows).max()))
+    honoured = tuple(sorted({h for call in calls for h in call.honoured}))
+    kinds = tuple(dict.fromkeys(k.split(".")[0] + "." + k.split(".")[2] for _, k in found.keys))
+    fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), LENGTHS[0], 2, kinds,
+                        tolerance, honoured)
+    if not fidelity.proven:
+        raise UnsupportedModelError(f"{found.name} with our Eq. 1 inside does not reproduce its own eager attention: "
+                                    f"{fidelity.figures()}, beyond the tolerance {tolerance:.0e}.")
+    with torch.no_grad():
+        linear = _linear_head(model, output if name == "logits" else None, head_input, base_output, tolerance)
+    return Proof(found, fidelity, linear, calls)
+
+
+def _linear(module: torch.nn.Module) -> bool:
+    """A linear layer: torch's Linear or transformers' Conv1D (GPT-2's, weight [in, out])."""
+    return isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"
+
+
+def _output(outputs) -> tuple[torch.Tensor, str]:
+    """A pass's logits, or the last hidden states of a model without a head."""
+    logits = getattr(outputs, "logits", None)
+    if logits is not None:
+        return logits, "logits"
+    return outputs.last_hidden_state, "hidden states"
+
+
+def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor], object]:
+    """One pass in transformers' eager attention with output_attentions=True -> (map key -> weights, its outputs)."""
+    modules = {name: module for name, module in model.named_modules()}
+    weights: dict[str, torch.Tensor] = {}
+
+    def keep(key):
+        def hook(module, args, out):
+            found = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            if isinstance(found, torch.Tensor) and found.dim() == 4:
+                weights[key] = found
+        return hook
+
+    hooks = [modules[name].register_forward_hook(keep(key)) for name, key in family.keys]
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            eager = model(**kwargs, output_attentions=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.set_attn_implementation(IMPLEMENTATION)
+    for attribute, kind in (("attentions", None), ("encoder_attentions", "encoder.self_attn"),
+                            ("decoder_attentions", "decoder.self_attn"), ("cross_attentions", "decoder.cross_attn")):
+        for layer, found in enumerate(getattr(eager, attribute, None) or ()):  # what hooks could not see
+            stack, name = (kind or f"{family.layout}.self_attn").split(".")
+            weights.setdefault(f"{stack}.{layer}.{name}", found)
+    return weights, eager
+
+
+def _linear_head(model, logits, head_input: list, base_output: list, tolerance: float) -> tuple[str, ...] | None:
+    """The buffers b_i with logits == lm_head(h) + Σ b_i, h the base model's last hidden states (as the probe's
+    pass computed them), or None when the logits are not exactly that (a soft cap, a scale, a head that is more
+    than one linear layer). Those of the buffers of the whole model's own (not its base model's, not lm_head's)
+    holding one number per vocabulary entry are all added (Marian's final_logits_bias, all 0 until trained)."""
+    head = model.get_output_embeddings()
+    if logits is None or type(head) is not torch.nn.Linear or len(head_input) != 1 or len(base_output) != 1:
+        return None
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if any(getattr(config, field, None) not in (None, 1, 1.0) for field in LOGIT_CHANGES):
+        return None  # a cap or a scale that the probe's small logits may not show
+    h, states = head_input[0], base_output[0]
+    if h.shape != states.shape or not (h.data_ptr() == states.data_ptr() or torch.equal(h, states)):
+        return None
+    V = head.out_features
+    inside = {name for name, _ in model.base_model.named_buffers(prefix="")} if model.base_model is not model else ()
+    buffers = tuple(name for name, b in model.named_buffers()
+                    if b.numel() == V and b.dim() <= 2 and name.split(".")[-1] not in inside
+                    and not name.startswith(("lm_head.", model.base_model_prefix + ".")))
+    computed = F.linear(h, head.weight, head.bias)  # (B, T, V)
+    for name in buffers:
+        computed = computed + model.get_buffer(name).reshape(-1)
+    if computed.shape != logits.shape:
+        return None
+    scale = max(1.0, float(logits.abs().max()))
+    return buffers if float((computed - logits).abs().max()) / scale <= tolerance else None

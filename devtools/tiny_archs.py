@@ -65,6 +65,11 @@ TINY = {
     "index_topk": 4, "index_head_dim": 16, "index_n_heads": 2,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
     "num_experts_per_tok": 2, "moe_k": 2, "moe_topk": 2, "n_group": 1, "topk_group": 1,
+    # state-space and linear-attention layers of hybrid models (sized down: their scans dominate a tiny model's time)
+    "mamba_n_heads": HEADS_N, "mamba_num_heads": HEADS_N, "mamba_d_head": HEAD_DIM, "mamba_head_dim": HEAD_DIM,
+    "mamba_d_ssm": HEADS_N * HEAD_DIM, "mamba_d_state": 8, "ssm_state_size": 8, "state_size": 8,
+    "mamba_chunk_size": 8, "linear_num_heads": HEADS_N, "linear_head_dim": HEAD_DIM, "linear_num_key_heads": KV_HEADS,
+    "linear_num_value_heads": HEADS_N, "linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM,
     # vocabulary, positions, windows
     "vocab_size": VOCAB, "max_position_embeddings": 64, "n_positions": 64, "n_ctx": 64,
     "sliding_window": 4, "attention_chunk_size": 4,

@@ -66,8 +66,8 @@ TINY = {
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
     "num_experts_per_tok": 2, "moe_k": 2, "moe_topk": 2, "n_group": 1, "topk_group": 1,
     # state-space and linear-attention layers of hybrid models (sized down: their scans dominate a tiny model's time)
-    "mamba_n_heads": HEADS_N, "mamba_num_heads": HEADS_N, "mamba_d_head": HEAD_DIM, "mamba_head_dim": HEAD_DIM,
-    "mamba_d_ssm": HEADS_N * HEAD_DIM, "mamba_d_state": 8, "ssm_state_size": 8, "state_size": 8,
+    "mamba_n_heads": HEADS_N, "mamba_num_heads": HEADS_N, "mamba_d_head": 2 * HEAD_DIM,
+    "mamba_head_dim": 2 * HEAD_DIM, "mamba_d_ssm": 2 * WIDTH,  # heads x head width = expand (2) x width "mamba_d_state": 8, "ssm_state_size": 8, "state_size": 8,
     "mamba_chunk_size": 8, "linear_num_heads": HEADS_N, "linear_head_dim": HEAD_DIM, "linear_num_key_heads": KV_HEADS,
     "linear_num_value_heads": HEADS_N, "linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM,
     # vocabulary, positions, windows
@@ -76,9 +76,6 @@ TINY = {
     # special ids (the tokenizer's)
     "pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS, "decoder_start_token_id": BOS,
     "sep_token_id": EOS, "cls_token_id": BOS, "mask_token_id": MASK,
-    # the probe runs in float32 or float64; no dropout, no cache surprises
-    "attention_dropout": 0.0, "hidden_dropout": 0.0, "dropout": 0.0, "attention_probs_dropout_prob": 0.0,
-    "hidden_dropout_prob": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
     "tie_word_embeddings": False,
 }
 
@@ -269,7 +266,7 @@ DROP = object()  # a QUIRKS value that removes a setting TINY or the layer kinds
 # Per-type settings over TINY's (each for the reason its comment gives); a dict value applies to that sub-config.
 QUIRKS: dict[str, dict] = {
     "esmc": {"num_key_value_heads": HEADS_N},             # no grouped-query attention in these
-    "glm5_next_text": {"num_key_value_heads": HEADS_N},
+    "glm5_next_text": {"num_key_value_heads": HEADS_N, "index_topk": 16},
     "dots3_note_text": {"num_key_value_heads": HEADS_N},
     "dots1": {"n_shared_experts": 1},                     # its default (None) does not build
     "zaya": {"num_experts_per_tok": 1},                   # one expert a token only
@@ -278,12 +275,14 @@ QUIRKS: dict[str, dict] = {
     "gemma3n_text": {"layer_types": ["sliding_attention", "full_attention"] * 2, "num_hidden_layers": 4,
                      "num_kv_shared_layers": 2},          # the last two layers share the first two's keys
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
-    "zamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "layer_types": DROP},
-    "zamba2": {"hybrid_layer_ids": [1], "layer_types": DROP},
+    "zamba": {"layers_block_type": ["linear_attention", "hybrid"]},  # a state-space layer, then one with attention
+    "zamba2": {"layers_block_type": ["linear_attention", "hybrid"]},
     "qwen4_exp_text": {"indexer_kv_heads": 1, "indexer_budget": 4, "indexer_compress_ratio": 2},
     "reformer": {"axial_pos_shape": [8, 8], "axial_pos_embds_dim": [32, 32], "local_attn_chunk_length": 4,
                  "lsh_attn_chunk_length": 4, "attn_layers": ["local", "lsh"], "num_buckets": 4},
-    "dbrx": {"attn_config": {"kv_n_heads": KV_HEADS}, "ffn_config": {"ffn_hidden_size": FFN, "moe_num_experts": 4,
+    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                                                   "mrope_section": [4, 2, 2]}}},
+    "dbrx": {"attn_config": {"kv_n_heads": KV_HEADS, "rope_theta": 10000.0}, "ffn_config": {"ffn_hidden_size": FFN, "moe_num_experts": 4,
                                                                      "moe_top_k": 2}},
     "inkling2_text": {"unpadded_vocab_size": VOCAB, "sliding_window_size": 4},
     "inkling2_loop_text": {"unpadded_vocab_size": VOCAB, "sliding_window_size": 4},

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import inspect
 import string
 from dataclasses import dataclass

@@ -187,7 +187,11 @@ def _check(model_type: str, preview: bool = False) -> Result:
     if "use_cache" in inspect.signature(model.forward).parameters:
         inputs["use_cache"] = False
     result.layout = layout_of(model_type, model, inputs)
-    model, dtype = _widest(model, inputs)
+    try:
+        model, dtype = _widest(model, inputs)
+    except Exception as error:  # noqa: BLE001 - a tiny config its own eager code cannot run: nothing to compare with
+        result.result, result.reason = "not built", f"its tiny model does not run in eager: {_brief(error)}"
+        return result
     result.dtype = str(dtype).replace("torch.", "")
     try:
         calls = spied(model, inputs)
@@ -340,13 +344,15 @@ def _checks(ours, model, inputs: dict, calls: list, layout: str):
 
 
 def _widest(model, inputs: dict):
-    """The model in float64 when its eager pass runs in it, else float32."""
+    """The model in float64 when its eager pass runs in it, else float32 (its own error when it runs in neither)."""
     wide = copy.deepcopy(model).double()
     try:
         with torch.no_grad():
             wide(**inputs)
         return wide, torch.float64
     except Exception:  # noqa: BLE001 - kernels and buffers that insist on float32 (MoE grouped matmuls, ...)
+        with torch.no_grad():
+            model(**inputs)
         return model, torch.float32
 
 

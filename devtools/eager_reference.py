@@ -38,14 +38,18 @@ def _spy_attention(module, query, key, value, attention_mask, scaling=None, drop
     if _spied is not None:
         _spied.append((module, query.size(1), value.size(-1), scaling, {k: _shown(v) for k, v in kwargs.items()
                                                                           if k not in STANDARD_KWARGS}))
-    n_rep = query.size(1) // key.size(1)
-    key, value = key.repeat_interleave(n_rep, 1), value.repeat_interleave(n_rep, 1)  # (B, H, K, d)
-    scores = query @ key.transpose(-1, -2) * (scaling if scaling is not None else query.size(-1) ** -0.5)
-    if attention_mask is not None:
-        mask = attention_mask[..., : key.size(-2)]
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    weights = scores.softmax(-1).nan_to_num(0.0)  # (B, H, Q, K)
-    return (weights @ value).transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
+    B, H, Q, _ = query.shape
+    try:
+        n_rep = H // key.size(1)
+        key, value = key.repeat_interleave(n_rep, 1), value.repeat_interleave(n_rep, 1)  # (B, H, K, d)
+        scores = query @ key.transpose(-1, -2) * (scaling if scaling is not None else query.size(-1) ** -0.5)
+        if attention_mask is not None:
+            mask = attention_mask[..., : key.size(-2)]
+            scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+        weights = scores.softmax(-1).nan_to_num(0.0)  # (B, H, Q, K)
+        return (weights @ value).transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
+    except RuntimeError:  # shapes this plain attention does not take (more key heads than query heads, ...)
+        return query.new_zeros(B, Q, H, value.size(-1)), None
 
 
 def _shown(value) -> str:

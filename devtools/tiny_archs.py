@@ -67,11 +67,11 @@ TINY = {
     # state-space and linear-attention layers of hybrid models (sized down: their scans dominate a tiny model's time)
     "mamba_n_heads": HEADS_N, "mamba_num_heads": HEADS_N, "mamba_d_head": 2 * HEAD_DIM,
     "mamba_head_dim": 2 * HEAD_DIM, "mamba_d_ssm": 2 * WIDTH,  # heads x head width = expand (2) x width "mamba_d_state": 8, "ssm_state_size": 8, "state_size": 8,
-    "mamba_chunk_size": 8, "linear_num_heads": HEADS_N, "linear_head_dim": HEAD_DIM, "linear_num_key_heads": KV_HEADS,
+    "mamba_chunk_size": 8, "n_groups": 1, "mamba_n_groups": 1, "linear_num_heads": HEADS_N, "linear_head_dim": HEAD_DIM, "linear_num_key_heads": KV_HEADS,
     "linear_num_value_heads": HEADS_N, "linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM,
     # vocabulary, positions, windows
     "vocab_size": VOCAB, "max_position_embeddings": 64, "n_positions": 64, "n_ctx": 64,
-    "sliding_window": 4, "sliding_window_size": 4, "attention_chunk_size": 4,
+    "sliding_window": 4, "sliding_window_size": 4, "attention_chunk_size": 4, "rotary_dim": 8,
     # special ids (the tokenizer's)
     "pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS, "decoder_start_token_id": BOS,
     "sep_token_id": EOS, "cls_token_id": BOS, "mask_token_id": MASK,
@@ -229,6 +229,7 @@ def _shrunk(config_cls, quirks: dict):
     settings = {name: value for name, value in TINY.items() if name in fields}
     default = config_cls()
     kinds = list(dict.fromkeys(getattr(default, "layer_types", None) or []))
+    kinds.sort(key=lambda kind: "attention" not in kind)  # attention first: some hybrids ask layer 0 for the cache
     if len(kinds) > 1 and "layer_types" in fields:  # every kind of layer once (sliding and full, linear and full)
         settings["layer_types"] = kinds
         for depth in ("num_hidden_layers", "n_layer", "num_layers"):
@@ -274,18 +275,21 @@ QUIRKS: dict[str, dict] = {
     "gemma3n_text": {"layer_types": ["sliding_attention", "full_attention"] * 2, "num_hidden_layers": 4,
                      "num_kv_shared_layers": 2},          # the last two layers share the first two's keys
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
-    "zamba": {"layers_block_type": ["linear_attention", "hybrid"]},  # a state-space layer, then one with attention
+    # hybrids whose full-size default puts no attention in the first two layers: a state-space layer, then attention
+    "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
+    "bamba": {"attn_layer_indices": [1]},
+    "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
+    "zamba": {"layers_block_type": ["linear_attention", "hybrid"]},
     "zamba2": {"layers_block_type": ["linear_attention", "hybrid"]},
     "qwen4_exp_text": {"indexer_kv_heads": 1, "indexer_budget": 4, "indexer_compress_ratio": 2},
     "reformer": {"axial_pos_shape": [8, 8], "axial_pos_embds_dim": [32, 32], "local_attn_chunk_length": 4,
                  "lsh_attn_chunk_length": 4, "attn_layers": ["local", "lsh"], "num_buckets": 4},
     "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0,
                                                                    "mrope_section": [4, 2, 2]}}},
-    "dbrx": {"attn_config": {"kv_n_heads": KV_HEADS, "rope_theta": 10000.0}, "ffn_config": {"ffn_hidden_size": FFN, "moe_num_experts": 4,
+    "dbrx": {"attn_config": {"kv_n_heads": KV_HEADS, "rope_theta": 10000.0, "clip_qkv": 8.0}, "ffn_config": {"ffn_hidden_size": FFN, "moe_num_experts": 4,
                                                                      "moe_top_k": 2}},
     "inkling2_text": {"unpadded_vocab_size": VOCAB, "sliding_window_size": 4},
     "inkling2_loop_text": {"unpadded_vocab_size": VOCAB, "sliding_window_size": 4},
-    "longcat_flash": {"zero_expert_num": 2, "expert_ffn_hidden_size": 32},
     "muse_spark_text": {"moe_hidden_size": 32},
     "luke": {"entity_vocab_size": 16, "entity_emb_size": 16},
     "roc_bert": {"pronunciation_embed_dim": 16, "pronunciation_vocab_size": 32, "shape_embed_dim": 16,
@@ -294,7 +298,13 @@ QUIRKS: dict[str, dict] = {
     "cpmant": {"dim_ff": FFN},
     "funnel": {"d_inner": FFN},
     "fsmt": {"src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB},
+    "longcat_flash": {"zero_expert_num": 2, "expert_ffn_hidden_size": 32},
+    **{t: {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}}
+       for t in ("qwen2_vl_text", "qwen2_5_vl_text", "glm4v_text", "glm_image_text", "glm_ocr_text")},
+    "glm4v_moe_text": {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}},
 }
+# What a built model needs before it runs (the reason each is needed).
+PREPARED = {"xmod": lambda model: model.set_default_language("en_XX")}  # one language adapter chosen
 
 
 def tokenizer():
@@ -343,6 +353,8 @@ def tiny(model_type: str, head: str | None = None):
         model = cls(config)
         _widen(model)
     model.eval()
+    if model_type in PREPARED:
+        PREPARED[model_type](model)
     if getattr(model, "generation_config", None) is not None:
         model.generation_config = GenerationConfig(pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS,
                                                    decoder_start_token_id=BOS if config.is_encoder_decoder else None)

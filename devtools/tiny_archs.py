@@ -67,7 +67,8 @@ TINY = {
     # state-space and linear-attention layers of hybrid models (sized down: their scans dominate a tiny model's time)
     "mamba_n_heads": HEADS_N, "mamba_num_heads": HEADS_N, "mamba_d_head": 2 * HEAD_DIM,
     "mamba_head_dim": 2 * HEAD_DIM, "mamba_d_ssm": 2 * WIDTH,  # heads x head width = expand (2) x width "mamba_d_state": 8, "ssm_state_size": 8, "state_size": 8,
-    "mamba_chunk_size": 8, "n_groups": 1, "mamba_n_groups": 1, "linear_num_heads": HEADS_N, "linear_head_dim": HEAD_DIM, "linear_num_key_heads": KV_HEADS,
+    "mamba_chunk_size": 8, "n_groups": 1, "mamba_n_groups": 1, "linear_num_heads": HEADS_N, "linear_head_dim": HEAD_DIM,
+    "linear_num_key_heads": KV_HEADS,
     "linear_num_value_heads": HEADS_N, "linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM,
     # vocabulary, positions, windows
     "vocab_size": VOCAB, "max_position_embeddings": 64, "n_positions": 64, "n_ctx": 64,
@@ -235,6 +236,8 @@ def _shrunk(config_cls, quirks: dict):
         for depth in ("num_hidden_layers", "n_layer", "num_layers"):
             if depth in settings:
                 settings[depth] = len(kinds)
+    if "kv_lora_rank" in settings and "num_key_value_heads" in settings:  # latent attention: a key per query head
+        settings["num_key_value_heads"] = HEADS_N
     for name in ("attn_logit_softcapping", "final_logit_softcapping"):  # kept, shrunk to act at the tiny width
         if getattr(default, name, None):
             settings[name] = 5.0

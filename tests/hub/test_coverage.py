@@ -58,6 +58,8 @@ def test_an_accepted_architecture_equals_transformers_eager_attention(model_type
         pytest.skip(f"not a text model: {result.reason}")
     if result.result == "not built":
         pytest.skip(f"no tiny model of {model_type} is built here: {result.reason}")
+    if result.result == "unchecked":
+        pytest.skip(f"{model_type} was accepted, but eager gives nothing to compare its maps with: {result.reason}")
     assert result.result != "error", result.reason
     if result.result == "refused":
         assert len(result.reason.split()) >= 4, f"{model_type} was refused without a reason: {result.reason!r}"

@@ -18,8 +18,10 @@ import torch
 
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
-HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "out", "output.dense", "o_dense",
+HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
                 "proj", "attn_out")
+# The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
+SCALINGS = ("scaling", "scale")  # CLIP's attention keeps `scale`
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -122,13 +124,14 @@ def heads_zeroed(model, calls: list, heads: list[int]):
 
 
 def unscaled(model, calls: list):
-    """A copy of the model with every attention module's `scaling` set to 1.0."""
+    """A copy of the model with every attention module's factor on QKᵀ (SCALINGS: `scaling`, or CLIP's `scale`) 1.0."""
     changed = copy.deepcopy(model)
     for name, *_ in calls:
         module = changed.get_submodule(name)
-        if not hasattr(module, "scaling"):
-            raise LookupError(f"{type(module).__name__} keeps no `scaling` attribute")
-        module.scaling = 1.0
+        found = [attribute for attribute in SCALINGS if isinstance(getattr(module, attribute, None), (int, float))]
+        if not found:
+            raise LookupError(f"{type(module).__name__} keeps no {' or '.join(SCALINGS)} attribute")
+        setattr(module, found[0], 1.0)
     return changed
 
 
@@ -136,7 +139,8 @@ def eager_pass(model, inputs: dict) -> tuple[torch.Tensor, dict[str, list[torch.
     """The eager model's output and its attentions by kind: encoder.self_attn, decoder.self_attn, decoder.cross_attn."""
     with torch.no_grad():
         out = model(**inputs, output_attentions=True)
-    logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+    logits = next(getattr(out, name) for name in ("logits", "last_hidden_state", "pooler_output")
+                  if getattr(out, name, None) is not None)
     if getattr(model.config, "is_encoder_decoder", False):
         kinds = {"encoder.self_attn": out.encoder_attentions, "decoder.self_attn": out.decoder_attentions,
                  "decoder.cross_attn": out.cross_attentions}

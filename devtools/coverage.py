@@ -131,6 +131,8 @@ def special_of(model, calls: list) -> str:
     if model.config.model_type == "bloom" or getattr(config, "alibi", None) is True or \
             getattr(getattr(config, "attn_config", None), "alibi", False) is True:
         found.append("ALiBi")
+    if any("indices" in c[4] or "block_indices" in c[4] for c in calls):
+        found.append("top-k sparse")
     if any("position_bias" in c[4] or "relative" in " ".join(c[4]) for c in calls):
         found.append("position bias")
     other = kinds - {"full_attention", "sliding_attention", "chunked_attention", "attention"}

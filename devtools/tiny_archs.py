@@ -301,6 +301,7 @@ QUIRKS: dict[str, dict] = {
     "cpmant": {"dim_ff": FFN},
     "funnel": {"d_inner": FFN},
     "fsmt": {"src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB},
+    "bert-generation": {"is_decoder": True},  # its default head is BertGenerationDecoder, a decoder only so built
     "longcat_flash": {"zero_expert_num": 2, "expert_ffn_hidden_size": 32},
     **{t: {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}}
        for t in ("qwen2_vl_text", "qwen2_5_vl_text", "glm4v_text", "glm_image_text", "glm_ocr_text")},

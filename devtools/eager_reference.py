@@ -1,0 +1,187 @@
+"""The references of devtools.coverage: transformers' eager attention, and each switch made by transformers' own means.
+
+A spy registered in transformers' attention interface (SPY) finds the attention modules and their order: it records
+each module it is handed, with its heads, its value width and the keyword arguments beyond q, k, v (sliding_window,
+softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
+`unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
+`heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), and `eager_pass` runs
+the eager model with output_attentions=True.
+
+Axes: B batch, H query heads, Q queries, K keys, d head width.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+SPY = "coverage_spy"  # the name the spy is registered under
+# W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
+HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
+                "proj", "attn_out")
+# The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
+SCALINGS = ("scaling", "scale")  # CLIP's attention keeps `scale`
+STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
+                   "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
+                   "max_length_q", "max_length_k"}
+
+
+class NotApplicable(Exception):
+    """A check that does not apply to this model, or whose reference transformers cannot make (the reason)."""
+
+
+_spied: list | None = None
+
+
+def _spy_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers' attention contract; records the module, its heads and its extra arguments, then attends plainly
+    (softmax(q·kᵀ·scaling + mask)·v: only the calls matter, not the numbers)."""
+    if _spied is not None:
+        _spied.append((module, query.size(1), value.size(-1), scaling, {k: _shown(v) for k, v in kwargs.items()
+                                                                          if k not in STANDARD_KWARGS}))
+    B, H, Q, _ = query.shape
+    try:
+        n_rep = H // key.size(1)
+        key, value = key.repeat_interleave(n_rep, 1), value.repeat_interleave(n_rep, 1)  # (B, H, K, d)
+        scores = query @ key.transpose(-1, -2) * (scaling if scaling is not None else query.size(-1) ** -0.5)
+        if attention_mask is not None:
+            mask = attention_mask[..., : key.size(-2)]
+            scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+        weights = scores.softmax(-1).nan_to_num(0.0)  # (B, H, Q, K)
+        return (weights @ value).transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
+    except RuntimeError:  # shapes this plain attention does not take (more key heads than query heads, ...)
+        return query.new_zeros(B, Q, H, value.size(-1)), None
+
+
+def _shown(value) -> str:
+    """An argument as the table names it (a tensor by its shape)."""
+    if isinstance(value, torch.Tensor):
+        return f"tensor{list(value.shape)}"
+    return repr(value)[:40]
+
+
+def _register_spy() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(SPY, _spy_attention)
+    AttentionMaskInterface.register(SPY, sdpa_mask)  # boolean masks, True = may attend
+
+
+def spied(model, inputs: dict) -> list:
+    """[(module name, query heads, value width, scaling, extra kwargs)] of each attention call of one pass."""
+    global _spied
+    _register_spy()
+    spy = copy.deepcopy(model)
+    spy.set_attn_implementation(SPY)
+    names = {id(m): n for n, m in spy.named_modules()}
+    _spied = []
+    try:
+        with torch.no_grad():
+            spy(**inputs)
+        return [(names[id(m)], h, d, s, k) for m, h, d, s, k in _spied]
+    finally:
+        _spied = None
+
+
+
+
+def w_o(model, name: str, width: int) -> tuple[torch.nn.Module, bool] | None:
+    """The attention module `name`'s W_O: the Linear (or GPT-2's Conv1D, transposed) among HEAD_OUTPUTS, in the
+    module or its parent, whose input is the heads' outputs (`width` = H·d_v); (module, transposed) or None."""
+    from transformers.pytorch_utils import Conv1D
+
+    attention = model.get_submodule(name)
+    parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+    for owner in (attention, parent):
+        for child in HEAD_OUTPUTS:
+            try:
+                found = owner.get_submodule(child)
+            except AttributeError:
+                continue
+            if isinstance(found, torch.nn.Linear) and found.in_features == width:
+                return found, False
+            if isinstance(found, Conv1D) and found.weight.size(0) == width:
+                return found, True
+    return None
+
+
+def heads_zeroed(model, calls: list, heads: list[int]):
+    """A copy of the model with head heads[i]'s columns of W_O zeroed in the i-th attention call's module."""
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        for (name, H, d, _, _), h in zip(calls, heads):
+            found = w_o(changed, name, H * d)
+            if found is None:
+                raise LookupError(f"no W_O found for {name} (none of {HEAD_OUTPUTS} takes {H}·{d} inputs)")
+            module, transposed = found
+            if transposed:
+                module.weight[h * d:(h + 1) * d, :] = 0
+            else:
+                module.weight[:, h * d:(h + 1) * d] = 0
+    return changed
+
+
+def unscaled(model, calls: list):
+    """A copy of the model with every attention module's factor on QKᵀ (SCALINGS: `scaling`, or CLIP's `scale`) 1.0."""
+    changed = copy.deepcopy(model)
+    for name, *_ in calls:
+        module = changed.get_submodule(name)
+        found = [attribute for attribute in SCALINGS if isinstance(getattr(module, attribute, None), (int, float))]
+        if not found:
+            raise LookupError(f"{type(module).__name__} keeps no {' or '.join(SCALINGS)} attribute")
+        setattr(module, found[0], 1.0)
+    return changed
+
+
+def eager_pass(model, inputs: dict) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
+    """The eager model's output and its attentions by kind: encoder.self_attn, decoder.self_attn, decoder.cross_attn."""
+    with torch.no_grad():
+        out = model(**inputs, output_attentions=True)
+    logits = next(getattr(out, name) for name in ("logits", "last_hidden_state", "pooler_output")
+                  if getattr(out, name, None) is not None)
+    if getattr(model.config, "is_encoder_decoder", False):
+        kinds = {"encoder.self_attn": out.encoder_attentions, "decoder.self_attn": out.decoder_attentions,
+                 "decoder.cross_attn": out.cross_attentions}
+    else:
+        kinds = {"self_attn": out.attentions}
+    kinds = {kind: [a for a in (maps or ()) if a is not None] for kind, maps in kinds.items()}
+    if not all(isinstance(a, torch.Tensor) for maps in kinds.values() for a in maps):
+        raise NotApplicable("the eager model returns its attentions as other than one tensor a layer")
+    return logits, kinds
+
+
+def by_kind(maps, layout: str) -> dict[str, list[torch.Tensor]]:
+    """attention_viz's maps grouped as eager_pass groups them, each kind in layer order."""
+    keys = list(maps.keys()) if hasattr(maps, "keys") else list(maps)
+    if layout == "encoder-decoder":
+        kinds = {"encoder.self_attn": [], "decoder.self_attn": [], "decoder.cross_attn": []}
+        for key in keys:
+            stack, _, name = key.split(".")
+            kinds[f"{stack}.{name}"].append(maps[key])
+        return kinds
+    return {"self_attn": [maps[key] for key in keys]}
+
+
+def difference(ours_logits, ours_maps, layout, reference: tuple) -> float:
+    """The largest difference, relative to max(1, |reference|), between ours and a reference pass (inf: a map is
+    missing or of another shape)."""
+    logits, kinds = reference
+    ours = by_kind(ours_maps, layout)
+    worst = _diff(ours_logits, logits)
+    for kind, expected in kinds.items():
+        got = ours.get(kind, [])
+        if len(got) != len(expected):
+            raise AssertionError(f"{len(got)} maps of {kind} recorded, eager returns {len(expected)}")
+        for a, b in zip(got, expected):
+            worst = max(worst, _diff(a, b))
+    return worst
+
+
+def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach(), b.detach()
+    if a.shape != b.shape:
+        raise AssertionError(f"shape {list(a.shape)} against eager's {list(b.shape)}")
+    b = b.to(a.dtype)
+    return float((a - b).abs().max() / max(1.0, float(b.abs().max())))

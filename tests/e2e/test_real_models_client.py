@@ -4,6 +4,7 @@ that is not cached, with the Hub switched off."""
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -131,7 +132,11 @@ def test_compare_and_export_on_a_real_model(real_app):
     files = client.predict("the cat", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 0, 64, 4,
                            "decoder.cross_attn", 1, 2, "absolute", api_name="/export")
     names = [str(f) for f in files]
-    assert len(names) == 4 and all("tiny-marian" in name for name in names)
+    assert [Path(name).suffix for name in names] == [".png", ".png", ".npz", ".csv", ".svg", ".pdf", ".html"]
+    assert all("tiny-marian" in Path(name).name for name in names)
+    page = Path(names[-1]).read_text(encoding="utf-8")  # the one-file view of the run on screen, offline
+    assert "tiny-marian" in page and "<script" in page
+    assert not any(f'{attribute}="http' in page for attribute in ("src", "href"))  # nothing loads over the network
 
 
 def test_a_real_models_head_scores_stream_and_predict_returns_the_payload(real_app):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import json
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -233,8 +234,8 @@ class Blocks(gr.Blocks):
 
     async def postprocess_data(self, block_fn, predictions, state):
         """Gradio's, with two shortcuts that send the same answer:
-        - an output left as it is (a bare gr.skip(), or not named in a dict of components) is answered
-          {"__type__": "update"} at once, as Gradio answers it (a gr.State's is Gradio's to answer): Gradio would
+        - an output left as it is (a bare gr.skip(), or not named in a dict of components) is answered at once as
+          Gradio answers it (_skipped) (a gr.State's is Gradio's to answer): Gradio would
           first build a new component of the same arguments into the session's state (and its config entry), a
           copy of what the session already has, which changes nothing the page or a later event sees;
         - a value for a component whose postprocess only passes it on (INLINE: gr.HTML, gr.Textbox, ...) is
@@ -258,7 +259,7 @@ class Blocks(gr.Blocks):
             if block.stateful or not block_fn.postprocess:
                 gradios.append(i)
             elif _left_as_is(value):
-                output[i] = {"__type__": "update"}
+                output[i] = _skipped(block)
             elif (type(block).postprocess in INLINE and not utils.is_prop_update(value)
                   and not isinstance(value, (gr.blocks.Block, SimpleNamespace))):
                 inline.append(i)
@@ -283,6 +284,18 @@ class Blocks(gr.Blocks):
 def _postprocessed(block: Any, value: Any) -> Any:
     value = block.postprocess(value)
     return value.model_dump() if isinstance(value, (GradioModel, GradioRootModel)) else value
+
+
+_SKIPPED: dict[type, dict] = {}
+
+
+def _skipped(block: Any) -> dict:
+    """What Gradio answers for a block's output left as it is (blocks.postprocess_update_dict of the update, which
+    depends on the block's class only: {"__type__": "update"}, and a gr.HTML's with "props" too); a fresh copy."""
+    kind = type(block)
+    if kind not in _SKIPPED:
+        _SKIPPED[kind] = gr.blocks.postprocess_update_dict(block=block, update_dict=dict(gr.skip()), postprocess=True)
+    return json.loads(json.dumps(_SKIPPED[kind]))
 
 
 def _left_as_is(value: Any) -> bool:
@@ -451,7 +464,7 @@ def _check_postprocess_data() -> list[str]:
         return [f"Blocks.postprocess_data's parameters are {found}"]
     problems = [f"Blocks.postprocess_data no longer uses {name}" for name in _source_uses(
         gr.Blocks.postprocess_data, "convert_component_dict_to_list", "is_prop_update", "block.__class__(**kwargs)",
-        "block_fn.outputs", "block_fn.batch")]
+        "block_fn.outputs", "block_fn.batch", "postprocess_update_dict(")]
     if gr.skip() != {"__type__": "update"}:
         problems.append(f"gr.skip() is {gr.skip()}")
     if "skip()" not in inspect.getsource(blocks.convert_component_dict_to_list):

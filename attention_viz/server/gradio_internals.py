@@ -52,6 +52,9 @@ REACHES = {
               ".request (the join's), .session_hash", "moving an event to another line"),
     "Queue.send_message": (ADMISSION, "send_message(event, EstimationMessage(rank, queue_size)) tells a waiting "
                            "event its place", "a seated event's new place, before the next status update"),
+    "Queue.sleep_when_free": (PAGE, "the seconds Queue.start_processing sleeps between its looks for an event to "
+                               "start, when none is waiting or every line is full (a float attribute, 0.001 on "
+                               "Linux)", "no option sets the dispatcher's polling interval"),
     "Queue.compute_analytics_summary": (PAGE, "called after every event as `await run_sync(self."
                                         "compute_analytics_summary, records)` (queueing.run_sync: anyio's, used "
                                         "for nothing else there); it answers Queue.cached_event_analytics_summary, "
@@ -156,6 +159,13 @@ def move_to_line(queue: Any, event: Any, line_id: str, slots: int) -> list:
 def tell_place(queue: Any, event: Any, rank: int, size: int) -> None:
     """Tell a waiting event its place in its line now."""
     queue.send_message(event, EstimationMessage(rank=rank, queue_size=size))
+
+
+def poll_every(blocks: Any, seconds: float) -> None:
+    """How often the queue's dispatcher looks for an event to start while none can (no event waiting, or every line
+    full): Gradio's looks every 1 ms (Queue.sleep_when_free), a thousand wake-ups a second that cost an idle server
+    ~5 % of a core, and a busy one as much on top of its answers."""
+    queue_of(blocks).sleep_when_free = seconds
 
 
 def keep_no_analytics_summary(blocks: Any) -> None:
@@ -395,6 +405,12 @@ def _check_send_message() -> list[str]:
     return problems
 
 
+def _check_sleep_when_free() -> list[str]:
+    problems = [f"Queue no longer has {name}" for name in _source_uses(queueing.Queue, "self.sleep_when_free =")]
+    uses = inspect.getsource(queueing.Queue.start_processing).count("await asyncio.sleep(self.sleep_when_free)")
+    return problems + ([] if uses == 3 else [f"Queue.start_processing sleeps sleep_when_free {uses} times, not 3"])
+
+
 def _check_analytics() -> list[str]:
     source = inspect.getsource(queueing)
     problems = [] if "from anyio.to_thread import run_sync" in source else ["queueing no longer imports anyio's run_sync"]
@@ -509,6 +525,7 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "Queue.pending_event_ids_session": _check_pending,
     "Event": _check_event,
     "Queue.send_message": _check_send_message,
+    "Queue.sleep_when_free": _check_sleep_when_free,
     "Queue.compute_analytics_summary": _check_analytics,
     "BlocksConfig.config_for_block": _check_config_for_block,
     "SessionState._update_value_in_config": _check_update_value_in_config,

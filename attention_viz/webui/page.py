@@ -14,7 +14,7 @@ from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
-from attention_viz.server.gradio_internals import Blocks, keep_no_analytics_summary
+from attention_viz.server.gradio_internals import Blocks, keep_no_analytics_summary, poll_every
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.static import files_first
 from attention_viz.webui import lab_tab, lesson_panel, scripts, theme, training_tab, transformer_tab
@@ -24,6 +24,8 @@ from attention_viz.webui.widgets import prose
 QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
                            # admission.PER_PAGE of them and one address admission.PER_ADDRESS, so no client fills
                            # the line for the others
+POLL_S = 0.005             # the queue looks for an event to start this often when none can start (Gradio: every
+                           # 1 ms, ~5 % of a core for an idle server): an event waits at most this long more
 STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
                            # each event's start: a line of n cost n messages per event, n² in all
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
@@ -71,6 +73,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
                api_open=False)
     admission.install(demo, transformer["model"], lab["own_model"], real=views.runs.catalog.real.keys)
+    poll_every(demo, POLL_S)
     return demo
 
 

@@ -173,7 +173,7 @@ def keep_no_analytics_summary(blocks: Any) -> None:
     up to 10,000 of them, grouped by function, percentiles of each, in a worker thread): ~2 ms of an answer's CPU,
     growing with the events kept. Where the page is off (launch(enable_monitoring=False)), nothing reads the summary:
     the queue keeps the one it has (empty) and asks no thread for it."""
-    if blocks.enable_monitoring:
+    if getattr(blocks, "enable_monitoring", True):  # on, or not a launched Blocks: left as it is
         return
     queue = queue_of(blocks)
     queue.compute_analytics_summary = _KeptSummary(queue)

@@ -1,5 +1,10 @@
 """One command for every benchmark: `python -m benchmarks [--quick] [--only kernel,model,memory,app,explorer] [--device auto|cpu|cuda]`.
 
+`python -m benchmarks classroom [--students 300] [--against 2d03545] [...]` runs a class of students on the app, the
+server pinned to a core of its own (benchmarks/classroom.py; `python -m benchmarks classroom --help`), and
+`python -m benchmarks payloads --against REF` checks that this tree's app answers a fixed script of requests as
+REF's does, byte for byte (benchmarks/payloads.py).
+
 `--only page` opens the app's page fresh 10 times and times it to the explorer's first drawn view
 (benchmarks/page.py; not in the default set).
 
@@ -49,7 +54,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> dict:
+COMMANDS = ("classroom", "payloads")  # each with options of its own: `python -m benchmarks COMMAND --help`
+
+
+def main(argv: list[str] | None = None) -> dict | int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in COMMANDS:
+        import importlib
+
+        return importlib.import_module(f"benchmarks.{argv[0]}").main(argv[1:])
     args = parse_args(argv)
     import torch
 
@@ -131,4 +144,5 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    answer = main()
+    sys.exit(answer if isinstance(answer, int) else 0 if answer else 1)

@@ -72,6 +72,8 @@ is this tree's over REF's. Never asserted on in tests: timings only ever go to t
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import random
 import shutil
 import statistics
@@ -93,56 +95,69 @@ from .classroom_report import report
 from .load import rss_kib
 from .page import cpu_s
 from .common import Timing, export_ref, load, write_json
-from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S,
-                       BrowserTransport, RealModel, Student, Tally, real_actions)
+from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, Page,
+                       RealModel, Student, Tally, real_actions)
 
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
+COST_PAGES = 8    # the cost of each kind of answer: this many pages open, then each asks COST_ACTIONS of one kind
+COST_ACTIONS = 10
+IDLE_S = 2.0      # the server's idle CPU is measured this long first (and taken off each window)
 
 
-def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
-            files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
-            real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None) -> None:
+async def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
+                  files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
+                  real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None):
+    """One student (a coroutine): arrives within ARRIVAL_S, opens the page, then acts until the time is up."""
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
-    time.sleep(rng.uniform(0, ARRIVAL_S))
-    with httpx.Client(timeout=HTTP_TIMEOUT_S, transport=BrowserTransport()) as client:
+    await asyncio.sleep(rng.uniform(0, ARRIVAL_S))
+    page = Page(base, patience_s)
+    try:
         try:
             t0 = time.perf_counter()
-            page = Student(client, base, rng, files, patience_s, real)  # GET /, its files and the config, as a browser fetches them
-            tally.record("open", time.perf_counter() - t0 + page.open(), None, page.estimations, page.requests)
+            me = Student(page, rng, real)
+            opened = await me.open(files)  # GET /, its files and the config, as a browser fetches them
+            tally.record("open", time.perf_counter() - t0, None, me.estimations, me.requests)
             tally.opened(cpu_s(pid))
-        except (httpx.HTTPError, OSError, RuntimeError, KeyError, IndexError) as error:  # FetchError: a RuntimeError
-            tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")
+        except (OSError, RuntimeError, KeyError, IndexError, ValueError, asyncio.TimeoutError) as error:
+            tally.record("open", time.monotonic() - start, f"{type(error).__name__}: {error}")  # aiohttp's: OSError
             return
         while True:
             think = rng.uniform(*THINK_S)
             if time.monotonic() + think > deadline:
                 break
-            time.sleep(think)
+            await asyncio.sleep(think)
             action = rng.choices(list(mix), weights=list(mix.values()))[0]
             t0 = time.perf_counter()
             try:
-                seconds, wrong = page.act(action)
-            except (httpx.HTTPError, RuntimeError, KeyError, IndexError, TypeError) as error:
+                seconds, wrong = await me.act(action)
+            except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, asyncio.TimeoutError) as error:
                 seconds, wrong = time.perf_counter() - t0, f"{type(error).__name__}: {error}"
-            tally.record(action, seconds, wrong, page.estimations, page.requests)
+            tally.record(action, seconds, wrong, me.estimations, me.requests)
+    finally:
+        await page.close()
 
 
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
               mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
               real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None) -> dict:
-    """`students` threads for `duration_s` against the app at `base`, each opening the page with `files`;
-    per action: count, errors, p50, p95, events sent. `patience_s`: a student gives up on an answer this late (an
-    error). `pid`: the server's, for its CPU while the class arrived (with this process's: the simulated students)."""
+    """`students` students (coroutines of one event loop) for `duration_s` against the app at `base`, each opening the
+    page with `files`; per action: count, errors, p50, p95, events sent. `patience_s`: a student gives up on an answer
+    this late (an error). `pid`: the server's, for its CPU while the class arrived and over the class (with this
+    process's: the simulated students)."""
+    return asyncio.run(_class(base, students, duration_s, seed, files, mix, patience_s, real, pid))
+
+
+async def _class(base, students, duration_s, seed, files, mix, patience_s, real, pid) -> dict:
     tally = Tally()
     start, client_cpu, server_cpu = time.monotonic(), time.process_time(), cpu_s(pid)
     tally.opened(server_cpu)
-    threads = [threading.Thread(target=student, args=(i, base, seed, start, duration_s, tally, files, mix, patience_s,
-                                                      real, pid), daemon=True) for i in range(students)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=max(0.0, start + duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S - time.monotonic()))
+    tasks = [asyncio.ensure_future(student(i, base, seed, start, duration_s, tally, files, mix, patience_s, real, pid))
+             for i in range(students)]
+    _, hung = await asyncio.wait(tasks, timeout=max(1.0, start + duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S
+                                                    - time.monotonic()))
+    for task in hung:
+        task.cancel()
     wall = time.monotonic() - start
     actions = {}
     for action in ("open", *mix):
@@ -159,11 +174,71 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
             "answers_per_s": sum(len(s) for s in tally.seconds.values()) / wall, "actions": actions,
             "all": Timing(every).to_dict() if every else {}, "errors": sum(tally.errors.values()),
             "settled": Timing(settled).to_dict() if settled else {},
-            "error_examples": tally.examples, "error_messages": tally.messages, "hung": sum(t.is_alive() for t in threads),
+            "error_examples": tally.examples, "error_messages": tally.messages, "hung": len(hung),
             "drain_s": max(0.0, tally.last_answer - (start + duration_s)),
+            "server_cpu_s": cpu_s(pid) - server_cpu, "client_cpu_s": time.process_time() - client_cpu,
             # the arrival: from the class's start to the last opening answered, and the CPU each side spent in it
             "arrival": {"s": tally.last_open[0] - start, "client_cpu_s": tally.last_open[1] - client_cpu,
                         "server_cpu_s": tally.last_open[2] - server_cpu}}
+
+
+def costs(base: str, pid: int, files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, seed: int = 0,
+          pages: int = COST_PAGES, per_page: int = COST_ACTIONS) -> dict:
+    """The server's CPU per answer, one kind at a time, on the quiet server: its CPU (/proc/<pid>/stat) over a window
+    in which only that kind is asked, less what it spends idle over as long, over the answers. First `pages` fresh
+    pages open (two at a time: the opening's cost), then, per kind of the mix, each page does `per_page` of it back
+    to back, all pages at once. The mix's average weighs each kind by its share."""
+    return asyncio.run(_costs(base, pid, files, mix, seed, pages, per_page))
+
+
+async def _costs(base, pid, files, mix, seed, pages, per_page) -> dict:
+    await asyncio.sleep(1.0)
+    t0, c0 = time.monotonic(), cpu_s(pid)
+    await asyncio.sleep(IDLE_S)
+    idle = (cpu_s(pid) - c0) / (time.monotonic() - t0)  # the server's CPU per second with nothing asked
+    students = [Student(Page(base), random.Random(seed * 1000 + 500 + i)) for i in range(pages)]
+    result: dict = {"idle_cpu_ms_per_s": idle * 1e3, "pages": pages, "per_page": per_page, "kinds": {}}
+    try:
+        async def window(name: str, work) -> None:
+            errors: list[str] = []
+            t0, c0 = time.monotonic(), cpu_s(pid)
+            n = sum(await asyncio.gather(*(work(s, errors) for s in students)))
+            cpu = cpu_s(pid) - c0 - idle * (time.monotonic() - t0)
+            result["kinds"][name] = {"n": n, "errors": len(errors), "cpu_ms": 1e3 * cpu / max(1, n),
+                                     "examples": errors[:3]}
+
+        lock = asyncio.Semaphore(2)
+
+        async def opening(s: Student, errors: list) -> int:
+            async with lock:
+                try:
+                    await s.open(files)
+                    return 1
+                except (OSError, RuntimeError, KeyError, ValueError) as error:
+                    errors.append(f"{type(error).__name__}: {error}")
+                    return 0
+
+        await window("open", opening)
+        for kind in mix:
+            async def acts(s: Student, errors: list, kind=kind) -> int:
+                done = 0
+                for _ in range(per_page):
+                    try:
+                        _, wrong = await s.act(kind)
+                    except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+                        wrong = f"{type(error).__name__}: {error}"
+                    if wrong:
+                        errors.append(wrong)
+                    done += 1
+                return done
+
+            await window(kind, acts)
+        kinds = result["kinds"]
+        result["mix_cpu_ms"] = sum(kinds[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values())
+    finally:
+        for s in students:
+            await s.browser.close()
+    return result
 
 
 def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
@@ -217,13 +292,28 @@ def load_real_model(base: str, name: str = REAL_MODELS["opus-mt-random"].name) -
     return time.perf_counter() - t0
 
 
+def cores() -> tuple[list[str], set[int] | None, str]:
+    """Where the server and the class run: the prefix that pins the server to one core, the core this process takes,
+    and a sentence saying so (on one core, or with no taskset: shared, and the figures are the class's too)."""
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        return [], None, f"not pinned: one core ({mine[0]}) for the server and the class"
+    if shutil.which("taskset") is None:
+        return [], None, "not pinned: no taskset; the server and the class share the cores"
+    server, client = mine[0], mine[1]
+    return (["taskset", "-c", str(server)], {client},
+            f"the server pinned to core {server} (taskset), the class to core {client}")
+
+
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
                   live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0,
                   real_score: int = 0, real_model: tuple[str, ...] = ("opus-mt-random",),
-                  full_budget: bool = False) -> dict:
-    """Start `python app.py` in cwd (its own package on PYTHONPATH), let it settle, run the class (with live
-    training in the background when `live`; with the real models among the choices when `real`, their budget a
-    trained model's length unless `full_budget`: benchmarks.trained_length), stop it."""
+                  full_budget: bool = False, pin: bool = True, cost: bool = True, walk: bool = True) -> dict:
+    """Start `python app.py` in cwd (its own package on PYTHONPATH; pinned to a core of its own unless `pin` is off),
+    let it settle, run the class (with live training in the background when `live`; with the real models among the
+    choices when `real`, their budget a trained model's length unless `full_budget`: benchmarks.trained_length),
+    then on the quiet server the cost of each kind of answer (`cost`) and the lesson walked in Chromium (`walk`),
+    stop it. `students` 0: no class."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
     env = {"PYTHONPATH": str(cwd), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
     argv = [sys.executable, "app.py"]
@@ -231,8 +321,10 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
         folders = [str(real_model_folder(temp, key)) for key in real_model]
         env |= {"ATTENTION_VIZ_HUB_MODELS": ",".join(folders), "HF_HUB_OFFLINE": "1"}
         argv = argv if full_budget else [sys.executable, "-m", "benchmarks.trained_length"]
+    prefix, own, where = cores() if pin else ([], None, "not pinned (--no-pin)")
+    before = os.sched_getaffinity(0)
     try:
-        with Server(argv, log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
+        with Server(prefix + argv, log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
                 httpx.Client(timeout=30) as http:
             startup = server.wait_http(http, timeout_s=300)
             time.sleep(SETTLE_S)
@@ -240,33 +332,38 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                 else None
             files = page_files(server.base) if with_files else ()
             time.sleep(2.0)  # that opening's own work on the server out of the way
+            if own:
+                os.sched_setaffinity(0, own)  # the class (and what it starts: Chromium) on the other core
+            result: dict = {"cores": where}
             stop, outcomes, rss = threading.Event(), [], []
             trainer = threading.Thread(target=train_live, args=(server.base, stop, outcomes), daemon=True)
             if live:
                 trainer.start()
             watcher = threading.Thread(target=watch_rss, args=(server.pid, stop, rss), daemon=True)
             watcher.start()
-            client_cpu, server_cpu, children_cpu = time.process_time(), cpu_s(server.pid), reaped_cpu_s()
+            children_cpu = reaped_cpu_s()
             opened: list[dict] = []
             chromium = threading.Thread(target=open_in_chromium,
                                         args=(server.base, browsers, time.monotonic(), duration_s, opened), daemon=True)
             if browsers:
                 chromium.start()
             mix = real_actions(real, real_score, real_model) if real else ACTIONS
-            result = run_class(server.base, students, duration_s, seed, files, mix,
-                               real=tuple(REAL_MODELS[key] for key in real_model),
-                               pid=server.pid)
+            if students:
+                result |= run_class(server.base, students, duration_s, seed, files, mix,
+                                    real=tuple(REAL_MODELS[key] for key in real_model), pid=server.pid)
             if browsers:
                 chromium.join(timeout=120)
                 # Chromium's processes and Playwright's driver, reaped once it closed (the server is still running)
                 result |= {"chromium": opened, "chromium_cpu_s": reaped_cpu_s() - children_cpu}
-            result |= {"client_cpu_s": time.process_time() - client_cpu, "server_cpu_s": cpu_s(server.pid) - server_cpu}
             stop.set()
             watcher.join()
             result["rss_mib"] = rss
             if live:
                 trainer.join(timeout=3 * HTTP_TIMEOUT_S)
-            if with_files:  # after the class (the class meets the lesson's steps uncached), on the quiet server
+            if cost:
+                time.sleep(2.0)
+                result["costs"] = costs(server.base, server.pid, files, mix if not real else ACTIONS, seed)
+            if with_files and walk:  # after the class (the class meets the lesson's steps uncached), on the quiet server
                 time.sleep(2.0)
                 with ThreadPoolExecutor(max_workers=1) as pool:  # Playwright's sync API: a thread of its own
                     result["lesson_walk"] = pool.submit(lesson_walk.walk, server.base).result()
@@ -275,45 +372,69 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                        "live_runs": outcomes if live else None}
             return result
     finally:
+        os.sched_setaffinity(0, before)
         shutil.rmtree(temp, ignore_errors=True)
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
         live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0,
-        real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False) -> dict:
-    """The class against this tree's app, then (with `against`) against that git ref's app; `live`: with live
-    training in the background (this tree's app only: a ref may not have it)."""
+        real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False, ref_first: bool = False,
+        pin: bool = True, cost: bool = True, walk: bool = True) -> dict:
+    """The class against this tree's app and (with `against`) against that git ref's app, one after the other
+    (`ref_first`: the ref's first), each with the machine to itself; `live`: with live training in the background
+    (this tree's app only: a ref may not have it)."""
     log_dir = ROOT / "benchmarks" / "results" / "logs"
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip() or "unknown"
     dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True).stdout.strip())
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
-                    "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"}}
+                    "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"},
+                    "order": ["ref", "this"] if against and ref_first else ["this", "ref"] if against else ["this"]}
     result["with_files"] = with_files
     real_model = (real_model,) if isinstance(real_model, str) else tuple(real_model)  # one key, or several
     result["real"], result["real_score"], result["real_model"] = real, real_score, list(real_model)
     result["full_budget"] = full_budget
-    result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live, with_files, real,
-                                           browsers, real_score, real_model, full_budget)
-    if against:
-        folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
-        try:
-            commit = export_ref(against, folder / "tree")
-            result["names"]["ref"] = f"{against} ({commit[:7]})"
-            result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir,
-                                                  with_files=with_files, browsers=browsers)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
+    try:
+        for key in result["order"]:
+            if key == "this":
+                result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live,
+                                                       with_files, real, browsers, real_score, real_model,
+                                                       full_budget, pin, cost, walk)
+            else:
+                commit = export_ref(against, folder / "tree")
+                result["names"]["ref"] = f"{against} ({commit[:7]})"
+                result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir,
+                                                      with_files=with_files, browsers=browsers, pin=pin, cost=cost,
+                                                      walk=walk)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result["load_after"] = load()
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.classroom", description=__doc__.splitlines()[0])
-    parser.add_argument("--students", type=int, default=30)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks classroom", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    result = run_from(parser, args)
+    print(report(result), flush=True)
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
+    print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")
+    return 0 if all(app.get("errors", 0) == 0 and not app.get("hung") for app in result["apps"].values()) else 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--students", type=int, default=30, help="0: no class, the cost of each answer only")
     parser.add_argument("--duration-s", type=float, default=75.0)
-    parser.add_argument("--against", default=None, help="a git ref whose app runs the same class after this one")
+    parser.add_argument("--against", default=None, help="a git ref whose app runs the same class (after this one)")
+    parser.add_argument("--ref-first", action="store_true", help="with --against: the ref's app first")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-pin", action="store_true",
+                        help="leave the server and the class on every core (default: one core each, by taskset)")
+    parser.add_argument("--no-cost", action="store_true", help="skip the cost of each kind of answer")
+    parser.add_argument("--no-walk", action="store_true", help="skip the lesson walked in Chromium")
     parser.add_argument("--live", action="store_true", help="train live in the background for the whole class")
     parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=0, metavar="PERCENT",
                         help="a real model among the choices (opus-mt-en-de's configuration, random weights), run "
@@ -330,14 +451,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--browsers", type=int, default=0, metavar="K",
                         help="also open the page K times in Chromium during the class: the first drawn view")
     parser.add_argument("--no-files", action="store_true",
-                        help="students fetch the page's HTML only, not Gradio's files (as this benchmark did before)")
+                        help="students fetch the page's HTML only, not Gradio's files")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
-    args = parser.parse_args(argv)
+
+
+def run_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
+    """Check the options (parser.error on a wrong one), then run."""
     models = tuple(dict.fromkeys(key.strip() for key in args.real_model.split(",") if key.strip()))
     if not models or not set(models) <= set(REAL_MODELS):
         parser.error(f"--real-model: one or more of {', '.join(sorted(REAL_MODELS))}, comma-separated")
-    if not (1 <= args.students <= 400 and 5 <= args.duration_s <= 1800):
-        parser.error("students 1..400, duration 5..1800 s")
+    if not (0 <= args.students <= 1000 and 5 <= args.duration_s <= 1800):
+        parser.error("students 0..1000, duration 5..1800 s")
     if args.real and args.against:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
     if args.real_score and not args.real or not 0 <= args.real_score <= 15:
@@ -346,12 +470,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--real-score needs a model that writes text: all-MiniLM-L6-v2 is an encoder")
     if not 0 <= args.browsers <= 50:
         parser.error("browsers 0..50")
-    result = run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
-                 args.browsers, args.real_score, models, args.full_budget)
-    print(report(result), flush=True)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
-    print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")
-    return 0 if all(app["errors"] == 0 and not app["hung"] for app in result["apps"].values()) else 1
+    return run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
+               args.browsers, args.real_score, models, args.full_budget, args.ref_first, not args.no_pin,
+               not args.no_cost, not args.no_walk)
 
 
 if __name__ == "__main__":

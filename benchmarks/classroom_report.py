@@ -51,13 +51,41 @@ def _cpu_table(app: dict) -> str:
     answered) and over the whole class: what share of the students' wait is the benchmark's own clients."""
     arrival, wall = app.get("arrival") or {}, app["wall_s"]
     rows = [["the server", f"{arrival.get('server_cpu_s', 0):.1f}", f"{app['server_cpu_s']:.1f}"],
-            ["the simulated students (this process)", f"{arrival.get('client_cpu_s', 0):.1f}",
+            ["the simulated students (one event loop, this process)", f"{arrival.get('client_cpu_s', 0):.1f}",
              f"{app['client_cpu_s']:.1f}"]]
     if app.get("chromium_cpu_s") is not None:
         rows.append([f"Chromium ({len(app.get('chromium', []))} pages, and its driver)", "",
                      f"{app['chromium_cpu_s']:.1f}"])
     return table(["CPU s", f"while the class arrived ({arrival.get('s', 0):.1f} s)",
-                  f"over the class ({wall:.0f} s, {2 * wall:.0f} core-s on two cores)"], rows)
+                  f"over the class ({wall:.0f} s)"], rows)
+
+
+def _cost_table(result: dict, labels: dict[str, str]) -> str:
+    """The server's CPU per answer by kind (the quiet server, one kind at a time: benchmarks.classroom.costs), per
+    app, and this tree's over the reference's."""
+    apps = [key for key in ("this", "ref") if result["apps"].get(key, {}).get("costs")]
+    kinds = result["apps"][apps[0]]["costs"]["kinds"]
+    head = ["server CPU ms per answer"] + [result["names"][key].split(" (")[0] for key in apps]
+    rows = [[labels.get(name, name)] + [f"{result['apps'][key]['costs']['kinds'][name]['cpu_ms']:.1f}" for key in apps]
+            + ([f"{kinds[name]['cpu_ms'] / result['apps']['ref']['costs']['kinds'][name]['cpu_ms']:.2f}"]
+               if len(apps) == 2 else []) for name in kinds]
+    mixes = [result["apps"][key]["costs"].get("mix_cpu_ms") for key in apps]
+    rows.append(["the mix's average answer (by its shares)"] + [f"{m:.1f}" for m in mixes]
+                + ([f"{mixes[0] / mixes[1]:.2f}"] if len(apps) == 2 else []))
+    for key in apps:
+        app = result["apps"][key]
+        answers = sum(a["n"] for a in app.get("actions", {}).values())
+        if answers and app.get("server_cpu_s") is not None:
+            rows.append([f"over the class ({result['names'][key].split(' (')[0]}: its CPU / its answers, openings "
+                         "included)"] + ["" for _ in apps[:apps.index(key)]]
+                        + [f"{1e3 * app['server_cpu_s'] / answers:.1f}"] + ["" for _ in apps[apps.index(key) + 1:]]
+                        + ([""] if len(apps) == 2 else []))
+    c = result["apps"][apps[0]]["costs"]
+    errors = sum(k["errors"] for key in apps for k in result["apps"][key]["costs"]["kinds"].values())
+    return (f"the server's CPU per answer, one kind at a time on the quiet server ({c['pages']} pages, "
+            f"{c['per_page']} answers each per kind; its idle CPU, {c['idle_cpu_ms_per_s']:.1f} ms/s, taken off; "
+            f"{errors} errors):\n\n"
+            + table(head + (["ratio"] if len(apps) == 2 else []), rows))
 
 
 def _memory_line(samples: list) -> str:
@@ -85,9 +113,15 @@ def report(result: dict) -> str:
     lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app{share}, think time "
              f"{THINK_S[0]}-{THINK_S[1]} s, seed {result['seed']}; latency = join the queue .. last file fetched; "
              + ("opening the page fetches its files too" if result.get("with_files", True) else "opening: HTML only")]
+    if result.get("order"):
+        lines[0] += f"; order: {' then '.join(result['names'].get(k, k) for k in result['order'])}"
     for key, app in result["apps"].items():
+        if not app.get("actions"):
+            lines += ["", f"### {result['names'][key]}: no class; {app.get('cores', '')}"]
+            continue
         lines += ["", f"### {result['names'][key]}: {app['answers_per_s']:.1f} answers/s, {app['errors']} errors"
-                      f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}",
+                      f"{', ' + str(app['hung']) + ' students hung' if app['hung'] else ''}; load after {app['load_after']}"
+                      + (f"; {app['cores']}" if app.get("cores") else ""),
                   "", _app_table(app, labels)]
         lines += [f"  error: {example}" for example in app["error_examples"]]
         if app.get("drain_s") is not None:
@@ -112,7 +146,9 @@ def report(result: dict) -> str:
         if app.get("live_runs") is not None:
             lines += ["", f"live training in the background: {len(app['live_runs'])} runs, ending: "
                           + "; ".join(app["live_runs"])]
-    if "ref" in result["apps"]:
+    if any(app.get("costs") for app in result["apps"].values()):
+        lines += ["", _cost_table(result, labels)]
+    if "ref" in result["apps"] and result["apps"]["this"].get("actions") and result["apps"]["ref"].get("actions"):
         this, ref = result["apps"]["this"]["actions"], result["apps"]["ref"]["actions"]
         rows = []
         for name in this:

@@ -1,21 +1,24 @@
-"""The simulated student of benchmarks.classroom: one page (its own session) over the browser's protocol, what it
-does (a teaching mix of actions, with what each answer must say) and the tally of what the class saw."""
+"""The simulated student of benchmarks.classroom: one page (its own session and pool of connections) over the
+browser's protocol, asynchronously (one event loop drives the class: a simulated class costs a few % of a core, so the
+figures are the server's), what it does (a teaching mix of actions, with what each answer must say) and the tally of
+what the class saw."""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
 import random
 import re
 import string
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-import httpx
+from .fetch import FetchError, fetch_files
 
-from .app import Browser
-from .fetch import fetch_files
 
 ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 10, "heads": 10, "steps": 15, "lesson": 10}
 REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
@@ -57,23 +60,129 @@ SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened t
 ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 WAIT_S = 1.0      # an action answered later than this waited: did the student see its place in the line?
 HTTP_TIMEOUT_S = 120.0
+API = "/gradio_api"
+CONNECTIONS = 6     # what a browser keeps open to one host over HTTP/1.1
+KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (uvicorn closes one idle for 5 s)
 STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts with
 
 
-class BrowserTransport(httpx.HTTPTransport):
-    """httpx's transport with a browser's one retry: a request sent on a kept-alive connection that the server closed
-    meanwhile (uvicorn closes one idle for 5 s: a student thinks that long, or waits while a crowded server answers
-    the page's files) fails at once, and a browser sends it again on a new one: a GET whatever the failure, any
-    request when the server closed it before a byte of answer (Chromium's rule for a reused connection)."""
+_CONFIGS: dict[bytes, dict] = {}  # the config's bytes as sent (compressed) -> the config; read, never changed
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+
+def _parsed(body: bytes, encoding: str) -> dict:
+    """The config from its bytes as sent (Content-Encoding br, gzip or none): decoded and parsed once for the class
+    (a class's pages get the same bytes; ~10 ms of the client's CPU each)."""
+    config = _CONFIGS.get(body)
+    if config is None:
+        if len(_CONFIGS) > 8:
+            _CONFIGS.clear()
+        plain = body
+        if encoding == "gzip":
+            plain = gzip.decompress(body)
+        elif encoding == "br":
+            import brotli
+
+            plain = brotli.decompress(body)
+        config = _CONFIGS[body] = json.loads(plain)
+    return config
+
+
+class Page:
+    """One browser page over the browser's protocol, asynchronously (one event loop drives the whole class): its own
+    session, and a pool of CONNECTIONS keep-alive connections to the server, as a browser keeps per host.
+
+    Opening (`open`): GET /, then the page's files with an empty cache over six connections (benchmarks.fetch: each
+    sends its next request once the last is answered), then its config. An event (`call`), as the browser's
+    client does it: POST /queue/join, GET /queue/data (server-sent events) until the event's answer, then every file
+    the answer names. Bodies of files are read, never decoded (the client's CPU is the server's to measure); a
+    request sent on a kept-alive connection the server closed meanwhile (uvicorn closes one idle for 5 s) is sent
+    again once on a new one, as a browser does: a GET whatever the failure, any request the server closed before a
+    byte of answer. patience_s: give up on an event whose answer has not come this long after joining (checked at
+    each message of the stream; Gradio sends a heartbeat every 15 s); None waits as long as the stream stays open."""
+
+    def __init__(self, base: str, patience_s: float | None = None) -> None:
+        import aiohttp
+
+        self.base, self.patience_s = base, patience_s
+        self.http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=CONNECTIONS, keepalive_timeout=KEEP_ALIVE_S),
+            timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S), auto_decompress=False)
+        self.session_hash = uuid.uuid4().hex[:11]
+        self.config: dict = {}
+        self.estimations: list[dict] = []  # the last call's queue estimations (rank, queue_size, rank_eta), in order
+
+    async def close(self) -> None:
+        await self.http.close()
+
+    async def _send(self, method: str, url: str, **kwargs):
+        """The response (its body unread: the caller reads it inside `async with`), sent again once where a browser
+        would."""
+        import aiohttp
+
         try:
-            return super().handle_request(request)
-        except (httpx.RemoteProtocolError, httpx.ReadError) as error:
-            unanswered = isinstance(error, httpx.RemoteProtocolError) and "without sending a response" in str(error)
-            if request.method != "GET" and not unanswered:
-                raise
-            return super().handle_request(request)
+            return await self.http.request(method, url, **kwargs)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):  # before any byte of answer
+            return await self.http.request(method, url, **kwargs)
+
+    async def get(self, path: str, decoded: bool = False, headers: dict = ACCEPT) -> bytes:
+        """GET a path (or a whole URL): its body, as sent (`decoded`: uncompressed); a non-200 raises."""
+        async with await self._send("GET", path if "://" in path else self.base + path, headers=headers,
+                                    auto_decompress=decoded) as response:
+            body = await response.read()
+            if response.status != 200:
+                raise FetchError(f"{path}: HTTP {response.status}")
+            return body
+
+    async def open(self, files: tuple[str, ...] = ()) -> None:
+        """GET / (the HTML), then its files over the pool of CONNECTIONS, then the config."""
+        await self.get("/")
+        await fetch_files(self.base, files, ACCEPT)
+        async with await self._send("GET", self.base + "/config", headers=ACCEPT, auto_decompress=False) as response:
+            body = await response.read()
+            if response.status != 200:
+                raise FetchError(f"/config: HTTP {response.status}")
+            self.config = _parsed(body, response.headers.get("Content-Encoding", ""))
+
+    async def call(self, dependency: dict, values: dict[int, object], trigger_id: int | None) -> tuple[float, dict]:
+        """Seconds from joining the queue to the last file of the answer fetched, and the completed message."""
+        body = {"data": [values[i] for i in dependency["inputs"]], "event_data": None, "fn_index": dependency["id"],
+                "trigger_id": trigger_id, "session_hash": self.session_hash}
+        t0 = time.perf_counter()
+        async with await self._send("POST", self.base + API + "/queue/join", json=body,
+                                    auto_decompress=True) as joined:
+            answer = await joined.json(content_type=None)
+            if joined.status != 200:
+                raise RuntimeError(f"join: HTTP {joined.status}: {answer}")
+        event_id = answer.get("event_id")
+        completed = last = None
+        self.estimations = []
+        async with await self._send("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash},
+                                    auto_decompress=True) as stream:
+            async for raw in stream.content:
+                if not raw.startswith(b"data:"):
+                    continue
+                message = last = json.loads(raw[5:])
+                kind = message.get("msg")
+                if kind == "estimation" and message.get("event_id") == event_id:
+                    self.estimations.append(message)  # what the page shows as "queue: rank+1/size | eta"
+                if kind == "process_completed":
+                    if message.get("event_id") != event_id:  # the browser's client, too, reads only its own events
+                        raise RuntimeError(f"the stream answered another event ({message.get('event_id')}, "
+                                           f"not {event_id})")
+                    completed = message
+                if kind == "close_stream":
+                    break
+                if kind == "unexpected_error":  # the browser's client gives up on the event too
+                    raise RuntimeError(f"unexpected_error: {message.get('message')!r}"
+                                       + (", session not found" if message.get("session_not_found") else ""))
+                if self.patience_s is not None and time.perf_counter() - t0 > self.patience_s:
+                    raise RuntimeError(f"no answer in {self.patience_s:.0f} s: the stream stays open, its last "
+                                       f"message {kind!r}")
+        if completed is None or not completed.get("success"):
+            raise RuntimeError(f"event failed: {completed or last}")
+        await asyncio.gather(*(self.get(item["url"]) for item in completed["output"]["data"]
+                               if isinstance(item, dict) and item.get("url")))
+        return time.perf_counter() - t0, completed
 
 
 @dataclass
@@ -122,17 +231,27 @@ class Tally:
 class Student:
     """One page's controls and what one student does with them."""
 
-    def __init__(self, client: httpx.Client, base: str, rng: random.Random, files: tuple[str, ...] = (),
-                 patience_s: float | None = None,
+    def __init__(self, page: Page, rng: random.Random,
                  real: RealModel | tuple[RealModel, ...] = REAL_MODELS["opus-mt-random"]) -> None:
-        self.client, self.base, self.rng = client, base, rng
+        self.browser, self.rng = page, rng
         self.reals = (real,) if isinstance(real, RealModel) else tuple(real)  # "real": the first; "real:key": key's
-        self.client.get(base + "/", headers=ACCEPT).raise_for_status()  # the page's HTML, as a browser fetches it first
-        fetch_files(base, files, ACCEPT, HTTP_TIMEOUT_S)  # then its files, six connections at a time
-        self.browser = Browser(client, base, patience_s)
-        self.ids = self.browser.by_elem_id
-        deps = self.browser.dependencies
-        self.values = {i: c.get("props", {}).get("value") for i, c in self.browser.components.items()}
+
+    async def open(self, files: tuple[str, ...] = ()) -> float:
+        """GET /, its files and the config, as a browser fetches them; then the page's load events (and their
+        chains) as it runs them: seconds of those events (this app has none: its opening run is in the config)."""
+        await self.browser.open(files)
+        self._read_config()
+        t0 = time.perf_counter()
+        for dep in self.loads:
+            await self.call(dep)
+        return time.perf_counter() - t0
+
+    def _read_config(self) -> None:
+        config = self.browser.config
+        self.components = {c["id"]: c for c in config["components"]}
+        self.ids = {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}
+        deps = self.dependencies = config["dependencies"]
+        self.values = {i: c.get("props", {}).get("value") for i, c in self.components.items()}
         self.chains = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")
                                  and c.get("trigger_only_on_success")] for d in deps}
         then = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")] for d in deps}
@@ -144,13 +263,13 @@ class Student:
                             in [list(t) for t in d["targets"]]), None)
         if self.lesson is not None:  # a step's chains, .then and .success alike (an app whose step chained requests)
             self.chains[self.lesson["id"]] = then[self.lesson["id"]]
-        self.lesson_at = rng.randrange(-1, 8)  # the step on show (-1: none yet): students are at various points
+        self.lesson_at = self.rng.randrange(-1, 8)  # the step on show (-1: none yet): students are at various points
         run = self.values[self.ids["explorer_view"]]  # the page's opening run: its attentions, layers and heads
         self.head_keys = [f"{stack}.{i}.{name}" for entry in run["kinds"] for stack, name in [entry["kind"].split(".")]
                           for i in range(entry["layers"])]
         self.n_heads = int(run["n_heads"])
         self.heads_off: dict[str, set[int]] = {}  # what the student has clicked off so far
-        self.api = {name: self.browser.dependency(name) for name in ("dk_lab", "visualize", "steps")}
+        self.api = {name: self.dependency(name) for name in ("dk_lab", "visualize", "steps")}
         # a real model's runs: the page's own event for them where it has one (an app before the queue chose the
         # line by the model: server/admission.py), else /visualize, which the queue puts on the real models' line
         real_line = self.ids.get("run_real")
@@ -159,16 +278,19 @@ class Student:
         # scoring every head of a real model: its own line where the page has one, else the public /importance
         score_line = self.ids.get("score_real")
         self.real_score = next((d for d in deps if d.get("backend_fn") and score_line is not None
-                                and any(t[0] == score_line for t in d["targets"])), self.browser.dependency("importance"))
+                                and any(t[0] == score_line for t in d["targets"])), self.dependency("importance"))
         missing = [name for name, dep in self.api.items() if dep is None]
         if missing:
             raise RuntimeError(f"the app has no endpoint named {missing}")
 
-    def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
+    def dependency(self, api_name: str) -> dict | None:
+        return next((d for d in self.dependencies if d.get("api_name") == api_name), None)
+
+    async def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
         """One event and, as the browser does, the events chained on its success; seconds of the first."""
         self.requests += 1
         try:
-            seconds, completed = self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
+            seconds, completed = await self.browser.call(dep, self.values, self.ids.get(trigger) if trigger else None)
         finally:
             self.estimations += self.browser.estimations
         if dep is self.lesson:  # the page shows what the step set (its index and controls) before the chains run
@@ -179,16 +301,10 @@ class Student:
                 else:
                     self.values[output] = value
         for chained in self.chains.get(dep["id"], []):
-            self.call(chained)
+            await self.call(chained)
         return seconds, completed["output"]["data"]
 
-    def open(self) -> float:
-        t0 = time.perf_counter()
-        for dep in self.loads:
-            self.call(dep)
-        return time.perf_counter() - t0
-
-    def act(self, action: str) -> tuple[float, str | None]:
+    async def act(self, action: str) -> tuple[float, str | None]:
         """Do one action: (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
         self.estimations, self.requests = [], 0
         rng, set_ = self.rng, lambda elem_id, value: self.values.__setitem__(self.ids[elem_id], value)
@@ -199,13 +315,13 @@ class Student:
                 set_("lab_scaled", not self.values[self.ids["lab_scaled"]])
             else:
                 set_("lab_keys", rng.randint(2, 1024))
-            seconds, data = self.call(self.api["dk_lab"], action)
+            seconds, data = await self.call(self.api["dk_lab"], action)
             d_k = self.values[self.ids["lab_dk"]]
             rows = data[-1].get("data") if isinstance(data[-1], dict) else None
             return seconds, None if rows and rows[0][3] == f"{d_k} and 1" else f"lab table not for d_k {d_k}"
         if action == "rerun":
             set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
-            seconds, data = self.call(self.api["visualize"], "text")
+            seconds, data = await self.call(self.api["visualize"], "text")
             return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
         if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked puts the heads in the box, runs
             key, head = rng.choice(self.head_keys), rng.randrange(self.n_heads)
@@ -217,7 +333,7 @@ class Student:
             set_("heads_off", heads_json(self.heads_off))
             if rng.random() < 0.2:
                 set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
-            seconds, data = self.call(self.api["visualize"], "heads_apply")
+            seconds, data = await self.call(self.api["visualize"], "heads_apply")
             return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
         if action in ("real", "real_score") or action.startswith("real:"):  # pick a real model, type a sentence;
             # run it, or score its heads (the first that writes text)
@@ -230,19 +346,19 @@ class Student:
             set_("text", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))).capitalize() + ".")
             try:
                 if action == "real_score":
-                    seconds, data = self.call(self.real_score)
+                    seconds, data = await self.call(self.real_score)
                     return seconds, None if "Which heads matter" in str(data) else "real_score: no importance"
-                seconds, data = self.call(self.real_run, "text")
+                seconds, data = await self.call(self.real_run, "text")
             finally:
                 for elem_id, value in kept.items():  # the student goes back to the model and text it had
                     set_(elem_id, value)
             return seconds, None if real.notes in str(data) else f"{action}: no notes of a real model's run"
         if action == "lesson":
-            return self.lesson_step()
-        seconds, data = self.call(self.api["steps"])
+            return await self.lesson_step()
+        seconds, data = await self.call(self.api["steps"])
         return seconds, None if "softmax" in str(data) else "steps: no step text"
 
-    def lesson_step(self) -> tuple[float, str | None]:
+    async def lesson_step(self) -> tuple[float, str | None]:
         """The lesson's Next from the step on show (after the last: from the start again, as a student who starts
         over); the answer must be the next step ("Step N of M" in #lesson_text). Seconds: the step's event and the
         events chained on it. The student then goes back to what it was exploring (its controls as before the step),
@@ -253,7 +369,7 @@ class Student:
         self.values[self.ids["lesson_step"]] = index
         t0 = time.perf_counter()
         try:
-            _, data = self.call(self.lesson, "lesson_next")
+            _, data = await self.call(self.lesson, "lesson_next")
             seconds = time.perf_counter() - t0  # the step and every event chained on it (an app that chains any)
             text = str(data[self.lesson["outputs"].index(self.ids["lesson_text"])])
         finally:

@@ -12,15 +12,19 @@ max_file_size=)`, `queue(max_size=, default_concurrency_limit=, status_update_ra
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
+import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
-from gradio import queueing, route_utils, routes
+from anyio import to_thread
+from gradio import queueing, route_utils, routes, utils
 from gradio.blocks import BlocksConfig
-from gradio.data_classes import PredictBodyInternal
+from gradio.data_classes import GradioModel, GradioRootModel, PredictBodyInternal
 from gradio.server_messages import EstimationMessage
 from gradio.state_holder import SessionState
 from starlette.applications import Starlette
@@ -48,6 +52,14 @@ REACHES = {
               ".request (the join's), .session_hash", "moving an event to another line"),
     "Queue.send_message": (ADMISSION, "send_message(event, EstimationMessage(rank, queue_size)) tells a waiting "
                            "event its place", "a seated event's new place, before the next status update"),
+    "Queue.sleep_when_free": (PAGE, "the seconds Queue.start_processing sleeps between its looks for an event to "
+                               "start, when none is waiting or every line is full (a float attribute, 0.001 on "
+                               "Linux)", "no option sets the dispatcher's polling interval"),
+    "Queue.compute_analytics_summary": (PAGE, "called after every event as `await run_sync(self."
+                                        "compute_analytics_summary, records)` (queueing.run_sync: anyio's, used "
+                                        "for nothing else there); it answers Queue.cached_event_analytics_summary, "
+                                        "which only the monitoring routes read (Blocks.enable_monitoring)",
+                                        "launch(enable_monitoring=False) turns the routes off but not the summary"),
     "BlocksConfig.config_for_block": (SESSIONS, "builds a component's config entry for each session",
                                       "no option shares the page's entries between sessions"),
     "SessionState._update_value_in_config": (SESSIONS, "copies every input and output value into the session's "
@@ -57,6 +69,14 @@ REACHES = {
                                "event's values before its function runs; Gradio refuses one short of inputs "
                                "(validate_inputs); Component._id names an input",
                                "no option lets an API client leave out inputs added after it was written"),
+    "Blocks.postprocess_data": (PAGE, "(block_fn, predictions, state): an event's answer turned into what is "
+                                "sent; an output left as it is (gr.skip(), and every output a function answering a "
+                                "dict of components does not name: blocks.convert_component_dict_to_list) is sent "
+                                "as {\"__type__\": \"update\"}, after Gradio has built a new component of the "
+                                "same arguments into the session's state and its config entry; BlockFunction's "
+                                ".outputs and .batch",
+                                "no option skips an output without that work (~0.6 ms per output: the lesson's "
+                                "step names a few of its ~50 outputs)"),
     "App internals": (STATIC + ", server/http.py", "App.get_blocks() -> the Blocks; Blocks.fns: fn_index -> "
                       "BlockFunction (.api_name); Blocks.config: a new object when the page changes; App.auth, "
                       "App.auth_dependency; route_utils.FnIndexInferError: a call to a name no event has",
@@ -73,6 +93,9 @@ REACHES = {
 GRADIO_COMPRESSES = (".html", ".htm", ".js", ".css", ".json", ".md", ".txt", ".csv", ".tsv", ".xml", ".svg")
 GRADIO_MIN_BYTES = 400
 FnIndexInferError = route_utils.FnIndexInferError
+# Components whose postprocess passes a value on (a str, number or bool as it is, or made one): Blocks.postprocess_data
+# calls them on the event loop; a subclass that overrides postprocess is not among them
+INLINE = frozenset(c.postprocess for c in (gr.HTML, gr.Textbox, gr.Markdown, gr.Number, gr.Checkbox, gr.Slider))
 CONFIG_FOR_BLOCK = BlocksConfig.config_for_block  # Gradio's own, before share_config_entries
 
 
@@ -138,6 +161,42 @@ def tell_place(queue: Any, event: Any, rank: int, size: int) -> None:
     queue.send_message(event, EstimationMessage(rank=rank, queue_size=size))
 
 
+def poll_every(blocks: Any, seconds: float) -> None:
+    """How often the queue's dispatcher looks for an event to start while none can (no event waiting, or every line
+    full): Gradio's looks every 1 ms (Queue.sleep_when_free), a thousand wake-ups a second that cost an idle server
+    ~5 % of a core, and a busy one as much on top of its answers."""
+    queue_of(blocks).sleep_when_free = seconds
+
+
+def keep_no_analytics_summary(blocks: Any) -> None:
+    """After every event Gradio's queue summarises the events so far for its monitoring page (a pandas DataFrame of
+    up to 10,000 of them, grouped by function, percentiles of each, in a worker thread): ~2 ms of an answer's CPU,
+    growing with the events kept. Where the page is off (launch(enable_monitoring=False)), nothing reads the summary:
+    the queue keeps the one it has (empty) and asks no thread for it."""
+    if getattr(blocks, "enable_monitoring", True):  # on, or not a launched Blocks: left as it is
+        return
+    queue = queue_of(blocks)
+    queue.compute_analytics_summary = _KeptSummary(queue)
+    queueing.run_sync = _run_sync
+
+
+class _KeptSummary:
+    """Queue.compute_analytics_summary, answering the summary the queue has."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def __call__(self, records: Any = None) -> dict:
+        return self.queue.cached_event_analytics_summary
+
+
+async def _run_sync(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """queueing's run_sync (anyio's, used there for the summary only): a kept summary answered at once."""
+    if isinstance(fn, _KeptSummary):
+        return fn(*args)
+    return await to_thread.run_sync(fn, *args, **kwargs)
+
+
 # --------------------------------------------------------------------------------------------- sessions (memory)
 
 
@@ -181,6 +240,90 @@ class Blocks(gr.Blocks):
             raise gr.Error(f"The request sent {len(inputs)} of the {len(block_fn.inputs)} values this endpoint takes "
                            "(the app's \"Use via API\" page lists them in order).", print_exception=False)
         return await super().preprocess_data(block_fn, inputs, state, explicit_call)
+
+
+    async def postprocess_data(self, block_fn, predictions, state):
+        """Gradio's, with two shortcuts that send the same answer:
+        - an output left as it is (a bare gr.skip(), or not named in a dict of components) is answered at once as
+          Gradio answers it (_skipped) (a gr.State's is Gradio's to answer): Gradio would
+          first build a new component of the same arguments into the session's state (and its config entry), a
+          copy of what the session already has, which changes nothing the page or a later event sees;
+        - a value for a component whose postprocess only passes it on (INLINE: gr.HTML, gr.Textbox, ...) is
+          postprocessed here, on the event loop: Gradio sends each output's postprocess to a worker thread, a hop
+          that costs more than the call.
+        tests/server/test_gradio_internals.py compares the answers and the session's state with Gradio's own."""
+        if block_fn.batch or block_fn.is_validator_function:
+            return await super().postprocess_data(block_fn, predictions, state)
+        if isinstance(predictions, dict) and predictions == gr.skip() and len(block_fn.outputs) > 1:
+            predictions = [gr.skip()] * len(block_fn.outputs)
+        if isinstance(predictions, dict) and predictions and all(isinstance(k, gr.blocks.Block) for k in predictions):
+            predictions = _in_order(block_fn.outputs, predictions)
+        elif len(block_fn.outputs) == 1:
+            predictions = [predictions]
+        if not isinstance(predictions, (list, tuple)) or len(predictions) != len(block_fn.outputs):
+            return await super().postprocess_data(block_fn, predictions, state)
+        given, state = state, state or SessionState(self)
+        output: list[Any] = [None] * len(predictions)
+        gradios, inline = [], []  # indices: Gradio's own way; postprocessed here
+        for i, (block, value) in enumerate(zip(block_fn.outputs, predictions)):
+            if block.stateful or not block_fn.postprocess:
+                gradios.append(i)
+            elif _left_as_is(value):
+                output[i] = _skipped(block)
+            elif (type(block).postprocess in INLINE and not utils.is_prop_update(value)
+                  and not isinstance(value, (gr.blocks.Block, SimpleNamespace))):
+                inline.append(i)
+            else:
+                gradios.append(i)
+        for indices, postprocess in ((gradios, True), (inline, False)):
+            if not indices:
+                continue
+            some = copy.copy(block_fn)
+            some.outputs = [block_fn.outputs[i] for i in indices]
+            some.postprocess = block_fn.postprocess and postprocess
+            values = [predictions[i] for i in indices]
+            if not postprocess:  # what Gradio's postprocess branch does before it sends the value on
+                values = [_postprocessed(state[block._id] if block._id in state else block, value)
+                          for block, value in zip(some.outputs, values)]
+            done = await super().postprocess_data(some, values if len(indices) > 1 else values[0], given or state)
+            for i, value in zip(indices, done):
+                output[i] = value
+        return output
+
+
+def _postprocessed(block: Any, value: Any) -> Any:
+    value = block.postprocess(value)
+    return value.model_dump() if isinstance(value, (GradioModel, GradioRootModel)) else value
+
+
+_SKIPPED: dict[type, dict] = {}
+
+
+def _skipped(block: Any) -> dict:
+    """What Gradio answers for a block's output left as it is (blocks.postprocess_update_dict of the update, which
+    depends on the block's class only: {"__type__": "update"}, and a gr.HTML's with "props" too); a fresh copy."""
+    kind = type(block)
+    if kind not in _SKIPPED:
+        _SKIPPED[kind] = gr.blocks.postprocess_update_dict(block=block, update_dict=dict(gr.skip()), postprocess=True)
+    return json.loads(json.dumps(_SKIPPED[kind]))
+
+
+def _left_as_is(value: Any) -> bool:
+    """gr.skip(): an update with nothing in it."""
+    return type(value) is dict and len(value) == 1 and value.get("__type__") == "update"
+
+
+def _in_order(outputs: list, answer: dict) -> list | dict:
+    """A dict of {component: value} as the list of every output's value, gr.skip() for those it does not name (what
+    Gradio's convert_component_dict_to_list does for the app's own components); the dict itself where it names a
+    component that is not an output (Gradio then says so)."""
+    at = {block._id: i for i, block in enumerate(outputs)}
+    values = [gr.skip() for _ in outputs]
+    for component, value in answer.items():
+        if component._id not in at:
+            return answer
+        values[at[component._id]] = value
+    return values
 
 
 # ------------------------------------------------------------------------------------ the HTTP app (static, http)
@@ -262,6 +405,29 @@ def _check_send_message() -> list[str]:
     return problems
 
 
+def _check_sleep_when_free() -> list[str]:
+    problems = [f"Queue no longer has {name}" for name in _source_uses(queueing.Queue, "self.sleep_when_free =")]
+    uses = inspect.getsource(queueing.Queue.start_processing).count("await asyncio.sleep(self.sleep_when_free)")
+    return problems + ([] if uses == 3 else [f"Queue.start_processing sleeps sleep_when_free {uses} times, not 3"])
+
+
+def _check_analytics() -> list[str]:
+    source = inspect.getsource(queueing)
+    problems = [] if "from anyio.to_thread import run_sync" in source else ["queueing no longer imports anyio's run_sync"]
+    calls = source.count("run_sync(")
+    summaries = source.count("await run_sync(\n                        self.compute_analytics_summary") + source.count(
+        "await run_sync(\n                    self.compute_analytics_summary")
+    if calls != summaries or not calls:
+        problems.append(f"queueing calls run_sync {calls} times, {summaries} of them for the summary")
+    problems += [f"Queue no longer has {name}" for name in _source_uses(
+        queueing.Queue, "self.cached_event_analytics_summary", "def compute_analytics_summary")]
+    routes_source = inspect.getsource(routes)
+    if routes_source.count("cached_event_analytics_summary") != 1 or "if blocks.enable_monitoring is False" not in \
+            routes_source:
+        problems.append("the monitoring routes read the summary otherwise")
+    return problems
+
+
 def _check_config_for_block() -> list[str]:
     if not isinstance(inspect.getattr_static(BlocksConfig, "config_for_block"), staticmethod):
         return ["BlocksConfig.config_for_block is no longer a staticmethod"]
@@ -306,6 +472,22 @@ def _check_preprocess_data() -> list[str]:
     return problems + [f"Block has no {name}" for name in _source_uses(gr.blocks.Block.__init__, "self._id")]
 
 
+def _check_postprocess_data() -> list[str]:
+    from gradio import blocks
+
+    found = _parameters(gr.Blocks.postprocess_data)
+    if found != ["block_fn", "predictions", "state"]:
+        return [f"Blocks.postprocess_data's parameters are {found}"]
+    problems = [f"Blocks.postprocess_data no longer uses {name}" for name in _source_uses(
+        gr.Blocks.postprocess_data, "convert_component_dict_to_list", "is_prop_update", "block.__class__(**kwargs)",
+        "block_fn.outputs", "block_fn.batch", "postprocess_update_dict(")]
+    if gr.skip() != {"__type__": "update"}:
+        problems.append(f"gr.skip() is {gr.skip()}")
+    if "skip()" not in inspect.getsource(blocks.convert_component_dict_to_list):
+        problems.append("convert_component_dict_to_list no longer fills the outputs not named with skip()")
+    return problems
+
+
 def _check_app() -> list[str]:
     problems = [] if _parameters(routes.App.get_blocks) == [] else ["App.get_blocks takes parameters"]
     problems += [f"App has no {name}" for name in _source_uses(routes.App.__init__, "self.auth ",
@@ -343,9 +525,12 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "Queue.pending_event_ids_session": _check_pending,
     "Event": _check_event,
     "Queue.send_message": _check_send_message,
+    "Queue.sleep_when_free": _check_sleep_when_free,
+    "Queue.compute_analytics_summary": _check_analytics,
     "BlocksConfig.config_for_block": _check_config_for_block,
     "SessionState._update_value_in_config": _check_update_value_in_config,
     "Blocks.preprocess_data": _check_preprocess_data,
+    "Blocks.postprocess_data": _check_postprocess_data,
     "App internals": _check_app,
     "BrotliMiddleware's rules": _check_brotli,
     "Starlette.middleware_stack": _check_middleware_stack,

@@ -8,7 +8,10 @@ scripts under /static/, and /theme.css?v=<hash>. Two ASGI middlewares:
   first complete answer to each of Gradio's fixed files (status, headers, body) and sends later ones from memory
   without calling Gradio's routes, which do work for every file (path checks, a file read in a worker thread).
   Only files that cannot change while the server runs are kept; a range or conditional request, a cross-origin
-  one, an error, a large file or anything past the cap goes to Gradio as before.
+  one, an error, a large file or anything past the cap goes to Gradio as before. Requests for a file that arrive
+  while its first is with Gradio wait for that one's answer: a class arriving at a server that has not served the
+  page yet asks Gradio for each file once, not once per student (300 students: ~20,000 file reads in worker
+  threads, tens of seconds of one core).
   Files named by a hash of their content (/assets/, the theme) are also marked for browsers to keep for good
   (`Cache-Control: immutable`; Gradio sends none), so a returning student's browser asks for none of them.
   A kept script or style goes out compressed as Gradio would compress it (Brotli, else gzip), from a copy made
@@ -26,6 +29,7 @@ What each part saves: docs/benchmarks.md ("What made it fast": a page opening on
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -100,6 +104,7 @@ class StaticCache:
         self.max_bytes = max_bytes
         self.kept: dict[tuple[str, bytes], tuple[list[tuple[bytes, bytes]], bytes]] = {}
         self.packed: dict[tuple[tuple[str, bytes], str], bytes] = {}  # (key, "br" | "gzip") -> the body compressed
+        self.asked: dict[tuple[str, bytes], asyncio.Future] = {}  # key -> done once Gradio's first answer is in
         self.bytes = 0
         self.hits = 0
 
@@ -112,12 +117,27 @@ class StaticCache:
         # one entry for the theme whatever its ?v= says (Gradio's route reads no query): made-up queries fill nothing
         key = (scope["path"], b"" if scope["path"] == THEME else scope.get("query_string", b""))
         kept = self.kept.get(key)
+        waited = kept is None and key in self.asked
+        if waited:  # another request is fetching it from Gradio: its answer is this one's
+            await asyncio.shield(self.asked[key])
+            kept = self.kept.get(key)
         if kept is not None:
             self.hits += 1
             headers, body = self._compressed(key, kept, _accepted(scope))
             await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
             await send({"type": "http.response.body", "body": body})
             return
+        if waited:  # that answer was not kept (an error, too large): Gradio answers this one too
+            await self._from_gradio(key, scope, receive, send)
+            return
+        fetched = self.asked[key] = asyncio.get_running_loop().create_future()
+        try:
+            await self._from_gradio(key, scope, receive, send)
+        finally:
+            del self.asked[key]
+            fetched.set_result(None)
+
+    async def _from_gradio(self, key: tuple[str, bytes], scope: Scope, receive: Receive, send: Send) -> None:
         # Gradio's answer in full, uncompressed (its compression is inside: asked for none), then from the kept copy
         start: Message = {}
         chunks: list[bytes] = []

@@ -49,7 +49,9 @@ class LabView:
 
 def rounded(values, digits: int = DIGITS) -> list[float]:
     """Floats with `digits` significant digits, as a list (keeps the JSON small)."""
-    return [float(f"{v:.{digits}g}") for v in np.asarray(values, dtype=np.float64).ravel()]
+    flat = np.asarray(values, dtype=np.float64).ravel().tolist()
+    # one %-format of them all, then split: the same digits as f"{v:.{digits}g}" one at a time, at half the cost
+    return list(map(float, ((f"%.{digits}g " * len(flat)) % tuple(flat)).split())) if flat else []
 
 
 SWEEP_TABLE = files("attention_viz.data") / "lab_sweeps.json.gz"  # every number of keys' sweep, as the lab sends it

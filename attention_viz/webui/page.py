@@ -14,7 +14,7 @@ from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
-from attention_viz.server.gradio_internals import Blocks
+from attention_viz.server.gradio_internals import Blocks, keep_no_analytics_summary, poll_every
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.static import files_first
 from attention_viz.webui import lab_tab, lesson_panel, scripts, theme, training_tab, transformer_tab
@@ -24,6 +24,8 @@ from attention_viz.webui.widgets import prose
 QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
                            # admission.PER_PAGE of them and one address admission.PER_ADDRESS, so no client fills
                            # the line for the others
+POLL_S = 0.005             # the queue looks for an event to start this often when none can start (Gradio: every
+                           # 1 ms, ~5 % of a core for an idle server): an event waits at most this long more
 STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
                            # each event's start: a line of n cost n messages per event, n² in all
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
@@ -71,6 +73,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
                api_open=False)
     admission.install(demo, transformer["model"], lab["own_model"], real=views.runs.catalog.real.keys)
+    poll_every(demo, POLL_S)
     return demo
 
 
@@ -112,9 +115,12 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     # then Gradio's own front-end files answered from memory after their first answer (server/static.py).
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
     # head: the views' scripts and page.js, once per page (webui/scripts.py).
-    app, _, _ = demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"],
+    # enable_monitoring=False: no /monitoring page (it printed its key to the log, and its summary was anyone's to
+    # read), and so no summary of every event after each (server/gradio_internals.py, keep_no_analytics_summary).
+    app, _, _ = demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], enable_monitoring=False,
                             prevent_thread_lock=True, state_session_capacity=sessions.SESSIONS_KEPT,
                             app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS,
                             head=scripts.head())
+    keep_no_analytics_summary(demo)
     if app is not None:  # None where Gradio's reload mode launched it already
         files_first(app)

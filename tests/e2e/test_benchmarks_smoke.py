@@ -124,27 +124,63 @@ def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_ur
 def test_a_student_walks_the_lesson_one_event_a_step_and_a_wrong_step_is_an_error(app_url, monkeypatch):
     """The lesson action: Next from the step on show, through the last and round to the first again, each answer the
     next step, each one event; an answer showing another step is reported wrong."""
+    import asyncio
     import random
 
-    import httpx
+    from benchmarks.students import Page, Student
 
-    from benchmarks.students import BrowserTransport, Student
+    async def walk() -> None:
+        page = Student(Page(app_url.rstrip("/")), random.Random(0))
+        try:
+            await page.open()
+            page.lesson_at = -1
+            shown = []
+            for _ in range(12):  # more than the lesson's steps: it wraps
+                seconds, wrong = await page.act("lesson")
+                assert wrong is None and seconds > 0 and page.requests == 1, (wrong, page.requests)
+                shown.append(page.lesson_at + 1 if page.lesson_at >= 0 else "last")
+            assert shown[:3] == [1, 2, 3] and "last" in shown and shown[shown.index("last") + 1] == 1, shown
+            lesson_text = page.lesson["outputs"].index(page.ids["lesson_text"])
+            answer = [None] * len(page.lesson["outputs"])
+            answer[lesson_text] = "<p><strong>Step 5 of 10: something else.</strong></p>"
 
-    with httpx.Client(timeout=60, transport=BrowserTransport()) as client:
-        page = Student(client, app_url.rstrip("/"), random.Random(0))
-        page.lesson_at = -1
-        shown = []
-        for _ in range(12):  # more than the lesson's steps: it wraps
-            seconds, wrong = page.act("lesson")
-            assert wrong is None and seconds > 0 and page.requests == 1, (wrong, page.requests)
-            shown.append(page.lesson_at + 1 if page.lesson_at >= 0 else "last")
-        assert shown[:3] == [1, 2, 3] and "last" in shown and shown[shown.index("last") + 1] == 1, shown
-        lesson_text = page.lesson["outputs"].index(page.ids["lesson_text"])
-        answer = [None] * len(page.lesson["outputs"])
-        answer[lesson_text] = "<p><strong>Step 5 of 10: something else.</strong></p>"
-        monkeypatch.setattr(page, "call", lambda dep, trigger=None: (0.01, answer))
-        page.lesson_at = 0
-        assert page.act("lesson")[1] == "lesson: Next from step 0 showed step 5 of 10"
+            async def call(dep, trigger=None):
+                return 0.01, answer
+
+            monkeypatch.setattr(page, "call", call)
+            page.lesson_at = 0
+            assert (await page.act("lesson"))[1] == "lesson: Next from step 0 showed step 5 of 10"
+        finally:
+            await page.browser.close()
+
+    asyncio.run(walk())
+
+
+def test_the_cost_of_each_kind_of_answer_is_measured_on_the_server_alone(app_url):
+    """benchmarks.classroom.costs: every kind of the mix asked alone, its answers counted and checked, the server's
+    CPU per answer from /proc (a number: never asserted on), and the mix's average by its shares; its table."""
+    from benchmarks import classroom
+
+    mix = {"lab_scaled": 60, "steps": 40}
+    result = classroom.costs(app_url.rstrip("/"), None, (), mix, pages=2, per_page=1)  # no pid here: CPU reads 0
+    assert set(result["kinds"]) == {"open", *mix}, result
+    assert all(kind["n"] == 2 and kind["errors"] == 0 for kind in result["kinds"].values()), result
+    assert isinstance(result["mix_cpu_ms"], float) and result["pages"] == 2
+    app = {"costs": result, "actions": {}, "cores": "not pinned"}
+    text = classroom.report({"students": 0, "duration_s": 5, "seed": 0, "names": {"this": "this tree"},
+                             "apps": {"this": app}, "order": ["this"]})
+    assert "the server's CPU per answer, one kind at a time" in text and "| lab: switch scaling" in text, text
+    assert "the mix's average answer" in text and "no class" in text
+
+
+def test_the_payload_check_finds_a_difference_and_says_where():
+    from benchmarks import payloads
+
+    same = ['{"data": [1, "a"]}', '{"data": [2]}']
+    assert payloads.compare(same, list(same)) == []
+    (found,) = payloads.compare(same, ['{"data": [1, "b"]}', '{"data": [2]}'])
+    assert found.startswith("record 0: differs at character 14"), found  # where "a" and "b" part
+    assert payloads.compare(same, same[:1]) == ["2 records against 1"]
 
 
 def test_the_lesson_walked_in_chromium_sends_one_event_a_step(app_url):

@@ -4,6 +4,7 @@ and made nowhere else. A Gradio upgrade that changes what a reach relies on fail
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
 from pathlib import Path
 
@@ -80,3 +81,78 @@ def test_no_other_module_reaches_into_gradio():
         code = re.sub(r'"""(.*?)"""', "", code, flags=re.S)  # docstrings may name a reach; code may not
         elsewhere += [f"{relative}: {match}" for match in sorted(set(REACH.findall(code)))]
     assert not elsewhere, elsewhere
+
+
+def in_a_thread(coroutine):
+    """asyncio.run in a thread of its own: the browser tests leave an event loop running in this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def test_postprocess_answers_as_gradio_does_and_leaves_the_session_as_a_later_event_needs_it():
+    """Blocks.postprocess_data's shortcuts (an output left as it is answered at once; a plain value of a component
+    that passes it on postprocessed on the event loop) answer every output as Gradio's own does, byte for byte, for
+    a run of answers that leave outputs alone, update them and give them values; each later answer, given what the
+    earlier ones left in the session, is Gradio's too. A check of the check: a shortcut that answers a skipped gr.HTML
+    as a plain update fails it."""
+    import json
+
+    import gradio as gr
+    from gradio.blocks import Blocks as GradioBlocks
+    from gradio.state_holder import SessionState
+
+    with gradio_internals.Blocks() as demo:
+        html, text, radio = gr.HTML("<p>a</p>"), gr.Textbox("t"), gr.Radio(["x", "y"], value="x")
+        number, state, markdown = gr.Number(1), gr.State(3), gr.Markdown("m")
+        button = gr.Button()
+        outputs = [html, text, radio, number, state, markdown]
+        button.click(lambda: None, None, outputs)
+    fn = next(f for f in demo.fns.values() if len(f.outputs) == len(outputs))
+    answers = lambda: [  # noqa: E731 - fresh for each run: Gradio takes "value" out of an update it is given
+        {html: "<b>new</b>"},                                               # the rest left as they are
+        [gr.skip(), "text", gr.update(choices=["p", "q"], value="q"), 2.5, gr.skip(), "# h"],
+        {radio: "p", state: 4, markdown: gr.skip()},                        # a value for the updated radio
+        gr.skip(),                                                          # every output left as it is
+        [{"k": [1, 2]}, None, gr.update(visible=False), None, 5, gr.update(value="v")],
+        {text: gr.update(), number: 7},
+    ]
+
+    def run(postprocess) -> list[str]:
+        session = SessionState(demo)
+        return [json.dumps(in_a_thread(postprocess(fn, answer, session)), default=str) for answer in answers()]
+
+    ours = run(demo.postprocess_data)
+    assert ours == run(lambda *a: GradioBlocks.postprocess_data(demo, *a))
+    assert '"props"' in ours[1]  # Gradio's answer for a gr.HTML left as it is, which the shortcut must give too
+    gradio_internals._SKIPPED[gr.HTML] = {"__type__": "update"}
+    try:
+        assert run(demo.postprocess_data) != ours
+    finally:
+        gradio_internals._SKIPPED.pop(gr.HTML)
+
+
+def test_no_summary_of_every_event_where_monitoring_is_off():
+    import gradio as gr
+    from gradio import queueing
+
+    with gr.Blocks() as demo:
+        gr.Button().click(lambda: None)
+    demo.queue()
+    demo.enable_monitoring = False
+    queue = gradio_internals.queue_of(demo)
+    before = queueing.run_sync
+    try:
+        gradio_internals.keep_no_analytics_summary(demo)
+        assert queue.compute_analytics_summary([{"function": "f"}]) is queue.cached_event_analytics_summary
+        assert in_a_thread(queueing.run_sync(queue.compute_analytics_summary, [])) == {"functions": {}}
+        assert in_a_thread(queueing.run_sync(sum, [1, 2])) == 3  # anything else: in a worker thread, as before
+    finally:
+        queueing.run_sync = before
+    with gr.Blocks() as watched:
+        gr.Button().click(lambda: None)
+    watched.queue()
+    watched.enable_monitoring = True
+    gradio_internals.keep_no_analytics_summary(watched)  # the monitoring page reads it: left alone
+    assert "compute_analytics_summary" not in vars(gradio_internals.queue_of(watched))

@@ -123,17 +123,23 @@ def test_main_launches_with_the_bounded_session_count(monkeypatch):
 
     class Recorder:
         blocks: dict = {}
+        _queue = SimpleNamespace(cached_event_analytics_summary={})
 
         def launch(self, **kwargs):
             launched.update(kwargs)
+            self.enable_monitoring = kwargs.get("enable_monitoring") in (True, None)  # as Gradio's launch sets it
             return SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None), "", None
 
         def block_thread(self):
             pass
 
+    from gradio import queueing
+
+    monkeypatch.setattr(queueing, "run_sync", queueing.run_sync)  # put back after the test
     monkeypatch.setattr(page, "build_app", lambda *a, **k: Recorder())
     monkeypatch.setattr(page, "warm_up", lambda views: None)
     monkeypatch.setattr(page.runtime, "tune_process", lambda: None)
     monkeypatch.setattr(page.runtime, "freeze_start_up_objects", lambda: None)
     page.main()
     assert launched["state_session_capacity"] == sessions.SESSIONS_KEPT <= 2000
+    assert launched["enable_monitoring"] is False  # and so no summary of every event (gradio_internals)

@@ -75,6 +75,48 @@ def test_a_fixed_file_is_answered_once_by_gradio_then_from_memory():
     assert cache.bytes == sum(len(body) for _, body in cache.kept.values())
 
 
+def test_a_file_asked_for_by_many_at_once_is_asked_of_gradio_once():
+    """A class arriving at a fresh server: the requests for a file that come while its first is with Gradio wait for
+    that answer instead of each asking Gradio; one whose first answer is not kept (an error) is asked again."""
+
+    class Slow(Files):
+        async def __call__(self, scope, receive, send):
+            await asyncio.sleep(0.05)  # the others arrive meanwhile
+            await super().__call__(scope, receive, send)
+
+    async def many(app, path: str, n: int) -> list[bytes]:
+        answers = []
+
+        async def one():
+            sent = []
+
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message):
+                sent.append(message)
+
+            await app({"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": []},
+                      receive, send)
+            answers.append((sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])))
+
+        await asyncio.gather(*(one() for _ in range(n)))
+        return answers
+
+    def run(app, path, n):
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the browser tests leave an event loop in this thread
+            return pool.submit(asyncio.run, many(app, path, n)).result()
+
+    files = Slow()
+    cache = StaticCache(files)
+    answers = run(cache, "/assets/index-abc.js", 8)
+    assert files.calls == ["/assets/index-abc.js"] and cache.hits == 7 and not cache.asked
+    assert answers == [(200, b"body of /assets/index-abc.js" * 3)] * 8
+    gone = Slow(status=404)
+    answers = run(StaticCache(gone), "/assets/gone.js", 3)
+    assert len(gone.calls) == 3 and {status for status, _ in answers} == {404}
+
+
 def test_made_up_theme_queries_fill_no_entries():
     """The theme is one file whatever its ?v= says: a client inventing queries is answered from the one kept copy
     and adds nothing to the cache."""

@@ -134,6 +134,7 @@ class _Pass:
     layers: dict[str, _Layer] = field(default_factory=dict)
     summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     rules: dict[int, tuple[torch.Tensor, str]] = field(default_factory=dict)  # id(mask) -> (mask, its rule)
+    workspace: dict[str, torch.Tensor] = field(default_factory=dict)  # attend's buffers, kept from layer to layer
 
 
 _current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("attention_viz_long_pass", default=None)
@@ -186,7 +187,7 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
         mask = mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend
     rule, allowed = _rule_of(run, mask, query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
-    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)
+    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows, run.workspace)
     name = run.keys.get(id(module))
     if run.switches and name in run.switches:
         output = run.switches[name](output[None])[0]  # heads switched off before the model's W_O
@@ -200,17 +201,23 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rule: str,
-           allowed: torch.Tensor | None = None, rows: int = ROWS
+           allowed: torch.Tensor | None = None, rows: int = ROWS, workspace: dict | None = None
            ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Exact softmax attention over blocks of query rows, with each row's statistics.
 
     q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
     [T, K], True = may attend) -> (output [H, T, d_v], lse [H, T] (+inf on a row with every key masked),
-    {statistic: its sum over rows [H], float64}).
+    {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials are written
+    into, reused from call to call (fresh memory for them each block costs more than the arithmetic on them).
     """
     H, T, d = q.shape
     H_kv, K, d_v = v.shape
     n_rep = H // H_kv
+    size = H * min(rows, T) * K
+    workspace = {} if workspace is None else workspace
+    for name in ("scores", "exps"):
+        if name not in workspace or workspace[name].numel() < size or workspace[name].dtype != q.dtype:
+            workspace[name] = torch.empty(size, dtype=q.dtype)
     qs = (q * factor).view(H_kv, n_rep, T, d)
     k_t = k.transpose(1, 2)  # (H_kv, d, K)
     j = torch.arange(K, dtype=q.dtype)
@@ -223,7 +230,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         r1 = min(r0 + rows, T)
         R = r1 - r0
         end = min(r1, K) if rule == "causal" else K  # keys past the block's last row: all hidden under the causal mask
-        s = torch.matmul(qs[:, :, r0:r1].reshape(H_kv, n_rep * R, d), k_t[:, :, :end]).view(H_kv, n_rep, R, end)
+        block = H * R * end
+        s = torch.bmm(qs[:, :, r0:r1].reshape(H_kv, n_rep * R, d), k_t[:, :, :end],
+                      out=workspace["scores"][:block].view(H_kv, n_rep * R, end)).view(H_kv, n_rep, R, end)
         hidden = None
         if rule == "causal":
             hidden = upper[:R, :R]
@@ -235,13 +244,13 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         if rule == "mask":
             m = m.masked_fill(m == float("-inf"), 0.0)  # a row with every key hidden: its e are all 0
         t = s.sub_(m)  # scores - the row's max, <= 0
-        e = torch.exp(t)  # (H_kv, n_rep, R, end)
+        e = torch.exp(t, out=workspace["exps"][:block].view(H_kv, n_rep, R, end))
         if rule == "causal":
             t[..., r0:r1].masked_fill_(hidden, 0.0)  # 0·(−inf) would be NaN in Σ e·t
         elif rule == "mask":
             t.masked_fill_(hidden, 0.0)
-        et = torch.einsum("hrnk,hrnk->hrn", e, t)  # Σⱼ eⱼ·tⱼ
-        o = torch.matmul(e.view(H_kv, n_rep * R, end), v_j1[:, :end]).view(H_kv, n_rep, R, d_v + 2)
+        et = t.mul_(e).sum(-1)  # Σⱼ eⱼ·tⱼ (the scores are not needed after)
+        o = torch.bmm(e.view(H_kv, n_rep * R, end), v_j1[:, :end]).view(H_kv, n_rep, R, d_v + 2)
         total = o[..., -1]  # Σⱼ eⱼ
         some = total > 0
         inv = torch.where(some, 1.0 / total.clamp_min(torch.finfo(total.dtype).tiny), 0.0)

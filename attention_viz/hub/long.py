@@ -49,6 +49,7 @@ from transformers.masking_utils import AttentionMaskInterface, bidirectional_mas
 
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.variation import Variation
+from attention_viz.hub.attention import IMPLEMENTATION  # the wrapped model's own: Eq. 1 with its switches
 
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
 STATISTICS = ("entropy", "max_weight", "mean_distance", "first_token", "previous_token", "self")
@@ -171,8 +172,6 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     long pass (another thread's call on the same model) it is the model's own implementation, ours."""
     run = _current.get()
     if run is None:
-        from attention_viz.hub.attention import IMPLEMENTATION  # the wrapped model's own: Eq. 1 with its switches
-
         own = AttentionInterface._global_mapping[IMPLEMENTATION]
         return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     for name in ("softcap", "s_aux", "sinks"):
@@ -286,8 +285,6 @@ def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch
     switches; outside one, the wrapped model's own mask function."""
     run = _current.get()
     if run is None:
-        from attention_viz.hub.attention import IMPLEMENTATION
-
         own = AttentionMaskInterface._global_mapping[IMPLEMENTATION]
         return own(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
     if not run.variation.padding_mask:

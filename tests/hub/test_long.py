@@ -206,3 +206,21 @@ def test_refusals_say_what_is_wrong(tiny_folder):
     big = tiny_llama().long_run(torch.randint(0, 64, (1, 300)))
     with pytest.raises(LongRunError, match="at most 256"):
         big.region(big.keys[0], 0, slice(0, 300), slice(0, 10))
+
+
+def test_outside_a_long_pass_its_functions_are_the_models_own():
+    """Another thread's forward while the model runs long_attention (outside any long pass) records what forward
+    records under the model's own implementation."""
+    from attention_viz.hub.long import LONG_IMPLEMENTATION
+
+    model = tiny_llama()
+    ids = torch.randint(0, 64, (1, 30), generator=torch.Generator().manual_seed(5))
+    logits, maps = model.forward(ids, scale="none")
+    model.model.set_attn_implementation(LONG_IMPLEMENTATION)
+    try:
+        switched_logits, switched_maps = model.forward(ids, scale="none")
+    finally:
+        model.model.set_attn_implementation("attention_viz")
+    torch.testing.assert_close(switched_logits, logits, rtol=0, atol=0)
+    for key, weights in maps.items():
+        torch.testing.assert_close(switched_maps[key], weights, rtol=0, atol=0)

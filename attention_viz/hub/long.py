@@ -22,9 +22,10 @@ Summaries, per head, each the mean over the T query rows of a row's:
     self            pᵢᵢ
 A row with every key masked has weights 0 and every statistic 0.
 
-Masks: the long pass builds each mask as transformers' sdpa_mask builds it (boolean, True = may attend), with the
-pass's switches (causal mask off: bidirectional; padding off: no padding mask), once per pass and kind of layer;
-a causal mask is then kept as the rule, not the [T, T] tensor, and its blocks above the diagonal are never computed.
+Masks: as transformers' sdpa_mask builds them (boolean, True = may attend), with the pass's switches (causal mask
+off: bidirectional; padding off: no padding mask). A plain causal mask, or every key seen, is never built: it is
+kept as its rule, and under the causal rule the keys after a block's last row are never computed. Any other mask (a
+sliding window, a padded key) is built once per pass and kind of layer, [T, K], and kept.
 
 A batch of one; the model in eval mode. Axes: H query heads, H_kv key/value heads, R query rows of a block, T
 positions, K keys, d head width.
@@ -45,7 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, bidirectional_mask_function, sdpa_mask
+from transformers.masking_utils import (AttentionMaskInterface, bidirectional_mask_function, causal_mask_function,
+                                       sdpa_mask)
 
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.variation import Variation
@@ -85,15 +87,16 @@ class _Kept:
         return self.size
 
     def put(self, key: str, name: str, tensor: torch.Tensor) -> None:
-        tensor = tensor.detach().contiguous()
+        tensor = tensor.detach()
         if self.file is None:
-            self.tensors[key, name] = tensor
+            self.tensors[key, name] = tensor = tensor.contiguous()
             self.size += tensor.numel() * tensor.element_size()
             return
-        data = tensor.numpy()
-        os.pwrite(self.file.fileno(), memoryview(data).cast("B"), self.size)
         self.where[key, name] = (self.size, tuple(tensor.shape), tensor.dtype)
-        self.size += data.nbytes
+        for part in tensor:  # a head at a time: no copy of the whole
+            data = part.contiguous().numpy()
+            os.pwrite(self.file.fileno(), memoryview(data).cast("B"), self.size)
+            self.size += data.nbytes
 
     def rows(self, key: str, name: str, head: int, rows: slice) -> torch.Tensor:
         """tensor[head, rows] (rows a slice with step 1 inside the positions)."""
@@ -136,6 +139,7 @@ class _Pass:
     summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     rules: dict[int, tuple[torch.Tensor, str]] = field(default_factory=dict)  # id(mask) -> (mask, its rule)
     workspace: dict[str, torch.Tensor] = field(default_factory=dict)  # attend's buffers, kept from layer to layer
+    unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
 
 
 _current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("attention_viz_long_pass", default=None)
@@ -144,11 +148,16 @@ _current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("attenti
 # -- the attention function of the pass
 
 
-def _rule_of(run: _Pass, mask: torch.Tensor | None, Q: int, K: int) -> tuple[str, torch.Tensor | None]:
-    """A mask [1, 1, Q, K] (or None: every key) -> ("full" | "causal" | "mask", the [Q, K] mask for "mask"); a mask
-    shared by many layers is looked at once."""
+def _rule_of(run: _Pass, module: torch.nn.Module, mask: torch.Tensor | None, Q: int, K: int
+             ) -> tuple[str, torch.Tensor | None]:
+    """A mask [1, 1, Q, K] or None -> ("full" | "causal" | "mask", the [Q, K] mask for "mask"); a mask shared by
+    many layers is looked at once. None is what long_mask left unbuilt, or (if it built both kinds, or was not
+    asked) what the module says, as transformers' sdpa reads it."""
     if mask is None:
-        return "full", None
+        if len(run.unmasked) == 1:
+            return next(iter(run.unmasked)), None
+        causal = getattr(module, "is_causal", False) and run.variation.causal_mask
+        return ("causal" if causal else "full"), None
     if id(mask) in run.rules:
         return run.rules[id(mask)][1], (mask[0, 0, :, :K] if run.rules[id(mask)][1] == "mask" else None)
     if mask.dim() != 4 or mask.size(0) != 1:
@@ -156,7 +165,8 @@ def _rule_of(run: _Pass, mask: torch.Tensor | None, Q: int, K: int) -> tuple[str
     allowed = mask[0, 0, :, :K]
     if bool(allowed.all()):
         rule = "full"
-    elif Q == K and torch.equal(allowed, torch.ones(Q, K, dtype=torch.bool, device=allowed.device).tril()):
+    elif Q == K and all(torch.equal(allowed[r0:r0 + 256], torch.arange(K)[None] <= torch.arange(r0, Q)[:256, None])
+                        for r0 in range(0, Q, 256)):  # j <= i, compared a band of rows at a time
         rule = "causal"
     else:
         rule = "mask"
@@ -184,19 +194,19 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     mask = attention_mask
     if mask is not None and mask.dtype != torch.bool:
         mask = mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend
-    rule, allowed = _rule_of(run, mask, query.size(2), key.size(2))
+    rule, allowed = _rule_of(run, module, mask, query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
-    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows, run.workspace)
+    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows, run.workspace)  # (T, H, d_v), ...
     name = run.keys.get(id(module))
-    if run.switches and name in run.switches:
-        output = run.switches[name](output[None])[0]  # heads switched off before the model's W_O
+    if run.switches and name in run.switches:  # heads switched off before the model's W_O
+        output = run.switches[name](output.transpose(0, 1)[None])[0].transpose(0, 1)
     if name is not None:
         run.kept.put(name, "q", q)
         run.kept.put(name, "k", k)
         run.kept.put(name, "lse", lse)
         run.layers[name] = _Layer(factor, q.size(0) // k.size(0), rule, allowed)
         run.summaries[name] = {stat: (total / q.size(1)).numpy() for stat, total in sums.items()}
-    return output.transpose(0, 1)[None].contiguous(), None  # (1, T, H, d_v)
+    return output[None].contiguous(), None  # (1, T, H, d_v)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rule: str,
@@ -205,7 +215,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     """Exact softmax attention over blocks of query rows, with each row's statistics.
 
     q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
-    [T, K], True = may attend) -> (output [H, T, d_v], lse [H, T] (+inf on a row with every key masked),
+    [T, K], True = may attend) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
+    key masked),
     {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials are written
     into, reused from call to call (fresh memory for them each block costs more than the arithmetic on them).
     """
@@ -217,11 +228,11 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     for name in ("scores", "exps"):
         if name not in workspace or workspace[name].numel() < size or workspace[name].dtype != q.dtype:
             workspace[name] = torch.empty(size, dtype=q.dtype)
-    qs = (q * factor).view(H_kv, n_rep, T, d)
+    qs = q.view(H_kv, n_rep, T, d)
     k_t = k.transpose(1, 2)  # (H_kv, d, K)
     j = torch.arange(K, dtype=q.dtype)
     v_j1 = torch.cat([v, j.expand(H_kv, K)[..., None], torch.ones(H_kv, K, 1, dtype=v.dtype)], -1)  # (H_kv, K, d_v + 2)
-    output = torch.empty(H_kv, n_rep, T, d_v, dtype=q.dtype)
+    output = torch.empty(T, H_kv, n_rep, d_v, dtype=q.dtype)
     lse = torch.empty(H_kv, n_rep, T, dtype=q.dtype)
     sums = {stat: torch.zeros(H, dtype=torch.float64) for stat in STATISTICS}
     upper = ~torch.ones(rows, rows, dtype=torch.bool).tril()  # (R, R): the causal block's hidden cells
@@ -230,7 +241,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         R = r1 - r0
         end = min(r1, K) if rule == "causal" else K  # keys past the block's last row: all hidden under the causal mask
         block = H * R * end
-        s = torch.bmm(qs[:, :, r0:r1].reshape(H_kv, n_rep * R, d), k_t[:, :, :end],
+        s = torch.bmm(qs[:, :, r0:r1].reshape(H_kv, n_rep * R, d) * factor, k_t[:, :, :end],
                       out=workspace["scores"][:block].view(H_kv, n_rep * R, end)).view(H_kv, n_rep, R, end)
         hidden = None
         if rule == "causal":
@@ -253,7 +264,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         total = o[..., -1]  # Σⱼ eⱼ
         some = total > 0
         inv = torch.where(some, 1.0 / total.clamp_min(torch.finfo(total.dtype).tiny), 0.0)
-        output[:, :, r0:r1] = o[..., :d_v] * inv[..., None]
+        output[r0:r1] = (o[..., :d_v] * inv[..., None]).permute(2, 0, 1, 3)  # (R, H_kv, n_rep, d_v)
         lse[:, :, r0:r1] = torch.where(some, m[..., 0] + total.clamp_min(torch.finfo(total.dtype).tiny).log(),
                                        float("inf"))
         i = torch.arange(r0, r1, dtype=q.dtype)
@@ -277,12 +288,13 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         }
         for stat, values in rows_stats.items():
             sums[stat] += values.sum(-1, dtype=torch.float64).reshape(H)
-    return output.view(H, T, d_v), lse.view(H, T), sums
+    return output.view(T, H, d_v), lse.view(H, T), sums
 
 
 def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:
-    """transformers' mask-function contract during a long pass: sdpa_mask, materialised, with the pass's mask
-    switches; outside one, the wrapped model's own mask function."""
+    """transformers' mask-function contract during a long pass: sdpa_mask with the pass's mask switches, None for a
+    plain causal mask or every key (the pass notes which: `_Pass.unmasked`), else materialised; outside a long pass,
+    the wrapped model's own mask function."""
     run = _current.get()
     if run is None:
         own = AttentionMaskInterface._global_mapping[IMPLEMENTATION]
@@ -291,12 +303,16 @@ def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch
         attention_mask = None
     if not run.variation.causal_mask:
         mask_function = bidirectional_mask_function
-    kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
+    causal = mask_function is None or mask_function is causal_mask_function  # sdpa_mask's default is causal
+    kwargs.update(allow_is_causal_skip=causal, allow_is_bidirectional_skip=mask_function is bidirectional_mask_function)
     if mask_function is not None:
         kwargs["mask_function"] = mask_function
     for unused in ("dtype", "config"):
         kwargs.pop(unused, None)
-    return sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
+    mask = sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
+    if mask is None:
+        run.unmasked.add("causal" if causal else "full")
+    return mask
 
 
 AttentionInterface.register(LONG_IMPLEMENTATION, long_attention)

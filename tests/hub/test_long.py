@@ -224,3 +224,16 @@ def test_outside_a_long_pass_its_functions_are_the_models_own():
     torch.testing.assert_close(switched_logits, logits, rtol=0, atol=0)
     for key, weights in maps.items():
         torch.testing.assert_close(switched_maps[key], weights, rtol=0, atol=0)
+
+
+def test_the_benchmark_checks_times_and_reports_on_a_small_model():
+    """benchmarks/long.py's harness end to end on a 2-layer model of its shape's kind (no timing asserted)."""
+    from benchmarks.long import build, check, report, timings
+
+    model = build(num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                  num_key_value_heads=2)
+    result = {"threads": 1, "load_before": [0], "load_after": [0], "check_max_abs_logits": check(model, 24),
+              "time": timings(model, (40,), rounds=1)}
+    assert set(result["time"][0]) >= {"sdpa", "long", "eager", "ours", "views", "kept_bytes"}
+    text = report(result)
+    assert "| 40 " in text and "overview 512, max" in text

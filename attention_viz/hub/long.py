@@ -1,0 +1,483 @@
+"""Attention at length: one pass keeps what recomputes every map, not the maps (L·H·T·d numbers, not L·H·T²).
+
+    run = model.long_run(text)                              # a PretrainedTransformer; the same switches as forward
+    run.summaries["decoder.3.self_attn"]["entropy"]         # [H]: each head's statistic, the mean over query rows
+    run.region("decoder.3.self_attn", 2, slice(0, 256), slice(0, 256))   # exact weights of a block of the map
+    run.overview("decoder.3.self_attn", 2, size=512)        # the whole map, each cell its block's max (or mean)
+
+During the pass every attention runs `long_attention` (registered with transformers as LONG_IMPLEMENTATION): its
+output from exact softmax over blocks of query rows (a block's scores [H, rows, K] computed, summarised, used,
+dropped), and per head the summaries of its rows. It keeps, per attention, q after the model's rotary
+[H, T, d], the keys [H_kv, T, d] (grouped keys not repeated), each row's log-sum-exp of its scaled, masked scores
+[H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i) wherever the mask allows it: any
+region or overview is recomputed exactly from a few rows of q and k. The kept numbers go to a temporary file
+(keep="disk", the default: the process holds what one layer needs) or stay in memory (keep="memory").
+
+Summaries, per head, each the mean over the T query rows of a row's:
+    entropy         −Σⱼ pᵢⱼ log pᵢⱼ (nats)
+    max_weight      maxⱼ pᵢⱼ
+    mean_distance   Σⱼ pᵢⱼ·|i − j|
+    first_token     pᵢ₀ (the weight on position 0: the sink)
+    previous_token  pᵢ,ᵢ₋₁ (0 on row 0)
+    self            pᵢᵢ
+A row with every key masked has weights 0 and every statistic 0.
+
+Masks: as transformers' sdpa_mask builds them (boolean, True = may attend), with the pass's switches (causal mask
+off: bidirectional; padding off: no padding mask). A plain causal mask, or every key seen, is never built: it is
+kept as its rule, and under the causal rule the keys after a block's last row are never computed. Any other mask (a
+sliding window, a padded key) is built once per pass and kind of layer, [T, K], and kept.
+
+A batch of one; the model in eval mode. Axes: H query heads, H_kv key/value heads, R query rows of a block, T
+positions, K keys, d head width.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import os
+import tempfile
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import (AttentionMaskInterface, bidirectional_mask_function, causal_mask_function,
+                                       sdpa_mask)
+
+from attention_viz.core.attention import scale_factor
+from attention_viz.core.variation import Variation
+from attention_viz.hub.attention import IMPLEMENTATION  # the wrapped model's own: Eq. 1 with its switches
+
+LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
+STATISTICS = ("entropy", "max_weight", "mean_distance", "first_token", "previous_token", "self")
+ROWS = 64            # query rows per block of the pass: [H, 64, T] scores at a time (9.4 MB at H = 9, T = 4,096)
+REGION_MAX = 256     # a region's largest side
+REDUCTIONS = ("max", "mean")
+
+
+class LongRunError(ValueError):
+    """A long pass or view refused: the message says what is wrong, fit to show a visitor."""
+
+
+# -- what the pass keeps
+
+
+class _Kept:
+    """Per map key: q [H, T, d], keys [H_kv, T, d], lse [H, T]; in memory or in a temporary file (read back by
+    rows)."""
+
+    def __init__(self, keep: str) -> None:
+        if keep not in ("disk", "memory"):
+            raise LongRunError(f"keep must be 'disk' or 'memory', got {keep!r}")
+        self.keep = keep
+        self.tensors: dict[tuple[str, str], torch.Tensor] = {}
+        self.where: dict[tuple[str, str], tuple[int, tuple[int, ...], torch.dtype]] = {}  # -> (offset, shape, dtype)
+        self.file = tempfile.TemporaryFile(prefix="attention_viz-long-") if keep == "disk" else None
+        self.size = 0
+        if self.file is not None:
+            self._closer = weakref.finalize(self, self.file.close)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size
+
+    def put(self, key: str, name: str, tensor: torch.Tensor) -> None:
+        tensor = tensor.detach()
+        if self.file is None:
+            self.tensors[key, name] = tensor = tensor.contiguous()
+            self.size += tensor.numel() * tensor.element_size()
+            return
+        self.where[key, name] = (self.size, tuple(tensor.shape), tensor.dtype)
+        for part in tensor:  # a head at a time: no copy of the whole
+            data = part.contiguous().numpy()
+            os.pwrite(self.file.fileno(), memoryview(data).cast("B"), self.size)
+            self.size += data.nbytes
+
+    def rows(self, key: str, name: str, head: int, rows: slice) -> torch.Tensor:
+        """tensor[head, rows] (rows a slice with step 1 inside the positions)."""
+        if self.file is None:
+            return self.tensors[key, name][head, rows]
+        offset, shape, dtype = self.where[key, name]
+        T, width = shape[1], math.prod(shape[2:])
+        start, stop, _ = rows.indices(T)
+        item = torch.empty((), dtype=dtype).element_size()
+        count = max(stop - start, 0) * width
+        data = os.pread(self.file.fileno(), count * item, offset + (head * T + start) * width * item)
+        array = np.frombuffer(data, dtype=torch.empty((), dtype=dtype).numpy().dtype).copy()
+        return torch.from_numpy(array).view(-1, *shape[2:])
+
+    def close(self) -> None:
+        if self.file is not None:
+            self._closer()
+
+
+@dataclass
+class _Layer:
+    """What one attention's weights are recomputed from, besides its kept q, k and lse."""
+
+    factor: float                   # the number QKᵀ was multiplied by
+    n_rep: int                      # query heads per key/value head
+    rule: str                       # "causal", "full" or "mask"
+    mask: torch.Tensor | None       # [T, K] bool (True = may attend) for rule "mask"
+
+
+@dataclass
+class _Pass:
+    """One long pass in flight: its switches, the map keys of its attention modules, what it keeps and sums."""
+
+    variation: Variation
+    keys: Mapping[int, str]                       # id(attention module) -> map key
+    switches: dict[str, Callable] | None          # map key -> core.ablation.HeadSwitch
+    kept: _Kept
+    rows: int = ROWS
+    layers: dict[str, _Layer] = field(default_factory=dict)
+    summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    rules: dict[int, tuple[torch.Tensor, str]] = field(default_factory=dict)  # id(mask) -> (mask, its rule)
+    workspace: dict[str, torch.Tensor] = field(default_factory=dict)  # attend's buffers, kept from layer to layer
+    unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
+
+
+_current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("attention_viz_long_pass", default=None)
+
+
+# -- the attention function of the pass
+
+
+def _rule_of(run: _Pass, module: torch.nn.Module, mask: torch.Tensor | None, Q: int, K: int
+             ) -> tuple[str, torch.Tensor | None]:
+    """A mask [1, 1, Q, K] or None -> ("full" | "causal" | "mask", the [Q, K] mask for "mask"); a mask shared by
+    many layers is looked at once. None is what long_mask left unbuilt, or (if it built both kinds, or was not
+    asked) what the module says, as transformers' sdpa reads it."""
+    if mask is None:
+        if len(run.unmasked) == 1:
+            return next(iter(run.unmasked)), None
+        causal = getattr(module, "is_causal", False) and run.variation.causal_mask
+        return ("causal" if causal else "full"), None
+    if id(mask) in run.rules:
+        return run.rules[id(mask)][1], (mask[0, 0, :, :K] if run.rules[id(mask)][1] == "mask" else None)
+    if mask.dim() != 4 or mask.size(0) != 1:
+        raise LongRunError("the long pass takes a batch of one text")
+    allowed = mask[0, 0, :, :K]
+    if bool(allowed.all()):
+        rule = "full"
+    elif Q == K and all(torch.equal(allowed[r0:r0 + 256], torch.arange(K)[None] <= torch.arange(r0, Q)[:256, None])
+                        for r0 in range(0, Q, 256)):  # j <= i, compared a band of rows at a time
+        rule = "causal"
+    else:
+        rule = "mask"
+    run.rules[id(mask)] = (mask, rule)  # the mask kept with it, so its id is not reused during the pass
+    return rule, allowed if rule == "mask" else None
+
+
+def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                   **kwargs) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function contract during a long pass: query [1, H, T, d], key/value [1, H_kv, K, d]
+    -> (output [1, T, H, d], no weights); the summaries and what recomputes the weights kept on the way. Outside a
+    long pass (another thread's call on the same model) it is the model's own implementation, ours."""
+    run = _current.get()
+    if run is None:
+        own = AttentionInterface._global_mapping[IMPLEMENTATION]
+        return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    for name in ("softcap", "s_aux", "sinks"):
+        if kwargs.get(name) is not None:
+            raise LongRunError(f"the long pass does not cover attention with {name}")
+    if query.size(0) != 1 or query.size(2) != key.size(2):
+        raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
+    own = scaling if scaling is not None else query.size(-1) ** -0.5
+    factor = float(own if run.variation.scale == "sqrt_dk" else scale_factor(run.variation.scale, query.size(-1)))
+    mask = attention_mask
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend
+    rule, allowed = _rule_of(run, module, mask, query.size(2), key.size(2))
+    q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
+    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows, run.workspace)  # (T, H, d_v), ...
+    name = run.keys.get(id(module))
+    if run.switches and name in run.switches:  # heads switched off before the model's W_O
+        output = run.switches[name](output.transpose(0, 1)[None])[0].transpose(0, 1)
+    if name is not None:
+        run.kept.put(name, "q", q)
+        run.kept.put(name, "k", k)
+        run.kept.put(name, "lse", lse)
+        run.layers[name] = _Layer(factor, q.size(0) // k.size(0), rule, allowed)
+        run.summaries[name] = {stat: (total / q.size(1)).numpy() for stat, total in sums.items()}
+    return output[None].contiguous(), None  # (1, T, H, d_v)
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rule: str,
+           allowed: torch.Tensor | None = None, rows: int = ROWS, workspace: dict | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Exact softmax attention over blocks of query rows, with each row's statistics.
+
+    q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
+    [T, K], True = may attend) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
+    key masked),
+    {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials are written
+    into, reused from call to call (fresh memory for them each block costs more than the arithmetic on them).
+    """
+    H, T, d = q.shape
+    H_kv, K, d_v = v.shape
+    n_rep = H // H_kv
+    size = H * min(rows, T) * K
+    workspace = {} if workspace is None else workspace
+    for name in ("scores", "exps"):
+        if name not in workspace or workspace[name].numel() < size or workspace[name].dtype != q.dtype:
+            workspace[name] = torch.empty(size, dtype=q.dtype)
+    qs = q.view(H_kv, n_rep, T, d)
+    k_t = k.transpose(1, 2)  # (H_kv, d, K)
+    j = torch.arange(K, dtype=q.dtype)
+    v_j1 = torch.cat([v, j.expand(H_kv, K)[..., None], torch.ones(H_kv, K, 1, dtype=v.dtype)], -1)  # (H_kv, K, d_v + 2)
+    output = torch.empty(T, H_kv, n_rep, d_v, dtype=q.dtype)
+    lse = torch.empty(H_kv, n_rep, T, dtype=q.dtype)
+    sums = {stat: torch.zeros(H, dtype=torch.float64) for stat in STATISTICS}
+    upper = ~torch.ones(rows, rows, dtype=torch.bool).tril()  # (R, R): the causal block's hidden cells
+    for r0 in range(0, T, rows):
+        r1 = min(r0 + rows, T)
+        R = r1 - r0
+        end = min(r1, K) if rule == "causal" else K  # keys past the block's last row: all hidden under the causal mask
+        block = H * R * end
+        s = torch.bmm(qs[:, :, r0:r1].reshape(H_kv, n_rep * R, d) * factor, k_t[:, :, :end],
+                      out=workspace["scores"][:block].view(H_kv, n_rep * R, end)).view(H_kv, n_rep, R, end)
+        hidden = None
+        if rule == "causal":
+            hidden = upper[:R, :R]
+            s[..., r0:r1].masked_fill_(hidden, float("-inf"))
+        elif rule == "mask":
+            hidden = ~allowed[r0:r1, :end]
+            s.masked_fill_(hidden, float("-inf"))
+        m = s.amax(-1, keepdim=True)  # (H_kv, n_rep, R, 1)
+        if rule == "mask":
+            m = m.masked_fill(m == float("-inf"), 0.0)  # a row with every key hidden: its e are all 0
+        t = s.sub_(m)  # scores - the row's max, <= 0
+        e = torch.exp(t, out=workspace["exps"][:block].view(H_kv, n_rep, R, end))
+        if rule == "causal":
+            t[..., r0:r1].masked_fill_(hidden, 0.0)  # 0·(−inf) would be NaN in Σ e·t
+        elif rule == "mask":
+            t.masked_fill_(hidden, 0.0)
+        et = t.mul_(e).sum(-1)  # Σⱼ eⱼ·tⱼ (the scores are not needed after)
+        o = torch.bmm(e.view(H_kv, n_rep * R, end), v_j1[:, :end]).view(H_kv, n_rep, R, d_v + 2)
+        total = o[..., -1]  # Σⱼ eⱼ
+        some = total > 0
+        inv = torch.where(some, 1.0 / total.clamp_min(torch.finfo(total.dtype).tiny), 0.0)
+        output[r0:r1] = (o[..., :d_v] * inv[..., None]).permute(2, 0, 1, 3)  # (R, H_kv, n_rep, d_v)
+        lse[:, :, r0:r1] = torch.where(some, m[..., 0] + total.clamp_min(torch.finfo(total.dtype).tiny).log(),
+                                       float("inf"))
+        i = torch.arange(r0, r1, dtype=q.dtype)
+        mean_j = o[..., d_v] * inv  # Σⱼ pᵢⱼ·j
+        distance = i - mean_j  # Σⱼ pᵢⱼ·(i − j): |i − j| for every key at or before i
+        if rule != "causal" and end > r0 + 1:  # keys after i: add 2·Σ_{j>i} pᵢⱼ·(j − i)
+            after = (torch.arange(r0, end, dtype=q.dtype)[None] - i[:, None]).clamp_min_(0)  # (R, end - r0)
+            distance = distance + 2 * torch.einsum("hrnk,nk->hrn", e[..., r0:], after) * inv
+        diagonal = torch.arange(R)
+        on_self = e[..., diagonal, r0 + diagonal]
+        on_previous = e[..., diagonal, (r0 + diagonal - 1).clamp_min(0)]
+        if r0 == 0:
+            on_previous[..., 0] = 0.0
+        rows_stats = {
+            "entropy": torch.where(some, total.clamp_min(torch.finfo(total.dtype).tiny).log() - et * inv, 0.0),
+            "max_weight": inv,  # the row's max e is exp(0) = 1
+            "mean_distance": torch.where(some, distance, 0.0),
+            "first_token": e[..., 0] * inv,
+            "previous_token": on_previous * inv,
+            "self": on_self * inv,
+        }
+        for stat, values in rows_stats.items():
+            sums[stat] += values.sum(-1, dtype=torch.float64).reshape(H)
+    return output.view(T, H, d_v), lse.view(H, T), sums
+
+
+def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:
+    """transformers' mask-function contract during a long pass: sdpa_mask with the pass's mask switches, None for a
+    plain causal mask or every key (the pass notes which: `_Pass.unmasked`), else materialised; outside a long pass,
+    the wrapped model's own mask function."""
+    run = _current.get()
+    if run is None:
+        own = AttentionMaskInterface._global_mapping[IMPLEMENTATION]
+        return own(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
+    if not run.variation.padding_mask:
+        attention_mask = None
+    if not run.variation.causal_mask:
+        mask_function = bidirectional_mask_function
+    causal = mask_function is None or mask_function is causal_mask_function  # sdpa_mask's default is causal
+    kwargs.update(allow_is_causal_skip=causal, allow_is_bidirectional_skip=mask_function is bidirectional_mask_function)
+    if mask_function is not None:
+        kwargs["mask_function"] = mask_function
+    for unused in ("dtype", "config"):
+        kwargs.pop(unused, None)
+    mask = sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
+    if mask is None:
+        run.unmasked.add("causal" if causal else "full")
+    return mask
+
+
+AttentionInterface.register(LONG_IMPLEMENTATION, long_attention)
+AttentionMaskInterface.register(LONG_IMPLEMENTATION, long_mask)
+
+
+# -- the model's implementation, switched for the length of the passes that need it
+
+_lock = threading.Lock()
+_holders: dict[int, list] = {}  # id(model) -> [passes in flight, the implementation to restore]
+
+
+@contextlib.contextmanager
+def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
+    """The model runs long_attention while at least one long pass is in flight (another thread's ordinary call
+    meanwhile goes through long_attention's fallback: the same as the model's own); then its own again."""
+    with _lock:
+        holder = _holders.setdefault(id(model), [0, model.config._attn_implementation])
+        if holder[0] == 0:
+            holder[1] = model.config._attn_implementation
+            model.set_attn_implementation(LONG_IMPLEMENTATION)
+        holder[0] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            holder[0] -= 1
+            if holder[0] == 0:
+                model.set_attn_implementation(holder[1])
+                del _holders[id(model)]
+
+
+# -- the run and its views
+
+
+class LongRun:
+    """One long pass's outputs: logits, per-head summaries, and exact regions and overviews of every map.
+
+    Attributes:
+        logits: [1, T, V] (or the last hidden states of a model without a head), as forward gives them.
+        summaries: map key -> {statistic: [H] float64} (STATISTICS, each the mean over query rows).
+        keys: the map keys, in the model's order. length: T. n_heads: H. kept_bytes: what the pass kept.
+    """
+
+    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str]) -> None:
+        self.logits = logits
+        self.summaries = {key: run.summaries[key] for key in order if key in run.summaries}
+        self.keys = list(self.summaries)
+        self._layers = run.layers
+        self._kept = run.kept
+        self.length = int(logits.size(1))
+        self.n_heads = int(self.summaries[self.keys[0]]["entropy"].shape[0]) if self.keys else 0
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of q, k and lse kept (in memory or in the temporary file)."""
+        return self._kept.nbytes
+
+    def close(self) -> None:
+        """Drop what was kept (the temporary file is deleted); region and overview fail after."""
+        self._kept.close()
+
+    def _check(self, key: str, head: int) -> _Layer:
+        if key not in self._layers:
+            raise LongRunError(f"this run has no map {key!r}; its keys are {', '.join(self.keys)}")
+        if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < self.n_heads:
+            raise LongRunError(f"head {head!r} does not exist; {key} has heads 0 to {self.n_heads - 1}")
+        return self._layers[key]
+
+    def _span(self, name: str, part: slice) -> tuple[int, int]:
+        if not isinstance(part, slice) or part.step not in (None, 1):
+            raise LongRunError(f"{name} must be a slice of positions with step 1, such as slice(0, 256)")
+        start, stop, _ = part.indices(self.length)
+        if stop <= start:
+            raise LongRunError(f"{name} {part.start}:{part.stop} holds no position of the {self.length}")
+        if stop - start > REGION_MAX:
+            raise LongRunError(f"{name} spans {stop - start} positions; a region is at most {REGION_MAX} a side")
+        return start, stop
+
+    def _weights(self, key: str, head: int, layer: _Layer, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
+        """Weights [r1 - r0, c1 - c0] of rows r0:r1, keys c0:c1: exp(q·k·factor − lse), hidden cells 0."""
+        q = self._kept.rows(key, "q", head, slice(r0, r1))  # (R, d)
+        k = self._kept.rows(key, "k", head // layer.n_rep, slice(c0, c1))  # (C, d)
+        lse = self._kept.rows(key, "lse", head, slice(r0, r1))  # (R,)
+        s = torch.matmul(q * layer.factor, k.T)  # (R, C)
+        weights = torch.exp(s - lse[:, None])
+        if layer.rule == "causal":
+            hidden = torch.arange(c0, c1)[None] > torch.arange(r0, r1)[:, None]
+            weights.masked_fill_(hidden, 0.0)
+        elif layer.rule == "mask":
+            weights.masked_fill_(~layer.mask[r0:r1, c0:c1], 0.0)
+        return weights
+
+    def region(self, key: str, head: int, rows: slice, cols: slice) -> np.ndarray:
+        """Exact weights of one block of head `head`'s map: [rows, cols] float32 (each side at most REGION_MAX)."""
+        layer = self._check(key, head)
+        (r0, r1), (c0, c1) = self._span("rows", rows), self._span("cols", cols)
+        return self._weights(key, int(head), layer, r0, r1, c0, c1).numpy().astype(np.float32)
+
+    def overview(self, key: str, head: int, size: int = 512, reduce: str = "max") -> np.ndarray:
+        """The whole map of one head at most size x size: with b = ceil(T / size), cell (a, c) is the max (or mean)
+        of weights [a·b : (a+1)·b, c·b : (c+1)·b]; the last blocks are partial. "mean" is the block's mean over its
+        cells (those inside the T x T map), hidden cells counted as 0: the block mean of the map. float32 [G, G],
+        G = ceil(T / b)."""
+        layer = self._check(key, head)
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+            raise LongRunError(f"size must be a positive whole number, got {size!r}")
+        if reduce not in REDUCTIONS:
+            raise LongRunError(f"reduce must be one of {list(REDUCTIONS)}, got {reduce!r}")
+        T = self.length
+        b = -(-T // int(size))
+        G = -(-T // b)
+        grid = torch.zeros(G, G, dtype=torch.float64 if reduce == "mean" else torch.float32)
+        band = max(1, 256 // b) * b  # query rows per step, whole blocks
+        for r0 in range(0, T, band):
+            r1 = min(r0 + band, T)
+            end = r1 if layer.rule == "causal" else T
+            weights = self._weights(key, int(head), layer, r0, r1, 0, end)  # (R, end)
+            A, C = -(-(r1 - r0) // b), -(-end // b)
+            padded = weights.new_zeros(A * b, C * b)
+            padded[: r1 - r0, :end] = weights
+            blocks = padded.view(A, b, C, b)
+            a0 = r0 // b
+            if reduce == "max":
+                grid[a0:a0 + A, :C] = blocks.amax(dim=(1, 3)).float()
+            else:
+                grid[a0:a0 + A, :C] = blocks.sum(dim=(1, 3), dtype=torch.float64)
+        if reduce == "mean":
+            sides = torch.full((G,), b, dtype=torch.float64)
+            sides[-1] = T - (G - 1) * b
+            grid /= sides[:, None] * sides[None, :]
+        return grid.numpy().astype(np.float32)
+
+    def __repr__(self) -> str:
+        return f"LongRun({self.length} tokens, {len(self.keys)} maps x {self.n_heads} heads, kept {self.kept_bytes} B)"
+
+
+def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, switches: dict | None = None,
+             rows: int = ROWS, keep: str = "disk") -> LongRun:
+    """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
+    [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun."""
+    if model.layout == "encoder-decoder":
+        raise LongRunError("the long pass reads one text: it covers encoder-only and decoder-only models")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise LongRunError(f"rows must be a positive whole number, got {rows!r}")
+    if isinstance(ids_or_text, str):
+        ids = model.encode(ids_or_text).ids[None]
+    else:
+        ids = torch.as_tensor(ids_or_text)
+        if ids.dim() == 1:
+            ids = ids[None]
+        if ids.dim() != 2 or ids.size(0) != 1 or ids.dtype not in (torch.int32, torch.int64):
+            raise LongRunError("give one text, or its token ids as [T] or [1, T] integers")
+    if ids.size(1) == 0:
+        raise LongRunError("the text has no tokens")
+    run = _Pass(variation, keys, switches, _Kept(keep), rows)
+    inputs = model.model_inputs(ids.to(model.device), None, None)
+    with _long_implementation(model.model), torch.inference_mode():
+        token = _current.set(run)
+        try:
+            outputs = model.model(**inputs)
+        except Exception:
+            run.kept.close()
+            raise
+        finally:
+            _current.reset(token)
+    logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
+    return LongRun(logits, run, model.map_keys)

@@ -1,0 +1,239 @@
+"""The long pass (hub.long) keeps what recomputes every map, and what it recomputes is the map.
+
+In float64: its summaries equal the same statistics of every full map, its regions equal the map's cells and its
+overviews the map's block max and block mean, its output equals forward's logits; against transformers' own eager
+attention (GPT-2, BERT) and against forward's maps under the same switches (Llama-class, whose eager attention
+takes its softmax in float32; scale none, causal mask off, heads off by zero and by mean, a sliding window, a padded
+key). Regions and overviews come back in float32, so they are compared to float32's rounding.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from attention_viz.core.ablation import mean_outputs  # noqa: E402
+from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
+from attention_viz.hub.long import STATISTICS, LongRunError  # noqa: E402
+from attention_viz.hub.loading import model_class  # noqa: E402
+
+F32 = dict(rtol=0, atol=2e-7)  # float32 rounding of weights <= 1
+
+
+class Ids:
+    """All the wrapper needs of a tokenizer when the test gives ids: its pad id (None: no padding)."""
+
+    eos_token_id = None
+
+    def __init__(self, pad: int | None = None) -> None:
+        self.pad_token_id = pad
+
+    def convert_ids_to_tokens(self, ids):
+        return [str(i) for i in ids]
+
+
+def tiny_llama(pad: int | None = None, **overrides) -> PretrainedTransformer:
+    """A Llama-class model (4 query heads over 2 key/value heads, rotary), random weights, float64."""
+    config = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=512) | overrides
+    cls = transformers.MistralForCausalLM if "sliding_window" in overrides else transformers.LlamaForCausalLM
+    config_cls = transformers.MistralConfig if "sliding_window" in overrides else transformers.LlamaConfig
+    torch.manual_seed(0)
+    model = cls(config_cls(**config)).double()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.3)  # wider than the default: sharper maps, larger distances between heads
+    return PretrainedTransformer(model, Ids(pad))
+
+
+def statistics(maps: torch.Tensor) -> dict[str, np.ndarray]:
+    """Each head's statistics of its full map [H, T, T], by their definitions (hub.long's docstring)."""
+    H, T, _ = maps.shape
+    i = torch.arange(T)
+    previous = torch.zeros(H, T, dtype=maps.dtype)
+    previous[:, 1:] = maps[:, i[1:], i[1:] - 1]
+    rows = {
+        "entropy": -(maps * torch.where(maps > 0, maps.log(), 0.0)).sum(-1),
+        "max_weight": maps.amax(-1),
+        "mean_distance": (maps * (i[:, None] - i[None]).abs()).sum(-1),
+        "first_token": maps[:, :, 0],
+        "previous_token": previous,
+        "self": maps[:, i, i],
+    }
+    return {name: row.mean(-1).numpy() for name, row in rows.items()}
+
+
+def blocks(weights: torch.Tensor, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """A map [T, T]'s block max and block mean (cells inside the map only) for an overview of `size`."""
+    T = weights.size(0)
+    b = -(-T // size)
+    G = -(-T // b)
+    padded = torch.zeros(G * b, G * b, dtype=weights.dtype)
+    padded[:T, :T] = weights
+    sides = torch.full((G,), float(b), dtype=torch.float64)
+    sides[-1] = T - (G - 1) * b
+    grid = padded.view(G, b, G, b)
+    return grid.amax(dim=(1, 3)).numpy(), (grid.sum(dim=(1, 3)) / (sides[:, None] * sides[None])).numpy()
+
+
+def assert_long_equals(run, maps: dict[str, torch.Tensor], heads=(0, -1), size: int = 16) -> None:
+    """run's summaries, regions and overviews against full maps {key: [1, H, T, T]} (float64)."""
+    assert run.keys == list(maps)
+    for key, full in maps.items():
+        full = full[0].detach().double()
+        reference = statistics(full)
+        assert sorted(run.summaries[key]) == sorted(STATISTICS)
+        for name in STATISTICS:
+            np.testing.assert_allclose(run.summaries[key][name], reference[name], rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{key} {name}")
+        T = full.size(-1)
+        for head in heads:
+            head = head % full.size(0)
+            region = run.region(key, head, slice(T // 3, T // 3 + 40), slice(0, T))
+            assert region.dtype == np.float32 and region.shape == (40, T)
+            np.testing.assert_allclose(region, full[head, T // 3: T // 3 + 40].numpy(), **F32)
+            block_max, block_mean = blocks(full[head], size)
+            np.testing.assert_allclose(run.overview(key, head, size=size), block_max, **F32)
+            np.testing.assert_allclose(run.overview(key, head, size=size, reduce="mean"), block_mean, **F32)
+
+
+def eager(folder):
+    """The folder loaded by transformers alone, in float64, with its own eager attention."""
+    config = transformers.AutoConfig.from_pretrained(folder)
+    return model_class(config).from_pretrained(folder, attn_implementation="eager", dtype=torch.float64).eval()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_long_pass_equals_eager_attention(tiny_folder, family):
+    """GPT-2 (causal) and BERT (every token sees every other): the long pass against transformers' eager maps."""
+    folder = tiny_folder(family)
+    ours = load_pretrained(folder, dtype=torch.float64, device="cpu")
+    reference = eager(folder)
+    ids = torch.randint(5, len(ours.tokenizer), (1, 150), generator=torch.Generator().manual_seed(1))
+    run = ours.long_run(ids, rows=32)
+    with torch.no_grad():
+        out = reference(input_ids=ids, output_attentions=True)
+    logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+    torch.testing.assert_close(run.logits, logits, rtol=1e-9, atol=1e-9)
+    stack = "decoder" if family == "gpt2" else "encoder"
+    assert_long_equals(run, {f"{stack}.{i}.self_attn": a for i, a in enumerate(out.attentions)})
+
+
+def test_long_pass_of_grouped_query_attention_equals_forward():
+    """Llama-class (rotary, 4 query heads on 2 key/value heads), T = 203 (blocks of rows that do not divide it,
+    overview blocks of 13 with a partial last one): what forward records and gives."""
+    model = tiny_llama()
+    ids = torch.randint(0, 64, (1, 203), generator=torch.Generator().manual_seed(2))
+    logits, maps = model.forward(ids)
+    run = model.long_run(ids, rows=48)
+    torch.testing.assert_close(run.logits, logits, rtol=1e-10, atol=1e-10)
+    assert_long_equals(run, dict(maps.items()), heads=range(4))
+    assert run.kept_bytes == 2 * (203 * 32 + 203 * 16 + 4 * 203) * 8  # q [4, T, 8], k [2, T, 8], lse [4, T]
+
+
+@pytest.mark.parametrize("switches", [
+    {"scale": "none"},
+    {"scale": 0.5},
+    {"causal_mask": False},
+    {"heads_off": {"decoder.0.self_attn": [1, 2]}},
+    {"heads_off": {"decoder.0.self_attn": [3]}, "ablation": "mean"},
+], ids=["scale-none", "scale-0.5", "causal-off", "heads-off-zero", "heads-off-mean"])
+def test_switches_equal_forward_under_the_same_switches(switches):
+    """Every switch of forward, through the long pass: the same logits and maps as forward's."""
+    model = tiny_llama()
+    ids = torch.randint(0, 64, (1, 90), generator=torch.Generator().manual_seed(3))
+    means = None
+    if switches.get("ablation") == "mean":
+        means = mean_outputs(model.head_outputs(ids))
+    logits, maps = model.forward(ids, head_means=means, **switches)
+    plain, _ = model.forward(ids)
+    if switches.get("heads_off") or switches.get("scale"):
+        assert not torch.allclose(logits, plain)  # the switch changes the output: the comparison below can fail
+    run = model.long_run(ids, head_means=means, **switches)
+    torch.testing.assert_close(run.logits, logits, rtol=1e-10, atol=1e-10)
+    assert_long_equals(run, dict(maps.items()))
+
+
+def test_sliding_window_and_padded_keys_equal_forward():
+    """A mask that is neither causal nor full (Mistral's sliding window; a <pad> key, the first one, so row 0 has no
+    key at all): kept as the mask, and still exact (a row with every key hidden is 0, as forward records it)."""
+    for model, ids in [(tiny_llama(sliding_window=17), torch.randint(1, 64, (1, 80))),
+                       (tiny_llama(pad=0), torch.tensor([[0, *range(1, 40), 0, *range(41, 64)]]))]:
+        logits, maps = model.forward(ids)
+        run = model.long_run(ids, rows=16)
+        torch.testing.assert_close(run.logits[:, 1:], logits[:, 1:], rtol=1e-10, atol=1e-10)
+        assert_long_equals(run, dict(maps.items()))
+
+
+def test_kept_in_memory_or_on_disk_give_the_same_views():
+    model = tiny_llama()
+    ids = torch.randint(0, 64, (1, 70), generator=torch.Generator().manual_seed(4))
+    disk, memory = model.long_run(ids), model.long_run(ids, keep="memory")
+    for key in disk.keys:
+        for name in STATISTICS:
+            np.testing.assert_array_equal(disk.summaries[key][name], memory.summaries[key][name])
+        np.testing.assert_array_equal(disk.overview(key, 3, size=8), memory.overview(key, 3, size=8))
+        np.testing.assert_array_equal(disk.region(key, 1, slice(5, 60), slice(0, 70)),
+                                      memory.region(key, 1, slice(5, 60), slice(0, 70)))
+    disk.close()
+    assert model.model.config._attn_implementation == "attention_viz"  # the model's own implementation is back
+
+
+def test_refusals_say_what_is_wrong(tiny_folder):
+    model = tiny_llama()
+    ids = torch.randint(0, 64, (1, 40))
+    run = model.long_run(ids)
+    key = run.keys[0]
+    for call, words in [
+        (lambda: run.region("decoder.9.self_attn", 0, slice(0, 4), slice(0, 4)), "no map"),
+        (lambda: run.region(key, 4, slice(0, 4), slice(0, 4)), "heads 0 to 3"),
+        (lambda: run.region(key, 0, slice(0, 40, 2), slice(0, 4)), "step 1"),
+        (lambda: run.region(key, 0, slice(50, 60), slice(0, 4)), "no position"),
+        (lambda: run.overview(key, 0, size=0), "positive"),
+        (lambda: run.overview(key, 0, reduce="median"), "reduce"),
+        (lambda: model.long_run(torch.randint(0, 64, (2, 10))), "one text"),
+        (lambda: model.long_run(ids, keep="cloud"), "keep"),
+        (lambda: model.long_run(ids, heads_off={key: [0]}, ablation="mean"), "head_means"),
+        (lambda: load_pretrained(tiny_folder("marian"), device="cpu").long_run("a text"), "one text"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            call()
+    big = tiny_llama().long_run(torch.randint(0, 64, (1, 300)))
+    with pytest.raises(LongRunError, match="at most 256"):
+        big.region(big.keys[0], 0, slice(0, 300), slice(0, 10))
+
+
+def test_outside_a_long_pass_its_functions_are_the_models_own():
+    """Another thread's forward while the model runs long_attention (outside any long pass) records what forward
+    records under the model's own implementation."""
+    from attention_viz.hub.long import LONG_IMPLEMENTATION
+
+    model = tiny_llama()
+    ids = torch.randint(0, 64, (1, 30), generator=torch.Generator().manual_seed(5))
+    logits, maps = model.forward(ids, scale="none")
+    model.model.set_attn_implementation(LONG_IMPLEMENTATION)
+    try:
+        switched_logits, switched_maps = model.forward(ids, scale="none")
+    finally:
+        model.model.set_attn_implementation("attention_viz")
+    torch.testing.assert_close(switched_logits, logits, rtol=0, atol=0)
+    for key, weights in maps.items():
+        torch.testing.assert_close(switched_maps[key], weights, rtol=0, atol=0)
+
+
+def test_the_benchmark_checks_times_and_reports_on_a_small_model():
+    """benchmarks/long.py's harness end to end on a 2-layer model of its shape's kind (no timing asserted)."""
+    from benchmarks.long import build, check, report, timings
+
+    model = build(num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                  num_key_value_heads=2)
+    result = {"threads": 1, "load_before": [0], "load_after": [0], "check_max_abs_logits": check(model, 24),
+              "time": timings(model, (40,), rounds=1)}
+    assert set(result["time"][0]) >= {"sdpa", "long", "eager", "ours", "views", "kept_bytes"}
+    text = report(result)
+    assert "| 40 " in text and "overview 512, max" in text

@@ -22,6 +22,7 @@ from attention_viz.draw import png, raster, sheet, vector
 from attention_viz.explorer.html import explorer_html
 from attention_viz.explorer.pack import pack
 from attention_viz.service.scores import score_kind, task_alignment
+from attention_viz.service.stacks import stack_views
 from attention_viz.explorer.steps import pack_compare, pack_steps
 from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
@@ -151,7 +152,8 @@ class Views:
         packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in run.kinds},
                       output=run.output, notes=notes, title=run_title(run), scores=scores,
                       decode=self._decode(run), heads_off=settings.off, ablation=settings.ablation,
-                      value_norms=self.runs.value_norms(run))
+                      value_norms=self.runs.value_norms(run),
+                      stacks=stack_views(run.maps, encoder_decoder=bool(run.src_ids and run.tgt_ids)))
         packed["settings"] = settings_record(settings)
         return packed
 

@@ -1,0 +1,94 @@
+"""The explorer's stack views and head scores: the packed run's rollout and attention flow equal the package's
+functions on the run's own maps (each stack, the residual 0.5), flow only within its budget and a sentence otherwise,
+and the duplicate-token score equal to core.patterns' on the run's tokens; a real model through the same path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attention_viz as av
+from attention_viz.core.patterns import duplicate_targets, score
+from attention_viz.explorer import unpack
+from attention_viz.explorer.pack import QUANT, pack
+from attention_viz.service.stacks import flow_refusal, stack_views
+
+TOLERANCE = 0.5 / QUANT + 1e-9  # the uint16 quantisation of the packed maps
+
+
+def settings(runs, text="hello", model="reverse/sqrt_dk", causal=True):
+    return runs.settings(text, model, 16, "sqrt_dk", 1.0, causal, True, 0, 64, 4, None, "", None)
+
+
+def decoded(entry: dict, name: str, n: int) -> np.ndarray:
+    """A packed [T, T] map of a kind's stack, as the browser decodes it."""
+    packed = {"format": "attention_viz.explorer/1", "n_heads": 1, "quant": QUANT, "tokens": {"source": ["x"] * n},
+              "kinds": [{"kind": "encoder.self_attn", "queries": "source", "keys": "source",
+                         "maps": [entry["stack"][name]], "mask": ["1" * n] * n}]}
+    return unpack(packed)[0]["encoder.0.self_attn"][0]
+
+
+def test_the_packed_run_carries_each_stacks_rollout_and_flow(views):
+    s = settings(views.runs, "hello")
+    run, packed = views.runs.run(s), views.visualize(s).run
+    kinds = {entry["kind"]: entry for entry in packed["kinds"]}
+    assert "stack" not in kinds["decoder.cross_attn"]  # encoder-decoder attention is no stack of its own
+    for stack in ("encoder", "decoder"):
+        entry = kinds[f"{stack}.self_attn"]
+        n = len(run.src_tokens if stack == "encoder" else run.tgt_tokens)
+        np.testing.assert_allclose(decoded(entry, "rollout", n), av.rollout(run.maps, stack, 0.5)[0], atol=TOLERANCE)
+        np.testing.assert_allclose(decoded(entry, "flow", n), av.attention_flow(run.maps, stack, 0.5, normalise=True)[0],
+                                   atol=TOLERANCE)
+        assert "residual 0.5" in entry["stack"]["note"] and entry["stack"]["flow_note"] == ""
+    assert "masked self-attention only" in kinds["decoder.self_attn"]["stack"]["note"]
+    assert "masked self-attention only" not in kinds["encoder.self_attn"]["stack"]["note"]
+    rolled = decoded(kinds["decoder.self_attn"], "rollout", len(run.tgt_tokens))
+    assert np.allclose(np.triu(rolled, 1), 0)  # the causal mask holds through the product
+
+
+def test_flow_is_left_out_past_its_budget_with_the_reason(views):
+    s = settings(views.runs, "abcdefghijklmnop")  # 17 source tokens over 2 layers: 2·17⁴ > FLOW_WORK
+    run, packed = views.runs.run(s), views.visualize(s).run
+    entry = next(e for e in packed["kinds"] if e["kind"] == "encoder.self_attn")
+    assert entry["stack"]["flow"] is None and "2 layers × 17 tokens" in entry["stack"]["flow_note"]
+    np.testing.assert_allclose(decoded(entry, "rollout", 17), av.rollout(run.maps, "encoder")[0], atol=TOLERANCE)
+    assert "past 32 tokens" in flow_refusal(1, 33) and flow_refusal(2, 10) is None
+
+
+def test_stack_views_of_a_decoder_only_run_are_not_said_to_leave_cross_attention_out():
+    rng = np.random.default_rng(0)
+    maps = {f"decoder.{i}.self_attn": np.tril(rng.random((2, 5, 5))) for i in range(3)}
+    for a in maps.values():
+        a /= a.sum(-1, keepdims=True)
+    views = stack_views(maps, encoder_decoder=False)
+    assert list(views) == ["decoder.self_attn"] and "left out" not in views["decoder.self_attn"]["note"]
+    np.testing.assert_allclose(views["decoder.self_attn"]["rollout"], av.rollout(maps)[0])
+    payload = pack(maps, [], list("abcde"), stacks=views)
+    assert payload["kinds"][0]["stack"]["flow"] is not None
+    with pytest.raises(ValueError, match="rollout of decoder.self_attn has shape"):
+        pack(maps, [], list("abcde"), stacks={"decoder.self_attn": {"rollout": np.eye(4)}})
+
+
+def test_the_duplicate_token_score_is_core_patterns_on_the_runs_tokens(views):
+    s = settings(views.runs, "hello")  # the two l's
+    run, packed = views.runs.run(s), views.visualize(s).run
+    entry = next(e for e in packed["kinds"] if e["kind"] == "encoder.self_attn")
+    expected, _ = score(run.weights("encoder.self_attn"), duplicate_targets(run.src_tokens), run.mask("encoder.self_attn"))
+    np.testing.assert_allclose(np.array(entry["scores"]["values"]["duplicate"], dtype=float), expected, atol=1e-4)
+    assert entry["scores"]["labels"]["duplicate"] == "duplicate token"
+    plain = views.visualize(settings(views.runs, "abc")).run  # no token twice: no duplicate score
+    assert all("duplicate" not in e["scores"]["values"] for e in plain["kinds"])
+
+
+def test_a_real_models_run_carries_its_stacks(real_views):
+    """Marian (encoder-decoder, random weights): the same values as the package's functions on its maps."""
+    model = "hub:tiny-marian"
+    s = real_views.runs.settings("The cat sat on the mat.", model, 64, "sqrt_dk", 1.0, True, True, 0, 64, 4, None,
+                                 "", None)
+    run, packed = real_views.runs.run(s), real_views.visualize(s).run
+    kinds = {entry["kind"]: entry for entry in packed["kinds"]}
+    for stack in ("encoder", "decoder"):
+        n = len(run.src_tokens if stack == "encoder" else run.tgt_tokens)
+        np.testing.assert_allclose(decoded(kinds[f"{stack}.self_attn"], "rollout", n),
+                                   av.rollout(run.maps, stack)[0], atol=TOLERANCE)
+    assert "masked self-attention only" in kinds["decoder.self_attn"]["stack"]["note"]

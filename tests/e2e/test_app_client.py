@@ -5,6 +5,7 @@ notes; the endpoints of one head (/steps, /compare, /export) take kind, layer an
 answer with that head's numbers (a dict) and a text.
 """
 
+import base64
 import json
 import math
 import urllib.error
@@ -16,6 +17,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+import attention_viz as av
 from attention_viz.explorer import compare_arrays, steps_arrays, unpack
 from attention_viz.service.catalog import Catalog
 from attention_viz.webui.widgets import prose_html
@@ -64,6 +66,22 @@ def test_visualize_with_defaults(client):
     assert isinstance(output, str) and output and run["output"] in output
     # notes: the run's notes (Markdown) rendered to HTML by the server
     assert "Scores QKᵀ" in notes and notes == prose_html("\n\n".join(run["notes"])) and "<code>" in notes
+
+
+def test_the_run_carries_each_stacks_rollout_and_flow(client):
+    """Rollout and attention flow of both stacks (service.stacks) travel with the run: the package's numbers on the
+    run's own maps, to the packing's quantisation (plus what quantising the maps moves the product)."""
+    run = client.predict(text="hello", api_name="/visualize")[0]
+    maps, _ = unpack(run)
+    kinds = {entry["kind"]: entry for entry in run["kinds"]}
+    for stack in ("encoder", "decoder"):
+        entry = kinds[f"{stack}.self_attn"]["stack"]
+        n = len(run["tokens"]["source" if stack == "encoder" else "target"])
+        for name, expected in (("rollout", av.rollout(maps, stack)[0]),
+                               ("flow", av.attention_flow(maps, stack, normalise=True)[0])):
+            got = np.frombuffer(base64.b64decode(entry[name]), dtype="<u2").reshape(n, n) / run["quant"]
+            np.testing.assert_allclose(got, expected, atol=1e-4)
+    assert "stack" not in kinds["decoder.cross_attn"]
 
 
 def test_visualize_untrained(client):

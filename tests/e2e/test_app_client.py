@@ -8,6 +8,7 @@ answer with that head's numbers (a dict) and a text.
 import base64
 import json
 import math
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -125,6 +126,34 @@ def test_steps_compare_export(client):
     assert sorted(p.suffix for p in paths) == [".csv", ".npz", ".png", ".png"]
     npz = np.load(next(p for p in paths if p.suffix == ".npz"), allow_pickle=False)
     assert npz["decoder.1.cross_attn"].shape == (4, 6, 8)  # [H, T = "hello" + <eos>, S = "hello" + <eos> + 2 pads]
+
+
+def test_compare_another_text_and_another_model(client):
+    """The Compare tab's two runs: a − b where the tokens align (NaN, sent as null, where not), b in its own tokens."""
+    head = dict(kind="encoder.self_attn", layer=1, head=0)
+    pair, text = client.predict(text="attention", **head, comparison="text", other_text="attentive",
+                                api_name="/compare")
+    arrays = compare_arrays(pair)
+    assert pair["pair"] and pair["queries_b"][7:9] == ["v", "e"] and "in b “v”, “e”" in text
+    aligned = ~np.isnan(arrays["difference"])
+    assert not aligned[7:9].any() and aligned[:7, :7].all()
+    np.testing.assert_allclose(arrays["difference"][:7, :7], arrays["a"][:7, :7] - arrays["b"][:7, :7], atol=1e-6)
+    pair, text = client.predict(text="hello", **head, comparison="model", other_model="copy/sqrt_dk",
+                                api_name="/compare")
+    assert pair["labels"] == ["reverse/sqrt_dk", "copy/sqrt_dk"] and "Every token aligns" in pair["unaligned"]
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"comparison": "text", "other_text": ""}, "Write the second text (b) to compare with"),
+    ({"comparison": "text", "other_text": "x" * 100_000}, "Second text (b): Text is 100000 characters; the maximum"),
+    ({"comparison": "model", "other_model": "hub:nowhere"}, "Second model (b): Unknown model 'hub:nowhere'"),
+    ({"comparison": "model", "other_model": ""}, "Pick the second model (b) to compare with"),
+])
+def test_a_bad_side_b_gets_a_clear_message(client, changes, message):
+    with pytest.raises(AppError, match=re.escape(message)):
+        client.predict(text="attention", kind="encoder.self_attn", layer=1, head=0, **changes, api_name="/compare")
+    assert client.predict(text="attention", kind="encoder.self_attn", layer=1, head=0, comparison="scaling",
+                          api_name="/compare")[0]["labels"]  # still serving
 
 
 def test_dk_lab(client):

@@ -1,6 +1,7 @@
 """The explorer's stack views and head scores: the packed run's rollout and attention flow equal the package's
 functions on the run's own maps (each stack, the residual 0.5), flow only within its budget and a sentence otherwise,
-and the duplicate-token score equal to core.patterns' on the run's tokens; a real model through the same path."""
+the duplicate-token score equal to core.patterns' on the run's tokens, two runs compared as analysis.compare
+compares them; a real model through the same path."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import numpy as np
 import pytest
 
 import attention_viz as av
+from attention_viz.analysis.compare import compare
 from attention_viz.core.patterns import duplicate_targets, score
 from attention_viz.explorer import unpack
 from attention_viz.explorer.pack import QUANT, pack
+from attention_viz.explorer.steps import compare_arrays
+from attention_viz.service.pairs import text_maps
 from attention_viz.service.stacks import flow_refusal, stack_views
 
 TOLERANCE = 0.5 / QUANT + 1e-9  # the uint16 quantisation of the packed maps
@@ -92,3 +96,36 @@ def test_a_real_models_run_carries_its_stacks(real_views):
         np.testing.assert_allclose(decoded(kinds[f"{stack}.self_attn"], "rollout", n),
                                    av.rollout(run.maps, stack)[0], atol=TOLERANCE)
     assert "masked self-attention only" in kinds["decoder.self_attn"]["stack"]["note"]
+
+
+# ----------------------------------------------------------------------------- two runs side by side (service.pairs)
+
+def test_another_text_is_the_packages_comparison_of_the_two_runs(views):
+    a, b = settings(views.runs, "attention"), settings(views.runs, "attentive")
+    payload, text = views.compare_pair(a, b, "text", "encoder.self_attn", 1, 0)
+    expected = compare(text_maps(views.runs.run(a)), text_maps(views.runs.run(b)), "encoder.1.self_attn", 0)
+    arrays = compare_arrays(payload)
+    np.testing.assert_array_equal(np.isnan(arrays["difference"]), np.isnan(expected.difference[0, 0]))
+    np.testing.assert_allclose(arrays["difference"], expected.difference[0, 0], atol=1e-6)  # NaN where not aligned
+    np.testing.assert_allclose(arrays["b"], expected.b[0, 0], atol=1e-6)
+    assert payload["pair"] and payload["queries_b"] == list("attentive") + ["<eos>"]
+    assert "in a “o”, “n”; in b “v”, “e”" in payload["unaligned"] and payload["unaligned"] in text
+    assert np.isnan(arrays["difference"][7]).all() and not np.isnan(arrays["difference"][6, :7]).any()
+
+
+def test_another_model_on_the_same_text(views):
+    a = settings(views.runs, "hello")
+    b = settings(views.runs, "hello", model="copy/none")
+    payload, text = views.compare_pair(a, b, "model", "decoder.cross_attn", 1, 1)
+    run_a, run_b = views.runs.run(a), views.runs.run(b)
+    arrays = compare_arrays(payload)
+    np.testing.assert_allclose(arrays["a"], run_a.head("decoder.cross_attn", 1, 1), atol=1e-6)
+    np.testing.assert_allclose(arrays["b"], run_b.head("decoder.cross_attn", 1, 1), atol=1e-6)
+    assert payload["labels"] == ["reverse/sqrt_dk", "copy/none"] and "Output a:" in text
+
+
+def test_a_head_the_other_model_lacks_is_refused_with_a_sentence(views):
+    a = settings(views.runs, "hello")
+    b = views.runs.settings("hello", "untrained", 16, "sqrt_dk", 1.0, True, True, 0, 64, 1, None, "", None)
+    with pytest.raises(ValueError, match="The other model has no encoder-decoder attention layer 1 head 1"):
+        views.compare_pair(a, b, "model", "decoder.cross_attn", 1, 1)

@@ -39,6 +39,7 @@ from attention_viz.service.limits import (
     PACKED_CACHE_BYTES,
 )
 from attention_viz.service.heads_view import HeadsView
+from attention_viz.service.induction import Induction
 from attention_viz.service.models import ModelControls
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.qk_view import OwnQK
@@ -88,6 +89,7 @@ class Views:
         self.runs = runs
         self.exports = ExportFolder()
         self.heads = HeadsView(runs, self.exports)  # which heads matter: importance, prune curve, CSV
+        self.induction = Induction(runs)  # induction heads on a repeated random sequence, per model, on demand
         self.store = PngStore(self.exports.root / "images")
         self.lab = LabData()
         self.own_qk = OwnQK(runs.catalog)  # the lab's "this model's own q·k" (footnote 4 on a trained model)

@@ -260,6 +260,16 @@ class Handlers:
         return gr.update(value=wanted) if other_text in (ours, real, "") and other_text != wanted else gr.skip()
 
     @handler
+    def induction(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
+                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
+                  compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
+        """Every head's induction score on a repeated random sequence (service.induction: one extra pass, cached per
+        model), as a text with a table per kind (HTML)."""
+        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
+                                  pad_tokens, d_model, n_heads, compatibility)
+        return prose_html(self.views.induction.scores(settings)["text"])
+
+    @handler
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None,

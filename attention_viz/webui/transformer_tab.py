@@ -176,6 +176,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                         score_button = gr.Button("Score every head", variant="primary", elem_id="score_heads")
                         score_export = gr.Button("Export the scores (CSV)", elem_id="score_export")
                     importance = heads_view(elem_id="heads_view", label="importance")
+                    induction_button = gr.Button("Score induction heads", elem_id="score_induction")
+                    induction = prose(elem_id="induction", label="induction heads")
                     score_file = gr.File(label="every head's scores (CSV)", interactive=False, elem_id="score_file",
                                          visible=False)  # shown with its file (an empty file list fails WCAG)
                 with gr.Tab("Export", id="export") as tab_export:
@@ -281,6 +283,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
                                 **RAW, **once, **SCORES.wiring)
     scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
+    induction_button.click(handlers.induction, [*settings_inputs, *extra], induction, api_name="induction", **RAW,
+                           **once, **SCORES.wiring)
     score_csv = score_export.click(handlers.importance_export, [*settings_inputs, *extra], score_file, **PRIVATE,
                                    **once, **SCORES.wiring)
     score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)

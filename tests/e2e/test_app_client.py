@@ -55,7 +55,8 @@ def raw_call(app_url: str, api_name: str, data: list) -> tuple[str, object]:
 
 def test_named_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/qk_lab",
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/induction", "/dk_lab",
+                              "/qk_lab",
                               "/training", "/live_train", "/live_cancel", "/ping"}
 
 
@@ -154,6 +155,11 @@ def test_a_bad_side_b_gets_a_clear_message(client, changes, message):
         client.predict(text="attention", kind="encoder.self_attn", layer=1, head=0, **changes, api_name="/compare")
     assert client.predict(text="attention", kind="encoder.self_attn", layer=1, head=0, comparison="scaling",
                           api_name="/compare")[0]["labels"]  # still serving
+
+
+def test_induction_heads_on_demand(client):
+    text = client.predict(text="hello", api_name="/induction")
+    assert "16 random tokens repeated twice" in text and "<table>" in text and "Strongest:" in text
 
 
 def test_dk_lab(client):

@@ -82,3 +82,15 @@ def test_compare_another_text_and_another_model(page: Page, app_url, width):
     expect(page.locator("#compare_text")).to_contain_text("copy", timeout=TIMEOUT_MS)
     settle(page)
     view_shot(page, COMPARE_ROOT, f"research_compare_model_{width}")
+
+
+def test_score_induction_heads_in_which_heads_matter(page: Page, app_url):
+    open_app(page, app_url, width=1280)
+    page.get_by_role("tab", name="Which heads matter").click()
+    page.locator("#score_induction").click()
+    induction = page.locator("#induction")
+    expect(induction).to_contain_text("Strongest:", timeout=TIMEOUT_MS)
+    expect(induction.locator("table")).to_have_count(2)  # encoder and decoder self-attention
+    assert page.evaluate(CUT, "#induction") == []
+    settle(page)
+    induction.screenshot(path=str(SCREENSHOTS / "research_induction_1280_view.png"))

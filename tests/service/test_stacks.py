@@ -1,7 +1,7 @@
 """The explorer's stack views and head scores: the packed run's rollout and attention flow equal the package's
 functions on the run's own maps (each stack, the residual 0.5), flow only within its budget and a sentence otherwise,
 the duplicate-token score equal to core.patterns' on the run's tokens, two runs compared as analysis.compare
-compares them; a real model through the same path."""
+compares them, induction scores as pattern_scores gives them; a real model through the same path."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from attention_viz.core.patterns import duplicate_targets, score
 from attention_viz.explorer import unpack
 from attention_viz.explorer.pack import QUANT, pack
 from attention_viz.explorer.steps import compare_arrays
+from attention_viz.service.induction import Induction
 from attention_viz.service.pairs import text_maps
 from attention_viz.service.stacks import flow_refusal, stack_views
+from tests.service.conftest import own
 
 TOLERANCE = 0.5 / QUANT + 1e-9  # the uint16 quantisation of the packed maps
 
@@ -129,3 +131,28 @@ def test_a_head_the_other_model_lacks_is_refused_with_a_sentence(views):
     b = views.runs.settings("hello", "untrained", 16, "sqrt_dk", 1.0, True, True, 0, 64, 1, None, "", None)
     with pytest.raises(ValueError, match="The other model has no encoder-decoder attention layer 1 head 1"):
         views.compare_pair(a, b, "model", "decoder.cross_attn", 1, 1)
+
+
+# ----------------------------------------------------------------------------- induction heads on demand
+
+def test_induction_scores_are_the_packages_on_the_model_and_kept_per_model(views):
+    induction = Induction(views.runs)
+    s = settings(views.runs, "hello")
+    payload = induction.scores(s)
+    expected = av.pattern_scores(own(views.runs, s)[0], n=16, seed=0)
+    assert [k["kind"] for k in payload["kinds"]] == ["encoder.self_attn", "decoder.self_attn"]
+    for entry in payload["kinds"]:
+        np.testing.assert_allclose(np.array(entry["values"], dtype=float), expected.scores[entry["kind"]]["induction"],
+                                   atol=1e-4)
+    assert induction.scores(settings(views.runs, "other text")) is payload  # one pass per model, whatever the text
+    assert "| L1 |" in payload["text"] and "Strongest:" in payload["text"]
+
+
+def test_induction_scores_of_a_real_model(real_views):
+    s = real_views.runs.settings("The cat sat.", "hub:tiny-marian", 64, "sqrt_dk", 1.0, True, True, 0, 64, 4, None,
+                                 "", None)
+    payload = Induction(real_views.runs).scores(s)
+    expected = av.pattern_scores(real_views.runs.attention_model(s).model, n=16, seed=0)
+    for entry in payload["kinds"]:
+        np.testing.assert_allclose(np.array(entry["values"], dtype=float), expected.scores[entry["kind"]]["induction"],
+                                   atol=1e-4)

@@ -523,3 +523,11 @@ def test_the_text_box_says_what_the_chosen_model_knows():
     assert "attention" in letters and not any(" " in example for example in letters)
 
 
+
+
+def test_the_second_text_follows_the_models_kind_unless_it_is_ones_own():
+    """Compare's "another text": the minimal pair of a real model or of ours (service.pairs), a typed text kept."""
+    assert Handlers.pair_default("hub:gpt2", "attentive")["value"] == "The key to the cabinets is"
+    assert Handlers.pair_default("reverse/sqrt_dk", "The key to the cabinets is")["value"] == "attentive"
+    assert Handlers.pair_default("hub:gpt2", "The key to the cabinets is") == gr.skip()
+    assert Handlers.pair_default("reverse/sqrt_dk", "hallo") == gr.skip()

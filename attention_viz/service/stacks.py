@@ -3,7 +3,7 @@
 residual 0.5, and a sentence on what each covers.
 
 Rollout costs under a millisecond and comes with every run. Flow solves T² maximum-flow problems on L·T² edges in
-plain Python (its work grows as L·T⁴): it comes with a run only while L·T⁴ <= FLOW_WORK (about 30 ms of CPU,
+plain Python (its work grows as L·T⁴): it comes with a run only while L·T⁴ <= FLOW_WORK (about 10 ms a stack of CPU,
 measured in docs/research.md), once per distinct run (the packed run is cached); past that the sentence says why.
 
 Axes: L layers, T positions (queries = keys in self-attention).
@@ -39,7 +39,7 @@ def flow_refusal(n_layers: int, n_tokens: int) -> str | None:
                 f"this stack has {n_tokens}.")
     if n_layers * n_tokens ** 4 > FLOW_WORK:
         return (f"Attention flow is computed in the app for short inputs only (layers × tokens⁴ at most {FLOW_WORK:,}, "
-                f"about 30 ms); this stack's {n_layers} layers × {n_tokens} tokens need more: "
+                f"about 10 ms a stack); this stack's {n_layers} layers × {n_tokens} tokens need more: "
                 "attention_viz.attention_flow computes it in a notebook.")
     return None
 

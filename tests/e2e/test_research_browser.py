@@ -28,8 +28,8 @@ def test_the_stack_views_in_the_heatmaps(page: Page, app_url, width):
     open_app(page, app_url, width=width)
     page.select_option("#explorer .av-kind", "encoder.self_attn")
     show = page.locator("#explorer .av-show")
-    expect(show.locator("option")).to_contain_text(["attention weights α", "what flows (α·‖v W_O‖)",
-                                                    "rollout of the stack", "attention flow of the stack"])
+    expect(show.locator("option")).to_have_text(["attention weights α", "what flows (α·‖v W_O‖)",
+                                                 "rollout of the stack"])
     show.select_option("rollout")
     caption = page.locator("#head_view .av-caption")
     expect(caption).to_contain_text("rollout of the whole stack")
@@ -38,6 +38,9 @@ def test_the_stack_views_in_the_heatmaps(page: Page, app_url, width):
     expect(page.locator("#head_view tbody tr")).to_have_count(len("attention") + 1)
     assert page.evaluate(CUT, "#head_view") == []
     view_shot(page, ".av-explorer", f"research_rollout_{width}")
+    expect(show.locator("option")).to_have_count(3)  # "attention" (10 tokens): flow past the app's budget
+    page.locator("#text input, #text textarea").first.fill("hello")  # 6 tokens: within it
+    expect(page.locator("#head_view tbody tr")).to_have_count(len("hello") + 1, timeout=TIMEOUT_MS)
     show.select_option("flow")
     expect(caption).to_contain_text("attention flow of the whole stack")
     page.select_option("#explorer .av-kind", "decoder.self_attn")
@@ -45,7 +48,7 @@ def test_the_stack_views_in_the_heatmaps(page: Page, app_url, width):
     view_shot(page, ".av-explorer", f"research_flow_decoder_{width}")
     show.select_option("weights")
     expect(page.locator("#explorer .av-grid")).to_be_visible()
-    page.select_option("#explorer .av-kind", "encoder.self_attn")  # "attention": two t's and two n's
+    page.select_option("#explorer .av-kind", "encoder.self_attn")  # "hello": two l's
     expect(page.locator("#alignment thead")).to_contain_text("duplicate token")
 
 

@@ -35,7 +35,7 @@ def decoded(entry: dict, name: str, n: int) -> np.ndarray:
 
 
 def test_the_packed_run_carries_each_stacks_rollout_and_flow(views):
-    s = settings(views.runs, "hello")
+    s = settings(views.runs, "hey")  # 4 source tokens, at most 8 decoder inputs: both stacks within FLOW_WORK
     run, packed = views.runs.run(s), views.visualize(s).run
     kinds = {entry["kind"]: entry for entry in packed["kinds"]}
     assert "stack" not in kinds["decoder.cross_attn"]  # encoder-decoder attention is no stack of its own
@@ -58,7 +58,7 @@ def test_flow_is_left_out_past_its_budget_with_the_reason(views):
     entry = next(e for e in packed["kinds"] if e["kind"] == "encoder.self_attn")
     assert entry["stack"]["flow"] is None and "2 layers × 17 tokens" in entry["stack"]["flow_note"]
     np.testing.assert_allclose(decoded(entry, "rollout", 17), av.rollout(run.maps, "encoder")[0], atol=TOLERANCE)
-    assert "past 32 tokens" in flow_refusal(1, 33) and flow_refusal(2, 10) is None
+    assert "past 32 tokens" in flow_refusal(1, 33) and flow_refusal(2, 8) is None and flow_refusal(2, 10)
 
 
 def test_stack_views_of_a_decoder_only_run_are_not_said_to_leave_cross_attention_out():

@@ -2,7 +2,9 @@
 
 Rollout against attention flow over one example's six-layer stack at T = 8 .. 32 tokens (flow solves T² maximum-flow
 problems on L·T² edges, in plain Python: MAX_FLOW_TOKENS bounds it), and save_figure's SVG, PDF and PNG of a grid of
-2 layers × 4 heads on 20 tokens. Medians over interleaved rounds (benchmarks.common), one thread.
+2 layers × 4 heads on 20 tokens; and what the app's explorer pays per new run (service.stacks.stack_views: rollout
+of both stacks, flow within FLOW_WORK) against packing the run without it. Medians over interleaved rounds
+(benchmarks.common), one thread.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import numpy as np
 import torch
 
 from attention_viz import attention_flow, rollout, save_figure
+from attention_viz.core.maps import token_masks
+from attention_viz.explorer.pack import pack, payload_bytes
+from attention_viz.service.stacks import stack_views
 from benchmarks.common import interleaved, load, ms, table
 
 
@@ -50,6 +55,21 @@ def main(argv: list[str] | None = None) -> None:
         sizes = {suffix: (Path(folder) / f"g.{suffix}").stat().st_size for suffix in figures}
     print(table(["save_figure, 2 × 4 heads, 20 tokens", "median (ms)", "file (kB)"],
                 [[suffix.upper(), ms(timings[suffix].median), f"{sizes[suffix] / 1e3:.0f}"] for suffix in figures]))
+    print()
+    rows = []
+    for n_layers, n in ((2, 8), (2, 10), (6, 6), (6, 8)):  # our models on "softmax", "attention"; a 6-layer real model
+        maps = {**stack(n, n_layers, 4), **{k.replace("encoder", "decoder"): v for k, v in stack(n, n_layers, 4, 1).items()}}
+        maps = {k: v[0] for k, v in maps.items()}  # (H, T, T), as a run holds them
+        tokens = [f"t{i}" for i in range(n)]
+        masks = token_masks(tokens, tokens, True, False)
+        timings = interleaved({"pack": lambda: pack(maps, tokens, tokens, masks=masks),
+                               "stacks": lambda: stack_views(maps, True)}, rounds, sample_s=0.05, warmup=1)
+        views = stack_views(maps, True)
+        plain, more = payload_bytes(pack(maps, tokens, tokens, masks=masks)), payload_bytes(
+            pack(maps, tokens, tokens, masks=masks, stacks=views))
+        rows.append([f"L = {n_layers}, T = {n}, 2 stacks", ms(timings["pack"].median), ms(timings["stacks"].median),
+                     "yes" if views["encoder.self_attn"]["flow"] is not None else "no", f"+{(more - plain) / 1e3:.1f}"])
+    print(table(["explorer, one new run", "pack (ms)", "rollout + flow (ms)", "flow sent", "payload (kB)"], rows))
     print(f"\nload average during the run: {', '.join(f'{x:.1f}' for x in load())}")
 
 

@@ -35,6 +35,11 @@ Payload format, version "attention_viz.explorer/1":
           "scores":  {                     # only when given (service.scores): each head's weight on a pattern
                       "values": {"alignment" | "previous" | "first" | "eos": [[H floats or null] x L]},
                       "labels": {name: str}, "chance": {name: float}, "look_for": str}
+          "stack":   {                     # only when given, self-attention kinds (service.stacks): the whole stack
+                      "rollout": b64,      # read as one mixing: rollout [Q, K] (Q = K = T), uint16 as the maps
+                      "flow": b64 | null,  # attention flow [T, T] (rows normalised), null where not computed ...
+                      "flow_note": str,    # ... and why
+                      "note": str}         # what the stack's rollout covers
         }, ...
       ],
       "heads_off": {key: [h, ...]},        # only when given: heads switched off before W_O (their maps are
@@ -114,6 +119,7 @@ def pack(
     heads_off: Mapping[str, Sequence[int]] | None = None,
     ablation: str = "zero",
     value_norms: Mapping[str, np.ndarray] | None = None,
+    stacks: Mapping[str, Mapping] | None = None,
 ) -> dict:
     """Pack every map of a run into the explorer's payload (the format in this module's docstring).
 
@@ -130,6 +136,8 @@ def pack(
         heads_off: map key -> heads switched off (drawn marked off), with `ablation` ("zero" or "mean").
         value_norms: map key -> [H, K] ‖v_j^h W_O^h‖ of the same pass (Transformer.value_norms), for every map or
             none: the explorer's "what flows" view.
+        stacks: self-attention kind -> {"rollout": [T, T], "flow": [T, T] or None, "note": str, "flow_note": str}
+            (service.stacks.stack_views): the explorer's rollout and attention flow views.
 
     Raises:
         ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
@@ -169,6 +177,8 @@ def pack(
         }
         if scores and kind in scores:
             entry["scores"] = _scores(kind, scores[kind], (n_layers, n_heads))
+        if stacks and kind in stacks:
+            entry["stack"] = _stack(kind, stacks[kind], shape)
         if value_norms is not None:
             entry["norms"] = [_norms(value_norms, map_key(stack, i, name), (n_heads, shape[1])) for i in range(n_layers)]
         kinds.append(entry)
@@ -201,6 +211,22 @@ def _norms(value_norms: Mapping[str, np.ndarray], key: str, shape: tuple[int, in
     if not np.isfinite(norms).all() or (norms < 0).any():
         raise ValueError(f"value_norms of {key} must be finite and not negative")
     return [[float(f"{v:.{NORM_DIGITS}g}") for v in row] for row in norms]
+
+
+def _stack(kind: str, stack: Mapping, shape: tuple[int, int]) -> dict:
+    """One stack's rollout (and flow, where given) as JSON: [T, T] each, uint16 base64 as the maps."""
+    out = {"note": str(stack.get("note", "")), "flow_note": str(stack.get("flow_note", "")), "flow": None}
+    for name in ("rollout", "flow"):
+        values = stack.get(name)
+        if values is None:
+            continue
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != shape:
+            raise ValueError(f"{name} of {kind} has shape {list(values.shape)}, expected {list(shape)}")
+        out[name] = _b64(values)
+    if "rollout" not in out:
+        raise ValueError(f"the stack of {kind} has no rollout")
+    return out
 
 
 def _scores(kind: str, scores: Mapping, shape: tuple[int, int]) -> dict:

@@ -40,6 +40,15 @@ Compare payload, format "attention_viz.compare/1": kind, label, layer, head, tit
       "outputs": [str, str],                 # the free-running greedy outputs with the switch on and off
       "text": str
 
+A comparison of two runs (another text, or another model; service.pairs) has the same fields with a's tokens in
+"queries" and "keys", and
+
+      "comparison": "text" | "model",
+      "pair": true,
+      "queries_b": [str, ...], "keys_b": [str, ...],   # b's own tokens: "b" and masks[1] are [Qb, Kb]
+      "difference": [[float | null] * K] * Q,  # a − b in a's positions where query and key both align, else null
+      "unaligned": str                       # which tokens of a and b did not align
+
 `steps_arrays` and `compare_arrays` turn a payload back into float32 arrays (−∞ restored).
 """
 
@@ -146,6 +155,34 @@ def pack_compare(a: np.ndarray, b: np.ndarray, query_tokens: Sequence[str], key_
             "outputs": [str(x) for x in outputs], "text": str(text)}
 
 
+def pack_pair(a: np.ndarray, b: np.ndarray, difference: np.ndarray, tokens_a: Sequence[Sequence[str]],
+              tokens_b: Sequence[Sequence[str]], comparison: str, labels: Sequence[str], outputs: Sequence[str],
+              kind: str, layer: int, head: int, masks: Sequence[np.ndarray | None] = (None, None), unaligned: str = "",
+              text: str = "") -> dict:
+    """The compare payload of two runs (module docstring): a [Qa, Ka], b [Qb, Kb], and difference [Qa, Ka] (NaN where
+    a token does not align: core.alignment.aligned_difference)."""
+    payload = _identity(kind, layer, head, *tokens_a)
+    queries_b, keys_b = [str(t) for t in tokens_b[0]], [str(t) for t in tokens_b[1]]
+    shape_a, shape_b = (len(payload["queries"]), len(payload["keys"])), (len(queries_b), len(keys_b))
+    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    difference = np.asarray(difference, dtype=np.float32)
+    if a.shape != shape_a or difference.shape != shape_a or b.shape != shape_b:
+        raise ValueError(f"a, b and the difference have shapes {list(a.shape)}, {list(b.shape)} and "
+                         f"{list(difference.shape)}, expected {list(shape_a)}, {list(shape_b)} and {list(shape_a)}")
+    missing = np.isnan(difference)
+    size = np.where(missing, 0, np.abs(difference))
+    largest = None
+    if size.size and size.max() > 0:
+        i, j = np.unravel_index(int(size.argmax()), size.shape)
+        largest = {"query": int(i), "key": int(j), "value": numbers(difference[i:i + 1, j:j + 1])[0][0]}
+    return {"format": COMPARE_FORMAT, **payload, "comparison": str(comparison), "pair": True,
+            "queries_b": queries_b, "keys_b": keys_b, "labels": [str(x) for x in labels],
+            "a": numbers(a), "b": numbers(b), "difference": numbers(difference, missing),
+            "masks": [_mask(masks[0], shape_a, "masks").tolist(), _mask(masks[1], shape_b, "masks").tolist()],
+            "largest": largest, "mean_abs": float(size[~missing].mean()) if (~missing).any() else 0.0,
+            "outputs": [str(x) for x in outputs], "unaligned": str(unaligned), "text": str(text)}
+
+
 def _array(rows: list, masked_value: float = -np.inf) -> np.ndarray:
     return np.array([[masked_value if v is None else v for v in row] for row in rows], dtype=np.float32)
 
@@ -160,9 +197,11 @@ def steps_arrays(payload: Mapping) -> dict[str, np.ndarray]:
 
 
 def compare_arrays(payload: Mapping) -> dict[str, np.ndarray]:
-    """A compare payload's "a", "b" and "difference" as float32 arrays, and "mask_a", "mask_b" (bool)."""
+    """A compare payload's "a", "b" and "difference" (NaN where two runs' tokens do not align) as float32 arrays, and
+    "mask_a", "mask_b" (bool)."""
     if payload.get("format") != COMPARE_FORMAT:
         raise ValueError(f"not a compare payload of format {COMPARE_FORMAT!r}")
-    out = {name: _array(payload[name]) for name in ("a", "b", "difference")}
+    out = {name: _array(payload[name]) for name in ("a", "b")}
+    out["difference"] = _array(payload["difference"], np.nan if payload.get("pair") else -np.inf)
     out["mask_a"], out["mask_b"] = (np.array(m, dtype=bool) for m in payload["masks"])
     return out

@@ -87,6 +87,7 @@ GRID_WIDTH = 900               # pixels the grid of every head is scaled to, abo
 KEPT_EXPORTS = 512             # export folders kept on disk, all clients together; the oldest are deleted ...
 EXPORT_BYTES = 256 * 2**20     # ... past this many bytes of them (the pod's /tmp holds 1 GiB: deploy/kubernetes/)
 EXPORTS_PER_CLIENT = 4         # export folders kept per client (a page's session): its last few exports
+FLOW_WORK = 10_000             # the explorer's attention flow: layers x tokens^4 at most (2 x 8, 6 x 6: <= ~10 ms a stack)
 EXPORT_PAGE_BYTES = 16 * 2**20  # the export's one-file explorer page at most (the widest run the app takes: ~0.6 MB)
 KEPT_PNGS = 2048               # image files kept for the app to serve (content-named; tens of MB on disk)
 

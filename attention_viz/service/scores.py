@@ -8,6 +8,8 @@ first tokens as core.patterns defines them for the package's pattern_scores too)
                the character each decoder row writes (copy: the diagonal; reverse: the anti-diagonal; ...)
     previous   self-attention: the key just before the query (rows from position 1)
     first      key 0: the first source character, or <bos> in decoder self-attention
+    duplicate  self-attention: the earlier keys holding the query's own token (a text without a repeated token
+               has no such row, and no duplicate score)
     eos        the <eos> key of the source: a "sink" where a head parks weight it does not use
 
 `chance` is what a head spreading its weight evenly over the keys it may see would score: the bar to beat.
@@ -24,11 +26,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attention_viz.core.patterns import first_targets, previous_targets, score
+from attention_viz.core.patterns import PATTERNS as CORE_PATTERNS
+from attention_viz.core.patterns import duplicate_targets, first_targets, previous_targets, score
 from attention_viz.data.tasks import alignment
 
-PATTERNS = {"alignment": "task alignment", "previous": "previous token", "first": "first token",
-            "eos": "<eos> sink"}
+PATTERNS = {"alignment": "task alignment", "previous": CORE_PATTERNS["previous"], "first": CORE_PATTERNS["first"],
+            "duplicate": CORE_PATTERNS["duplicate"], "eos": "<eos> sink"}
 EOS = "<eos>"
 CLEAR = 0.5   # a head "does" a pattern when more than half its weight goes there
 # What each task's alignment looks like, as the sentences name it.
@@ -59,6 +62,10 @@ def pattern_targets(kind: str, query_tokens: Sequence[str], key_tokens: Sequence
     if kind != "decoder.cross_attn":
         targets["previous"] = previous_targets(n_q, n_k)
     targets["first"] = first_targets(n_q, n_k)
+    if kind.endswith("self_attn") and n_q == n_k:
+        duplicate = duplicate_targets(list(query_tokens))
+        if duplicate.any():
+            targets["duplicate"] = duplicate
     eos = np.array([token == sink for token in key_tokens], dtype=bool) if sink else np.zeros(n_k, dtype=bool)
     if eos.any() and kind != "decoder.self_attn":
         targets["eos"] = np.broadcast_to(eos, (n_q, n_k)).copy()

@@ -22,7 +22,8 @@ from attention_viz.draw import png, raster, sheet, vector
 from attention_viz.explorer.html import explorer_html
 from attention_viz.explorer.pack import pack
 from attention_viz.service.scores import score_kind, task_alignment
-from attention_viz.explorer.steps import pack_compare, pack_steps
+from attention_viz.service.stacks import stack_views
+from attention_viz.explorer.steps import pack_compare, pack_pair, pack_steps
 from attention_viz.service.checks import check_int
 from attention_viz.service.exports import ExportFolder, head_csv, maps_npz
 from attention_viz.service.lab_view import LabData, LabView
@@ -38,11 +39,12 @@ from attention_viz.service.limits import (
     PACKED_CACHE_BYTES,
 )
 from attention_viz.service.heads_view import HeadsView
+from attention_viz.service.induction import Induction
 from attention_viz.service.models import ModelControls
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.qk_view import OwnQK
 from attention_viz.service.requests import Settings, parse_colour_scale
-from attention_viz.service import study_view, training_view
+from attention_viz.service import pairs, study_view, training_view
 from attention_viz.service.catalog import SizedCache
 from attention_viz.service.runs import Runs
 from attention_viz.service.texts import (
@@ -87,6 +89,7 @@ class Views:
         self.runs = runs
         self.exports = ExportFolder()
         self.heads = HeadsView(runs, self.exports)  # which heads matter: importance, prune curve, CSV
+        self.induction = Induction(runs)  # induction heads on a repeated random sequence, per model, on demand
         self.store = PngStore(self.exports.root / "images")
         self.lab = LabData()
         self.own_qk = OwnQK(runs.catalog)  # the lab's "this model's own q·k" (footnote 4 on a trained model)
@@ -151,7 +154,8 @@ class Views:
         packed = pack(run.maps, run.src_tokens, run.tgt_tokens, masks={kind: run.mask(kind) for kind in run.kinds},
                       output=run.output, notes=notes, title=run_title(run), scores=scores,
                       decode=self._decode(run), heads_off=settings.off, ablation=settings.ablation,
-                      value_norms=self.runs.value_norms(run))
+                      value_norms=self.runs.value_norms(run),
+                      stacks=stack_views(run.maps, encoder_decoder=bool(run.src_ids and run.tgt_ids)))
         packed["settings"] = settings_record(settings)
         return packed
 
@@ -237,6 +241,31 @@ class Views:
                                comparison.what, comparison.labels, comparison.outputs, request.kind, request.layer,
                                request.head, masks=comparison.masks, text=text)
         payload["settings"] = settings_record(settings)
+        return payload, text
+
+    def compare_pair(self, a: Settings, b: Settings, what: str, kind: object, layer: object,
+                     head: object) -> tuple[dict, str]:
+        """One head of two runs (another text, or another model: service.pairs) as numbers (explorer.steps.pack_pair:
+        both heads in their own tokens, a − b where the tokens align), which the browser draws, and what changed."""
+        comparison, labels, (kind, layer, head) = pairs.compare_runs(self.runs, a, b, what, kind, layer, head)
+        difference = comparison.difference[0, 0]  # (Qa, Ka), NaN where a token does not align
+        unaligned = pairs.unaligned_sentence(comparison)
+        lines = [f"*{KINDS[kind]}, layer {layer}, head {head}*: a = {code(labels[0])}, b = {code(labels[1])}; "
+                 "red, more weight in a; blue, more in b.", unaligned]
+        if np.isnan(difference).all():
+            lines.append("No cell aligns, so there is no difference to show: compare a and b side by side.")
+        else:
+            i, j = np.unravel_index(np.nanargmax(np.abs(difference)), difference.shape)
+            queries, keys = comparison.tokens_a
+            lines.append(f"Largest aligned change {signed(difference[i, j])}: query {i} {code(queries[i])} → key {j} "
+                         f"{code(keys[j])}; mean |change| over aligned cells {np.nanmean(np.abs(difference)):.3f}.")
+        outputs = (self.runs.run(a).output, self.runs.run(b).output)
+        lines.append(f"Output a: {code(outputs[0])}; b: {code(outputs[1])}.")
+        text = "\n\n".join(lines)
+        payload = pack_pair(comparison.a[0, 0], comparison.b[0, 0], difference, comparison.tokens_a, comparison.tokens_b,
+                            what, labels, outputs, kind, layer, head, masks=comparison.masks, unaligned=unaligned,
+                            text=text)
+        payload["settings"] = settings_record(a)
         return payload, text
 
     def export(self, settings: Settings, kind: object, layer: object, head: object,

@@ -81,7 +81,8 @@ import math
 
 import gradio as gr
 
-from attention_viz.service.limits import COMPARISONS, EXAMPLES, LAB_HEADERS
+from attention_viz.service.limits import COMPARISONS, EXAMPLES, HUB_PREFIX, LAB_HEADERS
+from attention_viz.service.pairs import PAIR_TEXTS, PAIRS
 from attention_viz.service.lesson import Lesson
 from attention_viz.service.live import LiveTrainer
 from attention_viz.service.qk_view import KIND_LABELS
@@ -213,13 +214,60 @@ class Handlers:
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                 causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                 kind: str, layer: float, head: float, comparison: str, compatibility: str | None = None,
-                heads_off: str | None = None, ablation: str | None = None):
-        """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask") as numbers, and its text
-        (HTML)."""
+                heads_off: str | None = None, ablation: str | None = None, other_text: str | None = None,
+                other_model: str | None = None):
+        """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask"), or of two runs ("text":
+        other_text through the same model; "model": the text through other_model), as numbers, and its text (HTML)."""
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        comparison_view, note = self.views.compare(settings, comparison, kind, layer, head)
+        if comparison in PAIRS:
+            other = self._other_settings(comparison, other_text, other_model, text, model, d_k, scale_mode,
+                                         custom_factor, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
+                                         compatibility, heads_off, ablation)
+            comparison_view, note = self.views.compare_pair(settings, other, comparison, kind, layer, head)
+        else:
+            comparison_view, note = self.views.compare(settings, comparison, kind, layer, head)
         return comparison_view, prose_html(note)
+
+    def _other_settings(self, comparison, other_text, other_model, text, model, d_k, scale_mode, custom_factor,
+                        causal_mask, padding_mask, pad_tokens, d_model, n_heads, compatibility, heads_off,
+                        ablation) -> Settings:
+        """The settings of a comparison's side b: another text through the same model (its switches), or the text
+        through another model (at its own default d_k, no heads off); each refusal says which input it is about."""
+        if comparison == "text":
+            if not isinstance(other_text, str) or not other_text.strip():
+                raise ValueError("Write the second text (b) to compare with, in the box under “Difference of”.")
+            try:
+                return self._settings(other_text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
+                                      pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
+            except ValueError as error:
+                raise ValueError(f"Second text (b): {error}") from None
+        if not isinstance(other_model, str) or not other_model:
+            raise ValueError("Pick the second model (b) to compare with, under “Difference of”.")
+        try:
+            other = self.runs.catalog.check_model(other_model)
+            return self._settings(text, other, self.runs.catalog.default_d_k(other), scale_mode, custom_factor,
+                                  causal_mask, padding_mask, pad_tokens, d_model, n_heads)
+        except ValueError as error:
+            raise ValueError(f"Second model (b): {error}") from None
+
+    @staticmethod
+    def pair_default(model: str, other_text: str):
+        """The second text's box follows the model's kind while it holds the other kind's minimal pair (service.pairs:
+        a real model's "The key to the cabinets is", ours' "attentive"); a text of one's own stays."""
+        ours, real = PAIR_TEXTS["ours"][1], PAIR_TEXTS["real"][1]
+        wanted = real if isinstance(model, str) and model.startswith(HUB_PREFIX) else ours
+        return gr.update(value=wanted) if other_text in (ours, real, "") and other_text != wanted else gr.skip()
+
+    @handler
+    def induction(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
+                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
+                  compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
+        """Every head's induction score on a repeated random sequence (service.induction: one extra pass, cached per
+        model), as a text with a table per kind (HTML)."""
+        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
+                                  pad_tokens, d_model, n_heads, compatibility)
+        return prose_html(self.views.induction.scores(settings)["text"])
 
     @handler
     def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
@@ -302,8 +350,7 @@ class Handlers:
                                     visible=not c.untrained),
             "text": gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
             "causal": gr.update(visible=c.causal_applies),
-            "comparison": gr.update(choices=[(f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items()
-                                             if c.causal_applies or key != "causal_mask"]),
+            "comparison": gr.update(choices=comparison_choices(c.causal_applies)),
             "examples": gr.update(choices=list(c.examples), value=None),
         }
 
@@ -410,15 +457,22 @@ class Handlers:
 
     def refresh_tab(self, active, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                     pad_tokens, d_model, n_heads, kind, layer, head, comparison, compatibility=None, heads_off=None,
-                    ablation=None):
+                    ablation=None, other_text=None, other_model=None):
         """After the main view updates, update the step view or the comparison too when its tab is open."""
         args = (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model,
                 n_heads, kind, layer, head)
         if active == "steps":
             return (*self.steps(*args, compatibility, heads_off, ablation), gr.skip(), gr.skip())
         if active == "compare":
-            return (gr.skip(), gr.skip(), *self.compare(*args, comparison, compatibility, heads_off, ablation))
+            return (gr.skip(), gr.skip(), *self.compare(*args, comparison, compatibility, heads_off, ablation,
+                                                        other_text, other_model))
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+
+
+def comparison_choices(causal_applies: bool = True) -> list[tuple[str, str]]:
+    """The Compare tab's modes: a switch on − off (the causal mask's only where it acts), or another text or model."""
+    return [*((f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items() if causal_applies or key != "causal_mask"),
+            *((label, key) for key, label in PAIRS.items())]
 
 
 def opening_settings(views: Views) -> Settings:

@@ -20,21 +20,22 @@ from attention_viz.service.limits import (
     ABLATIONS,
     COLOUR_SCALES,
     COMPATIBILITY_LABEL,
-    COMPARISONS,
     D_K_RANGE,
     D_MODEL_RANGE,
     DEFAULT_UNTRAINED,
     EXAMPLES,
     FACTOR_RANGE,
     HEADS_RANGE,
+    HUB_PREFIX,
     PAD_TOKENS_RANGE,
     SCALE_CHOICES,
     STUDY_ARMS,
 )
+from attention_viz.service.pairs import PAIR_TEXTS
 from attention_viz.service.views import Views, text_label
 from attention_viz.server.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
-from attention_viz.webui.handlers import Handlers, named, opening_settings
+from attention_viz.webui.handlers import Handlers, comparison_choices, named, opening_settings
 from attention_viz.webui.heads_panel import badges_js, heads_view
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
@@ -77,6 +78,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     catalog = views.runs.catalog
     model0 = catalog.default_model
     controls0 = views.model_controls(model0, catalog.default_d_k(model0))
+    pair_text0 = PAIR_TEXTS["real" if model0.startswith(HUB_PREFIX) else "ours"][1]  # side b of "another text"
     view0 = views.visualize(opening_settings(views))  # the page opens with its first run: no request on load
     # Kind, layer and head are chosen in the explorer; these hidden inputs carry the choice to the endpoints
     # that draw one head on the server (the API's bounds are the largest model's).
@@ -156,8 +158,14 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                     steps = steps_view(elem_id=STEPS, label="steps")
                     steps_text = prose(elem_id="steps_text", label="text")
                 with gr.Tab("Compare", id="compare") as tab_compare:
-                    comparison = gr.Radio([(f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items()],
-                                          value="scaling", label="Difference of", elem_id="comparison")
+                    comparison = gr.Radio(comparison_choices(), value="scaling", label="Difference of",
+                                          elem_id="comparison")
+                    with gr.Row():  # side b of "another text" / "another model" (service.pairs)
+                        other_text = gr.Textbox(pair_text0, max_lines=1, label="second text (b), same model",
+                                                visible=False, elem_id="compare_text_b")
+                        other_model = gr.Dropdown(catalog.model_choices, value=model0,
+                                                  label="second model (b), same text", visible=False,
+                                                  elem_id="compare_model_b")
                     compare = compare_view(elem_id=COMPARE, label="comparison")
                     compare_text = prose(elem_id="compare_text", label="text")
                 with gr.Tab("Which heads matter", id="heads") as tab_heads:
@@ -168,6 +176,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                         score_button = gr.Button("Score every head", variant="primary", elem_id="score_heads")
                         score_export = gr.Button("Export the scores (CSV)", elem_id="score_export")
                     importance = heads_view(elem_id="heads_view", label="importance")
+                    induction_button = gr.Button("Score induction heads", elem_id="score_induction")
+                    induction = prose(elem_id="induction", label="induction heads")
                     score_file = gr.File(label="every head's scores (CSV)", interactive=False, elem_id="score_file",
                                          visible=False)  # shown with its file (an empty file list fails WCAG)
                 with gr.Tab("Export", id="export") as tab_export:
@@ -186,7 +196,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     chosen = selection_js(VIEW, at=len(settings_inputs))  # kind, layer, head: the explorer's, when asked
     refused = dict(fn=None, inputs=None, outputs=[output, info],
                    js=stale_js([VIEW, STEPS, COMPARE], outputs=["", prose_html(REFUSED)]), **PRIVATE)
-    refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison, *extra],
+    refresh = dict(fn=handlers.refresh_tab, inputs=[active, *head_inputs, comparison, *extra, other_text, other_model],
                    outputs=[steps, steps_text, compare, compare_text],
                    js=selection_js(VIEW, at=1 + len(settings_inputs)), **PRIVATE)
 
@@ -255,9 +265,14 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         tab.select(None, None, active, js=call("same", name), **PRIVATE)
     marked(tab_steps.select(handlers.steps, [*head_inputs, *extra], [steps, steps_text], api_name="steps",
                             js=chosen, **RAW), [STEPS])
-    compare_inputs = [*head_inputs, comparison, *extra]
+    compare_inputs = [*head_inputs, comparison, *extra, other_text, other_model]
     marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
                              js=chosen, **RAW), [COMPARE])
+    for box in (other_text.submit, other_model.input):  # a new side b: the comparison again
+        marked(box(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE), [COMPARE])
+    comparison.change(lambda c: (gr.update(visible=c == "text"), gr.update(visible=c == "model")), comparison,
+                      [other_text, other_model], queue=False, **PRIVATE)
+    model.change(handlers.pair_default, [model, other_text], other_text, queue=False, **PRIVATE)
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
     exported = export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export",
@@ -268,6 +283,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",
                                 **RAW, **once, **SCORES.wiring)
     scored.success(None, importance, None, js=badges_js(VIEW), **PRIVATE)
+    induction_button.click(handlers.induction, [*settings_inputs, *extra], induction, api_name="induction", **RAW,
+                           **once, **SCORES.wiring)
     score_csv = score_export.click(handlers.importance_export, [*settings_inputs, *extra], score_file, **PRIVATE,
                                    **once, **SCORES.wiring)
     score_csv.success(lambda: gr.update(visible=True), None, score_file, queue=False, **PRIVATE)

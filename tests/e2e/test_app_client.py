@@ -5,8 +5,10 @@ notes; the endpoints of one head (/steps, /compare, /export) take kind, layer an
 answer with that head's numbers (a dict) and a text.
 """
 
+import base64
 import json
 import math
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+import attention_viz as av
 from attention_viz.explorer import compare_arrays, steps_arrays, unpack
 from attention_viz.service.catalog import Catalog
 from attention_viz.webui.widgets import prose_html
@@ -52,7 +55,8 @@ def raw_call(app_url: str, api_name: str, data: list) -> tuple[str, object]:
 
 def test_named_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/qk_lab",
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/induction", "/dk_lab",
+                              "/qk_lab",
                               "/training", "/live_train", "/live_cancel", "/ping"}
 
 
@@ -64,6 +68,22 @@ def test_visualize_with_defaults(client):
     assert isinstance(output, str) and output and run["output"] in output
     # notes: the run's notes (Markdown) rendered to HTML by the server
     assert "Scores QKᵀ" in notes and notes == prose_html("\n\n".join(run["notes"])) and "<code>" in notes
+
+
+def test_the_run_carries_each_stacks_rollout_and_flow(client):
+    """Rollout and attention flow of both stacks (service.stacks) travel with the run: the package's numbers on the
+    run's own maps, to the packing's quantisation (plus what quantising the maps moves the product)."""
+    run = client.predict(text="hello", api_name="/visualize")[0]
+    maps, _ = unpack(run)
+    kinds = {entry["kind"]: entry for entry in run["kinds"]}
+    for stack in ("encoder", "decoder"):
+        entry = kinds[f"{stack}.self_attn"]["stack"]
+        n = len(run["tokens"]["source" if stack == "encoder" else "target"])
+        for name, expected in (("rollout", av.rollout(maps, stack)[0]),
+                               ("flow", av.attention_flow(maps, stack, normalise=True)[0])):
+            got = np.frombuffer(base64.b64decode(entry[name]), dtype="<u2").reshape(n, n) / run["quant"]
+            np.testing.assert_allclose(got, expected, atol=1e-4)
+    assert "stack" not in kinds["decoder.cross_attn"]
 
 
 def test_visualize_untrained(client):
@@ -104,9 +124,42 @@ def test_steps_compare_export(client):
     assert (arrays["difference"][:, -2:] < 0).all()  # the pad keys: hidden with the mask on, seen with it off
     files = client.predict(**UNTRAINED_ARGS, colour_scale="per_head", api_name="/export")
     paths = [Path(f) for f in files]
-    assert sorted(p.suffix for p in paths) == [".csv", ".npz", ".png", ".png"]
+    assert sorted(p.suffix for p in paths) == [".csv", ".html", ".npz", ".pdf", ".png", ".png", ".svg"]
     npz = np.load(next(p for p in paths if p.suffix == ".npz"), allow_pickle=False)
     assert npz["decoder.1.cross_attn"].shape == (4, 6, 8)  # [H, T = "hello" + <eos>, S = "hello" + <eos> + 2 pads]
+
+
+def test_compare_another_text_and_another_model(client):
+    """The Compare tab's two runs: a − b where the tokens align (NaN, sent as null, where not), b in its own tokens."""
+    head = dict(kind="encoder.self_attn", layer=1, head=0)
+    pair, text = client.predict(text="attention", **head, comparison="text", other_text="attentive",
+                                api_name="/compare")
+    arrays = compare_arrays(pair)
+    assert pair["pair"] and pair["queries_b"][7:9] == ["v", "e"] and "in b “v”, “e”" in text
+    aligned = ~np.isnan(arrays["difference"])
+    assert not aligned[7:9].any() and aligned[:7, :7].all()
+    np.testing.assert_allclose(arrays["difference"][:7, :7], arrays["a"][:7, :7] - arrays["b"][:7, :7], atol=1e-6)
+    pair, text = client.predict(text="hello", **head, comparison="model", other_model="copy/sqrt_dk",
+                                api_name="/compare")
+    assert pair["labels"] == ["reverse/sqrt_dk", "copy/sqrt_dk"] and "Every token aligns" in pair["unaligned"]
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"comparison": "text", "other_text": ""}, "Write the second text (b) to compare with"),
+    ({"comparison": "text", "other_text": "x" * 100_000}, "Second text (b): Text is 100000 characters; the maximum"),
+    ({"comparison": "model", "other_model": "hub:nowhere"}, "Second model (b): Unknown model 'hub:nowhere'"),
+    ({"comparison": "model", "other_model": ""}, "Pick the second model (b) to compare with"),
+])
+def test_a_bad_side_b_gets_a_clear_message(client, changes, message):
+    with pytest.raises(AppError, match=re.escape(message)):
+        client.predict(text="attention", kind="encoder.self_attn", layer=1, head=0, **changes, api_name="/compare")
+    assert client.predict(text="attention", kind="encoder.self_attn", layer=1, head=0, comparison="scaling",
+                          api_name="/compare")[0]["labels"]  # still serving
+
+
+def test_induction_heads_on_demand(client):
+    text = client.predict(text="hello", api_name="/induction")
+    assert "16 random tokens repeated twice" in text and "<table>" in text and "Strongest:" in text
 
 
 def test_dk_lab(client):

@@ -43,7 +43,7 @@ LEAKS = ("Traceback", 'File "', ".py", "/work/", "/root/", "/home/", "site-packa
 VALID = dict(text="hello", model="untrained", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0, causal_mask=True,
              padding_mask=True, pad_tokens=2, d_model=64, n_heads=4, kind="decoder.cross_attn", layer=1, head=2,
              colour_scale="absolute", comparison="scaling", compatibility=None,
-             heads_off=None, ablation=None)
+             heads_off=None, ablation=None, other_text=None, other_model=None)
 VALID_NOTES = ("2 pad tokens", "d_model 64, h 4, d_k 16", "causal mask on")
 LAB = dict(d_k=16, n_keys=32, scaled=True)
 TRAINING = dict(d_k="512")

@@ -383,13 +383,16 @@ def test_strings_for_booleans_are_coerced(handlers):
 def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     demo = page.build_app(Views(runs))
     endpoints = demo.get_api_info()["named_endpoints"]
-    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/dk_lab", "/qk_lab",
-                              "/ping"}
+    assert set(endpoints) == {"/visualize", "/steps", "/compare", "/export", "/importance", "/induction", "/dk_lab",
+                              "/qk_lab", "/ping"}
     assert [p["parameter_name"] for p in endpoints["/visualize"]["parameters"]] == [*SETTINGS_KEYS, *OPTIONAL]
     assert [r["label"] for r in endpoints["/visualize"]["returns"]] == ["run", "Model output", "notes"]
     assert [p["parameter_name"] for p in endpoints["/export"]["parameters"]] == [*BASE, *OPTIONAL]
+    compare = endpoints["/compare"]["parameters"]  # side b of another text / model, after them, optional too
+    assert [(p["parameter_name"], p["parameter_has_default"]) for p in compare[-2:]] == [("other_text", True),
+                                                                                       ("other_model", True)]
     for name in ("/visualize", "/steps", "/compare", "/export"):  # old clients may leave it out
-        last = endpoints[name]["parameters"][-3:]
+        last = endpoints[name]["parameters"][-5:-2] if name == "/compare" else endpoints[name]["parameters"][-3:]
         assert [(p["parameter_name"], p["parameter_has_default"]) for p in last] == [(n, True) for n in OPTIONAL]
         assert last[0]["parameter_default"] is None
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]
@@ -520,3 +523,11 @@ def test_the_text_box_says_what_the_chosen_model_knows():
     assert "attention" in letters and not any(" " in example for example in letters)
 
 
+
+
+def test_the_second_text_follows_the_models_kind_unless_it_is_ones_own():
+    """Compare's "another text": the minimal pair of a real model or of ours (service.pairs), a typed text kept."""
+    assert Handlers.pair_default("hub:gpt2", "attentive")["value"] == "The key to the cabinets is"
+    assert Handlers.pair_default("reverse/sqrt_dk", "The key to the cabinets is")["value"] == "attentive"
+    assert Handlers.pair_default("hub:gpt2", "The key to the cabinets is") == gr.skip()
+    assert Handlers.pair_default("reverse/sqrt_dk", "hallo") == gr.skip()

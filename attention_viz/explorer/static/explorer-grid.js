@@ -11,7 +11,7 @@
 
   const MASKED = [200, 200, 200];
   const FUTURE = [242, 242, 242]; // a cell its step has not computed yet
-  const SHORT = {alignment: "align", previous: "prev", first: "first", eos: "eos"}; // tile badges
+  const SHORT = {alignment: "align", previous: "prev", first: "first", duplicate: "dup", eos: "eos"}; // tile badges
   const CLEAR = 0.5; // a head "does" a pattern when more than half its weight goes there
 
   function tilesHtml(x, k) {
@@ -58,7 +58,7 @@
     /* one canvas per (layer, head): a pixel per weight, scaled up by CSS; the tiles are built for a new kind
        (rebuild), and repainted where they are for a new colour scale or decode step, or a kind shown before */
     const run = E.run, ui = x.ui, k = x.data.kinds[x.state.kind], t = run.stepping(x, k);
-    const key = `${x.state.scale} ${t} ${run.flowing(x, k)}`;
+    const key = `${x.state.scale} ${t} ${run.flowing(x, k)} ${run.stacked(x, k) && x.state.show}`;
     let tiles = ui.grid.querySelectorAll(".av-tile");
     if (!rebuild && tiles.length && x.gridPainted === key) { markSelected(x); return; } // a kept kind, as it was
     if (rebuild || !tiles.length) {
@@ -113,7 +113,8 @@
     const ticks = {linear: ["0", "0.5", "1"], log: ["≤0.001", "0.03", "1"], row: ["0", "½ row max", "row max"]}[x.state.scale];
     x.ui.legend.innerHTML = `<span class="av-colourbar"><span class="av-bar" style="background:linear-gradient(90deg,${stops})">` +
       `</span><span class="av-ticks">${ticks.map((t) => `<span>${t}</span>`).join("")}</span></span>` +
-      `<span class="av-scale-name">${E.scales[x.state.scale]}${data && run.flowing(x, data.kinds[x.state.kind]) ? " · what flows, share of the row" : ""}</span>` +
+      `<span class="av-scale-name">${E.scales[x.state.scale]}${data && run.flowing(x, data.kinds[x.state.kind]) ? " · what flows, share of the row" : ""}` +
+      `${data && run.stacked(x, data.kinds[x.state.kind]) ? ` · ${run.STACK_SHOWS[x.state.show]}, share of the input token` : ""}</span>` +
       `<span class="av-masked-key"><span class="av-swatch av-masked"></span>masked: may not attend (weight 0)</span>`;
   }
 

@@ -66,7 +66,24 @@
     if (global.ResizeObserver) new global.ResizeObserver(() => sayWideSoon(x)).observe(x.ui.views);
   }
 
+  function stackCaption(x, k) {
+    /* the stack views' caption: what the map is, or why this kind shows its weights instead */
+    const run = E.run, name = run.STACK_SHOWS[x.state.show];
+    if (run.stacked(x, k)) {
+      return `${escapeHtml(k.label)} · <b class="av-flow-caption">${name} of the whole stack</b> ` +
+        `<span>(${escapeHtml(k.stack.note)} Rows: each output token of the stack; columns: its share of each input ` +
+        `token; each row sums to 1.)</span>`;
+    }
+    const why = !k.stack ? `${name} reads a stack of self-attention; this kind is not one`
+      : (k.stack.flowNote || `no ${name} for this run`);
+    return `<b class="av-flow-caption">${escapeHtml(why)}.</b> Showing the weights: ` + weightsCaption(x, k);
+  }
+
   function caption(x, k) {
+    return x.state.show in E.run.STACK_SHOWS ? stackCaption(x, k) : weightsCaption(x, k);
+  }
+
+  function weightsCaption(x, k) {
     const state = x.state;
     return `${escapeHtml(k.label)} · layer ${state.layer} · head ${state.head} ` +
       (E.run.isOff(x, k, state.layer, state.head) ? `<b class="av-off-caption">switched off</b> ` : "") +
@@ -117,7 +134,7 @@
     const shownAs = large ? x.map : x.table;
     shownAs.caption.innerHTML = caption(x, k);
     sayWideSoon(x);
-    const painted = `${state.layer} ${state.head} ${state.scale} ${t} ${run.flowing(x, k)}`; // what the view's cells show
+    const painted = `${state.layer} ${state.head} ${state.scale} ${t} ${run.flowing(x, k)} ${run.stacked(x, k) && state.show}`; // what the view's cells show
     if (shownAs.painted === painted) return; // a kept kind's head view, as it was left
     shownAs.painted = painted;
     const maxima = run.rowMaxima(w, offset, k.Q, k.K);

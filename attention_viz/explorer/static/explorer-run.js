@@ -1,5 +1,5 @@
 /* explorer-run.js: the explorer's numbers, no drawing: a packed run decoded once, each map's weights at a decode step,
- * what flows, which heads are off, and where a weight sits on the colour bar.
+ * what flows, a stack's rollout and attention flow, which heads are off, and where a weight sits on the colour bar.
  *
  *   AttentionExplorer.run.prepare(payload)        -> the kept run (kinds by name, each with weights[layer])
  *   AttentionExplorer.run.weightsOf(x, k, l)      -> [H * Q * K] what the maps show for kind k, layer l, at x's step
@@ -37,6 +37,10 @@
         weights: entry.maps.map((b64) => decode(b64, payload.quant)),
         norms: entry.norms || null, // [layer][head][key]: ‖v_j W_O^h‖
         allowed: entry.mask.map((row) => Array.from(row, (c) => c === "1")),
+        // the whole stack read as one mixing (service.stacks): rollout and, where computed, flow, each [Q * K]
+        stack: entry.stack ? {rollout: decode(entry.stack.rollout, payload.quant),
+          flow: entry.stack.flow ? decode(entry.stack.flow, payload.quant) : null,
+          note: entry.stack.note, flowNote: entry.stack.flow_note} : null,
       });
     }
     const off = {}; // map key -> Set of heads switched off in this run
@@ -65,11 +69,27 @@
 
   function stepping(x, k) {
     /* the current step when it changes what this kind shows (decoder maps), else -1 */
-    return x.state.step !== null && x.data.decode && k.queries === "target" ? x.state.step : -1;
+    return x.state.step !== null && !stacked(x, k) && x.data.decode && k.queries === "target" ? x.state.step : -1;
   }
   const future = (k, t, q, j) => t >= 0 && (q > t || (k.keys === "target" && j > t)); // not computed at step t
   const flowing = (x, k) => x.state.show === "flows" && x.data.canFlow && !!k.norms;
-  const weightsOf = (x, k, l) => (flowing(x, k) ? flowsAt(x, k, l, stepping(x, k)) : weightsAt(x, k, l, stepping(x, k)));
+  // the stack views: one [T, T] map for the whole stack of a self-attention kind, the same for every layer and head
+  const STACK_SHOWS = {rollout: "rollout", flow: "attention flow"};
+  const stackMap = (x, k) => (x.state.show in STACK_SHOWS && k.stack ? k.stack[x.state.show] : null);
+  const stacked = (x, k) => !!stackMap(x, k);
+  const weightsOf = (x, k, l) => (stacked(x, k) ? stackAt(x, k) : flowing(x, k) ? flowsAt(x, k, l, stepping(x, k))
+    : weightsAt(x, k, l, stepping(x, k)));
+
+  function stackAt(x, k) {
+    /* [H * Q * K] the stack's map, repeated for every head, so the head view draws it at any head's offset */
+    const data = x.data, id = `stack|${x.state.show}|${k.kind}`;
+    if (!data.flows.has(id)) {
+      const one = stackMap(x, k), out = new Float32Array(data.H * one.length);
+      for (let h = 0; h < data.H; h++) out.set(one, h * one.length);
+      data.flows.set(id, out);
+    }
+    return data.flows.get(id);
+  }
 
   function flowsAt(x, k, l, t) {
     /* [H * Q * K] what flows at step t: α_qj·‖v_j W_O^h‖ over its row's sum (a row that moves nothing: 0) */
@@ -115,6 +135,6 @@
   const kindOff = (x, k) => Array.from({length: k.layers}, (_, l) => l).every((l) => layerOff(x, k, l));
 
   E.run = {prepare: prepare, decode: decode, rowMaxima: rowMaxima, position: position, stepping: stepping, future: future,
-    flowing: flowing, weightsOf: weightsOf, weightsAt: weightsAt, flowsAt: flowsAt, keyOf: keyOf, isOff: isOff,
+    flowing: flowing, stacked: stacked, STACK_SHOWS: STACK_SHOWS, weightsOf: weightsOf, weightsAt: weightsAt, flowsAt: flowsAt, keyOf: keyOf, isOff: isOff,
     layerOff: layerOff, kindOff: kindOff, LUT: LUT, LUT_CSS: LUT_CSS, level: level, colour: colour, ink: ink, css: css};
 })(window);

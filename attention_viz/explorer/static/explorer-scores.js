@@ -67,7 +67,7 @@
 
   function stats(x) {
     const k = x.data.kinds[x.state.kind], s = k.stats;
-    E.write(x.ui.stats, (E.run.flowing(x, k) ? "<span>of the weights α:</span>" : "") + STATS.map(([key, label, unit]) =>
+    E.write(x.ui.stats, (E.run.flowing(x, k) || E.run.stacked(x, k) ? `<span>of the weights α, layer ${x.state.layer} head ${x.state.head}:</span>` : "") + STATS.map(([key, label, unit]) =>
       `<span><b>${label}</b> ${s[key][x.state.layer][x.state.head].toFixed(3)}${unit ? " " + unit : ""}</span>`).join(""));
   }
 

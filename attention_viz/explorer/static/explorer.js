@@ -1,14 +1,15 @@
 /* explorer.js: draws one packed run (attention_viz/explorer/pack.py) in the browser.
  *
  *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
- *     -> controller {select(kind, layer, head), setScale(name), setShow("weights" | "flows"),
+ *     -> controller {select(kind, layer, head), setScale(name), setShow("weights" | "flows" | "rollout" | "flow"),
  *                    setPayload(payload (object or JSON) or null), setStep(t or null), play(), pause(),
  *                    openOn({kind, layer, head}) (now, and for the next run), markStale(message or null),
  *                    state: {kind, layer, head, scale, show}}
  *
  * Builds, inside `container` only (it gets the class av-explorer):
  *   #<rootId>      the controls (kind, layer, head, colour scale, and what the maps show: the weights, or what
- *                  flows, when the payload has the value norms), the grid of every layer x head of
+ *                  flows, when the payload has the value norms; a self-attention stack's rollout or attention
+ *                  flow, one [T, T] map drawn in the head view with the grid hidden, when it has them), the grid of every layer x head of
  *                  the chosen kind (each tile a [data-kind][data-layer][data-head] element that selects
  *                  its head on click), the legend and the chosen head's statistics;
  *   #<headViewId>  the chosen head (the same three data attributes, token labels on both axes, values as
@@ -49,7 +50,9 @@
   };
   // what the maps show: the weights α, or what flows (Kobayashi et al. 2020): α_ij·‖v_j W_O^h‖, as each row's
   // share (the server sends ‖v_j W_O^h‖ per head and key; a run without them offers the weights only)
-  const SHOWS = {weights: "attention weights α", flows: "what flows (α·‖v W_O‖)"};
+  // ... or a self-attention stack read as one mixing (Abnar & Zuidema 2020): its rollout, or its attention flow
+  const SHOWS = {weights: "attention weights α", flows: "what flows (α·‖v W_O‖)", rollout: "rollout of the stack",
+    flow: "attention flow of the stack"};
   const MAX_MEASURES = 2000; // performance measures kept before they are cleared (a long session stays small)
 
   function shell(root, rootId, headViewId, stepId, scoresId) {
@@ -156,7 +159,8 @@
     write(ui.layer, options(Array.from({length: k.layers}, (_, l) => [l, `${l}`])));
     write(ui.head, options(Array.from({length: data.H}, (_, h) => [h, `${h}`])));
     ui.layer.value = state.layer; ui.head.value = state.head; ui.scale.value = state.scale;
-    ui.showBox.hidden = !data.canFlow; ui.show.value = state.show;
+    ui.showBox.hidden = data.shows.length < 2; ui.show.value = state.show;
+    x.root.classList.toggle("av-stacked", E.run.stacked(x, k)); // one map for the stack: no grid of heads
   }
 
   function select(x, kind, layer, head, reason) {
@@ -199,9 +203,9 @@
   }
 
   function setShow(x, show) {
-    x.state.show = show in SHOWS ? show : "weights";
+    x.state.show = show in SHOWS && (!x.data || x.data.shows.includes(show)) ? show : "weights";
     if (!x.data) return;
-    x.timed("show", () => { x.ui.show.value = x.state.show; E.grid.draw(x); E.head.draw(x); E.grid.legend(x); E.scores.stats(x); });
+    x.timed("show", () => { syncControls(x); E.grid.draw(x); E.head.draw(x); E.grid.legend(x); E.scores.stats(x); });
   }
 
   function setPayload(x, next) {
@@ -223,6 +227,12 @@
       return;
     }
     const data = x.data = E.run.prepare(next);
+    // what this run can show: the weights; what flows (with the value norms); a stack's rollout and flow (with them)
+    const stacks = Object.values(data.kinds).filter((k) => k.stack);
+    data.shows = ["weights", ...(data.canFlow ? ["flows"] : []), ...(stacks.length ? ["rollout"] : []),
+      ...(stacks.some((k) => k.stack.flow) ? ["flow"] : [])];
+    write(ui.show, options(data.shows.map((s) => [s, SHOWS[s]])));
+    if (!data.shows.includes(state.show)) state.show = "weights";
     ui.kind.innerHTML = options(data.order.map((kind) => [kind, data.kinds[kind].label]));
     summary(x); E.grid.legend(x);
     x.root.classList.remove("av-switching");

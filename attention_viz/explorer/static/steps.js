@@ -9,7 +9,8 @@
  * Steps: one panel at a time (QKᵀ → scaled → masked → softmax → weights·V), chosen with the stepper's buttons
  * or the arrow keys (Home / End too) while the view has the focus. Compare: the difference a − b as a
  * diverging table (red: more weight with the switch on, blue: less), or either map alone; the largest change
- * is outlined. Every cell writes its value compactly (3 significant digits, −∞ as such) in a table cell that
+ * is outlined. Two runs (another text or model, "pair": true): a and b each in their own tokens, a − b in a's
+ * positions where the tokens align, the cells that do not align a flat grey with no value. Every cell writes its value compactly (3 significant digits, −∞ as such) in a table cell that
  * grows to fit it, so no two values overlap; hovering a cell tells its exact value. Masked cells are hatched.
  * The container gets the classes av-hv and av-steps / av-compare, and data-kind, data-layer and data-head
  * of the head it shows. Nothing global but `window.AttentionSteps`; two views never see each other.
@@ -167,6 +168,41 @@
       `${escapeHtml(off)}: <code>${escapeHtml(data.outputs[1])}</code>`;
   }
 
+  function drawPair(x) {
+    /* two runs (another text or model): a and b each in their own tokens, a − b where the tokens align (grey: not) */
+    const {root, ui, data, state} = x;
+    const [labelA, labelB] = data.labels, show = state.show, largest = data.largest;
+    root.dataset.show = show; root.dataset.comparison = data.comparison;
+    const choices = [["difference", "a − b"], ["a", `a: ${labelA}`], ["b", `b: ${labelB}`]];
+    ui.choose.innerHTML = choices.map(([key, label]) => `<button type="button" role="tab" class="av-pick${key === show ? " av-on" : ""}" ` +
+      `data-pick="${key}" aria-selected="${key === show}">${escapeHtml(label)}</button>`).join("");
+    const limit = largest ? Math.abs(largest.value) : 1;
+    const where = largest ? ` The largest aligned change, ${escapeHtml(fmt(largest.value, true))} at query ${largest.query} ` +
+      `“${escapeHtml(shown(data.queries[largest.query]))}” → key ${largest.key} “${escapeHtml(shown(data.keys[largest.key]))}”, is outlined.`
+      : "";
+    ui.note.innerHTML = show === "difference"
+      ? `<b>a − b</b> in a's positions: red, more weight in a (${escapeHtml(labelA)}); blue, more in b (${escapeHtml(labelB)}). ` +
+        `${escapeHtml(data.unaligned)}${where}`
+      : `<b>${show === "a" ? "a" : "b"}: ${escapeHtml(show === "a" ? labelA : labelB)}</b>, its own tokens (hatched: masked).`;
+    const [maskA, maskB] = data.masks, b = show === "b";
+    const queries = b ? data.queries_b : data.queries, keys = b ? data.keys_b : data.keys, values = data[show];
+    ui.panel.innerHTML = table(queries, keys.map((t, j) => [shown(t), `key ${j}: ${t}`]), "query ↓ key →", (q, j) => {
+      const v = values[q][j];
+      if (show === "difference") {
+        if (v === null) return ["", "", "av-unaligned"];
+        const top = largest && largest.query === q && largest.key === j ? " av-largest" : "";
+        return [v !== 0 && Math.abs(v) < NEGLIGIBLE ? "≈0" : fmt(v, true), paint(diverging(v / limit)), top.trim()];
+      }
+      return (b ? maskB : maskA)[q][j] ? [fmt(v), paint(viridis(v)), ""] : [fmt(v), "", "av-masked"];
+    });
+    ui.legend.innerHTML = show === "difference"
+      ? signedBar(limit, "a − b: blue, more weight in b; red, more in a") +
+        (largest ? '<span class="av-masked-key"><span class="av-swatch av-largest"></span>largest change</span>' : "") +
+        '<span class="av-masked-key"><span class="av-swatch av-unaligned"></span>not aligned: no difference</span>'
+      : weightBar("weights, 0 → 1") + ((b ? maskB : maskA).some((row) => row.some((ok) => !ok)) ? maskedKey("masked: weight exactly 0") : "");
+    ui.outputs.innerHTML = `Output a: <code>${escapeHtml(data.outputs[0])}</code> · b: <code>${escapeHtml(data.outputs[1])}</code>`;
+  }
+
   function tipText(view, data, state, q, j) {
     /* the exact value under the pointer: steps, the step's value; compare, a, b and their difference */
     const where = `query ${q} “${shown(data.queries[q])}” → `;
@@ -176,6 +212,11 @@
       const column = key === "output" ? `dimension ${j}` : `key ${j} “${shown(data.keys[j])}”`;
       const masked = !data.mask[q][j] && (key === "masked" || key === "weights") ? " (masked: may not attend)" : "";
       text = `${STEPS[state.step][1]}, ${where}${column}: ${exact(v)}${masked}`;
+    } else if (data.pair) {
+      const b = state.show === "b", v = data[state.show][q][j];
+      const at = `query ${q} “${shown((b ? data.queries_b : data.queries)[q])}” → key ${j} “${shown((b ? data.keys_b : data.keys)[j])}”`;
+      text = state.show === "difference" ? `${at}: ${v === null ? "does not align with b" : "a − b " + exact(v, true)}`
+        : `${b ? "b" : "a"}, ${at}: ${exact(v)}`;
     } else {
       const [on, off] = data.labels, [maskA, maskB] = data.masks;
       const note = (ok) => (ok ? "" : " (masked)");
@@ -200,11 +241,11 @@
     function draw() {
       if (!data) return;
       identify();
-      ui.title.textContent = view === "compare" ? `${data.title} · ${data.labels[0]} − ${data.labels[1]}`
+      ui.title.textContent = view === "compare" ? `${data.title} · ${data.pair ? "a − b" : `${data.labels[0]} − ${data.labels[1]}`}`
         : `${data.title} · d_k = ${data.d_k} · ${data.scaling}`;
       ui.tip.hidden = true;
       const x = {root: root, ui: ui, data: data, state: state};
-      if (view === "compare") drawCompare(x); else drawSteps(x);
+      if (view === "compare") (data.pair ? drawPair : drawCompare)(x); else drawSteps(x);
       if (ui.panel.scrollWidth > ui.panel.clientWidth + 1) {  // say that more columns are a scroll away
         ui.legend.insertAdjacentHTML("beforeend", '<span class="av-more">⇆ scroll the table sideways for more columns</span>');
       }

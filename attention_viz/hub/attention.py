@@ -75,6 +75,9 @@ class Call:
     weights: torch.Tensor                   # [B, H, Q, K]
     output: torch.Tensor                    # [B, Q, H, d_v], as handed back (what the model's W_O reads)
     honoured: tuple[str, ...] = ()          # the HONOURED arguments it was given ("softcap", "s_aux")
+    scaling: float = 1.0                    # the factor on QKᵀ it was handed
+    q: torch.Tensor | None = None           # the query [B, H, Q, d_k] and key [B, H_kv, K, d_k] handed over
+    k: torch.Tensor | None = None
 
 
 @dataclass
@@ -97,6 +100,8 @@ class Pass:
     kept: dict[str, torch.Tensor] = field(default_factory=dict)  # "q" [B, H, Q, d], "k", "v" [B, H, K, d]
     kernel: Kernel = scaled_dot_product_attention  # Eq. 1: core's reference, or a bit-identical kernel (fast)
     probe: list[Call] | None = None  # when given: every call, in order (hub.proof's probe pass)
+    prescaled: dict[int, tuple[float, float]] = field(default_factory=dict)  # id(attention module) -> (c_q, c_k):
+    # the factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
 
 
 _current: contextvars.ContextVar[Pass | None] = contextvars.ContextVar("attention_viz_pass", default=None)
@@ -156,10 +161,13 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     run = _current.get()
     if run is not None and run.probe is not None:
         check_arguments(kwargs, attention_mask)
-    own = scaling if scaling is not None else query.size(-1) ** -0.5  # the model's own factor on QKᵀ
-    scale: Scale = own
+    handed = scaling if scaling is not None else query.size(-1) ** -0.5  # the factor on QKᵀ as handed over
+    c_q, c_k = run.prescaled.get(id(module), (1.0, 1.0)) if run is not None else (1.0, 1.0)
+    own = handed * c_q * c_k  # the model's own factor on QKᵀ, with what its module put on q and k before
+    scale: Scale = handed
     if run is not None and run.variation.scale != "sqrt_dk":
-        scale = scale_factor(run.variation.scale, query.size(-1))  # "none" -> 1, a number -> that number
+        # "none" -> 1, a number -> that number, on QKᵀ as the model's projections give them
+        scale = scale_factor(run.variation.scale, query.size(-1)) / (c_q * c_k)
     n_rep = query.size(1) // key.size(1)
     k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (B, H, K, d)
     mask = as_allowed(attention_mask)
@@ -183,14 +191,14 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
         if sink is not None:
             run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
         if run.inputs == name:
-            run.kept.update(q=query, k=k, v=v)
+            run.kept.update(q=query / c_q, k=k / c_k, v=v)  # as the model's projections give them
         if run.values is not None:
             run.values[name] = v  # (B, H, K, d): value_flows' input
     output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)
     if run.probe is not None:
         honoured = tuple(n for n in HONOURED if kwargs.get(n) is not None)
         run.probe.append(Call(module, tuple(query.shape), tuple(key.shape), value.size(-1), mask, weights, output,
-                              honoured))
+                              honoured, float(handed), query, key))
     return output, weights
 
 

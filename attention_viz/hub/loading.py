@@ -33,6 +33,7 @@ from attention_viz.core.device import resolve_device
 from attention_viz.hub.attention import IMPLEMENTATION
 from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.model import PretrainedTransformer
+from attention_viz.hub.proof import vocabulary_size
 
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # What a download fetches from a Hub repository: configs, safetensors weights and tokenizer files, never a pickle.
@@ -234,7 +235,7 @@ def check_model(model, loading: dict, shown: str) -> None:
 def check_tokenizer(model, tokenizer, shown: str) -> None:
     """Refuse a tokenizer that does not fit the model: an empty one (only special tokens), ids past the embedding
     matrix, or special ids (pad, end, start, decoder start) that disagree with the config or lie outside it."""
-    rows = model.get_input_embeddings().num_embeddings
+    rows = vocabulary_size(model)
     vocabulary = tokenizer.get_vocab()
     if len(vocabulary) <= len(set(tokenizer.all_special_ids)):
         raise refused(shown, f"its tokenizer is empty: it knows nothing but its special tokens ({len(vocabulary)})")

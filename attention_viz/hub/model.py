@@ -105,13 +105,21 @@ class PretrainedTransformer:
         self.kernel = kernel
         model.set_attn_implementation(IMPLEMENTATION)
         model.eval()
-        proof = prove(model, family, kernel)
+        try:
+            proof = prove(model, family, kernel)
+        except UnsupportedModelError:
+            raise
+        except Exception as error:  # noqa: BLE001 - whatever its own code raises on the probe: refused, naming it
+            first = (str(error).splitlines() or ["no message"])[0][:160]
+            raise UnsupportedModelError(f"{family.name} could not be probed: its forward pass raised "
+                                        f"{type(error).__name__} ({first}).") from error
         self.family: Family = proof.family
         self.fidelity: Fidelity = proof.fidelity
         self.linear_head = proof.linear_head  # buffers added to lm_head(h) when the logits are exactly that, or None
         self.name = name or getattr(model.config, "name_or_path", "") or self.family.name
         modules = dict(model.named_modules())
         self._keys = {id(modules[module_name]): key for module_name, key in self.family.keys}
+        self._prescaled = {id(modules[module_name]): c for module_name, c in proof.prescaled.items()}
         self._w_o = {key: (modules[name], transposed) for key, name, transposed in self.family.w_o}
         self.kinds = KIND_OF_LAYOUT[self.family.layout]
         self.layers = {kind: sum(1 for key in self._keys.values() if _kind_of(key) == kind) for kind in self.kinds}
@@ -225,7 +233,7 @@ class PretrainedTransformer:
             for key, switch in (built or {}).items():
                 kept[key] = replace(switch, record={})
             built = kept
-        return Pass(variation, self._keys, record, switches=built, kernel=self.kernel)
+        return Pass(variation, self._keys, record, switches=built, kernel=self.kernel, prescaled=self._prescaled)
 
     def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
                  values: bool = False):

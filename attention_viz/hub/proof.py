@@ -8,6 +8,11 @@ out (where a sliding window leaves it no key, eager spreads it evenly over all k
 convention, gives it all zeros). The figures travel with the model as its Fidelity, and a model that disagrees
 beyond float tolerance is refused with them.
 
+A module that puts its own `scaling` on q (and k) before handing them over (OPT; openai_privacy_filter scales
+both by d_k^-1/4) hands the function a factor of 1: it is run again on its probe input with that attribute set to 1,
+transformers' own way to take the scaling out, and the ratios of the q and k handed over (c_q, c_k) let the scale
+switch act on QKᵀ as the model's projections give it.
+
 The same pass proves whether the model's logits are exactly its output head on the base model's last hidden states
 (lm_head(h) plus a bias buffer such as Marian's final_logits_bias): what head importance computes its scores from
 (importance.real.output_head); a soft cap or a scale on the logits leaves it unproven, and the logits are used.
@@ -18,6 +23,7 @@ Axes: B probe rows, S source tokens, T decoder tokens, H heads, Q queries, K key
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -84,13 +90,15 @@ class Proof:
     fidelity: Fidelity
     linear_head: tuple[str, ...] | None     # the buffers added to lm_head(h) when the logits are exactly that
     calls: tuple[Call, ...]                 # the probe's calls of the attention function, in order
+    prescaled: dict[str, tuple[float, float]]  # attention module's name -> the factors (c_q, c_k) it put on q and k
+                                               # before handing them over (OPT's q·scaling), where not (1, 1)
 
 
 def probe_inputs(model, encoder_decoder: bool) -> dict:
     """The probe's keyword arguments: two rows of LENGTHS[0] ids (the second padded at its end) and, for an
     encoder-decoder model, LENGTHS[1] decoder ids starting with its decoder start."""
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    V = model.get_input_embeddings().num_embeddings
+    V = vocabulary_size(model)
     S, T = LENGTHS
     pad = getattr(config, "pad_token_id", None)
     pad = pad if isinstance(pad, int) and 0 <= pad < V else 0
@@ -112,6 +120,25 @@ def probe_inputs(model, encoder_decoder: bool) -> dict:
     return kwargs
 
 
+def vocabulary_size(model) -> int:
+    """The rows of the model's input embedding (its config's vocab_size where the embedding does not say);
+    UnsupportedModelError when neither is known."""
+    try:
+        embedding = model.get_input_embeddings()
+    except NotImplementedError:
+        embedding = None
+    rows = getattr(embedding, "num_embeddings", None)
+    if not isinstance(rows, int):
+        weight = getattr(embedding, "weight", None)
+        rows = weight.size(0) if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
+    if not isinstance(rows, int):
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        rows = getattr(config, "vocab_size", None)
+    if not isinstance(rows, int) or rows <= 0:
+        raise UnsupportedModelError("its input embedding is not found, so which ids it reads is not known.")
+    return rows
+
+
 def prove(model, family: Family, kernel: Kernel) -> Proof:
     """Probe a transformers model (set to our implementation, in eval mode) -> its Proof; UnsupportedModelError
     naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention."""
@@ -123,6 +150,9 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
     names = {id(m): n for n, m in model.named_modules()}
     hooks = [m.register_forward_pre_hook(lambda m, args: linears.append((len(run.probe), names[id(m)], m, args[0])))
              for m in model.modules() if _linear(m) and m is not model.get_output_embeddings()]
+    scaled: dict[int, tuple] = {}  # id(module with a `scaling` attribute) -> its (args, kwargs) in the probe pass
+    hooks += [m.register_forward_pre_hook(lambda m, args, kw: scaled.setdefault(id(m), (args, kw)), with_kwargs=True)
+              for m in model.modules() if isinstance(getattr(m, "scaling", None), float)]
     head = model.get_output_embeddings()
     if head is not None:
         hooks.append(head.register_forward_pre_hook(lambda m, args: head_input.append(args[0])))
@@ -164,7 +194,51 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
                                     f"{fidelity.figures()}, beyond the tolerance {tolerance:.0e}.")
     with torch.no_grad():
         linear = _linear_head(model, output if name == "logits" else None, head_input, base_output, tolerance)
-    return Proof(found, fidelity, linear, calls)
+    prescaled = _prescaled(scaled, kernel, calls, names)
+    return Proof(found, fidelity, linear, calls, prescaled)
+
+
+def _prescaled(inputs: dict[int, tuple], kernel: Kernel, calls, names: dict[int, str]
+               ) -> dict[str, tuple[float, float]]:
+    """Module name -> (c_q, c_k), for each attention module whose own `scaling` attribute is not the factor it
+    hands the attention function (OPT multiplies q by it and hands 1.0; a model may scale both q and k): found by
+    running that module again on its probe input (inputs: id -> (args, kwargs)) with the attribute set to 1
+    (transformers' own way to take the scaling out), as the ratios of the q and k handed over in the two runs.
+    UnsupportedModelError when q or k is not one factor times the other run's: the scale switch could not undo it."""
+    found = {}
+    for call in calls:
+        module = call.module
+        own = getattr(module, "scaling", None)
+        handed_the_same = not isinstance(own, float) or abs(own - call.scaling) <= 1e-6 * abs(call.scaling)
+        if handed_the_same or id(module) not in inputs:
+            continue
+        run = Pass(Variation(), record=False, kernel=kernel, probe=[])
+        args, kwargs = inputs[id(module)]
+        try:
+            module.scaling = 1.0
+            with torch.no_grad(), switched(run):
+                module(*args, **kwargs)
+        finally:
+            module.scaling = own
+        again = run.probe[0] if len(run.probe) == 1 else None
+        factors = (None, None) if again is None else (_ratio(call.q, again.q), _ratio(call.k, again.k))
+        if None in factors:
+            raise UnsupportedModelError(f"its attention {names[id(module)]} changes q or k by its scaling in a way "
+                                        "that is not one factor, so the scale switch cannot undo it.")
+        if factors != (1.0, 1.0):
+            found[names[id(module)]] = factors
+    return found
+
+
+def _ratio(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    """c with a == c·b (to float tolerance), 1.0 when a equals b, None when there is no such c."""
+    if a.shape != b.shape:
+        return None
+    if torch.equal(a, b):
+        return 1.0
+    a, b = a.double(), b.double()
+    c = float((a * b).sum() / (b * b).sum().clamp_min(1e-300))
+    return c if torch.allclose(a, c * b, rtol=1e-4, atol=1e-6 * float(b.abs().max())) else None
 
 
 def _linear(module: torch.nn.Module) -> bool:
@@ -177,7 +251,11 @@ def _output(outputs) -> tuple[torch.Tensor, str]:
     logits = getattr(outputs, "logits", None)
     if logits is not None:
         return logits, "logits"
-    return outputs.last_hidden_state, "hidden states"
+    states = getattr(outputs, "last_hidden_state", None)
+    if not isinstance(states, torch.Tensor):
+        raise UnsupportedModelError(f"its output ({type(outputs).__name__}) has neither logits nor last hidden "
+                                    "states to show.")
+    return states, "hidden states"
 
 
 def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor], object]:
@@ -201,11 +279,19 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
         for hook in hooks:
             hook.remove()
         model.set_attn_implementation(IMPLEMENTATION)
+    ours = Counter(key.split(".")[0] + "." + key.split(".")[2] for _, key in family.keys)
     for attribute, kind in (("attentions", None), ("encoder_attentions", "encoder.self_attn"),
                             ("decoder_attentions", "decoder.self_attn"), ("cross_attentions", "decoder.cross_attn")):
-        for layer, found in enumerate(getattr(eager, attribute, None) or ()):  # what hooks could not see
-            stack, name = (kind or f"{family.layout}.self_attn").split(".")
-            weights.setdefault(f"{stack}.{layer}.{name}", found)
+        kind = kind or f"{family.layout}.self_attn"
+        found = getattr(eager, attribute, None) or ()
+        given = sum(isinstance(w, torch.Tensor) for w in found)
+        if given > ours[kind]:
+            raise UnsupportedModelError(f"its eager attention gives {given} maps of {kind.replace('.', ' ')}, but "
+                                        f"{ours[kind]} of its layers go through transformers' attention interface "
+                                        "(the others, linear attention or a recurrence, cannot run our Eq. 1).")
+        stack, name = kind.split(".")
+        for layer, weights_of_layer in enumerate(found):  # what hooks could not see
+            weights.setdefault(f"{stack}.{layer}.{name}", weights_of_layer)
     return weights, eager
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_viz.hub import ModelRefusedError, PretrainedTransformer, families, load_pretrained
+from attention_viz.hub import ModelRefusedError, PretrainedTransformer, load_pretrained
 from devtools import coverage, tiny_archs
 
 MODEL_TYPES = tiny_archs.model_types()  # the mappings' keys: no model class is imported to collect them
@@ -42,7 +42,6 @@ PRINCIPLED_REFUSALS = {
     "rwkv": "a recurrent model", "xlstm": "a recurrent model", "fnet": "Fourier transforms",
     "reformer": "LSH attention: keys hashed into buckets",
 }
-ALLOWLIST = hasattr(families, "FAMILIES")  # hub.families' list of proven families, before discovery replaces it
 
 
 @functools.cache
@@ -69,8 +68,6 @@ def test_an_accepted_architecture_equals_transformers_eager_attention(model_type
     assert not result.checks["maps"].startswith("n/a"), result.checks  # the one check every model has
 
 
-@pytest.mark.xfail(ALLOWLIST, strict=True, reason="hub.families' allowlist admits 8 model types; discovery (proof on "
-                                                  "load) lifts it")
 def test_at_least_forty_architectures_pass():
     results = [result_of(model_type) for model_type in MODEL_TYPES]
     passed = sorted(r.model_type for r in results if r.result == "passed")

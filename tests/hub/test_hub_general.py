@@ -157,6 +157,25 @@ def test_a_model_that_disagrees_with_its_eager_attention_is_refused_with_the_fig
     assert figure > TOLERANCE[torch.float32]
 
 
+def test_whatever_a_models_own_code_raises_on_the_probe_is_a_refusal_naming_it(monkeypatch):
+    model = tiny("qwen3")
+    layer = model.model.layers[1].mlp
+
+    def broken(*args, **kwargs):
+        raise AttributeError("'Qwen3MLP' object has no attribute 'gate'")
+
+    monkeypatch.setattr(layer, "forward", broken)
+    with pytest.raises(UnsupportedModelError, match=r"could not be probed: its forward pass raised AttributeError "
+                                                    r"\('Qwen3MLP' object has no attribute 'gate'\)"):
+        PretrainedTransformer(model, Pieces())
+
+
+def test_a_model_whose_output_has_neither_logits_nor_hidden_states_is_refused():
+    model = transformers.DPRQuestionEncoder(transformers.DPRConfig(max_position_embeddings=64, **SMALL)).eval()
+    with pytest.raises(UnsupportedModelError, match="neither logits nor last hidden states"):
+        PretrainedTransformer(model, Pieces())
+
+
 def test_the_reference_kernel_and_the_fast_one_record_the_same_maps(tiny_folders):
     model = load_pretrained(tiny_folders["llama"])
     ids = torch.tensor([[1, 5, 9, 11, 7, 3]])
@@ -205,6 +224,34 @@ def test_gemma2s_sliding_window_and_soft_cap_and_its_scaling_switched_off():
         torch.testing.assert_close(recorded.maps[key], expected, atol=1e-6, rtol=1e-5)
         assert not recorded.maps[key][0, :, T - 1, : T - 4].any()  # outside the window: exactly 0
     assert output_head(model) is None  # final_logit_softcapping: the logits are not lm_head(h)
+
+
+def test_opts_q_scaled_before_the_attention_function_is_undone_by_the_scale_switch():
+    """OPT puts 1/√d_k on q itself and hands the function a factor of 1: the probe finds that factor (c_q), the
+    steps' q and k are its projections' own (q_proj(x)), its factor on QKᵀ is 1/√d_k, and scale="none" equals
+    transformers' own way (every module's `scaling` set to 1, eager attention)."""
+    model = PretrainedTransformer(tiny("opt"), Pieces())
+    d_k = model.d_k
+    assert all(c == pytest.approx((d_k ** -0.5, 1.0)) for c in model._prescaled.values()) and model._prescaled
+    ids = torch.tensor([[3, 5, 9, 11, 7, 2, 4, 6]])
+    key, module = "decoder.0.self_attn", model.model.model.decoder.layers[0].self_attn
+    seen = []
+    handle = module.q_proj.register_forward_hook(lambda m, args, out: seen.append(out))
+    recorded = model.forward_pass(ids, attention_mask=torch.ones_like(ids), variation=model_variation("none"),
+                                  inputs_of=key)
+    handle.remove()
+    q = seen[0].view(1, ids.size(1), 4, d_k).transpose(1, 2)  # (1, H, T, d): q_proj(x), before OPT's factor
+    torch.testing.assert_close(recorded.run.kept["q"], q)
+    assert recorded.run.factors[key] == pytest.approx(d_k ** -0.5)
+    causal = torch.ones(ids.size(1), ids.size(1), dtype=torch.bool).tril()
+    logits = (q @ recorded.run.kept["k"].transpose(-2, -1)).masked_fill(~causal, float("-inf"))
+    torch.testing.assert_close(recorded.maps[key], torch.softmax(logits, -1), atol=1e-6, rtol=1e-5)
+    for layer in model.model.model.decoder.layers:
+        layer.self_attn.scaling = 1.0
+    model.model.set_attn_implementation("eager")
+    with torch.no_grad():
+        eager = model.model(input_ids=ids, output_attentions=True)
+    torch.testing.assert_close(recorded.maps[key], eager.attentions[0], atol=1e-6, rtol=1e-5)
 
 
 def model_variation(scale):

@@ -23,7 +23,7 @@ from attention_viz.core.model import Transformer
 from attention_viz.core.variation import Variation
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.explorer.html import asset, explorer_html
-from attention_viz.explorer.pack import default_masks, pack
+from attention_viz.explorer.pack import decode_written, default_masks, pack
 
 _counter = itertools.count()
 EXTRA_DECODE_STEPS = 4  # a model may run past the text's length by this many tokens before it is stopped
@@ -108,12 +108,9 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
              f"{'on' if causal_mask else 'off'}; padding mask {'on' if padding_mask else 'off'}",
              f"Our Eq. 1 inside it: {model.fidelity}.", *result.notes]
     decode = None
-    if result.tgt_ids:
-        written = list(result.written)
-        if not result.src_ids:  # decoder only: the prompt's positions are followed by the prompt
-            prompt = len(result.tgt_ids) - max(len(written) - 1, 0)
-            written = list(result.tgt_tokens[1:prompt]) + written
-        decode = {"written": written[:len(result.tgt_ids)], "steps": None}
+    written = decode_written(result.written, result.tgt_tokens if result.tgt_ids else [], not result.src_ids)
+    if written is not None:
+        decode = {"written": written, "steps": None}
         if not causal_mask:
             decode["steps"] = pretrained_steps(model, result, variation)
     return pack(result.maps, result.src_tokens, result.tgt_tokens, masks=result.masks, output=result.output,

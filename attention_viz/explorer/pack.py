@@ -94,6 +94,19 @@ def default_masks(source: Sequence[str], target: Sequence[str], causal_mask: boo
     return token_masks(source, target, causal_mask, padding_mask, pad_token)
 
 
+def decode_written(generated: Sequence[str], target: Sequence[str], decoder_only: bool) -> list[str] | None:
+    """What each decode step writes, as the explorer steps through it (step t reads target token t and writes
+    written[t]): a decoder-only model's target starts with the prompt, whose steps "write" the prompt's next token.
+    None when the model wrote nothing (an encoder, or a checkpoint without its output head: nothing to step through)."""
+    if not target or not generated:
+        return None
+    written = list(generated)
+    if decoder_only:
+        prompt = len(target) - max(len(written) - 1, 0)
+        written = list(target[1:prompt]) + written
+    return written[:len(target)]
+
+
 def quantise(weights: np.ndarray) -> np.ndarray:
     """Weights in [0, 1] -> uint16 steps of 1/QUANT (values outside are clipped; NaN refused)."""
     weights = np.asarray(weights, dtype=np.float64)

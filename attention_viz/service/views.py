@@ -20,7 +20,7 @@ from attention_viz.core.maps import KINDS
 from attention_viz.data.snapshots import load_study_summary
 from attention_viz.draw import png, raster, sheet, vector
 from attention_viz.explorer.html import explorer_html
-from attention_viz.explorer.pack import pack
+from attention_viz.explorer.pack import decode_written, pack
 from attention_viz.service.scores import score_kind, task_alignment
 from attention_viz.service.stacks import stack_views
 from attention_viz.explorer.steps import pack_compare, pack_pair, pack_steps
@@ -160,15 +160,9 @@ class Views:
         return packed
 
     def _decode(self, run) -> dict | None:
-        """The decode the explorer steps through: step t reads target token t and writes written[t]. A decoder-only
-        model's target starts with the prompt, whose steps "write" the prompt's next token; an encoder has none."""
-        if not run.tgt_ids:
-            return None
-        written = list(run.generated)
-        if not run.src_ids:  # decoder only: the prompt's positions are followed by the prompt
-            prompt = len(run.tgt_ids) - max(len(written) - 1, 0)
-            written = list(run.tgt_tokens[1:prompt]) + written
-        return {"written": written[:len(run.tgt_ids)], "steps": self.runs.step_maps(run)}
+        """The decode the explorer steps through (explorer.pack.decode_written); None for a model that wrote nothing."""
+        written = decode_written(run.generated, run.tgt_tokens if run.tgt_ids else [], decoder_only=not run.src_ids)
+        return None if written is None else {"written": written, "steps": self.runs.step_maps(run)}
 
     def grid_file(self, settings: Settings, kind: object, colour_scale: object = "absolute") -> str:
         """Every layer x head of one kind as a PNG file (the export's grid; the page draws its own)."""

@@ -226,6 +226,11 @@ def test_a_checkpoint_without_its_output_head_loads_and_records_the_same_maps(ti
     run = run_text(model, "the cat sat on the mat", max_new_tokens=3)
     assert run.output == "" and run.written == () and "no output head" in " ".join(run.notes)
     assert set(run.maps) == set(maps)
+    from attention_viz.explorer.notebook import run_pretrained  # the notebook's view of it: every map, no decode to step
+    payload = run_pretrained(model, "the cat sat on the mat", max_new_tokens=3)
+    assert payload.get("decode") is None and {k["kind"] for k in payload["kinds"]} == {key.split(".")[0] + "."
+                                                                                         + key.split(".")[2]
+                                                                                         for key in maps}
     with pytest.raises(ValueError, match="encoder only" if family == "bert" else "without its output head"):
         real_head_importance(model, ["the cat"], max_new_tokens=2)
     if family != "marian":  # mean ablation's reference: one pass over the texts, as for an encoder

@@ -264,8 +264,8 @@ class Views:
 
     def export(self, settings: Settings, kind: object, layer: object, head: object,
                colour_scale: object = "absolute", client: str | None = None) -> list[Path]:
-        """Write the grid and the head as PNG, every map as .npz, the head as CSV, the head as SVG and PDF (a paper's
-        figure, text kept as text) and the run on screen as one HTML file (the explorer, offline, as
+        """Write the grid and the head as PNG, every map as .npz, the head as CSV, the grid and the head as SVG and PDF
+        (a paper's figures, text kept as text) and the run on screen as one HTML file (the explorer, offline, as
         attention_viz.show(...).save writes it); returns the paths. `client` (a page's session) keeps its last few
         exports only (ExportFolder).
 
@@ -282,11 +282,14 @@ class Views:
         stem = export_stem(settings, r.kind)
         head = f"{stem}__L{r.layer}_H{r.head}"
         figure = self._head_figure(settings, r.kind, r.layer, r.head, per_head)
+        grid = self._grid_figure(settings, r.kind, per_head)
         return self.exports.write({
             f"{stem}__grid.png": described_png(grid_png, grid_record),
             f"{head}.png": described_png(head_png, record),
             f"{stem}__maps.npz": maps_npz(run),
             f"{head}.csv": head_csv(run, r.kind, r.layer, r.head, record).encode(),
+            f"{stem}__grid.svg": vector.figure_bytes(grid, "svg", grid_record),
+            f"{stem}__grid.pdf": vector.figure_bytes(grid, "pdf", grid_record),
             f"{head}.svg": vector.figure_bytes(figure, "svg", record),
             f"{head}.pdf": vector.figure_bytes(figure, "pdf", record),
             **self.explorer_page(settings, f"{stem}__explorer"),
@@ -299,6 +302,14 @@ class Views:
         title = f"{run_title(run)}\n{head_title(settings, kind, layer, head)}"
         return vector.grid_figure(weights, *run.tokens(kind), title, (layer,), (head,), mask=run.mask(kind),
                                   per_head_max=per_head)
+
+    def _grid_figure(self, settings: Settings, kind: str, per_head: bool):
+        """Every layer x head of one kind as a figure for a paper (draw.vector), as the exported PNG grid shows it."""
+        run = self.runs.run(settings)
+        weights = run.weights(kind)  # (L, H, Q, K)
+        title = f"{run_title(run)}\n{KINDS[kind]}: every layer (rows) × head (columns)"
+        return vector.grid_figure(weights, *run.tokens(kind), title, tuple(range(weights.shape[0])),
+                                  tuple(range(weights.shape[1])), mask=run.mask(kind), per_head_max=per_head)
 
     def explorer_page(self, settings: Settings, name: str) -> dict[str, bytes]:
         """The run on screen as one HTML file, {name.html: bytes}: the packed run the page draws, with the explorer's

@@ -124,7 +124,7 @@ def test_steps_compare_export(client):
     assert (arrays["difference"][:, -2:] < 0).all()  # the pad keys: hidden with the mask on, seen with it off
     files = client.predict(**UNTRAINED_ARGS, colour_scale="per_head", api_name="/export")
     paths = [Path(f) for f in files]
-    assert sorted(p.suffix for p in paths) == [".csv", ".html", ".npz", ".pdf", ".png", ".png", ".svg"]
+    assert sorted(p.suffix for p in paths) == [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]
     npz = np.load(next(p for p in paths if p.suffix == ".npz"), allow_pickle=False)
     assert npz["decoder.1.cross_attn"].shape == (4, 6, 8)  # [H, T = "hello" + <eos>, S = "hello" + <eos> + 2 pads]
 

@@ -132,7 +132,7 @@ def test_compare_and_export_on_a_real_model(real_app):
     files = client.predict("the cat", "hub:tiny-marian", 8, "sqrt_dk", 1.0, True, True, 0, 64, 4,
                            "decoder.cross_attn", 1, 2, "absolute", api_name="/export")
     names = [str(f) for f in files]
-    assert [Path(name).suffix for name in names] == [".png", ".png", ".npz", ".csv", ".svg", ".pdf", ".html"]
+    assert [Path(name).suffix for name in names] == [".png", ".png", ".npz", ".csv", ".svg", ".pdf", ".svg", ".pdf", ".html"]
     assert all("tiny-marian" in Path(name).name for name in names)
     page = Path(names[-1]).read_text(encoding="utf-8")  # the one-file view of the run on screen, offline
     assert "tiny-marian" in page and "<script" in page

@@ -180,7 +180,7 @@ def test_its_comparisons_and_exports(views):
     padding = views.runs.compare(s, "padding_mask", "encoder.self_attn", 0, 0)
     assert not padding.masks[0][:, -2:].any() and padding.masks[1].all()
     files = views.export(settings(views, text="Grüße aus Köln"), "encoder.self_attn", 5, 0)
-    assert [f.suffix for f in files] == [".png", ".png", ".npz", ".csv", ".svg", ".pdf", ".html"]
+    assert [f.suffix for f in files] == [".png", ".png", ".npz", ".csv", ".svg", ".pdf", ".svg", ".pdf", ".html"]
     assert all(f.name.isascii() and "all-MiniLM-L6-v2" in f.name for f in files)
 
 

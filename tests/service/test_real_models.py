@@ -167,7 +167,7 @@ def test_controls_and_exports_of_a_real_model(views):
     assert controls.d_k_label == "d_k: this model's own"
     assert views.model_controls("reverse/sqrt_dk", 16).d_k_label == "d_k: the sizes this model was trained at"
     files = views.export(settings(views, "hub:tiny-marian", text="Grüße"), "decoder.cross_attn", 1, 0)
-    assert [f.suffix for f in files] == [".png", ".png", ".npz", ".csv", ".svg", ".pdf", ".html"]
+    assert [f.suffix for f in files] == [".png", ".png", ".npz", ".csv", ".svg", ".pdf", ".svg", ".pdf", ".html"]
     assert all(f.name.isascii() and "tiny-marian" in f.name for f in files)
 
 

@@ -252,7 +252,7 @@ def test_compare_handler_returns_numbers_and_text(handlers, comparison):
 def test_export_handler_writes_png_npz_csv(handlers, views):
     paths = [Path(p) for p in handlers.export(**head_args(kind="decoder.cross_attn", layer=1, head=1),
                                               colour_scale="absolute")]
-    assert sorted(p.suffix for p in paths) == [".csv", ".html", ".npz", ".pdf", ".png", ".png", ".svg"]
+    assert sorted(p.suffix for p in paths) == [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]
     for path in paths:
         assert path.is_file() and views.export_root in path.parents
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths if p.suffix == ".png")
@@ -273,10 +273,14 @@ def test_export_handler_writes_png_npz_csv(handlers, views):
     csv_lines = next(p for p in paths if p.suffix == ".csv").read_text().splitlines()
     assert "# padding mask: on" in csv_lines and "# head: 1" in csv_lines
     assert csv_lines[len([line for line in csv_lines if line.startswith("#")])].startswith("query \\ key")
-    # the head for a paper: SVG labels as <text> with the tokens, PDF fonts TrueType; settings in both
-    svg = next(p for p in paths if p.suffix == ".svg").read_text()
+    # the head and the grid for a paper: SVG labels as <text> with the tokens, PDF fonts TrueType; settings in both
+    svg = next(p for p in paths if p.name.endswith("L1_H1.svg")).read_text()
     assert ">n</text>" in svg and "&lt;bos&gt;</text>" in svg and "scaling: ×1/√16 = 0.25" in svg
-    assert b"/FontFile2" in next(p for p in paths if p.suffix == ".pdf").read_bytes()
+    assert b"/FontFile2" in next(p for p in paths if p.name.endswith("L1_H1.pdf")).read_bytes()
+    grid_svg = next(p for p in paths if p.name.endswith("grid.svg")).read_text()
+    assert all(f">{label}</text>" in grid_svg for label in ("layer 0", "layer 1", "head 0")), "layers and heads named"
+    assert ">n</text>" in grid_svg and "every layer (rows)" in grid_svg
+    assert b"/FontFile2" in next(p for p in paths if p.name.endswith("grid.pdf")).read_bytes()
     # the run on screen as one page: the packed run the app draws, nothing fetched
     page = next(p for p in paths if p.suffix == ".html").read_text()
     assert page.startswith("<!doctype html>") and "AttentionExplorer.mountAll" in page and "http" not in page.lower()

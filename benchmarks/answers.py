@@ -44,8 +44,17 @@ def steps_sizes(steps: dict, e: dict) -> str | None:
 
 
 def compare_sizes(comparison: dict) -> str | None:
-    """None when a comparison's maps fit its tokens and its difference is a − b."""
+    """None when a comparison's maps fit its tokens and its difference is a − b (of two runs, another text or model:
+    b fits its own tokens, and the difference a's where the tokens align, null elsewhere)."""
     q, k = len(comparison["queries"]), len(comparison["keys"])
+    if comparison.get("pair"):
+        shapes = {"a": (q, k), "difference": (q, k), "b": (len(comparison["queries_b"]), len(comparison["keys_b"]))}
+        if any(len(comparison[name]) != rows or {len(r) for r in comparison[name]} - {cols}
+               for name, (rows, cols) in shapes.items()):
+            return f"comparison maps do not fit {q} x {k} and b's {shapes['b'][0]} x {shapes['b'][1]}"
+        if all(d is None for row in comparison["difference"] for d in row) and "unaligned" not in comparison:
+            return "a comparison of two runs aligns nothing and says nothing of it"
+        return None
     if any(len(comparison[name]) != q or {len(r) for r in comparison[name]} != {k} for name in ("a", "b", "difference")):
         return f"comparison maps do not fit {q} x {k}"
     rows = zip(comparison["a"], comparison["b"], comparison["difference"])

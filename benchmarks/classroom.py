@@ -138,6 +138,13 @@ async def student(index: int, base: str, seed: int, start: float, duration_s: fl
         await page.close()
 
 
+def _own_loop(coroutine):
+    """asyncio.run on a thread of its own: the class's one event loop, out of reach of any loop the calling thread
+    runs (Playwright's sync API leaves one running in a test process)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
               mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
               real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None) -> dict:
@@ -145,7 +152,7 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
     page with `files`; per action: count, errors, p50, p95, events sent. `patience_s`: a student gives up on an answer
     this late (an error). `pid`: the server's, for its CPU while the class arrived and over the class (with this
     process's: the simulated students)."""
-    return asyncio.run(_class(base, students, duration_s, seed, files, mix, patience_s, real, pid))
+    return _own_loop(_class(base, students, duration_s, seed, files, mix, patience_s, real, pid))
 
 
 async def _class(base, students, duration_s, seed, files, mix, patience_s, real, pid) -> dict:
@@ -188,7 +195,7 @@ def costs(base: str, pid: int, files: tuple[str, ...] = (), mix: dict[str, int] 
     in which only that kind is asked, less what it spends idle over as long, over the answers. First `pages` fresh
     pages open (two at a time: the opening's cost), then, per kind of the mix, each page does `per_page` of it back
     to back, all pages at once. The mix's average weighs each kind by its share."""
-    return asyncio.run(_costs(base, pid, files, mix, seed, pages, per_page))
+    return _own_loop(_costs(base, pid, files, mix, seed, pages, per_page))
 
 
 async def _costs(base, pid, files, mix, seed, pages, per_page) -> dict:

@@ -281,7 +281,8 @@ class Page:
             names = sorted(item.get("orig_name", "") for item in items)
             suffixes = sorted(Path(name).suffix for name in names)
             head_csv = f"__{e['kind'].replace('.', '_')}__L{e['layer']}_H{e['head']}.csv"
-            problems = [suffixes != [".csv", ".npz", ".png", ".png"] and f"export files {names}",
+            expected = [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]  # views.export's nine
+            problems = [suffixes != expected and f"export files {names}",
                         not any(name.endswith(head_csv) for name in names) and f"no *{head_csv}"]
             csv_item = next((item for item in items if str(item.get("orig_name", "")).endswith(".csv")), None)
             if csv_item is not None:

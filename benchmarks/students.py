@@ -106,7 +106,8 @@ class Page:
         self.base, self.patience_s = base, patience_s
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=CONNECTIONS, keepalive_timeout=KEEP_ALIVE_S),
-            timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S), auto_decompress=False)
+            timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S), auto_decompress=False,
+            cookie_jar=aiohttp.CookieJar(unsafe=True))  # keeps a sticky proxy's cookie from 127.0.0.1, as a browser
         self.session_hash = uuid.uuid4().hex[:11]
         self.config: dict = {}
         self.estimations: list[dict] = []  # the last call's queue estimations (rank, queue_size, rank_eta), in order

@@ -4,6 +4,7 @@
     run.summaries["decoder.3.self_attn"]["entropy"]         # [H]: each head's statistic, the mean over query rows
     run.region("decoder.3.self_attn", 2, slice(0, 256), slice(0, 256))   # exact weights of a block of the map
     run.overview("decoder.3.self_attn", 2, size=512)        # the whole map, each cell its block's max (or mean)
+    run.region(..., without_sink=True)                      # the first token left out, each row renormalised
 
 During the pass every attention runs `long_attention` (registered with transformers as LONG_IMPLEMENTATION): its
 output from exact softmax over blocks of query rows (a block's scores [H, rows, K] computed, summarised, used,
@@ -406,17 +407,41 @@ class LongRun:
             weights.masked_fill_(~layer.mask[r0:r1, c0:c1], 0.0)
         return weights
 
-    def region(self, key: str, head: int, rows: slice, cols: slice) -> np.ndarray:
-        """Exact weights of one block of head `head`'s map: [rows, cols] float32 (each side at most REGION_MAX)."""
+    def _rest(self, key: str, head: int, layer: _Layer, r0: int, r1: int) -> torch.Tensor:
+        """Σ_{j≥1} p_ij of rows r0:r1 [R], float64: each row's weight off the first token, summed term by term (not
+        1 − p_i0, which loses every digit when the sink takes nearly all)."""
+        end = r1 if layer.rule == "causal" else self.length
+        rest = torch.zeros(r1 - r0, dtype=torch.float64)
+        for c0 in range(1, end, 1024):
+            rest += self._weights(key, head, layer, r0, r1, c0, min(c0 + 1024, end)).sum(-1, dtype=torch.float64)
+        return rest
+
+    @staticmethod
+    def _sinkless(weights: torch.Tensor, rest: torch.Tensor, c0: int) -> torch.Tensor:
+        """weights [R, C] of keys c0.. with the first token left out: its column 0, the others / rest [R] (0 on a row
+        with nothing left)."""
+        if c0 == 0:
+            weights[:, 0] = 0.0
+        scale = torch.where(rest > 0, 1.0 / rest.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+        return (weights.double() * scale[:, None]).to(weights.dtype)
+
+    def region(self, key: str, head: int, rows: slice, cols: slice, without_sink: bool = False) -> np.ndarray:
+        """Exact weights of one block of head `head`'s map: [rows, cols] float32 (each side at most REGION_MAX).
+        without_sink: the first token (the sink) left out of every row and the rest renormalised, p_ij / Σ_{j'≥1}
+        p_ij' (its column 0; a row with no other key 0)."""
         layer = self._check(key, head)
         (r0, r1), (c0, c1) = self._span("rows", rows), self._span("cols", cols)
-        return self._weights(key, int(head), layer, r0, r1, c0, c1).numpy().astype(np.float32)
+        weights = self._weights(key, int(head), layer, r0, r1, c0, c1)
+        if without_sink:
+            weights = self._sinkless(weights, self._rest(key, int(head), layer, r0, r1), c0)
+        return weights.numpy().astype(np.float32)
 
-    def overview(self, key: str, head: int, size: int = 512, reduce: str = "max") -> np.ndarray:
+    def overview(self, key: str, head: int, size: int = 512, reduce: str = "max", without_sink: bool = False
+                 ) -> np.ndarray:
         """The whole map of one head at most size x size: with b = ceil(T / size), cell (a, c) is the max (or mean)
         of weights [a·b : (a+1)·b, c·b : (c+1)·b]; the last blocks are partial. "mean" is the block's mean over its
         cells (those inside the T x T map), hidden cells counted as 0: the block mean of the map. float32 [G, G],
-        G = ceil(T / b)."""
+        G = ceil(T / b). without_sink: of the map with the first token left out and each row renormalised (region's)."""
         layer = self._check(key, head)
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
             raise LongRunError(f"size must be a positive whole number, got {size!r}")
@@ -430,7 +455,9 @@ class LongRun:
         for r0 in range(0, T, band):
             r1 = min(r0 + band, T)
             end = r1 if layer.rule == "causal" else T
-            weights = self._weights(key, int(head), layer, r0, r1, 0, end)  # (R, end)
+            weights = self._weights(key, int(head), layer, r0, r1, 0, end)  # (R, end): every key the rows may see
+            if without_sink:
+                weights = self._sinkless(weights, weights[:, 1:].sum(-1, dtype=torch.float64), 0)
             A, C = -(-(r1 - r0) // b), -(-end // b)
             padded = weights.new_zeros(A * b, C * b)
             padded[: r1 - r0, :end] = weights

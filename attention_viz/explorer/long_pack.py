@@ -80,7 +80,7 @@ def offline_side(length: int, n_maps: int, budget: int, largest: int = 512) -> i
 def pack_offline(run, budget: int, largest: int = 512) -> dict:
     """Every head's overview (block max, sink kept) at the side `budget` bytes allow: [map key] -> [head] -> packed."""
     side = offline_side(run.length, len(run.keys) * run.n_heads, budget, largest)
-    block, _ = block_of(run.length, side)
-    return {"side": side, "block": block, "reduce": "max",
+    block, cells = block_of(run.length, side)
+    return {"side": cells, "block": block, "reduce": "max",
             "maps": {key: [_overview(run.overview(key, h, size=side), key, h, block, "max", False)
                            for h in range(run.n_heads)] for key in run.keys}}

@@ -477,6 +477,17 @@ class LongRun:
         return f"LongRun({self.length} tokens, {len(self.keys)} maps x {self.n_heads} heads, kept {self.kept_bytes} B)"
 
 
+def positions(model) -> int | None:
+    """The positions a PretrainedTransformer has (its config's max_position_embeddings or n_positions): the most
+    tokens it reads at once; None where its config names none."""
+    config = model.model.config
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, switches: dict | None = None,
              rows: int = ROWS, keep: str = "disk") -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids

@@ -46,16 +46,6 @@ class _Kept:
     dropped: bool = False
 
 
-def positions_of(model) -> int | None:
-    """The positions a real model has (its config's max_position_embeddings or n_positions), None where unbounded."""
-    config = model.model.config
-    for name in ("max_position_embeddings", "n_positions"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
 class LongRuns:
     """One server's long runs: read a page, answer its views, within one budget (thread-safe)."""
 
@@ -95,6 +85,9 @@ class LongRuns:
             raise LongRefusal(f"{name} is a translation model (an encoder and a decoder): a page is read by a model "
                               "of one stack (a decoder such as GPT-2 or SmolLM2, or an encoder such as BERT). "
                               "Pick one of those.")
+        from attention_viz.hub.long import positions as positions_of  # the hub extra, as below
+        from attention_viz.hub.words import words_of
+
         ids = model.encode(text).ids  # (S,)
         positions = positions_of(model)
         cap = min(LONG_TOKENS, positions) if positions else LONG_TOKENS
@@ -103,8 +96,6 @@ class LongRuns:
             f"Read the first {read:,} of the text's {int(ids.numel()):,} tokens: "
             + (f"{name}'s positions end at {positions:,}." if positions and positions <= LONG_TOKENS
                else f"a page is at most {LONG_TOKENS:,} tokens."))
-        from attention_viz.hub.words import words_of  # the hub extra: imported only when a real model is used
-
         with self._line:
             run = model.long_run(ids[:read])
         try:

@@ -82,3 +82,30 @@ def test_pieces_merge_into_the_words_they_spell(tiny_folder, family, words):
     assert not any(marker in piece for piece in found.pieces for marker in ("Ġ", "▁", "##"))
     if family == "gpt2":
         assert found.pieces[2] == " rea" and found.pieces[22] == "\n"  # "Ġrea" and "Ċ" as characters
+
+
+def test_show_a_long_text_embeds_every_heads_overview_within_its_budget(tiny_folder):
+    """show(model, long_text) in a notebook: the long view, every head's overview (block max) embedded as the run's
+    own overview at the side the budget allows; the page stays within the budget plus its scripts."""
+    import base64
+    import json
+
+    from attention_viz.explorer.notebook import LONG_FROM, run_long, show
+
+    model = load_pretrained(tiny_folder("gpt2"), device="cpu")
+    text = "the cat sat on the mat and the model reads every word of the sentence. " * 12
+    assert model.encode(text).ids.numel() > 256 == LONG_FROM  # the tiny GPT-2: a piece is a few characters
+    view = show(model, text)
+    payload = view.payload
+    assert payload["kind"] == "long" and payload["read"] == 256 < payload["of"] and "positions end at 256" in payload["note"]
+    assert 'data-av-long="' in view.html and "AttentionLong.mountAll" in view.html
+    small = run_long(model, text, budget=40_000)  # 2 maps x 4 heads in 40 kB: at most 44 a side: blocks of 6 tokens
+    offline = small["offline"]
+    assert offline["side"] == 43 and offline["block"] == 6
+    assert len(json.dumps(offline)) <= 40_000 * 1.1
+    run = model.long_run(model.encode(text).ids[:256])
+    key = run.keys[1]
+    packed = offline["maps"][key][2]
+    cells = np.frombuffer(base64.b64decode(packed["data"]), "<u2").reshape(43, 43) / 65535 * packed["top"]
+    np.testing.assert_allclose(cells, run.overview(key, 2, size=44), atol=packed["top"] / 65535)
+    run.close()

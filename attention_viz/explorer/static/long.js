@@ -73,14 +73,15 @@
     const $ = (sel) => element.querySelector(sel);
     const state = {payload: null, key: null, head: 0, overview: null, region: null, asked: 0};
 
-    function label(i) {
-      /* position i's label: its piece, or (words) its word at the word's first piece and "…" after */
+    function label(i, from) {
+      /* position i's label: its piece, or (words) its word at the word's first piece (or at `from`, where a region
+         starts) and "…" after */
       const p = state.payload;
       if ($(".av-long-labels").value === "pieces") return S.shown(p.pieces[i]);
       const w = p.wordOf[i];
-      return i > 0 && p.wordOf[i - 1] === w ? "…" : p.words[w];
+      return i > (from || 0) && p.wordOf[i - 1] === w ? "…" : p.words[w];
     }
-    const said = (i) => `${i} “${label(i) === "…" ? state.payload.words[state.payload.wordOf[i]] : label(i)}”`;
+    const said = (i) => `${i} “${$(".av-long-labels").value === "pieces" ? label(i) : state.payload.words[state.payload.wordOf[i]]}”`;
 
     function request(extra) {
       const p = state.payload;
@@ -263,11 +264,11 @@
         const cut = (s) => (s.length > 11 ? s.slice(0, 10) + "…" : s);
         if (cell >= 8) {
           ctx.textAlign = "right";
-          for (let r = 0; r < R; r++) ctx.fillText(cut(label(r0 + r)), gutter - 3, gutter + r * cell + cell / 2);
+          for (let r = 0; r < R; r++) ctx.fillText(cut(label(r0 + r, r0)), gutter - 3, gutter + r * cell + cell / 2);
           ctx.save(); ctx.textAlign = "left";
           for (let c = 0; c < C; c++) {
             ctx.save(); ctx.translate(gutter + c * cell + cell / 2, gutter - 3); ctx.rotate(-Math.PI / 2);
-            ctx.fillText(cut(label(c0 + c)), 0, 0); ctx.restore();
+            ctx.fillText(cut(label(c0 + c, c0)), 0, 0); ctx.restore();
           }
           ctx.restore();
         }
@@ -277,8 +278,8 @@
       $(".av-long-regiontitle").textContent = `Queries ${r0}-${r1 - 1} (down) x keys ${c0}-${c1 - 1} (across) of ${state.key}, head ${state.head}` +
         (g.sink === false ? "; the first token left out of every row, the rest renormalised" : "");
       $(".av-long-regionnote").textContent = g.block
-        ? (g.block === 1 ? "Offline: each cell one weight, kept to 5 significant digits of this head's top; the app, or run.region, computes them exactly."
-          : `Offline: blocks of ${g.block} x ${g.block} tokens (each the block's max), not exact weights; the app, or run.region, computes them exactly.`)
+        ? (g.block === 1 ? "Offline: each cell one weight, kept to 1/65,535 of this map's top; the app, or run.region, gives them exactly."
+          : `Offline: blocks of ${g.block} x ${g.block} tokens (each the block's max), not exact weights; the app, or run.region, gives them exactly.`)
         : "Exact weights, recomputed for this region.";
       $(".av-long-regionlegend").innerHTML = legend(top, exact ? "colour 0 → this region's top" : "colour 0 → this region's top (blocks)");
       $(".av-long-regiontip").textContent = "Point at a cell for its weight.";

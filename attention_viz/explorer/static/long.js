@@ -151,7 +151,9 @@
       state.key = key; state.head = head;
       markChosen();
       const answer = await ask({what: "overview"});
-      if (answer) drawOverview(answer);
+      if (!answer) return;
+      drawOverview(answer);
+      if (state.region) openRegion(state.region.rows, state.region.cols);  // the open region follows, for this head
     }
 
     function paint(canvas, values, rows, cols, top) {
@@ -246,7 +248,8 @@
       const top = Math.max(...values);
       const box = $(".av-long-regionbox"), width = Math.max(200, Math.min(640, box.clientWidth || 640));
       const labels = Math.max(R, C) <= 64, gutter = labels ? 84 : 0;
-      const cell = Math.max(1, Math.floor((width - gutter) / Math.max(R, C)));
+      // labelled cells at least 12 px (their labels readable; a narrow screen scrolls the region sideways)
+      const cell = Math.max(labels ? 12 : 1, Math.floor((width - gutter) / Math.max(R, C)));
       const canvas = $(".av-long-regioncanvas"), ratio = global.devicePixelRatio || 1;
       const w = gutter + cell * C, h = gutter + cell * R;
       canvas.width = Math.round(w * ratio); canvas.height = Math.round(h * ratio);
@@ -259,7 +262,7 @@
         ctx.fillRect(gutter + c * cell, gutter + r * cell, cell, cell);
       }
       if (labels) {
-        const size = Math.min(12, Math.max(8, cell - 2));
+        const size = Math.min(12, Math.max(10, cell - 2));
         ctx.font = `${size}px sans-serif`; ctx.fillStyle = "#111"; ctx.textBaseline = "middle";
         const cut = (s) => (s.length > 11 ? s.slice(0, 10) + "…" : s);
         if (cell >= 8) {

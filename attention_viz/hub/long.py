@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import math
 import os
 import tempfile
@@ -353,18 +354,19 @@ class LongRun:
     """One long pass's outputs: logits, per-head summaries, and exact regions and overviews of every map.
 
     Attributes:
-        logits: [1, T, V] (or the last hidden states of a model without a head), as forward gives them.
+        logits: [1, T, V] (or the last hidden states of a model without a head), as forward gives them; [1, 1, V]
+            with last_logits.
         summaries: map key -> {statistic: [H] float64} (STATISTICS, each the mean over query rows).
         keys: the map keys, in the model's order. length: T. n_heads: H. kept_bytes: what the pass kept.
     """
 
-    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str]) -> None:
+    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str], length: int | None = None) -> None:
         self.logits = logits
         self.summaries = {key: run.summaries[key] for key in order if key in run.summaries}
         self.keys = list(self.summaries)
         self._layers = run.layers
         self._kept = run.kept
-        self.length = int(logits.size(1))
+        self.length = int(logits.size(1)) if length is None else int(length)  # T (logits may be the last only)
         self.n_heads = int(self.summaries[self.keys[0]]["entropy"].shape[0]) if self.keys else 0
 
     @property
@@ -489,9 +491,11 @@ def positions(model) -> int | None:
 
 
 def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, switches: dict | None = None,
-             rows: int = ROWS, keep: str = "disk") -> LongRun:
+             rows: int = ROWS, keep: str = "disk", last_logits: bool = False) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
-    [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun."""
+    [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun. last_logits: the
+    output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
+    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them)."""
     if model.layout == "encoder-decoder":
         raise LongRunError("the long pass reads one text: it covers encoder-only and decoder-only models")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
@@ -508,6 +512,8 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         raise LongRunError("the text has no tokens")
     run = _Pass(variation, keys, switches, _Kept(keep), rows)
     inputs = model.model_inputs(ids.to(model.device), None, None)
+    if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
+        inputs["logits_to_keep"] = 1
     with _long_implementation(model.model), torch.inference_mode():
         token = _current.set(run)
         try:
@@ -518,4 +524,4 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         finally:
             _current.reset(token)
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-    return LongRun(logits, run, model.map_keys)
+    return LongRun(logits, run, model.map_keys, length=ids.size(1))

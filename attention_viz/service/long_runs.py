@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import secrets
 import threading
 from collections import OrderedDict, deque
@@ -25,12 +27,24 @@ from dataclasses import dataclass
 
 from attention_viz.explorer.long_pack import pack_long, pack_overview, pack_region
 from attention_viz.service.checks import shown
-from attention_viz.service.limits import (LONG_KEPT_BYTES, LONG_OVERVIEW, LONG_TEXT_CHARS, LONG_TOKENS,
+from attention_viz.service.limits import (LONG_KEPT_BYTES, LONG_KEPT_ENV, LONG_OVERVIEW, LONG_TEXT_CHARS, LONG_TOKENS,
                                           LONG_VIEWS_AT_ONCE, LONG_WAIT_S)
 from attention_viz.service.real_models import RealModels, RunLine, display_name
 
+logger = logging.getLogger(__name__)
 REGION_MAX = 256   # hub.long.REGION_MAX: a region's side at most
 DROPPED_KEPT = 4096  # ids of dropped runs remembered, to tell their visitors why
+
+
+def kept_budget() -> int:
+    """The kept runs' budget: LONG_KEPT_BYTES, or the operator's LONG_KEPT_ENV (MiB) where set (a Space with more disk)."""
+    value = os.environ.get(LONG_KEPT_ENV, "").strip()
+    try:
+        return int(float(value) * 2**20) if value else LONG_KEPT_BYTES
+    except ValueError:
+        logger.warning("%s=%r is not a number of MiB; the kept long runs get %d MiB", LONG_KEPT_ENV, value,
+                       LONG_KEPT_BYTES // 2**20)
+        return LONG_KEPT_BYTES
 
 
 class LongRefusal(ValueError):
@@ -49,9 +63,9 @@ class _Kept:
 class LongRuns:
     """One server's long runs: read a page, answer its views, within one budget (thread-safe)."""
 
-    def __init__(self, real: RealModels, budget: int = LONG_KEPT_BYTES, wait_s: float = LONG_WAIT_S) -> None:
+    def __init__(self, real: RealModels, budget: int | None = None, wait_s: float = LONG_WAIT_S) -> None:
         self.real = real
-        self.budget = budget
+        self.budget = budget if budget is not None else kept_budget()
         self._line = RunLine(wait_s)  # one long pass at a time, the whole server
         self._views = threading.BoundedSemaphore(LONG_VIEWS_AT_ONCE)
         self._lock = threading.Lock()  # guards _kept and _dropped only (never held across a pass or a view)
@@ -97,7 +111,8 @@ class LongRuns:
             + (f"{name}'s positions end at {positions:,}." if positions and positions <= LONG_TOKENS
                else f"a page is at most {LONG_TOKENS:,} tokens."))
         with self._line:
-            run = model.long_run(ids[:read])
+            run = model.long_run(ids[:read], last_logits=True)  # the views need no logits: not T x V of them
+            run.logits = None
         try:
             words = words_of(model.tokenizer, ids[:read].tolist())
             key = run.keys[len(run.keys) // 2]

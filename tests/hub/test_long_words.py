@@ -37,6 +37,10 @@ def test_views_without_the_sink_equal_eager_maps_renormalised(tiny_folder, famil
     run = ours.long_run(ids, rows=32)
     with torch.no_grad():
         maps = reference(input_ids=ids, output_attentions=True).attentions
+    last = ours.long_run(ids, rows=32, last_logits=True)  # a decoder's head on the last position only (not T x V)
+    assert last.length == 90 and last.logits.size(1) == (1 if family == "gpt2" else 90)
+    torch.testing.assert_close(last.logits[:, -1], run.logits[:, -1], rtol=1e-12, atol=1e-12)
+    last.close()
     key = run.keys[-1]
     for head in (0, 3):
         full = sinkless(maps[-1][0, head])  # (T, T)

@@ -60,6 +60,14 @@ class _Kept:
     dropped: bool = False
 
 
+def kept_estimate(model, length: int) -> int:
+    """The bytes a long pass of `length` tokens keeps (hub.long: q [H, T, d], k [H_kv, T, d], lse [H, T] per map)."""
+    config = model.model.config
+    kv = getattr(config, "num_key_value_heads", None) or model.n_heads
+    item = next(model.model.parameters()).element_size()
+    return len(model.map_keys) * ((model.n_heads + kv) * model.d_k + model.n_heads) * length * item
+
+
 class LongRuns:
     """One server's long runs: read a page, answer its views, within one budget (thread-safe)."""
 
@@ -111,6 +119,7 @@ class LongRuns:
             + (f"{name}'s positions end at {positions:,}." if positions and positions <= LONG_TOKENS
                else f"a page is at most {LONG_TOKENS:,} tokens."))
         with self._line:
+            self._make_room(kept_estimate(model, read))  # the pass writes its numbers as it goes: room first
             run = model.long_run(ids[:read], last_logits=True)  # the views need no logits: not T x V of them
             run.logits = None
         try:
@@ -126,14 +135,11 @@ class LongRuns:
         payload["model"] = model_key
         return payload
 
-    def _keep(self, run, model_key: str) -> str:
-        """File the run under a new id, dropping the least recently used runs until every kept run fits the budget."""
-        size = int(run.kept_bytes)
+    def _make_room(self, size: int) -> None:
+        """Drop the least recently used runs until `size` more bytes fit the budget (a refusal if they never can)."""
         if size > self.budget:
-            run.close()
             raise LongRefusal(f"This text's run would keep {size / 2**20:.0f} MiB, more than this server keeps for "
                               f"every visitor together ({self.budget / 2**20:.0f} MiB): read a shorter text.")
-        run_id = secrets.token_urlsafe(12)
         dropped = []
         with self._lock:
             total = sum(kept.bytes for kept in self._kept.values())
@@ -144,9 +150,20 @@ class LongRuns:
                 old.dropped = True
                 if old.users == 0:
                     dropped.append(old)  # else the last view of it closes it
-            self._kept[run_id] = _Kept(run, model_key, size)
         for old in dropped:
             old.run.close()
+
+    def _keep(self, run, model_key: str) -> str:
+        """File the run under a new id, within the budget (room made again for its actual size)."""
+        size = int(run.kept_bytes)
+        try:
+            self._make_room(size)
+        except LongRefusal:
+            run.close()
+            raise
+        run_id = secrets.token_urlsafe(12)
+        with self._lock:
+            self._kept[run_id] = _Kept(run, model_key, size)
         return run_id
 
     def _get(self, run_id: object) -> _Kept:

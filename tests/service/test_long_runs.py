@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from attention_viz.service.long_runs import LongRefusal, LongRuns  # noqa: E402
+from attention_viz.service.long_runs import LongRefusal, LongRuns, kept_estimate  # noqa: E402
 from attention_viz.service.real_models import RealModels  # noqa: E402
 from devtools.hub_models import save_tiny  # noqa: E402
 
@@ -32,6 +32,8 @@ def test_kept_runs_fit_one_budget_the_least_recently_used_dropped_first(real):
     runs = LongRuns(real)
     first = runs.read("hub:tiny-gpt2", TEXT)
     kept = runs.kept_bytes
+    model = real.get("hub:tiny-gpt2")
+    assert kept == kept_estimate(model, first["length"])  # room is made before the pass, by this
     runs.budget = 2 * kept + kept // 2  # room for two
     second = runs.read("hub:tiny-gpt2", TEXT)
     ask = {"what": "region", "key": first["keys"][0], "head": 1, "rows": [0, 8], "cols": [0, 8]}

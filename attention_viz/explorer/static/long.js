@@ -45,7 +45,9 @@
             <option value="mean">block mean</option></select></label>
           <label><input type="checkbox" class="av-long-sink"> leave out the first token (rows renormalised)</label>
           <label>labels <select class="av-long-labels"><option value="words">words</option>
-            <option value="pieces">pieces</option></select></label></div>
+            <option value="pieces">pieces</option></select></label>
+          <label>colour <select class="av-long-colour"><option value="top">0 → the map's top</option>
+            <option value="p99">0 → its 99th percentile</option></select></label></div>
         <p class="av-long-chosen"></p>
         <div class="av-long-overbox"><canvas class="av-long-overview" aria-label="overview: drag a rectangle to open it"></canvas>
           <div class="av-long-drag" hidden></div></div>
@@ -165,15 +167,22 @@
       return image;
     }
 
+    function colourTop(values, top) {
+      /* the colour bar's top: the map's, or (colour "p99") its cells' 99th percentile, brighter cells drawn at it */
+      if ($(".av-long-colour").value !== "p99") return [top, "colour 0 → this map's top"];
+      const sorted = Float32Array.from(values).sort(), at = sorted[Math.floor(0.99 * (sorted.length - 1))];
+      return at > 0 ? [at, "colour 0 → the 99th percentile of its cells; brighter cells drawn at the top colour"]
+        : [top, "colour 0 → this map's top (its 99th percentile is 0)"];
+    }
+
     function drawOverview(o) {
       state.overview = o;
-      const canvas = $(".av-long-overview"), n = o.side;
+      const canvas = $(".av-long-overview"), n = o.side, values = cells(o), [top, said] = colourTop(values, o.top);
       canvas.width = n; canvas.height = n;
-      canvas.getContext("2d").putImageData(paint(canvas, cells(o), n, n, o.top), 0, 0);
+      canvas.getContext("2d").putImageData(paint(canvas, values, n, n, top), 0, 0);
       const what = o.block === 1 ? "each cell one weight" : `each cell the ${o.reduce} of a ${o.block} x ${o.block} block of weights`;
       const sink = o.sink ? "" : "; the first token left out of every row, the rest renormalised";
-      $(".av-long-overbox").nextElementSibling.innerHTML =
-        legend(o.top, `queries down, keys across; ${what}${sink}; colour 0 → this map's top`);
+      $(".av-long-overbox").nextElementSibling.innerHTML = legend(top, `queries down, keys across; ${what}${sink}; ${said}`);
     }
 
     // -- the overview's drag: a rectangle of positions, at most REGION_MAX a side
@@ -245,7 +254,7 @@
       const [r0, r1] = g.rows, [c0, c1] = g.cols, R = r1 - r0, C = c1 - c0, values = cells(g);
       const section = $(".av-long-region");
       section.hidden = false;
-      const top = Math.max(...values);
+      const [top, said] = colourTop(values, values.reduce((a, b) => Math.max(a, b), 0));
       const box = $(".av-long-regionbox"), width = Math.max(200, Math.min(640, box.clientWidth || 640));
       const labels = Math.max(R, C) <= 64, gutter = labels ? 84 : 0;
       // labelled cells at least 12 px (their labels readable; a narrow screen scrolls the region sideways)
@@ -284,7 +293,7 @@
         ? (g.block === 1 ? "Offline: each cell one weight, kept to 1/65,535 of this map's top; the app, or run.region, gives them exactly."
           : `Offline: blocks of ${g.block} x ${g.block} tokens (each the block's max), not exact weights; the app, or run.region, gives them exactly.`)
         : "Exact weights, recomputed for this region.";
-      $(".av-long-regionlegend").innerHTML = legend(top, exact ? "colour 0 → this region's top" : "colour 0 → this region's top (blocks)");
+      $(".av-long-regionlegend").innerHTML = legend(top, (exact ? said : `${said} (blocks)`).replace("map", "region"));
       $(".av-long-regiontip").textContent = "Point at a cell for its weight.";
     }
 
@@ -330,6 +339,10 @@
 
     ["av-long-reduce", "av-long-sink"].forEach((c) => $(`.${c}`).addEventListener("change", () => choose(state.key, state.head)));
     $(".av-long-labels").addEventListener("change", () => { if (state.region) drawRegion(state.region); });
+    $(".av-long-colour").addEventListener("change", () => {  // drawn again from the numbers it has: no request
+      if (state.overview) drawOverview(state.overview);
+      if (state.region) drawRegion(state.region);
+    });
     wireDrag();
     wireRegion();
     const view = {setPayload: setPayload, markStale: markStale, state: state, root: element};

@@ -40,10 +40,14 @@ def long_view(handlers: Handlers, **kwargs) -> gr.HTML:
                    container=False, **kwargs)
 
 
-def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
-    """The tab's widgets and wiring, inside the current gr.Tab."""
-    catalog = views.runs.catalog
-    choices = catalog.real_choices
+def choices_of(views: Views) -> list[tuple[str, str]]:
+    """The real models that can read a page: those not known to be encoder-decoder models (from their configs)."""
+    real = views.runs.catalog.real
+    return [(label, key) for label, key in views.runs.catalog.real_choices if real.one_stack(key)]
+
+
+def render(demo: gr.Blocks, handlers: Handlers, views: Views, choices: list[tuple[str, str]]) -> dict:
+    """The tab's widgets and wiring, inside the current gr.Tab; `choices`: choices_of(views), at least one."""
     prose(ABOUT)
     with gr.Row():
         model = gr.Dropdown(choices, value=choices[0][1] if choices else None, label="Real model",

@@ -62,9 +62,10 @@ def build_app(views: Views | None = None) -> gr.Blocks:
                 lab = lab_tab.render(demo, handlers, views)
             with gr.Tab("Training", id="training") as training_page:
                 training = training_tab.render(demo, handlers, views, training_page)
-            if views.runs.catalog.real.keys:  # a page read by a real model: only where the server has one
+            long_choices = long_tab.choices_of(views)  # a page read by a real model: where the server has one
+            if long_choices:
                 with gr.Tab("Long text", id="long"):
-                    long_tab.render(demo, handlers, views)
+                    long_tab.render(demo, handlers, views, long_choices)
         if lesson is not None:
             lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor

@@ -225,6 +225,10 @@ def test_the_long_text_tab_paste_a_page_drag_a_region_and_hover_an_exact_weight(
         rbox = region.bounding_box()
         page.mouse.move(rbox["x"] + rbox["width"] * 0.7, rbox["y"] + rbox["height"] * 0.8)
         expect(view.locator(".av-long-regiontip")).to_contain_text(re.compile(r"query \d+ “.+” → key \d+ “.+”: weight \d"))
+        canvas.focus()  # by keyboard: a square moved by the arrow keys (T / 32 = 8 positions a step), Enter opens it
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("Enter")
+        expect(title).to_contain_text("Queries 8-55 (down) x keys 0-47 (across)", timeout=TIMEOUT_MS)
         view.locator(".av-long-sink").check()  # the sink left out: said over the map and the region's title
         expect(view.locator(".av-long-legend").nth(3)).to_contain_text("first token left out", timeout=TIMEOUT_MS)
         expect(title).to_contain_text("first token left out of every row", timeout=TIMEOUT_MS)

@@ -49,10 +49,10 @@
           <label>colour <select class="av-long-colour"><option value="top">0 → the map's top</option>
             <option value="p99">0 → its 99th percentile</option></select></label></div>
         <p class="av-long-chosen"></p>
-        <div class="av-long-overbox"><canvas class="av-long-overview" aria-label="overview: drag a rectangle to open it"></canvas>
+        <div class="av-long-overbox"><canvas class="av-long-overview" aria-label="overview: drag a rectangle to open it, or move a square with the arrow keys and press Enter"></canvas>
           <div class="av-long-drag" hidden></div></div>
         <div class="av-long-legend"></div>
-        <p class="av-long-tip av-long-overtip" aria-live="polite">Drag a rectangle on the map (or click) to open that region.</p>
+        <p class="av-long-tip av-long-overtip" aria-live="polite">Drag a rectangle on the map (or click; or the arrow keys and Enter) to open that region.</p>
       </section>
       <section class="av-long-region" aria-label="the opened region" hidden>
         <p class="av-long-regiontitle"></p><p class="av-long-regionnote"></p>
@@ -134,6 +134,17 @@
       }).join("");
       element.querySelectorAll(".av-long-cell").forEach((cell) => cell.addEventListener("click", () =>
         choose(cell.dataset.key, Number(cell.dataset.head))));
+      element.querySelectorAll(".av-long-grid").forEach((grid) => grid.addEventListener("keydown", (e) => {
+        /* one tab stop a grid (the chosen head); the arrow keys move through the layers and heads */
+        const step = {ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0]}[e.key];
+        if (!step || !e.target.classList.contains("av-long-cell")) return;
+        e.preventDefault();
+        const l = Math.min(Math.max(p.keys.indexOf(e.target.dataset.key) + step[0], 0), p.keys.length - 1);
+        const h = Math.min(Math.max(Number(e.target.dataset.head) + step[1], 0), H - 1);
+        choose(p.keys[l], h).then(() => {});
+        const next = grid.querySelector(`.av-long-cell[data-key="${CSS.escape(p.keys[l])}"][data-head="${h}"]`);
+        if (next) next.focus();
+      }));
     }
 
     function markChosen() {
@@ -141,6 +152,7 @@
         const on = cell.dataset.key === state.key && Number(cell.dataset.head) === state.head;
         cell.classList.toggle("av-long-on", on);
         cell.setAttribute("aria-pressed", on ? "true" : "false");
+        cell.tabIndex = on ? 0 : -1;
       });
       const p = state.payload, l = p.keys.indexOf(state.key);
       const f = (name) => p.stats[name][l][state.head];
@@ -233,6 +245,22 @@
           : `queries ${Math.floor(at.row / b) * b}-${Math.min(state.payload.length, (Math.floor(at.row / b) + 1) * b) - 1}` +
             ` → keys ${Math.floor(at.col / b) * b}-${Math.min(state.payload.length, (Math.floor(at.col / b) + 1) * b) - 1}:` +
             ` block ${o.reduce} ${fmt(v)} (drag to open exact weights)`;
+      });
+      canvas.tabIndex = 0;
+      let cursor = null;  // by keyboard: a square moved by the arrow keys, opened with Enter
+      canvas.addEventListener("keydown", (e) => {
+        if (!state.overview) return;
+        const T = state.payload.length, side = Math.min(CLICK_SIDE, T), by = Math.max(1, Math.round(T / 32));
+        const step = {ArrowLeft: [0, -by], ArrowRight: [0, by], ArrowUp: [-by, 0], ArrowDown: [by, 0]}[e.key];
+        if (!step && e.key !== "Enter") return;
+        e.preventDefault();
+        cursor = cursor || {row: 0, col: 0};
+        if (step) {
+          cursor = {row: Math.min(Math.max(cursor.row + step[0], 0), T - side), col: Math.min(Math.max(cursor.col + step[1], 0), T - side)};
+          show({rows: [cursor.row, cursor.row + side], cols: [cursor.col, cursor.col + side]});
+        } else {
+          openRegion([cursor.row, cursor.row + side], [cursor.col, cursor.col + side]);
+        }
       });
       canvas.addEventListener("pointerup", (e) => {
         if (!start) return;

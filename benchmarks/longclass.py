@@ -187,9 +187,11 @@ def main(argv: list[str] | None = None) -> dict:
     rows = [
         ["students", args.students], ["tokens read per text", per_run],
         ["answered / errors", f"{len(answered)} / {len(errors)}"],
-        ["read: wait p50 / p95 / max, s", " / ".join(f"{percentile(waits, q):.1f}" for q in (50, 95, 100)) if waits else "—"],
+        ["read: wait p50 / p95 / max, s",
+         " / ".join(f"{percentile(waits, q):.1f}" for q in (50, 95, 100)) if waits else "—"],
         ["the class's last answer after, s", f"{class_s:.1f}"],
-        ["region (256 x 256, exact) p50 / p95, ms", " / ".join(ms(percentile(regions, q)) for q in (50, 95)) if regions else "—"],
+        ["region (256 x 256, exact) p50 / p95, ms",
+         " / ".join(ms(percentile(regions, q)) for q in (50, 95)) if regions else "—"],
         ["payload of a page, kB", f"{max((r['payload_bytes'] for r in answered), default=0) / 1e3:.0f}"],
         ["kept runs' budget, MiB", mib(budget)],
         ["kept runs at most (polled), MiB", mib(kept_max[0])],

@@ -1,14 +1,15 @@
 """A tokenizer's pieces read as text: each piece's own characters, and the pieces merged into the words they spell.
 
     words = words_of(model.tokenizer, ids)          # ids [T] as the model read them
-    words.pieces[5]       # "ing": piece 5's characters (byte-level bytes decoded, "Ġ" / "▁" as a space, "##" dropped)
+    words.pieces[5]       # "ing": piece 5's characters (bytes decoded, "Ġ" / "▁" as a space, "##" dropped)
     words.word_of[5]      # 2: the word piece 5 belongs to
     words.words[2]        # "reading": the word's pieces decoded together (a character split over pieces made whole)
 
 A word starts at a piece that starts with a space marker ("Ġ" byte-level, "▁" SentencePiece) or whose characters
 start with white space, or after a piece that ends with white space; white space alone (a lone "▁", a newline)
-begins the word after it. Under WordPiece a word starts at every piece without "##", and at a special token ([CLS], <s>, </s>...), which is a word of its own. Punctuation written against a word
-("word,") stays in it under byte-level BPE and SentencePiece, as the tokenizer wrote it; WordPiece splits it off.
+begins the word after it. Under WordPiece a word starts at every piece without "##". A special token ([CLS], <s>,
+</s>...) is a word of its own. Punctuation written against a word ("word,") stays in it under byte-level BPE and
+SentencePiece, as the tokenizer wrote it; WordPiece splits it off.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ DROPPED_KEPT = 4096  # ids of dropped runs remembered, to tell their visitors wh
 
 
 def kept_budget() -> int:
-    """The kept runs' budget: LONG_KEPT_BYTES, or the operator's LONG_KEPT_ENV (MiB) where set (a Space with more disk)."""
+    """The kept runs' budget: LONG_KEPT_BYTES, or the operator's LONG_KEPT_ENV (MiB) where set (more disk)."""
     value = os.environ.get(LONG_KEPT_ENV, "").strip()
     try:
         return int(float(value) * 2**20) if value else LONG_KEPT_BYTES

@@ -71,8 +71,8 @@ TEXT = "The reader's unbelievable café\nnext line, naïve ✓ ok"
     ("gpt2", ["The", "reader's", "unbelievable", "café", "next", "line,", "naïve", "✓", "ok"]),   # byte-level BPE
     ("bert", ["[CLS]", "the", "reader", "'", "s", "unbelievable", "cafe", "next", "line", ",", "naive", "[UNK]", "ok",
               "[SEP]"]),                                                                         # WordPiece
-    ("llama", ["<s>", "The", "reader's", "unbelievable", "café", "next", "line,", "naïve", "✓", "ok"]),  # SentencePiece,
-])                                                                                                # byte fallback
+    ("llama", ["<s>", "The", "reader's", "unbelievable", "café", "next", "line,", "naïve", "✓", "ok"]),  # SentencePiece
+])
 def test_pieces_merge_into_the_words_they_spell(tiny_folder, family, words):
     """Each family's pieces of one text merge into its words: "Ġ", "▁" and "##" read as spaces or continuations,
     a character split over byte pieces (é, ï, ✓) made whole, a newline or lone space beginning the next word."""
@@ -101,7 +101,8 @@ def test_show_a_long_text_embeds_every_heads_overview_within_its_budget(tiny_fol
     assert model.encode(text).ids.numel() > 256 == LONG_FROM  # the tiny GPT-2: a piece is a few characters
     view = show(model, text)
     payload = view.payload
-    assert payload["kind"] == "long" and payload["read"] == 256 < payload["of"] and "positions end at 256" in payload["note"]
+    assert payload["kind"] == "long" and payload["read"] == 256 < payload["of"]
+    assert "positions end at 256" in payload["note"]
     assert 'data-av-long="' in view.html and "AttentionLong.mountAll" in view.html
     small = run_long(model, text, budget=40_000)  # 2 maps x 4 heads in 40 kB: at most 44 a side: blocks of 6 tokens
     offline = small["offline"]

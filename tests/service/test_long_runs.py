@@ -52,7 +52,8 @@ def test_a_model_reads_what_its_positions_hold_and_says_so(real):
     """BERT's tiny model has 256 positions: a longer text is read to 256 tokens and the note says of how many."""
     payload = LongRuns(real).read("hub:tiny-bert", TEXT * 2)
     assert payload["read"] == payload["length"] == 256 < payload["of"]
-    assert f"first 256 of the text's {payload['of']:,} tokens" in payload["note"] and "positions end at 256" in payload["note"]
+    assert f"first 256 of the text's {payload['of']:,} tokens" in payload["note"]
+    assert "positions end at 256" in payload["note"]
     assert len(payload["pieces"]) == len(payload["wordOf"]) == 256
     overview = payload["overview"]
     assert overview["side"] == 256 and overview["block"] == 1 and overview["sink"] is True

@@ -176,13 +176,9 @@ class RealModels:
     def one_stack(self, key: str) -> bool:
         """False where the model's config, read from its folder or the cache (never fetched, nothing loaded), says it
         is an encoder-decoder (a translation model: it cannot read a page at length); True otherwise, unknown too."""
-        try:
-            from transformers import AutoConfig
+        from attention_viz.hub.loading import one_stack  # the hub extra: installed wherever a real model is set up
 
-            config = AutoConfig.from_pretrained(self.names[display_name(key)], local_files_only=True)
-        except Exception:  # noqa: BLE001 - not cached or not readable: offered, and reading it says what it is
-            return True
-        return not getattr(config, "is_encoder_decoder", False)
+        return one_stack(self.names[display_name(key)])
 
     def get(self, key: str, progress: Callable[[float, str], None] | None = None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;

@@ -134,7 +134,8 @@ def run_long(model, text: str, budget: int = LONG_BYTES, **switches) -> dict:
     try:
         note = "" if read == ids.numel() else (f"Read the first {read:,} of the text's {int(ids.numel()):,} tokens: "
                                                f"{model.name}'s positions end at {cap:,}.")
-        title = f"{model.name}: {read:,} tokens, {len(run.keys)} maps x {run.n_heads} heads"
+        maps = f"{len(run.keys)} map{'' if len(run.keys) == 1 else 's'}"
+        title = f"{model.name}: {read:,} tokens, {maps} x {run.n_heads} heads"
         payload = pack_long(run, words_of(model.tokenizer, ids[:read].tolist()), read=read, of=int(ids.numel()),
                             note=note, title=title)
         payload["offline"] = pack_offline(run, budget)

@@ -60,6 +60,10 @@ class _Kept:
     dropped: bool = False
 
 
+def maps_of(n: int) -> str:
+    return f"{n} map" + ("" if n == 1 else "s")
+
+
 def kept_estimate(model, length: int) -> int:
     """The bytes a long pass of `length` tokens keeps (hub.long: q [H, T, d], k [H_kv, T, d], lse [H, T] per map)."""
     config = model.model.config
@@ -126,7 +130,7 @@ class LongRuns:
             words = words_of(model.tokenizer, ids[:read].tolist())
             key = run.keys[len(run.keys) // 2]
             payload = pack_long(run, words, read=read, of=int(ids.numel()), note=note,
-                                title=f"{name}: {read:,} tokens, {len(run.keys)} maps x {run.n_heads} heads")
+                                title=f"{name}: {read:,} tokens, {maps_of(len(run.keys))} x {run.n_heads} heads")
             payload["overview"] = pack_overview(run, key, 0, LONG_OVERVIEW)
         except Exception:
             run.close()

@@ -232,6 +232,7 @@ def test_the_long_text_tab_paste_a_page_drag_a_region_and_hover_an_exact_weight(
         view.locator(".av-long-sink").check()  # the sink left out: said over the map and the region's title
         expect(view.locator(".av-long-legend").nth(3)).to_contain_text("first token left out", timeout=TIMEOUT_MS)
         expect(title).to_contain_text("first token left out of every row", timeout=TIMEOUT_MS)
-        view.locator(".av-long-colour").select_option("p99")  # brighter: drawn again in the page, said in the legend
-        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("99th percentile")
+        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("99th percentile")  # the colour by default
         page.screenshot(path=str(SCREENSHOTS / f"long_{width}.png"), full_page=True)
+        view.locator(".av-long-colour").select_option("top")  # drawn again in the page, said in the legend
+        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("colour 0 → this map's top")

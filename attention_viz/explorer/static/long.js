@@ -46,8 +46,8 @@
           <label><input type="checkbox" class="av-long-sink"> leave out the first token (rows renormalised)</label>
           <label>labels <select class="av-long-labels"><option value="words">words</option>
             <option value="pieces">pieces</option></select></label>
-          <label>colour <select class="av-long-colour"><option value="top">0 → the map's top</option>
-            <option value="p99">0 → its 99th percentile</option></select></label></div>
+          <label>colour <select class="av-long-colour"><option value="p99">0 → its 99th percentile</option>
+            <option value="top">0 → the map's top</option></select></label></div>
         <p class="av-long-chosen"></p>
         <div class="av-long-overbox"><canvas class="av-long-overview" aria-label="overview: drag a rectangle to open it, or move a square with the arrow keys and press Enter"></canvas>
           <div class="av-long-drag" hidden></div></div>

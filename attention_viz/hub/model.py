@@ -208,6 +208,15 @@ class PretrainedTransformer:
 
     # -- passes
 
+    @staticmethod
+    def encoder_output(states: torch.Tensor):
+        """Encoder states [B, S, D] as the encoder's output the decoder reads (encoder_outputs=): a mixture of
+        experts' (NLLB-MoE) reads its router logits off it by name, so a plain tuple will not do; the others take it
+        whole or by its first field."""
+        from transformers.modeling_outputs import MoEModelOutput
+
+        return MoEModelOutput(last_hidden_state=states)
+
     def padding_of(self, ids: torch.Tensor) -> torch.Tensor:
         """The 2D attention mask [B, S] of ids: 1 where a token is not the tokenizer's <pad>."""
         if self.pad_id is None:

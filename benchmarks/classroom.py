@@ -94,7 +94,7 @@ from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s
 from .classroom_report import report
 from .load import rss_kib
 from .page import cpu_s
-from .common import Timing, export_ref, load, write_json
+from .common import Timing, export_ref, load, save
 from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, Page,
                        RealModel, Student, Tally, real_actions)
 
@@ -427,8 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run_from(parser, args)
     print(report(result), flush=True)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
-    print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")
+    save("classroom", result, args.out)
     return 0 if all(app.get("errors", 0) == 0 and not app.get("hung") for app in result["apps"].values()) else 1
 
 

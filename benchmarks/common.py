@@ -173,6 +173,15 @@ def write_json(name: str, payload: dict, directory: Path = RESULTS_DIR) -> Path:
     return path
 
 
+def save(name: str, result: dict, out: str | Path | None = None, started: float | None = None) -> Path:
+    """Write `result` as <out (default benchmarks/results)>/<name>-<time>.json and print where (with the seconds since
+    `started`, a time.perf_counter(), when given): the end of every benchmark's main."""
+    path = write_json(f"{name}-{time.strftime('%Y%m%d-%H%M%S')}", result, Path(out) if out else RESULTS_DIR)
+    took = f"{time.perf_counter() - started:.0f} s; " if started is not None else ""
+    print(f"\n{took}results in {path}", flush=True)
+    return path
+
+
 def export_ref(ref: str, folder: Path) -> str:
     """`git archive ref` unpacked into folder (the repository is only read); the commit's hash."""
     commit = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--verify", f"{ref}^{{commit}}"],

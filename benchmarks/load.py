@@ -48,7 +48,7 @@ from pathlib import Path
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
 from .app import ROOT, Browser, Server
-from .common import Timing, load, machine, ms, table, write_json
+from .common import Timing, load, machine, ms, save, table
 from .pagesim import ALLOWED_ERRORS, API, HTTP_TIMEOUT_S, Page, Request
 
 # ---------------------------------------------------------------------------- thin wrappers over benchmarks.app
@@ -411,9 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(temp_dir, ignore_errors=True)
     result["load_at_end"] = load()
     print(report(result), flush=True)
-    out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results"
-    path = write_json(f"load-{stamp}", result, out_dir)
-    print(f"\nresults in {path}")
+    save("load", result, args.out)
     ok = not result["load"]["unexpected_errors"] and result["load"]["correct"] == result["load"]["requests"]
     return 0 if ok else 1
 

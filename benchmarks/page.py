@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from .app import SETTLE_S
-from .common import load, percentile, table, write_json
+from .common import load, percentile, save, table
 from .explorer import ARGS, CHROMIUM
 
 # In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
@@ -223,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result = run(args.opens, args.floor, args.warm)
         print(report(result), flush=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = write_json(f"page-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")
-    print(f"\nresults in {path}")
+    save("page", result, args.out)
     return 0
 
 

@@ -14,6 +14,7 @@ import platform
 import statistics
 import subprocess
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -133,6 +134,37 @@ def machine(threads: int | None = None) -> dict:
     except importlib.metadata.PackageNotFoundError:
         info["gradio"] = None
     return info
+
+
+def cpu_s(pid: int | None) -> float:
+    """A process's CPU time so far (user + system, s), from /proc; 0 where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process in KiB, from /proc/<pid>/status."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def watch_rss(pid: int, stop: threading.Event, samples: list[tuple[float, float]], every_s: float = 1.0) -> None:
+    """(seconds since the start, the process's VmRSS in MiB) every `every_s` until `stop` (a thread's target)."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            samples.append((time.monotonic() - t0, rss_kib(pid)["VmRSS"] / 1024))
+        except (OSError, KeyError):
+            return
+        if stop.wait(every_s):
+            return
 
 
 def ms(seconds: float) -> str:

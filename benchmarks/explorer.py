@@ -170,7 +170,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.explorer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks explorer", description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=40, help="changes of each sort per page")
     parser.add_argument("--app", action="store_true", help="also measure inside the launched app's page")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")

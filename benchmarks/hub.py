@@ -294,7 +294,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.hub", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks hub", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="8 and 32 tokens, 8 written, few rounds, no folder load (under a minute)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")

@@ -129,7 +129,7 @@ def cache_report(views) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks replay", description=__doc__.splitlines()[0])
     parser.add_argument("trace", help="the file benchmarks.load --trace wrote")
     parser.add_argument("--code", default=None, help="a folder whose attention_viz to run (a worktree of a commit)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")

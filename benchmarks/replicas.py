@@ -163,7 +163,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.replicas", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks replicas", description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--replicas", type=int, default=2)

@@ -72,13 +72,14 @@ FILE_URL = {"path": "/tmp/a.png", "url": "/gradio_api/file=/tmp/a.png", "meta": 
     [{"rows": [[1.5, "a"], (2, None)], "x": {"y": [1, 2, (3, 4)]}}, "text", 3, None, [], {}],
     [{"html": "<p>", "files": [FILE_URL, {"meta": {"_type": "gradio.FileData"}}]}, "text"],
     [{"path": "p", "meta": {"_type": "other"}, "url": "u"}],
+    {"components": [{"props": {"value": [1, 2]}}]},  # a dict (the page's config): Gradio's walk, whatever it holds
 ])
 def test_the_quick_root_url_walk_gives_gradios_answer(data):
-    """An answer with no file is copied as Gradio's walk copies it (equal, every dict and list a new object, tuples as
-    lists); one with a file goes Gradio's way (its URL gets the root)."""
+    """An answer (a list of values) with no file is copied as Gradio's walk copies it (equal, every dict and list a new
+    object, tuples as lists); one with a file, or the page's config (a dict), goes Gradio's way (a URL gets the root)."""
     ours, gradios = answers._add_root_url(data, "http://host", None), answers.GRADIOS_ADD_ROOT_URL(data, "http://host", None)
     assert ours == gradios and repr(ours) == repr(gradios)
-    assert ours is not data and ours[0] is not data[0]
+    assert ours is not data and (not isinstance(data, list) or ours[0] is not data[0])
     assert answers.no_file(data) == ("http://host" not in repr(gradios))
 
 

@@ -167,6 +167,46 @@ def watch_rss(pid: int, stop: threading.Event, samples: list[tuple[float, float]
             return
 
 
+class EventStream:
+    """The queue's event stream (GET /queue/data) read for one event, as the browser's client reads it: its place in
+    the line as told (estimations), and its answer (the process_completed message)."""
+
+    def __init__(self, event_id: str | None, t0: float, patience_s: float | None = None) -> None:
+        self.event_id, self.t0, self.patience_s = event_id, t0, patience_s
+        self.estimations: list[dict] = []  # (rank, queue_size, rank_eta), what the page shows as "queue: 2/9 | 1.1s"
+        self.completed: dict | None = None
+        self.last: dict | None = None
+
+    def read(self, line: str | bytes) -> bool:
+        """One line of the stream; True at its end. RuntimeError for another event's answer (the browser's client
+        reads only its own), an unexpected error (it gives up), or no answer `patience_s` after joining."""
+        if line[:5] not in ("data:", b"data:"):
+            return False
+        message = self.last = json.loads(line[5:])
+        kind = message.get("msg")
+        if kind == "estimation" and message.get("event_id") == self.event_id:
+            self.estimations.append(message)
+        if kind == "process_completed":
+            if message.get("event_id") != self.event_id:
+                raise RuntimeError(f"the stream answered another event ({message.get('event_id')}, "
+                                   f"not {self.event_id})")
+            self.completed = message
+        if kind == "close_stream":
+            return True
+        if kind == "unexpected_error":
+            raise RuntimeError(f"unexpected_error: {message.get('message')!r}"
+                               + (", session not found" if message.get("session_not_found") else ""))
+        if self.patience_s is not None and time.perf_counter() - self.t0 > self.patience_s:
+            raise RuntimeError(f"no answer in {self.patience_s:.0f} s: the stream stays open, its last message {kind!r}")
+        return False
+
+    def answer(self) -> dict:
+        """The event's completed message; RuntimeError where it failed or never came."""
+        if self.completed is None or not self.completed.get("success"):
+            raise RuntimeError(f"event failed: {self.completed or self.last}")
+        return self.completed
+
+
 def ms(seconds: float) -> str:
     """Seconds as milliseconds with about three significant figures."""
     value = seconds * 1e3

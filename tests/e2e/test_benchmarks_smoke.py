@@ -36,6 +36,25 @@ def test_interleaved_times_every_candidate_every_round_in_rotating_order():
     assert all(s >= 0 for t in timings.values() for s in t.samples)
 
 
+def test_the_event_stream_reads_its_own_answer_and_refuses_another():
+    """benchmarks.common.EventStream (the class's and the app benchmark's reader of /queue/data): its place told, its
+    answer; another event's answer, or a stream that ends without one, is an error."""
+    import time
+
+    stream = common.EventStream("e1", time.perf_counter())
+    lines = ['data: {"msg": "estimation", "event_id": "e1", "rank": 2, "queue_size": 5}', ": heartbeat",
+             b'data: {"msg": "process_completed", "event_id": "e1", "success": true, "output": {"data": [1]}}\n',
+             'data: {"msg": "close_stream"}']
+    assert [stream.read(line) for line in lines] == [False, False, False, True]
+    assert stream.answer()["output"]["data"] == [1] and stream.estimations[0]["rank"] == 2
+    with pytest.raises(RuntimeError, match="another event"):
+        common.EventStream("e1", time.perf_counter()).read('data: {"msg": "process_completed", "event_id": "e2"}')
+    ended = common.EventStream("e1", time.perf_counter())
+    assert ended.read('data: {"msg": "close_stream"}')
+    with pytest.raises(RuntimeError, match="event failed"):
+        ended.answer()
+
+
 def test_table_is_markdown_with_one_row_per_item():
     text = common.table(["n", "ms"], [[16, "1.0"], [64, "2.5"]])
     lines = text.splitlines()

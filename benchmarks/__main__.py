@@ -1,22 +1,14 @@
-"""One command for every benchmark: `python -m benchmarks [--quick] [--only kernel,model,memory,app,explorer] [--device auto|cpu|cuda]`.
+"""One command for every benchmark.
 
-`python -m benchmarks classroom [--students 300] [--against 2d03545] [...]` runs a class of students on the app, the
-server pinned to a core of its own (benchmarks/classroom.py; `python -m benchmarks classroom --help`), and
-`python -m benchmarks payloads --against REF` checks that this tree's app answers a fixed script of requests as
-REF's does, byte for byte (benchmarks/payloads.py).
+    python -m benchmarks [--quick] [--only kernel,model,memory,app,explorer,page,hub] [--device auto|cpu|cuda]
+    python -m benchmarks NAME [options]      # one benchmark (COMMANDS below); `python -m benchmarks NAME --help`
 
-`--only page` opens the app's page fresh 10 times and times it to the explorer's first drawn view
-(benchmarks/page.py; not in the default set).
-
-`--only hub` times a real model's maps through our Eq. 1 against transformers' own attention (benchmarks/hub.py;
-not in the default set: it needs the hub extra).
-
-`--only classroom [--students 30] [--duration-s 75] [--against main]` runs a class of students on the app
-(benchmarks/classroom.py; not in the default set: it takes 1.5-3 minutes per app).
-
-Prints Markdown tables and writes everything measured to benchmarks/results/<time>.json and
-benchmarks/results/latest.json. Ours and PyTorch's references are measured in the same run,
-interleaved, so their ratios hold even on a shared, noisy machine.
+The first runs the default tables (kernel, model, memory, app, explorer; page and hub on request), interleaved, ours
+and PyTorch's references in the same run, and writes everything measured to benchmarks/results/<time>.json and
+latest.json. The second runs one benchmark with its own options: `classroom --students 300 --against REF` (a lecture
+hall, the server on a core of its own, its CPU per answer by kind), `payloads --against REF` (every answer of a fixed
+script byte for byte against REF's), `replicas`, `fairness`, `load`, `replay`, `long`, `hub`, ...; docs/benchmarks.md
+says what each measures and its latest table.
 """
 
 from __future__ import annotations
@@ -27,14 +19,17 @@ import sys
 import time
 
 DEFAULT_SECTIONS = ("kernel", "model", "memory", "app", "explorer")
-SECTIONS = (*DEFAULT_SECTIONS, "page", "classroom", "hub")
+SECTIONS = (*DEFAULT_SECTIONS, "page", "hub")
+# `python -m benchmarks NAME ...`: the module benchmarks.NAME's main(argv), with options of its own
+COMMANDS = ("classroom", "payloads", "replicas", "fairness", "load", "replay", "page", "explorer", "hub", "long",
+            "importance", "trained", "live", "research", "longclass")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (under a minute)")
     parser.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
-                        help="comma-separated sections: " + ",".join(SECTIONS) + " (default all but classroom)")
+                        help="comma-separated sections: " + ",".join(SECTIONS) + " (default all but page and hub)")
     parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
@@ -43,18 +38,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads for kernel, model, memory")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
-    parser.add_argument("--students", type=int, default=None, help="classroom: students (default 30, quick 5)")
-    parser.add_argument("--duration-s", type=float, default=None, help="classroom: seconds per app (default 75, quick 20)")
-    parser.add_argument("--against", default=None, help="classroom: also run the class against this git ref's app")
     args = parser.parse_args(argv)
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(args.only) - set(SECTIONS)
     if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)} "
+                     f"(or run one benchmark: python -m benchmarks NAME, NAME one of {', '.join(COMMANDS)})")
     return args
-
-
-COMMANDS = ("classroom", "payloads", "longclass")  # each with options of its own: `python -m benchmarks COMMAND --help`
 
 
 def main(argv: list[str] | None = None) -> dict | int:
@@ -125,13 +115,6 @@ def main(argv: list[str] | None = None) -> dict | int:
 
         section("Real models: every map through our Eq. 1 against transformers' attention", "hub",
                 lambda: hub.run(args.quick, threads=args.threads), hub.report)
-    if "classroom" in args.only and args.device != "cuda":
-        from . import classroom
-
-        students = args.students or (5 if args.quick else 30)
-        duration = args.duration_s or (20.0 if args.quick else 75.0)
-        section(f"A class of {students} students", "classroom",
-                lambda: classroom.run(students, duration, args.against), classroom.report)
 
     results["seconds"] = time.perf_counter() - started
     results["load_at_end"] = load()
@@ -145,4 +128,4 @@ def main(argv: list[str] | None = None) -> dict | int:
 
 if __name__ == "__main__":
     answer = main()
-    sys.exit(answer if isinstance(answer, int) else 0 if answer else 1)
+    sys.exit(answer if isinstance(answer, int) else 0)

@@ -17,7 +17,6 @@ maximum length (tokenizer.DEFAULT_MAX_LEN).
 
 from __future__ import annotations
 
-import json
 import random
 import string
 import subprocess
@@ -30,7 +29,7 @@ import httpx
 
 from devtools.launcher import ROOT, Server
 
-from .common import Timing, load, ms, table
+from .common import EventStream, Timing, load, ms, table
 from .model import app_default_config
 
 API = "/gradio_api"
@@ -67,31 +66,13 @@ class Browser:
         t0 = time.perf_counter()
         joined = self.client.post(self.base + API + "/queue/join", json=body)
         joined.raise_for_status()
-        event_id = joined.json().get("event_id")
-        completed = last = None
-        self.estimations = []
+        reader = EventStream(joined.json().get("event_id"), t0, self.patience_s)
+        self.estimations = reader.estimations
         with self.client.stream("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash}) as stream:
             for line in stream.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                message = last = json.loads(line[5:])
-                if message.get("msg") == "estimation" and message.get("event_id") == event_id:
-                    self.estimations.append(message)  # what the page shows as "queue: rank+1/size | eta"
-                if message.get("msg") == "process_completed":
-                    if message.get("event_id") != event_id:  # the browser's client, too, reads only its own events
-                        raise RuntimeError(f"the stream answered another event ({message.get('event_id')}, "
-                                           f"not {event_id})")
-                    completed = message
-                if message.get("msg") == "close_stream":
+                if reader.read(line):
                     break
-                if message.get("msg") == "unexpected_error":  # the browser's client gives up on the event too
-                    raise RuntimeError(f"unexpected_error: {message.get('message')!r}"
-                                       + (", session not found" if message.get("session_not_found") else ""))
-                if self.patience_s is not None and time.perf_counter() - t0 > self.patience_s:
-                    raise RuntimeError(f"no answer in {self.patience_s:.0f} s: the stream stays open, its last "
-                                       f"message {message.get('msg')!r}")
-        if completed is None or not completed.get("success"):
-            raise RuntimeError(f"event failed: {completed or last}")
+        completed = reader.answer()
         for item in completed["output"]["data"]:
             if isinstance(item, dict) and item.get("url"):
                 self.client.get(item["url"]).raise_for_status()

@@ -1,72 +1,16 @@
-"""Classroom benchmark: a class on the app at once, each student a browser-protocol client who thinks between actions.
+"""A class on the app: students on one event loop, each a browser (its own session, six connections) that opens the
+page and then, after 1.5-4 s of thought each time, does one thing of a teaching mix (students.ACTIONS: the lab's
+d_k, scaling and number of keys, a new text, a head clicked off, the steps view, the lesson's Next); then, on the
+quiet server, the server's CPU per answer by kind, and the lesson walked in Chromium.
 
-`python -m benchmarks --only classroom [--students 30] [--duration-s 75] [--against main]`
-(or `python -m benchmarks.classroom` with the same options)
+    python -m benchmarks classroom --students 300 --against REF   # a lecture hall; --help for every option
 
-This module runs the class; its report is benchmarks.classroom_report, its pages in Chromium
-benchmarks.classroom_chromium.
-
-Each student is one page (its own session, `benchmarks.app.Browser`): it arrives within the first few
-seconds and opens the page, timed from its first byte asked for (GET /) to its opening run in hand: the HTML, the
-files a browser then fetches with an empty cache, six at a time (the list one headless Chromium opening recorded at
-the start, ~70 of Gradio's scripts, styles and fonts), the config, then every load event and what it chains, as the
-browser runs them (this app has none: its opening run is in the config, so the files and the config are what a
-student waits for before the page draws the first map). Then until the time is up it waits 1.5-4 s (uniform) and
-does one thing of a teaching mix:
-
-    lab_dk      30 %   move the lab's d_k (a power of two, as the log₂ slider gives)
-    lab_scaled  15 %   switch the 1/√d_k scaling
-    lab_keys    10 %   change the number of keys
-    rerun       10 %   type a new text in the Transformer tab: the model reruns (visualize, then its chain)
-    heads       10 %   click a head off in the explorer's "switch heads off" mode (or back on): the heads go in its
-                       box (#heads_off) as JSON and the model reruns with them off (visualize's heads_off and, one
-                       time in five, the other ablation); the notes must say which heads are off
-    steps       15 %   open the steps view (Figure 2)
-    lesson      10 %   the guided lesson's Next from the student's step (students start at steps spread over the
-                       first eight; after the last, from the first again): the event #lesson_next's click runs
-                       (a private one, found by its trigger in /config) with the step index, and every event
-                       chained on it; the answer must show the next step ("Step N of M" in #lesson_text). Its steps
-                       open other tabs and other models. The student then goes back to its own controls.
-
-Every action also counts the events it sent (joined the queue). The page's own change listeners (a control a step
-set) are not simulated: after the class, on the quiet server, `benchmarks.lesson_walk` presses Next through the whole
-lesson in Chromium and counts every request each step sends, with its times.
-
-`--real` sets the app up with a real model, the opus-mt-en-de configuration (Marian, 6 + 6 layers, 8 heads,
-d_model 512, vocabulary 58,101: 74M parameters) with random weights, saved offline by devtools.hub_models, and
-takes 10 % of the mix for it (`--real PERCENT` for another share; from the lab's d_k and the reruns): a student picks
-it and types a sentence (`real`); the model is loaded once, by one run before the class arrives. Random weights never
-write the end token, so each run would write the app's whole budget (1.5 x the source + 10 tokens); the server is
-started as benchmarks.trained_length, whose budget is a trained opus-mt's length (ceil(1.2 x the source's pieces),
-the last its end token), unless `--full-budget` (the worst case, `python app.py` as it is). With
-`--real-score PERCENT` as well, that share of the actions (taken from the steps) scores every head of the real
-model on a new sentence (`real_score`: the grid, Michel's gradient and the prune curve, seconds of the model each).
-`--real-model minilm` makes that real model the trained all-MiniLM-L6-v2 instead (a BERT encoder, 6 x 12 heads,
-22.7M parameters, from the pinned PyPI package through devtools.trained_models): one pass per run, no decoding; its
-heads cannot be scored (an encoder writes no output), so `--real-score` is refused with it alone.
-`--real-model minilm,opus-mt-random` sets the app up with both: the share is split between them, one action each
-(`real:minilm`, `real:opus-mt-random`), and `real_score` scores the one that writes text.
-
-`--browsers K` also opens the page K times in Debian's headless Chromium while the class works (the first during
-the arrivals, the rest spread over the class, one at a time, each in a fresh context with an empty cache) and reports
-the first drawn view from the navigation's start (benchmarks.page's measure: the explorer's first frame with its
-grid; its clock is the page's performance.timeOrigin, the navigation's start, before GET / is sent): what a student
-who arrives with the class waits for. Chromium runs on the same two cores as the server and the simulated class, so
-this is a pessimistic figure; a lecture hall's browsers run on the students' own machines. The CPU table says how
-much each took: the server, the simulated students (this process: time.process_time) and Chromium (its processes
-and Playwright's driver once reaped: resource.getrusage(RUSAGE_CHILDREN)), while the class arrived and over the
-class.
-
-`--live` also trains live in the background for the whole class (`/live_train`, plain dot products at d_k 1024,
-one run after another, as a teacher demonstrating it would): the other views must keep answering.
-
-Latency = join the queue .. the last file of the answer fetched (what the browser waits for before it can
-draw; the lab's PNGs on an app that still draws them, none on one whose page draws the numbers). Every
-answer is checked (the lab's table is for the d_k asked, the view's notes describe a run, the steps text
-is there); a wrong answer counts as an error. `--against REF` runs the same class (same seed, same
-actions) against REF's app as well, exported with `git archive` into a temporary folder (nothing in the
-repository is touched), one app after the other, so each has the machine to itself; the table of ratios
-is this tree's over REF's. Never asserted on in tests: timings only ever go to the tables and JSON.
+The server runs pinned to a core of its own (taskset), the class on another, so the figures are the server's. Latency
+runs from joining the queue to the last file of the answer fetched, and every answer is checked (a wrong one is an
+error). `--against REF` runs the same class (same seed, same actions) on REF's app from `git archive`, one app after
+the other. `--real` puts a real model among the choices (benchmarks.trained_length), `--live` trains live in the
+background, `--browsers K` opens the page in Chromium during the class. docs/benchmarks.md says how to read the tables
+(benchmarks.classroom_report) and keeps the latest; never asserted on in tests.
 """
 
 from __future__ import annotations
@@ -92,9 +36,8 @@ from devtools.launcher import ROOT, Server
 from . import lesson_walk
 from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s
 from .classroom_report import report
-from .load import rss_kib
-from .page import cpu_s
-from .common import Timing, export_ref, load, write_json
+from .common import Timing, cpu_s, export_ref, load, save, watch_rss
+from .trained_length import load_real_model, real_model_folder
 from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, Page,
                        RealModel, Student, Tally, real_actions)
 
@@ -116,7 +59,7 @@ async def student(index: int, base: str, seed: int, start: float, duration_s: fl
         try:
             t0 = time.perf_counter()
             me = Student(page, rng, real)
-            opened = await me.open(files)  # GET /, its files and the config, as a browser fetches them
+            await me.open(files)  # GET /, its files and the config, as a browser fetches them
             tally.record("open", time.perf_counter() - t0, None, me.estimations, me.requests)
             tally.opened(cpu_s(pid))
         except (OSError, RuntimeError, KeyError, IndexError, ValueError, asyncio.TimeoutError) as error:
@@ -265,40 +208,6 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
             outcomes.append(f"{type(error).__name__}: {error}")
 
 
-def watch_rss(pid: int, stop: threading.Event, samples: list[tuple[float, float]], every_s: float = 1.0) -> None:
-    """(seconds since the start, the server's VmRSS in MiB) every `every_s` until `stop`."""
-    t0 = time.monotonic()
-    while True:
-        try:
-            samples.append((time.monotonic() - t0, rss_kib(pid)["VmRSS"] / 1024))
-        except (OSError, KeyError):
-            return
-        if stop.wait(every_s):
-            return
-
-
-def real_model_folder(temp: Path, real_model: str = "opus-mt-random") -> Path:
-    """The opus-mt-en-de configuration with random weights and a small real tokenizer, saved offline; or, for
-    "minilm", the trained all-MiniLM-L6-v2's folder (devtools.trained_models)."""
-    if real_model == "minilm":
-        from devtools.trained_models import minilm_folder
-
-        return minilm_folder()
-    from devtools.hub_models import save_opus_mt_en_de_random
-
-    return save_opus_mt_en_de_random(temp / REAL_MODELS[real_model].name)
-
-
-def load_real_model(base: str, name: str = REAL_MODELS["opus-mt-random"].name) -> float:
-    """One run of the real model before the class arrives (it loads once per process); its seconds."""
-    from gradio_client import Client
-
-    t0 = time.perf_counter()
-    Client(base + "/", verbose=False).predict("Attention is all you need.", "hub:" + name, 64, "sqrt_dk", 1.0,
-                                              True, True, 0, 64, 4, api_name="/visualize")
-    return time.perf_counter() - t0
-
-
 def cores() -> tuple[list[str], set[int] | None, str]:
     """Where the server and the class run: the prefix that pins the server to one core, the core this process takes,
     and a sentence saying so (on one core, or with no taskset: shared, and the figures are the class's too)."""
@@ -427,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run_from(parser, args)
     print(report(result), flush=True)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
-    print(f"\nresults in {write_json('classroom-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")
+    save("classroom", result, args.out)
     return 0 if all(app.get("errors", 0) == 0 and not app.get("hung") for app in result["apps"].values()) else 1
 
 

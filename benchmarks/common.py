@@ -14,6 +14,7 @@ import platform
 import statistics
 import subprocess
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -135,6 +136,77 @@ def machine(threads: int | None = None) -> dict:
     return info
 
 
+def cpu_s(pid: int | None) -> float:
+    """A process's CPU time so far (user + system, s), from /proc; 0 where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process in KiB, from /proc/<pid>/status."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def watch_rss(pid: int, stop: threading.Event, samples: list[tuple[float, float]], every_s: float = 1.0) -> None:
+    """(seconds since the start, the process's VmRSS in MiB) every `every_s` until `stop` (a thread's target)."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            samples.append((time.monotonic() - t0, rss_kib(pid)["VmRSS"] / 1024))
+        except (OSError, KeyError):
+            return
+        if stop.wait(every_s):
+            return
+
+
+class EventStream:
+    """The queue's event stream (GET /queue/data) read for one event, as the browser's client reads it: its place in
+    the line as told (estimations), and its answer (the process_completed message)."""
+
+    def __init__(self, event_id: str | None, t0: float, patience_s: float | None = None) -> None:
+        self.event_id, self.t0, self.patience_s = event_id, t0, patience_s
+        self.estimations: list[dict] = []  # (rank, queue_size, rank_eta), what the page shows as "queue: 2/9 | 1.1s"
+        self.completed: dict | None = None
+        self.last: dict | None = None
+
+    def read(self, line: str | bytes) -> bool:
+        """One line of the stream; True at its end. RuntimeError for another event's answer (the browser's client
+        reads only its own), an unexpected error (it gives up), or no answer `patience_s` after joining."""
+        if line[:5] not in ("data:", b"data:"):
+            return False
+        message = self.last = json.loads(line[5:])
+        kind = message.get("msg")
+        if kind == "estimation" and message.get("event_id") == self.event_id:
+            self.estimations.append(message)
+        if kind == "process_completed":
+            if message.get("event_id") != self.event_id:
+                raise RuntimeError(f"the stream answered another event ({message.get('event_id')}, "
+                                   f"not {self.event_id})")
+            self.completed = message
+        if kind == "close_stream":
+            return True
+        if kind == "unexpected_error":
+            raise RuntimeError(f"unexpected_error: {message.get('message')!r}"
+                               + (", session not found" if message.get("session_not_found") else ""))
+        if self.patience_s is not None and time.perf_counter() - self.t0 > self.patience_s:
+            raise RuntimeError(f"no answer in {self.patience_s:.0f} s: the stream stays open, its last message {kind!r}")
+        return False
+
+    def answer(self) -> dict:
+        """The event's completed message; RuntimeError where it failed or never came."""
+        if self.completed is None or not self.completed.get("success"):
+            raise RuntimeError(f"event failed: {self.completed or self.last}")
+        return self.completed
+
+
 def ms(seconds: float) -> str:
     """Seconds as milliseconds with about three significant figures."""
     value = seconds * 1e3
@@ -170,6 +242,15 @@ def write_json(name: str, payload: dict, directory: Path = RESULTS_DIR) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
     path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    return path
+
+
+def save(name: str, result: dict, out: str | Path | None = None, started: float | None = None) -> Path:
+    """Write `result` as <out (default benchmarks/results)>/<name>-<time>.json and print where (with the seconds since
+    `started`, a time.perf_counter(), when given): the end of every benchmark's main."""
+    path = write_json(f"{name}-{time.strftime('%Y%m%d-%H%M%S')}", result, Path(out) if out else RESULTS_DIR)
+    took = f"{time.perf_counter() - started:.0f} s; " if started is not None else ""
+    print(f"\n{took}results in {path}", flush=True)
     return path
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from devtools.browser import CHROMIUM as BROWSER, CHROMIUM_ARGS
 
-from .common import load, percentile, table, write_json
+from .common import load, percentile, save, table
 
 CHROMIUM, ARGS = str(BROWSER), CHROMIUM_ARGS
 CHANGES = ("tile", "kind", "scale", "step")
@@ -170,7 +170,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.explorer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks explorer", description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=40, help="changes of each sort per page")
     parser.add_argument("--app", action="store_true", help="also measure inside the launched app's page")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
@@ -179,9 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("changes: 1..1000")
     result = run(args.changes, args.app)
     print(report(result), flush=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = write_json(f"explorer-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")
-    print(f"\nresults in {path}")
+    save("explorer", result, args.out)
     return 0
 
 

@@ -164,7 +164,7 @@ VISITS = 5
 
 def measure_scores(name: str, cwd: Path, scores: int, model_folder: Path, log_dir: Path) -> dict:
     """Start the app with the real model, load it, join `scores` scorings of it, then VISITS views of our model."""
-    from .classroom import load_real_model
+    from .trained_length import load_real_model
     from .students import REAL_MODELS
 
     env = {"PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
@@ -199,7 +199,7 @@ def measure_scores(name: str, cwd: Path, scores: int, model_folder: Path, log_di
 def run_scores(scores: int, against: str | None) -> dict:
     from devtools.launcher import ROOT
 
-    from .classroom import real_model_folder
+    from .trained_length import real_model_folder
 
     log_dir = RESULTS_DIR / "logs"
     with tempfile.TemporaryDirectory(prefix="attention_viz-fairness-real-") as folder:
@@ -251,7 +251,7 @@ def run(joins: int = 1100, threads: int = 4, against: str | None = None, rounds:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.fairness", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks fairness", description=__doc__.splitlines()[0])
     parser.add_argument("--joins", type=int, default=1100)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--against", default=None, help="a git ref whose app to measure the same way after this one")

@@ -34,7 +34,7 @@ import time
 
 import torch
 
-from .common import interleaved, load, machine, ms, table, write_json
+from .common import interleaved, load, machine, ms, save, table
 
 OPUS_MT_EN_DE = dict(vocab_size=58101, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, pad_token_id=58100,
@@ -365,7 +365,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.hub", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks hub", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="8 and 32 tokens, 8 written, few rounds, no folder load (under a minute)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
@@ -378,11 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     result = run(args.quick, args.threads, parts)
     print(report(result), flush=True)
-    from pathlib import Path
-
-    out = Path(args.out) if args.out else None
-    path = write_json("hub-" + time.strftime("%Y%m%d-%H%M%S"), result, *([out] if out else []))
-    print(f"\n{time.perf_counter() - t0:.0f} s; results in {path}")
+    save("hub", result, args.out, t0)
     return 0
 
 

@@ -230,7 +230,7 @@ def report_real(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.importance", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks importance", description=__doc__.splitlines()[0])
     parser.add_argument("--texts", default="50,100,200")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: 1 for ours, 2 with --real)")

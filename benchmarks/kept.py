@@ -35,8 +35,8 @@ import httpx
 from devtools.launcher import ROOT, Server
 
 from .app import Browser
-from .common import export_ref, load, table, write_json
-from .load import folder_bytes, rss_kib
+from .common import export_ref, load, rss_kib, table, write_json
+from .load import folder_bytes
 
 WARM_UP = 200
 SETTLE_S = 3.0

@@ -19,7 +19,7 @@ from attention_viz.service.live import LiveTrainer
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.live", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks live", description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default="reverse", help=f"comma-separated, of {', '.join(LIVE_TASKS)}")
     parser.add_argument("--d-ks", default=",".join(map(str, LIVE_D_KS)), help="comma-separated d_k")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the server uses 1)")

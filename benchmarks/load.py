@@ -48,7 +48,7 @@ from pathlib import Path
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
 from .app import ROOT, Browser, Server
-from .common import Timing, load, machine, ms, table, write_json
+from .common import Timing, load, machine, ms, rss_kib, save, table
 from .pagesim import ALLOWED_ERRORS, API, HTTP_TIMEOUT_S, Page, Request
 
 # ---------------------------------------------------------------------------- thin wrappers over benchmarks.app
@@ -99,16 +99,6 @@ def launch(log: Path, temp_dir: Path) -> Server:
             os.environ.pop("GRADIO_TEMP_DIR", None)
         else:
             os.environ["GRADIO_TEMP_DIR"] = previous
-
-
-def rss_kib(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process in KiB, from /proc/<pid>/status."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0])
-    return out
 
 
 def folder_bytes(folder: Path) -> tuple[int, int]:
@@ -372,7 +362,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks load", description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=50, help="per client")
     parser.add_argument("--seed", type=int, default=0)
@@ -411,9 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(temp_dir, ignore_errors=True)
     result["load_at_end"] = load()
     print(report(result), flush=True)
-    out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results"
-    path = write_json(f"load-{stamp}", result, out_dir)
-    print(f"\nresults in {path}")
+    save("load", result, args.out)
     ok = not result["load"]["unexpected_errors"] and result["load"]["correct"] == result["load"]["requests"]
     return 0 if ok else 1
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from .common import interleaved, load, machine, ms, table, write_json
+from .common import interleaved, load, machine, ms, save, table
 
 SMOLLM2_135M = dict(vocab_size=4096, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                     num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192, rope_theta=100000.0,
@@ -237,9 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     result = run(sizes, rounds, args.threads, parts)
     print(report(result), flush=True)
-    out = Path(args.out) if args.out else None
-    path = write_json("long-" + time.strftime("%Y%m%d-%H%M%S"), result, *([out] if out else []))
-    print(f"\n{time.perf_counter() - t0:.0f} s; results in {path}")
+    save("long", result, args.out, t0)
     return 0
 
 

@@ -24,14 +24,13 @@ Each opening also records the server's CPU time (/proc/<pid>/stat, user + system
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from .app import SETTLE_S
-from .common import load, percentile, table, write_json
+from .common import cpu_s, load, percentile, save, table
 from .explorer import ARGS, CHROMIUM
 
 # In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
@@ -44,15 +43,6 @@ READ = """() => {
 }"""
 FIRST_VIEW = """() => performance.getEntriesByName('explorer-frame')
   .some(m => m.detail && m.detail.root === 'explorer' && m.detail.reason === 'payload')"""
-
-
-def cpu_s(pid: int | None) -> float:
-    """The process's CPU time so far (user + system, s), from /proc; 0 where there is none."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def open_once(browser, url: str, pid: int | None = None, warm: bool = False) -> dict:
@@ -203,7 +193,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.page", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks page", description=__doc__.splitlines()[0])
     parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
     parser.add_argument("--floor", action="store_true",
                         help="also open a Gradio page with the explorer only (benchmarks/explorer_app.py): the floor")
@@ -223,9 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result = run(args.opens, args.floor, args.warm)
         print(report(result), flush=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = write_json(f"page-{stamp}", result, Path(args.out) if args.out else Path(__file__).parent / "results")
-    print(f"\nresults in {path}")
+    save("page", result, args.out)
     return 0
 
 

@@ -129,7 +129,7 @@ def cache_report(views) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks replay", description=__doc__.splitlines()[0])
     parser.add_argument("trace", help="the file benchmarks.load --trace wrote")
     parser.add_argument("--code", default=None, help="a folder whose attention_viz to run (a worktree of a commit)")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(Path(args.code).resolve()))
     import attention_viz
 
-    from .common import machine, table, write_json
+    from .common import machine, save, table
 
     requests = json.loads(Path(args.trace).read_text())["requests"]
     info = machine(threads=1)
@@ -171,12 +171,9 @@ def main(argv: list[str] | None = None) -> int:
              table(["cache", "entries", "MiB"], [[name, n, "" if size != size else f"{size:.1f}"]
                                                  for name, n, size in caches])]
     print("\n".join(lines), flush=True)
-    out = write_json(f"replay-{time.strftime('%Y%m%d-%H%M%S')}", {
-        "trace": args.trace, "code": str(Path(attention_viz.__file__).parent.parent), "machine": info,
-        "rss_mib": dict(marks), "refused": refused, "grew": grown, "caches": caches,
-        "timeline": [[row["n"], round(row["rss"], 2)] for row in timeline]},
-        Path(args.out) if args.out else Path(__file__).resolve().parent / "results")
-    print(f"\nresults in {out}")
+    save("replay", {"trace": args.trace, "code": str(Path(attention_viz.__file__).parent.parent), "machine": info,
+                    "rss_mib": dict(marks), "refused": refused, "grew": grown, "caches": caches,
+                    "timeline": [[row["n"], round(row["rss"], 2)] for row in timeline]}, args.out)
     return 0
 
 

@@ -36,7 +36,7 @@ from devtools.proxy import Proxy, ensure_nginx
 from .classroom import SETTLE_S, run_class
 from .classroom_chromium import page_files
 from .classroom_report import LABELS
-from .common import load, ms, table, write_json
+from .common import load, ms, save, table
 
 PHASES = {"one": "one process", "sticky": "{n} processes, nginx sticky (cookie)",
           "round_robin": "{n} processes, nginx round robin"}
@@ -163,7 +163,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.replicas", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks replicas", description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--replicas", type=int, default=2)
@@ -179,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("students 1..200, duration 5..1800 s, replicas 2..8, --only from " + ",".join(PHASES))
     result = run(args.students, args.duration_s, args.replicas, args.seed, args.patience_s, not args.no_files, phases)
     print(report(result), flush=True)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results"
-    print(f"\nresults in {write_json('replicas-' + time.strftime('%Y%m%d-%H%M%S'), result, out)}")
+    save("replicas", result, args.out)
     sticky = result["phases"].get("sticky")
     return 0 if sticky is None or (sticky["errors"] == 0 and not sticky["hung"]) else 1
 

@@ -33,7 +33,7 @@ def stack(n: int, n_layers: int = 6, n_heads: int = 8, seed: int = 0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.research", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks research", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="T 8 and 16 only, fewer rounds")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

@@ -17,6 +17,7 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from .common import EventStream
 from .fetch import FetchError, fetch_files
 
 
@@ -154,33 +155,14 @@ class Page:
             answer = await joined.json(content_type=None)
             if joined.status != 200:
                 raise RuntimeError(f"join: HTTP {joined.status}: {answer}")
-        event_id = answer.get("event_id")
-        completed = last = None
-        self.estimations = []
+        reader = EventStream(answer.get("event_id"), t0, self.patience_s)
+        self.estimations = reader.estimations
         async with await self._send("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash},
                                     auto_decompress=True) as stream:
             async for raw in stream.content:
-                if not raw.startswith(b"data:"):
-                    continue
-                message = last = json.loads(raw[5:])
-                kind = message.get("msg")
-                if kind == "estimation" and message.get("event_id") == event_id:
-                    self.estimations.append(message)  # what the page shows as "queue: rank+1/size | eta"
-                if kind == "process_completed":
-                    if message.get("event_id") != event_id:  # the browser's client, too, reads only its own events
-                        raise RuntimeError(f"the stream answered another event ({message.get('event_id')}, "
-                                           f"not {event_id})")
-                    completed = message
-                if kind == "close_stream":
+                if reader.read(raw):
                     break
-                if kind == "unexpected_error":  # the browser's client gives up on the event too
-                    raise RuntimeError(f"unexpected_error: {message.get('message')!r}"
-                                       + (", session not found" if message.get("session_not_found") else ""))
-                if self.patience_s is not None and time.perf_counter() - t0 > self.patience_s:
-                    raise RuntimeError(f"no answer in {self.patience_s:.0f} s: the stream stays open, its last "
-                                       f"message {kind!r}")
-        if completed is None or not completed.get("success"):
-            raise RuntimeError(f"event failed: {completed or last}")
+        completed = reader.answer()
         await asyncio.gather(*(self.get(item["url"]) for item in completed["output"]["data"]
                                if isinstance(item, dict) and item.get("url")))
         return time.perf_counter() - t0, completed

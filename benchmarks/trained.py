@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from .common import interleaved, load, machine, ms, table, write_json
+from .common import interleaved, load, machine, ms, save, table
 
 TEXT = ("Attention is all you need: the dominant sequence transduction models are based on complex recurrent or "
         "convolutional neural networks that include an encoder and a decoder. The best performing models also "
@@ -208,7 +208,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.trained", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks trained", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the app's server)")
     parser.add_argument("--sizes", default="16,128", help="tokens of the forward table, comma-separated")
@@ -223,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = tuple(int(n) for n in args.sizes.split(",") if n.strip())
     result = run(args.rounds, args.threads, sizes, parts)
     print(report(result), flush=True)
-    out = [Path(args.out)] if args.out else []
-    print(f"\nresults in {write_json('trained-' + time.strftime('%Y%m%d-%H%M%S'), result, *out)}")
+    save("trained", result, args.out)
     return 0
 
 

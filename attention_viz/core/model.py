@@ -157,12 +157,7 @@ class Transformer(nn.Module):
     def _recorded(self, src, tgt, variation: Variation, head_means=None) -> dict[str, tuple[dict, torch.Tensor]]:
         """forward with every attention recorded, under the variation's heads off: key -> (its record: "heads",
         "values"; its weights)."""
-        keys = {map_key("encoder", i, "self_attn") for i in range(self.config.n_encoder_layers)}
-        keys |= {map_key("decoder", i, name) for i in range(self.config.n_decoder_layers)
-                 for name in ("self_attn", "cross_attn")}
-        kept = recorders(sorted(keys))
-        for key, switch in (self._switches(variation, head_means) or {}).items():
-            kept[key] = replace(switch, record={})
+        kept = self._recording(self._switches(variation, head_means))
         masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
         memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
                                            kept)
@@ -171,6 +166,16 @@ class Transformer(nn.Module):
                                                       variation, kept)
         maps = collect_maps(enc_weights, self_weights, cross_weights)
         return {key: (kept[key].record, weights) for key, weights in maps.items()}  # in the maps' order
+
+    def _recording(self, switched: dict[str, HeadSwitch] | None) -> dict[str, HeadSwitch]:
+        """Every attention's switch (`switched`'s, or one that changes nothing) keeping its record: "heads", "values"."""
+        keys = {map_key("encoder", i, "self_attn") for i in range(self.config.n_encoder_layers)}
+        keys |= {map_key("decoder", i, name) for i in range(self.config.n_decoder_layers)
+                 for name in ("self_attn", "cross_attn")}
+        kept = recorders(sorted(keys))
+        for key, switch in (switched or {}).items():
+            kept[key] = replace(switch, record={})
+        return kept
 
     def head_outputs(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                      padding_mask: bool = True, *, variation: Variation | None = None) -> dict[str, torch.Tensor]:
@@ -289,8 +294,11 @@ class Transformer(nn.Module):
         gates: dict[str, torch.Tensor] | None = None,
         *,
         variation: Variation | None = None,
+        value_norms: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
+        value_norms: a dict to fill with ‖v_j^h W_O^h‖ per map key [B, H, K] of the pass the maps come from, what
+        value_norms(src, <bos> + tokens but the last) gives, without a second pass.
         heads_off or gates (with ablation and head_means) switch heads off at every step, as in forward; gates of
         shape [B, H] give each row its own heads.
 
@@ -306,7 +314,8 @@ class Transformer(nn.Module):
             raise ValueError(f"max_len must be a whole number of at least 1, got {max_len!r}")  # nothing to decode
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
         switched = self._switches(variation, head_means, gates)
-        memory, src_mask, enc_weights = self.encode(src, variation, switched)
+        kept = self._recording(switched) if value_norms is not None else switched  # the maps' pass records values
+        memory, src_mask, enc_weights = self.encode(src, variation, kept)
         B = src.size(0)
         tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
@@ -335,16 +344,24 @@ class Transformer(nn.Module):
                     y = self.decoder.norm(y)
                 if append(self.generator(y[:, -1])):
                     break
-            _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, variation, switched)
-            return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
+            _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, variation, kept)
+            return tgt[:, 1:], self._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept,
+                                                value_norms)
 
         self_weights: list[torch.Tensor] = []
         cross_weights: list[torch.Tensor] = []
-        for _ in range(max_len):
-            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, variation, switched)
+        for _ in range(max_len):  # the last pass's records are the maps' (its decoder input is tgt but the last)
+            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, variation, kept)
             if append(logits[:, -1]):
                 break
-        return tgt[:, 1:], collect_maps(enc_weights, self_weights, cross_weights)
+        return tgt[:, 1:], self._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept, value_norms)
+
+    def _with_norms(self, maps: AttentionMaps, kept: dict[str, HeadSwitch] | None,
+                    value_norms: dict[str, torch.Tensor] | None) -> AttentionMaps:
+        """maps, value_norms filled (when a dict) from the records of the pass that computed them."""
+        if value_norms is not None:
+            value_norms.update({key: self._value_norms(key, kept[key].record) for key in maps})
+        return maps
 
     @torch.no_grad()
     def step_maps(

@@ -12,27 +12,24 @@ max_file_size=)`, `queue(max_size=, default_concurrency_limit=, status_update_ra
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
-import json
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
 from anyio import to_thread
-from gradio import queueing, route_utils, routes, utils
+from gradio import processing_utils, queueing, route_utils, routes
 from gradio.blocks import BlocksConfig
-from gradio.data_classes import GradioModel, GradioRootModel, PredictBodyInternal
+from gradio.data_classes import PredictBodyInternal
 from gradio.server_messages import EstimationMessage
 from gradio.state_holder import SessionState
 from starlette.applications import Starlette
 
 GRADIO_VERSION = "6.31.0"
 
-ADMISSION, SESSIONS, STATIC, PAGE = ("server/admission.py", "server/sessions.py", "server/static.py",
-                                     "webui/page.py (through Blocks here)")
+ADMISSION, SESSIONS, STATIC, PAGE, ANSWERS = ("server/admission.py", "server/sessions.py", "server/static.py",
+                                              "webui/page.py", "server/answers.py (the app's Blocks)")
 # name -> (the module that relies on it, what it is, why no public option does the job)
 REACHES = {
     "Queue.push": (ADMISSION, "every join (/queue/join, /call/<name>, gradio_client) passes here; it returns "
@@ -65,11 +62,11 @@ REACHES = {
     "SessionState._update_value_in_config": (SESSIONS, "copies every input and output value into the session's "
                                              "entry (for deep links), the only write into an entry",
                                              "no option keeps sessions from holding values"),
-    "Blocks.preprocess_data": (PAGE, "(block_fn, inputs, state, explicit_call): an "
+    "Blocks.preprocess_data": (ANSWERS, "(block_fn, inputs, state, explicit_call): an "
                                "event's values before its function runs; Gradio refuses one short of inputs "
                                "(validate_inputs); Component._id names an input",
                                "no option lets an API client leave out inputs added after it was written"),
-    "Blocks.postprocess_data": (PAGE, "(block_fn, predictions, state): an event's answer turned into what is "
+    "Blocks.postprocess_data": (ANSWERS, "(block_fn, predictions, state): an event's answer turned into what is "
                                 "sent; an output left as it is (gr.skip(), and every output a function answering a "
                                 "dict of components does not name: blocks.convert_component_dict_to_list) is sent "
                                 "as {\"__type__\": \"update\"}, after Gradio has built a new component of the "
@@ -77,6 +74,14 @@ REACHES = {
                                 ".outputs and .batch",
                                 "no option skips an output without that work (~0.6 ms per output: the lesson's "
                                 "step names a few of its ~50 outputs)"),
+    "processing_utils' traversals": (ANSWERS, "an answer's values are walked twice after postprocess, every element "
+                                     "of them: processing_utils.async_move_files_to_cache (per output, in "
+                                     "Blocks.postprocess_data) and processing_utils.add_root_url (the whole answer, in "
+                                     "Blocks.process_api); each rebuilds every dict and list, changing only the "
+                                     "file dicts (client_utils.is_file_obj_with_meta: a dict with \"path\" and a "
+                                     "\"meta\" of _type gradio.FileData)",
+                                     "no option skips them for an answer that holds no file: the lab's ~2,000 "
+                                     "numbers took ~1.7 ms of walking"),
     "App internals": (STATIC + ", server/http.py", "App.get_blocks() -> the Blocks; Blocks.fns: fn_index -> "
                       "BlockFunction (.api_name); Blocks.config: a new object when the page changes; App.auth, "
                       "App.auth_dependency; route_utils.FnIndexInferError: a call to a name no event has",
@@ -93,9 +98,6 @@ REACHES = {
 GRADIO_COMPRESSES = (".html", ".htm", ".js", ".css", ".json", ".md", ".txt", ".csv", ".tsv", ".xml", ".svg")
 GRADIO_MIN_BYTES = 400
 FnIndexInferError = route_utils.FnIndexInferError
-# Components whose postprocess passes a value on (a str, number or bool as it is, or made one): Blocks.postprocess_data
-# calls them on the event loop; a subclass that overrides postprocess is not among them
-INLINE = frozenset(c.postprocess for c in (gr.HTML, gr.Textbox, gr.Markdown, gr.Number, gr.Checkbox, gr.Slider))
 CONFIG_FOR_BLOCK = BlocksConfig.config_for_block  # Gradio's own, before share_config_entries
 
 
@@ -212,118 +214,6 @@ def keep_no_session_values() -> None:
 
 def _keep_no_value(self: SessionState, key: int, value: Any) -> None:
     """SessionState._update_value_in_config, keeping nothing."""
-
-
-# ------------------------------------------------------------------------------------------ events' inputs (API)
-
-
-class Blocks(gr.Blocks):
-    """gr.Blocks whose events may arrive without their trailing optional inputs (those passed to `optional`,
-    added after the API was published): a raw HTTP client written before them still works, and each missing one
-    is None, as gradio_client sends it (its handler's default). A request short of any other input is refused
-    with a message saying how many values it sent and how many the endpoint takes."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._optional_ids: set[int] = set()
-
-    def optional(self, component: gr.components.Component) -> gr.components.Component:
-        """Mark an input that clients may leave out when it comes last."""
-        self._optional_ids.add(component._id)
-        return component
-
-    async def preprocess_data(self, block_fn, inputs, state, explicit_call=False):
-        missing = block_fn.inputs[len(inputs):]
-        if missing and all(block._id in self._optional_ids for block in missing):
-            inputs = [*inputs, *(None for _ in missing)]
-        elif missing:  # Gradio's own refusal would reach the client as an error with no message (show_error=False)
-            raise gr.Error(f"The request sent {len(inputs)} of the {len(block_fn.inputs)} values this endpoint takes "
-                           "(the app's \"Use via API\" page lists them in order).", print_exception=False)
-        return await super().preprocess_data(block_fn, inputs, state, explicit_call)
-
-
-    async def postprocess_data(self, block_fn, predictions, state):
-        """Gradio's, with two shortcuts that send the same answer:
-        - an output left as it is (a bare gr.skip(), or not named in a dict of components) is answered at once as
-          Gradio answers it (_skipped) (a gr.State's is Gradio's to answer): Gradio would
-          first build a new component of the same arguments into the session's state (and its config entry), a
-          copy of what the session already has, which changes nothing the page or a later event sees;
-        - a value for a component whose postprocess only passes it on (INLINE: gr.HTML, gr.Textbox, ...) is
-          postprocessed here, on the event loop: Gradio sends each output's postprocess to a worker thread, a hop
-          that costs more than the call.
-        tests/server/test_gradio_internals.py compares the answers and the session's state with Gradio's own."""
-        if block_fn.batch or block_fn.is_validator_function:
-            return await super().postprocess_data(block_fn, predictions, state)
-        if isinstance(predictions, dict) and predictions == gr.skip() and len(block_fn.outputs) > 1:
-            predictions = [gr.skip()] * len(block_fn.outputs)
-        if isinstance(predictions, dict) and predictions and all(isinstance(k, gr.blocks.Block) for k in predictions):
-            predictions = _in_order(block_fn.outputs, predictions)
-        elif len(block_fn.outputs) == 1:
-            predictions = [predictions]
-        if not isinstance(predictions, (list, tuple)) or len(predictions) != len(block_fn.outputs):
-            return await super().postprocess_data(block_fn, predictions, state)
-        given, state = state, state or SessionState(self)
-        output: list[Any] = [None] * len(predictions)
-        gradios, inline = [], []  # indices: Gradio's own way; postprocessed here
-        for i, (block, value) in enumerate(zip(block_fn.outputs, predictions)):
-            if block.stateful or not block_fn.postprocess:
-                gradios.append(i)
-            elif _left_as_is(value):
-                output[i] = _skipped(block)
-            elif (type(block).postprocess in INLINE and not utils.is_prop_update(value)
-                  and not isinstance(value, (gr.blocks.Block, SimpleNamespace))):
-                inline.append(i)
-            else:
-                gradios.append(i)
-        for indices, postprocess in ((gradios, True), (inline, False)):
-            if not indices:
-                continue
-            some = copy.copy(block_fn)
-            some.outputs = [block_fn.outputs[i] for i in indices]
-            some.postprocess = block_fn.postprocess and postprocess
-            values = [predictions[i] for i in indices]
-            if not postprocess:  # what Gradio's postprocess branch does before it sends the value on
-                values = [_postprocessed(state[block._id] if block._id in state else block, value)
-                          for block, value in zip(some.outputs, values)]
-            done = await super().postprocess_data(some, values if len(indices) > 1 else values[0], given or state)
-            for i, value in zip(indices, done):
-                output[i] = value
-        return output
-
-
-def _postprocessed(block: Any, value: Any) -> Any:
-    value = block.postprocess(value)
-    return value.model_dump() if isinstance(value, (GradioModel, GradioRootModel)) else value
-
-
-_SKIPPED: dict[type, dict] = {}
-
-
-def _skipped(block: Any) -> dict:
-    """What Gradio answers for a block's output left as it is (blocks.postprocess_update_dict of the update, which
-    depends on the block's class only: {"__type__": "update"}, and a gr.HTML's with "props" too); a fresh copy."""
-    kind = type(block)
-    if kind not in _SKIPPED:
-        _SKIPPED[kind] = gr.blocks.postprocess_update_dict(block=block, update_dict=dict(gr.skip()), postprocess=True)
-    return json.loads(json.dumps(_SKIPPED[kind]))
-
-
-def _left_as_is(value: Any) -> bool:
-    """gr.skip(): an update with nothing in it."""
-    return type(value) is dict and len(value) == 1 and value.get("__type__") == "update"
-
-
-def _in_order(outputs: list, answer: dict) -> list | dict:
-    """A dict of {component: value} as the list of every output's value, gr.skip() for those it does not name (what
-    Gradio's convert_component_dict_to_list does for the app's own components); the dict itself where it names a
-    component that is not an output (Gradio then says so)."""
-    at = {block._id: i for i, block in enumerate(outputs)}
-    values = [gr.skip() for _ in outputs]
-    for component, value in answer.items():
-        if component._id not in at:
-            return answer
-        values[at[component._id]] = value
-    return values
 
 
 # ------------------------------------------------------------------------------------ the HTTP app (static, http)
@@ -488,6 +378,29 @@ def _check_postprocess_data() -> list[str]:
     return problems
 
 
+def _check_traversals() -> list[str]:
+    from gradio import blocks
+    from gradio_client import utils as client_utils
+
+    problems = [f"Blocks.process_api no longer calls {name}" for name in _source_uses(
+        gr.Blocks.process_api, "processing_utils.add_root_url(data, root_path, None)")]
+    problems += [f"Blocks.postprocess_data no longer calls {name}" for name in _source_uses(
+        gr.Blocks.postprocess_data, "processing_utils.async_move_files_to_cache(")]
+    if _parameters(processing_utils.add_root_url) != ["data", "root_url", "previous_root_url"]:
+        problems.append(f"add_root_url's parameters are {_parameters(processing_utils.add_root_url)}")
+    problems += [f"add_root_url no longer uses {name}" for name in _source_uses(
+        processing_utils.add_root_url, "client_utils.traverse(data, _add_root_url, client_utils.is_file_obj_with_url)")]
+    problems += [f"async_move_files_to_cache no longer uses {name}" for name in _source_uses(
+        processing_utils.async_move_files_to_cache, "client_utils.async_traverse(",
+        "client_utils.is_file_obj_with_meta")]
+    if "is_file_obj_with_meta(d)" not in inspect.getsource(client_utils.is_file_obj_with_url):
+        problems.append("is_file_obj_with_url no longer starts from is_file_obj_with_meta")
+    meta = inspect.getsource(client_utils.is_file_obj_with_meta)
+    if not all(word in meta for word in ('"path" in d', '"meta"', '"gradio.FileData"')):
+        problems.append("is_file_obj_with_meta no longer asks for path and a meta of gradio.FileData")
+    return problems + ([] if blocks.processing_utils is processing_utils else ["blocks imports processing_utils otherwise"])
+
+
 def _check_app() -> list[str]:
     problems = [] if _parameters(routes.App.get_blocks) == [] else ["App.get_blocks takes parameters"]
     problems += [f"App has no {name}" for name in _source_uses(routes.App.__init__, "self.auth ",
@@ -531,6 +444,7 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "SessionState._update_value_in_config": _check_update_value_in_config,
     "Blocks.preprocess_data": _check_preprocess_data,
     "Blocks.postprocess_data": _check_postprocess_data,
+    "processing_utils' traversals": _check_traversals,
     "App internals": _check_app,
     "BrotliMiddleware's rules": _check_brotli,
     "Starlette.middleware_stack": _check_middleware_stack,

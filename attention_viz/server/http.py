@@ -22,12 +22,18 @@ from attention_viz.service.checks import shown
 logger = logging.getLogger(__name__)
 
 
+# FastAPI's own OpenTelemetry (FastAPI(telemetry=...)): the app configures no provider, so it records nothing, but
+# FastAPI asks the global providers (environment variables read) on every request: ~0.1 ms each, off.
+NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False}
+
+
 def server_app_kwargs(catalog: Catalog | None = None) -> dict:
     """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with BodyLimit and PageCompression as its own
-    (who may join the queue is decided in the queue: server/admission.py), unknown endpoints answered 404, and,
-    given the server's catalog, GET /healthz."""
+    (who may join the queue is decided in the queue: server/admission.py), unknown endpoints answered 404, no
+    telemetry asked for on each request, and, given the server's catalog, GET /healthz."""
     kwargs = {"middleware": [Middleware(BodyLimit), Middleware(PageCompression)],
-              "exception_handlers": {gradio.FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint}}
+              "exception_handlers": {gradio.FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint},
+              "telemetry": NO_TELEMETRY}
     if catalog is not None:
         kwargs["routes"] = [health_route(catalog)]
     return kwargs

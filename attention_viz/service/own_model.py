@@ -101,9 +101,10 @@ class OwnModel:
         # The tasks' answers are at most as long as the text; a trained model may overrun a little (shown as
         # unfinished), an untrained one never emits <eos>, so it decodes exactly as many tokens as the source has.
         max_len = len(settings.text) + 1 + (EXTRA_DECODE_STEPS if card is not None else 0)
+        norms: dict[str, torch.Tensor] = {}  # value_norms of the maps' own pass, kept with the run
         with torch.inference_mode():
             generated, maps = self.network.greedy_decode(src, max_len=max_len, bos_id=tok.bos_id, eos_id=tok.eos_id,
-                                                         **self._switches(settings))
+                                                         **self._switches(settings), value_norms=norms)
         out_ids = generated[0].tolist()
         tgt_ids = [tok.bos_id] + out_ids[:-1]  # the decoder input whose maps greedy_decode returned
         arrays = frozen({key: value[0] for key, value in maps.to_numpy().items()})  # key -> (H, Q, K)
@@ -113,7 +114,7 @@ class OwnModel:
             src_tokens=tuple(tok.tokens(src_ids)), tgt_tokens=tuple(tok.tokens(tgt_ids)),
             generated=tuple(tok.tokens(out_ids)), output=tok.decode(out_ids), finished=tok.eos_id in out_ids,
             expected=target_or_none(card["task"], settings.text) if card and "task" in card else None,
-            maps=arrays,
+            maps=arrays, norms=frozen({key: value[0].float().cpu().numpy() for key, value in norms.items()}),
         )
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
@@ -151,6 +152,8 @@ class OwnModel:
         return Steps(arrays, queries, keys, scale_factor(settings.scale, settings.d_k))
 
     def value_norms(self, run: Run) -> dict[str, np.ndarray]:
+        if run.norms is not None:  # the decode's own pass (run)
+            return run.norms
         with torch.inference_mode():
             norms = self.network.value_norms(*self._ids(run), **self._switches(run.settings))
         return {key: value[0].float().cpu().numpy() for key, value in norms.items()}

@@ -14,7 +14,8 @@ from attention_viz.service.limits import LAB_D_K, LAB_KEYS
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
-from attention_viz.server.gradio_internals import Blocks, keep_no_analytics_summary, poll_every
+from attention_viz.server.answers import Blocks, quick_root_urls
+from attention_viz.server.gradio_internals import keep_no_analytics_summary, poll_every
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.static import files_first
 from attention_viz.webui import lab_tab, lesson_panel, long_tab, scripts, theme, training_tab, transformer_tab
@@ -126,5 +127,6 @@ def launch(demo: gr.Blocks, views: Views) -> None:
                             app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS,
                             head=scripts.head())
     keep_no_analytics_summary(demo)
+    quick_root_urls()  # an answer with no file copied in one quick pass, not walked for files' URLs (server/answers.py)
     if app is not None:  # None where Gradio's reload mode launched it already
         files_first(app)

@@ -98,7 +98,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             compat = gr.Radio([(label, key) for key, label in STUDY_ARMS.items()], value=controls0.compatibility,
                               visible=controls0.study, label=f"{COMPATIBILITY_LABEL} (the study's models, same d_k)",
                               elem_id="compatibility")
-            if hasattr(demo, "optional"):  # server.gradio_internals.Blocks: API clients may leave it out (it comes last)
+            if hasattr(demo, "optional"):  # server.answers.Blocks: API clients may leave it out (it comes last)
                 demo.optional(compat)
             with gr.Column(visible=controls0.untrained) as untrained_box:
                 d_model = gr.Slider(*D_MODEL_RANGE, value=DEFAULT_UNTRAINED["d_model"], step=8,

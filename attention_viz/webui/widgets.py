@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import gradio as gr
 from markdown_it import MarkdownIt
 
@@ -17,8 +19,12 @@ PRIVATE = dict(api_visibility="private")
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
+PROSE_KEPT = 512  # texts whose HTML is kept: the lesson's steps, the steps view's notes, repeated by a class
+
+
+@functools.lru_cache(maxsize=PROSE_KEPT)
 def prose_html(markdown: str | None) -> str:
-    """Markdown (the app's texts and notes) as HTML, rendered on the server."""
+    """Markdown (the app's texts and notes) as HTML, rendered on the server (once per text while it is kept)."""
     return _MARKDOWN.render(markdown or "")
 
 

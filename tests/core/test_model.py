@@ -155,6 +155,27 @@ def test_greedy_decode_reusing_keys_matches_rerunning_every_step(seed, scale):
         torch.testing.assert_close(fast_maps[key], slow_maps[key], atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("causal_mask", [True, False])
+@pytest.mark.parametrize("heads_off", [None, {"encoder.0.self_attn": [1], "decoder.1.cross_attn": [0]}])
+def test_greedy_decode_gives_the_value_norms_of_its_maps_pass_as_a_second_pass_does(causal_mask, heads_off):
+    """value_norms filled by the decode (from the pass its maps come from) are, bit for bit, value_norms of a pass
+    over the same source and decoder input with the same switches: the app keeps them without a second pass."""
+    model = small_model(seed=2)
+    src, _ = batch()
+    norms: dict = {}
+    tokens, maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=causal_mask,
+                                       heads_off=heads_off, value_norms=norms)
+    plain, plain_maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=causal_mask,
+                                            heads_off=heads_off)
+    assert torch.equal(tokens, plain) and all(torch.equal(maps[key], plain_maps[key]) for key in maps)  # unchanged
+    tgt_in = torch.cat([torch.ones(2, 1, dtype=torch.long), tokens[:, :-1]], dim=1)  # (B, T)
+    second = model.value_norms(src, tgt_in, causal_mask=causal_mask, heads_off=heads_off)
+    assert list(norms) == list(maps) == list(second)
+    for key in norms:
+        assert norms[key].shape == maps[key].shape[:2] + maps[key].shape[3:]  # (B, H, K)
+        assert torch.equal(norms[key], second[key]), key
+
+
 def test_greedy_decode_without_the_causal_mask_reruns_every_step():
     """Without the causal mask earlier positions attend to later ones, so kept keys would be stale: the same path
     is taken whatever reuse_keys says."""

@@ -1,5 +1,6 @@
 """server.gradio_internals: every reach into Gradio's internals is named there, checked against the installed Gradio,
-and made nowhere else. A Gradio upgrade that changes what a reach relies on fails here, naming the reach."""
+and made nowhere else but there and in server/answers.py (the app's Blocks, whose reaches are named there too). A
+Gradio upgrade that changes what a reach relies on fails here, naming the reach."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from attention_viz.server import gradio_internals
 
 PACKAGE = Path(gradio_internals.__file__).resolve().parents[1]
-HOME = Path(gradio_internals.__file__).resolve()
+HOMES = {Path(gradio_internals.__file__).resolve(), PACKAGE / "server" / "answers.py"}
 # What reaches past Gradio's public API, as the source says it: a private attribute of Gradio's, the methods patched
 # or overridden, Starlette's built stack, a module of Gradio's own other than its public top level.
 REACH = re.compile(r"\._queue\b|\bmiddleware_stack\b|\bconfig_for_block\b|\b_update_value_in_config\b|"
@@ -69,11 +70,11 @@ def imports_of_gradio_modules(path: Path) -> list[str]:
 
 
 def test_no_other_module_reaches_into_gradio():
-    """Gradio's own modules are imported, and its internals touched, in gradio_internals.py only (the page's modules
-    use `import gradio as gr` and its public names)."""
+    """Gradio's own modules are imported, and its internals touched, in gradio_internals.py and answers.py only (the
+    page's modules use `import gradio as gr` and its public names)."""
     elsewhere = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == HOME:
+        if path in HOMES:
             continue
         relative = path.relative_to(PACKAGE.parent)
         elsewhere += [f"{relative} imports {module}" for module in imports_of_gradio_modules(path)]
@@ -89,48 +90,6 @@ def in_a_thread(coroutine):
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
-
-
-def test_postprocess_answers_as_gradio_does_and_leaves_the_session_as_a_later_event_needs_it():
-    """Blocks.postprocess_data's shortcuts (an output left as it is answered at once; a plain value of a component
-    that passes it on postprocessed on the event loop) answer every output as Gradio's own does, byte for byte, for
-    a run of answers that leave outputs alone, update them and give them values; each later answer, given what the
-    earlier ones left in the session, is Gradio's too. A check of the check: a shortcut that answers a skipped gr.HTML
-    as a plain update fails it."""
-    import json
-
-    import gradio as gr
-    from gradio.blocks import Blocks as GradioBlocks
-    from gradio.state_holder import SessionState
-
-    with gradio_internals.Blocks() as demo:
-        html, text, radio = gr.HTML("<p>a</p>"), gr.Textbox("t"), gr.Radio(["x", "y"], value="x")
-        number, state, markdown = gr.Number(1), gr.State(3), gr.Markdown("m")
-        button = gr.Button()
-        outputs = [html, text, radio, number, state, markdown]
-        button.click(lambda: None, None, outputs)
-    fn = next(f for f in demo.fns.values() if len(f.outputs) == len(outputs))
-    answers = lambda: [  # noqa: E731 - fresh for each run: Gradio takes "value" out of an update it is given
-        {html: "<b>new</b>"},                                               # the rest left as they are
-        [gr.skip(), "text", gr.update(choices=["p", "q"], value="q"), 2.5, gr.skip(), "# h"],
-        {radio: "p", state: 4, markdown: gr.skip()},                        # a value for the updated radio
-        gr.skip(),                                                          # every output left as it is
-        [{"k": [1, 2]}, None, gr.update(visible=False), None, 5, gr.update(value="v")],
-        {text: gr.update(), number: 7},
-    ]
-
-    def run(postprocess) -> list[str]:
-        session = SessionState(demo)
-        return [json.dumps(in_a_thread(postprocess(fn, answer, session)), default=str) for answer in answers()]
-
-    ours = run(demo.postprocess_data)
-    assert ours == run(lambda *a: GradioBlocks.postprocess_data(demo, *a))
-    assert '"props"' in ours[1]  # Gradio's answer for a gr.HTML left as it is, which the shortcut must give too
-    gradio_internals._SKIPPED[gr.HTML] = {"__type__": "update"}
-    try:
-        assert run(demo.postprocess_data) != ours
-    finally:
-        gradio_internals._SKIPPED.pop(gr.HTML)
 
 
 def test_no_summary_of_every_event_where_monitoring_is_off():

@@ -1,0 +1,95 @@
+"""server.answers: the app's Blocks answers every event as Gradio's own does, byte for byte, and leaves the session as
+a later event needs it; the quick walks give what Gradio's give."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from gradio import processing_utils
+
+from attention_viz.server import answers
+
+
+def in_a_thread(coroutine):
+    """asyncio.run in a thread of its own: the browser tests leave an event loop running in this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def test_postprocess_answers_as_gradio_does_and_leaves_the_session_as_a_later_event_needs_it(tmp_path):
+    """Blocks.postprocess_data's shortcuts (an output left as it is answered at once; a plain value of a component
+    that passes it on postprocessed on the event loop) answer every output as Gradio's own does, byte for byte, for
+    a run of answers that leave outputs alone, update them and give them values; each later answer, given what the
+    earlier ones left in the session, is Gradio's too. A check of the check: a shortcut that answers a skipped gr.HTML
+    as a plain update fails it."""
+    import json
+
+    import gradio as gr
+    from gradio.blocks import Blocks as GradioBlocks
+    from gradio.state_holder import SessionState
+
+    with answers.Blocks() as demo:
+        html, text, radio = gr.HTML("<p>a</p>"), gr.Textbox("t"), gr.Radio(["x", "y"], value="x")
+        number, state, markdown = gr.Number(1), gr.State(3), gr.Markdown("m")
+        button = gr.Button()
+        outputs = [html, text, radio, number, state, markdown]
+        button.click(lambda: None, None, outputs)
+    fn = next(f for f in demo.fns.values() if len(f.outputs) == len(outputs))
+    given = lambda: [  # noqa: E731 - fresh for each run: Gradio takes "value" out of an update it is given
+        {html: "<b>new</b>"},                                               # the rest left as they are
+        [gr.skip(), "text", gr.update(choices=["p", "q"], value="q"), 2.5, gr.skip(), "# h"],
+        {radio: "p", state: 4, markdown: gr.skip()},                        # a value for the updated radio
+        gr.skip(),                                                          # every output left as it is
+        [{"k": [1, 2]}, None, gr.update(visible=False), None, 5, gr.update(value="v")],
+        {text: gr.update(), number: 7},
+        [{"rows": [[1.5, "a"], (2, None)], "nested": {"x": [{"y": 1}]}}, "t", gr.skip(), 1, 2, "m"],  # no file
+        [{"image": FILE}, "t", gr.skip(), 1, 2, "m"],  # a file inside a gr.HTML's value: Gradio's walk moves it
+    ]
+
+    def run(postprocess) -> list[str]:
+        session = SessionState(demo)
+        return [json.dumps(in_a_thread(postprocess(fn, answer, session)), default=str) for answer in given()]
+
+    FILE = {"path": str(tmp_path / "a.png"), "meta": {"_type": "gradio.FileData"}}  # noqa: N806
+    (tmp_path / "a.png").write_bytes(b"png")
+    ours = run(demo.postprocess_data)
+    assert ours == run(lambda *a: GradioBlocks.postprocess_data(demo, *a))
+    assert '"props"' in ours[1]  # Gradio's answer for a gr.HTML left as it is, which the shortcut must give too
+    answers._SKIPPED[gr.HTML] = {"__type__": "update"}
+    try:
+        assert run(demo.postprocess_data) != ours
+    finally:
+        answers._SKIPPED.pop(gr.HTML)
+
+
+FILE_URL = {"path": "/tmp/a.png", "url": "/gradio_api/file=/tmp/a.png", "meta": {"_type": "gradio.FileData"}}
+
+
+@pytest.mark.parametrize("data", [
+    [{"rows": [[1.5, "a"], (2, None)], "x": {"y": [1, 2, (3, 4)]}}, "text", 3, None, [], {}],
+    [{"html": "<p>", "files": [FILE_URL, {"meta": {"_type": "gradio.FileData"}}]}, "text"],
+    [{"path": "p", "meta": {"_type": "other"}, "url": "u"}],
+    {"components": [{"props": {"value": [1, 2]}}]},  # a dict (the page's config): Gradio's walk, whatever it holds
+])
+def test_the_quick_root_url_walk_gives_gradios_answer(data):
+    """An answer (a list of values) with no file is copied as Gradio's walk copies it (equal, every dict and list a new
+    object, tuples as lists); one with a file, or the page's config (a dict), goes Gradio's way (a URL gets the root)."""
+    ours, gradios = answers._add_root_url(data, "http://host", None), answers.GRADIOS_ADD_ROOT_URL(data, "http://host", None)
+    assert ours == gradios and repr(ours) == repr(gradios)
+    assert ours is not data and (not isinstance(data, list) or ours[0] is not data[0])
+    assert answers.no_file(data) == ("http://host" not in repr(gradios))
+
+
+def test_a_file_at_any_depth_is_found():
+    assert answers.no_file({"a": [1, {"b": ({"c": [2.0]},)}]})
+    assert not answers.no_file({"a": [1, {"b": ({"c": [FILE_URL]},)}]})
+    assert not answers.no_file(FILE_URL) and not answers.no_file([[[FILE_URL]]])
+
+
+def test_quick_root_urls_puts_ours_in_gradios_place(monkeypatch):
+    monkeypatch.setattr(processing_utils, "add_root_url", answers.GRADIOS_ADD_ROOT_URL)
+    answers.quick_root_urls()
+    assert processing_utils.add_root_url is answers._add_root_url

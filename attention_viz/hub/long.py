@@ -265,7 +265,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         top[..., r0:r1] = m[..., 0]
         t = s.sub_(m)  # <= 0
         e = torch.exp2(t, out=exps[:block].view(H_kv, n_rep, R, end))
-        output[r0:r1] = torch.bmm(e.view(H_kv, n_rep * R, end), v[:, :end]).view(H_kv, n_rep, R, d_v).permute(2, 0, 1, 3)
+        o = torch.bmm(e.view(H_kv, n_rep * R, end), v[:, :end]).view(H_kv, n_rep, R, d_v)  # Σⱼ eⱼvⱼ
+        output[r0:r1] = o.permute(2, 0, 1, 3)  # (R, H_kv, n_rep, d_v)
         torch.sum(e, -1, out=total[..., r0:r1])
         ej[..., r0:r1] = torch.mv(e.view(H * R, end), j[:end]).view(H_kv, n_rep, R)
         first[..., r0:r1] = e[..., 0]

@@ -1,6 +1,6 @@
 """Real models: what capturing every map through our Eq. 1 costs against transformers' own attention.
 
-`python -m benchmarks.hub [--quick] [--threads N] [--only forward,decode,memory,proof]`
+`python -m benchmarks.hub [--quick] [--threads N] [--only forward,decode,memory,proof,architectures]`
 (or `python -m benchmarks --only hub`)
 
 The model is Helsinki-NLP/opus-mt-en-de's configuration (Marian: d_model 512, 6 + 6 layers, 8 heads, d_ff 2048,
@@ -19,7 +19,8 @@ write the same tokens; then the resident memory of a fresh process before import
 the model built and after it is used; then (proof) what the proof on load costs: load_pretrained of the
 opus-mt-en-de-sized folder (devtools.hub_models.save_opus_mt_en_de_random) and of the trained all-MiniLM-L6-v2
 (devtools.trained_models), and the proof alone (hub.proof.prove on the loaded model: its two probe passes, ours and
-eager's), so the load without it is the difference. Never asserted on in tests: timings only go to the tables and
+eager's), so the load without it is the difference; then (architectures, not by default) one pass with every map on
+Gemma 2, Qwen3 and gpt-oss built from configs (ARCHITECTURES), ours against eager by CPU time. Never asserted on in tests: timings only go to the tables and
 JSON.
 """
 
@@ -227,7 +228,68 @@ def proof_cost(rounds: int = 5) -> list[dict]:
     return rows
 
 
-PARTS = ("forward", "decode", "memory", "proof")
+# Three architectures beyond the first families, each at one shape (d_model 256, 4 layers, 4 heads sharing 2 key-value
+# heads, vocabulary 4,096, random weights): Gemma 2's soft cap and sliding window, Qwen3's q/k norms, gpt-oss's sinks
+# and experts.
+ARCHITECTURES = {
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(head_dim=64, sliding_window=256, attn_logit_softcapping=50.0,
+                                                           query_pre_attn_scalar=64)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=64)),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", dict(head_dim=64, num_local_experts=4, num_experts_per_tok=2,
+                                                           sliding_window=256)),
+}
+
+
+def architectures(sizes=(16, 128, 512), rounds: int = 15) -> list[dict]:
+    """Each of ARCHITECTURES: one pass with every map, ours against eager with output_attentions, by the process's
+    CPU time (one pass a sample, alternating who goes first), after checking ours gives eager's maps and logits."""
+    import statistics
+
+    import transformers
+
+    from attention_viz.hub import PretrainedTransformer
+
+    rows = []
+    for name, (config_name, class_name, extra) in ARCHITECTURES.items():
+        torch.manual_seed(0)
+        config = getattr(transformers, config_name)(vocab_size=4096, hidden_size=256, num_hidden_layers=4,
+                                                    num_attention_heads=4, num_key_value_heads=2,
+                                                    intermediate_size=1024, max_position_embeddings=1024, **extra)
+        hf = getattr(transformers, class_name)(config).eval()
+        eager = copy.deepcopy(hf)
+        eager.set_attn_implementation("eager")
+        ours = PretrainedTransformer(hf, _Pieces(), name=name)
+        for n in sizes:
+            ids = torch.randint(3, 4096, (1, n), generator=torch.Generator().manual_seed(n))
+            with torch.inference_mode():
+                logits, maps = ours.forward(ids)
+                out = eager(input_ids=ids, output_attentions=True)
+            worst = max(float((maps[k] - w).abs().max()) for k, w in zip(ours.map_keys, out.attentions))
+            worst_logit = float((logits - out.logits).abs().max())
+            candidates = {"ours": lambda: ours.forward(ids),
+                          "eager": lambda: eager(input_ids=ids, output_attentions=True)}
+            samples = {k: [] for k in candidates}
+            with torch.inference_mode():
+                for r in range(rounds):
+                    for k in (list(candidates) if r % 2 else list(candidates)[::-1]):
+                        t0 = time.process_time()
+                        candidates[k]()
+                        samples[k].append(time.process_time() - t0)
+            rows.append({"model": name, "tokens": n, "max_map_difference": worst, "max_logit_difference": worst_logit,
+                         **{k: statistics.median(v) for k, v in samples.items()}, "rounds": rounds, "load": load()})
+    return rows
+
+
+class _Pieces:
+    """The tokenizer a model built from a config lacks: its special ids and pieces named by their ids."""
+
+    pad_token_id, eos_token_id = 0, 1
+
+    def convert_ids_to_tokens(self, ids):
+        return [str(i) for i in ids]
+
+
+PARTS = ("forward", "decode", "memory", "proof", "architectures")
 
 
 def run(quick: bool = False, threads: int = 2, parts: tuple[str, ...] = PARTS) -> dict:
@@ -243,6 +305,8 @@ def run(quick: bool = False, threads: int = 2, parts: tuple[str, ...] = PARTS) -
         result["memory"] = memory(threads, loaded=not quick)
     if "proof" in parts:
         result["proof"] = proof_cost(3 if quick else 5)
+    if "architectures" in parts:
+        result["architectures"] = architectures((16, 128) if quick else (16, 128, 512), 5 if quick else 15)
     result["load_after"] = load()
     return result
 
@@ -276,6 +340,13 @@ def report(result: dict) -> str:
         lines += ["", "The proof on load (medians; the load without it is the difference):", "",
                   table(["model", "load_pretrained, proof included", "the proof alone", "load without the proof",
                          "proof's share"], rows), ""] + [f"{r['model']}: {r['fidelity']}" for r in result["proof"]]
+    if result.get("architectures"):
+        rows = [[r["model"], r["tokens"], ms(r["ours"]), ms(r["eager"]), f"{r['ours'] / r['eager']:.2f}",
+                 f"{r['max_map_difference']:.0e}"] for r in result["architectures"]]
+        lines += ["", "Three architectures (d_model 256, 4 layers, 4 heads, 2 key-value heads, random weights): one "
+                  "pass with every map, by CPU time (medians):", "",
+                  table(["model", "tokens", "ours", "eager + output_attentions", "ours / eager",
+                         "largest map difference"], rows)]
     if "memory" not in result:
         return "\n".join(lines)
     m = result["memory"]
@@ -298,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="8 and 32 tokens, 8 written, few rounds, no folder load (under a minute)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
-    parser.add_argument("--only", default=",".join(PARTS), help="comma-separated tables: " + ",".join(PARTS))
+    parser.add_argument("--only", default=",".join(PARTS[:4]), help="comma-separated tables: " + ",".join(PARTS))
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     parts = tuple(p.strip() for p in args.only.split(",") if p.strip())

@@ -230,20 +230,42 @@ def test_kubectl_renders_the_kustomization_offline():
 
 
 def test_a_real_model_loads_offline_from_a_hub_cache_as_the_volume_holds_it(tmp_path):
-    """ATTENTION_VIZ_HUB_MODELS names a Hub id; HF_HOME holds it as the Hub's cache lays it out; the Hub is off."""
+    """The Space's models (SPACE_DEFAULT, nothing named, SPACE_ID set) from HF_HOME as the Hub's cache lays them out,
+    the Hub off: opus-mt-en-de (a tiny Marian under its name) loads, and SmolLM2-135M (a tiny Llama-class model with
+    its 8,192 positions under its name) reads a page past 256 tokens. One process for both (its start is most of the
+    cost)."""
     pytest.importorskip("transformers")
     from devtools.hub_models import save_tiny
 
     revision = "0" * 40
-    repo = tmp_path / "hf" / "hub" / "models--test-org--tiny-marian"
-    save_tiny("marian", repo / "snapshots" / revision)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(revision)
-    script = ("from attention_viz.service.catalog import Catalog; c = Catalog(); "
-              "m = c.real.get('hub:test-org/tiny-marian'); print(c.readiness()['real_models'], m.family.name)")
+    hub = tmp_path / "hf" / "hub"
+    for name, family in (("Helsinki-NLP--opus-mt-en-de", "marian"), ("HuggingFaceTB--SmolLM2-135M", "llama")):
+        repo = hub / f"models--{name}"
+        folder = save_tiny(family, repo / "snapshots" / revision)
+        if family == "llama":
+            config = json.loads((folder / "config.json").read_text())
+            (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 8192}))
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(revision)
+    script = ("import json; from attention_viz.service.catalog import Catalog; "
+              "from attention_viz.service.long_runs import LongRuns; c = Catalog(); "
+              "m = c.real.get('hub:Helsinki-NLP/opus-mt-en-de'); "
+              "p = LongRuns(c.real).read('hub:HuggingFaceTB/SmolLM2-135M', 'the cat sat on the mat. ' * 60); "
+              "print(json.dumps([c.real.keys, m.family.name, p['read'], p['of'], p['note']]))")
     environ = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
-               "ATTENTION_VIZ_HUB_MODELS": "test-org/tiny-marian"}
+               "SPACE_ID": "someone/attention_viz"}
+    environ.pop("ATTENTION_VIZ_HUB_MODELS", None)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environ, cwd=tmp_path,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split("\n")[0] == "{'test-org/tiny-marian': 'loaded'} Marian", done.stdout
+    keys, family, read, of, note = json.loads(done.stdout.strip().split("\n")[-1])
+    assert keys == ["hub:Helsinki-NLP/opus-mt-en-de", "hub:HuggingFaceTB/SmolLM2-135M"] and family == "Marian"
+    assert read == of > 256 and note == ""  # every token read: its positions go past 256
+
+def test_the_space_preloads_exactly_the_models_it_offers():
+    """The README's front matter (the Space's preload_from_hub) names SPACE_DEFAULT, the models a Space offers."""
+    from attention_viz.service.real_models import SPACE_DEFAULT
+
+    front = yaml.safe_load((ROOT / "README.md").read_text().split("---")[1])
+    assert tuple(front["preload_from_hub"]) == SPACE_DEFAULT
+

@@ -44,6 +44,7 @@ SHARED = ("palette.js", "shared.js")
 CHARTS = "charts.js"  # the SVG charts' pieces: before the views that draw charts (lab.js, heads.js), not the explorer
 # The explorer, in load order: headmap.js (large heads), then its parts (each adds one object to AttentionExplorer),
 # then explorer.js, which mounts them.
+LONG = "long.js"  # a real model's reading of a page (long_pack.py's payload): after SHARED
 EXPLORER = ("headmap.js", "explorer-run.js", "explorer-grid.js", "explorer-head.js", "explorer-kept.js",
             "explorer-scores.js", "explorer-decode.js", "explorer-headsoff.js", "explorer-tips.js", "explorer.js")
 
@@ -104,6 +105,24 @@ def explorer_html(payload: Mapping, root_id: str = DEFAULT_ROOT_ID, head_view: s
         f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
         f"<script>{_script(explorer_script())}</script>\n"
         "<script>AttentionExplorer.mountAll(document);</script>\n"
+    )
+    if not document:
+        return fragment
+    return _document(fragment, title)
+
+
+def long_html(payload: Mapping, root_id: str = "long", document: bool = False, title: str = "attention at length"
+              ) -> str:
+    """A long run's view (long_pack: pack_long with pack_offline's overviews) as an HTML fragment, with long.js and
+    long.css inlined, or a whole page with document=True; no server: its zoom is drawn from the embedded blocks."""
+    root_id = _check_id("root_id", root_id)
+    data_id = f"{root_id}-data"
+    fragment = (
+        f"<style>{asset('long.css')}</style>\n"
+        f"<div id=\"{root_id}\" data-av-long=\"{data_id}\"></div>\n"
+        f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
+        f"<script>{_script(script(LONG))}</script>\n"
+        "<script>AttentionLong.mountAll(document);</script>\n"
     )
     if not document:
         return fragment

@@ -22,11 +22,14 @@ from attention_viz.core.attention import Scale
 from attention_viz.core.model import Transformer
 from attention_viz.core.variation import Variation
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
-from attention_viz.explorer.html import asset, explorer_html
+from attention_viz.explorer.html import asset, explorer_html, long_html
+from attention_viz.explorer.long_pack import pack_long, pack_offline
 from attention_viz.explorer.pack import decode_written, default_masks, pack
 
 _counter = itertools.count()
 EXTRA_DECODE_STEPS = 4  # a model may run past the text's length by this many tokens before it is stopped
+LONG_FROM = 256         # a real model's text of more tokens than this is shown as a long run (show(..., long=None))
+LONG_BYTES = 8 * 2**20  # a long view's embedded overviews at most this many bytes (every head's, at one side)
 
 
 class View:
@@ -35,7 +38,8 @@ class View:
     def __init__(self, payload: dict, height: int = 640) -> None:
         self.payload = payload
         self.root_id = f"explorer-{next(_counter)}"
-        self.html = explorer_html(payload, root_id=self.root_id, document=True)
+        page = long_html if payload.get("kind") == "long" else explorer_html
+        self.html = page(payload, root_id=self.root_id, document=True)
         self.height = height
 
     def _repr_html_(self) -> str:
@@ -117,6 +121,29 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
                 notes=notes, title=f"“{text}” on {model.name}", decode=decode, value_norms=result.norms)
 
 
+def run_long(model, text: str, budget: int = LONG_BYTES, **switches) -> dict:
+    """A real model's long pass over `text` (hub.long; as many tokens as its positions hold), packed for the long
+    view with every head's overview embedded within `budget` bytes (no server: its zoom is drawn from those)."""
+    from attention_viz.hub.long import positions
+    from attention_viz.hub.words import words_of
+
+    ids = model.encode(text).ids  # (S,)
+    cap = positions(model) or ids.numel()
+    read = min(int(ids.numel()), cap)
+    run = model.long_run(ids[:read], **switches)
+    try:
+        note = "" if read == ids.numel() else (f"Read the first {read:,} of the text's {int(ids.numel()):,} tokens: "
+                                               f"{model.name}'s positions end at {cap:,}.")
+        maps = f"{len(run.keys)} map{'' if len(run.keys) == 1 else 's'}"
+        title = f"{model.name}: {read:,} tokens, {maps} x {run.n_heads} heads"
+        payload = pack_long(run, words_of(model.tokenizer, ids[:read].tolist()), read=read, of=int(ids.numel()),
+                            note=note, title=title)
+        payload["offline"] = pack_offline(run, budget)
+    finally:
+        run.close()
+    return payload
+
+
 def pretrained_steps(model, result, variation: Variation) -> list[dict[str, np.ndarray]]:
     """Without the causal mask, each decode step's own decoder maps (earlier rows change as tokens arrive)."""
     src = torch.tensor([result.src_ids], device=model.device) if result.src_ids else None  # (1, S)
@@ -133,12 +160,21 @@ def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequ
     show(model, "abc")                       greedy-decode "abc" and show every map (run_model's options apply)
     show(real_model, "Hello")                a real model (attention_viz.hub.PretrainedTransformer): its own tokens,
                                              every map it has (run_pretrained's options apply)
+    show(real_model, long_text)              a text of more than LONG_FROM tokens through a model of one stack (or
+                                             long=True): every head's summary and overview, a zoom drawn from the
+                                             embedded blocks (run_long: at most LONG_BYTES of them)
     show(maps, source_tokens, target_tokens) maps: key -> [H, Q, K] (a batch axis of 1 is dropped), e.g.
                                              AttentionMaps.to_numpy() of one forward pass
     """
     if is_pretrained(model_or_maps):
         if not isinstance(text, str) or not text:
             raise ValueError("show(model, text): text must be a non-empty string")
+        long = run_options.pop("long", None)
+        if long is None:
+            long = (model_or_maps.layout != "encoder-decoder"
+                    and model_or_maps.encode(text).ids.numel() > LONG_FROM)
+        if long:
+            return View(run_long(model_or_maps, text, **run_options), height=height)
         return View(run_pretrained(model_or_maps, text, **run_options), height=height)
     if isinstance(model_or_maps, Transformer):
         if not isinstance(text, str):

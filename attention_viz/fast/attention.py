@@ -41,37 +41,54 @@ def scaled_dot_product_attention(
     sink: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 1 as core.attention.scaled_dot_product_attention computes it, bit for bit, in fewer passes (a soft cap
-    or a sink: the reference itself)."""
-    if softcap is not None or sink is not None or (
-            torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+    and a sink included: the same operations, in place)."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return reference.scaled_dot_product_attention(q, k, v, mask, scale, dropout_p, softcap=softcap, sink=sink)
     factor = scale_factor(scale, q.size(-1))
     shape = _scores_shape(q, k)
     if mask is not None and not _fits(mask.shape, shape):  # the mask enlarges the scores: they cannot hold it
-        return reference.scaled_dot_product_attention(q, k, v, mask, scale, dropout_p)
+        return reference.scaled_dot_product_attention(q, k, v, mask, scale, dropout_p, softcap=softcap, sink=sink)
     if math.prod(shape) >= MANY_SCORES:
-        weights = _many_weights(q, k, mask, factor, shape)
+        weights = _many_weights(q, k, mask, factor, shape, softcap, sink)
     else:
-        weights = _few_weights(q, k, mask, factor)
+        weights = _few_weights(q, k, mask, factor, softcap, sink)
     attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
 
 
-def _few_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float) -> torch.Tensor:
+def _capped(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """The reference's c·tanh(x / c), in place."""
+    return scores if softcap is None else scores.div_(softcap).tanh_().mul_(softcap)
+
+
+def _softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> torch.Tensor:
+    """softmax over each row's keys, in place; with a sink [H], over the keys and the sink, its share dropped (the
+    reference's concatenation, written once)."""
+    if sink is None:
+        return torch.softmax(scores, dim=-1, out=scores)
+    sinks = sink.to(scores.dtype).reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (..., H, Q, 1)
+    joined = torch.cat([scores, sinks], dim=-1)  # (..., Q, K + 1)
+    return torch.softmax(joined, dim=-1, out=joined)[..., :-1]
+
+
+def _few_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float,
+                 softcap: float | None = None, sink: torch.Tensor | None = None) -> torch.Tensor:
     """The reference's steps, each written into the one scores tensor."""
     scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
     if factor != 1.0:
         scores.mul_(factor)
+    scores = _capped(scores, softcap)
     if mask is None:
-        return torch.softmax(scores, dim=-1, out=scores)
+        return _softmax(scores, sink)
     hidden = ~mask
     scores.masked_fill_(hidden, float("-inf"))
-    weights = torch.softmax(scores, dim=-1, out=scores)
+    weights = _softmax(scores, sink)
     return weights.masked_fill_(hidden, 0.0)  # a row with every key masked is NaN before this
 
 
 def _many_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, factor: float,
-                  shape: tuple[int, ...]) -> torch.Tensor:
+                  shape: tuple[int, ...], softcap: float | None = None, sink: torch.Tensor | None = None
+                  ) -> torch.Tensor:
     """The weights streamed fewer times, on huge pages when large (see the module's docstring)."""
     exact = factor == 1.0 or math.frexp(factor)[0] == 0.5  # a power of two: scaling never rounds
     if factor != 1.0 and exact:
@@ -83,9 +100,10 @@ def _many_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, f
         scores = torch.matmul(q, keys_t)  # (..., Q, K)
     if not exact:
         scores.mul_(factor)
+    scores = _capped(scores, softcap)
     if mask is not None:
         torch.where(mask, scores, scores.new_full((), float("-inf")), out=scores)
-    weights = torch.softmax(scores, dim=-1, out=scores)
+    weights = _softmax(scores, sink)
     if mask is not None:
         live = mask.any(-1, keepdim=True)  # (..., Q, 1): rows that may attend to some key
         if weights.device.type != "cpu" or not bool(live.all()):  # no host sync on an accelerator

@@ -4,6 +4,7 @@
     run.summaries["decoder.3.self_attn"]["entropy"]         # [H]: each head's statistic, the mean over query rows
     run.region("decoder.3.self_attn", 2, slice(0, 256), slice(0, 256))   # exact weights of a block of the map
     run.overview("decoder.3.self_attn", 2, size=512)        # the whole map, each cell its block's max (or mean)
+    run.region(..., without_sink=True)                      # the first token left out, each row renormalised
 
 During the pass every attention runs `long_attention` (registered with transformers as LONG_IMPLEMENTATION): its
 output from exact softmax over blocks of query rows (a block's scores [H, rows, K] computed, summarised, used,
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import math
 import os
 import tempfile
@@ -369,18 +371,19 @@ class LongRun:
     """One long pass's outputs: logits, per-head summaries, and exact regions and overviews of every map.
 
     Attributes:
-        logits: [1, T, V] (or the last hidden states of a model without a head), as forward gives them.
+        logits: [1, T, V] (or the last hidden states of a model without a head), as forward gives them; [1, 1, V]
+            with last_logits.
         summaries: map key -> {statistic: [H] float64} (STATISTICS, each the mean over query rows).
         keys: the map keys, in the model's order. length: T. n_heads: H. kept_bytes: what the pass kept.
     """
 
-    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str]) -> None:
+    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str], length: int | None = None) -> None:
         self.logits = logits
         self.summaries = {key: run.summaries[key] for key in order if key in run.summaries}
         self.keys = list(self.summaries)
         self._layers = run.layers
         self._kept = run.kept
-        self.length = int(logits.size(1))
+        self.length = int(logits.size(1)) if length is None else int(length)  # T (logits may be the last only)
         self.n_heads = int(self.summaries[self.keys[0]]["entropy"].shape[0]) if self.keys else 0
 
     @property
@@ -423,17 +426,41 @@ class LongRun:
             weights.masked_fill_(~layer.mask[r0:r1, c0:c1], 0.0)
         return weights
 
-    def region(self, key: str, head: int, rows: slice, cols: slice) -> np.ndarray:
-        """Exact weights of one block of head `head`'s map: [rows, cols] float32 (each side at most REGION_MAX)."""
+    def _rest(self, key: str, head: int, layer: _Layer, r0: int, r1: int) -> torch.Tensor:
+        """Σ_{j≥1} p_ij of rows r0:r1 [R], float64: each row's weight off the first token, summed term by term (not
+        1 − p_i0, which loses every digit when the sink takes nearly all)."""
+        end = r1 if layer.rule == "causal" else self.length
+        rest = torch.zeros(r1 - r0, dtype=torch.float64)
+        for c0 in range(1, end, 1024):
+            rest += self._weights(key, head, layer, r0, r1, c0, min(c0 + 1024, end)).sum(-1, dtype=torch.float64)
+        return rest
+
+    @staticmethod
+    def _sinkless(weights: torch.Tensor, rest: torch.Tensor, c0: int) -> torch.Tensor:
+        """weights [R, C] of keys c0.. with the first token left out: its column 0, the others / rest [R] (0 on a row
+        with nothing left)."""
+        if c0 == 0:
+            weights[:, 0] = 0.0
+        scale = torch.where(rest > 0, 1.0 / rest.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+        return (weights.double() * scale[:, None]).to(weights.dtype)
+
+    def region(self, key: str, head: int, rows: slice, cols: slice, without_sink: bool = False) -> np.ndarray:
+        """Exact weights of one block of head `head`'s map: [rows, cols] float32 (each side at most REGION_MAX).
+        without_sink: the first token (the sink) left out of every row and the rest renormalised, p_ij / Σ_{j'≥1}
+        p_ij' (its column 0; a row with no other key 0)."""
         layer = self._check(key, head)
         (r0, r1), (c0, c1) = self._span("rows", rows), self._span("cols", cols)
-        return self._weights(key, int(head), layer, r0, r1, c0, c1).numpy().astype(np.float32)
+        weights = self._weights(key, int(head), layer, r0, r1, c0, c1)
+        if without_sink:
+            weights = self._sinkless(weights, self._rest(key, int(head), layer, r0, r1), c0)
+        return weights.numpy().astype(np.float32)
 
-    def overview(self, key: str, head: int, size: int = 512, reduce: str = "max") -> np.ndarray:
+    def overview(self, key: str, head: int, size: int = 512, reduce: str = "max", without_sink: bool = False
+                 ) -> np.ndarray:
         """The whole map of one head at most size x size: with b = ceil(T / size), cell (a, c) is the max (or mean)
         of weights [a·b : (a+1)·b, c·b : (c+1)·b]; the last blocks are partial. "mean" is the block's mean over its
         cells (those inside the T x T map), hidden cells counted as 0: the block mean of the map. float32 [G, G],
-        G = ceil(T / b)."""
+        G = ceil(T / b). without_sink: of the map with the first token left out and each row renormalised (region's)."""
         layer = self._check(key, head)
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
             raise LongRunError(f"size must be a positive whole number, got {size!r}")
@@ -447,7 +474,9 @@ class LongRun:
         for r0 in range(0, T, band):
             r1 = min(r0 + band, T)
             end = r1 if layer.rule == "causal" else T
-            weights = self._weights(key, int(head), layer, r0, r1, 0, end)  # (R, end)
+            weights = self._weights(key, int(head), layer, r0, r1, 0, end)  # (R, end): every key the rows may see
+            if without_sink:
+                weights = self._sinkless(weights, weights[:, 1:].sum(-1, dtype=torch.float64), 0)
             A, C = -(-(r1 - r0) // b), -(-end // b)
             padded = weights.new_zeros(A * b, C * b)
             padded[: r1 - r0, :end] = weights
@@ -467,10 +496,23 @@ class LongRun:
         return f"LongRun({self.length} tokens, {len(self.keys)} maps x {self.n_heads} heads, kept {self.kept_bytes} B)"
 
 
+def positions(model) -> int | None:
+    """The positions a PretrainedTransformer has (its config's max_position_embeddings or n_positions): the most
+    tokens it reads at once; None where its config names none."""
+    config = model.model.config
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, switches: dict | None = None,
-             rows: int = ROWS, keep: str = "disk") -> LongRun:
+             rows: int = ROWS, keep: str = "disk", last_logits: bool = False) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
-    [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun."""
+    [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun. last_logits: the
+    output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
+    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them)."""
     if model.layout == "encoder-decoder":
         raise LongRunError("the long pass reads one text: it covers encoder-only and decoder-only models")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
@@ -487,6 +529,8 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         raise LongRunError("the text has no tokens")
     run = _Pass(variation, keys, switches, _Kept(keep), rows)
     inputs = model.model_inputs(ids.to(model.device), None, None)
+    if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
+        inputs["logits_to_keep"] = 1
     with _long_implementation(model.model), torch.inference_mode():
         token = _current.set(run)
         try:
@@ -497,4 +541,4 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         finally:
             _current.reset(token)
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-    return LongRun(logits, run, model.map_keys)
+    return LongRun(logits, run, model.map_keys, length=ids.size(1))

@@ -208,6 +208,15 @@ class PretrainedTransformer:
 
     # -- passes
 
+    @staticmethod
+    def encoder_output(states: torch.Tensor):
+        """Encoder states [B, S, D] as the encoder's output the decoder reads (encoder_outputs=): a mixture of
+        experts' (NLLB-MoE) reads its router logits off it by name, so a plain tuple will not do; the others take it
+        whole or by its first field."""
+        from transformers.modeling_outputs import MoEModelOutput
+
+        return MoEModelOutput(last_hidden_state=states)
+
     def padding_of(self, ids: torch.Tensor) -> torch.Tensor:
         """The 2D attention mask [B, S] of ids: 1 where a token is not the tokenizer's <pad>."""
         if self.pad_id is None:
@@ -446,14 +455,15 @@ class PretrainedTransformer:
         return f"PretrainedTransformer({self.name!r}, {self.family.name}, h={self.n_heads}, d_k={self.d_k}, {layers})"
 
     def long_run(self, ids_or_text, variation: Variation | None = None, *, head_means=None, rows: int | None = None,
-                 keep: str = "disk", **switches):
+                 keep: str = "disk", last_logits: bool = False, **switches):
         """One pass at length (hub.long): per-head summaries, and any map's region or overview recomputed exactly
-        from the q and k it kept; the switches as forward's (keywords or variation). A text, or ids [T] / [1, T]."""
+        from the q and k it kept; the switches as forward's (keywords or variation). A text, or ids [T] / [1, T].
+        last_logits: logits of the last position only (where the model takes logits_to_keep)."""
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
         return long.long_run(self, self._keys, ids_or_text, variation, self._switches(variation, head_means),
-                             rows or long.ROWS, keep)
+                             rows or long.ROWS, keep, last_logits)
 
 
 def _kind_of(key: str) -> str:

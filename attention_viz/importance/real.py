@@ -343,7 +343,7 @@ def decoder_logits(model, encoder_states: torch.Tensor, decoder_input_ids: torch
     encoder_states' own encoder pass they equal forward_pass's logits, so variants that differ in decoder heads only
     can share one encoder pass."""
     with model.switched(variation, head_means=head_means, gates=gates):
-        return model.model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
+        return model.model(encoder_outputs=model.encoder_output(encoder_states), attention_mask=attention_mask,
                            decoder_input_ids=decoder_input_ids, use_cache=False).logits
 
 
@@ -364,7 +364,7 @@ def decoder_states(model, encoder_states: torch.Tensor, decoder_input_ids: torch
     """decoder_logits without the output head: the decoder's last hidden states [B, T, D] on given encoder states
     [B, S, D] under `variation` (with head_means and gates; output_head turns them into decoder_logits' logits)."""
     with model.switched(variation, head_means=head_means, gates=gates):
-        return model.model.base_model(encoder_outputs=(encoder_states,), attention_mask=attention_mask,
+        return model.model.base_model(encoder_outputs=model.encoder_output(encoder_states), attention_mask=attention_mask,
                                       decoder_input_ids=decoder_input_ids, use_cache=False).last_hidden_state
 
 

@@ -7,6 +7,9 @@ The lines (Gradio's concurrency ids) are defined here, each with the events it r
     REAL_RUNS  anything a real model computes (runs, steps, compare, export, scores: up to ~10 s) 1 at once
                per model: each real model has a line of its own (real_line), so a small one never waits behind
                a large one
+    LONG       a real model reading a page (service.long_runs: seconds to minutes each)          1 at once
+               on the whole server, beside every other line: a page never holds a real model's own line, so
+               its short answers go on meanwhile
     LIVE       live training (service.live trains one run at a time and refuses past LIVE_LINE)  LIVE_LINE + 2
 
 Every event of the page and of the API joins through one place, `FairQueue.join` (Gradio's Queue.push, wrapped),
@@ -81,7 +84,8 @@ RUNS = Line("runs", RUN_SLOTS, label="runs")
 SCORES = Line("scores", 2, per_address=8, label="head scores")
 REAL_RUNS = Line("real_runs", 1, per_address=8, label="real models")
 LIVE = Line("live_train", LIVE_LINE + 2, per_address=2, label="live training")
-LINES = {line.id: line for line in (RUNS, SCORES, REAL_RUNS, LIVE)}
+LONG = Line("long_runs", 1, per_address=40, label="long texts")  # a class behind one address, each a page
+LINES = {line.id: line for line in (RUNS, SCORES, REAL_RUNS, LIVE, LONG)}
 
 PER_PAGE = 16      # a session's events; a browser's page holds a few at most
 PER_ADDRESS = 320  # an address's waiting or running events: a class of 100 behind one NAT, three each

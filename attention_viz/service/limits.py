@@ -107,3 +107,15 @@ def real_new_tokens(source_tokens: int, has_source: bool) -> int:
     if not has_source:
         return REAL_CONTINUATION
     return min(REAL_NEW_TOKENS, source_tokens + source_tokens // 2 + 10)
+
+# ----------------------------------------------------------------------------- a real model at length (service/long_runs.py)
+
+LONG_TOKENS = 4096             # a page read at once: at most this many tokens (fewer where the model's positions end)
+LONG_TEXT_CHARS = 40_000       # ... of a text of at most this many characters (~10 characters a token at most)
+LONG_KEPT_BYTES = 1536 * 2**20  # kept long runs (q, k, lse on the temporary disk), all visitors together; the least
+                               # recently used is dropped first (SmolLM2-135M at 4,096 tokens keeps 364 MiB)
+LONG_KEPT_ENV = "ATTENTION_VIZ_LONG_KEPT_MB"  # the operator's budget for them instead, in MiB
+LONG_OVERVIEW = 512            # an overview's side in cells, at most
+LONG_VIEWS_AT_ONCE = 2         # overviews and regions computed at once, the whole server (an overview at 4,096
+                               # tokens: ~0.3 s of a core; a region: a few ms)
+LONG_WAIT_S = 600.0            # a long pass waits this long for the one before it, then is told to try again

@@ -3,7 +3,7 @@
 The set-up names Hub ids or local folders (`ATTENTION_VIZ_HUB_MODELS="Helsinki-NLP/opus-mt-en-de"`, or the
 `names` argument); the picker offers exactly those, as "hub:" + the name, and a visitor can never make the server
 load anything else. On a Hugging Face Space (SPACE_ID set) with nothing named, the paper's own task is offered:
-SPACE_DEFAULT, which the Space's front matter preloads. Without the hub extra (transformers) the list is empty and
+SPACE_DEFAULT (opus-mt-en-de and SmolLM2-135M), which the Space's front matter preloads. Without the hub extra (transformers) the list is empty and
 `missing_extra` says how to add it.
 
 Locks, and why none can stall the server:
@@ -37,7 +37,9 @@ from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX
 logger = logging.getLogger(__name__)
 
 EXTRA = 'pip install "attention_viz[hub]" (transformers and sentencepiece)'
-SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de",)  # a Space's real model when none is named (its front matter preloads it)
+# A Space's real models when none is named (its front matter preloads them): the paper's own task, and a small
+# trained decoder that reads a page (8,192 positions; the Long text tab)
+SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M")
 LOAD_WAIT_S = 60.0       # a visitor waits this long for a model being loaded, then hears it is still loading
 RETRY_AFTER_S = 60.0     # a model that could not be downloaded is tried again after this long
 BUSY_WAIT_S = 120.0      # a wait for a real model's run line ends with a message after this long
@@ -170,6 +172,13 @@ class RealModels:
             return {name: "loaded" if key in self._models else "loading" if key in self._loading
                     else "refused" if key in self._errors else "loads on first use"
                     for name, key in ((name, HUB_PREFIX + name) for name in self.names)}
+
+    def one_stack(self, key: str) -> bool:
+        """False where the model's config, read from its folder or the cache (never fetched, nothing loaded), says it
+        is an encoder-decoder (a translation model: it cannot read a page at length); True otherwise, unknown too."""
+        from attention_viz.hub.loading import one_stack  # the hub extra: installed wherever a real model is set up
+
+        return one_stack(self.names[display_name(key)])
 
     def get(self, key: str, progress: Callable[[float, str], None] | None = None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;

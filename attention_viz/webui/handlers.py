@@ -315,6 +315,21 @@ class Handlers:
         return self.views.heads.csv_file(settings, ablation, _client(request))
 
     @handler
+    def long_read(self, model: str, text: str) -> dict:
+        """A real model reads a page (service.long_runs): the long view's payload."""
+        return self.views.long.read(model, text)
+
+    def long_view(self, asked: dict) -> dict:
+        """The long view's server function: an overview or a region of a kept run, or {"error": a sentence}; a fault
+        of ours is logged with its trace and told without it."""
+        try:
+            with WATCH.call("long_view"):
+                return self.views.long.view(asked)
+        except Exception as error:  # noqa: BLE001 - the browser's call gets a sentence, never a trace
+            logger.exception("long_view failed")
+            return {"error": f"The server could not draw this view ({type(error).__name__}); try again."}
+
+    @handler
     def dk_lab(self, d_k: float, n_keys: float, scaled: bool):
         """The √d_k lab's numbers, drawn by the page: the q·k histogram against the exact law (bins of the mode's own
         range), one query's logits and softmax, the sweep over d_k (a dict, service.lab_view); and the table."""

@@ -17,7 +17,7 @@ from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.gradio_internals import Blocks, keep_no_analytics_summary, poll_every
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.static import files_first
-from attention_viz.webui import lab_tab, lesson_panel, scripts, theme, training_tab, transformer_tab
+from attention_viz.webui import lab_tab, lesson_panel, long_tab, scripts, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.widgets import prose
 
@@ -62,6 +62,10 @@ def build_app(views: Views | None = None) -> gr.Blocks:
                 lab = lab_tab.render(demo, handlers, views)
             with gr.Tab("Training", id="training") as training_page:
                 training = training_tab.render(demo, handlers, views, training_page)
+            long_choices = long_tab.choices_of(views)  # a page read by a real model: where the server has one
+            if long_choices:
+                with gr.Tab("Long text", id="long"):
+                    long_tab.render(demo, handlers, views, long_choices)
         if lesson is not None:
             lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor

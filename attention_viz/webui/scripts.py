@@ -15,10 +15,10 @@ from functools import lru_cache
 from importlib import resources
 
 from attention_viz import labview
-from attention_viz.explorer.html import CHARTS, EXPLORER, SHARED, asset
+from attention_viz.explorer.html import CHARTS, EXPLORER, LONG, SHARED, asset
 
 # In load order: what every view needs, the explorer, the charts' pieces and the other views, then the page's calls.
-SCRIPTS = (*(("explorer", name) for name in (*SHARED, *EXPLORER, CHARTS, "steps.js", "heads.js")),
+SCRIPTS = (*(("explorer", name) for name in (*SHARED, *EXPLORER, CHARTS, "steps.js", "heads.js", LONG)),
            ("labview", "lab.js"), ("labview", "study.js"), ("labview", "training.js"), ("webui", "page.js"))
 
 
@@ -49,12 +49,14 @@ def call(function: str, *args: object, params: str = "") -> str:
     return f"({params}) => attentionViz.{function}({listed})"
 
 
-def on_load(function: str, options: object = None, trigger: bool = False) -> str:
+def on_load(function: str, options: object = None, trigger: bool = False, server: bool = False) -> str:
     """A gr.HTML's js_on_load: `attentionViz.function(element, props, watch, options)`; trigger: `trigger` too, last
     (the view triggers events of its component: a name it triggers must be among `options`' strings, which is how
-    Gradio's gr.HTML finds the component's custom events)."""
+    Gradio's gr.HTML finds the component's custom events); server: `server` too, last (the component's
+    server_functions, each an async method of it)."""
     tail = "" if options is None else ", " + json.dumps(options, ensure_ascii=False)
-    return f"attentionViz.{function}(element, props, watch{tail}{', trigger' if trigger else ''})"
+    return (f"attentionViz.{function}(element, props, watch{tail}{', trigger' if trigger else ''}"
+            f"{', server' if server else ''})")
 
 
 class Raw(str):

@@ -197,6 +197,24 @@ def test_the_fast_kernel_is_bitwise_the_reference(monkeypatch, size, masking, sc
     assert not torch.isnan(weights).any() and not torch.isnan(out).any()
 
 
+@pytest.mark.parametrize("size", ["small", "medium", "large"])
+@pytest.mark.parametrize("masking", ["none", "full", "causal+padding"])
+@pytest.mark.parametrize("softcap, sinks", [(2.0, False), (None, True), (5.0, True)])
+def test_the_fast_kernel_is_bitwise_the_reference_with_a_soft_cap_and_sinks(monkeypatch, size, masking, softcap,
+                                                                             sinks):
+    monkeypatch.setattr(hugepages, "_madvise", lambda: lambda *args: 0)
+    shape = {"small": SMALL, "medium": MEDIUM, "large": LARGE}[size]
+    q, k, v = qkv(**shape, seed=6)
+    sink = torch.linspace(-1.0, 2.0, shape["H"]) if sinks else None  # (H,)
+    mask = masks_for(**shape)[masking]
+    with torch.inference_mode():
+        out, weights = fast.scaled_dot_product_attention(q, k, v, mask, 0.25, softcap=softcap, sink=sink)
+    ref_out, ref_weights = scaled_dot_product_attention(q, k, v, mask, 0.25, softcap=softcap, sink=sink)
+    assert torch.equal(weights, ref_weights) and torch.equal(out, ref_out)
+    rows = weights.sum(-1)  # (B, H, Q): 1 less the sink's share, never over
+    assert (rows <= 1 + 1e-6).all() and (sinks or mask is not None or torch.allclose(rows, torch.ones_like(rows)))
+
+
 def test_large_inputs_with_autograd_still_train():
     q, k, v = (t.requires_grad_() for t in qkv(**LARGE, seed=6))
     out, weights = fast.scaled_dot_product_attention(q, k, v, masks_for(**LARGE)["causal+padding"])

@@ -185,8 +185,11 @@ def heads_scored(page: Page) -> None:
     expect(page.locator("#score_file a")).to_be_visible(timeout=TIMEOUT_MS)
 
 
-VIEWS = [heatmaps, decode_step, large_head, refused, steps, steps_softmax, compare, compare_map, export, lesson, lab,
-         lab_unscaled, lab_stale, training, training_early, heads_off, heads_scored]
+# Views checked one after another on one page, each from where the one before left it: a group opens the app once.
+# The lab and the training view are checked in their less usual states only (large d_k unscaled, then stale; the
+# first snapshot): the same markup and palettes as their opening states.
+GROUPS = [(heatmaps, heads_off), (decode_step,), (large_head,), (refused,), (steps, steps_softmax),
+          (compare, compare_map), (export,), (lesson,), (lab_unscaled, lab_stale), (training_early,), (heads_scored,)]
 
 
 def violations(page: Page) -> list[dict]:
@@ -197,10 +200,18 @@ def violations(page: Page) -> list[dict]:
         left_out = {"color-contrast": FADED, GRADIO_TOAST[0]: GRADIO_TOAST[1]}.get(v["id"])
         if left_out:
             v["nodes"] = [n for n in v["nodes"] if not page.evaluate(
-                "([target, out]) => !!document.querySelector(target)?.closest(out)", [n["target"][-1], left_out])]
+                "([target, out]) => !!document.querySelector(target)?.closest(out)", [n["target"][-1], left_out])
+                and not (v["id"] == GRADIO_TOAST[0] and gone_toast(page, n))]
         if v["nodes"]:
             found.append(v)
     return found
+
+
+def gone_toast(page: Page, node: dict) -> bool:
+    """A node of Gradio's toast that closed while axe ran (its countdown ends; under load axe takes seconds): gone
+    from the page, its markup Gradio's toast header."""
+    return 'class="toast-header' in node.get("html", "") and not page.evaluate(
+        "(target) => !!document.querySelector(target)", node["target"][-1])
 
 
 def report(found: list[dict]) -> str:
@@ -213,13 +224,17 @@ def report(found: list[dict]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("view", VIEWS, ids=[v.__name__ for v in VIEWS])
-def test_axe_finds_no_wcag_violation(page: Page, app_url, view):
+@pytest.mark.parametrize("group", GROUPS, ids=["+".join(v.__name__ for v in group) for group in GROUPS])
+def test_axe_finds_no_wcag_violation(page: Page, app_url, group):
     open_app(page, app_url)
-    view(page)
-    shot(page, f"a11y_{view.__name__}", wait=view not in (refused, lab_stale))  # a refusal's tracker stays
-    found = violations(page)
-    assert not found, f"{len(found)} WCAG 2.1 A/AA rules fail on {view.__name__}:\n{report(found)}"
+    failed = []
+    for view in group:
+        view(page)
+        shot(page, f"a11y_{view.__name__}", wait=view not in (refused, lab_stale))  # a refusal's tracker stays
+        found = violations(page)
+        if found:
+            failed.append(f"{len(found)} WCAG 2.1 A/AA rules fail on {view.__name__}:\n{report(found)}")
+    assert not failed, "\n".join(failed)
 
 
 def test_axe_finds_no_wcag_violation_on_a_phone(page: Page, app_url):

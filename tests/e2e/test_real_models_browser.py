@@ -186,3 +186,53 @@ def test_a_real_models_head_scores_fit_a_phone(page: Page, real_url):
     expect(panel.locator(".av-imp-more")).to_have_count(3)
     for hint in panel.locator(".av-imp-more").all():  # 12 heads do not fit 390 px: each table says it scrolls
         expect(hint).to_be_visible()
+
+
+# -- the Long text tab (a real model reading a page)
+
+LONG_PAGE = "The cat sat on the mat. Attention is all you need, and every student reads the paper before the lecture. " * 8
+
+
+def test_the_long_text_tab_paste_a_page_drag_a_region_and_hover_an_exact_weight(page: Page, real_url):
+    """The Long text tab (only tiny GPT-2 offered: the translation models cannot read a page): paste, see the summary
+    grids and the overview, drag a rectangle, hover a cell's exact weight, leave the sink out, brighter colours;
+    screenshots long_1280.png (1280 x 800) and long_390.png."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(real_url)
+        page.get_by_role("tab", name="Long text").click()
+        expect(page.locator("#long_model input")).to_have_value("tiny-gpt2 (real model)")
+        page.locator("#long_text textarea").fill(LONG_PAGE)
+        page.locator("#long_read").click()
+        view = page.locator("#long_view .av-long")
+        expect(view.locator(".av-long-note")).to_contain_text("Read the first 256 of the text's", timeout=TIMEOUT_MS)
+        expect(view.locator(".av-long-grid")).to_have_count(3)
+        expect(view.locator(".av-long-cell")).to_have_count(3 * 2 * 4)  # three grids of 2 layers x 4 heads
+        canvas = view.locator(".av-long-overview")
+        canvas.scroll_into_view_if_needed()
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")  # no sideways
+        box = canvas.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.5)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.48, box["y"] + box["height"] * 0.6, steps=4)
+        page.mouse.up()
+        title = view.locator(".av-long-regiontitle")
+        expect(title).to_contain_text(re.compile(r"Queries \d+-\d+ \(down\) x keys \d+-\d+"), timeout=TIMEOUT_MS)
+        expect(view.locator(".av-long-regionnote")).to_have_text("Exact weights, recomputed for this region.")
+        region = view.locator(".av-long-regioncanvas")
+        region.scroll_into_view_if_needed()
+        rbox = region.bounding_box()
+        page.mouse.move(rbox["x"] + rbox["width"] * 0.7, rbox["y"] + rbox["height"] * 0.8)
+        expect(view.locator(".av-long-regiontip")).to_contain_text(re.compile(r"query \d+ “.+” → key \d+ “.+”: weight \d"))
+        canvas.focus()  # by keyboard: a square moved by the arrow keys (T / 32 = 8 positions a step), Enter opens it
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("Enter")
+        expect(title).to_contain_text("Queries 8-55 (down) x keys 0-47 (across)", timeout=TIMEOUT_MS)
+        view.locator(".av-long-sink").check()  # the sink left out: said over the map and the region's title
+        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("first token left out", timeout=TIMEOUT_MS)
+        expect(title).to_contain_text("first token left out of every row", timeout=TIMEOUT_MS)
+        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("99th percentile")  # the colour by default
+        page.screenshot(path=str(SCREENSHOTS / f"long_{width}.png"), full_page=True)
+        view.locator(".av-long-colour").select_option("top")  # drawn again in the page, said in the legend
+        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("colour 0 → this map's top")

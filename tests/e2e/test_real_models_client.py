@@ -4,6 +4,7 @@ that is not cached, with the Hub switched off."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import httpx
@@ -152,3 +153,43 @@ def test_a_real_models_head_scores_stream_and_predict_returns_the_payload(real_a
     assert len(told) >= 2 and told[-1] == payload and all("progress" in p for p in told[:-1])
     assert told[0]["progress"]["total"] == 24
     assert client.predict(*args, api_name="/importance") == payload
+
+# -- the Long text tab (a real model reading a page: service/long_runs.py, webui/long_tab.py)
+
+PAGE = "The cat sat on the mat. Attention is all you need, and every student reads the paper before the lecture. " * 8
+
+
+def long_view_call(base: str, asked: dict) -> dict:
+    """The long view's server function, as the page calls it (POST /component_server)."""
+    config = httpx.get(base + "config").json()
+    component = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "long_view")
+    answer = httpx.post(base + "gradio_api/component_server/", json={
+        "data": asked, "component_id": component, "fn_name": "long_view", "session_hash": "long-test"}, timeout=30)
+    assert answer.status_code == 200
+    return answer.json()
+
+
+def test_a_long_page_read_through_the_api_and_a_region_through_the_views_call(real_app):
+    """The Long text tab's flow: /long_read reads what the model's positions hold (tiny GPT-2: 256) and says so; the
+    region asked after through the view's server function is the exact weights (each row of a causal map's first
+    block sums to 1); a bad text and a translation model are refused with a sentence; a view of a run the server
+    does not have says to read again."""
+    client, _ = real_app
+    long_url = client.src.rstrip("/") + "/"
+    payload = client.predict("hub:tiny-gpt2", PAGE, api_name="/long_read")
+    assert payload["kind"] == "long" and payload["read"] == 256 < payload["of"]
+    assert "positions end at 256" in payload["note"]
+    assert payload["overview"]["side"] == 256 and len(payload["stats"]["first_token"]) == 2
+    asked = {"run": payload["run"], "what": "region", "key": payload["keys"][1], "head": 3, "rows": [0, 32],
+             "cols": [0, 32]}
+    region = long_view_call(long_url, asked)
+    weights = np.frombuffer(base64.b64decode(region["data"]), "<f4").reshape(32, 32)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(weights, 1) == 0)  # the causal mask: no weight on a later key
+    sinkless = long_view_call(long_url, {**asked, "sink": False})
+    assert sinkless["sink"] is False
+    assert "read the text again" in long_view_call(long_url, {**asked, "run": "gone"})["error"]
+    with pytest.raises(AppError, match="Paste a text"):
+        client.predict("hub:tiny-gpt2", "  ", api_name="/long_read")
+    with pytest.raises(AppError, match="translation model"):
+        client.predict("hub:tiny-marian", PAGE, api_name="/long_read")

@@ -8,7 +8,9 @@
  *
  *   mount:   attentionViz.mountExplorer / mountSteps / mountHeads / mountLab / mountStudy / mountOwn / mountTraining
  *            (element, props, watch, options, trigger): the view in the template's ".av-mount" (".av-lab-mount"),
- *            redrawn on every new value
+ *            redrawn on every new value; mountLong(element, props, watch, options, server): the long view, whose
+ *            overviews and regions are asked of the component's server function options.view (server[view])
+ *   marks:   longStale(elemId, message): the long view says its page is not the current input's
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
  *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
@@ -52,6 +54,18 @@
     follow(global.AttentionLab.mountOwn(element.querySelector(LAB_MOUNT), props.value || null), props, watch, "setData");
   const mountTraining = (element, props, watch, opts) =>
     follow(global.AttentionTraining.mount(element.querySelector(LAB_MOUNT), props.value || null, opts), props, watch, "setData");
+
+  function mountLong(element, props, watch, opts, server) {
+    /* the long view (explorer/static/long.js); its views are asked of the gr.HTML's server function opts.view */
+    const ask = server && server[opts.view] ? (request) => server[opts.view](request) : null;
+    return follow(global.AttentionLong.mount(element.querySelector(MOUNT), props.value || null, {ask: ask}), props, watch,
+      "setPayload");
+  }
+  function longStale(elemId, message) {
+    const v = (document.querySelector(`#${elemId} .av-long`) || {}).avLong;
+    if (v) v.markStale(message);
+    return [];
+  }
 
   const explorerIn = (elemId) => (document.querySelector(`#${elemId} .av-explorer`) || {}).avExplorer;
   function views(elemIds) {
@@ -165,7 +179,7 @@
     return [Object.keys(off).length ? JSON.stringify(off) : "", bump(tick)];
   }
 
-  global.attentionViz = {mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
+  global.attentionViz = {mountLong: mountLong, longStale: longStale, mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
     selection: selection, openOn: openOn, badges: badges, reveal: reveal, labPending: labPending, labStale: labStale,
     labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump, routeOne: routeOne,

@@ -1,0 +1,242 @@
+"""A real model reading a page: long passes on a line of their own, kept within one budget for the whole server.
+
+    runs = LongRuns(real_models)
+    payload = runs.read("hub:HuggingFaceTB/SmolLM2-135M", text)      # summaries, labels, one head's overview
+    runs.view({"run": payload["run"], "what": "region", "key": ..., "head": 2, "rows": [0, 256], "cols": [0, 256]})
+
+- **The line**: one long pass at a time on the whole server (`_line`), waited for at most LONG_WAIT_S. It does not
+  take the model's own run line (service.real_models): a page takes a core for seconds to minutes, and short
+  answers of the same model go on beside it (hub.long switches the model's attention for the pass's thread only).
+- **The budget**: what every kept run holds (its q, k and lse, on the temporary disk: LongRun.kept_bytes) counts
+  against LONG_KEPT_BYTES for all visitors together; a new run drops the least recently used ones until it fits. A
+  view of a dropped run is told so ("dropped to make room"), and the visitor reads the text again.
+- **Positions**: a model reads at most LONG_TOKENS, fewer where its positions end (BERT's 512): the rest of the text
+  is left, and the payload says how many tokens were read of how many.
+- Views (an overview, a region) run LONG_VIEWS_AT_ONCE at a time; every refusal is a LongRefusal (a ValueError) with
+  a sentence for the visitor; `view` answers {"error": ...} instead of raising, for the browser's call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+from attention_viz.explorer.long_pack import pack_long, pack_overview, pack_region
+from attention_viz.service.checks import shown
+from attention_viz.service.limits import (LONG_KEPT_BYTES, LONG_KEPT_ENV, LONG_OVERVIEW, LONG_TEXT_CHARS, LONG_TOKENS,
+                                          LONG_VIEWS_AT_ONCE, LONG_WAIT_S)
+from attention_viz.service.real_models import RealModels, RunLine, display_name
+
+logger = logging.getLogger(__name__)
+REGION_MAX = 256   # hub.long.REGION_MAX: a region's side at most
+DROPPED_KEPT = 4096  # ids of dropped runs remembered, to tell their visitors why
+
+
+def kept_budget() -> int:
+    """The kept runs' budget: LONG_KEPT_BYTES, or the operator's LONG_KEPT_ENV (MiB) where set (more disk)."""
+    value = os.environ.get(LONG_KEPT_ENV, "").strip()
+    try:
+        return int(float(value) * 2**20) if value else LONG_KEPT_BYTES
+    except ValueError:
+        logger.warning("%s=%r is not a number of MiB; the kept long runs get %d MiB", LONG_KEPT_ENV, value,
+                       LONG_KEPT_BYTES // 2**20)
+        return LONG_KEPT_BYTES
+
+
+class LongRefusal(ValueError):
+    """A page or a view refused: the message is for the visitor."""
+
+
+@dataclass
+class _Kept:
+    run: object          # hub.long.LongRun
+    model: str           # its picker value
+    bytes: int
+    users: int = 0       # views computing from it now: a dropped run is closed when the last one ends
+    dropped: bool = False
+
+
+def maps_of(n: int) -> str:
+    return f"{n} map" + ("" if n == 1 else "s")
+
+
+def kept_estimate(model, length: int) -> int:
+    """The bytes a long pass of `length` tokens keeps (hub.long: q [H, T, d], k [H_kv, T, d], lse [H, T] per map)."""
+    config = model.model.config
+    kv = getattr(config, "num_key_value_heads", None) or model.n_heads
+    item = next(model.model.parameters()).element_size()
+    return len(model.map_keys) * ((model.n_heads + kv) * model.d_k + model.n_heads) * length * item
+
+
+class LongRuns:
+    """One server's long runs: read a page, answer its views, within one budget (thread-safe)."""
+
+    def __init__(self, real: RealModels, budget: int | None = None, wait_s: float = LONG_WAIT_S) -> None:
+        self.real = real
+        self.budget = budget if budget is not None else kept_budget()
+        self._line = RunLine(wait_s)  # one long pass at a time, the whole server
+        self._views = threading.BoundedSemaphore(LONG_VIEWS_AT_ONCE)
+        self._lock = threading.Lock()  # guards _kept and _dropped only (never held across a pass or a view)
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()  # run id -> kept, least recently used first
+        self._dropped: deque[str] = deque(maxlen=DROPPED_KEPT)
+
+    @property
+    def kept_bytes(self) -> int:
+        with self._lock:
+            return sum(kept.bytes for kept in self._kept.values())
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @property
+    def dropped_count(self) -> int:
+        """Runs dropped to make room (the last DROPPED_KEPT remembered)."""
+        return len(self._dropped)
+
+    def read(self, model_key: str, text: str) -> dict:
+        """One long pass of `text` through the real model `model_key`: the payload of static/long.js (summaries,
+        labels, the middle layer's first head's overview), with its run's id ("run") for later views."""
+        if not isinstance(text, str) or not text.strip():
+            raise LongRefusal("Paste a text to read (up to a few pages).")
+        if len(text) > LONG_TEXT_CHARS:
+            raise LongRefusal(f"The text has {len(text):,} characters; a page read at once is at most "
+                              f"{LONG_TEXT_CHARS:,}. Shorten it.")
+        model = self.real.get(model_key)
+        name = display_name(model_key)
+        if model.layout == "encoder-decoder":
+            raise LongRefusal(f"{name} is a translation model (an encoder and a decoder): a page is read by a model "
+                              "of one stack (a decoder such as GPT-2 or SmolLM2, or an encoder such as BERT). "
+                              "Pick one of those.")
+        from attention_viz.hub.long import positions as positions_of  # the hub extra, as below
+        from attention_viz.hub.words import words_of
+
+        ids = model.encode(text).ids  # (S,)
+        positions = positions_of(model)
+        cap = min(LONG_TOKENS, positions) if positions else LONG_TOKENS
+        read = min(int(ids.numel()), cap)
+        note = "" if read == ids.numel() else (
+            f"Read the first {read:,} of the text's {int(ids.numel()):,} tokens: "
+            + (f"{name}'s positions end at {positions:,}." if positions and positions <= LONG_TOKENS
+               else f"a page is at most {LONG_TOKENS:,} tokens."))
+        with self._line:
+            self._make_room(kept_estimate(model, read))  # the pass writes its numbers as it goes: room first
+            run = model.long_run(ids[:read], last_logits=True)  # the views need no logits: not T x V of them
+            run.logits = None
+        try:
+            words = words_of(model.tokenizer, ids[:read].tolist())
+            key = run.keys[len(run.keys) // 2]
+            payload = pack_long(run, words, read=read, of=int(ids.numel()), note=note,
+                                title=f"{name}: {read:,} tokens, {maps_of(len(run.keys))} x {run.n_heads} heads")
+            payload["overview"] = pack_overview(run, key, 0, LONG_OVERVIEW)
+        except Exception:
+            run.close()
+            raise
+        payload["run"] = self._keep(run, model_key)
+        payload["model"] = model_key
+        return payload
+
+    def _make_room(self, size: int) -> None:
+        """Drop the least recently used runs until `size` more bytes fit the budget (a refusal if they never can)."""
+        if size > self.budget:
+            raise LongRefusal(f"This text's run would keep {size / 2**20:.0f} MiB, more than this server keeps for "
+                              f"every visitor together ({self.budget / 2**20:.0f} MiB): read a shorter text.")
+        dropped = []
+        with self._lock:
+            total = sum(kept.bytes for kept in self._kept.values())
+            while self._kept and total + size > self.budget:
+                old_id, old = self._kept.popitem(last=False)
+                total -= old.bytes
+                self._dropped.append(old_id)
+                old.dropped = True
+                if old.users == 0:
+                    dropped.append(old)  # else the last view of it closes it
+        for old in dropped:
+            old.run.close()
+
+    def _keep(self, run, model_key: str) -> str:
+        """File the run under a new id, within the budget (room made again for its actual size)."""
+        size = int(run.kept_bytes)
+        try:
+            self._make_room(size)
+        except LongRefusal:
+            run.close()
+            raise
+        run_id = secrets.token_urlsafe(12)
+        with self._lock:
+            self._kept[run_id] = _Kept(run, model_key, size)
+        return run_id
+
+    def _get(self, run_id: object) -> _Kept:
+        """The kept run (now the most recently used, one more user), or a refusal saying why it is not here."""
+        with self._lock:
+            kept = self._kept.get(run_id) if isinstance(run_id, str) else None
+            if kept is not None:
+                self._kept.move_to_end(run_id)
+                kept.users += 1
+                return kept
+            dropped = run_id in self._dropped
+        if dropped:
+            raise LongRefusal("This run was dropped to make room for other visitors' texts (the server keeps "
+                              f"{self.budget / 2**20:.0f} MiB of long runs for everyone): read the text again.")
+        raise LongRefusal("This run is no longer on the server (it may have restarted): read the text again.")
+
+    def view(self, asked: object) -> dict:
+        """The browser's call: {"run", "what": "overview" | "region", "key", "head", "reduce", "sink", "rows",
+        "cols"} -> the packed overview or region, or {"error": a sentence}."""
+        try:
+            return self._view(asked)
+        except LongRefusal as refusal:
+            return {"error": str(refusal)}
+
+    def _view(self, asked: object) -> dict:
+        if not isinstance(asked, dict):
+            raise LongRefusal("A view asks for a run's overview or region.")
+        kept = self._get(asked.get("run"))
+        try:
+            return self._answer(kept.run, asked)
+        finally:
+            with self._lock:
+                kept.users -= 1
+                close = kept.dropped and kept.users == 0
+            if close:
+                kept.run.close()
+
+    def _answer(self, run, asked: dict) -> dict:
+        key, head = asked.get("key"), asked.get("head")
+        if key not in run.keys:
+            raise LongRefusal(f"This run has no map {shown(key)}.")
+        if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < run.n_heads:
+            raise LongRefusal(f"Head {shown(head)} does not exist: heads are 0 to {run.n_heads - 1}.")
+        without_sink = asked.get("sink") is False
+        what = asked.get("what")
+        if not self._views.acquire(timeout=LONG_WAIT_S):
+            raise LongRefusal("The server is busy drawing other views: try again in a moment.")
+        try:
+            if what == "overview":
+                reduce = asked.get("reduce", "max")
+                if reduce not in ("max", "mean"):
+                    raise LongRefusal(f"An overview's cells are each block's max or mean, not {shown(reduce)}.")
+                return pack_overview(run, key, head, LONG_OVERVIEW, reduce, without_sink)
+            if what == "region":
+                rows, cols = _span("rows", asked.get("rows"), run.length), _span("keys", asked.get("cols"), run.length)
+                return pack_region(run, key, head, rows, cols, without_sink)
+            raise LongRefusal(f"A view is an overview or a region, not {shown(what)}.")
+        finally:
+            self._views.release()
+
+
+def _span(name: str, span: object, length: int) -> tuple[int, int]:
+    """[start, stop] positions inside the run, at most REGION_MAX apart, or a refusal."""
+    if (not isinstance(span, (list, tuple)) or len(span) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in span)):
+        raise LongRefusal(f"A region's {name} are [first, last + 1] positions.")
+    start, stop = span
+    if not 0 <= start < stop <= length:
+        raise LongRefusal(f"A region's {name} {start}:{stop} are not inside the run's {length} positions.")
+    if stop - start > REGION_MAX:
+        raise LongRefusal(f"A region spans at most {REGION_MAX} {name} a side, not {stop - start}.")
+    return start, stop

@@ -11,16 +11,18 @@ with a fixed seed: nothing is downloaded. At each length T (random ids), timed i
     eager      transformers' eager attention with output_attentions=True (to 1,024 tokens: L·H·T² weights)
     ours       PretrainedTransformer.forward, every map recorded (to 1,024 tokens, for the same reason)
 
-then the views of a long run: a head's overview (512 x 512, block max and block mean) and a 256 x 256 region,
-with what the run kept on disk and in memory. Peak memory: each candidate in a fresh process, the model built and
-warmed up on 16 tokens, the peak resident set (VmHWM, reset before the pass) less the resident set before it.
-One copy of the weights serves every candidate (the attention implementation is switched between calls).
+and the CPU time of the same calls (the process's, every thread's: on a shared machine the wall clock also counts
+the other work's turns), then the views of a long run: a head's overview (512 x 512, block max and block mean) and
+a 256 x 256 region, with what the run kept on disk and in memory. Peak memory: each candidate in a fresh process,
+the model built and warmed up on 16 tokens, the peak resident set (VmHWM, reset before the pass) less the resident
+set before it. One copy of the weights serves every candidate (the attention implementation is switched between calls).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -100,14 +102,29 @@ def check(model, T: int = 256) -> float:
     return difference
 
 
+def cpu_timed(call, seconds: list[float]):
+    """call, also appending each call's CPU time of the process (every thread's, spinning included) to seconds: on
+    a shared machine the wall clock counts the other work's turns, the CPU time does not."""
+    def timed():
+        t0 = time.process_time()
+        try:
+            return call()
+        finally:
+            seconds.append(time.process_time() - t0)
+    return timed
+
+
 def timings(model, sizes, rounds: int) -> list[dict]:
     """Each candidate at each length, interleaved rounds; the views of a long run at each length."""
     rows = []
     for T in sizes:
         ids = ids_of(T)
-        calls = candidates(model, ids, names_at(T))
+        cpu: dict[str, list[float]] = {}
+        calls = {name: cpu_timed(call, cpu.setdefault(name, [])) for name, call in
+                 candidates(model, ids, names_at(T)).items()}
         timed = interleaved(calls, rounds=rounds, sample_s=0.0, warmup=0)
-        row = {"tokens": T, **{name: t.to_dict() for name, t in timed.items()}, "load": load()}
+        row = {"tokens": T, **{name: t.to_dict() | {"cpu_median_s": statistics.median(cpu[name][1:])}
+                               for name, t in timed.items()}, "load": load()}
         run = model.long_run(ids)
         key, head = run.keys[len(run.keys) // 2], run.n_heads // 2
         middle = max(0, T // 2 - 128)
@@ -198,6 +215,16 @@ def report(result: dict) -> str:
             rows.append([r["tokens"], ms(sdpa), cell("long"), cell("eager"), cell("ours")])
         lines += ["", f"One pass, ms (x sdpa); long's logits checked against sdpa's first (max |Δ| "
                       f"{result['check_max_abs_logits']:.1e}):", "",
+                  table(["T", "sdpa (no maps)", "long (summaries, q k lse kept)", "eager + output_attentions",
+                         "ours, every map"], rows)]
+        rows = []
+        for r in result["time"]:
+            sdpa = r["sdpa"]["cpu_median_s"]
+            cell = lambda n: (f"{ms(r[n]['cpu_median_s'])} ({r[n]['cpu_median_s'] / sdpa:.2f}x)"  # noqa: E731
+                              if n in r else "—")
+            rows.append([r["tokens"], ms(sdpa), cell("long"), cell("eager"), cell("ours")])
+        lines += ["", "The same passes' CPU time, ms (x sdpa): the process's, every thread's (the machine's other "
+                      "work not counted; a waiting thread's spinning counted):", "",
                   table(["T", "sdpa (no maps)", "long (summaries, q k lse kept)", "eager + output_attentions",
                          "ours, every map"], rows)]
         rows = [[r["tokens"], ms(r["views"]["overview_max"]["median_s"]), ms(r["views"]["overview_mean"]["median_s"]),

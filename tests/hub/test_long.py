@@ -170,6 +170,30 @@ def test_sliding_window_and_padded_keys_equal_forward():
         assert_long_equals(run, dict(maps.items()))
 
 
+@pytest.mark.parametrize("rule", ["causal", "full", "mask"])
+def test_attend_in_float32_is_the_float64_softmax_to_float32_rounding(rule):
+    """attend itself in float32 (as the benchmark's model runs; every other test runs float64), scores of several
+    units so a hidden cell's stand-in score (the lowest float32) meets large maxima: output, lse and statistics equal
+    the float64 softmax of the same scores, a row with every key hidden (rule "mask") 0 with lse +inf."""
+    from attention_viz.hub.long import attend
+
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(shape, generator=g, dtype=torch.float64) * 3  # (H, T, d), (H_kv, T, d), (H_kv, T, d)
+               for shape in [(4, 37, 8), (2, 37, 8), (2, 37, 8)])
+    allowed = {"causal": torch.ones(37, 37, dtype=torch.bool).tril(), "full": torch.ones(37, 37, dtype=torch.bool),
+               "mask": torch.rand(37, 37, generator=g) < 0.6}[rule]
+    if rule == "mask":
+        allowed[5] = False  # row 5 sees nothing
+    output, lse, sums = attend(q.float(), k.float(), v.float(), 0.5, rule, allowed if rule == "mask" else None, rows=8)
+    scores = (q @ k.repeat_interleave(2, 0).transpose(1, 2) * 0.5).masked_fill(~allowed, float("-inf"))  # (H, T, T)
+    maps = torch.softmax(scores, -1).nan_to_num(0.0)  # a row with every key hidden: 0
+    torch.testing.assert_close(output.double(), (maps @ v.repeat_interleave(2, 0)).transpose(0, 1), rtol=0, atol=2e-5)
+    torch.testing.assert_close(lse.double(), torch.logsumexp(scores, -1).masked_fill(~allowed.any(-1), float("inf")),
+                               rtol=0, atol=2e-5)
+    for name, value in statistics(maps).items():
+        np.testing.assert_allclose(sums[name].numpy() / 37, value, rtol=2e-5, atol=2e-6, err_msg=name)
+
+
 def test_kept_in_memory_or_on_disk_give_the_same_views():
     model = tiny_llama()
     ids = torch.randint(0, 64, (1, 70), generator=torch.Generator().manual_seed(4))

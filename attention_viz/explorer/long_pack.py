@@ -31,7 +31,7 @@ def _b64(array: np.ndarray) -> str:
 def pack_long(run, words: Words, *, read: int, of: int, title: str = "", note: str = "") -> dict:
     """Summaries [map key][statistic] -> [H] floats, labels, lengths: what the view draws before any head is chosen.
     read: the tokens the pass read; of: the text's tokens (more where the model's positions ended first)."""
-    from attention_viz.hub.long import STATISTICS
+    from attention_viz.fast.blockwise import STATISTICS
 
     return {
         "kind": "long", "title": title, "note": note, "length": run.length, "read": int(read), "of": int(of),

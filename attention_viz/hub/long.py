@@ -53,12 +53,10 @@ from transformers.masking_utils import (AttentionMaskInterface, bidirectional_ma
 
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.variation import Variation
+from attention_viz.fast.blockwise import ROWS, attend
 from attention_viz.hub.attention import IMPLEMENTATION  # the wrapped model's own: Eq. 1 with its switches
 
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
-STATISTICS = ("entropy", "max_weight", "mean_distance", "first_token", "previous_token", "self")
-ROWS = 64            # query rows per block of the pass: [H, 64, T] scores at a time (9.4 MB at H = 9, T = 4,096)
-LOG2E = 1.4426950408889634  # log₂e: the pass takes its exponentials in base 2
 REGION_MAX = 256     # a region's largest side
 REDUCTIONS = ("max", "mean")
 
@@ -210,104 +208,6 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
         run.layers[name] = _Layer(factor, q.size(0) // k.size(0), rule, allowed)
         run.summaries[name] = {stat: (total / q.size(1)).numpy() for stat, total in sums.items()}
     return output[None].contiguous(), None  # (1, T, H, d_v)
-
-
-def _buffer(workspace: dict, name: str, size: int, dtype: torch.dtype) -> torch.Tensor:
-    """workspace[name], a flat buffer of at least `size` numbers of `dtype` (made, or made larger, when it is not)."""
-    buffer = workspace.get(name)
-    if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
-        buffer = workspace[name] = torch.empty(size, dtype=dtype)
-    return buffer
-
-
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rule: str,
-           allowed: torch.Tensor | None = None, rows: int = ROWS, workspace: dict | None = None
-           ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """Exact softmax attention over blocks of query rows, with each row's statistics.
-
-    q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
-    [T, K], True = may attend) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
-    key masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
-    are written into, reused from call to call (fresh memory for them each block costs more than the arithmetic).
-
-    A block of R rows: the scores of its n_rep·R rows on one key/value head in one product (grouped heads share
-    their keys, never repeated), in base 2 (log₂e folded into the factor: exp2 is cheaper than exp, and
-    2^(s·log₂e) = e^s); t = s − max, e = 2^t; then e @ V, Σ e, Σ e·j, Σ e·t and the weights on the first, previous
-    and own position go into per-row arrays [H_kv, n_rep, T], and every statistic is formed from them once, after
-    the last block. A hidden cell's score is the dtype's lowest number rather than −∞: its e is 0 all the same, and
-    0·t stays 0 (0·(−∞) would be NaN); a row with every key hidden (rule "mask") is set to 0 at the end.
-    """
-    H, T, d = q.shape
-    H_kv, K, d_v = v.shape
-    n_rep = H // H_kv
-    workspace = {} if workspace is None else workspace
-    size = H * min(rows, T) * K
-    scores, exps = _buffer(workspace, "scores", size, q.dtype), _buffer(workspace, "exps", size, q.dtype)
-    hidden = torch.finfo(q.dtype).min
-    qs = q.view(H_kv, n_rep, T, d)
-    k_t = k.transpose(1, 2)  # (H_kv, d, K)
-    j = torch.arange(K, dtype=q.dtype)
-    output = torch.empty(T, H_kv, n_rep, d_v, dtype=q.dtype)  # Σⱼ eⱼvⱼ until the end
-    per_row = torch.zeros(7, H_kv, n_rep, T, dtype=q.dtype)
-    top, total, et, ej, first, previous, on_self = per_row  # max t, Σ e, Σ e·t, Σ e·j, e₀, e_{i−1}, e_i (base 2)
-    after = torch.zeros(H_kv, n_rep, T, dtype=q.dtype) if rule != "causal" else None  # Σ_{j>i} eⱼ·(j − i)
-    upper = torch.ones(rows, rows, dtype=torch.bool).triu(1)  # (R, R): the causal block's hidden cells
-    for r0 in range(0, T, rows):
-        r1 = min(r0 + rows, T)
-        R = r1 - r0
-        end = min(r1, K) if rule == "causal" else K  # keys past the block's last row: all hidden under the causal mask
-        block = H * R * end
-        s = torch.bmm(qs[:, :, r0:r1].reshape(H_kv, n_rep * R, d) * (factor * LOG2E), k_t[:, :, :end],
-                      out=scores[:block].view(H_kv, n_rep * R, end)).view(H_kv, n_rep, R, end)  # base-2 scores
-        if rule == "causal":
-            s[..., r0:r1].masked_fill_(upper[:R, :R], hidden)
-        elif rule == "mask":
-            s.masked_fill_(~allowed[r0:r1, :end], hidden)
-        m = torch.amax(s, -1, keepdim=True)  # (H_kv, n_rep, R, 1)
-        top[..., r0:r1] = m[..., 0]
-        t = s.sub_(m)  # <= 0
-        e = torch.exp2(t, out=exps[:block].view(H_kv, n_rep, R, end))
-        o = torch.bmm(e.view(H_kv, n_rep * R, end), v[:, :end]).view(H_kv, n_rep, R, d_v)  # Σⱼ eⱼvⱼ
-        output[r0:r1] = o.permute(2, 0, 1, 3)  # (R, H_kv, n_rep, d_v)
-        torch.sum(e, -1, out=total[..., r0:r1])
-        ej[..., r0:r1] = torch.mv(e.view(H * R, end), j[:end]).view(H_kv, n_rep, R)
-        first[..., r0:r1] = e[..., 0]
-        on_self[..., r0:r1] = e[..., r0:r1].diagonal(dim1=-2, dim2=-1)
-        if r0 > 0:
-            previous[..., r0:r1] = e[..., r0 - 1:r1 - 1].diagonal(dim1=-2, dim2=-1)
-        else:
-            previous[..., 1:r1] = e[..., :R].diagonal(offset=-1, dim1=-2, dim2=-1)
-        if after is not None:  # the block's own keys by a triangle of distances, the keys after it in full
-            i = torch.arange(r0, r1, dtype=q.dtype)
-            near = (i[None] - i[:, None]).clamp_min_(0)  # (R, R): j − i where j > i
-            later = torch.einsum("hnrk,rk->hnr", e[..., r0:r1], near)
-            if r1 < end:
-                tail = e[..., r1:].reshape(H * R, end - r1)
-                later += (torch.mv(tail, j[r1:end]) - tail.sum(-1) * i.repeat(H)).view(H_kv, n_rep, R)
-            after[..., r0:r1] = later
-        torch.sum(t.mul_(e), -1, out=et[..., r0:r1])  # Σⱼ eⱼ·tⱼ (the scores are not needed after)
-    some = total > 0
-    if rule == "mask":
-        some &= allowed[:T].any(-1)  # a row with every key hidden: its e were 2⁰ = 1, all of them
-    total = total.clamp_min(torch.finfo(q.dtype).tiny)
-    log_total = total.log()  # natural: ln Σ e
-    inv = torch.where(some, 1.0 / total, 0.0)  # the row's largest weight: its largest e is 2⁰ = 1
-    output *= inv.permute(2, 0, 1)[..., None]
-    lse = torch.where(some, top / LOG2E + log_total, float("inf"))  # ln Σⱼ exp(sⱼ) = max·ln 2 + ln Σ e
-    distance = torch.arange(T, dtype=q.dtype) - ej * inv  # Σⱼ pᵢⱼ·(i − j): |i − j| for every key at or before i
-    if after is not None:
-        distance += 2 * after * inv
-    rows_stats = {
-        "entropy": log_total - et * inv / LOG2E,  # −Σ p ln p = ln Σ e − Σ e·t·ln 2 / Σ e
-        "max_weight": inv,
-        "mean_distance": distance,
-        "first_token": first * inv,
-        "previous_token": previous * inv,
-        "self": on_self * inv,
-    }
-    sums = {stat: torch.where(some, values, 0.0).sum(-1, dtype=torch.float64).reshape(H)
-            for stat, values in rows_stats.items()}
-    return output.view(T, H, d_v), lse.view(H, T), sums
 
 
 def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:

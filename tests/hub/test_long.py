@@ -9,7 +9,6 @@ key). Regions and overviews come back in float32, so they are compared to float3
 
 from __future__ import annotations
 
-import copy
 
 import numpy as np
 import pytest
@@ -19,7 +18,8 @@ transformers = pytest.importorskip("transformers")
 
 from attention_viz.core.ablation import mean_outputs  # noqa: E402
 from attention_viz.hub import PretrainedTransformer, load_pretrained  # noqa: E402
-from attention_viz.hub.long import STATISTICS, LongRunError  # noqa: E402
+from attention_viz.fast.blockwise import STATISTICS  # noqa: E402
+from attention_viz.hub.long import LongRunError  # noqa: E402
 from attention_viz.hub.loading import model_class  # noqa: E402
 
 F32 = dict(rtol=0, atol=2e-7)  # float32 rounding of weights <= 1
@@ -175,7 +175,7 @@ def test_attend_in_float32_is_the_float64_softmax_to_float32_rounding(rule):
     """attend itself in float32 (as the benchmark's model runs; every other test runs float64), scores of several
     units so a hidden cell's stand-in score (the lowest float32) meets large maxima: output, lse and statistics equal
     the float64 softmax of the same scores, a row with every key hidden (rule "mask") 0 with lse +inf."""
-    from attention_viz.hub.long import attend
+    from attention_viz.fast.blockwise import attend
 
     g = torch.Generator().manual_seed(6)
     q, k, v = (torch.randn(shape, generator=g, dtype=torch.float64) * 3  # (H, T, d), (H_kv, T, d), (H_kv, T, d)

@@ -166,9 +166,10 @@ def by_kind(maps, layout: str) -> dict[str, list[torch.Tensor]]:
     return {"self_attn": [maps[key] for key in keys]}
 
 
-def difference(ours_logits, ours_maps, layout, reference: tuple) -> float:
+def difference(ours_logits, ours_maps, layout, reference: tuple, sinks: bool = False) -> float:
     """The largest difference, relative to max(1, |reference|), between ours and a reference pass (inf: a map is
-    missing or of another shape)."""
+    missing or of another shape). sinks: the model has learned sinks, and its eager maps may give the rows before
+    the sink (hub.proof.sink_conventions)."""
     logits, kinds = reference
     ours = by_kind(ours_maps, layout)
     worst = _diff(ours_logits, logits)
@@ -176,8 +177,8 @@ def difference(ours_logits, ours_maps, layout, reference: tuple) -> float:
         got = ours.get(kind, [])
         if len(got) != len(expected):
             raise AssertionError(f"{len(got)} maps of {kind} recorded, eager returns {len(expected)}")
-        for a, b in zip(got, expected):  # a model with sinks may give its rows before the sink (sink_conventions)
-            worst = max(worst, min(_diff(ours, b) for ours in sink_conventions(a, sinks=True)))
+        for a, b in zip(got, expected):
+            worst = max(worst, min(_diff(ours, b) for ours in sink_conventions(a, sinks)))
     return worst
 
 

@@ -386,10 +386,11 @@ def _check_traversals() -> list[str]:
         gr.Blocks.process_api, "processing_utils.add_root_url(data, root_path, None)")]
     problems += [f"Blocks.postprocess_data no longer calls {name}" for name in _source_uses(
         gr.Blocks.postprocess_data, "processing_utils.async_move_files_to_cache(")]
-    if _parameters(processing_utils.add_root_url) != ["data", "root_url", "previous_root_url"]:
-        problems.append(f"add_root_url's parameters are {_parameters(processing_utils.add_root_url)}")
+    gradios = inspect.unwrap(processing_utils.add_root_url)  # Gradio's own, also once answers has put ours first
+    if _parameters(gradios) != ["data", "root_url", "previous_root_url"]:
+        problems.append(f"add_root_url's parameters are {_parameters(gradios)}")
     problems += [f"add_root_url no longer uses {name}" for name in _source_uses(
-        processing_utils.add_root_url, "client_utils.traverse(data, _add_root_url, client_utils.is_file_obj_with_url)")]
+        gradios, "client_utils.traverse(data, _add_root_url, client_utils.is_file_obj_with_url)")]
     problems += [f"async_move_files_to_cache no longer uses {name}" for name in _source_uses(
         processing_utils.async_move_files_to_cache, "client_utils.async_traverse(",
         "client_utils.is_file_obj_with_meta")]

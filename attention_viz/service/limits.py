@@ -94,6 +94,8 @@ KEPT_PNGS = 2048               # image files kept for the app to serve (content-
 # ----------------------------------------------------------------------------- real models (attention_viz.hub)
 
 HUB_MODELS_ENV = "ATTENTION_VIZ_HUB_MODELS"  # comma-separated Hub ids or local folders the server is set up with
+WARM_REAL_ENV = "ATTENTION_VIZ_WARM_REAL"  # "1": the lesson's real steps computed at start, in the background
+#                                            (loading their models); "0": at their first use; unset: on a Space only
 HUB_PREFIX = "hub:"            # the model picker's value of a real model: "hub:" + the id or folder as set up
 REAL_TEXT_CHARS = 500          # a real model's text: at most this many characters ...
 REAL_SOURCE_TOKENS = 64        # ... and this many tokens as its tokenizer cuts it (special tokens included)

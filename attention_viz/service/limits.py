@@ -83,6 +83,8 @@ RUN_CACHE_BYTES = 64 * 2**20   # runs kept, by their maps' bytes: ~20 kB for a t
 PACKED_CACHE_BYTES = 1 * 2**20  # packed runs kept, by their base64: for quick repeats only (repacking a cached run
                                 # takes ~5 ms; a run with per-step maps, up to ~1.5 MB, is not kept; docs/benchmarks.md)
 IMAGE_CACHE_SIZE = 8           # rendered images kept per kind of figure (as PNG file names)
+STEPS_KEPT = 64                # the steps views of one head kept (a trained model's: ~10 kB; a real model's long
+#                                text: up to ~1 MB)
 GRID_WIDTH = 900               # pixels the grid of every head is scaled to, about
 KEPT_EXPORTS = 512             # export folders kept on disk, all clients together; the oldest are deleted ...
 EXPORT_BYTES = 256 * 2**20     # ... past this many bytes of them (the pod's /tmp holds 1 GiB: deploy/kubernetes/)

@@ -96,6 +96,10 @@ REACHES = {
                                    "route context), called by APIRouter.matches and again by _handle_selected; "
                                    "_IncludedRouter.original_router._get_routes_version() changes with the routes",
                                    "no option makes FastAPI look a route up instead of trying each in turn"),
+    "login_check": (ROUTES, "Gradio's routes depend on `login_check` (routes.App.create_app: a plain function, which "
+                    "FastAPI runs in a worker thread for every request of the queue: ~0.2 ms of CPU each); it "
+                    "returns at once where the app has no login (App.auth and App.auth_dependency None)",
+                    "app.dependency_overrides (FastAPI's own) replaces it, but only by the function itself"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
                                    "Gradio adds its CORS and compression after app_kwargs' middleware: only "
@@ -220,6 +224,15 @@ def route_matcher(router: Any) -> Callable:
 def match_routes_with(router: Any, matcher: Callable) -> None:
     """The included router matches every request with `matcher` (route_matcher's parameters and answer)."""
     router._match = matcher
+
+
+def login_checks(app: Any) -> set:
+    """Gradio's login_check functions the app's routes depend on (one per app), where the app has no login; empty
+    where it has one."""
+    if getattr(app, "auth", None) is not None or getattr(app, "auth_dependency", None) is not None:
+        return set()
+    return {depends.dependency for router in included_routers(app) for route in router.original_router.routes
+            for depends in getattr(route, "dependencies", ()) if getattr(depends.dependency, "__name__", "") == "login_check"}
 
 
 def routes_version(router: Any) -> object:
@@ -471,6 +484,14 @@ def _check_included_routers() -> list[str]:
     return problems
 
 
+def _check_login_check() -> list[str]:
+    return [f"routes.App.create_app no longer has {name!r}" for name in _source_uses(
+        routes.App.create_app, "def login_check(user: str = Depends(get_current_user)):\n            if (app.auth is None "
+        "and app.auth_dependency is None) or user is not None:\n                return\n",
+        '@router.post("/queue/join", dependencies=[Depends(login_check)])',
+        '@router.get("/queue/data", dependencies=[Depends(login_check)])')]
+
+
 def _check_middleware_stack() -> list[str]:
     problems = [f"Starlette no longer uses {name}" for name in _source_uses(
         Starlette.__call__, "self.middleware_stack", "self.build_middleware_stack()")]
@@ -493,6 +514,7 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "App internals": _check_app,
     "BrotliMiddleware's rules": _check_brotli,
     "FastAPI's included routers": _check_included_routers,
+    "login_check": _check_login_check,
     "Starlette.middleware_stack": _check_middleware_stack,
 }
 

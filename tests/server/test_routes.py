@@ -85,3 +85,27 @@ def test_the_apps_queue_paths_are_kept_by_the_route_that_fastapi_finds(path):
         match, child, route, _ = memo(dict(scope))
         assert (match, route) == found[:1] + found[2:3] and child == found[1] and child is not found[1]
     assert len(memo.kept) == 1
+
+
+def test_without_a_login_the_queue_checks_none_in_a_thread_and_with_one_it_still_refuses():
+    import gradio as gr
+
+    from attention_viz.server.gradio_internals import login_checks
+    from attention_viz.server.routes import check_logins_at_once, no_login_needed
+
+    with gr.Blocks() as demo:
+        gr.Button().click(lambda: None, None, None)
+    demo.queue()
+    app = gr.routes.App.create_app(demo)
+    (login_check,) = login_checks(app)
+    check_logins_at_once(app)
+    assert app.dependency_overrides == {login_check: no_login_needed}
+    answer = TestClient(app).get("/gradio_api/info")
+    assert answer.status_code == 200 and "named_endpoints" in answer.json()
+
+    demo.auth_message = "Log in first."  # what launch() sets, which the refusal reads
+    guarded = gr.routes.App.create_app(demo, auth_dependency=lambda request: None)  # a login nobody passes
+    assert login_checks(guarded) == set()
+    check_logins_at_once(guarded)
+    assert guarded.dependency_overrides == {}
+    assert TestClient(guarded).get("/gradio_api/info").status_code == 401

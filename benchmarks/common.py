@@ -11,17 +11,21 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPOSITORY = Path(__file__).resolve().parents[1]  # the checkout the benchmarks run from
+LOGS = RESULTS_DIR / "logs"  # the servers' logs
 
 
 @dataclass
@@ -265,3 +269,24 @@ def export_ref(ref: str, folder: Path) -> str:
         tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     archive.unlink()
     return commit
+
+
+def head() -> str:
+    """This checkout's commit, short ("unknown" outside git)."""
+    return subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+
+
+@contextmanager
+def temp_folder(prefix: str) -> Iterator[Path]:
+    """A fresh temporary folder, removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def app_env(tree: Path, temp: Path | str) -> dict[str, str]:
+    """The environment of `tree`'s `python app.py`: its own package first, Gradio's file cache in `temp`."""
+    return {"PYTHONPATH": str(tree), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from devtools.browser import CHROMIUM as BROWSER, CHROMIUM_ARGS
 
-from .common import load, percentile, save, table
+from .common import LOGS, load, percentile, save, table
 
 CHROMIUM, ARGS = str(BROWSER), CHROMIUM_ARGS
 CHANGES = ("tile", "kind", "scale", "step")
@@ -127,11 +127,11 @@ def _in_app(page, changes: int) -> dict:
     import httpx
 
     from attention_viz.service.catalog import Catalog
-    from devtools.launcher import ROOT, Server
+    from devtools.launcher import Server
 
     longest = Catalog().tokenizer.max_len
     out = {}
-    with Server([sys.executable, "app.py"], ROOT / "benchmarks" / "results" / "logs" / "explorer_app.log") as server:
+    with Server([sys.executable, "app.py"], LOGS / "explorer_app.log") as server:
         with httpx.Client(timeout=5) as client:
             server.wait_http(client, 180)
         page.goto(server.base + "/")

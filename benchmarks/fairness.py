@@ -36,7 +36,7 @@ import httpx
 from devtools.launcher import Server
 
 from .app import API, SETTLE_S, Browser, random_text
-from .common import RESULTS_DIR, export_ref, percentile, table, write_json
+from .common import LOGS, app_env, export_ref, percentile, table, write_json
 
 FLOOD_ADDRESS = "127.0.0.2"  # Linux answers the whole of 127.0.0.0/8 on loopback; the server listens on 127.0.0.1
 VISIT_EVERY_S = 0.5
@@ -108,8 +108,7 @@ def visit(base: str, stop: threading.Event, seed: int = 2) -> list[dict]:
 
 def measure(name: str, cwd: Path, joins: int, threads: int, log_dir: Path) -> dict:
     """Start `python app.py` in cwd, let it settle, flood it while the visitor asks, stop it."""
-    env = {"PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1",
-           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-")}
+    env = app_env(cwd, tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-"))
     with Server([sys.executable, "app.py"], log_dir / f"fairness-{name}.log", env=env, cwd=cwd) as server, \
             httpx.Client(timeout=30) as http:
         server.wait_http(http, 300)
@@ -167,9 +166,8 @@ def measure_scores(name: str, cwd: Path, scores: int, model_folder: Path, log_di
     from .trained_length import load_real_model
     from .students import REAL_MODELS
 
-    env = {"PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
-           "ATTENTION_VIZ_HUB_MODELS": str(model_folder),
-           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-")}
+    env = app_env(cwd, tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-")) | {
+        "HF_HUB_OFFLINE": "1", "ATTENTION_VIZ_HUB_MODELS": str(model_folder)}
     with Server([sys.executable, "app.py"], log_dir / f"fairness-scores-{name}.log", env=env, cwd=cwd) as server, \
             httpx.Client(timeout=PATIENCE_S) as client:
         server.wait_http(client, 300)
@@ -201,7 +199,7 @@ def run_scores(scores: int, against: str | None) -> dict:
 
     from .trained_length import real_model_folder
 
-    log_dir = RESULTS_DIR / "logs"
+    log_dir = LOGS
     with tempfile.TemporaryDirectory(prefix="attention_viz-fairness-real-") as folder:
         model = real_model_folder(Path(folder))
         results = [measure_scores("this tree", ROOT, scores, model, log_dir)]
@@ -220,7 +218,7 @@ def run_scores(scores: int, against: str | None) -> dict:
 def run(joins: int = 1100, threads: int = 4, against: str | None = None, rounds: int = 0) -> dict:
     from devtools.launcher import ROOT
 
-    log_dir = RESULTS_DIR / "logs"
+    log_dir = LOGS
     results = [measure("this tree", ROOT, joins, threads, log_dir)]
     single = None
     if against:

@@ -32,12 +32,9 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import random
-import shutil
 import string
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -47,8 +44,8 @@ from pathlib import Path
 
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
-from .app import ROOT, Browser, Server
-from .common import Timing, load, machine, ms, rss_kib, save, table
+from .app import Browser, Server
+from .common import LOGS, Timing, load, machine, ms, rss_kib, save, table, temp_folder
 from .pagesim import ALLOWED_ERRORS, API, HTTP_TIMEOUT_S, Page, Request
 
 # ---------------------------------------------------------------------------- thin wrappers over benchmarks.app
@@ -86,29 +83,6 @@ class RecordingClient:
 
     def close(self) -> None:
         self.http.close()
-
-
-def launch(log: Path, temp_dir: Path) -> Server:
-    """`python app.py` through benchmarks.app.Server, with Gradio's file cache in `temp_dir` (measured, removed)."""
-    previous = os.environ.get("GRADIO_TEMP_DIR")
-    os.environ["GRADIO_TEMP_DIR"] = str(temp_dir)
-    try:
-        return Server([sys.executable, "app.py"], log)
-    finally:
-        if previous is None:
-            os.environ.pop("GRADIO_TEMP_DIR", None)
-        else:
-            os.environ["GRADIO_TEMP_DIR"] = previous
-
-
-def folder_bytes(folder: Path) -> tuple[int, int]:
-    """(files, bytes) under a folder."""
-    files = size = 0
-    for path in folder.rglob("*"):
-        if path.is_file():
-            files += 1
-            size += path.stat().st_size
-    return files, size
 
 
 # ---------------------------------------------------------------------------- the run
@@ -379,26 +353,22 @@ def main(argv: list[str] | None = None) -> int:
     info = machine(threads=1)
     print(f"# load test: {args.clients} clients x {args.requests} requests (seed {args.seed}); "
           f"{info['cpu']}, {info['cores']} cores; load average {info['load_at_start']}", flush=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    log_dir = ROOT / "benchmarks" / "results" / "logs"
-    temp_dir = Path(tempfile.mkdtemp(prefix="attention_viz-load-"))
     result: dict = {"args": vars(args), "machine": info}
-    try:
-        with launch(log_dir / f"load-{stamp}.log", temp_dir) as server, httpx.Client(timeout=30) as http:
-            result["startup_s"] = server.wait_http(http, timeout_s=300)
-            pid = server.process.pid
-            trace = [] if args.trace else None
-            result["load"] = run_load(server.base, pid, args.clients, args.requests, args.seed, args.budget_s, trace)
-            if args.trace:
-                Path(args.trace).write_text(json.dumps({"args": vars(args), "requests": trace}))
-            files, size = folder_bytes(temp_dir)
-            result["gradio_cache"] = {"files": files, "bytes": size}
-            if args.burst:
-                result["burst"] = burst(server.base, args.burst)
-            result["rss_after_burst_kib"] = rss_kib(pid)["VmRSS"]
-            result["app_alive"] = server.process.poll() is None
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with temp_folder("attention_viz-load-") as temp_dir, httpx.Client(timeout=30) as http, \
+            Server([sys.executable, "app.py"], LOGS / f"load-{time.strftime('%Y%m%d-%H%M%S')}.log",
+                   env={"GRADIO_TEMP_DIR": str(temp_dir)}) as server:
+        result["startup_s"] = server.wait_http(http, timeout_s=300)
+        pid = server.process.pid
+        trace = [] if args.trace else None
+        result["load"] = run_load(server.base, pid, args.clients, args.requests, args.seed, args.budget_s, trace)
+        if args.trace:
+            Path(args.trace).write_text(json.dumps({"args": vars(args), "requests": trace}))
+        cached = [path.stat().st_size for path in temp_dir.rglob("*") if path.is_file()]
+        result["gradio_cache"] = {"files": len(cached), "bytes": sum(cached)}
+        if args.burst:
+            result["burst"] = burst(server.base, args.burst)
+        result["rss_after_burst_kib"] = rss_kib(pid)["VmRSS"]
+        result["app_alive"] = server.process.poll() is None
     result["load_at_end"] = load()
     print(report(result), flush=True)
     save("load", result, args.out)

@@ -27,10 +27,9 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from .app import SETTLE_S
-from .common import cpu_s, load, percentile, save, table
+from .common import LOGS, cpu_s, load, percentile, save, table
 from .explorer import ARGS, CHROMIUM
 
 # In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
@@ -67,18 +66,18 @@ def open_once(browser, url: str, pid: int | None = None, warm: bool = False) -> 
 
 
 PAGES = {"app": ("app.py", [sys.executable, "app.py"]),
-         "floor": ("a Gradio page with the explorer only (benchmarks/explorer_app.py)",
-                   [sys.executable, "-m", "benchmarks.explorer_app"])}
+         "floor": ("a Gradio page with the explorer only (benchmarks.floors explorer)",
+                   [sys.executable, "-m", "benchmarks.floors", "explorer"])}
 
 
 def open_page(playwright, argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
     """Start one page's server, then open it once unmeasured and `opens` times measured."""
     import httpx
 
-    from devtools.launcher import ROOT, Server
+    from devtools.launcher import Server
 
     result: dict = {"samples": []}
-    with Server(argv, ROOT / "benchmarks" / "results" / "logs" / log_name) as server:
+    with Server(argv, LOGS / log_name) as server:
         with httpx.Client(timeout=5) as client:
             server.wait_http(client, 180)
         time.sleep(SETTLE_S)  # the app's warm-up thread (exports, steps, lab) is done: its steady state
@@ -96,25 +95,18 @@ def open_page(playwright, argv: list[str], log_name: str, opens: int, warm: bool
 
 def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
     """This tree's app and `against`'s, served at once; per round one opening of each, in alternating order."""
-    import shutil
-    import subprocess
-    import tempfile
-
     import httpx
 
-    from devtools.launcher import ROOT, Server
+    from devtools.launcher import Server
 
-    from .common import export_ref
+    from .common import export_ref, head, temp_folder
 
-    folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
-    logs = ROOT / "benchmarks" / "results" / "logs"
     result: dict = {"this": [], "ref": []}
-    try:
+    with temp_folder("attention_viz-ref-") as folder:
         result["commit"] = export_ref(against, folder / "tree")
-        result["head"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                        capture_output=True, text=True).stdout.strip()
-        with Server([sys.executable, "app.py"], logs / "page_this.log") as this, \
-                Server([sys.executable, "app.py"], logs / "page_ref.log", cwd=folder / "tree") as ref, \
+        result["head"] = head()
+        with Server([sys.executable, "app.py"], LOGS / "page_this.log") as this, \
+                Server([sys.executable, "app.py"], LOGS / "page_ref.log", cwd=folder / "tree") as ref, \
                 httpx.Client(timeout=5) as client:
             this.wait_http(client, 180)
             ref.wait_http(client, 180)
@@ -131,8 +123,6 @@ def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
                         result[name].append(open_once(browser, servers[name].base + "/", servers[name].pid, warm))
             finally:
                 browser.close()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     return result
 
 
@@ -196,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks page", description=__doc__.splitlines()[0])
     parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
     parser.add_argument("--floor", action="store_true",
-                        help="also open a Gradio page with the explorer only (benchmarks/explorer_app.py): the floor")
+                        help="also open a Gradio page with the explorer only (benchmarks.floors explorer): the floor")
     parser.add_argument("--against", default=None, help="a git ref: open both apps in alternation, paired")
     parser.add_argument("--warm", action="store_true",
                         help="measure a second opening in the same context (a returning visitor's cache)")

@@ -2,18 +2,11 @@
 
 `python -m benchmarks.explorer [--changes 40] [--app] [--out DIR]`
 
-A view change (a tile click, another attention kind, another colour scale, a decode step) never leaves the page: the
-explorer (attention_viz/explorer/static/explorer.js) redraws from the run it holds, between performance
-marks, and records two measures per change: "explorer-redraw" (the script's work: decoding nothing,
-painting the grid's canvases and refilling the head's table) and "explorer-frame" (from the change until
-the next frame is painted, layout and paint included). This script makes the changes in Debian's
-headless Chromium (/usr/bin/chromium through Playwright; software rendering, no GPU), one at a time,
-each after the previous one's frame, and prints the median and p95 of both measures per kind of change.
-
-Pages: the explorer's standalone HTML (explorer_html) for the shipped reverse model on the app's opening
-text ("attention": 2 layers x 4 heads, 10 x 10 encoder maps) and for the widest run the app allows (an
-untrained model with 16 heads, the app's longest text, 32 characters, + 16 pads: 49 keys); with --app, the launched app's page
-too (the same opening run inside Gradio's page and styles). Timings go nowhere near a test assertion.
+A view change (a tile, a kind, a colour scale, a decode step) never leaves the page: the explorer (explorer.js)
+redraws from the run it holds and records "explorer-redraw" (its script's work) and "explorer-frame" (the change until
+the next frame is painted). The changes are made one at a time in Debian's headless Chromium, each after the last
+one's frame: the median and p95 of both, per kind of change. Pages: the standalone explorer for the shipped reverse
+model on the app's opening text and for the widest run the app allows (16 heads, 49 keys); `--app`: the app's page.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """A flood from one client, and a visitor's view meanwhile: what a visitor waits while one client joins events
 back to back under invented session ids.
 
-`python -m benchmarks.fairness [--joins 1100] [--threads 4] [--against main]`
+`python -m benchmarks.fairness [--joins 1100] [--threads 4] [--against main] [--alone ROUNDS] [--real-scores N]`
 
-The flood comes from 127.0.0.2 (a second loopback address, so the server sees two clients): `--joins` joins of
-/visualize at a new text each (the model reruns: tens of ms, a join costs a few), each under a session id of its
-own, from `--threads` connections at once, never reading an answer. The visitor, from 127.0.0.1, asks for one view
-every VISIT_EVERY_S (a new text: visualize on the page's line, as the page does) from the flood's start until
-its joins are done and AFTER_S more: the wait of each (join .. answer) or its refusal. `--against REF` runs the
-same against REF's app (exported with `git archive`, nothing in the repository touched), one app after the other.
-`--real-scores N` measures the other case instead: the app set up with a real model (74M parameters, random
-weights: benchmarks.classroom's), N scorings of every head of it joined through the API's /importance from
-127.0.0.2, then the visitor's VISITS views of our model one after another: their waits.
-`--alone ROUNDS` (with `--against`) then starts both apps side by side and, with no flood, calls each in turn
-ROUNDS times (a lab answer, a rerun at a new text): what one join costs each app, measured in the same rounds.
-Never asserted on in tests: timings only go to the table and JSON (tests/e2e/test_fairness.py asserts the
-behaviour with a generous bound).
+The flood comes from 127.0.0.2 (the server sees a second client): `--joins` joins of /visualize at new texts, each
+under a session of its own, never reading an answer; the visitor, from 127.0.0.1, asks a view every VISIT_EVERY_S
+meanwhile: each wait or refusal. `--against REF`: the same on REF's app after this one; `--alone`: then both apps side
+by side, no flood, in turn; `--real-scores N` instead: N scorings of a real model's heads joined from 127.0.0.2, then
+the visitor's views. docs/reliability.md ("Fair queueing") keeps the tables; tests/e2e/test_fairness.py the behaviour.
 """
 
 from __future__ import annotations

@@ -2,29 +2,12 @@
 
 `python -m benchmarks.load [--clients 20] [--requests 50] [--seed 0] [--budget-s 1500] [--burst 80] [--trace FILE]`
 
-Each client is one browser page (its own session, `benchmarks.app.Browser`) that keeps the page's
-control values and, one request at a time, does what a person does: a new text or a changed
-computation control (the model reruns), a new model (the page first asks `model_controls` for the
-new d_k range, as the browser does), the step view, a comparison, an export, the √d_k lab. Choosing
-the attention kind, layer, head or colour sends nothing (the browser draws those views from the run
-it holds), so a page changes its chosen head locally before some steps, compare and export requests,
-as its explorer would. Every answer is checked against its own request (/visualize's packed run holds
-the request's text, heads and layers, its maps have the sizes its tokens say, the notes name its d_k,
-pads and masks; images are PNG; the export has its four files), so crossed or stale answers count
-as errors, not as successes.
-
-Reported: errors by kind, p50/p95 per interaction, throughput, and the app process's resident memory
-(VmRSS from /proc/<pid>/status) after the 100th and after the last request. The only error the app
-may answer under load is "Queue is full" (HTTP 503 at join): Gradio's, once more than the queue's max_size
-events wait (1,024: attention_viz/webui/page.py), or the app's, once one page holds PER_PAGE of them
-(attention_viz/server/admission.py); with one event in flight per client neither happens, so an
-optional burst (`--burst N`: one session joins N events back to back) shows that answer on purpose,
-and that the app serves normally right after. All traffic goes to 127.0.0.1 only; every loop is
-bounded in count and in time (`--budget-s`, and a timeout on every HTTP call).
-
-Results: a table on stdout, and JSON in benchmarks/results/load-<time>.json. With `--trace FILE`, every request in
-the order answered (its endpoint, its values by elem_id, the app's VmRSS right after): `python -m benchmarks.replay
-FILE` replays exactly those requests in one process, on any commit, and says what the caches hold.
+Each client is a thread, one browser page (benchmarks.app.Browser, benchmarks.pagesim.Page) sending one request at
+a time of a mix over every endpoint, every answer checked against its own request (a crossed or stale answer is an
+error). Reported: latency per interaction, errors, throughput, the app's VmRSS after the 100th and the last request;
+`--burst N`: one session joins N events back to back (the "Queue is full" refusal, then a normal request served);
+`--trace FILE`: every request, for `python -m benchmarks.replay`. docs/reliability.md says more; JSON in
+benchmarks/results/load-<time>.json.
 """
 
 from __future__ import annotations

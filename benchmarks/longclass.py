@@ -4,17 +4,11 @@ never downloaded), and one visitor meanwhile asks our own model for a view every
 
 `python -m benchmarks longclass [--students 30] [--tokens 4096] [--layers 2] [--budget-mb 200]`
 
-The model: SmolLM2-135M's config (d_model 576, 9 heads on 3 key/value heads, d_ff 1536, a 49,152-word vocabulary,
-8,192 positions) with `--layers` of its 30 layers (a pass costs about layers / 30 of the whole model's: the whole
-takes ~110 s of one core at 4,096 tokens), the tiny Llama tokenizer of devtools.hub_models. The server's kept long
-runs get `--budget-mb` (ATTENTION_VIZ_LONG_KEPT_MB), far less than the class's runs take, so the budget must hold by
-dropping the least recently used.
-
-Each student joins /long_read (as the page's button does), then asks its run for one region (the view's server
-function); when every student has an answer, each asks its region again: a run dropped to make room answers
-"dropped". Measured: each student's wait (join .. answer) and region time, errors, the visitor's view waits before
-and during the class, the server's peak resident memory (VmHWM) and its RSS before the class, and the kept runs'
-bytes (the temporary files the server holds open, polled every 0.2 s) against the budget.
+The model keeps `--layers` of SmolLM2-135M's 30 layers; the server's kept long runs get `--budget-mb`
+(ATTENTION_VIZ_LONG_KEPT_MB), far less than the class's runs take. Each student joins /long_read, asks its run for a
+region, and once all have answered asks again (a run dropped for room answers "dropped"). Measured: the waits and
+region times, errors, the visitor's waits before and during, the server's peak memory and the kept runs' bytes
+against the budget (docs/long.md).
 """
 
 from __future__ import annotations

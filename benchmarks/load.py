@@ -25,6 +25,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
 from .app import Browser, Server
@@ -34,38 +36,24 @@ from .pagesim import ALLOWED_ERRORS, API, HTTP_TIMEOUT_S, Page, Request
 # ---------------------------------------------------------------------------- thin wrappers over benchmarks.app
 
 
-class RecordingClient:
-    """An httpx.Client stand-in for `Browser` that keeps the bytes of the files it fetches (to check answers).
-
-    Browser.call fetches every image an answer names and drops the bytes; this wrapper keeps the
-    last ones so a test can look at them without a second request. Loopback only: it refuses others.
-    """
+class RecordingClient(httpx.Client):
+    """The httpx.Client a `Browser` uses here: it keeps the bytes of the files it fetches (Browser.call drops them),
+    so an answer's files are checked without a second request. Loopback only: it refuses others."""
 
     def __init__(self, timeout_s: float = HTTP_TIMEOUT_S) -> None:
-        import httpx
-
-        self.http = httpx.Client(timeout=timeout_s)
+        super().__init__(timeout=timeout_s, event_hooks={"request": [self._local]})
         self.files: dict[str, bytes] = {}
 
-    def _local(self, url: str) -> str:
-        if not url.startswith(("http://127.0.0.1:", "/")):
-            raise ValueError(f"refusing a request off loopback: {url}")
-        return url
+    @staticmethod
+    def _local(request: httpx.Request) -> None:
+        if request.url.host != "127.0.0.1":
+            raise ValueError(f"refusing a request off loopback: {request.url}")
 
-    def get(self, url: str, **kwargs):
-        response = self.http.get(self._local(url), **kwargs)
+    def get(self, url: str, **kwargs) -> httpx.Response:
+        response = super().get(url, **kwargs)
         if "/file=" in url:
             self.files[url] = response.content
         return response
-
-    def post(self, url: str, **kwargs):
-        return self.http.post(self._local(url), **kwargs)
-
-    def stream(self, method: str, url: str, **kwargs):
-        return self.http.stream(method, self._local(url), **kwargs)
-
-    def close(self) -> None:
-        self.http.close()
 
 
 # ---------------------------------------------------------------------------- the run
@@ -73,8 +61,6 @@ class RecordingClient:
 
 def send(browser: Browser, request: Request) -> tuple[float, str | None, str | None, dict | None]:
     """(seconds, error kind or None, error detail, completed message) for one event over the browser protocol."""
-    import httpx
-
     dep = browser.dependency(request.api)
     t0 = time.perf_counter()
     try:
@@ -330,8 +316,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (1 <= args.clients <= 200 and 1 <= args.requests <= 10_000 and 0 <= args.burst <= 1000):
         parser.error("clients 1..200, requests 1..10000, burst 0..1000")
-
-    import httpx
 
     info = machine(threads=1)
     print(f"# load test: {args.clients} clients x {args.requests} requests (seed {args.seed}); "

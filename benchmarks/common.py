@@ -100,6 +100,29 @@ def interleaved(
     return timings
 
 
+def cpu_medians(candidates: dict[str, Callable[[], object]], rounds: int, warmup: int = 0) -> dict[str, float]:
+    """The median CPU seconds (time.process_time: what a shared machine's load stretches least) of one call of each
+    candidate, over `rounds` rounds alternating who goes first, after `warmup` untimed calls of each."""
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    for fn in candidates.values():
+        for _ in range(warmup):
+            fn()
+    for r in range(rounds):
+        for name in (list(candidates) if r % 2 else list(candidates)[::-1]):
+            t0 = time.process_time()
+            candidates[name]()
+            samples[name].append(time.process_time() - t0)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def parts_of(parser, only: str, allowed: Sequence[str]) -> tuple[str, ...]:
+    """The comma-separated names of `--only`, each one of `allowed` (else parser.error)."""
+    parts = tuple(p.strip() for p in only.split(",") if p.strip())
+    if set(parts) - set(allowed):
+        parser.error(f"unknown parts {sorted(set(parts) - set(allowed))}; choose from {', '.join(allowed)}")
+    return parts
+
+
 def calls_for(seconds_per_call: float, target_s: float = 0.01) -> int:
     """How many back-to-back calls make one sample last about `target_s` (1 to 1000)."""
     return max(1, min(1000, int(target_s / max(seconds_per_call, 1e-7))))

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from .common import interleaved, load, machine, ms, save, table
+from .common import cpu_medians, interleaved, load, machine, ms, parts_of, save, table
 
 OPUS_MT_EN_DE = dict(vocab_size=58101, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, pad_token_id=58100,
@@ -230,8 +230,6 @@ ARCHITECTURES = {
 def architectures(sizes=(16, 128, 512), rounds: int = 15) -> list[dict]:
     """Each of ARCHITECTURES: one pass with every map, ours against eager with output_attentions, by the process's
     CPU time (one pass a sample, alternating who goes first), after checking ours gives eager's maps and logits."""
-    import statistics
-
     import transformers
 
     from attention_viz.hub import PretrainedTransformer
@@ -253,17 +251,11 @@ def architectures(sizes=(16, 128, 512), rounds: int = 15) -> list[dict]:
                 out = eager(input_ids=ids, output_attentions=True)
             worst = max(float((maps[k] - w).abs().max()) for k, w in zip(ours.map_keys, out.attentions))
             worst_logit = float((logits - out.logits).abs().max())
-            candidates = {"ours": lambda: ours.forward(ids),
-                          "eager": lambda: eager(input_ids=ids, output_attentions=True)}
-            samples = {k: [] for k in candidates}
             with torch.inference_mode():
-                for r in range(rounds):
-                    for k in (list(candidates) if r % 2 else list(candidates)[::-1]):
-                        t0 = time.process_time()
-                        candidates[k]()
-                        samples[k].append(time.process_time() - t0)
+                cpu = cpu_medians({"ours": lambda: ours.forward(ids),
+                                   "eager": lambda: eager(input_ids=ids, output_attentions=True)}, rounds)
             rows.append({"model": name, "tokens": n, "max_map_difference": worst, "max_logit_difference": worst_logit,
-                         **{k: statistics.median(v) for k, v in samples.items()}, "rounds": rounds, "load": load()})
+                         **cpu, "rounds": rounds, "load": load()})
     return rows
 
 
@@ -359,11 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(PARTS[:4]), help="comma-separated tables: " + ",".join(PARTS))
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
-    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
-    if set(parts) - set(PARTS):
-        parser.error(f"unknown tables {sorted(set(parts) - set(PARTS))}; choose from {', '.join(PARTS)}")
     t0 = time.perf_counter()
-    result = run(args.quick, args.threads, parts)
+    result = run(args.quick, args.threads, parts_of(parser, args.only, PARTS))
     print(report(result), flush=True)
     save("hub", result, args.out, t0)
     return 0

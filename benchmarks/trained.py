@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .common import interleaved, load, machine, ms, save, table
+from .common import cpu_medians, interleaved, load, machine, ms, parts_of, save, table
 
 TEXT = ("Attention is all you need: the dominant sequence transduction models are based on complex recurrent or "
         "convolutional neural networks that include an encoder and a decoder. The best performing models also "
@@ -112,18 +112,10 @@ def cpu_forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
     rows = []
     for n in sizes:
         ids = ids_of(ours, n)
-        candidates = {"ours": lambda: ours.forward(ids), "eager": lambda: eager(input_ids=ids, output_attentions=True)}
-        samples = {name: [] for name in candidates}
         with torch.inference_mode():
-            for fn in candidates.values():
-                fn(), fn()
-            for r in range(rounds):
-                for name in (list(candidates) if r % 2 else list(candidates)[::-1]):
-                    t0 = time.process_time()
-                    candidates[name]()
-                    samples[name].append(time.process_time() - t0)
-        rows.append({"tokens": n, **{name: statistics.median(v) for name, v in samples.items()}, "rounds": rounds,
-                     "load": load()})
+            cpu = cpu_medians({"ours": lambda: ours.forward(ids),
+                               "eager": lambda: eager(input_ids=ids, output_attentions=True)}, rounds, warmup=2)
+        rows.append({"tokens": n, **cpu, "rounds": rounds, "load": load()})
     return rows
 
 
@@ -206,11 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 3 <= args.rounds <= 100:
         parser.error("rounds 3..100")
-    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
-    if set(parts) - set(PARTS):
-        parser.error(f"unknown parts {sorted(set(parts) - set(PARTS))}; choose from {', '.join(PARTS)}")
     sizes = tuple(int(n) for n in args.sizes.split(",") if n.strip())
-    result = run(args.rounds, args.threads, sizes, parts)
+    result = run(args.rounds, args.threads, sizes, parts_of(parser, args.only, PARTS))
     print(report(result), flush=True)
     save("trained", result, args.out)
     return 0

@@ -172,8 +172,8 @@ def cpu_s(pid: int | None) -> float:
         return 0.0
 
 
-def rss_kib(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process in KiB, from /proc/<pid>/status."""
+def rss_kib(pid: int | str = "self") -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process (default this one) in KiB, from /proc/<pid>/status."""
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")

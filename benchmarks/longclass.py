@@ -27,7 +27,7 @@ import httpx
 from devtools.launcher import running_app
 
 from .app import API, Browser
-from .common import RESULTS_DIR, mib, ms, percentile, table, write_json
+from .common import RESULTS_DIR, mib, ms, percentile, rss_kib, table, write_json
 
 SMOL = dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3,
             vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0, tie_word_embeddings=True,
@@ -79,14 +79,6 @@ def kept_bytes(pid: int, tmp: Path) -> int:
     return total
 
 
-def status(pid: int, field: str) -> int:
-    """A /proc/<pid>/status field in bytes (VmRSS, VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def region_call(client: httpx.Client, base: str, browser: Browser, run: dict) -> tuple[float, dict]:
     """One region of a student's run through the view's server function, as the page asks it."""
     component = browser.by_elem_id["long_view"]
@@ -126,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
             visualize = visit.dependency("visualize")
             view = visit.initial_inputs(visualize)
             alone = [visit.call(visualize, view, None)[0] for _ in range(10)]
-        rss_before = status(pid, "VmRSS")
+        rss_before = rss_kib(pid)["VmRSS"] * 1024
         stop, kept_max, visitor = threading.Event(), [0], []
 
         def poll() -> None:
@@ -168,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
         stop.set()
         for thread in threads:
             thread.join(timeout=30)
-        peak = status(pid, "VmHWM")
+        peak = rss_kib(pid)["VmHWM"] * 1024
         log_tail = server.log_tail(2000)
     answered = [r for r in results if "error" not in r]
     errors = [r["error"] for r in results if "error" in r] + [r["region_error"] for r in answered if r["region_error"]]

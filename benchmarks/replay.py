@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from .common import rss_kib
+
 COMPUTATION = ("text", "model", "dk", "scale", "factor", "causal", "padding", "pads", "d_model", "n_heads")
 HEAD = ("kind", "layer", "head")
 # endpoint -> the handler and the values (by elem_id) it takes, in order
@@ -34,10 +36,7 @@ GREW_MIB = 2.0
 
 
 def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_kib()["VmRSS"] / 1024
 
 
 def start_app():

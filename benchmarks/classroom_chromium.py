@@ -10,6 +10,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from .common import chromium
 from .students import ARRIVAL_S
 
 
@@ -23,20 +24,12 @@ def page_files(base: str) -> tuple[str, ...]:
 
 def _record_page_files(base: str) -> tuple[str, ...]:
     try:
-        from playwright.sync_api import sync_playwright
-
-        from devtools.browser import CHROMIUM, CHROMIUM_ARGS
-
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-            try:
-                page, seen = browser.new_page(), []
-                page.on("request", lambda request: seen.append(request.url))
-                page.goto(base + "/")
-                page.wait_for_selector("#explorer .av-tile", timeout=60_000)
-                page.wait_for_timeout(1000)
-            finally:
-                browser.close()
+        with chromium() as browser:
+            page, seen = browser.new_page(), []
+            page.on("request", lambda request: seen.append(request.url))
+            page.goto(base + "/")
+            page.wait_for_selector("#explorer .av-tile", timeout=60_000)
+            page.wait_for_timeout(1000)
     except Exception as error:  # noqa: BLE001 - the class runs without the files, and says so
         print(f"page files not recorded ({type(error).__name__}: {error}); students fetch the HTML only", flush=True)
         return ()
@@ -53,23 +46,16 @@ def reaped_cpu_s() -> float:
 def open_in_chromium(base: str, opens: int, start: float, duration_s: float, samples: list[dict]) -> None:
     """`opens` openings of the page in Chromium during the class: the first in the arrivals, the rest spread over the
     class; each the page's own times (benchmarks.page.open_once: firstView = ms from navigation start)."""
-    from playwright.sync_api import sync_playwright
-
-    from .explorer import ARGS, CHROMIUM
     from .page import open_once
 
     at = [start + 1.0 + i * (ARRIVAL_S + duration_s * 0.8) / max(1, opens) for i in range(opens)]
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            for when in at:
-                time.sleep(max(0.0, when - time.monotonic()))
-                try:
-                    samples.append(open_once(browser, base + "/") | {"at_s": when - start})
-                except Exception as error:  # noqa: BLE001 - a page that never drew is reported, not raised
-                    samples.append({"at_s": when - start, "error": f"{type(error).__name__}: {error}"[:300]})
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for when in at:
+            time.sleep(max(0.0, when - time.monotonic()))
+            try:
+                samples.append(open_once(browser, base + "/") | {"at_s": when - start})
+            except Exception as error:  # noqa: BLE001 - a page that never drew is reported, not raised
+                samples.append({"at_s": when - start, "error": f"{type(error).__name__}: {error}"[:300]})
 
 
 QUIET_MS = 1500    # no request in flight nor started this long: the step is done
@@ -82,13 +68,9 @@ def walk_lesson(base: str, steps: int = 20) -> list[dict]:
     Each step's {"step", "of", "requests" (POST .../queue/join: its own and every event following from it),
     "shown_ms" (its "Step N of M" text on show), "answered_ms" (its last request ended: the page then quiet, nothing
     in flight nor started, for QUIET_MS)} from the click, at most `steps` of them; or one {"error"}."""
-    from playwright.sync_api import sync_playwright
-
-    from .explorer import ARGS, CHROMIUM
     from .page import FIRST_VIEW
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+    with chromium() as browser:
         try:
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             joins: list[int | None] = []  # the events sent: their fn_index, in order
@@ -132,8 +114,6 @@ def walk_lesson(base: str, steps: int = 20) -> list[dict]:
             return out
         except Exception as error:  # noqa: BLE001 - a walk that failed is reported, not raised
             return [{"error": f"{type(error).__name__}: {error}"[:300]}]
-        finally:
-            browser.close()
 
 
 def quiet(page, flight: dict, last: list[float]) -> float:

@@ -310,6 +310,21 @@ def temp_folder(prefix: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextmanager
+def chromium() -> Iterator:
+    """Debian's headless Chromium through Playwright's sync API (devtools.browser), closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    from devtools.browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def app_env(tree: Path, temp: Path | str) -> dict[str, str]:
     """The environment of `tree`'s `python app.py`: its own package first, Gradio's file cache in `temp`."""
     return {"PYTHONPATH": str(tree), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}

@@ -19,11 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from devtools.browser import CHROMIUM as BROWSER, CHROMIUM_ARGS
+from .common import LOGS, chromium, load, percentile, save, table
 
-from .common import LOGS, load, percentile, save, table
-
-CHROMIUM, ARGS = str(BROWSER), CHROMIUM_ARGS
 CHANGES = ("tile", "kind", "scale", "step")
 # In the page: `n` changes of one sort, each after the last one's frame; the measures' durations by reason.
 RUN_CHANGES = """async ([what, n]) => {
@@ -90,26 +87,20 @@ def measure(page, changes: int) -> dict[str, dict[str, list[float]]]:
 
 
 def run(changes: int = 40, app: bool = False) -> dict:
-    from playwright.sync_api import sync_playwright
-
     from attention_viz.explorer import explorer_html
 
     result: dict = {"changes": changes, "load_before": load(), "pages": {}}
-    with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+    with chromium() as browser, tempfile.TemporaryDirectory() as folder:
         result["browser"] = browser.version
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            for name, payload in payloads().items():
-                path = Path(folder) / "explorer.html"
-                path.write_text(explorer_html(payload, document=True), encoding="utf-8")
-                page.goto(path.as_uri())
-                page.wait_for_selector(".av-explorer .av-tile")
-                result["pages"][name] = measure(page, changes)
-            if app:
-                result["pages"].update(_in_app(page, changes))
-        finally:
-            browser.close()
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for name, payload in payloads().items():
+            path = Path(folder) / "explorer.html"
+            path.write_text(explorer_html(payload, document=True), encoding="utf-8")
+            page.goto(path.as_uri())
+            page.wait_for_selector(".av-explorer .av-tile")
+            result["pages"][name] = measure(page, changes)
+        if app:
+            result["pages"].update(_in_app(page, changes))
     result["load_after"] = load()
     return result
 

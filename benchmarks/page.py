@@ -17,8 +17,7 @@ import sys
 import time
 
 from .app import SETTLE_S
-from .common import LOGS, cpu_s, load, percentile, save, table
-from .explorer import ARGS, CHROMIUM
+from .common import LOGS, chromium, cpu_s, load, percentile, save, table
 
 # In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
 READ = """() => {
@@ -58,7 +57,7 @@ PAGES = {"app": ("app.py", [sys.executable, "app.py"]),
                    [sys.executable, "-m", "benchmarks.floors", "explorer"])}
 
 
-def open_page(playwright, argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
+def open_page(argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
     """Start one page's server, then open it once unmeasured and `opens` times measured."""
     import httpx
 
@@ -69,19 +68,16 @@ def open_page(playwright, argv: list[str], log_name: str, opens: int, warm: bool
         with httpx.Client(timeout=5) as client:
             server.wait_http(client, 180)
         time.sleep(SETTLE_S)  # the app's warm-up thread (exports, steps, lab) is done: its steady state
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        result["browser"] = browser.version
-        try:
+        with chromium() as browser:
+            result["browser"] = browser.version
             result["warm_up"] = open_once(browser, server.base + "/", server.pid)
             for _ in range(opens):
                 time.sleep(1.0)  # the last page's own work on the server out of the way
                 result["samples"].append(open_once(browser, server.base + "/", server.pid, warm))
-        finally:
-            browser.close()
     return result
 
 
-def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
+def paired(against: str, opens: int, warm: bool = False) -> dict:
     """This tree's app and `against`'s, served at once; per round one opening of each, in alternating order."""
     import httpx
 
@@ -99,9 +95,8 @@ def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
             this.wait_http(client, 180)
             ref.wait_http(client, 180)
             time.sleep(SETTLE_S)
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            result["browser"] = browser.version
-            try:
+            with chromium() as browser:
+                result["browser"] = browser.version
                 servers = {"this": this, "ref": ref}
                 for name, server in servers.items():
                     open_once(browser, server.base + "/")  # each server's first page, unmeasured
@@ -109,8 +104,6 @@ def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
                     for name in ("this", "ref") if i % 2 == 0 else ("ref", "this"):
                         time.sleep(0.7)
                         result[name].append(open_once(browser, servers[name].base + "/", servers[name].pid, warm))
-            finally:
-                browser.close()
     return result
 
 
@@ -131,12 +124,9 @@ def paired_report(result: dict, against: str) -> str:
 
 
 def run(opens: int = 10, floor: bool = False, warm: bool = False) -> dict:
-    from playwright.sync_api import sync_playwright
-
     result: dict = {"opens": opens, "warm": warm, "load_before": load()}
-    with sync_playwright() as playwright:
-        for name in ("app", "floor") if floor else ("app",):
-            result[name] = open_page(playwright, PAGES[name][1], f"page_{name}.log", opens, warm)
+    for name in ("app", "floor") if floor else ("app",):
+        result[name] = open_page(PAGES[name][1], f"page_{name}.log", opens, warm)
     # the app's own figures where earlier results kept them (report reads both shapes)
     result.update({k: result["app"][k] for k in ("samples", "warm_up", "browser")})
     result["load_after"] = load()
@@ -183,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.opens <= 200:
         parser.error("opens: 1..200")
     if args.against:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as playwright:
-            result = paired(playwright, args.against, args.opens, args.warm)
+        result = paired(args.against, args.opens, args.warm)
         print(paired_report(result, args.against), flush=True)
     else:
         result = run(args.opens, args.floor, args.warm)

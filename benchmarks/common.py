@@ -1,4 +1,5 @@
-"""Timing helpers shared by every benchmark: interleaved rounds, medians, p95, the machine, tables, JSON.
+"""What every benchmark shares: interleaved rounds, medians, p95, CPU-time rounds, the machine, a process's CPU and
+memory, the queue's event stream, tables, JSON, logs, temporary folders, a ref's tree, the app's environment, Chromium.
 
 The machine is shared and noisy, so candidates are never timed one after the other: each round
 runs every candidate once (in a rotating order), and the report is the median over rounds.

@@ -404,7 +404,7 @@ class Lesson:
             return self._no_real(step)
         if key is None:
             return replace(step, text="None of the real models that can read a page (a model of one stack) can be had "
-                                      "now: the **Long text** tab's model picker says why. The lesson's other steps "
+                                      "now: reading a page with one in the **Long text** tab says why. The lesson's other steps "
                                       "stand; try again later.")
         page = long_page()
         for _ in range(2):  # a run dropped to make room between the read and its view: read again, once
@@ -420,8 +420,10 @@ class Lesson:
         else:
             raise ValueError(overview["error"])
         chosen = payload["keys"][layer]
+        read = (f"{payload['read']:,} tokens" if payload["read"] == payload["of"] else
+                f"the first {payload['read']:,} of its {payload['of']:,} tokens (where the model's positions end)")
         text = (f"{code(display_name(key))} has read a page in one pass: the opening of *Pride and Prejudice*, "
-                f"{payload['read']:,} tokens. Each cell of the three grids is one of its heads (rows: layers, columns: "
+                f"{read}. Each cell of the three grids is one of its heads (rows: layers, columns: "
                 "heads). Many heads park their weight on the first token, a *sink* that carries little meaning: "
                 f"the brightest cell of the first grid, layer {sink[0]}, head {sink[1]}, puts "
                 f"{long_shown(stats['first_token'][sink])} of a row's weight there on average (the top of that grid's "

@@ -219,3 +219,7 @@ def test_the_lessons_real_steps_on_an_encoder(views):
     heads = lesson.step(11)  # the model is loaded now: the count holds, and the step says why it scores no heads
     assert heads.text.startswith("**Step 12 of 13: Which heads matter in a real model.**")
     assert "writes text" in heads.text and heads.controls == {} and len(lesson) == 13
+    long = lesson.step(12)  # an encoder reads the page too: its whole page within its 512 positions
+    payload = long.long["payload"]
+    assert long.tab == "long" and payload["read"] == payload["of"] < 512 and payload["keys"][0] == "encoder.0.self_attn"
+    assert f"*Pride and Prejudice*, {payload['read']} tokens." in long.text and "`encoder." in long.text

@@ -403,9 +403,11 @@ class Lesson:
         if key is None and self.real_model() is None:
             return self._no_real(step)
         if key is None:
-            return replace(step, text="None of the real models that can read a page (a model of one stack) can be had "
-                                      "now: reading a page with one in the **Long text** tab says why. The lesson's other steps "
-                                      "stand; try again later.")
+            readers = ", ".join(code(k[len(HUB_PREFIX):]) for k in self.real.keys if self.real.one_stack(k))
+            return replace(step, text=f"The models here that could read a page ({readers}) cannot be had now: reading "
+                                      "a page with one in the **Long text** tab says why. "
+                                      f"{code(display_name(self.real_model()))} can be had, but it is a translation "
+                                      "model (an encoder and a decoder): it reads no page at length. Try again later.")
         page = long_page()
         for _ in range(2):  # a run dropped to make room between the read and its view: read again, once
             payload = self.views.long.shared(key, page)

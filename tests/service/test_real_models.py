@@ -197,6 +197,9 @@ def test_the_lessons_real_steps_use_the_first_model_that_can_be_had_and_say_so_o
     lesson = Lesson(views)
     step = lesson.step(9)  # the first set up cannot be had: the second is used, and named
     assert step.settings.model == "hub:tiny-marian" and "`tiny-marian`" in step.text and "cannot" not in step.text
+    long = lesson.step(12)  # the only model of one stack cannot be had: said, naming it and the one that can
+    assert long.tab == "transformer" and long.long is None and long.controls == {}
+    assert f"(`{unreachable}`) cannot be had now" in long.text and "`tiny-marian` can be had, but" in long.text
     none = Views(Runs(Catalog(hub_models=[unreachable, "Helsinki-NLP/opus-mt-zz-yy"])))
     lesson = Lesson(none)
     step = lesson.step(9)

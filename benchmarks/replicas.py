@@ -66,6 +66,14 @@ def start_apps(n: int, folder: Path, stack: ExitStack, settle_s: float = SETTLE_
     return servers
 
 
+def alive(base: str) -> bool:
+    """The app at `base` answers /healthz."""
+    try:
+        return httpx.get(base + "/healthz", timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def routes_summary(proxy: Proxy) -> dict:
     """From the proxy's log: browsers seen, how many were answered by more than one process, requests per process."""
     routes = proxy.routes()
@@ -87,9 +95,10 @@ def summarise(phase: dict) -> dict:
 
 def run(students: int = 100, duration_s: float = 60.0, replicas: int = 2, seed: int = 0,
         patience_s: float = 60.0, with_files: bool = True, phases: tuple[str, ...] = tuple(PHASES),
-        settle_s: float = SETTLE_S, app_env: dict[str, str] | None = None) -> dict:
+        settle_s: float = SETTLE_S, app_env: dict[str, str] | None = None, bases: list[str] | None = None) -> dict:
     """The class against each of `phases` in turn, one after the other on this machine; `app_env`: more
-    environment for the apps (the e2e test's GRADIO_HEARTBEAT_INTERVAL, so a hung stream is seen sooner)."""
+    environment for the apps (the e2e test's GRADIO_HEARTBEAT_INTERVAL, so a hung stream is seen sooner); `bases`:
+    the proxied phases' apps, already running (the e2e tests share theirs), instead of `replicas` started here."""
     ensure_nginx()
     folder = Path(tempfile.mkdtemp(prefix="attention_viz-replicas-"))
     result: dict = {"students": students, "duration_s": duration_s, "replicas": replicas, "seed": seed,
@@ -106,15 +115,16 @@ def run(students: int = 100, duration_s: float = 60.0, replicas: int = 2, seed: 
         proxied = [p for p in phases if p != "one"]
         if proxied:
             with ExitStack() as stack:
-                apps = start_apps(replicas, folder / "replicas", stack, settle_s, app_env)
+                apps = start_apps(replicas, folder / "replicas", stack, settle_s, app_env) if bases is None else []
+                urls = bases if bases is not None else [a.base for a in apps]
                 if with_files and not files:
-                    files = page_files(apps[0].base)
+                    files = page_files(urls[0])
                 for name in proxied:
-                    with Proxy([a.base for a in apps], folder / f"nginx-{name}", sticky=name == "sticky") as proxy:
+                    with Proxy(urls, folder / f"nginx-{name}", sticky=name == "sticky") as proxy:
                         phase = summarise(run_class(proxy.base, students, duration_s, seed, files,
                                                     patience_s=patience_s))
                         phase["routes"] = routes_summary(proxy)
-                    phase["apps_alive"] = all(a.process.poll() is None for a in apps)
+                    phase["apps_alive"] = all(alive(url) for url in urls)
                     result["phases"][name] = phase
         result["page_files"] = len(files)
         result["load_after"] = load()

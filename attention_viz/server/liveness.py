@@ -1,6 +1,6 @@
 """Liveness that tells the truth: the calls the server is working on, whether one is stuck, and GET /healthz.
 
-Every widget's function runs inside `WATCH.call(name)` (webui/handlers.handler). A call still running after
+Every widget's function runs inside `WATCH.call(name)` (webui/handling.handler). A call still running after
 STUCK_AFTER_S is stuck: no call of this app takes that long when the server is well (the longest, a real model's
 first load, gives up waiting after service.real_models.LOAD_WAIT_S; the real models' run line after BUSY_WAIT_S; a
 live training run stops at 55 s), so a stuck call means a worker that will not come back. GET /healthz, the probes'

@@ -23,7 +23,8 @@ from attention_viz.labview import MOUNT_CLASS, asset
 from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE
 from attention_viz.service.qk_view import KIND_LABELS, OwnQK
 from attention_viz.service.views import Views
-from attention_viz.webui.handlers import Handlers, handler
+from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.handling import handler
 from attention_viz.webui.scripts import Raw, call, on_load
 from attention_viz.webui.widgets import LIVE, PRIVATE, RAW, log2_slider_pair, prose, route_unless_shown
 
@@ -160,7 +161,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                 min_height=300)
 
     # d_k, the keys and the scaling move a counter whose change asks the server, unless they hold what a lesson
-    # step's answer brought with its view (widgets.route_unless_shown; `shown` is handlers.run_key(d_k, n_keys,
+    # step's answer brought with its view (widgets.route_unless_shown; `shown` is handling.run_key(d_k, n_keys,
     # scaled)); the view then marks what it draws as asked for
     tick = gr.Textbox("0", visible=False, elem_id="lab_tick")
     shown = gr.Textbox("", visible=False, elem_id="lab_key")

@@ -11,7 +11,8 @@ import gradio as gr
 
 from attention_viz.webui.explorer_view import open_js
 from attention_viz.service.checks import check_int
-from attention_viz.webui.handlers import Handlers, handler, named
+from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.handling import handler, named
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, prose

@@ -66,7 +66,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
                    elem_id=DK_ID)
     view = _training_view(VIEW_ID, ROOT_ID, 600, "Loading the study's snapshots…")
     # the radio and the tab's opening move a counter whose change asks the server, unless the view holds what a
-    # lesson step's answer brought (widgets.route_unless_shown; `shown` is handlers.run_key(d_k))
+    # lesson step's answer brought (widgets.route_unless_shown; `shown` is handling.run_key(d_k))
     tick = gr.Textbox("0", visible=False, elem_id="train_tick")
     shown = gr.Textbox("", visible=False, elem_id="train_key")
     for trigger in (d_k.change, tab.select):

@@ -35,7 +35,8 @@ from attention_viz.service.pairs import PAIR_TEXTS
 from attention_viz.service.views import Views, text_label
 from attention_viz.server.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
-from attention_viz.webui.handlers import Handlers, comparison_choices, named, opening_settings
+from attention_viz.webui.handlers import Handlers, comparison_choices, opening_settings
+from attention_viz.webui.handling import named
 from attention_viz.webui.heads_panel import badges_js, heads_view
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view

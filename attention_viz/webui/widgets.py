@@ -56,13 +56,13 @@ def plain_text(text: str = "", **kwargs) -> gr.HTML:
 
 # A view that an answer may bring with its controls (a lesson step: the Transformer tab's run, the lab, the training
 # view) is computed on the change of a counter `tick` that its controls' triggers move; the answer also writes
-# `shown`, the values it brought (handlers.run_key's JSON list), so the change events those controls fire as the
+# `shown`, the values it brought (handling.run_key's JSON list), so the change events those controls fire as the
 # answer lands send nothing: one request, not one more per control.
 BUMP_JS = call("bump", Raw("tick"), params="tick")  # a trigger that always moves the counter
 
 
 def route_one_js(index: int, kind: str) -> str:
-    """A trigger's route when one control changes ("number", "boolean" or "string": at `index` of handlers.run_key's
+    """A trigger's route when one control changes ("number", "boolean" or "string": at `index` of handling.run_key's
     list): nothing is sent when its new value is the one in `shown`, the values of the view an answer brought with
     the controls; anything else moves the counter, as BUMP_JS, and forgets `shown` (page.js's routeOne)."""
     return call("routeOne", index, kind, Raw("value"), Raw("shown"), Raw("tick"), params="value, shown, tick")

@@ -11,7 +11,7 @@ import time
 import gradio as gr
 import pytest
 
-from attention_viz.webui.handlers import handler
+from attention_viz.webui.handling import handler
 from attention_viz.server.liveness import WATCH, Watch
 from attention_viz.server.liveness import health_route
 from tests.server.test_static import get

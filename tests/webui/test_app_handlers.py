@@ -23,7 +23,7 @@ from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime
 from attention_viz.webui import page
 from attention_viz.webui.handlers import Handlers
-from attention_viz.webui.handlers import run_key as handlers_run_key
+from attention_viz.webui.handling import run_key as handlers_run_key
 from attention_viz.webui.widgets import prose_html
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
 from attention_viz.server.gradio_internals import keep_no_analytics_summary, poll_every
 from attention_viz.server.http import server_app_kwargs
+from attention_viz.server.routes import keep_route_matches
 from attention_viz.server.static import files_first
 from attention_viz.webui import lab_tab, lesson_panel, long_tab, scripts, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
@@ -131,3 +132,4 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     quick_root_urls()  # an answer with no file copied in one quick pass, not walked for files' URLs (server/answers.py)
     if app is not None:  # None where Gradio's reload mode launched it already
         files_first(app)
+        keep_route_matches(app)  # a path's route found once, not by trying Gradio's routes in turn each request

@@ -65,11 +65,12 @@ def build_app(views: Views | None = None) -> gr.Blocks:
             with gr.Tab("Training", id="training") as training_page:
                 training = training_tab.render(demo, handlers, views, training_page)
             long_choices = long_tab.choices_of(views)  # a page read by a real model: where the server has one
+            long = None
             if long_choices:
                 with gr.Tab("Long text", id="long"):
-                    long_tab.render(demo, handlers, views, long_choices)
+                    long = long_tab.render(demo, handlers, views, long_choices)
         if lesson is not None:
-            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
+            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training, long)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
     # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,

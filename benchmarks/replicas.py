@@ -2,19 +2,11 @@
 
 `python -m benchmarks.replicas [--students 100] [--duration-s 60] [--replicas 2] [--patience-s 60] [--no-files]`
 
-The same class as benchmarks/classroom.py (same seed, same students and actions; each student one browser with
-its own cookie jar, opening the page and then thinking 1.5-4 s between actions), three times in one run:
-
-    one          `python app.py`, the students straight at it (a Space, one pod)
-    sticky       `--replicas` app processes behind nginx, routed by a cookie the proxy sets (devtools/proxy.py)
-    round robin  the same processes behind nginx routing each request to the next process: what happens to
-                 Gradio's sessions when a load balancer is not sticky
-
-Everything runs on this machine (loopback only), so the replicas share its cores with each other and with the
-students' own threads: the rows compare set-ups on the same cores, not a cluster. A student gives up on an
-answer after `--patience-s` (an error: "no answer"). Errors are counted by what the student saw; the proxy's log
-tells, per browser, which processes answered it (`browsers on 2+ replicas`). Timings go to the table and JSON
-only; tests/e2e/test_replicas.py runs a small class and asserts on errors and routes, never on times.
+The class of benchmarks.classroom (same seed, students and actions) three times: `one` (python app.py, the students
+straight at it), `sticky` (`--replicas` processes behind nginx routing by a cookie: devtools/proxy.py) and
+`round_robin` (each request to the next process). All on this machine's cores, loopback only: the rows compare
+set-ups, not a cluster. Errors are counted by what the student saw; nginx's log tells which processes answered each
+browser. docs/deploy.md keeps the tables; tests/e2e/test_replicas.py asserts on errors and routes, never on times.
 """
 
 from __future__ import annotations

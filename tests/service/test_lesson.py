@@ -120,10 +120,10 @@ def test_warming_up_with_real_builds_the_real_steps_too(monkeypatch):
 
     built = []
     monkeypatch.setattr(Lesson, "step", lambda self, index: built.append(index))
-    views = SimpleNamespace(runs=SimpleNamespace(catalog=SimpleNamespace(real=SimpleNamespace(keys=["hub:some"]))))
-    lesson = Lesson(views)
+    real = SimpleNamespace(keys=["hub:some"], one_stack=lambda key: True)  # the long text's step too
+    lesson = Lesson(SimpleNamespace(runs=SimpleNamespace(catalog=SimpleNamespace(real=real))))
     lesson.warm_up()
     assert built == list(range(len(Lesson.TITLES)))
     built.clear()
     lesson.warm_up(real=True)
-    assert built == list(range(len(Lesson.TITLES) + 3)) == list(range(len(lesson)))
+    assert built == list(range(len(Lesson.TITLES) + 4)) == list(range(len(lesson)))

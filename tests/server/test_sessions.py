@@ -128,7 +128,8 @@ def test_main_launches_with_the_bounded_session_count(monkeypatch):
         def launch(self, **kwargs):
             launched.update(kwargs)
             self.enable_monitoring = kwargs.get("enable_monitoring") in (True, None)  # as Gradio's launch sets it
-            return SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None), "", None
+            return SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None,
+                                   router=SimpleNamespace(routes=[]), dependency_overrides={}), "", None
 
         def block_thread(self):
             pass

@@ -41,9 +41,8 @@ def long_view(handlers: Handlers, **kwargs) -> gr.HTML:
 
 
 def choices_of(views: Views) -> list[tuple[str, str]]:
-    """The real models that can read a page: those not known to be encoder-decoder models (from their configs)."""
-    real = views.runs.catalog.real
-    return [(label, key) for label, key in views.runs.catalog.real_choices if real.one_stack(key)]
+    """The real models that can read a page: every one (an encoder-decoder model reads it with its encoder)."""
+    return list(views.runs.catalog.real_choices)
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views, choices: list[tuple[str, str]]) -> dict:

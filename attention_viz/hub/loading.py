@@ -347,3 +347,13 @@ def snapshot(name: str, local_only: bool, revision: str | None, cache_dir: str |
         where = "the Hub is switched off here" if local_only else "it could not be downloaded"
         raise ModelUnavailableError(f"The model {name!r} is not in this machine's Hugging Face cache and "
                                     f"{where}.") from error
+
+
+def one_stack(name: str) -> bool:
+    """False where the config of `name` (a Hub id or a folder), read from the folder or the cache and never fetched,
+    says it is an encoder-decoder model; True otherwise, and where it cannot be read (loading it will say why)."""
+    try:
+        config = AutoConfig.from_pretrained(name, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not cached, not a model: unknown
+        return True
+    return not getattr(config, "is_encoder_decoder", False)

@@ -173,6 +173,13 @@ class RealModels:
                     else "refused" if key in self._errors else "loads on first use"
                     for name, key in ((name, HUB_PREFIX + name) for name in self.names)}
 
+    def one_stack(self, key: str) -> bool:
+        """False where the model's config, read from its folder or the cache (never fetched, nothing loaded), says it
+        is an encoder-decoder (a translation model: it reads a page with its encoder); True otherwise, unknown too."""
+        from attention_viz.hub.loading import one_stack  # the hub extra: installed wherever a real model is set up
+
+        return one_stack(self.names[display_name(key)])
+
     def get(self, key: str, progress: Callable[[float, str], None] | None = None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;
         progress(fraction, text) hears how a download goes, on the caller's thread.

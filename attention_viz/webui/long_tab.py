@@ -41,8 +41,10 @@ def long_view(handlers: Handlers, **kwargs) -> gr.HTML:
 
 
 def choices_of(views: Views) -> list[tuple[str, str]]:
-    """The real models that can read a page: every one (an encoder-decoder model reads it with its encoder)."""
-    return list(views.runs.catalog.real_choices)
+    """The real models, each of which reads a page (an encoder-decoder model with its encoder): those of one stack
+    first (from their configs), so the first offered reads the whole page where the server has such a model."""
+    real = views.runs.catalog.real
+    return sorted(views.runs.catalog.real_choices, key=lambda choice: not real.one_stack(choice[1]))
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views, choices: list[tuple[str, str]]) -> dict:

@@ -34,12 +34,12 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
     [T, K], True = may attend) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
     key masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
-    are written into, reused from call to call (fresh memory for them each block costs more than the arithmetic).
+    (and q, scaled) are written into, reused from call to call (fresh memory for them each block costs more than the arithmetic).
 
-    A block of R rows: the scores of its n_rep·R rows on one key/value head in one product (grouped heads share
-    their keys, never repeated), in base 2 (log₂e folded into the factor: exp2 is cheaper than exp, and
+    A block of R rows: the scores of its R·n_rep rows on one key/value head in one product (grouped heads share
+    their keys, never repeated; q scaled once and laid out [H_kv, T, n_rep, d], so the rows are a view), in base 2 (log₂e folded into the factor: exp2 is cheaper than exp, and
     2^(s·log₂e) = e^s); t = s − max, e = 2^t; then e @ V, Σ e, Σ e·j, Σ e·t and the weights on the first, previous
-    and own position go into per-row arrays [H_kv, n_rep, T], and every statistic is formed from them once, after
+    and own position go into per-row arrays [H_kv, T, n_rep], and every statistic is formed from them once, after
     the last block. A hidden cell's score is the dtype's lowest number rather than −∞: its e is 0 all the same, and
     0·t stays 0 (0·(−∞) would be NaN); a row with every key hidden (rule "mask") is set to 0 at the end.
     """
@@ -50,7 +50,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     size = H * min(rows, T) * K
     scores, exps = _buffer(workspace, "scores", size, q.dtype), _buffer(workspace, "exps", size, q.dtype)
     hidden = torch.finfo(q.dtype).min
-    qs = (q * (factor * LOG2E)).view(H_kv, n_rep, T, d).transpose(1, 2).contiguous()  # (H_kv, T, n_rep, d): base 2
+    qs = torch.mul(q.view(H_kv, n_rep, T, d).transpose(1, 2), factor * LOG2E,  # base 2; a block's rows a view
+                   out=_buffer(workspace, "q", H * T * d, q.dtype)[:H * T * d].view(H_kv, T, n_rep, d))
     k_t = k.transpose(1, 2)  # (H_kv, d, K)
     j = torch.arange(K, dtype=q.dtype)
     output = torch.empty(T, H_kv, n_rep, d_v, dtype=q.dtype)  # Σⱼ eⱼvⱼ until the end

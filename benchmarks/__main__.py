@@ -14,6 +14,7 @@ says what each measures and its latest table.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -50,13 +51,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict | int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in COMMANDS:
-        import importlib
-
         return importlib.import_module(f"benchmarks.{argv[0]}").main(argv[1:])
     args = parse_args(argv)
     import torch
 
-    from . import kernel, memory, model
+    from . import kernel, model
     from .common import RESULTS_DIR, load, machine, write_json
 
     torch.set_num_threads(args.threads)
@@ -94,27 +93,19 @@ def main(argv: list[str] | None = None) -> dict | int:
     if cuda_wanted and not torch.cuda.is_available():
         print("\n## Kernel and model, GPU\n\nno CUDA device: skipped")
         results["sections"]["gpu"] = {"skipped": "no CUDA device"}
-    if "memory" in args.only and args.device != "cuda":
-        section("Memory, CPU", "memory", lambda: memory.run(args.quick, threads=args.threads), memory.report)
-    if "app" in args.only and args.device != "cuda":
-        from . import app
-
-        section("App latency over HTTP (Gradio queue protocol)", "app", lambda: app.run(args.quick), app.report)
-    if "explorer" in args.only and args.device != "cuda":
-        from . import explorer
-
-        section("View changes in the browser (Chromium, performance marks)", "explorer",
-                lambda: explorer.run(10 if args.quick else 40, app=not args.quick), explorer.report)
-    if "page" in args.only and args.device != "cuda":
-        from . import page
-
-        section("The page complete in the browser (Chromium, fresh openings)", "page",
-                lambda: page.run(3 if args.quick else 10), page.report)
-    if "hub" in args.only and args.device != "cuda":
-        from . import hub
-
-        section("Real models: every map through our Eq. 1 against transformers' attention", "hub",
-                lambda: hub.run(args.quick, threads=args.threads), hub.report)
+    cpu_sections = {  # key: (title, run); each module imported only when asked, its report printed
+        "memory": ("Memory, CPU", lambda m: m.run(args.quick, threads=args.threads)),
+        "app": ("App latency over HTTP (Gradio queue protocol)", lambda m: m.run(args.quick)),
+        "explorer": ("View changes in the browser (Chromium, performance marks)",
+                     lambda m: m.run(10 if args.quick else 40, app=not args.quick)),
+        "page": ("The page complete in the browser (Chromium, fresh openings)", lambda m: m.run(3 if args.quick else 10)),
+        "hub": ("Real models: every map through our Eq. 1 against transformers' attention",
+                lambda m: m.run(args.quick, threads=args.threads)),
+    }
+    for key, (title, run) in cpu_sections.items():
+        if key in args.only and args.device != "cuda":
+            module = importlib.import_module(f"benchmarks.{key}")
+            section(title, key, lambda m=module, run=run: run(m), module.report)
 
     results["seconds"] = time.perf_counter() - started
     results["load_at_end"] = load()

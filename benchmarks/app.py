@@ -29,7 +29,7 @@ import httpx
 
 from devtools.launcher import ROOT, Server
 
-from .common import EventStream, Timing, load, ms, table
+from .common import LOGS, EventStream, Timing, load, ms, table
 from .model import app_default_config
 
 API = "/gradio_api"
@@ -95,24 +95,23 @@ def cold_start(client, log_dir: Path) -> dict:
 
 def start_up_floor(client, log_dir: Path) -> dict:
     """What any such app pays before its own code runs: `import torch, gradio` in a fresh interpreter, and the
-    first HTTP 200 of a one-endpoint Gradio app (benchmarks/ping_app.py, no torch)."""
+    first HTTP 200 of a one-endpoint Gradio app (benchmarks.floors ping, no torch)."""
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import torch, gradio"], cwd=ROOT, check=True)
     imports_s = time.perf_counter() - t0
-    with Server([sys.executable, "-m", "benchmarks.ping_app"], log_dir / "ping_app_cold.log") as server:
+    with Server([sys.executable, "-m", "benchmarks.floors", "ping"], log_dir / "ping_app_cold.log") as server:
         ping_http_s = server.wait_http(client)
     return {"import_torch_gradio_s": imports_s, "ping_app_first_http_s": ping_http_s}
 
 
 def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None = None, text_length: int | None = None) -> dict:
-    """Cold starts, then interleaved rounds of floor / rerun against one server."""
+    """Cold starts, then interleaved rounds of floor (the app's trivial endpoint, "ping") / rerun against one server."""
     from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
     text_length = text_length or DEFAULT_MAX_LEN  # the longest text the app accepts
     rounds = rounds or (8 if quick else 60)
     cold_starts = cold_starts if cold_starts is not None else (1 if quick else 3)
-    log_dir = ROOT / "benchmarks" / "results" / "logs"
-    rng = random.Random(0)
+    log_dir = LOGS
     result: dict = {"rounds": rounds, "text_length": text_length, "load_before": load()}
     with httpx.Client(timeout=60) as client:
         result["cold_start"] = [cold_start(client, log_dir) for _ in range(cold_starts)]
@@ -121,33 +120,21 @@ def run(quick: bool = False, rounds: int | None = None, cold_starts: int | None 
             app.wait_http(client)
             time.sleep(SETTLE_S)  # the app draws the other tabs' figures on a side thread just after it starts
             browser = Browser(client, app.base)
-            visualize = browser.dependency("visualize")
-            ping, floor_browser, stand_in = browser.dependency("ping"), browser, None
-            if ping is None:  # no trivial endpoint in the app: measure Gradio's floor on a stand-in app
-                stand_in = Server([sys.executable, "-m", "benchmarks.ping_app"], log_dir / "ping_app.log")
-                stand_in.wait_http(client)
-                floor_browser = Browser(client, stand_in.base)
-                ping = floor_browser.dependency("ping")
-            try:
-                result.update(_rounds(browser, visualize, floor_browser, ping, rounds, rng, text_length))
-            finally:
-                if stand_in is not None:
-                    stand_in.stop()
-            result["floor_from"] = "the app's ping endpoint" if stand_in is None else "a stand-in app (benchmarks/ping_app.py): app.py has no 'ping' endpoint"
+            result.update(_rounds(browser, browser.dependency("visualize"), browser.dependency("ping"), rounds,
+                                  random.Random(0), text_length))
     result["load_after"] = load()
     return result
 
 
-def _rounds(browser: Browser, visualize: dict, floor_browser: Browser, ping: dict, rounds: int, rng: random.Random,
-            text_length: int) -> dict:
+def _rounds(browser: Browser, visualize: dict, ping: dict, rounds: int, rng: random.Random, text_length: int) -> dict:
     ids = browser.by_elem_id
     values = browser.initial_inputs(visualize)
-    ping_values = floor_browser.initial_inputs(ping)
+    ping_values = browser.initial_inputs(ping)
     config = app_default_config(torch_compatible=False)  # the model the page opens with
     n_layers, n_heads = min(config.n_encoder_layers, config.n_decoder_layers), config.n_heads
 
     def floor():
-        return floor_browser.call(ping, ping_values, None)[0]
+        return browser.call(ping, ping_values, None)[0]
 
     def rerun():
         values[ids["text"]] = random_text(rng, text_length)
@@ -189,7 +176,7 @@ def report(result: dict) -> str:
     head = (
         f"App over HTTP (join the queue, read the event stream), {result['rounds']} interleaved rounds, "
         f"texts of {result['text_length']} characters, default model ({result['model']['layers']} layers x "
-        f"{result['model']['heads']} heads); floor from {result['floor_from']}"
+        f"{result['model']['heads']} heads); floor: the app's ping endpoint"
     )
     t1 = table(["interaction", "p50 ms", "p95 ms", "p50 over floor ms", "samples"], rows)
     t2 = table(["cold start", "first HTTP 200 s", "first answer s", "`import torch, gradio` s",

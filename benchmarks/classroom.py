@@ -33,10 +33,9 @@ import httpx
 
 from devtools.launcher import ROOT, Server
 
-from . import lesson_walk
-from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s
+from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s, walk_lesson
 from .classroom_report import report
-from .common import Timing, cpu_s, export_ref, load, save, watch_rss
+from .common import LOGS, Timing, app_env, cpu_s, export_ref, head, load, save, temp_folder, watch_rss
 from .trained_length import load_real_model, real_model_folder
 from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, Page,
                        RealModel, Student, Tally, real_actions)
@@ -231,7 +230,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
     then on the quiet server the cost of each kind of answer (`cost`) and the lesson walked in Chromium (`walk`),
     stop it. `students` 0: no class."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
-    env = {"PYTHONPATH": str(cwd), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = app_env(cwd, temp)
     argv = [sys.executable, "app.py"]
     if real:
         folders = [str(real_model_folder(temp, key)) for key in real_model]
@@ -282,7 +281,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             if with_files and walk:  # after the class (the class meets the lesson's steps uncached), on the quiet server
                 time.sleep(2.0)
                 with ThreadPoolExecutor(max_workers=1) as pool:  # Playwright's sync API: a thread of its own
-                    result["lesson_walk"] = pool.submit(lesson_walk.walk, server.base).result()
+                    result["lesson_walk"] = pool.submit(walk_lesson, server.base).result()
             result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load(),
                        "page_files": len(files), "real_load_s": real_load_s,
                        "live_runs": outcomes if live else None}
@@ -299,20 +298,17 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     """The class against this tree's app and (with `against`) against that git ref's app, one after the other
     (`ref_first`: the ref's first), each with the machine to itself; `live`: with live training in the background
     (this tree's app only: a ref may not have it)."""
-    log_dir = ROOT / "benchmarks" / "results" / "logs"
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip() or "unknown"
+    log_dir = LOGS
     dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True).stdout.strip())
     result: dict = {"students": students, "duration_s": duration_s, "seed": seed, "load_before": load(),
-                    "apps": {}, "names": {"this": f"this tree ({head}{', modified' if dirty else ''})"},
+                    "apps": {}, "names": {"this": f"this tree ({head()}{', modified' if dirty else ''})"},
                     "order": ["ref", "this"] if against and ref_first else ["this", "ref"] if against else ["this"]}
     result["with_files"] = with_files
     real_model = (real_model,) if isinstance(real_model, str) else tuple(real_model)  # one key, or several
     result["real"], result["real_score"], result["real_model"] = real, real_score, list(real_model)
     result["full_budget"] = full_budget
-    folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
-    try:
+    with temp_folder("attention_viz-ref-") as folder:
         for key in result["order"]:
             if key == "this":
                 result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live,
@@ -324,8 +320,6 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
                 result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir,
                                                       with_files=with_files, browsers=browsers, pin=pin, cost=cost,
                                                       walk=walk)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     result["load_after"] = load()
     return result
 

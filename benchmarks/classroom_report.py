@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from . import lesson_walk
+from .classroom_chromium import lesson_summary
 from .common import ms, percentile, table
 from .students import REAL_MODELS, SETTLED_S, THINK_S, WAIT_S
 
@@ -140,7 +140,7 @@ def report(result: dict) -> str:
                           + (f"; {len(app['chromium']) - len(drawn)} never drawn" if len(drawn) < len(app["chromium"])
                              else "")]
         if app.get("lesson_walk"):
-            lines += ["", lesson_walk.summary(app["lesson_walk"])]
+            lines += ["", lesson_summary(app["lesson_walk"])]
         if app.get("real_load_s") is not None:
             lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
         if app.get("live_runs") is not None:

@@ -1,4 +1,5 @@
-"""Timing helpers shared by every benchmark: interleaved rounds, medians, p95, the machine, tables, JSON.
+"""What every benchmark shares: interleaved rounds, medians, p95, CPU-time rounds, the machine, a process's CPU and
+memory, the queue's event stream, tables, JSON, logs, temporary folders, a ref's tree, the app's environment, Chromium.
 
 The machine is shared and noisy, so candidates are never timed one after the other: each round
 runs every candidate once (in a rotating order), and the report is the median over rounds.
@@ -11,17 +12,21 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPOSITORY = Path(__file__).resolve().parents[1]  # the checkout the benchmarks run from
+LOGS = RESULTS_DIR / "logs"  # the servers' logs
 
 
 @dataclass
@@ -96,6 +101,29 @@ def interleaved(
     return timings
 
 
+def cpu_medians(candidates: dict[str, Callable[[], object]], rounds: int, warmup: int = 0) -> dict[str, float]:
+    """The median CPU seconds (time.process_time: what a shared machine's load stretches least) of one call of each
+    candidate, over `rounds` rounds alternating who goes first, after `warmup` untimed calls of each."""
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    for fn in candidates.values():
+        for _ in range(warmup):
+            fn()
+    for r in range(rounds):
+        for name in (list(candidates) if r % 2 else list(candidates)[::-1]):
+            t0 = time.process_time()
+            candidates[name]()
+            samples[name].append(time.process_time() - t0)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def parts_of(parser, only: str, allowed: Sequence[str]) -> tuple[str, ...]:
+    """The comma-separated names of `--only`, each one of `allowed` (else parser.error)."""
+    parts = tuple(p.strip() for p in only.split(",") if p.strip())
+    if set(parts) - set(allowed):
+        parser.error(f"unknown parts {sorted(set(parts) - set(allowed))}; choose from {', '.join(allowed)}")
+    return parts
+
+
 def calls_for(seconds_per_call: float, target_s: float = 0.01) -> int:
     """How many back-to-back calls make one sample last about `target_s` (1 to 1000)."""
     return max(1, min(1000, int(target_s / max(seconds_per_call, 1e-7))))
@@ -145,8 +173,8 @@ def cpu_s(pid: int | None) -> float:
         return 0.0
 
 
-def rss_kib(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process in KiB, from /proc/<pid>/status."""
+def rss_kib(pid: int | str = "self") -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process (default this one) in KiB, from /proc/<pid>/status."""
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
@@ -265,3 +293,39 @@ def export_ref(ref: str, folder: Path) -> str:
         tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     archive.unlink()
     return commit
+
+
+def head() -> str:
+    """This checkout's commit, short ("unknown" outside git)."""
+    return subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+
+
+@contextmanager
+def temp_folder(prefix: str) -> Iterator[Path]:
+    """A fresh temporary folder, removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def chromium() -> Iterator:
+    """Debian's headless Chromium through Playwright's sync API (devtools.browser), closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    from devtools.browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def app_env(tree: Path, temp: Path | str) -> dict[str, str]:
+    """The environment of `tree`'s `python app.py`: its own package first, Gradio's file cache in `temp`."""
+    return {"PYTHONPATH": str(tree), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}

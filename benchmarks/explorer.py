@@ -2,18 +2,11 @@
 
 `python -m benchmarks.explorer [--changes 40] [--app] [--out DIR]`
 
-A view change (a tile click, another attention kind, another colour scale, a decode step) never leaves the page: the
-explorer (attention_viz/explorer/static/explorer.js) redraws from the run it holds, between performance
-marks, and records two measures per change: "explorer-redraw" (the script's work: decoding nothing,
-painting the grid's canvases and refilling the head's table) and "explorer-frame" (from the change until
-the next frame is painted, layout and paint included). This script makes the changes in Debian's
-headless Chromium (/usr/bin/chromium through Playwright; software rendering, no GPU), one at a time,
-each after the previous one's frame, and prints the median and p95 of both measures per kind of change.
-
-Pages: the explorer's standalone HTML (explorer_html) for the shipped reverse model on the app's opening
-text ("attention": 2 layers x 4 heads, 10 x 10 encoder maps) and for the widest run the app allows (an
-untrained model with 16 heads, the app's longest text, 32 characters, + 16 pads: 49 keys); with --app, the launched app's page
-too (the same opening run inside Gradio's page and styles). Timings go nowhere near a test assertion.
+A view change (a tile, a kind, a colour scale, a decode step) never leaves the page: the explorer (explorer.js)
+redraws from the run it holds and records "explorer-redraw" (its script's work) and "explorer-frame" (the change until
+the next frame is painted). The changes are made one at a time in Debian's headless Chromium, each after the last
+one's frame: the median and p95 of both, per kind of change. Pages: the standalone explorer for the shipped reverse
+model on the app's opening text and for the widest run the app allows (16 heads, 49 keys); `--app`: the app's page.
 """
 
 from __future__ import annotations
@@ -26,11 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from devtools.browser import CHROMIUM as BROWSER, CHROMIUM_ARGS
+from .common import LOGS, chromium, load, percentile, save, table
 
-from .common import load, percentile, save, table
-
-CHROMIUM, ARGS = str(BROWSER), CHROMIUM_ARGS
 CHANGES = ("tile", "kind", "scale", "step")
 # In the page: `n` changes of one sort, each after the last one's frame; the measures' durations by reason.
 RUN_CHANGES = """async ([what, n]) => {
@@ -97,26 +87,20 @@ def measure(page, changes: int) -> dict[str, dict[str, list[float]]]:
 
 
 def run(changes: int = 40, app: bool = False) -> dict:
-    from playwright.sync_api import sync_playwright
-
     from attention_viz.explorer import explorer_html
 
     result: dict = {"changes": changes, "load_before": load(), "pages": {}}
-    with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+    with chromium() as browser, tempfile.TemporaryDirectory() as folder:
         result["browser"] = browser.version
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            for name, payload in payloads().items():
-                path = Path(folder) / "explorer.html"
-                path.write_text(explorer_html(payload, document=True), encoding="utf-8")
-                page.goto(path.as_uri())
-                page.wait_for_selector(".av-explorer .av-tile")
-                result["pages"][name] = measure(page, changes)
-            if app:
-                result["pages"].update(_in_app(page, changes))
-        finally:
-            browser.close()
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for name, payload in payloads().items():
+            path = Path(folder) / "explorer.html"
+            path.write_text(explorer_html(payload, document=True), encoding="utf-8")
+            page.goto(path.as_uri())
+            page.wait_for_selector(".av-explorer .av-tile")
+            result["pages"][name] = measure(page, changes)
+        if app:
+            result["pages"].update(_in_app(page, changes))
     result["load_after"] = load()
     return result
 
@@ -127,11 +111,11 @@ def _in_app(page, changes: int) -> dict:
     import httpx
 
     from attention_viz.service.catalog import Catalog
-    from devtools.launcher import ROOT, Server
+    from devtools.launcher import Server
 
     longest = Catalog().tokenizer.max_len
     out = {}
-    with Server([sys.executable, "app.py"], ROOT / "benchmarks" / "results" / "logs" / "explorer_app.log") as server:
+    with Server([sys.executable, "app.py"], LOGS / "explorer_app.log") as server:
         with httpx.Client(timeout=5) as client:
             server.wait_http(client, 180)
         page.goto(server.base + "/")

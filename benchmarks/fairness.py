@@ -1,21 +1,13 @@
 """A flood from one client, and a visitor's view meanwhile: what a visitor waits while one client joins events
 back to back under invented session ids.
 
-`python -m benchmarks.fairness [--joins 1100] [--threads 4] [--against main]`
+`python -m benchmarks.fairness [--joins 1100] [--threads 4] [--against main] [--alone ROUNDS] [--real-scores N]`
 
-The flood comes from 127.0.0.2 (a second loopback address, so the server sees two clients): `--joins` joins of
-/visualize at a new text each (the model reruns: tens of ms, a join costs a few), each under a session id of its
-own, from `--threads` connections at once, never reading an answer. The visitor, from 127.0.0.1, asks for one view
-every VISIT_EVERY_S (a new text: visualize on the page's line, as the page does) from the flood's start until
-its joins are done and AFTER_S more: the wait of each (join .. answer) or its refusal. `--against REF` runs the
-same against REF's app (exported with `git archive`, nothing in the repository touched), one app after the other.
-`--real-scores N` measures the other case instead: the app set up with a real model (74M parameters, random
-weights: benchmarks.classroom's), N scorings of every head of it joined through the API's /importance from
-127.0.0.2, then the visitor's VISITS views of our model one after another: their waits.
-`--alone ROUNDS` (with `--against`) then starts both apps side by side and, with no flood, calls each in turn
-ROUNDS times (a lab answer, a rerun at a new text): what one join costs each app, measured in the same rounds.
-Never asserted on in tests: timings only go to the table and JSON (tests/e2e/test_fairness.py asserts the
-behaviour with a generous bound).
+The flood comes from 127.0.0.2 (the server sees a second client): `--joins` joins of /visualize at new texts, each
+under a session of its own, never reading an answer; the visitor, from 127.0.0.1, asks a view every VISIT_EVERY_S
+meanwhile: each wait or refusal. `--against REF`: the same on REF's app after this one; `--alone`: then both apps side
+by side, no flood, in turn; `--real-scores N` instead: N scorings of a real model's heads joined from 127.0.0.2, then
+the visitor's views. docs/reliability.md ("Fair queueing") keeps the tables; tests/e2e/test_fairness.py the behaviour.
 """
 
 from __future__ import annotations
@@ -36,7 +28,7 @@ import httpx
 from devtools.launcher import Server
 
 from .app import API, SETTLE_S, Browser, random_text
-from .common import RESULTS_DIR, export_ref, percentile, table, write_json
+from .common import LOGS, app_env, export_ref, percentile, table, write_json
 
 FLOOD_ADDRESS = "127.0.0.2"  # Linux answers the whole of 127.0.0.0/8 on loopback; the server listens on 127.0.0.1
 VISIT_EVERY_S = 0.5
@@ -108,8 +100,7 @@ def visit(base: str, stop: threading.Event, seed: int = 2) -> list[dict]:
 
 def measure(name: str, cwd: Path, joins: int, threads: int, log_dir: Path) -> dict:
     """Start `python app.py` in cwd, let it settle, flood it while the visitor asks, stop it."""
-    env = {"PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1",
-           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-")}
+    env = app_env(cwd, tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-"))
     with Server([sys.executable, "app.py"], log_dir / f"fairness-{name}.log", env=env, cwd=cwd) as server, \
             httpx.Client(timeout=30) as http:
         server.wait_http(http, 300)
@@ -167,9 +158,8 @@ def measure_scores(name: str, cwd: Path, scores: int, model_folder: Path, log_di
     from .trained_length import load_real_model
     from .students import REAL_MODELS
 
-    env = {"PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
-           "ATTENTION_VIZ_HUB_MODELS": str(model_folder),
-           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-")}
+    env = app_env(cwd, tempfile.mkdtemp(prefix=f"attention_viz-fairness-{name}-")) | {
+        "HF_HUB_OFFLINE": "1", "ATTENTION_VIZ_HUB_MODELS": str(model_folder)}
     with Server([sys.executable, "app.py"], log_dir / f"fairness-scores-{name}.log", env=env, cwd=cwd) as server, \
             httpx.Client(timeout=PATIENCE_S) as client:
         server.wait_http(client, 300)
@@ -201,7 +191,7 @@ def run_scores(scores: int, against: str | None) -> dict:
 
     from .trained_length import real_model_folder
 
-    log_dir = RESULTS_DIR / "logs"
+    log_dir = LOGS
     with tempfile.TemporaryDirectory(prefix="attention_viz-fairness-real-") as folder:
         model = real_model_folder(Path(folder))
         results = [measure_scores("this tree", ROOT, scores, model, log_dir)]
@@ -220,7 +210,7 @@ def run_scores(scores: int, against: str | None) -> dict:
 def run(joins: int = 1100, threads: int = 4, against: str | None = None, rounds: int = 0) -> dict:
     from devtools.launcher import ROOT
 
-    log_dir = RESULTS_DIR / "logs"
+    log_dir = LOGS
     results = [measure("this tree", ROOT, joins, threads, log_dir)]
     single = None
     if against:

@@ -3,25 +3,12 @@
 `python -m benchmarks.hub [--quick] [--threads N] [--only forward,decode,memory,proof,architectures]`
 (or `python -m benchmarks --only hub`)
 
-The model is Helsinki-NLP/opus-mt-en-de's configuration (Marian: d_model 512, 6 + 6 layers, 8 heads, d_ff 2048,
-vocabulary 58,101; 74M parameters) with random weights, built in memory with a fixed seed: no weights are
-downloaded. Three copies of it, timed in interleaved rounds (common.interleaved), medians:
-
-    ours       PretrainedTransformer.forward: our Eq. 1 in every attention, all 18 maps recorded
-    eager      transformers' eager attention with output_attentions=True: its own way of giving every map
-    sdpa       transformers' default (PyTorch's fused attention), no maps: the floor
-
-at 8, 32 and 128 source tokens with a decoder input of the same length, after checking that ours gives eager's
-logits and maps (and sdpa's logits); then greedy decoding of 8 and 32 tokens: ours keeping keys and values under the
-causal mask (transformers' cache), ours rerunning the whole decoder every step (reuse_keys=False, what a lifted
-causal mask needs), and `generate(num_beams=1, output_attentions=True)` on the eager copy, after checking all three
-write the same tokens; then the resident memory of a fresh process before importing torch, after the imports, with
-the model built and after it is used; then (proof) what the proof on load costs: load_pretrained of the
-opus-mt-en-de-sized folder (devtools.hub_models.save_opus_mt_en_de_random) and of the trained all-MiniLM-L6-v2
-(devtools.trained_models), and the proof alone (hub.proof.prove on the loaded model: its two probe passes, ours and
-eager's), so the load without it is the difference; then (architectures, not by default) one pass with every map on
-Gemma 2, Qwen3 and gpt-oss built from configs (ARCHITECTURES), ours against eager by CPU time. Never asserted on in tests: timings only go to the tables and
-JSON.
+opus-mt-en-de's configuration (Marian, 74M parameters) with random weights built in memory from a fixed seed (nothing
+downloaded), three copies in interleaved rounds: ours (PretrainedTransformer.forward, all 18 maps), transformers'
+eager attention with output_attentions=True, and its sdpa (no maps: the floor), ours checked against eager's logits
+and maps first. Then greedy decoding (ours keeping keys, ours rerunning the decoder, `generate`; the same tokens
+checked), a fresh process's memory, the proof on load (proof), and Gemma 2, Qwen3 and gpt-oss from configs by CPU
+time (architectures, not by default). docs/benchmarks.md and docs/real_models.md say how to read the tables.
 """
 
 from __future__ import annotations
@@ -34,7 +21,7 @@ import time
 
 import torch
 
-from .common import interleaved, load, machine, ms, save, table
+from .common import cpu_medians, interleaved, load, machine, ms, parts_of, save, table
 
 OPUS_MT_EN_DE = dict(vocab_size=58101, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, pad_token_id=58100,
@@ -243,8 +230,6 @@ ARCHITECTURES = {
 def architectures(sizes=(16, 128, 512), rounds: int = 15) -> list[dict]:
     """Each of ARCHITECTURES: one pass with every map, ours against eager with output_attentions, by the process's
     CPU time (one pass a sample, alternating who goes first), after checking ours gives eager's maps and logits."""
-    import statistics
-
     import transformers
 
     from attention_viz.hub import PretrainedTransformer
@@ -266,17 +251,11 @@ def architectures(sizes=(16, 128, 512), rounds: int = 15) -> list[dict]:
                 out = eager(input_ids=ids, output_attentions=True)
             worst = max(float((maps[k] - w).abs().max()) for k, w in zip(ours.map_keys, out.attentions))
             worst_logit = float((logits - out.logits).abs().max())
-            candidates = {"ours": lambda: ours.forward(ids),
-                          "eager": lambda: eager(input_ids=ids, output_attentions=True)}
-            samples = {k: [] for k in candidates}
             with torch.inference_mode():
-                for r in range(rounds):
-                    for k in (list(candidates) if r % 2 else list(candidates)[::-1]):
-                        t0 = time.process_time()
-                        candidates[k]()
-                        samples[k].append(time.process_time() - t0)
+                cpu = cpu_medians({"ours": lambda: ours.forward(ids),
+                                   "eager": lambda: eager(input_ids=ids, output_attentions=True)}, rounds)
             rows.append({"model": name, "tokens": n, "max_map_difference": worst, "max_logit_difference": worst_logit,
-                         **{k: statistics.median(v) for k, v in samples.items()}, "rounds": rounds, "load": load()})
+                         **cpu, "rounds": rounds, "load": load()})
     return rows
 
 
@@ -372,11 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(PARTS[:4]), help="comma-separated tables: " + ",".join(PARTS))
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
-    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
-    if set(parts) - set(PARTS):
-        parser.error(f"unknown tables {sorted(set(parts) - set(PARTS))}; choose from {', '.join(PARTS)}")
     t0 = time.perf_counter()
-    result = run(args.quick, args.threads, parts)
+    result = run(args.quick, args.threads, parts_of(parser, args.only, PARTS))
     print(report(result), flush=True)
     save("hub", result, args.out, t0)
     return 0

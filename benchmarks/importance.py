@@ -2,23 +2,12 @@
 
 `python -m benchmarks.importance [--texts 50,100,200] [--rounds 3] [--threads 1] [--real]`
 
-attention_viz.importance.head_importance on the first N of reverse's held-out strings: every head switched off
-alone (24 variants and the baseline) and the prune curve (24 more), batched as per-row gates in one teacher-forced
-pass each (the encoder once per distinct set of encoder heads off), and Michel's estimate from one backward pass.
-Medians of `rounds`, one torch thread as the server runs. `--real` also times the same on the opus-mt-en-de
-configuration with random weights (6 + 6 layers, 8 heads: 144 heads) on one 32-token source writing 32 tokens
-(log-probability of its own output; 2 threads; the encoder once per distinct set of encoder heads off; medians of
-`rounds`), and says what the run must compute: its FLOPs counted from the configuration (real_flops), and this
-machine's fp32 matrix-product rate measured in the same run (a 2048² torch.mm, the best of 7), hence the shortest
-time the run could take at that rate, and when the first partial result came (real_head_importance's `partial`, as
-the app streams the grid: the heads of the grid's first pass; `--chunk` rows a pass, 8 by default, the app's is
-service.heads_view.REAL_CHUNK). Each round runs two pass schedules, interleaved (rotating who goes first): the
-app's (a first pass of the baseline and the first map key's heads, then `--chunk` rows a pass) and `--chunk` rows
-every pass (as before the first pass was small), each with this process's CPU seconds beside the wall clock (what a
-shared machine's load stretches least), and says how many scores differ between them and by how much;
-`--reference` also scores the same in float64 once and gives each schedule's largest distance from it. `--split`
-adds one more run timed by part (encoder, decoder, output head, greedy decoding, gradient). Never asserted on in
-tests.
+attention_viz.importance.head_importance on the first N held-out strings (every head off alone, the prune curve,
+Michel's one-pass gradient), medians of `rounds`, one torch thread as the server runs. `--real`: the same on the
+opus-mt-en-de configuration (144 heads, a 32-token source writing 32), with its FLOPs (real_flops) against this
+machine's fp32 matrix-product rate measured in the same run, the first partial result, and the app's pass schedule
+against `--chunk` rows every pass, interleaved, by wall and CPU time; `--reference`: each schedule's distance from
+float64 scores; `--split`: one more run timed by part. docs/benchmarks.md ("Head importance") reads the tables.
 """
 
 from __future__ import annotations

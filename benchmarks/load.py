@@ -2,29 +2,12 @@
 
 `python -m benchmarks.load [--clients 20] [--requests 50] [--seed 0] [--budget-s 1500] [--burst 80] [--trace FILE]`
 
-Each client is one browser page (its own session, `benchmarks.app.Browser`) that keeps the page's
-control values and, one request at a time, does what a person does: a new text or a changed
-computation control (the model reruns), a new model (the page first asks `model_controls` for the
-new d_k range, as the browser does), the step view, a comparison, an export, the √d_k lab. Choosing
-the attention kind, layer, head or colour sends nothing (the browser draws those views from the run
-it holds), so a page changes its chosen head locally before some steps, compare and export requests,
-as its explorer would. Every answer is checked against its own request (/visualize's packed run holds
-the request's text, heads and layers, its maps have the sizes its tokens say, the notes name its d_k,
-pads and masks; images are PNG; the export has its four files), so crossed or stale answers count
-as errors, not as successes.
-
-Reported: errors by kind, p50/p95 per interaction, throughput, and the app process's resident memory
-(VmRSS from /proc/<pid>/status) after the 100th and after the last request. The only error the app
-may answer under load is "Queue is full" (HTTP 503 at join): Gradio's, once more than the queue's max_size
-events wait (1,024: attention_viz/webui/page.py), or the app's, once one page holds PER_PAGE of them
-(attention_viz/server/admission.py); with one event in flight per client neither happens, so an
-optional burst (`--burst N`: one session joins N events back to back) shows that answer on purpose,
-and that the app serves normally right after. All traffic goes to 127.0.0.1 only; every loop is
-bounded in count and in time (`--budget-s`, and a timeout on every HTTP call).
-
-Results: a table on stdout, and JSON in benchmarks/results/load-<time>.json. With `--trace FILE`, every request in
-the order answered (its endpoint, its values by elem_id, the app's VmRSS right after): `python -m benchmarks.replay
-FILE` replays exactly those requests in one process, on any commit, and says what the caches hold.
+Each client is a thread, one browser page (benchmarks.app.Browser, benchmarks.pagesim.Page) sending one request at
+a time of a mix over every endpoint, every answer checked against its own request (a crossed or stale answer is an
+error). Reported: latency per interaction, errors, throughput, the app's VmRSS after the 100th and the last request;
+`--burst N`: one session joins N events back to back (the "Queue is full" refusal, then a normal request served);
+`--trace FILE`: every request, for `python -m benchmarks.replay`. docs/reliability.md says more; JSON in
+benchmarks/results/load-<time>.json.
 """
 
 from __future__ import annotations
@@ -32,12 +15,9 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import random
-import shutil
 import string
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -45,70 +25,35 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN
 
-from .app import ROOT, Browser, Server
-from .common import Timing, load, machine, ms, rss_kib, save, table
+from .app import Browser, Server
+from .common import LOGS, Timing, load, machine, ms, rss_kib, save, table, temp_folder
 from .pagesim import ALLOWED_ERRORS, API, HTTP_TIMEOUT_S, Page, Request
 
 # ---------------------------------------------------------------------------- thin wrappers over benchmarks.app
 
 
-class RecordingClient:
-    """An httpx.Client stand-in for `Browser` that keeps the bytes of the files it fetches (to check answers).
-
-    Browser.call fetches every image an answer names and drops the bytes; this wrapper keeps the
-    last ones so a test can look at them without a second request. Loopback only: it refuses others.
-    """
+class RecordingClient(httpx.Client):
+    """The httpx.Client a `Browser` uses here: it keeps the bytes of the files it fetches (Browser.call drops them),
+    so an answer's files are checked without a second request. Loopback only: it refuses others."""
 
     def __init__(self, timeout_s: float = HTTP_TIMEOUT_S) -> None:
-        import httpx
-
-        self.http = httpx.Client(timeout=timeout_s)
+        super().__init__(timeout=timeout_s, event_hooks={"request": [self._local]})
         self.files: dict[str, bytes] = {}
 
-    def _local(self, url: str) -> str:
-        if not url.startswith(("http://127.0.0.1:", "/")):
-            raise ValueError(f"refusing a request off loopback: {url}")
-        return url
+    @staticmethod
+    def _local(request: httpx.Request) -> None:
+        if request.url.host != "127.0.0.1":
+            raise ValueError(f"refusing a request off loopback: {request.url}")
 
-    def get(self, url: str, **kwargs):
-        response = self.http.get(self._local(url), **kwargs)
+    def get(self, url: str, **kwargs) -> httpx.Response:
+        response = super().get(url, **kwargs)
         if "/file=" in url:
             self.files[url] = response.content
         return response
-
-    def post(self, url: str, **kwargs):
-        return self.http.post(self._local(url), **kwargs)
-
-    def stream(self, method: str, url: str, **kwargs):
-        return self.http.stream(method, self._local(url), **kwargs)
-
-    def close(self) -> None:
-        self.http.close()
-
-
-def launch(log: Path, temp_dir: Path) -> Server:
-    """`python app.py` through benchmarks.app.Server, with Gradio's file cache in `temp_dir` (measured, removed)."""
-    previous = os.environ.get("GRADIO_TEMP_DIR")
-    os.environ["GRADIO_TEMP_DIR"] = str(temp_dir)
-    try:
-        return Server([sys.executable, "app.py"], log)
-    finally:
-        if previous is None:
-            os.environ.pop("GRADIO_TEMP_DIR", None)
-        else:
-            os.environ["GRADIO_TEMP_DIR"] = previous
-
-
-def folder_bytes(folder: Path) -> tuple[int, int]:
-    """(files, bytes) under a folder."""
-    files = size = 0
-    for path in folder.rglob("*"):
-        if path.is_file():
-            files += 1
-            size += path.stat().st_size
-    return files, size
 
 
 # ---------------------------------------------------------------------------- the run
@@ -116,8 +61,6 @@ def folder_bytes(folder: Path) -> tuple[int, int]:
 
 def send(browser: Browser, request: Request) -> tuple[float, str | None, str | None, dict | None]:
     """(seconds, error kind or None, error detail, completed message) for one event over the browser protocol."""
-    import httpx
-
     dep = browser.dependency(request.api)
     t0 = time.perf_counter()
     try:
@@ -374,31 +317,25 @@ def main(argv: list[str] | None = None) -> int:
     if not (1 <= args.clients <= 200 and 1 <= args.requests <= 10_000 and 0 <= args.burst <= 1000):
         parser.error("clients 1..200, requests 1..10000, burst 0..1000")
 
-    import httpx
-
     info = machine(threads=1)
     print(f"# load test: {args.clients} clients x {args.requests} requests (seed {args.seed}); "
           f"{info['cpu']}, {info['cores']} cores; load average {info['load_at_start']}", flush=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    log_dir = ROOT / "benchmarks" / "results" / "logs"
-    temp_dir = Path(tempfile.mkdtemp(prefix="attention_viz-load-"))
     result: dict = {"args": vars(args), "machine": info}
-    try:
-        with launch(log_dir / f"load-{stamp}.log", temp_dir) as server, httpx.Client(timeout=30) as http:
-            result["startup_s"] = server.wait_http(http, timeout_s=300)
-            pid = server.process.pid
-            trace = [] if args.trace else None
-            result["load"] = run_load(server.base, pid, args.clients, args.requests, args.seed, args.budget_s, trace)
-            if args.trace:
-                Path(args.trace).write_text(json.dumps({"args": vars(args), "requests": trace}))
-            files, size = folder_bytes(temp_dir)
-            result["gradio_cache"] = {"files": files, "bytes": size}
-            if args.burst:
-                result["burst"] = burst(server.base, args.burst)
-            result["rss_after_burst_kib"] = rss_kib(pid)["VmRSS"]
-            result["app_alive"] = server.process.poll() is None
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with temp_folder("attention_viz-load-") as temp_dir, httpx.Client(timeout=30) as http, \
+            Server([sys.executable, "app.py"], LOGS / f"load-{time.strftime('%Y%m%d-%H%M%S')}.log",
+                   env={"GRADIO_TEMP_DIR": str(temp_dir)}) as server:
+        result["startup_s"] = server.wait_http(http, timeout_s=300)
+        pid = server.process.pid
+        trace = [] if args.trace else None
+        result["load"] = run_load(server.base, pid, args.clients, args.requests, args.seed, args.budget_s, trace)
+        if args.trace:
+            Path(args.trace).write_text(json.dumps({"args": vars(args), "requests": trace}))
+        cached = [path.stat().st_size for path in temp_dir.rglob("*") if path.is_file()]
+        result["gradio_cache"] = {"files": len(cached), "bytes": sum(cached)}
+        if args.burst:
+            result["burst"] = burst(server.base, args.burst)
+        result["rss_after_burst_kib"] = rss_kib(pid)["VmRSS"]
+        result["app_alive"] = server.process.poll() is None
     result["load_at_end"] = load()
     print(report(result), flush=True)
     save("load", result, args.out)

@@ -4,17 +4,11 @@ never downloaded), and one visitor meanwhile asks our own model for a view every
 
 `python -m benchmarks longclass [--students 30] [--tokens 4096] [--layers 2] [--budget-mb 200]`
 
-The model: SmolLM2-135M's config (d_model 576, 9 heads on 3 key/value heads, d_ff 1536, a 49,152-word vocabulary,
-8,192 positions) with `--layers` of its 30 layers (a pass costs about layers / 30 of the whole model's: the whole
-takes ~110 s of one core at 4,096 tokens), the tiny Llama tokenizer of devtools.hub_models. The server's kept long
-runs get `--budget-mb` (ATTENTION_VIZ_LONG_KEPT_MB), far less than the class's runs take, so the budget must hold by
-dropping the least recently used.
-
-Each student joins /long_read (as the page's button does), then asks its run for one region (the view's server
-function); when every student has an answer, each asks its region again: a run dropped to make room answers
-"dropped". Measured: each student's wait (join .. answer) and region time, errors, the visitor's view waits before
-and during the class, the server's peak resident memory (VmHWM) and its RSS before the class, and the kept runs'
-bytes (the temporary files the server holds open, polled every 0.2 s) against the budget.
+The model keeps `--layers` of SmolLM2-135M's 30 layers; the server's kept long runs get `--budget-mb`
+(ATTENTION_VIZ_LONG_KEPT_MB), far less than the class's runs take. Each student joins /long_read, asks its run for a
+region, and once all have answered asks again (a run dropped for room answers "dropped"). Measured: the waits and
+region times, errors, the visitor's waits before and during, the server's peak memory and the kept runs' bytes
+against the budget (docs/long.md).
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ import httpx
 from devtools.launcher import running_app
 
 from .app import API, Browser
-from .common import RESULTS_DIR, mib, ms, percentile, table, write_json
+from .common import RESULTS_DIR, mib, ms, percentile, rss_kib, table, write_json
 
 SMOL = dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3,
             vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0, tie_word_embeddings=True,
@@ -85,14 +79,6 @@ def kept_bytes(pid: int, tmp: Path) -> int:
     return total
 
 
-def status(pid: int, field: str) -> int:
-    """A /proc/<pid>/status field in bytes (VmRSS, VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def region_call(client: httpx.Client, base: str, browser: Browser, run: dict) -> tuple[float, dict]:
     """One region of a student's run through the view's server function, as the page asks it."""
     component = browser.by_elem_id["long_view"]
@@ -132,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
             visualize = visit.dependency("visualize")
             view = visit.initial_inputs(visualize)
             alone = [visit.call(visualize, view, None)[0] for _ in range(10)]
-        rss_before = status(pid, "VmRSS")
+        rss_before = rss_kib(pid)["VmRSS"] * 1024
         stop, kept_max, visitor = threading.Event(), [0], []
 
         def poll() -> None:
@@ -174,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
         stop.set()
         for thread in threads:
             thread.join(timeout=30)
-        peak = status(pid, "VmHWM")
+        peak = rss_kib(pid)["VmHWM"] * 1024
         log_tail = server.log_tail(2000)
     answered = [r for r in results if "error" not in r]
     errors = [r["error"] for r in results if "error" in r] + [r["region_error"] for r in answered if r["region_error"]]

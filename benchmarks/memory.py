@@ -15,19 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from .common import load, mib, table
+from .common import load, mib, rss_kib, table
 
 LENGTHS = (16, 64, 256, 512, 1024, 2048)
 QUICK_LENGTHS = (16, 256)
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def current_rss_bytes() -> int:
-    """Resident set size now, from /proc/self/status."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def peak_rss_bytes() -> int:
@@ -36,12 +28,7 @@ def peak_rss_bytes() -> int:
     Linux carries ru_maxrss across execve, so a child forked from a large parent reports the parent's peak
     (every row the same); VmHWM belongs to the new address space and starts afresh.
     """
-    hwm = None
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            hwm = int(line.split()[1]) * 1024
-    rusage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return rusage if hwm is None else min(hwm, rusage)
+    return 1024 * min(rss_kib()["VmHWM"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def child(model: str, n: int, threads: int) -> dict:
@@ -60,7 +47,7 @@ def child(model: str, n: int, threads: int) -> dict:
     tgt = torch.randint(4, config.vocab_size, (1, n))  # (B, T)
     with torch.inference_mode():
         net(src[:, :4], tgt[:, :4])  # first-call costs (thread pool, kernels) out of the way
-        baseline_rss = current_rss_bytes()
+        baseline_rss = rss_kib()["VmRSS"] * 1024
         t0 = time.perf_counter()
         _, maps = net(src, tgt, causal_mask=True, padding_mask=True)
         seconds = time.perf_counter() - t0

@@ -2,23 +2,11 @@
 
 `python -m benchmarks.page [--opens 10] [--floor] [--against REF] [--warm] [--out DIR]`, or `python -m benchmarks --only page`.
 
-Launches the app (app.py) and opens its page in Debian's headless Chromium (/usr/bin/chromium through
-Playwright; software rendering, no GPU), each time in a fresh browser context (empty cache, no cookies),
-one after another. Per opening it reads, in the page's own clock (ms since the navigation began):
-the HTML document's responseEnd (PerformanceNavigationTiming), DOMContentLoaded, and the end of the
-explorer's first "explorer-frame" measure for its first run (reason "payload", root "explorer"): the
-explorer (attention_viz/explorer/static/explorer.js) closes that measure in the task after the first
-frame painted with its grid drawn. "Page complete" is that end minus responseEnd: the scripts, Gradio's
-start-up, the opening run's request and the first paint of the grid. One unmeasured opening comes first
-(the server's first page), after the app's warm-up (benchmarks.app.SETTLE_S); its figure is kept in the
-results but not in the median. Timings go nowhere
-near a test assertion.
-
-One app's medians drift by ±100 ms from run to run on a shared 2-core machine, so `--against REF` compares two
-commits side by side instead: this tree's app and REF's (exported with `git archive`) are served at once, each
-round opens both (in alternating order), and the report adds the median of the paired differences. Two servers
-of one commit differ by about +2 ms this way; a change with no effect read -35..+14 ms in three series.
-Each opening also records the server's CPU time (/proc/<pid>/stat, user + system) from navigation to first view.
+Each opening in a fresh context of Debian's headless Chromium, read in the page's own clock: the HTML's responseEnd
+and the end of the explorer's first "explorer-frame" measure (the first frame painted with its grid); the server's
+CPU from navigation to first view (/proc). One unmeasured opening first. `--floor` also opens Gradio's floor
+(benchmarks.floors explorer); `--against REF` serves this tree's app and REF's at once and alternates their openings,
+reporting the median of the paired differences (one app's medians drift by ±100 ms between runs here).
 """
 
 from __future__ import annotations
@@ -27,11 +15,9 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from .app import SETTLE_S
-from .common import cpu_s, load, percentile, save, table
-from .explorer import ARGS, CHROMIUM
+from .common import LOGS, chromium, cpu_s, load, percentile, save, table
 
 # In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
 READ = """() => {
@@ -67,61 +53,50 @@ def open_once(browser, url: str, pid: int | None = None, warm: bool = False) -> 
 
 
 PAGES = {"app": ("app.py", [sys.executable, "app.py"]),
-         "floor": ("a Gradio page with the explorer only (benchmarks/explorer_app.py)",
-                   [sys.executable, "-m", "benchmarks.explorer_app"])}
+         "floor": ("a Gradio page with the explorer only (benchmarks.floors explorer)",
+                   [sys.executable, "-m", "benchmarks.floors", "explorer"])}
 
 
-def open_page(playwright, argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
+def open_page(argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
     """Start one page's server, then open it once unmeasured and `opens` times measured."""
     import httpx
 
-    from devtools.launcher import ROOT, Server
+    from devtools.launcher import Server
 
     result: dict = {"samples": []}
-    with Server(argv, ROOT / "benchmarks" / "results" / "logs" / log_name) as server:
+    with Server(argv, LOGS / log_name) as server:
         with httpx.Client(timeout=5) as client:
             server.wait_http(client, 180)
         time.sleep(SETTLE_S)  # the app's warm-up thread (exports, steps, lab) is done: its steady state
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        result["browser"] = browser.version
-        try:
+        with chromium() as browser:
+            result["browser"] = browser.version
             result["warm_up"] = open_once(browser, server.base + "/", server.pid)
             for _ in range(opens):
                 time.sleep(1.0)  # the last page's own work on the server out of the way
                 result["samples"].append(open_once(browser, server.base + "/", server.pid, warm))
-        finally:
-            browser.close()
     return result
 
 
-def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
+def paired(against: str, opens: int, warm: bool = False) -> dict:
     """This tree's app and `against`'s, served at once; per round one opening of each, in alternating order."""
-    import shutil
-    import subprocess
-    import tempfile
-
     import httpx
 
-    from devtools.launcher import ROOT, Server
+    from devtools.launcher import Server
 
-    from .common import export_ref
+    from .common import export_ref, head, temp_folder
 
-    folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
-    logs = ROOT / "benchmarks" / "results" / "logs"
     result: dict = {"this": [], "ref": []}
-    try:
+    with temp_folder("attention_viz-ref-") as folder:
         result["commit"] = export_ref(against, folder / "tree")
-        result["head"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                        capture_output=True, text=True).stdout.strip()
-        with Server([sys.executable, "app.py"], logs / "page_this.log") as this, \
-                Server([sys.executable, "app.py"], logs / "page_ref.log", cwd=folder / "tree") as ref, \
+        result["head"] = head()
+        with Server([sys.executable, "app.py"], LOGS / "page_this.log") as this, \
+                Server([sys.executable, "app.py"], LOGS / "page_ref.log", cwd=folder / "tree") as ref, \
                 httpx.Client(timeout=5) as client:
             this.wait_http(client, 180)
             ref.wait_http(client, 180)
             time.sleep(SETTLE_S)
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            result["browser"] = browser.version
-            try:
+            with chromium() as browser:
+                result["browser"] = browser.version
                 servers = {"this": this, "ref": ref}
                 for name, server in servers.items():
                     open_once(browser, server.base + "/")  # each server's first page, unmeasured
@@ -129,10 +104,6 @@ def paired(playwright, against: str, opens: int, warm: bool = False) -> dict:
                     for name in ("this", "ref") if i % 2 == 0 else ("ref", "this"):
                         time.sleep(0.7)
                         result[name].append(open_once(browser, servers[name].base + "/", servers[name].pid, warm))
-            finally:
-                browser.close()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     return result
 
 
@@ -153,12 +124,9 @@ def paired_report(result: dict, against: str) -> str:
 
 
 def run(opens: int = 10, floor: bool = False, warm: bool = False) -> dict:
-    from playwright.sync_api import sync_playwright
-
     result: dict = {"opens": opens, "warm": warm, "load_before": load()}
-    with sync_playwright() as playwright:
-        for name in ("app", "floor") if floor else ("app",):
-            result[name] = open_page(playwright, PAGES[name][1], f"page_{name}.log", opens, warm)
+    for name in ("app", "floor") if floor else ("app",):
+        result[name] = open_page(PAGES[name][1], f"page_{name}.log", opens, warm)
     # the app's own figures where earlier results kept them (report reads both shapes)
     result.update({k: result["app"][k] for k in ("samples", "warm_up", "browser")})
     result["load_after"] = load()
@@ -196,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks page", description=__doc__.splitlines()[0])
     parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
     parser.add_argument("--floor", action="store_true",
-                        help="also open a Gradio page with the explorer only (benchmarks/explorer_app.py): the floor")
+                        help="also open a Gradio page with the explorer only (benchmarks.floors explorer): the floor")
     parser.add_argument("--against", default=None, help="a git ref: open both apps in alternation, paired")
     parser.add_argument("--warm", action="store_true",
                         help="measure a second opening in the same context (a returning visitor's cache)")
@@ -205,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.opens <= 200:
         parser.error("opens: 1..200")
     if args.against:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as playwright:
-            result = paired(playwright, args.against, args.opens, args.warm)
+        result = paired(args.against, args.opens, args.warm)
         print(paired_report(result, args.against), flush=True)
     else:
         result = run(args.opens, args.floor, args.warm)

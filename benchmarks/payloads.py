@@ -18,9 +18,7 @@ import asyncio
 import hashlib
 import json
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +26,7 @@ import httpx
 
 from devtools.launcher import ROOT, Server
 
-from .common import export_ref
+from .common import LOGS, app_env, export_ref, temp_folder
 from .students import ACTIONS, Page, Student
 
 PAGES = 2
@@ -81,16 +79,11 @@ async def _script(base: str) -> list[str]:
 
 def record(tree: Path, name: str) -> list[str]:
     """Start `tree`'s app, play the script, stop it: the records."""
-    temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-payloads-{name}-"))
-    env = {"PYTHONPATH": str(tree), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
-    try:
-        with Server([sys.executable, "app.py"], ROOT / "benchmarks" / "results" / "logs" / f"payloads-{name}.log",
-                    env=env, cwd=tree) as server, httpx.Client(timeout=30) as http:
-            server.wait_http(http, timeout_s=300)
-            time.sleep(5.0)  # the warm-up thread's work out of the way (it fills caches, never answers)
-            return asyncio.run(_script(server.base))
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+    with temp_folder(f"attention_viz-payloads-{name}-") as temp, httpx.Client(timeout=30) as http, \
+            Server([sys.executable, "app.py"], LOGS / f"payloads-{name}.log", env=app_env(tree, temp), cwd=tree) as server:
+        server.wait_http(http, timeout_s=300)
+        time.sleep(5.0)  # the warm-up thread's work out of the way (it fills caches, never answers)
+        return asyncio.run(_script(server.base))
 
 
 def compare(this: list[str], ref: list[str]) -> list[str]:
@@ -110,13 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", required=True, help="the git ref whose app's answers this tree's must equal")
     parser.add_argument("--out", default=None, help="also write both records here (a folder)")
     args = parser.parse_args(argv)
-    folder = Path(tempfile.mkdtemp(prefix="attention_viz-ref-"))
-    try:
+    with temp_folder("attention_viz-ref-") as folder:
         this = record(ROOT, "this")
         commit = export_ref(args.against, folder / "tree")
         ref = record(folder / "tree", "ref")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

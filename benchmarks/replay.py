@@ -2,22 +2,12 @@
 
 `python -m benchmarks.replay TRACE [--code DIR] [--out DIR]`
 
-TRACE is the file `python -m benchmarks.load --trace TRACE` writes: every request the simulated pages sent, in the
-order the app answered them, with their values. The load test's own memory figure depends on its mix: a new model
-in the picker changes every later choice of every page, and the growth from the 100th to the 1,000th request then
-depends on which bounded cache the new mix happens to fill. Replaying one recorded trace gives every commit the
-same requests, so two commits compare like for like:
-
-    python -m benchmarks.load --clients 10 --requests 100 --burst 0 --trace /tmp/trace.json
-    git worktree add /tmp/old <commit>
-    python -m benchmarks.replay /tmp/trace.json --code /tmp/old   # that commit's attention_viz
-    python -m benchmarks.replay /tmp/trace.json                   # this checkout's
-
-The requests go, one at a time, to the functions the server calls (attention_viz.webui.handlers.Handlers), after
-the same start-up as the app (runtime.tune_process, the warm-up, runtime.freeze_start_up_objects); Gradio, the
-network and concurrency are left out, so the figures are the application's own. Reported: VmRSS at the start,
-after the 100th, the 500th and the last request; the requests after which it grew by 2 MiB or more; and what each
-cache holds at the end (runs, packed runs, untrained models, loaded checkpoints, the lab's parts).
+TRACE is what `python -m benchmarks.load --trace TRACE` writes. Replaying one trace gives every commit the same
+requests (a load test's own memory figure depends on its random mix), so two commits compare like for like
+(`--code`: a worktree of another commit, whose attention_viz is imported). The requests go one at a time to the
+functions the server calls (webui.handlers.Handlers), after the app's start-up; no Gradio, network or concurrency.
+Reported: VmRSS at the start, after the 100th, 500th and last request, the requests after which it grew by 2 MiB or
+more, and what each cache holds at the end.
 """
 
 from __future__ import annotations
@@ -28,6 +18,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from .common import rss_kib
 
 COMPUTATION = ("text", "model", "dk", "scale", "factor", "causal", "padding", "pads", "d_model", "n_heads")
 HEAD = ("kind", "layer", "head")
@@ -44,10 +36,7 @@ GREW_MIB = 2.0
 
 
 def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_kib()["VmRSS"] / 1024
 
 
 def start_app():

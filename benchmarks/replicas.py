@@ -2,19 +2,11 @@
 
 `python -m benchmarks.replicas [--students 100] [--duration-s 60] [--replicas 2] [--patience-s 60] [--no-files]`
 
-The same class as benchmarks/classroom.py (same seed, same students and actions; each student one browser with
-its own cookie jar, opening the page and then thinking 1.5-4 s between actions), three times in one run:
-
-    one          `python app.py`, the students straight at it (a Space, one pod)
-    sticky       `--replicas` app processes behind nginx, routed by a cookie the proxy sets (devtools/proxy.py)
-    round robin  the same processes behind nginx routing each request to the next process: what happens to
-                 Gradio's sessions when a load balancer is not sticky
-
-Everything runs on this machine (loopback only), so the replicas share its cores with each other and with the
-students' own threads: the rows compare set-ups on the same cores, not a cluster. A student gives up on an
-answer after `--patience-s` (an error: "no answer"). Errors are counted by what the student saw; the proxy's log
-tells, per browser, which processes answered it (`browsers on 2+ replicas`). Timings go to the table and JSON
-only; tests/e2e/test_replicas.py runs a small class and asserts on errors and routes, never on times.
+The class of benchmarks.classroom (same seed, students and actions) three times: `one` (python app.py, the students
+straight at it), `sticky` (`--replicas` processes behind nginx routing by a cookie: devtools/proxy.py) and
+`round_robin` (each request to the next process). All on this machine's cores, loopback only: the rows compare
+set-ups, not a cluster. Errors are counted by what the student saw; nginx's log tells which processes answered each
+browser. docs/deploy.md keeps the tables; tests/e2e/test_replicas.py asserts on errors and routes, never on times.
 """
 
 from __future__ import annotations
@@ -66,6 +58,14 @@ def start_apps(n: int, folder: Path, stack: ExitStack, settle_s: float = SETTLE_
     return servers
 
 
+def alive(base: str) -> bool:
+    """The app at `base` answers /healthz."""
+    try:
+        return httpx.get(base + "/healthz", timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def routes_summary(proxy: Proxy) -> dict:
     """From the proxy's log: browsers seen, how many were answered by more than one process, requests per process."""
     routes = proxy.routes()
@@ -87,9 +87,10 @@ def summarise(phase: dict) -> dict:
 
 def run(students: int = 100, duration_s: float = 60.0, replicas: int = 2, seed: int = 0,
         patience_s: float = 60.0, with_files: bool = True, phases: tuple[str, ...] = tuple(PHASES),
-        settle_s: float = SETTLE_S, app_env: dict[str, str] | None = None) -> dict:
+        settle_s: float = SETTLE_S, app_env: dict[str, str] | None = None, bases: list[str] | None = None) -> dict:
     """The class against each of `phases` in turn, one after the other on this machine; `app_env`: more
-    environment for the apps (the e2e test's GRADIO_HEARTBEAT_INTERVAL, so a hung stream is seen sooner)."""
+    environment for the apps (the e2e test's GRADIO_HEARTBEAT_INTERVAL, so a hung stream is seen sooner); `bases`:
+    the proxied phases' apps, already running (the e2e tests share theirs), instead of `replicas` started here."""
     ensure_nginx()
     folder = Path(tempfile.mkdtemp(prefix="attention_viz-replicas-"))
     result: dict = {"students": students, "duration_s": duration_s, "replicas": replicas, "seed": seed,
@@ -106,15 +107,16 @@ def run(students: int = 100, duration_s: float = 60.0, replicas: int = 2, seed: 
         proxied = [p for p in phases if p != "one"]
         if proxied:
             with ExitStack() as stack:
-                apps = start_apps(replicas, folder / "replicas", stack, settle_s, app_env)
+                apps = start_apps(replicas, folder / "replicas", stack, settle_s, app_env) if bases is None else []
+                urls = bases if bases is not None else [a.base for a in apps]
                 if with_files and not files:
-                    files = page_files(apps[0].base)
+                    files = page_files(urls[0])
                 for name in proxied:
-                    with Proxy([a.base for a in apps], folder / f"nginx-{name}", sticky=name == "sticky") as proxy:
+                    with Proxy(urls, folder / f"nginx-{name}", sticky=name == "sticky") as proxy:
                         phase = summarise(run_class(proxy.base, students, duration_s, seed, files,
                                                     patience_s=patience_s))
                         phase["routes"] = routes_summary(proxy)
-                    phase["apps_alive"] = all(a.process.poll() is None for a in apps)
+                    phase["apps_alive"] = all(alive(url) for url in urls)
                     result["phases"][name] = phase
         result["page_files"] = len(files)
         result["load_after"] = load()

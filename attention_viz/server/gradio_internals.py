@@ -1,7 +1,7 @@
 """Every reach into Gradio's internals (and Starlette's), in one place: what the server operations rely on where
 Gradio has no public way to do the job, each with the accessor or patch that uses it.
 
-Written against Gradio 6.31.0 (GRADIO_VERSION) and Starlette 1.10. REACHES names each one, who uses it and why
+Written against Gradio 6.31.0 (GRADIO_VERSION), FastAPI 0.165 and Starlette 1.10. REACHES names each one, who uses it and why
 nothing public does the job; `changed()` lists whatever the installed Gradio no longer has in the shape relied on,
 and tests/server/test_gradio_internals.py fails on each, by name, so an upgrade is reviewed here and in the module
 that uses it. Public options are used wherever they do the job: `launch(state_session_capacity=, app_kwargs=,
@@ -12,6 +12,7 @@ max_file_size=)`, `queue(max_size=, default_concurrency_limit=, status_update_ra
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -24,12 +25,14 @@ from gradio.blocks import BlocksConfig
 from gradio.data_classes import PredictBodyInternal
 from gradio.server_messages import EstimationMessage
 from gradio.state_holder import SessionState
+from fastapi import routing as fastapi_routing
 from starlette.applications import Starlette
 
 GRADIO_VERSION = "6.31.0"
 
 ADMISSION, SESSIONS, STATIC, PAGE, ANSWERS = ("server/admission.py", "server/sessions.py", "server/static.py",
                                               "webui/page.py", "server/answers.py (the app's Blocks)")
+ROUTES = "server/routes.py"
 # name -> (the module that relies on it, what it is, why no public option does the job)
 REACHES = {
     "Queue.push": (ADMISSION, "every join (/queue/join, /call/<name>, gradio_client) passes here; it returns "
@@ -88,6 +91,15 @@ REACHES = {
                       "answering the page from memory and an unknown endpoint with 404: no hook"),
     "BrotliMiddleware's rules": (STATIC, "which files Gradio compresses: GRADIO_COMPRESSES, from "
                                  "GRADIO_MIN_BYTES", "the kept files go out compressed as Gradio would"),
+    "FastAPI's included routers": (ROUTES, "App.router.routes holds fastapi.routing._IncludedRouter objects (Gradio's "
+                                   "routes); each matches a request by `_match(scope)` -> (Match, child scope, route, "
+                                   "route context), called by APIRouter.matches and again by _handle_selected; "
+                                   "_IncludedRouter.original_router._get_routes_version() changes with the routes",
+                                   "no option makes FastAPI look a route up instead of trying each in turn"),
+    "login_check": (ROUTES, "Gradio's routes depend on `login_check` (routes.App.create_app: a plain function, which "
+                    "FastAPI runs in a worker thread for every request of the queue: ~0.2 ms of CPU each); it "
+                    "returns at once where the app has no login (App.auth and App.auth_dependency None)",
+                    "app.dependency_overrides (FastAPI's own) replaces it, but only by the function itself"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
                                    "Gradio adds its CORS and compression after app_kwargs' middleware: only "
@@ -197,6 +209,35 @@ async def _run_sync(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     if isinstance(fn, _KeptSummary):
         return fn(*args)
     return await to_thread.run_sync(fn, *args, **kwargs)
+
+
+def included_routers(app: Any) -> list:
+    """The routers the app includes (FastAPI's _IncludedRouter: Gradio's routes)."""
+    return [route for route in app.router.routes if isinstance(route, fastapi_routing._IncludedRouter)]
+
+
+def route_matcher(router: Any) -> Callable:
+    """An included router's match: scope -> (Match, child scope, route, route context); the one it uses now."""
+    return router.__dict__.get("_match") or router._match
+
+
+def match_routes_with(router: Any, matcher: Callable) -> None:
+    """The included router matches every request with `matcher` (route_matcher's parameters and answer)."""
+    router._match = matcher
+
+
+def login_checks(app: Any) -> set:
+    """Gradio's login_check functions the app's routes depend on (one per app), where the app has no login; empty
+    where it has one."""
+    if getattr(app, "auth", None) is not None or getattr(app, "auth_dependency", None) is not None:
+        return set()
+    return {depends.dependency for router in included_routers(app) for route in router.original_router.routes
+            for depends in getattr(route, "dependencies", ()) if getattr(depends.dependency, "__name__", "") == "login_check"}
+
+
+def routes_version(router: Any) -> object:
+    """What changes when an included router's routes change."""
+    return router.original_router._get_routes_version()
 
 
 # --------------------------------------------------------------------------------------------- sessions (memory)
@@ -427,6 +468,30 @@ def _check_brotli() -> list[str]:
     return problems + ([] if minimum == GRADIO_MIN_BYTES else [f"Gradio compresses from {minimum} bytes"])
 
 
+def _check_included_routers() -> list[str]:
+    included = getattr(fastapi_routing, "_IncludedRouter", None)
+    if included is None:
+        return ["fastapi.routing has no _IncludedRouter"]
+    problems = [] if _parameters(included._match) == ["scope"] else [f"_match's parameters are {_parameters(included._match)}"]
+    problems += [f"_IncludedRouter no longer calls {name}" for name in _source_uses(
+        included._handle_selected, "self._match(scope)")]
+    problems += [f"APIRouter.matches no longer calls {name}" for name in _source_uses(
+        fastapi_routing.APIRouter.matches, "included_router._match(scope)")]
+    if "original_router" not in {field.name for field in dataclasses.fields(included)}:
+        problems.append("_IncludedRouter has no original_router")
+    if not hasattr(fastapi_routing.APIRouter, "_get_routes_version"):
+        problems.append("APIRouter has no _get_routes_version")
+    return problems
+
+
+def _check_login_check() -> list[str]:
+    return [f"routes.App.create_app no longer has {name!r}" for name in _source_uses(
+        routes.App.create_app, "def login_check(user: str = Depends(get_current_user)):\n            if (app.auth is None "
+        "and app.auth_dependency is None) or user is not None:\n                return\n",
+        '@router.post("/queue/join", dependencies=[Depends(login_check)])',
+        '@router.get("/queue/data", dependencies=[Depends(login_check)])')]
+
+
 def _check_middleware_stack() -> list[str]:
     problems = [f"Starlette no longer uses {name}" for name in _source_uses(
         Starlette.__call__, "self.middleware_stack", "self.build_middleware_stack()")]
@@ -448,6 +513,8 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "processing_utils' traversals": _check_traversals,
     "App internals": _check_app,
     "BrotliMiddleware's rules": _check_brotli,
+    "FastAPI's included routers": _check_included_routers,
+    "login_check": _check_login_check,
     "Starlette.middleware_stack": _check_middleware_stack,
 }
 

@@ -1,7 +1,8 @@
 """A guided lesson: nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper
 scales by 1/√d_k (footnote 4, in numbers and in a trained model's own q and k), and more on a real model when the
-server is set up with one (service.real_models): the 1/√d_k taken out of it, footnote 4 in its own q and k, and which
-of its heads matter (when it writes text).
+server is set up with one (service.real_models): the 1/√d_k taken out of it, footnote 4 in its own q and k, which
+of its heads matter (when it writes text), and, with a model of one stack, where its heads look in a page read at
+length (the Long text tab: the sink, a head on the previous token).
 
 A step is a state, not a sequence of side effects: it says which tab to open and sets every control its view
 depends on (a Transformer step: the whole Settings of its run, so nothing is left from an earlier step), and writes
@@ -11,20 +12,24 @@ each other by title. The real steps use the first real model this server can hav
 says so in its place (the number of steps depends on the set-up alone).
 
     lesson = Lesson(views)
-    step = lesson.step(0)     # LessonStep: index, title, tab, settings, explorer, lab, own_qk, training, live, text
+    step = lesson.step(0)     # LessonStep: index, title, tab, settings, explorer, lab, own_qk, training, live, long,
+                              # text
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 
 from attention_viz.service.checks import check_int
 from attention_viz.service.heads_view import most_important
 from attention_viz.service.limits import HUB_PREFIX
+from attention_viz.service.real_models import display_name
 from attention_viz.service.requests import Settings, heads_off_text
-from attention_viz.service.texts import as_shown, code
+from attention_viz.service.texts import as_shown, code, fixed, long_shown
 from attention_viz.service.views import Views
 
 TEXT = "attention"
@@ -36,6 +41,7 @@ OWN_QK_TITLE = "Footnote 4 in a trained model's own q and k"
 REAL_TITLE = "Take the 1/√d_k out of a real model"
 REAL_QK_TITLE = "Footnote 4 in a real model's own q and k"
 REAL_HEADS_TITLE = "Which heads matter in a real model"
+LONG_TITLE = "Where attention goes in a long text"
 NO_REAL_TITLE = "Real models: none can be had now"
 
 
@@ -45,7 +51,7 @@ class LessonStep:
 
     index: int
     title: str
-    tab: str                                      # "transformer", "lab" or "training"
+    tab: str                                      # "transformer", "lab", "training" or "long"
     text: str = ""
     controls: dict = field(default_factory=dict)  # the Transformer tab: text, model, d_k, scale (when it applies),
     #                                               heads_off (text, as parse_heads_off reads it; "" for none)
@@ -56,6 +62,15 @@ class LessonStep:
     own_qk: dict | None = None                    # the lab's own q·k: model, kind, layer, head, scaled
     training: dict | None = None                  # the training view: d_k
     live: dict | None = None                      # train it yourself: task, d_k, arm
+    long: dict | None = None                      # the Long text tab: model, text, and its view's payload (the
+    #                                               kept run's, with the chosen head's overview)
+
+
+@lru_cache(maxsize=1)
+def long_page() -> str:
+    """The page the lesson reads at length: the opening of Pride and Prejudice (Jane Austen, 1813; in the public
+    domain), shipped as package data: ~400 tokens of GPT-2's, read in about a second on a CPU."""
+    return resources.files("attention_viz.data").joinpath("long_page.txt").read_text(encoding="utf-8")
 
 
 def _spare(free: int, can_go: int, total: int, allowed: str) -> str:
@@ -94,6 +109,7 @@ class Lesson:
         self.views = views
         self.runs = views.runs
         self.real = views.runs.catalog.real
+        self.reads_pages = any(self.real.one_stack(key) for key in self.real.keys)  # from configs: nothing loaded
 
     @staticmethod
     def available(views: Views) -> bool:
@@ -104,10 +120,13 @@ class Lesson:
 
     # -- which real model, if any
 
-    def real_model(self, writes: bool = False) -> str | None:
+    def real_model(self, writes: bool = False, one_stack: bool = False) -> str | None:
         """The first real model set up here that can be had now (loading it if need be); with writes, the first that
-        writes text (an encoder-decoder or a decoder, whose heads can be scored by their output). None when none."""
+        writes text (an encoder-decoder or a decoder, whose heads can be scored by their output); with one_stack, the
+        first that reads a page (not an encoder-decoder, as the Long text tab offers). None when none."""
         for key in self.real.keys:
+            if one_stack and not self.real.one_stack(key):
+                continue
             try:
                 model = self.runs.catalog.attention_model(key)
             except ValueError:
@@ -118,11 +137,13 @@ class Lesson:
 
     @property
     def titles(self) -> tuple[str, ...]:
-        """The steps' titles: ours, then the three real steps when the server is set up with real models. The count
-        depends on the set-up alone, never on what loading found (a reader's "of 12" holds from the first step to
-        the last): a real step whose model cannot be had, or a heads step with no model that writes text, says so
-        in its place."""
-        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE) if self.real.keys else self.TITLES
+        """The steps' titles: ours, then the three real steps when the server is set up with real models, and the long
+        text's when one of them is of one stack (the Long text tab's). The count depends on the set-up alone, never on
+        what loading found (a reader's "of 13" holds from the first step to the last): a real step whose model cannot
+        be had, or a heads step with no model that writes text, says so in its place."""
+        if not self.real.keys:
+            return self.TITLES
+        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE, *((LONG_TITLE,) if self.reads_pages else ()))
 
     def __len__(self) -> int:
         return len(self.titles)
@@ -141,7 +162,8 @@ class Lesson:
                  UNSCALED_TITLE: self._unscaled, WHY_TITLE: self._lab, OWN_QK_TITLE: self._own_qk,
                  "Scaled and unscaled, side by side in training": self._training,
                  "Meet additive attention": self._additive, "Train one yourself": self._live,
-                 REAL_TITLE: self._real, REAL_QK_TITLE: self._real_qk, REAL_HEADS_TITLE: self._real_heads}[titles[index]]
+                 REAL_TITLE: self._real, REAL_QK_TITLE: self._real_qk, REAL_HEADS_TITLE: self._real_heads,
+                 LONG_TITLE: self._long}[titles[index]]
         step = build(LessonStep(index, titles[index], "transformer"))
         if step.tab == "transformer" and step.controls and step.settings is None:
             step = replace(step, settings=self.settings_of(step.controls))
@@ -375,3 +397,43 @@ class Lesson:
         return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "sqrt_dk",
                                                   "heads_off": off}, view="heads",
                        explorer={"kind": f"{stack}.{kind}", "layer": int(layer), "head": head})
+
+    def _long(self, step: LessonStep) -> LessonStep:
+        key = self.real_model(one_stack=True)
+        if key is None and self.real_model() is None:
+            return self._no_real(step)
+        if key is None:
+            readers = ", ".join(code(k[len(HUB_PREFIX):]) for k in self.real.keys if self.real.one_stack(k))
+            return replace(step, text=f"The models here that could read a page ({readers}) cannot be had now: reading "
+                                      "a page with one in the **Long text** tab says why. "
+                                      f"{code(display_name(self.real_model()))} can be had, but it is a translation "
+                                      "model (an encoder and a decoder): it reads no page at length. Try again later.")
+        page = long_page()
+        for _ in range(2):  # a run dropped to make room between the read and its view: read again, once
+            payload = self.views.long.shared(key, page)
+            stats = {name: np.array(stats) for name, stats in payload["stats"].items()}  # (L, H) each, as sent
+            sink = np.unravel_index(stats["first_token"].argmax(), stats["first_token"].shape)
+            layer, head = (int(i) for i in np.unravel_index(stats["previous_token"].argmax(),
+                                                            stats["previous_token"].shape))
+            overview = self.views.long.view({"run": payload["run"], "what": "overview", "key": payload["keys"][layer],
+                                             "head": head})
+            if "error" not in overview:
+                break
+        else:
+            raise ValueError(overview["error"])
+        chosen = payload["keys"][layer]
+        read = (f"{payload['read']:,} tokens" if payload["read"] == payload["of"] else
+                f"the first {payload['read']:,} of its {payload['of']:,} tokens (where the model's positions end)")
+        text = (f"{code(display_name(key))} has read a page in one pass: the opening of *Pride and Prejudice*, "
+                f"{read}. Each cell of the three grids is one of its heads (rows: layers, columns: "
+                "heads). Many heads park their weight on the first token, a *sink* that carries little meaning: "
+                f"the brightest cell of the first grid, layer {sink[0]}, head {sink[1]}, puts "
+                f"{long_shown(stats['first_token'][sink])} of a row's weight there on average (the top of that grid's "
+                f"colour bar). Others look one token back: {code(chosen)} head {head}, open below the grids, puts "
+                f"{fixed(stats['previous_token'][layer, head], 3)} of a row's weight on the previous token (its line "
+                f"under the grids: sink {fixed(stats['first_token'][layer, head], 3)}, previous token "
+                f"{fixed(stats['previous_token'][layer, head], 3)}); on its map those weights are the line just under "
+                "the diagonal. Tick *leave out the first token* to see where the rest of each row goes, drag a "
+                "rectangle on the map for exact weights, and click other cells to compare heads.")
+        return replace(step, tab="long", text=text,
+                       long={"model": key, "text": page, "payload": {**payload, "overview": overview}})

@@ -13,6 +13,8 @@
 - **Positions**: a model reads at most LONG_TOKENS, fewer where its positions end (BERT's and opus-mt's 512): the
   rest of the text is left, and the payload says how many tokens were read of how many. An encoder-decoder model
   reads the page with its encoder (hub.long), and the payload's note says so.
+- **Shared reads** (`shared`): a page every visitor asks for alike (the guided lesson's) is read once and its kept run
+  answered to all of them while it is kept; dropped, the next asker reads it again.
 - Views (an overview, a region) run LONG_VIEWS_AT_ONCE at a time; every refusal is a LongRefusal (a ValueError) with
   a sentence for the visitor; `view` answers {"error": ...} instead of raising, for the browser's call.
 """
@@ -86,6 +88,8 @@ class LongRuns:
         self._lock = threading.Lock()  # guards _kept and _dropped only (never held across a pass or a view)
         self._kept: OrderedDict[str, _Kept] = OrderedDict()  # run id -> kept, least recently used first
         self._dropped: deque[str] = deque(maxlen=DROPPED_KEPT)
+        self._shared: dict[tuple[str, str], dict] = {}  # (model, text) -> the payload of its shared read
+        self._reading: dict[tuple[str, str], threading.Event] = {}  # shared reads in flight, set when they end
 
     @property
     def kept_bytes(self) -> int:
@@ -138,6 +142,34 @@ class LongRuns:
         payload["run"] = self._keep(run, model_key)
         payload["model"] = model_key
         return payload
+
+    def shared(self, model_key: str, text: str) -> dict:
+        """read(), once for every visitor asking the same page of the same model (the guided lesson's): the payload
+        of its kept run (now the most recently used), or, never read or dropped since, a new read. One asker reads;
+        the others wait for it (at most the line's wait each), never holding a lock meanwhile."""
+        asked = (model_key, text)
+        while True:
+            with self._lock:
+                payload = self._shared.get(asked)
+                if payload is not None and payload["run"] in self._kept:
+                    self._kept.move_to_end(payload["run"])
+                    return payload
+                self._shared.pop(asked, None)
+                reading = self._reading.get(asked)
+                if reading is None:
+                    reading = self._reading[asked] = threading.Event()
+                    break
+            if not reading.wait(self._line.wait_s):
+                raise LongRefusal("The server is busy reading another page: try again in a moment.")
+        try:
+            payload = self.read(model_key, text)
+            with self._lock:
+                self._shared[asked] = payload
+            return payload
+        finally:
+            with self._lock:
+                del self._reading[asked]
+            reading.set()
 
     def _make_room(self, size: int) -> None:
         """Drop the least recently used runs until `size` more bytes fit the budget (a refusal if they never can)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.maps import KINDS
@@ -32,6 +33,28 @@ def as_shown(value: float) -> str:
     numbers without a decimal point), so a text that quotes a table's value quotes what is on screen."""
     value = float(value)
     return str(int(value)) if value.is_integer() else repr(value)
+
+
+def fixed(value: float, digits: int) -> str:
+    """value.toFixed(digits) as the page's JavaScript writes it: the exact binary value rounded half away from zero
+    (Python's own format rounds half to even: 0.0625 is 0.062 there, 0.063 on the page)."""
+    value = float(value) + 0.0  # -0.0 is written 0 by the page
+    return str(Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def long_shown(value: float) -> str:
+    """A weight as the long view (static/long.js fmt) writes it: 0, toFixed(5) from 0.001, else toExponential(3)."""
+    value = float(value)
+    if value == 0:
+        return "0"
+    if value >= 0.001:
+        return fixed(value, 5)
+    exact = Decimal(value)
+    power = exact.adjusted()
+    mantissa = exact.scaleb(-power).quantize(Decimal("0.001"), rounding=ROUND_HALF_UP)
+    if abs(mantissa) >= 10:  # 9.9996e-4 is 1.000e-3
+        mantissa, power = (mantissa / 10).quantize(Decimal("0.001"), rounding=ROUND_HALF_UP), power + 1
+    return f"{mantissa}e{power:+d}"
 
 
 def signed(value: float) -> str:

@@ -377,8 +377,9 @@ class Handlers:
         out: dict[str, object] = {
             "lesson_index": step.index, "lesson_text": prose_html(step.text), "tabs": gr.update(selected=step.tab),
             # the explorer's head to open, and the view to bring into sight when it is not the tab's first
-            "lesson_target": json.dumps({**(step.explorer or {}), **({"reveal": "#own_qk"} if step.own_qk else {})})
-            if step.explorer or step.own_qk else "",
+            "lesson_target": json.dumps({**(step.explorer or {}), **({"reveal": "#own_qk"} if step.own_qk else {}),
+                                         **({"reveal": "#long_view"} if step.long else {})})
+            if step.explorer or step.own_qk or step.long else "",
             "lesson_forward": gr.update(value="Next ▶" if step.index < last else "Last step"),
         }
         if step.settings is not None:
@@ -405,6 +406,8 @@ class Handlers:
             out |= {"training_d_k": d_k, "training_view": self.views.training(d_k), "training_shown": run_key(d_k)}
         if step.live:
             out |= {"live_task": step.live["task"], "live_dk": str(step.live["d_k"]), "live_arm": step.live["arm"]}
+        if step.long:  # the Long text tab: its model, its text, and the kept run's view as its read would answer
+            out |= {"long_model": step.long["model"], "long_text": step.long["text"], "long_view": step.long["payload"]}
         return out
 
     @handler

@@ -45,9 +45,10 @@ def moved(handlers: Handlers, index: object, move: int) -> int:
     return max(0, min(check_int("lesson step", index, -1, last) + move, last))
 
 
-def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict) -> None:
-    """Next / Back -> handlers.lesson, one request: the step's text, tab, controls and views by name; then the
-    explorer's head, in the browser. The lesson's events wait on their own line, real steps included: a real step's
+def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict,
+         long: dict | None = None) -> None:
+    """Next / Back -> handlers.lesson, one request: the step's text, tab, controls and views by name (the Long text
+    tab's, `long`, where the page has it); then the explorer's head, in the browser. The lesson's events wait on their own line, real steps included: a real step's
     answer is computed once and shared, and a class behind one address would pass the real models' line's bound per
     address (server/admission.py) if thirty pressed Next together."""
     named_outputs = {
@@ -61,6 +62,7 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
            if name in lab},
         **{f"training_{name}": training[name] for name in ("shown", "d_k", "view")},
         **{name: training[name] for name in ("live_task", "live_dk", "live_arm")},
+        **{f"long_{name}": long[name] for name in ("model", "text", "view") if long},
     }
     step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):

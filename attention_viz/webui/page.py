@@ -17,6 +17,7 @@ from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
 from attention_viz.server.gradio_internals import keep_no_analytics_summary, poll_every
 from attention_viz.server.http import server_app_kwargs
+from attention_viz.server.routes import check_logins_at_once, keep_route_matches
 from attention_viz.server.static import files_first
 from attention_viz.webui import lab_tab, lesson_panel, long_tab, scripts, theme, training_tab, transformer_tab
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
@@ -64,11 +65,12 @@ def build_app(views: Views | None = None) -> gr.Blocks:
             with gr.Tab("Training", id="training") as training_page:
                 training = training_tab.render(demo, handlers, views, training_page)
             long_choices = long_tab.choices_of(views)  # a page read by a real model: where the server has one
+            long = None
             if long_choices:
                 with gr.Tab("Long text", id="long"):
-                    long_tab.render(demo, handlers, views, long_choices)
+                    long = long_tab.render(demo, handlers, views, long_choices)
         if lesson is not None:
-            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training)
+            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training, long)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
     # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,
@@ -130,3 +132,5 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     quick_root_urls()  # an answer with no file copied in one quick pass, not walked for files' URLs (server/answers.py)
     if app is not None:  # None where Gradio's reload mode launched it already
         files_first(app)
+        keep_route_matches(app)  # a path's route found once, not by trying Gradio's routes in turn each request
+        check_logins_at_once(app)  # no login: nothing to check, in no worker thread

@@ -209,13 +209,13 @@ def test_the_payload_check_finds_a_difference_and_says_where():
 def test_the_lesson_walked_in_chromium_sends_one_event_a_step(app_url):
     from concurrent.futures import ThreadPoolExecutor
 
-    from benchmarks import lesson_walk
+    from benchmarks.classroom_chromium import lesson_summary, walk_lesson
 
     with ThreadPoolExecutor(max_workers=1) as pool:  # out of reach of any Playwright loop an earlier test left
-        steps = pool.submit(lesson_walk.walk, app_url.rstrip("/"), 3).result()
+        steps = pool.submit(walk_lesson, app_url.rstrip("/"), 3).result()
     assert [s.get("step") for s in steps] == [1, 2, 3], steps
     assert all(s["requests"] == 1 and s["shown_ms"] > 0 and s["answered_ms"] > 0 for s in steps), steps
-    assert "events sent per step 1-1" in lesson_walk.summary(steps)
+    assert "events sent per step 1-1" in lesson_summary(steps)
 
 
 def test_classroom_opens_the_page_in_chromium_during_the_class_and_reports_the_first_drawn_view(app_url):

@@ -236,3 +236,44 @@ def test_the_long_text_tab_paste_a_page_drag_a_region_and_hover_an_exact_weight(
         page.screenshot(path=str(SCREENSHOTS / f"long_{width}.png"), full_page=True)
         view.locator(".av-long-colour").select_option("top")  # drawn again in the page, said in the legend
         expect(view.locator(".av-long-legend").nth(3)).to_contain_text("colour 0 → this map's top")
+
+
+def test_the_lessons_long_step_opens_the_long_tab_on_the_numbers_it_quotes_and_axe_finds_nothing(page: Page,
+                                                                                                  real_url):
+    """The guided lesson's last step (13 of 13: tiny GPT-2 reads a page) opens the Long text tab with its model, the
+    shipped page and the read drawn, the head it names chosen; every decimal its text quotes is on the tab as
+    long.js writes it (the sink's top on the first grid's colour bar, the chosen head's line). Then a region opened
+    by keyboard, and axe-core's WCAG 2.1 A/AA rules on the tab (tests/e2e/test_accessibility.py's check) find
+    nothing. Screenshot lesson_long_1280.png."""
+    from tests.e2e.test_accessibility import report, violations
+
+    SCREENSHOTS.mkdir(exist_ok=True)
+    open_page(page, real_url)
+    page.locator("#lesson").get_by_text("A guided lesson").click()
+    for step in range(1, 14):
+        page.locator("#lesson_next").click()
+        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 13", timeout=TIMEOUT_MS)
+    text = page.locator("#lesson_text").inner_text()
+    assert "Where attention goes in a long text" in text and "tiny-gpt2" in text
+    expect(page.get_by_role("tab", name="Long text")).to_have_attribute("aria-selected", "true", timeout=TIMEOUT_MS)
+    expect(page.locator("#long_model input")).to_have_value("tiny-gpt2 (real model)")
+    assert page.locator("#long_text textarea").input_value().startswith("It is a truth universally acknowledged")
+    view = page.locator("#long_view .av-long")
+    expect(view.locator(".av-long-note")).to_contain_text("Read the first 256 of the text's", timeout=TIMEOUT_MS)
+    key, head = re.search(r"`?(decoder\.\d+\.self_attn)`? head (\d+), open below", text).groups()
+    chosen = view.locator(".av-long-chosen")
+    expect(chosen).to_contain_text(f"{key}, head {head}: sink ")
+    sink = re.search(r"puts (\S+) of a row's weight there", text).group(1)
+    expect(view.locator(".av-long-grid[data-stat=first_token] .av-long-ends")).to_have_text(f"0 → {sink}")
+    quoted = re.findall(r"(?<![\w.§])\d+\.\d+", text.split(".**", 1)[-1])
+    on_tab = view.inner_text()
+    assert quoted and not [number for number in quoted if number not in on_tab], (quoted, on_tab)
+    assert f"sink {quoted[-2]}," in chosen.inner_text() and chosen.inner_text().endswith(f"previous token {quoted[-1]}")
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "lesson_long_1280.png"), full_page=True)
+    canvas = view.locator(".av-long-overview")  # a region opened by keyboard, then the tab as a whole under axe
+    canvas.focus()
+    page.keyboard.press("Enter")
+    expect(view.locator(".av-long-regiontitle")).to_contain_text(f"of {key}, head {head}", timeout=TIMEOUT_MS)
+    found = violations(page)
+    assert not found, report(found)

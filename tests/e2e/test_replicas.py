@@ -28,12 +28,20 @@ def need_nginx() -> None:
 
 
 @pytest.fixture(scope="module")
-def result():
+def two_apps(tmp_path_factory):
+    """Two app processes for the module (the class's phases and the browser's): heartbeats every second instead of
+    15 s, so a student notices a stream that will never answer within a second of its patience and the round robin's
+    hung actions end soon. Nothing else about the protocol changes."""
     need_nginx()
-    # Heartbeats every second instead of 15 s: a student notices a stream that will never answer within a second of
-    # its patience, so the round robin's hung actions end soon. Nothing else about the protocol changes.
+    with ExitStack() as stack:
+        yield [app.base for app in replicas.start_apps(2, tmp_path_factory.mktemp("apps"), stack, settle_s=0,
+                                                       env={"GRADIO_HEARTBEAT_INTERVAL": "1"})]
+
+
+@pytest.fixture(scope="module")
+def result(two_apps):
     return replicas.run(students=STUDENTS, duration_s=10, phases=("sticky", "round_robin"), with_files=False,
-                        patience_s=5, settle_s=0, app_env={"GRADIO_HEARTBEAT_INTERVAL": "1"})
+                        patience_s=5, settle_s=0, bases=two_apps)
 
 
 def test_sticky_sessions_serve_the_class_without_an_error(result):
@@ -51,13 +59,6 @@ def test_round_robin_breaks_gradio_sessions(result):
     kinds = set(spread["error_kinds"])
     assert kinds <= {kind for _, kind in replicas.ERROR_KINDS[:3]}, spread["error_examples"]  # nothing else failed
     assert spread["apps_alive"]  # the processes themselves are fine: only the sessions are split
-
-
-@pytest.fixture(scope="module")
-def two_apps(tmp_path_factory):
-    need_nginx()
-    with ExitStack() as stack:
-        yield [app.base for app in replicas.start_apps(2, tmp_path_factory.mktemp("apps"), stack, settle_s=0)]
 
 
 @pytest.mark.browser

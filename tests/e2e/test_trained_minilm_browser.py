@@ -83,7 +83,7 @@ def test_the_lessons_real_steps_on_the_trained_bert(page: Page, minilm_url):
     page.locator("#lesson").get_by_text("A guided lesson").click()
     for step in range(1, 11):
         page.locator("#lesson_next").click()
-        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 12", timeout=TIMEOUT_MS)
+        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 13", timeout=TIMEOUT_MS)
     text = page.locator("#lesson_text").inner_text()
     assert "`all-MiniLM-L6-v2` is a real BERT model" in text or "all-MiniLM-L6-v2 is a real BERT model" in text
     assert "In encoder self-attention" in text and "writes no text" in text
@@ -95,12 +95,17 @@ def test_the_lessons_real_steps_on_the_trained_bert(page: Page, minilm_url):
     for name, value in (("kind", "encoder.self_attn"), ("layer", layer), ("head", head)):
         expect(view).to_have_attribute(f"data-{name}", value, timeout=TIMEOUT_MS)
     page.locator("#lesson_next").click()  # footnote 4 in its own q and k
-    expect(page.locator("#lesson_text")).to_contain_text("Step 11 of 12", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_text")).to_contain_text("Step 11 of 13", timeout=TIMEOUT_MS)
     quoted = page.locator("#lesson_text").inner_text().split("Var q = ")[1].split(",")[0]
     expect(page.locator("#own_qk")).to_contain_text(quoted, timeout=TIMEOUT_MS)
     page.locator("#lesson_next").click()  # the last step says why this model's heads are not scored
-    expect(page.locator("#lesson_text")).to_contain_text("Step 12 of 12", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_text")).to_contain_text("Step 12 of 13", timeout=TIMEOUT_MS)
     expect(page.locator("#lesson_text")).to_contain_text("writes text", timeout=TIMEOUT_MS)
+    page.locator("#lesson_next").click()  # a page read at length: the sink and a head on the previous token
+    expect(page.locator("#lesson_text")).to_contain_text("Step 13 of 13", timeout=TIMEOUT_MS)
     expect(page.locator("#lesson_next")).to_have_text("Last step")
+    head = re.search(r"(encoder\.\d+\.self_attn)`? head (\d+), open below", page.locator("#lesson_text").inner_text())
+    expect(page.locator("#long_view .av-long-chosen")).to_contain_text(f"{head[1]}, head {head[2]}: sink ",
+                                                                       timeout=TIMEOUT_MS)
     settle(page)
     page.screenshot(path=str(SCREENSHOTS / "trained-minilm-lesson.png"), full_page=True)

@@ -201,11 +201,11 @@ def test_a_model_without_a_masked_lm_head_is_not_told_to_fill_masks(views):
 def test_the_lessons_real_steps_on_an_encoder(views):
     """The 1/√d_k taken out, written from the opened head's numbers and saying it writes no text; footnote 4 in its
     own q and k; its heads step says an encoder without an output head has no output to score its heads by, and the
-    count read on the first step (12) holds before the model loads and after."""
+    count read on the first step (13: the long text's step too) holds before the model loads and after."""
     from attention_viz.service.lesson import REAL_TEXT, Lesson
 
     lesson = Lesson(views)
-    assert len(lesson) == 12 and lesson.step(0).text.startswith("**Step 1 of 12:")
+    assert len(lesson) == 13 and lesson.step(0).text.startswith("**Step 1 of 13:")
     step = lesson.step(9)
     assert step.controls == {"text": REAL_TEXT, "model": MODEL, "d_k": 32, "scale": "none"}
     assert step.explorer["kind"] == "encoder.self_attn" and "In encoder self-attention" in step.text
@@ -215,7 +215,11 @@ def test_the_lessons_real_steps_on_an_encoder(views):
     assert f"now puts {unscaled['kinds'][0]['stats']['max_weight'][layer][head]:.3f}" in step.text
     assert "1/√32" in step.text
     qk = lesson.step(10)
-    assert qk.tab == "lab" and qk.own_qk["model"] == MODEL and qk.text.startswith("**Step 11 of 12:")
+    assert qk.tab == "lab" and qk.own_qk["model"] == MODEL and qk.text.startswith("**Step 11 of 13:")
     heads = lesson.step(11)  # the model is loaded now: the count holds, and the step says why it scores no heads
-    assert heads.text.startswith("**Step 12 of 12: Which heads matter in a real model.**")
-    assert "writes text" in heads.text and heads.controls == {} and len(lesson) == 12
+    assert heads.text.startswith("**Step 12 of 13: Which heads matter in a real model.**")
+    assert "writes text" in heads.text and heads.controls == {} and len(lesson) == 13
+    long = lesson.step(12)  # an encoder reads the page too: its whole page within its 512 positions
+    payload = long.long["payload"]
+    assert long.tab == "long" and payload["read"] == payload["of"] < 512 and payload["keys"][0] == "encoder.0.self_attn"
+    assert f"*Pride and Prejudice*, {payload['read']} tokens." in long.text and "`encoder." in long.text

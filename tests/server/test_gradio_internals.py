@@ -20,7 +20,7 @@ HOMES = {Path(gradio_internals.__file__).resolve(), PACKAGE / "server" / "answer
 # or overridden, Starlette's built stack, a module of Gradio's own other than its public top level.
 REACH = re.compile(r"\._queue\b|\bmiddleware_stack\b|\bconfig_for_block\b|\b_update_value_in_config\b|"
                    r"\bdef preprocess_data\b|\bpending_event_ids_session\b|\bevent_queue_per_concurrency_id\b|"
-                   r"\bevent_ids_to_events\b|\bactive_jobs\b|\bget_blocks\(")
+                   r"\bevent_ids_to_events\b|\bactive_jobs\b|\bget_blocks\(|\._match\b|_IncludedRouter")
 
 
 @pytest.mark.parametrize("reach", sorted(gradio_internals.REACHES))

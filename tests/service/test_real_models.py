@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -173,7 +174,7 @@ def test_controls_and_exports_of_a_real_model(views):
 
 def test_the_lessons_real_step_is_written_from_the_runs_numbers(views):
     lesson = Lesson(views)
-    assert len(lesson) == 12  # nine of ours; the 1/√d_k taken out, footnote 4, which heads matter
+    assert len(lesson) == 13  # nine of ours; the 1/√d_k taken out, footnote 4, which heads matter, a long text
     step = lesson.step(9)
     assert step.controls["model"] == "hub:tiny-marian" and step.controls["scale"] == "none"
     assert step.settings.scale == "none" and step.settings.causal_mask and step.settings.heads_off == ()
@@ -196,23 +197,28 @@ def test_the_lessons_real_steps_use_the_first_model_that_can_be_had_and_say_so_o
     lesson = Lesson(views)
     step = lesson.step(9)  # the first set up cannot be had: the second is used, and named
     assert step.settings.model == "hub:tiny-marian" and "`tiny-marian`" in step.text and "cannot" not in step.text
+    long = lesson.step(12)  # the only model of one stack cannot be had: said, naming it and the one that can
+    assert long.tab == "transformer" and long.long is None and long.controls == {}
+    assert f"(`{unreachable}`) cannot be had now" in long.text and "`tiny-marian` can be had, but" in long.text
     none = Views(Runs(Catalog(hub_models=[unreachable, "Helsinki-NLP/opus-mt-zz-yy"])))
     lesson = Lesson(none)
     step = lesson.step(9)
     assert step.title == "Real models: none can be had now" and "none can be had now" in step.text
-    assert step.text.startswith("**Step 10 of 12:")
-    for index in (10, 11):  # the count a reader saw on step 1 holds: each real step says so in its place
+    assert step.text.startswith("**Step 10 of 13:")
+    for index in (10, 11, 12):  # the count a reader saw on step 1 holds: each real step says so in its place
         later = lesson.step(index)
-        assert later.title == "Real models: none can be had now" and f"**Step {index + 1} of 12:" in later.text
-    assert len(lesson) == 12
+        assert later.title == "Real models: none can be had now" and f"**Step {index + 1} of 13:" in later.text
+    assert len(lesson) == 13
     with pytest.raises(ValueError, match="lesson step"):
-        lesson.step(12)
+        lesson.step(13)
+    translation = Lesson(Views(Runs(Catalog(hub_models=[str(folders["marian"])]))))  # no model reads a page: no step
+    assert len(translation) == 12 and translation.titles[-1] == "Which heads matter in a real model"
 
 
 def test_the_lessons_real_heads_step_switches_off_the_head_that_matters_most(views):
     lesson = Lesson(views)
     step = lesson.step(11)
-    assert step.text.startswith("**Step 12 of 12: Which heads matter in a real model.**")
+    assert step.text.startswith("**Step 12 of 13: Which heads matter in a real model.**")
     c = step.controls
     assert c["model"] == "hub:tiny-marian" and c["scale"] == "sqrt_dk"
     scores = views.heads.importance(settings(views, "hub:tiny-marian", text=c["text"]), "zero")
@@ -222,6 +228,65 @@ def test_the_lessons_real_heads_step_switches_off_the_head_that_matters_most(vie
     assert step.explorer == {"kind": f"{stack}.{kind}", "layer": int(layer), "head": head}
     without = views.visualize(settings(views, "hub:tiny-marian", text=c["text"], heads_off=c["heads_off"])).run
     assert f"`{without['output']}`" in step.text and without["heads_off"] == {key: [head]}
+
+
+def test_the_lessons_long_step_quotes_the_kept_runs_summaries_and_reads_once(views):
+    """The long text's step: the first model of one stack (GPT-2) reads the shipped page through LongRuns, once for
+    every Next while its run is kept, again when it was dropped; every number the step quotes is the run's summary
+    written as long.js writes it (the sink's top as its colour bar's, the chosen head's line), and the view it sets
+    opens that head."""
+    from attention_viz.explorer.long_pack import pack_overview
+    from attention_viz.service.lesson import long_page
+    from attention_viz.service.texts import fixed, long_shown
+
+    lesson = Lesson(views)
+    step = lesson.step(12)
+    assert step.tab == "long" and step.text.startswith("**Step 13 of 13: Where attention goes in a long text.**")
+    assert step.long["model"] == "hub:tiny-gpt2" and step.long["text"] == long_page() and "`tiny-gpt2`" in step.text
+    payload = step.long["payload"]
+    run = views.long._kept[payload["run"]].run  # the run the tab's view asks its overviews and regions of
+    first = np.array([run.summaries[key]["first_token"] for key in run.keys])  # (L, H)
+    previous = np.array([run.summaries[key]["previous_token"] for key in run.keys])
+    sink, chosen = np.unravel_index(first.argmax(), first.shape), np.unravel_index(previous.argmax(), previous.shape)
+    key, head = run.keys[chosen[0]], int(chosen[1])
+    assert (f"layer {sink[0]}, head {sink[1]}, puts {long_shown(round(float(first[sink]), 6))} of a row's weight "
+            "there") in step.text
+    assert (f"`{key}` head {head}, open below the grids, puts {fixed(round(float(previous[chosen]), 6), 3)}"
+            in step.text)
+    assert f"sink {fixed(round(float(first[chosen]), 6), 3)}, previous token" in step.text
+    quoted = [float(x) for x in re.findall(r"(?<![\w.])\d+\.\d+", step.text.split(".**", 1)[1])]
+    assert quoted and all(min(abs(q - v) for v in (first[sink], previous[chosen], first[chosen])) <= 5e-4
+                          for q in quoted)  # nothing else quoted
+    assert payload["overview"] == pack_overview(run, key, head, 512) and payload["read"] == 256 < payload["of"]
+    reads = len(views.long)
+    again = lesson.step(12)  # Next pressed again, by anyone: the kept run, not a second pass
+    assert again.long["payload"]["run"] == payload["run"] and len(views.long) == reads
+    budget = views.long.budget
+    try:  # the lesson's run dropped to make room for another visitor's: the step reads the page again
+        views.long.budget = views.long.kept_bytes
+        views.long.read("hub:tiny-gpt2", "the cat sat on the mat")
+        assert payload["run"] not in views.long._kept
+        later = lesson.step(12)
+        assert later.long["payload"]["run"] != payload["run"] and later.text == step.text
+    finally:
+        views.long.budget = budget
+
+
+def test_the_lessons_next_sets_the_long_tabs_model_text_and_view_in_its_answer(views):
+    """The page's Next (the lesson's event, private: no API route to call it by) answers the Long text tab's model,
+    text and view by name, the view being the kept run's payload with the chosen head's overview, and the page
+    reveals it (tests/e2e/test_real_models_browser.py presses Next in the page and reads the tab it draws)."""
+    import json
+
+    from attention_viz.webui.handlers import Handlers
+
+    handlers = Handlers(views)
+    out = handlers.lesson(12)
+    step = handlers.lesson_steps.step(12)
+    assert out["tabs"]["selected"] == "long" and json.loads(out["lesson_target"]) == {"reveal": "#long_view"}
+    assert (out["long_model"], out["long_text"]) == (step.long["model"], step.long["text"])
+    assert out["long_view"] == step.long["payload"] and out["long_view"]["run"] in views.long._kept
+    assert out["lesson_forward"]["value"] == "Last step"
 
 
 def test_without_the_hub_extra_the_app_and_package_work_and_say_how_to_add_it(tmp_path):

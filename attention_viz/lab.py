@@ -201,7 +201,11 @@ def query_row(d_k: int, n_keys: int, scaled: bool, seed: int, index: int, n_quer
     """Query `index` of sweep()'s n_queries at this d_k: its logits q·k_j (÷ √d_k when scaled) and their softmax.
 
     Shape: returns (logits [n_keys], weights [n_keys]), float64; weights sum to 1."""
-    logits = _logits(d_k, n_queries, n_keys, seed)[index]  # (n,)
+    return softmax_input(_logits(d_k, n_queries, n_keys, seed)[index], d_k, scaled)  # (n,), (n,)
+
+
+def softmax_input(logits: np.ndarray, d_k: int, scaled: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A query's unscaled logits q·k_j [n] as the softmax takes them (÷ √d_k when scaled), and their softmax."""
     if scaled:
         logits = logits / math.sqrt(d_k)
     return logits, np.exp(_log_softmax(logits))

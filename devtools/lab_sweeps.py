@@ -6,7 +6,9 @@ The lab's sweep (attention_viz.lab.sweep: softmax saturation over d_k = 1 .. 409
 on the number of keys only, and costs ~40-55 ms to compute: in a class where each student sets a number of keys
 of their own, computing it on the server was a fifth of the server's CPU. The app reads this table instead
 (service.lab_view.LabData) and computes only what it lacks; tests/service/test_lab_view.py recomputes a sample
-of it and fails, naming this command, when the table and the code disagree.
+of it and fails, naming this command, when the table and the code disagree. Each entry also keeps, at each of the
+sweep's d_k, the saturation the lab's numbers table shows and the index of the query it draws (the same sweep's
+medians: ~15 ms a new number of keys cost the server when it computed them).
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import json
 import time
 from pathlib import Path
 
-from attention_viz.service.lab_view import SWEEP_TABLE, LabData, sweep_table_entry
+from attention_viz.service.lab_view import SWEEP_TABLE, LabData
 from attention_viz.service.limits import LAB_KEYS_RANGE
 
 
 def build() -> dict:
-    """{"n_keys": {n: entry}}, entry as service.lab_view.sweep_table_entry gives it, for every n in LAB_KEYS_RANGE."""
+    """{"n_keys": {n: entry}}, entry as service.lab_view.LabData.table_entry gives it, for every n in LAB_KEYS_RANGE."""
     data = LabData(table=None)
     low, high = LAB_KEYS_RANGE
-    return {"n_keys": {str(n): sweep_table_entry(data.sweep_data(n)) for n in range(low, high + 1)}}
+    return {"n_keys": {str(n): data.table_entry(n) for n in range(low, high + 1)}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,9 @@ own script draws them (attention_viz/labview/static/lab.js). For one (d_k, numbe
   allows (attention_viz/data/lab_sweeps.json.gz, written by `python -m devtools.lab_sweeps`): computing one is the
   request's costliest part (docs/benchmarks.md, the √d_k lab), and a class's students each sit at a number of their
   own; what the table lacks is computed and kept;
-- numbers: the rows of the table (limits.LAB_HEADERS).
+- numbers: the rows of the table (limits.LAB_HEADERS): the variance of the samples, and the softmax's saturation as
+  medians over the sweep's queries at this d_k, read from the same shipped table where it holds this d_k (its
+  "saturation": the rows' numbers as shown, and the typical query's index), computed where it does not.
 
 Every part is cached by the controls it depends on; the dict is assembled per request.
 """
@@ -56,11 +58,7 @@ def rounded(values, digits: int = DIGITS) -> list[float]:
 
 SWEEP_TABLE = files("attention_viz.data") / "lab_sweeps.json.gz"  # every number of keys' sweep, as the lab sends it
 SWEEP_STATS = ("logit_var", "max_weight", "entropy", "grad_norm")
-
-
-def sweep_table_entry(sweep: dict) -> dict:
-    """What the shipped table keeps of one sweep (LabData.sweep_data's answer): the rounded statistics per mode."""
-    return {mode: sweep[mode] for mode in ("unscaled", "scaled")}
+MODES = ("unscaled", "scaled")
 
 
 def read_sweep_table(path=SWEEP_TABLE) -> dict[int, dict]:
@@ -84,6 +82,8 @@ class LabData:
         self._query = functools.lru_cache(maxsize=cache_size)(self._query_data)
         self._sweep = functools.lru_cache(maxsize=high - low + 1)(self._sweep_data)  # every n_keys: 1 MB in all
         self._numbers = functools.lru_cache(maxsize=cache_size)(self._numbers_rows)
+        self._saturation = functools.lru_cache(maxsize=cache_size)(self._saturation_data)
+        self._row = functools.lru_cache(maxsize=cache_size)(self._unscaled_row)  # the query drawn, both modes' source
 
     def view(self, d_k: object, n_keys: object, scaled: object) -> LabView:
         """Histogram against the exact law, one query's logits and softmax, the sweep over d_k, the numbers."""
@@ -117,11 +117,19 @@ class LabData:
         edges = np.linspace(-HISTOGRAM_RANGE, HISTOGRAM_RANGE, HISTOGRAM_BINS + 1) * sd  # (B + 1,)
         return histogram_fields(samples, edges, d_k, scaled)
 
-    def _query_data(self, d_k: int, n_keys: int, scaled: bool) -> dict:
+    def _unscaled_row(self, d_k: int, n_keys: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+        """The query drawn at this d_k and number of keys: (its index, n_queries, unscaled logits [n], weights [n])."""
         n_queries = self._sweep_frame(n_keys)["n_queries"]
-        index = lab.typical_query(d_k, n_keys, n_queries, LAB_SEED)  # the sweep's median query, the same both modes
-        unscaled_logits, _ = lab.query_row(d_k, n_keys, False, LAB_SEED, index, n_queries)
-        logits, weights = lab.query_row(d_k, n_keys, scaled, LAB_SEED, index, n_queries)  # (n,), (n,)
+        index = self._saturation(d_k, n_keys)["typical"]  # the sweep's median query, the same both modes
+        logits, weights = lab.query_row(d_k, n_keys, False, LAB_SEED, index, n_queries)  # (n,), (n,)
+        logits.setflags(write=False)
+        weights.setflags(write=False)
+        return index, n_queries, logits, weights
+
+    def _query_data(self, d_k: int, n_keys: int, scaled: bool) -> dict:
+        index, n_queries, unscaled_logits, unscaled_weights = self._row(d_k, n_keys)
+        logits, weights = (lab.softmax_input(unscaled_logits, d_k, True) if scaled
+                           else (unscaled_logits, unscaled_weights))  # (n,), (n,)
         order = np.argsort(-logits, kind="stable")  # largest first; the softmax keeps the order
         return {
             "index": index, "n_queries": n_queries,  # which query is drawn: the median by its largest weight
@@ -138,15 +146,31 @@ class LabData:
 
     def _sweep_data(self, n_keys: int) -> dict:
         entry = self._table.get(n_keys)
-        return self.sweep_data(n_keys) if entry is None else {**self._sweep_frame(n_keys), **entry}
+        if entry is None:
+            return self.sweep_data(n_keys)
+        return {**self._sweep_frame(n_keys), **{mode: entry[mode] for mode in MODES}}
 
     def sweep_data(self, n_keys: int) -> dict:
         """The sweep for this number of keys, computed (the table holds these, rounded as sent)."""
         frame = self._sweep_frame(n_keys)
         sweep = lab.sweep(SWEEP_D_KS, n_keys=n_keys, n_queries=frame["n_queries"], seed=LAB_SEED)
-        return {**frame,
-                "unscaled": {stat: rounded(getattr(sweep.unscaled, stat), 4) for stat in SWEEP_STATS},
-                "scaled": {stat: rounded(getattr(sweep.scaled, stat), 4) for stat in SWEEP_STATS}}
+        return {**frame, **_rounded_stats(sweep)}
+
+    def table_entry(self, n_keys: int) -> dict:
+        """What the shipped table keeps for this number of keys, computed: the sweep's statistics per mode, rounded as
+        sent, and at each of its d_k the saturation the numbers table shows (saturation_at)."""
+        n_queries = self._sweep_frame(n_keys)["n_queries"]
+        sweep = lab.sweep(SWEEP_D_KS, n_keys=n_keys, n_queries=n_queries, seed=LAB_SEED)
+        return {**_rounded_stats(sweep),
+                "saturation": [saturation_at(sweep, i, lab.typical_query(d_k, n_keys, n_queries, LAB_SEED))
+                               for i, d_k in enumerate(SWEEP_D_KS)]}
+
+    def _saturation_data(self, d_k: int, n_keys: int) -> dict:
+        """saturation_at this d_k and number of keys: the table's where it holds this d_k, else computed."""
+        saturation = self._table.get(n_keys, {}).get("saturation")
+        if saturation is not None and d_k in SWEEP_D_KS:
+            return saturation[SWEEP_D_KS.index(d_k)]
+        return computed_saturation(d_k, n_keys)
 
     @staticmethod
     def _sweep_frame(n_keys: int) -> dict:
@@ -155,25 +179,42 @@ class LabData:
                 "max_entropy": math.log(n_keys)}
 
     def _numbers_rows(self, d_k: int, n_keys: int) -> list[list]:
-        return _numbers(self._samples(d_k), d_k, n_keys)
+        return _numbers(self._samples(d_k), d_k, n_keys, self._saturation(d_k, n_keys))
 
 
-def _numbers(samples: np.ndarray, d_k: int, n_keys: int) -> list[list]:
+def _rounded_stats(sweep: lab.Sweep) -> dict:
+    """A sweep's statistics per mode, rounded as sent."""
+    return {mode: {stat: rounded(getattr(getattr(sweep, mode), stat), 4) for stat in SWEEP_STATS} for mode in MODES}
+
+
+def saturation_at(sweep: lab.Sweep, i: int, typical: int) -> dict:
+    """The softmax's saturation at the sweep's i-th d_k as the numbers table shows it, per mode: [max weight,
+    entropy, gradient norm] (medians over the sweep's queries, rounded as shown); and the typical query's index."""
+    return {**{mode: [round(float(m.max_weight[i]), 4), round(float(m.entropy[i]), 4),
+                      float(f"{float(m.grad_norm[i]):.4g}")] for mode, m in zip(MODES, (sweep.unscaled, sweep.scaled))},
+            "typical": typical}
+
+
+def computed_saturation(d_k: int, n_keys: int) -> dict:
+    """saturation_at one d_k and number of keys, computed (what the table holds at its d_k)."""
+    n_queries = min(256, lab.MAX_SWEEP_LOGITS // n_keys)
+    sweep = lab.sweep([d_k], n_keys=n_keys, n_queries=n_queries, seed=LAB_SEED)
+    return saturation_at(sweep, 0, lab.typical_query(d_k, n_keys, n_queries, LAB_SEED))
+
+
+def _numbers(samples: np.ndarray, d_k: int, n_keys: int, saturation: dict) -> list[list]:
     """The table: variance of the logits (every sample), and the softmax's saturation as medians over the sweep's
-    queries at this d_k (the statistic the sweep draws, and the query drawn is the median one), both modes, with the
-    theory."""
+    queries at this d_k (the statistic the sweep draws, and the query drawn is the median one: saturation_at), both
+    modes, with the theory."""
     variances = [float(samples.var()), float((samples / math.sqrt(d_k)).var())]
     rows = [[f"variance of the logits ({len(samples):,} samples)", *[round(v, 3) for v in variances],
              f"{d_k} and 1"]]
     n_queries = min(256, lab.MAX_SWEEP_LOGITS // n_keys)
-    sweep = lab.sweep([d_k], n_keys=n_keys, n_queries=n_queries, seed=LAB_SEED)
-    modes = (sweep.unscaled, sweep.scaled)
     median = f"median over {n_queries} queries"
-    rows.append([f"max softmax weight, {median}", *[round(float(m.max_weight[0]), 4) for m in modes],
-                 f"uniform: {1 / n_keys:.4f}"])
-    rows.append([f"entropy, nats, {median}", *[round(float(m.entropy[0]), 4) for m in modes],
-                 f"uniform: {math.log(n_keys):.4f}"])
-    rows.append([f"‖∂softmax/∂logits‖, {median}", *[float(f"{float(m.grad_norm[0]):.4g}") for m in modes],
+    (max_u, entropy_u, grad_u), (max_s, entropy_s, grad_s) = saturation["unscaled"], saturation["scaled"]
+    rows.append([f"max softmax weight, {median}", max_u, max_s, f"uniform: {1 / n_keys:.4f}"])
+    rows.append([f"entropy, nats, {median}", entropy_u, entropy_s, f"uniform: {math.log(n_keys):.4f}"])
+    rows.append([f"‖∂softmax/∂logits‖, {median}", grad_u, grad_s,
                  f"uniform: {math.sqrt(1 / n_keys - 1 / n_keys**2):.4f}; one-hot: 0"])
     return rows
 
@@ -212,5 +253,5 @@ def histogram_fields(values: np.ndarray, edges: np.ndarray, d_k: int, scaled: bo
 
 
 def lab_numbers(d_k: int, n_keys: int) -> list[list]:
-    """The lab's numbers for one d_k and number of keys (uncached)."""
-    return _numbers(lab.dot_products(d_k, LAB_SAMPLES, LAB_SEED), d_k, n_keys)
+    """The lab's numbers for one d_k and number of keys (uncached, computed: no table)."""
+    return _numbers(lab.dot_products(d_k, LAB_SAMPLES, LAB_SEED), d_k, n_keys, computed_saturation(d_k, n_keys))

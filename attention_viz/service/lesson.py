@@ -148,10 +148,11 @@ class Lesson:
     def __len__(self) -> int:
         return len(self.titles)
 
-    def warm_up(self) -> None:
+    def warm_up(self, real: bool = False) -> None:
         """Build each step on our own models once (its runs, scores, lab and snapshots, cached in the views), so a
-        class's first Next at each step does not pay for it; a real step is left to its first use (nothing loads)."""
-        for index in range(len(self.TITLES)):
+        class's first Next at each step does not pay for it; with `real`, the real steps too (each loads and runs the
+        real models it names), else they are left to their first use (nothing loads)."""
+        for index in range(len(self.titles) if real else len(self.TITLES)):
             self.step(index)
 
     def step(self, index: object) -> LessonStep:

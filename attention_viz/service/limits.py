@@ -83,6 +83,8 @@ RUN_CACHE_BYTES = 64 * 2**20   # runs kept, by their maps' bytes: ~20 kB for a t
 PACKED_CACHE_BYTES = 1 * 2**20  # packed runs kept, by their base64: for quick repeats only (repacking a cached run
                                 # takes ~5 ms; a run with per-step maps, up to ~1.5 MB, is not kept; docs/benchmarks.md)
 IMAGE_CACHE_SIZE = 8           # rendered images kept per kind of figure (as PNG file names)
+STEPS_KEPT = 64                # the steps views of one head kept (a trained model's: ~10 kB; a real model's long
+#                                text: up to ~1 MB)
 GRID_WIDTH = 900               # pixels the grid of every head is scaled to, about
 KEPT_EXPORTS = 512             # export folders kept on disk, all clients together; the oldest are deleted ...
 EXPORT_BYTES = 256 * 2**20     # ... past this many bytes of them (the pod's /tmp holds 1 GiB: deploy/kubernetes/)
@@ -94,6 +96,8 @@ KEPT_PNGS = 2048               # image files kept for the app to serve (content-
 # ----------------------------------------------------------------------------- real models (attention_viz.hub)
 
 HUB_MODELS_ENV = "ATTENTION_VIZ_HUB_MODELS"  # comma-separated Hub ids or local folders the server is set up with
+WARM_REAL_ENV = "ATTENTION_VIZ_WARM_REAL"  # "1": the lesson's real steps computed at start, in the background
+#                                            (loading their models); "0": at their first use; unset: on a Space only
 HUB_PREFIX = "hub:"            # the model picker's value of a real model: "hub:" + the id or folder as set up
 REAL_TEXT_CHARS = 500          # a real model's text: at most this many characters ...
 REAL_SOURCE_TOKENS = 64        # ... and this many tokens as its tokenizer cuts it (special tokens included)

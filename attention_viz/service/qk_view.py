@@ -32,6 +32,7 @@ REAL_TEXTS = ("Attention is all you need.", "The cat sat on the mat.",
               "Queries and keys of dimension d_k.", "The softmax saturates when the dot products grow large.",
               "Good morning, how are you today?")
 OWN_CACHE_SIZE = 8
+VIEWS_KEPT = 128  # one head's answers kept (~6 kB each: a histogram and a table)
 KIND_LABELS = {"encoder.self_attn": "encoder self-attention", "decoder.self_attn": "decoder self-attention",
                "decoder.cross_attn": "encoder-decoder attention"}
 NUMBERS_HEADERS = ["", "this head", "footnote 4"]
@@ -50,6 +51,7 @@ class OwnQK:
     def __init__(self, catalog: Catalog, cache_size: int = OWN_CACHE_SIZE) -> None:
         self.catalog = catalog
         self._statistics = functools.lru_cache(maxsize=cache_size)(self._compute)
+        self._views = functools.lru_cache(maxsize=VIEWS_KEPT)(self._view)  # a class opens the same few heads
 
     @property
     def choices(self) -> list[tuple[str, str]]:
@@ -114,6 +116,11 @@ class OwnQK:
         layer = check_int("layer", layer, 0, shape["layers"][kind] - 1)
         head = check_int("head", head, 0, shape["heads"] - 1)
         scaled = check_bool("scaled", scaled)
+        return self._views(model, kind, layer, head, scaled)
+
+    def _view(self, model: str, kind: str, layer: int, head: int, scaled: bool) -> dict:
+        """view's answer for checked values (kept: shared by every page that asks, never mutated)."""
+        shape = self.shape(model)
         stack, name = kind.split(".")
         key = f"{stack}.{layer}.{name}"
         s = self.statistics(model)[key]

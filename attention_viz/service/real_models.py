@@ -27,12 +27,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_viz.service.checks import shown
-from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX
+from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX, WARM_REAL_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,17 @@ SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M")
 LOAD_WAIT_S = 60.0       # a visitor waits this long for a model being loaded, then hears it is still loading
 RETRY_AFTER_S = 60.0     # a model that could not be downloaded is tried again after this long
 BUSY_WAIT_S = 120.0      # a wait for a real model's run line ends with a message after this long
+
+
+def warms_real_steps(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the server computes the lesson's real steps at start (WARM_REAL_ENV "1" or "0"; unset: on a Hugging
+    Face Space, SPACE_ID set, whose front matter preloads the models those steps load)."""
+    value = environ.get(WARM_REAL_ENV, "").strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if value:
+        raise ValueError(f"{WARM_REAL_ENV} must be 1 or 0, got {value!r}")
+    return bool(environ.get("SPACE_ID"))
 
 
 def configured(names: Sequence[str] | str | None = None) -> list[str]:

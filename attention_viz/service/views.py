@@ -38,6 +38,7 @@ from attention_viz.service.limits import (
     LAB_KEYS,
     LAYER_HEAD_LIMIT,
     PACKED_CACHE_BYTES,
+    STEPS_KEPT,
 )
 from attention_viz.service.heads_view import HeadsView
 from attention_viz.service.induction import Induction
@@ -99,6 +100,7 @@ class Views:
         self._training = functools.lru_cache(maxsize=8)(lambda d_k: training_view.training_data(self.runs.catalog, d_k))
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)
         self._head_image = functools.lru_cache(maxsize=image_cache_size)(self._render_head)
+        self._steps = functools.lru_cache(maxsize=STEPS_KEPT)(self._steps_view)
 
     @property
     def export_root(self) -> Path:
@@ -188,7 +190,12 @@ class Views:
 
     def steps(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[dict, str]:
         """Figure 2 (left) for one head as numbers (explorer.steps.pack_steps: QKᵀ, scaled, masked, softmax,
-        weights·V, the mask, d_k and the factor), which the browser draws, and a line on what each panel is."""
+        weights·V, the mask, d_k and the factor), which the browser draws, and a line on what each panel is; the
+        last STEPS_KEPT are kept (a student opens the steps of one run again and again; never mutated)."""
+        request = self.runs.run(settings).head_request(kind, layer, head)
+        return self._steps(settings, request.kind, request.layer, request.head)
+
+    def _steps_view(self, settings: Settings, kind: str, layer: int, head: int) -> tuple[dict, str]:
         run = self.runs.run(settings)
         request = run.head_request(kind, layer, head)
         steps = self.runs.steps(settings, request.kind, request.layer, request.head)

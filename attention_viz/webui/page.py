@@ -11,6 +11,7 @@ import gradio as gr
 
 from attention_viz.service.lesson import Lesson
 from attention_viz.service.limits import LAB_D_K, LAB_KEYS
+from attention_viz.service.real_models import warms_real_steps
 from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
@@ -87,6 +88,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
 def main() -> None:
     """Start the server: host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)."""
     runtime.tune_process()
+    warm_real = warms_real_steps()  # the set-up read before anything starts (a wrong value stops here, saying why)
     views = Views(Runs())
     demo = build_app(views)
     runtime.freeze_start_up_objects()
@@ -94,7 +96,8 @@ def main() -> None:
     # Once the server answers: the other tabs' figures (steps, compare, the family's curves), the lab's numbers and
     # the lesson's steps, while the first visitor looks at the first view. Before launch they would slow the start
     # by seconds.
-    threading.Thread(target=warm_up, args=(views,), name="warm-up", daemon=True).start()
+    # The lesson's real steps too where the set-up says so (real_models.warms_real_steps: on a Space by default).
+    threading.Thread(target=warm_up, args=(views, warm_real), name="warm-up", daemon=True).start()
     previous = runtime.stop_on_sigterm()  # a container's stop ends the server as Ctrl+C does, and then:
     try:
         demo.block_thread()
@@ -103,12 +106,13 @@ def main() -> None:
         runtime.restore_sigterm(previous)
 
 
-def warm_up(views: Views) -> None:
+def warm_up(views: Views, real: bool = False) -> None:
     """What the first visitors would otherwise pay for: every renderer once (Views.warm_up), then the lesson's steps on
-    our models (Lesson.warm_up: ~1 s of one core, the heads step's scores most of it)."""
+    our models (Lesson.warm_up: ~1 s of one core, the heads step's scores most of it) and, with `real`, its real
+    steps (loading the real models they name, and scoring them: seconds to minutes, in this background thread)."""
     views.warm_up(opening_settings(views), LAB_D_K, LAB_KEYS)
     if Lesson.available(views):
-        Lesson(views).warm_up()
+        Lesson(views).warm_up(real=real)
 
 
 def launch(demo: gr.Blocks, views: Views) -> None:

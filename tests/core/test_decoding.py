@@ -96,3 +96,34 @@ def test_a_decode_of_no_tokens_is_refused_with_a_message_either_way():
                 model.greedy_decode(src, max_len=max_len, bos_id=1, eos_id=2, causal_mask=causal_mask)
     tokens, _ = model.greedy_decode(src, max_len=1, bos_id=1, eos_id=2)
     assert tokens.shape == (2, 1)
+
+
+def test_the_fast_decode_is_the_reference_bit_for_bit(one_thread):
+    """attention_viz.fast.decode.greedy_decode (the app's runs) against Transformer.greedy_decode: the same tokens, maps
+    and value norms, bit for bit, on random shapes, both kernels (core's and fast's), scalings, the padding mask, heads
+    switched off (zero, mean, per-row gates); and the reference itself where it does not apply (no causal mask)."""
+    from attention_viz.fast import attention as fast_attention
+    from attention_viz.fast.decode import greedy_decode
+
+    for seed in range(16):
+        model = random_model(seed)
+        c = model.config
+        if seed % 2:
+            model.use_kernel(fast_attention.scaled_dot_product_attention)
+        g = torch.Generator().manual_seed(seed)
+        src = torch.randint(3, c.vocab_size, (3, 2 + seed % 5), generator=g)
+        src[1, -1:] = PAD
+        key = f"decoder.{seed % c.n_decoder_layers}.{'cross_attn' if seed % 3 else 'self_attn'}"
+        cases = [dict(), dict(scale="none", padding_mask=False), dict(scale=0.37),
+                 dict(heads_off={key: [0]}), dict(heads_off={key: [c.n_heads - 1]}, ablation="mean",
+                                                   head_means={key: torch.randn(c.n_heads, c.d_v, generator=g)}),
+                 dict(gates={key: torch.rand(3, c.n_heads, generator=g)}), dict(causal_mask=False)]
+        for case in cases:
+            norms, fast_norms = {}, {}
+            tokens, maps = model.greedy_decode(src, 7, BOS, EOS, value_norms=norms, **case)
+            fast_tokens, fast_maps = greedy_decode(model, src, 7, BOS, EOS, value_norms=fast_norms, **case)
+            assert torch.equal(tokens, fast_tokens), (seed, case)
+            assert list(maps) == list(fast_maps) and list(norms) == list(fast_norms)
+            for name in maps:
+                assert torch.equal(maps[name], fast_maps[name]), (seed, case, name)
+                assert torch.equal(norms[name], fast_norms[name]), (seed, case, name)

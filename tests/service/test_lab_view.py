@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from attention_viz import lab
+from attention_viz.service import lab_view
 from attention_viz.service.lab_view import HISTOGRAM_BINS, HISTOGRAM_RANGE, SWEEP_D_KS, LabData, lab_numbers
 from attention_viz.service.limits import LAB_HEADERS, LAB_KEYS_RANGE, LAB_SAMPLES
 
@@ -126,10 +127,56 @@ def test_the_shipped_sweeps_cover_every_number_of_keys_and_equal_the_computed_on
                     f"{mode} {stat} at {n_keys} keys: the table is stale; python -m devtools.lab_sweeps"))
 
 
+def test_the_shipped_saturation_equals_the_computed_one():
+    """The table's numbers at each of its d_k (the medians the lab's table shows, the query it draws) are the ones
+    computed_saturation gives, on a sample of numbers of keys."""
+    from attention_viz.service.lab_view import computed_saturation, read_sweep_table
+
+    table = read_sweep_table()
+    rng = np.random.default_rng(11)
+    for n_keys in sorted({2, 1024, *rng.integers(2, 1025, size=2).tolist()}):
+        for i in sorted({0, 12, *rng.integers(0, len(SWEEP_D_KS), size=2).tolist()}):
+            shipped, computed = table[n_keys]["saturation"][i], computed_saturation(SWEEP_D_KS[i], n_keys)
+            stale = f"at d_k {SWEEP_D_KS[i]}, {n_keys} keys: the table is stale; python -m devtools.lab_sweeps"
+            assert shipped["typical"] == computed["typical"], stale
+            for mode in ("unscaled", "scaled"):  # as shown (4 decimals, 4 digits): a last bit may round the other way
+                np.testing.assert_allclose(shipped[mode], computed[mode], rtol=1.001e-3, atol=1.001e-4, err_msg=stale)
+
+
+def _query_as_computed(d_k: int, n_keys: int, scaled: bool) -> dict:
+    """The lab's query as it was computed before the table held the typical query and one draw served both modes:
+    the typical query found, its row drawn once per mode."""
+    n_queries = min(256, lab.MAX_SWEEP_LOGITS // n_keys)
+    index = lab.typical_query(d_k, n_keys, n_queries, 0)
+    unscaled_logits, _ = lab.query_row(d_k, n_keys, False, 0, index, n_queries)
+    logits, weights = lab.query_row(d_k, n_keys, scaled, 0, index, n_queries)
+    order = np.argsort(-logits, kind="stable")
+    return {"index": index, "logits": lab_view.rounded(logits[order]), "weights": lab_view.rounded(weights[order]),
+            "keys": order[:lab_view.TOP_KEYS].tolist(), "limit": float(f"{np.abs(unscaled_logits).max():.5g}"),
+            "logit_sd": float(f"{logits.std():.4g}"), "max_weight": float(f"{weights.max():.4g}")}
+
+
+@pytest.mark.parametrize("table", ["shipped", None])
+def test_the_query_is_the_one_drawn_for_each_mode_bit_for_bit(table):
+    """One draw per d_k and number of keys serves both modes (and the table's typical query where it has one): the
+    query sent is, number for number, the one drawn for each mode alone; random d_k (powers of two, and not) and
+    numbers of keys."""
+    data = LabData() if table else LabData(table=None)
+    rng = np.random.default_rng(5)
+    cases = [(int(2 ** rng.integers(0, 13)), int(rng.integers(2, 1025))) for _ in range(3)] + [(37, 5), (1000, 300)]
+    for d_k, n_keys in cases:
+        for scaled in (True, False, True):  # the second time from the kept draw
+            sent, expected = data.view(d_k, n_keys, scaled).data["query"], _query_as_computed(d_k, n_keys, scaled)
+            assert {key: sent[key] for key in expected} == expected, (d_k, n_keys, scaled)
+
+
 def test_the_lab_answers_from_the_table_and_computes_what_it_lacks(monkeypatch, tmp_path):
+    computed = []
+
     def refuse(d_ks, *args, **kwargs):
-        if len(d_ks) > 1:  # the table's whole sweep (one d_k is the numbers table's medians at the lab's d_k)
+        if len(d_ks) > 1 or d_ks[0] in SWEEP_D_KS:  # the table's sweep, or its medians at one of the sweep's d_k
             raise AssertionError("computed a sweep the table holds")
+        computed.append(d_ks[0])
         return original(d_ks, *args, **kwargs)
 
     original = lab.sweep
@@ -140,6 +187,7 @@ def test_the_lab_answers_from_the_table_and_computes_what_it_lacks(monkeypatch, 
         sweep = shipped.view(64, n_keys, False).data["sweep"]
         assert (sweep["n_keys"], sweep["d_k"], sweep["max_entropy"]) == (n_keys, SWEEP_D_KS, math.log(n_keys))
         assert len(sweep["scaled"]["grad_norm"]) == len(SWEEP_D_KS)
+    assert shipped.view(100, 517, True).numbers == lab_numbers(100, 517) and computed == [100, 100]  # not in the table
     monkeypatch.undo()
     broken = tmp_path / "lab_sweeps.json.gz"
     broken.write_bytes(b"not gzip")

@@ -111,3 +111,19 @@ def test_warming_the_lesson_up_builds_every_step_on_our_models_and_loads_no_real
     for index in range(len(Lesson.TITLES)):
         lesson.step(index)
     assert views.runs.run._misses == misses and views.runs.catalog.real.states() == {}
+
+
+def test_warming_up_with_real_builds_the_real_steps_too(monkeypatch):
+    """warm_up(real=True) (webui.page.main's, where the set-up says so) builds every step, the real ones after ours;
+    without it, ours only. The steps themselves stand in for the views (no model is run here)."""
+    from types import SimpleNamespace
+
+    built = []
+    monkeypatch.setattr(Lesson, "step", lambda self, index: built.append(index))
+    real = SimpleNamespace(keys=["hub:some"], one_stack=lambda key: True)  # the long text's step too
+    lesson = Lesson(SimpleNamespace(runs=SimpleNamespace(catalog=SimpleNamespace(real=real))))
+    lesson.warm_up()
+    assert built == list(range(len(Lesson.TITLES)))
+    built.clear()
+    lesson.warm_up(real=True)
+    assert built == list(range(len(Lesson.TITLES) + 4)) == list(range(len(lesson)))

@@ -61,11 +61,15 @@ def test_a_heads_numbers_and_histogram_are_its_own_logits(own, name, kind, layer
 
 def test_a_model_is_measured_once(one_thread):
     own = OwnQK(Catalog())
-    for head in range(4):
-        for scaled in (True, False):
-            own.view("copy", "decoder.self_attn", 1, head, scaled)
+    first = {(head, scaled): own.view("copy", "decoder.self_attn", 1, head, scaled)
+             for head in range(4) for scaled in (True, False)}
     info = own.cache_info()
-    assert (info.misses, info.hits) == (1, 2 * 8 - 1)  # each view asks twice: for the model's shape, for the head
+    # each new view asks three times: the model's shape to check the values, its shape and the head's for the answer
+    assert (info.misses, info.hits) == (1, 3 * 8 - 1)
+    for (head, scaled), view in first.items():  # asked again: the kept answer (the values checked again)
+        assert own.view("copy", "decoder.self_attn", 1.0, head, scaled) is view
+    assert own.cache_info().hits == 3 * 8 - 1 + 8
+    assert OwnQK(Catalog()).view("copy", "decoder.self_attn", 1, 3, False) == first[(3, False)]  # a fresh one
 
 
 @pytest.mark.parametrize("args, message", [

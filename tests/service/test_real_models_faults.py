@@ -211,6 +211,16 @@ def test_a_space_offers_the_papers_task_without_any_setting(monkeypatch):
     assert configured() == ["gpt2"]
 
 
+def test_the_lesson_s_real_steps_are_warmed_at_start_on_a_space_or_when_the_set_up_says_so():
+    from attention_viz.service.real_models import warms_real_steps
+
+    assert not warms_real_steps({}) and warms_real_steps({"SPACE_ID": "someone/attention_viz"})  # a Space preloads
+    assert warms_real_steps({"ATTENTION_VIZ_WARM_REAL": "1"})
+    assert not warms_real_steps({"ATTENTION_VIZ_WARM_REAL": "0", "SPACE_ID": "someone/attention_viz"})
+    with pytest.raises(ValueError, match="ATTENTION_VIZ_WARM_REAL must be 1 or 0, got 'yes'"):
+        warms_real_steps({"ATTENTION_VIZ_WARM_REAL": "yes"})
+
+
 def test_a_space_without_its_model_cached_refuses_it_cleanly_and_serves_the_rest(monkeypatch, offline, one_thread):
     monkeypatch.delenv("ATTENTION_VIZ_HUB_MODELS", raising=False)
     monkeypatch.setenv("SPACE_ID", "someone/attention_viz")

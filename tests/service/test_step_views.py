@@ -64,6 +64,24 @@ def test_the_panels_are_cores_steps_for_the_head(views, runs, kind, model, switc
     assert payload["d_v"] == expected["output"].shape[1]
 
 
+def test_the_steps_asked_again_are_the_kept_answer_and_equal_a_fresh_one(views, runs, monkeypatch):
+    """A student opens one run's steps again and again: the kept answer, computed once, the same as a fresh one
+    (the same head named as sent or as parsed is one answer; another head is another)."""
+    from attention_viz.service.runs import Runs
+    from attention_viz.service.views import Views
+
+    settings = runs.settings("kept", "reverse/sqrt_dk", 16)
+    first = views.steps(settings, "encoder.self_attn", 1, 1)
+    computed, original = [], Runs.steps
+    monkeypatch.setattr(Runs, "steps", lambda self, *args: computed.append(args) or original(self, *args))
+    assert views.steps(settings, "encoder.self_attn", 1.0, 1.0) == first and computed == []
+    assert views.steps(settings, "encoder.self_attn", 1, 1) is first and computed == []
+    other = views.steps(settings, "encoder.self_attn", 1, 0)
+    assert len(computed) == 1 and other != first
+    fresh = Views(runs).steps(settings, "encoder.self_attn", 1, 1)
+    assert json.dumps(fresh, allow_nan=False) == json.dumps(first, allow_nan=False)
+
+
 def test_softmax_rows_sum_to_one_and_masked_scores_are_minus_infinity_then_exactly_zero(views, runs):
     settings = runs.settings("hello", UNTRAINED, 16, pad_tokens=3)
     for kind in KINDS:

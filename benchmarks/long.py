@@ -1,6 +1,7 @@
 """Attention at length: the long pass (hub.long) against transformers' own forward, in time and in memory.
 
-`python -m benchmarks.long [--quick] [--threads 2] [--sizes 256,1024,4096] [--rounds 3] [--only time,memory]`
+`python -m benchmarks.long [--quick] [--threads 2] [--sizes 256,1024,4096] [--rounds 3] [--only time,memory]
+[--against FILE]`
 
 The model is shaped like SmolLM2-135M (Llama-class: 30 layers, 9 query heads on 3 key/value heads, d_model 576,
 d_ff 1,536, rotary θ 100,000, tied embeddings) with random weights and its vocabulary cut to 4,096, built in memory
@@ -10,6 +11,8 @@ with a fixed seed: nothing is downloaded. At each length T (random ids), timed i
     long       PretrainedTransformer.long_run: logits, every head's summaries, q, k and lse kept on disk
     eager      transformers' eager attention with output_attentions=True (to 1,024 tokens: L·H·T² weights)
     ours       PretrainedTransformer.forward, every map recorded (to 1,024 tokens, for the same reason)
+    against    with --against FILE (another checkout's fast/blockwise.py, e.g. `git show main:attention_viz/fast/
+               blockwise.py > /tmp/main_blockwise.py`): the long pass with that file's attend, interleaved with ours
 
 and the CPU time of the same calls (the process's, every thread's: on a shared machine the wall clock also counts
 the other work's turns), then the views of a long run: a head's overview (512 x 512, block max and block mean) and
@@ -62,8 +65,19 @@ def ids_of(T: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, SMOLLM2_135M["vocab_size"], (1, T), generator=torch.Generator().manual_seed(seed))
 
 
-def candidates(model, ids: torch.Tensor, names) -> dict:
-    """name -> a call running that candidate once on ids [1, T] (the implementation switched for the call)."""
+def attend_of(path: str):
+    """The `attend` of a blockwise.py at `path` (another checkout's long-pass attention, to time against)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("against_blockwise", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.attend
+
+
+def candidates(model, ids: torch.Tensor, names, against: str | None = None) -> dict:
+    """name -> a call running that candidate once on ids [1, T] (the implementation switched for the call);
+    "against": the long pass with the attend of the blockwise.py at `against`."""
     hf = model.model
     own = hf.config._attn_implementation
 
@@ -81,7 +95,17 @@ def candidates(model, ids: torch.Tensor, names) -> dict:
         with torch.inference_mode():
             return model.forward(ids)[0]
 
-    every = {"sdpa": transformers_forward("sdpa"), "long": lambda: model.long_run(ids),
+    def long_against():
+        from attention_viz.hub import long as hub_long
+
+        own, hub_long.attend = hub_long.attend, other
+        try:
+            return model.long_run(ids)
+        finally:
+            hub_long.attend = own
+
+    other = attend_of(against) if against else None
+    every = {"sdpa": transformers_forward("sdpa"), "long": lambda: model.long_run(ids), "against": long_against,
              "long_in_memory": lambda: model.long_run(ids, keep="memory"),
              "eager": transformers_forward("eager", output_attentions=True), "ours": ours}
     return {name: every[name] for name in names}
@@ -114,14 +138,15 @@ def cpu_timed(call, seconds: list[float]):
     return timed
 
 
-def timings(model, sizes, rounds: int) -> list[dict]:
+def timings(model, sizes, rounds: int, against: str | None = None) -> list[dict]:
     """Each candidate at each length, interleaved rounds; the views of a long run at each length."""
     rows = []
     for T in sizes:
         ids = ids_of(T)
         cpu: dict[str, list[float]] = {}
+        names = names_at(T) + (("against",) if against else ())
         calls = {name: cpu_timed(call, cpu.setdefault(name, [])) for name, call in
-                 candidates(model, ids, names_at(T)).items()}
+                 candidates(model, ids, names, against).items()}
         timed = interleaved(calls, rounds=rounds, sample_s=0.0, warmup=0)
         row = {"tokens": T, **{name: t.to_dict() | {"cpu_median_s": statistics.median(cpu[name][1:])}
                                for name, t in timed.items()}, "load": load()}
@@ -154,9 +179,9 @@ from benchmarks.long import build, ids_of, candidates
 def status(field):
     return int(next(l for l in open('/proc/self/status') if l.startswith(field)).split()[1]) * 1024
 model = build()
-call = candidates(model, ids_of(16), [{name!r}])[{name!r}]
+call = candidates(model, ids_of(16), [{name!r}], {against!r})[{name!r}]
 call()
-call = candidates(model, ids_of({tokens}), [{name!r}])[{name!r}]
+call = candidates(model, ids_of({tokens}), [{name!r}], {against!r})[{name!r}]
 before = status('VmRSS')
 try:
     open('/proc/self/clear_refs', 'w').write('5')  # VmHWM back to the resident set now
@@ -169,14 +194,15 @@ print(before, peak, status('VmRSS'), int(reset))
 """
 
 
-def memory(sizes, threads: int, names=("sdpa", "long", "long_in_memory", "eager", "ours")) -> list[dict]:
+def memory(sizes, threads: int, names=("sdpa", "long", "long_in_memory", "eager", "ours"),
+           against: str | None = None) -> list[dict]:
     """Each candidate's peak resident memory over the built, warmed-up model, in a fresh process of its own."""
     root = str(Path(__file__).resolve().parents[1])
     rows = []
     for T in sizes:
         row = {"tokens": T}
-        for name in names_at(T, names):
-            probe = PROBE.format(root=root, threads=threads, tokens=T, name=name)
+        for name in names_at(T, names) + (("against",) if against else ()):
+            probe = PROBE.format(root=root, threads=threads, tokens=T, name=name, against=against)
             out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=1800)
             if out.returncode != 0:
                 raise RuntimeError(out.stderr[-2000:])
@@ -188,16 +214,18 @@ def memory(sizes, threads: int, names=("sdpa", "long", "long_in_memory", "eager"
     return rows
 
 
-def run(sizes=(256, 1024, 4096), rounds: int = 3, threads: int = 2, parts=("time", "memory")) -> dict:
+def run(sizes=(256, 1024, 4096), rounds: int = 3, threads: int = 2, parts=("time", "memory"),
+        against: str | None = None) -> dict:
     torch.set_num_threads(threads)
-    result = {"machine": machine(threads), "load_before": load(), "threads": threads, "sizes": list(sizes)}
+    result = {"machine": machine(threads), "load_before": load(), "threads": threads, "sizes": list(sizes),
+              "against": against}
     if "time" in parts:
         model = build()
         result["check_max_abs_logits"] = check(model)
-        result["time"] = timings(model, sizes, rounds)
+        result["time"] = timings(model, sizes, rounds, against)
         del model
     if "memory" in parts:
-        result["memory"] = memory(sizes, threads)
+        result["memory"] = memory(sizes, threads, against=against)
     result["load_after"] = load()
     return result
 
@@ -207,26 +235,28 @@ def report(result: dict) -> str:
     lines = [f"SmolLM2-135M's shape (30 layers x 9 heads, 3 key/value heads, random weights, vocabulary 4,096), "
              f"float32, torch threads {result['threads']}, load {result['load_before']} -> {result['load_after']}; "
              f"medians of interleaved rounds"]
+    against = [f"long, {Path(result['against']).name}'s attend"] if result.get("against") else []
+    extra = lambda cell: [cell("against")] if against else []  # noqa: E731
     if "time" in result:
         rows = []
         for r in result["time"]:
             sdpa = r["sdpa"]["median_s"]
             cell = lambda n: f"{ms(r[n]['median_s'])} ({r[n]['median_s'] / sdpa:.2f}x)" if n in r else "—"  # noqa: E731
-            rows.append([r["tokens"], ms(sdpa), cell("long"), cell("eager"), cell("ours")])
+            rows.append([r["tokens"], ms(sdpa), cell("long"), cell("eager"), cell("ours")] + extra(cell))
         lines += ["", f"One pass, ms (x sdpa); long's logits checked against sdpa's first (max |Δ| "
                       f"{result['check_max_abs_logits']:.1e}):", "",
                   table(["T", "sdpa (no maps)", "long (summaries, q k lse kept)", "eager + output_attentions",
-                         "ours, every map"], rows)]
+                         "ours, every map"] + against, rows)]
         rows = []
         for r in result["time"]:
             sdpa = r["sdpa"]["cpu_median_s"]
             cell = lambda n: (f"{ms(r[n]['cpu_median_s'])} ({r[n]['cpu_median_s'] / sdpa:.2f}x)"  # noqa: E731
                               if n in r else "—")
-            rows.append([r["tokens"], ms(sdpa), cell("long"), cell("eager"), cell("ours")])
+            rows.append([r["tokens"], ms(sdpa), cell("long"), cell("eager"), cell("ours")] + extra(cell))
         lines += ["", "The same passes' CPU time, ms (x sdpa): the process's, every thread's (the machine's other "
                       "work not counted; a waiting thread's spinning counted):", "",
                   table(["T", "sdpa (no maps)", "long (summaries, q k lse kept)", "eager + output_attentions",
-                         "ours, every map"], rows)]
+                         "ours, every map"] + against, rows)]
         rows = [[r["tokens"], ms(r["views"]["overview_max"]["median_s"]), ms(r["views"]["overview_mean"]["median_s"]),
                  ms(r["views"]["region"]["median_s"]), ms(r["views"]["overview_max_in_memory"]["median_s"]),
                  ms(r["views"]["region_in_memory"]["median_s"]), f"{r['kept_bytes'] / 2**20:.1f}"]
@@ -241,11 +271,11 @@ def report(result: dict) -> str:
             sdpa = delta["sdpa"]
             cell = lambda n: f"+{delta[n]:.0f} ({delta[n] / sdpa:.2f}x)" if n in delta else "—"  # noqa: E731
             rows.append([r["tokens"], f"+{sdpa:.0f}", cell("long"), cell("long_in_memory"), cell("eager"),
-                         cell("ours"), f"{r['sdpa']['before_bytes'] / 2**20:.0f}"])
+                         cell("ours"), f"{r['sdpa']['before_bytes'] / 2**20:.0f}"] + extra(cell))
         lines += ["", "Peak resident memory of one pass over the loaded model, MiB (x sdpa's), each in a fresh "
                       "process:", "",
                   table(["T", "sdpa", "long (kept on disk)", "long (kept in memory)", "eager + output_attentions",
-                         "ours, every map", "the loaded model's process"], rows)]
+                         "ours, every map", "the loaded model's process"] + against, rows)]
     return "\n".join(lines)
 
 
@@ -257,12 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per length")
     parser.add_argument("--only", default="time,memory", help="comma-separated parts: time, memory")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    parser.add_argument("--against", default=None, help="another blockwise.py whose attend the long pass also runs")
     args = parser.parse_args(argv)
     sizes = (256, 1024) if args.quick else tuple(int(s) for s in args.sizes.split(","))
     rounds = 2 if args.quick else args.rounds
     parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
     t0 = time.perf_counter()
-    result = run(sizes, rounds, args.threads, parts)
+    result = run(sizes, rounds, args.threads, parts, args.against)
     print(report(result), flush=True)
     save("long", result, args.out, t0)
     return 0

@@ -34,12 +34,12 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
     [T, K], True = may attend) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
     key masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
-    are written into, reused from call to call (fresh memory for them each block costs more than the arithmetic).
+    (and q, scaled) are written into, reused from call to call (fresh memory for them each block costs more than the arithmetic).
 
-    A block of R rows: the scores of its n_rep·R rows on one key/value head in one product (grouped heads share
-    their keys, never repeated), in base 2 (log₂e folded into the factor: exp2 is cheaper than exp, and
+    A block of R rows: the scores of its R·n_rep rows on one key/value head in one product (grouped heads share
+    their keys, never repeated; q scaled once and laid out [H_kv, T, n_rep, d], so the rows are a view), in base 2 (log₂e folded into the factor: exp2 is cheaper than exp, and
     2^(s·log₂e) = e^s); t = s − max, e = 2^t; then e @ V, Σ e, Σ e·j, Σ e·t and the weights on the first, previous
-    and own position go into per-row arrays [H_kv, n_rep, T], and every statistic is formed from them once, after
+    and own position go into per-row arrays [H_kv, T, n_rep], and every statistic is formed from them once, after
     the last block. A hidden cell's score is the dtype's lowest number rather than −∞: its e is 0 all the same, and
     0·t stays 0 (0·(−∞) would be NaN); a row with every key hidden (rule "mask") is set to 0 at the end.
     """
@@ -50,48 +50,52 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     size = H * min(rows, T) * K
     scores, exps = _buffer(workspace, "scores", size, q.dtype), _buffer(workspace, "exps", size, q.dtype)
     hidden = torch.finfo(q.dtype).min
-    qs = q.view(H_kv, n_rep, T, d)
+    qs = torch.mul(q.view(H_kv, n_rep, T, d).transpose(1, 2), factor * LOG2E,  # base 2; a block's rows a view
+                   out=_buffer(workspace, "q", H * T * d, q.dtype)[:H * T * d].view(H_kv, T, n_rep, d))
     k_t = k.transpose(1, 2)  # (H_kv, d, K)
     j = torch.arange(K, dtype=q.dtype)
     output = torch.empty(T, H_kv, n_rep, d_v, dtype=q.dtype)  # Σⱼ eⱼvⱼ until the end
-    per_row = torch.zeros(7, H_kv, n_rep, T, dtype=q.dtype)
+    per_row = torch.zeros(7, H_kv, T, n_rep, dtype=q.dtype)
     top, total, et, ej, first, previous, on_self = per_row  # max t, Σ e, Σ e·t, Σ e·j, e₀, e_{i−1}, e_i (base 2)
-    after = torch.zeros(H_kv, n_rep, T, dtype=q.dtype) if rule != "causal" else None  # Σ_{j>i} eⱼ·(j − i)
-    upper = torch.ones(rows, rows, dtype=torch.bool).triu(1)  # (R, R): the causal block's hidden cells
+    after = torch.zeros(H_kv, T, n_rep, dtype=q.dtype) if rule != "causal" else None  # Σ_{j>i} eⱼ·(j − i)
+    upper = torch.ones(rows, rows, dtype=torch.bool).triu(1)[:, None]  # (R, 1, R): the causal block's hidden cells
     for r0 in range(0, T, rows):
         r1 = min(r0 + rows, T)
         R = r1 - r0
         end = min(r1, K) if rule == "causal" else K  # keys past the block's last row: all hidden under the causal mask
         block = H * R * end
-        s = torch.bmm(qs[:, :, r0:r1].reshape(H_kv, n_rep * R, d) * (factor * LOG2E), k_t[:, :, :end],
-                      out=scores[:block].view(H_kv, n_rep * R, end)).view(H_kv, n_rep, R, end)  # base-2 scores
+        s = torch.bmm(qs[:, r0:r1].view(H_kv, R * n_rep, d), k_t[:, :, :end],  # a block's rows: a view of qs
+                      out=scores[:block].view(H_kv, R * n_rep, end)).view(H_kv, R, n_rep, end)  # base-2 scores
         if rule == "causal":
-            s[..., r0:r1].masked_fill_(upper[:R, :R], hidden)
+            s[..., r0:r1].masked_fill_(upper[:R, :, :R], hidden)
         elif rule == "mask":
-            s.masked_fill_(~allowed[r0:r1, :end], hidden)
-        m = torch.amax(s, -1, keepdim=True)  # (H_kv, n_rep, R, 1)
-        top[..., r0:r1] = m[..., 0]
+            s.masked_fill_(~allowed[r0:r1, None, :end], hidden)
+        m = torch.amax(s, -1, keepdim=True)  # (H_kv, R, n_rep, 1)
+        top[:, r0:r1] = m[..., 0]
         t = s.sub_(m)  # <= 0
-        e = torch.exp2(t, out=exps[:block].view(H_kv, n_rep, R, end))
-        o = torch.bmm(e.view(H_kv, n_rep * R, end), v[:, :end]).view(H_kv, n_rep, R, d_v)  # Σⱼ eⱼvⱼ
-        output[r0:r1] = o.permute(2, 0, 1, 3)  # (R, H_kv, n_rep, d_v)
-        torch.sum(e, -1, out=total[..., r0:r1])
-        ej[..., r0:r1] = torch.mv(e.view(H * R, end), j[:end]).view(H_kv, n_rep, R)
-        first[..., r0:r1] = e[..., 0]
-        on_self[..., r0:r1] = e[..., r0:r1].diagonal(dim1=-2, dim2=-1)
+        e = torch.exp2(t, out=exps[:block].view(H_kv, R, n_rep, end))
+        o = torch.bmm(e.view(H_kv, R * n_rep, end), v[:, :end])  # (H_kv, R·n_rep, d_v): Σⱼ eⱼvⱼ
+        output[r0:r1] = o.view(H_kv, R, n_rep, d_v).transpose(0, 1)  # (R, H_kv, n_rep, d_v)
+        total[:, r0:r1] = e.sum(-1)
+        ej[:, r0:r1] = torch.mv(e.view(H * R, end), j[:end]).view(H_kv, R, n_rep)
+        first[:, r0:r1] = e[..., 0]
+        on_self[:, r0:r1] = e[..., r0:r1].diagonal(dim1=1, dim2=3).transpose(1, 2)  # (H_kv, R, n_rep)
         if r0 > 0:
-            previous[..., r0:r1] = e[..., r0 - 1:r1 - 1].diagonal(dim1=-2, dim2=-1)
+            previous[:, r0:r1] = e[..., r0 - 1:r1 - 1].diagonal(dim1=1, dim2=3).transpose(1, 2)
         else:
-            previous[..., 1:r1] = e[..., :R].diagonal(offset=-1, dim1=-2, dim2=-1)
+            previous[:, 1:r1] = e[..., :R].diagonal(offset=-1, dim1=1, dim2=3).transpose(1, 2)
         if after is not None:  # the block's own keys by a triangle of distances, the keys after it in full
             i = torch.arange(r0, r1, dtype=q.dtype)
             near = (i[None] - i[:, None]).clamp_min_(0)  # (R, R): j − i where j > i
-            later = torch.einsum("hnrk,rk->hnr", e[..., r0:r1], near)
+            later = torch.einsum("hrnk,rk->hrn", e[..., r0:r1], near)
             if r1 < end:
                 tail = e[..., r1:].reshape(H * R, end - r1)
-                later += (torch.mv(tail, j[r1:end]) - tail.sum(-1) * i.repeat(H)).view(H_kv, n_rep, R)
-            after[..., r0:r1] = later
-        torch.sum(t.mul_(e), -1, out=et[..., r0:r1])  # Σⱼ eⱼ·tⱼ (the scores are not needed after)
+                later += (torch.mv(tail, j[r1:end]).view(H_kv, R, n_rep)
+                          - tail.sum(-1).view(H_kv, R, n_rep) * i[:, None])
+            after[:, r0:r1] = later
+        et[:, r0:r1] = t.mul_(e).sum(-1)  # Σⱼ eⱼ·tⱼ (the scores are not needed after)
+    top, total, et, ej, first, previous, on_self = per_row.transpose(2, 3)  # each (H_kv, n_rep, T)
+    after = after.transpose(1, 2) if after is not None else None
     some = total > 0
     if rule == "mask":
         some &= allowed[:T].any(-1)  # a row with every key hidden: its e were 2⁰ = 1, all of them
@@ -113,4 +117,4 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     }
     sums = {stat: torch.where(some, values, 0.0).sum(-1, dtype=torch.float64).reshape(H)
             for stat, values in rows_stats.items()}
-    return output.view(T, H, d_v), lse.view(H, T), sums
+    return output.view(T, H, d_v), lse.reshape(H, T), sums

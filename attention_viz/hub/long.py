@@ -28,7 +28,8 @@ off: bidirectional; padding off: no padding mask). A plain causal mask, or every
 kept as its rule, and under the causal rule the keys after a block's last row are never computed. Any other mask (a
 sliding window, a padded key) is built once per pass and kind of layer, [T, K], and kept.
 
-A batch of one; the model in eval mode. Axes: H query heads, H_kv key/value heads, R query rows of a block, T
+An encoder-decoder model reads the text with its encoder alone (its encoder.* maps; the decoder and cross-attention
+are no part of a page's read). A batch of one; the model in eval mode. Axes: H query heads, H_kv key/value heads, R query rows of a block, T
 positions, K keys, d head width.
 """
 
@@ -59,6 +60,8 @@ from attention_viz.hub.attention import IMPLEMENTATION  # the wrapped model's ow
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
 REGION_MAX = 256     # a region's largest side
 REDUCTIONS = ("max", "mean")
+READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
+                      "decoder and cross-attention are not part of a page's read")
 
 
 class LongRunError(ValueError):
@@ -271,14 +274,17 @@ class LongRun:
     """One long pass's outputs: logits, per-head summaries, and exact regions and overviews of every map.
 
     Attributes:
-        logits: [1, T, V] (or the last hidden states of a model without a head), as forward gives them; [1, 1, V]
-            with last_logits.
+        logits: [1, T, V] (or the last hidden states of a model without a head, and of an encoder-decoder's
+            encoder), as forward gives them; [1, 1, V] with last_logits.
+        reads: what read the page where it is not the whole model, a sentence (READS_WITH_ENCODER), else "".
         summaries: map key -> {statistic: [H] float64} (STATISTICS, each the mean over query rows).
         keys: the map keys, in the model's order. length: T. n_heads: H. kept_bytes: what the pass kept.
     """
 
-    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str], length: int | None = None) -> None:
+    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str], length: int | None = None,
+                 reads: str = "") -> None:
         self.logits = logits
+        self.reads = reads
         self.summaries = {key: run.summaries[key] for key in order if key in run.summaries}
         self.keys = list(self.summaries)
         self._layers = run.layers
@@ -412,9 +418,8 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
     [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun. last_logits: the
     output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
-    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them)."""
-    if model.layout == "encoder-decoder":
-        raise LongRunError("the long pass reads one text: it covers encoder-only and decoder-only models")
+    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model
+    reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states)."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise LongRunError(f"rows must be a positive whole number, got {rows!r}")
     if isinstance(ids_or_text, str):
@@ -427,18 +432,25 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
             raise LongRunError("give one text, or its token ids as [T] or [1, T] integers")
     if ids.size(1) == 0:
         raise LongRunError("the text has no tokens")
+    ids = ids.to(model.device)
+    if model.layout == "encoder-decoder":  # the page is read by the encoder alone: no decoder input to give
+        if any(not key.startswith("encoder.") for key in variation.off or {}):
+            raise LongRunError(f"{READS_WITH_ENCODER}: switch off heads of encoder.* maps only")
+        forward, inputs = model.model.get_encoder(), {"input_ids": ids, "attention_mask": model.padding_of(ids)}
+    else:
+        forward, inputs = model.model, model.model_inputs(ids, None, None)
+        if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
+            inputs["logits_to_keep"] = 1
     run = _Pass(variation, keys, switches, _Kept(keep), rows)
-    inputs = model.model_inputs(ids.to(model.device), None, None)
-    if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
-        inputs["logits_to_keep"] = 1
     with _long_implementation(model.model), torch.inference_mode():
         token = _current.set(run)
         try:
-            outputs = model.model(**inputs)
+            outputs = forward(**inputs)
         except Exception:
             run.kept.close()
             raise
         finally:
             _current.reset(token)
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-    return LongRun(logits, run, model.map_keys, length=ids.size(1))
+    reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
+    return LongRun(logits, run, model.map_keys, length=ids.size(1), reads=reads)

@@ -10,8 +10,9 @@
 - **The budget**: what every kept run holds (its q, k and lse, on the temporary disk: LongRun.kept_bytes) counts
   against LONG_KEPT_BYTES for all visitors together; a new run drops the least recently used ones until it fits. A
   view of a dropped run is told so ("dropped to make room"), and the visitor reads the text again.
-- **Positions**: a model reads at most LONG_TOKENS, fewer where its positions end (BERT's 512): the rest of the text
-  is left, and the payload says how many tokens were read of how many.
+- **Positions**: a model reads at most LONG_TOKENS, fewer where its positions end (BERT's and opus-mt's 512): the
+  rest of the text is left, and the payload says how many tokens were read of how many. An encoder-decoder model
+  reads the page with its encoder (hub.long), and the payload's note says so.
 - **Shared reads** (`shared`): a page every visitor asks for alike (the guided lesson's) is read once and its kept run
   answered to all of them while it is kept; dropped, the next asker reads it again.
 - Views (an overview, a region) run LONG_VIEWS_AT_ONCE at a time; every refusal is a LongRefusal (a ValueError) with
@@ -67,11 +68,13 @@ def maps_of(n: int) -> str:
 
 
 def kept_estimate(model, length: int) -> int:
-    """The bytes a long pass of `length` tokens keeps (hub.long: q [H, T, d], k [H_kv, T, d], lse [H, T] per map)."""
+    """The bytes a long pass of `length` tokens keeps (hub.long: q [H, T, d], k [H_kv, T, d], lse [H, T] per map it
+    reads: an encoder-decoder's encoder.* maps)."""
     config = model.model.config
     kv = getattr(config, "num_key_value_heads", None) or model.n_heads
     item = next(model.model.parameters()).element_size()
-    return len(model.map_keys) * ((model.n_heads + kv) * model.d_k + model.n_heads) * length * item
+    read = [key for key in model.map_keys if model.layout != "encoder-decoder" or key.startswith("encoder.")]
+    return len(read) * ((model.n_heads + kv) * model.d_k + model.n_heads) * length * item
 
 
 class LongRuns:
@@ -111,10 +114,6 @@ class LongRuns:
                               f"{LONG_TEXT_CHARS:,}. Shorten it.")
         model = self.real.get(model_key)
         name = display_name(model_key)
-        if model.layout == "encoder-decoder":
-            raise LongRefusal(f"{name} is a translation model (an encoder and a decoder): a page is read by a model "
-                              "of one stack (a decoder such as GPT-2 or SmolLM2, or an encoder such as BERT). "
-                              "Pick one of those.")
         from attention_viz.hub.long import positions as positions_of  # the hub extra, as below
         from attention_viz.hub.words import words_of
 
@@ -130,6 +129,7 @@ class LongRuns:
             self._make_room(kept_estimate(model, read))  # the pass writes its numbers as it goes: room first
             run = model.long_run(ids[:read], last_logits=True)  # the views need no logits: not T x V of them
             run.logits = None
+        note = " ".join(part for part in (note, run.reads and run.reads + ".") if part)  # what read the page
         try:
             words = words_of(model.tokenizer, ids[:read].tolist())
             key = run.keys[len(run.keys) // 2]

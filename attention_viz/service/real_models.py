@@ -186,7 +186,7 @@ class RealModels:
 
     def one_stack(self, key: str) -> bool:
         """False where the model's config, read from its folder or the cache (never fetched, nothing loaded), says it
-        is an encoder-decoder (a translation model: it cannot read a page at length); True otherwise, unknown too."""
+        is an encoder-decoder (a translation model: it reads a page with its encoder); True otherwise, unknown too."""
         from attention_viz.hub.loading import one_stack  # the hub extra: installed wherever a real model is set up
 
         return one_stack(self.names[display_name(key)])

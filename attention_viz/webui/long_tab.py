@@ -41,9 +41,10 @@ def long_view(handlers: Handlers, **kwargs) -> gr.HTML:
 
 
 def choices_of(views: Views) -> list[tuple[str, str]]:
-    """The real models that can read a page: those not known to be encoder-decoder models (from their configs)."""
+    """The real models, each of which reads a page (an encoder-decoder model with its encoder): those of one stack
+    first (from their configs), so the first offered reads the whole page where the server has such a model."""
     real = views.runs.catalog.real
-    return [(label, key) for label, key in views.runs.catalog.real_choices if real.one_stack(key)]
+    return sorted(views.runs.catalog.real_choices, key=lambda choice: not real.one_stack(choice[1]))
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views, choices: list[tuple[str, str]]) -> dict:

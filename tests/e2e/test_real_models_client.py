@@ -172,8 +172,8 @@ def long_view_call(base: str, asked: dict) -> dict:
 def test_a_long_page_read_through_the_api_and_a_region_through_the_views_call(real_app):
     """The Long text tab's flow: /long_read reads what the model's positions hold (tiny GPT-2: 256) and says so; the
     region asked after through the view's server function is the exact weights (each row of a causal map's first
-    block sums to 1); a bad text and a translation model are refused with a sentence; a view of a run the server
-    does not have says to read again."""
+    block sums to 1); a bad text is refused with a sentence; a view of a run the server does not have says to read
+    again; a translation model reads the page with its encoder, to its positions, and says both."""
     client, _ = real_app
     long_url = client.src.rstrip("/") + "/"
     payload = client.predict("hub:tiny-gpt2", PAGE, api_name="/long_read")
@@ -191,5 +191,7 @@ def test_a_long_page_read_through_the_api_and_a_region_through_the_views_call(re
     assert "read the text again" in long_view_call(long_url, {**asked, "run": "gone"})["error"]
     with pytest.raises(AppError, match="Paste a text"):
         client.predict("hub:tiny-gpt2", "  ", api_name="/long_read")
-    with pytest.raises(AppError, match="translation model"):
-        client.predict("hub:tiny-marian", PAGE, api_name="/long_read")
+    translated = client.predict("hub:tiny-marian", PAGE, api_name="/long_read")  # offered: its encoder reads it
+    assert translated["read"] == 256 < translated["of"] and translated["keys"] == ["encoder.0.self_attn",
+                                                                                   "encoder.1.self_attn"]
+    assert "positions end at 256" in translated["note"] and "reads the page with its encoder" in translated["note"]

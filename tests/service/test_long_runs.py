@@ -61,10 +61,26 @@ def test_a_model_reads_what_its_positions_hold_and_says_so(real):
     assert short["read"] == short["of"] and short["note"] == ""
 
 
+def test_a_translation_model_reads_the_page_with_its_encoder_and_says_so(real):
+    """Marian (tiny: 256 positions): its encoder's maps only, capped at its positions, the note saying both; the
+    budget counts the encoder's maps alone, and a region of the kept run is a softmax's rows (every key seen)."""
+    runs = LongRuns(real)
+    payload = runs.read("hub:tiny-marian", TEXT * 2)
+    model = real.get("hub:tiny-marian")
+    assert payload["read"] == payload["length"] == 256 < payload["of"]
+    assert payload["keys"] == ["encoder.0.self_attn", "encoder.1.self_attn"]
+    assert "positions end at 256" in payload["note"] and "reads the page with its encoder" in payload["note"]
+    assert runs.kept_bytes == kept_estimate(model, 256) == 2 * (4 + 4) * 8 * 256 * 4 + 2 * 4 * 256 * 4
+    region = runs.view({"run": payload["run"], "what": "region", "key": "encoder.1.self_attn", "head": 3,
+                        "rows": [200, 208], "cols": [0, 256]})
+    weights = np.frombuffer(base64.b64decode(region["data"]), "<f4").reshape(8, 256)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert (weights[:, 240:] > 0).all()  # keys after the row are seen: the encoder's mask is not causal
+
+
 @pytest.mark.parametrize("text, model, message", [
     ("   ", "hub:tiny-gpt2", "Paste a text"),
     ("x" * 40_001, "hub:tiny-gpt2", "at most 40,000"),
-    ("the cat", "hub:tiny-marian", "translation model"),
     ("the cat", "hub:nope", "Unknown model"),
 ])
 def test_a_bad_page_is_refused_with_a_sentence_and_nothing_kept(real, text, model, message):

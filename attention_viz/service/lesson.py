@@ -1,8 +1,8 @@
 """A guided lesson: nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper
 scales by 1/√d_k (footnote 4, in numbers and in a trained model's own q and k), and more on a real model when the
 server is set up with one (service.real_models): the 1/√d_k taken out of it, footnote 4 in its own q and k, which
-of its heads matter (when it writes text), and, with a model of one stack, where its heads look in a page read at
-length (the Long text tab: the sink, a head on the previous token).
+of its heads matter (when it writes text), and where its heads look in a page read at length (the Long text tab: the
+sink, a head on the previous token; a model of one stack preferred, which reads the whole page).
 
 A step is a state, not a sequence of side effects: it says which tab to open and sets every control its view
 depends on (a Transformer step: the whole Settings of its run, so nothing is left from an earlier step), and writes
@@ -69,7 +69,7 @@ class LessonStep:
 @lru_cache(maxsize=1)
 def long_page() -> str:
     """The page the lesson reads at length: the opening of Pride and Prejudice (Jane Austen, 1813; in the public
-    domain), shipped as package data: ~400 tokens of GPT-2's, read in about a second on a CPU."""
+    domain), shipped as package data: 341 words (a model whose positions end earlier reads what it can)."""
     return resources.files("attention_viz.data").joinpath("long_page.txt").read_text(encoding="utf-8")
 
 
@@ -109,7 +109,6 @@ class Lesson:
         self.views = views
         self.runs = views.runs
         self.real = views.runs.catalog.real
-        self.reads_pages = any(self.real.one_stack(key) for key in self.real.keys)  # from configs: nothing loaded
 
     @staticmethod
     def available(views: Views) -> bool:
@@ -123,7 +122,8 @@ class Lesson:
     def real_model(self, writes: bool = False, one_stack: bool = False) -> str | None:
         """The first real model set up here that can be had now (loading it if need be); with writes, the first that
         writes text (an encoder-decoder or a decoder, whose heads can be scored by their output); with one_stack, the
-        first that reads a page (not an encoder-decoder, as the Long text tab offers). None when none."""
+        first of one stack (which reads the whole page, where an encoder-decoder reads it with its encoder). None
+        when none."""
         for key in self.real.keys:
             if one_stack and not self.real.one_stack(key):
                 continue
@@ -137,13 +137,13 @@ class Lesson:
 
     @property
     def titles(self) -> tuple[str, ...]:
-        """The steps' titles: ours, then the three real steps when the server is set up with real models, and the long
-        text's when one of them is of one stack (the Long text tab's). The count depends on the set-up alone, never on
+        """The steps' titles: ours, then the four real steps when the server is set up with real models (the last, a
+        page read at length in the Long text tab). The count depends on the set-up alone, never on
         what loading found (a reader's "of 13" holds from the first step to the last): a real step whose model cannot
         be had, or a heads step with no model that writes text, says so in its place."""
         if not self.real.keys:
             return self.TITLES
-        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE, *((LONG_TITLE,) if self.reads_pages else ()))
+        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE, LONG_TITLE)
 
     def __len__(self) -> int:
         return len(self.titles)
@@ -400,15 +400,9 @@ class Lesson:
                        explorer={"kind": f"{stack}.{kind}", "layer": int(layer), "head": head})
 
     def _long(self, step: LessonStep) -> LessonStep:
-        key = self.real_model(one_stack=True)
-        if key is None and self.real_model() is None:
-            return self._no_real(step)
+        key = self.real_model(one_stack=True) or self.real_model()  # a model of one stack reads the whole page
         if key is None:
-            readers = ", ".join(code(k[len(HUB_PREFIX):]) for k in self.real.keys if self.real.one_stack(k))
-            return replace(step, text=f"The models here that could read a page ({readers}) cannot be had now: reading "
-                                      "a page with one in the **Long text** tab says why. "
-                                      f"{code(display_name(self.real_model()))} can be had, but it is a translation "
-                                      "model (an encoder and a decoder): it reads no page at length. Try again later.")
+            return self._no_real(step)
         page = long_page()
         for _ in range(2):  # a run dropped to make room between the read and its view: read again, once
             payload = self.views.long.shared(key, page)
@@ -425,8 +419,9 @@ class Lesson:
         chosen = payload["keys"][layer]
         read = (f"{payload['read']:,} tokens" if payload["read"] == payload["of"] else
                 f"the first {payload['read']:,} of its {payload['of']:,} tokens (where the model's positions end)")
-        text = (f"{code(display_name(key))} has read a page in one pass: the opening of *Pride and Prejudice*, "
-                f"{read}. Each cell of the three grids is one of its heads (rows: layers, columns: "
+        reader = "" if self.real.one_stack(key) else " with its encoder (an encoder-decoder's decoder reads no page)"
+        text = (f"{code(display_name(key))} has read a page in one pass{reader}: the opening of *Pride and "
+                f"Prejudice*, {read}. Each cell of the three grids is one of its heads (rows: layers, columns: "
                 "heads). Many heads park their weight on the first token, a *sink* that carries little meaning: "
                 f"the brightest cell of the first grid, layer {sink[0]}, head {sink[1]}, puts "
                 f"{long_shown(stats['first_token'][sink])} of a row's weight there on average (the top of that grid's "

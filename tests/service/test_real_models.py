@@ -197,9 +197,10 @@ def test_the_lessons_real_steps_use_the_first_model_that_can_be_had_and_say_so_o
     lesson = Lesson(views)
     step = lesson.step(9)  # the first set up cannot be had: the second is used, and named
     assert step.settings.model == "hub:tiny-marian" and "`tiny-marian`" in step.text and "cannot" not in step.text
-    long = lesson.step(12)  # the only model of one stack cannot be had: said, naming it and the one that can
-    assert long.tab == "transformer" and long.long is None and long.controls == {}
-    assert f"(`{unreachable}`) cannot be had now" in long.text and "`tiny-marian` can be had, but" in long.text
+    long = lesson.step(12)  # a translation model reads the page too: with its encoder, said so
+    assert long.tab == "long" and long.long["model"] == "hub:tiny-marian" and long.controls == {}
+    assert "`tiny-marian` has read a page in one pass with its encoder" in long.text
+    assert all(key.startswith("encoder.") for key in long.long["payload"]["keys"])
     none = Views(Runs(Catalog(hub_models=[unreachable, "Helsinki-NLP/opus-mt-zz-yy"])))
     lesson = Lesson(none)
     step = lesson.step(9)
@@ -211,8 +212,8 @@ def test_the_lessons_real_steps_use_the_first_model_that_can_be_had_and_say_so_o
     assert len(lesson) == 13
     with pytest.raises(ValueError, match="lesson step"):
         lesson.step(13)
-    translation = Lesson(Views(Runs(Catalog(hub_models=[str(folders["marian"])]))))  # no model reads a page: no step
-    assert len(translation) == 12 and translation.titles[-1] == "Which heads matter in a real model"
+    translation = Lesson(Views(Runs(Catalog(hub_models=[str(folders["marian"])]))))  # it reads a page with its encoder
+    assert len(translation) == 13 and translation.titles[-1] == "Where attention goes in a long text"
 
 
 def test_the_lessons_real_heads_step_switches_off_the_head_that_matters_most(views):

@@ -18,7 +18,8 @@ and the CPU time of the same calls (the process's, every thread's: on a shared m
 the other work's turns), then the views of a long run: a head's overview (512 x 512, block max and block mean) and
 a 256 x 256 region, with what the run kept on disk and in memory. Peak memory: each candidate in a fresh process,
 the model built and warmed up on 16 tokens, the peak resident set (VmHWM, reset before the pass) less the resident
-set before it. One copy of the weights serves every candidate (the attention implementation is switched between calls).
+set before it; glibc's malloc tuned as the server tunes it (server/runtime.py's tune_malloc: a block of a MiB or more
+mapped apart and given back when freed), or left as glibc sets it with --malloc default. One copy of the weights serves every candidate (the attention implementation is switched between calls).
 """
 
 from __future__ import annotations
@@ -175,6 +176,9 @@ PROBE = """
 import sys, resource, torch
 sys.path.insert(0, {root!r})
 torch.set_num_threads({threads})
+if {tuned!r}:
+    from attention_viz.server.runtime import tune_malloc
+    tune_malloc()
 from benchmarks.long import build, ids_of, candidates
 def status(field):
     return int(next(l for l in open('/proc/self/status') if l.startswith(field)).split()[1]) * 1024
@@ -195,14 +199,15 @@ print(before, peak, status('VmRSS'), int(reset))
 
 
 def memory(sizes, threads: int, names=("sdpa", "long", "long_in_memory", "eager", "ours"),
-           against: str | None = None) -> list[dict]:
-    """Each candidate's peak resident memory over the built, warmed-up model, in a fresh process of its own."""
+           against: str | None = None, tuned: bool = True) -> list[dict]:
+    """Each candidate's peak resident memory over the built, warmed-up model, in a fresh process of its own (malloc
+    tuned as the server's, or glibc's defaults)."""
     root = str(Path(__file__).resolve().parents[1])
     rows = []
     for T in sizes:
         row = {"tokens": T}
         for name in names_at(T, names) + (("against",) if against else ()):
-            probe = PROBE.format(root=root, threads=threads, tokens=T, name=name, against=against)
+            probe = PROBE.format(root=root, threads=threads, tokens=T, name=name, against=against, tuned=tuned)
             out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=1800)
             if out.returncode != 0:
                 raise RuntimeError(out.stderr[-2000:])
@@ -215,17 +220,17 @@ def memory(sizes, threads: int, names=("sdpa", "long", "long_in_memory", "eager"
 
 
 def run(sizes=(256, 1024, 4096), rounds: int = 3, threads: int = 2, parts=("time", "memory"),
-        against: str | None = None) -> dict:
+        against: str | None = None, malloc: str = "server") -> dict:
     torch.set_num_threads(threads)
     result = {"machine": machine(threads), "load_before": load(), "threads": threads, "sizes": list(sizes),
-              "against": against}
+              "against": against, "malloc": malloc}
     if "time" in parts:
         model = build()
         result["check_max_abs_logits"] = check(model)
         result["time"] = timings(model, sizes, rounds, against)
         del model
     if "memory" in parts:
-        result["memory"] = memory(sizes, threads, against=against)
+        result["memory"] = memory(sizes, threads, against=against, tuned=malloc == "server")
     result["load_after"] = load()
     return result
 
@@ -272,8 +277,10 @@ def report(result: dict) -> str:
             cell = lambda n: f"+{delta[n]:.0f} ({delta[n] / sdpa:.2f}x)" if n in delta else "—"  # noqa: E731
             rows.append([r["tokens"], f"+{sdpa:.0f}", cell("long"), cell("long_in_memory"), cell("eager"),
                          cell("ours"), f"{r['sdpa']['before_bytes'] / 2**20:.0f}"] + extra(cell))
-        lines += ["", "Peak resident memory of one pass over the loaded model, MiB (x sdpa's), each in a fresh "
-                      "process:", "",
+        malloc = ("glibc's malloc tuned as the server's" if result.get("malloc", "server") == "server"
+                  else "glibc's malloc as it comes")
+        lines += ["", f"Peak resident memory of one pass over the loaded model, MiB (x sdpa's), each in a fresh "
+                      f"process, {malloc}:", "",
                   table(["T", "sdpa", "long (kept on disk)", "long (kept in memory)", "eager + output_attentions",
                          "ours, every map", "the loaded model's process"] + against, rows)]
     return "\n".join(lines)
@@ -288,12 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="time,memory", help="comma-separated parts: time, memory")
     parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     parser.add_argument("--against", default=None, help="another blockwise.py whose attend the long pass also runs")
+    parser.add_argument("--malloc", choices=("server", "default"), default="server",
+                        help="peak memory with glibc's malloc tuned as the server tunes it (default) or as glibc sets it")
     args = parser.parse_args(argv)
     sizes = (256, 1024) if args.quick else tuple(int(s) for s in args.sizes.split(","))
     rounds = 2 if args.quick else args.rounds
     parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
     t0 = time.perf_counter()
-    result = run(sizes, rounds, args.threads, parts, args.against)
+    result = run(sizes, rounds, args.threads, parts, args.against, args.malloc)
     print(report(result), flush=True)
     save("long", result, args.out, t0)
     return 0

@@ -22,7 +22,8 @@ OPEN_VIEW = """() => { const tabs = [...document.querySelectorAll('[role=tabpane
   return tabs.map(t => t.innerText).join(' '); }"""
 IN_SIGHT = """(selectors) => selectors.some((s) => { const e = document.querySelector(s); if (!e) return false;
   const r = e.getBoundingClientRect(); return r.height > 0 && r.top < innerHeight && r.bottom > 0; })"""
-VIEWS = {"transformer": ["#explorer", "#heads_view"], "lab": ["#lab_view", "#own_qk"], "training": ["#train_step"]}
+VIEWS = {"transformer": ["#explorer", "#heads_view"], "lab": ["#lab_view", "#own_qk"], "training": ["#train_step"],
+         "long": ["#long_view .av-long"]}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,8 @@ def test_a_teacher_walks_the_lesson_picks_a_model_that_cannot_be_had_and_the_dat
         tab = page.evaluate("() => [...document.querySelectorAll('button[role=tab]')].find(b => "
                             "b.getAttribute('aria-selected') === 'true' && b.offsetParent).innerText")
         assert page.locator("[data-testid=toast-body]").count() == 0, (step, "an error toast")
-        kind = "lab" if "lab" in tab else "training" if "Training" in tab else "transformer"
+        kind = ("lab" if "lab" in tab else "training" if "Training" in tab else "long" if "Long" in tab
+                else "transformer")
         if kind == "transformer":
             assert page.locator("#output textarea, #output input").first.input_value().strip(), (step, "no output")
         assert page.evaluate(IN_SIGHT, VIEWS[kind]), (step, "its view is not in sight")

@@ -125,7 +125,7 @@ class Handlers:
     def live_cancel(self, request: gr.Request = None) -> str:
         """Stop this session's live run at its next step (its stream then says where it stopped)."""
         if self.live.cancel(getattr(request, "session_hash", None) or ""):
-            return "Cancelling…"
+            return "Cancel asked: your run stops at its next step."
         return "No live run of yours to cancel."
 
     def _settings(self, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens,

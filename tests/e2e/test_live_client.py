@@ -35,10 +35,10 @@ def test_one_live_run_at_a_time_the_others_wait_and_views_answer(app_url):
     run, output, notes = other.predict(text="abc", model="reverse/sqrt_dk", api_name="/visualize")  # answers now
     assert output == "cba" and not job.done()
 
-    assert second.predict(api_name="/live_cancel") == "Cancelling…"
+    assert second.predict(api_name="/live_cancel") == "Cancel asked: your run stops at its next step."
     assert queued.result(timeout=TIMEOUT_S)[1] == "Cancelled before it started."
     assert other.predict(api_name="/live_cancel") == "No live run of yours to cancel."
-    assert first.predict(api_name="/live_cancel") == "Cancelling…"
+    assert first.predict(api_name="/live_cancel") == "Cancel asked: your run stops at its next step."
     view, message = job.result(timeout=TIMEOUT_S)
     assert message.startswith("Cancelled after step") and view["steps"][-1] < 600
 

@@ -711,7 +711,8 @@ def test_launch_has_no_share_link_and_takes_the_host_from_the_environment(app_mo
 
         def launch(self, *args, **kwargs):
             launched.update(kwargs, args=args)
-            return SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None), "", None  # the app
+            return SimpleNamespace(middleware_stack=None, build_middleware_stack=lambda: None,  # the app
+                                   router=SimpleNamespace(routes=[]), dependency_overrides={}), "", None
 
         def block_thread(self):
             pass

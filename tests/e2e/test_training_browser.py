@@ -130,5 +130,7 @@ def test_train_it_yourself_streams_and_cancels_while_others_are_answered(page: P
         other.close()
     expect(page.locator("#live_status")).to_contain_text("Training: step")  # still training when it answered
     page.locator("#live_cancel").click()
+    expect(page.locator("#live_cancel_status")).to_contain_text("Cancel asked", timeout=TIMEOUT_MS)
+    # the run's own last line, whichever of the two answers came first (the cancel's never writes over it)
     expect(page.locator("#live_status")).to_contain_text("Cancelled after step", timeout=TIMEOUT_MS)
     shot(page, "training_live", wait=False)

@@ -1,7 +1,8 @@
-"""A teacher's walk, in Chromium at 1280x800: the app set up with two real models (one that cannot be had, one
-local folder with random weights made offline), every lesson step in turn, then the unreachable model picked, then
-the dates example. Each step's view is in sight, no error toast shows, no output is empty, and every decimal the
-step's text quotes is on the screen it opens."""
+"""A teacher's walk, in Chromium at 1280x800: the app set up with three real models (one that cannot be had, a
+translation model and a GPT-2, local folders with random weights made offline), every lesson step in turn, then the
+unreachable model picked, then the dates example. Each step's view is in sight, no error toast shows, no output is
+empty, and every decimal the step's text quotes is on the screen it opens; the last step (GPT-2 reads a page) opens
+the Long text tab as it says, a region opens by keyboard there, and axe-core finds nothing on it."""
 
 from __future__ import annotations
 
@@ -29,9 +30,36 @@ VIEWS = {"transformer": ["#explorer", "#heads_view"], "lab": ["#lab_view", "#own
 @pytest.fixture(scope="module")
 def teacher_app(tmp_path_factory):
     root = tmp_path_factory.mktemp("teacher")
-    marian = save_tiny("marian", root / "tiny-marian")
-    with running_app(root / "app.log", [UNREACHABLE, marian], HF_HOME=str(root / "hf-home")) as server:
+    marian, gpt2 = save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2")
+    with running_app(root / "app.log", [UNREACHABLE, marian, gpt2], HF_HOME=str(root / "hf-home")) as server:
         yield server.base + "/"
+
+
+def long_step_reads_a_page(page: Page, text: str) -> None:
+    """The lesson's last step: the first model of one stack (tiny GPT-2) has read the shipped page on the Long text
+    tab, the head it names chosen, the sink's top on the first grid's colour bar and that head's line as quoted; a
+    region opened by keyboard; axe-core's WCAG 2.1 A/AA rules (test_accessibility's check) find nothing there."""
+    from tests.e2e.test_accessibility import report, violations
+
+    assert "Where attention goes in a long text" in text and "tiny-gpt2" in text
+    expect(page.get_by_role("tab", name="Long text")).to_have_attribute("aria-selected", "true", timeout=TIMEOUT_MS)
+    expect(page.locator("#long_model input")).to_have_value("tiny-gpt2 (real model)")
+    assert page.locator("#long_text textarea").input_value().startswith("It is a truth universally acknowledged")
+    view = page.locator("#long_view .av-long")
+    expect(view.locator(".av-long-note")).to_contain_text("Read the first 256 of the text's", timeout=TIMEOUT_MS)
+    key, head = re.search(r"`?(decoder\.\d+\.self_attn)`? head (\d+), open below", text).groups()
+    chosen = view.locator(".av-long-chosen")
+    expect(chosen).to_contain_text(f"{key}, head {head}: sink ")
+    sink = re.search(r"puts (\S+) of a row's weight there", text).group(1)
+    expect(view.locator(".av-long-grid[data-stat=first_token] .av-long-ends")).to_have_text(f"0 → {sink}")
+    quoted = re.findall(r"(?<![\w.§])\d+\.\d+", text.split(".**", 1)[-1])
+    assert f"sink {quoted[-2]}," in chosen.inner_text() and chosen.inner_text().endswith(f"previous token {quoted[-1]}")
+    canvas = view.locator(".av-long-overview")
+    canvas.focus()
+    page.keyboard.press("Enter")
+    expect(view.locator(".av-long-regiontitle")).to_contain_text(f"of {key}, head {head}", timeout=TIMEOUT_MS)
+    found = violations(page)
+    assert not found, report(found)
 
 
 def test_a_teacher_walks_the_lesson_picks_a_model_that_cannot_be_had_and_the_dates_example(page: Page, teacher_app):
@@ -39,13 +67,14 @@ def test_a_teacher_walks_the_lesson_picks_a_model_that_cannot_be_had_and_the_dat
     page.goto(teacher_app)
     expect(page.locator("#explorer").first).to_be_visible(timeout=TIMEOUT_MS)
     page.locator("#lesson").get_by_text("A guided lesson").click()
-    step, steps = 0, None
+    step, steps, texts = 0, None, []
     while True:
         step += 1
         page.locator("#lesson_next").click()
         expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of", timeout=TIMEOUT_MS)
         page.wait_for_timeout(2500)  # what the step's answer draws, and any event after it
         text = page.locator("#lesson_text").inner_text()
+        texts.append(text)
         steps = int(re.search(r"Step \d+ of (\d+)", text).group(1))
         tab = page.evaluate("() => [...document.querySelectorAll('button[role=tab]')].find(b => "
                             "b.getAttribute('aria-selected') === 'true' && b.offsetParent).innerText")
@@ -62,8 +91,8 @@ def test_a_teacher_walks_the_lesson_picks_a_model_that_cannot_be_had_and_the_dat
         shot(page, f"teacher_step{step}", wait=False)
         if step == steps:
             break
-    assert steps >= 11 and "tiny-marian" in page.locator("#lesson_text").inner_text() + " ".join(
-        page.locator("#lesson_text").all_inner_texts())
+    assert steps == 13 and all("tiny-marian" in text for text in texts[9:12])  # the first real model that can be had
+    long_step_reads_a_page(page, texts[-1])
     # the model that cannot be had: the picker goes back, says why, and no other control is in error
     page.get_by_role("tab", name="Transformer").click()
     before = page.locator("#model input").input_value()

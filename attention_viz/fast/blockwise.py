@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from attention_viz.fast import hugepages
+
 STATISTICS = ("entropy", "max_weight", "mean_distance", "first_token", "previous_token", "self")
 ROWS = 64            # query rows per block of the pass: [H, 64, T] scores at a time (9.4 MB at H = 9, T = 4,096)
 LOG2E = 1.4426950408889634  # log₂e: the pass takes its exponentials in base 2
@@ -22,7 +24,7 @@ def _buffer(workspace: dict, name: str, size: int, dtype: torch.dtype) -> torch.
     """workspace[name], a flat buffer of at least `size` numbers of `dtype` (made, or made larger, when it is not)."""
     buffer = workspace.get(name)
     if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
-        buffer = workspace[name] = torch.empty(size, dtype=dtype)
+        buffer = workspace[name] = hugepages.empty((size,), torch.empty(0, dtype=dtype))
     return buffer
 
 
@@ -34,7 +36,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
     [T, K], True = may attend) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
     key masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
-    (and q, scaled) are written into, reused from call to call (fresh memory for them each block costs more than the arithmetic).
+    (and q, scaled) are written into, on 2 MiB pages where it can (fresh memory for them each block costs more than the
+    arithmetic); reused from block to block, and from call to call when the caller passes one. hub.long passes none:
+    kept from layer to layer they would sit beside the MLP and the output head, 28 MB more at the pass's peak.
 
     A block of R rows: the scores of its R·n_rep rows on one key/value head in one product (grouped heads share
     their keys, never repeated; q scaled once and laid out [H_kv, T, n_rep, d], so the rows are a view), in base 2 (log₂e folded into the factor: exp2 is cheaper than exp, and

@@ -142,7 +142,6 @@ class _Pass:
     layers: dict[str, _Layer] = field(default_factory=dict)
     summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     rules: dict[int, tuple[torch.Tensor, str]] = field(default_factory=dict)  # id(mask) -> (mask, its rule)
-    workspace: dict[str, torch.Tensor] = field(default_factory=dict)  # attend's buffers, kept from layer to layer
     unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
 
 
@@ -200,7 +199,7 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
         mask = mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend
     rule, allowed = _rule_of(run, module, mask, query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
-    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows, run.workspace)  # (T, H, d_v), ...
+    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
     name = run.keys.get(id(module))
     if run.switches and name in run.switches:  # heads switched off before the model's W_O
         output = run.switches[name](output.transpose(0, 1)[None])[0].transpose(0, 1)

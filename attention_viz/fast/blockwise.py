@@ -20,11 +20,12 @@ ROWS = 64            # query rows per block of the pass: [H, 64, T] scores at a 
 LOG2E = 1.4426950408889634  # log₂e: the pass takes its exponentials in base 2
 
 
-def _buffer(workspace: dict, name: str, size: int, dtype: torch.dtype) -> torch.Tensor:
-    """workspace[name], a flat buffer of at least `size` numbers of `dtype` (made, or made larger, when it is not)."""
+def _buffer(workspace: dict, name: str, size: int, like: torch.Tensor) -> torch.Tensor:
+    """workspace[name], a flat buffer of at least `size` numbers of `like`'s dtype on its device (made, or made
+    larger, when it is not)."""
     buffer = workspace.get(name)
-    if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
-        buffer = workspace[name] = hugepages.empty((size,), torch.empty(0, dtype=dtype))
+    if buffer is None or buffer.numel() < size or buffer.dtype != like.dtype or buffer.device != like.device:
+        buffer = workspace[name] = hugepages.empty((size,), like)
     return buffer
 
 
@@ -52,17 +53,17 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     n_rep = H // H_kv
     workspace = {} if workspace is None else workspace
     size = H * min(rows, T) * K
-    scores, exps = _buffer(workspace, "scores", size, q.dtype), _buffer(workspace, "exps", size, q.dtype)
+    scores, exps = _buffer(workspace, "scores", size, q), _buffer(workspace, "exps", size, q)
     hidden = torch.finfo(q.dtype).min
     qs = torch.mul(q.view(H_kv, n_rep, T, d).transpose(1, 2), factor * LOG2E,  # base 2; a block's rows a view
-                   out=_buffer(workspace, "q", H * T * d, q.dtype)[:H * T * d].view(H_kv, T, n_rep, d))
+                   out=_buffer(workspace, "q", H * T * d, q)[:H * T * d].view(H_kv, T, n_rep, d))
     k_t = k.transpose(1, 2)  # (H_kv, d, K)
-    j = torch.arange(K, dtype=q.dtype)
-    output = torch.empty(T, H_kv, n_rep, d_v, dtype=q.dtype)  # Σⱼ eⱼvⱼ until the end
-    per_row = torch.zeros(7, H_kv, T, n_rep, dtype=q.dtype)
+    j = torch.arange(K, dtype=q.dtype, device=q.device)
+    output = q.new_empty(T, H_kv, n_rep, d_v)  # Σⱼ eⱼvⱼ until the end
+    per_row = q.new_zeros(7, H_kv, T, n_rep)
     top, total, et, ej, first, previous, on_self = per_row  # max t, Σ e, Σ e·t, Σ e·j, e₀, e_{i−1}, e_i (base 2)
-    after = torch.zeros(H_kv, T, n_rep, dtype=q.dtype) if rule != "causal" else None  # Σ_{j>i} eⱼ·(j − i)
-    upper = torch.ones(rows, rows, dtype=torch.bool).triu(1)[:, None]  # (R, 1, R): the causal block's hidden cells
+    after = q.new_zeros(H_kv, T, n_rep) if rule != "causal" else None  # Σ_{j>i} eⱼ·(j − i)
+    upper = torch.ones(rows, rows, dtype=torch.bool, device=q.device).triu(1)[:, None]  # (R, 1, R): hidden cells
     for r0 in range(0, T, rows):
         r1 = min(r0 + rows, T)
         R = r1 - r0
@@ -89,7 +90,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         else:
             previous[:, 1:r1] = e[..., :R].diagonal(offset=-1, dim1=1, dim2=3).transpose(1, 2)
         if after is not None:  # the block's own keys by a triangle of distances, the keys after it in full
-            i = torch.arange(r0, r1, dtype=q.dtype)
+            i = torch.arange(r0, r1, dtype=q.dtype, device=q.device)
             near = (i[None] - i[:, None]).clamp_min_(0)  # (R, R): j − i where j > i
             later = torch.einsum("hrnk,rk->hrn", e[..., r0:r1], near)
             if r1 < end:
@@ -108,7 +109,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     inv = torch.where(some, 1.0 / total, 0.0)  # the row's largest weight: its largest e is 2⁰ = 1
     output *= inv.permute(2, 0, 1)[..., None]
     lse = torch.where(some, top / LOG2E + log_total, float("inf"))  # ln Σⱼ exp(sⱼ) = max·ln 2 + ln Σ e
-    distance = torch.arange(T, dtype=q.dtype) - ej * inv  # Σⱼ pᵢⱼ·(i − j): |i − j| for every key at or before i
+    # Σⱼ pᵢⱼ·(i − j): |i − j| for every key at or before i
+    distance = torch.arange(T, dtype=q.dtype, device=q.device) - ej * inv
     if after is not None:
         distance += 2 * after * inv
     rows_stats = {

@@ -91,14 +91,16 @@ class _Kept:
         return self.size
 
     def put(self, key: str, name: str, tensor: torch.Tensor) -> None:
+        """Keep `tensor` (on any device; kept on the CPU, where regions and overviews are computed)."""
         tensor = tensor.detach()
         if self.file is None:
+            tensor = tensor.cpu()
             self.tensors[key, name] = tensor = tensor.contiguous()
             self.size += tensor.numel() * tensor.element_size()
             return
         self.where[key, name] = (self.size, tuple(tensor.shape), tensor.dtype)
         for part in tensor:  # a head at a time: no copy of the whole
-            data = part.contiguous().numpy()
+            data = part.contiguous().cpu().numpy()
             os.pwrite(self.file.fileno(), memoryview(data).cast("B"), self.size)
             self.size += data.nbytes
 
@@ -141,7 +143,8 @@ class _Pass:
     rows: int = ROWS
     layers: dict[str, _Layer] = field(default_factory=dict)
     summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
-    rules: dict[int, tuple[torch.Tensor, str]] = field(default_factory=dict)  # id(mask) -> (mask, its rule)
+    rules: dict[int, tuple[torch.Tensor, str, torch.Tensor | None]] = field(default_factory=dict)
+    # id(mask) -> (the mask, its rule, its [T, K] on the CPU for rule "mask": what regions read)
     unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
 
 
@@ -152,29 +155,31 @@ _current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("attenti
 
 
 def _rule_of(run: _Pass, module: torch.nn.Module, mask: torch.Tensor | None, Q: int, K: int
-             ) -> tuple[str, torch.Tensor | None]:
-    """A mask [1, 1, Q, K] or None -> ("full" | "causal" | "mask", the [Q, K] mask for "mask"); a mask shared by
-    many layers is looked at once. None is what long_mask left unbuilt, or (if it built both kinds, or was not
-    asked) what the module says, as transformers' sdpa reads it."""
+             ) -> tuple[str, torch.Tensor | None, torch.Tensor | None]:
+    """A mask [1, 1, Q, K] or None -> ("full" | "causal" | "mask", for "mask" the [Q, K] mask on its device and on
+    the CPU); a mask shared by many layers is looked at once. None is what long_mask left unbuilt, or (if it built
+    both kinds, or was not asked) what the module says, as transformers' sdpa reads it."""
     if mask is None:
         if len(run.unmasked) == 1:
-            return next(iter(run.unmasked)), None
+            return next(iter(run.unmasked)), None, None
         causal = getattr(module, "is_causal", False) and run.variation.causal_mask
-        return ("causal" if causal else "full"), None
-    if id(mask) in run.rules:
-        return run.rules[id(mask)][1], (mask[0, 0, :, :K] if run.rules[id(mask)][1] == "mask" else None)
-    if mask.dim() != 4 or mask.size(0) != 1:
-        raise LongRunError("the long pass takes a batch of one text")
-    allowed = mask[0, 0, :, :K]
-    if bool(allowed.all()):
-        rule = "full"
-    elif Q == K and all(torch.equal(allowed[r0:r0 + 256], torch.arange(K)[None] <= torch.arange(r0, Q)[:256, None])
-                        for r0 in range(0, Q, 256)):  # j <= i, compared a band of rows at a time
-        rule = "causal"
-    else:
-        rule = "mask"
-    run.rules[id(mask)] = (mask, rule)  # the mask kept with it, so its id is not reused during the pass
-    return rule, allowed if rule == "mask" else None
+        return ("causal" if causal else "full"), None, None
+    if id(mask) not in run.rules:
+        if mask.dim() != 4 or mask.size(0) != 1:
+            raise LongRunError("the long pass takes a batch of one text")
+        allowed = mask[0, 0, :, :K]
+        j = torch.arange(K, device=mask.device)
+        if bool(allowed.all()):
+            rule = "full"
+        elif Q == K and all(torch.equal(allowed[r0:r0 + 256], j[None] <= j[r0:r0 + 256, None])
+                            for r0 in range(0, Q, 256)):  # j <= i, compared a band of rows at a time
+            rule = "causal"
+        else:
+            rule = "mask"
+        # the mask kept with its rule, so its id is not reused during the pass
+        run.rules[id(mask)] = (mask, rule, allowed.cpu() if rule == "mask" else None)
+    _, rule, on_cpu = run.rules[id(mask)]
+    return rule, (mask[0, 0, :, :K] if rule == "mask" else None), on_cpu
 
 
 def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -197,7 +202,7 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     mask = attention_mask
     if mask is not None and mask.dtype != torch.bool:
         mask = mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend
-    rule, allowed = _rule_of(run, module, mask, query.size(2), key.size(2))
+    rule, allowed, allowed_cpu = _rule_of(run, module, mask, query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
     name = run.keys.get(id(module))
@@ -207,8 +212,8 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
         run.kept.put(name, "q", q)
         run.kept.put(name, "k", k)
         run.kept.put(name, "lse", lse)
-        run.layers[name] = _Layer(factor, q.size(0) // k.size(0), rule, allowed)
-        run.summaries[name] = {stat: (total / q.size(1)).numpy() for stat, total in sums.items()}
+        run.layers[name] = _Layer(factor, q.size(0) // k.size(0), rule, allowed_cpu)
+        run.summaries[name] = {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()}
     return output[None].contiguous(), None  # (1, T, H, d_v)
 
 

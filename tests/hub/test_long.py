@@ -217,6 +217,52 @@ def test_attend_in_float32_is_the_float64_softmax_to_float32_rounding(rule):
         np.testing.assert_allclose(sums[name].numpy() / 37, value, rtol=2e-5, atol=2e-6, err_msg=name)
 
 
+@pytest.mark.parametrize("rule", ["causal", "full", "mask"])
+def test_attend_makes_every_tensor_on_the_device_of_q(rule):
+    """attend on another device than the CPU: every tensor it takes, makes or gives is on q's (the meta device
+    stands in for a GPU; an operand made on the CPU by default, as torch.arange(K) is, would show up here)."""
+    from torch.overrides import TorchFunctionMode
+
+    from attention_viz.fast.blockwise import attend
+
+    devices = set()
+
+    class Devices(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            for value in torch.utils._pytree.tree_leaves((args, kwargs, result)):
+                if isinstance(value, torch.Tensor):
+                    devices.add(value.device.type)
+            return result
+
+    q, k, v = (torch.empty(shape, device="meta") for shape in [(4, 37, 8), (2, 37, 8), (2, 37, 8)])
+    allowed = torch.empty(37, 37, dtype=torch.bool, device="meta") if rule == "mask" else None
+    with Devices():
+        output, lse, sums = attend(q, k, v, 0.5, rule, allowed, rows=8)
+    assert devices == {"meta"}
+    assert output.shape == (37, 4, 8) and lse.shape == (4, 37) and all(s.shape == (4,) for s in sums.values())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_on_a_cuda_gpu_the_long_pass_equals_the_cpus():
+    """The long pass on a GPU (a grouped-query model, a sliding window): the CPU's logits, summaries and views."""
+    for overrides in ({}, {"sliding_window": 17}):
+        cpu = tiny_llama(**overrides)
+        gpu = tiny_llama(**overrides)
+        gpu.model.cuda()
+        ids = torch.randint(0, 64, (1, 150), generator=torch.Generator().manual_seed(7))
+        on_cpu, on_gpu = cpu.long_run(ids, rows=32), gpu.long_run(ids.cuda(), rows=32)
+        torch.testing.assert_close(on_gpu.logits.cpu(), on_cpu.logits, rtol=1e-9, atol=1e-9)
+        for key in on_cpu.keys:
+            for name in STATISTICS:
+                np.testing.assert_allclose(on_gpu.summaries[key][name], on_cpu.summaries[key][name], rtol=1e-9,
+                                           atol=1e-12)
+            np.testing.assert_allclose(on_gpu.overview(key, 3, size=16), on_cpu.overview(key, 3, size=16), **F32)
+            np.testing.assert_allclose(on_gpu.region(key, 1, slice(90, 150), slice(0, 150)),
+                                       on_cpu.region(key, 1, slice(90, 150), slice(0, 150)), **F32)
+
+
 def test_kept_in_memory_or_on_disk_give_the_same_views():
     model = tiny_llama()
     ids = torch.randint(0, 64, (1, 70), generator=torch.Generator().manual_seed(4))

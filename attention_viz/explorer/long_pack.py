@@ -30,9 +30,11 @@ def _b64(array: np.ndarray) -> str:
 
 def pack_long(run, words: Words, *, read: int, of: int, title: str = "", note: str = "") -> dict:
     """Summaries [map key][statistic] -> [H] floats, labels, lengths: what the view draws before any head is chosen.
-    read: the tokens the pass read; of: the text's tokens (more where the model's positions ended first)."""
+    read: the tokens the pass read; of: the text's tokens (more where the model's positions ended first); note:
+    what the page says of them, followed by what read the page where not the whole model (run.reads)."""
     from attention_viz.fast.blockwise import STATISTICS
 
+    note = " ".join(part for part in (note, run.reads and run.reads + ".") if part)
     return {
         "kind": "long", "title": title, "note": note, "length": run.length, "read": int(read), "of": int(of),
         "keys": list(run.keys), "heads": run.n_heads,

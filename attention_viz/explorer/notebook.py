@@ -124,16 +124,13 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
 def run_long(model, text: str, budget: int = LONG_BYTES, **switches) -> dict:
     """A real model's long pass over `text` (hub.long; as many tokens as its positions hold), packed for the long
     view with every head's overview embedded within `budget` bytes (no server: its zoom is drawn from those)."""
-    from attention_viz.hub.long import positions
+    from attention_viz.hub.long import reading
     from attention_viz.hub.words import words_of
 
     ids = model.encode(text).ids  # (S,)
-    cap = positions(model) or ids.numel()
-    read = min(int(ids.numel()), cap)
+    read, note = reading(model, int(ids.numel()), model.name)
     run = model.long_run(ids[:read], **switches)
     try:
-        note = "" if read == ids.numel() else (f"Read the first {read:,} of the text's {int(ids.numel()):,} tokens: "
-                                               f"{model.name}'s positions end at {cap:,}.")
         maps = f"{len(run.keys)} map{'' if len(run.keys) == 1 else 's'}"
         title = f"{model.name}: {read:,} tokens, {maps} x {run.n_heads} heads"
         payload = pack_long(run, words_of(model.tokenizer, ids[:read].tolist()), read=read, of=int(ids.numel()),

@@ -146,6 +146,8 @@ class _Pass:
     rules: dict[int, tuple[torch.Tensor, str, torch.Tensor | None]] = field(default_factory=dict)
     # id(mask) -> (the mask, its rule, its [T, K] on the CPU for rule "mask": what regions read)
     unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
+    prescaled: Mapping[int, tuple[float, float]] = field(default_factory=dict)  # id(module) -> (c_q, c_k): the
+    # factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
 
 
 _current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("attention_viz_long_pass", default=None)
@@ -197,8 +199,11 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
             raise LongRunError(f"the long pass does not cover attention with {name}")
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
-    own = scaling if scaling is not None else query.size(-1) ** -0.5
-    factor = float(own if run.variation.scale == "sqrt_dk" else scale_factor(run.variation.scale, query.size(-1)))
+    factor = scaling if scaling is not None else query.size(-1) ** -0.5  # the factor on QKᵀ as handed over
+    if run.variation.scale != "sqrt_dk":  # on QKᵀ as the model's projections give them (hub.attention's rule)
+        c_q, c_k = run.prescaled.get(id(module), (1.0, 1.0))
+        factor = scale_factor(run.variation.scale, query.size(-1)) / (c_q * c_k)
+    factor = float(factor)
     mask = attention_mask
     if mask is not None and mask.dtype != torch.bool:
         mask = mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend
@@ -417,13 +422,28 @@ def positions(model) -> int | None:
     return None
 
 
+def reading(model, count: int, name: str, most: int | None = None) -> tuple[int, str]:
+    """How many of a text's `count` tokens a long pass of `model` (called `name` on screen) reads: its positions,
+    and `most` where fewer; with the sentence that says so when some are left out ("" when it reads them all)."""
+    ends = positions(model)
+    read = min([count] + [cap for cap in (ends, most) if cap])
+    if read == count:
+        return read, ""
+    why = (f"{name}'s positions end at {ends:,}." if ends and (most is None or ends <= most)
+           else f"a page is at most {most:,} tokens.")
+    return read, f"Read the first {read:,} of the text's {count:,} tokens: {why}"
+
+
 def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, switches: dict | None = None,
-             rows: int = ROWS, keep: str = "disk", last_logits: bool = False) -> LongRun:
+             rows: int = ROWS, keep: str = "disk", last_logits: bool = False,
+             prescaled: Mapping[int, tuple[float, float]] | None = None) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
     [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun. last_logits: the
     output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
     4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model
-    reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states)."""
+    reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states).
+    prescaled: id(attention module) -> the factors (c_q, c_k) it puts on q and k itself (the model's proof finds
+    them), which the scale switch takes out as forward does."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise LongRunError(f"rows must be a positive whole number, got {rows!r}")
     if isinstance(ids_or_text, str):
@@ -445,7 +465,7 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         forward, inputs = model.model, model.model_inputs(ids, None, None)
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
-    run = _Pass(variation, keys, switches, _Kept(keep), rows)
+    run = _Pass(variation, keys, switches, _Kept(keep), rows, prescaled=prescaled or {})
     with _long_implementation(model.model), torch.inference_mode():
         token = _current.set(run)
         try:

@@ -463,7 +463,7 @@ class PretrainedTransformer:
 
         variation = variation_of(variation, **switches)
         return long.long_run(self, self._keys, ids_or_text, variation, self._switches(variation, head_means),
-                             rows or long.ROWS, keep, last_logits)
+                             rows or long.ROWS, keep, last_logits, self._prescaled)
 
 
 def _kind_of(key: str) -> str:

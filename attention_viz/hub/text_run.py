@@ -25,6 +25,22 @@ from attention_viz.core.variation import Variation
 from attention_viz.hub.model import PretrainedTransformer, _kind_of
 
 
+class TextTooLongError(ValueError):
+    """A text of more tokens than the model's positions: the message says what to do instead."""
+
+
+def check_length(model: PretrainedTransformer, tokens: int) -> None:
+    """TextTooLongError unless `tokens` of text fit the model's positions (hub.long.positions; a model that names
+    none is not checked)."""
+    from attention_viz.hub.long import positions
+
+    most = positions(model)
+    if most is not None and tokens > most:
+        raise TextTooLongError(f"The text has {tokens:,} tokens; {model.name} reads at most {most:,} positions at "
+                               f"once. Shorten it, or read it at length: show(model, text, long=True), or "
+                               f"model.long_run(text), which reads the first {most:,}.")
+
+
 @dataclass(frozen=True)
 class TextRun:
     """What one run of a real model gives the views."""
@@ -82,6 +98,7 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
     step, with head_means for mean ablation) and keep every map of the last step; values: also the value norms of
     that pass (what run_value_norms gives, without a pass of its own)."""
     src, notes = source_ids(model, text, pad_tokens)
+    check_length(model, src.size(1))
     if not model.abilities.writes_text:
         return one_pass(model, src, variation, head_means, notes, values)
     written, recorded = model.greedy_pass(src, max_new_tokens, variation=variation, head_means=head_means,

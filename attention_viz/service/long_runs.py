@@ -114,22 +114,15 @@ class LongRuns:
                               f"{LONG_TEXT_CHARS:,}. Shorten it.")
         model = self.real.get(model_key)
         name = display_name(model_key)
-        from attention_viz.hub.long import positions as positions_of  # the hub extra, as below
+        from attention_viz.hub.long import reading  # the hub extra, as below
         from attention_viz.hub.words import words_of
 
         ids = model.encode(text).ids  # (S,)
-        positions = positions_of(model)
-        cap = min(LONG_TOKENS, positions) if positions else LONG_TOKENS
-        read = min(int(ids.numel()), cap)
-        note = "" if read == ids.numel() else (
-            f"Read the first {read:,} of the text's {int(ids.numel()):,} tokens: "
-            + (f"{name}'s positions end at {positions:,}." if positions and positions <= LONG_TOKENS
-               else f"a page is at most {LONG_TOKENS:,} tokens."))
+        read, note = reading(model, int(ids.numel()), name, most=LONG_TOKENS)
         with self._line:
             self._make_room(kept_estimate(model, read))  # the pass writes its numbers as it goes: room first
             run = model.long_run(ids[:read], last_logits=True)  # the views need no logits: not T x V of them
             run.logits = None
-        note = " ".join(part for part in (note, run.reads and run.reads + ".") if part)  # what read the page
         try:
             words = words_of(model.tokenizer, ids[:read].tolist())
             key = run.keys[len(run.keys) // 2]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 pytest.importorskip("transformers")
@@ -252,6 +253,15 @@ def test_opts_q_scaled_before_the_attention_function_is_undone_by_the_scale_swit
     with torch.no_grad():
         eager = model.model(input_ids=ids, output_attentions=True)
     torch.testing.assert_close(recorded.maps[key], eager.attentions[0], atol=1e-6, rtol=1e-5)
+
+    model = PretrainedTransformer(tiny("opt"), Pieces())  # the long pass takes OPT's factor out the same way
+    for scale in ("none", 0.5):
+        logits, maps = model.forward(ids, scale=scale)
+        run = model.long_run(ids, scale=scale)
+        torch.testing.assert_close(run.logits, logits, atol=1e-5, rtol=1e-5)
+        for head in range(4):
+            np.testing.assert_allclose(run.region(key, head, slice(0, 8), slice(0, 8)), maps[key][0, head].detach().numpy(),
+                                       atol=1e-6, rtol=1e-5)
 
 
 def model_variation(scale):

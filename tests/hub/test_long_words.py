@@ -114,3 +114,22 @@ def test_show_a_long_text_embeds_every_heads_overview_within_its_budget(tiny_fol
     cells = np.frombuffer(base64.b64decode(packed["data"]), "<u2").reshape(43, 43) / 65535 * packed["top"]
     np.testing.assert_allclose(cells, run.overview(key, 2, size=44), atol=packed["top"] / 65535)
     run.close()
+
+
+def test_show_an_encoder_decoder_long_reads_the_page_with_its_encoder(tiny_folder):
+    """show(translation_model, long_text, long=True): the encoder's maps, capped at its positions, and the page says
+    both (the same sentences as the app's Long text tab)."""
+    from attention_viz.explorer.notebook import show
+    from attention_viz.hub.long import READS_WITH_ENCODER
+    from attention_viz.hub.text_run import TextTooLongError
+
+    model = load_pretrained(tiny_folder("marian"), device="cpu")
+    text = "the cat sat on the mat and the model reads every word of the sentence. " * 12
+    with pytest.raises(TextTooLongError, match="reads at most 256 positions at once"):  # unless asked: translated
+        show(model, text)
+    payload = show(model, text, long=True).payload
+    assert payload["kind"] == "long" and payload["read"] == 256 < payload["of"]
+    assert payload["keys"] and all(key.startswith("encoder.") for key in payload["keys"])
+    assert payload["note"] == (f"Read the first 256 of the text's {payload['of']:,} tokens: {model.name}'s positions "
+                               f"end at 256. {READS_WITH_ENCODER}.")
+

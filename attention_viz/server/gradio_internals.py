@@ -12,6 +12,7 @@ max_file_size=)`, `queue(max_size=, default_concurrency_limit=, status_update_ra
 from __future__ import annotations
 
 import ast
+import asyncio
 import dataclasses
 import inspect
 from collections.abc import Callable
@@ -54,7 +55,12 @@ REACHES = {
                            "event its place", "a seated event's new place, before the next status update"),
     "Queue.sleep_when_free": (PAGE, "the seconds Queue.start_processing sleeps between its looks for an event to "
                                "start, when none is waiting or every line is full (a float attribute, 0.001 on "
-                               "Linux)", "no option sets the dispatcher's polling interval"),
+                               "Linux), slept as `await asyncio.sleep(self.sleep_when_free)` with queueing's "
+                               "module `asyncio`; an event can start after Queue.push (async) or once a running one "
+                               "ends (Queue.process_events, a coroutine looked up on the queue, frees its "
+                               "active_jobs slot); Queue.progress_update_sleep_when_free: how often start_progress_"
+                               "updates looks for progress to send (0.01 s)",
+                               "no option sets the dispatcher's polling interval, or wakes it"),
     "Queue.compute_analytics_summary": (PAGE, "called after every event as `await run_sync(self."
                                         "compute_analytics_summary, records)` (queueing.run_sync: anyio's, used "
                                         "for nothing else there); it answers Queue.cached_event_analytics_summary, "
@@ -175,11 +181,81 @@ def tell_place(queue: Any, event: Any, rank: int, size: int) -> None:
     queue.send_message(event, EstimationMessage(rank=rank, queue_size=size))
 
 
-def poll_every(blocks: Any, seconds: float) -> None:
-    """How often the queue's dispatcher looks for an event to start while none can (no event waiting, or every line
-    full): Gradio's looks every 1 ms (Queue.sleep_when_free), a thousand wake-ups a second that cost an idle server
-    ~5 % of a core, and a busy one as much on top of its answers."""
-    queue_of(blocks).sleep_when_free = seconds
+def wake_on_events(blocks: Any, most_s: float, progress_s: float) -> None:
+    """The queue's dispatcher asleep until an event may start, not polling. Gradio's looks every 1 ms for an event to
+    start while none can (Queue.sleep_when_free: none waiting, or every line full), a thousand wake-ups a second:
+    ~4 % of a core for an idle server, and a busy one's worker threads hand the GIL to each. Its sleep becomes a
+    wait that a join or an event's end cuts short (most_s at the longest, should anything else let an event start);
+    its progress loop looks every progress_s (Gradio: 0.01 s)."""
+    queue = queue_of(blocks)
+    queue.sleep_when_free = nap = _Nap(most_s)
+    queue.progress_update_sleep_when_free = progress_s
+    queueing.asyncio = _NAPPING_ASYNCIO
+    push, process_events = queue.push, queue.process_events
+
+    async def push_then_wake(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await push(*args, **kwargs)
+        finally:
+            nap.wake()
+
+    async def process_then_wake(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await process_events(*args, **kwargs)
+        finally:
+            nap.wake()
+
+    queue.push, queue.process_events = push_then_wake, process_then_wake
+
+
+class _Nap(float):
+    """A dispatcher's sleep_when_free (its seconds, at the longest) that a wake() cuts short."""
+
+    def __init__(self, seconds: float) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None  # the dispatcher's, once it has slept
+        self.woken: asyncio.Event | None = None
+
+    async def take(self) -> None:
+        """Sleep until woken (at once if woken since the last sleep), or for the nap's seconds."""
+        if self.woken is None:
+            self.loop, self.woken = asyncio.get_running_loop(), asyncio.Event()
+        if not self.woken.is_set():
+            try:
+                async with asyncio.timeout(float(self)):
+                    await self.woken.wait()
+            except TimeoutError:
+                pass
+        self.woken.clear()
+
+    def wake(self) -> None:
+        """Something may start now: the dispatcher looks (from its loop's thread or any other)."""
+        if self.woken is None:
+            return
+        try:
+            here = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            here = False
+        if here:
+            self.woken.set()
+        else:
+            self.loop.call_soon_threadsafe(self.woken.set)
+
+
+class _NappingAsyncio:
+    """queueing's `asyncio`: the module itself, but for a sleep of a _Nap (the dispatcher's), which is its wait."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    @staticmethod
+    async def sleep(delay: float, result: Any = None) -> Any:
+        if isinstance(delay, _Nap):
+            await delay.take()
+            return result
+        return await asyncio.sleep(delay, result)
+
+
+_NAPPING_ASYNCIO = _NappingAsyncio()
 
 
 def keep_no_analytics_summary(blocks: Any) -> None:
@@ -337,9 +413,21 @@ def _check_send_message() -> list[str]:
 
 
 def _check_sleep_when_free() -> list[str]:
-    problems = [f"Queue no longer has {name}" for name in _source_uses(queueing.Queue, "self.sleep_when_free =")]
+    problems = [f"Queue no longer has {name}" for name in _source_uses(
+        queueing.Queue, "self.sleep_when_free =", "self.progress_update_sleep_when_free =")]
     uses = inspect.getsource(queueing.Queue.start_processing).count("await asyncio.sleep(self.sleep_when_free)")
-    return problems + ([] if uses == 3 else [f"Queue.start_processing sleeps sleep_when_free {uses} times, not 3"])
+    problems += [] if uses == 3 else [f"Queue.start_processing sleeps sleep_when_free {uses} times, not 3"]
+    problems += [f"Queue.start_processing no longer uses {name}" for name in _source_uses(
+        queueing.Queue.start_processing, "self.process_events, events")]
+    problems += [f"Queue.process_events no longer frees its slot with {name}" for name in _source_uses(
+        queueing.Queue.process_events, "self.active_jobs[self.active_jobs.index(events)] = None")]
+    problems += [f"Queue.start_progress_updates no longer uses {name}" for name in _source_uses(
+        queueing.Queue.start_progress_updates, "await asyncio.sleep(self.progress_update_sleep_when_free)")]
+    if not inspect.iscoroutinefunction(queueing.Queue.push):
+        problems.append("Queue.push is no longer a coroutine")
+    if queueing.asyncio is not asyncio and not isinstance(queueing.asyncio, _NappingAsyncio):
+        problems.append("queueing's asyncio is not the asyncio module")
+    return problems
 
 
 def _check_analytics() -> list[str]:

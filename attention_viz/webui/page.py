@@ -16,7 +16,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
-from attention_viz.server.gradio_internals import keep_no_analytics_summary, poll_every
+from attention_viz.server.gradio_internals import keep_no_analytics_summary, wake_on_events
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.routes import check_logins_at_once, keep_route_matches
 from attention_viz.server.static import files_first
@@ -27,8 +27,9 @@ from attention_viz.webui.widgets import prose
 QUEUE_SIZE = 1024          # a lecture hall of 300 with an event or two each waiting; one page holds at most
                            # admission.PER_PAGE of them and one address admission.PER_ADDRESS, so no client fills
                            # the line for the others
-POLL_S = 0.005             # the queue looks for an event to start this often when none can start (Gradio: every
-                           # 1 ms, ~5 % of a core for an idle server): an event waits at most this long more
+WAKE_MOST_S = 0.1          # the queue's dispatcher sleeps until a join or an event's end wakes it, this long at
+                           # most (Gradio polls every 1 ms: ~4 % of a core for an idle server)
+PROGRESS_S = 0.1           # a running event's progress is sent this often at most (Gradio: 0.01 s)
 STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
                            # each event's start: a line of n cost n messages per event, n² in all
 CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
@@ -81,7 +82,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
                api_open=False)
     admission.install(demo, transformer["model"], lab["own_model"], real=views.runs.catalog.real.keys)
-    poll_every(demo, POLL_S)
+    wake_on_events(demo, WAKE_MOST_S, PROGRESS_S)
     return demo
 
 

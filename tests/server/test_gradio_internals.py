@@ -115,3 +115,42 @@ def test_no_summary_of_every_event_where_monitoring_is_off():
     watched.enable_monitoring = True
     gradio_internals.keep_no_analytics_summary(watched)  # the monitoring page reads it: left alone
     assert "compute_analytics_summary" not in vars(gradio_internals.queue_of(watched))
+
+
+def test_the_dispatcher_sleeps_until_a_join_or_an_end_wakes_it():
+    """wake_on_events: the dispatcher's naps are cut short by each join and by each event's end. With naps of a minute
+    at the longest, three events on a line of one (the second and third can start only once the one before has
+    ended) are all answered well inside that minute; and an idle queue takes a few naps, where Gradio's polls a
+    thousand times a second."""
+    import time
+
+    import gradio as gr
+    from gradio import queueing
+    from gradio_client import Client
+
+    with gr.Blocks() as demo:
+        number = gr.Number()
+        gr.Button().click(lambda x: x + 1, number, number, api_name="add", concurrency_limit=1)
+    demo.queue()
+    before = queueing.asyncio
+    gradio_internals.wake_on_events(demo, most_s=60.0, progress_s=0.1)
+    nap = gradio_internals.queue_of(demo).sleep_when_free
+    taken, take = [], nap.take
+
+    async def counted():
+        taken.append(time.monotonic())
+        await take()
+
+    nap.take = counted
+    try:
+        demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+        client = Client(demo.local_url, verbose=False)
+        jobs = [client.submit(n, api_name="/add") for n in (1, 2, 3)]
+        assert [job.result(timeout=30) for job in jobs] == [2, 3, 4]  # a missed wake: a minute's wait, then failure
+        quiet_from = len(taken)
+        time.sleep(1.0)
+        assert len(taken) - quiet_from <= 3  # idle: asleep (Gradio's own: ~1,000 looks in that second)
+        assert gradio_internals.changed().get("Queue.sleep_when_free") is None
+    finally:
+        demo.close()
+        queueing.asyncio = before

@@ -7,7 +7,7 @@
 - `quick_root_urls()`: the whole answer's walk for file URLs (processing_utils.add_root_url) copies an answer that
   holds no file in one quick pass instead.
 
-Every Gradio internal these rely on is named, with its check, in server/gradio_internals.py (REACHES);
+Every Gradio internal these rely on is named, with its check, in server/gradio_checks.py (REACHES);
 tests/server/test_answers.py compares every answer and the session it leaves with Gradio's own.
 """
 

@@ -12,7 +12,7 @@ changing empties what is kept.
 And the login check answered in the event loop: every request of the queue depends on Gradio's login_check, a plain
 function FastAPI runs in a worker thread (a hop of ~0.2 ms of CPU); in an app without a login it returns at once, so
 an app without one has it replaced (app.dependency_overrides, FastAPI's own) by a coroutine that returns at once.
-The reaches are named in server/gradio_internals.py (REACHES, CHECKS).
+The reaches are named and checked in server/gradio_checks.py.
 
     keep_route_matches(app)   # after launch: the app's included routers answer a kept match where they have one
     check_logins_at_once(app) # an app without a login: its login check with no thread

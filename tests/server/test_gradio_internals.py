@@ -12,10 +12,11 @@ from pathlib import Path
 import gradio
 import pytest
 
-from attention_viz.server import gradio_internals
+from attention_viz.server import gradio_checks, gradio_internals
 
 PACKAGE = Path(gradio_internals.__file__).resolve().parents[1]
-HOMES = {Path(gradio_internals.__file__).resolve(), PACKAGE / "server" / "answers.py"}
+HOMES = {Path(gradio_internals.__file__).resolve(), Path(gradio_checks.__file__).resolve(),
+         PACKAGE / "server" / "answers.py"}
 # What reaches past Gradio's public API, as the source says it: a private attribute of Gradio's, the methods patched
 # or overridden, Starlette's built stack, a module of Gradio's own other than its public top level.
 REACH = re.compile(r"\._queue\b|\bmiddleware_stack\b|\bconfig_for_block\b|\b_update_value_in_config\b|"
@@ -23,19 +24,19 @@ REACH = re.compile(r"\._queue\b|\bmiddleware_stack\b|\bconfig_for_block\b|\b_upd
                    r"\bevent_ids_to_events\b|\bactive_jobs\b|\bget_blocks\(|\._match\b|_IncludedRouter")
 
 
-@pytest.mark.parametrize("reach", sorted(gradio_internals.REACHES))
+@pytest.mark.parametrize("reach", sorted(gradio_checks.REACHES))
 def test_each_reach_is_still_what_the_installed_gradio_has(reach):
-    problems = gradio_internals.CHECKS[reach]()
+    problems = gradio_checks.CHECKS[reach]()
     assert not problems, (f"Gradio {gradio.__version__} (written against {gradio_internals.GRADIO_VERSION}) changed "
-                          f"what {reach} relies on: {problems}; review server/gradio_internals.py and "
-                          f"{gradio_internals.REACHES[reach][0]}")
+                          f"what {reach} relies on: {problems}; review server/gradio_internals.py, gradio_checks.py, "
+                          f"{gradio_checks.REACHES[reach][0]}")
 
 
 def test_every_reach_is_named_with_its_user_and_why_and_has_a_check():
-    assert set(gradio_internals.CHECKS) == set(gradio_internals.REACHES)
-    for name, (user, what, why) in gradio_internals.REACHES.items():
+    assert set(gradio_checks.CHECKS) == set(gradio_checks.REACHES)
+    for name, (user, what, why) in gradio_checks.REACHES.items():
         assert user and len(what) > 20 and len(why) > 20, name
-    assert gradio_internals.changed() == {}
+    assert gradio_checks.changed() == {}
 
 
 def test_the_checks_fail_when_what_they_rely_on_is_gone(monkeypatch):
@@ -50,8 +51,8 @@ def test_the_checks_fail_when_what_they_rely_on_is_gone(monkeypatch):
     monkeypatch.setattr(queueing.Queue, "send_message", lambda self, message: None)
     monkeypatch.setattr(SessionState, "_update_value_in_config", lambda self, key: None)
     monkeypatch.setattr(gradio_internals, "GRADIO_COMPRESSES", (".html",))
-    monkeypatch.setattr(gradio_internals, "_source_uses", lambda obj, *names: list(names))  # nothing found in a source
-    assert set(gradio_internals.changed()) == set(gradio_internals.REACHES)
+    monkeypatch.setattr(gradio_checks, "_source_uses", lambda obj, *names: list(names))  # nothing found in a source
+    assert set(gradio_checks.changed()) == set(gradio_checks.REACHES)
 
 
 def imports_of_gradio_modules(path: Path) -> list[str]:
@@ -70,7 +71,8 @@ def imports_of_gradio_modules(path: Path) -> list[str]:
 
 
 def test_no_other_module_reaches_into_gradio():
-    """Gradio's own modules are imported, and its internals touched, in gradio_internals.py and answers.py only (the
+    """Gradio's own modules are imported, and its internals touched, in gradio_internals.py (checked in
+    gradio_checks.py) and answers.py only (the
     page's modules use `import gradio as gr` and its public names)."""
     elsewhere = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -150,7 +152,7 @@ def test_the_dispatcher_sleeps_until_a_join_or_an_end_wakes_it():
         quiet_from = len(taken)
         time.sleep(1.0)
         assert len(taken) - quiet_from <= 3  # idle: asleep (Gradio's own: ~1,000 looks in that second)
-        assert gradio_internals.changed().get("Queue.sleep_when_free") is None
+        assert gradio_checks.changed().get("Queue.sleep_when_free") is None
     finally:
         demo.close()
         queueing.asyncio = before

@@ -1,7 +1,9 @@
 """The simulated student of benchmarks.classroom: one page (its own session and pool of connections) over the
 browser's protocol, asynchronously (one event loop drives the class: a simulated class costs a few % of a core, so the
 figures are the server's), what it does (a teaching mix of actions, with what each answer must say) and the tally of
-what the class saw."""
+what the class saw. Every answer is checked against its own request: a run is of the student's text, a /steps or
+/compare answer is for the head asked, its panels fit its tokens, masked scores are −∞ (null) exactly where the mask
+forbids, softmax rows sum to 1, a comparison's difference is a − b; an export is its nine files."""
 
 from __future__ import annotations
 
@@ -17,10 +19,15 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from attention_viz.explorer.pack import FORMAT
+from attention_viz.explorer.steps import COMPARE_FORMAT, STEPS_FORMAT
+from attention_viz.service.requests import known_case
+
 from .common import EventStream
 from .fetch import FetchError, fetch_files
 
 
+# the teaching mix; Student.act also knows "compare" and "export" (tests/e2e/test_reliability.py's class asks them)
 ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 10, "heads": 10, "steps": 15, "lesson": 10}
 REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
 
@@ -64,6 +71,8 @@ API = "/gradio_api"
 CONNECTIONS = 6     # what a browser keeps open to one host over HTTP/1.1
 KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (uvicorn closes one idle for 5 s)
 STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts with
+COMPARE_LABEL = {"scaling": "scaled by 1/√d_k", "causal_mask": "causal mask on", "padding_mask": "padding mask on"}
+EXPORTED = [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]  # views.export's nine files
 
 
 _CONFIGS: dict[bytes, dict] = {}  # the config's bytes as sent (compressed) -> the config; read, never changed
@@ -304,7 +313,7 @@ class Student:
         if action == "rerun":
             set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
             seconds, data = await self.call(self.api["visualize"], "text")
-            return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
+            return seconds, run_problem(data, self.source(), "Scores QKᵀ")
         if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked puts the heads in the box, runs
             key, head = rng.choice(self.head_keys), rng.randrange(self.n_heads)
             if sum(map(len, self.heads_off.values())) >= 4:  # a handful off: the student starts again
@@ -316,7 +325,7 @@ class Student:
             if rng.random() < 0.2:
                 set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
             seconds, data = await self.call(self.api["visualize"], "heads_apply")
-            return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
+            return seconds, run_problem(data, self.source(), "heads switched off")
         if action in ("real", "real_score") or action.startswith("real:"):  # pick a real model, type a sentence;
             # run it, or score its heads (the first that writes text)
             real = (REAL_MODELS[action[len("real:"):]] if action.startswith("real:") else self.reals[0]
@@ -337,8 +346,31 @@ class Student:
             return seconds, None if real.notes in str(data) else f"{action}: no notes of a real model's run"
         if action == "lesson":
             return await self.lesson_step()
-        seconds, data = await self.call(self.api["steps"])
-        return seconds, None if "softmax" in str(data) else "steps: no step text"
+        head = {name: self.values[self.ids[name]] for name in ("kind", "layer", "head")}
+        if action == "compare":
+            set_("comparison", rng.choice(list(COMPARE_LABEL)))
+            seconds, (answer, text) = await self.call(self.dependency("compare"), "comparison")
+            label = COMPARE_LABEL[self.values[self.ids["comparison"]]]
+            return seconds, head_problem(answer, head, COMPARE_FORMAT) or (f"compare: text lacks {label!r}" if label
+                                                                           not in text else compare_problem(answer))
+        if action == "export":
+            seconds, (files, *_) = await self.call(self.dependency("export"))
+            names = sorted(str(item.get("orig_name", "")) for item in files or [])
+            csv = f"__{head['kind'].replace('.', '_')}__L{head['layer']}_H{head['head']}.csv"
+            if sorted(n[n.rfind("."):] for n in names) != EXPORTED or not any(n.endswith(csv) for n in names):
+                return seconds, f"export: files {names}, not the nine of *{csv}"
+            body = await self.browser.get(next(f["url"] for f in files if f["orig_name"].endswith(".csv")), True)
+            return seconds, None if b"\nquery \\ key" in body else "export: the CSV has no table"
+        seconds, (answer, text) = await self.call(self.api["steps"])
+        return seconds, head_problem(answer, head, STEPS_FORMAT) or ("steps: no step text" if "softmax" not in text
+                                                                     else steps_problem(answer, self.source()))
+
+    def source(self) -> list[str]:
+        """The source tokens of the student's text as the app runs it: a trained model lower-cases; pads after."""
+        text, pads = self.values[self.ids["text"]], self.values.get(self.ids.get("pads"), 0)
+        if self.values[self.ids["model"]] != "untrained":
+            text = known_case(text, string.ascii_lowercase)[0]
+        return [*text, "<eos>", *["<pad>"] * int(pads or 0)]
 
     async def lesson_step(self) -> tuple[float, str | None]:
         """The lesson's Next from the step on show (after the last: from the start again, as a student who starts
@@ -368,3 +400,53 @@ class Student:
 def heads_json(off: dict[str, set[int]]) -> str:
     """Heads off as the explorer puts them in the #heads_off box: JSON {map key: [heads]} (page.js headsOffAsked)."""
     return json.dumps({key: sorted(heads) for key, heads in off.items() if heads}, separators=(",", ":"))
+
+
+def run_problem(data: list, source: list[str], notes: str) -> str | None:
+    """None when a /visualize answer is a packed run of this source, every layer's maps [H, Q, K] for its tokens
+    (base64 of two bytes a weight), and its notes say `notes`; else what is wrong."""
+    run, _, info = data[:3]
+    if not isinstance(run, dict) or run.get("format") != FORMAT or run["tokens"]["source"] != source:
+        return f"visualize: not a run of {''.join(source)!r}"
+    for entry in run["kinds"]:
+        q, k = len(run["tokens"][entry["queries"]]), len(run["tokens"][entry["keys"]])
+        base64_chars = 4 * ((2 * run["n_heads"] * q * k + 2) // 3)
+        if len(entry["maps"]) != entry["layers"] or {len(m) for m in entry["maps"]} != {base64_chars}:
+            return f"visualize: {entry['kind']}'s maps do not fit {q} x {k}"
+    return None if notes in str(info) else f"visualize: the notes lack {notes!r}"
+
+
+def head_problem(answer: object, head: dict, form: str) -> str | None:
+    """What is wrong with the head a /steps or /compare answer is for (format, kind, layer, head as asked)."""
+    if not isinstance(answer, dict) or answer.get("format") != form:
+        return f"not a {form} payload"
+    given = [answer.get(name) for name in ("kind", "layer", "head")]
+    asked = [head["kind"], int(head["layer"]), int(head["head"])]
+    return None if given == asked else f"an answer for {given}, asked for {asked}"
+
+
+def steps_problem(steps: dict, source: list[str]) -> str | None:
+    """None when a steps payload's five panels fit its tokens (its keys this source, unless the decoder's own), the
+    masked scores are null (−∞) exactly where the mask forbids, and each softmax row with a key sums to 1."""
+    q, k, mask = len(steps["queries"]), len(steps["keys"]), steps["mask"]
+    if steps["kind"] != "decoder.self_attn" and steps["keys"] != source:
+        return "steps: its keys are not this student's source"
+    panels = {panel["key"]: panel["values"] for panel in steps["panels"]}
+    widths = {key: k for key in ("scores", "scaled", "masked", "weights")} | {"output": steps["d_v"]}
+    if set(panels) != set(widths) or any(len(rows) != q or {len(r) for r in rows} != {widths[key]}
+                                         for key, rows in panels.items()):
+        return f"steps: panels {sorted(panels)} do not fit {q} x {k}"
+    if any((value is None) == ok for row, oks in zip(panels["masked"], mask) for value, ok in zip(row, oks)):
+        return "steps: the masked scores are not −∞ exactly where the mask forbids"
+    sums = [sum(row) for row, oks in zip(panels["weights"], mask) if any(oks)]
+    return next((f"steps: a softmax row sums to {total}" for total in sums if abs(total - 1) > 1e-4), None)
+
+
+def compare_problem(comparison: dict) -> str | None:
+    """None when a comparison's maps a, b and difference fit its tokens and the difference is a − b."""
+    q, k = len(comparison["queries"]), len(comparison["keys"])
+    if any(len(comparison[n]) != q or {len(r) for r in comparison[n]} != {k} for n in ("a", "b", "difference")):
+        return f"compare: maps do not fit {q} x {k}"
+    rows = zip(comparison["a"], comparison["b"], comparison["difference"])
+    return next(("compare: the difference is not a − b" for a, b, diff in rows for x, y, d in zip(a, b, diff)
+                 if abs(x - y - d) > 1e-6), None)

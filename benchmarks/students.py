@@ -1,9 +1,8 @@
 """The simulated student of benchmarks.classroom: one page (its own session and pool of connections) over the
 browser's protocol, asynchronously (one event loop drives the class: a simulated class costs a few % of a core, so the
 figures are the server's), what it does (a teaching mix of actions, with what each answer must say) and the tally of
-what the class saw. Every answer is checked against its own request: a run is of the student's text, a /steps or
-/compare answer is for the head asked, its panels fit its tokens, masked scores are −∞ (null) exactly where the mask
-forbids, softmax rows sum to 1, a comparison's difference is a − b; an export is its nine files."""
+what the class saw. Every answer is checked against its own request (a run of the student's text, the head asked,
+numbers that fit its tokens: masked scores −∞, softmax rows summing to 1, a − b; an export's nine files)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import json
 import random
 import re
 import string
-import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -27,7 +25,6 @@ from .common import EventStream
 from .fetch import FetchError, fetch_files
 
 
-# the teaching mix; Student.act also knows "compare" and "export" (tests/e2e/test_reliability.py's class asks them)
 ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 10, "heads": 10, "steps": 15, "lesson": 10}
 REAL_SHARE = 10  # percent of the actions that run the real model with --real (from the lab's d_k and the reruns)
 
@@ -178,9 +175,8 @@ class Page:
 
 @dataclass
 class Tally:
-    """What the students saw, shared between their threads."""
+    """What the students saw (recorded on the class's one event loop: no lock)."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
@@ -197,26 +193,24 @@ class Tally:
 
     def opened(self, server_cpu_s: float) -> None:
         """An opening answered: the clock and the CPU so far (the class's arrival lasts until the last one)."""
-        with self.lock:
-            self.last_open = (time.monotonic(), time.process_time(), server_cpu_s)
+        self.last_open = (time.monotonic(), time.process_time(), server_cpu_s)
 
     def record(self, action: str, seconds: float, error: str | None, estimations: list[dict] = (),
                requests: int | None = None) -> None:
-        with self.lock:
-            self.seconds[action].append(seconds)
-            if requests is not None:
-                self.requests[action].append(requests)
-            self.answered_at[action].append(time.monotonic())
-            self.last_answer = max(self.last_answer, time.monotonic())
-            if seconds > WAIT_S:
-                self.waited[action] += 1
-                self.told[action] += any(e.get("rank") is not None and e.get("queue_size") for e in estimations)
-                self.eta[action] += any(e.get("rank_eta") is not None for e in estimations)
-            if error is not None:
-                self.errors[action] += 1
-                self.messages.append(f"{action}: {error}")
-                if len(self.examples) < 8:
-                    self.examples.append(f"{action}: {error[:300]}")
+        self.seconds[action].append(seconds)
+        if requests is not None:
+            self.requests[action].append(requests)
+        self.answered_at[action].append(time.monotonic())
+        self.last_answer = max(self.last_answer, time.monotonic())
+        if seconds > WAIT_S:
+            self.waited[action] += 1
+            self.told[action] += any(e.get("rank") is not None and e.get("queue_size") for e in estimations)
+            self.eta[action] += any(e.get("rank_eta") is not None for e in estimations)
+        if error is not None:
+            self.errors[action] += 1
+            self.messages.append(f"{action}: {error}")
+            if len(self.examples) < 8:
+                self.examples.append(f"{action}: {error[:300]}")
 
 
 class Student:
@@ -296,7 +290,8 @@ class Student:
         return seconds, completed["output"]["data"]
 
     async def act(self, action: str) -> tuple[float, str | None]:
-        """Do one action: (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
+        """Do one action of the mix, or "compare" or "export" (not in ACTIONS: tests/e2e/test_reliability.py asks them):
+        (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
         self.estimations, self.requests = [], 0
         rng, set_ = self.rng, lambda elem_id, value: self.values.__setitem__(self.ids[elem_id], value)
         if action.startswith("lab_"):
@@ -367,10 +362,9 @@ class Student:
 
     def source(self) -> list[str]:
         """The source tokens of the student's text as the app runs it: a trained model lower-cases; pads after."""
-        text, pads = self.values[self.ids["text"]], self.values.get(self.ids.get("pads"), 0)
-        if self.values[self.ids["model"]] != "untrained":
-            text = known_case(text, string.ascii_lowercase)[0]
-        return [*text, "<eos>", *["<pad>"] * int(pads or 0)]
+        text, pads = self.values[self.ids["text"]], int(self.values.get(self.ids.get("pads")) or 0)
+        text = text if self.values[self.ids["model"]] == "untrained" else known_case(text, string.ascii_lowercase)[0]
+        return [*text, "<eos>", *["<pad>"] * pads]
 
     async def lesson_step(self) -> tuple[float, str | None]:
         """The lesson's Next from the step on show (after the last: from the start again, as a student who starts
@@ -417,11 +411,9 @@ def run_problem(data: list, source: list[str], notes: str) -> str | None:
 
 
 def head_problem(answer: object, head: dict, form: str) -> str | None:
-    """What is wrong with the head a /steps or /compare answer is for (format, kind, layer, head as asked)."""
-    if not isinstance(answer, dict) or answer.get("format") != form:
-        return f"not a {form} payload"
-    given = [answer.get(name) for name in ("kind", "layer", "head")]
-    asked = [head["kind"], int(head["layer"]), int(head["head"])]
+    """What is wrong with the head a /steps or /compare answer is for (its format, kind, layer and head as asked)."""
+    given = [answer.get(name) for name in ("format", "kind", "layer", "head")] if isinstance(answer, dict) else answer
+    asked = [form, head["kind"], int(head["layer"]), int(head["head"])]
     return None if given == asked else f"an answer for {given}, asked for {asked}"
 
 

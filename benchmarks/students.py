@@ -1,8 +1,7 @@
 """The simulated student of benchmarks.classroom: one page (its own session and pool of connections) over the
-browser's protocol, asynchronously (one event loop drives the class: a simulated class costs a few % of a core, so the
-figures are the server's), what it does (a teaching mix of actions, with what each answer must say) and the tally of
-what the class saw. Every answer is checked against its own request (a run of the student's text, the head asked,
-numbers that fit its tokens: masked scores −∞, softmax rows summing to 1, a − b; an export's nine files)."""
+browser's protocol, asynchronously (one event loop drives the class, for a few % of a core: the figures are the
+server's), what it does (a teaching mix of actions) and the tally of what the class saw. Every answer is checked
+against its own request: a run of the student's text, the head asked, numbers that fit its tokens, an export's files."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 
 from attention_viz.explorer.pack import FORMAT
 from attention_viz.explorer.steps import COMPARE_FORMAT, STEPS_FORMAT
+from attention_viz.service.limits import COMPARISONS
 from attention_viz.service.requests import known_case
 
 from .common import EventStream
@@ -68,7 +68,6 @@ API = "/gradio_api"
 CONNECTIONS = 6     # what a browser keeps open to one host over HTTP/1.1
 KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (uvicorn closes one idle for 5 s)
 STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts with
-COMPARE_LABEL = {"scaling": "scaled by 1/√d_k", "causal_mask": "causal mask on", "padding_mask": "padding mask on"}
 EXPORTED = [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]  # views.export's nine files
 
 
@@ -188,8 +187,7 @@ class Tally:
     answered_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # monotonic, per sample
     requests: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # events sent, per sample
 
-    last_open: tuple[float, float, float] = (0.0, 0.0, 0.0)  # at the last opening: monotonic, this process's and
-    #                                                             the server's CPU seconds
+    last_open: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the last opening's: monotonic, our and the server's CPU
 
     def opened(self, server_cpu_s: float) -> None:
         """An opening answered: the clock and the CPU so far (the class's arrival lasts until the last one)."""
@@ -343,9 +341,9 @@ class Student:
             return await self.lesson_step()
         head = {name: self.values[self.ids[name]] for name in ("kind", "layer", "head")}
         if action == "compare":
-            set_("comparison", rng.choice(list(COMPARE_LABEL)))
+            set_("comparison", rng.choice(list(COMPARISONS)))
             seconds, (answer, text) = await self.call(self.dependency("compare"), "comparison")
-            label = COMPARE_LABEL[self.values[self.ids["comparison"]]]
+            label = COMPARISONS[self.values[self.ids["comparison"]]][0]
             return seconds, head_problem(answer, head, COMPARE_FORMAT) or (f"compare: text lacks {label!r}" if label
                                                                            not in text else compare_problem(answer))
         if action == "export":
@@ -404,8 +402,7 @@ def run_problem(data: list, source: list[str], notes: str) -> str | None:
         return f"visualize: not a run of {''.join(source)!r}"
     for entry in run["kinds"]:
         q, k = len(run["tokens"][entry["queries"]]), len(run["tokens"][entry["keys"]])
-        base64_chars = 4 * ((2 * run["n_heads"] * q * k + 2) // 3)
-        if len(entry["maps"]) != entry["layers"] or {len(m) for m in entry["maps"]} != {base64_chars}:
+        if [len(m) for m in entry["maps"]] != [4 * ((2 * run["n_heads"] * q * k + 2) // 3)] * entry["layers"]:
             return f"visualize: {entry['kind']}'s maps do not fit {q} x {k}"
     return None if notes in str(info) else f"visualize: the notes lack {notes!r}"
 
@@ -425,8 +422,7 @@ def steps_problem(steps: dict, source: list[str]) -> str | None:
         return "steps: its keys are not this student's source"
     panels = {panel["key"]: panel["values"] for panel in steps["panels"]}
     widths = {key: k for key in ("scores", "scaled", "masked", "weights")} | {"output": steps["d_v"]}
-    if set(panels) != set(widths) or any(len(rows) != q or {len(r) for r in rows} != {widths[key]}
-                                         for key, rows in panels.items()):
+    if {n: (len(v), *{len(r) for r in v}) for n, v in panels.items()} != {n: (q, w) for n, w in widths.items()}:
         return f"steps: panels {sorted(panels)} do not fit {q} x {k}"
     if any((value is None) == ok for row, oks in zip(panels["masked"], mask) for value, ok in zip(row, oks)):
         return "steps: the masked scores are not −∞ exactly where the mask forbids"

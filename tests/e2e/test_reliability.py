@@ -187,6 +187,25 @@ def test_a_class_acting_at_once_gets_every_answer_right_for_its_own_request(app)
     assert [answer for answer in answers if answer[1] is not None] == []
 
 
+def test_the_class_checks_see_a_crossed_or_wrong_answer(raw):
+    """The checks the class above relies on fail on another head, another text, a row that does not sum to 1, and a
+    difference that is not a − b (the right answers, as the app sent them, pass)."""
+    from attention_viz.explorer.steps import STEPS_FORMAT
+    from benchmarks.students import compare_problem, head_problem, run_problem, steps_problem
+
+    _, (steps, _), _ = raw.event("steps", raw.data("steps", VALID))
+    _, (comparison, _), _ = raw.event("compare", raw.data("compare", VALID))
+    _, run, _ = raw.event("visualize", raw.data("visualize", VALID))
+    head, source = {"kind": "decoder.cross_attn", "layer": 1, "head": 2}, [*"hello", "<eos>", "<pad>", "<pad>"]
+    assert head_problem(steps, head, STEPS_FORMAT) is None
+    assert steps_problem(steps, source) is None and compare_problem(comparison) is None
+    assert run_problem(run, source, "Scores ") is None and run_problem(run, source[1:], "Scores ")
+    assert head_problem(steps, head | {"head": 1}, STEPS_FORMAT) and head_problem(comparison, head, STEPS_FORMAT)
+    next(panel for panel in steps["panels"] if panel["key"] == "weights")["values"][0][0] += 0.5  # a row sums to 1.5
+    comparison["difference"][0][0] += 0.5
+    assert "sums to" in steps_problem(steps, source) and "a − b" in compare_problem(comparison)
+
+
 def test_the_page_and_its_config_carry_no_python_objects(app):
     """What every opening downloads is plain data: no event trigger or component sent as its repr (a quoted
     attribute name in a gr.HTML's js_on_load once put one there, and its copy slowed every opening)."""

@@ -7,7 +7,7 @@ The first runs the default tables (kernel, model, memory, app, explorer; page an
 and PyTorch's references in the same run, and writes everything measured to benchmarks/results/<time>.json and
 latest.json. The second runs one benchmark with its own options: `classroom --students 300 --against REF` (a lecture
 hall, the server on a core of its own, its CPU per answer by kind), `payloads --against REF` (every answer of a fixed
-script byte for byte against REF's), `replicas`, `fairness`, `load`, `replay`, `long`, `hub`, ...; docs/benchmarks.md
+script byte for byte against REF's), `replicas`, `fairness`, `long`, `hub`, ...; docs/benchmarks.md
 says what each measures and its latest table.
 """
 
@@ -22,7 +22,7 @@ import time
 DEFAULT_SECTIONS = ("kernel", "model", "memory", "app", "explorer")
 SECTIONS = (*DEFAULT_SECTIONS, "page", "hub")
 # `python -m benchmarks NAME ...`: the module benchmarks.NAME's main(argv), with options of its own
-COMMANDS = ("classroom", "payloads", "replicas", "fairness", "load", "replay", "page", "explorer", "hub", "long",
+COMMANDS = ("classroom", "payloads", "replicas", "fairness", "page", "explorer", "hub", "long",
             "importance", "trained", "live", "research", "longclass")
 
 

@@ -35,7 +35,7 @@ from devtools.launcher import ROOT, Server
 
 from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s, walk_lesson
 from .classroom_report import report
-from .common import LOGS, Timing, app_env, cpu_s, export_ref, head, load, save, temp_folder, watch_rss
+from .common import LOGS, Timing, app_env, command, cpu_s, export_ref, head, load, save, temp_folder, watch_rss
 from .trained_length import load_real_model, real_model_folder
 from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, Page,
                        RealModel, Student, Tally, real_actions)
@@ -325,12 +325,11 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks classroom", description=__doc__.splitlines()[0])
+    parser = command("classroom", __doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
     result = run_from(parser, args)
-    print(report(result), flush=True)
-    save("classroom", result, args.out)
+    save("classroom", result, args.out, report=report)
     return 0 if all(app.get("errors", 0) == 0 and not app.get("hung") for app in result["apps"].values()) else 1
 
 
@@ -361,7 +360,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also open the page K times in Chromium during the class: the first drawn view")
     parser.add_argument("--no-files", action="store_true",
                         help="students fetch the page's HTML only, not Gradio's files")
-    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
 
 
 def run_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:

@@ -8,6 +8,7 @@ Ratios are taken between medians measured in the same interleaved run.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import os
@@ -273,9 +274,18 @@ def write_json(name: str, payload: dict, directory: Path = RESULTS_DIR) -> Path:
     return path
 
 
-def save(name: str, result: dict, out: str | Path | None = None, started: float | None = None) -> Path:
-    """Write `result` as <out (default benchmarks/results)>/<name>-<time>.json and print where (with the seconds since
-    `started`, a time.perf_counter(), when given): the end of every benchmark's main."""
+def command(name: str, doc: str) -> argparse.ArgumentParser:
+    """The parser of `python -m benchmarks NAME`: its module's first docstring line, and --out (the JSON's folder)."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=doc.splitlines()[0])
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    return parser
+
+
+def save(name: str, result: dict, out: str | Path | None = None, started: float | None = None, report=None) -> Path:
+    """Print report(result) where given, write `result` as <out (default benchmarks/results)>/<name>-<time>.json and
+    print where (with the seconds since `started`, a time.perf_counter(), when given): the end of a benchmark's main."""
+    if report is not None:
+        print(report(result), flush=True)
     path = write_json(f"{name}-{time.strftime('%Y%m%d-%H%M%S')}", result, Path(out) if out else RESULTS_DIR)
     took = f"{time.perf_counter() - started:.0f} s; " if started is not None else ""
     print(f"\n{took}results in {path}", flush=True)

@@ -11,7 +11,6 @@ model on the app's opening text and for the widest run the app allows (16 heads,
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import string
 import sys
@@ -19,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import LOGS, chromium, load, percentile, save, table
+from .common import LOGS, chromium, command, load, percentile, save, table
 
 CHANGES = ("tile", "kind", "scale", "step")
 # In the page: `n` changes of one sort, each after the last one's frame; the measures' durations by reason.
@@ -154,16 +153,14 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks explorer", description=__doc__.splitlines()[0])
+    parser = command("explorer", __doc__)
     parser.add_argument("--changes", type=int, default=40, help="changes of each sort per page")
     parser.add_argument("--app", action="store_true", help="also measure inside the launched app's page")
-    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 1 <= args.changes <= 1000:
         parser.error("changes: 1..1000")
     result = run(args.changes, args.app)
-    print(report(result), flush=True)
-    save("explorer", result, args.out)
+    save("explorer", result, args.out, report=report)
     return 0
 
 

@@ -13,7 +13,6 @@ time (architectures, not by default). docs/benchmarks.md and docs/real_models.md
 
 from __future__ import annotations
 
-import argparse
 import copy
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import time
 
 import torch
 
-from .common import cpu_medians, interleaved, load, machine, ms, parts_of, save, table
+from .common import command, cpu_medians, interleaved, load, machine, ms, parts_of, save, table
 
 OPUS_MT_EN_DE = dict(vocab_size=58101, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, pad_token_id=58100,
@@ -30,9 +29,10 @@ OPUS_MT_EN_DE = dict(vocab_size=58101, d_model=512, encoder_layers=6, decoder_la
 
 
 class Pieces:
-    """All a tokenizer must give the wrapper here: its special ids (the benchmark feeds ids)."""
+    """What a model built from a config lacks of a tokenizer: special ids (opus-mt-en-de's), pieces named by id."""
 
-    pad_token_id, eos_token_id = 58100, 0
+    def __init__(self, pad_token_id: int = 58100, eos_token_id: int = 0) -> None:
+        self.pad_token_id, self.eos_token_id = pad_token_id, eos_token_id
 
     def convert_ids_to_tokens(self, ids):
         return [str(i) for i in ids]
@@ -243,7 +243,7 @@ def architectures(sizes=(16, 128, 512), rounds: int = 15) -> list[dict]:
         hf = getattr(transformers, class_name)(config).eval()
         eager = copy.deepcopy(hf)
         eager.set_attn_implementation("eager")
-        ours = PretrainedTransformer(hf, _Pieces(), name=name)
+        ours = PretrainedTransformer(hf, Pieces(0, 1), name=name)
         for n in sizes:
             ids = torch.randint(3, 4096, (1, n), generator=torch.Generator().manual_seed(n))
             with torch.inference_mode():
@@ -257,15 +257,6 @@ def architectures(sizes=(16, 128, 512), rounds: int = 15) -> list[dict]:
             rows.append({"model": name, "tokens": n, "max_map_difference": worst, "max_logit_difference": worst_logit,
                          **cpu, "rounds": rounds, "load": load()})
     return rows
-
-
-class _Pieces:
-    """The tokenizer a model built from a config lacks: its special ids and pieces named by their ids."""
-
-    pad_token_id, eos_token_id = 0, 1
-
-    def convert_ids_to_tokens(self, ids):
-        return [str(i) for i in ids]
 
 
 PARTS = ("forward", "decode", "memory", "proof", "architectures")
@@ -344,17 +335,15 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks hub", description=__doc__.splitlines()[0])
+    parser = command("hub", __doc__)
     parser.add_argument("--quick", action="store_true",
                         help="8 and 32 tokens, 8 written, few rounds, no folder load (under a minute)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
     parser.add_argument("--only", default=",".join(PARTS[:4]), help="comma-separated tables: " + ",".join(PARTS))
-    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     result = run(args.quick, args.threads, parts_of(parser, args.only, PARTS))
-    print(report(result), flush=True)
-    save("hub", result, args.out, t0)
+    save("hub", result, args.out, t0, report=report)
     return 0
 
 

@@ -24,7 +24,6 @@ mapped apart and given back when freed), or left as glibc sets it with --malloc 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .common import interleaved, load, machine, ms, save, table
+from .common import command, interleaved, load, machine, ms, save, table
 
 SMOLLM2_135M = dict(vocab_size=4096, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                     num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192, rope_theta=100000.0,
@@ -287,13 +286,12 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.long", description=__doc__.splitlines()[0])
+    parser = command("long", __doc__)
     parser.add_argument("--quick", action="store_true", help="256 and 1,024 tokens, 2 rounds")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
     parser.add_argument("--sizes", default="256,1024,4096", help="comma-separated lengths in tokens")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per length")
     parser.add_argument("--only", default="time,memory", help="comma-separated parts: time, memory")
-    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     parser.add_argument("--against", default=None, help="another blockwise.py whose attend the long pass also runs")
     parser.add_argument("--malloc", choices=("server", "default"), default="server",
                         help="peak memory with glibc's malloc tuned as the server tunes it (default) or as glibc sets it")
@@ -303,8 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
     t0 = time.perf_counter()
     result = run(sizes, rounds, args.threads, parts, args.against, args.malloc)
-    print(report(result), flush=True)
-    save("long", result, args.out, t0)
+    save("long", result, args.out, t0, report=report)
     return 0
 
 

@@ -11,13 +11,12 @@ reporting the median of the paired differences (one app's medians drift by ±100
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 from .app import SETTLE_S
-from .common import LOGS, chromium, cpu_s, load, percentile, save, table
+from .common import LOGS, chromium, command, cpu_s, load, percentile, save, table
 
 # In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
 READ = """() => {
@@ -161,14 +160,13 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks page", description=__doc__.splitlines()[0])
+    parser = command("page", __doc__)
     parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
     parser.add_argument("--floor", action="store_true",
                         help="also open a Gradio page with the explorer only (benchmarks.floors explorer): the floor")
     parser.add_argument("--against", default=None, help="a git ref: open both apps in alternation, paired")
     parser.add_argument("--warm", action="store_true",
                         help="measure a second opening in the same context (a returning visitor's cache)")
-    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 1 <= args.opens <= 200:
         parser.error("opens: 1..200")
@@ -177,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print(paired_report(result, args.against), flush=True)
     else:
         result = run(args.opens, args.floor, args.warm)
-        print(report(result), flush=True)
-    save("page", result, args.out)
+        save("page", result, args.out, report=report)
     return 0
 
 

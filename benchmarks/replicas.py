@@ -11,7 +11,6 @@ browser. docs/deploy.md keeps the tables; tests/e2e/test_replicas.py asserts on 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from devtools.proxy import Proxy, ensure_nginx
 from .classroom import SETTLE_S, run_class
 from .classroom_chromium import page_files
 from .classroom_report import LABELS
-from .common import load, ms, save, table
+from .common import command, load, ms, save, table
 
 PHASES = {"one": "one process", "sticky": "{n} processes, nginx sticky (cookie)",
           "round_robin": "{n} processes, nginx round robin"}
@@ -165,7 +164,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks replicas", description=__doc__.splitlines()[0])
+    parser = command("replicas", __doc__)
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--replicas", type=int, default=2)
@@ -173,15 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patience-s", type=float, default=60.0, help="a student gives up on an answer this late")
     parser.add_argument("--only", default=",".join(PHASES), help="comma-separated: " + ",".join(PHASES))
     parser.add_argument("--no-files", action="store_true", help="students fetch the page's HTML only")
-    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     phases = tuple(p.strip() for p in args.only.split(",") if p.strip())
     if not (1 <= args.students <= 200 and 5 <= args.duration_s <= 1800 and 2 <= args.replicas <= 8) or \
             not set(phases) <= set(PHASES):
         parser.error("students 1..200, duration 5..1800 s, replicas 2..8, --only from " + ",".join(PHASES))
     result = run(args.students, args.duration_s, args.replicas, args.seed, args.patience_s, not args.no_files, phases)
-    print(report(result), flush=True)
-    save("replicas", result, args.out)
+    save("replicas", result, args.out, report=report)
     sticky = result["phases"].get("sticky")
     return 0 if sticky is None or (sticky["errors"] == 0 and not sticky["hung"]) else 1
 

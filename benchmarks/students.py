@@ -1,7 +1,7 @@
 """The simulated student of benchmarks.classroom: one page (its own session and pool of connections) over the
-browser's protocol, asynchronously (one event loop drives the class: a simulated class costs a few % of a core, so the
-figures are the server's), what it does (a teaching mix of actions, with what each answer must say) and the tally of
-what the class saw."""
+browser's protocol, asynchronously (one event loop drives the class, for a few % of a core: the figures are the
+server's), what it does (a teaching mix of actions) and the tally of what the class saw. Every answer is checked
+against its own request: a run of the student's text, the head asked, numbers that fit its tokens, an export's files."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ import json
 import random
 import re
 import string
-import threading
 import time
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+
+from attention_viz.explorer.pack import FORMAT
+from attention_viz.explorer.steps import COMPARE_FORMAT, STEPS_FORMAT
+from attention_viz.service.limits import COMPARISONS
+from attention_viz.service.requests import known_case
 
 from .common import EventStream
 from .fetch import FetchError, fetch_files
@@ -64,6 +68,7 @@ API = "/gradio_api"
 CONNECTIONS = 6     # what a browser keeps open to one host over HTTP/1.1
 KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (uvicorn closes one idle for 5 s)
 STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts with
+EXPORTED = [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]  # views.export's nine files
 
 
 _CONFIGS: dict[bytes, dict] = {}  # the config's bytes as sent (compressed) -> the config; read, never changed
@@ -169,9 +174,8 @@ class Page:
 
 @dataclass
 class Tally:
-    """What the students saw, shared between their threads."""
+    """What the students saw (recorded on the class's one event loop: no lock)."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
@@ -183,31 +187,28 @@ class Tally:
     answered_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # monotonic, per sample
     requests: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # events sent, per sample
 
-    last_open: tuple[float, float, float] = (0.0, 0.0, 0.0)  # at the last opening: monotonic, this process's and
-    #                                                             the server's CPU seconds
+    last_open: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the last opening's: monotonic, our and the server's CPU
 
     def opened(self, server_cpu_s: float) -> None:
         """An opening answered: the clock and the CPU so far (the class's arrival lasts until the last one)."""
-        with self.lock:
-            self.last_open = (time.monotonic(), time.process_time(), server_cpu_s)
+        self.last_open = (time.monotonic(), time.process_time(), server_cpu_s)
 
     def record(self, action: str, seconds: float, error: str | None, estimations: list[dict] = (),
                requests: int | None = None) -> None:
-        with self.lock:
-            self.seconds[action].append(seconds)
-            if requests is not None:
-                self.requests[action].append(requests)
-            self.answered_at[action].append(time.monotonic())
-            self.last_answer = max(self.last_answer, time.monotonic())
-            if seconds > WAIT_S:
-                self.waited[action] += 1
-                self.told[action] += any(e.get("rank") is not None and e.get("queue_size") for e in estimations)
-                self.eta[action] += any(e.get("rank_eta") is not None for e in estimations)
-            if error is not None:
-                self.errors[action] += 1
-                self.messages.append(f"{action}: {error}")
-                if len(self.examples) < 8:
-                    self.examples.append(f"{action}: {error[:300]}")
+        self.seconds[action].append(seconds)
+        if requests is not None:
+            self.requests[action].append(requests)
+        self.answered_at[action].append(time.monotonic())
+        self.last_answer = max(self.last_answer, time.monotonic())
+        if seconds > WAIT_S:
+            self.waited[action] += 1
+            self.told[action] += any(e.get("rank") is not None and e.get("queue_size") for e in estimations)
+            self.eta[action] += any(e.get("rank_eta") is not None for e in estimations)
+        if error is not None:
+            self.errors[action] += 1
+            self.messages.append(f"{action}: {error}")
+            if len(self.examples) < 8:
+                self.examples.append(f"{action}: {error[:300]}")
 
 
 class Student:
@@ -287,7 +288,8 @@ class Student:
         return seconds, completed["output"]["data"]
 
     async def act(self, action: str) -> tuple[float, str | None]:
-        """Do one action: (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
+        """Do one action of the mix, or "compare" or "export" (not in ACTIONS: tests/e2e/test_reliability.py asks them):
+        (seconds, what is wrong with the answer or None); its queue estimations in .estimations."""
         self.estimations, self.requests = [], 0
         rng, set_ = self.rng, lambda elem_id, value: self.values.__setitem__(self.ids[elem_id], value)
         if action.startswith("lab_"):
@@ -304,7 +306,7 @@ class Student:
         if action == "rerun":
             set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
             seconds, data = await self.call(self.api["visualize"], "text")
-            return seconds, None if "Scores QKᵀ" in str(data) else "visualize: no notes of a run"
+            return seconds, run_problem(data, self.source(), "Scores QKᵀ")
         if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked puts the heads in the box, runs
             key, head = rng.choice(self.head_keys), rng.randrange(self.n_heads)
             if sum(map(len, self.heads_off.values())) >= 4:  # a handful off: the student starts again
@@ -316,7 +318,7 @@ class Student:
             if rng.random() < 0.2:
                 set_("ablation", "mean" if self.values[self.ids["ablation"]] == "zero" else "zero")
             seconds, data = await self.call(self.api["visualize"], "heads_apply")
-            return seconds, None if "heads switched off" in str(data) else "heads: the notes name no heads switched off"
+            return seconds, run_problem(data, self.source(), "heads switched off")
         if action in ("real", "real_score") or action.startswith("real:"):  # pick a real model, type a sentence;
             # run it, or score its heads (the first that writes text)
             real = (REAL_MODELS[action[len("real:"):]] if action.startswith("real:") else self.reals[0]
@@ -337,8 +339,30 @@ class Student:
             return seconds, None if real.notes in str(data) else f"{action}: no notes of a real model's run"
         if action == "lesson":
             return await self.lesson_step()
-        seconds, data = await self.call(self.api["steps"])
-        return seconds, None if "softmax" in str(data) else "steps: no step text"
+        head = {name: self.values[self.ids[name]] for name in ("kind", "layer", "head")}
+        if action == "compare":
+            set_("comparison", rng.choice(list(COMPARISONS)))
+            seconds, (answer, text) = await self.call(self.dependency("compare"), "comparison")
+            label = COMPARISONS[self.values[self.ids["comparison"]]][0]
+            return seconds, head_problem(answer, head, COMPARE_FORMAT) or (f"compare: text lacks {label!r}" if label
+                                                                           not in text else compare_problem(answer))
+        if action == "export":
+            seconds, (files, *_) = await self.call(self.dependency("export"))
+            names = sorted(str(item.get("orig_name", "")) for item in files or [])
+            csv = f"__{head['kind'].replace('.', '_')}__L{head['layer']}_H{head['head']}.csv"
+            if sorted(n[n.rfind("."):] for n in names) != EXPORTED or not any(n.endswith(csv) for n in names):
+                return seconds, f"export: files {names}, not the nine of *{csv}"
+            body = await self.browser.get(next(f["url"] for f in files if f["orig_name"].endswith(".csv")), True)
+            return seconds, None if b"\nquery \\ key" in body else "export: the CSV has no table"
+        seconds, (answer, text) = await self.call(self.api["steps"])
+        return seconds, head_problem(answer, head, STEPS_FORMAT) or ("steps: no step text" if "softmax" not in text
+                                                                     else steps_problem(answer, self.source()))
+
+    def source(self) -> list[str]:
+        """The source tokens of the student's text as the app runs it: a trained model lower-cases; pads after."""
+        text, pads = self.values[self.ids["text"]], int(self.values.get(self.ids.get("pads")) or 0)
+        text = text if self.values[self.ids["model"]] == "untrained" else known_case(text, string.ascii_lowercase)[0]
+        return [*text, "<eos>", *["<pad>"] * pads]
 
     async def lesson_step(self) -> tuple[float, str | None]:
         """The lesson's Next from the step on show (after the last: from the start again, as a student who starts
@@ -368,3 +392,49 @@ class Student:
 def heads_json(off: dict[str, set[int]]) -> str:
     """Heads off as the explorer puts them in the #heads_off box: JSON {map key: [heads]} (page.js headsOffAsked)."""
     return json.dumps({key: sorted(heads) for key, heads in off.items() if heads}, separators=(",", ":"))
+
+
+def run_problem(data: list, source: list[str], notes: str) -> str | None:
+    """None when a /visualize answer is a packed run of this source, every layer's maps [H, Q, K] for its tokens
+    (base64 of two bytes a weight), and its notes say `notes`; else what is wrong."""
+    run, _, info = data[:3]
+    if not isinstance(run, dict) or run.get("format") != FORMAT or run["tokens"]["source"] != source:
+        return f"visualize: not a run of {''.join(source)!r}"
+    for entry in run["kinds"]:
+        q, k = len(run["tokens"][entry["queries"]]), len(run["tokens"][entry["keys"]])
+        if [len(m) for m in entry["maps"]] != [4 * ((2 * run["n_heads"] * q * k + 2) // 3)] * entry["layers"]:
+            return f"visualize: {entry['kind']}'s maps do not fit {q} x {k}"
+    return None if notes in str(info) else f"visualize: the notes lack {notes!r}"
+
+
+def head_problem(answer: object, head: dict, form: str) -> str | None:
+    """What is wrong with the head a /steps or /compare answer is for (its format, kind, layer and head as asked)."""
+    given = [answer.get(name) for name in ("format", "kind", "layer", "head")] if isinstance(answer, dict) else answer
+    asked = [form, head["kind"], int(head["layer"]), int(head["head"])]
+    return None if given == asked else f"an answer for {given}, asked for {asked}"
+
+
+def steps_problem(steps: dict, source: list[str]) -> str | None:
+    """None when a steps payload's five panels fit its tokens (its keys this source, unless the decoder's own), the
+    masked scores are null (−∞) exactly where the mask forbids, and each softmax row with a key sums to 1."""
+    q, k, mask = len(steps["queries"]), len(steps["keys"]), steps["mask"]
+    if steps["kind"] != "decoder.self_attn" and steps["keys"] != source:
+        return "steps: its keys are not this student's source"
+    panels = {panel["key"]: panel["values"] for panel in steps["panels"]}
+    widths = {key: k for key in ("scores", "scaled", "masked", "weights")} | {"output": steps["d_v"]}
+    if {n: (len(v), *{len(r) for r in v}) for n, v in panels.items()} != {n: (q, w) for n, w in widths.items()}:
+        return f"steps: panels {sorted(panels)} do not fit {q} x {k}"
+    if any((value is None) == ok for row, oks in zip(panels["masked"], mask) for value, ok in zip(row, oks)):
+        return "steps: the masked scores are not −∞ exactly where the mask forbids"
+    sums = [sum(row) for row, oks in zip(panels["weights"], mask) if any(oks)]
+    return next((f"steps: a softmax row sums to {total}" for total in sums if abs(total - 1) > 1e-4), None)
+
+
+def compare_problem(comparison: dict) -> str | None:
+    """None when a comparison's maps a, b and difference fit its tokens and the difference is a − b."""
+    q, k = len(comparison["queries"]), len(comparison["keys"])
+    if any(len(comparison[n]) != q or {len(r) for r in comparison[n]} != {k} for n in ("a", "b", "difference")):
+        return f"compare: maps do not fit {q} x {k}"
+    rows = zip(comparison["a"], comparison["b"], comparison["difference"])
+    return next(("compare: the difference is not a − b" for a, b, diff in rows for x, y, d in zip(a, b, diff)
+                 if abs(x - y - d) > 1e-6), None)

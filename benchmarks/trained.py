@@ -12,7 +12,6 @@ by default), importance (refused for an encoder, and the table says so). Threads
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .common import cpu_medians, interleaved, load, machine, ms, parts_of, save, table
+from .common import command, cpu_medians, interleaved, load, machine, ms, parts_of, save, table
 
 TEXT = ("Attention is all you need: the dominant sequence transduction models are based on complex recurrent or "
         "convolutional neural networks that include an encoder and a decoder. The best performing models also "
@@ -189,19 +188,17 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks trained", description=__doc__.splitlines()[0])
+    parser = command("trained", __doc__)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the app's server)")
     parser.add_argument("--sizes", default="16,128", help="tokens of the forward table, comma-separated")
     parser.add_argument("--only", default=",".join(DEFAULT_PARTS), help="comma-separated parts: " + ",".join(PARTS))
-    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = parser.parse_args(argv)
     if not 3 <= args.rounds <= 100:
         parser.error("rounds 3..100")
     sizes = tuple(int(n) for n in args.sizes.split(",") if n.strip())
     result = run(args.rounds, args.threads, sizes, parts_of(parser, args.only, PARTS))
-    print(report(result), flush=True)
-    save("trained", result, args.out)
+    save("trained", result, args.out, report=report)
     return 0
 
 

@@ -102,23 +102,7 @@ def wake_on_events(blocks: Any, most_s: float, progress_s: float) -> None:
     queue.sleep_when_free = nap = _Nap(most_s)
     queue.progress_update_sleep_when_free = progress_s
     queueing.asyncio = _NAPPING_ASYNCIO
-    push, process_events = queue.push, queue.process_events
-
-    @functools.wraps(push)
-    async def push_then_wake(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await push(*args, **kwargs)
-        finally:
-            nap.wake()
-
-    @functools.wraps(process_events)
-    async def process_then_wake(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await process_events(*args, **kwargs)
-        finally:
-            nap.wake()
-
-    queue.push, queue.process_events = push_then_wake, process_then_wake
+    queue.push, queue.process_events = nap.waking(queue.push), nap.waking(queue.process_events)
 
 
 class _Nap(float):
@@ -139,6 +123,18 @@ class _Nap(float):
             except TimeoutError:
                 pass
         self.woken.clear()
+
+    def waking(self, coroutine_function: Callable) -> Callable:
+        """`coroutine_function` (a queue's push or process_events), then a wake of the dispatcher, however it ends."""
+
+        @functools.wraps(coroutine_function)
+        async def then_wake(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await coroutine_function(*args, **kwargs)
+            finally:
+                self.wake()
+
+        return then_wake
 
     def wake(self) -> None:
         """Something may start now: the dispatcher looks (from its loop's thread or any other)."""

@@ -8,12 +8,19 @@ and no call of dropout, the identity in eval mode. The maps' pass and the encode
 heads off is applied as the reference applies it. Anything else (training, no causal mask, additive attention) is the
 reference itself. The saving is the modules' calls: ~1/3 of the steps' time on the shipped models (docs/benchmarks.md).
 
+A guess of what the decode writes (service/own_model.py: a trained model's answer to its own task) skips the steps
+when it holds: one teacher-forced pass on <bos> + guess predicts every token of it, each with a clear lead, and that
+pass is the maps' own pass. The reference's steps and this pass differ only by float rounding, far below the lead
+asked, so they pick the same tokens; the maps and value norms come from the same pass as the reference's. A guess that
+does not hold costs a pass; the tokens that pass predicts are tried once more, then the decode steps as above.
+
 Axes: B batch, H heads, T decoded positions, D d_model.
 """
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -28,8 +35,11 @@ from attention_viz.core.variation import variation_of
 def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int,
                   scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True, heads_off=None,
                   ablation: str = "zero", head_means=None, gates=None, *, variation=None,
-                  value_norms: dict[str, torch.Tensor] | None = None):
-    """network.greedy_decode(src, ...) (reuse_keys=True), bit for bit, with the steps written out flat."""
+                  value_norms: dict[str, torch.Tensor] | None = None, guess: Sequence[int] | None = None):
+    """network.greedy_decode(src, ...) (reuse_keys=True), bit for bit, with the steps written out flat.
+
+    guess: token ids the decode is expected to write (a trained model's task answer, <eos> last), for one source
+    (B = 1): checked by one teacher-forced pass, which is the maps' own pass when it holds (see verified)."""
     variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
     c = network.config
     if (network.training or not variation.causal_mask or c.compatibility != "dot_product"
@@ -40,6 +50,14 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
     kept = network._recording(switched) if value_norms is not None else switched
     memory, src_mask, enc_weights = network.encode(src, variation, kept)
     B = src.size(0)
+    if guess is not None and B == 1:
+        for _ in range(GUESSES):
+            guess, found = verified(network, memory, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
+            if found is not None:
+                self_weights, cross_weights = found
+                tokens = torch.tensor([guess], dtype=torch.long, device=src.device)  # (1, n)
+                return tokens, network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept,
+                                                   value_norms)
     tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     layers = network.decoder.layers
@@ -62,6 +80,33 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
             break
     _, self_weights, cross_weights = network.decode(tgt[:, :-1], memory, src_mask, variation, kept)
     return tgt[:, 1:], network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept, value_norms)
+
+
+GUESSES = 2  # teacher-forced passes tried before stepping: the guess, then the tokens each pass predicts
+MARGIN = 1e-4  # a pass's most likely token counts only when it leads the next by MARGIN · (1 + |its logit|)
+
+
+def verified(network: Transformer, memory, src_mask, variation, switches, guess: Sequence[int], max_len: int,
+             bos_id: int, eos_id: int):
+    """(guess as greedy decoding would end it, (self, cross weights) of its maps' pass) when one teacher-forced pass on
+    <bos> + guess predicts every token of it (and ends it: <eos>, or max_len tokens) with a clear lead; else (the
+    tokens this pass predicts, cut after its first <eos>, the next guess; None).
+
+    A greedy step's logits and the same position's in a full pass differ by float rounding (other matmul shapes):
+    a lead of MARGIN · (1 + |logit|), far beyond it, makes their most likely tokens the same."""
+    guess = list(guess[:max_len])
+    if eos_id in guess:
+        guess = guess[:guess.index(eos_id) + 1]
+    if not guess:
+        return guess, None
+    x = torch.tensor([[bos_id] + guess[:-1]], dtype=torch.long, device=memory.device)  # (1, n)
+    logits, self_weights, cross_weights = network.decode(x, memory, src_mask, variation, switches)  # (1, n, V)
+    top = logits[0].topk(2, dim=-1)  # values, indices (n, 2)
+    predicted = top.indices[:, 0].tolist()
+    lead = (top.values[:, 0] - top.values[:, 1] > MARGIN * (1 + top.values[:, 0].abs())).all()
+    if predicted == guess and (guess[-1] == eos_id or len(guess) == max_len) and bool(lead):
+        return guess, (self_weights, cross_weights)
+    return predicted, None
 
 
 def _linear(module, x: torch.Tensor) -> torch.Tensor:

@@ -103,10 +103,13 @@ class OwnModel:
         # unfinished), an untrained one never emits <eos>, so it decodes exactly as many tokens as the source has.
         max_len = len(settings.text) + 1 + (EXTRA_DECODE_STEPS if card is not None else 0)
         norms: dict[str, torch.Tensor] = {}  # value_norms of the maps' own pass, kept with the run
+        expected = target_or_none(card["task"], settings.text) if card and "task" in card else None
+        guess = None if expected is None else tok.encode(expected).ids  # its answer, <eos> last
         with torch.inference_mode():
             # the reference's decode, bit for bit, with less Python per step (attention_viz.fast.decode)
             generated, maps = fast_greedy_decode(self.network, src, max_len=max_len, bos_id=tok.bos_id,
-                                                 eos_id=tok.eos_id, **self._switches(settings), value_norms=norms)
+                                                 eos_id=tok.eos_id, **self._switches(settings), value_norms=norms,
+                                                 guess=guess)
         out_ids = generated[0].tolist()
         tgt_ids = [tok.bos_id] + out_ids[:-1]  # the decoder input whose maps greedy_decode returned
         arrays = frozen({key: value[0] for key, value in maps.to_numpy().items()})  # key -> (H, Q, K)
@@ -115,7 +118,7 @@ class OwnModel:
             src_ids=tuple(src_ids), tgt_ids=tuple(tgt_ids),
             src_tokens=tuple(tok.tokens(src_ids)), tgt_tokens=tuple(tok.tokens(tgt_ids)),
             generated=tuple(tok.tokens(out_ids)), output=tok.decode(out_ids), finished=tok.eos_id in out_ids,
-            expected=target_or_none(card["task"], settings.text) if card and "task" in card else None,
+            expected=expected,
             maps=arrays, norms=frozen({key: value[0].float().cpu().numpy() for key, value in norms.items()}),
         )
 

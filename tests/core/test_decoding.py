@@ -127,3 +127,69 @@ def test_the_fast_decode_is_the_reference_bit_for_bit(one_thread):
             for name in maps:
                 assert torch.equal(maps[name], fast_maps[name]), (seed, case, name)
                 assert torch.equal(norms[name], fast_norms[name]), (seed, case, name)
+
+
+def test_a_guessed_decode_is_the_reference_bit_for_bit(one_thread, monkeypatch):
+    """greedy_decode(..., guess=ids): a right guess is taken from one teacher-forced pass (no step is run) and is the
+    reference's answer bit for bit (tokens, maps, value norms); a wrong one (a token changed, cut short before <eos>,
+    <eos> early, too long, random, empty) still gives the reference's answer, under every switch."""
+    from attention_viz.fast import decode as fast_decode
+
+    steps = []
+    step = fast_decode._step
+    monkeypatch.setattr(fast_decode, "_step", lambda *a: steps.append(1) or step(*a))
+    taken = 0
+    for seed in range(12):
+        model = random_model(seed)
+        c = model.config
+        g = torch.Generator().manual_seed(100 + seed)
+        src = torch.randint(3, c.vocab_size, (1, 2 + seed % 5), generator=g)
+        key = f"decoder.{seed % c.n_decoder_layers}.{'cross_attn' if seed % 3 else 'self_attn'}"
+        for case in (dict(), dict(scale="none", padding_mask=False), dict(scale=0.37), dict(heads_off={key: [0]}),
+                     dict(heads_off={key: [c.n_heads - 1]}, ablation="mean",
+                          head_means={key: torch.randn(c.n_heads, c.d_v, generator=g)})):
+            norms = {}
+            tokens, maps = model.greedy_decode(src, 6, BOS, EOS, value_norms=norms, **case)
+            right = tokens[0].tolist()
+            if EOS in right:
+                right = right[:right.index(EOS) + 1]
+            changed = list(right)
+            changed[seed % len(changed)] = (changed[seed % len(changed)] + 1) % c.vocab_size
+            random_ids = torch.randint(c.vocab_size, (1 + seed % 9,), generator=g).tolist()
+            for name, guess in (("right", right), ("changed", changed), ("short", right[:-1]), ("eos early", [EOS]),
+                                ("too long", right + [3] * 4), ("random", random_ids), ("empty", [])):
+                steps.clear()
+                guessed_norms = {}
+                guessed, guessed_maps = fast_decode.greedy_decode(model, src, 6, BOS, EOS, value_norms=guessed_norms,
+                                                                  guess=guess, **case)
+                assert torch.equal(tokens, guessed), (seed, case, name)
+                assert list(maps) == list(guessed_maps) and list(norms) == list(guessed_norms)
+                for k in maps:
+                    assert torch.equal(maps[k], guessed_maps[k]), (seed, case, name, k)
+                    assert torch.equal(norms[k], guessed_norms[k]), (seed, case, name, k)
+                if name == "right":
+                    assert not steps, (seed, case)  # taken from the one pass
+                    taken += 1
+    assert taken == 12 * 5  # every right guess taken at once
+
+
+def test_a_guess_is_not_taken_where_two_tokens_are_nearly_tied(one_thread):
+    """A pass whose most likely token leads the next by less than fast.decode.MARGIN does not settle the token: the
+    steps' own logits may order them the other way. Here every logit is 0 (the output layer zeroed)."""
+    from attention_viz.core.variation import variation_of
+    from attention_viz.fast.decode import verified
+
+    model = random_model(3)
+    with torch.no_grad():
+        model.generator.weight.zero_()
+        if model.generator.bias is not None:
+            model.generator.bias.zero_()
+    src = torch.tensor([[3, 4, 3]])
+    memory, src_mask, _ = model.encode(src)
+    with torch.no_grad():
+        predicted, found = verified(model, memory, src_mask, variation_of(), None, [3], 4, BOS, EOS)
+        assert found is None
+        # the pass's own prediction, ended as greedy decoding would end it: taken but for the tie
+        guess = predicted[:predicted.index(EOS) + 1] if EOS in predicted else predicted
+        _, found = verified(model, memory, src_mask, variation_of(), None, guess, len(predicted), BOS, EOS)
+    assert found is None

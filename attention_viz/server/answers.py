@@ -5,7 +5,8 @@
 - A value of a component whose postprocess only passes it on (INLINE: gr.HTML, gr.Textbox, ...) is postprocessed on
   the event loop, and, where it holds no file, sent as it is: Gradio would walk it for files to move into its cache.
 - `quick_root_urls()`: the whole answer's walk for file URLs (processing_utils.add_root_url) copies an answer that
-  holds no file in one quick pass instead.
+  holds no file in one quick pass instead; the root URL those file URLs start with (route_utils.get_root_url, three
+  URL parsings an event) is kept for each request origin it was worked out for.
 
 Every Gradio internal these rely on is named, with its check, in server/gradio_checks.py (REACHES);
 tests/server/test_answers.py compares every answer and the session it leaves with Gradio's own.
@@ -14,12 +15,13 @@ tests/server/test_answers.py compares every answer and the session it leaves wit
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
-from gradio import processing_utils, utils
+from gradio import processing_utils, route_utils, utils
 from gradio.data_classes import GradioModel, GradioRootModel
 from gradio.state_holder import SessionState
 
@@ -27,6 +29,9 @@ from gradio.state_holder import SessionState
 # calls them on the event loop; a subclass that overrides postprocess is not among them
 INLINE = frozenset(c.postprocess for c in (gr.HTML, gr.Textbox, gr.Markdown, gr.Number, gr.Checkbox, gr.Slider))
 GRADIOS_ADD_ROOT_URL = processing_utils.add_root_url  # Gradio's own, before quick_root_urls
+GRADIOS_GET_ROOT_URL = route_utils.get_root_url  # Gradio's own, before quick_root_urls
+ORIGIN_HEADERS = ("x-forwarded-host", "x-gradio-server", "x-forwarded-proto")  # what it reads of a request, with its url
+ROOT_URLS_KEPT = 256  # request origins (url, those headers, route and root path): one, or a few behind proxies
 
 
 class Blocks(gr.Blocks):
@@ -192,8 +197,26 @@ def _add_root_url(data: Any, root_url: str, previous_root_url: str | None) -> An
 _add_root_url.__wrapped__ = GRADIOS_ADD_ROOT_URL  # what gradio_internals' check reads (inspect.unwrap)
 
 
+@functools.lru_cache(maxsize=ROOT_URLS_KEPT)
+def _root_url_of(url: str, headers: tuple[tuple[str, str], ...], route_path: str, root_path: str | None) -> str:
+    """Gradio's get_root_url of a request with this url and these of its ORIGIN_HEADERS (all it reads of one)."""
+    return GRADIOS_GET_ROOT_URL(SimpleNamespace(url=url, headers=dict(headers)), route_path, root_path)
+
+
+def _get_root_url(request: Any, route_path: str, root_path: str | None) -> str:
+    """route_utils.get_root_url, kept per request origin (its answer depends on nothing else)."""
+    headers = request.headers
+    found = tuple((name, headers[name]) for name in ORIGIN_HEADERS if name in headers)
+    return _root_url_of(str(request.url), found, route_path, root_path)
+
+
+_get_root_url.__wrapped__ = GRADIOS_GET_ROOT_URL  # what gradio_internals' check reads (inspect.unwrap)
+
+
 def quick_root_urls() -> None:
     """Gradio's walk of every answer for its files' URLs (processing_utils.add_root_url, called by Blocks.process_api
     with the list of the outputs' values) copies an answer with no file in one pass of ours: the lab's ~2,000 numbers
-    took ~0.7 ms. The page's config (a dict, with files) still goes Gradio's way."""
+    took ~0.7 ms. The page's config (a dict, with files) still goes Gradio's way. The root URL they start with
+    (route_utils.get_root_url, asked by the queue for every event: ~0.3 ms) is worked out once per request origin."""
     processing_utils.add_root_url = _add_root_url
+    route_utils.get_root_url = _get_root_url

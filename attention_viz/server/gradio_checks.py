@@ -11,6 +11,7 @@ import ast
 import asyncio
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from gradio.data_classes import PredictBodyInternal
 from gradio.server_messages import EstimationMessage
 from gradio.state_holder import SessionState
 from fastapi import routing as fastapi_routing
+from fastapi.dependencies import utils as fastapi_dependencies
+from fastapi.dependencies.models import Dependant as FastAPIDependant
 from starlette.applications import Starlette
 
 from attention_viz.server import gradio_internals as internals
@@ -86,6 +89,11 @@ REACHES = {
                                      "\"meta\" of _type gradio.FileData)",
                                      "no option skips them for an answer that holds no file: the lab's ~2,000 "
                                      "numbers took ~1.7 ms of walking"),
+    "route_utils.get_root_url": (ANSWERS, "(request, route_path, root_path) -> the root URL of an answer's files, "
+                                 "asked by Queue.process_events for every event (as route_utils.get_root_url); it "
+                                 "reads of the request its url and its x-forwarded-host, x-gradio-server and "
+                                 "x-forwarded-proto headers (get_request_origin), with three httpx.URL parsings",
+                                 "no option keeps it: ~0.3 ms of CPU an event"),
     "App internals": (STATIC + ", server/http.py", "App.get_blocks() -> the Blocks; Blocks.fns: fn_index -> "
                       "BlockFunction (.api_name); Blocks.config: a new object when the page changes; App.auth, "
                       "App.auth_dependency; route_utils.FnIndexInferError: a call to a name no event has",
@@ -99,8 +107,10 @@ REACHES = {
                                    "no option makes FastAPI look a route up instead of trying each in turn"),
     "login_check": (ROUTES, "Gradio's routes depend on `login_check` (routes.App.create_app: a plain function, which "
                     "FastAPI runs in a worker thread for every request of the queue: ~0.2 ms of CPU each); it "
-                    "returns at once where the app has no login (App.auth and App.auth_dependency None)",
-                    "app.dependency_overrides (FastAPI's own) replaces it, but only by the function itself"),
+                    "returns at once where the app has no login (App.auth and App.auth_dependency None); each "
+                    "route's FastAPI Dependant lists it in .dependencies, and solve_dependencies calls a sub-dependant's "
+                    "`.call`", "app.dependency_overrides (FastAPI's own) replaces it, but an app with any override "
+                    "has every dependency of every request derived afresh (~0.27 ms a request)"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
                                    "Gradio adds its CORS and compression after app_kwargs' middleware: only "
@@ -247,6 +257,23 @@ def _check_postprocess_data() -> list[str]:
     return problems
 
 
+def _check_get_root_url() -> list[str]:
+    gradios = inspect.unwrap(route_utils.get_root_url)  # Gradio's own, also once answers has put ours first
+    problems = [] if _parameters(gradios) == ["request", "route_path", "root_path"] else [
+        f"get_root_url's parameters are {_parameters(gradios)}"]
+    problems += [f"get_root_url no longer uses {name}" for name in _source_uses(
+        gradios, "get_request_origin(request, route_path)")]
+    origin = inspect.getsource(route_utils.get_request_origin)
+    read = {name for name in ("x-forwarded-host", "x-gradio-server", "x-forwarded-proto") if f'"{name}"' in origin}
+    problems += [] if read == {"x-forwarded-host", "x-gradio-server", "x-forwarded-proto"} else [
+        f"get_request_origin reads only {sorted(read)} of the three headers"]
+    attributes = set(re.findall(r"request\.(\w+)", origin + inspect.getsource(route_utils.get_first_header_value)))
+    if attributes != {"url", "headers"}:
+        problems.append(f"get_request_origin reads the request's {sorted(attributes)}, not its url and headers")
+    return problems + [f"Queue.process_events no longer calls {name}" for name in _source_uses(
+        queueing.Queue.process_events, "route_utils.get_root_url(")]
+
+
 def _check_traversals() -> list[str]:
     from gradio import blocks
     from gradio_client import utils as client_utils
@@ -317,7 +344,11 @@ def _check_login_check() -> list[str]:
         routes.App.create_app, "def login_check(user: str = Depends(get_current_user)):\n            if (app.auth is None "
         "and app.auth_dependency is None) or user is not None:\n                return\n",
         '@router.post("/queue/join", dependencies=[Depends(login_check)])',
-        '@router.get("/queue/data", dependencies=[Depends(login_check)])')]
+        '@router.get("/queue/data", dependencies=[Depends(login_check)])')] + [
+        f"fastapi's solve_dependencies no longer has {name!r}" for name in _source_uses(
+            fastapi_dependencies.solve_dependencies, "for sub_dependant in dependant.dependencies:",
+            "call = sub_dependant.call")] + (
+        [] if "call" in {field.name for field in dataclasses.fields(FastAPIDependant)} else ["Dependant has no call"])
 
 
 def _check_middleware_stack() -> list[str]:
@@ -339,6 +370,7 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "Blocks.preprocess_data": _check_preprocess_data,
     "Blocks.postprocess_data": _check_postprocess_data,
     "processing_utils' traversals": _check_traversals,
+    "route_utils.get_root_url": _check_get_root_url,
     "App internals": _check_app,
     "BrotliMiddleware's rules": _check_brotli,
     "FastAPI's included routers": _check_included_routers,

@@ -211,13 +211,14 @@ def match_routes_with(router: Any, matcher: Callable) -> None:
     router._match = matcher
 
 
-def login_checks(app: Any) -> set:
-    """Gradio's login_check functions the app's routes depend on (one per app), where the app has no login; empty
-    where it has one."""
+def login_dependants(app: Any) -> list:
+    """The FastAPI dependants (one per route that depends on it) whose call is Gradio's login_check, where the app has
+    no login; empty where it has one. Setting a dependant's `call` changes what every request of its route calls."""
     if getattr(app, "auth", None) is not None or getattr(app, "auth_dependency", None) is not None:
-        return set()
-    return {depends.dependency for router in included_routers(app) for route in router.original_router.routes
-            for depends in getattr(route, "dependencies", ()) if getattr(depends.dependency, "__name__", "") == "login_check"}
+        return []
+    return [dependant for router in included_routers(app) for route in router.original_router.routes
+            for dependant in getattr(getattr(route, "dependant", None), "dependencies", ())
+            if getattr(dependant.call, "__name__", "") == "login_check"]
 
 
 def routes_version(router: Any) -> object:

@@ -90,6 +90,41 @@ def test_a_file_at_any_depth_is_found():
 
 
 def test_quick_root_urls_puts_ours_in_gradios_place(monkeypatch):
+    from gradio import route_utils
+
     monkeypatch.setattr(processing_utils, "add_root_url", answers.GRADIOS_ADD_ROOT_URL)
+    monkeypatch.setattr(route_utils, "get_root_url", answers.GRADIOS_GET_ROOT_URL)
     answers.quick_root_urls()
     assert processing_utils.add_root_url is answers._add_root_url
+    assert route_utils.get_root_url is answers._get_root_url
+
+
+def request(path: str = "/gradio_api/queue/join", query: bytes = b"", scheme: str = "http",
+            host: str = "127.0.0.1:7860", root_path: str = "", **headers: str):
+    """A starlette Request of this url and these headers (x_forwarded_host= -> x-forwarded-host)."""
+    from starlette.requests import Request
+
+    raw = [(b"host", host.encode())] + [(name.replace("_", "-").encode(), value.encode())
+                                       for name, value in headers.items()]
+    return Request({"type": "http", "method": "POST", "scheme": scheme, "server": ("127.0.0.1", 7860),
+                    "root_path": root_path, "path": root_path + path, "query_string": query, "headers": raw})
+
+
+ORIGINS = [dict(), dict(query=b"a=1&b=2"), dict(scheme="https", host="example.org"), dict(root_path="/app"),
+           dict(x_forwarded_host="space.hf.space"), dict(x_forwarded_host="a.org, b.org", x_forwarded_proto="https"),
+           dict(x_forwarded_proto="https"), dict(x_forwarded_proto="http, https"), dict(x_gradio_server="http://gs:1"),
+           dict(x_forwarded_host="", x_gradio_server=""), dict(host="[::1]:8000", path="/gradio_api/call/ping"),
+           dict(path="/gradio_api/queue/join/", root_path="/deep/er")]
+
+
+@pytest.mark.parametrize("root_path", [None, "", "/proxied", "https://public.example.com/app/"])
+@pytest.mark.parametrize("route_path", ["/gradio_api/queue/join", "/gradio_api/call/ping", ""])
+def test_the_kept_root_url_is_gradios_for_every_origin(route_path, root_path):
+    """The root URL kept per origin is Gradio's own for each request (asked twice: the second from what was kept),
+    and a request from another origin is not answered with the first one's."""
+    answers._root_url_of.cache_clear()
+    for origin in ORIGINS:
+        gradios = answers.GRADIOS_GET_ROOT_URL(request(**origin), route_path, root_path)
+        for _ in range(2):
+            assert answers._get_root_url(request(**origin), route_path, root_path) == gradios, origin
+    assert answers._root_url_of.cache_info().hits == len(ORIGINS)

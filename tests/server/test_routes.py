@@ -65,6 +65,12 @@ def test_routes_added_later_are_found_and_the_kept_matches_start_again():
     router.original_router.add_api_route("/api/late", lambda: {"route": "late"}, methods=["GET"])
     assert client.get("/api/late").json() == {"route": "late"}
     assert [key[3] for key in route_matcher(router).kept] == ["/api/late"]
+    inner = APIRouter()  # a router it includes, and a route added to that one afterwards: kept matches start again
+    router.original_router.include_router(inner)
+    assert client.get("/api/late").json() == {"route": "late"}
+    inner.add_api_route("/api/inner", lambda: {"route": "inner"}, methods=["GET"])
+    assert client.get("/api/inner").json() == {"route": "inner"}
+    assert [key[3] for key in route_matcher(router).kept] == ["/api/inner"]
 
 
 @pytest.mark.parametrize("path", ["/gradio_api/queue/join", "/gradio_api/queue/data"])
@@ -90,22 +96,26 @@ def test_the_apps_queue_paths_are_kept_by_the_route_that_fastapi_finds(path):
 def test_without_a_login_the_queue_checks_none_in_a_thread_and_with_one_it_still_refuses():
     import gradio as gr
 
-    from attention_viz.server.gradio_internals import login_checks
+    from attention_viz.server.gradio_internals import login_dependants
     from attention_viz.server.routes import check_logins_at_once, no_login_needed
 
     with gr.Blocks() as demo:
         gr.Button().click(lambda: None, None, None)
     demo.queue()
     app = gr.routes.App.create_app(demo)
-    (login_check,) = login_checks(app)
+    dependants = login_dependants(app)
+    assert len(dependants) >= 2 and {d.call.__name__ for d in dependants} == {"login_check"}  # join, data, ...
     check_logins_at_once(app)
-    assert app.dependency_overrides == {login_check: no_login_needed}
-    answer = TestClient(app).get("/gradio_api/info")
+    assert all(d.call is no_login_needed for d in login_dependants(app) + dependants)
+    assert app.dependency_overrides == {}  # any override has FastAPI derive every request's dependencies afresh
+    client = TestClient(app)
+    answer = client.get("/gradio_api/info")
     assert answer.status_code == 200 and "named_endpoints" in answer.json()
+    joined = client.post("/gradio_api/queue/join", json={"data": [], "fn_index": 0, "session_hash": "s"})
+    assert joined.status_code == 200 and "event_id" in joined.json()
 
     demo.auth_message = "Log in first."  # what launch() sets, which the refusal reads
     guarded = gr.routes.App.create_app(demo, auth_dependency=lambda request: None)  # a login nobody passes
-    assert login_checks(guarded) == set()
+    assert login_dependants(guarded) == []
     check_logins_at_once(guarded)
-    assert guarded.dependency_overrides == {}
     assert TestClient(guarded).get("/gradio_api/info").status_code == 401

@@ -9,10 +9,11 @@ heads off is applied as the reference applies it. Anything else (training, no ca
 reference itself. The saving is the modules' calls: ~1/3 of the steps' time on the shipped models (docs/benchmarks.md).
 
 A guess of what the decode writes (service/own_model.py: a trained model's answer to its own task) skips the steps
-when it holds: one teacher-forced pass on <bos> + guess predicts every token of it, each with a clear lead, and that
-pass is the maps' own pass. The reference's steps and this pass differ only by float rounding, far below the lead
-asked, so they pick the same tokens; the maps and value norms come from the same pass as the reference's. A guess that
-does not hold costs a pass; the tokens that pass predicts are tried once more, then the decode steps as above.
+where it holds: one teacher-forced pass on <bos> + guess predicts every token of it, each with a clear lead (leads),
+and that pass is the maps' own. The reference's steps and this pass differ only by float rounding, far below the lead
+asked, so they pick the same tokens; the maps and value norms come from the same pass as the reference's. Where the
+guess goes wrong, the tokens the pass settled (those it agrees on, and its own first that differs) are kept, their
+keys and values computed in one pass, and the steps go on from there, each with a clear lead, or start again.
 
 Axes: B batch, H heads, T decoded positions, D d_model.
 """
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from attention_viz.core.attention import causal_mask as make_causal_mask
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.layers import DecoderLayer, positional_encoding
 from attention_viz.core.model import Transformer, collect_maps, decoder_switches
@@ -50,63 +52,103 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
     kept = network._recording(switched) if value_norms is not None else switched
     memory, src_mask, enc_weights = network.encode(src, variation, kept)
     B = src.size(0)
-    if guess is not None and B == 1:
-        for _ in range(GUESSES):
-            guess, found = verified(network, memory, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
-            if found is not None:
-                self_weights, cross_weights = found
-                tokens = torch.tensor([guess], dtype=torch.long, device=src.device)  # (1, n)
-                return tokens, network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept,
-                                                   value_norms)
-    tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
     layers = network.decoder.layers
     memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in layers]
-    past: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(layers)
     pe = positional_encoding(max_len, c.d_model, src.device)  # (max_len, D)
     layer_switches = [decoder_switches(switched, i) for i in range(len(layers))]
-    for t in range(max_len):
-        y = network.tgt_embed(tgt[:, -1:]) + pe[t]  # (B, 1, D): the newest position only
-        self_mask = make_padding_mask(tgt, c.pad_id) if variation.padding_mask else None  # (B, 1, 1, t + 1)
-        for i, layer in enumerate(layers):
-            y, past[i] = _step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
-                               *layer_switches[i])
-        if network.decoder.norm is not None:
-            y = _norm(network.decoder.norm, y)
-        next_token = _linear(network.generator, y[:, -1]).argmax(-1).masked_fill(done, c.pad_id)  # (B,)
-        tgt = torch.cat([tgt, next_token[:, None]], dim=1)  # (B, t + 1)
-        done = done | (next_token == eos_id)
-        if bool(done.all()):
-            break
+
+    def steps(tgt: torch.Tensor, past: list, checked: bool) -> torch.Tensor | None:
+        """Decode on from tgt [B, t + 1] (<bos> + the tokens so far) with each layer's kept keys and values of its
+        first t positions; checked: each token must lead the next by MARGIN (None where one does not)."""
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        for t in range(tgt.size(1) - 1, max_len):
+            y = network.tgt_embed(tgt[:, -1:]) + pe[t]  # (B, 1, D): the newest position only
+            self_mask = make_padding_mask(tgt, c.pad_id) if variation.padding_mask else None  # (B, 1, 1, t + 1)
+            for i, layer in enumerate(layers):
+                y, past[i] = _step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
+                                   *layer_switches[i])
+            if network.decoder.norm is not None:
+                y = _norm(network.decoder.norm, y)
+            logits = _linear(network.generator, y[:, -1])  # (B, V)
+            if checked and not bool(leads(logits).all()):
+                return None
+            next_token = logits.argmax(-1).masked_fill(done, c.pad_id)  # (B,)
+            tgt = torch.cat([tgt, next_token[:, None]], dim=1)  # (B, t + 2)
+            done = done | (next_token == eos_id)
+            if bool(done.all()):
+                break
+        return tgt
+
+    tgt = None
+    if guess is not None and B == 1:
+        settled, found = verified(network, memory, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
+        if found is not None:
+            self_weights, cross_weights = found
+            tokens = torch.tensor([settled], dtype=torch.long, device=src.device)  # (1, n)
+            return tokens, network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept,
+                                               value_norms)
+        if settled:  # decode on from the tokens the pass settled, their keys and values from one pass of the steps
+            tgt = torch.tensor([[bos_id] + settled], dtype=torch.long, device=src.device)  # (1, P + 1)
+            past = _prefix(network, tgt[:, :-1], pe, memory_kv, src_mask, variation, layer_switches)
+            tgt = tgt if settled[-1] == eos_id else steps(tgt, past, checked=True)
+    if tgt is None:  # no guess, or decoding on from one was not clear: the reference's own steps
+        tgt = steps(torch.full((B, 1), bos_id, dtype=torch.long, device=src.device), [None] * len(layers), False)
     _, self_weights, cross_weights = network.decode(tgt[:, :-1], memory, src_mask, variation, kept)
     return tgt[:, 1:], network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept, value_norms)
 
 
-GUESSES = 2  # teacher-forced passes tried before stepping: the guess, then the tokens each pass predicts
-MARGIN = 1e-4  # a pass's most likely token counts only when it leads the next by MARGIN · (1 + |its logit|)
+MARGIN = 1e-4  # a most likely token counts as settled only where it leads the next by MARGIN · (1 + |its logit|)
+
+
+def leads(logits: torch.Tensor) -> torch.Tensor:
+    """Whether each row's most likely token leads the next by MARGIN · (1 + |its logit|): [..., V] -> [...] bool.
+
+    The reference's steps and a pass over many positions compute a position's logits with other matmul shapes, so
+    they differ by float rounding, far below this lead: where it holds, both pick the same token."""
+    top = logits.topk(2, dim=-1).values  # (..., 2)
+    return top[..., 0] - top[..., 1] > MARGIN * (1 + top[..., 0].abs())
 
 
 def verified(network: Transformer, memory, src_mask, variation, switches, guess: Sequence[int], max_len: int,
              bos_id: int, eos_id: int):
-    """(guess as greedy decoding would end it, (self, cross weights) of its maps' pass) when one teacher-forced pass on
-    <bos> + guess predicts every token of it (and ends it: <eos>, or max_len tokens) with a clear lead; else (the
-    tokens this pass predicts, cut after its first <eos>, the next guess; None).
+    """One teacher-forced pass on <bos> + guess (cut after its first <eos> and at max_len): (the tokens it settles,
+    (self, cross weights) of the pass where the guess is the whole decode, else None).
 
-    A greedy step's logits and the same position's in a full pass differ by float rounding (other matmul shapes):
-    a lead of MARGIN · (1 + |logit|), far beyond it, makes their most likely tokens the same."""
+    Settled: the pass's most likely tokens, each with a clear lead (leads), as long as they agree with the guess, and
+    the first that does not; greedy decoding writes these first. The guess is the whole decode where every one
+    agrees and it ends (<eos>, or max_len tokens): the pass is then the maps' own."""
     guess = list(guess[:max_len])
     if eos_id in guess:
         guess = guess[:guess.index(eos_id) + 1]
     if not guess:
-        return guess, None
+        return [], None
     x = torch.tensor([[bos_id] + guess[:-1]], dtype=torch.long, device=memory.device)  # (1, n)
     logits, self_weights, cross_weights = network.decode(x, memory, src_mask, variation, switches)  # (1, n, V)
-    top = logits[0].topk(2, dim=-1)  # values, indices (n, 2)
-    predicted = top.indices[:, 0].tolist()
-    lead = (top.values[:, 0] - top.values[:, 1] > MARGIN * (1 + top.values[:, 0].abs())).all()
-    if predicted == guess and (guess[-1] == eos_id or len(guess) == max_len) and bool(lead):
-        return guess, (self_weights, cross_weights)
-    return predicted, None
+    settled = []
+    for token, clear, expected in zip(logits[0].argmax(-1).tolist(), leads(logits[0]).tolist(), guess):
+        if not clear:
+            break
+        settled.append(token)
+        if token != expected or token == eos_id:
+            break
+    if settled == guess and (guess[-1] == eos_id or len(guess) == max_len):
+        return settled, (self_weights, cross_weights)
+    return settled, None
+
+
+def _prefix(network: Transformer, x: torch.Tensor, pe: torch.Tensor, memory_kv, src_mask, variation,
+            layer_switches) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each decoder layer's self-attention keys and values [1, H, P, d] of decoder input x [1, P] (<bos> + settled
+    tokens but the last), from one pass of the flat steps over its P positions, causally masked."""
+    mask = make_causal_mask(x.size(1), x.device)  # (P, P)
+    if variation.padding_mask:
+        mask = mask & make_padding_mask(x, network.config.pad_id)  # (1, 1, P, P)
+    y = network.tgt_embed(x) + pe[:x.size(1)]  # (1, P, D)
+    past = []
+    for i, layer in enumerate(network.decoder.layers):
+        y, kv = _step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *layer_switches[i])
+        past.append(kv)
+    return past
 
 
 def _linear(module, x: torch.Tensor) -> torch.Tensor:

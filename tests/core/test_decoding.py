@@ -130,15 +130,17 @@ def test_the_fast_decode_is_the_reference_bit_for_bit(one_thread):
 
 
 def test_a_guessed_decode_is_the_reference_bit_for_bit(one_thread, monkeypatch):
-    """greedy_decode(..., guess=ids): a right guess is taken from one teacher-forced pass (no step is run) and is the
-    reference's answer bit for bit (tokens, maps, value norms); a wrong one (a token changed, cut short before <eos>,
-    <eos> early, too long, random, empty) still gives the reference's answer, under every switch."""
+    """greedy_decode(..., guess=ids): a right guess is taken from one teacher-forced pass (no step is run); a wrong one
+    (a token changed, cut short before <eos>, <eos> early, too long, random, empty) decodes on from the tokens its
+    pass settled; either way the answer is the reference's bit for bit (tokens, maps, value norms), under every
+    switch."""
     from attention_viz.fast import decode as fast_decode
 
-    steps = []
+    steps = []  # per layer's step: whether it had keys kept (the steps after the first)
     step = fast_decode._step
-    monkeypatch.setattr(fast_decode, "_step", lambda *a: steps.append(1) or step(*a))
-    taken = 0
+    monkeypatch.setattr(fast_decode, "_step", lambda layer, y, memory, past, *a: steps.append(past is not None)
+                        or step(layer, y, memory, past, *a))
+    taken = resumed = 0
     for seed in range(12):
         model = random_model(seed)
         c = model.config
@@ -153,8 +155,8 @@ def test_a_guessed_decode_is_the_reference_bit_for_bit(one_thread, monkeypatch):
             right = tokens[0].tolist()
             if EOS in right:
                 right = right[:right.index(EOS) + 1]
-            changed = list(right)
-            changed[seed % len(changed)] = (changed[seed % len(changed)] + 1) % c.vocab_size
+            k = seed % len(right)  # the token changed
+            changed = right[:k] + [(right[k] + 1) % c.vocab_size] + right[k + 1:]
             random_ids = torch.randint(c.vocab_size, (1 + seed % 9,), generator=g).tolist()
             for name, guess in (("right", right), ("changed", changed), ("short", right[:-1]), ("eos early", [EOS]),
                                 ("too long", right + [3] * 4), ("random", random_ids), ("empty", [])):
@@ -164,18 +166,48 @@ def test_a_guessed_decode_is_the_reference_bit_for_bit(one_thread, monkeypatch):
                                                                   guess=guess, **case)
                 assert torch.equal(tokens, guessed), (seed, case, name)
                 assert list(maps) == list(guessed_maps) and list(norms) == list(guessed_norms)
-                for k in maps:
-                    assert torch.equal(maps[k], guessed_maps[k]), (seed, case, name, k)
-                    assert torch.equal(norms[k], guessed_norms[k]), (seed, case, name, k)
+                for key_ in maps:
+                    assert torch.equal(maps[key_], guessed_maps[key_]), (seed, case, name, key_)
+                    assert torch.equal(norms[key_], guessed_norms[key_]), (seed, case, name, key_)
                 if name == "right":
                     assert not steps, (seed, case)  # taken from the one pass
                     taken += 1
-    assert taken == 12 * 5  # every right guess taken at once
+                if name == "changed":  # settled: the tokens before k and the one at k; the steps go on after them
+                    assert steps.count(True) == (len(right) - k - 1) * c.n_decoder_layers, (seed, case)
+                    resumed += k + 1 < len(right)
+    assert taken == 12 * 5 and resumed > 20
+
+
+def test_a_decode_resumed_from_a_guess_steps_from_the_start_where_a_step_is_not_clear(one_thread, monkeypatch):
+    """Decoding on from settled tokens, each step's token must lead the next by fast.decode.MARGIN (its keys come
+    from a pass over many positions, so its logits differ from the reference's by rounding); where one does not, the
+    decode starts again with the reference's own steps, and answers the same."""
+    from attention_viz.fast import decode as fast_decode
+
+    model = random_model(5)
+    src = torch.tensor([[3, 4, 3, 4]])
+    tokens, _ = model.greedy_decode(src, 6, BOS, EOS)
+    right = tokens[0].tolist()
+    assert len(right) >= 3 and EOS not in right[:2]
+    calls = []
+    leads = fast_decode.leads
+    monkeypatch.setattr(fast_decode, "leads", lambda logits: calls.append(1) or (  # the guess's pass is clear,
+        leads(logits) if len(calls) == 1 else torch.zeros(logits.shape[:-1], dtype=torch.bool)))  # no step after
+    steps = []  # per layer's step: whether it had keys kept (the steps after the first)
+    step = fast_decode._step
+    monkeypatch.setattr(fast_decode, "_step", lambda layer, y, memory, past, *a: steps.append(past is not None)
+                        or step(layer, y, memory, past, *a))
+    wrong = right[:1] + [(right[1] + 1) % model.config.vocab_size]
+    guessed, _ = fast_decode.greedy_decode(model, src, 6, BOS, EOS, guess=wrong)
+    assert torch.equal(tokens, guessed)
+    n_layers = model.config.n_decoder_layers  # one step on from the settled two, then the reference's n steps
+    assert len(calls) == 2 and steps.count(True) == n_layers + (len(right) - 1) * n_layers
 
 
 def test_a_guess_is_not_taken_where_two_tokens_are_nearly_tied(one_thread):
     """A pass whose most likely token leads the next by less than fast.decode.MARGIN does not settle the token: the
-    steps' own logits may order them the other way. Here every logit is 0 (the output layer zeroed)."""
+    steps' own logits may order them the other way. Here every logit is 0 (the output layer zeroed), and argmax picks
+    the first of equals, token 0, which the guess names."""
     from attention_viz.core.variation import variation_of
     from attention_viz.fast.decode import verified
 
@@ -184,12 +216,38 @@ def test_a_guess_is_not_taken_where_two_tokens_are_nearly_tied(one_thread):
         model.generator.weight.zero_()
         if model.generator.bias is not None:
             model.generator.bias.zero_()
-    src = torch.tensor([[3, 4, 3]])
-    memory, src_mask, _ = model.encode(src)
-    with torch.no_grad():
-        predicted, found = verified(model, memory, src_mask, variation_of(), None, [3], 4, BOS, EOS)
-        assert found is None
-        # the pass's own prediction, ended as greedy decoding would end it: taken but for the tie
-        guess = predicted[:predicted.index(EOS) + 1] if EOS in predicted else predicted
-        _, found = verified(model, memory, src_mask, variation_of(), None, guess, len(predicted), BOS, EOS)
-    assert found is None
+        memory, src_mask, _ = model.encode(torch.tensor([[3, 4, 3]]))
+        settled, found = verified(model, memory, src_mask, variation_of(), None, [0, 0, 0, 0], 4, BOS, EOS)
+    assert settled == [] and found is None
+
+
+def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread):
+    """fast.decode._prefix: each layer's keys and values of a decoder input in one pass over its positions are what
+    the steps keep, token by token, up to float rounding; a <pad> among them is hidden from the later positions as
+    the steps hide it, and without the padding mask it is not."""
+    from attention_viz.core.layers import positional_encoding
+    from attention_viz.core.model import decoder_switches
+    from attention_viz.core.variation import variation_of
+    from attention_viz.fast import decode as fast_decode
+
+    model = random_model(4)
+    c = model.config
+    memory, src_mask, _ = model.encode(torch.tensor([[3, 4, 3]]))
+    memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in model.decoder.layers]
+    pe = positional_encoding(8, c.d_model, "cpu")
+    switches = [decoder_switches(None, i) for i in range(c.n_decoder_layers)]
+    x = torch.tensor([[BOS, 3, PAD, 4, 3]])
+    for padding_mask in (True, False):
+        variation = variation_of(padding_mask=padding_mask)
+        with torch.no_grad():
+            kept = fast_decode._prefix(model, x, pe, memory_kv, src_mask, variation, switches)
+            past = [None] * c.n_decoder_layers
+            for t in range(x.size(1)):
+                y = model.tgt_embed(x[:, t:t + 1]) + pe[t]
+                mask = fast_decode.make_padding_mask(x[:, :t + 1], PAD) if padding_mask else None
+                for i, layer in enumerate(model.decoder.layers):
+                    y, past[i] = fast_decode._step(layer, y, memory_kv[i], past[i], src_mask, "sqrt_dk", mask,
+                                                   *switches[i])
+        for (k, v), (step_k, step_v) in zip(kept, past):
+            torch.testing.assert_close(k, step_k, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(v, step_v, rtol=1e-5, atol=1e-6)

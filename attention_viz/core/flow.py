@@ -8,7 +8,10 @@ weights, flow asks how much can pass through them at once. Each value is at most
 most what leaves (0, j). `normalise=True` divides each output row by its sum, as the paper's code does.
 
 Cost: T² maximum flows (Dinic's algorithm, exact up to float rounding) on (L + 1)·T nodes and L·T² edges, in plain
-Python; MAX_FLOW_TOKENS bounds T (about 20 s at T = 32 over 6 layers; docs/research.md).
+Python; MAX_FLOW_TOKENS bounds T (about 20 s at T = 32 over 6 layers; docs/research.md). A stack of one or two layers
+needs no search: from (0, j) to (L, i) the graph is one edge, or parallel paths (0, j) -> (1, m) -> (2, i), one per
+m, that share no edge, so the flow is the edge's capacity, or Σ_m min(Ã_1[m, j], Ã_2[i, m]) (short_stack_flows:
+what Dinic's algorithm finds, summed in the order it finds it).
 
 Axes: B batch, L layers, H heads, T positions.
 """
@@ -105,6 +108,20 @@ def layered_graph(mixing: np.ndarray) -> LayeredGraph:
     return graph
 
 
+def short_stack_flows(mixing: np.ndarray) -> np.ndarray:
+    """The maximum flows [T, T] ([i, j]: from input token j to output token i) of one example's mixing matrices
+    [L, T, T] with L = 1 or 2, in closed form: the capacity Ã_1[i, j], or Σ_m min(Ã_1[m, j], Ã_2[i, m]), each edge
+    of capacity at most EPSILON counted as none and the paths summed in m's order, as LayeredGraph.max_flow does."""
+    kept = np.where(mixing > EPSILON, mixing, 0.0)  # (L, T, T)
+    if len(kept) == 1:
+        return kept[0].copy()
+    first, second = kept  # first[m, j]: the edge (0, j) -> (1, m); second[i, m]: (1, m) -> (2, i)
+    flows = np.zeros(first.shape)
+    for m in range(first.shape[0]):  # one path per middle token m, as Dinic's depth-first search takes them
+        flows += np.minimum(second[:, m, None], first[None, m, :])  # (T, T): the path's bottleneck for every i, j
+    return flows
+
+
 def attention_flow(maps: Mapping, stack: str | None = None, residual: float = 0.5,
                    normalise: bool = False) -> np.ndarray:
     """Attention flow of one stack (Abnar & Zuidema 2020): float64 [B, T, T], [b, i, j] the maximum flow from input
@@ -126,6 +143,9 @@ def attention_flow(maps: Mapping, stack: str | None = None, residual: float = 0.
     n_layers = mixing.shape[1]
     flows = np.zeros((mixing.shape[0], n, n))
     for b in range(mixing.shape[0]):
+        if n_layers <= 2:
+            flows[b] = short_stack_flows(mixing[b])
+            continue
         graph = layered_graph(mixing[b])
         for i in range(n):
             for j in range(n):

@@ -144,3 +144,20 @@ def test_bad_requests_are_refused_with_a_sentence():
         rollout({"decoder.0.cross_attn": np.ones((1, 1, 2, 3))})
     with pytest.raises(FlowTooLargeError, match=f"at most {MAX_FLOW_TOKENS} tokens"):
         attention_flow(random_maps(n_layers=1, n_heads=1, n=MAX_FLOW_TOKENS + 1))
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_a_short_stacks_flow_in_closed_form_is_dinics_bit_for_bit(n_layers):
+    """One or two layers: the closed form (core.flow.short_stack_flows) gives what Dinic's algorithm gives on the
+    layered graph, to the bit, on soft and sharp maps, the causal mask's zeros, and capacities near EPSILON."""
+    from attention_viz.core.flow import EPSILON, layered_graph, short_stack_flows
+
+    for seed, sharp in ((4, 1.0), (5, 8.0), (6, 30.0)):
+        mixing = np.stack(reference_mixing(random_maps(n_layers=n_layers, n=7, seed=seed, sharp=sharp), "encoder", 0.5))
+        mixing[0, 2, 3] = EPSILON  # an edge at the threshold carries nothing
+        mixing[-1, 4, 1] = 2 * EPSILON
+        mixing[0] = np.tril(mixing[0])  # keys after the query masked
+        graph = layered_graph(mixing)
+        dinic = np.array([[graph.max_flow(j, n_layers * 7 + i) for j in range(7)] for i in range(7)])
+        assert np.array_equal(short_stack_flows(mixing), dinic), seed
+        assert not np.array_equal(short_stack_flows(mixing[::-1]), dinic) or n_layers == 1

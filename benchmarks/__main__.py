@@ -22,7 +22,7 @@ import time
 DEFAULT_SECTIONS = ("kernel", "model", "memory", "app", "explorer")
 SECTIONS = (*DEFAULT_SECTIONS, "page", "hub")
 # `python -m benchmarks NAME ...`: the module benchmarks.NAME's main(argv), with options of its own
-COMMANDS = ("classroom", "payloads", "replicas", "fairness", "page", "explorer", "hub", "long",
+COMMANDS = ("classroom", "payloads", "decode", "replicas", "fairness", "page", "explorer", "hub", "long",
             "importance", "trained", "live", "research", "longclass")
 
 

@@ -119,6 +119,16 @@ def test_one_command_prints_tables_and_writes_json(tmp_path, capsys, monkeypatch
     assert len(list(tmp_path.glob("run-*-quick.json"))) == 1
 
 
+def test_the_decode_benchmark_times_three_decodes_at_every_number_of_heads_off():
+    from benchmarks import decode
+
+    result = decode.run(n_texts=2, rounds=1)
+    assert [row["heads_off"] for row in result["rows"]] == list(decode.HEADS_OFF)
+    assert all(row[how] > 0 for row in result["rows"] for how in ("reference", "flat", "guessed"))
+    text = decode.report(result)
+    assert "| 1 head off " in text and "| 4 heads off " in text and "guessed / reference" in text
+
+
 def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_url, monkeypatch):
     """Two students for a few seconds against the launched app: no errors, every answer checked; the report's
     tables, one per app and the ratios. (Latencies are only reported, never asserted.)"""

@@ -57,11 +57,13 @@ def _check_seed(seed: object) -> int:
     return _check_int("seed", seed, 0, 2**63 - 1)
 
 
-def _logits(d_k: int, n_queries: int, n_keys: int, seed: int) -> np.ndarray:
-    """Unscaled q·k for n_queries independent queries, each against its own n_keys keys."""
+def _logits(d_k: int, n_queries: int, n_keys: int, seed: int, rows: int | None = None) -> np.ndarray:
+    """Unscaled q·k for n_queries independent queries, each against its own n_keys keys; `rows`: the first this many
+    queries only, the same numbers (the generator fills the array in order)."""
     rng = np.random.default_rng([seed, d_k])
     q_norm = np.sqrt(rng.chisquare(d_k, size=(n_queries, 1)))  # (N, 1) ‖q‖
-    return q_norm * rng.standard_normal((n_queries, n_keys))  # (N, n)
+    rows = n_queries if rows is None else min(rows, n_queries)
+    return q_norm[:rows] * rng.standard_normal((rows, n_keys))  # (rows, n)
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -201,7 +203,7 @@ def query_row(d_k: int, n_keys: int, scaled: bool, seed: int, index: int, n_quer
     """Query `index` of sweep()'s n_queries at this d_k: its logits q·k_j (÷ √d_k when scaled) and their softmax.
 
     Shape: returns (logits [n_keys], weights [n_keys]), float64; weights sum to 1."""
-    return softmax_input(_logits(d_k, n_queries, n_keys, seed)[index], d_k, scaled)  # (n,), (n,)
+    return softmax_input(_logits(d_k, n_queries, n_keys, seed, rows=index + 1)[index], d_k, scaled)  # (n,), (n,)
 
 
 def softmax_input(logits: np.ndarray, d_k: int, scaled: bool) -> tuple[np.ndarray, np.ndarray]:

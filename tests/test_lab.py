@@ -218,3 +218,21 @@ def test_samples_follow_the_exact_law_bin_for_bin(d_k):
     keep = expected > 5
     chi2 = (((observed - expected) ** 2 / expected)[keep]).sum()
     assert chi2 < 80, chi2  # χ²(≤ 41) exceeds 74.7 with probability 0.001
+
+
+def test_a_query_row_is_that_row_of_the_sweeps_draw_to_the_bit():
+    """lab.query_row draws the queries only up to the one it shows: the same numbers as row `index` of the sweep's
+    whole draw (lab._logits), for every index, both modes."""
+    from attention_viz import lab
+
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        d_k, n_keys, n_queries = int(2 ** rng.integers(0, 13)), int(rng.integers(2, 300)), int(rng.integers(1, 64))
+        whole = lab._logits(d_k, n_queries, n_keys, 7)  # (N, n)
+        for index in {0, n_queries // 2, n_queries - 1}:
+            for scaled in (False, True):
+                logits, weights = lab.query_row(d_k, n_keys, scaled, 7, index, n_queries)
+                expected = lab.softmax_input(whole[index], d_k, scaled)
+                assert np.array_equal(logits, expected[0]) and np.array_equal(weights, expected[1])
+    with pytest.raises(IndexError):
+        lab.query_row(4, 8, True, 7, 5, 5)  # past the last query

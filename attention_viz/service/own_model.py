@@ -106,7 +106,8 @@ class OwnModel:
         expected = target_or_none(card["task"], settings.text) if card and "task" in card else None
         guess = None if expected is None else tok.encode(expected).ids  # its answer, <eos> last
         with torch.inference_mode():
-            # the reference's decode, bit for bit, with less Python per step (attention_viz.fast.decode)
+            # the reference's decode, bit for bit, with less Python per step, its task's answer checked first as a
+            # guess (attention_viz.fast.decode)
             generated, maps = fast_greedy_decode(self.network, src, max_len=max_len, bos_id=tok.bos_id,
                                                  eos_id=tok.eos_id, **self._switches(settings), value_norms=norms,
                                                  guess=guess)

@@ -108,8 +108,9 @@ REACHES = {
     "login_check": (ROUTES, "Gradio's routes depend on `login_check` (routes.App.create_app: a plain function, which "
                     "FastAPI runs in a worker thread for every request of the queue: ~0.2 ms of CPU each); it "
                     "returns at once where the app has no login (App.auth and App.auth_dependency None); each "
-                    "route's FastAPI Dependant lists it in .dependencies, and solve_dependencies calls a sub-dependant's "
-                    "`.call`", "app.dependency_overrides (FastAPI's own) replaces it, but an app with any override "
+                    "route's FastAPI Dependant lists it in .dependencies, and so does the dependant of each route's "
+                    "copy that an included router answers with (_IncludedRouter.effective_route_contexts(): "
+                    "_EffectiveRouteContext.dependant); solve_dependencies calls a sub-dependant's `.call`", "app.dependency_overrides (FastAPI's own) replaces it, but an app with any override "
                     "has every dependency of every request derived afresh (~0.27 ms a request)"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
@@ -348,7 +349,11 @@ def _check_login_check() -> list[str]:
         f"fastapi's solve_dependencies no longer has {name!r}" for name in _source_uses(
             fastapi_dependencies.solve_dependencies, "for sub_dependant in dependant.dependencies:",
             "call = sub_dependant.call")] + (
-        [] if "call" in {field.name for field in dataclasses.fields(FastAPIDependant)} else ["Dependant has no call"])
+        [] if "call" in {field.name for field in dataclasses.fields(FastAPIDependant)} else ["Dependant has no call"]) + (
+        [] if hasattr(fastapi_routing._IncludedRouter, "effective_route_contexts") else
+        ["_IncludedRouter has no effective_route_contexts"]) + (
+        [] if "dependant" in {field.name for field in dataclasses.fields(fastapi_routing._EffectiveRouteContext)} else
+        ["_EffectiveRouteContext has no dependant"])
 
 
 def _check_middleware_stack() -> list[str]:

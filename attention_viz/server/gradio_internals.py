@@ -212,12 +212,16 @@ def match_routes_with(router: Any, matcher: Callable) -> None:
 
 
 def login_dependants(app: Any) -> list:
-    """The FastAPI dependants (one per route that depends on it) whose call is Gradio's login_check, where the app has
-    no login; empty where it has one. Setting a dependant's `call` changes what every request of its route calls."""
+    """The FastAPI dependants whose call is Gradio's login_check, where the app has no login; empty where it has one.
+    Setting a dependant's `call` changes what every request of its route calls. An included router answers each
+    request through its own copy of the route (its effective route context, built once per set of routes, with a
+    dependant of its own), so both the routes' dependants and their contexts' are listed."""
     if getattr(app, "auth", None) is not None or getattr(app, "auth_dependency", None) is not None:
         return []
-    return [dependant for router in included_routers(app) for route in router.original_router.routes
-            for dependant in getattr(getattr(route, "dependant", None), "dependencies", ())
+    owners = [owner for router in included_routers(app)
+              for owner in (*router.original_router.routes, *router.effective_route_contexts())]
+    return [dependant for owner in owners
+            for dependant in getattr(getattr(owner, "dependant", None), "dependencies", ())
             if getattr(dependant.call, "__name__", "") == "login_check"]
 
 

@@ -70,8 +70,9 @@ def keep_route_matches(app: Any) -> None:
             match_routes_with(router, RouteMemo(router))
 
 
-async def no_login_needed() -> None:
-    """Gradio's login_check in an app without a login: nothing to check, and no thread to check it in."""
+async def no_login_needed(user: str | None = None) -> None:
+    """Gradio's login_check in an app without a login: nothing to check, and no thread to check it in. `user`: what
+    login_check's own dependency (Gradio's get_current_user, a coroutine) gave, which FastAPI still passes."""
 
 
 def check_logins_at_once(app: Any) -> None:

@@ -93,7 +93,8 @@ def test_the_apps_queue_paths_are_kept_by_the_route_that_fastapi_finds(path):
     assert len(memo.kept) == 1
 
 
-def test_without_a_login_the_queue_checks_none_in_a_thread_and_with_one_it_still_refuses():
+def test_without_a_login_the_queue_checks_none_in_a_thread_and_with_one_it_still_refuses(monkeypatch):
+    import fastapi.dependencies.utils as fastapi_dependencies
     import gradio as gr
 
     from attention_viz.server.gradio_internals import login_dependants
@@ -103,16 +104,30 @@ def test_without_a_login_the_queue_checks_none_in_a_thread_and_with_one_it_still
         gr.Button().click(lambda: None, None, None)
     demo.queue()
     app = gr.routes.App.create_app(demo)
+    threaded: list[str] = []  # every dependency FastAPI hands to a worker thread
+    run_in_threadpool = fastapi_dependencies.run_in_threadpool
+
+    async def spied(call, *args, **kwargs):
+        threaded.append(getattr(call, "__name__", repr(call)))
+        return await run_in_threadpool(call, *args, **kwargs)
+
+    monkeypatch.setattr(fastapi_dependencies, "run_in_threadpool", spied)
+    client = TestClient(app)
+    client.get("/gradio_api/info")
+    assert threaded == ["login_check"]  # what the swap removes (the spy sees it: this test can fail)
     dependants = login_dependants(app)
-    assert len(dependants) >= 2 and {d.call.__name__ for d in dependants} == {"login_check"}  # join, data, ...
+    assert len(dependants) >= 4 and {d.call.__name__ for d in dependants} == {"login_check"}  # join, data, ...
     check_logins_at_once(app)
     assert all(d.call is no_login_needed for d in login_dependants(app) + dependants)
     assert app.dependency_overrides == {}  # any override has FastAPI derive every request's dependencies afresh
-    client = TestClient(app)
+    threaded.clear()
     answer = client.get("/gradio_api/info")
     assert answer.status_code == 200 and "named_endpoints" in answer.json()
     joined = client.post("/gradio_api/queue/join", json={"data": [], "fn_index": 0, "session_hash": "s"})
     assert joined.status_code == 200 and "event_id" in joined.json()
+    with client.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s"}) as stream:
+        assert "process_completed" in "".join(stream.iter_text())
+    assert threaded == []  # the routes answered with no worker thread for a login
 
     demo.auth_message = "Log in first."  # what launch() sets, which the refusal reads
     guarded = gr.routes.App.create_app(demo, auth_dependency=lambda request: None)  # a login nobody passes

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -41,8 +42,9 @@ from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHA
                        RealModel, Student, Tally, real_actions)
 
 SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
-COST_PAGES = 8    # the cost of each kind of answer: this many pages open, then each asks COST_ACTIONS of one kind
-COST_ACTIONS = 10
+COST_PAGES = 8    # the cost of each kind of answer: this many pages open, then each asks COST_ACTIONS of one kind,
+COST_ACTIONS = 8  # in each of COST_ROUNDS rounds (every app in turn)
+COST_ROUNDS = 6
 IDLE_S = 2.0      # the server's idle CPU is measured this long first (and taken off each window)
 
 
@@ -131,30 +133,30 @@ async def _class(base, students, duration_s, seed, files, mix, patience_s, real,
                         "server_cpu_s": tally.last_open[2] - server_cpu}}
 
 
-def costs(base: str, pid: int, files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, seed: int = 0,
-          pages: int = COST_PAGES, per_page: int = COST_ACTIONS) -> dict:
-    """The server's CPU per answer, one kind at a time, on the quiet server: its CPU (/proc/<pid>/stat) over a window
-    in which only that kind is asked, less what it spends idle over as long, over the answers. First `pages` fresh
-    pages open (two at a time: the opening's cost), then, per kind of the mix, each page does `per_page` of it back
-    to back, all pages at once. The mix's average weighs each kind by its share."""
-    return _own_loop(_costs(base, pid, files, mix, seed, pages, per_page))
+def costs(apps: dict[str, tuple[str, int | None]], files: dict[str, tuple[str, ...]], mix: dict[str, int] = ACTIONS,
+          seed: int = 0, pages: int = COST_PAGES, per_page: int = COST_ACTIONS, rounds: int = COST_ROUNDS) -> dict:
+    """The server's CPU per answer, one kind at a time, on quiet servers: `apps` name -> (base URL, server pid), all
+    up at once on the same core, measured in `rounds` rounds, each round visiting every app in turn (the order
+    reversed every other round), so that each app meets the same machine. In an app's turn `pages` fresh pages open
+    (two at a time: the opening's cost; `files[name]` the files each fetches), then, per kind of the mix, each page
+    does `per_page` of it back to back, all pages at once. A window's cost: the server's CPU (/proc/<pid>/stat) over
+    it, less what that server spends idle over as long, over the answers. Per kind: the median of the rounds and
+    each round's; the mix's average weighs each kind's median by its share. Answers name -> that app's costs."""
+    return _own_loop(_costs(apps, files, mix, seed, pages, per_page, rounds))
 
 
-async def _costs(base, pid, files, mix, seed, pages, per_page) -> dict:
-    await asyncio.sleep(1.0)
-    t0, c0 = time.monotonic(), cpu_s(pid)
-    await asyncio.sleep(IDLE_S)
-    idle = (cpu_s(pid) - c0) / (time.monotonic() - t0)  # the server's CPU per second with nothing asked
+async def _app_turn(base: str, pid: int | None, files: tuple[str, ...], mix: dict[str, int], seed: int, pages: int,
+                    per_page: int, idle: float) -> dict[str, dict]:
+    """One app's turn of a round (benchmarks.classroom.costs): kind -> answers, errors, CPU ms per answer."""
     students = [Student(Page(base), random.Random(seed * 1000 + 500 + i)) for i in range(pages)]
-    result: dict = {"idle_cpu_ms_per_s": idle * 1e3, "pages": pages, "per_page": per_page, "kinds": {}}
+    kinds: dict[str, dict] = {}
     try:
         async def window(name: str, work) -> None:
             errors: list[str] = []
             t0, c0 = time.monotonic(), cpu_s(pid)
             n = sum(await asyncio.gather(*(work(s, errors) for s in students)))
             cpu = cpu_s(pid) - c0 - idle * (time.monotonic() - t0)
-            result["kinds"][name] = {"n": n, "errors": len(errors), "cpu_ms": 1e3 * cpu / max(1, n),
-                                     "examples": errors[:3]}
+            kinds[name] = {"n": n, "errors": errors, "cpu_ms": 1e3 * cpu / max(1, n)}
 
         lock = asyncio.Semaphore(2)
 
@@ -182,11 +184,39 @@ async def _costs(base, pid, files, mix, seed, pages, per_page) -> dict:
                 return done
 
             await window(kind, acts)
-        kinds = result["kinds"]
-        result["mix_cpu_ms"] = sum(kinds[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values())
     finally:
         for s in students:
             await s.browser.close()
+    return kinds
+
+
+async def _costs(apps, files, mix, seed, pages, per_page, rounds) -> dict:
+    await asyncio.sleep(1.0)
+    pids = {name: pid for name, (_, pid) in apps.items()}
+    t0, c0 = time.monotonic(), {name: cpu_s(pid) for name, pid in pids.items()}
+    await asyncio.sleep(IDLE_S)
+    idle = {name: (cpu_s(pid) - c0[name]) / (time.monotonic() - t0) for name, pid in pids.items()}  # CPU/s, idle
+    turns: dict[str, list[dict]] = {name: [] for name in apps}
+    order = list(apps)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            base, pid = apps[name]
+            turns[name].append(await _app_turn(base, pid, files.get(name, ()), mix, seed + r, pages, per_page,
+                                               idle[name]))
+    result = {}
+    for name, rounds_of in turns.items():
+        kinds = {}
+        for kind in rounds_of[0]:
+            each = [turn[kind] for turn in rounds_of]
+            errors = [error for turn in each for error in turn["errors"]]
+            kinds[kind] = {"n": sum(turn["n"] for turn in each), "errors": len(errors), "examples": errors[:3],
+                           "cpu_ms": statistics.median(turn["cpu_ms"] for turn in each),
+                           "rounds_ms": [round(turn["cpu_ms"], 2) for turn in each]}
+        mixes = [sum(turn[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values()) for turn in rounds_of]
+        result[name] = {"idle_cpu_ms_per_s": idle[name] * 1e3, "pages": pages, "per_page": per_page,
+                        "rounds": rounds, "order": order, "kinds": kinds,
+                        "mix_cpu_ms": sum(kinds[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values()),
+                        "mix_rounds_ms": [round(m, 2) for m in mixes]}
     return result
 
 
@@ -223,12 +253,11 @@ def cores() -> tuple[list[str], set[int] | None, str]:
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
                   live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0,
                   real_score: int = 0, real_model: tuple[str, ...] = ("opus-mt-random",),
-                  full_budget: bool = False, pin: bool = True, cost: bool = True, walk: bool = True) -> dict:
+                  full_budget: bool = False, pin: bool = True, walk: bool = True) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH; pinned to a core of its own unless `pin` is off),
     let it settle, run the class (with live training in the background when `live`; with the real models among the
     choices when `real`, their budget a trained model's length unless `full_budget`: benchmarks.trained_length),
-    then on the quiet server the cost of each kind of answer (`cost`) and the lesson walked in Chromium (`walk`),
-    stop it. `students` 0: no class."""
+    then on the quiet server the lesson walked in Chromium (`walk`), stop it. `students` 0: no class."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
     env = app_env(cwd, temp)
     argv = [sys.executable, "app.py"]
@@ -275,9 +304,6 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             result["rss_mib"] = rss
             if live:
                 trainer.join(timeout=3 * HTTP_TIMEOUT_S)
-            if cost:
-                time.sleep(2.0)
-                result["costs"] = costs(server.base, server.pid, files, mix if not real else ACTIONS, seed)
             if with_files and walk:  # after the class (the class meets the lesson's steps uncached), on the quiet server
                 time.sleep(2.0)
                 with ThreadPoolExecutor(max_workers=1) as pool:  # Playwright's sync API: a thread of its own
@@ -291,13 +317,40 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def cost_phase(trees: dict[str, Path], seed: int, log_dir: Path, with_files: bool = True, pin: bool = True) -> dict:
+    """Every tree's app started at once (each `python app.py` in its tree, pinned to the server's core unless `pin`
+    is off, the measuring loop on the other), settled, then benchmarks.classroom.costs over them all, interleaved:
+    name -> its costs."""
+    prefix, own, _ = cores() if pin else ([], None, "")
+    before = os.sched_getaffinity(0)
+    with ExitStack() as stack, httpx.Client(timeout=30) as http:
+        servers = {}
+        for name, tree in trees.items():
+            temp = Path(stack.enter_context(temp_folder(f"attention_viz-cost-{name}-")))
+            servers[name] = stack.enter_context(Server(prefix + [sys.executable, "app.py"],
+                                                       log_dir / f"classroom-cost-{name}.log",
+                                                       env=app_env(tree, temp), cwd=tree))
+        for server in servers.values():
+            server.wait_http(http, timeout_s=300)
+        time.sleep(SETTLE_S)
+        files = {name: page_files(server.base) if with_files else () for name, server in servers.items()}
+        time.sleep(2.0)  # those openings' own work out of the way
+        try:
+            if own:
+                os.sched_setaffinity(0, own)
+            return costs({name: (server.base, server.pid) for name, server in servers.items()}, files, ACTIONS, seed)
+        finally:
+            os.sched_setaffinity(0, before)
+
+
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
         live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0,
         real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False, ref_first: bool = False,
         pin: bool = True, cost: bool = True, walk: bool = True) -> dict:
     """The class against this tree's app and (with `against`) against that git ref's app, one after the other
     (`ref_first`: the ref's first), each with the machine to itself; `live`: with live training in the background
-    (this tree's app only: a ref may not have it)."""
+    (this tree's app only: a ref may not have it). Then (`cost`) the server's CPU per answer by kind, every app up
+    at once and measured in turn (benchmarks.classroom.costs)."""
     log_dir = LOGS
     dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True).stdout.strip())
@@ -309,17 +362,25 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     result["real"], result["real_score"], result["real_model"] = real, real_score, list(real_model)
     result["full_budget"] = full_budget
     with temp_folder("attention_viz-ref-") as folder:
+        trees = {"this": ROOT}
+        if against:
+            commit = export_ref(against, folder / "tree")
+            result["names"]["ref"] = f"{against} ({commit[:7]})"
+            trees["ref"] = folder / "tree"
         for key in result["order"]:
-            if key == "this":
+            if not students and not walk:  # nothing to do on the app alone
+                result["apps"][key] = {"cores": cores()[2] if pin else "not pinned (--no-pin)"}
+            elif key == "this":
                 result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live,
                                                        with_files, real, browsers, real_score, real_model,
-                                                       full_budget, pin, cost, walk)
+                                                       full_budget, pin, walk)
             else:
-                commit = export_ref(against, folder / "tree")
-                result["names"]["ref"] = f"{against} ({commit[:7]})"
-                result["apps"]["ref"] = serve_and_run("ref", folder / "tree", students, duration_s, seed, log_dir,
-                                                      with_files=with_files, browsers=browsers, pin=pin, cost=cost,
-                                                      walk=walk)
+                result["apps"]["ref"] = serve_and_run("ref", trees["ref"], students, duration_s, seed, log_dir,
+                                                      with_files=with_files, browsers=browsers, pin=pin, walk=walk)
+        if cost:
+            order = {key: trees[key] for key in result["order"]}  # the first round in the classes' order
+            for key, its_costs in cost_phase(order, seed, log_dir, with_files, pin).items():
+                result["apps"][key]["costs"] = its_costs
     result["load_after"] = load()
     return result
 

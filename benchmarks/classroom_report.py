@@ -60,32 +60,54 @@ def _cpu_table(app: dict) -> str:
                   f"over the class ({wall:.0f} s)"], rows)
 
 
+def _spread(rounds: list[float]) -> str:
+    """A median's rounds as "min-max"."""
+    return f"{min(rounds):.1f}-{max(rounds):.1f}" if len(rounds) > 1 else ""
+
+
+def _paired(this: list[float], ref: list[float]) -> str:
+    """The median over the rounds of this app's figure over the reference's in the same round."""
+    ratios = [a / b for a, b in zip(this, ref, strict=True) if b > 0]
+    return f"{statistics.median(ratios):.2f}" if ratios else ""
+
+
 def _cost_table(result: dict, labels: dict[str, str]) -> str:
-    """The server's CPU per answer by kind (the quiet server, one kind at a time: benchmarks.classroom.costs), per
-    app, and this tree's over the reference's."""
+    """The server's CPU per answer by kind (every app up at once, measured in turn: benchmarks.classroom.costs), per
+    app: the median of the rounds and their range, and this tree's over the reference's, round by round."""
     apps = [key for key in ("this", "ref") if result["apps"].get(key, {}).get("costs")]
-    kinds = result["apps"][apps[0]]["costs"]["kinds"]
-    head = ["server CPU ms per answer"] + [result["names"][key].split(" (")[0] for key in apps]
-    rows = [[labels.get(name, name)] + [f"{result['apps'][key]['costs']['kinds'][name]['cpu_ms']:.1f}" for key in apps]
-            + ([f"{kinds[name]['cpu_ms'] / result['apps']['ref']['costs']['kinds'][name]['cpu_ms']:.2f}"]
-               if len(apps) == 2 else []) for name in kinds]
-    mixes = [result["apps"][key]["costs"].get("mix_cpu_ms") for key in apps]
-    rows.append(["the mix's average answer (by its shares)"] + [f"{m:.1f}" for m in mixes]
-                + ([f"{mixes[0] / mixes[1]:.2f}"] if len(apps) == 2 else []))
+    costs = {key: result["apps"][key]["costs"] for key in apps}
+    kinds = costs[apps[0]]["kinds"]
+    names = [result["names"][key].split(" (")[0] for key in apps]
+    head = ["server CPU ms per answer"] + [h for name in names for h in (name, "rounds")]
+    both = len(apps) == 2
+    rows = [[labels.get(name, name)]
+            + [cell for key in apps for cell in (f"{costs[key]['kinds'][name]['cpu_ms']:.1f}",
+                                                  _spread(costs[key]["kinds"][name]["rounds_ms"]))]
+            + ([_paired(kinds[name]["rounds_ms"], costs["ref"]["kinds"][name]["rounds_ms"])] if both else [])
+            for name in kinds]
+    rows.append(["the mix's average answer (by its shares)"]
+                + [cell for key in apps for cell in (f"{costs[key]['mix_cpu_ms']:.1f}",
+                                                      _spread(costs[key]["mix_rounds_ms"]))]
+                + ([_paired(costs["this"]["mix_rounds_ms"], costs["ref"]["mix_rounds_ms"])] if both else []))
     for key in apps:
         app = result["apps"][key]
         answers = sum(a["n"] for a in app.get("actions", {}).values())
         if answers and app.get("server_cpu_s") is not None:
+            index = apps.index(key)
             rows.append([f"over the class ({result['names'][key].split(' (')[0]}: its CPU / its answers, openings "
-                         "included)"] + ["" for _ in apps[:apps.index(key)]]
-                        + [f"{1e3 * app['server_cpu_s'] / answers:.1f}"] + ["" for _ in apps[apps.index(key) + 1:]]
-                        + ([""] if len(apps) == 2 else []))
-    c = result["apps"][apps[0]]["costs"]
-    errors = sum(k["errors"] for key in apps for k in result["apps"][key]["costs"]["kinds"].values())
-    return (f"the server's CPU per answer, one kind at a time on the quiet server ({c['pages']} pages, "
-            f"{c['per_page']} answers each per kind; its idle CPU, {c['idle_cpu_ms_per_s']:.1f} ms/s, taken off; "
-            f"{errors} errors):\n\n"
-            + table(head + (["ratio"] if len(apps) == 2 else []), rows))
+                         "included)"] + ["", ""] * index + [f"{1e3 * app['server_cpu_s'] / answers:.1f}", ""]
+                        + ["", ""] * (len(apps) - index - 1) + ([""] if both else []))
+    c = costs[apps[0]]
+    errors = sum(k["errors"] for key in apps for k in costs[key]["kinds"].values())
+    order = " and ".join(result["names"][key].split(" (")[0] for key in c.get("order", apps))
+    paired = ", and the median of the rounds' ratios" if both else ""
+    idle = ", ".join(f"{costs[key]['idle_cpu_ms_per_s']:.1f}" for key in apps)
+    return (f"the server's CPU per answer by kind, on quiet servers ({order} up at once on the same core, measured "
+            f"in turn, the order reversed every other round): {c.get('rounds', 1)} rounds, each {c['pages']} fresh "
+            f"pages then {c['per_page']} answers each per kind; each server's idle CPU taken off "
+            f"({idle} ms/s); the median of the "
+            f"rounds, their range{paired}; {errors} errors:\n\n"
+            + table(head + (["ratio"] if both else []), rows))
 
 
 def _memory_line(samples: list) -> str:

@@ -189,21 +189,27 @@ def test_a_student_walks_the_lesson_one_event_a_step_and_a_wrong_step_is_an_erro
         pool.submit(asyncio.run, walk()).result()
 
 
-def test_the_cost_of_each_kind_of_answer_is_measured_on_the_server_alone(app_url):
-    """benchmarks.classroom.costs: every kind of the mix asked alone, its answers counted and checked, the server's
-    CPU per answer from /proc (a number: never asserted on), and the mix's average by its shares; its table."""
+def test_the_cost_of_each_kind_of_answer_is_measured_app_by_app_in_rounds(app_url):
+    """benchmarks.classroom.costs: every kind of the mix asked alone, in rounds that visit each app in turn (here the
+    same server under two names), its answers counted and checked, the server's CPU per answer from /proc (a number:
+    never asserted on), the mix's average by its shares; the table with this tree's over the reference's."""
     from benchmarks import classroom
 
+    base = app_url.rstrip("/")
     mix = {"lab_scaled": 60, "steps": 40}
-    result = classroom.costs(app_url.rstrip("/"), None, (), mix, pages=2, per_page=1)  # no pid here: CPU reads 0
-    assert set(result["kinds"]) == {"open", *mix}, result
-    assert all(kind["n"] == 2 and kind["errors"] == 0 for kind in result["kinds"].values()), result
-    assert isinstance(result["mix_cpu_ms"], float) and result["pages"] == 2
-    app = {"costs": result, "actions": {}, "cores": "not pinned"}
-    text = classroom.report({"students": 0, "duration_s": 5, "seed": 0, "names": {"this": "this tree"},
-                             "apps": {"this": app}, "order": ["this"]})
-    assert "the server's CPU per answer, one kind at a time" in text and "| lab: switch scaling" in text, text
-    assert "the mix's average answer" in text and "no class" in text
+    result = classroom.costs({"this": (base, None), "ref": (base, None)}, {}, mix, pages=2, per_page=1, rounds=2)
+    assert set(result) == {"this", "ref"}
+    for costs in result.values():
+        assert set(costs["kinds"]) == {"open", *mix}, costs
+        assert all(kind["n"] == 4 and kind["errors"] == 0 and len(kind["rounds_ms"]) == 2
+                   for kind in costs["kinds"].values()), costs
+        assert isinstance(costs["mix_cpu_ms"], float) and costs["pages"] == 2 and len(costs["mix_rounds_ms"]) == 2
+    apps = {key: {"costs": costs, "actions": {}, "cores": "not pinned"} for key, costs in result.items()}
+    text = classroom.report({"students": 0, "duration_s": 5, "seed": 0, "apps": apps, "order": ["this", "ref"],
+                             "names": {"this": "this tree (abc)", "ref": "main (def)"}})
+    assert "the server's CPU per answer by kind" in text and "| lab: switch scaling" in text, text
+    assert "the mix's average answer" in text and "no class" in text and "| ratio |" in text
+    assert "this tree and main up at once" in text and "2 rounds" in text
 
 
 def test_the_payload_check_finds_a_difference_and_says_where():

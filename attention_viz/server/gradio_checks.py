@@ -112,6 +112,11 @@ REACHES = {
                     "copy that an included router answers with (_IncludedRouter.effective_route_contexts(): "
                     "_EffectiveRouteContext.dependant); solve_dependencies calls a sub-dependant's `.call`", "app.dependency_overrides (FastAPI's own) replaces it, but an app with any override "
                     "has every dependency of every request derived afresh (~0.27 ms a request)"),
+    "inspect in gradio.blocks and gradio.component_meta": (PAGE, "both modules `import inspect` and call "
+                                                            "`inspect.signature(cls.__init__)` (Block.get_config) and "
+                                                            "`inspect.getfullargspec(fn)` (updateable: every "
+                                                            "component's __init__) through that module name",
+                                                            "no option keeps what they read"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
                                    "Gradio adds its CORS and compression after app_kwargs' middleware: only "
@@ -356,6 +361,18 @@ def _check_login_check() -> list[str]:
         ["_EffectiveRouteContext has no dependant"])
 
 
+def _check_inspect() -> list[str]:
+    from gradio import blocks as gradio_blocks
+    from gradio import component_meta
+
+    problems = [f"gradio.{module.__name__.split('.')[-1]} has no module `inspect`" for module in
+                (gradio_blocks, component_meta) if not hasattr(module, "inspect")]
+    problems += [f"Block.get_config no longer has {name!r}" for name in _source_uses(
+        gradio_blocks.Block.get_config, "signature = inspect.signature(cls.__init__)")]
+    return problems + [f"component_meta.updateable no longer has {name!r}" for name in _source_uses(
+        component_meta.updateable, "fn_args = inspect.getfullargspec(fn).args")]
+
+
 def _check_middleware_stack() -> list[str]:
     problems = [f"Starlette no longer uses {name}" for name in _source_uses(
         Starlette.__call__, "self.middleware_stack", "self.build_middleware_stack()")]
@@ -380,6 +397,7 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "BrotliMiddleware's rules": _check_brotli,
     "FastAPI's included routers": _check_included_routers,
     "login_check": _check_login_check,
+    "inspect in gradio.blocks and gradio.component_meta": _check_inspect,
     "Starlette.middleware_stack": _check_middleware_stack,
 }
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
 from anyio import to_thread
-from gradio import queueing, route_utils
+from gradio import blocks as gradio_blocks
+from gradio import component_meta, queueing, route_utils
 from gradio.blocks import BlocksConfig
 from gradio.server_messages import EstimationMessage
 from gradio.state_holder import SessionState
@@ -231,6 +233,42 @@ def routes_version(router: Any) -> object:
 
 
 # --------------------------------------------------------------------------------------------- sessions (memory)
+
+
+class _SignaturesKept:
+    """The `inspect` module as gradio.blocks and gradio.component_meta see it, with `signature` and `getfullargspec`
+    of a plain function worked out once: a function's signature never changes, and Gradio reads them again for every
+    component it builds and every config entry (each gr.update of an event: a new component of the merged
+    arguments, whose __init__ and every base class's __init__ read their own argument lists, and its entry the
+    class's signature). Anything else (a bound method, a class) is inspect's as before."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self._signatures = functools.lru_cache(maxsize=SIGNATURES_KEPT)(module.signature)
+        self._argspecs = functools.lru_cache(maxsize=SIGNATURES_KEPT)(module.getfullargspec)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def signature(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(obj) is types.FunctionType and not args and not kwargs:
+            return self._signatures(obj)
+        return self._module.signature(obj, *args, **kwargs)
+
+    def getfullargspec(self, func: Any) -> Any:
+        return self._argspecs(func) if type(func) is types.FunctionType else self._module.getfullargspec(func)
+
+
+SIGNATURES_KEPT = 1024  # functions: Gradio's component classes' __init__s (~100) and a few more
+
+
+def read_signatures_once() -> None:
+    """Gradio's blocks and component_meta read a plain function's signature and argument list once (_SignaturesKept;
+    once only: a second call leaves the first in place)."""
+    for module in (gradio_blocks, component_meta):
+        if not isinstance(module.inspect, _SignaturesKept):
+            module.inspect = _SignaturesKept(module.inspect)
+
 
 
 def share_config_entries(config_for_block: Callable) -> None:

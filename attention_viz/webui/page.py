@@ -16,7 +16,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
-from attention_viz.server.gradio_internals import keep_no_analytics_summary, wake_on_events
+from attention_viz.server.gradio_internals import keep_no_analytics_summary, read_signatures_once, wake_on_events
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.routes import check_logins_at_once, keep_route_matches
 from attention_viz.server.static import files_first
@@ -134,6 +134,7 @@ def launch(demo: gr.Blocks, views: Views) -> None:
                             app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS,
                             head=scripts.head())
     keep_no_analytics_summary(demo)
+    read_signatures_once()  # each gr.update's new component: its classes' signatures read once, not per component
     quick_root_urls()  # an answer with no file copied in one quick pass, not walked for files' URLs (server/answers.py)
     if app is not None:  # None where Gradio's reload mode launched it already
         files_first(app)

@@ -156,3 +156,36 @@ def test_the_dispatcher_sleeps_until_a_join_or_an_end_wakes_it():
     finally:
         demo.close()
         queueing.asyncio = before
+
+
+def test_signatures_read_once_build_the_same_components_and_entries(monkeypatch):
+    """read_signatures_once: a plain function's signature and argument list are worked out once (the same object
+    answered again), anything else as inspect answers it; a gr.update's new component and its config entry are what
+    Gradio builds without it."""
+    import inspect
+
+    import gradio as gr
+    from gradio import blocks as gradio_blocks
+    from gradio import component_meta
+
+    def built() -> list[dict]:
+        made = [gr.Radio(["a", "b"], value="b", label="x", info="i", render=False),
+                gr.Slider(1, 9, value=3, step=2, label="s", render=False),
+                gr.Dropdown([("one", 1), ("two", 2)], value=2, interactive=False, render=False)]
+        return [{**block.get_config(), "_constructor_args": block._constructor_args} for block in made]
+
+    monkeypatch.setattr(gradio_blocks, "inspect", inspect)
+    monkeypatch.setattr(component_meta, "inspect", inspect)
+    before = built()
+    gradio_internals.read_signatures_once()
+    kept = gradio_blocks.inspect
+    gradio_internals.read_signatures_once()  # a second call leaves the first
+    assert gradio_blocks.inspect is kept and isinstance(component_meta.inspect, type(kept))
+    assert built() == before
+    init = gr.Radio.__init__
+    assert kept.signature(init) is kept.signature(init) and kept.signature(init) == inspect.signature(init)
+    spec = component_meta.inspect.getfullargspec(init)
+    assert spec is component_meta.inspect.getfullargspec(init) and spec == inspect.getfullargspec(init)
+    radio = gr.Radio(["a"], render=False)
+    assert kept.signature(radio.get_config) is not kept.signature(radio.get_config)  # a bound method: inspect's
+    assert kept.Parameter is inspect.Parameter  # the rest of the module as it is

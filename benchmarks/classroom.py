@@ -1,7 +1,8 @@
 """A class on the app: students on one event loop, each a browser (its own session, six connections) that opens the
 page and then, after 1.5-4 s of thought each time, does one thing of a teaching mix (students.ACTIONS: the lab's
-d_k, scaling and number of keys, a new text, a head clicked off, the steps view, the lesson's Next); then, on the
-quiet server, the server's CPU per answer by kind, and the lesson walked in Chromium.
+d_k, scaling and number of keys, a new text, a head clicked off, the steps view, the lesson's Next); then the lesson
+walked in Chromium on the quiet server; then the server's CPU per answer by kind, every app up at once and measured
+in turn (costs).
 
     python -m benchmarks classroom --students 300 --against REF   # a lecture hall; --help for every option
 

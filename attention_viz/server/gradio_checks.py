@@ -110,7 +110,8 @@ REACHES = {
                     "returns at once where the app has no login (App.auth and App.auth_dependency None); each "
                     "route's FastAPI Dependant lists it in .dependencies, and so does the dependant of each route's "
                     "copy that an included router answers with (_IncludedRouter.effective_route_contexts(): "
-                    "_EffectiveRouteContext.dependant); solve_dependencies calls a sub-dependant's `.call`", "app.dependency_overrides (FastAPI's own) replaces it, but an app with any override "
+                    "_EffectiveRouteContext.dependant); solve_dependencies calls a sub-dependant's `.call`",
+                    "app.dependency_overrides (FastAPI's own) replaces it, but an app with any override "
                     "has every dependency of every request derived afresh (~0.27 ms a request)"),
     "inspect in gradio.blocks and gradio.component_meta": (PAGE, "both modules `import inspect` and call "
                                                             "`inspect.signature(cls.__init__)` (Block.get_config) and "

@@ -270,7 +270,6 @@ def read_signatures_once() -> None:
             module.inspect = _SignaturesKept(module.inspect)
 
 
-
 def share_config_entries(config_for_block: Callable) -> None:
     """Build every session's config entries with `config_for_block` (BlocksConfig.config_for_block's parameters)."""
     BlocksConfig.config_for_block = staticmethod(config_for_block)

@@ -46,6 +46,7 @@ SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes 
 COST_PAGES = 8    # the cost of each kind of answer: this many pages open, then each asks COST_ACTIONS of one kind,
 COST_ACTIONS = 8  # in each of COST_ROUNDS rounds (every app in turn)
 COST_ROUNDS = 6
+MIXED = "mixed"   # the cost phase's last window: the mix itself, each page's answers drawn from it
 IDLE_S = 2.0      # the server's idle CPU is measured this long first (and taken off each window)
 
 
@@ -142,7 +143,9 @@ def costs(apps: dict[str, tuple[str, int | None]], files: dict[str, tuple[str, .
     (two at a time: the opening's cost; `files[name]` the files each fetches), then, per kind of the mix, each page
     does `per_page` of it back to back, all pages at once. A window's cost: the server's CPU (/proc/<pid>/stat) over
     it, less what that server spends idle over as long, over the answers. Per kind: the median of the rounds and
-    each round's; the mix's average weighs each kind's median by its share. Answers name -> that app's costs."""
+    each round's; the mix's average weighs each kind's median by its share. Last in each turn, "mixed": each page
+    does `per_page` answers drawn from the mix by its shares, the mix's cost as a class asks it. Answers name ->
+    that app's costs."""
     return _own_loop(_costs(apps, files, mix, seed, pages, per_page, rounds))
 
 
@@ -171,20 +174,26 @@ async def _app_turn(base: str, pid: int | None, files: tuple[str, ...], mix: dic
                     return 0
 
         await window("open", opening)
-        for kind in mix:
-            async def acts(s: Student, errors: list, kind=kind) -> int:
-                done = 0
-                for _ in range(per_page):
-                    try:
-                        _, wrong = await s.act(kind)
-                    except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
-                        wrong = f"{type(error).__name__}: {error}"
-                    if wrong:
-                        errors.append(wrong)
-                    done += 1
-                return done
 
-            await window(kind, acts)
+        async def acts(s: Student, errors: list, pick) -> int:
+            done = 0
+            for _ in range(per_page):
+                try:
+                    _, wrong = await s.act(pick(s))
+                except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+                    wrong = f"{type(error).__name__}: {error}"
+                if wrong:
+                    errors.append(wrong)
+                done += 1
+            return done
+
+        for kind in mix:
+            await window(kind, lambda s, errors, kind=kind: acts(s, errors, lambda _: kind))
+        # then the mix as a class asks it: each page's answers drawn from the mix by its shares, kinds in turn (a
+        # kind asked alone meets the caches its own last answers left; in a class a rerun's new text meets none)
+        draws = {id(s): random.Random(seed * 1000 + 900 + i) for i, s in enumerate(students)}
+        await window(MIXED, lambda s, errors: acts(
+            s, errors, lambda s: draws[id(s)].choices(list(mix), weights=list(mix.values()))[0]))
     finally:
         for s in students:
             await s.browser.close()
@@ -213,8 +222,9 @@ async def _costs(apps, files, mix, seed, pages, per_page, rounds) -> dict:
             kinds[kind] = {"n": sum(turn["n"] for turn in each), "errors": len(errors), "examples": errors[:3],
                            "cpu_ms": statistics.median(turn["cpu_ms"] for turn in each),
                            "rounds_ms": [round(turn["cpu_ms"], 2) for turn in each]}
+        mixed = kinds.pop(MIXED)
         mixes = [sum(turn[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values()) for turn in rounds_of]
-        result[name] = {"idle_cpu_ms_per_s": idle[name] * 1e3, "pages": pages, "per_page": per_page,
+        result[name] = {"mixed": mixed, "idle_cpu_ms_per_s": idle[name] * 1e3, "pages": pages, "per_page": per_page,
                         "rounds": rounds, "order": order, "kinds": kinds,
                         "mix_cpu_ms": sum(kinds[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values()),
                         "mix_rounds_ms": [round(m, 2) for m in mixes]}

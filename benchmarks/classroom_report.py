@@ -85,10 +85,16 @@ def _cost_table(result: dict, labels: dict[str, str]) -> str:
                                                   _spread(costs[key]["kinds"][name]["rounds_ms"]))]
             + ([_paired(kinds[name]["rounds_ms"], costs["ref"]["kinds"][name]["rounds_ms"])] if both else [])
             for name in kinds]
-    rows.append(["the mix's average answer (by its shares)"]
+    rows.append(["the kinds alone, weighed by the mix's shares"]
                 + [cell for key in apps for cell in (f"{costs[key]['mix_cpu_ms']:.1f}",
                                                       _spread(costs[key]["mix_rounds_ms"]))]
                 + ([_paired(costs["this"]["mix_rounds_ms"], costs["ref"]["mix_rounds_ms"])] if both else []))
+    if all("mixed" in costs[key] for key in apps):
+        rows.append(["**the mix's average answer** (each page's answers drawn from the mix in turn)"]
+                    + [cell for key in apps for cell in (f"**{costs[key]['mixed']['cpu_ms']:.1f}**",
+                                                          _spread(costs[key]["mixed"]["rounds_ms"]))]
+                    + ([_paired(costs["this"]["mixed"]["rounds_ms"], costs["ref"]["mixed"]["rounds_ms"])]
+                       if both else []))
     for key in apps:
         app = result["apps"][key]
         answers = sum(a["n"] for a in app.get("actions", {}).values())
@@ -98,7 +104,8 @@ def _cost_table(result: dict, labels: dict[str, str]) -> str:
                          "included)"] + ["", ""] * index + [f"{1e3 * app['server_cpu_s'] / answers:.1f}", ""]
                         + ["", ""] * (len(apps) - index - 1) + ([""] if both else []))
     c = costs[apps[0]]
-    errors = sum(k["errors"] for key in apps for k in costs[key]["kinds"].values())
+    errors = sum(k["errors"] for key in apps for k in (*costs[key]["kinds"].values(), costs[key].get("mixed", {}))
+                 if k)
     order = " and ".join(result["names"][key].split(" (")[0] for key in c.get("order", apps))
     paired = ", and the median of the rounds' ratios" if both else ""
     idle = ", ".join(f"{costs[key]['idle_cpu_ms_per_s']:.1f}" for key in apps)

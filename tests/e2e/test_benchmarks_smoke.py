@@ -192,7 +192,7 @@ def test_a_student_walks_the_lesson_one_event_a_step_and_a_wrong_step_is_an_erro
 def test_the_cost_of_each_kind_of_answer_is_measured_app_by_app_in_rounds(app_url):
     """benchmarks.classroom.costs: every kind of the mix asked alone, in rounds that visit each app in turn (here the
     same server under two names), its answers counted and checked, the server's CPU per answer from /proc (a number:
-    never asserted on), the mix's average by its shares; the table with this tree's over the reference's."""
+    never asserted on), the mix's average by its shares and the mix asked as a class asks it; the table with this tree's over the reference's."""
     from benchmarks import classroom
 
     base = app_url.rstrip("/")
@@ -204,11 +204,14 @@ def test_the_cost_of_each_kind_of_answer_is_measured_app_by_app_in_rounds(app_ur
         assert all(kind["n"] == 4 and kind["errors"] == 0 and len(kind["rounds_ms"]) == 2
                    for kind in costs["kinds"].values()), costs
         assert isinstance(costs["mix_cpu_ms"], float) and costs["pages"] == 2 and len(costs["mix_rounds_ms"]) == 2
+        # the mix itself: each page's answers drawn from it, counted and checked like the kinds'
+        assert costs["mixed"]["n"] == 4 and costs["mixed"]["errors"] == 0 and len(costs["mixed"]["rounds_ms"]) == 2
     apps = {key: {"costs": costs, "actions": {}, "cores": "not pinned"} for key, costs in result.items()}
     text = classroom.report({"students": 0, "duration_s": 5, "seed": 0, "apps": apps, "order": ["this", "ref"],
                              "names": {"this": "this tree (abc)", "ref": "main (def)"}})
     assert "the server's CPU per answer by kind" in text and "| lab: switch scaling" in text, text
-    assert "the mix's average answer" in text and "no class" in text and "| ratio |" in text
+    assert "the kinds alone, weighed by the mix's shares" in text and "**the mix's average answer**" in text
+    assert "no class" in text and "| ratio |" in text
     assert "this tree and main up at once" in text and "2 rounds" in text
 
 

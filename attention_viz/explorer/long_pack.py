@@ -1,4 +1,4 @@
-"""A long run (hub.long.LongRun) packed for the browser's long view (static/long.js): every head's summaries, the
+"""A long run (hub.long_kept.LongRun) packed for the browser's long view (static/long.js): every head's summaries, the
 text's pieces and words, one head's overview, and regions as they are asked for.
 
     payload = pack_long(run, words, read=4096, of=5210, title="...")    # summaries and labels

@@ -11,8 +11,9 @@ output from exact softmax over blocks of query rows (a block's scores [H, rows, 
 dropped), and per head the summaries of its rows. It keeps, per attention, q after the model's rotary
 [H, T, d], the keys [H_kv, T, d] (grouped keys not repeated), each row's log-sum-exp of its scaled, masked scores
 [H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i) wherever the mask allows it: any
-region or overview is recomputed exactly from a few rows of q and k. The kept numbers go to a temporary file
-(keep="disk", the default: the process holds what one layer needs) or stay in memory (keep="memory").
+region or overview is recomputed exactly from a few rows of q and k (hub.long_kept: Kept, and LongRun's views). The
+kept numbers go to a temporary file (keep="disk", the default: the process holds what one layer needs) or stay in
+memory (keep="memory").
 
 Summaries, per head, each the mean over the T query rows of a row's:
     entropy         −Σⱼ pᵢⱼ log pᵢⱼ (nats)
@@ -38,11 +39,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
-import math
-import os
-import tempfile
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -56,80 +53,11 @@ from attention_viz.core.attention import scale_factor
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
 from attention_viz.hub.attention import IMPLEMENTATION  # the wrapped model's own: Eq. 1 with its switches
+from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
 
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
-REGION_MAX = 256     # a region's largest side
-REDUCTIONS = ("max", "mean")
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
                       "decoder and cross-attention are not part of a page's read")
-
-
-class LongRunError(ValueError):
-    """A long pass or view refused: the message says what is wrong, fit to show a visitor."""
-
-
-# -- what the pass keeps
-
-
-class _Kept:
-    """Per map key: q [H, T, d], keys [H_kv, T, d], lse [H, T]; in memory or in a temporary file (read back by
-    rows)."""
-
-    def __init__(self, keep: str) -> None:
-        if keep not in ("disk", "memory"):
-            raise LongRunError(f"keep must be 'disk' or 'memory', got {keep!r}")
-        self.keep = keep
-        self.tensors: dict[tuple[str, str], torch.Tensor] = {}
-        self.where: dict[tuple[str, str], tuple[int, tuple[int, ...], torch.dtype]] = {}  # -> (offset, shape, dtype)
-        self.file = tempfile.TemporaryFile(prefix="attention_viz-long-") if keep == "disk" else None
-        self.size = 0
-        if self.file is not None:
-            self._closer = weakref.finalize(self, self.file.close)
-
-    @property
-    def nbytes(self) -> int:
-        return self.size
-
-    def put(self, key: str, name: str, tensor: torch.Tensor) -> None:
-        """Keep `tensor` (on any device; kept on the CPU, where regions and overviews are computed)."""
-        tensor = tensor.detach()
-        if self.file is None:
-            tensor = tensor.cpu()
-            self.tensors[key, name] = tensor = tensor.contiguous()
-            self.size += tensor.numel() * tensor.element_size()
-            return
-        self.where[key, name] = (self.size, tuple(tensor.shape), tensor.dtype)
-        for part in tensor:  # a head at a time: no copy of the whole
-            data = part.contiguous().cpu().numpy()
-            os.pwrite(self.file.fileno(), memoryview(data).cast("B"), self.size)
-            self.size += data.nbytes
-
-    def rows(self, key: str, name: str, head: int, rows: slice) -> torch.Tensor:
-        """tensor[head, rows] (rows a slice with step 1 inside the positions)."""
-        if self.file is None:
-            return self.tensors[key, name][head, rows]
-        offset, shape, dtype = self.where[key, name]
-        T, width = shape[1], math.prod(shape[2:])
-        start, stop, _ = rows.indices(T)
-        item = torch.empty((), dtype=dtype).element_size()
-        count = max(stop - start, 0) * width
-        data = os.pread(self.file.fileno(), count * item, offset + (head * T + start) * width * item)
-        array = np.frombuffer(data, dtype=torch.empty((), dtype=dtype).numpy().dtype).copy()
-        return torch.from_numpy(array).view(-1, *shape[2:])
-
-    def close(self) -> None:
-        if self.file is not None:
-            self._closer()
-
-
-@dataclass
-class _Layer:
-    """What one attention's weights are recomputed from, besides its kept q, k and lse."""
-
-    factor: float                   # the number QKᵀ was multiplied by
-    n_rep: int                      # query heads per key/value head
-    rule: str                       # "causal", "full" or "mask"
-    mask: torch.Tensor | None       # [T, K] bool (True = may attend) for rule "mask"
 
 
 @dataclass
@@ -139,9 +67,9 @@ class _Pass:
     variation: Variation
     keys: Mapping[int, str]                       # id(attention module) -> map key
     switches: dict[str, Callable] | None          # map key -> core.ablation.HeadSwitch
-    kept: _Kept
+    kept: Kept
     rows: int = ROWS
-    layers: dict[str, _Layer] = field(default_factory=dict)
+    layers: dict[str, KeptLayer] = field(default_factory=dict)
     summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     rules: dict[int, tuple[torch.Tensor, str, torch.Tensor | None]] = field(default_factory=dict)
     # id(mask) -> (the mask, its rule, its [T, K] on the CPU for rule "mask": what regions read)
@@ -217,7 +145,7 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
         run.kept.put(name, "q", q)
         run.kept.put(name, "k", k)
         run.kept.put(name, "lse", lse)
-        run.layers[name] = _Layer(factor, q.size(0) // k.size(0), rule, allowed_cpu)
+        run.layers[name] = KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu)
         run.summaries[name] = {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()}
     return output[None].contiguous(), None  # (1, T, H, d_v)
 
@@ -276,141 +204,6 @@ def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
                 del _holders[id(model)]
 
 
-# -- the run and its views
-
-
-class LongRun:
-    """One long pass's outputs: logits, per-head summaries, and exact regions and overviews of every map.
-
-    Attributes:
-        logits: [1, T, V] (or the last hidden states of a model without a head, and of an encoder-decoder's
-            encoder), as forward gives them; [1, 1, V] with last_logits.
-        reads: what read the page where it is not the whole model, a sentence (READS_WITH_ENCODER), else "".
-        summaries: map key -> {statistic: [H] float64} (STATISTICS, each the mean over query rows).
-        keys: the map keys, in the model's order. length: T. n_heads: H. kept_bytes: what the pass kept.
-    """
-
-    def __init__(self, logits: torch.Tensor, run: _Pass, order: list[str], length: int | None = None,
-                 reads: str = "") -> None:
-        self.logits = logits
-        self.reads = reads
-        self.summaries = {key: run.summaries[key] for key in order if key in run.summaries}
-        self.keys = list(self.summaries)
-        self._layers = run.layers
-        self._kept = run.kept
-        self.length = int(logits.size(1)) if length is None else int(length)  # T (logits may be the last only)
-        self.n_heads = int(self.summaries[self.keys[0]]["entropy"].shape[0]) if self.keys else 0
-
-    @property
-    def kept_bytes(self) -> int:
-        """Bytes of q, k and lse kept (in memory or in the temporary file)."""
-        return self._kept.nbytes
-
-    def close(self) -> None:
-        """Drop what was kept (the temporary file is deleted); region and overview fail after."""
-        self._kept.close()
-
-    def _check(self, key: str, head: int) -> _Layer:
-        if key not in self._layers:
-            raise LongRunError(f"this run has no map {key!r}; its keys are {', '.join(self.keys)}")
-        if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < self.n_heads:
-            raise LongRunError(f"head {head!r} does not exist; {key} has heads 0 to {self.n_heads - 1}")
-        return self._layers[key]
-
-    def _span(self, name: str, part: slice) -> tuple[int, int]:
-        if not isinstance(part, slice) or part.step not in (None, 1):
-            raise LongRunError(f"{name} must be a slice of positions with step 1, such as slice(0, 256)")
-        start, stop, _ = part.indices(self.length)
-        if stop <= start:
-            raise LongRunError(f"{name} {part.start}:{part.stop} holds no position of the {self.length}")
-        if stop - start > REGION_MAX:
-            raise LongRunError(f"{name} spans {stop - start} positions; a region is at most {REGION_MAX} a side")
-        return start, stop
-
-    def _weights(self, key: str, head: int, layer: _Layer, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
-        """Weights [r1 - r0, c1 - c0] of rows r0:r1, keys c0:c1: exp(q·k·factor − lse), hidden cells 0."""
-        q = self._kept.rows(key, "q", head, slice(r0, r1))  # (R, d)
-        k = self._kept.rows(key, "k", head // layer.n_rep, slice(c0, c1))  # (C, d)
-        lse = self._kept.rows(key, "lse", head, slice(r0, r1))  # (R,)
-        s = torch.matmul(q * layer.factor, k.T)  # (R, C)
-        weights = torch.exp(s - lse[:, None])
-        if layer.rule == "causal":
-            hidden = torch.arange(c0, c1)[None] > torch.arange(r0, r1)[:, None]
-            weights.masked_fill_(hidden, 0.0)
-        elif layer.rule == "mask":
-            weights.masked_fill_(~layer.mask[r0:r1, c0:c1], 0.0)
-        return weights
-
-    def _rest(self, key: str, head: int, layer: _Layer, r0: int, r1: int) -> torch.Tensor:
-        """Σ_{j≥1} p_ij of rows r0:r1 [R], float64: each row's weight off the first token, summed term by term (not
-        1 − p_i0, which loses every digit when the sink takes nearly all)."""
-        end = r1 if layer.rule == "causal" else self.length
-        rest = torch.zeros(r1 - r0, dtype=torch.float64)
-        for c0 in range(1, end, 1024):
-            rest += self._weights(key, head, layer, r0, r1, c0, min(c0 + 1024, end)).sum(-1, dtype=torch.float64)
-        return rest
-
-    @staticmethod
-    def _sinkless(weights: torch.Tensor, rest: torch.Tensor, c0: int) -> torch.Tensor:
-        """weights [R, C] of keys c0.. with the first token left out: its column 0, the others / rest [R] (0 on a row
-        with nothing left)."""
-        if c0 == 0:
-            weights[:, 0] = 0.0
-        scale = torch.where(rest > 0, 1.0 / rest.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
-        return (weights.double() * scale[:, None]).to(weights.dtype)
-
-    def region(self, key: str, head: int, rows: slice, cols: slice, without_sink: bool = False) -> np.ndarray:
-        """Exact weights of one block of head `head`'s map: [rows, cols] float32 (each side at most REGION_MAX).
-        without_sink: the first token (the sink) left out of every row and the rest renormalised, p_ij / Σ_{j'≥1}
-        p_ij' (its column 0; a row with no other key 0)."""
-        layer = self._check(key, head)
-        (r0, r1), (c0, c1) = self._span("rows", rows), self._span("cols", cols)
-        weights = self._weights(key, int(head), layer, r0, r1, c0, c1)
-        if without_sink:
-            weights = self._sinkless(weights, self._rest(key, int(head), layer, r0, r1), c0)
-        return weights.numpy().astype(np.float32)
-
-    def overview(self, key: str, head: int, size: int = 512, reduce: str = "max", without_sink: bool = False
-                 ) -> np.ndarray:
-        """The whole map of one head at most size x size: with b = ceil(T / size), cell (a, c) is the max (or mean)
-        of weights [a·b : (a+1)·b, c·b : (c+1)·b]; the last blocks are partial. "mean" is the block's mean over its
-        cells (those inside the T x T map), hidden cells counted as 0: the block mean of the map. float32 [G, G],
-        G = ceil(T / b). without_sink: of the map with the first token left out and each row renormalised (region's)."""
-        layer = self._check(key, head)
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise LongRunError(f"size must be a positive whole number, got {size!r}")
-        if reduce not in REDUCTIONS:
-            raise LongRunError(f"reduce must be one of {list(REDUCTIONS)}, got {reduce!r}")
-        T = self.length
-        b = -(-T // int(size))
-        G = -(-T // b)
-        grid = torch.zeros(G, G, dtype=torch.float64 if reduce == "mean" else torch.float32)
-        band = max(1, 256 // b) * b  # query rows per step, whole blocks
-        for r0 in range(0, T, band):
-            r1 = min(r0 + band, T)
-            end = r1 if layer.rule == "causal" else T
-            weights = self._weights(key, int(head), layer, r0, r1, 0, end)  # (R, end): every key the rows may see
-            if without_sink:
-                weights = self._sinkless(weights, weights[:, 1:].sum(-1, dtype=torch.float64), 0)
-            A, C = -(-(r1 - r0) // b), -(-end // b)
-            padded = weights.new_zeros(A * b, C * b)
-            padded[: r1 - r0, :end] = weights
-            blocks = padded.view(A, b, C, b)
-            a0 = r0 // b
-            if reduce == "max":
-                grid[a0:a0 + A, :C] = blocks.amax(dim=(1, 3)).float()
-            else:
-                grid[a0:a0 + A, :C] = blocks.sum(dim=(1, 3), dtype=torch.float64)
-        if reduce == "mean":
-            sides = torch.full((G,), b, dtype=torch.float64)
-            sides[-1] = T - (G - 1) * b
-            grid /= sides[:, None] * sides[None, :]
-        return grid.numpy().astype(np.float32)
-
-    def __repr__(self) -> str:
-        return f"LongRun({self.length} tokens, {len(self.keys)} maps x {self.n_heads} heads, kept {self.kept_bytes} B)"
-
-
 def positions(model) -> int | None:
     """The positions a PretrainedTransformer has (its config's max_position_embeddings or n_positions): the most
     tokens it reads at once; None where its config names none."""
@@ -465,7 +258,7 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         forward, inputs = model.model, model.model_inputs(ids, None, None)
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
-    run = _Pass(variation, keys, switches, _Kept(keep), rows, prescaled=prescaled or {})
+    run = _Pass(variation, keys, switches, Kept(keep), rows, prescaled=prescaled or {})
     with _long_implementation(model.model), torch.inference_mode():
         token = _current.set(run)
         try:
@@ -477,4 +270,4 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
             _current.reset(token)
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
     reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
-    return LongRun(logits, run, model.map_keys, length=ids.size(1), reads=reads)
+    return LongRun(logits, run.summaries, run.layers, run.kept, model.map_keys, length=ids.size(1), reads=reads)

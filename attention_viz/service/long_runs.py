@@ -35,7 +35,7 @@ from attention_viz.service.limits import (LONG_KEPT_BYTES, LONG_KEPT_ENV, LONG_O
 from attention_viz.service.real_models import RealModels, RunLine, display_name
 
 logger = logging.getLogger(__name__)
-REGION_MAX = 256   # hub.long.REGION_MAX: a region's side at most
+REGION_MAX = 256   # hub.long_kept.REGION_MAX: a region's side at most
 DROPPED_KEPT = 4096  # ids of dropped runs remembered, to tell their visitors why
 
 
@@ -56,7 +56,7 @@ class LongRefusal(ValueError):
 
 @dataclass
 class _Kept:
-    run: object          # hub.long.LongRun
+    run: object          # hub.long_kept.LongRun
     model: str           # its picker value
     bytes: int
     users: int = 0       # views computing from it now: a dropped run is closed when the last one ends

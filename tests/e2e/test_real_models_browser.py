@@ -209,6 +209,11 @@ def test_the_long_text_tab_paste_a_page_drag_a_region_and_hover_an_exact_weight(
         expect(view.locator(".av-long-note")).to_contain_text("Read the first 256 of the text's", timeout=TIMEOUT_MS)
         expect(view.locator(".av-long-grid")).to_have_count(3)
         expect(view.locator(".av-long-cell")).to_have_count(3 * 2 * 4)  # three grids of 2 layers x 4 heads
+        # each grid's colour bar tops out in its statistic's own digits (not a weight's five: "1102.79955 tokens")
+        ends = {stat: view.locator(f".av-long-grid[data-stat={stat}] .av-long-ends").inner_text()
+                for stat in ("first_token", "entropy", "mean_distance")}
+        assert re.fullmatch(r"0 → (0\.\d{5}|\d\.\d{3}e-\d)", ends["first_token"]), ends
+        assert re.fullmatch(r"0 → \d+\.\d{2}", ends["entropy"]) and re.fullmatch(r"0 → \d+\.\d", ends["mean_distance"]), ends
         canvas = view.locator(".av-long-overview")
         canvas.scroll_into_view_if_needed()
         assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")  # no sideways

@@ -16,10 +16,10 @@
   const P = global.AttentionPalette, S = global.AttentionShared;
   const esc = (s) => S.escapeHtml(s);
   const REGION_MAX = 256, CLICK_SIDE = 48;
-  const GRIDS = [
-    ["first_token", "weight on the first token (the sink)", (v) => v.toFixed(2)],
+  const GRIDS = [  // each statistic's grid: its name, its title, how its colour bar's top is written
+    ["first_token", "weight on the first token (the sink)", (v) => fmt(v)],  // a weight, as the maps' bars
     ["entropy", "entropy (nats)", (v) => v.toFixed(2)],
-    ["mean_distance", "mean distance (tokens)", (v) => v.toFixed(0)],
+    ["mean_distance", "mean distance (tokens)", (v) => v.toFixed(1)],  // as the chosen head's line
   ];
 
   function bytes(b64) {
@@ -61,10 +61,10 @@
         <p class="av-long-tip av-long-regiontip" aria-live="polite"></p></section>`;
   }
 
-  function legend(top, caption) {
+  function legend(top, caption, format = fmt) {
     const stops = Array.from({length: 11}, (_, i) => P.css(P.viridis(i / 10))).join(", ");
     return `<span class="av-long-bar" style="background: linear-gradient(to right, ${stops})"></span>
-      <span class="av-long-ends">0 → ${esc(fmt(top))}</span>
+      <span class="av-long-ends">0 → ${esc(format(top))}</span>
       <span class="av-long-caption">${esc(caption)}</span>`;
   }
 
@@ -119,7 +119,7 @@
 
     function drawGrids() {
       const p = state.payload, H = p.heads;
-      $(".av-long-grids").innerHTML = GRIDS.map(([name, title]) => {
+      $(".av-long-grids").innerHTML = GRIDS.map(([name, title, format]) => {
         const values = p.stats[name], top = Math.max(1e-12, ...values.flat());
         const rows = values.map((row, l) => `<div class="av-long-row"><span class="av-long-layer">${l}</span>${row.map((v, h) => {
           const rgb = P.viridis(v / top);
@@ -130,7 +130,7 @@
         return `<figure class="av-long-grid" data-stat="${name}"><figcaption>${esc(title)}</figcaption>
           <div class="av-long-heads"><span class="av-long-layer">L\\h</span>${Array.from({length: H}, (_, h) =>
             `<span class="av-long-hlabel">${h}</span>`).join("")}</div>${rows}
-          <div class="av-long-legend">${legend(top, "")}</div></figure>`;
+          <div class="av-long-legend">${legend(top, "", format)}</div></figure>`;
       }).join("");
       element.querySelectorAll(".av-long-cell").forEach((cell) => cell.addEventListener("click", () =>
         choose(cell.dataset.key, Number(cell.dataset.head))));

@@ -29,11 +29,10 @@ import httpx
 
 from devtools.launcher import ROOT, Server
 
-from .common import LOGS, EventStream, Timing, load, ms, table
+from .common import LOGS, SETTLE_S, EventStream, Timing, load, ms, table
 from .model import app_default_config
 
 API = "/gradio_api"
-SETTLE_S = 8.0  # seconds after start-up before the rounds: steady state (the start-up is the cold-start table's)
 
 
 class Browser:

@@ -28,7 +28,6 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -37,17 +36,13 @@ from devtools.launcher import ROOT, Server
 
 from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s, walk_lesson
 from .classroom_report import report
-from .common import LOGS, Timing, app_env, command, cpu_s, export_ref, head, load, save, temp_folder, watch_rss
+from .classroom_costs import cost_phase
+from .common import (LOGS, SETTLE_S, Timing, app_env, command, cores, cpu_s, export_ref, head, load, own_loop, save,
+                     temp_folder, watch_rss)
 from .trained_length import load_real_model, real_model_folder
 from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, Page,
                        RealModel, Student, Tally, real_actions)
 
-SETTLE_S = 8.0    # after the first HTTP 200: the app's warm-up thread finishes before the class arrives
-COST_PAGES = 8    # the cost of each kind of answer: this many pages open, then each asks COST_ACTIONS of one kind,
-COST_ACTIONS = 8  # in each of COST_ROUNDS rounds (every app in turn)
-COST_ROUNDS = 6
-MIXED = "mixed"   # the cost phase's last window: the mix itself, each page's answers drawn from it
-IDLE_S = 2.0      # the server's idle CPU is measured this long first (and taken off each window)
 
 
 async def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
@@ -84,13 +79,6 @@ async def student(index: int, base: str, seed: int, start: float, duration_s: fl
         await page.close()
 
 
-def _own_loop(coroutine):
-    """asyncio.run on a thread of its own: the class's one event loop, out of reach of any loop the calling thread
-    runs (Playwright's sync API leaves one running in a test process)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
               mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
               real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None) -> dict:
@@ -98,7 +86,7 @@ def run_class(base: str, students: int, duration_s: float, seed: int, files: tup
     page with `files`; per action: count, errors, p50, p95, events sent. `patience_s`: a student gives up on an answer
     this late (an error). `pid`: the server's, for its CPU while the class arrived and over the class (with this
     process's: the simulated students)."""
-    return _own_loop(_class(base, students, duration_s, seed, files, mix, patience_s, real, pid))
+    return own_loop(_class(base, students, duration_s, seed, files, mix, patience_s, real, pid))
 
 
 async def _class(base, students, duration_s, seed, files, mix, patience_s, real, pid) -> dict:
@@ -135,102 +123,6 @@ async def _class(base, students, duration_s, seed, files, mix, patience_s, real,
                         "server_cpu_s": tally.last_open[2] - server_cpu}}
 
 
-def costs(apps: dict[str, tuple[str, int | None]], files: dict[str, tuple[str, ...]], mix: dict[str, int] = ACTIONS,
-          seed: int = 0, pages: int = COST_PAGES, per_page: int = COST_ACTIONS, rounds: int = COST_ROUNDS) -> dict:
-    """The server's CPU per answer, one kind at a time, on quiet servers: `apps` name -> (base URL, server pid), all
-    up at once on the same core, measured in `rounds` rounds, each round visiting every app in turn (the order
-    reversed every other round), so that each app meets the same machine. In an app's turn `pages` fresh pages open
-    (two at a time: the opening's cost; `files[name]` the files each fetches), then, per kind of the mix, each page
-    does `per_page` of it back to back, all pages at once. A window's cost: the server's CPU (/proc/<pid>/stat) over
-    it, less what that server spends idle over as long, over the answers. Per kind: the median of the rounds and
-    each round's; the mix's average weighs each kind's median by its share. Last in each turn, "mixed": each page
-    does `per_page` answers drawn from the mix by its shares, the mix's cost as a class asks it. Answers name ->
-    that app's costs."""
-    return _own_loop(_costs(apps, files, mix, seed, pages, per_page, rounds))
-
-
-async def _app_turn(base: str, pid: int | None, files: tuple[str, ...], mix: dict[str, int], seed: int, pages: int,
-                    per_page: int, idle: float) -> dict[str, dict]:
-    """One app's turn of a round (benchmarks.classroom.costs): kind -> answers, errors, CPU ms per answer."""
-    students = [Student(Page(base), random.Random(seed * 1000 + 500 + i)) for i in range(pages)]
-    kinds: dict[str, dict] = {}
-    try:
-        async def window(name: str, work) -> None:
-            errors: list[str] = []
-            t0, c0 = time.monotonic(), cpu_s(pid)
-            n = sum(await asyncio.gather(*(work(s, errors) for s in students)))
-            cpu = cpu_s(pid) - c0 - idle * (time.monotonic() - t0)
-            kinds[name] = {"n": n, "errors": errors, "cpu_ms": 1e3 * cpu / max(1, n)}
-
-        lock = asyncio.Semaphore(2)
-
-        async def opening(s: Student, errors: list) -> int:
-            async with lock:
-                try:
-                    await s.open(files)
-                    return 1
-                except (OSError, RuntimeError, KeyError, ValueError) as error:
-                    errors.append(f"{type(error).__name__}: {error}")
-                    return 0
-
-        await window("open", opening)
-
-        async def acts(s: Student, errors: list, pick) -> int:
-            done = 0
-            for _ in range(per_page):
-                try:
-                    _, wrong = await s.act(pick(s))
-                except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
-                    wrong = f"{type(error).__name__}: {error}"
-                if wrong:
-                    errors.append(wrong)
-                done += 1
-            return done
-
-        for kind in mix:
-            await window(kind, lambda s, errors, kind=kind: acts(s, errors, lambda _: kind))
-        # then the mix as a class asks it: each page's answers drawn from the mix by its shares, kinds in turn (a
-        # kind asked alone meets the caches its own last answers left; in a class a rerun's new text meets none)
-        draws = {id(s): random.Random(seed * 1000 + 900 + i) for i, s in enumerate(students)}
-        await window(MIXED, lambda s, errors: acts(
-            s, errors, lambda s: draws[id(s)].choices(list(mix), weights=list(mix.values()))[0]))
-    finally:
-        for s in students:
-            await s.browser.close()
-    return kinds
-
-
-async def _costs(apps, files, mix, seed, pages, per_page, rounds) -> dict:
-    await asyncio.sleep(1.0)
-    pids = {name: pid for name, (_, pid) in apps.items()}
-    t0, c0 = time.monotonic(), {name: cpu_s(pid) for name, pid in pids.items()}
-    await asyncio.sleep(IDLE_S)
-    idle = {name: (cpu_s(pid) - c0[name]) / (time.monotonic() - t0) for name, pid in pids.items()}  # CPU/s, idle
-    turns: dict[str, list[dict]] = {name: [] for name in apps}
-    order = list(apps)
-    for r in range(rounds):
-        for name in order if r % 2 == 0 else order[::-1]:
-            base, pid = apps[name]
-            turns[name].append(await _app_turn(base, pid, files.get(name, ()), mix, seed + r, pages, per_page,
-                                               idle[name]))
-    result = {}
-    for name, rounds_of in turns.items():
-        kinds = {}
-        for kind in rounds_of[0]:
-            each = [turn[kind] for turn in rounds_of]
-            errors = [error for turn in each for error in turn["errors"]]
-            kinds[kind] = {"n": sum(turn["n"] for turn in each), "errors": len(errors), "examples": errors[:3],
-                           "cpu_ms": statistics.median(turn["cpu_ms"] for turn in each),
-                           "rounds_ms": [round(turn["cpu_ms"], 2) for turn in each]}
-        mixed = kinds.pop(MIXED)
-        mixes = [sum(turn[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values()) for turn in rounds_of]
-        result[name] = {"mixed": mixed, "idle_cpu_ms_per_s": idle[name] * 1e3, "pages": pages, "per_page": per_page,
-                        "rounds": rounds, "order": order, "kinds": kinds,
-                        "mix_cpu_ms": sum(kinds[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values()),
-                        "mix_rounds_ms": [round(m, 2) for m in mixes]}
-    return result
-
-
 def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
     """Live runs one after another until `stop` (each one's last message kept), then cancel the one training."""
     from gradio_client import Client
@@ -246,19 +138,6 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
             outcomes.append(job.result(timeout=HTTP_TIMEOUT_S)[1])
         except Exception as error:  # noqa: BLE001 - reported in the table, never raised
             outcomes.append(f"{type(error).__name__}: {error}")
-
-
-def cores() -> tuple[list[str], set[int] | None, str]:
-    """Where the server and the class run: the prefix that pins the server to one core, the core this process takes,
-    and a sentence saying so (on one core, or with no taskset: shared, and the figures are the class's too)."""
-    mine = sorted(os.sched_getaffinity(0))
-    if len(mine) < 2:
-        return [], None, f"not pinned: one core ({mine[0]}) for the server and the class"
-    if shutil.which("taskset") is None:
-        return [], None, "not pinned: no taskset; the server and the class share the cores"
-    server, client = mine[0], mine[1]
-    return (["taskset", "-c", str(server)], {client},
-            f"the server pinned to core {server} (taskset), the class to core {client}")
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
@@ -328,32 +207,6 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def cost_phase(trees: dict[str, Path], seed: int, log_dir: Path, with_files: bool = True, pin: bool = True) -> dict:
-    """Every tree's app started at once (each `python app.py` in its tree, pinned to the server's core unless `pin`
-    is off, the measuring loop on the other), settled, then benchmarks.classroom.costs over them all, interleaved:
-    name -> its costs."""
-    prefix, own, _ = cores() if pin else ([], None, "")
-    before = os.sched_getaffinity(0)
-    with ExitStack() as stack, httpx.Client(timeout=30) as http:
-        servers = {}
-        for name, tree in trees.items():
-            temp = Path(stack.enter_context(temp_folder(f"attention_viz-cost-{name}-")))
-            servers[name] = stack.enter_context(Server(prefix + [sys.executable, "app.py"],
-                                                       log_dir / f"classroom-cost-{name}.log",
-                                                       env=app_env(tree, temp), cwd=tree))
-        for server in servers.values():
-            server.wait_http(http, timeout_s=300)
-        time.sleep(SETTLE_S)
-        files = {name: page_files(server.base) if with_files else () for name, server in servers.items()}
-        time.sleep(2.0)  # those openings' own work out of the way
-        try:
-            if own:
-                os.sched_setaffinity(0, own)
-            return costs({name: (server.base, server.pid) for name, server in servers.items()}, files, ACTIONS, seed)
-        finally:
-            os.sched_setaffinity(0, before)
-
-
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
         live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0,
         real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False, ref_first: bool = False,
@@ -361,7 +214,7 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
     """The class against this tree's app and (with `against`) against that git ref's app, one after the other
     (`ref_first`: the ref's first), each with the machine to itself; `live`: with live training in the background
     (this tree's app only: a ref may not have it). Then (`cost`) the server's CPU per answer by kind, every app up
-    at once and measured in turn (benchmarks.classroom.costs)."""
+    at once and measured in turn (benchmarks.classroom_costs)."""
     log_dir = LOGS
     dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True).stdout.strip())

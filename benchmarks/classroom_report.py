@@ -72,7 +72,7 @@ def _paired(this: list[float], ref: list[float]) -> str:
 
 
 def _cost_table(result: dict, labels: dict[str, str]) -> str:
-    """The server's CPU per answer by kind (every app up at once, measured in turn: benchmarks.classroom.costs), per
+    """The server's CPU per answer by kind (every app up at once, measured in turn: benchmarks.classroom_costs.costs), per
     app: the median of the rounds and their range, and this tree's over the reference's, round by round."""
     apps = [key for key in ("this", "ref") if result["apps"].get(key, {}).get("costs")]
     costs = {key: result["apps"][key]["costs"] for key in apps}

@@ -1,5 +1,6 @@
 """What every benchmark shares: interleaved rounds, medians, p95, CPU-time rounds, the machine, a process's CPU and
-memory, the queue's event stream, tables, JSON, logs, temporary folders, a ref's tree, the app's environment, Chromium.
+memory, the queue's event stream, tables, JSON, logs, temporary folders, a ref's tree, the app's environment and its
+settling time, the cores a served app and its load take, an event loop of its own, Chromium.
 
 The machine is shared and noisy, so candidates are never timed one after the other: each round
 runs every candidate once (in a rotating order), and the report is the median over rounds.
@@ -9,6 +10,7 @@ Ratios are taken between medians measured in the same interleaved run.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.metadata
 import json
 import os
@@ -21,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,7 @@ from pathlib import Path
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPOSITORY = Path(__file__).resolve().parents[1]  # the checkout the benchmarks run from
 LOGS = RESULTS_DIR / "logs"  # the servers' logs
+SETTLE_S = 8.0  # seconds after an app's first HTTP 200 before it is measured: its warm-up thread done
 
 
 @dataclass
@@ -339,3 +343,22 @@ def chromium() -> Iterator:
 def app_env(tree: Path, temp: Path | str) -> dict[str, str]:
     """The environment of `tree`'s `python app.py`: its own package first, Gradio's file cache in `temp`."""
     return {"PYTHONPATH": str(tree), "GRADIO_TEMP_DIR": str(temp), "PYTHONDONTWRITEBYTECODE": "1"}
+
+def own_loop(coroutine):
+    """asyncio.run on a thread of its own: a benchmark's one event loop (a class's), out of reach of any loop the calling thread
+    runs (Playwright's sync API leaves one running in a test process)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def cores() -> tuple[list[str], set[int] | None, str]:
+    """Where the server and the class run: the prefix that pins the server to one core, the core this process takes,
+    and a sentence saying so (on one core, or with no taskset: shared, and the figures are the class's too)."""
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        return [], None, f"not pinned: one core ({mine[0]}) for the server and the class"
+    if shutil.which("taskset") is None:
+        return [], None, "not pinned: no taskset; the server and the class share the cores"
+    server, client = mine[0], mine[1]
+    return (["taskset", "-c", str(server)], {client},
+            f"the server pinned to core {server} (taskset), the class to core {client}")

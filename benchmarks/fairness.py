@@ -27,8 +27,8 @@ import httpx
 
 from devtools.launcher import Server
 
-from .app import API, SETTLE_S, Browser, random_text
-from .common import LOGS, app_env, export_ref, percentile, table, write_json
+from .app import API, Browser, random_text
+from .common import LOGS, SETTLE_S, app_env, export_ref, percentile, table, write_json
 
 FLOOD_ADDRESS = "127.0.0.2"  # Linux answers the whole of 127.0.0.0/8 on loopback; the server listens on 127.0.0.1
 VISIT_EVERY_S = 0.5

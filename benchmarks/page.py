@@ -15,8 +15,7 @@ import statistics
 import sys
 import time
 
-from .app import SETTLE_S
-from .common import LOGS, chromium, command, cpu_s, load, percentile, save, table
+from .common import LOGS, SETTLE_S, chromium, command, cpu_s, load, percentile, save, table
 
 # In the page, once the first payload frame is in: the navigation's times and that frame's end (ms).
 READ = """() => {

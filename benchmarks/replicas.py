@@ -24,10 +24,10 @@ import httpx
 from devtools.launcher import ROOT, Server
 from devtools.proxy import Proxy, ensure_nginx
 
-from .classroom import SETTLE_S, run_class
+from .classroom import run_class
 from .classroom_chromium import page_files
 from .classroom_report import LABELS
-from .common import command, load, ms, save, table
+from .common import SETTLE_S, command, load, ms, save, table
 
 PHASES = {"one": "one process", "sticky": "{n} processes, nginx sticky (cookie)",
           "round_robin": "{n} processes, nginx round robin"}

@@ -190,14 +190,14 @@ def test_a_student_walks_the_lesson_one_event_a_step_and_a_wrong_step_is_an_erro
 
 
 def test_the_cost_of_each_kind_of_answer_is_measured_app_by_app_in_rounds(app_url):
-    """benchmarks.classroom.costs: every kind of the mix asked alone, in rounds that visit each app in turn (here the
+    """benchmarks.classroom_costs.costs: every kind of the mix asked alone, in rounds that visit each app in turn (here the
     same server under two names), its answers counted and checked, the server's CPU per answer from /proc (a number:
     never asserted on), the mix's average by its shares and the mix asked as a class asks it; the table with this tree's over the reference's."""
-    from benchmarks import classroom
+    from benchmarks import classroom, classroom_costs
 
     base = app_url.rstrip("/")
     mix = {"lab_scaled": 60, "steps": 40}
-    result = classroom.costs({"this": (base, None), "ref": (base, None)}, {}, mix, pages=2, per_page=1, rounds=2)
+    result = classroom_costs.costs({"this": (base, None), "ref": (base, None)}, {}, mix, pages=2, per_page=1, rounds=2)
     assert set(result) == {"this", "ref"}
     for costs in result.values():
         assert set(costs["kinds"]) == {"open", *mix}, costs

@@ -118,6 +118,10 @@ REACHES = {
                                                             "`inspect.getfullargspec(fn)` (updateable: every "
                                                             "component's __init__) through that module name",
                                                             "no option keeps what they read"),
+    "dir in gradio.components.base": (PAGE, "Component.__init__ lists its server functions as `getattr(self, value) "
+                                       "for value in dir(self.__class__)` kept where callable and `_is_server_fn` "
+                                       "(set by gradio.components.base.server); that is the module's one call of "
+                                       "`dir`", "no option keeps the list per class"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
                                    "Gradio adds its CORS and compression after app_kwargs' middleware: only "
@@ -374,6 +378,15 @@ def _check_inspect() -> list[str]:
         component_meta.updateable, "fn_args = inspect.getfullargspec(fn).args")]
 
 
+def _check_component_dir() -> list[str]:
+    from gradio.components import base as component_base
+
+    problems = [f"Component.__init__ no longer has {name!r}" for name in _source_uses(
+        component_base.Component.__init__, "for value in dir(self.__class__)", '"_is_server_fn"')]
+    calls = re.findall(r"(?<![\w.])dir\(", inspect.getsource(component_base))
+    return problems + ([] if len(calls) == 1 else [f"gradio.components.base calls dir {len(calls)} times, not once"])
+
+
 def _check_middleware_stack() -> list[str]:
     problems = [f"Starlette no longer uses {name}" for name in _source_uses(
         Starlette.__call__, "self.middleware_stack", "self.build_middleware_stack()")]
@@ -399,6 +412,7 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "FastAPI's included routers": _check_included_routers,
     "login_check": _check_login_check,
     "inspect in gradio.blocks and gradio.component_meta": _check_inspect,
+    "dir in gradio.components.base": _check_component_dir,
     "Starlette.middleware_stack": _check_middleware_stack,
 }
 

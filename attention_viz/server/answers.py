@@ -156,41 +156,53 @@ def _in_order(outputs: list, answer: dict) -> list | dict:
     return values
 
 
-
-
 _CONTAINERS = (dict, list, tuple)
 
 
+def _is_file(value: dict) -> bool:
+    """gradio_client's is_file_obj_with_meta, of a dict: "path" and a "meta" of _type gradio.FileData."""
+    meta = value.get("meta")
+    return "path" in value and isinstance(meta, dict) and meta.get("_type") == "gradio.FileData"
+
+
 def no_file(value: Any) -> bool:
-    """Whether `value` holds no file dict (gradio_client's is_file_obj_with_meta: a dict with "path" and a "meta" of
-    _type gradio.FileData), at any depth: what Gradio's walks of an answer would change."""
+    """Whether `value` holds no file dict (_is_file), at any depth: what Gradio's walks of an answer would change."""
     if type(value) is dict:
-        meta = value.get("meta")
-        if "path" in value and isinstance(meta, dict) and meta.get("_type") == "gradio.FileData":
-            return False
-        return all(no_file(v) for v in value.values() if isinstance(v, _CONTAINERS))
+        return not _is_file(value) and all(no_file(v) for v in value.values() if isinstance(v, _CONTAINERS))
     if isinstance(value, (list, tuple)):
         return all(no_file(v) for v in value if isinstance(v, _CONTAINERS))
     return not isinstance(value, dict)  # a dict's subclass: Gradio's walk asks it too
 
 
-def _copied(value: Any) -> Any:
-    """What client_utils.traverse returns for a value that holds no file: every dict and list rebuilt (a tuple as a
-    list), everything else as it is."""
-    if isinstance(value, dict):
-        return {key: _copied(v) if isinstance(v, _CONTAINERS) else v for key, v in value.items()}
+class HasFile(Exception):
+    """A file dict (or a dict's subclass, which Gradio's walk asks too) met in an answer being copied."""
+
+
+def copied(value: Any) -> Any:
+    """What client_utils.traverse returns for a value that holds no file dict (_is_file), at any depth: every dict
+    and list rebuilt (a tuple as a list), everything else as it is; HasFile at the first file dict, where Gradio's
+    walk would change the answer. One pass: no_file's looking and the copying together."""
+    if type(value) is dict:
+        if _is_file(value):
+            raise HasFile
+        return {key: copied(v) if isinstance(v, _CONTAINERS) else v for key, v in value.items()}
     if isinstance(value, (list, tuple)):
         if any(isinstance(v, _CONTAINERS) for v in value):
-            return [_copied(v) if isinstance(v, _CONTAINERS) else v for v in value]
+            return [copied(v) if isinstance(v, _CONTAINERS) else v for v in value]
         return list(value)
+    if isinstance(value, dict):  # a dict's subclass: Gradio's walk asks it too
+        raise HasFile
     return value
 
 
 def _add_root_url(data: Any, root_url: str, previous_root_url: str | None) -> Any:
     """processing_utils.add_root_url: an event's answer (the list of its outputs' values) that holds no file copied
     as Gradio's walk copies it, in one quick pass; anything else (the page's config, which holds files), Gradio's."""
-    if type(data) is list and no_file(data):
-        return _copied(data)
+    if type(data) is list:
+        try:
+            return copied(data)
+        except HasFile:
+            pass
     return GRADIOS_ADD_ROOT_URL(data, root_url, previous_root_url)
 
 

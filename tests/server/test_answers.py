@@ -81,12 +81,21 @@ def test_the_quick_root_url_walk_gives_gradios_answer(data):
     assert ours == gradios and repr(ours) == repr(gradios)
     assert ours is not data and (not isinstance(data, list) or ours[0] is not data[0])
     assert answers.no_file(data) == ("http://host" not in repr(gradios))
+    if answers.no_file(data) and isinstance(data, list):
+        assert answers.copied(data) == gradios  # an answer with no file: copied in the one pass
+
+
+class Mapping(dict):
+    """A dict's subclass: Gradio's walk asks it whether it is a file."""
 
 
 def test_a_file_at_any_depth_is_found():
     assert answers.no_file({"a": [1, {"b": ({"c": [2.0]},)}]})
-    assert not answers.no_file({"a": [1, {"b": ({"c": [FILE_URL]},)}]})
-    assert not answers.no_file(FILE_URL) and not answers.no_file([[[FILE_URL]]])
+    assert answers.copied({"a": [1, {"b": ({"c": [2.0]},)}]}) == {"a": [1, {"b": [{"c": [2.0]}]}]}
+    for holder in ({"a": [1, {"b": ({"c": [FILE_URL]},)}]}, FILE_URL, [[[FILE_URL]]], [1, {"a": Mapping()}]):
+        assert not answers.no_file(holder)
+        with pytest.raises(answers.HasFile):
+            answers.copied(holder)
 
 
 def test_quick_root_urls_puts_ours_in_gradios_place(monkeypatch):

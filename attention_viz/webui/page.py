@@ -134,7 +134,7 @@ def launch(demo: gr.Blocks, views: Views) -> None:
                             app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS,
                             head=scripts.head())
     keep_no_analytics_summary(demo)
-    read_signatures_once()  # each gr.update's new component: its classes' signatures read once, not per component
+    read_signatures_once()  # each gr.update's new component: its class's signatures and server functions read once
     quick_root_urls()  # an answer with no file copied in one quick pass, not walked for files' URLs (server/answers.py)
     if app is not None:  # None where Gradio's reload mode launched it already
         files_first(app)

@@ -234,7 +234,7 @@ def routes_version(router: Any) -> object:
     return router.original_router._get_routes_version()
 
 
-# --------------------------------------------------------------------------------------------- sessions (memory)
+# ------------------------------------------------------------- building components (each gr.update of an answer)
 
 
 class _SignaturesKept:
@@ -289,6 +289,9 @@ def read_signatures_once() -> None:
         if not isinstance(module.inspect, _SignaturesKept):
             module.inspect = _SignaturesKept(module.inspect)
     component_base.dir = _dir_of_server_functions
+
+
+# --------------------------------------------------------------------------------------------- sessions (memory)
 
 
 def share_config_entries(config_for_block: Callable) -> None:

@@ -3,7 +3,8 @@
 The shipped reverse model (1/√d_k) on random lowercase texts of 3-12 characters, as a class's students type them, with
 0, 1, 2 or 4 heads switched off at random (a class's "head clicked off" reruns): greedy decoding as the reference
 (Transformer.greedy_decode), written flat (fast.decode, the app's before a guess), and flat with the task's answer as
-a guess (the app's: fast.decode's one teacher-forced pass, and where it goes wrong the steps on from what it settled).
+a guess (the app's: fast.decode's teacher-forced pass, and where it goes wrong the passes again on what it settled
+and its own tokens after, then the steps on from what they settled).
 Every decode returns its maps and value norms, as the app's runs do. CPU time (time.process_time) of the whole set of
 texts per candidate, medians of interleaved rounds (common.cpu_medians), one thread; per decode.
 """

@@ -12,8 +12,10 @@ A guess of what the decode writes (service/own_model.py: a trained model's answe
 where it holds: one teacher-forced pass on <bos> + guess predicts every token of it, each with a clear lead (leads),
 and that pass is the maps' own. The reference's steps and this pass differ only by float rounding, far below the lead
 asked, so they pick the same tokens; the maps and value norms come from the same pass as the reference's. Where the
-guess goes wrong, the tokens the pass settled (those it agrees on, and its own first that differs) are kept, their
-keys and values computed in one pass, and the steps go on from there, each with a clear lead, or start again.
+guess goes wrong, the tokens the pass settled (those it agrees on, and its own first that differs) are kept and the
+pass runs again on them and its own tokens after them (settle: heads switched off change a token of the answer, and
+the rest follows from it), for as long as it settles more; where the decode is still not whole, the settled tokens'
+keys and values are computed in one pass and the steps go on from there, each with a clear lead, or start again.
 
 Axes: B batch, H heads, T decoded positions, D d_model.
 """
@@ -81,13 +83,13 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
 
     tgt = None
     if guess is not None and B == 1:
-        settled, found = verified(network, memory, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
+        settled, found = settle(network, memory, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
         if found is not None:
             self_weights, cross_weights = found
             tokens = torch.tensor([settled], dtype=torch.long, device=src.device)  # (1, n)
             return tokens, network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept,
                                                value_norms)
-        if settled:  # decode on from the tokens the pass settled, their keys and values from one pass of the steps
+        if settled:  # decode on from the tokens the passes settled, their keys and values from one pass of the steps
             tgt = torch.tensor([[bos_id] + settled], dtype=torch.long, device=src.device)  # (1, P + 1)
             past = _prefix(network, tgt[:, :-1], pe, memory_kv, src_mask, variation, layer_switches)
             tgt = tgt if settled[-1] == eos_id else steps(tgt, past, checked=True)
@@ -109,10 +111,29 @@ def leads(logits: torch.Tensor) -> torch.Tensor:
     return top[..., 0] - top[..., 1] > MARGIN * (1 + top[..., 0].abs())
 
 
+def settle(network: Transformer, memory, src_mask, variation, switches, guess: Sequence[int], max_len: int,
+           bos_id: int, eos_id: int):
+    """verified, again on a new guess for as long as the guess goes wrong and the pass settles more tokens: (the
+    tokens settled, (self, cross weights) of the pass where its guess is the whole decode, else None).
+
+    The new guess is the tokens settled, then the pass's own most likely tokens after them (Jacobi iteration of the
+    teacher-forced pass): each pass settles at least one more token, and often the rest, where heads switched off
+    change a token of the task's answer and what follows it follows from that token."""
+    settled, found, predicted = verified(network, memory, src_mask, variation, switches, guess, max_len, bos_id,
+                                         eos_id)
+    while found is None and settled and settled[-1] != eos_id and len(settled) < len(predicted):
+        before = len(settled)
+        settled, found, predicted = verified(network, memory, src_mask, variation, switches,
+                                             settled + predicted[before:], max_len, bos_id, eos_id)
+        if len(settled) <= before:  # a token without a clear lead: the steps decide it
+            break
+    return settled, found
+
+
 def verified(network: Transformer, memory, src_mask, variation, switches, guess: Sequence[int], max_len: int,
              bos_id: int, eos_id: int):
     """One teacher-forced pass on <bos> + guess (cut after its first <eos> and at max_len): (the tokens it settles,
-    (self, cross weights) of the pass where the guess is the whole decode, else None).
+    (self, cross weights) of the pass where the guess is the whole decode, else None, the pass's most likely tokens).
 
     Settled: the pass's most likely tokens, each with a clear lead (leads), as long as they agree with the guess, and
     the first that does not; greedy decoding writes these first. The guess is the whole decode where every one
@@ -121,19 +142,20 @@ def verified(network: Transformer, memory, src_mask, variation, switches, guess:
     if eos_id in guess:
         guess = guess[:guess.index(eos_id) + 1]
     if not guess:
-        return [], None
+        return [], None, []
     x = torch.tensor([[bos_id] + guess[:-1]], dtype=torch.long, device=memory.device)  # (1, n)
     logits, self_weights, cross_weights = network.decode(x, memory, src_mask, variation, switches)  # (1, n, V)
+    predicted = logits[0].argmax(-1).tolist()
     settled = []
-    for token, clear, expected in zip(logits[0].argmax(-1).tolist(), leads(logits[0]).tolist(), guess):
+    for token, clear, expected in zip(predicted, leads(logits[0]).tolist(), guess):
         if not clear:
             break
         settled.append(token)
         if token != expected or token == eos_id:
             break
     if settled == guess and (guess[-1] == eos_id or len(guess) == max_len):
-        return settled, (self_weights, cross_weights)
-    return settled, None
+        return settled, (self_weights, cross_weights), predicted
+    return settled, None, predicted
 
 
 def _prefix(network: Transformer, x: torch.Tensor, pe: torch.Tensor, memory_kv, src_mask, variation,

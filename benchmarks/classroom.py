@@ -10,8 +10,9 @@ The server runs pinned to a core of its own (taskset), the class on another, so 
 runs from joining the queue to the last file of the answer fetched, and every answer is checked (a wrong one is an
 error). `--against REF` runs the same class (same seed, same actions) on REF's app from `git archive`, one app after
 the other. `--real` puts a real model among the choices (benchmarks.trained_length), `--live` trains live in the
-background, `--browsers K` opens the page in Chromium during the class. docs/benchmarks.md says how to read the tables
-(benchmarks.classroom_report) and keeps the latest; never asserted on in tests.
+background. The page complete in Chromium is benchmarks.page's (Chromium beside the class would take the class's
+core). docs/benchmarks.md says how to read the tables (benchmarks.classroom_report) and keeps the latest; never
+asserted on in tests.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import httpx
 
 from devtools.launcher import ROOT, Server
 
-from .classroom_chromium import open_in_chromium, page_files, reaped_cpu_s, walk_lesson
+from .classroom_chromium import page_files, walk_lesson
 from .classroom_report import report
 from .classroom_costs import cost_phase
 from .common import (LOGS, SETTLE_S, Timing, app_env, command, cores, cpu_s, export_ref, head, load, own_loop, save,
@@ -141,8 +142,7 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0,
-                  real_score: int = 0, real_model: tuple[str, ...] = ("opus-mt-random",),
+                  live: bool = False, with_files: bool = True, real: int = 0, real_score: int = 0, real_model: tuple[str, ...] = ("opus-mt-random",),
                   full_budget: bool = False, pin: bool = True, walk: bool = True) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH; pinned to a core of its own unless `pin` is off),
     let it settle, run the class (with live training in the background when `live`; with the real models among the
@@ -167,7 +167,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             files = page_files(server.base) if with_files else ()
             time.sleep(2.0)  # that opening's own work on the server out of the way
             if own:
-                os.sched_setaffinity(0, own)  # the class (and what it starts: Chromium) on the other core
+                os.sched_setaffinity(0, own)  # the class on the other core
             result: dict = {"cores": where}
             stop, outcomes, rss = threading.Event(), [], []
             trainer = threading.Thread(target=train_live, args=(server.base, stop, outcomes), daemon=True)
@@ -175,20 +175,10 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                 trainer.start()
             watcher = threading.Thread(target=watch_rss, args=(server.pid, stop, rss), daemon=True)
             watcher.start()
-            children_cpu = reaped_cpu_s()
-            opened: list[dict] = []
-            chromium = threading.Thread(target=open_in_chromium,
-                                        args=(server.base, browsers, time.monotonic(), duration_s, opened), daemon=True)
-            if browsers:
-                chromium.start()
             mix = real_actions(real, real_score, real_model) if real else ACTIONS
             if students:
                 result |= run_class(server.base, students, duration_s, seed, files, mix,
                                     real=tuple(REAL_MODELS[key] for key in real_model), pid=server.pid)
-            if browsers:
-                chromium.join(timeout=120)
-                # Chromium's processes and Playwright's driver, reaped once it closed (the server is still running)
-                result |= {"chromium": opened, "chromium_cpu_s": reaped_cpu_s() - children_cpu}
             stop.set()
             watcher.join()
             result["rss_mib"] = rss
@@ -208,7 +198,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False, with_files: bool = True, real: int = 0, browsers: int = 0, real_score: int = 0,
+        live: bool = False, with_files: bool = True, real: int = 0, real_score: int = 0,
         real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False, ref_first: bool = False,
         pin: bool = True, cost: bool = True, walk: bool = True) -> dict:
     """The class against this tree's app and (with `against`) against that git ref's app, one after the other
@@ -236,11 +226,11 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
                 result["apps"][key] = {"cores": cores()[2] if pin else "not pinned (--no-pin)"}
             elif key == "this":
                 result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live,
-                                                       with_files, real, browsers, real_score, real_model,
+                                                       with_files, real, real_score, real_model,
                                                        full_budget, pin, walk)
             else:
                 result["apps"]["ref"] = serve_and_run("ref", trees["ref"], students, duration_s, seed, log_dir,
-                                                      with_files=with_files, browsers=browsers, pin=pin, walk=walk)
+                                                      with_files=with_files, pin=pin, walk=walk)
         if cost:
             order = {key: trees[key] for key in result["order"]}  # the first round in the classes' order
             for key, its_costs in cost_phase(order, seed, log_dir, with_files, pin).items():
@@ -281,8 +271,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the worst case) instead of a trained model's length (benchmarks.trained_length)")
     parser.add_argument("--real-score", type=int, default=0, metavar="PERCENT",
                         help="with --real, PERCENT of the actions score every head of the real model (from the steps)")
-    parser.add_argument("--browsers", type=int, default=0, metavar="K",
-                        help="also open the page K times in Chromium during the class: the first drawn view")
     parser.add_argument("--no-files", action="store_true",
                         help="students fetch the page's HTML only, not Gradio's files")
 
@@ -300,10 +288,8 @@ def run_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
         parser.error("--real-score needs --real, and 0..15 percent")
     if args.real_score and not any(REAL_MODELS[key].writes_text for key in models):
         parser.error("--real-score needs a model that writes text: all-MiniLM-L6-v2 is an encoder")
-    if not 0 <= args.browsers <= 50:
-        parser.error("browsers 0..50")
     return run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
-               args.browsers, args.real_score, models, args.full_budget, args.ref_first, not args.no_pin,
+               args.real_score, models, args.full_budget, args.ref_first, not args.no_pin,
                not args.no_cost, not args.no_walk)
 
 

@@ -1,17 +1,14 @@
 """The classroom benchmark in Chromium (benchmarks.classroom): the files one fresh opening of the page fetches (what
-each simulated student then fetches), the page opened in Chromium while the class works (the first drawn view),
-with the CPU Chromium took once reaped, and the guided lesson walked after the class."""
+each simulated student then fetches), and the guided lesson walked after the class."""
 
 from __future__ import annotations
 
 import re
-import resource
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .common import chromium
-from .students import ARRIVAL_S
 
 
 def page_files(base: str) -> tuple[str, ...]:
@@ -35,27 +32,6 @@ def _record_page_files(base: str) -> tuple[str, ...]:
         return ()
     paths = [url[len(base):] for url in seen if url.startswith(base + "/")]
     return tuple(dict.fromkeys(p for p in paths if p.startswith(("/assets/", "/static/", "/theme.css"))))
-
-
-def reaped_cpu_s() -> float:
-    """User + system CPU seconds of this process's children that have ended (and theirs): Chromium's, once closed."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def open_in_chromium(base: str, opens: int, start: float, duration_s: float, samples: list[dict]) -> None:
-    """`opens` openings of the page in Chromium during the class: the first in the arrivals, the rest spread over the
-    class; each the page's own times (benchmarks.page.open_once: firstView = ms from navigation start)."""
-    from .page import open_once
-
-    at = [start + 1.0 + i * (ARRIVAL_S + duration_s * 0.8) / max(1, opens) for i in range(opens)]
-    with chromium() as browser:
-        for when in at:
-            time.sleep(max(0.0, when - time.monotonic()))
-            try:
-                samples.append(open_once(browser, base + "/") | {"at_s": when - start})
-            except Exception as error:  # noqa: BLE001 - a page that never drew is reported, not raised
-                samples.append({"at_s": when - start, "error": f"{type(error).__name__}: {error}"[:300]})
 
 
 QUIET_MS = 1500    # no request in flight nor started this long: the step is done

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 
 from .classroom_chromium import lesson_summary
-from .common import ms, percentile, table
+from .common import ms, table
 from .students import REAL_MODELS, SETTLED_S, THINK_S, WAIT_S
 
 LABELS = {"open": "open the page: GET / .. the opening run (HTML, its files, config: the run is in it)",
@@ -53,9 +53,6 @@ def _cpu_table(app: dict) -> str:
     rows = [["the server", f"{arrival.get('server_cpu_s', 0):.1f}", f"{app['server_cpu_s']:.1f}"],
             ["the simulated students (one event loop, this process)", f"{arrival.get('client_cpu_s', 0):.1f}",
              f"{app['client_cpu_s']:.1f}"]]
-    if app.get("chromium_cpu_s") is not None:
-        rows.append([f"Chromium ({len(app.get('chromium', []))} pages, and its driver)", "",
-                     f"{app['chromium_cpu_s']:.1f}"])
     return table(["CPU s", f"while the class arrived ({arrival.get('s', 0):.1f} s)",
                   f"over the class ({wall:.0f} s)"], rows)
 
@@ -160,14 +157,6 @@ def report(result: dict) -> str:
             lines += ["", _cpu_table(app)]
         if app.get("rss_mib"):
             lines.append(_memory_line(app["rss_mib"]))
-        if app.get("chromium"):
-            drawn = [o for o in app["chromium"] if "firstView" in o]
-            views = [o["firstView"] / 1000 for o in drawn]
-            lines += ["", f"the page opened in Chromium during the class, first drawn view from navigation start: "
-                          + (f"p50 {ms(statistics.median(views))}, p95 {ms(percentile(views, 95))}, max "
-                             f"{ms(max(views))} ms over {len(views)} openings" if views else "none drawn")
-                          + (f"; {len(app['chromium']) - len(drawn)} never drawn" if len(drawn) < len(app["chromium"])
-                             else "")]
         if app.get("lesson_walk"):
             lines += ["", lesson_summary(app["lesson_walk"])]
         if app.get("real_load_s") is not None:
@@ -185,13 +174,6 @@ def report(result: dict) -> str:
                 rows.append([labels[name], ms(this[name]["median_s"]), ms(ref[name]["median_s"]),
                              f"{this[name]['median_s'] / ref[name]['median_s']:.2f}", ms(this[name]["p95_s"]),
                              ms(ref[name]["p95_s"]), f"{this[name]['p95_s'] / ref[name]['p95_s']:.2f}"])
-        views = [[o["firstView"] / 1000 for o in result["apps"][key].get("chromium", []) if "firstView" in o]
-                 for key in ("this", "ref")]
-        if all(views):
-            (a50, a95), (b50, b95) = [(statistics.median(v), percentile(v, 95)) for v in views]
-            rows.insert(1, [f"open the page in Chromium: navigation start .. first map drawn ({len(views[0])} / "
-                            f"{len(views[1])} openings)", ms(a50), ms(b50), f"{a50 / b50:.2f}", ms(a95), ms(b95),
-                            f"{a95 / b95:.2f}"])
         lines += ["", f"this tree against {result['names']['ref']} (ratio < 1: this tree is faster)", "",
                   table(["action", "p50 this", "p50 ref", "ratio", "p95 this", "p95 ref", "ratio"], rows)]
     return "\n".join(lines)

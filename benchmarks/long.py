@@ -24,7 +24,6 @@ mapped apart and given back when freed), or left as glibc sets it with --malloc 
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import sys

@@ -237,28 +237,6 @@ def test_the_lesson_walked_in_chromium_sends_one_event_a_step(app_url):
     assert "events sent per step 1-1" in lesson_summary(steps)
 
 
-def test_classroom_opens_the_page_in_chromium_during_the_class_and_reports_the_first_drawn_view(app_url):
-    import threading
-    import time
-
-    from benchmarks import classroom
-
-    opened: list[dict] = []
-    # on a thread of its own, as the class runs it (and out of reach of any Playwright loop an earlier test left)
-    chromium = threading.Thread(target=classroom.open_in_chromium,
-                                args=(app_url.rstrip("/"), 1, time.monotonic() - 1.0, 5.0, opened))
-    chromium.start()
-    chromium.join(60)
-    assert not chromium.is_alive(), "Chromium never came back"
-    assert len(opened) == 1 and "error" not in opened[0], opened
-    assert 0 < opened[0]["responseEnd"] < opened[0]["firstView"]  # the HTML, then the grid drawn, in the page's clock
-    app = {**classroom.run_class(app_url.rstrip("/"), students=1, duration_s=5, seed=2), "load_after": [0.0] * 3,
-           "chromium": opened + [{"at_s": 3.0, "error": "TimeoutError: never drew"}]}
-    text = classroom.report({"students": 1, "duration_s": 5, "seed": 2, "names": {"this": "this tree"},
-                             "apps": {"this": app}})
-    assert "first drawn view from navigation start" in text and "over 1 openings; 1 never drawn" in text
-
-
 def test_the_real_model_benchmark_times_ours_eager_and_sdpa_and_reports_them():
     pytest.importorskip("transformers")
     from benchmarks import hub

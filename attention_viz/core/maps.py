@@ -138,7 +138,8 @@ def head_statistics(weights: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def weight_on(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """How much of its weight a head puts on target keys: weights [..., Q, K], targets bool [Q, K] -> [...].
+    """How much of its weight a head puts on target keys: weights [..., Q, K], targets bool [Q, K] -> [...] (or
+    several grids of targets at once, [..., Q, K] broadcast against the weights' leading axes).
 
     The mean, over the query rows that have a target key and attend to anything, of Σ_j p_ij over the targets
     (1 = every such row looks only at its targets; a uniform head scores about targets per row / K). NaN where no
@@ -148,11 +149,11 @@ def weight_on(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
     if p.dtype not in (np.float32, np.float64):
         p = p.astype(np.float64)
     targets = np.asarray(targets, dtype=bool)
-    if targets.shape != p.shape[-2:]:
+    if targets.shape[-2:] != p.shape[-2:]:
         raise ValueError(f"targets have shape {list(targets.shape)}, the maps [Q, K] = {list(p.shape[-2:])}")
     rows = targets.any(-1) & (p.sum(-1) > 0)  # [..., Q]
     # Σ_j p_ij t_ij without a full-size temporary (the app scores every head of every run it packs)
-    on = np.einsum("...qk,qk->...q", p, targets.astype(p.dtype)).astype(np.float64)  # [..., Q]
+    on = np.einsum("...qk,...qk->...q", p, targets.astype(p.dtype)).astype(np.float64)  # [..., Q]
     n = rows.sum(-1)
     with np.errstate(invalid="ignore"):
         return np.where(n > 0, np.where(rows, on, 0.0).sum(-1) / np.maximum(n, 1), np.nan)

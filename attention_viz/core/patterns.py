@@ -85,11 +85,16 @@ def scored_targets(targets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 
 
 def score(weights: np.ndarray, targets: np.ndarray, allowed: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-    """(every head's score [...], chance) for weights [..., Q, K] and targets [Q, K]; NaN where no row counts."""
-    allowed = np.ones(targets.shape, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
-    grid = scored_targets(targets, allowed)
+    """(every head's score [...], chance) for weights [..., Q, K] and targets [Q, K]; NaN where no row counts.
+    Several patterns at once: targets [P, Q, K] -> (scores [P, ...], chance [P])."""
+    targets = np.asarray(targets, dtype=bool)
+    allowed = np.ones(targets.shape[-2:], dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    grid = scored_targets(targets, allowed)  # ([P,] Q, K)
     uniform = allowed / np.maximum(allowed.sum(-1, keepdims=True), 1)  # (Q, K): even over what a row may see
-    return weight_on(weights, grid), float(weight_on(uniform, grid))
+    if grid.ndim == 2:
+        return weight_on(weights, grid), float(weight_on(uniform, grid))
+    heads = grid.reshape(len(grid), *[1] * (np.ndim(weights) - 2), *grid.shape[-2:])  # (P, 1.., Q, K)
+    return weight_on(weights, heads), weight_on(uniform, grid)
 
 
 def default_allowed(kind: str, n_q: int, n_k: int) -> np.ndarray:

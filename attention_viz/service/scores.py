@@ -138,13 +138,12 @@ def score_kind(kind: str, weights: np.ndarray, allowed: np.ndarray, query_tokens
     allowed = np.asarray(allowed, dtype=bool)
     targets = pattern_targets(kind, query_tokens, key_tokens, aligned, sink)
     values, chance = {}, {}
-    for name in PATTERNS:
-        if name in targets:
-            value, even = score(weights, targets[name], allowed)  # (L, H); core.patterns: one definition
-            if np.isnan(value).all():
-                continue
-            values[name] = value
-            chance[name] = float(np.nan_to_num(even))
+    names = [name for name in PATTERNS if name in targets]
+    if names:  # every pattern at once (core.patterns: one definition): (P, L, H), (P,)
+        scored, evens = score(weights, np.stack([targets[name] for name in names]), allowed)
+        for name, value, even in zip(names, scored, evens):
+            if not np.isnan(value).all():
+                values[name], chance[name] = value, float(np.nan_to_num(even))
     labels = {**PATTERNS, "eos": f"{sink} sink"}
     return {"values": values, "labels": {name: labels[name] for name in values}, "chance": chance,
             "look_for": look_for(kind, values, chance, task, labels)}

@@ -97,6 +97,25 @@ def test_scores_of_maps_equal_the_loop_definition_for_every_head():
                 assert got.scores["decoder.self_attn"][name][l, h] == pytest.approx(expected, abs=1e-6), (name, l, h)
 
 
+def test_several_patterns_scored_at_once_are_each_scored_alone_to_the_bit():
+    """score with targets [P, Q, K] (the app scores a kind's patterns at once) gives, pattern by pattern, what score
+    gives each alone, bit for bit, NaN where no row counts included; random shapes, masks and weights."""
+    rng = np.random.default_rng(1)
+    for case in range(20):
+        n_q, n_k = rng.integers(1, 9, size=2)
+        allowed = rng.random((n_q, n_k)) < 0.8
+        weights = rng.random((int(rng.integers(1, 4)), int(rng.integers(1, 5)), n_q, n_k)).astype(
+            np.float32 if case % 2 else np.float64) * allowed  # (L, H, Q, K)
+        weights /= np.maximum(weights.sum(-1, keepdims=True), 1e-9)
+        targets = rng.random((int(rng.integers(1, 6)), n_q, n_k)) < 0.3  # (P, Q, K)
+        together, chances = score(weights, targets, allowed)
+        assert together.shape == (len(targets), *weights.shape[:2]) and chances.shape == (len(targets),)
+        for grid, values, chance in zip(targets, together, chances):
+            alone, alone_chance = score(weights, grid, allowed)
+            np.testing.assert_array_equal(values, alone)
+            assert chance == alone_chance or np.isnan(chance) and np.isnan(alone_chance), case
+
+
 def test_encoder_decoder_attention_gets_the_first_token_only_and_tokens_must_fit():
     maps = {"decoder.0.cross_attn": np.full((1, 2, 3, 4), 0.25)}
     got = pattern_scores_of_maps(maps, source=list("abcd"), target=list("xyz"))

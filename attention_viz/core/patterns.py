@@ -84,7 +84,8 @@ def scored_targets(targets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return grid
 
 
-def score(weights: np.ndarray, targets: np.ndarray, allowed: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+def score(weights: np.ndarray, targets: np.ndarray,
+          allowed: np.ndarray | None = None) -> tuple[np.ndarray, float | np.ndarray]:
     """(every head's score [...], chance) for weights [..., Q, K] and targets [Q, K]; NaN where no row counts.
     Several patterns at once: targets [P, Q, K] -> (scores [P, ...], chance [P])."""
     targets = np.asarray(targets, dtype=bool)

@@ -142,7 +142,8 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False, with_files: bool = True, real: int = 0, real_score: int = 0, real_model: tuple[str, ...] = ("opus-mt-random",),
+                  live: bool = False, with_files: bool = True, real: int = 0, real_score: int = 0,
+                  real_model: tuple[str, ...] = ("opus-mt-random",),
                   full_budget: bool = False, pin: bool = True, walk: bool = True) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH; pinned to a core of its own unless `pin` is off),
     let it settle, run the class (with live training in the background when `live`; with the real models among the

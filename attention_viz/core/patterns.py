@@ -94,8 +94,8 @@ def score(weights: np.ndarray, targets: np.ndarray,
     uniform = allowed / np.maximum(allowed.sum(-1, keepdims=True), 1)  # (Q, K): even over what a row may see
     if grid.ndim == 2:
         return weight_on(weights, grid), float(weight_on(uniform, grid))
-    heads = grid.reshape(len(grid), *[1] * (np.ndim(weights) - 2), *grid.shape[-2:])  # (P, 1.., Q, K)
-    return weight_on(weights, heads), weight_on(uniform, grid)
+    each = grid.reshape(len(grid), *[1] * (np.ndim(weights) - 2), *grid.shape[-2:])  # (P, 1.., Q, K): every head
+    return weight_on(weights, each), weight_on(uniform, grid)
 
 
 def default_allowed(kind: str, n_q: int, n_k: int) -> np.ndarray:

@@ -1,9 +1,9 @@
 """One command for every benchmark.
 
-    python -m benchmarks [--quick] [--only kernel,model,memory,app,explorer,page,hub] [--device auto|cpu|cuda]
+    python -m benchmarks [--quick] [--only kernel,model,memory,explorer,page,hub] [--device auto|cpu|cuda]
     python -m benchmarks NAME [options]      # one benchmark (COMMANDS below); `python -m benchmarks NAME --help`
 
-The first runs the default tables (kernel, model, memory, app, explorer; page and hub on request), interleaved, ours
+The first runs the default tables (kernel, model, memory, explorer; page and hub on request), interleaved, ours
 and PyTorch's references in the same run, and writes everything measured to benchmarks/results/<time>.json and
 latest.json. The second runs one benchmark with its own options: `classroom --students 300 --against REF` (a lecture
 hall, the server on a core of its own, its CPU per answer by kind), `payloads --against REF` (every answer of a fixed
@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-DEFAULT_SECTIONS = ("kernel", "model", "memory", "app", "explorer")
+DEFAULT_SECTIONS = ("kernel", "model", "memory", "explorer")
 SECTIONS = (*DEFAULT_SECTIONS, "page", "hub")
 # `python -m benchmarks NAME ...`: the module benchmarks.NAME's main(argv), with options of its own
 COMMANDS = ("classroom", "payloads", "decode", "replicas", "fairness", "page", "explorer", "hub", "long",
@@ -95,7 +95,6 @@ def main(argv: list[str] | None = None) -> dict | int:
         results["sections"]["gpu"] = {"skipped": "no CUDA device"}
     cpu_sections = {  # key: (title, run); each module imported only when asked, its report printed
         "memory": ("Memory, CPU", lambda m: m.run(args.quick, threads=args.threads)),
-        "app": ("App latency over HTTP (Gradio queue protocol)", lambda m: m.run(args.quick)),
         "explorer": ("View changes in the browser (Chromium, performance marks)",
                      lambda m: m.run(10 if args.quick else 40, app=not args.quick)),
         "page": ("The page complete in the browser (Chromium, fresh openings)", lambda m: m.run(3 if args.quick else 10)),

@@ -14,20 +14,17 @@ against the budget (docs/long.md).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import httpx
 
 from devtools.launcher import running_app
 
-from .app import API, Browser
-from .common import RESULTS_DIR, mib, ms, percentile, rss_kib, table, write_json
+from .common import RESULTS_DIR, mib, ms, own_loop, percentile, rss_kib, table, write_json
+from .students import API, Page, dependency, elem_ids, opening_values
 
 SMOL = dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3,
             vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0, tie_word_embeddings=True,
@@ -79,17 +76,73 @@ def kept_bytes(pid: int, tmp: Path) -> int:
     return total
 
 
-def region_call(client: httpx.Client, base: str, browser: Browser, run: dict) -> tuple[float, dict]:
+async def opened(base: str) -> Page:
+    """A page opened (its HTML and config), waiting as long as a long read takes."""
+    page = Page(base, timeout_s=900)
+    await page.open()
+    return page
+
+
+async def region_call(page: Page, run: dict) -> tuple[float, dict]:
     """One region of a student's run through the view's server function, as the page asks it."""
-    component = browser.by_elem_id["long_view"]
     middle = max(256, run["length"] // 2)  # a block below the diagonal, 256 a side (fewer in a short run)
     asked = {"run": run["run"], "what": "region", "key": run["keys"][-1], "head": 1,
              "rows": [middle, min(middle + 256, run["length"])], "cols": [max(0, middle - 256), middle]}
     t0 = time.perf_counter()
-    answer = client.post(base + API + "/component_server/", json={
-        "data": asked, "component_id": component, "fn_name": "long_view", "session_hash": browser.session_hash})
-    answer.raise_for_status()
-    return time.perf_counter() - t0, answer.json()
+    async with page.http.post(page.base + API + "/component_server/", json={
+            "data": asked, "component_id": elem_ids(page.config)["long_view"], "fn_name": "long_view",
+            "session_hash": page.session_hash}, auto_decompress=True) as answer:
+        answer.raise_for_status()
+        return time.perf_counter() - t0, json.loads(await answer.read())
+
+
+async def the_class(base: str, pid: int, tmp: Path, model: str, text: str, students: int) -> dict:
+    """The model warmed by one short page; the visitor's view alone; then the class at once, the visitor and a
+    poll of the kept runs' bytes beside it; then each student's region again."""
+    visit = await opened(base)
+    read = dependency(visit.config, "long_read")
+    ids = read["inputs"]
+    await visit.call(read, {ids[0]: model, ids[1]: "the class reads"}, None)
+    visualize, view = dependency(visit.config, "visualize"), opening_values(visit.config)
+    alone = [(await visit.call(visualize, view, None))[0] for _ in range(10)]
+    rss_before = rss_kib(pid)["VmRSS"] * 1024
+    done, kept_max, visitor = asyncio.Event(), [0], []
+
+    async def poll() -> None:
+        while not done.is_set():
+            kept_max[0] = max(kept_max[0], kept_bytes(pid, tmp))
+            await asyncio.sleep(0.2)
+
+    async def visitor_loop() -> None:
+        while not done.is_set():
+            visitor.append((await visit.call(visualize, view, None))[0])
+            await asyncio.sleep(1.0)
+
+    async def student() -> dict:
+        page = await opened(base)
+        t0 = time.perf_counter()
+        try:
+            _, completed = await page.call(read, {ids[0]: model, ids[1]: text}, None)
+        except Exception as error:  # noqa: BLE001 - counted and shown as an error
+            return {"error": str(error)[:200], "wait_s": time.perf_counter() - t0, "page": page}
+        wait = time.perf_counter() - t0
+        run = completed["output"]["data"][0]
+        region_s, answer = await region_call(page, run)
+        return {"wait_s": wait, "region_s": region_s, "region_error": answer.get("error"), "run": run,
+                "read": run["read"], "page": page, "payload_bytes": len(json.dumps(run))}
+
+    beside = [asyncio.ensure_future(poll()), asyncio.ensure_future(visitor_loop())]
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(student() for _ in range(students)))
+    class_s = time.perf_counter() - t0
+    # each asks its region again: the dropped runs say so
+    later = [(await region_call(r["page"], r["run"]))[1] if "run" in r else {"error": "no run"} for r in results]
+    done.set()
+    await asyncio.gather(*beside)
+    for page in [visit, *(r["page"] for r in results)]:
+        await page.close()
+    return {"results": results, "class_s": class_s, "later": later, "alone": alone, "visitor": visitor,
+            "kept_max": kept_max[0], "rss_before": rss_before}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -108,60 +161,11 @@ def main(argv: list[str] | None = None) -> dict:
     tmp.mkdir()
     with running_app(root / "app.log", [folder], ATTENTION_VIZ_LONG_KEPT_MB=str(args.budget_mb),
                      TMPDIR=str(tmp)) as server:
-        base, pid, model = server.base, server.pid, f"hub:{folder.name}"
-        with httpx.Client(timeout=600) as client:  # the model loaded and warmed: one short page first
-            warm = Browser(client, base)
-            dep = warm.dependency("long_read")
-            ids = dep["inputs"]
-            warm.call(dep, {ids[0]: model, ids[1]: "the class reads"}, None)
-            visit = Browser(client, base)
-            visualize = visit.dependency("visualize")
-            view = visit.initial_inputs(visualize)
-            alone = [visit.call(visualize, view, None)[0] for _ in range(10)]
-        rss_before = rss_kib(pid)["VmRSS"] * 1024
-        stop, kept_max, visitor = threading.Event(), [0], []
-
-        def poll() -> None:
-            while not stop.is_set():
-                kept_max[0] = max(kept_max[0], kept_bytes(pid, tmp))
-                time.sleep(0.2)
-
-        def visitor_loop() -> None:
-            with httpx.Client(timeout=600) as client:
-                browser = Browser(client, base)
-                while not stop.is_set():
-                    visitor.append(browser.call(visualize, view, None)[0])
-                    time.sleep(1.0)
-
-        def student(i: int) -> dict:
-            with httpx.Client(timeout=900) as client:
-                browser = Browser(client, base)
-                t0 = time.perf_counter()
-                try:
-                    _, completed = browser.call(dep, {ids[0]: model, ids[1]: text}, None)
-                except Exception as error:  # noqa: BLE001 - counted and shown as an error
-                    return {"error": str(error)[:200], "wait_s": time.perf_counter() - t0}
-                wait = time.perf_counter() - t0
-                run = completed["output"]["data"][0]
-                region_s, answer = region_call(client, base, browser, run)
-                return {"wait_s": wait, "region_s": region_s, "region_error": answer.get("error"), "run": run,
-                        "read": run["read"], "browser": browser, "payload_bytes": len(json.dumps(run))}
-
-        threads = [threading.Thread(target=poll, daemon=True), threading.Thread(target=visitor_loop, daemon=True)]
-        for thread in threads:
-            thread.start()
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(args.students) as pool:
-            results = list(pool.map(student, range(args.students)))
-        class_s = time.perf_counter() - t0
-        with httpx.Client(timeout=600) as client:  # each asks its region again: the dropped runs say so
-            later = [region_call(client, base, r["browser"], r["run"])[1] if "run" in r else {"error": "no run"}
-                     for r in results]
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=30)
-        peak = rss_kib(pid)["VmHWM"] * 1024
+        measured = own_loop(the_class(server.base, server.pid, tmp, f"hub:{folder.name}", text, args.students))
+        peak = rss_kib(server.pid)["VmHWM"] * 1024
         log_tail = server.log_tail(2000)
+    results, later, kept_max = measured["results"], measured["later"], measured["kept_max"]
+    class_s, alone, visitor, rss_before = (measured[k] for k in ("class_s", "alone", "visitor", "rss_before"))
     answered = [r for r in results if "error" not in r]
     errors = [r["error"] for r in results if "error" in r] + [r["region_error"] for r in answered if r["region_error"]]
     dropped = sum("dropped to make room" in (answer.get("error") or "") for answer in later)
@@ -180,8 +184,8 @@ def main(argv: list[str] | None = None) -> dict:
          " / ".join(ms(percentile(regions, q)) for q in (50, 95)) if regions else "—"],
         ["payload of a page, kB", f"{max((r['payload_bytes'] for r in answered), default=0) / 1e3:.0f}"],
         ["kept runs' budget, MiB", mib(budget)],
-        ["kept runs at most (polled), MiB", mib(kept_max[0])],
-        ["budget held", "yes" if kept_max[0] <= budget else "NO"],
+        ["kept runs at most (polled), MiB", mib(kept_max)],
+        ["budget held", "yes" if kept_max <= budget else "NO"],
         ["runs kept at the end / dropped (told so)", f"{kept_later} / {dropped}"],
         ["visitor's view alone p50 / p95, ms", " / ".join(ms(percentile(alone, q)) for q in (50, 95))],
         ["visitor's view during the class p50 / p95, ms",

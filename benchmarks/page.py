@@ -1,12 +1,13 @@
 """The page complete: from the app's HTML arriving to the explorer's first drawn view, in Chromium.
 
-`python -m benchmarks.page [--opens 10] [--floor] [--against REF] [--warm] [--out DIR]`, or `python -m benchmarks --only page`.
+`python -m benchmarks page [--opens 10] [--floor] [--against REF] [--warm] [--out DIR]`, or `python -m benchmarks
+--only page`.
 
 Each opening in a fresh context of Debian's headless Chromium, read in the page's own clock: the HTML's responseEnd
 and the end of the explorer's first "explorer-frame" measure (the first frame painted with its grid); the server's
 CPU from navigation to first view (/proc). One unmeasured opening first. `--floor` also opens Gradio's floor
-(benchmarks.floors explorer); `--against REF` serves this tree's app and REF's at once and alternates their openings,
-reporting the median of the paired differences (one app's medians drift by ±100 ms between runs here).
+(serve_floor: the explorer alone on a page); `--against REF` serves this tree's app and REF's at once and alternates
+their openings, reporting the median of the paired differences (one app's medians drift by ±100 ms between runs).
 """
 
 from __future__ import annotations
@@ -50,9 +51,27 @@ def open_once(browser, url: str, pid: int | None = None, warm: bool = False) -> 
     return got
 
 
+def serve_floor() -> None:
+    """Gradio's floor for the page complete, served as app.py is: a page with the explorer only, on the app's opening
+    run, the views' scripts loaded as the app loads them."""
+    import gradio as gr
+
+    from attention_viz.service.runs import Runs
+    from attention_viz.service.views import Views
+    from attention_viz.webui import scripts
+    from attention_viz.webui.explorer_view import explorer_view
+    from attention_viz.webui.handlers import opening_settings
+
+    views = Views(Runs())
+    first = views.visualize(opening_settings(views))
+    with gr.Blocks() as demo:
+        explorer_view(first.run, elem_id="explorer_view", summary=False)
+    demo.launch(head=scripts.head())
+
+
 PAGES = {"app": ("app.py", [sys.executable, "app.py"]),
-         "floor": ("a Gradio page with the explorer only (benchmarks.floors explorer)",
-                   [sys.executable, "-m", "benchmarks.floors", "explorer"])}
+         "floor": ("a Gradio page with the explorer only (benchmarks.page.serve_floor)",
+                   [sys.executable, "-c", "from benchmarks.page import serve_floor; serve_floor()"])}
 
 
 def open_page(argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
@@ -162,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = command("page", __doc__)
     parser.add_argument("--opens", type=int, default=10, help="fresh openings measured")
     parser.add_argument("--floor", action="store_true",
-                        help="also open a Gradio page with the explorer only (benchmarks.floors explorer): the floor")
+                        help="also open a Gradio page with the explorer only (serve_floor): the floor")
     parser.add_argument("--against", default=None, help="a git ref: open both apps in alternation, paired")
     parser.add_argument("--warm", action="store_true",
                         help="measure a second opening in the same context (a returning visitor's cache)")

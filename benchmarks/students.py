@@ -71,6 +71,33 @@ STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts wi
 EXPORTED = [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]  # views.export's nine files
 
 
+def elem_ids(config: dict) -> dict[str, int]:
+    """A page's config: elem_id -> component id."""
+    return {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}
+
+
+def opening_values(config: dict) -> dict[int, object]:
+    """A page's config: component id -> the value the page opens with."""
+    return {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
+
+
+def dependency(config: dict, api_name: str) -> dict | None:
+    """A page's config: the event named `api_name`."""
+    return next((d for d in config["dependencies"] if d.get("api_name") == api_name), None)
+
+
+def random_text(rng: random.Random, length: int) -> str:
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(length))
+
+
+class Refused(RuntimeError):
+    """The queue refused to take an event (its join answered with an HTTP error): `detail` says why."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"join: HTTP {status}: {detail}")
+        self.status, self.detail = status, detail
+
+
 _CONFIGS: dict[bytes, dict] = {}  # the config's bytes as sent (compressed) -> the config; read, never changed
 
 
@@ -105,13 +132,13 @@ class Page:
     byte of answer. patience_s: give up on an event whose answer has not come this long after joining (checked at
     each message of the stream; Gradio sends a heartbeat every 15 s); None waits as long as the stream stays open."""
 
-    def __init__(self, base: str, patience_s: float | None = None) -> None:
+    def __init__(self, base: str, patience_s: float | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> None:
         import aiohttp
 
         self.base, self.patience_s = base, patience_s
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=CONNECTIONS, keepalive_timeout=KEEP_ALIVE_S),
-            timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S), auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=timeout_s), auto_decompress=False,
             cookie_jar=aiohttp.CookieJar(unsafe=True))  # keeps a sticky proxy's cookie from 127.0.0.1, as a browser
         self.session_hash = uuid.uuid4().hex[:11]
         self.config: dict = {}
@@ -158,7 +185,7 @@ class Page:
                                     auto_decompress=True) as joined:
             answer = await joined.json(content_type=None)
             if joined.status != 200:
-                raise RuntimeError(f"join: HTTP {joined.status}: {answer}")
+                raise Refused(joined.status, str(answer.get("detail", answer) if isinstance(answer, dict) else answer))
         reader = EventStream(answer.get("event_id"), t0, self.patience_s)
         self.estimations = reader.estimations
         async with await self._send("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash},
@@ -231,10 +258,8 @@ class Student:
 
     def _read_config(self) -> None:
         config = self.browser.config
-        self.components = {c["id"]: c for c in config["components"]}
-        self.ids = {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}
+        self.ids, self.values = elem_ids(config), opening_values(config)
         deps = self.dependencies = config["dependencies"]
-        self.values = {i: c.get("props", {}).get("value") for i, c in self.components.items()}
         self.chains = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")
                                  and c.get("trigger_only_on_success")] for d in deps}
         then = {d["id"]: [c for c in deps if c.get("trigger_after") == d["id"] and c.get("backend_fn")] for d in deps}
@@ -267,7 +292,7 @@ class Student:
             raise RuntimeError(f"the app has no endpoint named {missing}")
 
     def dependency(self, api_name: str) -> dict | None:
-        return next((d for d in self.dependencies if d.get("api_name") == api_name), None)
+        return dependency(self.browser.config, api_name)
 
     async def call(self, dep: dict, trigger: str | None = None) -> tuple[float, list]:
         """One event and, as the browser does, the events chained on its success; seconds of the first."""
@@ -304,7 +329,7 @@ class Student:
             rows = data[-1].get("data") if isinstance(data[-1], dict) else None
             return seconds, None if rows and rows[0][3] == f"{d_k} and 1" else f"lab table not for d_k {d_k}"
         if action == "rerun":
-            set_("text", "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))))
+            set_("text", random_text(rng, rng.randint(3, 12)))
             seconds, data = await self.call(self.api["visualize"], "text")
             return seconds, run_problem(data, self.source(), "Scores QKᵀ")
         if action == "heads":  # the explorer's "switch heads off" mode: a tile clicked puts the heads in the box, runs

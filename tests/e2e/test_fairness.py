@@ -10,8 +10,9 @@ from __future__ import annotations
 import httpx
 
 from attention_viz.server.admission import PER_ADDRESS
-from benchmarks.app import Browser
+from benchmarks.common import own_loop
 from benchmarks.fairness import flood
+from benchmarks.students import Page, dependency, elem_ids, opening_values
 
 JOINS = 1100  # more than the queue holds (page.QUEUE_SIZE, 1,024)
 PATIENCE_S = 60.0
@@ -25,16 +26,22 @@ def test_a_flood_under_invented_sessions_is_refused_past_its_share_and_another_c
     assert flooded["refused"] > 0, flooded  # (the others, answered while it joined, left room)
     assert [m[:31] for m in flooded["messages"]] == ["Queue is full for this address:"], flooded["messages"]
     # right after, its backlog still waiting, a visitor's view: answered, for its own text, well within the bound
-    with httpx.Client(timeout=PATIENCE_S) as client:
-        browser = Browser(client, base, patience_s=PATIENCE_S)
-        visualize = browser.dependency("visualize")
-        values = browser.initial_inputs(visualize)
-        values[browser.by_elem_id["text"]] = "visitor"
-        _, completed = browser.call(visualize, values, None)
+    async def visit() -> tuple[dict, list[dict]]:
+        page = Page(base, patience_s=PATIENCE_S)
+        try:
+            await page.open()
+            visualize, values = dependency(page.config, "visualize"), opening_values(page.config)
+            values[elem_ids(page.config)["text"]] = "visitor"
+            _, completed = await page.call(visualize, values, None)
+            return completed, page.estimations
+        finally:
+            await page.close()
+
+    completed, estimations = own_loop(visit())
     view, output, notes = completed["output"]["data"]
     assert output == "rotisiv" and view  # the opening model reverses the text
-    place = min((estimation["rank"] for estimation in browser.estimations), default=0)
-    assert place <= 8, browser.estimations  # at the front of the line, not behind the flood's hundreds
+    place = min((estimation["rank"] for estimation in estimations), default=0)
+    assert place <= 8, estimations  # at the front of the line, not behind the flood's hundreds
 
 
 def test_no_event_runs_past_the_queue(app_url):

@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from attention_viz.server.admission import PER_ADDRESS, PER_PAGE
-from benchmarks.app import Browser
+from benchmarks.students import dependency, elem_ids, opening_values
 from tests.e2e.conftest import SCREENSHOTS
 
 pytestmark = pytest.mark.browser
@@ -44,9 +44,9 @@ SHOWN_JS = """(e) => { const b = e.getBoundingClientRect();
 def crowd(base: str, client: httpx.Client) -> list[tuple[str, int]]:
     """PAGES sessions, each joining PER_PAGE lab requests at new numbers of keys, 8 pages at once: (session, events
     accepted)."""
-    browser = Browser(client, base)
-    dep = browser.dependency("dk_lab")
-    values, ids, rng = browser.initial_inputs(dep), browser.by_elem_id, random.Random(7)
+    config = client.get(base + "/config").json()
+    dep = dependency(config, "dk_lab")
+    values, ids, rng = opening_values(config), elem_ids(config), random.Random(7)
     bodies = {uuid.uuid4().hex[:11]: [] for _ in range(PAGES)}
     for session, page_bodies in bodies.items():
         for _ in range(PER_PAGE):

@@ -763,7 +763,7 @@ def test_launch_has_no_share_link_and_takes_the_host_from_the_environment(app_mo
     else:
         monkeypatch.setenv("GRADIO_SERVER_NAME", server_name)
     monkeypatch.setattr(app_module, "build_app", lambda *a, **k: Recorder())
-    monkeypatch.setattr(app_module, "warm_up", lambda views: None)  # no figures drawn behind the test
+    monkeypatch.setattr(app_module, "warm_up", lambda *args: None)  # no figures drawn behind the test
     threads = torch.get_num_threads()
     try:
         app_module.main()

@@ -41,8 +41,9 @@ from .classroom_costs import cost_phase
 from .common import (LOGS, SETTLE_S, Timing, app_env, command, cores, cpu_s, export_ref, head, load, own_loop, save,
                      temp_folder, watch_rss)
 from .trained_length import load_real_model, real_model_folder
-from .students import (ACTIONS, ARRIVAL_S, HTTP_TIMEOUT_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, Page,
-                       RealModel, Student, Tally, real_actions)
+from .browser import HTTP_TIMEOUT_S, Page
+from .students import (ACTIONS, ARRIVAL_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, RealModel, Student,
+                       Tally, real_actions)
 
 
 

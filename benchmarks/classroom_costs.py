@@ -20,7 +20,8 @@ from devtools.launcher import Server
 
 from .classroom_chromium import page_files
 from .common import SETTLE_S, app_env, cores, cpu_s, own_loop, temp_folder
-from .students import ACTIONS, Page, Student
+from .browser import Page
+from .students import ACTIONS, Student
 
 COST_PAGES = 8    # the cost of each kind of answer: this many pages open, then each asks COST_ACTIONS of one kind,
 COST_ACTIONS = 8  # in each of COST_ROUNDS rounds (every app in turn)
@@ -38,7 +39,8 @@ def costs(apps: dict[str, tuple[str, int | None]], files: dict[str, tuple[str, .
     does `per_page` of it back to back, all pages at once. A window's cost: the server's CPU (/proc/<pid>/stat) over
     it, less what that server spends idle over as long, over the answers. Per kind: the median of the rounds and
     each round's; the mix's average weighs each kind's median by its share. Last in each turn, "mixed": each page
-    does `per_page` answers drawn from the mix by its shares, the mix's cost as a class asks it. Answers name ->
+    does `per_page` answers drawn from the mix by its shares, the mix's cost as a class asks it, one answer at a time
+    (the pages in turn), each answer's CPU kept by its kind ("by_kind": where the mix's time goes). Answers name ->
     that app's costs."""
     return own_loop(_costs(apps, files, mix, seed, pages, per_page, rounds))
 
@@ -49,10 +51,11 @@ async def _app_turn(base: str, pid: int | None, files: tuple[str, ...], mix: dic
     students = [Student(Page(base), random.Random(seed * 1000 + 500 + i)) for i in range(pages)]
     kinds: dict[str, dict] = {}
     try:
-        async def window(name: str, work) -> None:
+        async def window(name: str, count) -> None:
+            """A window of answers (`count(errors)` asks them and says how many) and the server's CPU over it."""
             errors: list[str] = []
             t0, c0 = time.monotonic(), cpu_s(pid)
-            n = sum(await asyncio.gather(*(work(s, errors) for s in students)))
+            n = await count(errors)
             cpu = cpu_s(pid) - c0 - idle * (time.monotonic() - t0)
             kinds[name] = {"n": n, "errors": errors, "cpu_ms": 1e3 * cpu / max(1, n)}
 
@@ -67,27 +70,42 @@ async def _app_turn(base: str, pid: int | None, files: tuple[str, ...], mix: dic
                     errors.append(f"{type(error).__name__}: {error}")
                     return 0
 
-        await window("open", opening)
+        async def every_page(work, errors: list) -> int:
+            return sum(await asyncio.gather(*(work(s, errors) for s in students)))
 
-        async def acts(s: Student, errors: list, pick) -> int:
-            done = 0
+        await window("open", lambda errors: every_page(opening, errors))
+
+        async def answer(s: Student, kind: str, errors: list) -> None:
+            try:
+                _, wrong = await s.act(kind)
+            except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+                wrong = f"{type(error).__name__}: {error}"
+            if wrong:
+                errors.append(wrong)
+
+        async def acts(s: Student, errors: list, kind: str) -> int:
             for _ in range(per_page):
-                try:
-                    _, wrong = await s.act(pick(s))
-                except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
-                    wrong = f"{type(error).__name__}: {error}"
-                if wrong:
-                    errors.append(wrong)
-                done += 1
-            return done
+                await answer(s, kind, errors)
+            return per_page
 
         for kind in mix:
-            await window(kind, lambda s, errors, kind=kind: acts(s, errors, lambda _: kind))
-        # then the mix as a class asks it: each page's answers drawn from the mix by its shares, kinds in turn (a
-        # kind asked alone meets the caches its own last answers left; in a class a rerun's new text meets none)
-        draws = {id(s): random.Random(seed * 1000 + 900 + i) for i, s in enumerate(students)}
-        await window(MIXED, lambda s, errors: acts(
-            s, errors, lambda s: draws[id(s)].choices(list(mix), weights=list(mix.values()))[0]))
+            await window(kind, lambda errors, kind=kind: every_page(lambda s, e: acts(s, e, kind), errors))
+        # then the mix as a class asks it: each page's answers drawn from the mix by its shares (a kind asked alone
+        # meets the caches its own last answers left; in a class a rerun's new text meets none, and a head a student
+        # switched off stays off for its next reruns), one answer at a time, each answer's CPU kept by its kind
+        draws = [random.Random(seed * 1000 + 900 + i) for i in range(len(students))]
+        by_kind: dict[str, list[float]] = {kind: [] for kind in mix}
+
+        async def one_at_a_time(errors: list) -> int:
+            for i in range(len(students) * per_page):
+                kind = draws[i % len(students)].choices(list(mix), weights=list(mix.values()))[0]
+                t0, c0 = time.monotonic(), cpu_s(pid)
+                await answer(students[i % len(students)], kind, errors)
+                by_kind[kind].append(cpu_s(pid) - c0 - idle * (time.monotonic() - t0))
+            return len(students) * per_page
+
+        await window(MIXED, one_at_a_time)
+        kinds[MIXED]["by_kind"] = by_kind
     finally:
         for s in students:
             await s.browser.close()
@@ -117,6 +135,11 @@ async def _costs(apps, files, mix, seed, pages, per_page, rounds) -> dict:
                            "cpu_ms": statistics.median(turn["cpu_ms"] for turn in each),
                            "rounds_ms": [round(turn["cpu_ms"], 2) for turn in each]}
         mixed = kinds.pop(MIXED)
+        samples = {kind: [s for turn in rounds_of for s in turn[MIXED]["by_kind"][kind]] for kind in mix}
+        total = sum(sum(s) for s in samples.values()) or 1.0
+        # a mean, not a median: /proc counts CPU in ticks of 10 ms, so one answer's reads 0, 10 or 20 ms
+        mixed["by_kind"] = {kind: {"n": len(s), "cpu_ms": 1e3 * statistics.mean(s) if s else None,
+                                   "share": sum(s) / total} for kind, s in samples.items()}
         mixes = [sum(turn[k]["cpu_ms"] * w for k, w in mix.items()) / sum(mix.values()) for turn in rounds_of]
         result[name] = {"mixed": mixed, "idle_cpu_ms_per_s": idle[name] * 1e3, "pages": pages, "per_page": per_page,
                         "rounds": rounds, "order": order, "kinds": kinds,

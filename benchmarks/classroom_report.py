@@ -111,7 +111,21 @@ def _cost_table(result: dict, labels: dict[str, str]) -> str:
             f"pages then {c['per_page']} answers each per kind; each server's idle CPU taken off "
             f"({idle} ms/s); the median of the "
             f"rounds, their range{paired}; {errors} errors:\n\n"
-            + table(head + (["ratio"] if both else []), rows))
+            + table(head + (["ratio"] if both else []), rows) + _mix_by_kind(costs, names, labels))
+
+
+def _mix_by_kind(costs: dict[str, dict], names: list[str], labels: dict[str, str]) -> str:
+    """Where the mix's CPU goes: its answers (asked one at a time) by kind, each kind's mean and share, per app."""
+    by = {key: c["mixed"].get("by_kind") for key, c in costs.items() if "mixed" in c}
+    if not by or not all(by.values()):
+        return ""
+    kinds = list(next(iter(by.values())))
+    rows = [[labels.get(kind, kind)] + [cell for key in by for cell in (
+        by[key][kind]["n"], "" if by[key][kind]["cpu_ms"] is None else f"{by[key][kind]['cpu_ms']:.1f}",
+        f"{100 * by[key][kind]['share']:.0f} %")] for kind in kinds]
+    head = ["the mix's answers by kind"] + [h for name in names for h in (f"{name}: answers", "mean ms", "of its CPU")]
+    return ("\n\nthe mix's answers, one at a time, by kind (each answer's server CPU from /proc, counted in 10 ms "
+            "ticks: a mean over many; a kind here meets what the mix left, as in a class):\n\n" + table(head, rows))
 
 
 def _memory_line(samples: list) -> str:

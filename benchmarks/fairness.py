@@ -4,7 +4,7 @@ back to back under invented session ids.
 `python -m benchmarks fairness [--joins 1100] [--threads 4] [--against main]`
 
 The flood comes from 127.0.0.2 (the server sees a second client): `--joins` joins of /visualize at new texts, each
-under a session of its own, never reading an answer; the visitor (benchmarks.students.Page), from 127.0.0.1, asks a
+under a session of its own, never reading an answer; the visitor (benchmarks.browser.Page), from 127.0.0.1, asks a
 view every VISIT_EVERY_S meanwhile: each wait or refusal. `--against REF`: the same on REF's app after this one.
 docs/reliability.md ("Fair queueing") keeps the tables; tests/e2e/test_fairness.py the behaviour.
 """
@@ -28,7 +28,8 @@ import httpx
 from devtools.launcher import Server
 
 from .common import LOGS, SETTLE_S, app_env, export_ref, percentile, table, write_json
-from .students import API, Page, Refused, dependency, elem_ids, opening_values, random_text
+from .browser import API, Page, Refused, dependency, elem_ids, opening_values
+from .students import random_text
 
 FLOOD_ADDRESS = "127.0.0.2"  # Linux answers the whole of 127.0.0.0/8 on loopback; the server listens on 127.0.0.1
 VISIT_EVERY_S = 0.5

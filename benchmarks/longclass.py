@@ -24,7 +24,7 @@ from pathlib import Path
 from devtools.launcher import running_app
 
 from .common import RESULTS_DIR, mib, ms, own_loop, percentile, rss_kib, table, write_json
-from .students import API, Page, dependency, elem_ids, opening_values
+from .browser import API, Page, dependency, elem_ids, opening_values
 
 SMOL = dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3,
             vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0, tie_word_embeddings=True,

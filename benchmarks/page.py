@@ -1,18 +1,21 @@
 """The page complete: from the app's HTML arriving to the explorer's first drawn view, in Chromium.
 
-`python -m benchmarks page [--opens 10] [--floor] [--against REF] [--warm] [--out DIR]`, or `python -m benchmarks
---only page`.
+`python -m benchmarks page [--opens 10] [--floor] [--against REF] [--warm] [--cold N] [--out DIR]`, or
+`python -m benchmarks --only page`.
 
 Each opening in a fresh context of Debian's headless Chromium, read in the page's own clock: the HTML's responseEnd
 and the end of the explorer's first "explorer-frame" measure (the first frame painted with its grid); the server's
 CPU from navigation to first view (/proc). One unmeasured opening first. `--floor` also opens Gradio's floor
 (serve_floor: the explorer alone on a page); `--against REF` serves this tree's app and REF's at once and alternates
 their openings, reporting the median of the paired differences (one app's medians drift by ±100 ms between runs).
+`--cold N`: N cold starts first, each the app launched and its page opened the moment it answers (a sleeping Space
+woken by its first visitor), beside the floor of any such app: `import torch, gradio` in a fresh interpreter.
 """
 
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
 import time
 
@@ -72,6 +75,23 @@ def serve_floor() -> None:
 PAGES = {"app": ("app.py", [sys.executable, "app.py"]),
          "floor": ("a Gradio page with the explorer only (benchmarks.page.serve_floor)",
                    [sys.executable, "-c", "from benchmarks.page import serve_floor; serve_floor()"])}
+
+
+def cold_start(log_name: str) -> dict:
+    """`python app.py` launched, its page opened in Chromium (already running) the moment it answers: seconds from
+    launch to the first HTTP 200 and to the page's first drawn view; and `import torch, gradio` alone, afterwards."""
+    import httpx
+
+    from devtools.launcher import ROOT, Server
+
+    with chromium() as browser, httpx.Client(timeout=5) as client, \
+            Server([sys.executable, "app.py"], LOGS / log_name) as server:
+        first_http_s = server.wait_http(client, 180)
+        open_once(browser, server.base + "/")
+        first_view_s = time.perf_counter() - server.started
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, gradio"], cwd=ROOT, check=True)
+    return {"first_http_s": first_http_s, "first_view_s": first_view_s, "imports_s": time.perf_counter() - t0}
 
 
 def open_page(argv: list[str], log_name: str, opens: int, warm: bool = False) -> dict:
@@ -140,8 +160,9 @@ def paired_report(result: dict, against: str) -> str:
               f"(negative: this tree is sooner)")
 
 
-def run(opens: int = 10, floor: bool = False, warm: bool = False) -> dict:
-    result: dict = {"opens": opens, "warm": warm, "load_before": load()}
+def run(opens: int = 10, floor: bool = False, warm: bool = False, cold: int = 0) -> dict:
+    result: dict = {"opens": opens, "warm": warm, "load_before": load(),
+                    "cold": [cold_start(f"page_cold_{i}.log") for i in range(cold)]}
     for name in ("app", "floor") if floor else ("app",):
         result[name] = open_page(PAGES[name][1], f"page_{name}.log", opens, warm)
     # the app's own figures where earlier results kept them (report reads both shapes)
@@ -174,7 +195,13 @@ def report(result: dict) -> str:
             f"page complete {result['warm_up']['complete']:.0f} ms)"
             + (f"; then, as the floor, {PAGES['floor'][0]}" if "floor" in result else "")
             + f". load average {result['load_before']} -> {result['load_after']}")
-    return head + "\n\n" + table(["measure", "n", "median ms", "p95 ms", "max ms"], rows)
+    text = head + "\n\n" + table(["measure", "n", "median ms", "p95 ms", "max ms"], rows)
+    if result.get("cold"):
+        text += "\n\nCold starts, `python app.py` launched and its page opened the moment it answers:\n\n" + table(
+            ["cold start", "first HTTP 200 s", "first drawn view s", "`import torch, gradio` alone s"],
+            [[i + 1, f"{c['first_http_s']:.2f}", f"{c['first_view_s']:.2f}", f"{c['imports_s']:.2f}"]
+             for i, c in enumerate(result["cold"])])
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", default=None, help="a git ref: open both apps in alternation, paired")
     parser.add_argument("--warm", action="store_true",
                         help="measure a second opening in the same context (a returning visitor's cache)")
+    parser.add_argument("--cold", type=int, default=0, metavar="N",
+                        help="first, N cold starts: the app launched, its page opened the moment it answers")
     args = parser.parse_args(argv)
     if not 1 <= args.opens <= 200:
         parser.error("opens: 1..200")
@@ -192,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         result = paired(args.against, args.opens, args.warm)
         print(paired_report(result, args.against), flush=True)
     else:
-        result = run(args.opens, args.floor, args.warm)
+        result = run(args.opens, args.floor, args.warm, args.cold)
         save("page", result, args.out, report=report)
     return 0
 

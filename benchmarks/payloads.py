@@ -27,7 +27,8 @@ import httpx
 from devtools.launcher import ROOT, Server
 
 from .common import LOGS, app_env, export_ref, temp_folder
-from .students import ACTIONS, Page, Student
+from .browser import Page
+from .students import ACTIONS, Student
 
 PAGES = 2
 ROUNDS = 4

@@ -31,7 +31,7 @@ from .common import SETTLE_S, command, load, ms, save, table
 
 PHASES = {"one": "one process", "sticky": "{n} processes, nginx sticky (cookie)",
           "round_robin": "{n} processes, nginx round robin"}
-# What a student saw, by the first pattern its error message holds (students.Page's and common.EventStream's).
+# What a student saw, by the first pattern its error message holds (browser.Page's and common.EventStream's).
 ERROR_KINDS = (("session not found", "the stream's process never saw the session (404 in the stream)"),
                ("answered another event", "the stream answered an earlier event of the session"),
                ("no answer in", "no answer: the stream stayed open, heartbeats only"),

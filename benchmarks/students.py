@@ -1,18 +1,15 @@
-"""The simulated student of benchmarks.classroom: one page (its own session and pool of connections) over the
-browser's protocol, asynchronously (one event loop drives the class, for a few % of a core: the figures are the
-server's), what it does (a teaching mix of actions) and the tally of what the class saw. Every answer is checked
-against its own request: a run of the student's text, the head asked, numbers that fit its tokens, an export's files."""
+"""The simulated student of benchmarks.classroom: what it does on its page (benchmarks.browser.Page, asynchronously:
+one event loop drives the class) with a teaching mix of actions, and the tally of what the class saw. Every answer is
+checked against its own request: a run of the student's text, the head asked, numbers that fit its tokens, an
+export's files."""
 
 from __future__ import annotations
 
-import asyncio
-import gzip
 import json
 import random
 import re
 import string
 import time
-import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -21,8 +18,7 @@ from attention_viz.explorer.steps import COMPARE_FORMAT, STEPS_FORMAT
 from attention_viz.service.limits import COMPARISONS
 from attention_viz.service.requests import known_case
 
-from .common import EventStream
-from .fetch import FetchError, fetch_files
+from .browser import Page, dependency, elem_ids, opening_values
 
 
 ACTIONS = {"lab_dk": 30, "lab_scaled": 15, "lab_keys": 10, "rerun": 10, "heads": 10, "steps": 15, "lesson": 10}
@@ -61,142 +57,13 @@ WORDS = ("the", "attention", "model", "is", "all", "you", "need", "a", "translat
 THINK_S = (1.5, 4.0)
 ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened the page and made its first moves
-ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 WAIT_S = 1.0      # an action answered later than this waited: did the student see its place in the line?
-HTTP_TIMEOUT_S = 120.0
-API = "/gradio_api"
-CONNECTIONS = 6     # what a browser keeps open to one host over HTTP/1.1
-KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (uvicorn closes one idle for 5 s)
 STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts with
 EXPORTED = [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]  # views.export's nine files
 
 
-def elem_ids(config: dict) -> dict[str, int]:
-    """A page's config: elem_id -> component id."""
-    return {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}
-
-
-def opening_values(config: dict) -> dict[int, object]:
-    """A page's config: component id -> the value the page opens with."""
-    return {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
-
-
-def dependency(config: dict, api_name: str) -> dict | None:
-    """A page's config: the event named `api_name`."""
-    return next((d for d in config["dependencies"] if d.get("api_name") == api_name), None)
-
-
 def random_text(rng: random.Random, length: int) -> str:
     return "".join(rng.choice(string.ascii_lowercase) for _ in range(length))
-
-
-class Refused(RuntimeError):
-    """The queue refused to take an event (its join answered with an HTTP error): `detail` says why."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"join: HTTP {status}: {detail}")
-        self.status, self.detail = status, detail
-
-
-_CONFIGS: dict[bytes, dict] = {}  # the config's bytes as sent (compressed) -> the config; read, never changed
-
-
-def _parsed(body: bytes, encoding: str) -> dict:
-    """The config from its bytes as sent (Content-Encoding br, gzip or none): decoded and parsed once for the class
-    (a class's pages get the same bytes; ~10 ms of the client's CPU each)."""
-    config = _CONFIGS.get(body)
-    if config is None:
-        if len(_CONFIGS) > 8:
-            _CONFIGS.clear()
-        plain = body
-        if encoding == "gzip":
-            plain = gzip.decompress(body)
-        elif encoding == "br":
-            import brotli
-
-            plain = brotli.decompress(body)
-        config = _CONFIGS[body] = json.loads(plain)
-    return config
-
-
-class Page:
-    """One browser page over the browser's protocol, asynchronously (one event loop drives the whole class): its own
-    session, and a pool of CONNECTIONS keep-alive connections to the server, as a browser keeps per host.
-
-    Opening (`open`): GET /, then the page's files with an empty cache over six connections (benchmarks.fetch: each
-    sends its next request once the last is answered), then its config. An event (`call`), as the browser's
-    client does it: POST /queue/join, GET /queue/data (server-sent events) until the event's answer, then every file
-    the answer names. Bodies of files are read, never decoded (the client's CPU is the server's to measure); a
-    request sent on a kept-alive connection the server closed meanwhile (uvicorn closes one idle for 5 s) is sent
-    again once on a new one, as a browser does: a GET whatever the failure, any request the server closed before a
-    byte of answer. patience_s: give up on an event whose answer has not come this long after joining (checked at
-    each message of the stream; Gradio sends a heartbeat every 15 s); None waits as long as the stream stays open."""
-
-    def __init__(self, base: str, patience_s: float | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> None:
-        import aiohttp
-
-        self.base, self.patience_s = base, patience_s
-        self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=CONNECTIONS, keepalive_timeout=KEEP_ALIVE_S),
-            timeout=aiohttp.ClientTimeout(total=timeout_s), auto_decompress=False,
-            cookie_jar=aiohttp.CookieJar(unsafe=True))  # keeps a sticky proxy's cookie from 127.0.0.1, as a browser
-        self.session_hash = uuid.uuid4().hex[:11]
-        self.config: dict = {}
-        self.estimations: list[dict] = []  # the last call's queue estimations (rank, queue_size, rank_eta), in order
-
-    async def close(self) -> None:
-        await self.http.close()
-
-    async def _send(self, method: str, url: str, **kwargs):
-        """The response (its body unread: the caller reads it inside `async with`), sent again once where a browser
-        would."""
-        import aiohttp
-
-        try:
-            return await self.http.request(method, url, **kwargs)
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):  # before any byte of answer
-            return await self.http.request(method, url, **kwargs)
-
-    async def get(self, path: str, decoded: bool = False, headers: dict = ACCEPT) -> bytes:
-        """GET a path (or a whole URL): its body, as sent (`decoded`: uncompressed); a non-200 raises."""
-        async with await self._send("GET", path if "://" in path else self.base + path, headers=headers,
-                                    auto_decompress=decoded) as response:
-            body = await response.read()
-            if response.status != 200:
-                raise FetchError(f"{path}: HTTP {response.status}")
-            return body
-
-    async def open(self, files: tuple[str, ...] = ()) -> None:
-        """GET / (the HTML), then its files over the pool of CONNECTIONS, then the config."""
-        await self.get("/")
-        await fetch_files(self.base, files, ACCEPT)
-        async with await self._send("GET", self.base + "/config", headers=ACCEPT, auto_decompress=False) as response:
-            body = await response.read()
-            if response.status != 200:
-                raise FetchError(f"/config: HTTP {response.status}")
-            self.config = _parsed(body, response.headers.get("Content-Encoding", ""))
-
-    async def call(self, dependency: dict, values: dict[int, object], trigger_id: int | None) -> tuple[float, dict]:
-        """Seconds from joining the queue to the last file of the answer fetched, and the completed message."""
-        body = {"data": [values[i] for i in dependency["inputs"]], "event_data": None, "fn_index": dependency["id"],
-                "trigger_id": trigger_id, "session_hash": self.session_hash}
-        t0 = time.perf_counter()
-        async with await self._send("POST", self.base + API + "/queue/join", json=body,
-                                    auto_decompress=True) as joined:
-            answer = await joined.json(content_type=None)
-            if joined.status != 200:
-                raise Refused(joined.status, str(answer.get("detail", answer) if isinstance(answer, dict) else answer))
-        reader = EventStream(answer.get("event_id"), t0, self.patience_s)
-        self.estimations = reader.estimations
-        async with await self._send("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash},
-                                    auto_decompress=True) as stream:
-            async for raw in stream.content:
-                if reader.read(raw):
-                    break
-        completed = reader.answer()
-        await asyncio.gather(*(self.get(item["url"]) for item in completed["output"]["data"]
-                               if isinstance(item, dict) and item.get("url")))
-        return time.perf_counter() - t0, completed
 
 
 @dataclass

@@ -157,7 +157,8 @@ def test_a_student_walks_the_lesson_one_event_a_step_and_a_wrong_step_is_an_erro
     import asyncio
     import random
 
-    from benchmarks.students import Page, Student
+    from benchmarks.browser import Page
+    from benchmarks.students import Student
 
     async def walk() -> None:
         page = Student(Page(app_url.rstrip("/")), random.Random(0))
@@ -206,11 +207,17 @@ def test_the_cost_of_each_kind_of_answer_is_measured_app_by_app_in_rounds(app_ur
         assert isinstance(costs["mix_cpu_ms"], float) and costs["pages"] == 2 and len(costs["mix_rounds_ms"]) == 2
         # the mix itself: each page's answers drawn from it, counted and checked like the kinds'
         assert costs["mixed"]["n"] == 4 and costs["mixed"]["errors"] == 0 and len(costs["mixed"]["rounds_ms"]) == 2
+        by_kind = costs["mixed"]["by_kind"]  # and each of its answers' CPU by its kind: every answer counted once
+        assert set(by_kind) == set(mix) and sum(k["n"] for k in by_kind.values()) == 4, by_kind
+        shares = [k["share"] for k in by_kind.values()]
+        assert abs(sum(shares) - 1) < 1e-9 or not any(shares), by_kind  # (no pid here: no CPU read, no shares)
     apps = {key: {"costs": costs, "actions": {}, "cores": "not pinned"} for key, costs in result.items()}
     text = classroom.report({"students": 0, "duration_s": 5, "seed": 0, "apps": apps, "order": ["this", "ref"],
                              "names": {"this": "this tree (abc)", "ref": "main (def)"}})
     assert "the server's CPU per answer by kind" in text and "| lab: switch scaling" in text, text
     assert "the kinds alone, weighed by the mix's shares" in text and "**the mix's average answer**" in text
+    by_kind = text.split("the mix's answers, one at a time, by kind")
+    assert len(by_kind) == 2 and "| lab: switch scaling" in by_kind[1], text
     assert "no class" in text and "| ratio |" in text
     assert "this tree and main up at once" in text and "2 rounds" in text
 

@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from attention_viz.server.admission import PER_ADDRESS, PER_PAGE
-from benchmarks.students import dependency, elem_ids, opening_values
+from benchmarks.browser import dependency, elem_ids, opening_values
 from tests.e2e.conftest import SCREENSHOTS
 
 pytestmark = pytest.mark.browser

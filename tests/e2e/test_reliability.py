@@ -36,7 +36,8 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
 from attention_viz.service.catalog import Catalog
 from attention_viz.webui.widgets import prose_html
 from devtools.launcher import running_app
-from benchmarks.students import Page, Student
+from benchmarks.browser import Page
+from benchmarks.students import Student
 
 START_TIMEOUT_S = 180
 MAX_TEXT = Catalog().tokenizer.max_len  # the app's limit on a text: the longest max_len of the shipped cards

@@ -1,4 +1,4 @@
-"""The real models of a class (benchmarks.classroom --real, benchmarks.fairness): their folders, their first run, and
+"""The real models of a class (benchmarks.classroom --real): their folders, their first run, and
 the app as `python app.py` serves it with a real model's decoding budget at a trained translation model's length.
 
 `python -m benchmarks.trained_length` (benchmarks.classroom starts it with `--real`, unless `--full-budget`).

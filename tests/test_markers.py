@@ -1,7 +1,8 @@
 """Every collected test carries exactly one cost marker (unit, integration or e2e), as tests/conftest.py gives them.
 
-The whole suite is collected once in a subprocess (nothing runs) with a small plugin that writes each test's
-markers after tests/conftest.py has added them: a new test in any folder must come out with one of the three.
+The whole suite's markers, after tests/conftest.py has added them: this session's own, where it collected every test
+file (as `bash .ci/run` does); else the suite collected once in a subprocess (nothing runs) with a small plugin that
+writes them. A new test in any folder must come out with one of the three.
 """
 
 import json
@@ -27,8 +28,12 @@ def pytest_collection_finish(session):
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory) -> dict:
+def collected(request, tmp_path_factory) -> dict:
     """Node id -> the names of its markers, for every test of the suite."""
+    items = request.session.items
+    files = {str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")}
+    if files <= {item.nodeid.split("::")[0] for item in items}:  # this session holds the whole suite
+        return {item.nodeid: sorted({mark.name for mark in item.iter_markers()}) for item in items}
     folder = tmp_path_factory.mktemp("cost-markers")
     (folder / "cost_markers_dump.py").write_text(PLUGIN)
     out = folder / "markers.json"

@@ -62,8 +62,12 @@ REACHES = {
     "Queue.compute_analytics_summary": (PAGE, "called after every event as `await run_sync(self."
                                         "compute_analytics_summary, records)` (queueing.run_sync: anyio's, used "
                                         "for nothing else there); it answers Queue.cached_event_analytics_summary, "
-                                        "which only the monitoring routes read (Blocks.enable_monitoring)",
-                                        "launch(enable_monitoring=False) turns the routes off but not the summary"),
+                                        "which only the monitoring routes read (Blocks.enable_monitoring); "
+                                        "Queue.event_analytics, the events' records the summary is made of, which "
+                                        "Queue.push bounds to Queue.ANALYTICS_MAX_EVENTS and only the monitoring "
+                                        "dashboard reads besides",
+                                        "launch(enable_monitoring=False) turns the routes off but not the summary "
+                                        "or the records"),
     "BlocksConfig.config_for_block": (SESSIONS, "builds a component's config entry for each session",
                                       "no option shares the page's entries between sessions"),
     "SessionState._update_value_in_config": (SESSIONS, "copies every input and output value into the session's "
@@ -201,10 +205,14 @@ def _check_analytics() -> list[str]:
         problems.append(f"queueing calls run_sync {calls} times, {summaries} of them for the summary")
     problems += [f"Queue no longer has {name}" for name in _source_uses(
         queueing.Queue, "self.cached_event_analytics_summary", "def compute_analytics_summary")]
+    if "while len(self.event_analytics) > self.ANALYTICS_MAX_EVENTS:" not in inspect.getsource(queueing.Queue.push):
+        problems.append("Queue.push no longer bounds its records by ANALYTICS_MAX_EVENTS")
     routes_source = inspect.getsource(routes)
     if routes_source.count("cached_event_analytics_summary") != 1 or "if blocks.enable_monitoring is False" not in \
             routes_source:
         problems.append("the monitoring routes read the summary otherwise")
+    if routes_source.count("_queue.event_analytics") != 1 or "if not blocks.enable_monitoring:" not in routes_source:
+        problems.append("the events' records are read otherwise than by the monitoring dashboard")
     return problems
 
 

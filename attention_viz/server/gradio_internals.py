@@ -171,14 +171,19 @@ class _NappingAsyncio:
 _NAPPING_ASYNCIO = _NappingAsyncio()
 
 
-def keep_no_analytics_summary(blocks: Any) -> None:
-    """After every event Gradio's queue summarises the events so far for its monitoring page (a pandas DataFrame of
-    up to 10,000 of them, grouped by function, percentiles of each, in a worker thread): ~2 ms of an answer's CPU,
-    growing with the events kept. Where the page is off (launch(enable_monitoring=False)), nothing reads the summary:
-    the queue keeps the one it has (empty) and asks no thread for it."""
+def keep_no_analytics(blocks: Any) -> None:
+    """Gradio's queue keeps a record of each of the last 10,000 events (Queue.event_analytics, a dict of a dict each)
+    and after every event summarises them for its monitoring page (a pandas DataFrame of them all, grouped by
+    function, percentiles of each, in a worker thread): ~2 ms of an answer's CPU. The records cost on their own as
+    they fill: every event then copies the list of them all, drops the oldest from the dict's front, and the garbage
+    collector walks them; a server past 10,000 events spent ~1.2 ms more on each (docs/benchmarks.md, the floor of
+    an event). Where the page is off (launch(enable_monitoring=False)), nothing reads either: the queue keeps no
+    record, keeps the summary it has (empty), and asks no thread for it."""
     if getattr(blocks, "enable_monitoring", True):  # on, or not a launched Blocks: left as it is
         return
     queue = queue_of(blocks)
+    queue.ANALYTICS_MAX_EVENTS = 0  # Queue.push drops records past this many, the one it has just added included
+    queue.event_analytics.clear()
     queue.compute_analytics_summary = _KeptSummary(queue)
     queueing.run_sync = _run_sync
 

@@ -16,7 +16,7 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
-from attention_viz.server.gradio_internals import keep_no_analytics_summary, read_signatures_once, wake_on_events
+from attention_viz.server.gradio_internals import keep_no_analytics, read_signatures_once, wake_on_events
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.routes import check_logins_at_once, keep_route_matches
 from attention_viz.server.static import files_first
@@ -128,12 +128,13 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
     # head: the views' scripts and page.js, once per page (webui/scripts.py).
     # enable_monitoring=False: no /monitoring page (it printed its key to the log, and its summary was anyone's to
-    # read), and so no summary of every event after each (server/gradio_internals.py, keep_no_analytics_summary).
+    # read), and so no record of each event and no summary of them after each (server/gradio_internals.py,
+    # keep_no_analytics).
     app, _, _ = demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], enable_monitoring=False,
                             prevent_thread_lock=True, state_session_capacity=sessions.SESSIONS_KEPT,
                             app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS,
                             head=scripts.head())
-    keep_no_analytics_summary(demo)
+    keep_no_analytics(demo)
     read_signatures_once()  # each gr.update's new component: its class's signatures and server functions read once
     quick_root_urls()  # an answer with no file copied in one quick pass, not walked for files' URLs (server/answers.py)
     if app is not None:  # None where Gradio's reload mode launched it already

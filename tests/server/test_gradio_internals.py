@@ -94,29 +94,45 @@ def in_a_thread(coroutine):
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def test_no_summary_of_every_event_where_monitoring_is_off():
+def test_no_record_and_no_summary_of_events_where_monitoring_is_off():
+    """keep_no_analytics: with the monitoring page off, events through the queue are answered as before and leave no
+    record (Gradio keeps the last 10,000), and no summary is made of them in a worker thread; with the page on, both
+    are left as Gradio has them."""
     import gradio as gr
     from gradio import queueing
+    from gradio_client import Client
 
-    with gr.Blocks() as demo:
-        gr.Button().click(lambda: None)
-    demo.queue()
-    demo.enable_monitoring = False
-    queue = gradio_internals.queue_of(demo)
+    def launched(monitoring: bool):
+        with gr.Blocks() as demo:
+            number = gr.Number()
+            gr.Button().click(lambda x: x + 1, number, number, api_name="add")
+        demo.queue()
+        demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, enable_monitoring=monitoring)
+        return demo
+
     before = queueing.run_sync
+    demo = launched(monitoring=False)
     try:
-        gradio_internals.keep_no_analytics_summary(demo)
+        queue = gradio_internals.queue_of(demo)
+        gradio_internals.keep_no_analytics(demo)
+        client = Client(demo.local_url, verbose=False)
+        assert [client.predict(n, api_name="/add") for n in (1, 2, 3)] == [2, 3, 4]
+        assert queue.event_analytics == {}  # Gradio's own: a record of each event
         assert queue.compute_analytics_summary([{"function": "f"}]) is queue.cached_event_analytics_summary
         assert in_a_thread(queueing.run_sync(queue.compute_analytics_summary, [])) == {"functions": {}}
         assert in_a_thread(queueing.run_sync(sum, [1, 2])) == 3  # anything else: in a worker thread, as before
     finally:
+        demo.close()
         queueing.run_sync = before
-    with gr.Blocks() as watched:
-        gr.Button().click(lambda: None)
-    watched.queue()
-    watched.enable_monitoring = True
-    gradio_internals.keep_no_analytics_summary(watched)  # the monitoring page reads it: left alone
-    assert "compute_analytics_summary" not in vars(gradio_internals.queue_of(watched))
+    watched = launched(monitoring=True)
+    try:
+        gradio_internals.keep_no_analytics(watched)  # the monitoring page reads them: left alone
+        queue = gradio_internals.queue_of(watched)
+        assert "compute_analytics_summary" not in vars(queue)
+        assert Client(watched.local_url, verbose=False).predict(1, api_name="/add") == 2
+        assert len(queue.event_analytics) == 1
+    finally:
+        watched.close()
 
 
 def test_the_dispatcher_sleeps_until_a_join_or_an_end_wakes_it():

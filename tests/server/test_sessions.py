@@ -123,7 +123,7 @@ def test_main_launches_with_the_bounded_session_count(monkeypatch):
 
     class Recorder:
         blocks: dict = {}
-        _queue = SimpleNamespace(cached_event_analytics_summary={})
+        _queue = SimpleNamespace(cached_event_analytics_summary={}, event_analytics={})
 
         def launch(self, **kwargs):
             launched.update(kwargs)

@@ -159,6 +159,12 @@ def _in_order(outputs: list, answer: dict) -> list | dict:
 _CONTAINERS = (dict, list, tuple)
 
 
+def _containers_in(values: Any) -> bool:
+    """Whether any of `values` is a dict, list or tuple (or of a subclass of one): each type among them looked at once,
+    not each value (a lab answer's lists hold ~2,000 floats)."""
+    return any(issubclass(kind, _CONTAINERS) for kind in set(map(type, values)))
+
+
 def _is_file(value: dict) -> bool:
     """gradio_client's is_file_obj_with_meta, of a dict: "path" and a "meta" of _type gradio.FileData."""
     meta = value.get("meta")
@@ -170,7 +176,7 @@ def no_file(value: Any) -> bool:
     if type(value) is dict:
         return not _is_file(value) and all(no_file(v) for v in value.values() if isinstance(v, _CONTAINERS))
     if isinstance(value, (list, tuple)):
-        return all(no_file(v) for v in value if isinstance(v, _CONTAINERS))
+        return not _containers_in(value) or all(no_file(v) for v in value if isinstance(v, _CONTAINERS))
     return not isinstance(value, dict)  # a dict's subclass: Gradio's walk asks it too
 
 
@@ -187,7 +193,7 @@ def copied(value: Any) -> Any:
             raise HasFile
         return {key: copied(v) if isinstance(v, _CONTAINERS) else v for key, v in value.items()}
     if isinstance(value, (list, tuple)):
-        if any(isinstance(v, _CONTAINERS) for v in value):
+        if _containers_in(value):
             return [copied(v) if isinstance(v, _CONTAINERS) else v for v in value]
         return list(value)
     if isinstance(value, dict):  # a dict's subclass: Gradio's walk asks it too

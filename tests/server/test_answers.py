@@ -92,7 +92,8 @@ class Mapping(dict):
 def test_a_file_at_any_depth_is_found():
     assert answers.no_file({"a": [1, {"b": ({"c": [2.0]},)}]})
     assert answers.copied({"a": [1, {"b": ({"c": [2.0]},)}]}) == {"a": [1, {"b": [{"c": [2.0]}]}]}
-    for holder in ({"a": [1, {"b": ({"c": [FILE_URL]},)}]}, FILE_URL, [[[FILE_URL]]], [1, {"a": Mapping()}]):
+    for holder in ({"a": [1, {"b": ({"c": [FILE_URL]},)}]}, FILE_URL, [[[FILE_URL]]], [1, {"a": Mapping()}],
+                   [0.5] * 1000 + [Mapping()]):  # among many floats
         assert not answers.no_file(holder)
         with pytest.raises(answers.HasFile):
             answers.copied(holder)

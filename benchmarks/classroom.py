@@ -97,6 +97,7 @@ async def _class(base, students, duration_s, seed, files, mix, patience_s, real,
     tally.opened(server_cpu)
     tasks = [asyncio.ensure_future(student(i, base, seed, start, duration_s, tally, files, mix, patience_s, real, pid))
              for i in range(students)]
+    by_third = asyncio.ensure_future(_cpu_by_third(pid, duration_s, tally))
     _, hung = await asyncio.wait(tasks, timeout=max(1.0, start + duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S
                                                     - time.monotonic()))
     for task in hung:
@@ -120,9 +121,20 @@ async def _class(base, students, duration_s, seed, files, mix, patience_s, real,
             "error_examples": tally.examples, "error_messages": tally.messages, "hung": len(hung),
             "drain_s": max(0.0, tally.last_answer - (start + duration_s)),
             "server_cpu_s": cpu_s(pid) - server_cpu, "client_cpu_s": time.process_time() - client_cpu,
+            "server_ms_by_third": await by_third,
             # the arrival: from the class's start to the last opening answered, and the CPU each side spent in it
             "arrival": {"s": tally.last_open[0] - start, "client_cpu_s": tally.last_open[1] - client_cpu,
                         "server_cpu_s": tally.last_open[2] - server_cpu}}
+
+
+async def _cpu_by_third(pid: int | None, duration_s: float, tally: Tally) -> list[float]:
+    """The server's CPU per answer (openings included) in each third of the class: whether an answer costs more as a
+    lecture goes on (a server's state grows with the answers it gave)."""
+    marks = [(cpu_s(pid), sum(map(len, tally.seconds.values())))]
+    for _ in range(3):
+        await asyncio.sleep(duration_s / 3)
+        marks.append((cpu_s(pid), sum(map(len, tally.seconds.values()))))
+    return [1e3 * (c1 - c0) / max(1, n1 - n0) for (c0, n0), (c1, n1) in zip(marks, marks[1:])]
 
 
 def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:

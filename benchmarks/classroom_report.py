@@ -169,6 +169,9 @@ def report(result: dict) -> str:
                           f"({app['hung']} students still waiting at the end)"]
         if app.get("server_cpu_s") is not None:
             lines += ["", _cpu_table(app)]
+        if app.get("server_ms_by_third"):
+            lines.append("the server's CPU per answer (openings included), by third of the class: " +
+                         ", ".join(f"{value:.1f}" for value in app["server_ms_by_third"]) + " ms")
         if app.get("rss_mib"):
             lines.append(_memory_line(app["rss_mib"]))
         if app.get("lesson_walk"):

@@ -146,6 +146,7 @@ def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_ur
     text = classroom.report({"students": 2, "duration_s": 9, "seed": 1, "names": {"this": "this tree", "ref": "main"},
                              "apps": {"this": app, "ref": app}})
     assert "### this tree" in text and "### main" in text and "| open the page: GET /" in text and "p50 ref" in text
+    assert len(result["server_ms_by_third"]) == 3 and "by third of the class: " in text
     assert result["arrival"]["s"] > 0 and result["actions"]["open"]["requests"] == [0, 0, 0]  # no load event
     with pytest.raises(SystemExit):  # a class is one benchmark of its own: python -m benchmarks classroom
         parse_args(["--only", "classroom"])

@@ -54,7 +54,7 @@ def nginx_config(upstreams: list[str], port: int, folder: Path, sticky: bool = T
     """An nginx configuration: 127.0.0.1:port in front of `upstreams` ("http://host:port"); logs, pid and
     temporary files in `folder`."""
     servers = "\n".join(f"        server {u.removeprefix('http://')} max_fails=0;" for u in upstreams)
-    routing = f"        hash $av_route consistent;   # one browser (cookie), one replica\n" if sticky else (
+    routing = "        hash $av_route consistent;   # one browser (cookie), one replica\n" if sticky else (
         "        # round robin: each request to the next replica, whatever session it belongs to\n")
     return f"""worker_processes 1;
 error_log {folder}/error.log warn;

@@ -159,10 +159,14 @@ def _in_order(outputs: list, answer: dict) -> list | dict:
 _CONTAINERS = (dict, list, tuple)
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))  # JSON's: none is a container, or a subclass of one
+
+
 def _containers_in(values: Any) -> bool:
     """Whether any of `values` is a dict, list or tuple (or of a subclass of one): each type among them looked at once,
     not each value (a lab answer's lists hold ~2,000 floats)."""
-    return any(issubclass(kind, _CONTAINERS) for kind in set(map(type, values)))
+    kinds = set(map(type, values))
+    return not kinds <= _SCALARS and any(issubclass(kind, _CONTAINERS) for kind in kinds)
 
 
 def _is_file(value: dict) -> bool:

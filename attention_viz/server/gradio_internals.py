@@ -176,9 +176,9 @@ def keep_no_analytics(blocks: Any) -> None:
     and after every event summarises them for its monitoring page (a pandas DataFrame of them all, grouped by
     function, percentiles of each, in a worker thread): ~2 ms of an answer's CPU. The records cost on their own as
     they fill: every event then copies the list of them all, drops the oldest from the dict's front, and the garbage
-    collector walks them; a server past 10,000 events spent ~1.2 ms more on each (docs/benchmarks.md, the floor of
-    an event). Where the page is off (launch(enable_monitoring=False)), nothing reads either: the queue keeps no
-    record, keeps the summary it has (empty), and asks no thread for it."""
+    collector walks them; a server past 10,000 events spent ~1.2 ms more on each (docs/benchmarks.md, a lecture hall
+    on one core, 29 November). Where the page is off (launch(enable_monitoring=False)), nothing reads either: the
+    queue keeps no record, keeps the summary it has (empty), and asks no thread for it."""
     if getattr(blocks, "enable_monitoring", True):  # on, or not a launched Blocks: left as it is
         return
     queue = queue_of(blocks)

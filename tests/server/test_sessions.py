@@ -143,4 +143,4 @@ def test_main_launches_with_the_bounded_session_count(monkeypatch):
     monkeypatch.setattr(page.runtime, "freeze_start_up_objects", lambda: None)
     page.main()
     assert launched["state_session_capacity"] == sessions.SESSIONS_KEPT <= 2000
-    assert launched["enable_monitoring"] is False  # and so no summary of every event (gradio_internals)
+    assert launched["enable_monitoring"] is False  # and so no record or summary of events (gradio_internals)

@@ -3,10 +3,9 @@
 Chosen explicitly (service/own_model.py's runs call it). Same arguments, same answer: (tokens [B, n], the maps of the
 last step), value_norms filled. Where the reference keeps the keys (eval mode, the causal mask on, dot-product
 attention), each step runs the very operations of DecoderLayer.step in the same order on the same tensors, written
-out flat: the modules' weights passed to torch.nn.functional directly (what nn.Linear and nn.LayerNorm do in forward),
-and no call of dropout, the identity in eval mode. The maps' pass and the encoder are the reference's own. A switch of
-heads off is applied as the reference applies it. Anything else (training, no causal mask, additive attention) is the
-reference itself. The saving is the modules' calls: ~1/3 of the steps' time on the shipped models (docs/benchmarks.md).
+out flat (fast/passes.py), and so are the encoder's pass and the maps' pass. A switch of heads off is applied as the
+reference applies it. Anything else (training, no causal mask, additive attention) is the reference itself. The saving
+is the modules' calls: ~1/3 of the steps' time on the shipped models (docs/benchmarks.md).
 
 A guess of what the decode writes (service/own_model.py: a trained model's answer to its own task) skips the steps
 where it holds: one teacher-forced pass on <bos> + guess predicts every token of it, each with a clear lead (leads),
@@ -26,13 +25,13 @@ import numbers
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from attention_viz.core.attention import causal_mask as make_causal_mask
 from attention_viz.core.attention import padding_mask as make_padding_mask
-from attention_viz.core.layers import DecoderLayer, positional_encoding
 from attention_viz.core.model import Transformer, collect_maps, decoder_switches
 from attention_viz.core.variation import variation_of
+from attention_viz.fast import passes
+from attention_viz.fast.passes import step
 
 
 @torch.no_grad()
@@ -52,11 +51,11 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
                                      gates=gates, value_norms=value_norms)
     switched = network._switches(variation, head_means, gates)
     kept = network._recording(switched) if value_norms is not None else switched
-    memory, src_mask, enc_weights = network.encode(src, variation, kept)
+    memory, src_mask, enc_weights = passes.encode(network, src, variation, kept)
     B = src.size(0)
     layers = network.decoder.layers
     memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in layers]
-    pe = positional_encoding(max_len, c.d_model, src.device)  # (max_len, D)
+    pe = passes.encoding(max_len, c.d_model, src.device)  # (max_len, D)
     layer_switches = [decoder_switches(switched, i) for i in range(len(layers))]
 
     def steps(tgt: torch.Tensor, past: list, checked: bool) -> torch.Tensor | None:
@@ -67,11 +66,11 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
             y = network.tgt_embed(tgt[:, -1:]) + pe[t]  # (B, 1, D): the newest position only
             self_mask = make_padding_mask(tgt, c.pad_id) if variation.padding_mask else None  # (B, 1, 1, t + 1)
             for i, layer in enumerate(layers):
-                y, past[i] = _step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
-                                   *layer_switches[i])
+                y, past[i], _ = step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
+                                            *layer_switches[i])
             if network.decoder.norm is not None:
-                y = _norm(network.decoder.norm, y)
-            logits = _linear(network.generator, y[:, -1])  # (B, V)
+                y = passes.norm(network.decoder.norm, y)
+            logits = passes.linear(network.generator, y[:, -1])  # (B, V)
             if checked and not bool(leads(logits).all()):
                 return None
             next_token = logits.argmax(-1).masked_fill(done, c.pad_id)  # (B,)
@@ -83,7 +82,7 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
 
     tgt = None
     if guess is not None and B == 1:
-        settled, found = settle(network, memory, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
+        settled, found = settle(network, memory, memory_kv, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
         if found is not None:
             self_weights, cross_weights = found
             tokens = torch.tensor([settled], dtype=torch.long, device=src.device)  # (1, n)
@@ -95,7 +94,7 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
             tgt = tgt if settled[-1] == eos_id else steps(tgt, past, checked=True)
     if tgt is None:  # no guess, or decoding on from one was not clear: the reference's own steps
         tgt = steps(torch.full((B, 1), bos_id, dtype=torch.long, device=src.device), [None] * len(layers), False)
-    _, self_weights, cross_weights = network.decode(tgt[:, :-1], memory, src_mask, variation, kept)
+    _, self_weights, cross_weights = passes.decode(network, tgt[:, :-1], memory, src_mask, variation, kept, memory_kv)
     return tgt[:, 1:], network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept, value_norms)
 
 
@@ -111,27 +110,27 @@ def leads(logits: torch.Tensor) -> torch.Tensor:
     return top[..., 0] - top[..., 1] > MARGIN * (1 + top[..., 0].abs())
 
 
-def settle(network: Transformer, memory, src_mask, variation, switches, guess: Sequence[int], max_len: int,
-           bos_id: int, eos_id: int):
+def settle(network: Transformer, memory, memory_kv, src_mask, variation, switches, guess: Sequence[int],
+           max_len: int, bos_id: int, eos_id: int):
     """verified, again on a new guess for as long as the guess goes wrong and the pass settles more tokens: (the
     tokens settled, (self, cross weights) of the pass where its guess is the whole decode, else None).
 
     The new guess is the tokens settled, then the pass's own most likely tokens after them (Jacobi iteration of the
     teacher-forced pass): each pass settles at least one more token, and often the rest, where heads switched off
     change a token of the task's answer and what follows it follows from that token."""
-    settled, found, predicted = verified(network, memory, src_mask, variation, switches, guess, max_len, bos_id,
-                                         eos_id)
+    settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, switches, guess, max_len,
+                                         bos_id, eos_id)
     while found is None and settled and settled[-1] != eos_id and len(settled) < len(predicted):
         before = len(settled)
-        settled, found, predicted = verified(network, memory, src_mask, variation, switches,
+        settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, switches,
                                              settled + predicted[before:], max_len, bos_id, eos_id)
         if len(settled) <= before:  # a token without a clear lead: the steps decide it
             break
     return settled, found
 
 
-def verified(network: Transformer, memory, src_mask, variation, switches, guess: Sequence[int], max_len: int,
-             bos_id: int, eos_id: int):
+def verified(network: Transformer, memory, memory_kv, src_mask, variation, switches, guess: Sequence[int],
+             max_len: int, bos_id: int, eos_id: int):
     """One teacher-forced pass on <bos> + guess (cut after its first <eos> and at max_len): (the tokens it settles,
     (self, cross weights) of the pass where the guess is the whole decode, else None, the pass's most likely tokens).
 
@@ -144,7 +143,8 @@ def verified(network: Transformer, memory, src_mask, variation, switches, guess:
     if not guess:
         return [], None, []
     x = torch.tensor([[bos_id] + guess[:-1]], dtype=torch.long, device=memory.device)  # (1, n)
-    logits, self_weights, cross_weights = network.decode(x, memory, src_mask, variation, switches)  # (1, n, V)
+    logits, self_weights, cross_weights = passes.decode(network, x, memory, src_mask, variation, switches,
+                                                        memory_kv)  # (1, n, V)
     predicted = logits[0].argmax(-1).tolist()
     settled = []
     for token, clear, expected in zip(predicted, leads(logits[0]).tolist(), guess):
@@ -168,44 +168,6 @@ def _prefix(network: Transformer, x: torch.Tensor, pe: torch.Tensor, memory_kv, 
     y = network.tgt_embed(x) + pe[:x.size(1)]  # (1, P, D)
     past = []
     for i, layer in enumerate(network.decoder.layers):
-        y, kv = _step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *layer_switches[i])
+        y, kv, _ = step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *layer_switches[i])
         past.append(kv)
     return past
-
-
-def _linear(module, x: torch.Tensor) -> torch.Tensor:
-    """nn.Linear's forward."""
-    return F.linear(x, module.weight, module.bias)
-
-
-def _norm(module, x: torch.Tensor) -> torch.Tensor:
-    """nn.LayerNorm's forward."""
-    return F.layer_norm(x, module.normalized_shape, module.weight, module.bias, module.eps)
-
-
-def _attend(attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, scale, switch) -> torch.Tensor:
-    """MultiHeadAttention.attend's output (eval mode, dot product): q [B, H, 1, d_k] -> [B, 1, D]."""
-    heads, _ = attention.kernel(q, k, v, mask, scale, 0.0)  # (B, H, 1, d_v)
-    if switch is not None:
-        heads = switch(heads)
-    return _linear(attention.out_proj, heads.transpose(1, 2).reshape(q.size(0), q.size(2), -1))  # (B, 1, H·d_v)
-
-
-def _heads(attention, x: torch.Tensor, projection, width: int) -> torch.Tensor:
-    """x [B, 1, D] through one of the attention's projections, split into heads: [B, H, 1, width]."""
-    B, Q = x.shape[:2]
-    return _linear(projection, x).view(B, Q, attention.n_heads, width).transpose(1, 2)
-
-
-def _step(layer: DecoderLayer, y: torch.Tensor, memory_kv, past_kv, cross_mask, scale, self_mask, self_switch,
-          cross_switch) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """DecoderLayer.step in eval mode: y [B, 1, D] -> (y [B, 1, D], past_kv + this position's keys and values)."""
-    sa, ca, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
-    k, v = _heads(sa, y, sa.k_proj, sa.d_k), _heads(sa, y, sa.v_proj, sa.d_v)  # (B, H, 1, d_k), (B, H, 1, d_v)
-    if past_kv is not None:
-        k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)  # (B, H, t + 1, ...)
-    y = _norm(layer.norm1, y + _attend(sa, _heads(sa, y, sa.q_proj, sa.d_k), k, v, self_mask, scale, self_switch))
-    y = _norm(layer.norm2, y + _attend(ca, _heads(ca, y, ca.q_proj, ca.d_k), *memory_kv, cross_mask, scale,
-                                       cross_switch))
-    y = _norm(layer.norm3, y + _linear(ff.linear2, torch.relu(_linear(ff.linear1, y))))
-    return y, (k, v)

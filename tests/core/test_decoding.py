@@ -137,8 +137,8 @@ def test_a_guessed_decode_is_the_reference_bit_for_bit(one_thread, monkeypatch):
     from attention_viz.fast import decode as fast_decode
 
     steps = []  # per layer's step: whether it had keys kept (the steps after the first)
-    step = fast_decode._step
-    monkeypatch.setattr(fast_decode, "_step", lambda layer, y, memory, past, *a: steps.append(past is not None)
+    step = fast_decode.step
+    monkeypatch.setattr(fast_decode, "step", lambda layer, y, memory, past, *a: steps.append(past is not None)
                         or step(layer, y, memory, past, *a))
     taken = resumed = by_passes = 0
     for seed in range(12):
@@ -200,9 +200,9 @@ def test_a_wrong_guess_is_mended_by_passes_on_the_shipped_model(one_thread, monk
                                        value_norms=norms)
     assert tok.decode(tokens[0].tolist()) == "rmmrofsnart" != tok.decode(answer)
     passes, steps = [], []
-    verified, step = fast_decode.verified, fast_decode._step
-    monkeypatch.setattr(fast_decode, "verified", lambda *a: passes.append(a[5]) or verified(*a))
-    monkeypatch.setattr(fast_decode, "_step", lambda *a: steps.append(1) or step(*a))
+    verified, step = fast_decode.verified, fast_decode.step
+    monkeypatch.setattr(fast_decode, "verified", lambda *a: passes.append(a[6]) or verified(*a))
+    monkeypatch.setattr(fast_decode, "step", lambda *a: steps.append(1) or step(*a))
     guessed, guessed_maps = fast_decode.greedy_decode(model, src, 16, tok.bos_id, tok.eos_id, guess=answer,
                                                       heads_off={"decoder.0.self_attn": [0]},
                                                       value_norms=guessed_norms)
@@ -228,8 +228,8 @@ def test_a_decode_resumed_from_a_guess_steps_from_the_start_where_a_step_is_not_
     monkeypatch.setattr(fast_decode, "leads", lambda logits: calls.append(1) or (  # the guess's pass is clear,
         leads(logits) if len(calls) == 1 else torch.zeros(logits.shape[:-1], dtype=torch.bool)))  # no step after
     steps = []  # per layer's step: whether it had keys kept (the steps after the first)
-    step = fast_decode._step
-    monkeypatch.setattr(fast_decode, "_step", lambda layer, y, memory, past, *a: steps.append(past is not None)
+    step = fast_decode.step
+    monkeypatch.setattr(fast_decode, "step", lambda layer, y, memory, past, *a: steps.append(past is not None)
                         or step(layer, y, memory, past, *a))
     wrong = right[:1] + [(right[1] + 1) % model.config.vocab_size]
     guessed, _ = fast_decode.greedy_decode(model, src, 6, BOS, EOS, guess=wrong)
@@ -251,7 +251,9 @@ def test_a_guess_is_not_taken_where_two_tokens_are_nearly_tied(one_thread):
         if model.generator.bias is not None:
             model.generator.bias.zero_()
         memory, src_mask, _ = model.encode(torch.tensor([[3, 4, 3]]))
-        settled, found, predicted = verified(model, memory, src_mask, variation_of(), None, [0, 0, 0, 0], 4, BOS, EOS)
+        memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in model.decoder.layers]
+        settled, found, predicted = verified(model, memory, memory_kv, src_mask, variation_of(), None, [0, 0, 0, 0], 4,
+                                             BOS, EOS)
     assert settled == [] and found is None and predicted == [0, 0, 0, 0]
 
 
@@ -280,8 +282,8 @@ def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread)
                 y = model.tgt_embed(x[:, t:t + 1]) + pe[t]
                 mask = fast_decode.make_padding_mask(x[:, :t + 1], PAD) if padding_mask else None
                 for i, layer in enumerate(model.decoder.layers):
-                    y, past[i] = fast_decode._step(layer, y, memory_kv[i], past[i], src_mask, "sqrt_dk", mask,
-                                                   *switches[i])
+                    y, past[i], _ = fast_decode.step(layer, y, memory_kv[i], past[i], src_mask, "sqrt_dk", mask,
+                                                     *switches[i])
         for (k, v), (step_k, step_v) in zip(kept, past):
             torch.testing.assert_close(k, step_k, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(v, step_v, rtol=1e-5, atol=1e-6)

@@ -79,7 +79,7 @@ def decode(network: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src_ma
 
 
 def step(layer: DecoderLayer, y: torch.Tensor, memory_kv, past_kv, cross_mask, scale, self_mask, self_switch=None,
-         cross_switch=None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+         cross_switch=None) -> tuple[torch.Tensor, tuple, tuple]:
     """DecoderLayer.step in eval mode (past_kv None and y every position: the layer's forward): y [B, Q, D] ->
     (y [B, Q, D], past_kv + these positions' keys and values [B, H, t + Q, d], (self, cross) weights)."""
     sa, ca = layer.self_attn, layer.cross_attn

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from attention_viz.server.liveness import HEALTH_PATH
 from devtools.launcher import Server
 
 from .classroom_chromium import page_files
@@ -27,6 +28,7 @@ COST_PAGES = 8    # the cost of each kind of answer: this many pages open, then 
 COST_ACTIONS = 8  # in each of COST_ROUNDS rounds (every app in turn)
 COST_ROUNDS = 6
 MIXED = "mixed"   # the cost phase's last window: the mix itself, each page's answers drawn from it
+OUTSIDE = "outside"  # for scale: a request outside Gradio's queue, through the same middleware (GET /healthz)
 IDLE_S = 2.0      # the server's idle CPU is measured this long first (and taken off each window)
 
 
@@ -40,8 +42,9 @@ def costs(apps: dict[str, tuple[str, int | None]], files: dict[str, tuple[str, .
     it, less what that server spends idle over as long, over the answers. Per kind: the median of the rounds and
     each round's; the mix's average weighs each kind's median by its share. Last in each turn, "mixed": each page
     does `per_page` answers drawn from the mix by its shares, the mix's cost as a class asks it, one answer at a time
-    (the pages in turn), each answer's CPU kept by its kind ("by_kind": where the mix's time goes). Answers name ->
-    that app's costs."""
+    (the pages in turn), each answer's CPU kept by its kind ("by_kind": where the mix's time goes). For scale, before
+    it, "outside": each page's `per_page` GETs of /healthz, a request that passes the same middleware but no queue.
+    Answers name -> that app's costs."""
     return own_loop(_costs(apps, files, mix, seed, pages, per_page, rounds))
 
 
@@ -90,6 +93,16 @@ async def _app_turn(base: str, pid: int | None, files: tuple[str, ...], mix: dic
 
         for kind in mix:
             await window(kind, lambda errors, kind=kind: every_page(lambda s, e: acts(s, e, kind), errors))
+
+        async def outside(s: Student, errors: list) -> int:
+            for _ in range(per_page):
+                try:
+                    await s.browser.get(HEALTH_PATH)
+                except (OSError, RuntimeError) as error:
+                    errors.append(f"{type(error).__name__}: {error}")
+            return per_page
+
+        await window(OUTSIDE, lambda errors: every_page(outside, errors))
         # then the mix as a class asks it: each page's answers drawn from the mix by its shares (a kind asked alone
         # meets the caches its own last answers left; in a class a rerun's new text meets none, and a head a student
         # switched off stays off for its next reruns), one answer at a time, each answer's CPU kept by its kind

@@ -16,7 +16,8 @@ LABELS = {"open": "open the page: GET / .. the opening run (HTML, its files, con
           "rerun": "Transformer: new text (model reruns)", "heads": "Transformer: a head clicked off (model reruns)",
           "steps": "Transformer: open the steps view", "lesson": "lesson: Next (one step, its chains if any)",
           "real": "real model (74M): pick it, type a sentence",
-          "real_score": "real model (74M): score every head of a sentence"}
+          "real_score": "real model (74M): score every head of a sentence",
+          "outside": "for scale: GET /healthz, through the same middleware, outside Gradio's queue"}
 
 
 def sent(requests: list | None) -> str:

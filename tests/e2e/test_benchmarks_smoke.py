@@ -202,7 +202,7 @@ def test_the_cost_of_each_kind_of_answer_is_measured_app_by_app_in_rounds(app_ur
     result = classroom_costs.costs({"this": (base, None), "ref": (base, None)}, {}, mix, pages=2, per_page=1, rounds=2)
     assert set(result) == {"this", "ref"}
     for costs in result.values():
-        assert set(costs["kinds"]) == {"open", *mix}, costs
+        assert set(costs["kinds"]) == {"open", *mix, "outside"}, costs  # outside: a request outside the queue
         assert all(kind["n"] == 4 and kind["errors"] == 0 and len(kind["rounds_ms"]) == 2
                    for kind in costs["kinds"].values()), costs
         assert isinstance(costs["mix_cpu_ms"], float) and costs["pages"] == 2 and len(costs["mix_rounds_ms"]) == 2
@@ -216,6 +216,7 @@ def test_the_cost_of_each_kind_of_answer_is_measured_app_by_app_in_rounds(app_ur
     text = classroom.report({"students": 0, "duration_s": 5, "seed": 0, "apps": apps, "order": ["this", "ref"],
                              "names": {"this": "this tree (abc)", "ref": "main (def)"}})
     assert "the server's CPU per answer by kind" in text and "| lab: switch scaling" in text, text
+    assert "| for scale: GET /healthz, through the same middleware, outside Gradio's queue" in text, text
     assert "the kinds alone, weighed by the mix's shares" in text and "**the mix's average answer**" in text
     by_kind = text.split("the mix's answers, one at a time, by kind")
     assert len(by_kind) == 2 and "| lab: switch scaling" in by_kind[1], text

@@ -29,6 +29,7 @@ COST_ACTIONS = 8  # in each of COST_ROUNDS rounds (every app in turn)
 COST_ROUNDS = 6
 MIXED = "mixed"   # the cost phase's last window: the mix itself, each page's answers drawn from it
 OUTSIDE = "outside"  # for scale: a request outside Gradio's queue, through the same middleware (GET /healthz)
+OUTSIDE_GETS = 25    # this many a page for each answer of a kind: /proc counts CPU in 10 ms ticks, a GET takes ~0.3 ms
 IDLE_S = 2.0      # the server's idle CPU is measured this long first (and taken off each window)
 
 
@@ -43,8 +44,8 @@ def costs(apps: dict[str, tuple[str, int | None]], files: dict[str, tuple[str, .
     each round's; the mix's average weighs each kind's median by its share. Last in each turn, "mixed": each page
     does `per_page` answers drawn from the mix by its shares, the mix's cost as a class asks it, one answer at a time
     (the pages in turn), each answer's CPU kept by its kind ("by_kind": where the mix's time goes). For scale, before
-    it, "outside": each page's `per_page` GETs of /healthz, a request that passes the same middleware but no queue.
-    Answers name -> that app's costs."""
+    it, "outside": each page's `per_page` x OUTSIDE_GETS GETs of /healthz, a request through the same middleware
+    but no queue. Answers name -> that app's costs."""
     return own_loop(_costs(apps, files, mix, seed, pages, per_page, rounds))
 
 
@@ -95,12 +96,12 @@ async def _app_turn(base: str, pid: int | None, files: tuple[str, ...], mix: dic
             await window(kind, lambda errors, kind=kind: every_page(lambda s, e: acts(s, e, kind), errors))
 
         async def outside(s: Student, errors: list) -> int:
-            for _ in range(per_page):
+            for _ in range(per_page * OUTSIDE_GETS):
                 try:
                     await s.browser.get(HEALTH_PATH)
                 except (OSError, RuntimeError) as error:
                     errors.append(f"{type(error).__name__}: {error}")
-            return per_page
+            return per_page * OUTSIDE_GETS
 
         await window(OUTSIDE, lambda errors: every_page(outside, errors))
         # then the mix as a class asks it: each page's answers drawn from the mix by its shares (a kind asked alone

@@ -105,6 +105,33 @@ def test_value_norms_travel_per_kind_and_layer_to_four_significant_digits():
             pack(maps, source, target, value_norms=bad)
 
 
+def test_masks_norms_and_scores_are_written_as_read_one_by_one():
+    """The payload's masks ("1" may attend), value norms (f"{v:.4g}" read back) and scores (4 decimals, NaN -> null)
+    are what writing each value alone gives, for masks in either memory order, any magnitude, -0 and NaN."""
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        heads, s, t = (int(n) for n in rng.integers(1, 7, size=3))
+        maps = random_maps(rng, heads=heads, s=s, t=t)
+        masks = {kind: rng.random(maps[map_key(*kind.split(".")[:1], 0, kind.split(".")[1])].shape[1:]) < 0.6
+                 for kind in KINDS}
+        masks = {kind: np.asfortranarray(mask) if trial % 2 else mask for kind, mask in masks.items()}
+        norms = {key: rng.random((heads, w.shape[2])) * 10.0 ** float(rng.integers(-9, 9)) for key, w in maps.items()}
+        norms["encoder.0.self_attn"][0, 0] = -0.0
+        scores = {kind: {"values": {"first": np.where(rng.random((2, heads)) < 0.3, np.nan,
+                                                      rng.standard_normal((2, heads)))}} for kind in KINDS}
+        payload = pack(maps, [f"s{i}" for i in range(s)], [f"t{i}" for i in range(t)], masks=masks,
+                       value_norms=norms, scores=scores)
+        for entry in payload["kinds"]:
+            kind, (stack, name) = entry["kind"], entry["kind"].split(".")
+            assert entry["mask"] == ["".join("1" if cell else "0" for cell in row) for row in masks[kind]]
+            for i, layer in enumerate(entry["norms"]):
+                one_by_one = [[float(f"{v:.4g}") for v in row] for row in norms[map_key(stack, i, name)]]
+                assert repr(layer) == repr(one_by_one)  # repr: -0.0 stays -0.0
+            assert entry["scores"]["values"]["first"] == [[None if np.isnan(v) else round(float(v), 4) for v in row]
+                                                          for row in scores[kind]["values"]["first"]]
+        assert repr(payload["kinds"][0]["norms"][0][0][0]) == "-0.0"
+
+
 def test_a_shipped_model_run_matches_its_arrays(shipped_model, shipped_payload):
     import torch
 

@@ -67,7 +67,7 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
             self_mask = make_padding_mask(tgt, c.pad_id) if variation.padding_mask else None  # (B, 1, 1, t + 1)
             for i, layer in enumerate(layers):
                 y, past[i], _ = step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
-                                            *layer_switches[i])
+                                     *layer_switches[i])
             if network.decoder.norm is not None:
                 y = passes.norm(network.decoder.norm, y)
             logits = passes.linear(network.generator, y[:, -1])  # (B, V)

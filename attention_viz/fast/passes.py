@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from attention_viz.core.ablation import HeadSwitch
 from attention_viz.core.attention import MultiHeadAttention, source_mask, target_mask
 from attention_viz.core.layers import DecoderLayer, Embeddings, positional_encoding
+from attention_viz.core.maps import map_key
 from attention_viz.core.model import Transformer, decoder_switches
 from attention_viz.core.variation import Variation
 
@@ -45,7 +46,7 @@ def encode(network: Transformer, src: torch.Tensor, variation: Variation,
         sa = layer.self_attn
         attended, w = attend(sa, heads(sa, x, sa.q_proj, sa.d_k), heads(sa, x, sa.k_proj, sa.d_k),
                              heads(sa, x, sa.v_proj, sa.d_v), src_mask, variation.scale,
-                             (switches or {}).get(f"encoder.{i}.self_attn"))
+                             (switches or {}).get(map_key("encoder", i, "self_attn")))
         x = norm(layer.norm1, x + attended)
         x = norm(layer.norm2, x + feed_forward(layer, x))
         weights.append(w)

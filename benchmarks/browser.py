@@ -181,6 +181,14 @@ class Page:
                 raise FetchError(f"/config: HTTP {response.status}")
             self.config = _parsed(body, response.headers.get("Content-Encoding", ""))
 
+    async def beside(self, component_id: int, fn_name: str, data: object) -> object:
+        """A gr.HTML's server function asked as the page's client does (POST /component_server/, no queue): its
+        answer, or None where the server gave none (an HTTP error, as the client's console.warn)."""
+        body = {"data": data, "component_id": component_id, "fn_name": fn_name, "session_hash": self.session_hash}
+        async with await self._send("POST", self.base + API + "/component_server/", json=body,
+                                    auto_decompress=True) as response:
+            return await response.json(content_type=None) if response.status == 200 else None
+
     async def call(self, dependency: dict, values: dict[int, object], trigger_id: int | None) -> tuple[float, dict]:
         """Seconds from joining the queue to the last file of the answer fetched, and the completed message."""
         body = {"data": [values[i] for i in dependency["inputs"]], "event_data": None, "fn_index": dependency["id"],

@@ -6,10 +6,16 @@ How gr.HTML is used here (gradio 6.31's HTML component):
 - `js_on_load` runs once per page with `element`, `props` and `watch`: one call, attentionViz.mountLab (lab.js and
   page.js are in the page's head once, package data: nothing is fetched, it works offline), mounts the view, and
   `watch("value", ...)` redraws on every new value. `css_template` carries lab.css (Gradio scopes it to this component).
-- The event's `js` marks the view "computing" before the request leaves; `.failure` marks it stale (the
-  charts and the table say they are for the last accepted settings) and `.success` clears it, even
-  when the answer equals what is shown. All three run in the browser, and all three compare the drawn
-  numbers with the controls' values, so answers that come back out of order leave the right mark.
+- A change of d_k, the keys or the scaling is answered beside the queue: the event has no Python function, its `js`
+  marks the view "computing", waits its turn (lab.js turn()) and asks the view's server function, lab_answer (gr.HTML's
+  server_functions: one POST /component_server, no line; ~1 ms of the server's CPU, where a queued event costs ~5 ms
+  of Gradio's machinery besides: docs/benchmarks.md). Where that does not answer (a refusal, a fault, no connection)
+  the js fails, and the event's `.failure` asks the queued /dk_lab (the API's endpoint
+  too) with the controls' values: a refusal's message, a busy server's place in line and the admission's shares come
+  from there, as for every other event. `.success` of either marks the view current, even when the answer equals what
+  is shown; `.failure` of the queued one marks it stale (the charts and the table say they are for the last accepted
+  settings). All of these compare the drawn numbers with the controls' values, so answers that come back out of
+  order leave the right mark.
 Why not gr.LinePlot / gr.BarPlot: see attention_viz/labview/__init__.py.
 """
 
@@ -18,6 +24,8 @@ from __future__ import annotations
 import math
 
 import gradio as gr
+import orjson
+from starlette.responses import Response
 
 from attention_viz.labview import MOUNT_CLASS, asset
 from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE
@@ -72,12 +80,14 @@ NUMBERS_CSS = """
 
 
 LAB_ARGS = (Raw("d_k"), Raw("n_keys"), Raw("scaled"))
-JS_ON_LOAD = on_load("mountLab", {"alsoFade": ["#" + NUMBERS_ID]})
+ANSWER = "lab_answer"  # the view's server function
+JS_ON_LOAD = on_load("mountLab", {"alsoFade": ["#" + NUMBERS_ID], "answer": ANSWER}, server=True)
 STUDY_JS = "attentionViz.mountStudy(element, props)"
 # Before the request leaves: the view marks what was asked for, and the request waits while others are in flight
-# (lab.js turn(): two requests in flight together may be answered in either order); then it asks for the
-# latest request's inputs, as every request that waited with it does.
-PENDING_JS = call("labPending", VIEW_ID, *LAB_ARGS, params="d_k, n_keys, scaled")
+# (lab.js turn(): two requests in flight together may be answered in either order); then it asks the view's server
+# function for the latest request's inputs, as every request that waited with it does. It fails where that does not
+# answer, and the queued /dk_lab follows.
+ASK_JS = call("labAsk", VIEW_ID, *LAB_ARGS, params="d_k, n_keys, scaled")
 # On a refusal: the controls' values now (gathered when the failure is handled), so a refusal of an older request
 # leaves a view that already draws them current.
 STALE_JS = call("labStale", VIEW_ID, *LAB_ARGS, params="d_k, n_keys, scaled")
@@ -122,11 +132,34 @@ class OwnHandlers:
         return gr.update(choices=list(range(shape["layers"][data["kind"]])), value=0), gr.update(value=0), data
 
 
-def lab_view(data: dict | None = None) -> gr.HTML:
-    """The lab's charts as a gr.HTML whose value is LabView.data (drawn by lab.js in the page)."""
+def lab_view(handlers: Handlers, data: dict | None = None) -> gr.HTML:
+    """The lab's charts as a gr.HTML whose value is LabView.data (drawn by lab.js in the page), with lab_answer (the
+    page's way to ask for the view beside the queue) as its server function."""
+
+    # A coroutine, so Gradio runs it in the event loop (a worker thread's hop cost more than a cached answer), with
+    # no annotations (Gradio reads a server function's type hints on every call). Its own function: Gradio marks it.
+    async def lab_answer(asked):
+        return answer_beside(handlers, asked)
+
     return gr.HTML(value=data, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("lab.css"),
-                   js_on_load=JS_ON_LOAD, apply_default_css=False, elem_id=VIEW_ID, padding=False,
-                   container=False, min_height=400)
+                   js_on_load=JS_ON_LOAD, server_functions=[lab_answer], apply_default_css=False, elem_id=VIEW_ID,
+                   padding=False, container=False, min_height=400)
+
+
+def answer_beside(handlers: Handlers, asked: object) -> Response | None:
+    """The lab's view and table at `asked` ({"d_k", "n_keys", "scaled"}, as the page's labAsk sends them) as JSON
+    {"view", "numbers"}, computed by the same handler as /dk_lab, or None where the queued /dk_lab is to answer
+    instead: a refusal (its message is told there) or a fault (logged by the handler). Computed in the event loop: a
+    few ms, and a d_k off the sweep's powers of two tens of ms the first time (then kept: service/lab_view.py).
+    Written by orjson, ready to send: FastAPI's encoder of a plain dict walked every float of it (5 ms for a
+    thousand keys, against 0.3)."""
+    if not isinstance(asked, dict):
+        return None
+    try:
+        view, numbers = handlers.dk_lab(asked.get("d_k"), asked.get("n_keys"), asked.get("scaled"))
+    except gr.Error:
+        return None
+    return Response(orjson.dumps({"view": view, "numbers": numbers}), media_type="application/json")
 
 
 def numbers_table(value: dict) -> gr.HTML:
@@ -151,7 +184,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         keys = gr.Slider(*LAB_KEYS_RANGE, value=LAB_KEYS, step=1, label="number of keys", elem_id="lab_keys")
         scaled = gr.Checkbox(value=True, label="scaled by 1/√d_k", elem_id="lab_scaled")
     first = views.dk_lab(LAB_D_K, LAB_KEYS, True)  # in the page's config: no request when the page opens
-    view = lab_view(first.data)
+    view = lab_view(handlers, first.data)
     numbers = numbers_table({"headers": LAB_HEADERS, "data": first.numbers})
     study = views.study_data()  # the study's numbers, in the page's config: drawn by lab.js, nothing on load
     if study is not None:
@@ -170,14 +203,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         route_unless_shown(trigger, control, index, kind, shown, tick)
     shown.change(None, shown, None, js=SHOWN_JS, **PRIVATE)
     inputs, outputs = [d_k, keys, scaled], [view, numbers]
-    # trigger_mode "multiple", not LIVE's "always_last": in gradio 6.31 a trigger deferred behind an event that fails
-    # waits for the next trigger (the page's error path does not run the deferred one), and leaving the keys' box
-    # fires keys.release with the old d_k, so a refused d_k would swallow the next one typed. Each answer costs
-    # milliseconds now, and the slider moves d_k only on release, so running every trigger in order is cheap.
-    event = tick.change(handlers.dk_lab, inputs, outputs, api_name="dk_lab", js=PENDING_JS, trigger_mode="multiple",
-                        show_progress="minimal", **RAW)
-    event.success(None, None, None, js=CURRENT_JS, **PRIVATE)
-    event.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
+    # Every change runs (an event with no Python function is never deferred; lab.js turn() orders them). The queued
+    # event's trigger_mode is "multiple", not LIVE's "always_last": in gradio 6.31 a trigger deferred behind an event
+    # that fails waits for the next trigger (the page's error path does not run the deferred one), and leaving the
+    # keys' box fires keys.release with the old d_k, so a refused d_k would swallow the next one typed.
+    beside = tick.change(None, inputs, outputs, js=ASK_JS, show_progress="hidden", **PRIVATE)
+    beside.success(None, None, None, js=CURRENT_JS, **PRIVATE)
+    queued = beside.failure(handlers.dk_lab, inputs, outputs, api_name="dk_lab", trigger_mode="multiple",
+                            show_progress="minimal", **RAW)
+    queued.success(None, None, None, js=CURRENT_JS, **PRIVATE)
+    queued.failure(None, inputs, None, js=STALE_JS, **PRIVATE)
     log2_slider_pair(dk_log, d_k)
     own = render_own(OwnHandlers(views.own_qk))
     return {"d_k": d_k, "dk_log": dk_log, "keys": keys, "scaled": scaled, "view": view, "numbers": numbers,

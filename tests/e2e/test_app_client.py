@@ -144,6 +144,29 @@ def test_compare_another_text_and_another_model(client):
     assert pair["labels"] == ["reverse/sqrt_dk", "copy/sqrt_dk"] and "Every token aligns" in pair["unaligned"]
 
 
+def lab_beside(app_url: str, asked: object) -> tuple[int, object]:
+    """The lab view's server function as the page calls it (POST /component_server/, no queue): status, answer."""
+    config = json.loads(urllib.request.urlopen(app_url + "config", timeout=30).read())
+    view = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "lab_view")
+    body = json.dumps({"data": asked, "component_id": view, "fn_name": "lab_answer", "session_hash": "lab-test"})
+    request = urllib.request.Request(app_url + "gradio_api/component_server/", data=body.encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, json.loads(response.read())
+
+
+def test_the_labs_answer_beside_the_queue_is_the_same_as_dk_labs(client, app_url):
+    """What the page gets beside the queue is what /dk_lab answers, value for value; a refusal gets null there (the
+    page then asks /dk_lab, whose message says why), never a trace."""
+    for d_k, n_keys, scaled in ((256, 64, False), (3, 1024, True), (4096, 2, True)):
+        status, answer = lab_beside(app_url, {"d_k": d_k, "n_keys": n_keys, "scaled": scaled})
+        assert status == 200 and answer == dict(zip(("view", "numbers"), client.predict(
+            d_k=d_k, n_keys=n_keys, scaled=scaled, api_name="/dk_lab")))
+    for refused in ({"d_k": 5000, "n_keys": 8, "scaled": True}, {"d_k": math.nan, "n_keys": 8, "scaled": True},
+                    {"d_k": 10**400, "n_keys": 8, "scaled": True}, "x" * 1000, None):
+        assert lab_beside(app_url, refused) == (200, None), refused
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"comparison": "text", "other_text": ""}, "Write the second text (b) to compare with"),
     ({"comparison": "text", "other_text": "x" * 100_000}, "Second text (b): Text is 100000 characters; the maximum"),

@@ -202,29 +202,50 @@ def test_the_marks_follow_the_controls_whatever_order_the_answers_come_in(page: 
     assert states == ["stale", "ready", "ready"]
 
 
-# Holds each request to join the queue for a while before it leaves, longer for the earlier ones of a burst, as a
-# slow network can: without the lab's one-at-a-time turns, later requests overtake earlier ones at the server.
-SLOW_JOINS_JS = """(() => {
+# Holds each of the lab's calls beside the queue (POST /component_server) for a while before it leaves, longer for the
+# earlier ones of a burst, as a slow network can: without the lab's one-at-a-time turns, later requests overtake
+# earlier ones at the server.
+SLOW_CALLS_JS = """(() => {
   const fetch0 = window.fetch, delays = [450, 0, 300, 60, 200, 0, 380, 20];
   let n = 0;
   window.fetch = (input, init) => {
     const url = String(input instanceof Request ? input.url : input);
-    if (!url.includes('/queue/join')) return fetch0(input, init);
+    if (!url.includes('/component_server')) return fetch0(input, init);
     const wait = delays[n++ % delays.length];
     return new Promise((resolve) => setTimeout(resolve, wait)).then(() => fetch0(input, init));
   };
 })();"""
+# The lab's calls beside the queue fail as a lost connection does: the page asks the queued /dk_lab instead.
+LOST_CALLS_JS = """(() => {
+  const fetch0 = window.fetch;
+  window.fetch = (input, init) => {
+    const url = String(input instanceof Request ? input.url : input);
+    return url.includes('/component_server') ? Promise.reject(new TypeError('Failed to fetch')) : fetch0(input, init);
+  };
+})();"""
+
+
+def lab_requests(page: Page) -> tuple[list, list]:
+    """The lab's calls beside the queue (their inputs, in the order the page sent them) and the page's queue joins
+    (their data), as the page sends them from now on."""
+    beside, joined = [], []
+
+    def seen(request):
+        body = json.loads(request.post_data) if request.post_data else {}
+        if "/component_server" in request.url and body.get("fn_name") == "lab_answer":
+            beside.append(body["data"])
+        elif "/queue/join" in request.url:
+            joined.append(body.get("data"))
+    page.on("request", seen)
+    return beside, joined
 
 
 def test_a_burst_of_changes_ends_on_the_last_one_even_when_the_network_reorders_them(page: Page, app_url):
     """Requests that wait for those in flight leave together, each with the latest inputs: whatever order they
-    arrive in, the answer drawn last is for the controls as they are."""
-    page.add_init_script(SLOW_JOINS_JS)
+    arrive in, the answer drawn last is for the controls as they are. Every one is answered beside the queue."""
+    page.add_init_script(SLOW_CALLS_JS)
     open_lab(page, app_url)
-    sent: list[list] = []  # the lab's inputs in each queue join, in the order the page sent them
-    page.on("request", lambda r: sent.append(json.loads(r.post_data)["data"])
-            if "/queue/join" in r.url and r.post_data and '"dk_lab"' not in r.post_data
-            and len((json.loads(r.post_data).get("data") or [])) == 3 else None)
+    beside, joined = lab_requests(page)
     checkbox = page.locator("#lab_scaled input[type=checkbox]")
     for d_k, scaled in ((256, False), (8, True), (1024, False), (2, True)):
         box = page.locator("#lab_dk input[type=number]")
@@ -234,8 +255,24 @@ def test_a_burst_of_changes_ends_on_the_last_one_even_when_the_network_reorders_
             checkbox.set_checked(flip)
         showing(page, d_k, 32, scaled)
         expect(page.locator("#lab_numbers")).to_contain_text(f"{d_k} and 1", timeout=TIMEOUT_MS)
-        burst, sent[:] = sent[:], []
-        assert burst and burst[-1] == [d_k, 32, scaled], burst
+        burst, beside[:] = beside[:], []
+        assert burst and burst[-1] == {"d_k": d_k, "n_keys": 32, "scaled": scaled}, burst
+    assert joined == []  # nothing went through the queue
+
+
+def test_when_the_call_beside_the_queue_fails_the_queued_event_answers(page: Page, app_url):
+    """A lost call (or a busy server's no) costs nothing but time: the page asks the queued /dk_lab with the controls'
+    values, and the view and its table end current."""
+    page.add_init_script(LOST_CALLS_JS)
+    open_lab(page, app_url)
+    _, joined = lab_requests(page)
+    set_number(page, "lab_dk", "128")
+    showing(page, 128, 32, True)
+    expect(page.locator("#lab_numbers")).to_contain_text("128 and 1", timeout=TIMEOUT_MS)
+    assert [128, 32, True] in joined
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)  # nothing to tell: it was answered
+    page.locator("#lab_scaled input[type=checkbox]").set_checked(False)
+    showing(page, 128, 32, False)
 
 
 def test_requests_that_wait_for_those_in_flight_leave_together_with_the_latest_inputs(page: Page, tmp_path):

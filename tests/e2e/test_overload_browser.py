@@ -1,11 +1,13 @@
 """A crowded server in Debian's Chromium: a student whose change must wait sees its place in the line and an
 estimate where they are looking, and gets the answer once the line ahead has gone; no error on the way.
 
-The crowd is other pages, each joining lab requests at a new number of keys up to its share of the queue
-(admission.PER_PAGE): a lab answer costs the server a few milliseconds, so the crowd is most of the queue
-(PAGES x PER_PAGE of its QUEUE_SIZE), joined from several connections at once, and the line ahead of the student
-takes seconds. The crowd comes from three loopback addresses (one address holds at most admission.PER_ADDRESS
-events), one of them the student's own, so the student waits its address's turn behind them all. Nothing is timed.
+The crowd is other pages, each joining requests for one head's steps (Figure 2) up to its share of the queue
+(admission.PER_PAGE): the steps view's line runs one at a time and an answer costs the server a few milliseconds, so
+the crowd (PAGES x PER_PAGE, a third of the queue's QUEUE_SIZE), joined from several connections at once, is a line
+of seconds ahead of the student, who opens the steps view. (The √d_k lab's answers come beside the queue,
+webui/lab_tab.py: a crowd does not hold them up in a line.) The crowd comes from three loopback addresses (one
+address holds at most admission.PER_ADDRESS events), one of them the student's own, so the student waits its
+address's turn behind them all. Nothing is timed.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from tests.e2e.conftest import SCREENSHOTS
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 60_000
-PAGES = 56  # the crowd: 56 x PER_PAGE = 896 lab requests ahead of the student (the queue holds QUEUE_SIZE)
+PAGES = 24  # the crowd: 24 x PER_PAGE = 384 steps requests ahead of the student (the queue holds QUEUE_SIZE)
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")  # the crowd's; each holds under PER_ADDRESS of its events
 QUEUE_TEXT = re.compile(r"queue: \d+/\d+ \| [\d.]+(/[\d.]+)?s")
-STATUS = "#lab_view [data-testid=status-tracker]"
+STATUS = "#steps_view [data-testid=status-tracker]"
 SHOWN_JS = """(e) => { const b = e.getBoundingClientRect();
   if (!b.width || !b.height) return false;
   for (let a = e.parentElement; a; a = a.parentElement) {
@@ -42,15 +44,16 @@ SHOWN_JS = """(e) => { const b = e.getBoundingClientRect();
 
 
 def crowd(base: str, client: httpx.Client) -> list[tuple[str, int]]:
-    """PAGES sessions, each joining PER_PAGE lab requests at new numbers of keys, 8 pages at once: (session, events
-    accepted)."""
+    """PAGES sessions, each joining PER_PAGE requests for the opening run's steps at one of its heads, 8 pages at
+    once: (session, events accepted)."""
     config = client.get(base + "/config").json()
-    dep = dependency(config, "dk_lab")
+    dep = dependency(config, "steps")
     values, ids, rng = opening_values(config), elem_ids(config), random.Random(7)
+    heads = int(values[ids["explorer_view"]]["n_heads"])
     bodies = {uuid.uuid4().hex[:11]: [] for _ in range(PAGES)}
     for session, page_bodies in bodies.items():
         for _ in range(PER_PAGE):
-            data = [rng.randint(2, 1024) if i == ids["lab_keys"] else values[i] for i in dep["inputs"]]
+            data = [rng.randrange(heads) if i == ids["head"] else values[i] for i in dep["inputs"]]
             page_bodies.append({"data": data, "event_data": None, "fn_index": dep["id"], "trigger_id": None,
                                 "session_hash": session})
 
@@ -84,16 +87,13 @@ def test_a_waiting_change_shows_its_place_in_the_line_at_the_top_of_the_view_the
     base = app_url.rstrip("/")
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(app_url)
-    page.get_by_role("tab", name="√d_k lab").click()
-    expect(page.locator("#lab_view svg[data-chart=histogram]")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#explorer .av-tile").first).to_be_visible(timeout=TIMEOUT_MS)
     toasts = page.locator("[data-testid=toast-body]")
     with httpx.Client(timeout=120) as client:
         assert -(-PAGES // len(ADDRESSES)) * PER_PAGE < PER_ADDRESS  # the crowd is within each address's share
         joined = crowd(base, client)
         assert all(accepted == PER_PAGE for _, accepted in joined), joined  # the crowd's joins: all in the line
-        box = page.locator("#lab_dk input[type=number]")
-        box.fill("256")
-        box.press("Tab")
+        page.get_by_role("tab", name="Steps (Figure 2)").click()
         status = page.locator(STATUS).locator(".progress-text")
         expect(status).to_have_text(QUEUE_TEXT, timeout=TIMEOUT_MS)
         where = status.bounding_box()
@@ -103,8 +103,8 @@ def test_a_waiting_change_shows_its_place_in_the_line_at_the_top_of_the_view_the
         place = int(re.search(r"queue: (\d+)/", status.inner_text()).group(1))
         assert place > 1  # behind the crowd
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "overload_lab_waiting.png"))
-        expect(page.locator("#lab_view .avl-heading")).to_have_text(re.compile(r"^d_k = 256 · "), timeout=TIMEOUT_MS)
+        page.screenshot(path=str(SCREENSHOTS / "overload_steps_waiting.png"))
+        expect(page.locator("#steps_text")).to_contain_text("softmax", timeout=TIMEOUT_MS)
         expect(page.locator(STATUS)).to_have_class(re.compile(r"\bhide\b"), timeout=TIMEOUT_MS)
         assert toasts.count() == 0
         with ThreadPoolExecutor(8) as pool:  # each crowd page's answers all came, none failed

@@ -42,16 +42,57 @@ def test_nothing_is_fetched_from_elsewhere():
         labview.asset("../lab_view.py")
 
 
-def test_the_event_marks_the_view_pending_stale_and_current_in_the_browser(config):
+def test_a_change_is_asked_beside_the_queue_then_through_it_and_marks_the_view(config):
+    """The counter's change runs the page's labAsk (no Python function: beside the queue); its success marks the view
+    current; its failure asks the queued /dk_lab with the same controls, whose success marks it current and whose
+    failure (a refusal) marks it stale with the controls' values then."""
     deps = config["dependencies"]
-    lab = next(d for d in deps if d.get("api_name") == "dk_lab")
-    assert lab["js"] == lab_tab.PENDING_JS and lab["trigger_mode"] == "multiple"
-    chained = {("success" if d["trigger_only_on_success"] else "failure"): d["js"]
-               for d in deps if d.get("trigger_after") == lab["id"]}
-    assert chained == {"success": lab_tab.CURRENT_JS, "failure": lab_tab.STALE_JS}
-    failure = next(d for d in deps if d.get("trigger_after") == lab["id"] and d["trigger_only_on_failure"])
-    assert failure["inputs"] == lab["inputs"]  # the controls' values when the refusal is handled
-    assert not any(d.get("backend_fn") for d in deps if d.get("trigger_after") == lab["id"])  # browser only
+    then = lambda dep, kind: [d for d in deps if d.get("trigger_after") == dep["id"] and d[f"trigger_only_on_{kind}"]]
+    queued = next(d for d in deps if d.get("api_name") == "dk_lab")
+    beside = next(d for d in deps if d["id"] == queued["trigger_after"])
+    assert beside["js"] == lab_tab.ASK_JS and not beside["backend_fn"] and queued["trigger_only_on_failure"]
+    assert [d["js"] for d in then(beside, "success")] == [lab_tab.CURRENT_JS]
+    assert queued["backend_fn"] and queued["trigger_mode"] == "multiple" and queued["js"] is None
+    assert queued["inputs"] == beside["inputs"] and queued["outputs"] == beside["outputs"]
+    view = component(config, lab_tab.VIEW_ID)
+    assert beside["outputs"] == [view["id"], component(config, lab_tab.NUMBERS_ID)["id"]]
+    assert [d["js"] for d in then(queued, "success")] == [lab_tab.CURRENT_JS]
+    [stale] = then(queued, "failure")
+    assert stale["js"] == lab_tab.STALE_JS and stale["inputs"] == beside["inputs"]  # the controls when refused
+    assert not any(d["backend_fn"] for d in then(beside, "success") + then(queued, "success") + [stale])
+    assert view["props"]["server_fns"] == [lab_tab.ANSWER] and '"answer": "lab_answer"' in view["props"]["js_on_load"]
+
+
+def test_the_answer_beside_the_queue_is_dk_labs_and_refusals_and_faults_go_through_the_queue(views, caplog):
+    """lab_answer, the view's server function, answers what /dk_lab answers (the same numbers after JSON, on random
+    controls); a refusal, a value that is not a dict and a fault answer None (the page then asks /dk_lab, which tells
+    why), the fault logged with its trace."""
+    import asyncio
+    import json
+    import random
+
+    from attention_viz.webui.handlers import Handlers
+
+    handlers = Handlers(views)
+    lab_answer = lab_tab.lab_view(handlers).lab_answer
+    rng = random.Random(5)
+    for _ in range(12):
+        asked = {"d_k": rng.choice([1, 2, 3, 64, 100, 4096]), "n_keys": rng.randint(2, 1024),
+                 "scaled": rng.random() < 0.5}
+        answer = asyncio.run(lab_answer(asked))
+        assert answer.media_type == "application/json"
+        view, numbers = handlers.dk_lab(asked["d_k"], asked["n_keys"], asked["scaled"])
+        assert json.loads(answer.body) == json.loads(json.dumps({"view": view, "numbers": numbers}))
+    for refused in ({"d_k": 5000, "n_keys": 8, "scaled": True}, {"d_k": 4, "n_keys": "x", "scaled": True},
+                    [4, 8, True], None, "d_k=4"):
+        assert asyncio.run(lab_answer(refused)) is None, refused
+
+    def broken(*args):
+        raise RuntimeError("a fault of ours")
+    handlers.views = type("Broken", (), {"dk_lab": staticmethod(broken)})()
+    with caplog.at_level("ERROR"):
+        assert asyncio.run(lab_answer({"d_k": 4, "n_keys": 8, "scaled": True})) is None
+    assert "a fault of ours" in caplog.text
 
 
 def test_a_standalone_page_inlines_everything(views):

@@ -64,7 +64,7 @@ def test_every_event_js_and_js_on_load_is_one_call_of_page_js(config):
     for js in loads:
         match = ON_LOAD.fullmatch(js)
         assert match and "\n" not in js and match["name"] in names, js
-        json_args(match["args"] or "", {"trigger"})  # the component's trigger(name, data), last
+        json_args(match["args"] or "", {"trigger", "server"})  # the trigger(name, data) or the server functions, last
 
 
 def python_strings(path: Path):

@@ -1,6 +1,7 @@
 /* The √d_k lab, drawn in the browser as SVG from the numbers the server sends (service/lab_view.py).
  *
- *   const lab = AttentionLab.mount(element, data, {alsoFade: ["#lab_numbers"]});
+ *   const lab = AttentionLab.mount(element, data, {alsoFade: ["#lab_numbers"], ask});
+ *                                  // ask(inputs): a promise of the server's answer {view, numbers}, or null
  *   lab.markPending({d_k, n_keys, scaled});   // the controls asked for these: fade, say which, until drawn
  *   lab.setData(next);             // draw new numbers; current again once they are what was asked for
  *   lab.markStale({d_k, n_keys, scaled});     // a request was refused; these are the controls' values now:
@@ -8,6 +9,7 @@
  *   lab.markCurrent();             // a request succeeded (its numbers may equal the ones shown)
  *   inputs = await lab.turn(inputs);  // before a request leaves: resolves once those in flight are answered,
  *                                     // with the inputs to send (the latest request's: every waiting one asks the same)
+ *   answer = await lab.ask({d_k, n_keys, scaled});  // options.ask's answer (null without one)
  *   AttentionLab.mountStudy(element, studyData);   // the training study's two charts (study.js, loaded after)
  *   const own = AttentionLab.mountOwn(element, data); // one head's own q·k against the law (service/qk_view.py):
  *   own.setData(next); own.markStale(); own.markCurrent();   // drawn; a request refused; one answered
@@ -305,6 +307,7 @@
       markPending(inputs) { wanted = inputs || null; settle(); },
       markStale(inputs) { wanted = inputs || {}; refused = true; settle(); answered(); },  // no inputs: never current
       markCurrent() { settle(); answered(); },
+      ask(inputs) { return options.ask ? options.ask(inputs) : Promise.resolve(null); },
       get data() { return current; },
       get state() { return view.dataset.state; },
     };

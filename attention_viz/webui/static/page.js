@@ -8,13 +8,14 @@
  *
  *   mount:   attentionViz.mountExplorer / mountSteps / mountHeads / mountLab / mountStudy / mountOwn / mountTraining
  *            (element, props, watch, options, trigger): the view in the template's ".av-mount" (".av-lab-mount"),
- *            redrawn on every new value; mountLong(element, props, watch, options, server): the long view, whose
+ *            redrawn on every new value; mountLab's fifth argument is `server` (its answers asked of
+ *            server[opts.answer]); mountLong(element, props, watch, options, server): the long view, whose
  *            overviews and regions are asked of the component's server function options.view (server[view])
  *   marks:   longStale(elemId, message): the long view says its page is not the current input's
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
  *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
- *   the lab: labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId), labShown(elemId, shown),
+ *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId), labShown(elemId, shown),
  *            own(elemId, current),
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick), refreshIfOpen(active, tick),
@@ -47,8 +48,12 @@
     follow(global.AttentionSteps.mount(element.querySelector(MOUNT), props.value || null, opts), props, watch, "setPayload");
   const mountHeads = (element, props, watch, opts) =>
     follow(global.AttentionHeads.mount(element.querySelector(MOUNT), props.value || null, opts), props, watch, "setPayload");
-  const mountLab = (element, props, watch, opts) =>
-    follow(global.AttentionLab.mount(element.querySelector(LAB_MOUNT), props.value || null, opts), props, watch, "setData");
+  function mountLab(element, props, watch, opts, server) {
+    /* the lab; with opts.answer, the lab asks the gr.HTML's server function of that name for its answers */
+    const ask = server && server[opts.answer] ? (inputs) => server[opts.answer](inputs) : null;
+    return follow(global.AttentionLab.mount(element.querySelector(LAB_MOUNT), props.value || null,
+      Object.assign({}, opts, {ask: ask})), props, watch, "setData");
+  }
   const mountStudy = (element, props) => global.AttentionLab.mountStudy(element.querySelector(LAB_MOUNT), props.value || null);
   const mountOwn = (element, props, watch) =>
     follow(global.AttentionLab.mountOwn(element.querySelector(LAB_MOUNT), props.value || null), props, watch, "setData");
@@ -126,6 +131,15 @@
     lab.markPending(asked(d_k, n_keys, scaled));
     return await lab.turn([d_k, n_keys, scaled]);
   }
+  async function labAsk(elemId, d_k, n_keys, scaled) {
+    /* labPending, then the answer asked of the view's server function (no queue), as the event's outputs (the view and
+       its table); it fails where that gives none (a refusal, a fault, no connection): the event's
+       .failure then asks the queued /dk_lab, which tells a refusal's message or the place in line */
+    const [k, n, s] = await labPending(elemId, d_k, n_keys, scaled), lab = labIn(elemId);
+    const answer = lab ? await lab.ask({d_k: k, n_keys: n, scaled: s}) : null;  // as the controls hold them
+    if (!answer || !answer.view) throw new Error("the lab's answer is asked through the queue");
+    return [answer.view, answer.numbers];
+  }
   function labStale(elemId, d_k, n_keys, scaled) {
     /* a refusal: the controls' values now, so a refusal of an older request leaves a view that draws them current */
     const lab = labIn(elemId);
@@ -181,8 +195,9 @@
 
   global.attentionViz = {mountLong: mountLong, longStale: longStale, mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
-    selection: selection, openOn: openOn, badges: badges, reveal: reveal, labPending: labPending, labStale: labStale,
-    labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump, routeOne: routeOne,
+    selection: selection, openOn: openOn, badges: badges, reveal: reveal, labAsk: labAsk, labPending: labPending,
+    labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
+    routeOne: routeOne,
     refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
     clearHeadsOff: clearHeadsOff, headsOffAsked: headsOffAsked};

@@ -2,7 +2,8 @@
 
 The lines (Gradio's concurrency ids) are defined here, each with the events it runs at once:
 
-    RUNS       our models' runs: a new text, model or switch (a few ms each)                     8 at once
+    RUNS       our models' runs: a new text, model or switch, and a head's steps (a few ms each)  8 at once
+    LESSON     the lesson's Next and Back (a few ms each; a real step computed once, then shared) 8 at once
     SCORES     scoring every head of our models, and its CSV (hundreds of ms each)               2 at once
     REAL_RUNS  anything a real model computes (runs, steps, compare, export, scores: up to ~10 s) 1 at once
                per model: each real model has a line of its own (real_line), so a small one never waits behind
@@ -81,11 +82,12 @@ class Line:
 
 RUN_SLOTS = 8
 RUNS = Line("runs", RUN_SLOTS, label="runs")
+LESSON = Line("lesson", RUN_SLOTS, label="lesson")  # its own: a real step computed on first use holds no run's slot
 SCORES = Line("scores", 2, per_address=8, label="head scores")
 REAL_RUNS = Line("real_runs", 1, per_address=8, label="real models")
 LIVE = Line("live_train", LIVE_LINE + 2, per_address=2, label="live training")
 LONG = Line("long_runs", 1, per_address=40, label="long texts")  # a class behind one address, each a page
-LINES = {line.id: line for line in (RUNS, SCORES, REAL_RUNS, LIVE, LONG)}
+LINES = {line.id: line for line in (RUNS, LESSON, SCORES, REAL_RUNS, LIVE, LONG)}
 
 PER_PAGE = 16      # a session's events; a browser's page holds a few at most
 PER_ADDRESS = 320  # an address's waiting or running events: a class of 100 behind one NAT, three each

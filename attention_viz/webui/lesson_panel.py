@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from attention_viz.server.admission import LESSON
 from attention_viz.webui.explorer_view import open_js
 from attention_viz.service.checks import check_int
 from attention_viz.webui.handlers import Handlers
@@ -67,6 +68,6 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
     step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
         event = button.click(handler(lambda i, move=move: step(moved(handlers, i, move))), lesson["index"],
-                             list(named_outputs.values()), **PRIVATE)
+                             list(named_outputs.values()), **PRIVATE, **LESSON.wiring)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
         event.then(None, lesson["target"], None, js=REVEAL_JS, **PRIVATE)

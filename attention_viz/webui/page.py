@@ -32,8 +32,9 @@ WAKE_MOST_S = 0.1          # the queue's dispatcher sleeps until a join or an ev
 PROGRESS_S = 0.1           # a running event's progress is sent this often at most (Gradio: 0.01 s)
 STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
                            # each event's start: a line of n cost n messages per event, n² in all
-CONCURRENCY = 1            # per event listener: one lab (or steps, compare...) at a time; the cores are shared (the
-                           # runs, scores, real models and live training have lines of their own: server/admission.py)
+CONCURRENCY = 1            # per event listener: one compare (or export...) at a time; the cores are shared (the runs
+                           # and steps, the lesson, scores, real models and live training have lines of their own:
+                           # server/admission.py)
 
 INTRO = """# attention_viz: every attention map of *Attention Is All You Need*
 Every layer and head of the three attentions of §3.2.3, live. New here? Open **the guided lesson** below.

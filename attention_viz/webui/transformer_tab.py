@@ -265,7 +265,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                       (tab_export, "export")):
         tab.select(None, None, active, js=call("same", name), **PRIVATE)
     marked(tab_steps.select(handlers.steps, [*head_inputs, *extra], [steps, steps_text], api_name="steps",
-                            js=chosen, **RAW), [STEPS])
+                            js=chosen, **RAW, **RUNS.wiring), [STEPS])
     compare_inputs = [*head_inputs, comparison, *extra, other_text, other_model]
     marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
                              js=chosen, **RAW), [COMPARE])

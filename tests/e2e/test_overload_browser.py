@@ -2,9 +2,9 @@
 estimate where they are looking, and gets the answer once the line ahead has gone; no error on the way.
 
 The crowd is other pages, each joining requests for one head's steps (Figure 2) up to its share of the queue
-(admission.PER_PAGE): the steps view's line runs one at a time and an answer costs the server a few milliseconds, so
-the crowd (PAGES x PER_PAGE, a third of the queue's QUEUE_SIZE), joined from several connections at once, is a line
-of seconds ahead of the student, who opens the steps view. (The √d_k lab's answers come beside the queue,
+(admission.PER_PAGE): an answer costs the server a few milliseconds, so the crowd (PAGES x PER_PAGE, a third of the
+queue's QUEUE_SIZE), joined from several connections at once, is a line of seconds ahead of the student, who opens
+the steps view (on the runs' line: admission.RUNS). (The √d_k lab's answers come beside the queue,
 webui/lab_tab.py: a crowd does not hold them up in a line.) The crowd comes from three loopback addresses (one
 address holds at most admission.PER_ADDRESS events), one of them the student's own, so the student waits its
 address's turn behind them all. Nothing is timed.

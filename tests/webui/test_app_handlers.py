@@ -406,12 +406,17 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert demo._queue.max_size == page.QUEUE_SIZE
     assert demo._queue.default_concurrency_limit == page.CONCURRENCY
     assert not demo._queue.live_updates and demo._queue.update_intervals == page.STATUS_EVERY_S  # not n² messages
-    # one listener per computation: the runs on RUNS, scoring every head and its CSV on SCORES (a real model's are
-    # moved to that model's own line as they join: tests/server/test_admission.py)
+    # one listener per computation: the runs and the steps on RUNS, the lesson's Next and Back on LESSON, scoring every
+    # head and its CSV on SCORES (a real model's are moved to that model's own line as they join:
+    # tests/server/test_admission.py)
     lines = {name: {(fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() if fn.name == name}
-             for name in ("visualize", "importance", "importance_export")}
+             for name in ("visualize", "steps", "importance", "importance_export")}
     assert lines == {"visualize": {(admission.RUNS.id, admission.RUN_SLOTS)},
+                     "steps": {(admission.RUNS.id, admission.RUN_SLOTS)},
                      "importance": {(admission.SCORES.id, 2)}, "importance_export": {(admission.SCORES.id, 2)}}, lines
+    shipped = page.build_app(Views(Runs()))  # the shipped models: the lesson's, so the page has one
+    lesson = [fn.concurrency_limit for fn in shipped.fns.values() if fn.concurrency_id == admission.LESSON.id]
+    assert lesson == [admission.RUN_SLOTS] * 2  # Next and Back, on a line of their own
     assert inspect.unwrap(demo._queue.push).__self__.__class__ is admission.FairQueue  # every join passes admission
 
 

@@ -70,28 +70,30 @@ def test_the_answer_beside_the_queue_is_dk_labs_and_refusals_and_faults_go_throu
     import asyncio
     import json
     import random
+    from concurrent.futures import ThreadPoolExecutor
 
     from attention_viz.webui.handlers import Handlers
 
     handlers = Handlers(views)
-    lab_answer = lab_tab.lab_view(handlers).lab_answer
+    pool = ThreadPoolExecutor(max_workers=1)  # its own thread: the browser tests leave an event loop in this one
+    answer_of = lambda asked: pool.submit(asyncio.run, lab_tab.lab_view(handlers).lab_answer(asked)).result()
     rng = random.Random(5)
     for _ in range(12):
         asked = {"d_k": rng.choice([1, 2, 3, 64, 100, 4096]), "n_keys": rng.randint(2, 1024),
                  "scaled": rng.random() < 0.5}
-        answer = asyncio.run(lab_answer(asked))
+        answer = answer_of(asked)
         assert answer.media_type == "application/json"
         view, numbers = handlers.dk_lab(asked["d_k"], asked["n_keys"], asked["scaled"])
         assert json.loads(answer.body) == json.loads(json.dumps({"view": view, "numbers": numbers}))
     for refused in ({"d_k": 5000, "n_keys": 8, "scaled": True}, {"d_k": 4, "n_keys": "x", "scaled": True},
                     [4, 8, True], None, "d_k=4"):
-        assert asyncio.run(lab_answer(refused)) is None, refused
+        assert answer_of(refused) is None, refused
 
     def broken(*args):
         raise RuntimeError("a fault of ours")
     handlers.views = type("Broken", (), {"dk_lab": staticmethod(broken)})()
     with caplog.at_level("ERROR"):
-        assert asyncio.run(lab_answer({"d_k": 4, "n_keys": 8, "scaled": True})) is None
+        assert answer_of({"d_k": 4, "n_keys": 8, "scaled": True}) is None
     assert "a fault of ours" in caplog.text
 
 

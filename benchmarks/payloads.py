@@ -6,9 +6,12 @@ speed must not change what any answer holds.
 The script: PAGES pages, each opening the page, then ROUNDS rounds of every action of the classroom's mix
 (benchmarks.students: the lab's d_k, scaling and keys, a new text, a head clicked off, the steps view, the
 lesson's Next), in an order drawn from a fixed seed, the pages taking turns; every event each action sends (its
-chains too) is recorded: its answer's data as JSON, its keys in the order sent (a file the answer names by its bytes' SHA-256,
-not its URL, which holds the server's port and temporary folder). The app's config (the page's opening run in
-it) is recorded too. Two apps that answer the same script with the same records answer it the same way.
+chains too) is recorded: its answer's data as JSON, its keys in the order sent (a file the answer names by its
+bytes' SHA-256, not its URL, which holds the server's port and temporary folder), under its endpoint's name (an
+event without one: its trigger's elem_id and event, as ids move when events are added). A lab answer asked beside
+the queue (the view's server function) is recorded as /dk_lab's, whose data it holds. The page's opening values
+(every component's value in its config, the opening run among them) are recorded too. Two apps that answer the same
+script with the same records answer it the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import httpx
 from devtools.launcher import ROOT, Server
 
 from .common import LOGS, app_env, export_ref, temp_folder
-from .browser import Page
+from .browser import Page, elem_ids
 from .students import ACTIONS, Student
 
 PAGES = 2
@@ -46,9 +49,23 @@ class RecordingPage(Page):
         seconds, completed = await super().call(dependency, values, trigger_id)
         data = [await self._file(item) if isinstance(item, dict) and item.get("url") else item
                 for item in completed["output"]["data"]]
-        self.records.append(json.dumps({"api_name": dependency.get("api_name"), "id": dependency["id"],
-                                        "data": data}, ensure_ascii=False))
+        self._record(dependency.get("api_name") or self._trigger(dependency), data)
         return seconds, completed
+
+    async def beside(self, component_id: int, fn_name: str, data: object) -> object:
+        answer = await super().beside(component_id, fn_name, data)
+        if fn_name == "lab_answer" and isinstance(answer, dict):  # what /dk_lab answers: [view, numbers]
+            self._record("dk_lab", [answer.get("view"), answer.get("numbers")])
+        return answer
+
+    def _record(self, name: str, data: list) -> None:
+        self.records.append(json.dumps({"event": name, "data": data}, ensure_ascii=False))
+
+    def _trigger(self, dependency: dict) -> str:
+        """An unnamed event by what triggers it: elem_id.event (component ids move less than events' ids, but an
+        elem_id is the page's own name)."""
+        names = {i: elem for elem, i in elem_ids(self.config).items()}
+        return "+".join(f"{names.get(target, target)}.{event}" for target, event in dependency["targets"])
 
     async def _file(self, item: dict) -> dict:
         body = await self.get(item["url"], decoded=True)
@@ -62,9 +79,9 @@ async def _script(base: str) -> list[str]:
     try:
         for student in pages:
             await student.open()
-            config = dict(student.browser.config)
-            config.pop("root", None)  # the server's own URL
-            records.append(json.dumps({"config": config.get("components")}, ensure_ascii=False))
+            opening = {c["props"].get("elem_id") or c["id"]: c["props"].get("value")
+                       for c in student.browser.config["components"]}
+            records.append(json.dumps({"opening values": opening}, ensure_ascii=False))
         for _ in range(ROUNDS):
             kinds = list(ACTIONS)
             rng.shuffle(kinds)

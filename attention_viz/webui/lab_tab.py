@@ -10,12 +10,11 @@ How gr.HTML is used here (gradio 6.31's HTML component):
   marks the view "computing", waits its turn (lab.js turn()) and asks the view's server function, lab_answer (gr.HTML's
   server_functions: one POST /component_server, no line; ~1 ms of the server's CPU, where a queued event costs ~5 ms
   of Gradio's machinery besides: docs/benchmarks.md). Where that does not answer (a refusal, a fault, no connection)
-  the js fails, and the event's `.failure` asks the queued /dk_lab (the API's endpoint
-  too) with the controls' values: a refusal's message, a busy server's place in line and the admission's shares come
-  from there, as for every other event. `.success` of either marks the view current, even when the answer equals what
-  is shown; `.failure` of the queued one marks it stale (the charts and the table say they are for the last accepted
-  settings). All of these compare the drawn numbers with the controls' values, so answers that come back out of
-  order leave the right mark.
+  the js fails, and the event's `.failure` asks the queued /dk_lab (the API's endpoint too) with the controls' values:
+  a refusal's message and the admission's shares come from there, as for every other event. `.success` of either
+  marks the view current, even when the answer equals what is shown; `.failure` of the queued one marks it stale (the
+  charts and the table say they are for the last accepted settings). All of these compare the drawn numbers with the
+  controls' values, so answers that come back out of order leave the right mark.
 Why not gr.LinePlot / gr.BarPlot: see attention_viz/labview/__init__.py.
 """
 

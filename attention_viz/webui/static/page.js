@@ -15,8 +15,8 @@
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
  *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
- *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId), labShown(elemId, shown),
- *            own(elemId, current),
+ *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId),
+ *            labShown(elemId, shown), own(elemId, current),
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick), refreshIfOpen(active, tick),
  *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
@@ -134,7 +134,7 @@
   async function labAsk(elemId, d_k, n_keys, scaled) {
     /* labPending, then the answer asked of the view's server function (no queue), as the event's outputs (the view and
        its table); it fails where that gives none (a refusal, a fault, no connection): the event's
-       .failure then asks the queued /dk_lab, which tells a refusal's message or the place in line */
+       .failure then asks the queued /dk_lab, which tells a refusal's message */
     const [k, n, s] = await labPending(elemId, d_k, n_keys, scaled), lab = labIn(elemId);
     const answer = lab ? await lab.ask({d_k: k, n_keys: n, scaled: s}) : null;  // as the controls hold them
     if (!answer || !answer.view) throw new Error("the lab's answer is asked through the queue");

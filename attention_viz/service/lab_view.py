@@ -100,6 +100,12 @@ class LabData:
         }
         return LabView(data=data, numbers=self._numbers(d_k, n_keys))
 
+    def tabled(self, d_k: object) -> bool:
+        """Whether an answer at d_k reads its saturation from the shipped sweeps (d_k one of SWEEP_D_KS, the slider's
+        powers of two): a few ms, cached or not. Another d_k computes it, tens of ms the first time (docs/benchmarks.md,
+        the √d_k lab)."""
+        return bool(self._table) and type(d_k) in (int, float) and d_k in SWEEP_D_KS
+
     def sweep_cache_info(self):
         """functools' cache statistics of the sweep (hits, misses): one computation per number of keys."""
         return self._sweep.cache_info()

@@ -7,13 +7,14 @@ How gr.HTML is used here (gradio 6.31's HTML component):
   page.js are in the page's head once, package data: nothing is fetched, it works offline), mounts the view, and
   `watch("value", ...)` redraws on every new value. `css_template` carries lab.css (Gradio scopes it to this component).
 - A change of d_k, the keys or the scaling is answered beside the queue: the event has no Python function, its `js`
-  marks the view "computing", waits its turn (lab.js turn()) and asks the view's server function, lab_answer (gr.HTML's
-  server_functions: one POST /component_server, no line; ~1 ms of the server's CPU, where a queued event costs ~5 ms
-  of Gradio's machinery besides: docs/benchmarks.md). Where that does not answer (a refusal, a fault, no connection)
-  the js fails, and the event's `.failure` asks the queued /dk_lab (the API's endpoint too) with the controls' values:
-  a refusal's message and the admission's shares come from there, as for every other event. `.success` of either
-  marks the view current, even when the answer equals what is shown; `.failure` of the queued one marks it stale (the
-  charts and the table say they are for the last accepted settings). All of these compare the drawn numbers with the
+  marks the view "computing", waits its turn (lab.js turn()) and asks the view's server function, lab_answer
+  (gr.HTML's server_functions: one POST /component_server, no line; ~1 ms of the server's CPU, where a queued event
+  costs ~5 ms of Gradio's machinery besides: docs/benchmarks.md). Where that does not answer (a refusal, a fault, no
+  connection, or a d_k typed off the slider's powers of two, whose numbers take tens of ms: answer_beside) the js
+  fails, and the event's `.failure` asks the queued /dk_lab (the API's endpoint too) with the controls' values: a
+  refusal's message and the admission's shares come from there, as for every other event. `.success` of either marks
+  the view current, even when the answer equals what is shown; `.failure` of the queued one marks it stale (the charts
+  and the table say they are for the last accepted settings). All of these compare the drawn numbers with the
   controls' values, so answers that come back out of order leave the right mark.
 Why not gr.LinePlot / gr.BarPlot: see attention_viz/labview/__init__.py.
 """
@@ -148,11 +149,12 @@ def lab_view(handlers: Handlers, data: dict | None = None) -> gr.HTML:
 def answer_beside(handlers: Handlers, asked: object) -> Response | None:
     """The lab's view and table at `asked` ({"d_k", "n_keys", "scaled"}, as the page's labAsk sends them) as JSON
     {"view", "numbers"}, computed by the same handler as /dk_lab, or None where the queued /dk_lab is to answer
-    instead: a refusal (its message is told there) or a fault (logged by the handler). Computed in the event loop: a
-    few ms, and a d_k off the sweep's powers of two tens of ms the first time (then kept: service/lab_view.py).
+    instead: a refusal (its message is told there), a fault (logged by the handler), and a d_k off the shipped sweeps
+    (LabData.tabled: one typed into the box). Computed in the event loop, which answers no other request meanwhile,
+    so only what takes a few ms at most: a d_k off the sweeps takes tens of ms, in a worker thread, in its line.
     Written by orjson, ready to send: FastAPI's encoder of a plain dict walked every float of it (5 ms for a
     thousand keys, against 0.3)."""
-    if not isinstance(asked, dict):
+    if not isinstance(asked, dict) or not handlers.views.lab.tabled(asked.get("d_k")):
         return None
     try:
         view, numbers = handlers.dk_lab(asked.get("d_k"), asked.get("n_keys"), asked.get("scaled"))

@@ -157,14 +157,17 @@ def lab_beside(app_url: str, asked: object) -> tuple[int, object]:
 
 def test_the_labs_answer_beside_the_queue_is_the_same_as_dk_labs(client, app_url):
     """What the page gets beside the queue is what /dk_lab answers, value for value; a refusal gets null there (the
-    page then asks /dk_lab, whose message says why), never a trace."""
-    for d_k, n_keys, scaled in ((256, 64, False), (3, 1024, True), (4096, 2, True)):
+    page then asks /dk_lab, whose message says why), never a trace, and so does a d_k off the slider's powers of two
+    (its numbers take tens of ms: /dk_lab computes them in its line)."""
+    for d_k, n_keys, scaled in ((256, 64, False), (1, 1024, True), (4096, 2, True)):
         status, answer = lab_beside(app_url, {"d_k": d_k, "n_keys": n_keys, "scaled": scaled})
         assert status == 200 and answer == dict(zip(("view", "numbers"), client.predict(
             d_k=d_k, n_keys=n_keys, scaled=scaled, api_name="/dk_lab")))
     for refused in ({"d_k": 5000, "n_keys": 8, "scaled": True}, {"d_k": math.nan, "n_keys": 8, "scaled": True},
-                    {"d_k": 10**400, "n_keys": 8, "scaled": True}, "x" * 1000, None):
+                    {"d_k": 10**400, "n_keys": 8, "scaled": True}, "x" * 1000, None,
+                    {"d_k": 3, "n_keys": 1024, "scaled": True}, {"d_k": 100, "n_keys": 8, "scaled": False}):
         assert lab_beside(app_url, refused) == (200, None), refused
+    assert client.predict(d_k=3, n_keys=1024, scaled=True, api_name="/dk_lab")[1]["data"][0][3] == "3 and 1"
 
 
 @pytest.mark.parametrize("changes, message", [

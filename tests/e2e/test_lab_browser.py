@@ -275,6 +275,19 @@ def test_when_the_call_beside_the_queue_fails_the_queued_event_answers(page: Pag
     showing(page, 128, 32, False)
 
 
+def test_a_d_k_typed_off_the_sliders_powers_of_two_is_answered_through_the_queue(page: Page, app_url):
+    """A d_k whose numbers take tens of ms (off the shipped sweeps) is not computed beside the queue, where the event
+    loop would answer no one else meanwhile: the server function says null and the queued /dk_lab draws it, current,
+    with no toast (the slider's powers of two are answered beside the queue: the burst test below)."""
+    open_lab(page, app_url)
+    beside, joined = lab_requests(page)
+    set_number(page, "lab_dk", "100")
+    showing(page, 100, 32, True)
+    expect(page.locator("#lab_numbers")).to_contain_text("100 and 1", timeout=TIMEOUT_MS)
+    assert beside == [{"d_k": 100, "n_keys": 32, "scaled": True}] and joined == [[100, 32, True]], (beside, joined)
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
+
+
 def test_requests_that_wait_for_those_in_flight_leave_together_with_the_latest_inputs(page: Page, tmp_path):
     """lab.js alone: turn() lets the first request leave; the next ones wait for every answer in flight, then all
     leave at once sending the latest request's inputs; a refusal counts as an answer."""

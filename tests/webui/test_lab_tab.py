@@ -66,7 +66,8 @@ def test_a_change_is_asked_beside_the_queue_then_through_it_and_marks_the_view(c
 def test_the_answer_beside_the_queue_is_dk_labs_and_refusals_and_faults_go_through_the_queue(views, caplog):
     """lab_answer, the view's server function, answers what /dk_lab answers (the same numbers after JSON, on random
     controls); a refusal, a value that is not a dict and a fault answer None (the page then asks /dk_lab, which tells
-    why), the fault logged with its trace."""
+    why), the fault logged with its trace; so does a d_k off the slider's powers of two (tens of ms in the event loop,
+    which would answer no one else meanwhile: /dk_lab computes it in a worker thread)."""
     import asyncio
     import json
     import random
@@ -79,19 +80,21 @@ def test_the_answer_beside_the_queue_is_dk_labs_and_refusals_and_faults_go_throu
     answer_of = lambda asked: pool.submit(asyncio.run, lab_tab.lab_view(handlers).lab_answer(asked)).result()
     rng = random.Random(5)
     for _ in range(12):
-        asked = {"d_k": rng.choice([1, 2, 3, 64, 100, 4096]), "n_keys": rng.randint(2, 1024),
-                 "scaled": rng.random() < 0.5}
+        asked = {"d_k": rng.choice([1, 2, 64, 64.0, 4096]), "n_keys": rng.randint(2, 1024), "scaled": rng.random() < 0.5}
         answer = answer_of(asked)
         assert answer.media_type == "application/json"
         view, numbers = handlers.dk_lab(asked["d_k"], asked["n_keys"], asked["scaled"])
         assert json.loads(answer.body) == json.loads(json.dumps({"view": view, "numbers": numbers}))
     for refused in ({"d_k": 5000, "n_keys": 8, "scaled": True}, {"d_k": 4, "n_keys": "x", "scaled": True},
-                    [4, 8, True], None, "d_k=4"):
+                    [4, 8, True], None, "d_k=4", {"d_k": True, "n_keys": 8, "scaled": True}, {"n_keys": 8}):
         assert answer_of(refused) is None, refused
+    for off_the_sweeps in (3, 100, 4095, 64.5):  # /dk_lab answers these (64.5: its refusal)
+        assert answer_of({"d_k": off_the_sweeps, "n_keys": 8, "scaled": True}) is None, off_the_sweeps
+    assert handlers.dk_lab(100, 8, True)[1]["data"][0][3] == "100 and 1"
 
     def broken(*args):
         raise RuntimeError("a fault of ours")
-    handlers.views = type("Broken", (), {"dk_lab": staticmethod(broken)})()
+    handlers.views = type("Broken", (), {"dk_lab": staticmethod(broken), "lab": views.lab})()
     with caplog.at_level("ERROR"):
         assert answer_of({"d_k": 4, "n_keys": 8, "scaled": True}) is None
     assert "a fault of ours" in caplog.text

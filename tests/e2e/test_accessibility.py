@@ -57,6 +57,27 @@ CONTROLS = """() => {
     return usable.length;
 }"""
 
+# One Tab's stop, read in one call: "body" past the last control, null back at a control met before; otherwise the
+# control marked data-a11y-seen, its name, and whether its focus shows nothing (its look and its enclosing boxes'
+# the same focused and blurred, each read once their CSS transitions have run to the end); it is focused again
+# (visibly, as by Tab) for the next Tab to go on from there.
+MEET = f"""() => {{
+    const e = document.activeElement;
+    if (e === document.body) return 'body';
+    if (e.hasAttribute('data-a11y-seen')) return null;
+    e.setAttribute('data-a11y-seen', '');
+    const look = (el) => {{
+        for (let x = el, i = 0; x && i < 4; x = x.parentElement, i++) {{
+            x.getAnimations().filter((a) => a instanceof CSSTransition).forEach((a) => a.finish());
+        }}
+        return ({FOCUS_STYLE})(el);
+    }};
+    const focused = look(e);
+    e.blur();
+    const blurred = look(e);
+    e.focus({{focusVisible: true}});
+    return {{name: ({NAME})(e), unseen: focused === blurred}};
+}}"""
 
 # ---------------------------------------------------------------------------------------------- the views
 
@@ -199,19 +220,21 @@ def violations(page: Page) -> list[dict]:
     for v in result.response["violations"]:
         left_out = {"color-contrast": FADED, GRADIO_TOAST[0]: GRADIO_TOAST[1]}.get(v["id"])
         if left_out:
-            v["nodes"] = [n for n in v["nodes"] if not page.evaluate(
-                "([target, out]) => !!document.querySelector(target)?.closest(out)", [n["target"][-1], left_out])
-                and not (v["id"] == GRADIO_TOAST[0] and gone_toast(page, n))]
+            # each node's element: inside the part left out, and still on the page (one call for all the nodes)
+            targets = [n["target"][-1] for n in v["nodes"]]
+            where = page.evaluate("([targets, out]) => targets.map((t) => { const e = document.querySelector(t); "
+                                  "return [!!e?.closest(out), !!e]; })", [targets, left_out])
+            v["nodes"] = [n for n, (inside, there) in zip(v["nodes"], where) if not inside
+                          and not (v["id"] == GRADIO_TOAST[0] and gone_toast(n, there))]
         if v["nodes"]:
             found.append(v)
     return found
 
 
-def gone_toast(page: Page, node: dict) -> bool:
+def gone_toast(node: dict, there: bool) -> bool:
     """A node of Gradio's toast that closed while axe ran (its countdown ends; under load axe takes seconds): gone
     from the page, its markup Gradio's toast header."""
-    return 'class="toast-header' in node.get("html", "") and not page.evaluate(
-        "(target) => !!document.querySelector(target)", node["target"][-1])
+    return 'class="toast-header' in node.get("html", "") and not there
 
 
 def report(found: list[dict]) -> str:
@@ -265,19 +288,14 @@ def walk(page: Page) -> tuple[list[str], list[str]]:
     reached, unseen = [], []
     for _ in range(MAX_TABS):
         page.keyboard.press("Tab")
-        element = page.evaluate_handle("document.activeElement")
-        if element.evaluate("(e) => e === document.body"):  # past the last control: the next Tab starts again
+        met = page.evaluate(MEET)
+        if met == "body":  # past the last control: the next Tab starts again
             continue
-        if element.evaluate("(e) => e.hasAttribute('data-a11y-seen')"):
+        if met is None:
             break
-        element.evaluate("(e) => e.setAttribute('data-a11y-seen', '')")
-        name = element.evaluate(NAME)
-        reached.append(name)
-        focused = element.evaluate(FOCUS_STYLE)
-        element.evaluate("(e) => e.blur()")
-        if element.evaluate(FOCUS_STYLE) == focused:
-            unseen.append(name)
-        element.evaluate("(e) => e.focus({focusVisible: true})")  # the next Tab goes on from here
+        reached.append(met["name"])
+        if met["unseen"]:
+            unseen.append(met["name"])
     return reached, unseen
 
 

@@ -10,12 +10,13 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytest.importorskip("transformers")
 
 from devtools.hub_models import save_tiny  # noqa: E402
 from devtools.launcher import running_app  # noqa: E402
-from tests.e2e.test_browser import TIMEOUT_MS, shot  # noqa: E402
+from tests.e2e.test_browser import TIMEOUT_MS, settle, shot  # noqa: E402
 
 pytestmark = pytest.mark.browser
 UNREACHABLE = "Helsinki-NLP/opus-mt-xx-yy"
@@ -25,6 +26,25 @@ IN_SIGHT = """(selectors) => selectors.some((s) => { const e = document.querySel
   const r = e.getBoundingClientRect(); return r.height > 0 && r.top < innerHeight && r.bottom > 0; })"""
 VIEWS = {"transformer": ["#explorer", "#heads_view"], "lab": ["#lab_view", "#own_qk"], "training": ["#train_step"],
          "long": ["#long_view .av-long"]}
+
+
+# A step is drawn once no output is updating, its view is in sight, every decimal its text quotes is on the screen
+# it opens and (on the Transformer tab) the output is written.
+DRAWN = f"""([selectors, quoted, output]) => {{
+    const busy = [...document.querySelectorAll('[data-testid=status-tracker]')]
+        .some(e => !e.classList.contains('hide'));
+    const written = document.querySelector('#output textarea, #output input')?.value || '';
+    const onScreen = ({OPEN_VIEW})() + written;
+    return !busy && ({IN_SIGHT})(selectors) && quoted.every(n => onScreen.includes(n)) && (!output || written.trim());
+}}"""
+
+
+def drawn(page: Page, selectors: list[str], quoted: list[str], output: bool) -> None:
+    """Wait until a step is drawn (DRAWN), or TIMEOUT_MS: the checks after it say what is missing."""
+    try:
+        page.wait_for_function(DRAWN, arg=[selectors, quoted, output], timeout=TIMEOUT_MS)
+    except PlaywrightTimeout:
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -72,20 +92,21 @@ def test_a_teacher_walks_the_lesson_picks_a_model_that_cannot_be_had_and_the_dat
         step += 1
         page.locator("#lesson_next").click()
         expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of", timeout=TIMEOUT_MS)
-        page.wait_for_timeout(2500)  # what the step's answer draws, and any event after it
+        settle(page)  # the step's text read without a tracker's "processing" over it
         text = page.locator("#lesson_text").inner_text()
         texts.append(text)
         steps = int(re.search(r"Step \d+ of (\d+)", text).group(1))
         tab = page.evaluate("() => [...document.querySelectorAll('button[role=tab]')].find(b => "
                             "b.getAttribute('aria-selected') === 'true' && b.offsetParent).innerText")
-        assert page.locator("[data-testid=toast-body]").count() == 0, (step, "an error toast")
         kind = ("lab" if "lab" in tab else "training" if "Training" in tab else "long" if "Long" in tab
                 else "transformer")
+        quoted = re.findall(r"(?<![\w.§])\d+\.\d+", text.split(".**", 1)[-1].replace("1/√", ""))
+        drawn(page, VIEWS[kind], quoted, kind == "transformer")  # what the step's answer draws, and any event after it
+        assert page.locator("[data-testid=toast-body]").count() == 0, (step, "an error toast")
         if kind == "transformer":
             assert page.locator("#output textarea, #output input").first.input_value().strip(), (step, "no output")
         assert page.evaluate(IN_SIGHT, VIEWS[kind]), (step, "its view is not in sight")
         on_screen = page.evaluate(OPEN_VIEW) + page.locator("#output textarea, #output input").first.input_value()
-        quoted = re.findall(r"(?<![\w.§])\d+\.\d+", text.split(".**", 1)[-1].replace("1/√", ""))
         missing = [number for number in quoted if number not in on_screen]
         assert not missing, (step, text, missing)
         shot(page, f"teacher_step{step}", wait=False)

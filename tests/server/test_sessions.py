@@ -65,6 +65,7 @@ def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
     from attention_viz.webui import page
 
     monkeypatch.setattr(sessions, "SESSIONS_KEPT", 40)
+    monkeypatch.setattr(views.exports, "per_client", 2)  # each session's last 2 exports (each export draws figures)
     port = free_port()
     monkeypatch.setenv("GRADIO_SERVER_PORT", str(port))
     monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")
@@ -101,7 +102,7 @@ def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
             assert refused.status_code == 413 and "Request too large" in refused.json()["detail"]
             exported = []
             for session in ("alice", "bob"):
-                for i in range(5):  # one more than EXPORTS_PER_CLIENT
+                for i in range(3):  # one more than the app keeps per session
                     answer = call("export", {"text": f"abc{i}"}, session)
                     assert answer["success"], answer
                     exported.append((session, [f["path"] for f in answer["output"]["data"][0]]))
@@ -109,7 +110,7 @@ def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
         for _, paths in exported:
             assert all(views.export_root in pathlib.Path(p).parents for p in paths)  # served from the app's folder
         kept = [s for s, paths in exported if pathlib.Path(paths[0]).exists()]
-        assert kept == ["alice"] * 4 + ["bob"] * 4  # each session's last EXPORTS_PER_CLIENT
+        assert kept == ["alice"] * 2 + ["bob"] * 2  # each session's last 2 (per_client)
     finally:
         demo.close()
 

@@ -17,19 +17,14 @@ from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from attention_viz.explorer import unpack  # noqa: E402
-from devtools.hub_models import save_tiny  # noqa: E402
-from devtools.launcher import running_app  # noqa: E402
-
-MISSING = "Helsinki-NLP/opus-mt-xx-yy"  # set up, but neither cached nor downloadable here
+from tests.e2e.conftest import UNREACHABLE as MISSING  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def real_app(tmp_path_factory):
-    root = tmp_path_factory.mktemp("real")
-    marian = save_tiny("marian", root / "tiny-marian")
-    gpt2 = save_tiny("gpt2", root / "tiny-gpt2")
-    with running_app(root / "app.log", [marian, gpt2, MISSING], HF_HOME=str(root / "hf-home")) as server:
-        yield Client(server.base + "/", verbose=False), root / "app.log"
+def real_app(real_models_app):
+    """The app with the real models (tests/e2e/conftest.py), through gradio_client; and its log."""
+    base, log = real_models_app
+    return Client(base + "/", verbose=False), log
 
 
 def visualize(client, text, model, d_k=64, scale="sqrt_dk", causal=True, padding=True, pads=0):

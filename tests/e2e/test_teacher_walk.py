@@ -14,12 +14,10 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytest.importorskip("transformers")
 
-from devtools.hub_models import save_tiny  # noqa: E402
-from devtools.launcher import running_app  # noqa: E402
+from tests.e2e.conftest import UNREACHABLE  # noqa: E402
 from tests.e2e.test_browser import TIMEOUT_MS, settle, shot  # noqa: E402
 
 pytestmark = pytest.mark.browser
-UNREACHABLE = "Helsinki-NLP/opus-mt-xx-yy"
 OPEN_VIEW = """() => { const tabs = [...document.querySelectorAll('[role=tabpanel]')].filter(t => t.offsetParent);
   return tabs.map(t => t.innerText).join(' '); }"""
 IN_SIGHT = """(selectors) => selectors.some((s) => { const e = document.querySelector(s); if (!e) return false;
@@ -48,11 +46,9 @@ def drawn(page: Page, selectors: list[str], quoted: list[str], output: bool) -> 
 
 
 @pytest.fixture(scope="module")
-def teacher_app(tmp_path_factory):
-    root = tmp_path_factory.mktemp("teacher")
-    marian, gpt2 = save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2")
-    with running_app(root / "app.log", [UNREACHABLE, marian, gpt2], HF_HOME=str(root / "hf-home")) as server:
-        yield server.base + "/"
+def teacher_app(real_models_app):
+    """The app with three real models, the one that cannot be had first (tests/e2e/conftest.py)."""
+    return real_models_app[0] + "/"
 
 
 def long_step_reads_a_page(page: Page, text: str) -> None:

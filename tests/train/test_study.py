@@ -11,6 +11,7 @@ from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
 from attention_viz.data.checkpoints import list_models, load_model
 from attention_viz.data.snapshots import load_snapshots
+from attention_viz.draw import study as draw_study
 from attention_viz.service.catalog import model_families
 from attention_viz.train import study
 from attention_viz.train.mechanism import measure, softmax_jacobian_norm
@@ -95,10 +96,15 @@ def test_a_tiny_study_writes_results_and_resumes(tmp_path, monkeypatch, capsys):
         (r["init"], r["compatibility"], r["d_k"]) for r in runs}
     assert all(row["heldout_exact_match"]["n"] == 2 for row in results["summary"])
     assert len(results["initialisation"]) == 2 * 3 * 2  # inits x arms x d_k, first seed
-    assert {p.name for p in tmp_path.glob("*.png")} == {
-        "curves_unit_qk.png", "curves_xavier.png", "mechanism_unit_qk.png", "mechanism_xavier.png", "summary.png",
-        "forming_dk4.png", "forming_dk16.png"}
+    figures = {"curves_unit_qk.png", "curves_xavier.png", "mechanism_unit_qk.png", "mechanism_xavier.png",
+               "summary.png", "forming_dk4.png", "forming_dk16.png"}
+    assert {p.name for p in tmp_path.glob("*.png")} == figures
     assert "| 16 |" in (tmp_path / "table.md").read_text()
+    # The runs below ask for the same figures of the same members: drawn above, and again for partial results
+    # (--no-train); the others record what they asked for (two thirds of this test's time was matplotlib's).
+    draw_figures, asked = draw_study.save_figures, []
+    monkeypatch.setattr(draw_study, "save_figures", lambda results, out, **kwargs: asked.append(
+        (len(results["runs"]), str(out))) or [])
     # a second run trains nothing and keeps every member file
     stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "members").iterdir()}
     study.main(argv)
@@ -111,15 +117,23 @@ def test_a_tiny_study_writes_results_and_resumes(tmp_path, monkeypatch, capsys):
     assert "1 members trained" in capsys.readouterr().out
     assert load_snapshots("reverse_dot_dk16", directory=ship).steps == study.probe_steps(4)
     assert len(json.loads((tmp_path / "results.json").read_text())["setup"]["invocations"]) == 2
-    # --no-train assembles what is finished and names what is not
+    assert asked == [(len(runs), str(tmp_path))] * 2
+    # --no-train assembles what is finished, names what is not, and draws what it has
     (tmp_path / "members" / "additive_dk16_seed1_unit_qk.json").unlink()
+    for png in tmp_path.glob("*.png"):
+        png.unlink()
+    monkeypatch.setattr(draw_study, "save_figures", draw_figures)
     study.main([*argv, "--no-train"])
     partial = json.loads((tmp_path / "results.json").read_text())
     assert partial["setup"]["missing"] == ["additive_dk16_seed1_unit_qk"] and len(partial["runs"]) == len(runs) - 1
     assert "0 members trained" in capsys.readouterr().out
+    assert {p.name for p in tmp_path.glob("*.png")} == figures
     # a different setup is not mistaken for a finished one
+    monkeypatch.setattr(draw_study, "save_figures", lambda results, out, **kwargs: asked.append(
+        (len(results["runs"]), str(out))) or [])
     study.main([*argv[:-4], "--steps", "2", "--jobs", "1", "--xavier-arms"])
     assert "12 members trained" in capsys.readouterr().out
+    assert len(asked) == 3
 
 
 def test_equal_settings_but_the_compared_fields():

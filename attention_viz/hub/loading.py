@@ -352,8 +352,14 @@ def snapshot(name: str, local_only: bool, revision: str | None, cache_dir: str |
 def one_stack(name: str) -> bool:
     """False where the config of `name` (a Hub id or a folder), read from the folder or the cache and never fetched,
     says it is an encoder-decoder model; True otherwise, and where it cannot be read (loading it will say why)."""
+    return stacks(name) != 2
+
+
+def stacks(name: str) -> int | None:
+    """How many stacks the config of `name` says the model has (2: an encoder-decoder model, else 1), read from the
+    folder or the cache and never fetched; None where it cannot be read (not cached, not a model)."""
     try:
         config = AutoConfig.from_pretrained(name, local_files_only=True)
     except Exception:  # noqa: BLE001 - not cached, not a model: unknown
-        return True
-    return not getattr(config, "is_encoder_decoder", False)
+        return None
+    return 2 if getattr(config, "is_encoder_decoder", False) else 1

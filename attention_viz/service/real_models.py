@@ -191,6 +191,13 @@ class RealModels:
 
         return one_stack(self.names[display_name(key)])
 
+    def stacks(self, key: str) -> int | None:
+        """How many stacks the model's config says it has (1, or 2 for an encoder-decoder), read as one_stack reads
+        it; None where it cannot be read before the model is loaded (not cached: it may be refused)."""
+        from attention_viz.hub.loading import stacks
+
+        return stacks(self.names[display_name(key)])
+
     def get(self, key: str, progress: Callable[[float, str], None] | None = None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;
         progress(fraction, text) hears how a download goes, on the caller's thread.

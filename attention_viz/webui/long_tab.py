@@ -41,10 +41,13 @@ def long_view(handlers: Handlers, **kwargs) -> gr.HTML:
 
 
 def choices_of(views: Views) -> list[tuple[str, str]]:
-    """The real models, each of which reads a page (an encoder-decoder model with its encoder): those of one stack
-    first (from their configs), so the first offered reads the whole page where the server has such a model."""
+    """The real models, each of which reads a page (an encoder-decoder model with its encoder): those whose configs
+    say they are of one stack first (each reads the whole page), then encoder-decoders, then those whose config the
+    server cannot read before loading them (one that cannot be had is refused): so the first offered reads the page,
+    the whole of it where the server has such a model. In the order set up within each."""
     real = views.runs.catalog.real
-    return sorted(views.runs.catalog.real_choices, key=lambda choice: not real.one_stack(choice[1]))
+    order = {1: 0, 2: 1, None: 2}
+    return sorted(views.runs.catalog.real_choices, key=lambda choice: order[real.stacks(choice[1])])
 
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views, choices: list[tuple[str, str]]) -> dict:

@@ -25,13 +25,16 @@ UNREACHABLE = "Helsinki-NLP/opus-mt-xx-yy"  # a real model set up, but neither c
 
 @pytest.fixture(scope="session")
 def real_models_app(tmp_path_factory):
-    """`python app.py` set up with three real models, in this order: one that cannot be had (UNREACHABLE), a tiny
-    Marian and a tiny GPT-2 (random weights, real tokenizers, saved offline), with the Hub off: its base URL and its
-    log. Shared by tests/e2e/test_real_models_client.py and tests/e2e/test_teacher_walk.py (one start, not two)."""
+    """`python app.py` set up with four real models, in this order: one that cannot be had (UNREACHABLE), a tiny
+    Marian, a tiny GPT-2 and a wide Marian (d_model 256, 16 heads, 3 layers: 144 heads, as opus-mt), random weights,
+    real tokenizers, saved offline, with the Hub off: its base URL and its log. Shared by the real models' client and
+    browser tests and the teacher's walk (tests/e2e/test_real_models_*.py, test_teacher_walk.py): one start, not three.
+    The lesson's real steps go to the first that can be had, tiny Marian."""
     pytest.importorskip("transformers")
     from devtools.hub_models import save_tiny
 
     root = tmp_path_factory.mktemp("real")
-    marian, gpt2 = save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2")
-    with running_app(root / "app.log", [UNREACHABLE, marian, gpt2], HF_HOME=str(root / "hf-home")) as server:
+    folders = [save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2"),
+               save_tiny("marian", root / "wide-marian", d_model=256, n_heads=16, layers=3)]
+    with running_app(root / "app.log", [UNREACHABLE, *folders], HF_HOME=str(root / "hf-home")) as server:
         yield server.base, root / "app.log"

@@ -14,8 +14,6 @@ from playwright.sync_api import Page, expect
 
 pytest.importorskip("transformers")
 
-from devtools.hub_models import save_tiny  # noqa: E402
-from devtools.launcher import running_app  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
@@ -26,12 +24,9 @@ NO_SIDEWAYS = "() => document.documentElement.scrollWidth <= window.innerWidth +
 
 
 @pytest.fixture(scope="module")
-def real_url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("real-browser")
-    folders = [save_tiny("marian", root / "tiny-marian"), save_tiny("gpt2", root / "tiny-gpt2"),
-               save_tiny("marian", root / "wide-marian", d_model=256, n_heads=16, layers=3)]  # 144 heads, as opus-mt
-    with running_app(root / "app.log", folders) as server:
-        yield server.base + "/"
+def real_url(real_models_app):
+    """The app with the real models (tests/e2e/conftest.py: tiny Marian and GPT-2, a wide Marian of 144 heads)."""
+    return real_models_app[0] + "/"
 
 
 def settle(page: Page) -> None:

@@ -1,6 +1,6 @@
-"""Real models in the app, as a visitor uses it through gradio_client: the server set up with two small real
-models (a Marian translation model and a GPT-2, random weights, real tokenizers, saved offline) and one Hub id
-that is not cached, with the Hub switched off."""
+"""Real models in the app, as a visitor uses it through gradio_client: the server set up with small real models
+(Marian translation models and a GPT-2, random weights, real tokenizers, saved offline) and one Hub id that is not
+cached, with the Hub switched off (tests/e2e/conftest.py's real_models_app)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_the_readiness_endpoint_tells_each_real_models_state_by_its_page_name(re
         visualize(client, "hello", f"hub:{MISSING}")
     states = httpx.get(client.src.rstrip("/") + "/healthz", timeout=10).json()["real_models"]
     assert states["tiny-gpt2"] == "loaded" and states[MISSING] == "refused"
-    assert set(states) == {"tiny-marian", "tiny-gpt2", MISSING} and str(log.parent) not in str(states)
+    assert set(states) == {"tiny-marian", "tiny-gpt2", "wide-marian", MISSING} and str(log.parent) not in str(states)
 
 
 def test_compare_and_export_on_a_real_model(real_app):

@@ -177,6 +177,33 @@ def test_a_model_not_cached_is_refused_offline_with_a_message(tmp_path, monkeypa
             call()
 
 
+
+def test_a_models_stacks_are_read_from_its_config_without_loading_it(tiny_folder, tmp_path, monkeypatch):
+    """hub.loading.stacks: 2 for an encoder-decoder, 1 for an encoder or a decoder alone, None where no config can
+    be read offline (not cached); one_stack says the same, the unknown counted as one stack (loading it says why)."""
+    from attention_viz.hub.loading import one_stack, stacks
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache" / "hub"))
+    for name, count in ((tiny_folder("marian"), 2), (tiny_folder("bart"), 2), (tiny_folder("bert"), 1),
+                        (tiny_folder("gpt2"), 1), ("Helsinki-NLP/opus-mt-xx-yy", None), (str(tmp_path), None)):
+        assert stacks(str(name)) == count and one_stack(str(name)) == (count != 2), name
+
+
+def test_the_long_tabs_first_model_reads_the_page_as_far_as_the_server_can_tell():
+    """The Long text tab offers first the models whose configs say one stack (each reads the whole page), then the
+    encoder-decoders, then those the server cannot tell before loading (one that cannot be had is refused), each
+    group in the order the server was set up with: its default is never a model that cannot be had while one can."""
+    from types import SimpleNamespace
+
+    from attention_viz.webui.long_tab import choices_of
+
+    stacks = {"hub:missing": None, "hub:marian": 2, "hub:gpt2": 1, "hub:other": None, "hub:bert": 1}
+    catalog = SimpleNamespace(real_choices=[(key[4:], key) for key in stacks], real=SimpleNamespace(stacks=stacks.get))
+    assert [key for _, key in choices_of(SimpleNamespace(runs=SimpleNamespace(catalog=catalog)))] == [
+        "hub:gpt2", "hub:bert", "hub:marian", "hub:missing", "hub:other"]
+
+
 # ----------------------------------------------------------------------------- what a model can do
 
 ABILITIES = {"marian": (True, False, True), "bart": (True, False, True), "mbart": (True, False, True),

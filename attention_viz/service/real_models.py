@@ -187,14 +187,12 @@ class RealModels:
     def one_stack(self, key: str) -> bool:
         """False where the model's config, read from its folder or the cache (never fetched, nothing loaded), says it
         is an encoder-decoder (a translation model: it reads a page with its encoder); True otherwise, unknown too."""
-        from attention_viz.hub.loading import one_stack  # the hub extra: installed wherever a real model is set up
-
-        return one_stack(self.names[display_name(key)])
+        return self.stacks(key) != 2
 
     def stacks(self, key: str) -> int | None:
-        """How many stacks the model's config says it has (1, or 2 for an encoder-decoder), read as one_stack reads
-        it; None where it cannot be read before the model is loaded (not cached: it may be refused)."""
-        from attention_viz.hub.loading import stacks
+        """How many stacks the model's config says it has (1, or 2 for an encoder-decoder), read from its folder or
+        the cache, never fetched, nothing loaded; None where it cannot be read so (not cached: it may be refused)."""
+        from attention_viz.hub.loading import stacks  # the hub extra: installed wherever a real model is set up
 
         return stacks(self.names[display_name(key)])
 

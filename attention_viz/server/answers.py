@@ -2,6 +2,8 @@
 
 - Optional trailing inputs: an API client written before an input was added may leave it out (`Blocks.optional`).
 - An output left as it is (gr.skip(), or not named in a dict of components) is answered at once as Gradio answers it.
+- A gr.update of a component is answered as Gradio answers it, but the component it makes in the session is built
+  once for every session that gets the same update (server/sessions.py's `updated`).
 - A value of a component whose postprocess only passes it on (INLINE: gr.HTML, gr.Textbox, ...) is postprocessed on
   the event loop, and, where it holds no file, sent as it is: Gradio would walk it for files to move into its cache.
 - `quick_root_urls()`: the whole answer's walk for file URLs (processing_utils.add_root_url) copies an answer that
@@ -25,9 +27,12 @@ from gradio import processing_utils, route_utils, utils
 from gradio.data_classes import GradioModel, GradioRootModel
 from gradio.state_holder import SessionState
 
+from attention_viz.server import sessions
+
 # Components whose postprocess passes a value on (a str, number or bool as it is, or made one): Blocks.postprocess_data
 # calls them on the event loop; a subclass that overrides postprocess is not among them
-INLINE = frozenset(c.postprocess for c in (gr.HTML, gr.Textbox, gr.Markdown, gr.Number, gr.Checkbox, gr.Slider))
+INLINE = frozenset(c.postprocess for c in (gr.HTML, gr.Textbox, gr.Markdown, gr.Number, gr.Checkbox, gr.Slider,
+                                           gr.Radio, gr.Dropdown))
 GRADIOS_ADD_ROOT_URL = processing_utils.add_root_url  # Gradio's own, before quick_root_urls
 GRADIOS_GET_ROOT_URL = route_utils.get_root_url  # Gradio's own, before quick_root_urls
 ORIGIN_HEADERS = ("x-forwarded-host", "x-gradio-server", "x-forwarded-proto")  # what it reads of a request, with its url
@@ -84,7 +89,13 @@ class Blocks(gr.Blocks):
         output: list[Any] = [None] * len(predictions)
         gradios, inline = [], []  # indices: Gradio's own way; postprocessed here
         for i, (block, value) in enumerate(zip(block_fn.outputs, predictions)):
-            if block.stateful or not block_fn.postprocess:
+            if block.stateful:
+                gradios.append(i)
+            elif utils.is_prop_update(value) and not _left_as_is(value):
+                output[i] = _updated(block, value, given or state, block_fn.postprocess)
+                if not no_file(output[i]):  # Gradio's walk moves the file into its cache
+                    output[i] = await processing_utils.async_move_files_to_cache(output[i], block, postprocess=True)
+            elif not block_fn.postprocess:
                 gradios.append(i)
             elif _left_as_is(value):
                 output[i] = _skipped(block)
@@ -119,6 +130,18 @@ class Blocks(gr.Blocks):
             for i, value in zip(indices, done):
                 output[i] = value
         return output
+
+
+def _updated(block: Any, update: dict, state: SessionState, postprocess: bool) -> dict:
+    """Gradio's answer to a gr.update of `block` (Blocks.postprocess_data's branch for one), the component it puts in
+    the session built once for every session that gets the same update (sessions.updated)."""
+    update = utils.delete_none(update, skip_value=True)
+    state[block._id] = sessions.updated(block, state.get(block._id, block), update)
+    state._update_config(block._id)
+    answer = gr.blocks.postprocess_update_dict(block=state[block._id], update_dict=update, postprocess=postprocess)
+    if "value" in answer:
+        state._update_value_in_config(block._id, answer.get("value"))
+    return answer
 
 
 def _postprocessed(block: Any, value: Any) -> Any:

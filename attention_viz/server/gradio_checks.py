@@ -120,7 +120,10 @@ REACHES = {
     "inspect in gradio.blocks and gradio.component_meta": (PAGE, "both modules `import inspect` and call "
                                                             "`inspect.signature(cls.__init__)` (Block.get_config) and "
                                                             "`inspect.getfullargspec(fn)` (updateable: every "
-                                                            "component's __init__) through that module name",
+                                                            "component's __init__) through that module name; so do "
+                                                            "gradio.helpers and gradio.utils, `inspect.signature(fn)` "
+                                                            "of an event's function, with `utils.get_type_hints(fn)` "
+                                                            "(special_args, for every event)",
                                                             "no option keeps what they read"),
     "dir in gradio.components.base": (PAGE, "Component.__init__ lists its server functions as `getattr(self, value) "
                                        "for value in dir(self.__class__)` kept where callable and `_is_server_fn` "
@@ -376,10 +379,13 @@ def _check_login_check() -> list[str]:
 
 def _check_inspect() -> list[str]:
     from gradio import blocks as gradio_blocks
-    from gradio import component_meta
+    from gradio import component_meta, helpers, utils
 
     problems = [f"gradio.{module.__name__.split('.')[-1]} has no module `inspect`" for module in
-                (gradio_blocks, component_meta) if not hasattr(module, "inspect")]
+                (gradio_blocks, component_meta, helpers, utils) if not hasattr(module, "inspect")]
+    problems += [f"special_args no longer has {name!r}" for name in _source_uses(
+        helpers.special_args, "signature = inspect.signature(fn)", "type_hints = utils.get_type_hints(fn)")]
+    problems += [] if hasattr(utils, "get_type_hints") else ["gradio.utils has no get_type_hints"]
     problems += [f"Block.get_config no longer has {name!r}" for name in _source_uses(
         gradio_blocks.Block.get_config, "signature = inspect.signature(cls.__init__)")]
     return problems + [f"component_meta.updateable no longer has {name!r}" for name in _source_uses(

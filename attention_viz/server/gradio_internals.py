@@ -18,7 +18,8 @@ from typing import Any
 
 from anyio import to_thread
 from gradio import blocks as gradio_blocks
-from gradio import component_meta, queueing, route_utils
+from gradio import component_meta, helpers as gradio_helpers, queueing, route_utils
+from gradio import utils as gradio_utils
 from gradio.components import base as component_base
 from gradio.blocks import BlocksConfig
 from gradio.server_messages import EstimationMessage
@@ -242,24 +243,34 @@ def routes_version(router: Any) -> object:
 # ------------------------------------------------------------- building components (each gr.update of an answer)
 
 
+_ANY_OBJECT = object()  # what a function is bound to for its bound signature
+
+
 class _SignaturesKept:
-    """The `inspect` module as gradio.blocks and gradio.component_meta see it, with `signature` and `getfullargspec`
-    of a plain function worked out once: a function's signature never changes, and Gradio reads them again for every
-    component it builds and every config entry (each gr.update of an event: a new component of the merged
-    arguments, whose __init__ and every base class's __init__ read their own argument lists, and its entry the
-    class's signature). Anything else (a bound method, a class) is inspect's as before."""
+    """The `inspect` module as Gradio's modules see it, with `signature` and `getfullargspec` of a plain function
+    worked out once, and the signature of a method bound to an object once for its function: a function's signature
+    never changes, and Gradio reads them again for every component it builds and every config entry (each gr.update
+    of an event: a new component of the merged arguments, whose __init__ and every base class's __init__ read their
+    own argument lists, and its entry the class's signature), and for every call of an event's function (a
+    handler's bound method). Anything else (a class, a callable object) is inspect's as before."""
 
     def __init__(self, module: Any) -> None:
         self._module = module
         self._signatures = functools.lru_cache(maxsize=SIGNATURES_KEPT)(module.signature)
+        # a bound method's: its function's, bound (the same for every object it is bound to)
+        self._method_signatures = functools.lru_cache(maxsize=SIGNATURES_KEPT)(
+            lambda function: module.signature(types.MethodType(function, _ANY_OBJECT)))
         self._argspecs = functools.lru_cache(maxsize=SIGNATURES_KEPT)(module.getfullargspec)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module, name)
 
     def signature(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
-        if type(obj) is types.FunctionType and not args and not kwargs:
-            return self._signatures(obj)
+        if not args and not kwargs:
+            if type(obj) is types.FunctionType:
+                return self._signatures(obj)
+            if type(obj) is types.MethodType and type(obj.__func__) is types.FunctionType:
+                return self._method_signatures(obj.__func__)
         return self._module.signature(obj, *args, **kwargs)
 
     def getfullargspec(self, func: Any) -> Any:
@@ -286,13 +297,32 @@ def _dir_of_server_functions(*args: Any) -> list[str]:
     return builtins.dir(*args)
 
 
+GRADIOS_GET_TYPE_HINTS = gradio_utils.get_type_hints  # Gradio's own, before read_signatures_once
+
+
+@functools.lru_cache(maxsize=SIGNATURES_KEPT)
+def _type_hints_of(fn: types.FunctionType) -> dict:
+    return GRADIOS_GET_TYPE_HINTS(fn)
+
+
+def _get_type_hints(fn: Any) -> dict:
+    """gradio.utils.get_type_hints, worked out once for a plain function, and for a bound method once for its
+    function (typing reads the function's annotations either way); a copy each time, as the caller may write into
+    it. Anything else (a class, a callable object) Gradio's as before."""
+    if type(fn) is types.MethodType and type(fn.__func__) is types.FunctionType:
+        return dict(_type_hints_of(fn.__func__))
+    return dict(_type_hints_of(fn)) if type(fn) is types.FunctionType else GRADIOS_GET_TYPE_HINTS(fn)
+
+
 def read_signatures_once() -> None:
-    """What Gradio reads of a function or a class each time it builds a component (each gr.update of an event), read
-    once: blocks and component_meta a plain function's signature and argument list (_SignaturesKept), components'
+    """What Gradio reads of a function or a class each time it builds a component (each gr.update of an event) or
+    calls an event's function, read once: blocks, component_meta, helpers and utils a plain function's signature and
+    argument list (_SignaturesKept), utils its type hints (special_args reads both for every event), components'
     base a class's server functions (_dir_of_server_functions). Once only: a second call leaves the first."""
-    for module in (gradio_blocks, component_meta):
+    for module in (gradio_blocks, component_meta, gradio_helpers, gradio_utils):
         if not isinstance(module.inspect, _SignaturesKept):
             module.inspect = _SignaturesKept(module.inspect)
+    gradio_utils.get_type_hints = _get_type_hints
     component_base.dir = _dir_of_server_functions
 
 

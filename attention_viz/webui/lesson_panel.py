@@ -16,7 +16,7 @@ from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handling import handler, named
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.transformer_tab import VIEW
-from attention_viz.webui.widgets import PRIVATE, prose
+from attention_viz.webui.widgets import PRIVATE, RAW, prose
 
 # After a step: the view it talks about comes into sight (page.js's attentionViz.reveal), the first on show
 # of these: the grid with its open head, steps, compare, which heads matter, the lab, training.
@@ -68,6 +68,6 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
     step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):
         event = button.click(handler(lambda i, move=move: step(moved(handlers, i, move))), lesson["index"],
-                             list(named_outputs.values()), **PRIVATE, **LESSON.wiring)
+                             list(named_outputs.values()), **PRIVATE, **RAW, **LESSON.wiring)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
         event.then(None, lesson["target"], None, js=REVEAL_JS, **PRIVATE)

@@ -50,13 +50,16 @@ def test_postprocess_answers_as_gradio_does_and_leaves_the_session_as_a_later_ev
     ]
 
     def run(postprocess) -> list[str]:
+        """Each answer, and after it the radio's choices in the session (what a later event's value is checked by)."""
         session = SessionState(demo)
-        return [json.dumps(in_a_thread(postprocess(fn, answer, session)), default=str) for answer in given()]
+        return [json.dumps([in_a_thread(postprocess(fn, answer, session)), session[radio._id].choices], default=str)
+                for answer in given()]
 
     FILE = {"path": str(tmp_path / "a.png"), "meta": {"_type": "gradio.FileData"}}  # noqa: N806
     (tmp_path / "a.png").write_bytes(b"png")
     ours = run(demo.postprocess_data)
     assert ours == run(lambda *a: GradioBlocks.postprocess_data(demo, *a))
+    assert run(demo.postprocess_data) == ours  # again: each update's component now shared (sessions.updated)
     assert '"props"' in ours[1]  # Gradio's answer for a gr.HTML left as it is, which the shortcut must give too
     answers._SKIPPED[gr.HTML] = {"__type__": "update"}
     try:

@@ -174,16 +174,27 @@ def test_the_dispatcher_sleeps_until_a_join_or_an_end_wakes_it():
         queueing.asyncio = before
 
 
+def _event(text: str, d_k: float, request: gradio.Request = None, progress=gradio.Progress()):  # an event's function
+    return text
+
+
+class _Handlers:
+    def event(self, text: str, request: gradio.Request = None):
+        return text
+
+
 def test_signatures_read_once_build_the_same_components_and_entries(monkeypatch):
     """read_signatures_once: a plain function's signature and argument list are worked out once (the same object
     answered again), anything else as inspect answers it; a class's server functions found once; a gr.update's new
     component and its config entry are what Gradio builds without it, server functions included."""
     import builtins
     import inspect
+    import typing
 
     import gradio as gr
     from gradio import blocks as gradio_blocks
-    from gradio import component_meta
+    from gradio import component_meta, helpers
+    from gradio import utils as gradio_utils
     from gradio.components import base as component_base
 
     def built() -> list[dict]:
@@ -197,7 +208,15 @@ def test_signatures_read_once_build_the_same_components_and_entries(monkeypatch)
 
     monkeypatch.setattr(gradio_blocks, "inspect", inspect)
     monkeypatch.setattr(component_meta, "inspect", inspect)
+    monkeypatch.setattr(helpers, "inspect", inspect)
+    monkeypatch.setattr(gradio_utils, "inspect", inspect)
+    monkeypatch.setattr(gradio_utils, "get_type_hints", gradio_internals.GRADIOS_GET_TYPE_HINTS)
     monkeypatch.delattr(component_base, "dir", raising=False)  # the builtin, as Gradio has it
+
+    bound = _Handlers().event
+    request = object()
+    event = _event
+    specials = [helpers.special_args(fn, ["t", 2.0] if fn is event else ["t"], request)[:2] for fn in (event, bound)]
     before = built()
     assert [entry["server_fns"] for entry in before] == [[], [], [], [("ls", True)]]
     gradio_internals.read_signatures_once()
@@ -210,7 +229,21 @@ def test_signatures_read_once_build_the_same_components_and_entries(monkeypatch)
     spec = component_meta.inspect.getfullargspec(init)
     assert spec is component_meta.inspect.getfullargspec(init) and spec == inspect.getfullargspec(init)
     radio = gr.Radio(["a"], render=False)
-    assert kept.signature(radio.get_config) is not kept.signature(radio.get_config)  # a bound method: inspect's
+    # a bound method: its function's, bound, once for every object; a class: inspect's each time
+    assert kept.signature(radio.get_config) is kept.signature(gr.Radio(["b"], render=False).get_config)
+    assert kept.signature(radio.get_config) == inspect.signature(radio.get_config)
+    assert kept.signature(gr.Radio) is not kept.signature(gr.Radio) and kept.signature(gr.Radio) == inspect.signature(
+        gr.Radio)
     assert kept.Parameter is inspect.Parameter  # the rest of the module as it is
     assert component_base.dir(gr.FileExplorer) == ["ls"] and component_base.dir(gr.Radio) == []  # per class, once
     assert component_base.dir(radio) == builtins.dir(radio)  # anything but a class: the builtin's answer
+    # an event's function: special_args reads its signature and type hints (once for a plain function; a copy of
+    # the hints each time, as the caller may write into them), and answers as before
+    assert helpers.inspect is not inspect and gradio_utils.inspect is not inspect
+    hints = gradio_utils.get_type_hints(event)
+    assert hints == typing.get_type_hints(event) and hints is not gradio_utils.get_type_hints(event)
+    assert gradio_internals._type_hints_of(event) is gradio_internals._type_hints_of(event)
+    assert gradio_utils.get_type_hints(bound) == typing.get_type_hints(bound) and typing.get_type_hints(bound)
+    assert gradio_internals._type_hints_of(_Handlers.event) is gradio_internals._type_hints_of(_Handlers.event)
+    again = [helpers.special_args(fn, ["t", 2.0] if fn is event else ["t"], request)[:2] for fn in (event, bound)]
+    assert again == specials and specials[0][0][2] is request and specials[0][1] == 3

@@ -45,6 +45,49 @@ def test_every_session_shares_the_entries_gradio_builds_and_keeps_no_values(demo
     assert SessionState(demo).config_values[text]["props"] == untouched
 
 
+def test_a_gr_update_builds_its_component_once_for_every_session(demo, monkeypatch):
+    """sessions.updated: the component a gr.update makes of a session's component is what Gradio builds (its
+    arguments and entry), built once for every session that gets the same update of the same component, and shared
+    with its entry; another update, or the same update of another component, builds another; an update whose
+    arguments are not JSON's is built each time; at most UPDATES_KEPT are kept, the oldest dropped."""
+    import gradio as gr
+
+    from attention_viz.server import answers
+
+    sessions.share_session_configs(demo)
+    monkeypatch.setattr(sessions, "_updates", type(sessions._updates)())
+    dropdown = gr.Dropdown(["a", "b"], value="a", label="d", render=False)
+    built = []
+    real = gr.Dropdown.__init__
+    monkeypatch.setattr(gr.Dropdown, "__init__", lambda self, *a, **k: built.append(k) or real(self, *a, **k))
+    update = {"__type__": "update", "choices": ["p", "q"], "value": "q", "label": "new"}
+
+    def gradios(base, update):  # Blocks.postprocess_data's own construction
+        kwargs = {**base.constructor_args, **update, "render": False}
+        kwargs.pop("value")
+        kwargs.pop("__type__")
+        return gr.Dropdown(**kwargs)
+
+    reference = gradios(dropdown, update)
+    built.clear()
+    first = sessions.updated(dropdown, dropdown, dict(update))
+    assert first.constructor_args == reference.constructor_args and first.choices == [("p", "p"), ("q", "q")]
+    assert sessions._original(dropdown._id, [], first) == sessions._original(dropdown._id, [], reference)
+    assert sessions._shared(dropdown._id, [], first) == sessions._original(dropdown._id, [], reference)  # its entry kept with it
+    assert sessions.updated(dropdown, dropdown, {**update, "value": "p"}) is first  # its value is the answer's
+    assert len(built) == 1
+    assert sessions.updated(dropdown, first, dict(update)) is not first  # an update of the updated one
+    assert sessions.updated(dropdown, dropdown, {**update, "label": "other"}).label == "other"
+    assert len(built) == 3
+    odd = {"__type__": "update", "choices": [object()]}  # not JSON: built each time, as Gradio builds it
+    assert sessions.updated(dropdown, dropdown, odd) is not sessions.updated(dropdown, dropdown, odd)
+    monkeypatch.setattr(sessions, "UPDATES_KEPT", 2)
+    for label in ("x", "y", "z"):
+        sessions.updated(dropdown, dropdown, {**update, "label": label})
+    assert len(sessions._updates) == 2 and id(first) not in sessions._kept
+    assert sessions.updated(dropdown, dropdown, dict(update)) is not first  # dropped: built again
+
+
 def kept_bytes(state_holder) -> int:
     """The bytes of the values kept in Gradio's sessions: their config entries' values (each entry once: the page's
     own are shared) and their gr.State data."""

@@ -9,7 +9,8 @@ lesson's Next), in an order drawn from a fixed seed, the pages taking turns; eve
 chains too) is recorded: its answer's data as JSON, its keys in the order sent (a file the answer names by its
 bytes' SHA-256, not its URL, which holds the server's port and temporary folder), under its endpoint's name (an
 event without one: its trigger's elem_id and event, as ids move when events are added). A lab answer asked beside
-the queue (the view's server function) is recorded as /dk_lab's, whose data it holds. The page's opening values
+the queue (the view's server function) is recorded as /dk_lab's, whose data it holds, and a steps answer so as
+/steps'. The page's opening values
 (every component's value in its config, the opening run among them) are recorded too. Two apps that answer the same
 script with the same records answer it the same way.
 """
@@ -56,6 +57,8 @@ class RecordingPage(Page):
         answer = await super().beside(component_id, fn_name, data)
         if fn_name == "lab_answer" and isinstance(answer, dict):  # what /dk_lab answers: [view, numbers]
             self._record("dk_lab", [answer.get("view"), answer.get("numbers")])
+        if fn_name == "steps_answer" and isinstance(answer, dict):  # what /steps answers: [steps, text]
+            self._record("steps", [answer.get("steps"), answer.get("text")])
         return answer
 
     def _record(self, name: str, data: list) -> None:

@@ -184,6 +184,16 @@ class SizedCache:
                         self._bytes -= self._kept.popitem(last=False)[1][1]
             return value
 
+    def kept(self, *key):
+        """The value kept for key (counted as a hit, and now the most recently used), or None: nothing is built."""
+        with self._lock:
+            found = self._kept.get(key)
+            if found is None:
+                return None
+            self._hits += 1
+            self._kept.move_to_end(key)
+            return found[0]
+
     def cache_info(self) -> CacheInfo:
         """functools' statistics: hits, misses, maxsize (None: bounded by bytes), currsize (values kept)."""
         with self._lock:

@@ -195,6 +195,15 @@ class Views:
         request = self.runs.run(settings).head_request(kind, layer, head)
         return self._steps(settings, request.kind, request.layer, request.head)
 
+    def steps_at_once(self, settings: Settings, kind: object, layer: object, head: object) -> tuple[dict, str] | None:
+        """steps, where they take a few ms at most: the run of `settings` is kept, and is a trained family's (a
+        shipped checkpoint, loaded once and kept; its steps run the stacks of a d_model-64 Transformer up to one
+        layer: 4-7 ms); else None, computing nothing (a new run takes tens of ms, and so may a real model's stacks
+        or an untrained model too wide to keep, built again)."""
+        if settings.model not in self.runs.catalog.families or self.runs.run.kept(settings) is None:
+            return None
+        return self.steps(settings, kind, layer, head)
+
     def _steps_view(self, settings: Settings, kind: str, layer: int, head: int) -> tuple[dict, str]:
         run = self.runs.run(settings)
         request = run.head_request(kind, layer, head)

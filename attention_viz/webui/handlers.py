@@ -155,6 +155,12 @@ class Handlers:
         return steps, prose_html(note)
 
     @handler
+    def steps_at_once(self, *values):
+        """steps of /steps' values where the service has them at once (Views.steps_at_once), else None."""
+        found = self.views.steps_at_once(self._settings(*values[:10], *values[13:16]), *values[10:13])
+        return None if found is None else (found[0], prose_html(found[1]))
+
+    @handler
     def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                 causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
                 kind: str, layer: float, head: float, comparison: str, compatibility: str | None = None,

@@ -17,7 +17,7 @@ views' `.av-hv`'s avView), so one refused input marks every view of the tab at o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import gradio as gr
 
@@ -29,16 +29,18 @@ EMPTY = {"steps": "Choose a head in Heatmaps, then open this tab: its steps are 
          "compare": "Choose a head in Heatmaps, then open this tab: the comparison is computed and drawn here."}
 
 
-def _js_on_load(view: str) -> str:
-    return on_load("mountSteps", {"view": view, "empty": EMPTY[view]})
+def _js_on_load(view: str, answer: Callable | None = None) -> str:
+    options = {"view": view, "empty": EMPTY[view], **({"answer": answer.__name__} if answer else {})}
+    return on_load("mountSteps", options, server=answer is not None)
 
 
-def _view(view: str, payload: Mapping | None, elem_id: str, **kwargs) -> gr.HTML:
+def _view(view: str, payload: Mapping | None, elem_id: str, answer: Callable | None = None, **kwargs) -> gr.HTML:
     return gr.HTML(
         value=dict(payload) if payload is not None else None,
         html_template=f'<div class="{MOUNT_CLASS}"></div>',
         css_template=asset("steps.css"),
-        js_on_load=_js_on_load(view),
+        js_on_load=_js_on_load(view, answer),
+        server_functions=[answer] if answer else None,
         apply_default_css=False,
         elem_id=elem_id,
         padding=False,
@@ -47,9 +49,11 @@ def _view(view: str, payload: Mapping | None, elem_id: str, **kwargs) -> gr.HTML
     )
 
 
-def steps_view(payload: Mapping | None = None, elem_id: str = "steps_view", **kwargs) -> gr.HTML:
-    """A gr.HTML drawing one head's Figure 2 steps (explorer.steps.pack_steps), one panel at a time with a stepper."""
-    return _view("steps", payload, elem_id, **kwargs)
+def steps_view(payload: Mapping | None = None, elem_id: str = "steps_view", answer: Callable | None = None,
+               **kwargs) -> gr.HTML:
+    """A gr.HTML drawing one head's Figure 2 steps (explorer.steps.pack_steps), one panel at a time with a stepper;
+    `answer`: its server function (a coroutine), which the page's stepsAsk asks for the steps beside the queue."""
+    return _view("steps", payload, elem_id, answer, **kwargs)
 
 
 def compare_view(payload: Mapping | None = None, elem_id: str = "compare_view", **kwargs) -> gr.HTML:

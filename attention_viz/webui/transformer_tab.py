@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 
 import gradio as gr
+import orjson
+from starlette.responses import Response
 
 from attention_viz.core.maps import KINDS
 from attention_viz.service.limits import (
@@ -52,6 +54,7 @@ from attention_viz.webui.widgets import (
 )
 
 VIEW = "explorer_view"  # the explorer component's elem_id; #explorer and #head_view are inside it
+STEPS_INPUTS = 16  # /steps' values: the settings (10), kind, layer, head, compatibility, heads off, ablation
 STEPS, COMPARE = "steps_view", "compare_view"  # the elem_ids of the steps and compare components
 # The runs (a new text, model or switch) of our models share the RUNS line, scoring every head the SCORES line;
 # whatever names a real model waits on that model's own line, so it holds no slot the others need: the queue moves it
@@ -156,7 +159,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                 with gr.Tab("Steps (Figure 2)", id="steps") as tab_steps:
                     prose("**Figure 2 (left)** for the head chosen in Heatmaps, one step at a time "
                                 "(buttons or ← → keys); hover a cell for its exact value.")
-                    steps = steps_view(elem_id=STEPS, label="steps")
+                    async def steps_answer(asked):  # a coroutine, unannotated: as the lab's (webui/lab_tab.py)
+                        return steps_beside(handlers, asked)
+
+                    steps = steps_view(elem_id=STEPS, label="steps", answer=steps_answer)
                     steps_text = prose(elem_id="steps_text", label="text")
                 with gr.Tab("Compare", id="compare") as tab_compare:
                     comparison = gr.Radio(comparison_choices(), value="scaling", label="Difference of",
@@ -264,8 +270,13 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
         tab.select(None, None, active, js=call("same", name), **PRIVATE)
-    marked(tab_steps.select(handlers.steps, [*head_inputs, *extra], [steps, steps_text], api_name="steps",
-                            js=chosen, **RAW, **RUNS.wiring), [STEPS])
+    # The steps are asked beside the queue (STEPS_ASK_JS: the view's server function, steps_beside), and where that
+    # gives none, of the queued /steps
+    asked = tab_steps.select(None, [*head_inputs, *extra], [steps, steps_text], js=steps_ask_js(len(settings_inputs)),
+                             show_progress="hidden", **PRIVATE)
+    asked.success(None, None, None, js=fresh_js([STEPS]), **PRIVATE)
+    marked(asked.failure(handlers.steps, [*head_inputs, *extra], [steps, steps_text], api_name="steps", js=chosen,
+                         **RAW, **RUNS.wiring), [STEPS])
     compare_inputs = [*head_inputs, comparison, *extra, other_text, other_model]
     marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
                              js=chosen, **RAW), [COMPARE])
@@ -293,3 +304,27 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     return {**named_controls, "factor": factor, "padding": padding, "pads": pads, "d_model": d_model,
             "n_heads": n_heads, "ablation": ablation, "view": view, "output": output, "info": info, "views": views,
             "active": active, "importance": importance}
+
+
+def steps_ask_js(at: int) -> str:
+    """The `js` of the steps' ask beside the queue: the event's inputs, kind, layer and head (at `at`) the explorer's
+    choice (selection_js), asked of the steps view's server function in turn (page.js stepsAsk); it fails where that
+    gives none, and the event's .failure asks the queued /steps."""
+    return call("stepsAsk", STEPS, VIEW, int(at), Raw("args"), params="...args")
+
+
+def steps_beside(handlers: Handlers, asked: object) -> Response | None:
+    """The steps and their text for `asked` (/steps' values in its order, as the page's stepsAsk sends them) as JSON
+    {"steps", "text"}, where the service has them at once (Views.steps_at_once: the run kept, a trained family's:
+    a few ms in the event loop, which answers nothing else meanwhile); else None, and the page asks the queued
+    /steps, computed in a worker thread in its line: a run not kept, a real or untrained model, a refusal (its
+    message is told there), a fault (logged by the handler). Written by orjson, ready to send."""
+    if not isinstance(asked, list) or not 13 <= len(asked) <= STEPS_INPUTS:
+        return None
+    try:
+        found = handlers.steps_at_once(*asked)
+    except gr.Error:
+        return None
+    if found is None:
+        return None
+    return Response(orjson.dumps({"steps": found[0], "text": found[1]}), media_type="application/json")

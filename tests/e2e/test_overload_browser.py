@@ -1,10 +1,11 @@
 """A crowded server in Debian's Chromium: a student whose change must wait sees its place in the line and an
 estimate where they are looking, and gets the answer once the line ahead has gone; no error on the way.
 
-The crowd is other pages, each joining requests for one head's steps (Figure 2) up to its share of the queue
-(admission.PER_PAGE): an answer costs the server a few milliseconds, so the crowd (PAGES x PER_PAGE, a third of the
+The crowd is other pages, each joining requests for one head's steps (Figure 2) of a new text up to its share of the
+queue (admission.PER_PAGE): an answer costs the server a run, ~20 milliseconds, so the crowd (PAGES x PER_PAGE, a third of the
 queue's QUEUE_SIZE), joined from several connections at once, is a line of seconds ahead of the student, who opens
-the steps view (on the runs' line: admission.RUNS). (The √d_k lab's answers come beside the queue,
+the steps view of the untrained model's run (on the runs' line: admission.RUNS; a trained model's steps of the run on
+screen come beside the queue, webui/transformer_tab.py, and would not wait). (The √d_k lab's answers come beside the queue,
 webui/lab_tab.py: a crowd does not hold them up in a line.) The crowd comes from three loopback addresses (one
 address holds at most admission.PER_ADDRESS events), one of them the student's own, so the student waits its
 address's turn behind them all. Nothing is timed.
@@ -44,8 +45,8 @@ SHOWN_JS = """(e) => { const b = e.getBoundingClientRect();
 
 
 def crowd(base: str, client: httpx.Client) -> list[tuple[str, int]]:
-    """PAGES sessions, each joining PER_PAGE requests for the opening run's steps at one of its heads, 8 pages at
-    once: (session, events accepted)."""
+    """PAGES sessions, each joining PER_PAGE requests for the steps of a new text's run at one of its heads, 8 pages
+    at once: (session, events accepted)."""
     config = client.get(base + "/config").json()
     dep = dependency(config, "steps")
     values, ids, rng = opening_values(config), elem_ids(config), random.Random(7)
@@ -53,7 +54,9 @@ def crowd(base: str, client: httpx.Client) -> list[tuple[str, int]]:
     bodies = {uuid.uuid4().hex[:11]: [] for _ in range(PAGES)}
     for session, page_bodies in bodies.items():
         for _ in range(PER_PAGE):
-            data = [rng.randrange(heads) if i == ids["head"] else values[i] for i in dep["inputs"]]
+            text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(10))  # a new run each: ~20 ms
+            data = [rng.randrange(heads) if i == ids["head"] else text if i == ids["text"] else values[i]
+                    for i in dep["inputs"]]
             page_bodies.append({"data": data, "event_data": None, "fn_index": dep["id"], "trigger_id": None,
                                 "session_hash": session})
 
@@ -88,6 +91,13 @@ def test_a_waiting_change_shows_its_place_in_the_line_at_the_top_of_the_view_the
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(app_url)
     expect(page.locator("#explorer .av-tile").first).to_be_visible(timeout=TIMEOUT_MS)
+    # the untrained model's run: its steps are not answered beside the queue (views.steps_at_once), they wait
+    page.locator("#model input").click()
+    page.get_by_role("option", name="untrained (random weights)").click()
+    expect(page.locator("#info")).to_contain_text("Untrained model", timeout=TIMEOUT_MS)
+    sent = []  # what the page sends from now on
+    page.on("request", lambda r: sent.append(r.url.split("/gradio_api", 1)[-1].split("?")[0])
+            if "/gradio_api/" in r.url and r.method == "POST" else None)
     toasts = page.locator("[data-testid=toast-body]")
     with httpx.Client(timeout=120) as client:
         assert -(-PAGES // len(ADDRESSES)) * PER_PAGE < PER_ADDRESS  # the crowd is within each address's share
@@ -105,6 +115,7 @@ def test_a_waiting_change_shows_its_place_in_the_line_at_the_top_of_the_view_the
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "overload_steps_waiting.png"))
         expect(page.locator("#steps_text")).to_contain_text("softmax", timeout=TIMEOUT_MS)
+        assert sent == ["/component_server/", "/queue/join"], sent  # asked beside the queue, none: then in the line
         expect(page.locator(STATUS)).to_have_class(re.compile(r"\bhide\b"), timeout=TIMEOUT_MS)
         assert toasts.count() == 0
         with ThreadPoolExecutor(8) as pool:  # each crowd page's answers all came, none failed

@@ -8,13 +8,14 @@
  *
  *   mount:   attentionViz.mountExplorer / mountSteps / mountHeads / mountLab / mountStudy / mountOwn / mountTraining
  *            (element, props, watch, options, trigger): the view in the template's ".av-mount" (".av-lab-mount"),
- *            redrawn on every new value; mountLab's fifth argument is `server` (its answers asked of
- *            server[opts.answer]); mountLong(element, props, watch, options, server): the long view, whose
+ *            redrawn on every new value; mountLab's and mountSteps' fifth argument is `server` (their answers
+ *            asked of server[opts.answer]); mountLong(element, props, watch, options, server): the long view, whose
  *            overviews and regions are asked of the component's server function options.view (server[view])
  *   marks:   longStale(elemId, message): the long view says its page is not the current input's
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
  *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
+ *   steps:   stepsAsk(elemId, explorerId, at, args): the steps asked beside the queue
  *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId),
  *            labShown(elemId, shown), own(elemId, current),
  *            training(elemId, message)
@@ -44,8 +45,13 @@
     }
     return follow(explorer, props, watch, "setPayload");
   }
-  const mountSteps = (element, props, watch, opts) =>
-    follow(global.AttentionSteps.mount(element.querySelector(MOUNT), props.value || null, opts), props, watch, "setPayload");
+  function mountSteps(element, props, watch, opts, server) {
+    /* one head's steps or comparison; with opts.answer, stepsAsk asks the gr.HTML's server function of that name */
+    const view = follow(global.AttentionSteps.mount(element.querySelector(MOUNT), props.value || null, opts), props,
+      watch, "setPayload");
+    if (server && server[opts.answer]) view.ask = (asked) => server[opts.answer](asked);
+    return view;
+  }
   const mountHeads = (element, props, watch, opts) =>
     follow(global.AttentionHeads.mount(element.querySelector(MOUNT), props.value || null, opts), props, watch, "setPayload");
   function mountLab(element, props, watch, opts, server) {
@@ -119,6 +125,19 @@
     const t = target ? JSON.parse(target) : {};
     if (global.AttentionExplorer) global.AttentionExplorer.reveal(t.reveal ? [[t.reveal]] : views);
     return [];
+  }
+
+  async function stepsAsk(elemId, explorerId, at, args) {
+    /* the steps of the event's inputs (kind, layer and head at `at`: the explorer's choice), asked of the steps view's
+       server function, as the event's outputs (the steps and their text); one ask at a time, each for the latest
+       inputs, so answers cannot land out of order. It fails where that gives none (a run the server does not keep,
+       a refusal, no connection): the event's .failure then asks the queued /steps */
+    const v = views([elemId])[0];
+    if (!v || !v.ask) throw new Error("the steps are asked through the queue");
+    v.latest = selection(explorerId, at, args);
+    const answer = await (v.turn = (v.turn || Promise.resolve()).catch(() => null).then(() => v.ask(v.latest)));
+    if (!answer || !answer.steps) throw new Error("the steps are asked through the queue");
+    return [answer.steps, answer.text];
   }
 
   const labIn = (elemId) => { const v = document.querySelector(`#${elemId} .av-lab`); return v && v.avLab; };
@@ -195,7 +214,7 @@
 
   global.attentionViz = {mountLong: mountLong, longStale: longStale, mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
-    selection: selection, openOn: openOn, badges: badges, reveal: reveal, labAsk: labAsk, labPending: labPending,
+    selection: selection, openOn: openOn, badges: badges, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
     labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
     routeOne: routeOne,
     refreshIfOpen: refreshIfOpen,

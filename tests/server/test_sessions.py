@@ -52,8 +52,6 @@ def test_a_gr_update_builds_its_component_once_for_every_session(demo, monkeypat
     arguments are not JSON's is built each time; at most UPDATES_KEPT are kept, the oldest dropped."""
     import gradio as gr
 
-    from attention_viz.server import answers
-
     sessions.share_session_configs(demo)
     monkeypatch.setattr(sessions, "_updates", type(sessions._updates)())
     dropdown = gr.Dropdown(["a", "b"], value="a", label="d", render=False)

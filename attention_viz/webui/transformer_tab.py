@@ -270,7 +270,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
         tab.select(None, None, active, js=call("same", name), **PRIVATE)
-    # The steps are asked beside the queue (STEPS_ASK_JS: the view's server function, steps_beside), and where that
+    # The steps are asked beside the queue (steps_ask_js: the view's server function, steps_beside), and where that
     # gives none, of the queued /steps
     asked = tab_steps.select(None, [*head_inputs, *extra], [steps, steps_text], js=steps_ask_js(len(settings_inputs)),
                              show_progress="hidden", **PRIVATE)

@@ -33,13 +33,14 @@ from pathlib import Path
 
 import httpx
 
+from attention_viz.service.limits import WARM_REAL_ENV
 from devtools.launcher import ROOT, Server
 
 from .classroom_chromium import page_files, walk_lesson
 from .classroom_report import report
 from .classroom_costs import cost_phase
-from .common import (LOGS, SETTLE_S, Timing, app_env, command, cores, cpu_s, export_ref, head, load, own_loop, save,
-                     temp_folder, watch_rss)
+from .common import (LOGS, SETTLE_S, Timing, app_env, capped, command, cores, cpu_s, export_ref, head, load, own_loop,
+                     save, temp_folder, wait_idle, watch_rss)
 from .trained_length import load_real_model, real_model_folder
 from .browser import HTTP_TIMEOUT_S, Page
 from .students import (ACTIONS, ARRIVAL_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, RealModel, Student,
@@ -77,6 +78,8 @@ async def student(index: int, base: str, seed: int, start: float, duration_s: fl
             except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError, asyncio.TimeoutError) as error:
                 seconds, wrong = time.perf_counter() - t0, f"{type(error).__name__}: {error}"
             tally.record(action, seconds, wrong, me.estimations, me.requests)
+            if action == "lesson" and wrong is None and me.real_step:
+                tally.real_steps.append(seconds)
     finally:
         await page.close()
 
@@ -118,6 +121,7 @@ async def _class(base, students, duration_s, seed, files, mix, patience_s, real,
             "answers_per_s": sum(len(s) for s in tally.seconds.values()) / wall, "actions": actions,
             "all": Timing(every).to_dict() if every else {}, "errors": sum(tally.errors.values()),
             "settled": Timing(settled).to_dict() if settled else {},
+            "real_steps": Timing(tally.real_steps).to_dict() if tally.real_steps else {},
             "error_examples": tally.examples, "error_messages": tally.messages, "hung": len(hung),
             "drain_s": max(0.0, tally.last_answer - (start + duration_s)),
             "server_cpu_s": cpu_s(pid) - server_cpu, "client_cpu_s": time.process_time() - client_cpu,
@@ -155,29 +159,36 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
 
 
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
-                  live: bool = False, with_files: bool = True, real: int = 0, real_score: int = 0,
+                  live: bool = False, with_files: bool = True, real: int | None = None, real_score: int = 0,
                   real_model: tuple[str, ...] = ("opus-mt-random",),
-                  full_budget: bool = False, pin: bool = True, walk: bool = True) -> dict:
+                  full_budget: bool = False, pin: bool = True, walk: bool = True, share: int | None = None) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH; pinned to a core of its own unless `pin` is off),
-    let it settle, run the class (with live training in the background when `live`; with the real models among the
-    choices when `real`, their budget a trained model's length unless `full_budget`: benchmarks.trained_length),
-    then on the quiet server the lesson walked in Chromium (`walk`), stop it. `students` 0: no class."""
+    let it settle, run the class (with live training in the background when `live`; with the real models set up
+    when `real` is a share, 0 included, and among the choices in that share of the actions, their budget a trained
+    model's length unless `full_budget`: benchmarks.trained_length),
+    then on the quiet server the lesson walked in Chromium (`walk`), stop it. `students` 0: no class. `share`: the
+    server's core capped at that percent of its time (common.capped: a slower core)."""
     temp = Path(tempfile.mkdtemp(prefix=f"attention_viz-classroom-{name}-"))
     env = app_env(cwd, temp)
     argv = [sys.executable, "app.py"]
-    if real:
+    if real is not None:
         folders = [str(real_model_folder(temp, key)) for key in real_model]
-        env |= {"ATTENTION_VIZ_HUB_MODELS": ",".join(folders), "HF_HUB_OFFLINE": "1"}
+        # set up as for a class (a Space's default): the lesson's real steps computed at start, before it arrives
+        env |= {"ATTENTION_VIZ_HUB_MODELS": ",".join(folders), "HF_HUB_OFFLINE": "1", WARM_REAL_ENV: "1"}
         argv = argv if full_budget else [sys.executable, "-m", "benchmarks.trained_length"]
     prefix, own, where = cores() if pin else ([], None, "not pinned (--no-pin)")
+    if share is not None:
+        prefix, capping = capped(prefix, share, f"attention_viz-classroom-{name}")
+        where += f"; {capping}"
     before = os.sched_getaffinity(0)
     try:
         with Server(prefix + argv, log_dir / f"classroom-{name}.log", env=env, cwd=cwd) as server, \
                 httpx.Client(timeout=30) as http:
             startup = server.wait_http(http, timeout_s=300)
             time.sleep(SETTLE_S)
-            real_load_s = sum(load_real_model(server.base, REAL_MODELS[key].name) for key in real_model) if real \
-                else None
+            real_load_s = sum(load_real_model(server.base, REAL_MODELS[key].name) for key in real_model) \
+                if real is not None else None
+            real_warm_s = wait_idle(server.pid) if real is not None else None  # the lesson's real steps computed
             files = page_files(server.base) if with_files else ()
             time.sleep(2.0)  # that opening's own work on the server out of the way
             if own:
@@ -204,6 +215,7 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
                     result["lesson_walk"] = pool.submit(walk_lesson, server.base).result()
             result |= {"startup_s": startup, "app_alive": server.process.poll() is None, "load_after": load(),
                        "page_files": len(files), "real_load_s": real_load_s,
+                       "real_warm_s": real_warm_s,
                        "live_runs": outcomes if live else None}
             return result
     finally:
@@ -212,13 +224,14 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 
 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
-        live: bool = False, with_files: bool = True, real: int = 0, real_score: int = 0,
+        live: bool = False, with_files: bool = True, real: int | None = None, real_score: int = 0,
         real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False, ref_first: bool = False,
-        pin: bool = True, cost: bool = True, walk: bool = True) -> dict:
+        pin: bool = True, cost: bool = True, walk: bool = True, share: int | None = None) -> dict:
     """The class against this tree's app and (with `against`) against that git ref's app, one after the other
     (`ref_first`: the ref's first), each with the machine to itself; `live`: with live training in the background
     (this tree's app only: a ref may not have it). Then (`cost`) the server's CPU per answer by kind, every app up
-    at once and measured in turn (benchmarks.classroom_costs)."""
+    at once and measured in turn (benchmarks.classroom_costs). `share`: each class's server on a core capped at
+    that percent of its time (a slower core); the cost phase's are not capped (a cap leaves the CPU per answer)."""
     log_dir = LOGS
     dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True).stdout.strip())
@@ -241,10 +254,10 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
             elif key == "this":
                 result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live,
                                                        with_files, real, real_score, real_model,
-                                                       full_budget, pin, walk)
+                                                       full_budget, pin, walk, share)
             else:
                 result["apps"]["ref"] = serve_and_run("ref", trees["ref"], students, duration_s, seed, log_dir,
-                                                      with_files=with_files, pin=pin, walk=walk)
+                                                      with_files=with_files, pin=pin, walk=walk, share=share)
         if cost:
             order = {key: trees[key] for key in result["order"]}  # the first round in the classes' order
             for key, its_costs in cost_phase(order, seed, log_dir, with_files, pin).items():
@@ -273,9 +286,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cost", action="store_true", help="skip the cost of each kind of answer")
     parser.add_argument("--no-walk", action="store_true", help="skip the lesson walked in Chromium")
     parser.add_argument("--live", action="store_true", help="train live in the background for the whole class")
-    parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=0, metavar="PERCENT",
-                        help="a real model among the choices (opus-mt-en-de's configuration, random weights), run "
-                             f"by PERCENT of the actions (default {REAL_SHARE})")
+    parser.add_argument("--server-share", type=int, default=None, metavar="PERCENT",
+                        help="the class's server on a core capped at PERCENT of its time (a CPU cgroup; needs root): "
+                             "a core that many times slower, as a Space's may be")
+    parser.add_argument("--real", type=int, nargs="?", const=REAL_SHARE, default=None, metavar="PERCENT",
+                        help="a real model set up on the server (opus-mt-en-de's configuration, random weights; the "
+                             "lesson's real steps computed at start) and among the choices, run by PERCENT of the "
+                             f"actions (default {REAL_SHARE}; 0: set up, the teaching mix as it is)")
     parser.add_argument("--real-model", default="opus-mt-random", metavar="|".join(sorted(REAL_MODELS)),
                         help="with --real, which (comma-separated for several, the share split between them): "
                              "opus-mt-en-de's configuration with random weights (default), or the trained "
@@ -296,15 +313,19 @@ def run_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
         parser.error(f"--real-model: one or more of {', '.join(sorted(REAL_MODELS))}, comma-separated")
     if not (0 <= args.students <= 1000 and 5 <= args.duration_s <= 1800):
         parser.error("students 0..1000, duration 5..1800 s")
-    if args.real and args.against:
+    if args.real is not None and args.against:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
+    if args.server_share is not None and not 5 <= args.server_share <= 100:
+        parser.error("--server-share: 5..100 percent")
+    if args.real is not None and not 0 <= args.real <= 50:
+        parser.error("--real: 0..50 percent")
     if args.real_score and not args.real or not 0 <= args.real_score <= 15:
         parser.error("--real-score needs --real, and 0..15 percent")
     if args.real_score and not any(REAL_MODELS[key].writes_text for key in models):
         parser.error("--real-score needs a model that writes text: all-MiniLM-L6-v2 is an encoder")
     return run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
                args.real_score, models, args.full_budget, args.ref_first, not args.no_pin,
-               not args.no_cost, not args.no_walk)
+               not args.no_cost, not args.no_walk, args.server_share)
 
 
 if __name__ == "__main__":

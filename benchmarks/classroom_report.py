@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import statistics
 
+from attention_viz.service.limits import WARM_REAL_ENV
+
 from .classroom_chromium import lesson_summary
 from .common import ms, table
-from .students import REAL_MODELS, SETTLED_S, THINK_S, WAIT_S
+from .students import OWN_STEPS, REAL_MODELS, SETTLED_S, THINK_S, WAIT_S
 
 LABELS = {"open": "open the page: GET / .. the opening run (HTML, its files, config: the run is in it)",
           "lab_dk": "lab: move d_k",
@@ -148,7 +150,10 @@ def report(result: dict) -> str:
     length = ("each run the app's whole budget" if result.get("full_budget") else
               "its runs a trained model's length (benchmarks.trained_length)")
     share = (f"; the real model{'s' if len(models) > 1 else ''} ({', '.join(REAL_MODELS[k].name for k in models)}) "
-             f"in {result['real']} % of the actions" if result.get("real") else "")
+             f"in {result['real']} % of the actions" if result.get("real") else
+             f"; the real model{'s' if len(models) > 1 else ''} ({', '.join(REAL_MODELS[k].name for k in models)}) "
+             "set up (the lesson's real steps among its steps), not run by the class"
+             if result.get("real") == 0 else "")
     share += f", {length}" if result.get("real") and "opus-mt-random" in models else ""
     share += f", its heads scored in {result['real_score']} %" if result.get("real_score") else ""
     lines = [f"{result['students']} students, {result['duration_s']:.0f} s each app{share}, think time "
@@ -165,6 +170,10 @@ def report(result: dict) -> str:
                       + (f"; {app['cores']}" if app.get("cores") else ""),
                   "", _app_table(app, labels)]
         lines += [f"  error: {example}" for example in app["error_examples"]]
+        if app.get("real_steps"):
+            steps = app["real_steps"]
+            lines += ["", f"of the lesson's Nexts, {steps['n']} showed a real model's step (after step {OWN_STEPS}): "
+                          f"p50 {ms(steps['median_s'])} ms, p95 {ms(steps['p95_s'])} ms"]
         if app.get("drain_s") is not None:
             lines += ["", f"the last answer came {app['drain_s']:.1f} s after the class stopped starting actions "
                           f"({app['hung']} students still waiting at the end)"]
@@ -179,6 +188,9 @@ def report(result: dict) -> str:
             lines += ["", lesson_summary(app["lesson_walk"])]
         if app.get("real_load_s") is not None:
             lines += ["", f"the real model's first run (loading it): {app['real_load_s']:.1f} s, before the class"]
+            if app.get("real_warm_s") is not None:
+                lines += [f"then the lesson's real steps computed at start ({WARM_REAL_ENV}=1): the server busy "
+                          f"{app['real_warm_s']:.1f} s more, before the class"]
         if app.get("live_runs") is not None:
             lines += ["", f"live training in the background: {len(app['live_runs'])} runs, ending: "
                           + "; ".join(app["live_runs"])]

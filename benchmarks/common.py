@@ -178,6 +178,17 @@ def cpu_s(pid: int | None) -> float:
         return 0.0
 
 
+def wait_idle(pid: int | None, timeout_s: float = 600.0, window_s: float = 1.0, busy_s: float = 0.1) -> float:
+    """Wait until a process spends under `busy_s` of CPU in each of two `window_s` windows in a row (its start-up's
+    background work done: the lesson's warm-up); the seconds waited (`timeout_s` at most)."""
+    t0, quiet = time.monotonic(), 0
+    while quiet < 2 and time.monotonic() - t0 < timeout_s:
+        before = cpu_s(pid)
+        time.sleep(window_s)
+        quiet = quiet + 1 if cpu_s(pid) - before < busy_s else 0
+    return time.monotonic() - t0
+
+
 def rss_kib(pid: int | str = "self") -> dict[str, int]:
     """VmRSS and VmHWM (peak) of a process (default this one) in KiB, from /proc/<pid>/status."""
     out = {}
@@ -362,3 +373,30 @@ def cores() -> tuple[list[str], set[int] | None, str]:
     server, client = mine[0], mine[1]
     return (["taskset", "-c", str(server)], {client},
             f"the server pinned to core {server} (taskset), the class to core {client}")
+
+
+CGROUPS = Path("/sys/fs/cgroup")
+
+
+def capped(prefix: list[str], percent: int, name: str) -> tuple[list[str], str]:
+    """`prefix` (cores') with the server's process capped at `percent` % of one core's time by a CPU cgroup of its own
+    (`name`: cgroup v2's cpu.max, else v1's cpu.cfs_quota_us), a slower core than this one; and a sentence saying so.
+    Where no cgroup can be made (no cpu controller, not root), the prefix unchanged and a sentence saying why."""
+    period = 100_000  # µs
+    quota = period * percent // 100
+    try:
+        controllers = CGROUPS / "cgroup.controllers"
+        if controllers.exists() and "cpu" in controllers.read_text().split():  # v2: a group under the root
+            group = CGROUPS / name
+            group.mkdir(exist_ok=True)
+            (group / "cpu.max").write_text(f"{quota} {period}")
+        else:  # v1: the cpu hierarchy
+            group = CGROUPS / "cpu" / name
+            group.mkdir(exist_ok=True)
+            (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+    except OSError as error:
+        return prefix, f"not capped: no CPU cgroup could be made here ({type(error).__name__}: {error})"
+    join = f'echo $$ > {group / "cgroup.procs"} && exec "$@"'  # the shell joins the group, then becomes the server
+    return (["sh", "-c", join, "sh", *prefix],
+            f"its core capped at {percent} % of its time (cgroup {group}: a core {100 / percent:.1f}x slower)")

@@ -59,6 +59,7 @@ ARRIVAL_S = 5.0   # students arrive (open the page) within this many seconds
 SETTLED_S = 15.0  # answers after this many seconds: the class arrived, opened the page and made its first moves
 WAIT_S = 1.0      # an action answered later than this waited: did the student see its place in the line?
 STEP = re.compile(r"Step (\d+) of (\d+)")  # what a lesson step's text starts with
+OWN_STEPS = 9  # the lesson's steps on our models (service.lesson.Lesson.TITLES); the steps after them are real models
 EXPORTED = [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]  # views.export's nine files
 
 
@@ -82,6 +83,7 @@ class Tally:
     requests: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # events sent, per sample
 
     last_open: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the last opening's: monotonic, our and the server's CPU
+    real_steps: list[float] = field(default_factory=list)  # seconds of the lesson's Nexts that showed a real step
 
     def opened(self, server_cpu_s: float) -> None:
         """An opening answered: the clock and the CPU so far (the class's arrival lasts until the last one)."""
@@ -139,6 +141,7 @@ class Student:
         if self.lesson is not None:  # a step's chains, .then and .success alike (an app whose step chained requests)
             self.chains[self.lesson["id"]] = then[self.lesson["id"]]
         self.lesson_at = self.rng.randrange(-1, 8)  # the step on show (-1: none yet): students are at various points
+        self.real_step = False  # whether the lesson's last Next showed a real model's step
         run = self.values[self.ids["explorer_view"]]  # the page's opening run: its attentions, layers and heads
         self.head_keys = [f"{stack}.{i}.{name}" for entry in run["kinds"] for stack, name in [entry["kind"].split(".")]
                           for i in range(entry["layers"])]
@@ -310,6 +313,7 @@ class Student:
         if not found:
             return seconds, f"lesson: no 'Step N of M' in the answer to Next from step {index}"
         shown, steps = int(found[1]), int(found[2])
+        self.real_step = shown > OWN_STEPS  # a real model's step: the server set up with real models
         expected = min(index + 1, steps - 1) + 1
         self.lesson_at = -1 if shown >= steps else shown - 1
         return seconds, None if shown == expected else f"lesson: Next from step {index} showed step {shown} of {steps}"

@@ -6,6 +6,7 @@ timed, and that `python -m benchmarks` prints its tables and writes its JSON.
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -288,6 +289,70 @@ def test_the_classroom_mix_with_a_real_model_and_its_heads_scored_is_whole():
     for wrong in ("minilm,nope", ""):
         with pytest.raises(SystemExit):
             classroom.main(["--real", "--real-model", wrong])
+
+
+def test_the_class_waits_for_a_servers_start_up_work_before_it_arrives():
+    """benchmarks.common.wait_idle (the class with real models set up waits for the lesson's real steps to be
+    computed): it returns only once the process has spent two windows in a row nearly idle, so a process busy for
+    its first second is waited out; an idle one is waited two windows."""
+    import subprocess
+    import sys
+    import time
+
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                             "while time.process_time() - t < 1.0: pass\ntime.sleep(30)"])
+    try:
+        t0 = time.monotonic()
+        waited = common.wait_idle(busy.pid, timeout_s=20, window_s=0.2, busy_s=0.05)
+        assert waited >= 1.0 and time.monotonic() - t0 >= 1.0 and waited < 20
+        assert common.cpu_s(busy.pid) >= 1.0  # it had done its work when the wait ended
+        assert 0.4 <= common.wait_idle(busy.pid, timeout_s=20, window_s=0.2, busy_s=0.05) < 2.0
+    finally:
+        busy.kill()
+        busy.wait()
+    from benchmarks import classroom
+
+    timing = {"n": 1, "errors": 0, "median_s": 0.5, "p95_s": 0.9, "max_s": 0.9}
+    app = {"answers_per_s": 1.0, "errors": 0, "hung": 0, "load_after": [0.0] * 3, "error_examples": [], "all": {},
+           "actions": {"open": timing, "lab_dk": timing}, "real_load_s": 1.2, "real_warm_s": 3.4,
+           "real_steps": {"n": 7, "median_s": 0.004, "p95_s": 0.02}}
+    text = classroom.report({"students": 1, "duration_s": 5, "seed": 0, "names": {"this": "this tree"},
+                             "apps": {"this": app}, "real": 0, "real_model": ["minilm"]})
+    assert "(all-MiniLM-L6-v2) set up (the lesson's real steps among its steps), not run by the class" in text
+    assert "the server busy 3.4 s more, before the class" in text and "% of the actions" not in text
+    assert "of the lesson's Nexts, 7 showed a real model's step (after step 9): p50 4.00 ms, p95 20.0 ms" in text
+    from attention_viz.service.lesson import Lesson
+    from benchmarks.students import OWN_STEPS
+
+    assert OWN_STEPS == len(Lesson.TITLES)  # the steps after ours are the real models
+    with pytest.raises(SystemExit):
+        classroom.main(["--real", "0", "--against", "main"])  # a ref may not have real models
+
+
+def test_a_capped_server_runs_in_a_cpu_cgroup_of_its_own_or_the_class_says_why_not(tmp_path, monkeypatch):
+    """benchmarks.common.capped (classroom --server-share): the prefix makes the server's process join a CPU cgroup
+    with the quota asked, where this machine lets one be made; elsewhere the prefix is unchanged and says why."""
+    import subprocess
+    import sys
+
+    prefix, where = common.capped([], 40, "attention_viz-test-capped")
+    if where.startswith("its core capped at 40 %"):
+        group = Path(where.split("(cgroup ")[1].split(":")[0])
+        try:
+            quota = (group / "cpu.max").read_text().split() if (group / "cpu.max").exists() else [
+                (group / "cpu.cfs_quota_us").read_text().strip()]
+            assert quota[0] == "40000" and "2.5x slower" in where
+            seen = subprocess.run([*prefix, sys.executable, "-c", "print(open('/proc/self/cgroup').read())"],
+                                  capture_output=True, text=True, check=True).stdout
+            assert "/attention_viz-test-capped" in seen  # the server's own process is in the group
+        finally:
+            group.rmdir()
+    else:
+        assert prefix == [] and where.startswith("not capped: no CPU cgroup could be made here")
+    monkeypatch.setattr(common, "CGROUPS", tmp_path)  # no controllers, no cpu hierarchy: nothing to join
+    assert common.capped(["taskset", "-c", "0"], 40, "x") == (
+        ["taskset", "-c", "0"], f"not capped: no CPU cgroup could be made here (FileNotFoundError: [Errno 2] No such "
+                                f"file or directory: '{tmp_path / 'cpu' / 'x'}')")
 
 
 def test_the_trained_length_app_gives_a_real_translation_a_trained_models_length(monkeypatch):

@@ -1,5 +1,7 @@
-"""The package as a user installs it: a wheel with the shipped models, and the README's Python run from any folder."""
+"""The package as a user installs it: a wheel with the shipped models, and the README's Python run from any folder
+(its real-model examples on a small model of every kind they name, offline)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -56,6 +58,65 @@ def test_the_readme_python_runs_from_another_folder(tmp_path):
         result = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True,
                                 timeout=300)
         assert result.returncode == 0, f"{block}\n---\n{result.stderr[-3000:]}"
+
+
+# The Hub ids the README's real-model examples name, and the small model of the same kind standing in for each
+# (devtools.hub_models: random weights, the family's real tokenizer, saved offline): (family, layers).
+STAND_INS = {"Helsinki-NLP/opus-mt-en-de": ("marian", 6), "gpt2": ("gpt2", 2),
+             "HuggingFaceTB/SmolLM2-135M": ("llama", 2), "bert-base-uncased": ("bert", 2)}
+LOADS = re.compile(r'load_pretrained\("([^"]+)"\)(.*)')
+
+
+def readme_real_model_blocks() -> list[str]:
+    """The README's Python that loads a real model (```py blocks)."""
+    blocks = re.findall(r"```py\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    return [block for block in blocks if "load_pretrained(" in block]
+
+
+def variants(block: str, folder) -> dict[str, str]:
+    """The block once for every model kind it names: each load_pretrained("id") line run with the stand-in of its id
+    and, in turn, of every other id its comment names ("or ..."), the other lines' loads with their own."""
+    lines = block.splitlines()
+    loads = {i: LOADS.search(line) for i, line in enumerate(lines)}
+    loads = {i: found for i, found in loads.items() if found}
+    assert loads and all(found.group(1) in STAND_INS for found in loads.values()), block
+    out = {}
+    for i, found in loads.items():
+        named = [found.group(1)] + [name for name in re.findall(r'"([^"]+)"', found.group(2)) if name in STAND_INS]
+        for name in named:
+            chosen = dict.fromkeys(loads, None) | {i: name}
+            text = [LOADS.sub(f'load_pretrained(r"{folder(chosen[j] or loads[j].group(1))}")', line)
+                    if j in loads else line for j, line in enumerate(lines)]
+            out.setdefault("\n".join(text), " + ".join(chosen[j] or loads[j].group(1) for j in loads))
+    return {named: code for code, named in out.items()}  # each different run once
+
+
+@pytest.mark.integration
+def test_the_readme_real_model_examples_run_on_every_kind_they_name(tmp_path):
+    """Each real-model example as written, on a small model of each kind it names (an encoder-decoder, a decoder, an
+    encoder), offline, from another folder: nothing ends in an error."""
+    pytest.importorskip("transformers")
+    from devtools.hub_models import save_tiny
+
+    built = {}
+
+    def folder(name: str) -> Path:
+        if name not in built:
+            family, layers = STAND_INS[name]
+            built[name] = save_tiny(family, tmp_path / "models" / f"tiny-{family}-{layers}", layers=layers)
+        return built[name]
+
+    blocks = readme_real_model_blocks()
+    assert blocks, "the README has no real-model example"
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    ran = set()
+    for block in blocks:
+        for named, code in variants(block, folder).items():
+            result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                                    timeout=300, env=environment)
+            assert result.returncode == 0, f"{named}\n{code}\n---\n{result.stderr[-3000:]}"
+            ran |= {STAND_INS[name][0] for name in named.split(" + ")}
+    assert ran == {"marian", "gpt2", "llama", "bert"}  # every kind: encoder-decoder, decoder (two), encoder
 
 
 def test_the_public_api_is_importable_from_the_top():

@@ -124,17 +124,15 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
 def run_long(model, text: str, budget: int = LONG_BYTES, **switches) -> dict:
     """A real model's long pass over `text` (hub.long; as many tokens as its positions hold), packed for the long
     view with every head's overview embedded within `budget` bytes (no server: its zoom is drawn from those)."""
-    from attention_viz.hub.long import reading
     from attention_viz.hub.words import words_of
 
     ids = model.encode(text).ids  # (S,)
-    read, note = reading(model, int(ids.numel()), model.name)
-    run = model.long_run(ids[:read], **switches)
+    run = model.long_run(ids, warn=False, **switches)  # the first tokens its positions hold: the view says so
     try:
         maps = f"{len(run.keys)} map{'' if len(run.keys) == 1 else 's'}"
-        title = f"{model.name}: {read:,} tokens, {maps} x {run.n_heads} heads"
-        payload = pack_long(run, words_of(model.tokenizer, ids[:read].tolist()), read=read, of=int(ids.numel()),
-                            note=note, title=title)
+        title = f"{model.name}: {run.length:,} tokens, {maps} x {run.n_heads} heads"
+        payload = pack_long(run, words_of(model.tokenizer, ids[:run.length].tolist()), read=run.length,
+                            of=run.given, note=run.note, title=title)
         payload["offline"] = pack_offline(run, budget)
     finally:
         run.close()

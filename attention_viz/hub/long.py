@@ -40,6 +40,7 @@ import contextlib
 import contextvars
 import inspect
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -204,39 +205,43 @@ def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
                 del _holders[id(model)]
 
 
+class TextCutWarning(UserWarning):
+    """A long pass read the first tokens of a longer text (its message is the run's `note`)."""
+
+
 def positions(model) -> int | None:
-    """The positions a PretrainedTransformer has (its config's max_position_embeddings or n_positions): the most
-    tokens it reads at once; None where its config names none."""
-    config = model.model.config
-    for name in ("max_position_embeddings", "n_positions"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    """The positions a PretrainedTransformer has (model.positions): the most tokens it reads at once; None where its
+    config names none."""
+    return model.positions
 
 
-def reading(model, count: int, name: str, most: int | None = None) -> tuple[int, str]:
-    """How many of a text's `count` tokens a long pass of `model` (called `name` on screen) reads: its positions,
-    and `most` where fewer; with the sentence that says so when some are left out ("" when it reads them all)."""
+def reading(model, count: int, most: int | None = None) -> tuple[int, str]:
+    """The one rule of how many of a text's `count` tokens a long pass of `model` reads (the package's long_run, the
+    app's Long text tab and show(model, long_text) all ask it): its positions, and `most` where fewer; with the
+    sentence that says so when some are left out ("" when it reads them all), naming the model by model.name."""
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise LongRunError(f"most must be a positive whole number of tokens or None, got {most!r}")
     ends = positions(model)
     read = min([count] + [cap for cap in (ends, most) if cap])
     if read == count:
         return read, ""
-    why = (f"{name}'s positions end at {ends:,}." if ends and (most is None or ends <= most)
+    why = (f"{model.name}'s positions end at {ends:,}." if ends and (most is None or ends <= most)
            else f"a page is at most {most:,} tokens.")
     return read, f"Read the first {read:,} of the text's {count:,} tokens: {why}"
 
 
 def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, switches: dict | None = None,
              rows: int = ROWS, keep: str = "disk", last_logits: bool = False,
-             prescaled: Mapping[int, tuple[float, float]] | None = None) -> LongRun:
+             prescaled: Mapping[int, tuple[float, float]] | None = None, most: int | None = None,
+             warn: bool = True) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
     [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun. last_logits: the
     output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
     4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model
     reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states).
     prescaled: id(attention module) -> the factors (c_q, c_k) it puts on q and k itself (the model's proof finds
-    them), which the scale switch takes out as forward does."""
+    them), which the scale switch takes out as forward does. A text of more tokens than the model's positions (or
+    `most`) is read up to them (`reading`): the run says so (LongRun.note, given), and warns it unless warn=False."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise LongRunError(f"rows must be a positive whole number, got {rows!r}")
     if isinstance(ids_or_text, str):
@@ -249,6 +254,12 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
             raise LongRunError("give one text, or its token ids as [T] or [1, T] integers")
     if ids.size(1) == 0:
         raise LongRunError("the text has no tokens")
+    given = ids.size(1)
+    read, note = reading(model, given, most)
+    if read < given:
+        ids = ids[:, :read]
+        if warn:
+            warnings.warn(note, TextCutWarning, stacklevel=3)  # the caller of model.long_run
     ids = ids.to(model.device)
     if model.layout == "encoder-decoder":  # the page is read by the encoder alone: no decoder input to give
         if any(not key.startswith("encoder.") for key in variation.off or {}):
@@ -270,4 +281,5 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
             _current.reset(token)
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
     reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
-    return LongRun(logits, run.summaries, run.layers, run.kept, model.map_keys, length=ids.size(1), reads=reads)
+    return LongRun(logits, run.summaries, run.layers, run.kept, model.map_keys, length=read, reads=reads,
+                   given=given, note=note)

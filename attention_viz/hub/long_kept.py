@@ -99,19 +99,24 @@ class LongRun:
             encoder), as forward gives them; [1, 1, V] with last_logits.
         reads: what read the page where it is not the whole model, a sentence (READS_WITH_ENCODER), else "".
         summaries: map key -> {statistic: [H] float64} (STATISTICS, each the mean over query rows).
-        keys: the map keys, in the model's order. length: T. n_heads: H. kept_bytes: what the pass kept.
+        keys: the map keys, in the model's order. length: T, the tokens read. n_heads: H. kept_bytes: what the pass
+            kept.
+        given: the tokens of the text given (more than `length` where the pass read only its first ones).
+        note: the sentence saying how many were read of how many and why ("" when every token was read).
     """
 
     def __init__(self, logits: torch.Tensor, summaries: Mapping[str, dict[str, np.ndarray]],
                  layers: Mapping[str, KeptLayer], kept: Kept, order: list[str], length: int | None = None,
-                 reads: str = "") -> None:
+                 reads: str = "", given: int | None = None, note: str = "") -> None:
         self.logits = logits
         self.reads = reads
+        self.note = note
         self.summaries = {key: summaries[key] for key in order if key in summaries}
         self.keys = list(self.summaries)
         self._layers = layers
         self._kept = kept
         self.length = int(logits.size(1)) if length is None else int(length)  # T (logits may be the last only)
+        self.given = self.length if given is None else int(given)
         self.n_heads = int(self.summaries[self.keys[0]]["entropy"].shape[0]) if self.keys else 0
 
     @property

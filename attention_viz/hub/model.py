@@ -42,6 +42,10 @@ KIND_OF_LAYOUT = {
 }
 
 
+class TextTooLongError(ValueError):
+    """More tokens than the model's positions: the message names the limit and what to do instead."""
+
+
 @dataclass(frozen=True)
 class Recorded:
     """One pass's logits and maps, and what else it recorded: the pass (its masks, factors and kept q, k, v)."""
@@ -170,12 +174,37 @@ class PretrainedTransformer:
         return self.layers.get(kind, 0)
 
     @property
+    def positions(self) -> int | None:
+        """The positions the model has (its config's max_position_embeddings or n_positions): the most tokens it
+        reads at once; None where its config names none."""
+        config = self.model.config
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        for name in ("max_position_embeddings", "n_positions"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    def check_positions(self, tokens: int, what: str = "The input") -> None:
+        """TextTooLongError unless `tokens` positions fit the model's (a model whose config names none is not
+        checked): what a pass of more would meet is the model's own IndexError or a size mismatch."""
+        most = self.positions
+        if most is not None and tokens > most:
+            raise TextTooLongError(f"{what} has {tokens:,} tokens; {self.name} reads at most {most:,} positions at "
+                                   f"once. Give at most {most:,} (input_ids[:, :{most}]), or read a text at length: "
+                                   f"model.long_run(text) reads its first {most:,} tokens and says so.")
+
+    @property
     def start_id(self) -> int:
-        """The decoder's first input token (encoder-decoder models)."""
+        """The decoder's first input token (encoder-decoder models; a model of one stack has none: its decoder
+        input, if any, is the text itself)."""
+        if self.layout != "encoder-decoder":
+            raise ValueError(f"{self.name} is {'an encoder' if self.layout == 'encoder' else 'a decoder'}-only model: "
+                             "it has no decoder start token (give its text as input_ids alone).")
         generation = getattr(self.model, "generation_config", None)  # a base model without its head has none
         start = generation.decoder_start_token_id if generation is not None else None
         if start is None:
-            start = self.model.config.decoder_start_token_id
+            start = getattr(self.model.config, "decoder_start_token_id", None)
         if isinstance(start, list):
             start = start[0]
         if start is None:
@@ -325,11 +354,13 @@ class PretrainedTransformer:
 
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
         """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of)."""
+        self.check_positions(input_ids.size(-1))
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.layout == "encoder-decoder":
             if decoder_input_ids is None:
                 raise ValueError(f"{self.family.name} is an encoder-decoder model: give decoder_input_ids.")
+            self.check_positions(decoder_input_ids.size(-1), "The decoder's input")
             kwargs["decoder_input_ids"] = decoder_input_ids
         elif decoder_input_ids is not None:
             raise ValueError(f"{self.family.name} has no decoder input: give input_ids only.")
@@ -445,6 +476,15 @@ class PretrainedTransformer:
         if not self.abilities.writes_text:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
+        self.check_positions(input_ids.size(-1))
+        # the decoder's input at the last step: the prompt (or the start token) and every written token but the last
+        prompt = 1 if self.layout == "encoder-decoder" else input_ids.size(-1)
+        if self.positions is not None and prompt + max_new_tokens - 1 > self.positions:
+            room = self.positions - prompt + 1
+            raise TextTooLongError(f"{self.name}'s decoder reads at most {self.positions:,} positions at once"
+                                   + (f" and the prompt has {prompt:,} tokens" if prompt > 1 else "")
+                                   + f": it can write at most {room:,} tokens; ask for max_new_tokens={room}"
+                                   + (", or shorten the prompt." if prompt > 1 else "."))
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
                                         variation=variation, reuse_keys=reuse_keys, head_means=head_means,
                                         values=values)
@@ -455,15 +495,21 @@ class PretrainedTransformer:
         return f"PretrainedTransformer({self.name!r}, {self.family.name}, h={self.n_heads}, d_k={self.d_k}, {layers})"
 
     def long_run(self, ids_or_text, variation: Variation | None = None, *, head_means=None, rows: int | None = None,
-                 keep: str = "disk", last_logits: bool = False, **switches):
+                 keep: str = "disk", last_logits: bool = False, most: int | None = None, warn: bool = True,
+                 **switches):
         """One pass at length (hub.long): per-head summaries, and any map's region or overview recomputed exactly
         from the q and k it kept; the switches as forward's (keywords or variation). A text, or ids [T] / [1, T].
-        last_logits: logits of the last position only (where the model takes logits_to_keep)."""
+        last_logits: logits of the last position only (where the model takes logits_to_keep).
+
+        A text longer than the model's positions (or than `most` tokens) is read up to them: the run's `length` is
+        the tokens read, `given` the text's, and `note` the sentence that says so ("Read the first 512 of the
+        text's 1,122 tokens: ..."; "" when every token was read), also warned (hub.long.TextCutWarning) unless
+        warn=False."""
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
         return long.long_run(self, self._keys, ids_or_text, variation, self._switches(variation, head_means),
-                             rows or long.ROWS, keep, last_logits, self._prescaled)
+                             rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
 
 def _kind_of(key: str) -> str:

@@ -22,19 +22,13 @@ import torch
 from attention_viz.core.maps import AttentionMaps
 from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation
-from attention_viz.hub.model import PretrainedTransformer, _kind_of
-
-
-class TextTooLongError(ValueError):
-    """A text of more tokens than the model's positions: the message says what to do instead."""
+from attention_viz.hub.model import PretrainedTransformer, TextTooLongError, _kind_of
 
 
 def check_length(model: PretrainedTransformer, tokens: int) -> None:
-    """TextTooLongError unless `tokens` of text fit the model's positions (hub.long.positions; a model that names
-    none is not checked)."""
-    from attention_viz.hub.long import positions
-
-    most = positions(model)
+    """TextTooLongError unless `tokens` of text fit the model's positions (model.positions; a model that names none
+    is not checked)."""
+    most = model.positions
     if most is not None and tokens > most:
         raise TextTooLongError(f"The text has {tokens:,} tokens; {model.name} reads at most {most:,} positions at "
                                f"once. Shorten it, or read it at length: show(model, text, long=True), or "

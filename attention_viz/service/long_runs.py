@@ -118,16 +118,17 @@ class LongRuns:
         from attention_viz.hub.words import words_of
 
         ids = model.encode(text).ids  # (S,)
-        read, note = reading(model, int(ids.numel()), name, most=LONG_TOKENS)
+        read, _ = reading(model, int(ids.numel()), most=LONG_TOKENS)  # the pass's own rule, for its room
         with self._line:
             self._make_room(kept_estimate(model, read))  # the pass writes its numbers as it goes: room first
-            run = model.long_run(ids[:read], last_logits=True)  # the views need no logits: not T x V of them
+            # the views need no logits (not T x V of them); the page says what was read (run.note), not a warning
+            run = model.long_run(ids, last_logits=True, most=LONG_TOKENS, warn=False)
             run.logits = None
         try:
-            words = words_of(model.tokenizer, ids[:read].tolist())
+            words = words_of(model.tokenizer, ids[:run.length].tolist())
             key = run.keys[len(run.keys) // 2]
-            payload = pack_long(run, words, read=read, of=int(ids.numel()), note=note,
-                                title=f"{name}: {read:,} tokens, {maps_of(len(run.keys))} x {run.n_heads} heads")
+            payload = pack_long(run, words, read=run.length, of=run.given, note=run.note,
+                                title=f"{name}: {run.length:,} tokens, {maps_of(len(run.keys))} x {run.n_heads} heads")
             payload["overview"] = pack_overview(run, key, 0, LONG_OVERVIEW)
         except Exception:
             run.close()

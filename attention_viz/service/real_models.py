@@ -255,6 +255,7 @@ class RealModels:
                 del self._loading[key]
             loading.future.set_exception(ValueError(message))
             return
+        model.name = name  # what the picker calls it, in every sentence that names it (before anyone shares it)
         with self._lock:
             self._models[key] = model
             del self._loading[key]

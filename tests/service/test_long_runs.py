@@ -54,6 +54,9 @@ def test_a_model_reads_what_its_positions_hold_and_says_so(real):
     assert payload["read"] == payload["length"] == 256 < payload["of"]
     assert f"first 256 of the text's {payload['of']:,} tokens" in payload["note"]
     assert "positions end at 256" in payload["note"]
+    run = real.get("hub:tiny-bert").long_run(TEXT * 2, warn=False)  # the package says it in the same sentence
+    run.close()
+    assert (run.length, run.given, run.note) == (payload["read"], payload["of"], payload["note"])
     assert len(payload["pieces"]) == len(payload["wordOf"]) == 256
     overview = payload["overview"]
     assert overview["side"] == 256 and overview["block"] == 1 and overview["sink"] is True

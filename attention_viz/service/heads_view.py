@@ -42,7 +42,7 @@ from attention_viz.service.exports import ExportFolder, one_line
 from attention_viz.service.limits import ABLATIONS
 from attention_viz.service.requests import Settings
 from attention_viz.service.runs import Runs
-from attention_viz.service.texts import code, scaling_text
+from attention_viz.service.texts import code, file_name, scaling_text
 
 FORMAT = "attention_viz.importance/1"
 IMPORTANCE_STRINGS = 50   # a shipped model's held-out strings scored in the app (the API's default is 200)
@@ -138,9 +138,7 @@ class HeadsView:
             for h in range(data["n_heads"]):
                 row = [key, h, data["drop"][key][h]] + ([data["loss_rise"][key][h]] if rise else [])
                 out.write(",".join(map(str, row + [data["gradient"][key][h], rank[(key, h)]])) + "\n")
-        name = settings.checkpoint or settings.model  # a shipped checkpoint's name, a real model's id
-        model = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "-" for c in name)
-        files = {f"{model}__head_importance_{data['ablation']}.csv": out.getvalue().encode()}
+        files = {f"{file_name(settings.name)}__head_importance_{data['ablation']}.csv": out.getvalue().encode()}
         return str(self.exports.write(files, client)[0])
 
 
@@ -199,10 +197,9 @@ def _rounded(values, scale: float) -> list[float | None]:
 
 
 def title(settings: Settings, imp, real: bool) -> str:
-    model = settings.checkpoint or settings.model
     if real:
-        return f"Which heads matter: {model} on “{settings.text}” ({imp.total} heads)"
-    return f"Which heads matter: {model} on {imp.texts} held-out strings ({imp.total} heads)"
+        return f"Which heads matter: {settings.name} on “{settings.text}” ({imp.total} heads)"
+    return f"Which heads matter: {settings.name} on {imp.texts} held-out strings ({imp.total} heads)"
 
 
 def most_important(data: dict) -> tuple[float, str, int, int]:

@@ -203,7 +203,7 @@ class RealEntry:
                              f"{REAL_SOURCE_TOKENS}. Shorten it.")
         shape = served.shape
         return Member(display_name(self.key), shape.d_k, shape.d_model, shape.n_heads, text, None, "dot_product",
-                      served.keys)
+                      served.keys, self.label)
 
     def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> HubModel:
         """Itself, whatever the settings (loaded on first use)."""

@@ -25,6 +25,7 @@ from attention_viz.core.maps import KINDS
 from attention_viz.service.catalog import SizedCache
 from attention_viz.service.requests import Settings
 from attention_viz.service.runs import Runs
+from attention_viz.service.texts import code
 
 FORMAT = "attention_viz.induction/1"
 SEED = 0
@@ -65,12 +66,13 @@ class Induction:
             if best is None or values[layer, head] > best["score"]:
                 best = {"kind": kind, "layer": int(layer), "head": int(head), "score": round(float(values[layer, head]), 4)}
         return {"format": FORMAT, "model": settings.model, "n": self.n, "kinds": kinds, "best": best,
-                "text": summary(settings.model, self.n, kinds, best)}
+                "text": summary(settings.name, self.n, kinds, best)}
 
 
 def summary(model: str, n: int, kinds: list[dict], best: dict | None) -> str:
-    """What was run, the strongest head, and every head's score as a Markdown table per kind."""
-    lines = [f"**Induction heads of `{model}`**: one pass on {n} random tokens repeated twice; a head's score is its "
+    """What was run on `model` (as the picker names it), the strongest head, and every head's score as a Markdown
+    table per kind."""
+    lines = [f"**Induction heads of {code(model)}**: one pass on {n} random tokens repeated twice; a head's score is its "
              "mean weight, over the second half, on the token after the current token's first occurrence "
              "(1: exactly that; an evenly spread head scores the chance shown)."]
     if best is None:

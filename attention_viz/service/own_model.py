@@ -285,7 +285,7 @@ class FamilyEntry:
                                             n_decoder_layers=config["n_decoder_layers"], d_model=config["d_model"],
                                             n_heads=config["n_heads"], d_k=d_k))
         return Member(checkpoint, d_k, config["d_model"], config["n_heads"], text, typed,
-                      config.get("compatibility", "dot_product"), keys)
+                      config.get("compatibility", "dot_product"), keys, f"{self.label}, d_k = {d_k}")
 
     def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> OwnModel:
         """The member the settings name (settings.checkpoint)."""
@@ -329,7 +329,8 @@ class UntrainedEntry:
                              f"most {MAX_HEAD_WIDTH}. Lower d_k or the number of heads.")
         config = TransformerConfig(vocab_size=1, n_encoder_layers=UNTRAINED_LAYERS,
                                    n_decoder_layers=UNTRAINED_LAYERS, d_model=d_model, n_heads=n_heads, d_k=d_k)
-        return Member(None, d_k, d_model, n_heads, text, None, "dot_product", model_keys(config))
+        return Member(None, d_k, d_model, n_heads, text, None, "dot_product", model_keys(config),
+                      f"{self.label}, d_model = {d_model}, h = {n_heads}, d_k = {d_k}")
 
     def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> OwnModel:
         """The model of the settings' d_model, n_heads and d_k."""

@@ -60,7 +60,7 @@ def compare_runs(runs: Runs, a: Settings, b: Settings, what: str, kind: object, 
     except ValueError as error:
         raise ValueError(f"The other model has no {KINDS[request.kind]} layer {request.layer} head {request.head} "
                          f"to compare with ({error})") from None
-    labels = (a.text, b.text) if what == "text" else (a.model, b.model)
+    labels = (a.text, b.text) if what == "text" else (a.name, b.name)  # the models as the picker names them
     comparison = compare(text_maps(run_a), text_maps(run_b), kind_key(request.kind, request.layer), request.head,
                          labels=labels)
     return comparison, labels, (request.kind, request.layer, request.head)

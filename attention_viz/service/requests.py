@@ -55,6 +55,8 @@ class Settings:
                                         # runs ignore scaling, so their scale is always "none")
     typed: str | None = None   # the text as typed, when it differs from `text` (capitals lower-cased for a model
                                # trained on lower case); None when the model runs it as typed
+    name: str = ""             # the model as every title, label, note and file name says it (Member.name): the
+                               # picker's label, never the key
 
     def switched(self, **changes) -> Settings:
         """These settings with some of their Variation's fields changed (scale=, causal_mask=, padding_mask=,
@@ -92,7 +94,7 @@ class Settings:
         return {"text": self.text, "model": self.model, "checkpoint": self.checkpoint, "d_k": self.d_k,
                 "scale": v.scale, "causal_mask": v.causal_mask, "padding_mask": v.padding_mask,
                 "pad_tokens": self.pad_tokens, "d_model": self.d_model, "n_heads": self.n_heads,
-                "compatibility": self.compatibility, "typed": self.typed, "heads_off": v.heads_off,
+                "compatibility": self.compatibility, "typed": self.typed, "name": self.name, "heads_off": v.heads_off,
                 "ablation": v.ablation}
 
     @property
@@ -112,6 +114,8 @@ class Member:
     typed: str | None           # the text as typed, when it runs another (capitals lower-cased for a lower-case model)
     compatibility: str          # "dot_product" (Eq. 1) or "additive"
     keys: dict[str, int]        # every map key -> its number of heads, in the model's order
+    name: str = ""              # the model as a person knows it: the picker's label, with what tells this member apart
+                                # (a trained family's d_k, the untrained model's sizes)
 
 
 class Models(Protocol):
@@ -176,7 +180,7 @@ def parse_settings(
     off = parse_heads_off(heads_off, member.keys)
     variation = Variation(scale, causal_mask, padding_mask, off, ablation if off else "zero")
     return Settings(member.text, model, member.checkpoint, member.d_k, variation, pad_tokens, member.d_model,
-                    member.n_heads, member.compatibility, member.typed)
+                    member.n_heads, member.compatibility, member.typed, member.name)
 
 
 def model_keys(config) -> dict[str, int]:

@@ -7,7 +7,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from attention_viz.core.attention import scale_factor
 from attention_viz.core.maps import KINDS
-from attention_viz.service.limits import STUDY_ARMS
+from attention_viz.service.limits import COLOUR_SCALES, STUDY_ARMS
 from attention_viz.service.requests import Settings, heads_off_text
 from attention_viz.service.models import Run
 
@@ -112,9 +112,7 @@ def scaling_text(settings: Settings) -> str:
 
 def run_title(run: Run) -> str:
     """The heading of a packed run: the text and the model it ran on."""
-    s = run.settings
-    model = s.checkpoint or f"untrained model (d_model {s.d_model}, h {s.n_heads}, d_k {s.d_k})"
-    return f"“{s.text}” on {model}"
+    return f"“{run.settings.text}” on {run.settings.name}"
 
 
 def settings_record(settings: Settings) -> dict:
@@ -287,9 +285,8 @@ def no_difference_reason(what: str, kind: str, settings: Settings) -> str:
 def export_record(settings: Settings, kind: str, layer: int, head: int, colour_scale: str) -> dict[str, str]:
     """What an export was made with, in words: the model, the text, scaling, masks, d_k, the heads switched off and
     their ablation (only when some are), and the view."""
-    model = settings.checkpoint or f"untrained (seed 0, d_model {settings.d_model}, h {settings.n_heads})"
     return {
-        "model": model,
+        "model": settings.name,
         "text": settings.text,
         "d_k": str(settings.d_k),
         "scaling": scaling_text(settings),
@@ -302,13 +299,22 @@ def export_record(settings: Settings, kind: str, layer: int, head: int, colour_s
         "attention": KINDS[kind],
         "layer": str(layer),
         "head": str(head),
-        "colour scale": colour_scale,
+        "colour scale": COLOUR_SCALES.get(colour_scale, colour_scale),
     }
 
 
 def export_stem(settings: Settings, kind: str) -> str:
-    """The start of an export's file names: model, text and attention kind, in safe characters."""
-    model = settings.checkpoint or f"untrained_dm{settings.d_model}_h{settings.n_heads}_dk{settings.d_k}"
-    model = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.") else "-" for ch in model)
+    """The start of an export's file names: the model as the picker names it, the text and the attention kind, in
+    safe characters."""
     text = "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in settings.text)[:24].strip("-") or "text"
-    return f"{model}__{text}__{kind.replace('.', '_')}"
+    return f"{file_name(settings.name)}__{text}__{kind.replace('.', '_')}"
+
+
+FILE_NAME_CHARS = 96  # a model's part of an export's file name at most (a Hub id is at most 96 characters)
+
+
+def file_name(name: str) -> str:
+    """A name as safe characters for a file name (ASCII letters, digits, "_" and "."; a run of anything else one "-";
+    √ as "sqrt"): "reverse (trained with 1/√d_k), d_k = 16" -> "reverse-trained-with-1-sqrtd_k-d_k-16"."""
+    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.") else "-" for ch in name.replace("√", "sqrt"))
+    return "-".join(part for part in safe.split("-") if part)[:FILE_NAME_CHARS].strip(".-") or "model"

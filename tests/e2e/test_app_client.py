@@ -127,6 +127,8 @@ def test_steps_compare_export(client):
     assert sorted(p.suffix for p in paths) == [".csv", ".html", ".npz", ".pdf", ".pdf", ".png", ".png", ".svg", ".svg"]
     npz = np.load(next(p for p in paths if p.suffix == ".npz"), allow_pickle=False)
     assert npz["decoder.1.cross_attn"].shape == (4, 6, 8)  # [H, T = "hello" + <eos>, S = "hello" + <eos> + 2 pads]
+    # the files named by the picker's name of the model, in safe characters
+    assert all(p.name.startswith("untrained-random-weights-d_model-64-h-4-d_k-16__hello__") for p in paths), paths
 
 
 def test_compare_another_text_and_another_model(client):
@@ -141,7 +143,9 @@ def test_compare_another_text_and_another_model(client):
     np.testing.assert_allclose(arrays["difference"][:7, :7], arrays["a"][:7, :7] - arrays["b"][:7, :7], atol=1e-6)
     pair, text = client.predict(text="hello", **head, comparison="model", other_model="copy/sqrt_dk",
                                 api_name="/compare")
-    assert pair["labels"] == ["reverse/sqrt_dk", "copy/sqrt_dk"] and "Every token aligns" in pair["unaligned"]
+    # a and b named as the picker names them, never by its values ("reverse/sqrt_dk")
+    assert pair["labels"] == ["reverse (trained with 1/√d_k), d_k = 16", "copy (trained with 1/√d_k), d_k = 16"]
+    assert "Every token aligns" in pair["unaligned"] and "/sqrt_dk" not in text
 
 
 def lab_beside(app_url: str, asked: object) -> tuple[int, object]:
@@ -186,6 +190,7 @@ def test_a_bad_side_b_gets_a_clear_message(client, changes, message):
 def test_induction_heads_on_demand(client):
     text = client.predict(text="hello", api_name="/induction")
     assert "16 random tokens repeated twice" in text and "<table>" in text and "Strongest:" in text
+    assert "Induction heads of <code>reverse (trained with 1/√d_k), d_k = 16</code>" in text  # never its value
 
 
 def test_dk_lab(client):

@@ -51,9 +51,9 @@ def test_scores_are_cached_per_model_scaling_and_ablation_not_per_text_or_heads_
 def test_the_csv_holds_every_head(views):
     path = views.heads.csv_file(settings(views.runs), "zero")
     lines = open(path, encoding="utf-8").read().splitlines()
-    assert lines[0].startswith("# Which heads matter: reverse_dk16_sqrt_dk")
+    assert lines[0].startswith("# Which heads matter: reverse (trained with 1/√d_k), d_k = 16 on ")  # the picker's
     assert lines[2] == "key,head,exact_match_lost,loss_rise,gradient,prune_rank"
-    assert len(lines) == 3 + 12 and path.endswith("reverse_dk16_sqrt_dk__head_importance_zero.csv")
+    assert len(lines) == 3 + 12 and path.endswith("/reverse-trained-with-1-sqrtd_k-d_k-16__head_importance_zero.csv")
 
 
 def test_the_payload_and_the_csv_say_the_scaling_they_were_scored_with(views):

@@ -42,7 +42,9 @@ def test_an_export_record_keeps_every_setting_flat(runs):
     s = settings(runs, "custom", 0.25, off="encoder.0.self_attn: 1", ablation="mean")
     record = s.as_record()
     assert list(record) == ["text", "model", "checkpoint", "d_k", "scale", "causal_mask", "padding_mask",
-                            "pad_tokens", "d_model", "n_heads", "compatibility", "typed", "heads_off", "ablation"]
+                            "pad_tokens", "d_model", "n_heads", "compatibility", "typed", "name", "heads_off",
+                            "ablation"]
+    assert record["name"] == s.name == "reverse (trained with 1/√d_k), d_k = 16"  # the model as the picker says it
     assert (record["scale"], record["heads_off"], record["ablation"]) == (0.25, (("encoder.0.self_attn", (1,)),),
                                                                            "mean")
 

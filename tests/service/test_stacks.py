@@ -123,7 +123,9 @@ def test_another_model_on_the_same_text(views):
     arrays = compare_arrays(payload)
     np.testing.assert_allclose(arrays["a"], run_a.head("decoder.cross_attn", 1, 1), atol=1e-6)
     np.testing.assert_allclose(arrays["b"], run_b.head("decoder.cross_attn", 1, 1), atol=1e-6)
-    assert payload["labels"] == ["reverse/sqrt_dk", "copy/none"] and "Output a:" in text
+    assert payload["labels"] == [a.name, b.name] == ["reverse (trained with 1/√d_k), d_k = 16",  # the picker's names
+                                                      "copy (trained without scaling), d_k = 16"]
+    assert "Output a:" in text
 
 
 def test_a_head_the_other_model_lacks_is_refused_with_a_sentence(views):

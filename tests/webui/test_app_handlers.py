@@ -258,10 +258,11 @@ def test_export_handler_writes_png_npz_csv(handlers, views):
         assert path.is_file() and views.export_root in path.parents
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths if p.suffix == ".png")
     # The files describe themselves: names say model, text and view; PNG and CSV carry the settings.
-    assert all(p.name.startswith("reverse_dk16_sqrt_dk__attention__decoder_cross_attn__") for p in paths), paths
+    stem = "reverse-trained-with-1-sqrtd_k-d_k-16__attention__decoder_cross_attn__"  # the picker's name, made safe
+    assert all(p.name.startswith(stem) for p in paths), paths
     head_png = next(p for p in paths if p.name.endswith("L1_H1.png"))
     metadata = Image.open(head_png).text
-    assert metadata["model"] == "reverse_dk16_sqrt_dk" and metadata["text"] == "attention"
+    assert metadata["model"] == "reverse (trained with 1/√d_k), d_k = 16" and metadata["text"] == "attention"
     assert metadata["scaling"] == "×1/√16 = 0.25" and metadata["causal mask"] == "on"
     assert (metadata["layer"], metadata["head"], metadata["d_k"]) == ("1", "1", "16")
     grid_png = next(p for p in paths if p.name.endswith("grid.png"))

@@ -187,7 +187,10 @@ class PretrainedTransformer:
 
     def check_positions(self, tokens: int, what: str = "The input") -> None:
         """TextTooLongError unless `tokens` positions fit the model's (a model whose config names none is not
-        checked): what a pass of more would meet is the model's own IndexError or a size mismatch."""
+        checked): what a pass of more would meet is the model's own IndexError or a size mismatch; ValueError for no
+        tokens at all (a reshape error inside the model)."""
+        if tokens < 1:
+            raise ValueError(f"{what} has no tokens: give at least one (model.encode(text).ids[None]).")
         most = self.positions
         if most is not None and tokens > most:
             raise TextTooLongError(f"{what} has {tokens:,} tokens; {self.name} reads at most {most:,} positions at "

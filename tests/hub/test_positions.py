@@ -93,6 +93,15 @@ def test_most_caps_a_page_below_the_positions_and_is_checked(model):
 def test_an_empty_text_is_refused_with_a_sentence(model):
     with pytest.raises(LongRunError, match="no tokens"):
         model.long_run(torch.tensor([], dtype=torch.long))
+    empty = torch.zeros(1, 0, dtype=torch.long)  # (1, 0)
+    with pytest.raises(ValueError, match="The input has no tokens: give at least one"):
+        model.forward(empty, decoder_input(model))
+    if model.abilities.writes_text:
+        with pytest.raises(ValueError, match="The input has no tokens"):
+            model.greedy_decode(empty, max_new_tokens=3)
+    if model.layout == "encoder-decoder":
+        with pytest.raises(ValueError, match="The decoder's input has no tokens"):
+            model.forward(page_ids(model, 5)[None], torch.zeros(1, 0, dtype=torch.long))
 
 
 def decoder_input(model, n: int = 3):

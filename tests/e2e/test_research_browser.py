@@ -83,6 +83,14 @@ def test_compare_another_text_and_another_model(page: Page, app_url, width):
     page.get_by_role("option", name="copy").first.click()
     expect(compare).to_have_attribute("data-comparison", "model", timeout=TIMEOUT_MS)
     expect(page.locator("#compare_text")).to_contain_text("copy", timeout=TIMEOUT_MS)
+    # a and b named as the picker names them, never by its values ("reverse/sqrt_dk"), and each name whole
+    expect(page.locator(f"{COMPARE_ROOT} .av-pick[data-pick=a]")).to_have_text(
+        "a: reverse (trained with 1/√d_k), d_k = 16")
+    expect(page.locator(f"{COMPARE_ROOT} .av-pick[data-pick=b]")).to_contain_text("b: copy (trained with")
+    shown = page.locator(COMPARE_ROOT).inner_text() + page.locator("#compare_text").inner_text()
+    assert "/sqrt_dk" not in shown and "/none" not in shown
+    assert page.evaluate("""(root) => [...document.querySelectorAll(root + ' .av-pick')].filter(
+        b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent)""", COMPARE_ROOT) == []
     settle(page)
     view_shot(page, COMPARE_ROOT, f"research_compare_model_{width}")
 
@@ -93,6 +101,7 @@ def test_score_induction_heads_in_which_heads_matter(page: Page, app_url):
     page.locator("#score_induction").click()
     induction = page.locator("#induction")
     expect(induction).to_contain_text("Strongest:", timeout=TIMEOUT_MS)
+    expect(induction).to_contain_text("Induction heads of reverse (trained with 1/√d_k), d_k = 16")  # not its value
     expect(induction.locator("table")).to_have_count(2)  # encoder and decoder self-attention
     assert page.evaluate(CUT, "#induction") == []
     settle(page)

@@ -66,7 +66,7 @@
     /* a colour bar: its ends (bottom → top; log: each third of the bar ×10) and what it is */
     const stops = Array.from({length: 11}, (_, i) => P.css(P.viridis(i / 10))).join(", ");
     return `<span class="av-long-bar" style="background: linear-gradient(to right, ${stops})"></span>
-      <span class="av-long-ends">${log ? "≤ " : ""}${esc(format(bottom))} → ${esc(format(top))}${log ? " (log: ×10 a third)" : ""}</span>
+      <span class="av-long-ends">${log ? `≤ ${esc(format(bottom))}` : "0"} → ${esc(format(top))}${log ? " (log: ×10 a third)" : ""}</span>
       <span class="av-long-caption">${esc(caption)}</span>`;
   }
 

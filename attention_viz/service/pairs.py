@@ -49,14 +49,16 @@ def unaligned_sentence(comparison: Comparison) -> str:
             ". Their cells have no difference (grey).")
 
 
-def missing_head(runs: Runs, b: Settings, run_b: Run, kind: str, layer: int, head: int) -> str:
-    """Why side b (another model) has no such head, and what to pick instead: a model b that has the kind, or a
-    layer and head inside model b's."""
+def missing_head(runs: Runs, a: Settings, b: Settings, run_b: Run, kind: str, layer: int, head: int) -> str:
+    """Why side b (another model) has no such head, and what to pick instead: a model b that has the kind (those of
+    a's sort first: real models for a real model a), or a layer and head inside model b's."""
     catalog, config = runs.catalog, run_b.config
     name = dict((key, label) for label, key in catalog.model_choices).get(b.model, b.model)
     kinds = getattr(config, "kinds", tuple(KINDS))
     if kind not in kinds:
-        having = [label for label, key in catalog.model_choices if key != b.model and _has_kind(catalog, key, kind)]
+        real = a.model in catalog.real
+        having = [label for label, key in sorted(catalog.model_choices, key=lambda c: (c[1] in catalog.real) != real)
+                  if key not in (a.model, b.model) and _has_kind(catalog, key, kind)]
         some = ", ".join(having[:4]) + (" …" if len(having) > 4 else "")
         return (f"Model b, {name}, has no {KINDS[kind]}: it has " + ", ".join(KINDS[k] for k in kinds) + ". "
                 f"Pick as model b one with {KINDS[kind]}" + (f" ({some})" if having else "") +
@@ -88,7 +90,7 @@ def compare_runs(runs: Runs, a: Settings, b: Settings, what: str, kind: object, 
     try:
         run_b.head_request(request.kind, request.layer, request.head)
     except ValueError:
-        raise ValueError(missing_head(runs, b, run_b, request.kind, request.layer, request.head)) from None
+        raise ValueError(missing_head(runs, a, b, run_b, request.kind, request.layer, request.head)) from None
     labels = (a.text, b.text) if what == "text" else (a.model, b.model)
     comparison = compare(text_maps(run_a), text_maps(run_b), kind_key(request.kind, request.layer), request.head,
                          labels=labels)

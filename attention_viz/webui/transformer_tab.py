@@ -285,10 +285,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     compare_inputs = [*head_inputs, comparison, *extra, other_text, other_model]
     marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
                              js=chosen, **RAW), [COMPARE])
-    for box in (other_text.submit, other_model.input):  # a new side b: the comparison again ("once": the picker
-        # tells one pick twice, and a refusal would be told twice)
-        marked(box(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, trigger_mode="once",
-                   **PRIVATE), [COMPARE])
+    # a new side b: the comparison again (the model b picker's change, not its input: it tells one pick twice, and a
+    # refusal was told twice; nothing but a person sets it)
+    for box in (other_text.submit, other_model.change):
+        marked(box(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE), [COMPARE])
     comparison.change(lambda c: (gr.update(visible=c == "text"), gr.update(visible=c == "model")), comparison,
                       [other_text, other_model], queue=False, **PRIVATE)
     model.change(handlers.pair_default, [model, other_text], other_text, queue=False, **PRIVATE)

@@ -425,7 +425,7 @@ def test_scoring_is_refused_at_once_for_a_model_that_writes_no_text_and_the_page
 def test_another_model_without_the_head_is_refused_naming_what_to_pick(views):
     """Compare's another model: model b without the kind names its kinds and models that have it; a layer past
     model b's names its range."""
-    from attention_viz.service.pairs import compare_runs
+    from attention_viz.service.pairs import compare_runs, missing_head
 
     a = views.runs.settings("the cat sat", "hub:tiny-marian", 64, "sqrt_dk")
     gpt2 = views.runs.settings("the cat sat", "hub:tiny-gpt2", 64, "sqrt_dk")
@@ -433,8 +433,12 @@ def test_another_model_without_the_head_is_refused_naming_what_to_pick(views):
         compare_runs(views.runs, a, gpt2, "model", "decoder.cross_attn", 0, 0)
     said = str(refused.value)
     assert said.startswith("Model b, tiny-gpt2 (real model), has no encoder-decoder attention: it has ")
-    assert "Pick as model b one with encoder-decoder attention (" in said and "tiny-marian" not in said.split("(")[1]
-    assert "tiny-bert" not in said and "or open in Heatmaps a head of a kind both models have" in said
+    # real models first for a real model a, model a itself left out; BERT (no decoder) never named
+    assert "Pick as model b one with encoder-decoder attention (reverse" not in said and "tiny-bert" not in said
+    assert "or open in Heatmaps a head of a kind both models have" in said
+    ours_first = missing_head(views.runs, views.runs.settings(
+        "attention", "reverse/sqrt_dk", 16, "sqrt_dk"), gpt2, views.runs.run(gpt2), "decoder.cross_attn", 0, 0)
+    assert "Pick as model b one with encoder-decoder attention (copy (trained with 1/√d_k)" in ours_first
     wide = views.runs.settings("attention", "untrained", 8, "sqrt_dk", 1.0, True, True, 0, 64, 8)  # 8 heads
     reverse = views.runs.settings("attention", "reverse/sqrt_dk", 16, "sqrt_dk")  # 4 heads
     with pytest.raises(ValueError, match=r"^Model b, reverse \(trained with 1/√d_k\), has no encoder self-attention "

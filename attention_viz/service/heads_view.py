@@ -105,10 +105,10 @@ class HeadsView:
         heads switched off, the padding, the masks; a real model's scaling: it is scored as it was trained, with its
         own 1/√d_k), and the ablation, checked."""
         ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
-        scored_on = self.runs.attention_model(settings).abilities.scored_on
-        if scored_on is None:
-            raise ValueError("This model has no task to score its heads on (it was never trained): pick a trained "
-                             "model, or a real one (scored on your text).")
+        abilities = self.runs.attention_model(settings).abilities
+        scored_on = abilities.scored_on
+        if scored_on is None:  # the page's buttons are off for it already (ModelControls.abilities), saying why
+            raise ValueError(abilities.unscored or "This model's heads cannot be scored.")
         keep_text = scored_on == "text"
         switches = dict(heads_off=(), ablation="zero", causal_mask=True, padding_mask=True)
         if keep_text:  # a real model's scoring passes run as it was trained (and the payload says so)

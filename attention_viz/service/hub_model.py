@@ -41,10 +41,16 @@ from attention_viz.service.requests import HeadRequest, Member, Settings, model_
 
 def hub_abilities(shape: RealShape) -> Abilities:
     """What a real model can do, by its shape: write text or fill masks (its head's), the causal mask where it has
-    decoder self-attention, every scaling (Eq. 1 with its own d_k); its heads are scored on the text in the box."""
+    decoder self-attention, every scaling (Eq. 1 with its own d_k); its heads are scored on the text in the box
+    where it writes text (the log-probability of its own output), else not, and `unscored` says why."""
+    what = "an encoder alone" if shape.layout == "encoder" else "saved without its output head"
+    unscored = "" if shape.writes_text else (
+        f"{shape.family} is {what}: it writes no text whose probability could drop, so its heads cannot be scored "
+        "here. Pick a model that writes text (an encoder-decoder, or a decoder such as GPT-2).")
     return Abilities(writes_text=shape.writes_text, fills_masks=shape.fills_masks,
                      causal="decoder.self_attn" in shape.kinds, compatibility="dot_product",
-                     scalings=tuple(SCALE_CHOICES), d_k_fixed=True, scored_on="text")
+                     scalings=tuple(SCALE_CHOICES), d_k_fixed=True, scored_on="text" if shape.writes_text else None,
+                     unscored=unscored)
 
 
 class HubModel:

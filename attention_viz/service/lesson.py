@@ -26,7 +26,7 @@ import numpy as np
 
 from attention_viz.service.checks import check_int
 from attention_viz.service.heads_view import most_important
-from attention_viz.service.limits import HUB_PREFIX
+from attention_viz.service.limits import HUB_PREFIX, LAB_TABLE
 from attention_viz.service.real_models import display_name
 from attention_viz.service.requests import Settings, heads_off_text
 from attention_viz.service.texts import as_shown, code, fixed, long_shown
@@ -252,11 +252,11 @@ class Lesson:
         (var, var_s), (top, top_s), (ent, ent_s), (grad, grad_s) = ((as_shown(r[1]), as_shown(r[2])) for r in rows)
         queries = rows[1][0].split("median over ")[1]
         text = (f"With q and k of unit-variance components, q·k is a sum of d_k products, so its variance is d_k: "
-                f"{var} unscaled against {var_s} scaled at d_k {d_k}. Unscaled, the typical query (the median of "
-                f"{queries}, drawn here) puts {top} of its weight on one key (scaled {top_s}); its entropy falls to "
-                f"{ent} nats ({ent_s} scaled) and the softmax's gradient to {grad} ({grad_s} scaled): the queries and "
-                "keys stop learning. The table under the charts gives these medians. Tick *scaled* to compare, and "
-                "move d_k.")
+                f"{var} unscaled against {var_s} scaled at d_k {d_k}. Unscaled, a query puts a median {top} of its "
+                f"weight on one key (scaled {top_s}); the entropy falls to a median {ent} nats ({ent_s} scaled) and "
+                f"the softmax's gradient to {grad} ({grad_s} scaled): the queries and keys stop learning. These are "
+                f"medians over {queries}, the table *{LAB_TABLE}* under the charts; the charts above it draw one "
+                "typical query. Tick *scaled* to compare, and move d_k.")
         return replace(step, tab="lab", text=text, lab={"d_k": d_k, "n_keys": n_keys, "scaled": False})
 
     def _own_qk_text(self, model: str, kind: str, layer: int, head: int) -> tuple[dict, str]:

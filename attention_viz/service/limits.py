@@ -64,6 +64,7 @@ LAB_KEYS = 32                  # ... with this many keys
 LAB_SAMPLES = 20_000           # q·k samples in the histogram
 LAB_SEED = 0
 LAB_HEADERS = ["quantity", "unscaled q·k", "scaled q·k / √d_k", "theory"]
+LAB_TABLE = "At this d_k, both modes"  # the caption of the lab's table of medians (its headers above)
 
 # ----------------------------------------------------------------------------- training live (service/live.py)
 

@@ -53,7 +53,8 @@ class Abilities:
     scalings: tuple[str, ...]   # the scalings it can switch (SCALE_CHOICES keys); () when it has no 1/√d_k to remove
     d_k_fixed: bool             # its weights fix d_k (a real model); else the d_k control moves through models
     scored_on: str | None       # its heads are scored on "task" (held-out strings) or "text" (the text in the box);
-                                # None: they cannot be scored (no task)
+                                # None: they cannot be scored, and unscored says why
+    unscored: str = ""          # why its heads cannot be scored (scored_on None), a sentence naming what to pick
 
 
 @dataclass(frozen=True)

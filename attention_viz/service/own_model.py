@@ -60,7 +60,11 @@ def own_abilities(compatibility: str, trained: bool) -> Abilities:
     none to switch); its heads are scored on its task when trained."""
     return Abilities(writes_text=True, fills_masks=False, causal=True, compatibility=compatibility,
                      scalings=() if compatibility == "additive" else tuple(SCALE_CHOICES), d_k_fixed=False,
-                     scored_on="task" if trained else None)
+                     scored_on="task" if trained else None, unscored="" if trained else UNTRAINED_UNSCORED)
+
+
+UNTRAINED_UNSCORED = ("This model has no task to score its heads on (it was never trained): pick a trained model, or a "
+                      "real one that writes text (scored on your text).")
 
 
 class OwnModel:

@@ -49,6 +49,38 @@ def unaligned_sentence(comparison: Comparison) -> str:
             ". Their cells have no difference (grey).")
 
 
+def missing_head(runs: Runs, a: Settings, b: Settings, run_b: Run, kind: str, layer: int, head: int) -> str:
+    """Why side b (another model) has no such head, and what to pick instead: a model b that has the kind (those of
+    a's sort first: real models for a real model a), or a layer and head inside model b's."""
+    catalog, config = runs.catalog, run_b.config
+    name = b.name
+    kinds = getattr(config, "kinds", tuple(KINDS))
+    if kind not in kinds:
+        real = a.model in catalog.real
+        having = [label for label, key in sorted(catalog.model_choices, key=lambda c: (c[1] in catalog.real) != real)
+                  if key not in (a.model, b.model) and _has_kind(catalog, key, kind)]
+        some = ", ".join(having[:4]) + (" …" if len(having) > 4 else "")
+        return (f"Model b, {name}, has no {KINDS[kind]}: it has " + ", ".join(KINDS[k] for k in kinds) + ". "
+                f"Pick as model b one with {KINDS[kind]}" + (f" ({some})" if having else "") +
+                ", or open in Heatmaps a head of a kind both models have.")
+    n_layers = config.n_encoder_layers if kind.startswith("encoder") else config.n_decoder_layers
+    span = lambda what, n: f"{what} 0" if n == 1 else f"{what}s 0–{n - 1}"  # noqa: E731
+    return (f"Model b, {name}, has no {KINDS[kind]} layer {layer} head {head}: its {KINDS[kind]} has "
+            f"{span('layer', n_layers)} and {span('head', config.n_heads)}. Open a head inside those in Heatmaps, or "
+            "pick another model b.")
+
+
+def _has_kind(catalog, key: str, kind: str) -> bool:
+    """Whether the picker's entry `key` has attention `kind`, as far as is known without loading a model: ours have
+    every kind; a real model, by its shape once loaded, else (encoder-decoder attention) by its config's stacks."""
+    real = catalog.real
+    if key not in real:
+        return True
+    if real.loaded(key):
+        return kind in real.shape(key).kinds
+    return kind == "decoder.cross_attn" and real.stacks(key) == 2
+
+
 def compare_runs(runs: Runs, a: Settings, b: Settings, what: str, kind: object, layer: object,
                  head: object) -> tuple[Comparison, tuple[str, str], tuple[str, int, int]]:
     """One head of run a and of run b (the same kind, layer and head; refused where b's model has no such head),
@@ -57,9 +89,8 @@ def compare_runs(runs: Runs, a: Settings, b: Settings, what: str, kind: object, 
     request = run_a.head_request(kind, layer, head)
     try:
         run_b.head_request(request.kind, request.layer, request.head)
-    except ValueError as error:
-        raise ValueError(f"The other model has no {KINDS[request.kind]} layer {request.layer} head {request.head} "
-                         f"to compare with ({error})") from None
+    except ValueError:
+        raise ValueError(missing_head(runs, a, b, run_b, request.kind, request.layer, request.head)) from None
     labels = (a.text, b.text) if what == "text" else (a.name, b.name)  # the models as the picker names them
     comparison = compare(text_maps(run_a), text_maps(run_b), kind_key(request.kind, request.layer), request.head,
                          labels=labels)

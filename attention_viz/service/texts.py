@@ -162,11 +162,19 @@ def run_notes(run: Run, about: list[str]) -> str:
     lines = list(about)
     scores = ADDITIVE if s.compatibility == "additive" else "QKᵀ"
     lines.append(
-        f"Scores {scores} {scaling_text(s)}; causal mask {'on' if s.causal_mask else 'off'}; "
+        f"Scores {scores} {scaling_text(s)}; {causal_text(s, 'decoder.self_attn' in run.kinds)}; "
         f"{s.pad_tokens} pad token{'s' if s.pad_tokens != 1 else ''} with the padding mask "
         f"{'on' if s.padding_mask else 'off'}. Hatched cells are masked (weight exactly 0)."
     )
     return "\n\n".join(lines)
+
+
+def causal_text(settings: Settings, causal: bool) -> str:
+    """The causal mask in words, as it holds for the model: on or off where it has decoder self-attention (causal),
+    else that it has none (an encoder alone: every token sees every other)."""
+    if not causal:
+        return "no causal mask (an encoder: every token sees every other)"
+    return f"causal mask {'on' if settings.causal_mask else 'off'}"
 
 
 def own_notes(run: Run) -> list[str]:
@@ -282,15 +290,17 @@ def no_difference_reason(what: str, kind: str, settings: Settings) -> str:
     return "this head's weights are the same either way."
 
 
-def export_record(settings: Settings, kind: str, layer: int, head: int, colour_scale: str) -> dict[str, str]:
-    """What an export was made with, in words: the model, the text, scaling, masks, d_k, the heads switched off and
-    their ablation (only when some are), and the view."""
+def export_record(settings: Settings, kind: str, layer: int, head: int, colour_scale: str,
+                  causal: bool = True) -> dict[str, str]:
+    """What an export was made with, in words: the model, the text, scaling, masks (the causal mask where the model
+    has decoder self-attention, `causal`; else "none"), d_k, the heads switched off and their ablation (only when
+    some are), and the view."""
     return {
         "model": settings.name,
         "text": settings.text,
         "d_k": str(settings.d_k),
         "scaling": scaling_text(settings),
-        "causal mask": "on" if settings.causal_mask else "off",
+        "causal mask": ("on" if settings.causal_mask else "off") if causal else "none (an encoder)",
         "padding mask": "on" if settings.padding_mask else "off",
         "pad tokens": str(settings.pad_tokens),
         # heads switched off change every map after them: a file of such a run must not read as the plain run

@@ -294,7 +294,8 @@ class Views:
         r = run.head_request(kind, layer, head)
         per_head = parse_colour_scale(colour_scale)
         grid_png = Path(self.grid_file(settings, r.kind, colour_scale))
-        record = export_record(settings, r.kind, r.layer, r.head, "per_head" if per_head else "absolute")
+        record = export_record(settings, r.kind, r.layer, r.head, "per_head" if per_head else "absolute",
+                               causal="decoder.self_attn" in run.kinds)
         grid_record = {name: value for name, value in record.items() if name not in ("layer", "head")}
         head_png = Path(self.store.kept_file(self._head_image, settings, r.kind, r.layer, r.head, per_head))
         stem = export_stem(settings, r.kind)

@@ -101,6 +101,11 @@ def _client(request: gr.Request | None) -> str | None:
     return getattr(request, "session_hash", None)
 
 
+def unscored_note(controls: ModelControls) -> str:
+    """Under the scoring buttons: why they are off for this model (Markdown), or nothing."""
+    return f"⚠ {controls.abilities.unscored}" if controls.abilities.unscored else ""
+
+
 class Handlers:
     """The functions behind the widgets; each takes plain values, so tests call them without a server."""
 
@@ -300,7 +305,8 @@ class Handlers:
         """The controls that depend on the model, by name (transformer_tab.render's names): its d_k family (a log₂
         slider for the untrained model only; a trained one picks among its trained sizes), scaling (`scale`, else the
         model's own; fixed for additive attention), the compatibility picker (a study model only), the causal mask
-        (not for an encoder alone), its examples, and what the text box says of the model."""
+        (not for an encoder alone), its examples, what the text box says of the model, and the scoring buttons (off,
+        with the reason under them, for a model whose heads cannot be scored)."""
         return {
             "dk_log": gr.update(minimum=c.log_d_k_min, maximum=c.log_d_k_max, step=c.log_d_k_step,
                                 value=math.log2(c.d_k), visible=c.untrained),
@@ -317,6 +323,9 @@ class Handlers:
             "causal": gr.update(visible=c.causal_applies),
             "comparison": gr.update(choices=comparison_choices(c.causal_applies)),
             "examples": gr.update(choices=list(c.examples), value=None),
+            "score_heads": gr.update(interactive=not c.abilities.unscored),
+            "score_export": gr.update(interactive=not c.abilities.unscored),
+            "score_note": gr.update(value=prose_html(unscored_note(c)), visible=bool(c.abilities.unscored)),
         }
 
     @handler

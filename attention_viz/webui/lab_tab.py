@@ -28,7 +28,7 @@ import orjson
 from starlette.responses import Response
 
 from attention_viz.labview import MOUNT_CLASS, asset
-from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE
+from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE, LAB_TABLE
 from attention_viz.service.qk_view import KIND_LABELS, OwnQK
 from attention_viz.service.views import Views
 from attention_viz.webui.handlers import Handlers
@@ -64,9 +64,9 @@ component variances. A variance far above d_k · Var q · Var k means q and k ar
 to align them."""
 
 
-NUMBERS_TEMPLATE = """<div class="av-numbers"><table><caption>At this d_k, both modes</caption>
-<thead><tr>{{#each value.headers}}<th scope="col">{{this}}</th>{{/each}}</tr></thead>
-<tbody>{{#each value.data}}<tr>{{#each this}}<td>{{this}}</td>{{/each}}</tr>{{/each}}</tbody></table></div>"""
+NUMBERS_TEMPLATE = f"""<div class="av-numbers"><table><caption>{LAB_TABLE}</caption>
+<thead><tr>{{{{#each value.headers}}}}<th scope="col">{{{{this}}}}</th>{{{{/each}}}}</tr></thead>
+<tbody>{{{{#each value.data}}}}<tr>{{{{#each this}}}}<td>{{{{this}}}}</td>{{{{/each}}}}</tr>{{{{/each}}}}</tbody></table></div>"""
 NUMBERS_CSS = """
 .av-numbers { overflow-x: auto; max-width: 100%; padding: 0 2px; }
 .av-numbers table { border-collapse: collapse; font-size: 14px; min-width: 100%; }

@@ -37,7 +37,7 @@ from attention_viz.service.pairs import PAIR_TEXTS
 from attention_viz.service.views import Views, text_label
 from attention_viz.server.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
-from attention_viz.webui.handlers import Handlers, comparison_choices, opening_settings
+from attention_viz.webui.handlers import Handlers, comparison_choices, opening_settings, unscored_note
 from attention_viz.webui.handling import named
 from attention_viz.webui.heads_panel import badges_js, heads_view
 from attention_viz.webui.scripts import Raw, call
@@ -179,9 +179,13 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                     prose("**Which heads matter** (§3.2.2 taken apart): each head switched off alone (the ablation "
                           "chosen on the left), Michel et al.'s one-pass estimate beside it, and the prune curve. "
                           "The scores also appear on the heatmaps' tiles as Δ badges.")
+                    scorable = not controls0.abilities.unscored  # else both buttons off, the note saying why
                     with gr.Row():
-                        score_button = gr.Button("Score every head", variant="primary", elem_id="score_heads")
-                        score_export = gr.Button("Export the scores (CSV)", elem_id="score_export")
+                        score_button = gr.Button("Score every head", variant="primary", elem_id="score_heads",
+                                                 interactive=scorable)
+                        score_export = gr.Button("Export the scores (CSV)", elem_id="score_export",
+                                                 interactive=scorable)
+                    score_note = prose(unscored_note(controls0), elem_id="score_note", visible=not scorable)
                     importance = heads_view(elem_id="heads_view", label="importance")
                     induction_button = gr.Button("Score induction heads", elem_id="score_induction")
                     induction = prose(elem_id="induction", label="induction heads")
@@ -253,7 +257,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     named_controls = {"dk_log": dk_log, "d_k": d_k, "untrained_box": untrained_box, "scale": scale,
                       "dk_note": dk_note, "compat": compat, "dk_trained": dk_trained, "text": text,
                       "causal": causal, "comparison": comparison, "examples": examples, "heads_off": heads_off,
-                      "model": model, "last_model": last_model, "run_key": shown_key}
+                      "model": model, "last_model": last_model, "run_key": shown_key,
+                      "score_heads": score_button, "score_export": score_export, "score_note": score_note}
     outputs = [*named_controls.values(), run_tick]
     # a person's pick only (a lesson step or a refusal sets the picker with everything else); "once": the picker
     # tells one pick twice, and the second, while the first is answered, is not sent
@@ -280,7 +285,9 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     compare_inputs = [*head_inputs, comparison, *extra, other_text, other_model]
     marked(comparison.change(handlers.compare, compare_inputs, [compare, compare_text], api_name="compare",
                              js=chosen, **RAW), [COMPARE])
-    for box in (other_text.submit, other_model.input):  # a new side b: the comparison again
+    # a new side b: the comparison again (the model b picker's change, not its input: it tells one pick twice, and a
+    # refusal was told twice; nothing but a person sets it)
+    for box in (other_text.submit, other_model.change):
         marked(box(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE), [COMPARE])
     comparison.change(lambda c: (gr.update(visible=c == "text"), gr.update(visible=c == "model")), comparison,
                       [other_text, other_model], queue=False, **PRIVATE)

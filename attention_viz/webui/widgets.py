@@ -61,18 +61,25 @@ def plain_text(text: str = "", **kwargs) -> gr.HTML:
 BUMP_JS = call("bump", Raw("tick"), params="tick")  # a trigger that always moves the counter
 
 
-def route_one_js(index: int, kind: str) -> str:
+def route_one_js(index: int, kind: str, box: str | None = None, function: str = "routeOne") -> str:
     """A trigger's route when one control changes ("number", "boolean" or "string": at `index` of handling.run_key's
     list): nothing is sent when its new value is the one in `shown`, the values of the view an answer brought with
-    the controls; anything else moves the counter, as BUMP_JS, and forgets `shown` (page.js's routeOne)."""
-    return call("routeOne", index, kind, Raw("value"), Raw("shown"), Raw("tick"), params="value, shown, tick")
+    the controls; anything else moves the counter, as BUMP_JS, and forgets `shown` (page.js's routeOne). box: a
+    number box's elem_id, whose changes while typed in wait for Enter or the focus leaving (page.js's routeTyped)."""
+    return call(function, index, kind, Raw("value"), Raw("shown"), Raw("tick"), *((box,) if box else ()),
+                params="value, shown, tick")
 
 
 def route_unless_shown(trigger, control: gr.components.Component, index: int, kind: str, shown: gr.Textbox,
                        tick: gr.Textbox) -> None:
     """`trigger` (a listener of `control`, e.g. control.change) moves `tick` unless `control` holds the value at
-    `index` of `shown` (route_one_js), in the browser."""
-    trigger(None, [control, shown, tick], [tick, shown], js=route_one_js(index, kind), **PRIVATE)
+    `index` of `shown` (route_one_js), in the browser. A gr.Number applies what is typed in it on Enter or when the
+    focus leaves it, never a part typed on the way ("0" of "0.25" would be refused, "6" of "64" run)."""
+    box = control.elem_id if isinstance(control, gr.Number) else None
+    trigger(None, [control, shown, tick], [tick, shown], js=route_one_js(index, kind, box), **PRIVATE)
+    if box:
+        control.blur(None, [control, shown, tick], [tick, shown], js=route_one_js(index, kind, box, "routeTyped"),
+                     **PRIVATE)  # Enter tells it too (page.js)
 
 
 def log2_slider_pair(log_slider: gr.Slider, number: gr.Number) -> None:

@@ -166,10 +166,18 @@ def test_scoring_every_head_draws_the_prune_curve_and_puts_badges_on_the_tiles(p
 
 
 def test_the_untrained_model_cannot_be_scored_and_says_why(page: Page, app_url):
+    """Its scoring buttons are off from the pick, the reason and what to pick under them (no click, no toast); a
+    trained model turns them on again and the reason goes."""
     open_app(page, app_url, untrained=True)
     page.get_by_role("tab", name="Which heads matter").click()
-    page.locator("#score_heads").click()
-    expect(page.locator(".toast-body").first).to_contain_text("no task to score its heads on", timeout=TIMEOUT_MS)
+    for button in ("#score_heads", "#score_export"):
+        expect(page.locator(button)).to_be_disabled(timeout=TIMEOUT_MS)
+    expect(page.locator("#score_note")).to_contain_text("no task to score its heads on")
+    expect(page.locator("#score_note")).to_contain_text("pick a trained model")
+    page.locator("#model input").click()
+    page.get_by_role("option", name="reverse (trained with 1/√d_k)").click()
+    expect(page.locator("#score_heads")).to_be_enabled(timeout=TIMEOUT_MS)
+    expect(page.locator("#score_note")).to_be_hidden()
 
 
 def test_what_flows_beside_the_weights_in_the_app_and_after_a_rerun(page: Page, app_url):

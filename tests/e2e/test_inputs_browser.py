@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.test_browser import TIMEOUT_MS, open_app, set_number
+from tests.e2e.test_browser import TIMEOUT_MS, open_app, set_number, settle
 
 pytestmark = pytest.mark.browser
 
@@ -47,14 +47,72 @@ def test_an_example_fills_the_text_and_runs_and_another_text_clears_the_choice(p
     expect(examples.locator("input:checked")).to_have_count(0)
 
 
-def test_the_labs_numbers_are_a_readable_table_that_follows_d_k(page: Page, app_url):
+def lab_table(page: Page, app_url: str):
+    """The lab's tab opened, its table of numbers drawn."""
     open_app(page, app_url)
     page.get_by_role("tab", name="√d_k lab").click()
     table = page.locator("#lab_numbers table")
     expect(table).to_be_visible(timeout=TIMEOUT_MS)
+    return table
+
+
+def test_the_labs_numbers_are_a_readable_table_that_follows_d_k(page: Page, app_url):
+    table = lab_table(page, app_url)
     assert table.locator("thead th").all_inner_texts()[0] == "quantity"
     expect(table.locator("tbody tr")).to_have_count(4)
     set_number(page, "lab_dk", "256")
     expect(table.locator("tbody tr").first).to_contain_text("256 and 1", timeout=TIMEOUT_MS)
     size = table.locator("tbody td").first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
     assert size >= 11
+
+
+JOINS = """() => performance.getEntriesByType('resource').filter(e => e.name.includes('/queue/join')).length"""
+
+
+def joins(page: Page) -> int:
+    """How many events the page has sent to the queue so far."""
+    return page.evaluate(JOINS)
+
+
+@pytest.mark.parametrize("elem_id, typed", [("pads", "4"), ("dk", "64"), ("factor", "0.25")])
+def test_a_number_box_applies_on_enter_and_never_a_part_typed(page: Page, app_url, elem_id, typed):
+    """A person types a number and presses Enter: it applies then, once (not when the box loses the focus later, not
+    "0" of "0.25", which would be refused, nor "6" of "64", which would run); leaving the box adds nothing."""
+    open_app(page, app_url)
+    if elem_id == "factor":
+        page.locator("#scale").get_by_text("custom factor").click()
+        expect(page.locator("#info")).to_contain_text("(custom)", timeout=TIMEOUT_MS)
+    settle(page)
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.click()
+    box.press("Control+a")
+    before = joins(page)
+    box.press_sequentially(typed, delay=120)
+    page.wait_for_timeout(1500)
+    assert joins(page) == before  # nothing sent while typing
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
+    box.press("Enter")
+    said = {"pads": f"{typed} pad tokens", "dk": "d_k 64", "factor": "×0.25 (custom)"}[elem_id]
+    expect(page.locator("#info")).to_contain_text(said, timeout=TIMEOUT_MS)
+    settle(page)
+    sent = joins(page)
+    assert sent == before + 1, (before, sent)
+    box.press("Tab")  # leaving the box: already applied
+    page.wait_for_timeout(1500)
+    assert joins(page) == sent
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
+
+
+def test_the_labs_d_k_box_applies_on_enter(page: Page, app_url):
+    table = lab_table(page, app_url)
+    box = page.locator("#lab_dk input[type=number]")
+    box.click()
+    box.press("Control+a")
+    box.press_sequentially("0", delay=100)  # on its own, "0" would be refused: it is only the start of what is typed
+    page.wait_for_timeout(1000)
+    expect(page.locator("#lab_view [role=status]:visible")).to_have_count(0)  # nothing marked stale meanwhile
+    box.press_sequentially("12", delay=100)  # "012": 12
+    page.wait_for_timeout(1000)
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
+    box.press("Enter")
+    expect(table.locator("tbody tr").first).to_contain_text("12 and 1", timeout=TIMEOUT_MS)

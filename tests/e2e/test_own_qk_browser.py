@@ -13,6 +13,11 @@ from tests.e2e.test_lab_browser import PROBLEMS_JS, SCREENSHOTS, TIMEOUT_MS
 
 pytestmark = pytest.mark.browser
 VIEW = "#own_qk .av-own"
+# a chart's x axis labels, left to right: the tick labels on the bottom row (the y axis's sit at the left, one a row)
+X_TICKS = """(svg) => { const labels = [...svg.querySelectorAll('.avl-axis text:not(.avl-title)')];
+    const bottom = Math.max(...labels.map(t => +t.getAttribute('y')));
+    return labels.filter(t => +t.getAttribute('y') === bottom).sort((a, b) => a.getAttribute('x') - b.getAttribute('x'))
+        .map(t => t.textContent); }"""
 
 
 def pick(page: Page, elem_id: str, option: str) -> None:
@@ -78,3 +83,19 @@ def test_the_own_view_fits_a_phone(page: Page, app_url):
     page.locator(f"{VIEW} svg[data-chart=histogram]").scroll_into_view_if_needed()
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "own_qk_390.png"))
+
+
+def test_the_histogram_of_a_head_far_past_the_law_has_ticks_to_read_its_spread(page: Page, app_url):
+    """reverse's layer 1 head 0 (the lesson's step 6): its scaled logits spread to about ±47, far past footnote 4's
+    law (±5); the x axis carries round ticks across that range, at least 5 labelled, not one "0"."""
+    own = OwnQK(Catalog())
+    opened(page, app_url, own, 1280, 800)
+    pick(page, "own_layer", "1")
+    data = own.view("reverse", "decoder.cross_attn", 1, 0, True)
+    drawn(page, data)
+    span = data["histogram"]["edges"][-1]
+    assert span > 30  # the head the claim is about: its range is many times the law's
+    x_ticks = page.locator(f"{VIEW} svg[data-chart=histogram]").evaluate(X_TICKS)
+    values = [float(t.replace("−", "-")) for t in x_ticks]
+    assert len(values) >= 5 and values[0] <= -span / 2 and values[-1] >= span / 2, x_ticks
+    page.locator(f"{VIEW} svg[data-chart=histogram]").screenshot(path=str(SCREENSHOTS / "own_qk_far_histogram.png"))

@@ -232,7 +232,40 @@ def test_the_long_text_tab_paste_a_page_drag_a_region_and_hover_an_exact_weight(
         view.locator(".av-long-sink").check()  # the sink left out: said over the map and the region's title
         expect(view.locator(".av-long-legend").nth(3)).to_contain_text("first token left out", timeout=TIMEOUT_MS)
         expect(title).to_contain_text("first token left out of every row", timeout=TIMEOUT_MS)
-        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("99th percentile")  # the colour by default
+        # the colour by default: a log scale, 3 decades under the map's top, said in the legend with its ends;
+        # no weight shown above 1
+        legend = view.locator(".av-long-legend").nth(3)
+        expect(legend).to_contain_text("colour: log scale, 3 decades under this map's top")
+        low, high = re.fullmatch(r"≤ (\S+) → (\S+) \(log: ×10 a third\)",
+                                 legend.locator(".av-long-ends").inner_text()).groups()
+        assert 0 < float(high) <= 1 and float(low) == pytest.approx(float(high) / 1000, rel=1e-3)
         page.screenshot(path=str(SCREENSHOTS / f"long_{width}.png"), full_page=True)
         view.locator(".av-long-colour").select_option("top")  # drawn again in the page, said in the legend
-        expect(view.locator(".av-long-legend").nth(3)).to_contain_text("colour 0 → this map's top")
+        expect(legend).to_contain_text("colour: linear, 0 → this map's top")
+        assert float(legend.locator(".av-long-ends").inner_text().split("→ ")[1]) <= 1
+        view.locator(".av-long-colour").select_option("p99")
+        expect(legend).to_contain_text("99th percentile")
+
+
+def test_compare_another_model_without_the_head_says_so_once_and_what_to_pick(page: Page, real_url):
+    """A cross-attention head compared with GPT-2 (no encoder-decoder attention): one message, not two, naming
+    GPT-2's kinds and models that have the head; the comparison on screen is marked stale, not replaced."""
+    open_page(page, real_url)
+    pick(page, "tiny-marian (real model)", "real Marian model")
+    page.select_option("#explorer .av-kind", "decoder.cross_attn")
+    page.get_by_role("tab", name="Compare").click()
+    page.get_by_label("another model").check()
+    expect(page.locator("#compare_view .av-hv")).to_have_attribute("data-comparison", "model", timeout=TIMEOUT_MS)
+    settle(page)
+    page.locator("#compare_model_b input").click()
+    page.get_by_role("option", name="tiny-gpt2 (real model)").click()
+    toast = page.locator("[data-testid=toast-body]")
+    expect(toast.first).to_contain_text("Model b, tiny-gpt2 (real model), has no encoder-decoder attention",
+                                        timeout=TIMEOUT_MS)
+    page.wait_for_timeout(3000)  # a second answer, if any, would be here by now (a refusal leaves its output's
+    # status in error: not "settled")
+    told = " ".join(toast.all_inner_texts())
+    assert told.count("has no encoder-decoder attention") == 1, told
+    assert "Pick as model b one with encoder-decoder attention (wide-marian (real model)" in told, told
+    expect(page.locator("#compare_view .av-stale-note")).to_be_visible()
+    page.screenshot(path=str(SCREENSHOTS / "compare_model_refused.png"), full_page=True)

@@ -28,8 +28,14 @@ def test_the_stack_views_in_the_heatmaps(page: Page, app_url, width):
     open_app(page, app_url, width=width)
     page.select_option("#explorer .av-kind", "encoder.self_attn")
     show = page.locator("#explorer .av-show")
+    # "attention" (10 tokens): flow is past the app's budget, so it stays listed, disabled, and the line under the
+    # controls says why
     expect(show.locator("option")).to_have_text(["attention weights α", "what flows (α·‖v W_O‖)",
-                                                 "rollout of the stack"])
+                                                 "rollout of the stack", "attention flow of the stack (off: why below)"])
+    expect(show.locator("option[value=flow]")).to_be_disabled()
+    why = page.locator("#explorer .av-show-why")
+    expect(why).to_contain_text("Attention flow is computed in the app for short inputs only")
+    expect(why).to_contain_text("2 layers × 10 tokens")
     show.select_option("rollout")
     caption = page.locator("#head_view .av-caption")
     expect(caption).to_contain_text("rollout of the whole stack")
@@ -38,16 +44,23 @@ def test_the_stack_views_in_the_heatmaps(page: Page, app_url, width):
     expect(page.locator("#head_view tbody tr")).to_have_count(len("attention") + 1)
     assert page.evaluate(CUT, "#head_view") == []
     view_shot(page, ".av-explorer", f"research_rollout_{width}")
-    expect(show.locator("option")).to_have_count(3)  # "attention" (10 tokens): flow past the app's budget
     page.locator("#text input, #text textarea").first.fill("hello")  # 6 tokens: within it
     expect(page.locator("#head_view tbody tr")).to_have_count(len("hello") + 1, timeout=TIMEOUT_MS)
+    expect(show.locator("option[value=flow]")).to_be_enabled()
+    expect(why).to_be_hidden()
     show.select_option("flow")
     expect(caption).to_contain_text("attention flow of the whole stack")
     page.select_option("#explorer .av-kind", "decoder.self_attn")
     expect(caption).to_contain_text("masked self-attention only")
     view_shot(page, ".av-explorer", f"research_flow_decoder_{width}")
-    show.select_option("weights")
-    expect(page.locator("#explorer .av-grid")).to_be_visible()
+    # back to a text past the budget while flow is shown: the weights come back, flow stays listed, and says why
+    page.locator("#text input, #text textarea").first.fill("attention")
+    expect(page.locator("#explorer .av-grid")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(show).to_have_value("weights")
+    expect(show.locator("option[value=flow]")).to_be_disabled()
+    expect(why).to_contain_text("Attention flow is computed in the app for short inputs only")
+    page.locator("#text input, #text textarea").first.fill("hello")
+    expect(show.locator("option[value=flow]")).to_be_enabled(timeout=TIMEOUT_MS)
     page.select_option("#explorer .av-kind", "encoder.self_attn")  # "hello": two l's
     expect(page.locator("#alignment thead")).to_contain_text("duplicate token")
 

@@ -69,11 +69,16 @@ def test_the_trained_bert_in_every_view(page: Page, minilm_url):
     expect(page.locator("#compare_text")).not_to_be_empty(timeout=TIMEOUT_MS)
     settle(page)
     page.screenshot(path=str(SCREENSHOTS / "trained-minilm-compare.png"), full_page=True)
-    # scoring its heads is refused with the reason (an encoder writes no output to score); the page stays usable
+    # scoring its heads cannot be asked: both buttons are off, the reason (an encoder writes no output to score) and
+    # what to pick under them, before any click; the notes say no causal mask, only what holds for an encoder
+    expect(page.locator("#info")).to_contain_text("no causal mask (an encoder")
+    expect(page.locator("#info")).not_to_contain_text("causal mask on")
     page.get_by_role("tab", name="Which heads matter").click()
-    page.locator("#score_heads").click()
-    expect(page.locator("[data-testid=toast-body]").first).to_contain_text("BERT is an encoder only",
-                                                                           timeout=TIMEOUT_MS)
+    expect(page.locator("#score_heads")).to_be_disabled()
+    expect(page.locator("#score_export")).to_be_disabled()
+    expect(page.locator("#score_note")).to_contain_text("BERT is an encoder alone: it writes no text")
+    expect(page.locator("#score_note")).to_contain_text("Pick a model that writes text")
+    page.screenshot(path=str(SCREENSHOTS / "trained-minilm-scoring-off.png"), full_page=True)
     page.get_by_role("tab", name="Heatmaps").click()
     expect(page.locator(TILES)).to_have_count(6 * 12)
 

@@ -277,6 +277,29 @@ def test_kept_in_memory_or_on_disk_give_the_same_views():
     assert model.model.config._attn_implementation == "attention_viz"  # the model's own implementation is back
 
 
+def test_a_float32_models_recomputed_weights_never_pass_1():
+    """A float32 model with sharp heads: the first row of a causal map is one weight of exactly 1, which the
+    recomputation from kept q, k and lse (the pass's base-2 sum) once put at 1.0000153; every region and overview
+    cell stays <= 1, the sharp rows at 1 within float32's rounding."""
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    torch.manual_seed(0)
+    network = transformers.LlamaForCausalLM(config)  # float32
+    with torch.no_grad():
+        for parameter in network.parameters():
+            parameter.normal_(0, 1.0)  # scores of tens: rounding of lse shows in exp(s - lse)
+    run = PretrainedTransformer(network, Ids()).long_run(torch.randint(0, 64, (300,)).tolist())
+    tops = []
+    for key in run.keys:
+        for head in range(run.n_heads):
+            for reduce in ("max", "mean"):
+                assert run.overview(key, head, size=64, reduce=reduce).max() <= 1.0
+            region = run.region(key, head, slice(0, 200), slice(0, 200))
+            assert region.max() <= 1.0 and run.region(key, head, slice(0, 1), slice(0, 1))[0, 0] >= 1 - 1e-5
+            tops.append(float(region.max()))
+    assert max(tops) == 1.0  # sharp rows reach the top
+
+
 def test_refusals_say_what_is_wrong(tiny_folder):
     model = tiny_llama()
     ids = torch.randint(0, 64, (1, 40))

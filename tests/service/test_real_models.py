@@ -387,6 +387,65 @@ def test_an_encoder_has_no_causal_mask_control_and_says_what_it_can_do(views):
     assert "causal_mask" not in [key for _, key in out["comparison"]["choices"]]
 
 
+def test_notes_and_exports_say_the_causal_mask_only_of_a_model_that_has_one(views):
+    """An encoder has no causal mask: its notes and its CSV say so, never "causal mask on"; a decoder's and an
+    encoder-decoder's say on or off as set."""
+    for model, kind, causal, said in (("hub:tiny-bert", "encoder.self_attn", True, "none (an encoder)"),
+                                      ("hub:tiny-gpt2", "decoder.self_attn", True, "on"),
+                                      ("hub:tiny-marian", "decoder.cross_attn", False, "off")):
+        s = settings(views, model, causal=causal)
+        info = views.visualize(s).info
+        if said.startswith("none"):
+            assert "causal mask on" not in info and "no causal mask (an encoder" in info, info
+        else:
+            assert f"causal mask {said}" in info, info
+        files = views.export(s, kind, 0, 0)
+        csv = next(f for f in files if f.suffix == ".csv").read_text(encoding="utf-8")
+        assert f"# causal mask: {said}\n" in csv, csv[:400]
+
+
+def test_scoring_is_refused_at_once_for_a_model_that_writes_no_text_and_the_page_says_why(views):
+    """BERT writes no text: its heads cannot be scored, refused before any pass with the reason and what to pick,
+    and its controls turn both scoring buttons off with that reason under them; a model that writes text keeps
+    them on."""
+    from attention_viz.webui.handlers import Handlers
+
+    bert = views.model_controls("hub:tiny-bert", 64)
+    assert bert.abilities.scored_on is None and "writes no text" in bert.abilities.unscored
+    assert "Pick a model that writes text" in bert.abilities.unscored
+    with pytest.raises(ValueError, match="BERT is an encoder alone: it writes no text"):
+        next(views.heads.stream(settings(views, "hub:tiny-bert")))
+    out = Handlers(views).controls_of(bert)
+    assert out["score_heads"]["interactive"] is False and out["score_export"]["interactive"] is False
+    assert out["score_note"]["visible"] is True and "writes no text" in out["score_note"]["value"]
+    gpt2 = Handlers(views).controls_of(views.model_controls("hub:tiny-gpt2", 64))
+    assert gpt2["score_heads"]["interactive"] is True and gpt2["score_note"]["visible"] is False
+
+
+def test_another_model_without_the_head_is_refused_naming_what_to_pick(views):
+    """Compare's another model: model b without the kind names its kinds and models that have it; a layer past
+    model b's names its range."""
+    from attention_viz.service.pairs import compare_runs, missing_head
+
+    a = views.runs.settings("the cat sat", "hub:tiny-marian", 64, "sqrt_dk")
+    gpt2 = views.runs.settings("the cat sat", "hub:tiny-gpt2", 64, "sqrt_dk")
+    with pytest.raises(ValueError) as refused:
+        compare_runs(views.runs, a, gpt2, "model", "decoder.cross_attn", 0, 0)
+    said = str(refused.value)
+    assert said.startswith("Model b, tiny-gpt2 (real model), has no encoder-decoder attention: it has ")
+    # real models first for a real model a, model a itself left out; BERT (no decoder) never named
+    assert "Pick as model b one with encoder-decoder attention (reverse" not in said and "tiny-bert" not in said
+    assert "or open in Heatmaps a head of a kind both models have" in said
+    ours_first = missing_head(views.runs, views.runs.settings(
+        "attention", "reverse/sqrt_dk", 16, "sqrt_dk"), gpt2, views.runs.run(gpt2), "decoder.cross_attn", 0, 0)
+    assert "Pick as model b one with encoder-decoder attention (copy (trained with 1/√d_k)" in ours_first
+    wide = views.runs.settings("attention", "untrained", 8, "sqrt_dk", 1.0, True, True, 0, 64, 8)  # 8 heads
+    reverse = views.runs.settings("attention", "reverse/sqrt_dk", 16, "sqrt_dk")  # 4 heads
+    with pytest.raises(ValueError, match=r"^Model b, reverse \(trained with 1/√d_k\), has no encoder self-attention "
+                                         r"layer 1 head 6: its encoder self-attention has layers 0–1 and heads 0–3\."):
+        compare_runs(views.runs, wide, reverse, "model", "encoder.self_attn", 1, 6)
+
+
 def test_a_real_runs_value_norms_come_from_its_own_pass_and_equal_a_pass_of_their_own(views):
     """The decode's last pass keeps its values, so what flows needs no pass of its own: the norms it kept equal
     run_value_norms' separate pass on the run's ids (an encoder-decoder, a decoder-only model)."""

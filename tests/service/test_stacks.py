@@ -131,7 +131,9 @@ def test_another_model_on_the_same_text(views):
 def test_a_head_the_other_model_lacks_is_refused_with_a_sentence(views):
     a = settings(views.runs, "hello")
     b = views.runs.settings("hello", "untrained", 16, "sqrt_dk", 1.0, True, True, 0, 64, 1, None, "", None)
-    with pytest.raises(ValueError, match="The other model has no encoder-decoder attention layer 1 head 1"):
+    with pytest.raises(ValueError, match=r"^Model b, untrained \(random weights\), has no encoder-decoder attention "
+                                         r"layer 1 head 1: its encoder-decoder attention has layers 0–1 and head "
+                                         r"0\. Open a head inside those in Heatmaps, or pick another model b\.$"):
         views.compare_pair(a, b, "model", "decoder.cross_attn", 1, 1)
 
 

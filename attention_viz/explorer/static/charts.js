@@ -51,9 +51,20 @@
     return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
   }
   function linearTicks(lo, hi, count) {
-    const step = niceStep(hi - lo, count);
-    const out = [];
-    for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+    /* round numbers from lo to hi, about `count` apart; at least 3 where count asks 3 or more (a step rounded up
+       to 50 on ±46.6 once left the axis one tick, 0, and nothing to read a spread off) */
+    let step = niceStep(hi - lo, count);
+    const at = (s) => {
+      const out = [];
+      for (let v = Math.ceil(lo / s - 1e-9) * s; v <= hi + s * 1e-9; v += s) out.push(Math.abs(v) < s * 1e-9 ? 0 : v);
+      return out;
+    };
+    let out = at(step);
+    while (out.length < Math.min(3, count) && step > (hi - lo) * 1e-6) {  // the next round step down: 5 → 2 → 1
+      const p = Math.pow(10, Math.floor(Math.log10(step))), f = Math.round(step / p);
+      step = (f === 5 ? 2 : f === 2 ? 1 : 0.5) * p;
+      out = at(step);
+    }
     return out;
   }
   function niceCeil(v) {

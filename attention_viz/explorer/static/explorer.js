@@ -53,6 +53,9 @@
   // ... or a self-attention stack read as one mixing (Abnar & Zuidema 2020): its rollout, or its attention flow
   const SHOWS = {weights: "attention weights α", flows: "what flows (α·‖v W_O‖)", rollout: "rollout of the stack",
     flow: "attention flow of the stack"};
+  // a view the payload offers but this run cannot show stays listed, disabled, and the line under the controls says why
+  const FLOWS_OFF = "What flows is off for this run: with the causal mask off, the decoder's maps change at every " +
+    "decode step, and the value norms are the finished run's.";
   const MAX_MEASURES = 2000; // performance measures kept before they are cleared (a long session stays small)
 
   function shell(root, rootId, headViewId, stepId, scoresId) {
@@ -67,6 +70,7 @@
         <label>Head <select class="av-headsel"></select></label>
         <label>Colour <select class="av-scale"></select></label>
         <label class="av-show-box" hidden>Show <select class="av-show"></select></label>
+        <span class="av-show-why" role="note" hidden></span>
         <span class="av-cut-box" hidden><button type="button" class="av-cut" aria-pressed="false">✂ switch heads off</button>
           <button type="button" class="av-cut-kind" hidden>this kind off</button>
           <button type="button" class="av-cut-none" hidden>every head on</button></span>
@@ -85,7 +89,7 @@
       <div class="av-tip" role="tooltip" hidden></div>`;
     const $ = (sel) => root.querySelector(sel);
     return {stale: $(".av-stale-note"), summary: $(".av-summary"), kind: $(".av-kind"), layer: $(".av-layer"), head: $(".av-headsel"),
-      scale: $(".av-scale"), show: $(".av-show"), showBox: $(".av-show-box"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
+      scale: $(".av-scale"), show: $(".av-show"), showBox: $(".av-show-box"), showWhy: $(".av-show-why"), grid: $(".av-grid"), legend: $(".av-legend"), stats: $(".av-stats"),
       views: $(".av-head-views"), view: $(".av-head-view"), more: $(".av-head-more"), tip: $(".av-tip"), decode: $(".av-decode"), play: $(".av-play"),
       prev: $(".av-prev"), next: $(".av-next"), step: $(".av-step"), stepText: $(".av-step-text"),
       scorePanels: $(".av-score-panels"), scores: $(".av-scores"), cutBox: $(".av-cut-box"), cut: $(".av-cut"),
@@ -202,8 +206,10 @@
     x.timed("scale", () => { x.ui.scale.value = x.state.scale; E.grid.draw(x); E.head.draw(x); E.grid.legend(x); });
   }
 
+  const showable = (data, show) => data.shows.includes(show) && !(show in data.showOff);
+
   function setShow(x, show) {
-    x.state.show = show in SHOWS && (!x.data || x.data.shows.includes(show)) ? show : "weights";
+    x.state.show = show in SHOWS && (!x.data || showable(x.data, show)) ? show : "weights";
     if (!x.data) return;
     x.timed("show", () => { syncControls(x); E.grid.draw(x); E.head.draw(x); E.grid.legend(x); E.scores.stats(x); });
   }
@@ -227,12 +233,21 @@
       return;
     }
     const data = x.data = E.run.prepare(next);
-    // what this run can show: the weights; what flows (with the value norms); a stack's rollout and flow (with them)
+    // what this payload offers: the weights; what flows (with the value norms); a stack's rollout and flow (with
+    // stacks); showOff: those this run cannot show, each with why (listed, disabled, the reason under the controls)
     const stacks = Object.values(data.kinds).filter((k) => k.stack);
-    data.shows = ["weights", ...(data.canFlow ? ["flows"] : []), ...(stacks.length ? ["rollout"] : []),
-      ...(stacks.some((k) => k.stack.flow) ? ["flow"] : [])];
-    write(ui.show, options(data.shows.map((s) => [s, SHOWS[s]])));
-    if (!data.shows.includes(state.show)) state.show = "weights";
+    const norms = Object.values(data.kinds).some((k) => k.norms);
+    data.shows = ["weights", ...(norms ? ["flows"] : []), ...(stacks.length ? ["rollout", "flow"] : [])];
+    data.showOff = {};
+    if (norms && !data.canFlow) data.showOff.flows = FLOWS_OFF;
+    if (stacks.length && !stacks.some((k) => k.stack.flow)) {
+      data.showOff.flow = stacks.map((k) => k.stack.flowNote).find(Boolean) || "No attention flow for this run.";
+    }
+    write(ui.show, data.shows.map((s) => `<option value="${escapeHtml(s)}"${s in data.showOff ? " disabled" : ""}>` +
+      `${escapeHtml(SHOWS[s])}${s in data.showOff ? " (off: why below)" : ""}</option>`).join(""));
+    ui.showWhy.hidden = !Object.keys(data.showOff).length;
+    write(ui.showWhy, Object.values(data.showOff).map(escapeHtml).join(" "));
+    if (!showable(data, state.show)) state.show = "weights";
     ui.kind.innerHTML = options(data.order.map((kind) => [kind, data.kinds[kind].label]));
     summary(x); E.grid.legend(x);
     x.root.classList.remove("av-switching");

@@ -46,8 +46,9 @@
           <label><input type="checkbox" class="av-long-sink"> leave out the first token (rows renormalised)</label>
           <label>labels <select class="av-long-labels"><option value="words">words</option>
             <option value="pieces">pieces</option></select></label>
-          <label>colour <select class="av-long-colour"><option value="p99">0 → its 99th percentile</option>
-            <option value="top">0 → the map's top</option></select></label></div>
+          <label>colour <select class="av-long-colour"><option value="log">log: 3 decades under the map's top</option>
+            <option value="top">linear: 0 → the map's top</option>
+            <option value="p99">linear: 0 → its 99th percentile</option></select></label></div>
         <p class="av-long-chosen"></p>
         <div class="av-long-overbox"><canvas class="av-long-overview" aria-label="overview: drag a rectangle to open it, or move a square with the arrow keys and press Enter"></canvas>
           <div class="av-long-drag" hidden></div></div>
@@ -61,10 +62,11 @@
         <p class="av-long-tip av-long-regiontip" aria-live="polite"></p></section>`;
   }
 
-  function legend(top, caption, format = fmt) {
+  function legend(top, caption, format = fmt, bottom = 0, log = false) {
+    /* a colour bar: its ends (bottom → top; log: each third of the bar ×10) and what it is */
     const stops = Array.from({length: 11}, (_, i) => P.css(P.viridis(i / 10))).join(", ");
     return `<span class="av-long-bar" style="background: linear-gradient(to right, ${stops})"></span>
-      <span class="av-long-ends">0 → ${esc(format(top))}</span>
+      <span class="av-long-ends">${log ? `≤ ${esc(format(bottom))}` : "0"} → ${esc(format(top))}${log ? " (log: ×10 a third)" : ""}</span>
       <span class="av-long-caption">${esc(caption)}</span>`;
   }
 
@@ -170,31 +172,44 @@
       if (state.region) openRegion(state.region.rows, state.region.cols);  // the open region follows, for this head
     }
 
-    function paint(canvas, values, rows, cols, top) {
+    function paint(canvas, values, rows, cols, scale) {
       const image = canvas.getContext("2d").createImageData(cols, rows);
       for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) {
-        const rgb = P.viridis(top > 0 ? values[r * cols + c] / top : 0), at = 4 * (r * cols + c);
+        const rgb = P.viridis(scale.level(values[r * cols + c])), at = 4 * (r * cols + c);
         image.data[at] = rgb[0]; image.data[at + 1] = rgb[1]; image.data[at + 2] = rgb[2]; image.data[at + 3] = 255;
       }
       return image;
     }
 
-    function colourTop(values, top) {
-      /* the colour bar's top: the map's, or (colour "p99") its cells' 99th percentile, brighter cells drawn at it */
-      if ($(".av-long-colour").value !== "p99") return [top, "colour 0 → this map's top"];
-      const sorted = Float32Array.from(values).sort(), at = sorted[Math.floor(0.99 * (sorted.length - 1))];
-      return at > 0 ? [at, "colour 0 → the 99th percentile of its cells; brighter cells drawn at the top colour"]
-        : [top, "colour 0 → this map's top (its 99th percentile is 0)"];
+    function colourScale(values, top) {
+      /* the colour scale chosen: {level(v) -> 0..1, top, bottom, log, said}. "log" (the default): 3 decades under the
+         map's top, so a sharp head's lines stand out and a spread head's rest still shows; "top": linear 0 → the
+         map's top; "p99": linear 0 → its cells' 99th percentile, brighter cells drawn at the top colour */
+      const chosen = $(".av-long-colour").value, linear = (t) => (v) => (t > 0 ? Math.min(v / t, 1) : 0);
+      if (chosen === "log" && top > 0) {
+        const bottom = top / 1000;
+        return {level: (v) => (v <= bottom ? 0 : Math.min(Math.log10(v / bottom) / 3, 1)), top: top, bottom: bottom,
+          log: true, said: "colour: log scale, 3 decades under this map's top; weaker cells drawn at the bottom colour"};
+      }
+      if (chosen === "p99") {
+        const sorted = Float32Array.from(values).sort(), at = sorted[Math.floor(0.99 * (sorted.length - 1))];
+        if (at > 0) return {level: linear(at), top: at, bottom: 0, log: false,
+          said: "colour: linear, 0 → the 99th percentile of its cells; brighter cells drawn at the top colour"};
+        return {level: linear(top), top: top, bottom: 0, log: false,
+          said: "colour: linear, 0 → this map's top (its 99th percentile is 0)"};
+      }
+      return {level: linear(top), top: top, bottom: 0, log: false, said: "colour: linear, 0 → this map's top"};
     }
 
     function drawOverview(o) {
       state.overview = o;
-      const canvas = $(".av-long-overview"), n = o.side, values = cells(o), [top, said] = colourTop(values, o.top);
+      const canvas = $(".av-long-overview"), n = o.side, values = cells(o), scale = colourScale(values, o.top);
       canvas.width = n; canvas.height = n;
-      canvas.getContext("2d").putImageData(paint(canvas, values, n, n, top), 0, 0);
+      canvas.getContext("2d").putImageData(paint(canvas, values, n, n, scale), 0, 0);
       const what = o.block === 1 ? "each cell one weight" : `each cell the ${o.reduce} of a ${o.block} x ${o.block} block of weights`;
       const sink = o.sink ? "" : "; the first token left out of every row, the rest renormalised";
-      $(".av-long-overbox").nextElementSibling.innerHTML = legend(top, `queries down, keys across; ${what}${sink}; ${said}`);
+      $(".av-long-overbox").nextElementSibling.innerHTML = legend(scale.top,
+        `queries down, keys across; ${what}${sink}; ${scale.said}`, fmt, scale.bottom, scale.log);
     }
 
     // -- the overview's drag: a rectangle of positions, at most REGION_MAX a side
@@ -282,7 +297,7 @@
       const [r0, r1] = g.rows, [c0, c1] = g.cols, R = r1 - r0, C = c1 - c0, values = cells(g);
       const section = $(".av-long-region");
       section.hidden = false;
-      const [top, said] = colourTop(values, values.reduce((a, b) => Math.max(a, b), 0));
+      const scale = colourScale(values, values.reduce((a, b) => Math.max(a, b), 0));
       const box = $(".av-long-regionbox"), width = Math.max(200, Math.min(640, box.clientWidth || 640));
       const labels = Math.max(R, C) <= 64, gutter = labels ? 84 : 0;
       // labelled cells at least 12 px (their labels readable; a narrow screen scrolls the region sideways)
@@ -295,7 +310,7 @@
       ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
       ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, w, h);
       for (let r = 0; r < R; r++) for (let c = 0; c < C; c++) {
-        ctx.fillStyle = P.css(P.viridis(top > 0 ? values[r * C + c] / top : 0));
+        ctx.fillStyle = P.css(P.viridis(scale.level(values[r * C + c])));
         ctx.fillRect(gutter + c * cell, gutter + r * cell, cell, cell);
       }
       if (labels) {
@@ -321,7 +336,8 @@
         ? (g.block === 1 ? "Offline: each cell one weight, kept to 1/65,535 of this map's top; the app, or run.region, gives them exactly."
           : `Offline: blocks of ${g.block} x ${g.block} tokens (each the block's max), not exact weights; the app, or run.region, gives them exactly.`)
         : "Exact weights, recomputed for this region.";
-      $(".av-long-regionlegend").innerHTML = legend(top, (exact ? said : `${said} (blocks)`).replace("map", "region"));
+      $(".av-long-regionlegend").innerHTML = legend(scale.top,
+        (exact ? scale.said : `${scale.said} (blocks)`).replace("map", "region"), fmt, scale.bottom, scale.log);
       $(".av-long-regiontip").textContent = "Point at a cell for its weight.";
     }
 

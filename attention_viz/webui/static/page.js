@@ -19,7 +19,9 @@
  *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId),
  *            labShown(elemId, shown), own(elemId, current),
  *            training(elemId, message)
- *   values:  bump(tick), routeOne(index, kind, value, shown, tick), refreshIfOpen(active, tick),
+ *   values:  bump(tick), routeOne(index, kind, value, shown, tick, box), routeTyped(index, kind, value, shown, tick,
+ *            box) (a number box applies on Enter or leaving it, not while typed in),
+ *            refreshIfOpen(active, tick),
  *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
  *            clearHeadsOff(), headsOffAsked(elemId, tick)
  */
@@ -183,13 +185,48 @@
   }
 
   const bump = (tick) => String(Number(tick) + 1); // a run's triggers move the counter; its change is the run
-  function routeOne(index, kind, value, shown, tick) {
+  const cast = (kind, value) => ({number: Number, boolean: Boolean, string: (v) => v}[kind](value));
+  const applied = {}; // a number box's id -> its value when it last applied (focus, Enter, leaving it, set by the page)
+  function routeOne(index, kind, value, shown, tick, box) {
     /* one control's change: nothing is sent when its value is the one at `index` of `shown` (the run on screen's
-       settings), else the counter moves and `shown` is forgotten */
-    const cast = {number: Number, boolean: Boolean, string: (v) => v}[kind];
-    if (shown && JSON.parse(shown)[index] === cast(value)) return [tick, shown];
+       settings), else the counter moves and `shown` is forgotten. box: the id of a number box, whose change while
+       it has the focus is a person typing: held ("0" of "0.25" is not sent; routeTyped sends what was typed) */
+    if (box) {
+      const active = document.activeElement;
+      if (active && active.closest && active.closest(`#${box}`)) return [tick, shown];
+      if (applied[box] === cast(kind, value)) return [tick, shown]; // Enter applied it already
+      applied[box] = cast(kind, value);
+    }
+    if (shown && JSON.parse(shown)[index] === cast(kind, value)) return [tick, shown];
     return [bump(tick), ""];
   }
+  function routeTyped(index, kind, value, shown, tick, box) {
+    /* Enter in a number box, or the focus leaving it (its blur): what was typed there applies, once */
+    if (applied[box] === cast(kind, value)) return [tick, shown];
+    applied[box] = cast(kind, value);
+    return routeOne(index, kind, value, shown, tick);
+  }
+  document.addEventListener("focusin", (event) => { // a number box's value as it takes the focus: what applies now
+    const box = event.target, block = box instanceof HTMLInputElement && box.type === "number" && box.closest(".block[id]");
+    if (block) applied[block.id] = Number(box.value);
+  }, true);
+  // Enter in a number box (a gr.Number's, a slider's) applies it at once, as leaving the box does: it tells the box's
+  // blur (a slider's release, routeTyped; Gradio's own Enter of a gr.Number can wait until the box is left), and
+  // leaving the box after adds nothing
+  document.addEventListener("keydown", (event) => {
+    const box = event.target;
+    if (event.key !== "Enter" || !(box instanceof HTMLInputElement) || box.type !== "number") return;
+    if (!box.closest(".block")) return;
+    box.dispatchEvent(new FocusEvent("blur"));
+    box.dataset.avEntered = box.value;
+  }, true);
+  document.addEventListener("blur", (event) => {
+    const box = event.target;
+    if (!(box instanceof HTMLInputElement) || box.dataset.avEntered === undefined) return;
+    const same = box.dataset.avEntered === box.value;
+    delete box.dataset.avEntered;
+    if (same) event.stopPropagation(); // released on Enter already: not again
+  }, true);
   // after a run: the open Steps or Compare view follows it (the counter's change asks the server)
   const refreshIfOpen = (active, tick) => (active === "steps" || active === "compare" ? bump(tick) : tick);
   function nearestTrained(d, current) {
@@ -216,7 +253,7 @@
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
     selection: selection, openOn: openOn, badges: badges, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
     labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
-    routeOne: routeOne,
+    routeOne: routeOne, routeTyped: routeTyped,
     refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
     clearHeadsOff: clearHeadsOff, headsOffAsked: headsOffAsked};

@@ -53,7 +53,7 @@ def missing_head(runs: Runs, a: Settings, b: Settings, run_b: Run, kind: str, la
     """Why side b (another model) has no such head, and what to pick instead: a model b that has the kind (those of
     a's sort first: real models for a real model a), or a layer and head inside model b's."""
     catalog, config = runs.catalog, run_b.config
-    name = b.name
+    name = dict((key, label) for label, key in catalog.model_choices).get(b.model, b.model)  # as the picker names it
     kinds = getattr(config, "kinds", tuple(KINDS))
     if kind not in kinds:
         real = a.model in catalog.real

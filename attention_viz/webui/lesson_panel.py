@@ -16,6 +16,7 @@ from attention_viz.service.checks import check_int
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handling import handler, named
 from attention_viz.webui.scripts import Raw, call
+from attention_viz.webui.theme import FOCUS
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, RAW, prose
 
@@ -44,7 +45,8 @@ REVEAL_JS = call("reveal", Raw("target"), VIEWS, BAR, PARTS, params="target")
 # Back and Next stay in sight beside the view the step brings (into the part of the screen below the bar): its text
 # scrolls in its own box past a few lines (fewer on a phone), Back and Next side by side. Gradio's container clips
 # what overflows it (`clip`, not `hidden`, which would make it the sticky bar's scroller, and it never scrolls).
-# Keyboard focus scrolls a control into the part below the bar too (the bar's height, --av-bar, set by reveal).
+# Keyboard focus scrolls a control into the part below the bar too (the bar's height, --av-bar, set by reveal);
+# the text's box is reached by Tab (reveal makes it focusable), with the page's focus ring.
 CSS = f"""
 .gradio-container.gradio-container {{ overflow: clip; }}
 {BAR}:has(> .label-wrap.open) {{
@@ -53,6 +55,7 @@ CSS = f"""
 }}
 html:has({BAR} > .label-wrap.open) {{ scroll-padding-top: calc(var(--av-bar, 0px) + 8px); }}
 #lesson_text .html-container {{ max-height: min(28vh, 12em); overflow-y: auto; }}
+#lesson_text .html-container:focus-visible {{ outline: 2px solid {FOCUS}; outline-offset: 2px; }}
 #lesson_moves {{ flex-wrap: nowrap; }}
 #lesson_moves > button {{ min-width: 0; }}
 @media (max-width: 640px) {{ #lesson_text .html-container {{ max-height: 22vh; }} }}

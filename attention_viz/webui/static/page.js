@@ -128,7 +128,12 @@
        it either */
     const t = target ? JSON.parse(target) : {}, e = document.querySelector(bar), root = document.documentElement;
     if (e) {
-      e.querySelectorAll(".html-container").forEach((text) => { text.scrollTop = 0; });  // a new step's text: its start
+      e.querySelectorAll(".html-container").forEach((text) => {
+        // a new step's text from its start; a box that may scroll is reached by keyboard (Tab, then the arrows)
+        Object.assign(text, {scrollTop: 0, tabIndex: 0});
+        text.setAttribute("role", "region");
+        text.setAttribute("aria-label", "the lesson step's text");
+      });
       global.requestAnimationFrame(() => root.style.setProperty("--av-bar", `${Math.ceil(e.offsetHeight)}px`));
     }
     if (global.AttentionExplorer) global.AttentionExplorer.reveal([...(parts[t.reveal] || []), ...views], bar);

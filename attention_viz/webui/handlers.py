@@ -389,13 +389,19 @@ class Handlers:
         again. The explorer's head travels as JSON in `lesson_target` (the page opens it)."""
         step = self.lesson_steps.step(index)
         last = len(self.lesson_steps) - 1
+        # what the step's numbers come from, by name (lesson_panel.PARTS says where it is on the page)
+        reveal = next((name for name, on in (("live", step.live), ("training", step.training), ("own_qk", step.own_qk),
+                                             ("lab", step.lab), ("long", step.long), ("heads", step.view == "heads"))
+                       if on), None)
         out: dict[str, object] = {
             "lesson_index": step.index, "lesson_text": prose_html(step.text), "tabs": gr.update(selected=step.tab),
-            # the explorer's head to open, and the view to bring into sight when it is not the tab's first
-            "lesson_target": json.dumps({**(step.explorer or {}), **({"reveal": "#own_qk"} if step.own_qk else {}),
-                                         **({"reveal": "#long_view"} if step.long else {})})
-            if step.explorer or step.own_qk or step.long else "",
-            "lesson_forward": gr.update(value="Next ▶" if step.index < last else "Last step"),
+            # the explorer's head to open, and the part of the view the step's numbers come from, to bring into sight
+            "lesson_target": json.dumps({**(step.explorer or {}), **({"reveal": reveal} if reveal else {})})
+            if step.explorer or reveal else "",
+            # Next goes on to the last step ("Last step ▶") and ends there; Back ends at the first
+            "lesson_forward": gr.update(value="Next ▶" if step.index < last - 1 else "Last step ▶"
+                                        if step.index < last else "End of the lesson", interactive=step.index < last),
+            "lesson_back": gr.update(interactive=step.index > 0),
         }
         if step.settings is not None:
             out |= self.transformer_state(step.settings)

@@ -1,8 +1,9 @@
-"""The guided lesson (#lesson): a closed panel above the tabs whose Next and Back buttons move to a step
-(service.lesson): one request answers with the step's text, its tab, and every control and view it sets, by name
-(handlers.lesson): a step brings its view with the controls (the Transformer tab's run, the lab, the training view),
-so nothing is asked again after it (widgets.route_unless_shown). The explorer's head is chosen in the browser once
-the run is drawn (explorer_view.open_js).
+"""The guided lesson (#lesson): a closed panel above the tabs, once open a bar that stays at the top of the screen
+(CSS), whose Next and Back buttons move to a step (service.lesson): one request answers with the step's text, its
+tab, and every control and view it sets, by name (handlers.lesson): a step brings its view with the controls (the
+Transformer tab's run, the lab, the training view), so nothing is asked again after it (widgets.route_unless_shown).
+The explorer's head is chosen in the browser once the run is drawn (explorer_view.open_js), and what the step's
+numbers come from is brought into sight below the bar (page.js's reveal).
 """
 
 from __future__ import annotations
@@ -15,13 +16,50 @@ from attention_viz.service.checks import check_int
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handling import handler, named
 from attention_viz.webui.scripts import Raw, call
+from attention_viz.webui.theme import FOCUS
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, RAW, prose
 
-# After a step: the view it talks about comes into sight (page.js's attentionViz.reveal), the first on show
-# of these: the grid with its open head, steps, compare, which heads matter, the lab, training.
-VIEWS = [["#explorer", "#head_view"], ["#steps_view"], ["#compare_view"], ["#heads_view"], ["#lab_view"], ["#train_view"]]
-REVEAL_JS = call("reveal", Raw("target"), VIEWS, params="target")
+# After a step: what its numbers come from comes into sight below the lesson's bar (page.js's attentionViz.reveal):
+# the part the step names (handlers.lesson: PARTS' key), else the first on show of VIEWS: the explorer's open head
+# (the head a Transformer step quotes), steps, compare, which heads matter, the lab, training. Each a list of views,
+# the first on show taken, each a list of selectors whose boxes together are the view.
+VIEWS = [["#head_view"], ["#explorer"], ["#steps_view"], ["#compare_view"], ["#heads_view"], ["#lab_view"],
+         ["#train_view"]]
+PARTS = {
+    "live": [["#live_start"]],  # the Train button the step says to press
+    # the training view's play bar, its sentence of numbers or the first arm's, and that arm's curve
+    "training": [["#train_step .av-train-bar", "#train_step .av-curve"],
+                 ["#train_step .av-train-say", "#train_step .av-curve"],
+                 ["#train_step .av-arm-numbers", "#train_step .av-curve"], ["#train_step .av-curve"], ["#train_step"]],
+    "own_qk": [["#own_qk table[data-role=own-numbers]"], ["#own_qk"]],  # the own q·k's table
+    "lab": [["#lab_numbers"], ["#lab_view"]],  # the table of medians under the lab's charts
+    # the long view's sink grid (its colour bar's top) and the chosen head's line under the grids
+    "long": [["#long_view .av-long-grid[data-stat=first_token]", "#long_view .av-long-chosen"],
+             ["#long_view .av-long-chosen"], ["#long_view"]],
+    "heads": [["#heads_view .av-imp-box"], ["#heads_view"]],  # the head scores' table
+}
+BAR = "#lesson"
+REVEAL_JS = call("reveal", Raw("target"), VIEWS, BAR, PARTS, params="target")
+# The lesson, open, is a bar that stays at the top of the screen while the page scrolls under it, so a step's text,
+# Back and Next stay in sight beside the view the step brings (into the part of the screen below the bar): its text
+# scrolls in its own box past a few lines (fewer on a phone), Back and Next side by side. Gradio's container clips
+# what overflows it (`clip`, not `hidden`, which would make it the sticky bar's scroller, and it never scrolls).
+# Keyboard focus scrolls a control into the part below the bar too (the bar's height, --av-bar, set by reveal);
+# the text's box is reached by Tab (reveal makes it focusable), with the page's focus ring.
+CSS = f"""
+.gradio-container.gradio-container {{ overflow: clip; }}
+{BAR}:has(> .label-wrap.open) {{
+  position: sticky; top: 0; z-index: var(--layer-5, 50); background: var(--block-background-fill);
+  box-shadow: 0 3px 8px rgba(0, 0, 0, 0.25);
+}}
+html:has({BAR} > .label-wrap.open) {{ scroll-padding-top: calc(var(--av-bar, 0px) + 8px); }}
+#lesson_text .html-container {{ max-height: min(28vh, 12em); overflow-y: auto; }}
+#lesson_text .html-container:focus-visible {{ outline: 2px solid {FOCUS}; outline-offset: 2px; }}
+#lesson_moves {{ flex-wrap: nowrap; }}
+#lesson_moves > button {{ min-width: 0; }}
+@media (max-width: 640px) {{ #lesson_text .html-container {{ max-height: 22vh; }} }}
+"""
 INTRO = ("Nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
          "by √d_k (more on a real model when this server has one). Each step sets the "
          "controls for you and says what to look at, with the numbers of the view it opens.")
@@ -31,8 +69,8 @@ def render() -> dict:
     """The panel (closed until opened), above the tabs; wire() connects it once the tabs exist."""
     with gr.Accordion("A guided lesson: attention, step by step", open=False, elem_id="lesson"):
         text = prose(INTRO, elem_id="lesson_text")
-        with gr.Row():
-            back = gr.Button("◀ Back", elem_id="lesson_prev", size="sm")
+        with gr.Row(elem_id="lesson_moves"):
+            back = gr.Button("◀ Back", elem_id="lesson_prev", size="sm", interactive=False)
             forward = gr.Button("Start ▶", elem_id="lesson_next", variant="primary", size="sm")
         index = gr.Number(-1, visible=False, precision=0, elem_id="lesson_step")
         target = gr.Textbox("", visible=False, elem_id="lesson_target")  # the explorer's head, as JSON
@@ -54,7 +92,7 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
     address (server/admission.py) if thirty pressed Next together."""
     named_outputs = {
         "lesson_index": lesson["index"], "lesson_text": lesson["text"], "lesson_target": lesson["target"],
-        "lesson_forward": lesson["forward"], "tabs": tabs,
+        "lesson_forward": lesson["forward"], "lesson_back": lesson["back"], "tabs": tabs,
         **{name: component for name, component in transformer.items() if isinstance(component, gr.components.Component)
            or isinstance(component, gr.Tabs)},
         # a view's key before its controls: a tab not yet drawn fires a control's change as its value is set

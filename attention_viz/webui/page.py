@@ -126,14 +126,15 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     # state_session_capacity: the sessions Gradio keeps, a bounded few (server/sessions.py).
     # app_kwargs: the body limit, the page compressed, /healthz, unknown endpoints answered 404 (server/http.py);
     # then Gradio's own front-end files answered from memory after their first answer (server/static.py).
-    # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py).
+    # theme and css: contrast and focus that pass WCAG 2.1 AA (webui/theme.py); the lesson's bar (lesson_panel.py).
     # head: the views' scripts and page.js, once per page (webui/scripts.py).
     # enable_monitoring=False: no /monitoring page (it printed its key to the log, and its summary was anyone's to
     # read), and so no record of each event and no summary of them after each (server/gradio_internals.py,
     # keep_no_analytics).
     app, _, _ = demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], enable_monitoring=False,
                             prevent_thread_lock=True, state_session_capacity=sessions.SESSIONS_KEPT,
-                            app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME, css=theme.CSS,
+                            app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME,
+                            css=theme.CSS + lesson_panel.CSS,
                             head=scripts.head())
     keep_no_analytics(demo)
     read_signatures_once()  # each gr.update's new component: its class's signatures and server functions read once

@@ -106,7 +106,8 @@ def test_the_lesson_sets_what_it_says(page: Page, app_url):
     assert len(joins) == 1, joins
     expect(page.locator("#live_dk input[value='1024']")).to_be_checked()
     expect(page.locator("#live_arm input[value='dot']")).to_be_checked()
-    expect(page.locator("#lesson_next")).to_have_text("Last step")
+    expect(page.locator("#lesson_next")).to_have_text("End of the lesson")
+    expect(page.locator("#lesson_next")).to_be_disabled()
     page.locator("#lesson_prev").click()
     expect(page.locator("#lesson_text")).to_contain_text(f"Step 8 of {STEPS}", timeout=TIMEOUT_MS)
     shot(page, "lesson", wait=False)

@@ -106,9 +106,11 @@ def test_the_lessons_real_steps_on_the_trained_bert(page: Page, minilm_url):
     page.locator("#lesson_next").click()  # the last step says why this model's heads are not scored
     expect(page.locator("#lesson_text")).to_contain_text("Step 12 of 13", timeout=TIMEOUT_MS)
     expect(page.locator("#lesson_text")).to_contain_text("writes text", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_next")).to_have_text("Last step ▶")
     page.locator("#lesson_next").click()  # a page read at length: the sink and a head on the previous token
     expect(page.locator("#lesson_text")).to_contain_text("Step 13 of 13", timeout=TIMEOUT_MS)
-    expect(page.locator("#lesson_next")).to_have_text("Last step")
+    expect(page.locator("#lesson_next")).to_have_text("End of the lesson")
+    expect(page.locator("#lesson_next")).to_be_disabled()
     head = re.search(r"(encoder\.\d+\.self_attn)`? head (\d+), open below", page.locator("#lesson_text").inner_text())
     expect(page.locator("#long_view .av-long-chosen")).to_contain_text(f"{head[1]}, head {head[2]}: sink ",
                                                                        timeout=TIMEOUT_MS)

@@ -284,10 +284,10 @@ def test_the_lessons_next_sets_the_long_tabs_model_text_and_view_in_its_answer(v
     handlers = Handlers(views)
     out = handlers.lesson(12)
     step = handlers.lesson_steps.step(12)
-    assert out["tabs"]["selected"] == "long" and json.loads(out["lesson_target"]) == {"reveal": "#long_view"}
+    assert out["tabs"]["selected"] == "long" and json.loads(out["lesson_target"]) == {"reveal": "long"}
     assert (out["long_model"], out["long_text"]) == (step.long["model"], step.long["text"])
     assert out["long_view"] == step.long["payload"] and out["long_view"]["run"] in views.long._kept
-    assert out["lesson_forward"]["value"] == "Last step"
+    assert out["lesson_forward"]["value"] == "End of the lesson" and out["lesson_forward"]["interactive"] is False
 
 
 def test_without_the_hub_extra_the_app_and_package_work_and_say_how_to_add_it(tmp_path):

@@ -25,6 +25,7 @@ from attention_viz.server import admission, runtime
 from attention_viz.webui import page
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handling import run_key as handlers_run_key
+from attention_viz.webui.lesson_panel import PARTS
 from attention_viz.webui.widgets import prose_html
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,7 +155,8 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
         1.0, True, True, 0, "zero")
     assert out["view"]["heads_off"] and out["output"].startswith(out["view"]["output"]) and out["active"] == "heatmaps"
     target = json.loads(out["lesson_target"])
-    assert set(target) == {"kind", "layer", "head"} and out["tabs"]["selected"] == "transformer"
+    assert set(target) == {"kind", "layer", "head", "reveal"} and out["tabs"]["selected"] == "transformer"
+    assert target["reveal"] == "heads"  # the head scores' table it quotes, brought into sight (lesson_panel.PARTS)
     every_control = {"text", "model", "d_k", "dk_log", "dk_trained", "scale", "factor", "causal", "padding", "pads",
                      "heads_off", "ablation", "compat", "untrained_box", "d_model", "n_heads", "examples"}
     assert every_control <= out.keys()
@@ -174,8 +176,10 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
     keyed = {"run_key": ("text", "model", "d_k", "scale", "factor", "causal", "padding", "pads", "d_model", "n_heads",
                          "heads_off", "ablation"),
              "lab_shown": ("lab_d_k", "lab_keys", "lab_scaled"), "training_shown": ("training_d_k",)}
+    reveals = set()
     for index in range(len(handlers.lesson_steps)):  # a view a step brings is keyed by the values its controls show
         step = handlers.lesson(index)
+        reveals.add(json.loads(step["lesson_target"] or "{}").get("reveal"))
         assert ("lab_view" in step) == ("lab_d_k" in step) and ("training_view" in step) == ("training_d_k" in step)
         for key, names in keyed.items():
             if key in step:
@@ -183,8 +187,16 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
                 assert json.loads(step[key]) == json.loads(handlers_run_key(*shown)), (index, key)
             else:
                 assert not any(name in step for name in names), (index, key)
+    # what a step's numbers come from, by a name the page knows where to find (None: the explorer's open head)
+    assert reveals == {None, "heads", "lab", "own_qk", "training", "live"} and reveals - {None} <= PARTS.keys()
+    # Next goes on to the last step and ends there; Back ends at the first
     last = handlers.lesson(len(handlers.lesson_steps) - 1)
-    assert last["lesson_forward"]["value"] == "Last step" and last["live_arm"] == "dot"
+    assert last["lesson_forward"] == {"__type__": "update", "value": "End of the lesson", "interactive": False}
+    assert last["live_arm"] == "dot" and last["lesson_back"]["interactive"] is True
+    before = handlers.lesson(len(handlers.lesson_steps) - 2)
+    assert before["lesson_forward"]["value"] == "Last step ▶" and before["lesson_forward"]["interactive"] is True
+    first = handlers.lesson(0)
+    assert first["lesson_forward"]["value"] == "Next ▶" and first["lesson_back"]["interactive"] is False
 
 
 def test_model_controls_follow_the_family(handlers):

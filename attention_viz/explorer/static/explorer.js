@@ -330,20 +330,49 @@
     });
   }
 
-  function reveal(views) {
-    /* bring a view into sight once the page has drawn what changed (two frames): the first of `views` on show,
-       each a list of selectors whose boxes together are the view; scrolled as little as it takes, so text above it
-       stays when both fit; a view taller than the screen comes to its top. A guided lesson's step calls it. */
-    global.requestAnimationFrame(() => global.requestAnimationFrame(() => {
-      for (const parts of views) {
-        const boxes = parts.map((sel) => document.querySelector(sel)).filter((e) => e && e.getClientRects().length)
-          .map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0 && r.height > 0);
-        if (!boxes.length) continue;
-        const top = Math.min(...boxes.map((r) => r.top)), room = global.innerHeight;
-        const end = Math.min(Math.max(...boxes.map((r) => r.bottom)), top + room - 16);
-        if (top < 0 || end > room) global.scrollBy({top: end > room ? end - room + 8 : top - 8, behavior: "instant"});
-        return;
+  function reveal(views, bar) {
+    /* bring a view into sight once the page has drawn what changed (two frames): of `views`, each a list of
+       selectors whose boxes together are the view, the first on show that fits the screen, else the first on show;
+       scrolled as little as it takes, so text above it stays when both fit; a view taller than the screen comes to
+       its top. With `bar` (a selector: a bar that stays at the top of the screen, a guided lesson's), into the part
+       of the screen below the bar; a sticky bar moves with the page until it sticks, so the view is measured again
+       after each scroll. A lesson's step calls it. */
+    const box = (parts) => {
+      const boxes = parts.map((sel) => document.querySelector(sel)).filter((e) => e && e.getClientRects().length)
+        .map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0 && r.height > 0);
+      return boxes.length ? [Math.min(...boxes.map((r) => r.top)), Math.max(...boxes.map((r) => r.bottom))] : null;
+    };
+    const barBox = () => {
+      const e = bar && document.querySelector(bar);
+      return e && e.getClientRects().length ? e.getBoundingClientRect() : {bottom: 0, height: 0};
+    };
+    const barEnd = () => Math.max(0, barBox().bottom);
+    const place = (parts) => {
+      for (let turn = 0; turn < 3; turn++) {
+        const [top, bottom] = box(parts), from = barEnd(), room = global.innerHeight;
+        const end = Math.min(bottom, top + room - from - 16);
+        if (top >= from && end <= room) return;
+        const before = global.scrollY;
+        global.scrollBy({top: end > room ? end - room + 8 : top - from - 8, behavior: "instant"});
+        if (global.scrollY === before) return;
       }
+    };
+    global.requestAnimationFrame(() => global.requestAnimationFrame(() => {
+      const room = global.innerHeight - barBox().height - 16, fits = (b) => b && b[1] - b[0] <= room;
+      const parts = views.find((p) => fits(box(p))) || views.find(box);
+      if (!parts) return;
+      place(parts);
+      // a view drawn late (a chart drawn at its width once its tab shows) moves what is below it: placed again in
+      // each frame for a second and a half, while the page stays where this left it (not once the person scrolls)
+      let left = global.scrollY;
+      const until = global.performance.now() + 1500;
+      const again = () => {
+        if (global.scrollY !== left || global.performance.now() > until || !box(parts)) return;
+        place(parts);
+        left = global.scrollY;
+        global.requestAnimationFrame(again);
+      };
+      global.requestAnimationFrame(again);
     }));
   }
 

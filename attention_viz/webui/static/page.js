@@ -14,7 +14,8 @@
  *   marks:   longStale(elemId, message): the long view says its page is not the current input's
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
- *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), reveal(target, views)
+ *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data),
+ *            reveal(target, views, bar, parts)
  *   steps:   stepsAsk(elemId, explorerId, at, args): the steps asked beside the queue
  *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId),
  *            labShown(elemId, shown), own(elemId, current),
@@ -122,10 +123,22 @@
     }
     return [];
   }
-  function reveal(target, views) {
-    /* after a lesson's step: the view it names (target's "reveal"), else the first of `views` on show, into sight */
-    const t = target ? JSON.parse(target) : {};
-    if (global.AttentionExplorer) global.AttentionExplorer.reveal(t.reveal ? [[t.reveal]] : views);
+  function reveal(target, views, bar, parts) {
+    /* after a lesson's step: the part of the page it names (target's "reveal", a key of `parts`: views, as `views`),
+       else the first of `views` on show, into sight below `bar` (the lesson's, which stays at the top of the screen);
+       the bar's height is the page's scroll padding (--av-bar), so what keyboard focus scrolls to is not left under
+       it either */
+    const t = target ? JSON.parse(target) : {}, e = document.querySelector(bar), root = document.documentElement;
+    if (e) {
+      e.querySelectorAll(".html-container").forEach((text) => {
+        // a new step's text from its start; a box that may scroll is reached by keyboard (Tab, then the arrows)
+        Object.assign(text, {scrollTop: 0, tabIndex: 0});
+        text.setAttribute("role", "region");
+        text.setAttribute("aria-label", "the lesson step's text");
+      });
+      global.requestAnimationFrame(() => root.style.setProperty("--av-bar", `${Math.ceil(e.offsetHeight)}px`));
+    }
+    if (global.AttentionExplorer) global.AttentionExplorer.reveal([...(parts[t.reveal] || []), ...views], bar);
     return [];
   }
 

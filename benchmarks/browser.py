@@ -26,6 +26,8 @@ HTTP_TIMEOUT_S = 120.0
 API = "/gradio_api"
 CONNECTIONS = 6     # what a browser keeps open to one host over HTTP/1.1
 KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (uvicorn closes one idle for 5 s)
+MAX_LINE = 1 << 31  # an event stream's line (one message: a long text's run is megabytes) read whole up to this; aiohttp's
+                    # own iteration refuses a line past twice its read buffer (512 KiB)
 
 
 class FetchError(RuntimeError):
@@ -203,7 +205,7 @@ class Page:
         self.estimations = reader.estimations
         async with await self._send("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash},
                                     auto_decompress=True) as stream:
-            async for raw in stream.content:
+            while raw := await stream.content.readuntil(b"\n", max_size=MAX_LINE):
                 if reader.read(raw):
                     break
         completed = reader.answer()

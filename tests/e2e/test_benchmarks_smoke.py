@@ -391,3 +391,46 @@ def test_the_trained_model_benchmark_checks_ours_against_eager_and_reports_each_
     assert "head importance: refused: BERT is an encoder only" in text  # what the service does with an encoder
     with pytest.raises(SystemExit):  # an encoder's heads cannot be scored: refused before any app starts
         classroom.main(["--real", "--real-model", "minilm", "--real-score", "2"])
+
+
+def test_a_page_reads_an_answer_of_megabytes_from_the_event_stream():
+    """benchmarks.browser.Page reads an event's answer however long its line (a long text's run is megabytes: the
+    longclass's students read none while a line past aiohttp's 512 KiB was refused), and what it reads is whole."""
+    import asyncio
+
+    from aiohttp import web
+
+    from benchmarks.browser import API, Page
+
+    long_value = "x" * (3 << 20)  # 3 MiB in one message
+    done = {"msg": "process_completed", "event_id": "e1", "success": True, "output": {"data": [long_value]}}
+
+    async def join(request):
+        return web.json_response({"event_id": "e1"})
+
+    async def data(request):
+        answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await answer.prepare(request)
+        for message in ({"msg": "estimation", "event_id": "e1", "rank": 0, "queue_size": 1}, done,
+                        {"msg": "close_stream"}):
+            await answer.write(f"data: {json.dumps(message)}\n\n".encode())
+        return answer
+
+    async def scenario():
+        app = web.Application()
+        app.router.add_post(API + "/queue/join", join)
+        app.router.add_get(API + "/queue/data", data)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        page = Page(f"http://127.0.0.1:{port}")
+        try:
+            return await page.call({"inputs": [], "id": 0}, {}, None)
+        finally:
+            await page.close()
+            await runner.cleanup()
+
+    _, completed = asyncio.run(scenario())
+    assert completed["output"]["data"] == [long_value]

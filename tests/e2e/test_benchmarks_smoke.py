@@ -434,3 +434,18 @@ def test_a_page_reads_an_answer_of_megabytes_from_the_event_stream():
 
     _, completed = asyncio.run(scenario())
     assert completed["output"]["data"] == [long_value]
+
+
+def test_the_export_benchmark_times_the_first_files_and_every_file_as_the_button_runs_them(app_url):
+    """benchmarks.export against the launched app, one round on the shipped model: the button's event lists the files
+    but the four figures, its chain all nine, each for the head asked; the table says both. (Times only reported.)"""
+    from benchmarks import export
+
+    app = export.Exporter("this tree", app_url.rstrip("/"))
+    results = common.own_loop(export.measure([app], {"reverse": ("reverse/sqrt_dk", 2, 4)}, rounds=1))
+    (answer,) = results[("this tree", "reverse")]
+    assert (answer["first_files"], answer["files"]) == (5, 9) and answer["every_s"] > answer["first_s"] > 0
+    row = next(line for line in export.report(results).splitlines() if "this tree" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells == ["reverse", "this tree", f"{answer['first_s']:.2f} ({answer['first_s']:.2f})", "5",
+                     f"{answer['every_s']:.2f} ({answer['every_s']:.2f})", "9"]

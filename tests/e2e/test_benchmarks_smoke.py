@@ -139,14 +139,16 @@ def test_classroom_students_open_the_page_act_and_every_answer_is_checked(app_ur
     files = classroom.page_files(app_url.rstrip("/"))  # what a fresh Chromium fetched: Gradio's front end
     assert len(files) > 20 and all(f.startswith(("/assets/", "/static/", "/theme.css")) for f in files), files
     assert any(f.endswith(".js") for f in files) and any(f.endswith(".css") for f in files)
-    result = classroom.run_class(app_url.rstrip("/"), students=2, duration_s=9, seed=1, files=files)
+    result = classroom.run_class(app_url.rstrip("/"), students=2, duration_s=9, seed=1, files=files, keep_alive_s=15)
     assert result["errors"] == 0 and not result["hung"], result["error_examples"]
+    assert result["keep_alive_s"] == 15 and result["resent"] == 0  # the app keeps an idle connection longer
     assert result["actions"]["open"]["n"] == 2
     assert sum(a["n"] for name, a in result["actions"].items() if name != "open") >= 2
     app = {**result, "load_after": [0.0, 0.0, 0.0]}
     text = classroom.report({"students": 2, "duration_s": 9, "seed": 1, "names": {"this": "this tree", "ref": "main"},
                              "apps": {"this": app, "ref": app}})
     assert "### this tree" in text and "### main" in text and "| open the page: GET /" in text and "p50 ref" in text
+    assert "kept an idle connection 15 s; 0 requests sent again" in text
     assert len(result["server_ms_by_third"]) == 3 and "by third of the class: " in text
     assert result["arrival"]["s"] > 0 and result["actions"]["open"]["requests"] == [0, 0, 0]  # no load event
     with pytest.raises(SystemExit):  # a class is one benchmark of its own: python -m benchmarks classroom

@@ -113,6 +113,7 @@ def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
     demo = page.build_app(views)
     page.launch(demo, views)
     port = demo.server_port or port  # where Gradio did start it
+    assert demo.server.config.timeout_keep_alive == page.IDLE_CONNECTION_S > 60  # longer than a proxy's idle one
     base = f"http://127.0.0.1:{port}/gradio_api"
     try:
         with httpx.Client(timeout=60) as client:

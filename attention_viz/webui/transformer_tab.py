@@ -11,7 +11,6 @@ nothing on the page claims to be for an input it is not for.
 
 from __future__ import annotations
 
-import json
 import math
 
 import gradio as gr
@@ -295,10 +294,10 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     exported = export_button.click(handlers.export_files, [*head_inputs, colour, *extra], files, js=chosen,
                                    **RAW, **PRIVATE)
     exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
-    exported.success(None, None, export_button, js=f"() => {json.dumps(EXPORT_DRAWING)}", **PRIVATE)
+    exported.success(None, None, export_button, js=call("same", EXPORT_DRAWING), **PRIVATE)
     figures = exported.success(handlers.export, [*head_inputs, colour, *extra], files, api_name="export", js=chosen,
                                show_progress="hidden", **RAW)  # the list stays readable while the figures are drawn
-    figures.then(None, None, export_button, js=f"() => {json.dumps(EXPORT_LABEL)}", **PRIVATE)
+    figures.then(None, None, export_button, js=call("same", EXPORT_LABEL), **PRIVATE)
     # Scoring every head, and its CSV, on the SCORES line (a real model's, ~10 s of the model each, on its own line)
     once = dict(trigger_mode="once")  # as a button's click: another click while it works is not sent
     scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",

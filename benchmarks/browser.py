@@ -25,7 +25,10 @@ ACCEPT = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 HTTP_TIMEOUT_S = 120.0
 API = "/gradio_api"
 CONNECTIONS = 6     # what a browser keeps open to one host over HTTP/1.1
-KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (uvicorn closes one idle for 5 s)
+KEEP_ALIVE_S = 4.0  # an idle connection is closed after this (by default: under uvicorn's own 5 s; a class can keep
+                    # them as long as a browser or proxy does: classroom --keep-alive-s)
+MAX_LINE = 1 << 31  # an event stream's line (one message: a long text's run is megabytes) read whole up to this; aiohttp's
+                    # own iteration refuses a line past twice its read buffer (512 KiB)
 
 
 class FetchError(RuntimeError):
@@ -132,17 +135,19 @@ class Page:
     sends its next request once the last is answered), then its config. An event (`call`), as the browser's
     client does it: POST /queue/join, GET /queue/data (server-sent events) until the event's answer, then every file
     the answer names. Bodies of files are read, never decoded (the client's CPU is the server's to measure); a
-    request sent on a kept-alive connection the server closed meanwhile (uvicorn closes one idle for 5 s) is sent
-    again once on a new one, as a browser does: a GET whatever the failure, any request the server closed before a
+    request sent on a kept-alive connection the server closed meanwhile (uvicorn closes one idle for 5 s, the app for
+    75) is sent again once on a new one (counted in .resent), as a browser does: a GET whatever the failure, any request the server closed before a
     byte of answer. patience_s: give up on an event whose answer has not come this long after joining (checked at
     each message of the stream; Gradio sends a heartbeat every 15 s); None waits as long as the stream stays open."""
 
-    def __init__(self, base: str, patience_s: float | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> None:
+    def __init__(self, base: str, patience_s: float | None = None, timeout_s: float = HTTP_TIMEOUT_S,
+                 keep_alive_s: float = KEEP_ALIVE_S) -> None:
         import aiohttp
 
         self.base, self.patience_s = base, patience_s
+        self.resent = 0  # requests sent again on a new connection: the server closed a kept one as it was used
         self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=CONNECTIONS, keepalive_timeout=KEEP_ALIVE_S),
+            connector=aiohttp.TCPConnector(limit=CONNECTIONS, keepalive_timeout=keep_alive_s),
             timeout=aiohttp.ClientTimeout(total=timeout_s), auto_decompress=False,
             cookie_jar=aiohttp.CookieJar(unsafe=True))  # keeps a sticky proxy's cookie from 127.0.0.1, as a browser
         self.session_hash = uuid.uuid4().hex[:11]
@@ -160,6 +165,7 @@ class Page:
         try:
             return await self.http.request(method, url, **kwargs)
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):  # before any byte of answer
+            self.resent += 1
             return await self.http.request(method, url, **kwargs)
 
     async def get(self, path: str, decoded: bool = False, headers: dict = ACCEPT) -> bytes:
@@ -203,7 +209,7 @@ class Page:
         self.estimations = reader.estimations
         async with await self._send("GET", self.base + API + "/queue/data", params={"session_hash": self.session_hash},
                                     auto_decompress=True) as stream:
-            async for raw in stream.content:
+            while raw := await stream.content.readuntil(b"\n", max_size=MAX_LINE):
                 if reader.read(raw):
                     break
         completed = reader.answer()

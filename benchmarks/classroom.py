@@ -42,7 +42,7 @@ from .classroom_costs import cost_phase
 from .common import (LOGS, SETTLE_S, Timing, app_env, capped, command, cores, cpu_s, export_ref, head, load, own_loop,
                      save, temp_folder, wait_idle, watch_rss)
 from .trained_length import load_real_model, real_model_folder
-from .browser import HTTP_TIMEOUT_S, Page
+from .browser import HTTP_TIMEOUT_S, KEEP_ALIVE_S, Page
 from .students import (ACTIONS, ARRIVAL_S, REAL_MODELS, REAL_SHARE, SETTLED_S, THINK_S, RealModel, Student,
                        Tally, real_actions)
 
@@ -50,12 +50,14 @@ from .students import (ACTIONS, ARRIVAL_S, REAL_MODELS, REAL_SHARE, SETTLED_S, T
 
 async def student(index: int, base: str, seed: int, start: float, duration_s: float, tally: Tally,
                   files: tuple[str, ...] = (), mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
-                  real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None):
-    """One student (a coroutine): arrives within ARRIVAL_S, opens the page, then acts until the time is up."""
+                  real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None,
+                  keep_alive_s: float = KEEP_ALIVE_S):
+    """One student (a coroutine): arrives within ARRIVAL_S, opens the page, then acts until the time is up; its
+    browser keeps an idle connection `keep_alive_s`."""
     rng = random.Random(seed * 1000 + index)
     deadline = start + duration_s
     await asyncio.sleep(rng.uniform(0, ARRIVAL_S))
-    page = Page(base, patience_s)
+    page = Page(base, patience_s, keep_alive_s=keep_alive_s)
     try:
         try:
             t0 = time.perf_counter()
@@ -81,25 +83,27 @@ async def student(index: int, base: str, seed: int, start: float, duration_s: fl
             if action == "lesson" and wrong is None and me.real_step:
                 tally.real_steps.append(seconds)
     finally:
+        tally.resent += page.resent
         await page.close()
 
 
 def run_class(base: str, students: int, duration_s: float, seed: int, files: tuple[str, ...] = (),
               mix: dict[str, int] = ACTIONS, patience_s: float | None = None,
-              real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None) -> dict:
+              real: tuple[RealModel, ...] = (REAL_MODELS["opus-mt-random"],), pid: int | None = None,
+              keep_alive_s: float = KEEP_ALIVE_S) -> dict:
     """`students` students (coroutines of one event loop) for `duration_s` against the app at `base`, each opening the
     page with `files`; per action: count, errors, p50, p95, events sent. `patience_s`: a student gives up on an answer
     this late (an error). `pid`: the server's, for its CPU while the class arrived and over the class (with this
-    process's: the simulated students)."""
-    return own_loop(_class(base, students, duration_s, seed, files, mix, patience_s, real, pid))
+    process's: the simulated students). `keep_alive_s`: how long each student's browser keeps an idle connection."""
+    return own_loop(_class(base, students, duration_s, seed, files, mix, patience_s, real, pid, keep_alive_s))
 
 
-async def _class(base, students, duration_s, seed, files, mix, patience_s, real, pid) -> dict:
+async def _class(base, students, duration_s, seed, files, mix, patience_s, real, pid, keep_alive_s) -> dict:
     tally = Tally()
     start, client_cpu, server_cpu = time.monotonic(), time.process_time(), cpu_s(pid)
     tally.opened(server_cpu)
-    tasks = [asyncio.ensure_future(student(i, base, seed, start, duration_s, tally, files, mix, patience_s, real, pid))
-             for i in range(students)]
+    tasks = [asyncio.ensure_future(student(i, base, seed, start, duration_s, tally, files, mix, patience_s, real, pid,
+                                           keep_alive_s)) for i in range(students)]
     by_third = asyncio.ensure_future(_cpu_by_third(pid, duration_s, tally))
     _, hung = await asyncio.wait(tasks, timeout=max(1.0, start + duration_s + ARRIVAL_S + 3 * HTTP_TIMEOUT_S
                                                     - time.monotonic()))
@@ -123,6 +127,7 @@ async def _class(base, students, duration_s, seed, files, mix, patience_s, real,
             "settled": Timing(settled).to_dict() if settled else {},
             "real_steps": Timing(tally.real_steps).to_dict() if tally.real_steps else {},
             "error_examples": tally.examples, "error_messages": tally.messages, "hung": len(hung),
+            "resent": tally.resent, "keep_alive_s": keep_alive_s,
             "drain_s": max(0.0, tally.last_answer - (start + duration_s)),
             "server_cpu_s": cpu_s(pid) - server_cpu, "client_cpu_s": time.process_time() - client_cpu,
             "server_ms_by_third": await by_third,
@@ -161,7 +166,8 @@ def train_live(base: str, stop: threading.Event, outcomes: list[str]) -> None:
 def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: int, log_dir: Path,
                   live: bool = False, with_files: bool = True, real: int | None = None, real_score: int = 0,
                   real_model: tuple[str, ...] = ("opus-mt-random",),
-                  full_budget: bool = False, pin: bool = True, walk: bool = True, share: int | None = None) -> dict:
+                  full_budget: bool = False, pin: bool = True, walk: bool = True, share: int | None = None,
+                  keep_alive_s: float = KEEP_ALIVE_S) -> dict:
     """Start `python app.py` in cwd (its own package on PYTHONPATH; pinned to a core of its own unless `pin` is off),
     let it settle, run the class (with live training in the background when `live`; with the real models set up
     when `real` is a share, 0 included, and among the choices in that share of the actions, their budget a trained
@@ -203,7 +209,8 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
             mix = real_actions(real, real_score, real_model) if real else ACTIONS
             if students:
                 result |= run_class(server.base, students, duration_s, seed, files, mix,
-                                    real=tuple(REAL_MODELS[key] for key in real_model), pid=server.pid)
+                                    real=tuple(REAL_MODELS[key] for key in real_model), pid=server.pid,
+                                    keep_alive_s=keep_alive_s)
             stop.set()
             watcher.join()
             result["rss_mib"] = rss
@@ -226,7 +233,8 @@ def serve_and_run(name: str, cwd: Path, students: int, duration_s: float, seed: 
 def run(students: int = 30, duration_s: float = 75.0, against: str | None = None, seed: int = 0,
         live: bool = False, with_files: bool = True, real: int | None = None, real_score: int = 0,
         real_model: str | tuple[str, ...] = ("opus-mt-random",), full_budget: bool = False, ref_first: bool = False,
-        pin: bool = True, cost: bool = True, walk: bool = True, share: int | None = None) -> dict:
+        pin: bool = True, cost: bool = True, walk: bool = True, share: int | None = None,
+        keep_alive_s: float = KEEP_ALIVE_S) -> dict:
     """The class against this tree's app and (with `against`) against that git ref's app, one after the other
     (`ref_first`: the ref's first), each with the machine to itself; `live`: with live training in the background
     (this tree's app only: a ref may not have it). Then (`cost`) the server's CPU per answer by kind, every app up
@@ -254,10 +262,11 @@ def run(students: int = 30, duration_s: float = 75.0, against: str | None = None
             elif key == "this":
                 result["apps"]["this"] = serve_and_run("this", ROOT, students, duration_s, seed, log_dir, live,
                                                        with_files, real, real_score, real_model,
-                                                       full_budget, pin, walk, share)
+                                                       full_budget, pin, walk, share, keep_alive_s)
             else:
                 result["apps"]["ref"] = serve_and_run("ref", trees["ref"], students, duration_s, seed, log_dir,
-                                                      with_files=with_files, pin=pin, walk=walk, share=share)
+                                                      with_files=with_files, pin=pin, walk=walk, share=share,
+                                                      keep_alive_s=keep_alive_s)
         if cost:
             order = {key: trees[key] for key in result["order"]}  # the first round in the classes' order
             for key, its_costs in cost_phase(order, seed, log_dir, with_files, pin).items():
@@ -302,6 +311,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the worst case) instead of a trained model's length (benchmarks.trained_length)")
     parser.add_argument("--real-score", type=int, default=0, metavar="PERCENT",
                         help="with --real, PERCENT of the actions score every head of the real model (from the steps)")
+    parser.add_argument("--keep-alive-s", type=float, default=KEEP_ALIVE_S, metavar="SECONDS",
+                        help=f"how long each student's browser keeps an idle connection (default {KEEP_ALIVE_S:g}, "
+                             "under uvicorn's own 5 s; aiohttp keeps them 15 s, proxies often 60 s)")
     parser.add_argument("--no-files", action="store_true",
                         help="students fetch the page's HTML only, not Gradio's files")
 
@@ -315,6 +327,8 @@ def run_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
         parser.error("students 0..1000, duration 5..1800 s")
     if args.real is not None and args.against:
         parser.error("--real runs this tree's app only (a ref may not have real models)")
+    if not 0.5 <= args.keep_alive_s <= 600:
+        parser.error("--keep-alive-s: 0.5..600 seconds")
     if args.server_share is not None and not 5 <= args.server_share <= 100:
         parser.error("--server-share: 5..100 percent")
     if args.real is not None and not 0 <= args.real <= 50:
@@ -325,7 +339,7 @@ def run_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
         parser.error("--real-score needs a model that writes text: all-MiniLM-L6-v2 is an encoder")
     return run(args.students, args.duration_s, args.against, args.seed, args.live, not args.no_files, args.real,
                args.real_score, models, args.full_budget, args.ref_first, not args.no_pin,
-               not args.no_cost, not args.no_walk, args.server_share)
+               not args.no_cost, not args.no_walk, args.server_share, args.keep_alive_s)
 
 
 if __name__ == "__main__":

@@ -170,6 +170,13 @@ def report(result: dict) -> str:
                       + (f"; {app['cores']}" if app.get("cores") else ""),
                   "", _app_table(app, labels)]
         lines += [f"  error: {example}" for example in app["error_examples"]]
+        if app.get("page_files"):
+            lines += ["", f"an opening: {app['page_files'] + 2} requests (GET /, the {app['page_files']} files a "
+                          "fresh Chromium fetched, /config)"]
+        if app.get("keep_alive_s") is not None:
+            lines += ["", f"each student's browser kept an idle connection {app['keep_alive_s']:g} s; "
+                          f"{app.get('resent', 0)} requests sent again on a new connection (the server closed a kept "
+                          "one as it was used)"]
         if app.get("real_steps"):
             steps = app["real_steps"]
             lines += ["", f"of the lesson's Nexts, {steps['n']} showed a real model's step (after step {OWN_STEPS}): "

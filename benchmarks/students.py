@@ -84,6 +84,7 @@ class Tally:
 
     last_open: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the last opening's: monotonic, our and the server's CPU
     real_steps: list[float] = field(default_factory=list)  # seconds of the lesson's Nexts that showed a real step
+    resent: int = 0  # requests sent again on a new connection: the server closed a kept one as it was used
 
     def opened(self, server_cpu_s: float) -> None:
         """An opening answered: the clock and the CPU so far (the class's arrival lasts until the last one)."""

@@ -129,6 +129,12 @@ REACHES = {
                                        "for value in dir(self.__class__)` kept where callable and `_is_server_fn` "
                                        "(set by gradio.components.base.server); that is the module's one call of "
                                        "`dir`", "no option keeps the list per class"),
+    "uvicorn's keep-alive": (PAGE, "Blocks.launch keeps the uvicorn server it starts as Blocks.server "
+                             "(http_server.start_server builds its uvicorn.Config with no timeout_keep_alive: "
+                             "uvicorn's 5 s); each of uvicorn's HTTP protocols reads config.timeout_keep_alive as a "
+                             "connection opens",
+                             "launch() passes no option to uvicorn: a client or proxy that keeps idle connections "
+                             "longer than 5 s sends requests on connections the server is closing"),
     "Starlette.middleware_stack": (STATIC, "the app's built middleware stack (Starlette builds it at "
                                    "the server's start, before launch() returns; add_middleware refuses after that)",
                                    "Gradio adds its CORS and compression after app_kwargs' middleware: only "
@@ -407,6 +413,23 @@ def _check_middleware_stack() -> list[str]:
     return problems + [f"Starlette has no {name}" for name in _source_uses(Starlette.__init__, "self.middleware_stack")]
 
 
+def _check_keep_alive() -> list[str]:
+    import uvicorn
+    from gradio import http_server
+    from uvicorn.protocols.http import h11_impl, httptools_impl
+
+    problems = [f"Blocks.launch no longer has {name!r}" for name in _source_uses(gr.Blocks.launch, "self.server = ")]
+    problems += [f"http_server.start_server no longer has {name!r}" for name in _source_uses(
+        http_server.start_server, "uvicorn.Config(")]
+    if "timeout_keep_alive" in inspect.getsource(http_server.start_server):
+        problems.append("http_server.start_server sets timeout_keep_alive itself")
+    if "timeout_keep_alive" not in inspect.signature(uvicorn.Config).parameters:
+        problems.append("uvicorn.Config has no timeout_keep_alive")
+    return problems + [f"{module.__name__} no longer reads config.timeout_keep_alive as a connection opens"
+                       for module in (h11_impl, httptools_impl)
+                       if "config.timeout_keep_alive" not in inspect.getsource(module)]
+
+
 CHECKS: dict[str, Callable[[], list[str]]] = {
     "Queue.push": _check_push,
     "Queue's lines": _check_lines,
@@ -427,6 +450,7 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
     "login_check": _check_login_check,
     "inspect in gradio.blocks and gradio.component_meta": _check_inspect,
     "dir in gradio.components.base": _check_component_dir,
+    "uvicorn's keep-alive": _check_keep_alive,
     "Starlette.middleware_stack": _check_middleware_stack,
 }
 

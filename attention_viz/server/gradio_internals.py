@@ -369,6 +369,13 @@ def has_event(app: Any, fn_index: int | None = None, api_name: str | None = None
     return any(fn.api_name == api_name for fn in fns.values())
 
 
+def keep_idle_connections(blocks: Any, seconds: float) -> None:
+    """An idle kept-alive connection closed by the server after `seconds` (uvicorn's default: 5), for every
+    connection opened from now on: the uvicorn server Gradio started (Blocks.server) reads its Config's
+    timeout_keep_alive as each connection opens."""
+    blocks.server.config.timeout_keep_alive = seconds
+
+
 def put_in_front(app: Starlette, middleware: Callable[[Any], Any]) -> Any:
     """Wrap a running app's whole middleware stack (built on its first request) in `middleware(stack)`; returned."""
     front = middleware(app.middleware_stack or app.build_middleware_stack())

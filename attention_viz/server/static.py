@@ -19,7 +19,9 @@ scripts under /static/, and /theme.css?v=<hash>. Two ASGI middlewares:
 - PageCompression (the FastAPI app's own middleware: server/http.py) answers the page and /config from the first
   answer Gradio built for the same address and config (Gradio builds each anew for every request: a deep copy of
   the whole config), and compresses them, which Gradio does not (its compression goes by file extension): Brotli
-  where the browser accepts it, else gzip, once per encoding.
+  where the browser accepts it, else gzip, once per encoding. A kept answer carries an ETag of its content and
+  `Cache-Control: no-cache`, so a browser opening the page again asks with If-None-Match and gets a 304, no body
+  (the page with its config inlined is ~100 kB compressed; the files around it are kept by the browser already).
 
     demo.launch(..., app_kwargs=http.server_app_kwargs(views.runs.catalog))
     files_first(app)   (the app launch returned)
@@ -235,6 +237,16 @@ def _origin(scope: Scope) -> tuple:
     return scope.get("scheme"), scope.get("server"), scope.get("root_path", ""), tuple(sorted(headers))
 
 
+def _validated(scope: Scope, headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the request's If-None-Match names the kept answer's ETag (or "*")."""
+    etag = dict(headers).get(b"etag")
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"if-none-match" and etag is not None:
+            asked = {tag.strip() for tag in value.split(b",")}
+            return b"*" in asked or etag in asked or etag.removeprefix(b"W/") in asked
+    return False
+
+
 def _config_of(scope: Scope) -> object | None:
     """The app's config object where the page is the same for every visitor (no login), else None."""
     app = scope.get("app")
@@ -253,6 +265,7 @@ class PageCompression:
         # (path, origin) -> (the config it was built from, headers, body, {encoding: compressed body})
         self.kept: dict[tuple[str, tuple], tuple[object, list[tuple[bytes, bytes]], bytes, dict[str, bytes]]] = {}
         self.hits = 0
+        self.not_modified = 0  # of the hits, answered 304 (the browser had the page)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not (scope.get("type") == "http" and scope.get("method") == "GET" and scope.get("path") in PAGES):
@@ -264,7 +277,7 @@ class PageCompression:
         kept = self.kept.get(key) if config is not None else None
         if kept is not None and kept[0] is config:
             self.hits += 1
-            await self._send_kept(kept, encoding, send)
+            await self._send_kept(kept, encoding, send, scope)
             return
         if not encoding and config is None:
             await self.app(scope, receive, send)
@@ -280,7 +293,7 @@ class PageCompression:
                 if not message.get("more_body"):
                     body = b"".join(chunks)
                     if config is not None and self._keep(key, config, start, body):
-                        await self._send_kept(self.kept[key], encoding, send)
+                        await self._send_kept(self.kept[key], encoding, send, scope)
                     else:
                         await self._send(scope["path"], start, body, encoding, send)
             else:
@@ -297,12 +310,24 @@ class PageCompression:
             return False
         if key not in self.kept and sum(k[0] == key[0] for k in self.kept) >= MAX_ORIGINS:
             return False  # a client inventing Host headers fills nothing
-        headers = [(name, value) for name, value in headers if name not in (b"content-length", b"vary")]
+        headers = [(name, value) for name, value in headers
+                   if name not in (b"content-length", b"vary", b"etag", b"cache-control")]
+        # named by its content, and to be asked again each time (the page changes with the app): a reopening's browser
+        # sends the name back and gets 304 (nothing) where it has this page already
+        digest = hashlib.blake2b(body, digest_size=16).hexdigest()
+        headers += [(b"etag", f'W/"av-{digest}"'.encode()), (b"cache-control", b"no-cache")]
         self.kept[key] = (config, headers, body, {})
         return True
 
-    async def _send_kept(self, kept: tuple, encoding: str, send: Send) -> None:
+    async def _send_kept(self, kept: tuple, encoding: str, send: Send, scope: Scope) -> None:
         _, headers, body, packed = kept
+        if _validated(scope, headers):  # the browser's copy is this page: nothing to send again
+            self.not_modified += 1
+            await send({"type": "http.response.start", "status": 304, "headers": [
+                (name, value) for name, value in headers if name in (b"etag", b"cache-control")]
+                + [(b"vary", b"Accept-Encoding")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
         if encoding and len(body) >= MIN_BYTES:
             if encoding not in packed:
                 packed[encoding] = compress(body, encoding)

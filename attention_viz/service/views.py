@@ -281,11 +281,15 @@ class Views:
         return payload, text
 
     def export(self, settings: Settings, kind: object, layer: object, head: object,
-               colour_scale: object = "absolute", client: str | None = None) -> list[Path]:
-        """Write the grid and the head as PNG, every map as .npz, the head as CSV, the grid and the head as SVG and PDF
-        (a paper's figures, text kept as text) and the run on screen as one HTML file (the explorer, offline, as
-        attention_viz.show(...).save writes it); returns the paths. `client` (a page's session) keeps its last few
-        exports only (ExportFolder).
+               colour_scale: object = "absolute", client: str | None = None, figures: bool = True) -> list[Path]:
+        """Write the grid and the head as PNG, every map as .npz, the head as CSV, the run on screen as one HTML file
+        (the explorer, offline, as attention_viz.show(...).save writes it) and, with `figures`, the grid and the head
+        as SVG and PDF (a paper's figures, text kept as text); returns the paths. `client` (a page's session) keeps
+        its last few exports only (ExportFolder).
+
+        Without `figures` the files take tens of ms (the PNGs are kept, the page packed for the view on screen); the
+        four figures are matplotlib's, seconds on a real model's grid (docs/benchmarks.md, "Export"), so the page
+        asks for them after the first files are shown.
 
         File names say the model, the text and the view; the PNGs (tEXt chunks), the SVG and PDF (metadata) and the
         CSV (# lines) carry the settings they were made with, the .npz its settings as JSON, the page its notes.
@@ -300,19 +304,22 @@ class Views:
         head_png = Path(self.store.kept_file(self._head_image, settings, r.kind, r.layer, r.head, per_head))
         stem = export_stem(settings, r.kind)
         head = f"{stem}__L{r.layer}_H{r.head}"
-        figure = self._head_figure(settings, r.kind, r.layer, r.head, per_head)
-        grid = self._grid_figure(settings, r.kind, per_head)
-        return self.exports.write({
+        files = {
             f"{stem}__grid.png": described_png(grid_png, grid_record),
             f"{head}.png": described_png(head_png, record),
             f"{stem}__maps.npz": maps_npz(run),
             f"{head}.csv": head_csv(run, r.kind, r.layer, r.head, record).encode(),
-            f"{stem}__grid.svg": vector.figure_bytes(grid, "svg", grid_record),
-            f"{stem}__grid.pdf": vector.figure_bytes(grid, "pdf", grid_record),
-            f"{head}.svg": vector.figure_bytes(figure, "svg", record),
-            f"{head}.pdf": vector.figure_bytes(figure, "pdf", record),
-            **self.explorer_page(settings, f"{stem}__explorer"),
-        }, client)
+        }
+        if figures:
+            figure = self._head_figure(settings, r.kind, r.layer, r.head, per_head)
+            grid = self._grid_figure(settings, r.kind, per_head)
+            files.update({
+                f"{stem}__grid.svg": vector.figure_bytes(grid, "svg", grid_record),
+                f"{stem}__grid.pdf": vector.figure_bytes(grid, "pdf", grid_record),
+                f"{head}.svg": vector.figure_bytes(figure, "svg", record),
+                f"{head}.pdf": vector.figure_bytes(figure, "pdf", record),
+            })
+        return self.exports.write({**files, **self.explorer_page(settings, f"{stem}__explorer")}, client)
 
     def _head_figure(self, settings: Settings, kind: str, layer: int, head: int, per_head: bool):
         """One head as a figure for a paper (draw.vector): its tokens on the axes, masked cells grey."""

@@ -42,9 +42,10 @@ gradio_client.exceptions.AppError carrying the message):
     "difference" (a − b) [Q][K], "masks" [a's, b's], "largest" {"query", "key", "value"} or null, "mean_abs",
     "outputs" [on, off], "text", "settings"; the page draws the difference as a red (more weight on) / blue table.
     text: HTML on what changed and both outputs.
-/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [7 paths]:
-    the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV, the head
-    as SVG and PDF (text kept as text), the run on screen as one HTML file (the explorer, offline).
+/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [9 paths]:
+    the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV, the grid
+    and the head as SVG and PDF (text kept as text), the run on screen as one HTML file (the explorer, offline). The
+    page's Export button first shows the five files but the figures (tens of ms), then asks /export for all nine.
 heads_off, ablation (last, optional in /visualize, /steps, /compare and /export, after compatibility): heads
     switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or {map key: [heads]},
     and "zero" (their outputs set to 0) or "mean" (each one's mean output over reference texts); the packed run then
@@ -234,6 +235,17 @@ class Handlers:
         settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
                                   pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
         return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale, _client(request))]
+
+    @handler
+    def export_files(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
+                     causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
+                     kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None,
+                     heads_off: str | None = None, ablation: str | None = None, request: gr.Request = None):
+        """export's files but the SVG and PDF figures, at once (tens of ms): what the Export button shows first."""
+        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
+                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
+        return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale, _client(request),
+                                                        figures=False)]
 
     def importance(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
                    causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,

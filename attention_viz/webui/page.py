@@ -16,7 +16,8 @@ from attention_viz.service.runs import Runs
 from attention_viz.service.views import Views
 from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
-from attention_viz.server.gradio_internals import keep_no_analytics, read_signatures_once, wake_on_events
+from attention_viz.server.gradio_internals import (keep_idle_connections, keep_no_analytics, read_signatures_once,
+                                                   wake_on_events)
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.routes import check_logins_at_once, keep_route_matches
 from attention_viz.server.static import files_first
@@ -32,6 +33,9 @@ WAKE_MOST_S = 0.1          # the queue's dispatcher sleeps until a join or an ev
 PROGRESS_S = 0.1           # a running event's progress is sent this often at most (Gradio: 0.01 s)
 STATUS_EVERY_S = 1.0       # waiting pages hear their place this often; Gradio's "auto" told every waiting page at
                            # each event's start: a line of n cost n messages per event, n² in all
+IDLE_CONNECTION_S = 75.0   # an idle kept-alive connection is closed by the server after this (uvicorn: 5 s), longer
+                           # than a client or reverse proxy keeps one idle (aiohttp 15 s, nginx and load balancers
+                           # 60 s): the client closes first, so it never sends on a connection the server is closing
 CONCURRENCY = 1            # per event listener: one compare (or export...) at a time; the cores are shared (the runs
                            # and steps, the lesson, scores, real models and live training have lines of their own:
                            # server/admission.py)
@@ -140,6 +144,7 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     read_signatures_once()  # each gr.update's new component: its class's signatures and server functions read once
     quick_root_urls()  # an answer with no file copied in one quick pass, not walked for files' URLs (server/answers.py)
     if app is not None:  # None where Gradio's reload mode launched it already
+        keep_idle_connections(demo, IDLE_CONNECTION_S)  # longer than a proxy's or a browser's (gradio_internals)
         files_first(app)
         keep_route_matches(app)  # a path's route found once, not by trying Gradio's routes in turn each request
         check_logins_at_once(app)  # no login: nothing to check, in no worker thread

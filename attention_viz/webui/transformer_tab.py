@@ -73,6 +73,8 @@ HEADS_OFF_INFO = ("Click tiles in the heatmaps' “switch heads off” mode (the
 
 
 # a number typed follows back to the nearest trained size, as the server snaps it
+EXPORT_LABEL = "Export the head chosen in Heatmaps"
+EXPORT_DRAWING = "Drawing the SVG and PDF figures for a paper… (the files below are ready)"  # until /export answers
 NEAREST_TRAINED_JS = call("nearestTrained", Raw("d"), Raw("current"), params="d, current")
 
 
@@ -194,10 +196,11 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                 with gr.Tab("Export", id="export") as tab_export:
                     colour = gr.Radio([(label, key) for key, label in COLOUR_SCALES.items()], value="absolute",
                                       label="Colour scale of the PNGs", elem_id="colour")
-                    export_button = gr.Button("Export the head chosen in Heatmaps", elem_id="export_button")
+                    export_button = gr.Button(EXPORT_LABEL, elem_id="export_button")
                     # shown once it holds files: Gradio's empty gr.File carries an aria-label on a plain div (WCAG)
-                    files = gr.File(label="grid and head (PNG), every map (.npz), the head (CSV; SVG and PDF for a "
-                                          "paper), the run on screen as one HTML file (opens offline)",
+                    files = gr.File(label="grid and head (PNG), every map (.npz), the head (CSV), the run on screen "
+                                          "as one HTML file (opens offline); the grid and head as SVG and PDF for a "
+                                          "paper a few seconds later",
                                     file_count="multiple", interactive=False, elem_id="files", visible=False)
 
     settings_inputs = [text, model, d_k, scale, factor, causal, padding, pads, d_model, n_heads]
@@ -294,9 +297,14 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     model.change(handlers.pair_default, [model, other_text], other_text, queue=False, **PRIVATE)
     marked(tab_compare.select(handlers.compare, compare_inputs, [compare, compare_text], js=chosen, **PRIVATE),
            [COMPARE])
-    exported = export_button.click(handlers.export, [*head_inputs, colour, *extra], files, api_name="export",
-                                   js=chosen, **RAW)
+    # the files but the SVG and PDF figures at once, then all nine (the figures take seconds on a real model's grid)
+    exported = export_button.click(handlers.export_files, [*head_inputs, colour, *extra], files, js=chosen,
+                                   **RAW, **PRIVATE)
     exported.success(lambda: gr.update(visible=True), None, files, queue=False, **PRIVATE)
+    exported.success(None, None, export_button, js=call("same", EXPORT_DRAWING), **PRIVATE)
+    figures = exported.success(handlers.export, [*head_inputs, colour, *extra], files, api_name="export", js=chosen,
+                               show_progress="hidden", **RAW)  # the list stays readable while the figures are drawn
+    figures.then(None, None, export_button, js=call("same", EXPORT_LABEL), **PRIVATE)
     # Scoring every head, and its CSV, on the SCORES line (a real model's, ~10 s of the model each, on its own line)
     once = dict(trigger_mode="once")  # as a button's click: another click while it works is not sent
     scored = score_button.click(handlers.importance, [*settings_inputs, *extra], importance, api_name="importance",

@@ -271,6 +271,17 @@ def test_steps_compare_and_export_follow_the_head_chosen_in_the_browser(page: Pa
     page.get_by_role("tab", name="Export").click()
     page.locator("#export_button").click()
     expect(page.locator("#files")).to_contain_text("encoder_self_attn__L0_H1", timeout=TIMEOUT_MS)  # the name, less its suffix
+    # the files but the figures first (the figures take a second or more), each a link, the button saying the
+    # figures are being drawn; then all nine, the same names, and the button as it was
+    links = page.locator("#files a[download]")
+    first = links.evaluate_all("links => links.map(a => a.getAttribute('download'))")
+    assert sorted(name[name.rfind("."):] for name in first) == [".csv", ".html", ".npz", ".png", ".png"], first
+    shot(page, "export_first_files", wait=False)
+    expect(links).to_have_count(9, timeout=TIMEOUT_MS)
+    expect(page.locator("#export_button")).to_have_text("Export the head chosen in Heatmaps", timeout=TIMEOUT_MS)
+    every = links.evaluate_all("links => links.map(a => a.getAttribute('download'))")
+    assert set(first) < set(every) and sum(name.endswith((".svg", ".pdf")) for name in every) == 4, every
+    shot(page, "export_every_file")
 
 
 def test_steps_are_readable_at_1280_one_panel_at_a_time(page: Page, app_url):

@@ -135,6 +135,45 @@ def test_no_record_and_no_summary_of_events_where_monitoring_is_off():
         watched.close()
 
 
+def test_an_idle_connection_is_kept_as_long_as_the_server_is_told():
+    """keep_idle_connections: connections opened after it are closed once idle that long (uvicorn's own: 5 s), so a
+    request after 1.5 s idle is answered on the same connection where the server keeps them 3 s, and finds it closed
+    where it keeps them 0.5 s."""
+    import socket
+    import time
+
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        gr.Number()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    try:
+        def answered_after_idle(seconds: float) -> bool:
+            gradio_internals.keep_idle_connections(demo, seconds)
+            with socket.create_connection(("127.0.0.1", demo.server_port), timeout=10) as connection:
+                ask = f"GET /gradio_api/info HTTP/1.1\r\nHost: 127.0.0.1:{demo.server_port}\r\n\r\n".encode()
+                for _ in range(2):
+                    connection.sendall(ask)
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        chunk = connection.recv(65536)
+                        if not chunk:
+                            return False  # closed by the server
+                        head += chunk
+                    assert head.startswith(b"HTTP/1.1 200")
+                    length = int(re.search(rb"content-length: (\d+)", head, re.I).group(1))
+                    body = head.split(b"\r\n\r\n", 1)[1]
+                    while len(body) < length:
+                        body += connection.recv(65536)
+                    time.sleep(1.5)
+                return True
+
+        assert answered_after_idle(3.0) and not answered_after_idle(0.5)
+        assert demo.server.config.timeout_keep_alive == 0.5
+    finally:
+        demo.close()
+
+
 def test_the_dispatcher_sleeps_until_a_join_or_an_end_wakes_it():
     """wake_on_events: the dispatcher's naps are cut short by each join and by each event's end. With naps of a minute
     at the longest, three events on a line of one (the second and third can start only once the one before has

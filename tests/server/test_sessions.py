@@ -113,6 +113,7 @@ def test_refused_inputs_and_api_calls_leave_a_bounded_state(views, monkeypatch):
     demo = page.build_app(views)
     page.launch(demo, views)
     port = demo.server_port or port  # where Gradio did start it
+    assert demo.server.config.timeout_keep_alive == page.IDLE_CONNECTION_S > 60  # longer than a proxy's idle one
     base = f"http://127.0.0.1:{port}/gradio_api"
     try:
         with httpx.Client(timeout=60) as client:
@@ -166,6 +167,7 @@ def test_main_launches_with_the_bounded_session_count(monkeypatch):
     class Recorder:
         blocks: dict = {}
         _queue = SimpleNamespace(cached_event_analytics_summary={}, event_analytics={})
+        server = SimpleNamespace(config=SimpleNamespace(timeout_keep_alive=5))  # uvicorn's, as launch starts it
 
         def launch(self, **kwargs):
             launched.update(kwargs)
@@ -186,3 +188,4 @@ def test_main_launches_with_the_bounded_session_count(monkeypatch):
     page.main()
     assert launched["state_session_capacity"] == sessions.SESSIONS_KEPT <= 2000
     assert launched["enable_monitoring"] is False  # and so no record or summary of events (gradio_internals)
+    assert Recorder.server.config.timeout_keep_alive == page.IDLE_CONNECTION_S  # longer than a proxy keeps one idle

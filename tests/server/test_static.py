@@ -327,6 +327,30 @@ def test_the_page_is_built_once_per_address_and_config_then_sent_from_memory():
     assert len(page.accepts) == 6
 
 
+def test_a_browser_that_has_the_page_is_told_so_with_no_body():
+    """A kept page carries an ETag of its content and asks to be checked each time (no-cache); a request naming that
+    ETag gets a 304 with no body (a reopening), any other the page; a new config is another page, another ETag."""
+    page, gradio = Counted(PAGE), GradioApp()
+    app = PageCompression(page)
+    host = {"Host": "127.0.0.1:7860", "Accept-Encoding": "br"}
+    status, headers, _ = get(app, "/", headers=host, gradio=gradio)
+    etag = headers[b"etag"].decode()
+    assert status == 200 and headers[b"cache-control"] == b"no-cache" and etag.startswith('W/"av-')
+    again = get(app, "/", headers=host | {"If-None-Match": etag}, gradio=gradio)
+    assert again[0] == 304 and again[2] == b"" and again[1][b"etag"] == etag.encode()
+    assert get(app, "/", headers=host | {"If-None-Match": f'"other", {etag[2:]}'}, gradio=gradio)[0] == 304
+    wrong = get(app, "/", headers=host | {"If-None-Match": '"other"'}, gradio=gradio)
+    assert wrong[0] == 200 and wrong[1][b"etag"] == etag.encode() and wrong[2]
+    assert len(page.accepts) == 1 and app.not_modified == 2
+    gradio.config = {"components": [1]}  # a new config: the page built again, named by what it holds
+    assert get(app, "/", headers=host | {"If-None-Match": etag}, gradio=gradio)[0] == 304 and len(page.accepts) == 2
+    page.body = PAGE.replace(b"[1, 2, 3]", b"[1, 2, 4]")  # and where it holds something else, the old copy is stale
+    gradio.config = {"components": [2]}
+    changed = get(app, "/", headers=host | {"If-None-Match": etag}, gradio=gradio)
+    assert changed[0] == 200 and changed[1][b"etag"] not in (etag.encode(), None)
+    assert get(app, "/", headers=host | {"If-None-Match": etag}, gradio=GradioApp(auth=[("u", "p")]))[0] == 200
+
+
 @pytest.mark.parametrize("gradio, page", [
     (GradioApp(auth=[("user", "pass")]), Counted(PAGE)),    # a login: each visitor's own page
     (None, Counted(PAGE)),                                  # not Gradio's app

@@ -398,6 +398,28 @@ def test_strings_for_booleans_are_coerced(handlers):
     assert visualize(handlers, causal_mask="false")[0] == visualize(handlers, causal_mask=False)[0]
 
 
+def test_the_export_button_shows_the_files_but_the_figures_first_then_all_nine(handlers, views, runs):
+    """export_files (the button's first answer) writes export's files but the four SVG and PDF figures, the same
+    bytes; the click's chain then asks /export, whose answer replaces the list with all nine."""
+    args = dict(**head_args(kind="encoder.self_attn", layer=1, head=1), colour_scale="per_head")
+    first = [Path(p) for p in handlers.export_files(**args)]
+    every = [Path(p) for p in handlers.export(**args)]
+    assert [p.name for p in first] == [p.name for p in every if p.suffix not in (".svg", ".pdf")]
+    assert sorted(p.suffix for p in first) == [".csv", ".html", ".npz", ".png", ".png"]
+    for a, b in zip(first, (p for p in every if p.suffix not in (".svg", ".pdf"))):
+        assert a.parent != b.parent and views.export_root in a.parents
+        if a.suffix != ".npz":  # np.savez_compressed stamps each member with the time it was written
+            assert a.read_bytes() == b.read_bytes(), a.name
+    config = page.build_app(Views(runs)).get_config_file()
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    click = next(d for d in config["dependencies"] if [ids.get(t) for t, _ in d["targets"]] == ["export_button"])
+    chained = [d for d in config["dependencies"] if d.get("trigger_after") == click["id"] and d["backend_fn"]
+               and d.get("queue") is not False]
+    assert click["api_name"] in (None, "export_files") and click["api_visibility"] == "private"
+    assert [d["api_name"] for d in chained] == ["export"] and chained[0]["trigger_only_on_success"]
+    assert [ids[o] for o in click["outputs"]] == ["files"] == [ids[o] for o in chained[0]["outputs"]]
+
+
 def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     demo = page.build_app(Views(runs))
     endpoints = demo.get_api_info()["named_endpoints"]

@@ -135,10 +135,10 @@ def as_allowed(mask: torch.Tensor | None) -> torch.Tensor | None:
 
 def factors(run, module: torch.nn.Module, query: torch.Tensor, scaling: float | None
             ) -> tuple[float, Scale, tuple[float, float]]:
-    """(handed, used, (c_q, c_k)) for one call of a pass `run` (this module's Pass or hub.long's, None outside one):
-    the factor on QKᵀ the model hands over (scaling; None means 1/√d), the one the pass uses (handed; under the scale
-    switch its mode on QKᵀ as the model's projections give them), and the factors the module put on q and k itself
-    before handing them over (OPT's q·scaling), which the scale switch undoes."""
+    """(handed, used, (c_q, c_k)) for one call of a pass `run` (this module's Pass or hub.long's, None outside
+    one): the factor on QKᵀ the model hands over (scaling; None means 1/√d), the one the pass uses (handed; under the
+    scale switch its mode on QKᵀ as the model's projections give them), and the factors the module put on q and k
+    itself before handing them over (OPT's q·scaling), which the scale switch undoes."""
     handed = scaling if scaling is not None else query.size(-1) ** -0.5
     c_q, c_k = run.prescaled.get(id(module), (1.0, 1.0)) if run is not None else (1.0, 1.0)
     if run is None or run.variation.scale == "sqrt_dk":
@@ -236,7 +236,8 @@ def mask_under(variation: Variation | None, args: tuple, kwargs: dict, mask_func
     if not skips and bidirectional(mask_function) and (attention_mask is None or bool(attention_mask.all())):
         return None
     causal = mask_function is None or mask_function is causal_mask_function  # sdpa_mask's default is causal
-    kwargs.update(allow_is_causal_skip=skips and causal, allow_is_bidirectional_skip=skips and bidirectional(mask_function))
+    kwargs.update(allow_is_causal_skip=skips and causal,
+                  allow_is_bidirectional_skip=skips and bidirectional(mask_function))
     if mask_function is not None:
         kwargs["mask_function"] = mask_function
     for unused in ("dtype", "config"):  # eager's and custom functions' extras; sdpa_mask takes **kwargs anyway

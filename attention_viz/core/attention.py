@@ -233,21 +233,24 @@ def weights_of(scores: torch.Tensor, factor: float = 1.0, mask: torch.Tensor | N
     """The stages from scores [..., Q, K] to weights [..., Q, K], in order: ·factor, soft-cap, + bias, −∞ where
     hidden, softmax (with a sink), 0 where hidden (a row with every key hidden is NaN before). inplace: each stage
     written into `scores` (no autograd; attention_viz.fast's kernel); steps: as `attention`'s (not in place)."""
-    stages = {"scores": scores}
+    raw = scores
     if factor != 1.0:
-        scores = stages["scaled"] = scores.mul_(factor) if inplace else scores * factor
+        scores = scores.mul_(factor) if inplace else scores * factor
+    scaled = capped = scores
     if softcap is not None:
-        scores = stages["capped"] = soft_capped(scores, softcap, inplace)
+        scores = capped = soft_capped(scores, softcap, inplace)
     if bias is not None:
-        scores = stages["biased"] = scores.add_(bias) if inplace else scores + bias
-    hidden = None if mask is None else ~mask
-    if hidden is not None:
+        scores = scores.add_(bias) if inplace else scores + bias
+    biased = scores
+    if mask is not None:
+        hidden = ~mask
         scores = scores.masked_fill_(hidden, float("-inf")) if inplace else scores.masked_fill(hidden, float("-inf"))
     weights = softmax(scores, sink, inplace)
-    if hidden is not None:
+    if mask is not None:
         weights = weights.masked_fill_(hidden, 0.0) if inplace else weights.masked_fill(hidden, 0.0)
     if steps is not None:
-        steps.update(stages, scaled=stages.get("scaled", stages["scores"]), masked=scores, weights=weights)
+        steps.update(scores=raw, scaled=scaled, **({"capped": capped} if softcap is not None else {}),
+                     **({"biased": biased} if bias is not None else {}), masked=scores, weights=weights)
     return weights
 
 

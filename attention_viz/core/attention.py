@@ -227,7 +227,7 @@ def attention(
     return output, weights
 
 
-def weights_of(scores: torch.Tensor, factor: float = 1.0, mask: torch.Tensor | None = None, *,
+def weights_of(scores: torch.Tensor, factor: float = 1.0, mask: torch.Tensor | None = None,
                bias: torch.Tensor | None = None, softcap: float | None = None, sink: torch.Tensor | None = None,
                inplace: bool = False, steps: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
     """The stages from scores [..., Q, K] to weights [..., Q, K], in order: ·factor, soft-cap, + bias, −∞ where

@@ -57,7 +57,7 @@ def scaled_dot_product_attention(
         weights = _many_weights(q, k, mask, factor, shape, bias, softcap, sink)
     else:
         scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
-        weights = reference.weights_of(scores, factor, mask, bias=bias, softcap=softcap, sink=sink, inplace=True)
+        weights = reference.weights_of(scores, factor, mask, bias, softcap, sink, True)  # each stage in place
     attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
 

@@ -55,8 +55,9 @@ def app_default_config(torch_compatible: bool = True) -> TransformerConfig:
     return replace(config, d_k=d_head, d_v=d_head, dropout=0.0)
 
 
-def sdpa_without_weights(q, k, v, mask=None, scale="sqrt_dk", dropout_p=0.0):
-    """Eq. 1 through PyTorch's kernel; returns an empty tensor where the weights would be."""
+def sdpa_without_weights(q, k, v, mask=None, scale="sqrt_dk", dropout_p=0.0, **dot_product):
+    """Eq. 1 through PyTorch's kernel (the dot product, nothing added); returns an empty tensor where the weights
+    would be."""
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale_factor(scale, q.size(-1)))
     return out, q.new_empty(0)
 

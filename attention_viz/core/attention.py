@@ -1,7 +1,18 @@
-"""Attention (§3.2): masks, scaled dot-product attention (Eq. 1), additive attention, multi-head attention.
+"""Attention (§3.2): masks, the attention pipeline (Eq. 1 and what models add to it), multi-head attention.
 
-The compatibility function of MultiHeadAttention is "dot_product" (Eq. 1; scaled by 1/√d_k or not, a
-forward argument) or "additive" (per head w_hᵀ tanh(q_h + k_h), a constructor choice since it has parameters).
+One function, `attention`, computes Eq. 1 stage by stage, and every attention in the package runs it (our model's,
+a real model's through transformers, the fast kernels' in place or over blocks):
+
+    scores = compatibility(Q, K)            QKᵀ (Eq. 1) or additive attention's w_hᵀ tanh(q_h + k_h)
+    scores · scale                          1/√d_k, 1 or a model's own factor (dot product only)
+    c·tanh(scores / c)                      a soft-cap (Gemma 2)
+    + B                                     a bias on the scores (a position bias)
+    −∞ where hidden; softmax                with a sink: one more logit per head in each row (gpt-oss)
+    0 where hidden                          a row with every key hidden is 0, never NaN
+    weights @ V
+
+The compatibility function is a value chosen once (DOT_PRODUCT, or Additive with its parameter, a constructor
+choice of MultiHeadAttention since it has parameters); scaling is a forward argument.
 
 Axes: B batch, H heads, Q query positions, K key positions, d_k / d_v per-head widths.
 
@@ -12,7 +23,7 @@ whose keys are all masked gets all-zero weights (never NaN). PyTorch's conventio
 `nn.MultiheadAttention`'s boolean `attn_mask` and `key_padding_mask`, and `nn.Transformer`'s masks, mean
 the opposite (True = masked out): pass them `~mask`.
 
-The reference Eq. 1 below is what the model runs unless told otherwise; attention_viz.fast has a
+The reference pipeline below is what the model runs unless told otherwise; attention_viz.fast has a
 bit-identical kernel for inference, chosen explicitly with `Transformer.use_kernel`.
 """
 
@@ -21,6 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +46,7 @@ SCALE_MODES = ("sqrt_dk", "none")
 
 def check_scale(scale: object) -> Scale:
     """A scaling mode as given, or a factor as a float; ValueError for anything else."""
-    if type(scale) is float and 0 < scale < math.inf:  # the common case first: an ABC check costs ~10 µs a call
+    if type(scale) is float and 0 < scale < math.inf:  # the common case first (docs/benchmarks.md)
         return scale
     if isinstance(scale, str) and scale in SCALE_MODES:
         return scale
@@ -111,7 +123,66 @@ def dense_mask(mask: torch.Tensor | None, B: int, Q: int, K: int, device: torch.
     return torch.broadcast_to(mask, (B, 1, Q, K))[:, 0]  # (B, Q, K)
 
 
-def scaled_dot_product_attention(
+# -- the pipeline: Eq. 1 and what models add to it, stage by stage
+
+
+class Compatibility(Protocol):
+    """A compatibility function (§3.2.1): the scores of every query against every key, scaled or not."""
+
+    scaled: bool  # whether the scale switch multiplies its scores
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor: ...
+
+    def head(self, h: int) -> Compatibility: ...  # the same function for head h's q, k alone ([·, d_k])
+
+
+class DotProduct:
+    """Eq. 1's compatibility function: q·k for every query and key (QKᵀ), scaled by the scale switch."""
+
+    scaled = True
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """q [..., Q, d_k], k [..., K, d_k] -> [..., Q, K]."""
+        return torch.matmul(q, k.transpose(-2, -1))
+
+    def head(self, h: int) -> DotProduct:
+        return self
+
+
+class Additive:
+    """Additive attention's (§3.2.1, Bahdanau et al.): w_hᵀ tanh(q_h + k_h) per head, nothing scaling it.
+
+    q_h = W_Q,h x and k_h = W_K,h y are the head's usual projections, so W_q, W_k of Bahdanau's wᵀ tanh(W_q q + W_k k)
+    are the multi-head attention's own W_Q, W_K (hidden width d_k) and w [H, d_k] is the only extra parameter (the
+    module's own, trained in place)."""
+
+    scaled = False
+
+    def __init__(self, w: torch.Tensor) -> None:
+        self.w = w  # (H, d_k), or one head's (d_k,)
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """q [B, H, Q, d_k], k [B, H, K, d_k] -> [B, H, Q, K]; one head's q [Q, d_k], k [K, d_k] -> [Q, K]."""
+        hidden = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (B, H, Q, K, d_k), or one head's (Q, K, d_k)
+        return torch.einsum("qkd,d->qk" if self.w.dim() == 1 else "bhqkd,hd->bhqk", hidden, self.w)
+
+    def head(self, h: int) -> Additive:
+        return Additive(self.w[h])
+
+
+DOT_PRODUCT = DotProduct()
+
+
+def compatibility_of(name: str, w: torch.Tensor | None = None) -> Compatibility:
+    """The compatibility function a config names ("dot_product" or "additive", whose w [H, d_k] it is handed)."""
+    if name == "dot_product":
+        return DOT_PRODUCT
+    if name == "additive":
+        return Additive(w)
+    raise ValueError(f"compatibility must be 'dot_product' or 'additive', got {name!r}")
+
+
+def attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -119,92 +190,101 @@ def scaled_dot_product_attention(
     scale: Scale = "sqrt_dk",
     dropout_p: float = 0.0,
     *,
+    compatibility: Compatibility = DOT_PRODUCT,
+    bias: torch.Tensor | None = None,
     softcap: float | None = None,
     sink: torch.Tensor | None = None,
+    steps: dict[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eq. 1, softmax(QKᵀ·scale)V, returning (output, weights).
+    """Eq. 1, softmax(QKᵀ·scale)V, and what models add to it, returning (output, weights).
 
     Args:
         q: queries [..., Q, d_k]; k: keys [..., K, d_k]; v: values [..., K, d_v].
         mask: boolean, broadcastable to [..., Q, K]; True = may attend.
-        scale: "sqrt_dk" (1/√d_k), "none" (factor 1) or a positive float factor.
+        scale: "sqrt_dk" (1/√d_k), "none" (factor 1) or a positive float factor (a compatibility function
+            that is not scaled, the additive one, ignores it).
         dropout_p: dropout on the weights before they multiply V (training only).
-        softcap: c, where a model caps its logits as c·tanh(x/c) before the softmax (Gemma 2's compatibility
-            function: the scale still multiplies QKᵀ inside the tanh).
+        compatibility: how q and k become scores: DOT_PRODUCT (QKᵀ, Eq. 1) or Additive(w).
+        bias: B, broadcastable to [..., Q, K], added to the scaled scores (a position bias: T5, ALiBi).
+        softcap: c, where a model caps its logits as c·tanh(x/c) (Gemma 2: the scale still multiplies QKᵀ inside
+            the tanh, a bias is added after it, as transformers' eager attention adds one).
         sink: a logit per head [H] that joins every row's softmax as one more key with no value (gpt-oss's learned
             sinks): the row's weights then sum to 1 minus the sink's share.
+        steps: a dict to fill with every intermediate by name (Figure 2, left): "scores", "scaled", "capped" and
+            "biased" (where applied), "masked" (−∞ where hidden), "weights", "output".
 
     Returns:
         output [..., Q, d_v] and weights [..., Q, K], the weights recorded after the softmax and
         before dropout. Masked weights are exactly 0; fully masked rows are all 0.
     """
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale_factor(scale, q.size(-1))  # (..., Q, K)
+    scores = compatibility.scores(q, k)  # (..., Q, K)
+    factor = scale_factor(scale, q.size(-1)) if compatibility.scaled else 1.0
+    weights = weights_of(scores, factor, mask, bias=bias, softcap=softcap, sink=sink, steps=steps)  # (..., Q, K)
+    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    output = torch.matmul(attended, v)  # (..., Q, d_v)
+    if steps is not None:
+        steps["output"] = output
+    return output, weights
+
+
+def weights_of(scores: torch.Tensor, factor: float = 1.0, mask: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None, softcap: float | None = None, sink: torch.Tensor | None = None,
+               inplace: bool = False, steps: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    """The stages from scores [..., Q, K] to weights [..., Q, K], in order: ·factor, soft-cap, + bias, −∞ where
+    hidden, softmax (with a sink), 0 where hidden (a row with every key hidden is NaN before). inplace: each stage
+    written into `scores` (no autograd; attention_viz.fast's kernel); steps: as `attention`'s (not in place)."""
+    raw = scores
+    if factor != 1.0:
+        scores = scores.mul_(factor) if inplace else scores * factor
+    scaled = capped = scores
     if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
+        scores = capped = soft_capped(scores, softcap, inplace)
+    if bias is not None:
+        scores = scores.add_(bias) if inplace else scores + bias
+    biased = scores
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    if sink is None:
-        weights = torch.softmax(scores, dim=-1)
-    else:
-        sinks = sink.to(scores.dtype).reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (..., H, Q, 1)
-        weights = torch.softmax(torch.cat([scores, sinks], dim=-1), dim=-1)[..., :-1]  # the sink's share dropped
+        hidden = ~mask
+        scores = scores.masked_fill_(hidden, float("-inf")) if inplace else scores.masked_fill(hidden, float("-inf"))
+    weights = softmax(scores, sink, inplace)
     if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)  # a row with every key masked is NaN before this
-    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-    return torch.matmul(attended, v), weights  # (..., Q, d_v), (..., Q, K)
+        weights = weights.masked_fill_(hidden, 0.0) if inplace else weights.masked_fill(hidden, 0.0)
+    if steps is not None:
+        steps.update(scores=raw, scaled=scaled, **({"capped": capped} if softcap is not None else {}),
+                     **({"biased": biased} if bias is not None else {}), masked=scores, weights=weights)
+    return weights
 
 
-def additive_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    w: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Additive attention per head (§3.2.1, Bahdanau et al.), returning (output, weights) like Eq. 1.
-
-    score_h(q, k) = w_hᵀ tanh(q_h + k_h), where q_h = W_Q,h x and k_h = W_K,h y are the head's usual
-    projections, so W_q, W_k of Bahdanau's wᵀ tanh(W_q q + W_k k) are the multi-head attention's own
-    W_Q, W_K (hidden width d_k) and w_h is the only extra parameter. There is no scaling.
-
-    Args:
-        q: queries [B, H, Q, d_k]; k: keys [B, H, K, d_k]; v: values [B, H, K, d_v]; w: [H, d_k].
-        mask: boolean, broadcastable to [B, H, Q, K]; True = may attend.
-        dropout_p: dropout on the weights before they multiply V (training only).
-
-    Returns:
-        output [B, H, Q, d_v] and weights [B, H, Q, K], with the masking rules of Eq. 1.
-    """
-    scores = additive_scores(q, k, w)  # (B, H, Q, K)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)  # a row with every key masked is NaN before this
-    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-    return torch.matmul(attended, v), weights  # (B, H, Q, d_v), (B, H, Q, K)
+def soft_capped(scores: torch.Tensor, softcap: float, inplace: bool = False) -> torch.Tensor:
+    """c·tanh(x / c): logits kept within (−c, c)."""
+    if inplace:
+        return scores.div_(softcap).tanh_().mul_(softcap)
+    return torch.tanh(scores / softcap) * softcap
 
 
-def additive_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """w_hᵀ tanh(q_h + k_h) for every query/key pair: q [B, H, Q, d_k], k [B, H, K, d_k], w [H, d_k] -> [B, H, Q, K]."""
-    hidden = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (B, H, Q, K, d_k)
-    return torch.einsum("bhqkd,hd->bhqk", hidden, w)
+def softmax(logits: torch.Tensor, sink: torch.Tensor | None = None, inplace: bool = False) -> torch.Tensor:
+    """softmax over each row's keys; with a sink [H], over the keys and the sink, the sink's share dropped."""
+    if sink is not None:
+        sinks = sink.to(logits.dtype).reshape(-1, 1, 1).expand(*logits.shape[:-1], 1)  # (..., H, Q, 1)
+        logits = torch.cat([logits, sinks], dim=-1)  # (..., Q, K + 1)
+    weights = torch.softmax(logits, dim=-1, out=logits) if inplace else torch.softmax(logits, dim=-1)
+    return weights if sink is None else weights[..., :-1]
 
 
-# An implementation of Eq. 1: (q, k, v, mask, scale, dropout_p) -> (output, weights), as above.
-Kernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+scaled_dot_product_attention = attention  # Eq. 1: the pipeline with its default compatibility function
 
 
 def attention_steps(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk"
 ) -> dict[str, torch.Tensor]:
     """Every intermediate of Figure 2 (left): scores QKᵀ, scaled, masked (-inf where hidden), weights, output."""
-    scores = torch.matmul(q, k.transpose(-2, -1))  # (..., Q, K)
-    scaled = scores * scale_factor(scale, q.size(-1))
-    masked = scaled if mask is None else scaled.masked_fill(~mask, float("-inf"))
-    output, weights = scaled_dot_product_attention(q, k, v, mask, scale)
-    return {"scores": scores, "scaled": scaled, "masked": masked, "weights": weights, "output": output}
+    steps: dict[str, torch.Tensor] = {}
+    attention(q, k, v, mask, scale, steps=steps)
+    return steps
+
+
+# An implementation of Eq. 1 with `attention`'s contract: (q, k, v, mask, scale, dropout_p, *, compatibility, bias,
+# softcap, sink) -> (output, weights).
+Kernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
 class AdditiveAttention(nn.Module):
@@ -220,18 +300,18 @@ class AdditiveAttention(nn.Module):
         self.k_proj = nn.Linear(d_key, d_attn, bias=False)
         self.score = nn.Linear(d_attn, 1, bias=False)
 
+    scaled = False  # a compatibility function of its own, for `attention`
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """q [..., Q, d_query], k [..., K, d_key] -> [..., Q, K]."""
+        hidden = torch.tanh(self.q_proj(q).unsqueeze(-2) + self.k_proj(k).unsqueeze(-3))  # (..., Q, K, d_attn)
+        return self.score(hidden).squeeze(-1)
+
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """q [..., Q, d_query], k [..., K, d_key], v [..., K, d_v] -> (output [..., Q, d_v], weights [..., Q, K])."""
-        hidden = torch.tanh(self.q_proj(q).unsqueeze(-2) + self.k_proj(k).unsqueeze(-3))  # (..., Q, K, d_attn)
-        scores = self.score(hidden).squeeze(-1)  # (..., Q, K)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        if mask is not None:
-            weights = weights.masked_fill(~mask, 0.0)
-        return torch.matmul(weights, v), weights
+        return attention(q, k, v, mask, compatibility=self)
 
 
 class MultiHeadAttention(nn.Module):
@@ -240,17 +320,16 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
                  kernel: Kernel = scaled_dot_product_attention, compatibility: str = "dot_product") -> None:
         super().__init__()
-        if compatibility not in ("dot_product", "additive"):
-            raise ValueError(f"compatibility must be 'dot_product' or 'additive', got {compatibility!r}")
+        compatibility_of(compatibility)  # a ValueError for an unknown name, before anything is built
         self.n_heads, self.d_k, self.d_v, self.dropout = n_heads, d_k, d_v, dropout
-        self.compatibility = compatibility  # "dot_product": Eq. 1 with forward's scale; "additive": additive_attention
-        self.kernel = kernel  # Eq. 1: the reference, or a bit-identical one from attention_viz.fast
+        self.kernel = kernel  # the pipeline: the reference, or a bit-identical one from attention_viz.fast
         self.q_proj = nn.Linear(d_model, n_heads * d_k)  # W_Q of every head, stacked
         self.k_proj = nn.Linear(d_model, n_heads * d_k)  # W_K
         self.v_proj = nn.Linear(d_model, n_heads * d_v)  # W_V
         self.out_proj = nn.Linear(n_heads * d_v, d_model)  # W_O
         if compatibility == "additive":
             self.score = nn.Parameter(torch.randn(n_heads, d_k) / math.sqrt(d_k))  # w_h of every head, [H, d_k]
+        self.compatibility = compatibility_of(compatibility, getattr(self, "score", None))  # chosen once
 
     def init_unit_qk(self) -> None:
         """Footnote 4's premise: W_Q, W_K ~ N(0, 1/d_model), so unit-variance inputs give q, k components of variance ≈ 1."""
@@ -258,14 +337,13 @@ class MultiHeadAttention(nn.Module):
         for proj in (self.q_proj, self.k_proj):
             nn.init.normal_(proj.weight, std=1.0 / math.sqrt(d_model))
             nn.init.zeros_(proj.bias)
-        if self.compatibility == "additive":
+        if isinstance(self.compatibility, Additive):
             nn.init.normal_(self.score, std=1.0 / math.sqrt(self.d_k))  # wᵀ tanh(·) of variance ≤ 1
 
     def scores(self, q: torch.Tensor, k: torch.Tensor, scale: Scale = "sqrt_dk") -> torch.Tensor:
         """The softmax's logits before masking: q [B, H, Q, d_k], k [B, H, K, d_k] -> [B, H, Q, K]."""
-        if self.compatibility == "additive":
-            return additive_scores(q, k, self.score)
-        return torch.matmul(q, k.transpose(-2, -1)) * scale_factor(scale, q.size(-1))
+        scores = self.compatibility.scores(q, k)  # (B, H, Q, K)
+        return scores * scale_factor(scale, q.size(-1)) if self.compatibility.scaled else scores
 
     def project(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
@@ -289,14 +367,12 @@ class MultiHeadAttention(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
         scale: Scale = "sqrt_dk", switch: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eq. 1 (or additive attention, which ignores `scale`) in every head on projected q, k, v, then W_O:
+        """The attention pipeline (additive attention ignores `scale`) in every head on projected q, k, v, then W_O:
         (out [B, Q, d_model], weights [B, H, Q, K]). switch (core.ablation.HeadSwitch) changes the heads' outputs
         [B, H, Q, d_v] before W_O: heads switched off; the weights are recorded as computed."""
         dropout_p = self.dropout if self.training else 0.0
-        if self.compatibility == "additive":
-            heads, weights = additive_attention(q, k, v, self.score, mask, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
-        else:
-            heads, weights = self.kernel(q, k, v, mask, scale, dropout_p)  # (B, H, Q, d_v), (B, H, Q, K)
+        heads, weights = self.kernel(q, k, v, mask, scale, dropout_p, compatibility=self.compatibility)
+        # (B, H, Q, d_v), (B, H, Q, K)
         if getattr(switch, "record", None) is not None:
             switch.record["values"] = v  # (B, H, K, d_v): what value_norms needs
         if switch is not None:

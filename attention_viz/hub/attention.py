@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, bidirectional_mask_function, sdpa_mask
+from transformers.masking_utils import (AttentionMaskInterface, bidirectional_mask_function, causal_mask_function,
+                                       sdpa_mask)
 
 from attention_viz.core.attention import Kernel, Scale, scale_factor, scaled_dot_product_attention
 from attention_viz.core.variation import Variation
@@ -132,6 +133,19 @@ def as_allowed(mask: torch.Tensor | None) -> torch.Tensor | None:
     return mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend, a large negative number is hidden
 
 
+def factors(run, module: torch.nn.Module, query: torch.Tensor, scaling: float | None
+            ) -> tuple[float, Scale, tuple[float, float]]:
+    """(handed, used, (c_q, c_k)) for one call of a pass `run` (this module's Pass or hub.long's, None outside
+    one): the factor on QKᵀ the model hands over (scaling; None means 1/√d), the one the pass uses (handed; under the
+    scale switch its mode on QKᵀ as the model's projections give them), and the factors the module put on q and k
+    itself before handing them over (OPT's q·scaling), which the scale switch undoes."""
+    handed = scaling if scaling is not None else query.size(-1) ** -0.5
+    c_q, c_k = run.prescaled.get(id(module), (1.0, 1.0)) if run is not None else (1.0, 1.0)
+    if run is None or run.variation.scale == "sqrt_dk":
+        return handed, handed, (c_q, c_k)
+    return handed, scale_factor(run.variation.scale, query.size(-1)) / (c_q * c_k), (c_q, c_k)
+
+
 def check_arguments(kwargs: dict, mask: torch.Tensor | None) -> None:
     """UnhonouredArgument naming what this call hands the attention function that Eq. 1 would not honour: a refused
     or unknown argument, or an additive mask that holds more than 0 and -inf (a bias on QKᵀ: ALiBi, a relative
@@ -161,13 +175,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     run = _current.get()
     if run is not None and run.probe is not None:
         check_arguments(kwargs, attention_mask)
-    handed = scaling if scaling is not None else query.size(-1) ** -0.5  # the factor on QKᵀ as handed over
-    c_q, c_k = run.prescaled.get(id(module), (1.0, 1.0)) if run is not None else (1.0, 1.0)
+    handed, scale, (c_q, c_k) = factors(run, module, query, scaling)
     own = handed * c_q * c_k  # the model's own factor on QKᵀ, with what its module put on q and k before
-    scale: Scale = handed
-    if run is not None and run.variation.scale != "sqrt_dk":
-        # "none" -> 1, a number -> that number, on QKᵀ as the model's projections give them
-        scale = scale_factor(run.variation.scale, query.size(-1)) / (c_q * c_k)
     n_rep = query.size(1) // key.size(1)
     k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (B, H, K, d)
     mask = as_allowed(attention_mask)
@@ -211,13 +220,24 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     """transformers' mask-function contract: its sdpa_mask with this pass's mask switches, materialised unless it
     hides nothing (full attention and no padding: None, which Eq. 1 reads as nothing hidden)."""
     run = _current.get()
-    if run is not None and not run.variation.padding_mask:
+    return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask)
+
+
+def mask_under(variation: Variation | None, args: tuple, kwargs: dict, mask_function: Callable | None,
+               attention_mask: torch.Tensor | None, skips: bool = False) -> torch.Tensor | None:
+    """sdpa_mask(*args, **kwargs) under a pass's mask switches (None: the model's own masks): the padding mask off
+    drops the 2D padding mask, the causal mask off replaces the causal rule by the bidirectional one (a sliding window
+    goes with it). skips False: materialised unless it hides nothing (None); True: also None where sdpa_mask leaves a
+    plain causal or full mask unbuilt (hub.long's kernel knows them by rule)."""
+    if variation is not None and not variation.padding_mask:
         attention_mask = None
-    if run is not None and not run.variation.causal_mask:
+    if variation is not None and not variation.causal_mask:
         mask_function = bidirectional_mask_function
-    if bidirectional(mask_function) and (attention_mask is None or bool(attention_mask.all())):
+    if not skips and bidirectional(mask_function) and (attention_mask is None or bool(attention_mask.all())):
         return None
-    kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
+    causal = mask_function is None or mask_function is causal_mask_function  # sdpa_mask's default is causal
+    kwargs.update(allow_is_causal_skip=skips and causal,
+                  allow_is_bidirectional_skip=skips and bidirectional(mask_function))
     if mask_function is not None:
         kwargs["mask_function"] = mask_function
     for unused in ("dtype", "config"):  # eager's and custom functions' extras; sdpa_mask takes **kwargs anyway

@@ -47,13 +47,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from transformers import AttentionInterface
-from transformers.masking_utils import (AttentionMaskInterface, bidirectional_mask_function, causal_mask_function,
-                                       sdpa_mask)
+from transformers.masking_utils import AttentionMaskInterface, causal_mask_function
 
-from attention_viz.core.attention import scale_factor
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import IMPLEMENTATION  # the wrapped model's own: Eq. 1 with its switches
+from attention_viz.hub.attention import as_allowed, eq1_attention, factors, mask_under, switched_mask
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
 
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
@@ -120,23 +118,15 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     -> (output [1, T, H, d], no weights); the summaries and what recomputes the weights kept on the way. Outside a
     long pass (another thread's call on the same model) it is the model's own implementation, ours."""
     run = _current.get()
-    if run is None:
-        own = AttentionInterface._global_mapping[IMPLEMENTATION]
-        return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    if run is None:  # the wrapped model's own: Eq. 1 with its switches
+        return eq1_attention(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     for name in ("softcap", "s_aux", "sinks"):
         if kwargs.get(name) is not None:
             raise LongRunError(f"the long pass does not cover attention with {name}")
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
-    factor = scaling if scaling is not None else query.size(-1) ** -0.5  # the factor on QKᵀ as handed over
-    if run.variation.scale != "sqrt_dk":  # on QKᵀ as the model's projections give them (hub.attention's rule)
-        c_q, c_k = run.prescaled.get(id(module), (1.0, 1.0))
-        factor = scale_factor(run.variation.scale, query.size(-1)) / (c_q * c_k)
-    factor = float(factor)
-    mask = attention_mask
-    if mask is not None and mask.dtype != torch.bool:
-        mask = mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 may attend
-    rule, allowed, allowed_cpu = _rule_of(run, module, mask, query.size(2), key.size(2))
+    factor = float(factors(run, module, query, scaling)[1])  # the factor on QKᵀ, as hub.attention's
+    rule, allowed, allowed_cpu = _rule_of(run, module, as_allowed(attention_mask), query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
     name = run.keys.get(id(module))
@@ -156,21 +146,11 @@ def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch
     plain causal mask or every key (the pass notes which: `_Pass.unmasked`), else materialised; outside a long pass,
     the wrapped model's own mask function."""
     run = _current.get()
-    if run is None:
-        own = AttentionMaskInterface._global_mapping[IMPLEMENTATION]
-        return own(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
-    if not run.variation.padding_mask:
-        attention_mask = None
-    if not run.variation.causal_mask:
-        mask_function = bidirectional_mask_function
-    causal = mask_function is None or mask_function is causal_mask_function  # sdpa_mask's default is causal
-    kwargs.update(allow_is_causal_skip=causal, allow_is_bidirectional_skip=mask_function is bidirectional_mask_function)
-    if mask_function is not None:
-        kwargs["mask_function"] = mask_function
-    for unused in ("dtype", "config"):
-        kwargs.pop(unused, None)
-    mask = sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
-    if mask is None:
+    if run is None:  # the wrapped model's own
+        return switched_mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
+    mask = mask_under(run.variation, args, kwargs, mask_function, attention_mask, skips=True)
+    if mask is None:  # sdpa_mask's default rule is causal
+        causal = run.variation.causal_mask and mask_function in (None, causal_mask_function)
         run.unmasked.add("causal" if causal else "full")
     return mask
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attention_viz.core.attention import attention_steps, scale_factor
+from attention_viz.core.attention import attention, scale_factor
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
 from attention_viz.data.tasks import heldout_strings, target_or_none, task_max_len
@@ -43,16 +43,6 @@ from attention_viz.service.limits import (
 from attention_viz.service.models import Abilities, HeadMeans, ModelControls, Run, Steps, frozen, pass_arguments
 from attention_viz.service.requests import HeadRequest, Member, Settings, known_case, model_keys
 from attention_viz.service.scores import EOS
-
-
-def additive_steps(scores: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """Figure 2 (left)'s intermediates for additive attention: scores w_hᵀ tanh(q_h + k_h) [Q, K] (nothing scales
-    them, so "scaled" is the same), masked (-inf where hidden), weights (softmax; exactly 0 where masked), output."""
-    masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(masked, dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)
-    return {"scores": scores, "scaled": scores, "masked": masked, "weights": weights, "output": weights @ v}
 
 
 def own_abilities(compatibility: str, trained: bool) -> Abilities:
@@ -153,10 +143,9 @@ class OwnModel:
             head_mask = None
             if mask is not None:
                 head_mask = torch.broadcast_to(mask, (1, module.n_heads, q.size(2), k.size(2)))[0, head]  # (Q, K)
-            if module.compatibility == "additive":
-                intermediates = additive_steps(module.scores(q, k)[0, head], v[0, head], head_mask)
-            else:
-                intermediates = attention_steps(q[0, head], k[0, head], v[0, head], head_mask, settings.scale)
+            intermediates: dict[str, torch.Tensor] = {}
+            attention(q[0, head], k[0, head], v[0, head], head_mask, settings.scale,
+                      compatibility=module.compatibility.head(head), steps=intermediates)
         queries, keys = run.tokens(kind)
         arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
         return Steps(arrays, queries, keys, scale_factor(settings.scale, settings.d_k))

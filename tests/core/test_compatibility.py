@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from attention_viz.core.attention import MultiHeadAttention, additive_attention, causal_mask
+from attention_viz.core.attention import Additive, MultiHeadAttention, attention, causal_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.model import Transformer
 
@@ -45,7 +45,7 @@ def test_multihead_additive_matches_a_hand_written_float64_reference(masking):
         "causal": causal_mask(5),
         "fully_masked_row": torch.ones(2, 1, 5, 5, dtype=torch.bool).index_fill(2, torch.tensor([1, 3]), False),
     }[masking]
-    out, weights = additive_attention(q, k, v, w, mask)
+    out, weights = attention(q, k, v, mask, compatibility=Additive(w))
     ref_out, ref_weights = reference_additive(q, k, v, w, mask)
     torch.testing.assert_close(weights.double(), ref_weights, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(out.double(), ref_out, atol=1e-5, rtol=1e-5)

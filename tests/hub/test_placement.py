@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -88,6 +89,11 @@ def test_layers_split_between_the_cpu_and_disk_equal_the_model_in_memory(tiny_fo
     assert_same_pass(placed, whole(family), family, heads_off={first: [0, 1]})
     assert_same_pass(placed, whole(family), family, variation=Variation("none", heads_off={first: (1,)}))
     torch.testing.assert_close(placed.w_o(first), whole(family).w_o(first), rtol=0, atol=0)  # read from disk
+    ids, _ = inputs(whole(family), family)
+    if placed.abilities.writes_text:  # greedy decoding: the same tokens and maps
+        out, maps = placed.greedy_decode(ids[:1], max_new_tokens=4)
+        expected, expected_maps = whole(family).greedy_decode(ids[:1], max_new_tokens=4)
+        assert torch.equal(out, expected) and all(torch.equal(maps[k], expected_maps[k]) for k in expected_maps)
 
 
 @pytest.mark.parametrize("device_map", [{"": "cpu"}, "cpu", "auto", "sequential"])
@@ -194,3 +200,18 @@ def test_placement_checks_build_the_model_on_the_meta_device_only(tiny_folder):
     assert check_placement("auto", None, torch.float16, auto, config) == "auto"
     with pytest.raises(ValueError, match="no module of this model"):
         check_placement({"model.layers.2": "cpu", "": "cpu"}, None, torch.float32, auto, config)  # 2 layers: 0, 1
+
+
+def test_head_importance_under_disk_offload_agrees_with_the_model_in_memory(tiny_folder, whole, tmp_path):
+    """Every head off alone and Michel's gradient on a model with layers on disk: the figures of the model in memory
+    to float32's rounding (the model in memory scores through its linear output head block by block, the placed one
+    through its logits, as hooked heads are), the same ranking's agreement."""
+    from attention_viz.importance.real import real_head_importance
+
+    placed = load_pretrained(tiny_folder("llama"), device_map=split(tiny_folder("llama")), offload_folder=tmp_path)
+    ours = real_head_importance(placed, ["the cat sat on the mat"], max_new_tokens=5)
+    theirs = real_head_importance(whole("llama"), ["the cat sat on the mat"], max_new_tokens=5)
+    assert ours.baseline == pytest.approx(theirs.baseline, rel=1e-5) and ours.agreement == theirs.agreement
+    for key in theirs.drop:
+        np.testing.assert_allclose(ours.drop[key], theirs.drop[key], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ours.gradient[key], theirs.gradient[key], rtol=1e-4, atol=1e-5)

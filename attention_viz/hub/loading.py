@@ -225,8 +225,10 @@ def check_model(model, loading: dict, shown: str) -> None:
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise refused(shown, f"its weights lack {missing[0]}{more}")
+    from attention_viz.hub.placement import weights
+
     with torch.no_grad():
-        for name, parameter in model.named_parameters():  # a sum is NaN or infinite when any value is (one pass)
+        for name, parameter in weights(model):  # an offloaded weight read where it is kept; a sum is NaN or infinite when any value is (one pass)
             wide = torch.float64 if parameter.dtype == torch.float64 else torch.float32
             if not torch.isfinite(parameter.sum(dtype=wide)):
                 raise refused(shown, f"its weights hold values that are not finite (NaN or infinite) in {name}")
@@ -273,6 +275,8 @@ def load_pretrained(
     *,
     device: str | torch.device = "auto",
     dtype: torch.dtype = torch.float32,
+    device_map: str | dict | None = None,
+    offload_folder: str | Path | None = None,
     local_files_only: bool | None = None,
     revision: str | None = None,
     cache_dir: str | Path | None = None,
@@ -280,8 +284,14 @@ def load_pretrained(
     """A Hub id ("Helsinki-NLP/opus-mt-en-de") or a local folder, loaded with its tokenizer and wrapped.
 
     Args:
-        device: "auto" (CUDA when present), "cpu", "cuda", ...
-        dtype: the weights' dtype (float32 by default; float64 for exact references).
+        device: "auto" (CUDA when present), "cpu", "cuda", ... (the whole model on one device; unused with a
+            device_map).
+        dtype: the weights' dtype (float32 by default; float64 for exact references; bfloat16 or float16 to halve
+            the memory).
+        device_map: placement by accelerate, as transformers' from_pretrained takes it: "auto" (GPUs, then the
+            CPU, then disk), "balanced", "sequential", or {module name: "cpu" | "disk" | "cuda:0" | 0}
+            ({"": "cpu"} is the whole model). Checked before any weight is read (hub.placement).
+        offload_folder: where the layers a device map puts on "disk" are kept.
         local_files_only: never download (default: whether the Hub is switched off for this process).
 
     Raises:
@@ -289,7 +299,8 @@ def load_pretrained(
             the config, a tokenizer that does not fit the model); its message names the model and what is wrong.
             Of its kinds: UnsafeWeightsError (the weights are pickled only), UnsupportedModelError (a family whose
             attention cannot go through our Eq. 1), ModelUnavailableError (not a folder, not cached, and not
-            downloadable from here).
+            downloadable from here). A placement that cannot be (a device that is not here, a module the model
+            does not have, an offload folder that cannot be written, a dtype a device cannot run) is refused too.
     """
     local_only = offline() if local_files_only is None else bool(local_files_only)
     path = Path(name_or_path).expanduser()
@@ -301,16 +312,18 @@ def load_pretrained(
     try:
         config = AutoConfig.from_pretrained(folder, **options)
         family_of(config)  # refuse an unsupported configuration before any weight is read
+        placement = placed(device, device_map, offload_folder, dtype, model_class(config), config, shown)
         step = "its model could not be built from its config.json and weights"
         model, loading = model_class(config).from_pretrained(
             folder, config=config, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
-            output_loading_info=True, ignore_mismatched_sizes=True, **options)
+            output_loading_info=True, ignore_mismatched_sizes=True, **placement, **options)
         check_model(model, loading, shown)
         step = "its tokenizer could not be built from its files"
         tokenizer = AutoTokenizer.from_pretrained(folder, **options)
         check_tokenizer(model, tokenizer, shown)
         step = f"it could not be wrapped and placed on {device}"
-        return PretrainedTransformer(model.to(resolve_device(device)), tokenizer, name=shown)
+        model = model if device_map is not None else model.to(resolve_device(device))
+        return PretrainedTransformer(model, tokenizer, name=shown)
     except UnsupportedModelError as error:  # the family's own reason (family_of, the wrapper): named here
         raise refused(shown, str(error), UnsupportedModelError) from None
     except ModelRefusedError:
@@ -318,6 +331,26 @@ def load_pretrained(
     except Exception as error:  # noqa: BLE001 - whatever transformers raises on a bad folder: refused with the reason
         lacking = lacking_tokenizer_files(folder) if step.startswith("its tokenizer") else ""
         raise refused(shown, lacking or f"{step} ({type(error).__name__}: {detail(error, folder, shown)})") from error
+
+
+def placed(device, device_map, offload_folder, dtype, auto_class, config, shown: str) -> dict:
+    """from_pretrained's placement arguments, each checked before any weight is read (hub.placement); a placement
+    that cannot be is refused with what to change. No device map: none (the model is moved to `device` whole)."""
+    from attention_viz.hub import placement
+
+    if device_map is None:
+        try:
+            placement.check_dtype(dtype, [resolve_device(device)])
+        except ValueError as error:
+            raise refused(shown, str(error)) from None
+        return {}
+    try:
+        device_map = placement.check_placement(device_map, offload_folder, dtype, auto_class, config)
+    except ImportError:
+        raise refused(shown, "placing it with a device_map needs accelerate (pip install accelerate)") from None
+    except ValueError as error:
+        raise refused(shown, str(error)) from None
+    return {"device_map": device_map, "offload_folder": str(offload_folder) if offload_folder is not None else None}
 
 
 def lacking_tokenizer_files(folder: Path) -> str:

@@ -33,6 +33,7 @@ from attention_viz.fast.attention import scaled_dot_product_attention as fast_at
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of
+from attention_viz.hub.placement import input_device, weight_of
 from attention_viz.hub.proof import Fidelity, prove
 
 KIND_OF_LAYOUT = {
@@ -162,7 +163,8 @@ class PretrainedTransformer:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go: the device of the input embedding (layers placed by a device map may be elsewhere)."""
+        return input_device(self.model)
 
     @property
     def pad_id(self) -> int | None:
@@ -420,7 +422,8 @@ class PretrainedTransformer:
         """The W_O of the attention with this map key, as [D, H·d] (the columns that head h's output meets): the
         linear layer the probe found reading its output."""
         module, transposed = self._w_o[key]
-        return module.weight.T if transposed else module.weight
+        weight = weight_of(module)  # an offloaded layer's read where it is kept
+        return weight.T if transposed else weight
 
     def _maps(self, run: Pass) -> AttentionMaps:
         """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""

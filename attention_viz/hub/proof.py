@@ -33,6 +33,7 @@ from attention_viz.core.attention import Kernel
 from attention_viz.core.variation import Variation
 from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredArgument, switched
 from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
+from attention_viz.hub.placement import input_device, weight_of
 
 LENGTHS = (8, 5)  # the probe's source (or text) tokens, and its decoder's input (an encoder-decoder model's)
 PADDED = 3        # the second row's last tokens that are padding
@@ -104,7 +105,7 @@ def probe_inputs(model, encoder_decoder: bool) -> dict:
     pad = getattr(config, "pad_token_id", None)
     pad = pad if isinstance(pad, int) and 0 <= pad < V else 0
     ids = (3 + torch.arange(2 * S) * 7) % V
-    ids = ids.view(2, S).to(model.device)  # (2, S)
+    ids = ids.view(2, S).to(input_device(model))  # (2, S)
     mask = torch.ones_like(ids)
     mask[1, S - PADDED:] = 0
     ids[1, S - PADDED:] = pad
@@ -113,7 +114,7 @@ def probe_inputs(model, encoder_decoder: bool) -> dict:
         start = getattr(model.config, "decoder_start_token_id", None)
         start = start if isinstance(start, int) and 0 <= start < V else 0
         decoder = (5 + torch.arange(2 * T) * 11) % V
-        decoder = decoder.view(2, T).to(model.device)  # (2, T)
+        decoder = decoder.view(2, T).to(input_device(model))  # (2, T)
         decoder[:, 0] = start
         kwargs["decoder_input_ids"] = decoder
     if "use_cache" in inspect.signature(model.forward).parameters or encoder_decoder:
@@ -334,7 +335,8 @@ def _linear_head(model, logits, head_input: list, base_output: list, tolerance: 
     buffers = tuple(name for name, b in model.named_buffers()
                     if b.numel() == V and b.dim() <= 2 and name.split(".")[-1] not in inside
                     and not name.startswith(("lm_head.", model.base_model_prefix + ".")))
-    computed = F.linear(h, head.weight, head.bias)  # (B, T, V)
+    bias = weight_of(head, "bias")  # an offloaded head's weights read where they are kept
+    computed = F.linear(h, weight_of(head).to(h.device), None if bias is None else bias.to(h.device))  # (B, T, V)
     for name in buffers:
         computed = computed + model.get_buffer(name).reshape(-1)
     if computed.shape != logits.shape:

@@ -21,7 +21,7 @@
  *            labShown(elemId, shown), own(elemId, current),
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick, box), routeTyped(index, kind, value, shown, tick,
- *            box) (a number box applies on Enter or leaving it, not while typed in),
+ *            box) (a number box applies on Enter or leaving it, not while typed in), interactive(on),
  *            refreshIfOpen(active, tick),
  *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
  *            clearHeadsOff(), headsOffAsked(elemId, tick)
@@ -240,6 +240,7 @@
     delete box.dataset.avEntered;
     if (same) event.stopPropagation(); // released on Enter already: not again
   }, true);
+  const interactive = (on) => ({__type__: "update", interactive: !!on}); // a button on or off (Cancel of a live run)
   // after a run: the open Steps or Compare view follows it (the counter's change asks the server)
   const refreshIfOpen = (active, tick) => (active === "steps" || active === "compare" ? bump(tick) : tick);
   function nearestTrained(d, current) {
@@ -266,7 +267,7 @@
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
     selection: selection, openOn: openOn, badges: badges, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
     labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
-    routeOne: routeOne, routeTyped: routeTyped,
+    routeOne: routeOne, routeTyped: routeTyped, interactive: interactive,
     refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
     clearHeadsOff: clearHeadsOff, headsOffAsked: headsOffAsked};

@@ -123,7 +123,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             scale = gr.Radio([(label, key) for key, label in SCALE_CHOICES.items()],
                              value=controls0.scale_mode, label="Scaling of QKᵀ", elem_id="scale")
             factor = gr.Number(value=1.0, minimum=FACTOR_RANGE[0], maximum=FACTOR_RANGE[1],
-                               label="custom factor (when scaling = custom)", elem_id="factor")
+                               label="custom factor (when scaling = custom)", elem_id="factor",
+                               **factor_state(controls0.scale_mode))
             causal = gr.Checkbox(value=True, label="causal mask (decoder self-attention)", elem_id="causal")
             padding = gr.Checkbox(value=True, label="padding mask", elem_id="padding")
             pads = gr.Slider(*PAD_TOKENS_RANGE, value=0, step=1, label="pad tokens after the text", elem_id="pads")
@@ -236,8 +237,11 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     # answer brought the run with its controls: their change events send nothing more). The order is run_key's.
     for index, (control, kind) in enumerate(((text, "string"), (None, ""), (d_k, "number"), (scale, "string"),
                                              (factor, "number"), (causal, "boolean"), (padding, "boolean"))):
-        if control is not None:
-            route_unless_shown(control.change, control, index, kind, shown_key, run_tick)
+        if control is not None:  # the factor applies only while the scaling is custom: else its change sends nothing
+            route_unless_shown(control.change, control, index, kind, shown_key, run_tick,
+                               gate=(scale, CUSTOM) if control is factor else None)
+    # whatever sets the scaling (a person, a lesson's step, a new model), the factor box is typed in only when custom
+    scale.change(None, scale, factor, js=call("applies", Raw("s"), CUSTOM, FACTOR_OFF, params="s"), **PRIVATE)
     gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
     # The explorer's heads-off mode: a click puts the heads it asks in the box as JSON ({map key: [heads]}) and moves
     # the counter, in the browser; the run reads the box, as after Enter (so later changes keep their order)
@@ -319,6 +323,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     return {**named_controls, "factor": factor, "padding": padding, "pads": pads, "d_model": d_model,
             "n_heads": n_heads, "ablation": ablation, "view": view, "output": output, "info": info, "views": views,
             "active": active, "importance": importance}
+
+
+CUSTOM = "custom"  # the scaling whose factor is the box's
+FACTOR_OFF = "Applies only when the scaling is \"custom factor\": pick it above to type one."
+
+
+def factor_state(scale_mode: str) -> dict:
+    """The factor box's interactive and info for a scaling, as page.js's applies(scaling, CUSTOM, FACTOR_OFF) sets
+    them after every change of the scaling."""
+    return {"interactive": scale_mode == CUSTOM, "info": None if scale_mode == CUSTOM else FACTOR_OFF}
 
 
 def steps_ask_js(at: int) -> str:

@@ -21,7 +21,9 @@
  *            labShown(elemId, shown), own(elemId, current),
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick, box), routeTyped(index, kind, value, shown, tick,
- *            box) (a number box applies on Enter or leaving it, not while typed in), interactive(on),
+ *            box) (a number box applies on Enter or leaving it, not while typed in), routeWhen(gated, open, route,
+ *            ...route's arguments) (only while another control holds `open`), applies(value, open, why),
+ *            interactive(on),
  *            refreshIfOpen(active, tick),
  *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
  *            clearHeadsOff(), headsOffAsked(elemId, tick)
@@ -240,6 +242,18 @@
     delete box.dataset.avEntered;
     if (same) event.stopPropagation(); // released on Enter already: not again
   }, true);
+  function routeWhen(gated, open, route, index, kind, value, shown, tick, box) {
+    /* a route (routeOne, routeTyped) taken only while another control holds `open` (the custom factor: the scaling
+       is custom); else the change sends nothing */
+    if (gated !== open) return [tick, shown];
+    return (route === "routeTyped" ? routeTyped : routeOne)(index, kind, value, shown, tick, box);
+  }
+  function applies(value, open, why) {
+    /* a control that applies only while another holds `open` (the factor box, the scaling): typed in only then, and
+       its info says why not otherwise (webui/transformer_tab.py factor_state, for the page's first value) */
+    const on = value === open;
+    return {__type__: "update", interactive: on, info: on ? null : why};
+  }
   const interactive = (on) => ({__type__: "update", interactive: !!on}); // a button on or off (Cancel of a live run)
   // after a run: the open Steps or Compare view follows it (the counter's change asks the server)
   const refreshIfOpen = (active, tick) => (active === "steps" || active === "compare" ? bump(tick) : tick);
@@ -267,7 +281,7 @@
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
     selection: selection, openOn: openOn, badges: badges, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
     labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
-    routeOne: routeOne, routeTyped: routeTyped, interactive: interactive,
+    routeOne: routeOne, routeTyped: routeTyped, routeWhen: routeWhen, applies: applies, interactive: interactive,
     refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
     clearHeadsOff: clearHeadsOff, headsOffAsked: headsOffAsked};

@@ -39,7 +39,7 @@ from attention_viz.server.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, comparison_choices, opening_settings, unscored_note
 from attention_viz.webui.handling import named
-from attention_viz.webui.heads_panel import badges_js, heads_view
+from attention_viz.webui.heads_panel import badges_js, heads_empty_js, heads_view
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
 from attention_viz.webui.widgets import (
@@ -189,7 +189,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                         score_export = gr.Button("Export the scores (CSV)", elem_id="score_export",
                                                  interactive=scorable)
                     score_note = prose(unscored_note(controls0), elem_id="score_note", visible=not scorable)
-                    importance = heads_view(elem_id="heads_view", label="importance")
+                    importance = heads_view(elem_id="heads_view", label="importance",
+                                            unscored=controls0.abilities.unscored)
                     induction_button = gr.Button("Score induction heads", elem_id="score_induction")
                     induction = prose(elem_id="induction", label="induction heads")
                     score_file = gr.File(label="every head's scores (CSV)", interactive=False, elem_id="score_file",
@@ -278,6 +279,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         [model, d_k, n_heads, last_model, run_tick], outputs, **PRIVATE)
     for controls in (picked, heads, compat_picked):
         controls.failure(**refused)
+        controls.success(None, score_note, None, js=heads_empty_js("heads_view"), **PRIVATE)  # the panel says it too
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):

@@ -45,7 +45,7 @@ def hub_abilities(shape: RealShape) -> Abilities:
     where it writes text (the log-probability of its own output), else not, and `unscored` says why."""
     what = "an encoder alone" if shape.layout == "encoder" else "saved without its output head"
     unscored = "" if shape.writes_text else (
-        f"{shape.family} is {what}: it writes no text whose probability could drop, so its heads cannot be scored "
+        f"{shape.name or shape.family} is {what}: it writes no text whose probability could drop, so its heads cannot be scored "
         "here. Pick a model that writes text (an encoder-decoder, or a decoder such as GPT-2).")
     return Abilities(writes_text=shape.writes_text, fills_masks=shape.fills_masks,
                      causal="decoder.self_attn" in shape.kinds, compatibility="dot_product",

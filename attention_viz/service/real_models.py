@@ -94,6 +94,7 @@ class RealShape:
     writes_text: bool = True    # what it can do besides its maps (attention_viz.hub's Abilities): write text, ...
     fills_masks: bool = False   # ... or fill its mask token (an encoder with its masked-LM head)
     fidelity: str = ""          # its proof on load, one line (attention_viz.hub's Fidelity: "proven on load: ...")
+    name: str = ""              # what the picker calls it ("all-MiniLM-L6-v2"), in sentences that name the model
 
     @property
     def d_v(self) -> int:
@@ -272,7 +273,8 @@ class RealModels:
         return RealShape(model.family.name, model.layout, model.n_layers("encoder.self_attn"),
                          model.n_layers("decoder.self_attn"), model.n_heads, model.d_k, model.d_model,
                          model.family.about, tuple(model.kinds), sink_token(model.tokenizer),
-                         model.abilities.writes_text, model.abilities.fills_masks, str(model.fidelity))
+                         model.abilities.writes_text, model.abilities.fills_masks, str(model.fidelity),
+                         display_name(key))
 
 
 def sink_token(tokenizer) -> str:

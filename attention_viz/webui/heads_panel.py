@@ -16,15 +16,22 @@ EMPTY = ("Press “Score every head”: each head of the model is switched off a
          "(a shipped model on its task's held-out strings, a real model on your text).")
 
 
-def heads_view(payload: Mapping | None = None, elem_id: str = "heads_view", **kwargs) -> gr.HTML:
-    """A gr.HTML drawing the importance of every head, the prune curve and the summary (heads.js)."""
+def heads_view(payload: Mapping | None = None, elem_id: str = "heads_view", unscored: str = "", **kwargs) -> gr.HTML:
+    """A gr.HTML drawing the importance of every head, the prune curve and the summary (heads.js); without scores it
+    says why they cannot be asked (unscored: the model's reason; heads_empty_js keeps it to the model's), else EMPTY."""
     return gr.HTML(
         value=dict(payload) if payload is not None else None,
         html_template=f'<div class="{MOUNT_CLASS}"></div>',
         css_template=asset("heads.css"),
-        js_on_load=on_load("mountHeads", {"empty": EMPTY}),
+        js_on_load=on_load("mountHeads", {"empty": EMPTY, "unscored": unscored, "id": elem_id}),
         apply_default_css=False, elem_id=elem_id, padding=False, container=False, **kwargs,
     )
+
+
+def heads_empty_js(elem_id: str) -> str:
+    """The `js` of a js-only event whose one input is the note under the scoring buttons (HTML, "" when they are
+    on): the panel without scores says the note's reason, or EMPTY (page.js headsEmpty)."""
+    return call("headsEmpty", elem_id, Raw("note"), params="note")
 
 
 def badges_js(explorer_elem_id: str) -> str:

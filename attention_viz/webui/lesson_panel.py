@@ -14,6 +14,7 @@ from attention_viz.server.admission import LESSON
 from attention_viz.webui.explorer_view import open_js
 from attention_viz.service.checks import check_int
 from attention_viz.webui.handlers import Handlers
+from attention_viz.webui.heads_panel import heads_empty_js
 from attention_viz.webui.handling import handler, named
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.theme import FOCUS
@@ -109,3 +110,4 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
                              list(named_outputs.values()), **PRIVATE, **RAW, **LESSON.wiring)
         event.then(None, lesson["target"], None, js=open_js(VIEW), **PRIVATE)
         event.then(None, lesson["target"], None, js=REVEAL_JS, **PRIVATE)
+        event.then(None, transformer["score_note"], None, js=heads_empty_js("heads_view"), **PRIVATE)

@@ -83,7 +83,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
                        label="compatibility function", elem_id="live_arm")
     with gr.Row():
         start = gr.Button("Train", variant="primary", elem_id="live_start")
-        stop = gr.Button("Cancel", elem_id="live_cancel")
+        stop = gr.Button("Cancel", elem_id="live_cancel", interactive=False)  # on only while this page's run goes
     status = plain_text("", elem_id="live_status")
     cancelling = plain_text("", elem_id="live_cancel_status")  # the Cancel button's own answer, true in either order:
     #   the run's stream and the cancel's answer may come in either order, so it never writes over the run's last line
@@ -91,8 +91,12 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views, tab: gr.Tab) -> di
                                "Press Train: the curves and the maps appear here as the model learns.")
     # Many may wait at once (each hears its place in line); LiveTrainer trains one at a time, and refuses the one
     # past its line (hence two more slots than the line: the one training, and the one to be told "full").
-    start.click(handlers.live_train, [task, live_dk, arm], [live_view, status], api_name="live_train",
-                show_progress="minimal", **RAW, **LIVE.wiring)
+    # Cancel is on while this page's run waits or trains, in the page (listened to before the run: the page answers
+    # a click's listeners in turn, and a later one would wait for the run to end)
+    start.click(None, None, stop, js=call("interactive", True), **PRIVATE)
+    run = start.click(handlers.live_train, [task, live_dk, arm], [live_view, status], api_name="live_train",
+                      show_progress="minimal", **RAW, **LIVE.wiring)
+    run.then(None, None, stop, js=call("interactive", False), **PRIVATE)  # ended, refused or cancelled
     stop.click(handlers.live_cancel, None, cancelling, api_name="live_cancel", concurrency_limit=None,
                show_progress="hidden")
     return {"d_k": d_k, "view": view, "shown": shown, "live_task": task, "live_dk": live_dk, "live_arm": arm}

@@ -39,7 +39,7 @@ from attention_viz.server.admission import RUNS, SCORES
 from attention_viz.webui.explorer_view import explorer_view, selection_js
 from attention_viz.webui.handlers import Handlers, comparison_choices, opening_settings, unscored_note
 from attention_viz.webui.handling import named
-from attention_viz.webui.heads_panel import badges_js, heads_view
+from attention_viz.webui.heads_panel import badges_js, heads_empty_js, heads_view
 from attention_viz.webui.scripts import Raw, call
 from attention_viz.webui.steps_view import compare_view, fresh_js, stale_js, steps_view
 from attention_viz.webui.widgets import (
@@ -123,7 +123,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
             scale = gr.Radio([(label, key) for key, label in SCALE_CHOICES.items()],
                              value=controls0.scale_mode, label="Scaling of QKᵀ", elem_id="scale")
             factor = gr.Number(value=1.0, minimum=FACTOR_RANGE[0], maximum=FACTOR_RANGE[1],
-                               label="custom factor (when scaling = custom)", elem_id="factor")
+                               label="custom factor (when scaling = custom)", elem_id="factor",
+                               **factor_state(controls0.scale_mode))
             causal = gr.Checkbox(value=True, label="causal mask (decoder self-attention)", elem_id="causal")
             padding = gr.Checkbox(value=True, label="padding mask", elem_id="padding")
             pads = gr.Slider(*PAD_TOKENS_RANGE, value=0, step=1, label="pad tokens after the text", elem_id="pads")
@@ -188,7 +189,8 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
                         score_export = gr.Button("Export the scores (CSV)", elem_id="score_export",
                                                  interactive=scorable)
                     score_note = prose(unscored_note(controls0), elem_id="score_note", visible=not scorable)
-                    importance = heads_view(elem_id="heads_view", label="importance")
+                    importance = heads_view(elem_id="heads_view", label="importance",
+                                            unscored=controls0.abilities.unscored)
                     induction_button = gr.Button("Score induction heads", elem_id="score_induction")
                     induction = prose(elem_id="induction", label="induction heads")
                     score_file = gr.File(label="every head's scores (CSV)", interactive=False, elem_id="score_file",
@@ -236,8 +238,11 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     # answer brought the run with its controls: their change events send nothing more). The order is run_key's.
     for index, (control, kind) in enumerate(((text, "string"), (None, ""), (d_k, "number"), (scale, "string"),
                                              (factor, "number"), (causal, "boolean"), (padding, "boolean"))):
-        if control is not None:
-            route_unless_shown(control.change, control, index, kind, shown_key, run_tick)
+        if control is not None:  # the factor applies only while the scaling is custom: else its change sends nothing
+            route_unless_shown(control.change, control, index, kind, shown_key, run_tick,
+                               gate=(scale, CUSTOM) if control is factor else None)
+    # whatever sets the scaling (a person, a lesson's step, a new model), the factor box is typed in only when custom
+    scale.change(None, scale, factor, js=call("applies", Raw("s"), CUSTOM, FACTOR_OFF, params="s"), **PRIVATE)
     gr.on([pads.release, d_model.release, heads_off.submit, heads_apply.click, ablation.input], **route)
     # The explorer's heads-off mode: a click puts the heads it asks in the box as JSON ({map key: [heads]}) and moves
     # the counter, in the browser; the run reads the box, as after Enter (so later changes keep their order)
@@ -274,6 +279,7 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
         [model, d_k, n_heads, last_model, run_tick], outputs, **PRIVATE)
     for controls in (picked, heads, compat_picked):
         controls.failure(**refused)
+        controls.success(None, score_note, None, js=heads_empty_js("heads_view"), **PRIVATE)  # the panel says it too
 
     for tab, name in ((tab_heatmaps, "heatmaps"), (tab_steps, "steps"), (tab_compare, "compare"),
                       (tab_export, "export")):
@@ -319,6 +325,16 @@ def render(demo: gr.Blocks, handlers: Handlers, views: Views) -> dict:
     return {**named_controls, "factor": factor, "padding": padding, "pads": pads, "d_model": d_model,
             "n_heads": n_heads, "ablation": ablation, "view": view, "output": output, "info": info, "views": views,
             "active": active, "importance": importance}
+
+
+CUSTOM = "custom"  # the scaling whose factor is the box's
+FACTOR_OFF = "Applies only when the scaling is \"custom factor\": pick it above to type one."
+
+
+def factor_state(scale_mode: str) -> dict:
+    """The factor box's interactive and info for a scaling, as page.js's applies(scaling, CUSTOM, FACTOR_OFF) sets
+    them after every change of the scaling."""
+    return {"interactive": scale_mode == CUSTOM, "info": None if scale_mode == CUSTOM else FACTOR_OFF}
 
 
 def steps_ask_js(at: int) -> str:

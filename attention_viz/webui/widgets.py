@@ -61,24 +61,30 @@ def plain_text(text: str = "", **kwargs) -> gr.HTML:
 BUMP_JS = call("bump", Raw("tick"), params="tick")  # a trigger that always moves the counter
 
 
-def route_one_js(index: int, kind: str, box: str | None = None, function: str = "routeOne") -> str:
+def route_one_js(index: int, kind: str, box: str | None = None, function: str = "routeOne",
+                 gate: str | None = None) -> str:
     """A trigger's route when one control changes ("number", "boolean" or "string": at `index` of handling.run_key's
     list): nothing is sent when its new value is the one in `shown`, the values of the view an answer brought with
     the controls; anything else moves the counter, as BUMP_JS, and forgets `shown` (page.js's routeOne). box: a
     number box's elem_id, whose changes while typed in wait for Enter or the focus leaving (page.js's routeTyped)."""
-    return call(function, index, kind, Raw("value"), Raw("shown"), Raw("tick"), *((box,) if box else ()),
-                params="value, shown, tick")
+    route = (index, kind, Raw("value"), Raw("shown"), Raw("tick"), *((box,) if box else ()))
+    if gate is not None:  # gate: the value another control (the event's last input) must hold for this one to apply
+        return call("routeWhen", Raw("gated"), gate, function, *route, params="value, shown, tick, gated")
+    return call(function, *route, params="value, shown, tick")
 
 
 def route_unless_shown(trigger, control: gr.components.Component, index: int, kind: str, shown: gr.Textbox,
-                       tick: gr.Textbox) -> None:
+                       tick: gr.Textbox, gate: tuple[gr.components.Component, str] | None = None) -> None:
     """`trigger` (a listener of `control`, e.g. control.change) moves `tick` unless `control` holds the value at
     `index` of `shown` (route_one_js), in the browser. A gr.Number applies what is typed in it on Enter or when the
-    focus leaves it, never a part typed on the way ("0" of "0.25" would be refused, "6" of "64" run)."""
+    focus leaves it, never a part typed on the way ("0" of "0.25" would be refused, "6" of "64" run).
+    gate: (another control, a value): `control` applies only while that control holds that value, else nothing."""
     box = control.elem_id if isinstance(control, gr.Number) else None
-    trigger(None, [control, shown, tick], [tick, shown], js=route_one_js(index, kind, box), **PRIVATE)
+    inputs = [control, shown, tick, *((gate[0],) if gate else ())]
+    value = gate[1] if gate else None
+    trigger(None, inputs, [tick, shown], js=route_one_js(index, kind, box, gate=value), **PRIVATE)
     if box:
-        control.blur(None, [control, shown, tick], [tick, shown], js=route_one_js(index, kind, box, "routeTyped"),
+        control.blur(None, inputs, [tick, shown], js=route_one_js(index, kind, box, "routeTyped", value),
                      **PRIVATE)  # Enter tells it too (page.js)
 
 

@@ -173,9 +173,25 @@ def test_d_k_scaling_and_masks_change_the_maps(page: Page, app_url):
     expect(page.locator("#info")).to_contain_text("d_k 300", timeout=TIMEOUT_MS)
     head = head_changed(page, head)
 
+    # the custom factor is typed in only while the scaling is custom, and says so; a change of it otherwise sends
+    # nothing (page.js routeWhen: the route of its change)
+    factor = page.locator("#factor input[type=number]")
+    expect(factor).to_be_disabled()
+    expect(page.locator("#factor")).to_contain_text('Applies only when the scaling is "custom factor"')
+    route = "(s) => attentionViz.routeWhen(s, 'custom', 'routeOne', 4, 'number', 0.5, '', '7', null)"
+    assert page.evaluate(route, "sqrt_dk") == ["7", ""] and page.evaluate(route, "custom") == ["8", ""]
+    page.get_by_label("custom factor", exact=True).check()
+    expect(factor).to_be_enabled(timeout=TIMEOUT_MS)
+    expect(page.locator("#factor")).not_to_contain_text("Applies only when")
+    set_number(page, "factor", "0.25")
+    expect(page.locator("#info")).to_contain_text("Scores QKᵀ ×0.25 (custom)", timeout=TIMEOUT_MS)
+    head = head_changed(page, head)
+
     page.get_by_label("off (plain q·k)").check()
     expect(page.locator("#info")).to_contain_text("Scores QKᵀ unscaled", timeout=TIMEOUT_MS)
     head = head_changed(page, head)
+    expect(factor).to_be_disabled()  # off again, with its reason
+    expect(page.locator("#factor")).to_contain_text('Applies only when the scaling is "custom factor"')
 
     page.select_option("#explorer .av-kind", "decoder.self_attn")  # in the browser
     head = head_changed(page, head)

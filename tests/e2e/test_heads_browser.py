@@ -175,10 +175,15 @@ def test_the_untrained_model_cannot_be_scored_and_says_why(page: Page, app_url):
         expect(page.locator(button)).to_be_disabled(timeout=TIMEOUT_MS)
     expect(page.locator("#score_note")).to_contain_text("no task to score its heads on")
     expect(page.locator("#score_note")).to_contain_text("pick a trained model")
+    empty = page.locator("#heads_view .av-empty")  # the panel follows the button: the reason, no "Press"
+    expect(empty).to_contain_text("no task to score its heads on")
+    expect(empty).not_to_contain_text("Press")
     page.locator("#model input").click()
     page.get_by_role("option", name="reverse (trained with 1/√d_k)").click()
     expect(page.locator("#score_heads")).to_be_enabled(timeout=TIMEOUT_MS)
     expect(page.locator("#score_note")).to_be_hidden()
+    expect(empty).to_contain_text("Press “Score every head”")
+    expect(empty).not_to_contain_text("no task")
 
 
 def test_what_flows_beside_the_weights_in_the_app_and_after_a_rerun(page: Page, app_url):

@@ -76,7 +76,7 @@ def test_the_trained_bert_in_every_view(page: Page, minilm_url):
     page.get_by_role("tab", name="Which heads matter").click()
     expect(page.locator("#score_heads")).to_be_disabled()
     expect(page.locator("#score_export")).to_be_disabled()
-    expect(page.locator("#score_note")).to_contain_text("BERT is an encoder alone: it writes no text")
+    expect(page.locator("#score_note")).to_contain_text("all-MiniLM-L6-v2 is an encoder alone: it writes no text")
     expect(page.locator("#score_note")).to_contain_text("Pick a model that writes text")
     page.screenshot(path=str(SCREENSHOTS / "trained-minilm-scoring-off.png"), full_page=True)
     page.get_by_role("tab", name="Heatmaps").click()

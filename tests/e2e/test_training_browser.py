@@ -113,7 +113,9 @@ def test_train_it_yourself_streams_and_cancels_while_others_are_answered(page: P
     open_training(page, app_url)
     page.locator("#live_dk").get_by_label("1024", exact=True).check()  # the slowest dot product: time to look
     page.locator("#live_arm").get_by_label("plain dot product (no 1/√d_k)").check()
+    expect(page.locator("#live_cancel")).to_be_disabled()  # nothing of this page's is training: nothing to cancel
     page.locator("#live_start").click()
+    expect(page.locator("#live_cancel")).to_be_enabled(timeout=TIMEOUT_MS)
     live = page.locator("#live_train")
     page.wait_for_function("() => +(document.querySelector('#live_train') || {dataset: {}}).dataset.step >= 5",
                            timeout=TIMEOUT_MS)  # a few snapshots in: it streams
@@ -133,4 +135,5 @@ def test_train_it_yourself_streams_and_cancels_while_others_are_answered(page: P
     expect(page.locator("#live_cancel_status")).to_contain_text("Cancel asked", timeout=TIMEOUT_MS)
     # the run's own last line, whichever of the two answers came first (the cancel's never writes over it)
     expect(page.locator("#live_status")).to_contain_text("Cancelled after step", timeout=TIMEOUT_MS)
+    expect(page.locator("#live_cancel")).to_be_disabled(timeout=TIMEOUT_MS)  # the run ended: off again
     shot(page, "training_live", wait=False)

@@ -412,8 +412,9 @@ def test_scoring_is_refused_at_once_for_a_model_that_writes_no_text_and_the_page
 
     bert = views.model_controls("hub:tiny-bert", 64)
     assert bert.abilities.scored_on is None and "writes no text" in bert.abilities.unscored
+    assert bert.abilities.unscored.startswith("tiny-bert is an encoder alone")  # the picker's name, not BERT
     assert "Pick a model that writes text" in bert.abilities.unscored
-    with pytest.raises(ValueError, match="BERT is an encoder alone: it writes no text"):
+    with pytest.raises(ValueError, match="tiny-bert is an encoder alone: it writes no text"):
         next(views.heads.stream(settings(views, "hub:tiny-bert")))
     out = Handlers(views).controls_of(bert)
     assert out["score_heads"]["interactive"] is False and out["score_export"]["interactive"] is False

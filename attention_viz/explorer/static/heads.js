@@ -4,7 +4,7 @@
    payload (one with "progress", while a real model is scored) draws its progress line and the tables with the heads
    not scored yet as pending cells ("…"); the curve and the summary come with the payload. The curve is drawn with
    charts.js's pieces (as the lab's charts), escaping and the notes' Markdown are shared.js's, both loaded first.
-   window.AttentionHeads.mount(element, payload, {empty}) -> {setPayload, markStale, root}. */
+   window.AttentionHeads.mount(element, payload, {empty, unscored}) -> {setPayload, markStale, setEmpty, root}. */
 (function (global) {
   "use strict";
   if (global.AttentionHeads) return;
@@ -88,10 +88,12 @@
     const root = document.createElement("div");
     root.className = "av-hv av-heads";
     element.appendChild(root);
-    const view = {root: root, setPayload: setPayload, markStale: markStale};
+    const view = {root: root, setPayload: setPayload, markStale: markStale, setEmpty: setEmpty};
+    let shown = payload, empty = opts.unscored || opts.empty || ""; // unscored: why this model's heads cannot be
     function setPayload(data) {
+      shown = data;
       root.classList.remove("av-stale");
-      if (!data || !data.drop) { root.innerHTML = `<p class="av-empty">${escapeHtml(opts.empty || "")}</p>`; return; }
+      if (!data || !data.drop) { root.innerHTML = `<p class="av-empty">${escapeHtml(empty)}</p>`; return; }
       if (data.progress) {  // a real model being scored: what is scored so far
         const p = data.progress, [done, total] = p.curve ? [p.curve.done, p.curve.total] : [p.done, p.total];
         root.innerHTML = `<div class="av-stale-note" role="status" hidden></div><h4>${escapeHtml(data.title)}</h4>` +
@@ -110,6 +112,11 @@
       const show = (event) => { const c = event.target.closest("circle"); if (c) tip.textContent = c.getAttribute("aria-label"); };
       root.querySelector("svg").addEventListener("mouseover", show);
       root.querySelector("svg").addEventListener("focusin", show);
+    }
+    function setEmpty(text) {
+      /* what it says while it has no scores: why they cannot be asked for this model, or (text empty) opts.empty */
+      empty = text || opts.empty || "";
+      if (!shown || !shown.drop) setPayload(shown);
     }
     function markStale(message) {
       root.classList.toggle("av-stale", !!message);

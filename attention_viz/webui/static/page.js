@@ -14,14 +14,16 @@
  *   marks:   longStale(elemId, message): the long view says its page is not the current input's
  *   marks:   stale(elemIds, message, args, outputs), fresh(elemIds, shownOnly): the explorer, steps and compare views
  *            in those components say at once that they are (not) the current input's
- *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data),
+ *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), headsEmpty(elemId, note),
  *            reveal(target, views, bar, parts)
  *   steps:   stepsAsk(elemId, explorerId, at, args): the steps asked beside the queue
  *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId),
  *            labShown(elemId, shown), own(elemId, current),
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick, box), routeTyped(index, kind, value, shown, tick,
- *            box) (a number box applies on Enter or leaving it, not while typed in),
+ *            box) (a number box applies on Enter or leaving it, not while typed in), routeWhen(gated, open, route,
+ *            ...route's arguments) (only while another control holds `open`), applies(value, open, why),
+ *            interactive(on),
  *            refreshIfOpen(active, tick),
  *            nearestTrained(d, current), twoTo(x), log2(d), clearChoice(text, example), same(value), number(value),
  *            clearHeadsOff(), headsOffAsked(elemId, tick)
@@ -55,8 +57,10 @@
     if (server && server[opts.answer]) view.ask = (asked) => server[opts.answer](asked);
     return view;
   }
+  const emptyOf = {}; // a heads panel's id -> what it says without scores, as headsEmpty last heard (before it mounts)
   const mountHeads = (element, props, watch, opts) =>
-    follow(global.AttentionHeads.mount(element.querySelector(MOUNT), props.value || null, opts), props, watch, "setPayload");
+    follow(global.AttentionHeads.mount(element.querySelector(MOUNT), props.value || null,
+      opts.id in emptyOf ? Object.assign({}, opts, {unscored: emptyOf[opts.id]}) : opts), props, watch, "setPayload");
   function mountLab(element, props, watch, opts, server) {
     /* the lab; with opts.answer, the lab asks the gr.HTML's server function of that name for its answers */
     const ask = server && server[opts.answer] ? (inputs) => server[opts.answer](inputs) : null;
@@ -121,6 +125,15 @@
       view.setImportance({model: data.model, values: data.drop, label: `${data.metric} lost (${data.unit}) with this head alone off`,
         digits: data.unit === "points" ? 0 : 2, high: Math.max(...Object.values(data.drop).flat()) / 2});
     }
+    return [];
+  }
+  function headsEmpty(elemId, note) {
+    /* the heads panel without scores says what the note under the scoring buttons says (why they are off for this
+       model: its text, less the ⚠), or, with no note, its "Press ..." */
+    const v = views([elemId])[0], text = document.createElement("div");
+    text.innerHTML = note || "";
+    emptyOf[elemId] = text.textContent.replace(/^\s*⚠\s*/, "").trim(); // a panel in a tab not yet drawn: at its mount
+    if (v && v.setEmpty) v.setEmpty(emptyOf[elemId]);
     return [];
   }
   function reveal(target, views, bar, parts) {
@@ -240,6 +253,19 @@
     delete box.dataset.avEntered;
     if (same) event.stopPropagation(); // released on Enter already: not again
   }, true);
+  function routeWhen(gated, open, route, index, kind, value, shown, tick, box) {
+    /* a route (routeOne, routeTyped) taken only while another control holds `open` (the custom factor: the scaling
+       is custom); else the change sends nothing */
+    if (gated !== open) return [tick, shown];
+    return (route === "routeTyped" ? routeTyped : routeOne)(index, kind, value, shown, tick, box);
+  }
+  function applies(value, open, why) {
+    /* a control that applies only while another holds `open` (the factor box, the scaling): typed in only then, and
+       its info says why not otherwise (webui/transformer_tab.py factor_state, for the page's first value) */
+    const on = value === open;
+    return {__type__: "update", interactive: on, info: on ? null : why};
+  }
+  const interactive = (on) => ({__type__: "update", interactive: !!on}); // a button on or off (Cancel of a live run)
   // after a run: the open Steps or Compare view follows it (the counter's change asks the server)
   const refreshIfOpen = (active, tick) => (active === "steps" || active === "compare" ? bump(tick) : tick);
   function nearestTrained(d, current) {
@@ -264,9 +290,9 @@
 
   global.attentionViz = {mountLong: mountLong, longStale: longStale, mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
-    selection: selection, openOn: openOn, badges: badges, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
+    selection: selection, openOn: openOn, badges: badges, headsEmpty: headsEmpty, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
     labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
-    routeOne: routeOne, routeTyped: routeTyped,
+    routeOne: routeOne, routeTyped: routeTyped, routeWhen: routeWhen, applies: applies, interactive: interactive,
     refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
     clearHeadsOff: clearHeadsOff, headsOffAsked: headsOffAsked};

@@ -187,6 +187,14 @@ class PretrainedTransformer:
                 return value
         return None
 
+    def room(self, tokens: int) -> int | None:
+        """The most tokens a greedy decode can write after an input of `tokens` within the model's positions (the
+        decoder's input at the last step is the prompt, or the start token, and every written token but the last);
+        None where the config names no positions."""
+        if self.positions is None:
+            return None
+        return self.positions - (1 if self.layout == "encoder-decoder" else tokens) + 1
+
     def check_positions(self, tokens: int, what: str = "The input") -> None:
         """TextTooLongError unless `tokens` positions fit the model's (a model whose config names none is not
         checked): what a pass of more would meet is the model's own IndexError or a size mismatch; ValueError for no
@@ -483,10 +491,9 @@ class PretrainedTransformer:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
         self.check_positions(input_ids.size(-1))
-        # the decoder's input at the last step: the prompt (or the start token) and every written token but the last
-        prompt = 1 if self.layout == "encoder-decoder" else input_ids.size(-1)
-        if self.positions is not None and prompt + max_new_tokens - 1 > self.positions:
-            room = self.positions - prompt + 1
+        room = self.room(input_ids.size(-1))
+        if room is not None and max_new_tokens > room:
+            prompt = 1 if self.layout == "encoder-decoder" else input_ids.size(-1)
             raise TextTooLongError(f"{self.name}'s decoder reads at most {self.positions:,} positions at once"
                                    + (f" and the prompt has {prompt:,} tokens" if prompt > 1 else "")
                                    + f": it can write at most {room:,} tokens; ask for max_new_tokens={room}"

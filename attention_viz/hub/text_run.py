@@ -95,6 +95,10 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
     check_length(model, src.size(1))
     if not model.abilities.writes_text:
         return one_pass(model, src, variation, head_means, notes, values)
+    room = model.room(src.size(1))
+    if room is not None and max_new_tokens > room:  # the decode stops where the model's positions end, and says so
+        notes.append(f"{model.name}'s positions end at {model.positions:,}: it writes at most {room:,} tokens here")
+        max_new_tokens = room
     written, recorded = model.greedy_pass(src, max_new_tokens, variation=variation, head_means=head_means,
                                           values=values)
     maps = recorded.maps

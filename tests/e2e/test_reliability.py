@@ -749,6 +749,7 @@ def test_launch_has_no_share_link_and_takes_the_host_from_the_environment(app_mo
 
     class Recorder:
         blocks: dict = {}  # no components: sessions.share_session_configs has nothing to build
+        server = SimpleNamespace(config=SimpleNamespace(timeout_keep_alive=5))  # the uvicorn server launch started
 
         def launch(self, *args, **kwargs):
             launched.update(kwargs, args=args)

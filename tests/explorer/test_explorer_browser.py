@@ -647,8 +647,13 @@ def test_what_flows_is_each_rows_share_of_weight_times_value_norm(page: Page, tm
 def test_what_flows_is_not_offered_without_the_norms_or_with_decoder_maps_that_change_every_step(
         page: Page, tmp_path, shipped_payload, shipped_model):
     bare = dict(shipped_payload, kinds=[{k: v for k, v in e.items() if k != "norms"} for e in shipped_payload["kinds"]])
-    open_html(page, tmp_path, explorer_html(bare, document=True))
-    expect(page.locator("#explorer .av-show-box")).to_be_hidden()
+    flows = page.locator("#explorer .av-show option[value='flows']")
+    why = page.locator("#explorer .av-show-why")
+    open_html(page, tmp_path, explorer_html(bare, document=True), "bare.html")
+    expect(flows).to_have_count(0)  # a payload without the value norms has nothing to draw it from
     open_html(page, tmp_path, explorer_html(show(shipped_model, "hello", causal_mask=False).payload, document=True),
               "no-causal.html")
-    expect(page.locator("#explorer .av-show-box")).to_be_hidden()
+    # with the causal mask off it stays listed, off, and the line under the controls says why
+    expect(flows).to_be_disabled()
+    expect(flows).to_contain_text("(off: why below)")
+    expect(why).to_contain_text("causal mask off")

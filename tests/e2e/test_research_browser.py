@@ -31,7 +31,7 @@ def test_the_stack_views_in_the_heatmaps(page: Page, app_url, width):
     # "attention" (10 tokens): flow is past the app's budget, so it stays listed, disabled, and the line under the
     # controls says why
     expect(show.locator("option")).to_have_text(["attention weights α", "what flows (α·‖v W_O‖)",
-                                                 "rollout of the stack", "attention flow of the stack (off: why below)"])
+                                                 "rollout of the stack", "attention flow of the stack (off)"])
     expect(show.locator("option[value=flow]")).to_be_disabled()
     why = page.locator("#explorer .av-show-why")
     expect(why).to_contain_text("Attention flow is computed in the app for short inputs only")

@@ -655,5 +655,7 @@ def test_what_flows_is_not_offered_without_the_norms_or_with_decoder_maps_that_c
               "no-causal.html")
     # with the causal mask off it stays listed, off, and the line under the controls says why
     expect(flows).to_be_disabled()
-    expect(flows).to_contain_text("(off: why below)")
+    expect(flows).to_contain_text("(off)")
     expect(why).to_contain_text("causal mask off")
+    page.locator("#explorer .av-show").focus()  # shown while the person is at Show
+    expect(why).to_be_visible()

@@ -244,9 +244,10 @@
       data.showOff.flow = stacks.map((k) => k.stack.flowNote).find(Boolean) || "No attention flow for this run.";
     }
     write(ui.show, data.shows.map((s) => `<option value="${escapeHtml(s)}"${s in data.showOff ? " disabled" : ""}>` +
-      `${escapeHtml(SHOWS[s])}${s in data.showOff ? " (off: why below)" : ""}</option>`).join(""));
+      `${escapeHtml(SHOWS[s])}${s in data.showOff ? " (off)" : ""}</option>`).join(""));
     ui.showWhy.hidden = !Object.keys(data.showOff).length;
     write(ui.showWhy, Object.values(data.showOff).map(escapeHtml).join(" "));
+    ui.show.title = Object.values(data.showOff).join(" ");  // the same reason on the pointer
     if (!showable(data, state.show)) state.show = "weights";
     ui.kind.innerHTML = options(data.order.map((kind) => [kind, data.kinds[kind].label]));
     summary(x); E.grid.legend(x);

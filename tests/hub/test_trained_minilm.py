@@ -188,7 +188,7 @@ def test_head_importance_is_refused_for_an_encoder_with_the_reason(views):
     """What the service does today: an encoder-only model writes no output whose probability could drop, so
     scoring its heads (and their CSV) is refused with a message, and its runs go on."""
     for score in (views.heads.importance, views.heads.csv_file):
-        with pytest.raises(ValueError, match="BERT is an encoder only: it writes no output"):
+        with pytest.raises(ValueError, match=r"^all-MiniLM-L6-v2 .*is an encoder alone: it writes no text"):
             score(settings(views), "zero")
     assert views.visualize(settings(views)).run["kinds"]
 

@@ -12,7 +12,7 @@ import gradio as gr
 
 from attention_viz.server.admission import LESSON
 from attention_viz.webui.explorer_view import open_js
-from attention_viz.service.checks import check_int
+from attention_viz.service import check_int
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.heads_panel import heads_empty_js
 from attention_viz.webui.handling import handler, named

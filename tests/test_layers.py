@@ -108,3 +108,10 @@ def test_no_module_imports_itself_round_a_circle():
         if name not in state:
             visit(name, [name])
     assert not circles, circles
+
+
+def test_the_page_asks_the_service_through_its_face():
+    """webui imports the service's names from the package (service/__init__.py's face), never from its modules."""
+    reaching = [f"{path.relative_to(PACKAGE)} imports {module}" for layer, path in sources() if layer == "webui"
+                for module in imports(path) if module.startswith("attention_viz.service.")]
+    assert not reaching, reaching

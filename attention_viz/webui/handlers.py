@@ -75,23 +75,33 @@ kind is "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"; layer 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
 
 import gradio as gr
 
-from attention_viz.service.limits import COMPARISONS, EXAMPLES, HUB_PREFIX, LAB_HEADERS
-from attention_viz.service.pairs import PAIR_TEXTS, PAIRS
-from attention_viz.service.lesson import Lesson
-from attention_viz.service.live import LiveTrainer
-from attention_viz.service.qk_view import KIND_LABELS
-from attention_viz.service.requests import Settings, heads_off_text
-from attention_viz.service.models import ModelControls
-from attention_viz.service.views import Views, text_label
+from attention_viz.service import (
+    COMPARISONS,
+    EXAMPLES,
+    HUB_PREFIX,
+    KIND_LABELS,
+    LAB_HEADERS,
+    PAIR_TEXTS,
+    PAIRS,
+    Lesson,
+    LiveTrainer,
+    ModelControls,
+    Settings,
+    Views,
+    heads_off_text,
+    text_label,
+)
 from attention_viz.server.liveness import WATCH
 from attention_viz.server.runtime import release_free_memory
 from attention_viz.webui.handling import handler, run_key, shown_reason
+from attention_viz.webui.inputs import COMPARE, EXPORT, ROUTED, STEPS, VISUALIZE, Inputs, takes
 from attention_viz.webui.widgets import prose_html
 
 logger = logging.getLogger(__name__)
@@ -134,76 +144,60 @@ class Handlers:
             return "Cancel asked: your run stops at its next step."
         return "No live run of yours to cancel."
 
-    def _settings(self, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens,
-                  d_model, n_heads, compatibility=None, heads_off=None, ablation=None) -> Settings:
-        return self.runs.settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
+    def _settings(self, inputs: Inputs, heads: bool = True) -> Settings:
+        """The run `inputs` ask for, checked (requests.parse_settings); heads: with the heads they switch off."""
+        return self.runs.settings(**inputs.settings(heads))
 
     @handler
-    def visualize(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                  compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
+    @takes(VISUALIZE)
+    def visualize(self, inputs: Inputs):
         """The packed run (every kind, layer and head, drawn in the browser), the output, the notes (HTML)."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        view = self.views.visualize(settings, requested_d_k=d_k)
+        view = self.views.visualize(self._settings(inputs), requested_d_k=inputs.d_k)
         return view.run, view.output, prose_html(view.info)
 
     @handler
-    def steps(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-              causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-              kind: str, layer: float, head: float, compatibility: str | None = None, heads_off: str | None = None,
-              ablation: str | None = None):
+    @takes(STEPS)
+    def steps(self, inputs: Inputs):
         """Figure 2 (left) for one head as numbers (QKᵀ, scaled, masked, softmax, weights·V), and its text (HTML)."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        steps, note = self.views.steps(settings, kind, layer, head)
+        steps, note = self.views.steps(self._settings(inputs), inputs.kind, inputs.layer, inputs.head)
         return steps, prose_html(note)
 
     @handler
-    def steps_at_once(self, *values):
+    @takes(STEPS)
+    def steps_at_once(self, inputs: Inputs):
         """steps of /steps' values where the service has them at once (Views.steps_at_once), else None."""
-        found = self.views.steps_at_once(self._settings(*values[:10], *values[13:16]), *values[10:13])
+        found = self.views.steps_at_once(self._settings(inputs), inputs.kind, inputs.layer, inputs.head)
         return None if found is None else (found[0], prose_html(found[1]))
 
     @handler
-    def compare(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                kind: str, layer: float, head: float, comparison: str, compatibility: str | None = None,
-                heads_off: str | None = None, ablation: str | None = None, other_text: str | None = None,
-                other_model: str | None = None):
+    @takes(COMPARE)
+    def compare(self, inputs: Inputs):
         """One head with a switch on and off ("scaling", "causal_mask" or "padding_mask"), or of two runs ("text":
         other_text through the same model; "model": the text through other_model), as numbers, and its text (HTML)."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        if comparison in PAIRS:
-            other = self._other_settings(comparison, other_text, other_model, text, model, d_k, scale_mode,
-                                         custom_factor, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
-                                         compatibility, heads_off, ablation)
-            comparison_view, note = self.views.compare_pair(settings, other, comparison, kind, layer, head)
+        settings, head = self._settings(inputs), (inputs.kind, inputs.layer, inputs.head)
+        if inputs.comparison in PAIRS:
+            other = self._other_settings(inputs)
+            comparison_view, note = self.views.compare_pair(settings, other, inputs.comparison, *head)
         else:
-            comparison_view, note = self.views.compare(settings, comparison, kind, layer, head)
+            comparison_view, note = self.views.compare(settings, inputs.comparison, *head)
         return comparison_view, prose_html(note)
 
-    def _other_settings(self, comparison, other_text, other_model, text, model, d_k, scale_mode, custom_factor,
-                        causal_mask, padding_mask, pad_tokens, d_model, n_heads, compatibility, heads_off,
-                        ablation) -> Settings:
+    def _other_settings(self, inputs: Inputs) -> Settings:
         """The settings of a comparison's side b: another text through the same model (its switches), or the text
         through another model (at its own default d_k, no heads off); each refusal says which input it is about."""
-        if comparison == "text":
-            if not isinstance(other_text, str) or not other_text.strip():
+        if inputs.comparison == "text":
+            if not isinstance(inputs.other_text, str) or not inputs.other_text.strip():
                 raise ValueError("Write the second text (b) to compare with, in the box under “Difference of”.")
             try:
-                return self._settings(other_text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                      pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
+                return self._settings(dataclasses.replace(inputs, text=inputs.other_text))
             except ValueError as error:
                 raise ValueError(f"Second text (b): {error}") from None
-        if not isinstance(other_model, str) or not other_model:
+        if not isinstance(inputs.other_model, str) or not inputs.other_model:
             raise ValueError("Pick the second model (b) to compare with, under “Difference of”.")
         try:
-            other = self.runs.catalog.check_model(other_model)
-            return self._settings(text, other, self.runs.catalog.default_d_k(other), scale_mode, custom_factor,
-                                  causal_mask, padding_mask, pad_tokens, d_model, n_heads)
+            other = self.runs.catalog.check_model(inputs.other_model)
+            return self._settings(dataclasses.replace(inputs, model=other, d_k=self.runs.catalog.default_d_k(other),
+                                                      compatibility=None, heads_off=None, ablation=None))
         except ValueError as error:
             raise ValueError(f"Second model (b): {error}") from None
 
@@ -216,40 +210,29 @@ class Handlers:
         return gr.update(value=wanted) if other_text in (ours, real, "") and other_text != wanted else gr.skip()
 
     @handler
-    def induction(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                  causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                  compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
+    @takes(VISUALIZE)
+    def induction(self, inputs: Inputs):
         """Every head's induction score on a repeated random sequence (service.induction: one extra pass, cached per
         model), as a text with a table per kind (HTML)."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
-        return prose_html(self.views.induction.scores(settings)["text"])
+        return prose_html(self.views.induction.scores(self._settings(inputs, heads=False))["text"])
 
     @handler
-    def export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-               causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-               kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None,
-               heads_off: str | None = None, ablation: str | None = None, request: gr.Request = None):
+    @takes(EXPORT)
+    def export(self, inputs: Inputs, request: gr.Request = None):
         """The grid and the head as PNG, every map as .npz, the head as CSV, SVG and PDF, the run as one HTML page (the
         page's session keeps its last few)."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale, _client(request))]
+        return [str(path) for path in self.views.export(self._settings(inputs), inputs.kind, inputs.layer, inputs.head,
+                                                        inputs.colour_scale, _client(request))]
 
     @handler
-    def export_files(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                     causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                     kind: str, layer: float, head: float, colour_scale: str, compatibility: str | None = None,
-                     heads_off: str | None = None, ablation: str | None = None, request: gr.Request = None):
+    @takes(EXPORT)
+    def export_files(self, inputs: Inputs, request: gr.Request = None):
         """export's files but the SVG and PDF figures, at once (tens of ms): what the Export button shows first."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility, heads_off, ablation)
-        return [str(path) for path in self.views.export(settings, kind, layer, head, colour_scale, _client(request),
-                                                        figures=False)]
+        return [str(path) for path in self.views.export(self._settings(inputs), inputs.kind, inputs.layer, inputs.head,
+                                                        inputs.colour_scale, _client(request), figures=False)]
 
-    def importance(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                   causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                   compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None):
+    @takes(VISUALIZE)
+    def importance(self, inputs: Inputs):
         """Which heads matter (service.heads_view): every head switched off alone, Michel's estimate, the prune
         curve, as numbers the page draws. ablation: "zero" or "mean"; heads_off is ignored (every head alone off).
         Streamed: a real model's partial payloads as its heads are scored, then the payload (the API's answer).
@@ -257,9 +240,7 @@ class Handlers:
         ours logged and told without its trace."""
         try:
             with WATCH.call("importance"):
-                settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                          pad_tokens, d_model, n_heads, compatibility)
-                yield from self.views.heads.stream(settings, ablation)
+                yield from self.views.heads.stream(self._settings(inputs, heads=False), inputs.ablation)
         except ValueError as error:
             raise gr.Error(str(error), print_exception=False) from None
         except (gr.Error, KeyboardInterrupt, GeneratorExit):
@@ -272,14 +253,10 @@ class Handlers:
             release_free_memory()
 
     @handler
-    def importance_export(self, text: str, model: str, d_k: float, scale_mode: str, custom_factor: float,
-                          causal_mask: bool, padding_mask: bool, pad_tokens: float, d_model: float, n_heads: float,
-                          compatibility: str | None = None, heads_off: str | None = None, ablation: str | None = None,
-                          request: gr.Request = None):
+    @takes(VISUALIZE)
+    def importance_export(self, inputs: Inputs, request: gr.Request = None):
         """Every head's importance as a CSV file (the page's session keeps its last few)."""
-        settings = self._settings(text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                                  pad_tokens, d_model, n_heads, compatibility)
-        return self.views.heads.csv_file(settings, ablation, _client(request))
+        return self.views.heads.csv_file(self._settings(inputs, heads=False), inputs.ablation, _client(request))
 
     @handler
     def long_read(self, model: str, text: str) -> dict:
@@ -314,7 +291,7 @@ class Handlers:
         return self.views.training(d_k)
 
     def controls_of(self, c: ModelControls, scale: object = None) -> dict[str, object]:
-        """The controls that depend on the model, by name (transformer_tab.render's names): its d_k family (a log₂
+        """The controls that depend on the model, by name (transformer_tab's names): its d_k family (a log₂
         slider for the untrained model only; a trained one picks among its trained sizes), scaling (`scale`, else the
         model's own; fixed for additive attention), the compatibility picker (a study model only), the causal mask
         (not for an encoder alone), its examples, what the text box says of the model, and the scoring buttons (off,
@@ -324,15 +301,15 @@ class Handlers:
                                 value=math.log2(c.d_k), visible=c.untrained),
             "d_k": c.d_k,
             "untrained_box": gr.update(visible=c.untrained),
-            "scale": gr.update(value=scale if scale and c.scaling_applies else c.scale_mode,
+            "scale_mode": gr.update(value=scale if scale and c.scaling_applies else c.scale_mode,
                                interactive=c.scaling_applies),
             "dk_note": prose_html(c.d_k_note),
-            "compat": gr.update(value=c.compatibility, visible=c.study),
+            "compatibility": gr.update(value=c.compatibility, visible=c.study),
             "dk_trained": gr.update(choices=[str(v) for v in c.trained_d_ks],
                                     value=str(c.d_k) if c.trained_d_ks else None, label=c.d_k_label,
                                     visible=not c.untrained),
             "text": gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
-            "causal": gr.update(visible=c.causal_applies),
+            "causal_mask": gr.update(visible=c.causal_applies),
             "comparison": gr.update(choices=comparison_choices(c.causal_applies)),
             "examples": gr.update(choices=list(c.examples), value=None),
             "score_heads": gr.update(interactive=not c.abilities.unscored),
@@ -375,21 +352,22 @@ class Handlers:
         factor = 1.0 if isinstance(settings.scale, str) else float(settings.scale)
         if not c.scaling_applies:  # additive attention: the radio shows the family's own mode, fixed (controls_of)
             scale = c.scale_mode
-        view = self.views.visualize(settings)
+        shown = {"text": settings.typed or settings.text, "model": settings.model, "d_k": settings.d_k,
+                 "scale_mode": scale, "custom_factor": factor, "causal_mask": settings.causal_mask,
+                 "padding_mask": settings.padding_mask, "pad_tokens": settings.pad_tokens,
+                 "d_model": settings.d_model, "n_heads": settings.n_heads,
+                 "heads_off": heads_off_text(settings.heads_off), "ablation": settings.ablation}
+        view, controls = self.views.visualize(settings), self.controls_of(c, scale)
         return {
-            **self.controls_of(c, scale), "model": gr.update(value=settings.model, info=None),
+            **controls, **shown, "scale_mode": controls["scale_mode"],  # the radio set as controls_of sets it
+            "model": gr.update(value=settings.model, info=None),
             "last_model": settings.model,
-            "text": gr.update(value=settings.typed or settings.text, info=c.text_info,
+            "text": gr.update(value=shown["text"], info=c.text_info,
                               label=c.text_label or text_label(self.runs.catalog)),
-            "d_k": settings.d_k, "factor": factor,
-            "causal": gr.update(value=settings.causal_mask, visible=c.causal_applies),
-            "padding": settings.padding_mask, "pads": settings.pad_tokens, "d_model": settings.d_model,
-            "n_heads": settings.n_heads, "heads_off": heads_off_text(settings.heads_off),
-            "ablation": settings.ablation, "view": view.run, "output": view.output, "info": prose_html(view.info),
+            "causal_mask": gr.update(value=settings.causal_mask, visible=c.causal_applies),
+            "view": view.run, "output": view.output, "info": prose_html(view.info),
             "views": gr.update(selected="heatmaps"), "active": "heatmaps",
-            "run_key": run_key(settings.typed or settings.text, settings.model, settings.d_k, scale, factor,
-                               settings.causal_mask, settings.padding_mask, settings.pad_tokens, settings.d_model,
-                               settings.n_heads, heads_off_text(settings.heads_off), settings.ablation),
+            "run_key": run_key(*(shown[name] for name in ROUTED)),  # the run on screen: no control asks it again
         }
 
     @handler
@@ -450,17 +428,13 @@ class Handlers:
         picked = self.runs.catalog.with_compatibility(self.runs.catalog.check_model(model), compatibility)
         return gr.skip() if picked == model else gr.update(value=picked)
 
-    def refresh_tab(self, active, text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask,
-                    pad_tokens, d_model, n_heads, kind, layer, head, comparison, compatibility=None, heads_off=None,
-                    ablation=None, other_text=None, other_model=None):
+    @takes(COMPARE)
+    def refresh_tab(self, active: str, inputs: Inputs):
         """After the main view updates, update the step view or the comparison too when its tab is open."""
-        args = (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model,
-                n_heads, kind, layer, head)
         if active == "steps":
-            return (*self.steps(*args, compatibility, heads_off, ablation), gr.skip(), gr.skip())
+            return (*self.steps(**inputs.pick(STEPS)), gr.skip(), gr.skip())
         if active == "compare":
-            return (gr.skip(), gr.skip(), *self.compare(*args, comparison, compatibility, heads_off, ablation,
-                                                        other_text, other_model))
+            return (gr.skip(), gr.skip(), *self.compare(**inputs.pick(COMPARE)))
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 

@@ -28,9 +28,17 @@ import orjson
 from starlette.responses import Response
 
 from attention_viz.labview import MOUNT_CLASS, asset
-from attention_viz.service.limits import LAB_D_K, LAB_D_K_RANGE, LAB_HEADERS, LAB_KEYS, LAB_KEYS_RANGE, LAB_TABLE
-from attention_viz.service.qk_view import KIND_LABELS, OwnQK
-from attention_viz.service.views import Views
+from attention_viz.service import (
+    KIND_LABELS,
+    LAB_D_K,
+    LAB_D_K_RANGE,
+    LAB_HEADERS,
+    LAB_KEYS,
+    LAB_KEYS_RANGE,
+    LAB_TABLE,
+    OwnQK,
+    Views,
+)
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handling import handler
 from attention_viz.webui.scripts import Raw, call, on_load

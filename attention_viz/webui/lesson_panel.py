@@ -12,11 +12,11 @@ import gradio as gr
 
 from attention_viz.server.admission import LESSON
 from attention_viz.webui.explorer_view import open_js
-from attention_viz.service.checks import check_int
+from attention_viz.service import check_int
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.heads_panel import heads_empty_js
 from attention_viz.webui.handling import handler, named
-from attention_viz.webui.scripts import Raw, call
+from attention_viz.webui.scripts import Raw, call, on_load
 from attention_viz.webui.theme import FOCUS
 from attention_viz.webui.transformer_tab import VIEW
 from attention_viz.webui.widgets import PRIVATE, RAW, prose
@@ -41,13 +41,16 @@ PARTS = {
     "heads": [["#heads_view .av-imp-box"], ["#heads_view"]],  # the head scores' table
 }
 BAR = "#lesson"
+MORE = "2.5em"  # the height of the fade at the foot of the step's text while more of it is below
 REVEAL_JS = call("reveal", Raw("target"), VIEWS, BAR, PARTS, params="target")
 # The lesson, open, is a bar that stays at the top of the screen while the page scrolls under it, so a step's text,
 # Back and Next stay in sight beside the view the step brings (into the part of the screen below the bar): its text
 # scrolls in its own box past a few lines (fewer on a phone), Back and Next side by side. Gradio's container clips
 # what overflows it (`clip`, not `hidden`, which would make it the sticky bar's scroller, and it never scrolls).
 # Keyboard focus scrolls a control into the part below the bar too (the bar's height, --av-bar, set by reveal);
-# the text's box is reached by Tab (reveal makes it focusable), with the page's focus ring.
+# the text's box is reached by Tab (reveal makes it focusable), with the page's focus ring. While more of the text
+# is below what its box shows (page.js's moreBelow marks the box av-more as it scrolls, its text changes or its size
+# does), the box's foot fades into the bar (a layer stuck to its bottom), so the person sees there is more.
 CSS = f"""
 .gradio-container.gradio-container {{ overflow: clip; }}
 {BAR}:has(> .label-wrap.open) {{
@@ -60,6 +63,12 @@ html:has({BAR} > .label-wrap.open) {{ scroll-padding-top: calc(var(--av-bar, 0px
 #lesson_moves {{ flex-wrap: nowrap; }}
 #lesson_moves > button {{ min-width: 0; }}
 @media (max-width: 640px) {{ #lesson_text .html-container {{ max-height: 22vh; }} }}
+#lesson_text .html-container::after {{
+  content: ""; display: block; position: sticky; bottom: 0; height: {MORE}; pointer-events: none; visibility: hidden;
+  margin: -{MORE} calc(-1 * var(--spacing-xl) - 2px) 0;
+  background: linear-gradient(to bottom, transparent, var(--block-background-fill) 85%);
+}}
+#lesson_text .html-container.av-more::after {{ visibility: visible; }}
 """
 INTRO = ("Nine steps from the anti-diagonal of reverse, through which of its heads matter, to why the paper divides "
          "by √d_k (more on a real model when this server has one). Each step sets the "
@@ -69,7 +78,7 @@ INTRO = ("Nine steps from the anti-diagonal of reverse, through which of its hea
 def render() -> dict:
     """The panel (closed until opened), above the tabs; wire() connects it once the tabs exist."""
     with gr.Accordion("A guided lesson: attention, step by step", open=False, elem_id="lesson"):
-        text = prose(INTRO, elem_id="lesson_text")
+        text = prose(INTRO, elem_id="lesson_text", js_on_load=on_load("moreBelow"))
         with gr.Row(elem_id="lesson_moves"):
             back = gr.Button("◀ Back", elem_id="lesson_prev", size="sm", interactive=False)
             forward = gr.Button("Start ▶", elem_id="lesson_next", variant="primary", size="sm")

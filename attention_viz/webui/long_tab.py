@@ -13,8 +13,7 @@ import gradio as gr
 
 from attention_viz.explorer.html import asset
 from attention_viz.server.admission import LONG
-from attention_viz.service.limits import LONG_TEXT_CHARS, LONG_TOKENS
-from attention_viz.service.views import Views
+from attention_viz.service import LONG_TEXT_CHARS, LONG_TOKENS, Views
 from attention_viz.webui.explorer_view import MOUNT_CLASS
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.scripts import call, on_load

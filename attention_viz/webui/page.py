@@ -9,11 +9,7 @@ import threading
 
 import gradio as gr
 
-from attention_viz.service.lesson import Lesson
-from attention_viz.service.limits import LAB_D_K, LAB_KEYS
-from attention_viz.service.real_models import warms_real_steps
-from attention_viz.service.runs import Runs
-from attention_viz.service.views import Views
+from attention_viz.service import LAB_D_K, LAB_KEYS, Lesson, Runs, Views, warms_real_steps
 from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
 from attention_viz.server.gradio_internals import (keep_idle_connections, keep_no_analytics, read_signatures_once,

@@ -14,8 +14,7 @@ from __future__ import annotations
 import gradio as gr
 
 from attention_viz.labview import MOUNT_CLASS, asset
-from attention_viz.service.limits import LIVE_ARMS, LIVE_D_KS, LIVE_TASKS
-from attention_viz.service.views import Views
+from attention_viz.service import LIVE_ARMS, LIVE_D_KS, LIVE_TASKS, Views
 from attention_viz.server.admission import LIVE
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.scripts import call, on_load

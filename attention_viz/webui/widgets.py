@@ -42,11 +42,12 @@ th, td { padding: var(--spacing-sm) var(--spacing-xl); }
 """
 
 
-def prose(markdown: str | None = "", **kwargs) -> gr.HTML:
-    """A text written in Markdown, shown as HTML rendered on the server (kwargs: gr.HTML's). The page has no
-    gr.Markdown at all, so a fresh opening neither fetches nor runs Gradio's Markdown module and parser
-    (docs/benchmarks.md, the page complete); handlers answer such a component with prose_html(...)."""
-    return gr.HTML(prose_html(markdown), css_template=PROSE_CSS, js_on_load=None, **kwargs)
+def prose(markdown: str | None = "", js_on_load: str | None = None, **kwargs) -> gr.HTML:
+    """A text written in Markdown, shown as HTML rendered on the server (kwargs: gr.HTML's; js_on_load: a call of
+    page.js, else none, never Gradio's default). The page has no gr.Markdown at all, so a fresh opening neither fetches
+    nor runs Gradio's Markdown module and parser (docs/benchmarks.md, the page complete); handlers answer such a
+    component with prose_html(...)."""
+    return gr.HTML(prose_html(markdown), css_template=PROSE_CSS, js_on_load=js_on_load, **kwargs)
 
 
 def plain_text(text: str = "", **kwargs) -> gr.HTML:

@@ -5,7 +5,8 @@ element below the lesson's bar, none of them covered, without the person scrolli
 ("Last step ▶") and ends there. Two servers, each shared by the three sizes: one set up with a real model that cannot
 be had and the trained MiniLM (the real steps on the MiniLM), one with only the model that cannot be had (the real
 steps say so). The walk at 1280x800 presses Next from the keyboard; on the phone, axe-core checks the bar whose text
-scrolls in its own box. Screenshots of the screen as a person sees it go
+scrolls in its own box. While a step's text can scroll further down its box, a fade at the box's foot says so; at its
+end, or where the text fits, none. Screenshots of the screen as a person sees it go
 to tests/screenshots/lesson-bar-*.png (git-ignored)."""
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ PLACES = """([selectors, target, bar]) => {
 }"""
 IN_SIGHT = f"(args) => Object.values(({PLACES})(args)).every((p) => p.onScreen && p.uncovered && p.belowBar)"
 MOVES = ["#lesson_text", "#lesson_prev", "#lesson_next"]
+# The step's text box: whether it can scroll further down, and whether the fade at its foot shows (lesson_panel.CSS).
+TEXT_BOX = "document.querySelector('#lesson_text .html-container')"
+CUE = f"""() => {{ const t = {TEXT_BOX};
+  return {{more: t.scrollTop + t.clientHeight < t.scrollHeight - 1, overflows: t.scrollHeight > t.clientHeight + 1,
+           fade: getComputedStyle(t, '::after').visibility === 'visible'}}; }}"""
 
 
 def _app(tmp_path_factory, name: str, models: list):
@@ -92,6 +98,30 @@ def in_sight(page: Page, target: str | None, where: str) -> None:
     assert not off, (where, page.evaluate("[innerWidth, innerHeight, scrollY]"), off)
 
 
+def cue_follows(page: Page, where: str) -> bool:
+    """The fade at the foot of the step's text shows while the text can scroll further down, and not once it is at
+    its end or where it fits (waited for: the fade follows the box's scroll position as it is told). Returns whether
+    the text overflows its box; scrolled to its end and back to its start when it does."""
+    fade_is = "(shown) => (%s)().fade === shown" % CUE
+    overflows = page.evaluate(CUE)["overflows"]
+    try:
+        page.wait_for_function(fade_is, arg=overflows, timeout=5_000)
+    except PlaywrightTimeout:
+        pass
+    cue = page.evaluate(CUE)
+    assert cue["more"] == cue["fade"] == overflows, (where, cue)
+    if overflows:  # at the end of the text: no fade
+        page.evaluate(f"() => {{ const t = {TEXT_BOX}; t.scrollTop = t.scrollHeight; }}")
+        try:
+            page.wait_for_function(fade_is, arg=False, timeout=5_000)
+        except PlaywrightTimeout:
+            pass
+        cue = page.evaluate(CUE)
+        assert not cue["more"] and not cue["fade"], (where, "scrolled to its end", cue)
+        page.evaluate(f"() => {{ {TEXT_BOX}.scrollTop = 0; }}")
+    return overflows
+
+
 def target_of(text: str) -> str | None:
     """The step's title (checked: one TARGETS knows) and what its numbers come from (None: it quotes none)."""
     title = re.search(r"Step \d+ of \d+: (.+?)\.\s", text).group(1)
@@ -109,7 +139,7 @@ def walk(page: Page, url: str, size: tuple[int, int], name: str, shots: set[int]
     expect(page.locator("#explorer .av-tile").first).to_be_visible(timeout=TIMEOUT_MS)
     page.locator(BAR).get_by_text("A guided lesson").click()
     expect(page.locator("#lesson_prev")).to_be_disabled()
-    keyboard, step, steps, texts = size == KEYBOARD, 0, None, []
+    keyboard, step, steps, texts, overflows = size == KEYBOARD, 0, None, [], set()
     while steps is None or step < steps:
         step += 1
         if keyboard:
@@ -124,6 +154,11 @@ def walk(page: Page, url: str, size: tuple[int, int], name: str, shots: set[int]
         steps = int(re.search(r"Step \d+ of (\d+)", text).group(1))
         target, where = target_of(text), f"{name} {width}x{height} step {step}"
         in_sight(page, target, where)
+        if step in shots and page.evaluate(CUE)["overflows"]:  # the fade at the text's foot, as a person sees it
+            SCREENSHOTS.mkdir(exist_ok=True)
+            page.locator(BAR).screenshot(
+                path=str(SCREENSHOTS / f"lesson-bar-{name}-{width}x{height}-step{step}-more.png"))
+        overflows.add(cue_follows(page, where))
         quoted = re.search(r"head L(\d+)·H(\d+)", text)
         if target == HEAD and quoted:  # the map in sight is the head the text quotes
             expect(page.locator(HEAD)).to_have_attribute("data-layer", quoted[1])
@@ -139,6 +174,8 @@ def walk(page: Page, url: str, size: tuple[int, int], name: str, shots: set[int]
             SCREENSHOTS.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOTS / f"lesson-bar-{name}-{width}x{height}-step{step}.png"))
     expect(page.locator("#lesson_next")).to_be_disabled()  # the last step: nothing past it
+    # the fade checked both ways: on the phone some step's text overflows its box; on a laptop some step's fits
+    assert (width < 640) in overflows, (name, size, overflows)
     if axe and width < 640:  # the phone's bar, its text scrolling in its own box: axe-core's WCAG 2.1 A/AA rules
         from tests.e2e.test_accessibility import report, violations
 

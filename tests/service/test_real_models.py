@@ -383,7 +383,7 @@ def test_an_encoder_has_no_causal_mask_control_and_says_what_it_can_do(views):
     assert "writes text" in gpt2.text_info
     assert "Our Eq. 1 inside it: proven on load: maps within " in gpt2.text_info
     out = Handlers(views).controls_of(bert)
-    assert out["causal"]["visible"] is False
+    assert out["causal_mask"]["visible"] is False
     assert "causal_mask" not in [key for _, key in out["comparison"]["choices"]]
 
 

@@ -25,6 +25,7 @@ from attention_viz.server import admission, runtime
 from attention_viz.webui import page
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.handling import run_key as handlers_run_key
+from attention_viz.webui.inputs import ROUTED
 from attention_viz.webui.lesson_panel import PARTS
 from attention_viz.webui.widgets import prose_html
 
@@ -150,19 +151,21 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
     out = handlers.lesson(2)
     heads_off = out["heads_off"]
     assert re.fullmatch(r"(encoder|decoder)\.\d\.(self|cross)_attn: \d", heads_off)
-    assert out["model"]["value"] == "reverse/sqrt_dk" and out["scale"]["value"] == "sqrt_dk" and out["d_k"] == 16
-    assert (out["factor"], out["causal"]["value"], out["padding"], out["pads"], out["ablation"]) == (
+    assert out["model"]["value"] == "reverse/sqrt_dk" and out["scale_mode"]["value"] == "sqrt_dk" and out["d_k"] == 16
+    assert (out["custom_factor"], out["causal_mask"]["value"], out["padding_mask"], out["pad_tokens"],
+            out["ablation"]) == (
         1.0, True, True, 0, "zero")
     assert out["view"]["heads_off"] and out["output"].startswith(out["view"]["output"]) and out["active"] == "heatmaps"
     target = json.loads(out["lesson_target"])
     assert set(target) == {"kind", "layer", "head", "reveal"} and out["tabs"]["selected"] == "transformer"
     assert target["reveal"] == "heads"  # the head scores' table it quotes, brought into sight (lesson_panel.PARTS)
-    every_control = {"text", "model", "d_k", "dk_log", "dk_trained", "scale", "factor", "causal", "padding", "pads",
-                     "heads_off", "ablation", "compat", "untrained_box", "d_model", "n_heads", "examples"}
+    every_control = {"text", "model", "d_k", "dk_log", "dk_trained", "scale_mode", "custom_factor", "causal_mask",
+                     "padding_mask", "pad_tokens", "heads_off", "ablation", "compatibility", "untrained_box", "d_model",
+                     "n_heads", "examples"}
     assert every_control <= out.keys()
     nxt = handlers.lesson(3)  # the next step: every head on again, the largest d_k, unscaled
     assert nxt["heads_off"] == "" and nxt["d_k"] == max(map(int, nxt["dk_trained"]["choices"]))
-    assert nxt["scale"]["value"] == "none"
+    assert nxt["scale_mode"]["value"] == "none"
     lab = handlers.lesson(4)
     assert (lab["lab_d_k"], lab["lab_keys"], lab["lab_scaled"], lab["tabs"]["selected"]) == (512, 32, False, "lab")
     data, numbers = handlers.dk_lab(512, 32, False)  # the lab's view comes with its controls, as /dk_lab draws it
@@ -173,8 +176,7 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
     training = handlers.lesson(6)
     assert training["training_d_k"] == "512" and training["training_view"] == handlers.training("512")
     value = (lambda v: v["value"] if isinstance(v, dict) else v)
-    keyed = {"run_key": ("text", "model", "d_k", "scale", "factor", "causal", "padding", "pads", "d_model", "n_heads",
-                         "heads_off", "ablation"),
+    keyed = {"run_key": ROUTED,
              "lab_shown": ("lab_d_k", "lab_keys", "lab_scaled"), "training_shown": ("training_d_k",)}
     reveals = set()
     for index in range(len(handlers.lesson_steps)):  # a view a step brings is keyed by the values its controls show
@@ -201,7 +203,7 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
 
 def test_model_controls_follow_the_family(handlers):
     c = handlers.model_controls("reverse/sqrt_dk", 20, 4)
-    dk_log, untrained_box, scale, note, trained = (c[name] for name in ("dk_log", "untrained_box", "scale",
+    dk_log, untrained_box, scale, note, trained = (c[name] for name in ("dk_log", "untrained_box", "scale_mode",
                                                                          "dk_note", "dk_trained"))
     assert c["heads_off"] == "" and c["last_model"] == "reverse/sqrt_dk"  # a new model starts with every head on
     # d_k 4, 16, 64: log₂ 2, 4, 6, so the slider steps by 2 and stops on trained members only
@@ -210,7 +212,7 @@ def test_model_controls_follow_the_family(handlers):
     assert note == "<p>Trained d_k: 4, 16, 64.</p>\n"
     assert (trained["choices"], trained["value"], trained["visible"]) == (["4", "16", "64"], "16", True)
     assert dk_log["visible"] is False  # a trained model's d_k stops at its trained sizes only: the radio
-    assert handlers.model_controls("copy/none", 16, 4)["scale"]["value"] == "none"
+    assert handlers.model_controls("copy/none", 16, 4)["scale_mode"]["value"] == "none"
     c = handlers.model_controls(UNTRAINED, 300, 3)
     assert (c["dk_log"]["minimum"], c["dk_log"]["maximum"], c["d_k"]) == (0.0, 10.0, 300)
     assert c["untrained_box"]["visible"] is True and c["dk_note"].startswith("<p>Any d_k from 1 to 1024 with 3 heads")

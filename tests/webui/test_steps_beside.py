@@ -11,7 +11,8 @@ import string
 import pytest
 
 from attention_viz.webui.handlers import Handlers, opening_settings
-from attention_viz.webui.transformer_tab import STEPS_INPUTS, steps_beside
+from attention_viz.webui.inputs import STEPS
+from attention_viz.webui.transformer_tab import steps_beside
 
 KINDS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
 
@@ -70,7 +71,7 @@ def test_anything_else_goes_through_the_queue(handlers, views):
                     asked("no such model", "hello", settings.d_k, "decoder.cross_attn", 0, 0),
                     good[:12], [*good, "more"], {"text": "hello"}, None, "hello"):
         assert steps_beside(handlers, refused) is None, refused
-    assert len(good) == STEPS_INPUTS
+    assert len(good) == len(STEPS)
 
 
 def test_a_fault_is_logged_and_goes_through_the_queue(handlers, views, monkeypatch, caplog):

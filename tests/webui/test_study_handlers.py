@@ -17,17 +17,18 @@ def handlers(one_thread):
 
 def test_model_controls_show_the_picker_for_a_study_model(handlers):
     c = handlers.model_controls("study/dot", 100, 4)
-    dk_log, untrained_box, scale, note, compat = (c[n] for n in ("dk_log", "untrained_box", "scale", "dk_note", "compat"))
+    dk_log, untrained_box, scale, note, compat = (c[n] for n in ("dk_log", "untrained_box", "scale_mode", "dk_note",
+                                                                           "compatibility"))
     assert (compat["visible"], compat["value"]) == (True, "dot")
     assert (dk_log["minimum"], dk_log["maximum"], c["d_k"]) == (3, 10, 128)
     assert scale["value"] == "none" and scale["interactive"] is True and untrained_box["visible"] is False
     assert note == "<p>Trained d_k: 8, 32, 128, 512, 1024.</p>\n"
     c = handlers.model_controls("study/additive", 128, 4)
-    scale, note, compat = c["scale"], c["dk_note"], c["compat"]
+    scale, note, compat = c["scale_mode"], c["dk_note"], c["compatibility"]
     assert compat["value"] == "additive" and scale["interactive"] is False and "scaling does not apply" in note
     for other in ("reverse/sqrt_dk", "untrained"):
         c = handlers.model_controls(other, 16, 4)
-        scale, compat = c["scale"], c["compat"]
+        scale, compat = c["scale_mode"], c["compatibility"]
         assert (compat["visible"], compat["value"], scale["interactive"]) == (False, None, True)
 
 

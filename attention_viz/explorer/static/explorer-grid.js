@@ -39,19 +39,10 @@
   function paint(x, k, t, tile) {
     /* one tile's canvas: a pixel per weight, masked cells grey, cells not computed yet at step t lighter */
     const run = E.run, l = +tile.dataset.layer, h = +tile.dataset.head;
-    const canvas = tile.querySelector("canvas"), ctx = canvas.getContext("2d");
-    const image = ctx.createImageData(k.K, k.Q), pixels = image.data;
     const offset = h * k.Q * k.K, w = run.weightsOf(x, k, l), maxima = run.rowMaxima(w, offset, k.Q, k.K);
-    for (let q = 0; q < k.Q; q++) {
-      const allowed = k.allowed[q];
-      for (let j = 0; j < k.K; j++) {
-        const rgb = run.future(k, t, q, j) ? FUTURE
-          : (allowed[j] ? run.LUT[run.level(run.position(x.state.scale, w[offset + q * k.K + j], maxima[q]))] : MASKED);
-        const p = 4 * (q * k.K + j);
-        pixels[p] = rgb[0]; pixels[p + 1] = rgb[1]; pixels[p + 2] = rgb[2]; pixels[p + 3] = 255;
-      }
-    }
-    ctx.putImageData(image, 0, 0);
+    global.AttentionPalette.paint(tile.querySelector("canvas").getContext("2d"), k.Q, k.K, (q, j) =>
+      (run.future(k, t, q, j) ? FUTURE : k.allowed[q][j]
+        ? run.LUT[run.level(run.position(x.state.scale, w[offset + q * k.K + j], maxima[q]))] : MASKED));
   }
 
   function draw(x, rebuild) {

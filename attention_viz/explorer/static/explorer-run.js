@@ -20,10 +20,9 @@
 
   function decode(b64, quant) {
     /* base64 of little-endian uint16 -> Float32Array of weights */
-    const bytes = atob(b64), out = new Float32Array(bytes.length / 2);
-    for (let i = 0; i < out.length; i++) {
-      out[i] = (bytes.charCodeAt(2 * i) | (bytes.charCodeAt(2 * i + 1) << 8)) / quant;
-    }
+    const quantised = new Uint16Array(global.AttentionShared.bytes(b64).buffer);
+    const out = new Float32Array(quantised.length);
+    for (let i = 0; i < out.length; i++) out[i] = quantised[i] / quant;
     return out;
   }
 

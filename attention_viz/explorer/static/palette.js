@@ -5,6 +5,8 @@
  *   AttentionPalette.diverging(x)    // [r, g, b] of x in [-1, 1] on RdBu reversed (blue -1, white 0, red +1)
  *   AttentionPalette.ink(rgb)        // "#000" or "#fff": whichever reads at least 4.58:1 on rgb (WCAG 2.1)
  *   AttentionPalette.css(rgb)        // "rgb(r,g,b)"
+ *   AttentionPalette.paint(ctx, rows, cols, rgbOf)   // a heat map on a rows x cols canvas, a pixel per cell:
+ *                                    // rgbOf(r, c) -> [r, g, b] (opaque) or null (transparent)
  *
  * Loaded before explorer.js, headmap.js, steps.js and training.js (attention_viz.explorer.html.script); defined
  * once per page, later copies leave window.AttentionPalette as it is.
@@ -28,10 +30,21 @@
   const luminance = (rgb) => rgb.reduce((sum, v, i) => sum + [0.2126, 0.7152, 0.0722][i] *
     (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4), 0);
 
+  function paint(ctx, rows, cols, rgbOf) {
+    const image = ctx.createImageData(cols, rows), pixels = image.data;
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) {
+      const rgb = rgbOf(r, c), p = 4 * (r * cols + c);
+      if (rgb === null) continue;  // a new image's pixels are transparent
+      pixels[p] = rgb[0]; pixels[p + 1] = rgb[1]; pixels[p + 2] = rgb[2]; pixels[p + 3] = 255;
+    }
+    ctx.putImageData(image, 0, 0);
+  }
+
   global.AttentionPalette = {
     viridis: (t) => ramp(VIRIDIS, t),
     diverging: (x) => ramp(RDBU, (x + 1) / 2),
     ink: (rgb) => ((luminance(rgb) + 0.05) ** 2 > 1.05 * 0.05 ? "#000" : "#fff"),
     css: (rgb) => `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`,
+    paint: paint,
   };
 })(window);

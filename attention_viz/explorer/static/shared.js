@@ -3,6 +3,8 @@
  *   AttentionShared.escapeHtml(s)          // text safe inside HTML and inside a quoted attribute
  *   AttentionShared.shown(token)           // a token as a label: a space becomes "␣" (it must stay visible)
  *   AttentionShared.inline(s)              // escaped, then **bold** and `code` (Markdown's code spans) as HTML
+ *   AttentionShared.bytes(b64)             // base64 -> its bytes, a Uint8Array: a packed map's uint16 or float32
+ *                                          // values are read through its .buffer (little-endian, as every browser's)
  *   AttentionShared.stepBarHtml({play, prev, next, slider, status})   // the bar's markup: play, ◀, slider, ▶, status
  *   const bar = AttentionShared.stepBar(element, {ms, last, position, show, stopAtEnd})
  *       // wires the bar inside `element`: ◀ / ▶ / the slider show a position (0 .. last()) at once, play advances one
@@ -24,6 +26,12 @@
     body.trim() ? body.slice(1, -1) : body}</code>`;
   const inline = (s) => escapeHtml(s).replace(/(?<!`)(`+)(?!`)([\s\S]*?[^`])\1(?!`)|\*\*([^*`]+)\*\*/g,
     (m, fence, body, bold) => (fence ? codeSpan(body) : `<b>${bold}</b>`));
+
+  function bytes(b64) {
+    const raw = atob(b64), out = new Uint8Array(raw.length);
+    for (let i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
+    return out;
+  }
 
   const PLAY = "▶ play";
   // the pause mark is two bars drawn by CSS (Debian's fonts have no ⏸, drawn as a box on a projector)
@@ -75,6 +83,6 @@
     return {play: play, pause: pause, playing: () => timer !== null, mark: mark, ui: ui};
   }
 
-  global.AttentionShared = {escapeHtml: escapeHtml, shown: shown, inline: inline, stepBarHtml: stepBarHtml,
-    stepBar: stepBar, PLAY: PLAY, PAUSE: PAUSE};
+  global.AttentionShared = {escapeHtml: escapeHtml, shown: shown, inline: inline, bytes: bytes,
+    stepBarHtml: stepBarHtml, stepBar: stepBar, PLAY: PLAY, PAUSE: PAUSE};
 })(window);

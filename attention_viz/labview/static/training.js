@@ -21,18 +21,12 @@
   const LOSS = [["loss", "loss (training batch, nats)", "#555"]];
   // viridis, as explorer.js and the server's images use it (palette.js, loaded first)
   const {viridis: colour, ink} = window.AttentionPalette;
-  const {escapeHtml: esc, shown, stepBarHtml, stepBar} = window.AttentionShared; // shared.js, loaded first
+  const {escapeHtml: esc, shown, bytes, stepBarHtml, stepBar} = window.AttentionShared; // shared.js, loaded first
   const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
   const num = (v, d) => (v === null || v === undefined ? "–" : v.toFixed(d));
   // a weight in a map's cell, without its leading zero (".96", "1"): three characters leave a gap between the
   // numbers of a row in cells that still fit the three maps side by side; the exact weight is the cell's title
   const weight = (w) => (w >= 0.995 ? "1" : w.toFixed(2).replace(/^0/, ""));
-
-  function bytes(b64) {
-    const raw = atob(b64), out = new Uint8Array(raw.length);
-    for (let i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
-    return out;
-  }
 
   function svg(tag, attrs, parent, text) {
     const e = document.createElementNS(NS, tag);

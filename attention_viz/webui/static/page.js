@@ -16,6 +16,7 @@
  *            in those components say at once that they are (not) the current input's
  *   choice:  selection(elemId, at, args), openOn(elemId, target), badges(elemId, data), headsEmpty(elemId, note),
  *            reveal(target, views, bar, parts)
+ *   the lesson: moreBelow(element): its text box marked while more of its text is below
  *   steps:   stepsAsk(elemId, explorerId, at, args): the steps asked beside the queue
  *   the lab: labAsk / labPending / labStale (elemId, d_k, n_keys, scaled), labCurrent(elemId),
  *            labShown(elemId, shown), own(elemId, current),
@@ -135,6 +136,16 @@
     emptyOf[elemId] = text.textContent.replace(/^\s*⚠\s*/, "").trim(); // a panel in a tab not yet drawn: at its mount
     if (v && v.setEmpty) v.setEmpty(emptyOf[elemId]);
     return [];
+  }
+  function moreBelow(element) {
+    /* a text box that scrolls (the lesson's step): the class av-more while more of its text is below what it shows
+       (a fade at its foot, webui/lesson_panel.py's CSS), kept as it scrolls, its text changes and its size does */
+    const box = element.querySelector(".html-container") || element.closest(".html-container") || element;
+    const mark = () => box.classList.toggle("av-more", box.scrollTop + box.clientHeight < box.scrollHeight - 1);
+    box.addEventListener("scroll", mark, {passive: true});
+    new global.ResizeObserver(mark).observe(box);
+    new global.MutationObserver(mark).observe(box, {childList: true, subtree: true, characterData: true});
+    mark();
   }
   function reveal(target, views, bar, parts) {
     /* after a lesson's step: the part of the page it names (target's "reveal", a key of `parts`: views, as `views`),
@@ -290,7 +301,7 @@
 
   global.attentionViz = {mountLong: mountLong, longStale: longStale, mountExplorer: mountExplorer, mountSteps: mountSteps, mountHeads: mountHeads, mountLab: mountLab,
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
-    selection: selection, openOn: openOn, badges: badges, headsEmpty: headsEmpty, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
+    selection: selection, openOn: openOn, badges: badges, headsEmpty: headsEmpty, moreBelow: moreBelow, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
     labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
     routeOne: routeOne, routeTyped: routeTyped, routeWhen: routeWhen, applies: applies, interactive: interactive,
     refreshIfOpen: refreshIfOpen,

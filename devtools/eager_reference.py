@@ -4,6 +4,7 @@ A spy registered in transformers' attention interface (SPY) finds the attention 
 each module it is handed, with its heads, its value width and the keyword arguments beyond q, k, v (sliding_window,
 softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
 `unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
+`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`),
 `heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), and `eager_pass` runs
 the eager model with output_attentions=True.
 
@@ -134,6 +135,19 @@ def unscaled(model, calls: list):
         if not found:
             raise LookupError(f"{type(module).__name__} keeps no {' or '.join(SCALINGS)} attribute")
         setattr(module, found[0], 1.0)
+    return changed
+
+
+def bias_zeroed(model):
+    """A copy of the model with every learned relative-position bias table (T5's `relative_attention_bias`, the
+    embedding its position_bias is read from) zeroed: the bias it hands its attention function is then all 0."""
+    changed = copy.deepcopy(model)
+    tables = [module for name, module in changed.named_modules() if name.endswith("relative_attention_bias")]
+    if not tables:
+        raise NotApplicable("its position bias is not read from a relative_attention_bias table")
+    with torch.no_grad():
+        for table in tables:
+            table.weight.zero_()
     return changed
 
 

@@ -51,7 +51,8 @@ from transformers.masking_utils import AttentionMaskInterface, causal_mask_funct
 
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import as_allowed, eq1_attention, factors, mask_under, switched_mask
+from attention_viz.hub.attention import (as_allowed, eq1_attention, factors, mask_under, position_bias,
+                                        switched_mask)
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
 
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
@@ -123,6 +124,8 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     for name in ("softcap", "s_aux", "sinks"):
         if kwargs.get(name) is not None:
             raise LongRunError(f"the long pass does not cover attention with {name}")
+    if position_bias(kwargs.get("position_bias")) is not None:
+        raise LongRunError("the long pass does not cover attention with a position bias (T5's relative positions)")
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
     factor = float(factors(run, module, query, scaling)[1])  # the factor on QKᵀ, as hub.attention's

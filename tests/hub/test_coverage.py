@@ -25,10 +25,9 @@ REQUIRED = 40
 # Refused for a principled reason: their attention is not Eq. 1 on the q, k, v that transformers' attention
 # interface is handed (or they have none). A wrapper may still accept one of them, provided it passes every check.
 PRINCIPLED_REFUSALS = {
-    # a bias added to QKᵀ that the attention function is handed (position_bias) or that never reaches it
-    "t5": "a learned relative-position bias on QKᵀ", "mt5": "T5's position bias", "umt5": "T5's position bias",
-    "longt5": "T5's position bias, local and transient-global attention", "switch_transformers": "T5's position bias",
-    "inkling_text": "a position bias on QKᵀ", "bloom": "ALiBi, outside the attention interface",
+    # a bias added to QKᵀ that never reaches the attention function, or attention outside the interface
+    "longt5": "local and transient-global attention outside the interface",
+    "inkling_text": "layers of different head counts", "bloom": "ALiBi, outside the attention interface",
     "mpt": "ALiBi, outside the attention interface",
     "deberta": "disentangled attention: content-to-position terms", "deberta-v2": "disentangled attention",
     # a softmax that is not Eq. 1's

@@ -144,6 +144,8 @@ def test_t5s_steps_add_its_position_bias_and_its_controls_say_it_has_no_1_over_s
         assert steps.factor == 1.0 and not np.array_equal(steps.arrays["masked"], steps.arrays["scaled"])
     note = views.runs.catalog.controls("hub:tiny-t5", 16, 0, 0, None).d_k_note
     assert "T5 multiplies QKᵀ by 1, not by 1/√d_k" in note and "W_Q" in note
+    own = views.own_qk.view("hub:tiny-t5", "decoder.cross_attn", 1, 2, False)  # the lab's "this model's own q·k"
+    assert own["d_k"] == 16 and own["numbers"]["data"][-1][1] > 0  # pairs pooled
 
 
 def test_comparisons_and_the_switches_on_a_real_model(views):

@@ -138,7 +138,7 @@ def test_t5s_scale_switch_acts_on_its_factor_of_1_and_its_own_qk_is_measured(tmp
         scaled.get_submodule(name).scaling = factor
     logits, maps = ours.forward(ids, decoder, attention_mask=mask, scale=factor)
     assert_same(logits, maps, eager(scaled, ids, mask, decoder))
-    assert float((logits - plain).abs().max()) > 1e-3
+    assert float((logits - plain).abs().max().detach()) > 1e-3
 
     # footnote 4 on its own q and k: every attention measured, q·k without B (the pooled logits are q·k)
     stats = qk_statistics(ours, list(TEXTS), max_new_tokens=4, keep_logits=True)

@@ -110,7 +110,9 @@ class PretrainedTransformer:
     and the output compared; `fidelity` keeps the figures, and a model beyond float tolerance is refused
     (UnsupportedModelError, with them). The probe also finds its layout, map keys and each attention's W_O.
 
-    `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies.
+    `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies, whether it
+    adds a position bias (T5). `factor` is its own factor on QKᵀ (1/√d_k in most models, 1 in T5's) and
+    `scaling_note` a sentence on the scale switch where that factor is 1 ("" otherwise).
     """
 
     def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention) -> None:

@@ -54,6 +54,7 @@ from attention_viz.fast.blockwise import ROWS, attend
 from attention_viz.hub.attention import (as_allowed, eq1_attention, factors, mask_under, position_bias,
                                         switched_mask)
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
+from attention_viz.hub.routes import implement
 
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
@@ -176,7 +177,7 @@ def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
         holder = _holders.setdefault(id(model), [0, model.config._attn_implementation])
         if holder[0] == 0:
             holder[1] = model.config._attn_implementation
-            model.set_attn_implementation(LONG_IMPLEMENTATION)
+            implement(model, LONG_IMPLEMENTATION)
         holder[0] += 1
     try:
         yield
@@ -184,7 +185,7 @@ def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
         with _lock:
             holder[0] -= 1
             if holder[0] == 0:
-                model.set_attn_implementation(holder[1])
+                implement(model, holder[1])
                 del _holders[id(model)]
 
 

@@ -38,6 +38,7 @@ from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of, unscaled_note
 from attention_viz.hub.placement import input_device, weight_of
 from attention_viz.hub.proof import Fidelity, prove
+from attention_viz.hub.routes import implement, route
 
 KIND_OF_LAYOUT = {
     "encoder-decoder": tuple(KINDS),
@@ -120,7 +121,8 @@ class PretrainedTransformer:
         self.model = model
         self.tokenizer = tokenizer
         self.kernel = kernel
-        model.set_attn_implementation(IMPLEMENTATION)
+        route(model)  # a family outside transformers' attention interface (Bloom's ALiBi) brought through it
+        implement(model, IMPLEMENTATION)
         model.eval()
         try:
             proof = prove(model, family, kernel)

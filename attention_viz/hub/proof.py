@@ -35,6 +35,7 @@ from attention_viz.core.variation import Variation
 from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredArgument, switched
 from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
 from attention_viz.hub.placement import input_device, weight_of
+from attention_viz.hub.routes import implement
 
 LENGTHS = (8, 5)  # the probe's source (or text) tokens, and its decoder's input (an encoder-decoder model's)
 PADDED = 3        # the second row's last tokens that are padding
@@ -299,14 +300,14 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
 
     hooks = [modules[name].register_forward_hook(keep(key, call.weights.shape))
              for (name, key), call in zip(family.keys, calls)]
-    model.set_attn_implementation("eager")
+    implement(model, "eager")
     try:
         with torch.no_grad():
             eager = model(**kwargs, output_attentions=True)
     finally:
         for hook in hooks:
             hook.remove()
-        model.set_attn_implementation(IMPLEMENTATION)
+        implement(model, IMPLEMENTATION)
     ours = Counter(key.split(".")[0] + "." + key.split(".")[2] for _, key in family.keys)
     for attribute, kind in (("attentions", None), ("encoder_attentions", "encoder.self_attn"),
                             ("decoder_attentions", "decoder.self_attn"), ("cross_attentions", "decoder.cross_attn")):

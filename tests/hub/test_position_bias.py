@@ -170,3 +170,60 @@ def test_byt5_a_t5_config_with_its_byte_tokenizer_loads_from_its_folder_and_runs
     recorded = ours.forward_pass(ids, decoder, attention_mask=mask)
     assert_same(recorded.logits, recorded.maps, eager(theirs, ids, mask, decoder))
     assert sorted(recorded.biases) == sorted(key for key in ours.map_keys if key.endswith("self_attn"))
+
+
+def test_blooms_alibi_is_routed_through_our_eq1_as_a_position_bias(tmp_path):
+    ours, theirs = loaded("bloom", tmp_path)
+    assert ours.fidelity.proven and ours.abilities.position_bias and ours.layout == "decoder", ours.fidelity
+    assert ours.factor == pytest.approx(ours.d_k ** -0.5) and ours.scaling_note == ""
+    rows = [ours.encode(text).ids for text in TEXTS]
+    ids = torch.full((2, max(len(r) for r in rows)), ours.pad_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    mask = (ids != ours.pad_id).long()
+
+    def eager_bloom(model):
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False)
+        return out.logits, {f"decoder.{i}.self_attn": a for i, a in enumerate(out.attentions)}
+
+    def real_rows(logits, maps, reference):  # a padded query's row is no text (hub.proof leaves it out too)
+        keep = mask.bool()
+        torch.testing.assert_close(logits[keep], reference[0][keep], atol=1e-4, rtol=1e-4)
+        for key, expected in reference[1].items():
+            torch.testing.assert_close(maps[key][keep[:, None, :].expand(-1, ours.n_heads, -1)],
+                                       expected[keep[:, None, :].expand(-1, ours.n_heads, -1)], atol=1e-5, rtol=0)
+
+    recorded = ours.forward_pass(ids, attention_mask=mask)
+    real_rows(recorded.logits, recorded.maps, eager_bloom(theirs))
+    # B: each head's slope times the key's position (counted over the row's real tokens), one row for every query
+    slopes = torch.tensor([2 ** (-8 * (h + 1) / ours.n_heads) for h in range(ours.n_heads)])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0) * mask  # (2, K)
+    expected = slopes[None, :, None, None] * positions[:, None, None, :].float()  # (2, H, 1, K)
+    assert sorted(recorded.biases) == ours.map_keys
+    torch.testing.assert_close(recorded.biases["decoder.0.self_attn"], expected)
+
+    off = ours.forward_pass(ids, attention_mask=mask, variation=Variation(position_bias=False))
+    flat = copy.deepcopy(theirs)
+    flat.transformer.build_alibi_tensor = lambda m, heads, dtype: torch.zeros(m.size(0) * heads, 1, m.size(1),
+                                                                              dtype=dtype)
+    real_rows(off.logits, off.maps, eager_bloom(flat))
+    assert float((off.logits - recorded.logits).abs().max().detach()) > 1e-3
+    unscaled = copy.deepcopy(theirs)
+    for name, _ in ours.family.keys:
+        unscaled.get_submodule(name).inv_norm_factor = 1.0
+    logits, maps = ours.forward(ids, attention_mask=mask, scale="none")
+    real_rows(logits, maps, eager_bloom(unscaled))
+    cut = copy.deepcopy(theirs)
+    with torch.no_grad():
+        for key, w_o_name, _ in ours.family.w_o:
+            cut.get_submodule(w_o_name).weight[:, ours.d_k:2 * ours.d_k] = 0  # head 1
+    logits, maps = ours.forward(ids, attention_mask=mask, heads_off={key: [1] for key in ours.map_keys})
+    real_rows(logits, maps, eager_bloom(cut))
+
+    src = ids[:1, : int(mask[0].sum())]
+    with torch.no_grad():
+        expected_tokens = theirs.generate(src, max_new_tokens=5, do_sample=False, num_beams=1)[:, src.size(1):]
+    for reuse_keys in (True, False):
+        written, _ = ours.greedy_decode(src, 5, reuse_keys=reuse_keys)
+        assert written.tolist() == expected_tokens[:, : written.size(1)].tolist() and written.size(1) > 0

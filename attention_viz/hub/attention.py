@@ -95,8 +95,8 @@ class Pass:
     sinks: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the weight each row gave its learned
                                                                   # sink [B, H, Q] (1 - the row's sum; sink models only)
     biases: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the position bias B added to its
-    # scaled QKᵀ, [1 or B, H, Q, K] as the model computed it (T5's relative positions; where the model adds one and
-    # the position_bias switch is on)
+    # scaled QKᵀ as the model computed it, broadcastable to [B, H, Q, K] (T5's [1, H, Q, K], Bloom's ALiBi
+    # [B, H, 1, K]; where the model adds one and the position_bias switch is on)
     inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
     switches: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch before W_O: the variation's
                                                  # heads off (+ means, gates, recorders), as the model builds them
@@ -217,7 +217,7 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
         if sink is not None:
             run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
         if bias is not None:
-            run.biases[name] = bias  # (1 or B, H, Q, K): what the position bias adds to the scaled QKᵀ
+            run.biases[name] = bias  # (1 or B, H, Q or 1, K): what the position bias adds to the scaled QKᵀ
         if run.inputs == name:
             run.kept.update(q=query / c_q, k=k / c_k, v=v)  # as the model's projections give them
         if run.values is not None:

@@ -66,8 +66,9 @@ class Recorded:
 
     @property
     def biases(self) -> dict[str, torch.Tensor]:
-        """Map key -> the position bias B its attention added to the scaled QKᵀ, [1 or B, H, Q, K] (the model's own
-        relative positions: T5's); only the attentions that add one, none with the position_bias switch off."""
+        """Map key -> the position bias B its attention added to the scaled QKᵀ, broadcastable to [B, H, Q, K] (T5's
+        relative positions [1, H, Q, K], Bloom's ALiBi [B, H, 1, K]); only the attentions that add one, none with the
+        position_bias switch off."""
         return self.run.biases
 
 

@@ -6,7 +6,7 @@ and checked against transformers' own eager attention.
     python -m devtools.coverage llama gemma2 bart      # some
 
 For each model type: build its tiny model (float64 where the model runs in it, else float32), wrap it with
-attention_viz.hub.PretrainedTransformer, and when the wrapper accepts it, check four things, each against
+attention_viz.hub.PretrainedTransformer, and when the wrapper accepts it, check each switch, each against
 transformers' own way of making the same change in the eager model (never against attention_viz's):
 
     maps        every map and the output == eager with output_attentions=True
@@ -17,6 +17,8 @@ transformers' own way of making the same change in the eager model (never agains
                 and chunks lifted with it (decoders and encoder-decoders' decoders)
     heads       heads_off {key: [h]} (a head of every attention) == eager with W_O's columns of that head zeroed
                 (W_O found here per module: the Linear fed by the attention's output, HEAD_OUTPUTS)
+    bias        position_bias=False == eager with every relative_attention_bias table zeroed (models that add a
+                position bias to QKᵀ: T5's kin)
     greedy      greedy_decode == generate(do_sample=False, num_beams=1), a few tokens (models that write text)
 
 The attention modules and the order of the maps come from devtools.eager_reference's spy (transformers' attention
@@ -46,7 +48,7 @@ import torch
 
 from devtools import tiny_archs
 from devtools.coverage_table import DOC, ROOT, layout_of, special_of, table, write
-from devtools.eager_reference import NotApplicable, difference, eager_pass, heads_zeroed, spied, unscaled
+from devtools.eager_reference import NotApplicable, bias_zeroed, difference, eager_pass, heads_zeroed, spied, unscaled
 
 PROBE = 8          # tokens of the probe
 DECODER_PROBE = 5  # decoder tokens of an encoder-decoder's probe
@@ -271,6 +273,14 @@ def _checks(ours, model, inputs: dict, calls: list, layout: str):
         logits, recorded = ours.forward(*args, heads_off={key: [h] for key, h in zip(keys, off)})
         return difference(logits, recorded, layout, reference, sinks)
 
+    def bias():
+        if not ours.abilities.position_bias:
+            raise NotApplicable("it adds no position bias to QKᵀ")
+        changed = _reference(lambda: bias_zeroed(model))
+        reference = _reference(lambda: eager_pass(changed, inputs))
+        logits, recorded = ours.forward(*args, position_bias=False)
+        return difference(logits, recorded, layout, reference, sinks)
+
     def greedy():
         if not ours.abilities.writes_text:
             raise NotApplicable("it writes no text")
@@ -284,7 +294,7 @@ def _checks(ours, model, inputs: dict, calls: list, layout: str):
             return f"FAILED: wrote {written.tolist()}, generate {expected.tolist()}"
         return f"same {written.size(1)} tokens"
 
-    return [("maps", maps), ("scale", scale), ("causal", causal), ("heads", heads), ("greedy", greedy)]
+    return [("maps", maps), ("scale", scale), ("causal", causal), ("heads", heads), ("bias", bias), ("greedy", greedy)]
 
 
 def _widest(model, inputs: dict):

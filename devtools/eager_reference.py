@@ -4,6 +4,7 @@ A spy registered in transformers' attention interface (SPY) finds the attention 
 each module it is handed, with its heads, its value width and the keyword arguments beyond q, k, v (sliding_window,
 softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
 `unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
+`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`) and ALiBi (Bloom's),
 `heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), and `eager_pass` runs
 the eager model with output_attentions=True.
 
@@ -17,13 +18,14 @@ import copy
 import torch
 
 from attention_viz.hub.proof import sink_conventions
+from attention_viz.hub.routes import implement, route
 
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
                 "proj", "attn_out")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
-SCALINGS = ("scaling", "scale")  # CLIP's attention keeps `scale`
+SCALINGS = ("scaling", "scale", "inv_norm_factor")  # CLIP's attention keeps `scale`, Bloom's `inv_norm_factor`
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -76,7 +78,8 @@ def spied(model, inputs: dict) -> list:
     global _spied
     _register_spy()
     spy = copy.deepcopy(model)
-    spy.set_attn_implementation(SPY)
+    route(spy)  # a family outside the interface (Bloom) brought through it, as the wrapper brings it
+    implement(spy, SPY)
     names = {id(m): n for n, m in spy.named_modules()}
     _spied = []
     try:
@@ -134,6 +137,24 @@ def unscaled(model, calls: list):
         if not found:
             raise LookupError(f"{type(module).__name__} keeps no {' or '.join(SCALINGS)} attribute")
         setattr(module, found[0], 1.0)
+    return changed
+
+
+def bias_zeroed(model):
+    """A copy of the model with every learned relative-position bias table (T5's `relative_attention_bias`, the
+    embedding its position_bias is read from) zeroed, and ALiBi's (Bloom's build_alibi_tensor, given a 2D attention
+    mask) all 0: the bias it adds to QKᵀ is then all 0."""
+    changed = copy.deepcopy(model)
+    tables = [module for name, module in changed.named_modules() if name.endswith("relative_attention_bias")]
+    alibi = [module for module in changed.modules() if hasattr(type(module), "build_alibi_tensor")]
+    if not tables and not alibi:
+        raise NotApplicable("its position bias is not read from a relative_attention_bias table or ALiBi's")
+    with torch.no_grad():
+        for table in tables:
+            table.weight.zero_()
+    for module in alibi:  # Bloom's: each head's slope times the key's position, from the 2D attention mask
+        module.build_alibi_tensor = lambda mask, heads, dtype: torch.zeros(mask.size(0) * heads, 1, mask.size(1),
+                                                                           dtype=dtype, device=mask.device)
     return changed
 
 

@@ -11,6 +11,8 @@ Fields (checked once, here; a ValueError names the field and what it accepts):
     heads_off     ((map key, (heads, ...)), ...): heads switched off before W_O (core.ablation); {key: [heads]} is
                   accepted and stored in this form, keys in the order given, heads sorted
     ablation      what a switched-off head passes on: "zero" or "mean" (its mean output, given per pass as head_means)
+    position_bias a bias the model adds to its scaled QKᵀ (T5's relative positions): off takes it out, as if it were
+                  zero (our Transformer adds none: nothing to take out)
 
 Frozen and hashable, so it keys caches. What a pass computes per model or batch (head_means, gates) is not part of
 it: those stay arguments beside it. Whether heads_off's keys and heads exist is the model's to say
@@ -31,13 +33,15 @@ HeadsOff = tuple[tuple[str, tuple[int, ...]], ...]  # ((map key, heads switched 
 
 @dataclass(frozen=True)
 class Variation:
-    """scale, causal_mask, padding_mask, heads_off, ablation of one pass; the defaults are the paper's model."""
+    """scale, causal_mask, padding_mask, heads_off, ablation, position_bias of one pass; the defaults are the paper's
+    model (and a real model as it is)."""
 
     scale: Scale = "sqrt_dk"
     causal_mask: bool = True
     padding_mask: bool = True
     heads_off: HeadsOff = ()
     ablation: str = "zero"
+    position_bias: bool = True
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: the checked, normalised values are written once, here
@@ -45,6 +49,7 @@ class Variation:
         set_(self, "causal_mask", _check_flag("causal_mask", self.causal_mask))
         set_(self, "padding_mask", _check_flag("padding_mask", self.padding_mask))
         set_(self, "heads_off", _check_heads_off(self.heads_off))
+        set_(self, "position_bias", _check_flag("position_bias", self.position_bias))
         if not isinstance(self.ablation, str) or self.ablation not in ABLATIONS:
             raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {shown(self.ablation)}")
 
@@ -56,15 +61,16 @@ class Variation:
 
 def variation_of(variation: Variation | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                  padding_mask: bool = True, heads_off: Mapping[str, Sequence[int]] | HeadsOff | None = None,
-                 ablation: str = "zero") -> Variation:
+                 ablation: str = "zero", position_bias: bool = True) -> Variation:
     """The keyword front: `variation` as given, or one built from the switches as keywords (ValueError for both)."""
     if variation is None:
-        return Variation(scale, causal_mask, padding_mask, heads_off or (), ablation)
+        return Variation(scale, causal_mask, padding_mask, heads_off or (), ablation, position_bias)
     if not isinstance(variation, Variation):
         raise ValueError(f"variation must be a Variation, got {shown(variation)}")
-    if (scale, causal_mask, padding_mask, ablation) != ("sqrt_dk", True, True, "zero") or heads_off:
+    defaults = ("sqrt_dk", True, True, "zero", True)
+    if (scale, causal_mask, padding_mask, ablation, position_bias) != defaults or heads_off:
         raise ValueError("give the switches either as a Variation or as keywords (scale, causal_mask, padding_mask, "
-                         "heads_off, ablation), not both")
+                         "heads_off, ablation, position_bias), not both")
     return variation
 
 

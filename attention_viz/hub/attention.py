@@ -46,14 +46,13 @@ IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
 # what the mask already holds (a sliding window, causality) or what only other kernels read (flash attention's
 # packed sequences, a layer's bookkeeping): eager attention ignores them too. Refused: a change to Eq. 1 that we do
 # not compute, named in the refusal. Anything else that is not None is refused as unknown, by its name.
-HONOURED = ("softcap", "s_aux")
+HONOURED = ("softcap", "s_aux", "position_bias")
 CARRIED = frozenset({
     "sliding_window", "is_causal", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "position_ids",
     "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
     "return_dict", "cache_position", "deterministic", "layer_idx",
 })
 REFUSED = {
-    "position_bias": "a position bias added to QKᵀ (T5's relative positions)",
     "sinks": "attention sinks with a position bias",
     "indices": "attention over selected keys only (sparse attention)",
     "block_indices": "attention over selected blocks only (sparse attention)",
@@ -75,7 +74,8 @@ class Call:
     mask: torch.Tensor | None               # as applied: True = may attend
     weights: torch.Tensor                   # [B, H, Q, K]
     output: torch.Tensor                    # [B, Q, H, d_v], as handed back (what the model's W_O reads)
-    honoured: tuple[str, ...] = ()          # the HONOURED arguments it was given ("softcap", "s_aux")
+    honoured: tuple[str, ...] = ()          # the HONOURED arguments it was given ("softcap", "s_aux",
+                                            # "position_bias" where not all zero)
     scaling: float = 1.0                    # the factor on QKᵀ it was handed
     q: torch.Tensor | None = None           # the query [B, H, Q, d_k] and key [B, H_kv, K, d_k] handed over
     k: torch.Tensor | None = None
@@ -94,6 +94,9 @@ class Pass:
                                                                           # attend, broadcastable to [B, 1, Q, K])
     sinks: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the weight each row gave its learned
                                                                   # sink [B, H, Q] (1 - the row's sum; sink models only)
+    biases: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the position bias B added to its
+    # scaled QKᵀ as the model computed it, broadcastable to [B, H, Q, K] (T5's [1, H, Q, K], Bloom's ALiBi
+    # [B, H, 1, K]; where the model adds one and the position_bias switch is on)
     inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
     switches: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch before W_O: the variation's
                                                  # heads off (+ means, gates, recorders), as the model builds them
@@ -162,6 +165,15 @@ def check_arguments(kwargs: dict, mask: torch.Tensor | None) -> None:
                                      "Eq. 1 does not compute")
 
 
+def position_bias(bias: torch.Tensor | None) -> torch.Tensor | None:
+    """The position bias a model hands its attention function (`position_bias`, broadcastable to [B, H, Q, K]), or
+    None where it hands none or only zeros: T5 hands a tensor of zeros to the attentions that have no bias of their
+    own (its cross-attention), which adds nothing."""
+    if bias is None or not bool(bias.any()):
+        return None
+    return bias
+
+
 def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                   **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,7 +182,10 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     query [B, H, Q, d], key/value [B, H_kv, K, d], mask broadcastable to [B, 1, Q, K] ->
     (output [B, Q, H, d] as transformers expects it, weights [B, H, Q, K]). A soft cap (`softcap`, Gemma 2) caps
     the scaled logits; learned sinks (`s_aux` [H], gpt-oss) join each row's softmax, and what they take is recorded
-    beside the map. Under the scale switch the model's own factor on QKᵀ is replaced, inside the cap.
+    beside the map. A position bias (`position_bias` [1 or B, H, Q, K], T5's relative positions) is added to the
+    scaled logits, as the model's eager attention adds it, and recorded beside the map (Pass.biases), unless the
+    pass's position_bias switch is off. Under the scale switch the model's own factor on QKᵀ is replaced, inside the
+    cap.
     """
     run = _current.get()
     if run is not None and run.probe is not None:
@@ -183,11 +198,13 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
     softcap, sink = kwargs.get("softcap"), kwargs.get("s_aux")
+    given = position_bias(kwargs.get("position_bias"))  # (1 or B, H, Q, K) or None
+    bias = given if run is None or run.variation.position_bias else None
     kernel = run.kernel if run is not None else scaled_dot_product_attention
-    if softcap is None and sink is None:
+    if softcap is None and sink is None and bias is None:
         output, weights = kernel(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
     else:
-        output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink)
+        output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink, bias=bias)
     if run is None:
         return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
     name = run.keys.get(id(module))
@@ -199,13 +216,15 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
         run.masks[name] = mask
         if sink is not None:
             run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
+        if bias is not None:
+            run.biases[name] = bias  # (1 or B, H, Q or 1, K): what the position bias adds to the scaled QKᵀ
         if run.inputs == name:
             run.kept.update(q=query / c_q, k=k / c_k, v=v)  # as the model's projections give them
         if run.values is not None:
             run.values[name] = v  # (B, H, K, d): value_flows' input
     output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)
     if run.probe is not None:
-        honoured = tuple(n for n in HONOURED if kwargs.get(n) is not None)
+        honoured = tuple(n for n in HONOURED if (given if n == "position_bias" else kwargs.get(n)) is not None)
         run.probe.append(Call(module, tuple(query.shape), tuple(key.shape), value.size(-1), mask, weights, output,
                               honoured, float(handed), query, key))
     return output, weights

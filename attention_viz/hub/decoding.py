@@ -63,8 +63,8 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
 def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mask: torch.Tensor | None, variation,
            reuse_keys: bool, head_means: dict | None, values: bool = False):
     """The loop of model.greedy_pass (a PretrainedTransformer that writes text) -> (written [B, n], the Pass of the
-    last full pass (the encoder's maps, masks and factors included), that pass's logits). Every pass runs under
-    `variation`, its heads off with head_means (mean ablation)."""
+    last full pass (the encoder's maps, masks, factors and biases included), that pass's logits). Every pass runs
+    under `variation`, its heads off with head_means (mean ablation)."""
     attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
     B, device = input_ids.size(0), input_ids.device
     if model.layout == "encoder-decoder":
@@ -116,6 +116,6 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
     with model.switched(variation, head_means=head_means, record=True, values=values) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
     if model.layout == "encoder-decoder":
-        for name in ("maps", "masks", "factors") + (("values",) if values else ()):
+        for name in ("maps", "masks", "factors", "biases") + (("values",) if values else ()):
             getattr(final, name).update(getattr(encoder_run, name))
     return written, final, outputs.logits

@@ -55,12 +55,17 @@ class Family:
 
 # Known before anything runs: model types whose attention is not Eq. 1 (the probe would refuse them too, later).
 REFUSED = {
-    "t5": "T5 adds a learned relative-position bias to QKᵀ and folds 1/√d_k into its weights, so its attention "
-          "is not Eq. 1 and has no scaling to switch",
-    "mt5": "mT5 is T5's architecture: a relative-position bias on QKᵀ and no 1/√d_k to switch",
-    "umt5": "UMT5 is T5's architecture: a relative-position bias on QKᵀ and no 1/√d_k to switch",
-    "longt5": "LongT5 is T5's architecture: a relative-position bias on QKᵀ and no 1/√d_k to switch",
+    "longt5": "LongT5's encoder attends within local blocks (and to transient global tokens) in attention of its "
+              "own, outside transformers' attention interface, so our Eq. 1 cannot run inside it",
 }
+
+# What a model whose factor on QKᵀ is 1 does instead of 1/√d_k, by model type (T5's kin fold it into W_Q's
+# initialisation: T5PreTrainedModel._init_weights draws W_Q with std (d_model·d_k)^-½ and W_K with d_model^-½).
+WITHOUT_SCALING = dict.fromkeys(
+    ("t5", "mt5", "umt5", "switch_transformers"),
+    "its 1/√d_k is folded into the initialisation of W_Q (drawn with standard deviation (d_model·d_k)^-½ where W_K "
+    "has d_model^-½), so training starts with q·k of the size 1/√d_k would give",
+)
 
 # The app's names and one-line descriptions of architectures it has long shown (any other is named by its config).
 SHOWN = {
@@ -72,6 +77,9 @@ SHOWN = {
     "llama": ("Llama-class", "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention"),
     "qwen2": ("Llama-class", "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention"),
     "mistral": ("Llama-class", "decoder only: pre-norm (RMSNorm), rotary positions, grouped-query attention"),
+    "t5": ("T5", "pre-norm (RMSNorm), a learned relative-position bias on QKᵀ shared by a stack's layers, no 1/√d_k"),
+    "mt5": ("mT5", "T5's architecture in many languages: a relative-position bias on QKᵀ, no 1/√d_k"),
+    "umt5": ("UMT5", "T5's architecture with a relative-position bias of each layer's own, no 1/√d_k"),
 }
 LAYOUT_ABOUT = {"encoder-decoder": "encoder and decoder", "encoder": "encoder only: every token sees every other",
                 "decoder": "decoder only: causal self-attention"}
@@ -106,6 +114,16 @@ def check_config(family: Family, config) -> None:
         heads = {getattr(config, "encoder_attention_heads", None), getattr(config, "decoder_attention_heads", None)}
         if len(heads) != 1:
             raise UnsupportedModelError("the encoder and decoder have different numbers of heads; the views need one.")
+
+
+def unscaled_note(family: Family, factor: float | None, d_k: int) -> str:
+    """A sentence on the scale switch for a model whose own factor on QKᵀ is 1 (no 1/√d_k): what it does instead
+    and what the switch means on it; "" for any other model."""
+    if factor != 1.0 or d_k == 1:
+        return ""
+    instead = WITHOUT_SCALING.get(family.model_type, "what stands in for it, if anything, is in its weights")
+    return (f"{family.name} multiplies QKᵀ by 1, not by 1/√d_k: {instead}. Its scaling \"sqrt_dk\" is that factor "
+            f"1, the same as \"none\"; the paper's factor on it is a custom factor of 1/√{d_k} = {d_k ** -0.5:.4g}.")
 
 
 def causal(mask: torch.Tensor | None, Q: int, K: int) -> bool:

@@ -40,6 +40,8 @@ PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 FETCHED = ["*.json", "*.safetensors", "*.spm", "*.model", "*.txt", "*.tiktoken"]
 # The files a tokenizer is built from (tokenizer_config.json alone describes one; it holds no vocabulary).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "merges.txt", "*.model", "*.spm", "*.tiktoken")
+# Tokenizers whose vocabulary is the bytes themselves: tokenizer_config.json naming one is all they read (ByT5).
+BYTE_TOKENIZERS = ("ByT5Tokenizer",)
 SHOWN_DETAIL = 200  # characters of a library's own message kept in a refusal
 
 
@@ -105,9 +107,16 @@ def check_folder(path: Path, shown: str | None = None) -> None:
         own_code = "; its own code (auto_map in config.json) is never run" if "auto_map" in raw else ""
         raise refused(shown, f"{str(error).rstrip('.')}{own_code}", UnsupportedModelError) from None
     check_weights(path, shown)
-    if not any(any(path.glob(pattern)) for pattern in TOKENIZER_FILES):
+    if not any(any(path.glob(pattern)) for pattern in TOKENIZER_FILES) and not reads_bytes(path):
         raise refused(shown, "its folder holds no tokenizer files (tokenizer.json, or the vocabulary files of its "
                              "tokenizer: vocab.json and merges.txt, vocab.txt, *.model or *.spm)")
+
+
+def reads_bytes(path: Path) -> bool:
+    """Whether the folder's tokenizer_config.json names a tokenizer whose vocabulary is the bytes (BYTE_TOKENIZERS)."""
+    own = path / "tokenizer_config.json"
+    raw = json.loads(own.read_text(encoding="utf-8")) if own.is_file() else None
+    return isinstance(raw, dict) and raw.get("tokenizer_class") in BYTE_TOKENIZERS
 
 
 def check_weights(path: Path, shown: str) -> None:

@@ -51,8 +51,10 @@ from transformers.masking_utils import AttentionMaskInterface, causal_mask_funct
 
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import as_allowed, eq1_attention, factors, mask_under, switched_mask
+from attention_viz.hub.attention import (as_allowed, eq1_attention, factors, mask_under, position_bias,
+                                        switched_mask)
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
+from attention_viz.hub.routes import implement
 
 LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
@@ -123,6 +125,8 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     for name in ("softcap", "s_aux", "sinks"):
         if kwargs.get(name) is not None:
             raise LongRunError(f"the long pass does not cover attention with {name}")
+    if position_bias(kwargs.get("position_bias")) is not None:
+        raise LongRunError("the long pass does not cover attention with a position bias (T5's relative positions)")
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
     factor = float(factors(run, module, query, scaling)[1])  # the factor on QKᵀ, as hub.attention's
@@ -173,7 +177,7 @@ def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
         holder = _holders.setdefault(id(model), [0, model.config._attn_implementation])
         if holder[0] == 0:
             holder[1] = model.config._attn_implementation
-            model.set_attn_implementation(LONG_IMPLEMENTATION)
+            implement(model, LONG_IMPLEMENTATION)
         holder[0] += 1
     try:
         yield
@@ -181,7 +185,7 @@ def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
         with _lock:
             holder[0] -= 1
             if holder[0] == 0:
-                model.set_attn_implementation(holder[1])
+                implement(model, holder[1])
                 del _holders[id(model)]
 
 

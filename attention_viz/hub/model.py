@@ -15,6 +15,9 @@ Variation only, and build the heads' switches from it in one place, _switches):
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
     heads_off     {map key: [heads]} switched off before the model's W_O ("zero" or "mean"; core.ablation)
+    position_bias the bias a model adds to its scaled QKᵀ (T5's relative positions; abilities.position_bias): off
+                  takes it out, as transformers computes the model with that bias zeroed. What it adds is kept per
+                  map key beside the maps (Recorded.biases)
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ from attention_viz.core.variation import Variation, variation_of
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
-from attention_viz.hub.families import Family, UnsupportedModelError, family_of
+from attention_viz.hub.families import Family, UnsupportedModelError, family_of, unscaled_note
 from attention_viz.hub.placement import input_device, weight_of
 from attention_viz.hub.proof import Fidelity, prove
+from attention_viz.hub.routes import implement, route
 
 KIND_OF_LAYOUT = {
     "encoder-decoder": tuple(KINDS),
@@ -60,6 +64,13 @@ class Recorded:
         """Map key -> the mask that attention applied (True = may attend, broadcastable to [B, 1, Q, K]) or None."""
         return self.run.masks
 
+    @property
+    def biases(self) -> dict[str, torch.Tensor]:
+        """Map key -> the position bias B its attention added to the scaled QKᵀ, broadcastable to [B, H, Q, K] (T5's
+        relative positions [1, H, Q, K], Bloom's ALiBi [B, H, 1, K]); only the attentions that add one, none with the
+        position_bias switch off."""
+        return self.run.biases
+
 
 @dataclass(frozen=True)
 class Encoding:
@@ -80,6 +91,7 @@ class Abilities:
     writes_text: bool           # greedy_decode writes text: an encoder-decoder or decoder-only model with its LM head
     fills_masks: bool           # forward's logits score the vocabulary at each position: an encoder's masked-LM head
     causal: bool                # it has decoder self-attention under a causal mask (the causal_mask switch acts)
+    position_bias: bool = False  # it adds a position bias to QKᵀ (T5): the position_bias switch acts
 
 
 class PretrainedTransformer:
@@ -100,7 +112,9 @@ class PretrainedTransformer:
     and the output compared; `fidelity` keeps the figures, and a model beyond float tolerance is refused
     (UnsupportedModelError, with them). The probe also finds its layout, map keys and each attention's W_O.
 
-    `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies.
+    `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies, whether it
+    adds a position bias (T5). `factor` is its own factor on QKᵀ (1/√d_k in most models, 1 in T5's) and
+    `scaling_note` a sentence on the scale switch where that factor is 1 ("" otherwise).
     """
 
     def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention) -> None:
@@ -108,7 +122,8 @@ class PretrainedTransformer:
         self.model = model
         self.tokenizer = tokenizer
         self.kernel = kernel
-        model.set_attn_implementation(IMPLEMENTATION)
+        route(model)  # a family outside transformers' attention interface (Bloom's ALiBi) brought through it
+        implement(model, IMPLEMENTATION)
         model.eval()
         try:
             proof = prove(model, family, kernel)
@@ -143,7 +158,10 @@ class PretrainedTransformer:
         head = model.get_output_embeddings() is not None  # the language-model or masked-LM head: logits over V
         self.abilities = Abilities(writes_text=head and self.layout != "encoder",
                                    fills_masks=head and self.layout == "encoder",
-                                   causal=self.layout != "encoder")
+                                   causal=self.layout != "encoder",
+                                   position_bias="position_bias" in self.fidelity.honoured)
+        self.factor = proof.factor  # the model's own factor on QKᵀ: 1/√d_k in most models, 1 in T5
+        self.scaling_note = unscaled_note(self.family, self.factor, self.d_k)
 
     def use_kernel(self, kernel: Kernel) -> PretrainedTransformer:
         """Run Eq. 1 with this kernel (attention_viz.fast's, the default, or core's reference); returns self."""
@@ -308,6 +326,7 @@ class PretrainedTransformer:
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
         variation: Variation | None = None,
+        position_bias: bool = True,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """One pass -> (logits [B, T, V] (or the last hidden states for a model without a head), every map).
         heads_off, ablation, head_means: heads switched off before the model's W_O, as for our Transformer
@@ -317,7 +336,7 @@ class PretrainedTransformer:
         decoder_input_ids [B, T] the decoder's input (encoder-decoder models only). attention_mask [B, S] defaults to
         the tokens that are not <pad>.
         """
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation, position_bias)
         recorded = self.forward_pass(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
                                      head_means=head_means)
         return recorded.logits, recorded.maps
@@ -452,6 +471,7 @@ class PretrainedTransformer:
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
         variation: Variation | None = None,
+        position_bias: bool = True,
     ) -> tuple[torch.Tensor, AttentionMaps]:
         """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
 
@@ -466,7 +486,7 @@ class PretrainedTransformer:
         forward keeps the model's own default, 0 at the first column). A model that writes no text (an encoder, a
         checkpoint without its output head: abilities.writes_text) is refused: use forward.
         """
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
+        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation, position_bias)
         written, recorded = self.greedy_pass(input_ids, max_new_tokens, variation=variation,
                                              attention_mask=attention_mask, reuse_keys=reuse_keys,
                                              head_means=head_means)

@@ -23,6 +23,7 @@ Axes: B probe rows, S source tokens, T decoder tokens, H heads, Q queries, K key
 from __future__ import annotations
 
 import inspect
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ from attention_viz.core.variation import Variation
 from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredArgument, switched
 from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
 from attention_viz.hub.placement import input_device, weight_of
+from attention_viz.hub.routes import implement
 
 LENGTHS = (8, 5)  # the probe's source (or text) tokens, and its decoder's input (an encoder-decoder model's)
 PADDED = 3        # the second row's last tokens that are padding
@@ -56,7 +58,8 @@ class Fidelity:
     rows: int                   # rows of the probe (the last padded)
     kinds: tuple[str, ...]      # the kinds of map compared ("encoder.self_attn", ...)
     tolerance: float            # what both figures must stay within
-    honoured: tuple[str, ...] = ()  # what the model's attention adds to Eq. 1 and ours computed ("softcap", "s_aux")
+    honoured: tuple[str, ...] = ()  # what the model's attention adds to Eq. 1 and ours computed ("softcap", "s_aux",
+                                    # "position_bias")
 
     @property
     def proven(self) -> bool:
@@ -79,7 +82,7 @@ def _figure(x: float) -> str:
     return "0" if x == 0 else f"{x:.0e}"
 
 
-NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks"}
+NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks", "position_bias": "position bias"}
 # Config fields by which a model changes its logits after lm_head (Gemma 2's cap, Cohere's and Granite's scales).
 LOGIT_CHANGES = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 
@@ -94,6 +97,8 @@ class Proof:
     calls: tuple[Call, ...]                 # the probe's calls of the attention function, in order
     prescaled: dict[str, tuple[float, float]]  # attention module's name -> the factors (c_q, c_k) it put on q and k
                                                # before handing them over (OPT's q·scaling), where not (1, 1)
+    factor: float | None = None             # the model's own factor on QKᵀ where every attention has the same (1/√d_k
+                                            # in most models, 1 in T5's), None where they differ
 
 
 def probe_inputs(model, encoder_decoder: bool) -> dict:
@@ -198,7 +203,8 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
     with torch.no_grad():
         linear = _linear_head(model, output if name == "logits" else None, head_input, base_output, tolerance)
     prescaled = _prescaled(scaled, kernel, calls, names)
-    return Proof(found, fidelity, linear, calls, prescaled)
+    own = {call.scaling * math.prod(prescaled.get(names[id(call.module)], (1.0, 1.0))) for call in calls}
+    return Proof(found, fidelity, linear, calls, prescaled, own.pop() if len(own) == 1 else None)
 
 
 def _prescaled(inputs: dict[int, tuple], kernel: Kernel, calls, names: dict[int, str]
@@ -284,22 +290,24 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
     modules = {name: module for name, module in model.named_modules()}
     weights: dict[str, torch.Tensor] = {}
 
-    def keep(key):
-        def hook(module, args, out):
-            found = out[1] if isinstance(out, tuple) and len(out) > 1 else None
-            if isinstance(found, torch.Tensor) and found.dim() == 4:
-                weights[key] = found
+    def keep(key, shape):
+        def hook(module, args, out):  # its weights: the last of what it gives back beside its output of their shape
+            found = [x for x in out[1:] if isinstance(x, torch.Tensor) and x.shape == shape] if isinstance(
+                out, tuple) else []  # T5's gives (output, position bias, weights)
+            if found:
+                weights[key] = found[-1]
         return hook
 
-    hooks = [modules[name].register_forward_hook(keep(key)) for name, key in family.keys]
-    model.set_attn_implementation("eager")
+    hooks = [modules[name].register_forward_hook(keep(key, call.weights.shape))
+             for (name, key), call in zip(family.keys, calls)]
+    implement(model, "eager")
     try:
         with torch.no_grad():
             eager = model(**kwargs, output_attentions=True)
     finally:
         for hook in hooks:
             hook.remove()
-        model.set_attn_implementation(IMPLEMENTATION)
+        implement(model, IMPLEMENTATION)
     ours = Counter(key.split(".")[0] + "." + key.split(".")[2] for _, key in family.keys)
     for attribute, kind in (("attentions", None), ("encoder_attentions", "encoder.self_attn"),
                             ("decoder_attentions", "decoder.self_attn"), ("cross_attentions", "decoder.cross_attn")):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attention_viz.core.attention import attention_steps, scale_factor
+from attention_viz.core.attention import attention, scale_factor
 from attention_viz.core.maps import kind_key
 from attention_viz.importance import real_head_importance, real_head_means
 from attention_viz.qkstats import qk_statistics
@@ -124,8 +124,8 @@ class HubModel:
             return model.step_maps(src, tgt, **switches)
 
     def steps(self, run: Run, request: HeadRequest) -> Steps:
-        """From the q, k, v its attention received (after any rotary positions) and the mask it applied;
-        "sqrt_dk" is the model's own factor."""
+        """From the q, k, v its attention received (after any rotary positions), the mask it applied and the position
+        bias it added (T5's: in the "masked" step, added before the mask); "sqrt_dk" is the model's own factor."""
         key, head, settings = kind_key(request.kind, request.layer), request.head, run.settings
         recorded = self._pass(run, settings, inputs_of=key)
         kept = recorded.run.kept
@@ -134,8 +134,10 @@ class HubModel:
         head_mask = None if mask is None else torch.broadcast_to(mask, (1, 1, q.size(0), k.size(0)))[0, 0]  # (Q, K)
         factor = (recorded.run.factors[key] if settings.scale == "sqrt_dk"
                   else scale_factor(settings.scale, q.size(-1)))
+        bias = recorded.run.biases.get(key)  # (1, H, Q, K) or None
         with torch.inference_mode():
-            intermediates = attention_steps(q, k, v, head_mask, factor)
+            intermediates: dict[str, torch.Tensor] = {}
+            attention(q, k, v, head_mask, factor, bias=None if bias is None else bias[0, head], steps=intermediates)
         queries, keys = run.tokens(request.kind)
         arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
         return Steps(arrays, queries, keys, factor)
@@ -224,7 +226,8 @@ def real_controls(key: str, shape: RealShape, layer: int, head: int) -> ModelCon
     return ModelControls(
         hub_abilities(shape), False, shape.d_k, log, log + 1, 1.0, max_layer, shape.n_heads - 1, min(layer, max_layer),
         min(head, shape.n_heads - 1), "sqrt_dk",
-        f"d_k = {shape.d_k}: this model's own (its weights fix it); the scaling and the masks still switch.",
+        f"d_k = {shape.d_k}: this model's own (its weights fix it); the scaling and the masks still switch."
+        + (f" {shape.scaling_note}" if shape.scaling_note else ""),
         trained_d_ks=(shape.d_k,),
         text_info=(f"{display_name(key)} is a real {shape.family} model ({shape.about}). It reads any text its "
                    f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "

@@ -95,6 +95,7 @@ class RealShape:
     fills_masks: bool = False   # ... or fill its mask token (an encoder with its masked-LM head)
     fidelity: str = ""          # its proof on load, one line (attention_viz.hub's Fidelity: "proven on load: ...")
     name: str = ""              # what the picker calls it ("all-MiniLM-L6-v2"), in sentences that name the model
+    scaling_note: str = ""      # where its own factor on QKᵀ is 1 (T5): what it does instead of 1/√d_k, in a sentence
 
     @property
     def d_v(self) -> int:
@@ -274,7 +275,7 @@ class RealModels:
                          model.n_layers("decoder.self_attn"), model.n_heads, model.d_k, model.d_model,
                          model.family.about, tuple(model.kinds), sink_token(model.tokenizer),
                          model.abilities.writes_text, model.abilities.fills_masks, str(model.fidelity),
-                         display_name(key))
+                         display_name(key), model.scaling_note)
 
 
 def sink_token(tokenizer) -> str:

@@ -35,6 +35,7 @@ CONFIG = TransformerConfig(vocab_size=23, n_encoder_layers=2, n_decoder_layers=2
     (dict(heads_off={"encoder.0.self_attn": [False]}), "head False does not exist"),
     (dict(ablation="half"), "ablation must be one of \\['zero', 'mean'\\], got 'half'"),
     (dict(ablation=None), "ablation must be one of \\['zero', 'mean'\\], got None"),
+    (dict(position_bias="off"), "position_bias must be True or False, got 'off'"),
 ])
 def test_each_bad_field_is_refused_with_its_own_message(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -1,7 +1,8 @@
 """Coverage of transformers' text architectures: each model type of its auto mappings, built tiny and offline
 (devtools.tiny_archs), wrapped by attention_viz and checked by devtools.coverage against transformers' own eager
 attention: every map and the output, scale="none" against `scaling` = 1 in every attention module, the causal mask
-off against a 4D all-visible mask, heads off against W_O's columns zeroed by hand, greedy decoding against generate.
+off against a 4D all-visible mask, heads off against W_O's columns zeroed by hand, the position bias off (T5's kin)
+against its relative_attention_bias tables zeroed, greedy decoding against generate.
 
 Each model type is its own test: a type that is not a text model is skipped with the reason; a refused one must
 say why; one that attention_viz accepts must pass every check (a difference is a failure). Then at least REQUIRED
@@ -24,10 +25,9 @@ REQUIRED = 40
 # Refused for a principled reason: their attention is not Eq. 1 on the q, k, v that transformers' attention
 # interface is handed (or they have none). A wrapper may still accept one of them, provided it passes every check.
 PRINCIPLED_REFUSALS = {
-    # a bias added to QKᵀ that the attention function is handed (position_bias) or that never reaches it
-    "t5": "a learned relative-position bias on QKᵀ", "mt5": "T5's position bias", "umt5": "T5's position bias",
-    "longt5": "T5's position bias, local and transient-global attention", "switch_transformers": "T5's position bias",
-    "inkling_text": "a position bias on QKᵀ", "bloom": "ALiBi, outside the attention interface",
+    # a bias added to QKᵀ that never reaches the attention function, or attention outside the interface
+    "longt5": "local and transient-global attention outside the interface",
+    "inkling_text": "layers of different head counts",
     "mpt": "ALiBi, outside the attention interface",
     "deberta": "disentangled attention: content-to-position terms", "deberta-v2": "disentangled attention",
     # a softmax that is not Eq. 1's
@@ -64,7 +64,7 @@ def test_an_accepted_architecture_equals_transformers_eager_attention(model_type
         assert len(result.reason.split()) >= 4, f"{model_type} was refused without a reason: {result.reason!r}"
         return
     assert result.result == "passed", f"{model_type} was accepted but {result.reason} ({result.checks})"
-    assert set(result.checks) == {"maps", "scale", "causal", "heads", "greedy"}
+    assert set(result.checks) == {"maps", "scale", "causal", "heads", "bias", "greedy"}
     assert not result.checks["maps"].startswith("n/a"), result.checks  # the one check every model has
 
 
@@ -121,6 +121,8 @@ class _Faulty:
                 kwargs.pop("causal_mask", None)
             if fault == "heads":
                 kwargs.pop("heads_off", None)
+            if fault == "bias":
+                kwargs.pop("position_bias", None)
             logits, maps = original(self, *args, **kwargs)
             if fault == "maps" and not kwargs:  # the plain pass only: the switches' checks stay right
                 first = next(iter(maps.keys()))
@@ -130,7 +132,7 @@ class _Faulty:
         return forward
 
 
-@pytest.mark.parametrize("fault", ["maps", "scale", "causal", "heads", "greedy"])
+@pytest.mark.parametrize("fault", ["maps", "scale", "causal", "heads", "bias", "greedy"])
 def test_each_check_fails_when_the_wrapper_gets_its_switch_wrong(fault, monkeypatch):
     if fault == "greedy":
         original = PretrainedTransformer.greedy_decode
@@ -142,7 +144,7 @@ def test_each_check_fails_when_the_wrapper_gets_its_switch_wrong(fault, monkeypa
         monkeypatch.setattr(PretrainedTransformer, "greedy_decode", greedy_decode)
     else:
         monkeypatch.setattr(PretrainedTransformer, "forward", _Faulty(fault).forward(PretrainedTransformer.forward))
-    result = coverage.check("llama")
+    result = coverage.check("t5" if fault == "bias" else "llama")  # a model that adds a position bias, for its switch
     assert result.result == "failed", result
     failed = {name for name, text in result.checks.items() if text.startswith("FAILED")}
     assert failed == {fault}, result.checks

@@ -2,9 +2,9 @@
 inside, proven on load against its own eager attention. What the probe discovers (map keys, layout, W_O) equals
 what the old per-family tables said; architectures beyond them (Gemma 2's soft cap and sliding window, Qwen3's q/k
 norms, Phi-3, RoBERTa, gpt-oss's sinks and experts, OPT, GPT-NeoX, DeepSeek-V3's latent attention with values
-narrower than its queries) are proven; what Eq. 1 would not honour (T5's
-position bias, shared layers, an unknown argument, a model that disagrees with its eager attention) is refused by
-name. The tiny models are built here from their configs (hidden 32, 2 layers, 4 heads, vocabulary 128)."""
+narrower than its queries) are proven; what Eq. 1 would not honour (LongT5's local attention outside the
+interface, shared layers, an unknown argument, a model that disagrees with its eager attention) is refused by name.
+The tiny models are built here from their configs (hidden 32, 2 layers, 4 heads, vocabulary 128)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def tiny(kind: str, dtype=torch.float32):
             topk_group=1, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=6,
             first_k_dense_replace=1, **SMALL)),
         "albert": lambda: transformers.AlbertForMaskedLM(transformers.AlbertConfig(embedding_size=16, **SMALL)),
-        "t5": lambda: transformers.T5ForConditionalGeneration(transformers.T5Config(
-            vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)),
+        "longt5": lambda: transformers.LongT5ForConditionalGeneration(transformers.LongT5Config(
+            vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, local_radius=2)),
     }[kind]
     return build().to(dtype).eval()
 
@@ -294,12 +294,12 @@ def test_marians_logits_are_proven_lm_head_plus_its_final_logits_bias(tiny_folde
 
 # ----------------------------------------------------------------------------- refusals, by name
 
-def test_t5_is_refused_naming_its_position_bias_by_its_type_and_by_the_probe(monkeypatch):
-    with pytest.raises(UnsupportedModelError, match="relative-position bias"):
-        PretrainedTransformer(tiny("t5"), Pieces())
-    monkeypatch.setattr(families, "REFUSED", {})  # the probe alone still refuses it, naming the argument
-    with pytest.raises(UnsupportedModelError, match=r"handed position_bias \(a position bias added to QKᵀ"):
-        PretrainedTransformer(tiny("t5"), Pieces())
+def test_longt5_is_refused_naming_its_local_attention_by_its_type_and_by_the_probe(monkeypatch):
+    with pytest.raises(UnsupportedModelError, match="attends within local blocks"):
+        PretrainedTransformer(tiny("longt5"), Pieces())
+    monkeypatch.setattr(families, "REFUSED", {})  # the probe alone still refuses it: its encoder's maps are not ours
+    with pytest.raises(UnsupportedModelError, match="gives 2 maps of encoder self_attn, but 0 of its layers go through"):
+        PretrainedTransformer(tiny("longt5"), Pieces())
 
 
 def test_layers_that_share_one_attention_module_are_refused():

@@ -145,14 +145,14 @@ def unreadable_weights(folder):
     (folder / "model.safetensors").write_bytes(b"not safetensors")
 
 
-def test_t5_is_refused_with_the_reason_before_any_weight_is_read(tmp_path):
-    folder = tmp_path / "t5"
-    config = transformers.T5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4)
-    transformers.T5ForConditionalGeneration(config).save_pretrained(folder, safe_serialization=True)
-    with pytest.raises(UnsupportedModelError, match="t5 models are not supported.*position bias"):
+def test_longt5_is_refused_with_the_reason_before_any_weight_is_read(tmp_path):
+    folder = tmp_path / "longt5"
+    config = transformers.LongT5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4)
+    transformers.LongT5ForConditionalGeneration(config).save_pretrained(folder, safe_serialization=True)
+    with pytest.raises(UnsupportedModelError, match="longt5 models are not supported.*local blocks"):
         load_pretrained(folder)
     unreadable_weights(folder)
-    with pytest.raises(UnsupportedModelError, match="position bias"):
+    with pytest.raises(UnsupportedModelError, match="local blocks"):
         load_pretrained(folder)
 
 

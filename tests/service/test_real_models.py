@@ -131,6 +131,23 @@ def test_a_real_runs_steps_are_its_own_maps_recomputed_from_the_q_k_v_it_receive
             np.testing.assert_allclose(steps.arrays["scaled"], steps.arrays["scores"] * expected, rtol=1e-5, atol=1e-6)
 
 
+def test_t5s_steps_add_its_position_bias_and_its_controls_say_it_has_no_1_over_sqrt_dk(tmp_path, one_thread):
+    from devtools import tiny_archs
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    views = Views(Runs(Catalog(hub_models=[str(tiny_archs.save("t5", tmp_path / "tiny-t5"))])))
+    s = settings(views, "hub:tiny-t5")
+    run = views.runs.run(s)
+    for kind in ("encoder.self_attn", "decoder.self_attn"):  # the attentions T5 adds its bias in
+        steps = views.runs.steps(s, kind, 1, 1)
+        np.testing.assert_allclose(steps.arrays["weights"], run.head(kind, 1, 1), atol=1e-6)
+        assert steps.factor == 1.0 and not np.array_equal(steps.arrays["masked"], steps.arrays["scaled"])
+    note = views.runs.catalog.controls("hub:tiny-t5", 16, 0, 0, None).d_k_note
+    assert "T5 multiplies QKᵀ by 1, not by 1/√d_k" in note and "W_Q" in note
+    own = views.own_qk.view("hub:tiny-t5", "decoder.cross_attn", 1, 2, False)  # the lab's "this model's own q·k"
+    assert own["d_k"] == 16 and own["numbers"]["data"][-1][1] > 0  # pairs pooled
+
+
 def test_comparisons_and_the_switches_on_a_real_model(views):
     s = settings(views, "hub:tiny-marian", pads=2)
     scaling = views.runs.compare(s, "scaling", "encoder.self_attn", 0, 0)

@@ -64,11 +64,12 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
            reuse_keys: bool, head_means: dict | None, values: bool = False):
     """The loop of model.greedy_pass (a PretrainedTransformer that writes text) -> (written [B, n], the Pass of the
     last full pass (the encoder's maps, masks and factors included), that pass's logits). Every pass runs under
-    `variation`, its heads off with head_means (mean ablation)."""
+    `variation`, its heads off with head_means (mean ablation); values: the maps' passes keep their values "v"."""
+    keep = ("v",) if values else ()
     attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
     B, device = input_ids.size(0), input_ids.device
     if model.layout == "encoder-decoder":
-        with model.switched(variation, head_means=head_means, record=True, values=values) as encoder_run:
+        with model.switched(variation, head_means=head_means, record=True, keep=keep) as encoder_run:
             encoder_outputs = model.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
         seq = torch.full((B, 1), model.start_id, dtype=torch.long, device=device)  # (B, 1)
     else:
@@ -113,9 +114,11 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
         if bool(done.all()):
             break
     written = seq[:, prompt_length:]  # (B, n)
-    with model.switched(variation, head_means=head_means, record=True, values=values) as final:
+    with model.switched(variation, head_means=head_means, record=True, keep=keep) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
     if model.layout == "encoder-decoder":
-        for name in ("maps", "masks", "factors") + (("values",) if values else ()):
+        for name in ("maps", "masks", "factors"):
             getattr(final, name).update(getattr(encoder_run, name))
+        if values:  # the encoder's values, kept by its own pass
+            final.trace.update({key: probe for key, probe in encoder_run.trace.items() if probe.kept})
     return written, final, outputs.logits

@@ -10,7 +10,7 @@ Layouts: an encoder-decoder model (Marian, BART) has all three kinds of map; an 
 `encoder.{i}.self_attn`; a decoder-only model (GPT-2, Llama) only `decoder.{i}.self_attn`, over the prompt and
 what it wrote. Switches, as in core.model (one core.variation.Variation, variation=..., or its fields as keywords in
 the public calls: forward, greedy_decode, head_outputs, value_flows, value_norms; the passes under them take the
-Variation only, and build the heads' switches from it in one place, _switches):
+Variation only, and build the heads' switches from it in one place, probes):
     scale         "sqrt_dk" (the model's own factor on QKᵀ, 1/√d_k in most models) | "none" | positive float
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
@@ -19,16 +19,19 @@ Variation only, and build the heads' switches from it in one place, _switches):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Collection
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from attention_viz.core.ablation import recorders, switches
+from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Kernel, Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
-from attention_viz.core.model import PAPER
-from attention_viz.core.variation import Variation, variation_of
+from attention_viz.core.protocol import Abilities
+from attention_viz.core.trace import Trace, Traced, trace
+from attention_viz.core.trace import kept as trace_kept
+from attention_viz.core.variation import PAPER, Variation, variation_of
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
@@ -48,11 +51,9 @@ class TextTooLongError(ValueError):
 
 
 @dataclass(frozen=True)
-class Recorded:
-    """One pass's logits and maps, and what else it recorded: the pass (its masks, factors and kept q, k, v)."""
+class Recorded(Traced):
+    """One traced pass (core.trace.Traced) and its Pass: the masks it applied, its factors on QKᵀ, sinks' shares."""
 
-    logits: torch.Tensor
-    maps: AttentionMaps
     run: Pass
 
     @property
@@ -67,19 +68,6 @@ class Encoding:
 
     ids: torch.Tensor           # [S] long
     tokens: list[str]
-
-
-@dataclass(frozen=True)
-class Abilities:
-    """What a wrapped model can do besides recording its maps: from its layout and whether it has an output head.
-
-    Every model runs `forward` and records its maps. A checkpoint saved without its head (`BertModel`, the
-    sentence-embedding models, `GPT2Model`) loads too; its forward gives the last hidden states, and it writes and
-    fills nothing."""
-
-    writes_text: bool           # greedy_decode writes text: an encoder-decoder or decoder-only model with its LM head
-    fills_masks: bool           # forward's logits score the vocabulary at each position: an encoder's masked-LM head
-    causal: bool                # it has decoder self-attention under a causal mask (the causal_mask switch acts)
 
 
 class PretrainedTransformer:
@@ -102,6 +90,8 @@ class PretrainedTransformer:
 
     `abilities` (Abilities) says what it can do: write text, fill masks, whether the causal mask applies.
     """
+
+    pretrained = True  # read from a checkpoint with its own tokenizer (core.protocol)
 
     def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention) -> None:
         family = family_of(model.config)  # refusals known from the config alone
@@ -141,9 +131,10 @@ class PretrainedTransformer:
         self.d_k = int(first.query[-1])
         self.vocab_size = int(text_config.vocab_size)
         head = model.get_output_embeddings() is not None  # the language-model or masked-LM head: logits over V
-        self.abilities = Abilities(writes_text=head and self.layout != "encoder",
-                                   fills_masks=head and self.layout == "encoder",
-                                   causal=self.layout != "encoder")
+        writes = head and self.layout != "encoder"
+        self.abilities = Abilities(writes_text=writes, fills_masks=head and self.layout == "encoder",
+                                   causal=self.layout != "encoder", d_k_fixed=True,
+                                   scored_on="text" if writes else None)
 
     def use_kernel(self, kernel: Kernel) -> PretrainedTransformer:
         """Run Eq. 1 with this kernel (attention_viz.fast's, the default, or core's reference); returns self."""
@@ -265,35 +256,23 @@ class PretrainedTransformer:
             return torch.ones_like(ids)
         return (ids != self.pad_id).long()
 
-    def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None) -> dict | None:
-        """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
-        return switches({key: self.n_heads for key in self._keys.values()}, heads_off, ablation, head_means, gates)
-
-    def _switches(self, variation: Variation, head_means=None, gates=None) -> dict | None:
-        """head_switches for a variation's heads off (head_means: mean ablation's; gates: per-row gates, for the
-        one-pass gradient estimate and batched variants), as core.model's."""
-        return self.head_switches(variation.off, variation.ablation, head_means, gates)
-
-    def _pass(self, variation: Variation, record: bool = True, head_means=None, gates=None,
-              keep_heads: bool = False) -> Pass:
-        """The Pass of one call under `variation`, its heads' switches built here; keep_heads: every attention's heads'
-        outputs kept too (core.ablation.recorders, under the variation's heads off), as core.model._recorded."""
-        built = self._switches(variation, head_means, gates)
-        if keep_heads:
-            kept = recorders(sorted(self._keys.values()))
-            for key, switch in (built or {}).items():
-                kept[key] = replace(switch, record={})
-            built = kept
-        return Pass(variation, self._keys, record, switches=built, kernel=self.kernel, prescaled=self._prescaled)
+    def probes(self, variation: Variation = PAPER, head_means=None, gates=None, keep: Collection[str] = (),
+               at: Collection[str] | None = None) -> Trace | None:
+        """The probes of one pass (core.trace): the variation's heads off (core.ablation.switches, with head_means or
+        per-row gates; ValueError naming what is wrong) and the points `keep` at the keys `at`; None: a plain pass."""
+        if not (variation.heads_off or gates or keep):
+            return None  # the plain pass
+        keys = list(self._keys.values())
+        heads = switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
+        return trace(keys, heads, keep, at)
 
     def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
-                 values: bool = False):
-        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches (recording
-        the maps into the Pass it yields when record=True, and every attention's values with values=True): for
-        passes of a part of the model."""
-        run = self._pass(variation, record, head_means, gates)
-        run.values = {} if values else None
-        return switched(run)
+                 keep: Collection[str] = (), at: Collection[str] | None = None):
+        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches, recording
+        the maps into the Pass it yields when record=True and keeping core.trace's points `keep` at the keys `at`
+        (probes): every pass of the model, or of a part of it, runs in one."""
+        return switched(Pass(variation, self._keys, record, trace=self.probes(variation, head_means, gates, keep, at),
+                             kernel=self.kernel, prescaled=self._prescaled))
 
     def forward(
         self,
@@ -318,29 +297,23 @@ class PretrainedTransformer:
         the tokens that are not <pad>.
         """
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        recorded = self.forward_pass(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
-                                     head_means=head_means)
+        recorded = self.traced(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
+                               head_means=head_means)
         return recorded.logits, recorded.maps
 
-    def forward_pass(
-        self,
-        input_ids: torch.Tensor,
-        decoder_input_ids: torch.Tensor | None = None,
-        *,
-        variation: Variation = PAPER,
-        attention_mask: torch.Tensor | None = None,
-        head_means: dict[str, torch.Tensor] | None = None,
-        gates: dict[str, torch.Tensor] | None = None,
-        inputs_of: str | None = None,
-        values: bool = False,
-    ) -> Recorded:
-        """forward under `variation` (its heads off with head_means, or per-row gates: core.ablation), with everything
-        the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and with values=True every
-        attention's values."""
-        run = self._pass(variation, head_means=head_means, gates=gates)
-        run.inputs = inputs_of
-        run.values = {} if values else None
-        return self._run(run, input_ids, decoder_input_ids, attention_mask)
+    def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+               variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
+               head_means=None, gates=None, attention_mask: torch.Tensor | None = None) -> Recorded:
+        """forward under `variation` (its heads off with head_means, or per-row gates), keeping core.trace's points
+        `keep` at the map keys `at` (None: every key), with the masks it applied, its factors on QKᵀ and the sinks'
+        shares (core.protocol)."""
+        context = self.switched(variation_of(variation), head_means=head_means, gates=gates, record=True, keep=keep,
+                                at=at)
+        kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
+        with context as run:
+            outputs = self.model(**kwargs)
+        logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
+        return Recorded(logits, self._maps(run), trace_kept(run.trace), run)
 
     def step_maps(self, input_ids: torch.Tensor | None, decoder_input_ids: torch.Tensor, *, variation: Variation = PAPER,
                   head_means: dict[str, torch.Tensor] | None = None) -> list[dict[str, np.ndarray]]:
@@ -353,17 +326,9 @@ class PretrainedTransformer:
         for t in range(decoder_input_ids.size(1)):
             prefix = decoder_input_ids[:, : t + 1]  # (1, t + 1)
             args = (input_ids, prefix) if self.layout == "encoder-decoder" else (prefix,)
-            maps = self.forward_pass(*args, variation=variation, head_means=head_means).maps.to_numpy()
+            maps = self.traced(*args, variation=variation, head_means=head_means).maps.to_numpy()
             steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
         return steps
-
-    def _run(self, run: Pass, input_ids, decoder_input_ids, attention_mask) -> Recorded:
-        """One full pass of the model under `run`."""
-        kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
-        with switched(run):
-            outputs = self.model(**kwargs)
-        logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-        return Recorded(logits, self._maps(run), run)
 
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
         """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of)."""
@@ -386,9 +351,9 @@ class PretrainedTransformer:
                      padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
         """Every attention's heads' outputs [B, H, Q, d_v] before the model's W_O in forward: what mean ablation
         averages (core.ablation.mean_outputs). The variation's heads off apply."""
-        run = self._pass(variation_of(variation, scale, causal_mask, padding_mask), keep_heads=True)
-        self._run(run, input_ids, decoder_input_ids, attention_mask)
-        return {key: switch.record["heads"] for key, switch in run.switches.items()}
+        kept = self.traced(input_ids, decoder_input_ids, variation=variation_of(variation, scale, causal_mask,
+                           padding_mask), keep=("heads",), attention_mask=attention_mask).kept
+        return {key: kept[key]["heads"] for key in sorted(kept)}
 
     def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
@@ -398,8 +363,10 @@ class PretrainedTransformer:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
         with the model's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)
-        return {key: run.maps[key] * norms[key][:, :, None, :] for key in norms}
+        recorded = self.traced(input_ids, decoder_input_ids, variation=variation, keep=("v",),
+                               attention_mask=attention_mask, head_means=head_means)
+        norms = self.norms_of(recorded.kept)
+        return {key: recorded.maps[key] * norms[key][:, :, None, :] for key in norms}
 
     def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
@@ -409,21 +376,17 @@ class PretrainedTransformer:
         """‖v_j^h W_O^h‖ per map key [B, H, K] in forward with these switches: how far key j's value would move the
         output through head h at weight 1."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        return self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)[1]
+        return self.norms_of(self.traced(input_ids, decoder_input_ids, variation=variation, keep=("v",),
+                                         attention_mask=attention_mask, head_means=head_means).kept)
 
-    def _value_norms(self, input_ids, decoder_input_ids, attention_mask, variation: Variation, head_means):
-        run = self.forward_pass(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
-                                head_means=head_means, values=True).run
-        return run, self.norms_of(run)
-
-    def norms_of(self, run: Pass) -> dict[str, torch.Tensor]:
-        """‖v_j^h W_O^h‖ per map key [B, H, K] from a pass that kept its values (forward_pass or greedy_pass with
-        values=True)."""
+    def norms_of(self, kept: dict[str, dict]) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ per map key [B, H, K] from what a pass kept (its values "v": traced with keep=("v",), or
+        greedy_pass with values=True)."""
         norms = {}
-        for key in sorted(run.maps, key=_key_order):
+        for key in sorted(kept, key=_key_order):
             w_o = self.w_o(key)  # (D, H·d)
             H, d = self.n_heads, w_o.size(1) // self.n_heads
-            norms[key] = torch.einsum("bhkv,dhv->bhkd", run.values[key], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
+            norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
         return norms
 
     def w_o(self, key: str) -> torch.Tensor:
@@ -501,7 +464,7 @@ class PretrainedTransformer:
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
                                         variation=variation, reuse_keys=reuse_keys, head_means=head_means,
                                         values=values)
-        return written, Recorded(logits, self._maps(final), final)
+        return written, Recorded(logits, self._maps(final), trace_kept(final.trace), final)
 
     def __repr__(self) -> str:
         layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())
@@ -521,7 +484,7 @@ class PretrainedTransformer:
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
-        return long.long_run(self, self._keys, ids_or_text, variation, self._switches(variation, head_means),
+        return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
 

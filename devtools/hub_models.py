@@ -334,3 +334,42 @@ def save_opus_mt_en_de_random(folder: Path, *, seed: int = 0) -> Path:
     model.generation_config.forced_eos_token_id = 0
     model.save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+# Vision encoders: model_type -> (the transformers class saved, its config class, extra config fields). A two-tower
+# model (CLIP, SigLIP) is saved whole, as its checkpoints are; load_pretrained reads its vision tower.
+IMAGE_FAMILIES = {
+    "vit": ("ViTModel", "ViTConfig", {}),
+    "deit": ("DeiTModel", "DeiTConfig", {}),
+    "beit": ("BeitModel", "BeitConfig", {}),
+    "dinov2": ("Dinov2Model", "Dinov2Config", {}),
+    "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig", {"num_register_tokens": 4}),
+    "clip": ("CLIPModel", "CLIPConfig", {}),
+    "siglip": ("SiglipModel", "SiglipConfig", {}),
+}
+
+
+def save_tiny_image(family: str, folder: Path, *, seed: int = 0, d_model: int = 32, n_heads: int = 4,
+                    layers: int = 2, image_size: int = 32, patch_size: int = 8) -> Path:
+    """A small vision encoder of this family (random weights, INIT_STD), saved as its checkpoints are: config.json,
+    model.safetensors and the image processor's preprocessor_config.json (ViT's resize-and-normalise to
+    image_size), no tokenizer."""
+    import transformers
+
+    model_name, config_name, extra = IMAGE_FAMILIES[family]
+    vision = dict(image_size=image_size, patch_size=patch_size, hidden_size=d_model, num_hidden_layers=layers,
+                  num_attention_heads=n_heads, intermediate_size=2 * d_model, **extra)
+    if family in ("clip", "siglip"):
+        text = dict(hidden_size=d_model, num_hidden_layers=1, num_attention_heads=n_heads,
+                    intermediate_size=2 * d_model, vocab_size=64, bos_token_id=0, eos_token_id=1, pad_token_id=1)
+        config = getattr(transformers, config_name)(text_config=text, vision_config=vision)
+    else:
+        config = getattr(transformers, config_name)(**vision)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(config)
+    _widen(model, INIT_STD)
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    # the PIL processor: transformers' default one needs torchvision, which attention_viz does not install
+    transformers.ViTImageProcessorPil(size={"height": image_size, "width": image_size}).save_pretrained(folder)
+    return folder

@@ -64,9 +64,10 @@ class Recorded(Traced):
 
 @dataclass(frozen=True)
 class Encoding:
-    """A text as the model's tokenizer cuts it: ids (special tokens included) and the model's own pieces."""
+    """A text as the model's tokenizer cuts it: ids (special tokens included) and the model's own pieces (a picture:
+    its pixels and its tokens' labels)."""
 
-    ids: torch.Tensor           # [S] long
+    ids: torch.Tensor           # [S] long (a picture's pixel values: [C, H, W] float)
     tokens: list[str]
 
 
@@ -79,10 +80,12 @@ class PretrainedTransformer:
 
     Args:
         model: a transformers PreTrainedModel whose attention goes through transformers' attention interface.
-        tokenizer: its tokenizer (a transformers tokenizer).
+        tokenizer: its tokenizer (a transformers tokenizer); None for an image model.
         name: what the app calls it (default: the model's name_or_path).
         kernel: Eq. 1's implementation: attention_viz.fast's kernel, bit-identical to core's reference and no slower
             than transformers' eager attention (docs/real_models.md); use_kernel(core's) runs the reference itself.
+        patches: an image model's hub.images.Patches (its image processor and patch grid): it reads pixel_values
+            [B, C, H, W] where a text model reads ids, and its maps are over its special tokens and patches.
 
     Wrapping proves the model (hub.proof): a probe through our Eq. 1 and through its own eager attention, every map
     and the output compared; `fidelity` keeps the figures, and a model beyond float tolerance is refused
@@ -93,15 +96,17 @@ class PretrainedTransformer:
 
     pretrained = True  # read from a checkpoint with its own tokenizer (core.protocol)
 
-    def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention) -> None:
+    def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention, *,
+                 patches=None) -> None:
         family = family_of(model.config)  # refusals known from the config alone
         self.model = model
         self.tokenizer = tokenizer
+        self.patches = patches  # hub.images.Patches of an image model (its tokenizer None), else None
         self.kernel = kernel
         model.set_attn_implementation(IMPLEMENTATION)
         model.eval()
         try:
-            proof = prove(model, family, kernel)
+            proof = prove(model, family, kernel, patches)
         except UnsupportedModelError:
             raise
         except Exception as error:  # noqa: BLE001 - whatever its own code raises on the probe: refused, naming it
@@ -129,7 +134,7 @@ class PretrainedTransformer:
         self.d_model = int(getattr(text_config, "hidden_size", 0) or getattr(text_config, "d_model", 0)
                            or first.output.size(-2) * first.output.size(-1))
         self.d_k = int(first.query[-1])
-        self.vocab_size = int(text_config.vocab_size)
+        self.vocab_size = int(text_config.vocab_size) if patches is None else None  # an image model reads no ids
         head = model.get_output_embeddings() is not None  # the language-model or masked-LM head: logits over V
         writes = head and self.layout != "encoder"
         self.abilities = Abilities(writes_text=writes, fills_masks=head and self.layout == "encoder",
@@ -159,7 +164,7 @@ class PretrainedTransformer:
 
     @property
     def pad_id(self) -> int | None:
-        return self.tokenizer.pad_token_id
+        return self.tokenizer.pad_token_id if self.tokenizer is not None else None
 
     def n_layers(self, kind: str) -> int:
         """Layers with attention of this kind (0 for a kind the model does not have)."""
@@ -226,8 +231,12 @@ class PretrainedTransformer:
 
     # -- text
 
-    def encode(self, text: str) -> Encoding:
-        """The text's ids as the model takes them (special tokens added as the tokenizer adds them) and its pieces."""
+    def encode(self, text) -> Encoding:
+        """The text's ids as the model takes them (special tokens added as the tokenizer adds them) and its pieces;
+        an image model's: a picture's pixels [C, H, W] as its image processor gives them (hub.images.read_image reads
+        it: a PIL image, an array, a path or a file's bytes) and its tokens' labels (specials, then the patches)."""
+        if self.patches is not None:
+            return Encoding(self.patches.pixels(text)[0], self.patches.tokens())
         ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0]  # (S,)
         return Encoding(ids, self.pieces(ids.tolist()))
 
@@ -331,7 +340,13 @@ class PretrainedTransformer:
         return steps
 
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
-        """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of)."""
+        """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of); an image
+        model's input_ids are its pixel_values [B, C, H, W] (hub.images.Patches.pixels)."""
+        if self.patches is not None:
+            self.patches.check(input_ids)
+            if decoder_input_ids is not None or attention_mask is not None:
+                raise ValueError(f"{self.family.name} reads pictures alone: give pixel_values only.")
+            return {"pixel_values": input_ids}
         self.check_positions(input_ids.size(-1))
         attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}

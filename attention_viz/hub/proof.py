@@ -57,6 +57,7 @@ class Fidelity:
     kinds: tuple[str, ...]      # the kinds of map compared ("encoder.self_attn", ...)
     tolerance: float            # what both figures must stay within
     honoured: tuple[str, ...] = ()  # what the model's attention adds to Eq. 1 and ours computed ("softcap", "s_aux")
+    pictures: bool = False      # the probe's rows were seeded random pictures (an image model), none padded
 
     @property
     def proven(self) -> bool:
@@ -71,7 +72,14 @@ class Fidelity:
         """The measured differences and what was probed, as a phrase."""
         added = f", with its {' and '.join(NAMED[h] for h in self.honoured)}" if self.honoured else ""
         return (f"maps within {_figure(self.maps)}, {self.output} within {_figure(self.outputs)} of transformers' "
-                f"eager attention{added} ({self.dtype}, {self.rows} rows of {self.tokens} tokens, one padded)")
+                f"eager attention{added} ({self.dtype}, {self.probed})")
+
+    @property
+    def probed(self) -> str:
+        """What the probe was, as a phrase."""
+        if self.pictures:
+            return f"{self.rows} random pictures of {self.tokens} tokens"
+        return f"{self.rows} rows of {self.tokens} tokens, one padded"
 
 
 def _figure(x: float) -> str:
@@ -141,10 +149,14 @@ def vocabulary_size(model) -> int:
     return rows
 
 
-def prove(model, family: Family, kernel: Kernel) -> Proof:
+def prove(model, family: Family, kernel: Kernel, patches=None) -> Proof:
     """Probe a transformers model (set to our implementation, in eval mode) -> its Proof; UnsupportedModelError
-    naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention."""
-    kwargs = probe_inputs(model, family.layout == "encoder-decoder")
+    naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention. patches
+    (hub.images.Patches): an image model, probed on two seeded pictures instead of ids."""
+    if patches is None:
+        kwargs = probe_inputs(model, family.layout == "encoder-decoder")
+    else:
+        kwargs = {"pixel_values": patches.probe(2, input_device(model), next(model.parameters()).dtype)}
     run = Pass(Variation(), record=False, kernel=kernel, probe=[])
     linears: list = []
     head_input: list = []
@@ -175,7 +187,7 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
     reference, _ = _output(eager)
     tolerance = TOLERANCE.get(output.dtype, 1e-4)
     keys = dict(found.keys)
-    real = kwargs["attention_mask"].bool()  # (B, S): the probe's tokens that are not padding
+    real = kwargs["attention_mask"].bool() if patches is None else None  # (B, S): the probe's tokens not padding
     source = found.layout != "encoder-decoder"  # whether the output's positions are the source's
     worst = 0.0
     for call in calls:
@@ -183,15 +195,16 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
         theirs = eager_maps.get(key)
         if theirs is None or theirs.shape != call.weights.shape:
             raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
-        rows = real[:, None, :, None] if source or key.startswith("encoder.") else True  # (B, 1, S, 1)
+        rows = real[:, None, :, None] if real is not None and (source or key.startswith("encoder.")) else True
         worst = max(worst, min(_largest(ours - theirs, rows)
                                for ours in sink_conventions(call.weights, "s_aux" in call.honoured)))
-    rows = real[:, :, None] if source else True  # (B, S, 1)
+    rows = real[:, :, None] if real is not None and source else True  # (B, S, 1)
     outputs = _largest(output - reference, rows) / max(1.0, _largest(reference, rows))
     honoured = tuple(sorted({h for call in calls for h in call.honoured}))
     kinds = tuple(dict.fromkeys(k.split(".")[0] + "." + k.split(".")[2] for _, k in found.keys))
-    fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), LENGTHS[0], 2, kinds,
-                        tolerance, honoured)
+    tokens = LENGTHS[0] if patches is None else patches.length
+    fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), tokens, 2, kinds,
+                        tolerance, honoured, patches is not None)
     if not fidelity.proven:
         raise UnsupportedModelError(f"{found.name} with our Eq. 1 inside does not reproduce its own eager attention: "
                                     f"{fidelity.figures()}, beyond the tolerance {tolerance:.0e}.")

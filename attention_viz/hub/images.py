@@ -120,6 +120,18 @@ class Patches:
         image = read_image(image)
         return self.processor(images=image, return_tensors="pt")["pixel_values"]  # (1, C, H, W)
 
+    def seen(self, pixel_values: torch.Tensor) -> np.ndarray:
+        """The picture as the model reads it, pixel_values [C, H, W] or [1, C, H, W] with the processor's
+        normalisation undone -> [H, W, 3] uint8 (what an overlay is drawn on: patch for patch where the model saw it)."""
+        values = pixel_values.detach().float().cpu().reshape(-1, *pixel_values.shape[-2:])[:3]  # (C, H, W)
+        mean = torch.tensor(getattr(self.processor, "image_mean", None) or [0.0] * 3).view(-1, 1, 1)
+        std = torch.tensor(getattr(self.processor, "image_std", None) or [1.0] * 3).view(-1, 1, 1)
+        if getattr(self.processor, "do_normalize", True):
+            values = values * std + mean
+        scale = 1.0 / getattr(self.processor, "rescale_factor", 1 / 255) if getattr(self.processor, "do_rescale",
+                                                                                   True) else 1.0
+        return (values * scale).clamp(0, 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+
     def check(self, pixel_values: torch.Tensor) -> None:
         """ValueError naming the shape expected unless pixel_values is [B, C, H, W] of this model's size."""
         expected = (self.channels, *self.size)

@@ -141,3 +141,18 @@ def test_bad_pictures_are_refused_with_the_fault_or_the_limit_named(tmp_path):
     path = tmp_path / "ok.png"
     path.write_bytes(good.getvalue())
     assert read_image(path).size == (61, 45) and read_image(good.getvalue()).mode == "RGB"
+
+
+def test_the_picture_the_model_read_comes_back_from_its_pixels_and_an_overlay_is_drawn_on_it(image_folders, tmp_path):
+    import attention_viz as av
+    from PIL import Image
+
+    model = load_pretrained(image_folders["deit"])
+    image = picture(2)
+    encoding = model.encode(image)
+    seen = model.patches.seen(encoding.ids)
+    resized = np.asarray(Image.fromarray(image).resize((32, 32), Image.BILINEAR))
+    assert seen.shape == (32, 32, 3) and np.abs(seen.astype(int) - resized.astype(int)).max() <= 1
+    _, maps = model.forward(encoding.ids[None])
+    path = av.save_overlay(seen, av.rollout(maps)[0], model.patches, tmp_path / "rollout.svg")
+    assert "[DIST]" in path.read_text()  # the specials' weights named as text

@@ -3,8 +3,8 @@ read, one panel per head (or per map: a layer's heads, rollout), saved as SVG, P
 
     enc = model.encode(picture)                                   # an image model (hub.images)
     out, maps = model.forward(enc.ids[None])
-    av.save_overlay(model.patches.seen(enc.ids), maps["encoder.5.self_attn"][0], model.patches, "layer5.png")
-    av.save_overlay(model.patches.seen(enc.ids), av.rollout(maps)[0], model.patches, "rollout.png")
+    av.save_overlay(model.modality.seen(enc.ids), maps["encoder.5.self_attn"][0], model.modality, "layer5.png")
+    av.save_overlay(model.modality.seen(enc.ids), av.rollout(maps)[0], model.modality, "rollout.png")
 
 The special tokens (class, distillation, registers) have no place in the picture: each panel names the weight the
 query gives them beneath it. Axes: n panels, T tokens (specials, then the patches row by row), H x W pixels.

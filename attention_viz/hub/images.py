@@ -3,7 +3,7 @@ read within limits, made into pixels by the model's own image processor (transfo
 attends over: the special tokens first (class, distillation, registers), then the patches, row by row.
 
     patches = Patches.of(model.config, processor)
-    pixels = patches.pixels(read_image("cat.jpg"))     # [1, C, H, W], what model.forward takes for an image model
+    pixels = patches.read("cat.jpg")                   # [1, C, H, W], what model.forward takes for an image model
     patches.tokens()                                   # ["[CLS]", "patch 0,0", "patch 0,1", ...]: the maps' axes
 
 This module is the image modality whole: everything after the pixels is the path text takes (one model, one pass,
@@ -73,6 +73,9 @@ def model_class(config):
 class Patches:
     """How a vision encoder cuts a picture into tokens."""
 
+    input_name = "pixel_values"  # the model's keyword for what read() gives
+    probed = "pictures"          # what the proof on load runs it on (seeded random pixels)
+
     processor: object            # transformers' image processor of the checkpoint
     size: tuple[int, int]        # the pixels (height, width) the model reads
     patch: int                   # the side of a square patch, in pixels
@@ -114,7 +117,7 @@ class Patches:
         generator = torch.Generator().manual_seed(0)
         return torch.randn(batch, self.channels, *self.size, generator=generator).to(device=device, dtype=dtype)
 
-    def pixels(self, image) -> torch.Tensor:
+    def read(self, image) -> torch.Tensor:
         """A picture (PIL image, or anything read_image reads) -> pixel_values [1, C, H, W], as the model's processor
         resizes and normalises it."""
         image = read_image(image)
@@ -139,7 +142,7 @@ class Patches:
                 or tuple(pixel_values.shape[1:]) != expected or not pixel_values.is_floating_point()):
             shape = tuple(pixel_values.shape) if isinstance(pixel_values, torch.Tensor) else type(pixel_values).__name__
             raise ValueError(f"an image model takes pixel_values of shape [B, {expected[0]}, {expected[1]}, "
-                             f"{expected[2]}] (floats, as patches.pixels(image) gives them), got {shape}")
+                             f"{expected[2]}] (floats, as model.encode(picture).ids[None] gives them), got {shape}")
 
 
 def read_image(source):

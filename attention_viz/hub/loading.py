@@ -358,7 +358,7 @@ def _load_vision(folder: Path, config, shown: str, device, dtype, device_map, of
     check_model(model, loading, shown)
     processor = AutoImageProcessor.from_pretrained(folder, **options)
     model = model if device_map is not None else model.to(resolve_device(device))
-    return PretrainedTransformer(model, None, name=shown, patches=images.Patches.of(vision, processor))
+    return PretrainedTransformer(model, None, name=shown, modality=images.Patches.of(vision, processor))
 
 
 def placed(device, device_map, offload_folder, dtype, auto_class, config, shown: str) -> dict:

@@ -84,7 +84,7 @@ class PretrainedTransformer:
         name: what the app calls it (default: the model's name_or_path).
         kernel: Eq. 1's implementation: attention_viz.fast's kernel, bit-identical to core's reference and no slower
             than transformers' eager attention (docs/real_models.md); use_kernel(core's) runs the reference itself.
-        patches: an image model's hub.images.Patches (its image processor and patch grid): it reads pixel_values
+        modality: an image model's hub.images.Patches (its image processor and patch grid): it reads pixel_values
             [B, C, H, W] where a text model reads ids, and its maps are over its special tokens and patches.
 
     Wrapping proves the model (hub.proof): a probe through our Eq. 1 and through its own eager attention, every map
@@ -97,16 +97,16 @@ class PretrainedTransformer:
     pretrained = True  # read from a checkpoint with its own tokenizer (core.protocol)
 
     def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention, *,
-                 patches=None) -> None:
+                 modality=None) -> None:
         family = family_of(model.config)  # refusals known from the config alone
         self.model = model
         self.tokenizer = tokenizer
-        self.patches = patches  # hub.images.Patches of an image model (its tokenizer None), else None
+        self.modality = modality  # how a picture or a recording becomes tokens (hub.images.Patches, hub.speech.Frames); None: text
         self.kernel = kernel
         model.set_attn_implementation(IMPLEMENTATION)
         model.eval()
         try:
-            proof = prove(model, family, kernel, patches)
+            proof = prove(model, family, kernel, modality)
         except UnsupportedModelError:
             raise
         except Exception as error:  # noqa: BLE001 - whatever its own code raises on the probe: refused, naming it
@@ -134,7 +134,7 @@ class PretrainedTransformer:
         self.d_model = int(getattr(text_config, "hidden_size", 0) or getattr(text_config, "d_model", 0)
                            or first.output.size(-2) * first.output.size(-1))
         self.d_k = int(first.query[-1])
-        self.vocab_size = int(text_config.vocab_size) if patches is None else None  # an image model reads no ids
+        self.vocab_size = int(text_config.vocab_size) if getattr(text_config, "vocab_size", None) else None  # images: none
         head = model.get_output_embeddings() is not None  # the language-model or masked-LM head: logits over V
         writes = head and self.layout != "encoder"
         self.abilities = Abilities(writes_text=writes, fills_masks=head and self.layout == "encoder",
@@ -235,8 +235,8 @@ class PretrainedTransformer:
         """The text's ids as the model takes them (special tokens added as the tokenizer adds them) and its pieces;
         an image model's: a picture's pixels [C, H, W] as its image processor gives them (hub.images.read_image reads
         it: a PIL image, an array, a path or a file's bytes) and its tokens' labels (specials, then the patches)."""
-        if self.patches is not None:
-            return Encoding(self.patches.pixels(text)[0], self.patches.tokens())
+        if self.modality is not None:
+            return Encoding(self.modality.read(text)[0], self.modality.tokens())
         ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0]  # (S,)
         return Encoding(ids, self.pieces(ids.tolist()))
 
@@ -340,16 +340,18 @@ class PretrainedTransformer:
         return steps
 
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
-        """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of); an image
-        model's input_ids are its pixel_values [B, C, H, W] (hub.images.Patches.pixels)."""
-        if self.patches is not None:
-            self.patches.check(input_ids)
-            if decoder_input_ids is not None or attention_mask is not None:
-                raise ValueError(f"{self.family.name} reads pictures alone: give pixel_values only.")
-            return {"pixel_values": input_ids}
-        self.check_positions(input_ids.size(-1))
-        attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of); a model of
+        another modality takes what its modality reads in place of ids: an image model its pixel_values
+        [B, C, H, W], a speech model its input_features [B, mels, frames] (model.encode(...).ids[None])."""
+        if self.modality is not None:
+            self.modality.check(input_ids)
+            if attention_mask is not None:
+                raise ValueError(f"{self.family.name} reads {self.modality.input_name} whole: give no attention_mask.")
+            kwargs = {self.modality.input_name: input_ids}
+        else:
+            self.check_positions(input_ids.size(-1))
+            attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.layout == "encoder-decoder":
             if decoder_input_ids is None:
                 raise ValueError(f"{self.family.name} is an encoder-decoder model: give decoder_input_ids.")

@@ -57,7 +57,7 @@ class Fidelity:
     kinds: tuple[str, ...]      # the kinds of map compared ("encoder.self_attn", ...)
     tolerance: float            # what both figures must stay within
     honoured: tuple[str, ...] = ()  # what the model's attention adds to Eq. 1 and ours computed ("softcap", "s_aux")
-    pictures: bool = False      # the probe's rows were seeded random pictures (an image model), none padded
+    source: str = ""            # what the probe's rows were where not text: "pictures", "recordings" (seeded, random)
 
     @property
     def proven(self) -> bool:
@@ -77,8 +77,8 @@ class Fidelity:
     @property
     def probed(self) -> str:
         """What the probe was, as a phrase."""
-        if self.pictures:
-            return f"{self.rows} random pictures of {self.tokens} tokens"
+        if self.source:
+            return f"{self.rows} random {self.source} of {self.tokens} tokens"
         return f"{self.rows} rows of {self.tokens} tokens, one padded"
 
 
@@ -149,14 +149,18 @@ def vocabulary_size(model) -> int:
     return rows
 
 
-def prove(model, family: Family, kernel: Kernel, patches=None) -> Proof:
+def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
     """Probe a transformers model (set to our implementation, in eval mode) -> its Proof; UnsupportedModelError
-    naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention. patches
-    (hub.images.Patches): an image model, probed on two seeded pictures instead of ids."""
-    if patches is None:
-        kwargs = probe_inputs(model, family.layout == "encoder-decoder")
-    else:
-        kwargs = {"pixel_values": patches.probe(2, input_device(model), next(model.parameters()).dtype)}
+    naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention. modality
+    (hub.images.Patches, hub.speech.Frames): a model that reads pictures or sound, probed on two seeded inputs of
+    its kind in place of the source's ids."""
+    encoder_decoder = family.layout == "encoder-decoder"
+    kwargs = probe_inputs(model, encoder_decoder) if modality is None or encoder_decoder else {}
+    lengths = LENGTHS
+    if modality is not None:  # its own kind of input in place of the source's ids (a decoder's ids stay)
+        kwargs.pop("input_ids", None), kwargs.pop("attention_mask", None)
+        kwargs[modality.input_name] = modality.probe(2, input_device(model), next(model.parameters()).dtype)
+        lengths = (modality.length, LENGTHS[1])
     run = Pass(Variation(), record=False, kernel=kernel, probe=[])
     linears: list = []
     head_input: list = []
@@ -181,13 +185,13 @@ def prove(model, family: Family, kernel: Kernel, patches=None) -> Proof:
         for hook in hooks:
             hook.remove()
     calls = tuple(run.probe)
-    found = w_o_of(discovered(model, calls, family, LENGTHS), calls, linears)
+    found = w_o_of(discovered(model, calls, family, lengths), calls, linears)
     output, name = _output(ours)
     eager_maps, eager = _eager(model, found, calls, kwargs)
     reference, _ = _output(eager)
     tolerance = TOLERANCE.get(output.dtype, 1e-4)
     keys = dict(found.keys)
-    real = kwargs["attention_mask"].bool() if patches is None else None  # (B, S): the probe's tokens not padding
+    real = kwargs["attention_mask"].bool() if modality is None else None  # (B, S): the probe's tokens not padding
     source = found.layout != "encoder-decoder"  # whether the output's positions are the source's
     worst = 0.0
     for call in calls:
@@ -202,9 +206,8 @@ def prove(model, family: Family, kernel: Kernel, patches=None) -> Proof:
     outputs = _largest(output - reference, rows) / max(1.0, _largest(reference, rows))
     honoured = tuple(sorted({h for call in calls for h in call.honoured}))
     kinds = tuple(dict.fromkeys(k.split(".")[0] + "." + k.split(".")[2] for _, k in found.keys))
-    tokens = LENGTHS[0] if patches is None else patches.length
-    fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), tokens, 2, kinds,
-                        tolerance, honoured, patches is not None)
+    fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), lengths[0], 2, kinds,
+                        tolerance, honoured, getattr(modality, "probed", ""))
     if not fidelity.proven:
         raise UnsupportedModelError(f"{found.name} with our Eq. 1 inside does not reproduce its own eager attention: "
                                     f"{fidelity.figures()}, beyond the tolerance {tolerance:.0e}.")

@@ -39,12 +39,12 @@ def picture(seed: int = 0, size=(45, 61)) -> np.ndarray:
 def test_every_map_equals_eager_attention_on_a_picture_and_the_tokens_are_specials_then_patches(image_folders,
                                                                                                  family):
     model = load_pretrained(image_folders[family], dtype=torch.float64)
-    assert model.fidelity.proven and model.fidelity.pictures and model.tokenizer is None
+    assert model.fidelity.proven and model.fidelity.source == "pictures" and model.tokenizer is None
     assert "random pictures" in str(model.fidelity)
     encoding = model.encode(picture())
     pixels = encoding.ids[None].double()  # (1, C, H, W)
-    rows, columns = model.patches.grid
-    assert len(encoding.tokens) == SPECIALS[family] + rows * columns == model.patches.length
+    rows, columns = model.modality.grid
+    assert len(encoding.tokens) == SPECIALS[family] + rows * columns == model.modality.length
     assert encoding.tokens[SPECIALS[family]] == "patch 0,0" and encoding.tokens[-1] == f"patch {rows - 1},{columns - 1}"
     output, maps = model.forward(pixels)
     assert list(maps) == [f"encoder.{i}.self_attn" for i in range(2)]
@@ -56,7 +56,7 @@ def test_every_map_equals_eager_attention_on_a_picture_and_the_tokens_are_specia
         model.model.set_attn_implementation("attention_viz")
     for i, theirs in enumerate(eager.attentions):
         ours = maps[f"encoder.{i}.self_attn"]
-        assert ours.shape == (1, 4, model.patches.length, model.patches.length)
+        assert ours.shape == (1, 4, model.modality.length, model.modality.length)
         torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)  # eager takes its softmax in float32
         torch.testing.assert_close(ours.sum(-1), torch.ones_like(ours.sum(-1)), rtol=0, atol=1e-12)
     reference = eager.logits if getattr(eager, "logits", None) is not None else eager.last_hidden_state
@@ -150,9 +150,9 @@ def test_the_picture_the_model_read_comes_back_from_its_pixels_and_an_overlay_is
     model = load_pretrained(image_folders["deit"])
     image = picture(2)
     encoding = model.encode(image)
-    seen = model.patches.seen(encoding.ids)
+    seen = model.modality.seen(encoding.ids)
     resized = np.asarray(Image.fromarray(image).resize((32, 32), Image.BILINEAR))
     assert seen.shape == (32, 32, 3) and np.abs(seen.astype(int) - resized.astype(int)).max() <= 1
     _, maps = model.forward(encoding.ids[None])
-    path = av.save_overlay(seen, av.rollout(maps)[0], model.patches, tmp_path / "rollout.svg")
+    path = av.save_overlay(seen, av.rollout(maps)[0], model.modality, tmp_path / "rollout.svg")
     assert "[DIST]" in path.read_text()  # the specials' weights named as text

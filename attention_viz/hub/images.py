@@ -3,7 +3,7 @@ read within limits, made into pixels by the model's own image processor (transfo
 attends over: the special tokens first (class, distillation, registers), then the patches, row by row.
 
     patches = Patches.of(model.config, processor)
-    pixels = patches.read("cat.jpg")                   # [1, C, H, W], what model.forward takes for an image model
+    pixels, note = patches.read("cat.jpg")             # [1, C, H, W], what model.forward takes for an image model
     patches.tokens()                                   # ["[CLS]", "patch 0,0", "patch 0,1", ...]: the maps' axes
 
 This module is the image modality whole: everything after the pixels is the path text takes (one model, one pass,
@@ -117,11 +117,14 @@ class Patches:
         generator = torch.Generator().manual_seed(0)
         return torch.randn(batch, self.channels, *self.size, generator=generator).to(device=device, dtype=dtype)
 
-    def read(self, image) -> torch.Tensor:
-        """A picture (PIL image, or anything read_image reads) -> pixel_values [1, C, H, W], as the model's processor
-        resizes and normalises it."""
+    def read(self, image) -> tuple[torch.Tensor, str]:
+        """A picture (PIL image, or anything read_image reads) -> (pixel_values [1, C, H, W], as the model's processor
+        resizes and normalises it; a note of what that did to it)."""
         image = read_image(image)
-        return self.processor(images=image, return_tensors="pt")["pixel_values"]  # (1, C, H, W)
+        pixels = self.processor(images=image, return_tensors="pt")["pixel_values"]  # (1, C, H, W)
+        note = (f"The {image.size[0]} x {image.size[1]} picture is read at {self.size[1]} x {self.size[0]} pixels, "
+                f"as the model's image processor makes it." if image.size != (self.size[1], self.size[0]) else "")
+        return pixels, note
 
     def seen(self, pixel_values: torch.Tensor) -> np.ndarray:
         """The picture as the model reads it, pixel_values [C, H, W] or [1, C, H, W] with the processor's

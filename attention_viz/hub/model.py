@@ -67,8 +67,9 @@ class Encoding:
     """A text as the model's tokenizer cuts it: ids (special tokens included) and the model's own pieces (a picture:
     its pixels and its tokens' labels)."""
 
-    ids: torch.Tensor           # [S] long (a picture's pixel values: [C, H, W] float)
+    ids: torch.Tensor           # [S] long (a picture's pixel values [C, H, W], a recording's features [mels, frames])
     tokens: list[str]
+    note: str = ""              # what reading it changed: a picture resized, a recording cut to the model's window
 
 
 class PretrainedTransformer:
@@ -234,9 +235,12 @@ class PretrainedTransformer:
     def encode(self, text) -> Encoding:
         """The text's ids as the model takes them (special tokens added as the tokenizer adds them) and its pieces;
         an image model's: a picture's pixels [C, H, W] as its image processor gives them (hub.images.read_image reads
-        it: a PIL image, an array, a path or a file's bytes) and its tokens' labels (specials, then the patches)."""
+        it: a PIL image, an array, a path or a file's bytes) and its tokens' labels (specials, then the patches); a
+        speech model's: a recording's log-mel features [mels, frames] (hub.speech.read_audio: a path, a file's bytes,
+        or (samples, rate)) and the encoder positions' times; `note` says what reading it changed."""
         if self.modality is not None:
-            return Encoding(self.modality.read(text)[0], self.modality.tokens())
+            values, note = self.modality.read(text)
+            return Encoding(values[0], self.modality.tokens(), note)
         ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0]  # (S,)
         return Encoding(ids, self.pieces(ids.tolist()))
 
@@ -470,7 +474,10 @@ class PretrainedTransformer:
         if not self.abilities.writes_text:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
-        self.check_positions(input_ids.size(-1))
+        if self.modality is not None:
+            self.modality.check(input_ids)
+        else:
+            self.check_positions(input_ids.size(-1))
         room = self.room(input_ids.size(-1))
         if room is not None and max_new_tokens > room:
             prompt = 1 if self.layout == "encoder-decoder" else input_ids.size(-1)

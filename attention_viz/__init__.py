@@ -61,7 +61,7 @@ from .train.trainer import TrainSettings, train
 def __getattr__(name: str):
     """load_pretrained and PretrainedTransformer from attention_viz.hub, imported on first use: transformers is an
     optional extra, and importing it costs seconds the app does not spend unless a real model is set up; likewise
-    save_figure and save_comparison, which import matplotlib."""
+    save_figure, save_comparison and save_overlay, which import matplotlib."""
     if name in ("load_pretrained", "PretrainedTransformer"):
         try:
             from . import hub
@@ -73,6 +73,10 @@ def __getattr__(name: str):
         from .draw import vector
 
         return getattr(vector, name)
+    if name == "save_overlay":  # attention over a picture (an image model's), matplotlib too
+        from .draw.overlay import save_overlay
+
+        return save_overlay
     raise AttributeError(f"module 'attention_viz' has no attribute {name!r}")
 
 
@@ -120,6 +124,7 @@ __all__ = [
     "save_comparison",
     "save_checkpoint",
     "save_figure",
+    "save_overlay",
     "scale_factor",
     "scaled_dot_product_attention",
     "show",

@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from attention_viz.core.attention import Scale
-from attention_viz.core.maps import map_key, split_kind
 from attention_viz.core.model import Transformer
+from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tokenizer import CharTokenizer
 
@@ -160,16 +160,22 @@ def qk_statistics(model, texts: str | Sequence[str], *, tokenizer: CharTokenizer
     if not texts or not all(isinstance(t, str) and t for t in texts):
         raise ValueError("give at least one text, and no empty one")
     variation = variation_of(variation, scale)
-    if isinstance(model, Transformer):
-        passes = _our_passes(model, texts, tokenizer or CharTokenizer(), variation, max_new_tokens)
-    elif hasattr(model, "forward_pass") and hasattr(model, "map_keys"):
-        if tokenizer is not None:
-            raise ValueError("a real model reads text with its own tokenizer: give no tokenizer")
-        passes = _real_passes(model, texts, variation, max_new_tokens or REAL_MAX_NEW_TOKENS)
-    else:
+    if not isinstance(model, AttentionModel):
         raise ValueError(f"qk_statistics takes our Transformer or a hub PretrainedTransformer, "
                          f"not {type(model).__name__}")
-    return {key: pair_statistics(q, k, allowed, keep_logits) for key, q, k, allowed in passes}
+    if model.abilities.compatibility != "dot_product":
+        raise ValueError(f"this model's attention is {model.abilities.compatibility}: it has no q·k to measure")
+    if model.pretrained:
+        if tokenizer is not None:
+            raise ValueError("a real model reads text with its own tokenizer: give no tokenizer")
+        inputs = _real_inputs(model, texts, variation, max_new_tokens or REAL_MAX_NEW_TOKENS)
+    else:
+        inputs = _our_inputs(model, texts, tokenizer or CharTokenizer(), variation, max_new_tokens)
+    ids, decoder_ids, src_real, tgt_real, options = inputs
+    with torch.no_grad():  # one pass keeps every attention's q and k
+        kept = model.traced(ids, decoder_ids, variation=variation, keep=("q", "k"), **options).kept
+    return {key: pair_statistics(kept[key]["q"], kept[key]["k"], _allowed(key, src_real, tgt_real), keep_logits)
+            for key in model.map_keys}  # q [B, H, Q, d], k [B, H, K, d]: a real model's grouped keys repeated
 
 
 # ---------------------------------------------------------------------------------------------- the passes
@@ -184,22 +190,26 @@ def _padded(rows: list[torch.Tensor], pad: int, device) -> tuple[torch.Tensor, t
     return ids, real
 
 
-def _pairs(kind: str, query_real: torch.Tensor, key_real: torch.Tensor) -> torch.Tensor:
-    """The pooled pairs [B, Q, K] of one kind: real queries × real keys, causal for a decoder's self-attention."""
+def _allowed(key: str, src_real: torch.Tensor, tgt_real: torch.Tensor | None) -> torch.Tensor:
+    """The pooled pairs [B, Q, K] of one map key: real queries × real keys, causal for a decoder's self-attention
+    (the queries and keys of an encoder, or of a model of one stack, are its text's)."""
+    stack, _, name = key.split(".")
+    if stack == "encoder" or tgt_real is None:
+        query_real = key_real = src_real
+    else:
+        query_real, key_real = tgt_real, (tgt_real if name == "self_attn" else src_real)
     allowed = query_real[:, :, None] & key_real[:, None, :]  # (B, Q, K)
-    if kind == "decoder.self_attn":
+    if f"{stack}.{name}" == "decoder.self_attn":
         Q, K = allowed.shape[1:]
         allowed = allowed & torch.ones(Q, K, dtype=torch.bool, device=allowed.device).tril()
     return allowed
 
 
 @torch.no_grad()
-def _our_passes(model: Transformer, texts: list[str], tokenizer: CharTokenizer, variation: Variation,
+def _our_inputs(model: Transformer, texts: list[str], tokenizer: CharTokenizer, variation: Variation,
                 max_new_tokens: int | None):
-    """(key, q [B, H, Q, d], k [B, H, K, d], allowed [B, Q, K]) for every attention of our Transformer."""
+    """(src [B, S], tgt [B, T], their real positions, the pass's options): the texts and what ours writes for each."""
     config = model.config
-    if config.compatibility != "dot_product":
-        raise ValueError(f"this model's attention is {config.compatibility}: it has no q·k to measure")
     device = next(model.parameters()).device
     pad, steps = config.pad_id, max_new_tokens or tokenizer.max_len + 1
     sources = [torch.tensor(tokenizer.encode(t).ids, device=device) for t in texts]  # (S_b,) each, <eos> ended
@@ -210,22 +220,12 @@ def _our_passes(model: Transformer, texts: list[str], tokenizer: CharTokenizer, 
     src, src_real = _padded(sources, pad, device)  # (B, S)
     tgt, tgt_real = _padded(targets, pad, device)  # (B, T)
     model.eval()
-    order = [("encoder.self_attn", i) for i in range(config.n_encoder_layers)] + [  # the maps' order
-        (kind, i) for i in range(config.n_decoder_layers) for kind in ("decoder.self_attn", "decoder.cross_attn")]
-    for kind, layer in order:
-        stack, name = split_kind(kind)
-        query_real = src_real if stack == "encoder" else tgt_real
-        key_real = tgt_real if kind == "decoder.self_attn" else src_real
-        query, key, _, _ = model.attention_inputs(src, tgt, kind, layer, variation=variation)  # (B, Q, D), (B, K, D)
-        attention = model.attention_module(kind, layer)
-        q = attention.project_query(query)  # (B, H, Q, d)
-        k, _ = attention.project_keys_values(key, key)  # (B, H, K, d)
-        yield map_key(stack, layer, name), q, k, _pairs(kind, query_real, key_real)
+    return src, tgt, src_real, tgt_real, {}
 
 
 @torch.no_grad()
-def _real_passes(model, texts: list[str], variation: Variation, max_new_tokens: int):
-    """(key, q, k, allowed) for every attention of a real model (hub.PretrainedTransformer), one pass per key."""
+def _real_inputs(model, texts: list[str], variation: Variation, max_new_tokens: int):
+    """The same for a real model (hub.PretrainedTransformer): decoder ids [B, T] for an encoder-decoder, else None."""
     device, pad = model.device, model.pad_id if model.pad_id is not None else 0
     sources = [model.encode(t).ids.to(device) for t in texts]  # (S_b,) each
     ids, src_real = _padded(sources, pad, device)  # (B, S)
@@ -236,14 +236,4 @@ def _real_passes(model, texts: list[str], variation: Variation, max_new_tokens: 
             written, _ = model.greedy_decode(src[None], max_new_tokens, variation=variation)
             targets.append(torch.cat([src.new_tensor([model.start_id]), written[0, :-1]]))  # (T_b,)
         decoder_ids, tgt_real = _padded(targets, pad, device)  # (B, T)
-    for key in model.map_keys:
-        stack, _, name = key.split(".")
-        kind = f"{stack}.{name}"
-        recorded = model.forward_pass(ids, decoder_ids, attention_mask=src_real.long(), variation=variation,
-                                      inputs_of=key)
-        q, k = recorded.run.kept["q"], recorded.run.kept["k"]  # (B, H, Q, d), (B, H, K, d): grouped keys repeated
-        if model.layout == "encoder-decoder" and stack == "decoder":
-            query_real, key_real = tgt_real, (tgt_real if name == "self_attn" else src_real)
-        else:
-            query_real = key_real = src_real
-        yield key, q, k, _pairs(kind, query_real, key_real)
+    return ids, decoder_ids, src_real, tgt_real, {"attention_mask": src_real.long()}

@@ -334,3 +334,83 @@ def save_opus_mt_en_de_random(folder: Path, *, seed: int = 0) -> Path:
     model.generation_config.forced_eos_token_id = 0
     model.save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+# Vision encoders: model_type -> (the transformers class saved, its config class, extra config fields). A two-tower
+# model (CLIP, SigLIP) is saved whole, as its checkpoints are; load_pretrained reads its vision tower.
+IMAGE_FAMILIES = {
+    "vit": ("ViTModel", "ViTConfig", {}),
+    "deit": ("DeiTModel", "DeiTConfig", {}),
+    "beit": ("BeitModel", "BeitConfig", {}),
+    "dinov2": ("Dinov2Model", "Dinov2Config", {}),
+    "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig", {"num_register_tokens": 4}),
+    "clip": ("CLIPModel", "CLIPConfig", {}),
+    "siglip": ("SiglipModel", "SiglipConfig", {}),
+}
+
+
+def save_tiny_image(family: str, folder: Path, *, seed: int = 0, d_model: int = 32, n_heads: int = 4,
+                    layers: int = 2, image_size: int = 32, patch_size: int = 8) -> Path:
+    """A small vision encoder of this family (random weights, INIT_STD), saved as its checkpoints are: config.json,
+    model.safetensors and the image processor's preprocessor_config.json (ViT's resize-and-normalise to
+    image_size), no tokenizer."""
+    import transformers
+
+    model_name, config_name, extra = IMAGE_FAMILIES[family]
+    vision = dict(image_size=image_size, patch_size=patch_size, hidden_size=d_model, num_hidden_layers=layers,
+                  num_attention_heads=n_heads, intermediate_size=2 * d_model, **extra)
+    if family in ("clip", "siglip"):
+        text = dict(hidden_size=d_model, num_hidden_layers=1, num_attention_heads=n_heads,
+                    intermediate_size=2 * d_model, vocab_size=64, bos_token_id=0, eos_token_id=1, pad_token_id=1)
+        config = getattr(transformers, config_name)(text_config=text, vision_config=vision)
+    else:
+        config = getattr(transformers, config_name)(**vision)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(config)
+    _widen(model, INIT_STD)
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    # the PIL processor: transformers' default one needs torchvision, which attention_viz does not install
+    transformers.ViTImageProcessorPil(size={"height": image_size, "width": image_size}).save_pretrained(folder)
+    return folder
+
+
+WHISPER_SPECIALS = ["<|startoftranscript|>", "<|en|>", "<|de|>", "<|translate|>", "<|transcribe|>", "<|startoflm|>",
+                    "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
+
+
+def save_tiny_whisper(folder: Path, *, seed: int = 0, d_model: int = 32, n_heads: int = 4, layers: int = 2,
+                      seconds: int = 1) -> Path:
+    """A small Whisper (random weights, INIT_STD) saved as its checkpoints are: config.json, model.safetensors,
+    generation_config.json (its start, language and task tokens, as whisper-tiny's), preprocessor_config.json (the
+    log-mel extractor, its window `seconds` long: 100 frames a second, 50 encoder positions) and a byte-level BPE
+    WhisperTokenizer with Whisper's special tokens."""
+    import transformers as tf
+
+    state = json.loads(_byte_level_bpe(["<|endoftext|>"], vocab_size=300).to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
+    tokenizer = tf.WhisperTokenizer(vocab=state["vocab"], merges=merges)
+    tokenizer.add_special_tokens({"additional_special_tokens": WHISPER_SPECIALS})
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in ["<|endoftext|>", *WHISPER_SPECIALS]}
+    end, start = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
+    positions = 50 * seconds
+    config = tf.WhisperConfig(vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+                              encoder_attention_heads=n_heads, decoder_attention_heads=n_heads,
+                              encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model, num_mel_bins=80,
+                              max_source_positions=positions, max_target_positions=64, pad_token_id=end,
+                              bos_token_id=end, eos_token_id=end, decoder_start_token_id=start,
+                              begin_suppress_tokens=[end], suppress_tokens=[])
+    torch.manual_seed(seed)
+    model = tf.WhisperForConditionalGeneration(config)
+    _widen(model, INIT_STD)
+    folder = Path(folder)
+    model.generation_config = tf.GenerationConfig(
+        decoder_start_token_id=start, eos_token_id=end, pad_token_id=end, bos_token_id=end, max_length=64,
+        begin_suppress_tokens=[end], suppress_tokens=[], is_multilingual=True,
+        lang_to_id={"<|en|>": ids["<|en|>"], "<|de|>": ids["<|de|>"]},
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        no_timestamps_token_id=ids["<|notimestamps|>"])
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    tf.WhisperFeatureExtractor(feature_size=80, chunk_length=seconds).save_pretrained(folder)
+    return folder

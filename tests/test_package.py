@@ -8,6 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,8 @@ def test_the_readme_python_runs_from_another_folder(tmp_path):
 # The Hub ids the README's real-model examples name, and the small model of the same kind standing in for each
 # (devtools.hub_models: random weights, the family's real tokenizer, saved offline): (family, layers).
 STAND_INS = {"Helsinki-NLP/opus-mt-en-de": ("marian", 6), "gpt2": ("gpt2", 2),
-             "HuggingFaceTB/SmolLM2-135M": ("llama", 2), "bert-base-uncased": ("bert", 2)}
+             "HuggingFaceTB/SmolLM2-135M": ("llama", 2), "bert-base-uncased": ("bert", 2),
+             "facebook/deit-tiny-distilled-patch16-224": ("deit", 12)}
 LOADS = re.compile(r'load_pretrained\("([^"]+)"\)(.*)')
 
 
@@ -96,15 +98,22 @@ def test_the_readme_real_model_examples_run_on_every_kind_they_name(tmp_path):
     """Each real-model example as written, on a small model of each kind it names (an encoder-decoder, a decoder, an
     encoder), offline, from another folder: nothing ends in an error."""
     pytest.importorskip("transformers")
-    from devtools.hub_models import save_tiny
+    from PIL import Image
+
+    from devtools.hub_models import IMAGE_FAMILIES, save_tiny, save_tiny_image
 
     built = {}
 
     def folder(name: str) -> Path:
         if name not in built:
             family, layers = STAND_INS[name]
-            built[name] = save_tiny(family, tmp_path / "models" / f"tiny-{family}-{layers}", layers=layers)
+            where = tmp_path / "models" / f"tiny-{family}-{layers}"
+            built[name] = (save_tiny_image(family, where, layers=layers, image_size=224, patch_size=16)
+                           if family in IMAGE_FAMILIES else save_tiny(family, where, layers=layers))
         return built[name]
+
+    y, x = np.mgrid[:300, :400]  # the picture the image example reads, a gradient standing in for a cat
+    Image.fromarray(np.stack([x % 256, y % 256, (x + y) % 256], -1).astype(np.uint8)).save(tmp_path / "cat.jpg")
 
     blocks = readme_real_model_blocks()
     assert blocks, "the README has no real-model example"
@@ -116,7 +125,7 @@ def test_the_readme_real_model_examples_run_on_every_kind_they_name(tmp_path):
                                     timeout=300, env=environment)
             assert result.returncode == 0, f"{named}\n{code}\n---\n{result.stderr[-3000:]}"
             ran |= {STAND_INS[name][0] for name in named.split(" + ")}
-    assert ran == {"marian", "gpt2", "llama", "bert"}  # every kind: encoder-decoder, decoder (two), encoder
+    assert ran == {"marian", "gpt2", "llama", "bert", "deit"}  # encoder-decoder, decoder (two), encoder, images
 
 
 def test_the_public_api_is_importable_from_the_top():

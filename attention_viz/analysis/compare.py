@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from attention_viz.analysis.runs import is_pretrained, maps_of
+from attention_viz.analysis.runs import maps_of
 from attention_viz.core.alignment import Comparison, align, aligned_difference
 from attention_viz.core.maps import TextMaps, head_grid
-from attention_viz.core.model import Transformer
+from attention_viz.core.protocol import AttentionModel
 
 
 def _side(value, model, text, switches: dict) -> tuple[TextMaps, str]:
@@ -21,7 +21,7 @@ def _side(value, model, text, switches: dict) -> tuple[TextMaps, str]:
             raise ValueError("comparing two texts needs the model to run them: compare(text_a, text_b, key, "
                              "model=...)")
         return maps_of(model, value, **switches), value
-    if isinstance(value, Transformer) or is_pretrained(value):
+    if isinstance(value, AttentionModel):
         if not isinstance(text, str) or not text:
             raise ValueError("comparing two models needs the text to run them on: compare(model_a, model_b, key, "
                              "text=...)")

@@ -18,9 +18,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from attention_viz.analysis.runs import check_model, is_pretrained
 from attention_viz.core.maps import TextMaps
-from attention_viz.core.model import Transformer
+from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.patterns import PATTERNS, PatternScores, pattern_scores_of_maps
 from attention_viz.data.tokenizer import SPECIAL_TOKENS, CharTokenizer
 
@@ -41,7 +40,7 @@ def random_tokens(vocabulary: Sequence[int], n: int, seed: int) -> list[int]:
 def repeated_pass(model, n: int, seed: int) -> tuple[TextMaps, list[int], list[int]]:
     """The model's maps on a random sequence of n tokens repeated twice: (maps with their tokens, source ids, target
     ids) as the module docstring says."""
-    if isinstance(model, Transformer):
+    if not model.pretrained:
         tok = CharTokenizer()
         r = random_tokens(range(len(SPECIAL_TOKENS), model.config.vocab_size), n, seed)
         src_ids, tgt_ids = r + r + [tok.eos_id], [tok.bos_id] + r + r
@@ -86,8 +85,7 @@ def pattern_scores(model_or_maps, source: Sequence[Hashable] = (), target: Seque
 
     Returns PatternScores: scores[kind][pattern] is [L, H]; chance, the evenly spread head's; .table(), .best().
     """
-    if isinstance(model_or_maps, Transformer) or is_pretrained(model_or_maps):
-        check_model(model_or_maps)
+    if isinstance(model_or_maps, AttentionModel):
         text_maps, src_ids, tgt_ids = repeated_pass(model_or_maps, n, seed)
         scored = pattern_scores_of_maps(text_maps, src_ids, tgt_ids, masks, patterns)
         shown = {kind: text_maps.tokens(kind) for kind in scored.tokens}

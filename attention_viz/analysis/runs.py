@@ -7,30 +7,16 @@ switches are arguments.
 
 from __future__ import annotations
 
-import sys
-
 import torch
 
 from attention_viz.core.attention import Scale
 from attention_viz.core.maps import TextMaps, token_masks
-from attention_viz.core.model import Transformer
+from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 
 EXTRA_DECODE_STEPS = 4  # our model may run past the text's length by this many tokens before it is stopped
 REAL_NEW_TOKENS = 40  # a real model's tokens written at most, unless asked otherwise
-
-
-def is_pretrained(model: object) -> bool:
-    """A real model wrapped by attention_viz.hub (no transformers import: if the hub was never imported, none is)."""
-    hub_model = sys.modules.get("attention_viz.hub.model")
-    return hub_model is not None and isinstance(model, hub_model.PretrainedTransformer)
-
-
-def check_model(model: object) -> None:
-    if not (isinstance(model, Transformer) or is_pretrained(model)):
-        raise ValueError(f"expected an attention_viz Transformer or a real model from load_pretrained, got "
-                         f"{type(model).__name__}")
 
 
 def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
@@ -39,13 +25,15 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
 
     A greedy decode of up to max_new_tokens (default: ours len(text) + 5, a real model 40; one pass for an encoder). The settings it ran with are kept on the result (figures write them).
     """
-    check_model(model)
+    if not isinstance(model, AttentionModel):  # core.protocol: ours, or a real model
+        raise ValueError(f"expected an attention_viz Transformer or a real model from load_pretrained, got "
+                         f"{type(model).__name__}")
     if not isinstance(text, str) or not text:
         raise ValueError("the text must be a non-empty string")
     variation = Variation(scale, causal_mask, padding_mask)  # checked before any work
     settings = {"text": text, "scale": str(scale), "causal mask": "on" if causal_mask else "off",
                 "padding mask": "on" if padding_mask else "off"}
-    if is_pretrained(model):
+    if model.pretrained:
         from attention_viz.hub.text_run import run_text  # the hub extra: a real model means it is installed
 
         run = run_text(model, text, max_new_tokens=max_new_tokens or REAL_NEW_TOKENS, variation=variation)

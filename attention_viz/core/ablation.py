@@ -33,12 +33,9 @@ class HeadSwitch:
     means: torch.Tensor | None = None    # [H, d_v]: each head's mean output (mean ablation); None: zero
     gates: torch.Tensor | None = None    # [H] or per batch row [B, H]: every head's output times its gate (1 = as it
                                          # is); with means, a gate of 0 gives the head's mean instead of 0
-    record: dict | None = None           # when given, the heads' outputs are kept under "heads" (before any change)
 
     def __call__(self, heads: torch.Tensor) -> torch.Tensor:
         """heads [B, H, Q, d_v] -> the same with this switch applied."""
-        if self.record is not None:
-            self.record["heads"] = heads
         if self.gates is not None:
             gates = self.gates.to(heads.dtype)
             gates = gates[None, :, None, None] if gates.dim() == 1 else gates[:, :, None, None]  # (1|B, H, 1, 1)
@@ -112,11 +109,6 @@ def switches(
             raise ValueError(f"mean ablation needs head_means[{key!r}] ([H, d_v]: each head's mean output)")
         result[key] = HeadSwitch(means=means, gates=gate)
     return result
-
-
-def recorders(keys: Sequence[str]) -> dict[str, HeadSwitch]:
-    """Switches that change nothing and keep every attention's head outputs [B, H, Q, d_v] in .record["heads"]."""
-    return {key: HeadSwitch(record={}) for key in keys}
 
 
 def mean_outputs(outputs: Mapping[str, torch.Tensor], query_masks: Mapping[str, torch.Tensor | None] | None = None

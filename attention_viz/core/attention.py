@@ -32,11 +32,14 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+if TYPE_CHECKING:
+    from attention_viz.core.trace import Probe
 
 # How QKᵀ is scaled before the softmax: "sqrt_dk" multiplies by 1/√d_k (the paper), "none"
 # leaves the plain dot products (factor 1), and a positive float is used as the factor itself.
@@ -365,18 +368,16 @@ class MultiHeadAttention(nn.Module):
 
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk", switch: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        scale: Scale = "sqrt_dk", probe: Probe | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The attention pipeline (additive attention ignores `scale`) in every head on projected q, k, v, then W_O:
-        (out [B, Q, d_model], weights [B, H, Q, K]). switch (core.ablation.HeadSwitch) changes the heads' outputs
-        [B, H, Q, d_v] before W_O: heads switched off; the weights are recorded as computed."""
+        (out [B, Q, d_model], weights [B, H, Q, K]). probe (core.trace): the points kept, and the switch of the
+        heads' outputs [B, H, Q, d_v] before W_O (heads switched off); the weights are recorded as computed."""
         dropout_p = self.dropout if self.training else 0.0
         heads, weights = self.kernel(q, k, v, mask, scale, dropout_p, compatibility=self.compatibility)
         # (B, H, Q, d_v), (B, H, Q, K)
-        if getattr(switch, "record", None) is not None:
-            switch.record["values"] = v  # (B, H, K, d_v): what value_norms needs
-        if switch is not None:
-            heads = switch(heads)  # (B, H, Q, d_v)
+        if probe is not None:
+            heads = probe.attended(q, k, v, weights, heads)  # (B, H, Q, d_v)
         concat = heads.transpose(1, 2).reshape(q.size(0), q.size(2), -1)  # (B, Q, H·d_v)
         return self.out_proj(concat), weights
 
@@ -394,7 +395,9 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
         scale: Scale = "sqrt_dk",
-        switch: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        probe: Probe | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """query [B, Q, d_model], key/value [B, K, d_model], mask -> [B, H, Q, K] -> (out [B, Q, d_model], weights [B, H, Q, K])."""
-        return self.attend(*self.project(query, key, value), mask, scale, switch)
+        if probe is not None:
+            probe("inputs", (query, key, value, mask))
+        return self.attend(*self.project(query, key, value), mask, scale, probe)

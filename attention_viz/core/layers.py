@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from attention_viz.core.ablation import HeadSwitch
+from attention_viz.core.trace import Probe
 from attention_viz.core.attention import MultiHeadAttention
 from attention_viz.core.variation import Variation
 
@@ -69,10 +69,10 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, variation: Variation, switch: HeadSwitch | None = None
+        self, x: torch.Tensor, mask: torch.Tensor | None, variation: Variation, probe: Probe | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x [B, S, D], mask -> [B, H, S, S] -> (x [B, S, D], self-attention weights [B, H, S, S])."""
-        attended, weights = self.self_attn(x, x, x, mask, variation.scale, switch)
+        attended, weights = self.self_attn(x, x, x, mask, variation.scale, probe)
         x = self.norm1(x + self.dropout(attended))
         x = self.norm2(x + self.dropout(self.feed_forward(x)))
         return x, weights
@@ -99,28 +99,28 @@ class DecoderLayer(nn.Module):
         self_mask: torch.Tensor | None,
         cross_mask: torch.Tensor | None,
         variation: Variation,
-        self_switch: HeadSwitch | None = None,
-        cross_switch: HeadSwitch | None = None,
+        self_probe: Probe | None = None,
+        cross_probe: Probe | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S])."""
-        y, self_weights = self.self_block(y, self_mask, variation, self_switch)
-        y, cross_weights = self.cross_block(y, memory, cross_mask, variation, cross_switch)
+        y, self_weights = self.self_block(y, self_mask, variation, self_probe)
+        y, cross_weights = self.cross_block(y, memory, cross_mask, variation, cross_probe)
         y = self.norm3(y + self.dropout(self.feed_forward(y)))
         return y, self_weights, cross_weights
 
     def self_block(
-        self, y: torch.Tensor, self_mask: torch.Tensor | None, variation: Variation, switch: HeadSwitch | None = None
+        self, y: torch.Tensor, self_mask: torch.Tensor | None, variation: Variation, probe: Probe | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """First sub-layer: y [B, T, D] -> (norm1(y + self-attention) [B, T, D], weights [B, H, T, T])."""
-        attended, weights = self.self_attn(y, y, y, self_mask, variation.scale, switch)
+        attended, weights = self.self_attn(y, y, y, self_mask, variation.scale, probe)
         return self.norm1(y + self.dropout(attended)), weights
 
     def cross_block(
         self, y: torch.Tensor, memory: torch.Tensor, cross_mask: torch.Tensor | None, variation: Variation,
-        switch: HeadSwitch | None = None,
+        probe: Probe | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Second sub-layer: y [B, T, D], memory [B, S, D] -> (norm2(y + attention to memory), weights [B, H, T, S])."""
-        attended, weights = self.cross_attn(y, memory, memory, cross_mask, variation.scale, switch)
+        attended, weights = self.cross_attn(y, memory, memory, cross_mask, variation.scale, probe)
         return self.norm2(y + self.dropout(attended)), weights
 
     def step(
@@ -131,8 +131,8 @@ class DecoderLayer(nn.Module):
         cross_mask: torch.Tensor | None,
         variation: Variation,
         self_mask: torch.Tensor | None = None,
-        self_switch: HeadSwitch | None = None,
-        cross_switch: HeadSwitch | None = None,
+        self_probe: Probe | None = None,
+        cross_probe: Probe | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """One new position under the causal mask: y [B, 1, D] attends to itself and the positions before it,
         whose self-attention keys and values (past_kv, [B, H, t, d_k] and [B, H, t, d_v]) are not recomputed;
@@ -144,10 +144,10 @@ class DecoderLayer(nn.Module):
         if past_kv is not None:
             k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)  # (B, H, t + 1, ...)
         attended, _ = self.self_attn.attend(self.self_attn.project_query(y), k, v, self_mask, variation.scale,
-                                            self_switch)
+                                            self_probe)
         y = self.norm1(y + self.dropout(attended))
         attended, _ = self.cross_attn.attend(self.cross_attn.project_query(y), *memory_kv, cross_mask,
-                                             variation.scale, cross_switch)
+                                             variation.scale, cross_probe)
         y = self.norm2(y + self.dropout(attended))
         y = self.norm3(y + self.dropout(self.feed_forward(y)))
         return y, (k, v)

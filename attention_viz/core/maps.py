@@ -47,6 +47,13 @@ def kind_key(kind: str, layer: int) -> str:
     return map_key(stack, layer, name)
 
 
+def keys_of(n_encoder_layers: int, n_decoder_layers: int, kinds: Sequence[str] = tuple(KINDS)) -> list[str]:
+    """Every map key of a model with these layers and kinds, in our order: encoder layers, then each decoder layer's
+    self- and cross-attention."""
+    keys = [kind_key("encoder.self_attn", i) for i in range(n_encoder_layers if "encoder.self_attn" in kinds else 0)]
+    return keys + [kind_key(kind, i) for i in range(n_decoder_layers) for kind in list(KINDS)[1:] if kind in kinds]
+
+
 def stack_kind(maps: Mapping[str, ArrayT], kind: str, n_layers: int | None = None) -> ArrayT:
     """Every layer of one kind stacked on a new first axis: maps of shape [...] -> [L, ...].
 

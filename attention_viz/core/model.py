@@ -13,20 +13,22 @@ Inference-time switches are arguments of the forward pass, never state on the mo
 from __future__ import annotations
 
 import numbers
-from dataclasses import replace
+from collections.abc import Collection
 
 import torch
 from torch import nn
 
-from attention_viz.core.ablation import HeadSwitch, recorders, switches
-from attention_viz.core.attention import Kernel, MultiHeadAttention, Scale, attention_masks, source_mask, target_mask
+from attention_viz.core.ablation import switches
+from attention_viz.core.attention import (SCALE_MODES, Kernel, MultiHeadAttention, Scale, attention_masks, source_mask,
+                                          target_mask)
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
-from attention_viz.core.maps import AttentionMaps, map_key, split_kind
-from attention_viz.core.variation import Variation, variation_of
-
-PAPER = Variation()  # the paper's model: 1/√d_k, both masks, every head on
+from attention_viz.core.maps import AttentionMaps, keys_of, kind_key, map_key, split_kind
+from attention_viz.core.protocol import Abilities
+from attention_viz.core.trace import Probe, Trace, Traced, trace
+from attention_viz.core.trace import kept as trace_kept
+from attention_viz.core.variation import PAPER, Variation, variation_of
 
 
 class Encoder(nn.Module):
@@ -43,12 +45,12 @@ class Encoder(nn.Module):
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None, variation: Variation = PAPER,
-        switches: dict[str, HeadSwitch] | None = None,
+        probes: Trace | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """x [B, S, D] -> (memory [B, S, D], self-attention weights per layer [B, H, S, S])."""
         weights = []
         for i, layer in enumerate(self.layers):
-            x, w = layer(x, mask, variation, (switches or {}).get(map_key("encoder", i, "self_attn")))
+            x, w = layer(x, mask, variation, (probes or {}).get(map_key("encoder", i, "self_attn")))
             weights.append(w)
         return (self.norm(x) if self.norm is not None else x), weights
 
@@ -72,12 +74,12 @@ class Decoder(nn.Module):
         self_mask: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
         variation: Variation = PAPER,
-        switches: dict[str, HeadSwitch] | None = None,
+        probes: Trace | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S] per layer)."""
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
-            y, sw, cw = layer(y, memory, self_mask, cross_mask, variation, *decoder_switches(switches, i))
+            y, sw, cw = layer(y, memory, self_mask, cross_mask, variation, *decoder_probes(probes, i))
             self_weights.append(sw)
             cross_weights.append(cw)
         return (self.norm(y) if self.norm is not None else y), self_weights, cross_weights
@@ -85,6 +87,8 @@ class Decoder(nn.Module):
 
 class Transformer(nn.Module):
     """The paper's encoder-decoder model; `forward` returns (logits, AttentionMaps)."""
+
+    pretrained = False  # ours: our characters, no checkpoint of the Hub (core.protocol)
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -117,18 +121,45 @@ class Transformer(nn.Module):
         x = embed(ids)
         return self.dropout(x + positional_encoding(ids.size(1), self.config.d_model, ids.device))
 
-    def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None
-                      ) -> dict[str, HeadSwitch] | None:
-        """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
-        c = self.config
-        keys = {map_key("encoder", i, "self_attn"): c.n_heads for i in range(c.n_encoder_layers)}
-        for i in range(c.n_decoder_layers):
-            keys[map_key("decoder", i, "self_attn")] = keys[map_key("decoder", i, "cross_attn")] = c.n_heads
-        return switches(keys, heads_off, ablation, head_means, gates)
+    @property
+    def map_keys(self) -> list[str]:
+        """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
+        return keys_of(self.config.n_encoder_layers, self.config.n_decoder_layers)
 
-    def _switches(self, variation: Variation, head_means=None, gates=None) -> dict[str, HeadSwitch] | None:
-        """head_switches for a variation's heads off."""
-        return self.head_switches(variation.off, variation.ablation, head_means, gates)
+    @property
+    def abilities(self) -> Abilities:
+        """It writes text, has a causal mask, and scales QKᵀ unless its attention is additive."""
+        additive = self.config.compatibility == "additive"
+        return Abilities(writes_text=True, fills_masks=False, causal=True, compatibility=self.config.compatibility,
+                         scalings=() if additive else SCALE_MODES)
+
+    def probes(self, variation: Variation = PAPER, head_means=None, gates=None, keep: Collection[str] = (),
+               at: Collection[str] | None = None) -> Trace | None:
+        """The probes of one pass (core.trace): the variation's heads off (core.ablation.switches, with head_means or
+        per-row gates; ValueError naming what is wrong) and the points `keep` at the keys `at`; None: a plain pass."""
+        if not (variation.heads_off or gates or keep):
+            return None  # the plain pass
+        keys = self.map_keys
+        heads = switches(dict.fromkeys(keys, self.config.n_heads), variation.off, variation.ablation, head_means, gates)
+        return trace(keys, heads, keep, at)
+
+    def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+               variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
+               head_means=None, gates=None) -> Traced:
+        """One pass of src [B, S] and tgt [B, T] under `variation` (core.protocol): logits [B, T, V], every map and
+        what the probes kept (core.trace's points `keep` at the map keys `at`, None: every key)."""
+        if decoder_input_ids is None:
+            raise ValueError("our Transformer is an encoder-decoder model: give decoder_input_ids (tgt)")
+        src, tgt, variation = input_ids, decoder_input_ids, variation_of(variation)
+        probes = self.probes(variation, head_means, gates, keep, at)
+        masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
+        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
+                                           probes)
+        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
+                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"],
+                                                      variation, probes)
+        maps = collect_maps(enc_weights, self_weights, cross_weights)
+        return Traced(self.generator(y), maps, trace_kept(probes))  # (B, T, V), maps, map key -> point -> value
 
     def value_flows(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                     padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
@@ -137,8 +168,9 @@ class Transformer(nn.Module):
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K]
         in forward(src, tgt): a head that looks hard at a key whose value carries almost nothing shows it."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        kept = self._recorded(src, tgt, variation, head_means)
-        return {key: weights * self._value_norms(key, record)[:, :, None, :] for key, (record, weights) in kept.items()}
+        traced = self.traced(src, tgt, variation=variation, keep=("v",), head_means=head_means)
+        norms = self._value_norms(traced.kept)
+        return {key: weights * norms[key][:, :, None, :] for key, weights in traced.maps.items()}
 
     def value_norms(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                     padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
@@ -147,50 +179,30 @@ class Transformer(nn.Module):
         """‖v_j^h W_O^h‖ per map key [B, H, K] in forward(src, tgt) with these switches: how far key j's value
         would move the output through head h at weight 1 (value_flows is the maps times these)."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        kept = self._recorded(src, tgt, variation, head_means)
-        return {key: self._value_norms(key, record) for key, (record, _) in kept.items()}
+        return self._value_norms(self.traced(src, tgt, variation=variation, keep=("v",), head_means=head_means).kept)
 
-    def _value_norms(self, key: str, record: dict) -> torch.Tensor:
-        stack, layer, name = key.split(".")
-        return self.attention_module(f"{stack}.{name}", int(layer)).value_norms(record["values"])  # (B, H, K)
-
-    def _recorded(self, src, tgt, variation: Variation, head_means=None) -> dict[str, tuple[dict, torch.Tensor]]:
-        """forward with every attention recorded, under the variation's heads off: key -> (its record: "heads",
-        "values"; its weights)."""
-        kept = self._recording(self._switches(variation, head_means))
-        masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
-        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
-                                           kept)
-        _, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
-                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"],
-                                                      variation, kept)
-        maps = collect_maps(enc_weights, self_weights, cross_weights)
-        return {key: (kept[key].record, weights) for key, weights in maps.items()}  # in the maps' order
-
-    def _recording(self, switched: dict[str, HeadSwitch] | None) -> dict[str, HeadSwitch]:
-        """Every attention's switch (`switched`'s, or one that changes nothing) keeping its record: "heads", "values"."""
-        keys = {map_key("encoder", i, "self_attn") for i in range(self.config.n_encoder_layers)}
-        keys |= {map_key("decoder", i, name) for i in range(self.config.n_decoder_layers)
-                 for name in ("self_attn", "cross_attn")}
-        kept = recorders(sorted(keys))
-        for key, switch in (switched or {}).items():
-            kept[key] = replace(switch, record={})
-        return kept
+    def _value_norms(self, kept: dict[str, dict]) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ [B, H, K] per map key of a pass that kept its values ("v")."""
+        modules = [layer.self_attn for layer in self.encoder.layers]
+        modules += [module for layer in self.decoder.layers for module in (layer.self_attn, layer.cross_attn)]
+        attention = dict(zip(self.map_keys, modules))  # map key -> its MultiHeadAttention
+        return {key: attention[key].value_norms(points["v"]) for key, points in kept.items()}
 
     def head_outputs(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
                      padding_mask: bool = True, *, variation: Variation | None = None) -> dict[str, torch.Tensor]:
         """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward(src, tgt): what mean ablation
         averages (core.ablation.mean_outputs). The variation's heads off apply."""
         variation = variation_of(variation, scale, causal_mask, padding_mask)
-        return {key: record["heads"] for key, (record, _) in self._recorded(src, tgt, variation).items()}
+        kept = self.traced(src, tgt, variation=variation, keep=("heads",)).kept
+        return {key: points["heads"] for key, points in kept.items()}
 
     def encode(
-        self, src: torch.Tensor, variation: Variation = PAPER, switches: dict[str, HeadSwitch] | None = None,
+        self, src: torch.Tensor, variation: Variation = PAPER, probes: Trace | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
         """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None, encoder weights per layer).
-        switches: the heads' (core.ablation), built once by the caller from the variation's heads off."""
+        probes: the pass's (core.trace), built once by the caller (probes(variation, ...))."""
         src_mask = source_mask(src, self.config.pad_id, variation.padding_mask)  # (B, 1, 1, S) or None
-        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, variation, switches)
+        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, variation, probes)
         return memory, src_mask, weights
 
     def decode(
@@ -199,13 +211,13 @@ class Transformer(nn.Module):
         memory: torch.Tensor,
         src_mask: torch.Tensor | None,
         variation: Variation = PAPER,
-        switches: dict[str, HeadSwitch] | None = None,
+        probes: Trace | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """tgt [B, T] -> (logits [B, T, V], decoder self weights, cross weights per layer)."""
         tgt_mask = target_mask(tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
         # (T, T), (B, 1, [1|T], T) or None
         y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask,
-                                                      variation, switches)
+                                                      variation, probes)
         return self.generator(y), self_weights, cross_weights
 
     def forward(
@@ -228,14 +240,8 @@ class Transformer(nn.Module):
         heads_off, ablation, head_means, gates: heads switched off before W_O (core.ablation); their maps are still
         recorded as computed."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        switched = self._switches(variation, head_means, gates)
-        masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
-        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
-                                           switched)
-        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
-                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"],
-                                                      variation, switched)
-        return self.generator(y), collect_maps(enc_weights, self_weights, cross_weights)  # (B, T, V), maps
+        traced = self.traced(src, tgt, variation=variation, head_means=head_means, gates=gates)
+        return traced.logits, traced.maps  # (B, T, V), maps
 
     def attention_module(self, kind: str, layer: int) -> MultiHeadAttention:
         """The MultiHeadAttention behind kind ("encoder.self_attn", ...) and layer, i.e. behind map kind_key(kind, layer)."""
@@ -254,28 +260,14 @@ class Transformer(nn.Module):
         forward(src, tgt, ...) with the same switches (heads off in the layers below included); mask is forward's
         (broadcastable to [B, H, Q, K], or None).
 
-        Runs the stacks up to that attention, no hooks. With the module's `project` and `attention_steps`
+        The "inputs" point of one traced pass (core.trace). With the module's `project` and `attention_steps`
         this recomputes Eq. 1's intermediates of one head (the weights are forward's map; eval mode, no dropout).
         """
         self.attention_module(kind, layer)  # checks kind and layer
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        switched = self._switches(variation, head_means) or {}
-        masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
-        x = self._embed(self.src_embed, src)  # (B, S, D)
-        if kind == "encoder.self_attn":
-            for i, encoder_layer in enumerate(self.encoder.layers[:layer]):
-                x, _ = encoder_layer(x, masks[kind], variation, switched.get(map_key("encoder", i, "self_attn")))
-            return x, x, x, masks[kind]
-        memory, _ = self.encoder(x, masks["encoder.self_attn"], variation, switched)  # (B, S, D)
-        y = self._embed(self.tgt_embed, tgt)  # (B, T, D)
-        self_mask, cross_mask = masks["decoder.self_attn"], masks["decoder.cross_attn"]
-        for i, decoder_layer in enumerate(self.decoder.layers[:layer]):
-            y, _, _ = decoder_layer(y, memory, self_mask, cross_mask, variation, *decoder_switches(switched, i))
-        if kind == "decoder.self_attn":
-            return y, y, y, self_mask
-        y, _ = self.decoder.layers[layer].self_block(y, self_mask, variation,  # the input of the cross-attention
-                                                     decoder_switches(switched, layer)[0])
-        return y, memory, memory, cross_mask
+        key = kind_key(kind, layer)
+        traced = self.traced(src, tgt, variation=variation, keep=("inputs",), at=(key,), head_means=head_means)
+        return traced.kept[key]["inputs"]
 
     @torch.no_grad()
     def greedy_decode(
@@ -313,8 +305,8 @@ class Transformer(nn.Module):
         if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
             raise ValueError(f"max_len must be a whole number of at least 1, got {max_len!r}")  # nothing to decode
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        switched = self._switches(variation, head_means, gates)
-        kept = self._recording(switched) if value_norms is not None else switched  # the maps' pass records values
+        probes = self.probes(variation, head_means, gates)
+        kept = self.probes(variation, head_means, gates, ("v",)) if value_norms is not None else probes
         memory, src_mask, enc_weights = self.encode(src, variation, kept)
         B = src.size(0)
         tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -339,7 +331,7 @@ class Transformer(nn.Module):
                 # (B, 1, 1, t + 1)
                 for i, layer in enumerate(self.decoder.layers):
                     y, past[i] = layer.step(y, memory_kv[i], past[i], src_mask, variation, self_mask,
-                                            *decoder_switches(switched, i))
+                                            *decoder_probes(probes, i))
                 if self.decoder.norm is not None:
                     y = self.decoder.norm(y)
                 if append(self.generator(y[:, -1])):
@@ -356,11 +348,11 @@ class Transformer(nn.Module):
                 break
         return tgt[:, 1:], self._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept, value_norms)
 
-    def _with_norms(self, maps: AttentionMaps, kept: dict[str, HeadSwitch] | None,
+    def _with_norms(self, maps: AttentionMaps, kept: Trace | None,
                     value_norms: dict[str, torch.Tensor] | None) -> AttentionMaps:
-        """maps, value_norms filled (when a dict) from the records of the pass that computed them."""
+        """maps, value_norms filled (when a dict) from the values kept by the pass that computed them."""
         if value_norms is not None:
-            value_norms.update({key: self._value_norms(key, kept[key].record) for key in maps})
+            value_norms.update(self._value_norms(trace_kept(kept)))
         return maps
 
     @torch.no_grad()
@@ -377,18 +369,18 @@ class Transformer(nn.Module):
         positions, so later ones never change it); without it, every earlier row changes as each new token arrives.
         """
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        switched = self._switches(variation, head_means)
-        memory, src_mask, _ = self.encode(src, variation, switched)
+        probes = self.probes(variation, head_means)
+        memory, src_mask, _ = self.encode(src, variation, probes)
         steps = []
         for t in range(tgt.size(1)):
-            _, self_weights, cross_weights = self.decode(tgt[:, : t + 1], memory, src_mask, variation, switched)
+            _, self_weights, cross_weights = self.decode(tgt[:, : t + 1], memory, src_mask, variation, probes)
             steps.append(collect_maps([], self_weights, cross_weights))
         return steps
 
-def decoder_switches(switched: dict[str, HeadSwitch] | None, layer: int) -> tuple[HeadSwitch | None, HeadSwitch | None]:
-    """(self-attention's, cross-attention's) switch of one decoder layer."""
-    switched = switched or {}
-    return switched.get(map_key("decoder", layer, "self_attn")), switched.get(map_key("decoder", layer, "cross_attn"))
+def decoder_probes(probes: Trace | None, layer: int) -> tuple[Probe | None, Probe | None]:
+    """(self-attention's, cross-attention's) probe of one decoder layer."""
+    probes = probes or {}
+    return probes.get(map_key("decoder", layer, "self_attn")), probes.get(map_key("decoder", layer, "cross_attn"))
 
 
 def collect_maps(

@@ -105,3 +105,6 @@ def _check_heads_off(value: object) -> HeadsOff:
         if heads:
             checked.append((key, tuple(sorted(set(int(h) for h in heads)))))
     return tuple(checked)
+
+
+PAPER = Variation()  # the paper's model: 1/√d_k, both masks, every head on

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attention_viz.analysis.runs import is_pretrained
 from attention_viz.core.attention import Scale
 from attention_viz.core.model import Transformer
+from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation
 from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.explorer.html import asset, explorer_html, long_html
@@ -147,7 +147,7 @@ def pretrained_steps(model, result, variation: Variation) -> list[dict[str, np.n
         return model.step_maps(src, tgt, variation=replace(variation, causal_mask=False))
 
 
-def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequence[str] = "",
+def show(model_or_maps: AttentionModel | Mapping[str, np.ndarray], text: str | Sequence[str] = "",
          target_tokens: Sequence[str] = (), *, masks: Mapping[str, np.ndarray] | None = None,
          output: str = "", notes: Sequence[str] = (), height: int = 640, **run_options) -> View:
     """The interactive explorer, inline in Jupyter (the returned View renders itself).
@@ -161,7 +161,7 @@ def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequ
     show(maps, source_tokens, target_tokens) maps: key -> [H, Q, K] (a batch axis of 1 is dropped), e.g.
                                              AttentionMaps.to_numpy() of one forward pass
     """
-    if is_pretrained(model_or_maps):
+    if isinstance(model_or_maps, AttentionModel) and model_or_maps.pretrained:
         if not isinstance(text, str) or not text:
             raise ValueError("show(model, text): text must be a non-empty string")
         long = run_options.pop("long", None)
@@ -171,7 +171,7 @@ def show(model_or_maps: Transformer | Mapping[str, np.ndarray], text: str | Sequ
         if long:
             return View(run_long(model_or_maps, text, **run_options), height=height)
         return View(run_pretrained(model_or_maps, text, **run_options), height=height)
-    if isinstance(model_or_maps, Transformer):
+    if isinstance(model_or_maps, AttentionModel):
         if not isinstance(text, str):
             raise ValueError("show(model, text): text must be a string")
         return View(run_model(model_or_maps, text, **run_options), height=height)

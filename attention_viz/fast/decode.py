@@ -28,7 +28,7 @@ import torch
 
 from attention_viz.core.attention import causal_mask as make_causal_mask
 from attention_viz.core.attention import padding_mask as make_padding_mask
-from attention_viz.core.model import Transformer, collect_maps, decoder_switches
+from attention_viz.core.model import Transformer, collect_maps, decoder_probes
 from attention_viz.core.variation import variation_of
 from attention_viz.fast import passes
 from attention_viz.fast.passes import step
@@ -49,14 +49,14 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
             or isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1):
         return network.greedy_decode(src, max_len, bos_id, eos_id, variation=variation, head_means=head_means,
                                      gates=gates, value_norms=value_norms)
-    switched = network._switches(variation, head_means, gates)
-    kept = network._recording(switched) if value_norms is not None else switched
+    probes = network.probes(variation, head_means, gates)
+    kept = network.probes(variation, head_means, gates, ("v",)) if value_norms is not None else probes
     memory, src_mask, enc_weights = passes.encode(network, src, variation, kept)
     B = src.size(0)
     layers = network.decoder.layers
     memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in layers]
     pe = passes.encoding(max_len, c.d_model, src.device)  # (max_len, D)
-    layer_switches = [decoder_switches(switched, i) for i in range(len(layers))]
+    layer_probes = [decoder_probes(probes, i) for i in range(len(layers))]
 
     def steps(tgt: torch.Tensor, past: list, checked: bool) -> torch.Tensor | None:
         """Decode on from tgt [B, t + 1] (<bos> + the tokens so far) with each layer's kept keys and values of its
@@ -67,7 +67,7 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
             self_mask = make_padding_mask(tgt, c.pad_id) if variation.padding_mask else None  # (B, 1, 1, t + 1)
             for i, layer in enumerate(layers):
                 y, past[i], _ = step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
-                                     *layer_switches[i])
+                                     *layer_probes[i])
             if network.decoder.norm is not None:
                 y = passes.norm(network.decoder.norm, y)
             logits = passes.linear(network.generator, y[:, -1])  # (B, V)
@@ -90,7 +90,7 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id:
                                                value_norms)
         if settled:  # decode on from the tokens the passes settled, their keys and values from one pass of the steps
             tgt = torch.tensor([[bos_id] + settled], dtype=torch.long, device=src.device)  # (1, P + 1)
-            past = _prefix(network, tgt[:, :-1], pe, memory_kv, src_mask, variation, layer_switches)
+            past = _prefix(network, tgt[:, :-1], pe, memory_kv, src_mask, variation, layer_probes)
             tgt = tgt if settled[-1] == eos_id else steps(tgt, past, checked=True)
     if tgt is None:  # no guess, or decoding on from one was not clear: the reference's own steps
         tgt = steps(torch.full((B, 1), bos_id, dtype=torch.long, device=src.device), [None] * len(layers), False)
@@ -110,7 +110,7 @@ def leads(logits: torch.Tensor) -> torch.Tensor:
     return top[..., 0] - top[..., 1] > MARGIN * (1 + top[..., 0].abs())
 
 
-def settle(network: Transformer, memory, memory_kv, src_mask, variation, switches, guess: Sequence[int],
+def settle(network: Transformer, memory, memory_kv, src_mask, variation, probes, guess: Sequence[int],
            max_len: int, bos_id: int, eos_id: int):
     """verified, again on a new guess for as long as the guess goes wrong and the pass settles more tokens: (the
     tokens settled, (self, cross weights) of the pass where its guess is the whole decode, else None).
@@ -118,18 +118,18 @@ def settle(network: Transformer, memory, memory_kv, src_mask, variation, switche
     The new guess is the tokens settled, then the pass's own most likely tokens after them (Jacobi iteration of the
     teacher-forced pass): each pass settles at least one more token, and often the rest, where heads switched off
     change a token of the task's answer and what follows it follows from that token."""
-    settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, switches, guess, max_len,
+    settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, probes, guess, max_len,
                                          bos_id, eos_id)
     while found is None and settled and settled[-1] != eos_id and len(settled) < len(predicted):
         before = len(settled)
-        settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, switches,
+        settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, probes,
                                              settled + predicted[before:], max_len, bos_id, eos_id)
         if len(settled) <= before:  # a token without a clear lead: the steps decide it
             break
     return settled, found
 
 
-def verified(network: Transformer, memory, memory_kv, src_mask, variation, switches, guess: Sequence[int],
+def verified(network: Transformer, memory, memory_kv, src_mask, variation, probes, guess: Sequence[int],
              max_len: int, bos_id: int, eos_id: int):
     """One teacher-forced pass on <bos> + guess (cut after its first <eos> and at max_len): (the tokens it settles,
     (self, cross weights) of the pass where the guess is the whole decode, else None, the pass's most likely tokens).
@@ -143,7 +143,7 @@ def verified(network: Transformer, memory, memory_kv, src_mask, variation, switc
     if not guess:
         return [], None, []
     x = torch.tensor([[bos_id] + guess[:-1]], dtype=torch.long, device=memory.device)  # (1, n)
-    logits, self_weights, cross_weights = passes.decode(network, x, memory, src_mask, variation, switches,
+    logits, self_weights, cross_weights = passes.decode(network, x, memory, src_mask, variation, probes,
                                                         memory_kv)  # (1, n, V)
     predicted = logits[0].argmax(-1).tolist()
     settled = []
@@ -159,7 +159,7 @@ def verified(network: Transformer, memory, memory_kv, src_mask, variation, switc
 
 
 def _prefix(network: Transformer, x: torch.Tensor, pe: torch.Tensor, memory_kv, src_mask, variation,
-            layer_switches) -> list[tuple[torch.Tensor, torch.Tensor]]:
+            layer_probes) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each decoder layer's self-attention keys and values [1, H, P, d] of decoder input x [1, P] (<bos> + settled
     tokens but the last), from one pass of the flat steps over its P positions, causally masked."""
     mask = make_causal_mask(x.size(1), x.device)  # (P, P)
@@ -168,6 +168,6 @@ def _prefix(network: Transformer, x: torch.Tensor, pe: torch.Tensor, memory_kv, 
     y = network.tgt_embed(x) + pe[:x.size(1)]  # (1, P, D)
     past = []
     for i, layer in enumerate(network.decoder.layers):
-        y, kv, _ = step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *layer_switches[i])
+        y, kv, _ = step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *layer_probes[i])
         past.append(kv)
     return past

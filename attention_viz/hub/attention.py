@@ -36,6 +36,7 @@ from transformers.masking_utils import (AttentionMaskInterface, bidirectional_ma
                                        sdpa_mask)
 
 from attention_viz.core.attention import Kernel, Scale, scale_factor, scaled_dot_product_attention
+from attention_viz.core.trace import Trace
 from attention_viz.core.variation import Variation
 
 IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
@@ -97,23 +98,21 @@ class Pass:
     biases: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the position bias B added to its
     # scaled QKᵀ as the model computed it, broadcastable to [B, H, Q, K] (T5's [1, H, Q, K], Bloom's ALiBi
     # [B, H, 1, K]; where the model adds one and the position_bias switch is on)
-    inputs: str | None = None  # a map key whose q, k, v to keep (the steps view of one head)
-    switches: dict[str, Callable] | None = None  # map key -> core.ablation.HeadSwitch before W_O: the variation's
-                                                 # heads off (+ means, gates, recorders), as the model builds them
-    values: dict[str, torch.Tensor] | None = None  # when given: map key -> every head's values [B, H, K, d]
-    kept: dict[str, torch.Tensor] = field(default_factory=dict)  # "q" [B, H, Q, d], "k", "v" [B, H, K, d]
+    trace: Trace | None = None  # map key -> core.trace.Probe: the variation's heads off (+ means, gates) and the
+                                # points kept (q, k as the model's projections give them), as the model builds them
     kernel: Kernel = scaled_dot_product_attention  # Eq. 1: core's reference, or a bit-identical kernel (fast)
     probe: list[Call] | None = None  # when given: every call, in order (hub.proof's probe pass)
     prescaled: dict[int, tuple[float, float]] = field(default_factory=dict)  # id(attention module) -> (c_q, c_k):
     # the factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
 
 
-_current: contextvars.ContextVar[Pass | None] = contextvars.ContextVar("attention_viz_pass", default=None)
+# The pass in flight in this thread or task: a Pass, or hub.long's, which has its own `attention` and `mask`
+_current: contextvars.ContextVar = contextvars.ContextVar("attention_viz_pass", default=None)
 
 
 @contextlib.contextmanager
-def switched(settings: Pass) -> Iterator[Pass]:
-    """Run the model's attention with these switches, recording into `settings.maps`, for the `with` block."""
+def switched(settings) -> Iterator:
+    """Run the model's attention under this pass (a Pass, or hub.long's), recording into it, for the `with` block."""
     token = _current.set(settings)
     try:
         yield settings
@@ -188,6 +187,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     cap.
     """
     run = _current.get()
+    if run is not None and not isinstance(run, Pass):  # another kind of pass (hub.long's): its own attention
+        return run.attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     if run is not None and run.probe is not None:
         check_arguments(kwargs, attention_mask)
     handed, scale, (c_q, c_k) = factors(run, module, query, scaling)
@@ -208,8 +209,10 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     if run is None:
         return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
     name = run.keys.get(id(module))
-    if run.switches and name in run.switches:
-        output = run.switches[name](output)  # heads switched off before the model's W_O
+    probe = run.trace.get(name) if run.trace else None
+    if probe is not None:  # its points kept (q, k as the model's projections give them), heads switched off before W_O
+        q_kept, k_kept = (query / c_q, k / c_k) if probe.keep & {"q", "k"} else (query, k)
+        output = probe.attended(q_kept, k_kept, v, weights, output)
     if run.record and name is not None:
         run.maps[name] = weights
         run.factors[name] = float(own)
@@ -218,10 +221,6 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
             run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
         if bias is not None:
             run.biases[name] = bias  # (1 or B, H, Q or 1, K): what the position bias adds to the scaled QKᵀ
-        if run.inputs == name:
-            run.kept.update(q=query / c_q, k=k / c_k, v=v)  # as the model's projections give them
-        if run.values is not None:
-            run.values[name] = v  # (B, H, K, d): value_flows' input
     output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)
     if run.probe is not None:
         honoured = tuple(n for n in HONOURED if (given if n == "position_bias" else kwargs.get(n)) is not None)
@@ -239,6 +238,8 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     """transformers' mask-function contract: its sdpa_mask with this pass's mask switches, materialised unless it
     hides nothing (full attention and no padding: None, which Eq. 1 reads as nothing hidden)."""
     run = _current.get()
+    if run is not None and not isinstance(run, Pass):  # another kind of pass (hub.long's): its own masks
+        return run.mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
     return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask)
 
 

@@ -23,6 +23,7 @@ from transformers.generation.logits_process import (
     NoBadWordsLogitsProcessor,
     NoRepeatNGramLogitsProcessor,
     RepetitionPenaltyLogitsProcessor,
+    SuppressTokensAtBeginLogitsProcessor,
     SuppressTokensLogitsProcessor,
 )
 
@@ -51,6 +52,9 @@ def greedy_processors(config, max_length: int, eos_ids: set[int], prompt_length:
         processors.append(ForcedEOSTokenLogitsProcessor(max_length, config.forced_eos_token_id))
     if config.suppress_tokens is not None:
         processors.append(SuppressTokensLogitsProcessor(config.suppress_tokens))
+    if config.begin_suppress_tokens is not None:  # tokens never written first (Whisper's end and blank)
+        begin = prompt_length if prompt_length > 1 or config.forced_bos_token_id is None else prompt_length + 1
+        processors.append(SuppressTokensAtBeginLogitsProcessor(config.begin_suppress_tokens, begin))
     return processors
 
 
@@ -64,13 +68,22 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
            reuse_keys: bool, head_means: dict | None, values: bool = False):
     """The loop of model.greedy_pass (a PretrainedTransformer that writes text) -> (written [B, n], the Pass of the
     last full pass (the encoder's maps, masks, factors and biases included), that pass's logits). Every pass runs
-    under `variation`, its heads off with head_means (mean ablation)."""
-    attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
+    under `variation`, its heads off with head_means (mean ablation); values: the maps' passes keep their values
+    "v"."""
+    keep = ("v",) if values else ()
     B, device = input_ids.size(0), input_ids.device
+    if model.modality is not None:  # a recording's features: read whole, no mask
+        encoder_inputs = {model.modality.input_name: input_ids}
+    else:
+        attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
+        encoder_inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
     if model.layout == "encoder-decoder":
-        with model.switched(variation, head_means=head_means, record=True, values=values) as encoder_run:
-            encoder_outputs = model.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        with model.switched(variation, head_means=head_means, record=True, keep=keep) as encoder_run:
+            encoder_outputs = model.model.get_encoder()(**encoder_inputs)
         seq = torch.full((B, 1), model.start_id, dtype=torch.long, device=device)  # (B, 1)
+        if model.modality is not None and hasattr(model.modality, "prompt"):  # Whisper: language, task, no times
+            with model.switched(variation, head_means=head_means):
+                seq = model.modality.prompt(model.model, encoder_outputs, seq)  # (B, P)
     else:
         seq = input_ids  # (B, S): the prompt
     prompt_length = seq.size(1)
@@ -113,9 +126,11 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
         if bool(done.all()):
             break
     written = seq[:, prompt_length:]  # (B, n)
-    with model.switched(variation, head_means=head_means, record=True, values=values) as final:
+    with model.switched(variation, head_means=head_means, record=True, keep=keep) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
     if model.layout == "encoder-decoder":
-        for name in ("maps", "masks", "factors", "biases") + (("values",) if values else ()):
+        for name in ("maps", "masks", "factors", "biases"):
             getattr(final, name).update(getattr(encoder_run, name))
+        if values:  # the encoder's values, kept by its own pass
+            final.trace.update({key: probe for key, probe in encoder_run.trace.items() if probe.kept})
     return written, final, outputs.logits

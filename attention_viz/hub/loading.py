@@ -30,6 +30,7 @@ from transformers import (
 )
 
 from attention_viz.core.device import resolve_device
+from attention_viz.hub import images, speech
 from attention_viz.hub.attention import IMPLEMENTATION
 from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.model import PretrainedTransformer
@@ -107,6 +108,12 @@ def check_folder(path: Path, shown: str | None = None) -> None:
         own_code = "; its own code (auto_map in config.json) is never run" if "auto_map" in raw else ""
         raise refused(shown, f"{str(error).rstrip('.')}{own_code}", UnsupportedModelError) from None
     check_weights(path, shown)
+    if (images.is_vision(raw) or speech.is_speech(raw)) and not (path / "preprocessor_config.json").is_file():
+        what = "image processor's settings an image model reads its pictures" if images.is_vision(raw) else \
+            "feature extractor's settings a speech model reads its recordings"
+        raise refused(shown, f"its folder holds no preprocessor_config.json, the {what} with")
+    if images.is_vision(raw):
+        return
     if not any(any(path.glob(pattern)) for pattern in TOKENIZER_FILES) and not reads_bytes(path):
         raise refused(shown, "its folder holds no tokenizer files (tokenizer.json, or the vocabulary files of its "
                              "tokenizer: vocab.json and merges.txt, vocab.txt, *.model or *.spm)")
@@ -320,6 +327,9 @@ def load_pretrained(
     step = "its config.json does not describe a model that can be built"
     try:
         config = AutoConfig.from_pretrained(folder, **options)
+        if images.vision_config(config) is not None or speech.is_speech(config):
+            step = "its model could not be built from its config.json, weights and preprocessor_config.json"
+            return _load_modality(folder, config, shown, device, dtype, device_map, offload_folder, options)
         family_of(config)  # refuse an unsupported configuration before any weight is read
         placement = placed(device, device_map, offload_folder, dtype, model_class(config), config, shown)
         step = "its model could not be built from its config.json and weights"
@@ -340,6 +350,33 @@ def load_pretrained(
     except Exception as error:  # noqa: BLE001 - whatever transformers raises on a bad folder: refused with the reason
         lacking = lacking_tokenizer_files(folder) if step.startswith("its tokenizer") else ""
         raise refused(shown, lacking or f"{step} ({type(error).__name__}: {detail(error, folder, shown)})") from error
+
+
+def _load_modality(folder: Path, config, shown: str, device, dtype, device_map, offload_folder, options: dict
+                   ) -> PretrainedTransformer:
+    """A model that reads pictures (a vision encoder, a two-tower model's vision tower) or sound (Whisper), with what
+    makes its input (the image processor, the feature extractor) and, for speech, the tokenizer it writes with."""
+    from transformers import AutoFeatureExtractor, AutoImageProcessor, AutoModelForSpeechSeq2Seq
+
+    tokenizer = None
+    if speech.is_speech(config):
+        own, auto_class = config, AutoModelForSpeechSeq2Seq
+    else:
+        own, auto_class = images.vision_config(config), images.model_class(config)
+    family_of(own)
+    placement = placed(device, device_map, offload_folder, dtype, auto_class, own, shown)
+    model, loading = auto_class.from_pretrained(
+        folder, config=own, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
+        output_loading_info=True, ignore_mismatched_sizes=True, **placement, **options)
+    check_model(model, loading, shown)
+    if speech.is_speech(config):
+        modality = speech.Frames.of(config, AutoFeatureExtractor.from_pretrained(folder, **options))
+        tokenizer = AutoTokenizer.from_pretrained(folder, **options)
+        check_tokenizer(model, tokenizer, shown)
+    else:
+        modality = images.Patches.of(own, AutoImageProcessor.from_pretrained(folder, **options))
+    model = model if device_map is not None else model.to(resolve_device(device))
+    return PretrainedTransformer(model, tokenizer, name=shown, modality=modality)
 
 
 def placed(device, device_map, offload_folder, dtype, auto_class, config, shown: str) -> dict:

@@ -6,14 +6,14 @@
     run.overview("decoder.3.self_attn", 2, size=512)        # the whole map, each cell its block's max (or mean)
     run.region(..., without_sink=True)                      # the first token left out, each row renormalised
 
-During the pass every attention runs `long_attention` (registered with transformers as LONG_IMPLEMENTATION): its
-output from exact softmax over blocks of query rows (a block's scores [H, rows, K] computed, summarised, used,
-dropped), and per head the summaries of its rows. It keeps, per attention, q after the model's rotary
-[H, T, d], the keys [H_kv, T, d] (grouped keys not repeated), each row's log-sum-exp of its scaled, masked scores
-[H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i) wherever the mask allows it: any
-region or overview is recomputed exactly from a few rows of q and k (hub.long_kept: Kept, and LongRun's views). The
-kept numbers go to a temporary file (keep="disk", the default: the process holds what one layer needs) or stay in
-memory (keep="memory").
+During the pass every attention runs `long_attention` (hub.attention's registered function hands it a long pass's
+calls; the model stays as it is): its output from exact softmax over blocks of query rows (a block's scores
+[H, rows, K] computed, summarised, used, dropped), and per head the summaries of its rows. It keeps, per attention,
+q after the model's rotary [H, T, d], the keys [H_kv, T, d] (grouped keys not repeated), each row's log-sum-exp of
+its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i)
+wherever the mask allows it: any region or overview is recomputed exactly from a few rows of q and k (hub.long_kept:
+Kept, and LongRun's views). The kept numbers go to a temporary file (keep="disk", the default: the process holds what
+one layer needs) or stay in memory (keep="memory").
 
 Summaries, per head, each the mean over the T query rows of a row's:
     entropy         −Σⱼ pᵢⱼ log pᵢⱼ (nats)
@@ -36,27 +36,21 @@ positions, K keys, d head width.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import inspect
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, causal_mask_function
+from transformers.masking_utils import causal_mask_function
 
+from attention_viz.core.trace import Trace
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import (as_allowed, eq1_attention, factors, mask_under, position_bias,
-                                        switched_mask)
+from attention_viz.hub.attention import as_allowed, factors, mask_under, position_bias, switched
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
-from attention_viz.hub.routes import implement
 
-LONG_IMPLEMENTATION = "attention_viz_long"  # the name long_attention and long_mask are registered under
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
                       "decoder and cross-attention are not part of a page's read")
 
@@ -67,7 +61,7 @@ class _Pass:
 
     variation: Variation
     keys: Mapping[int, str]                       # id(attention module) -> map key
-    switches: dict[str, Callable] | None          # map key -> core.ablation.HeadSwitch
+    trace: Trace | None                           # map key -> core.trace.Probe: the heads switched off
     kept: Kept
     rows: int = ROWS
     layers: dict[str, KeptLayer] = field(default_factory=dict)
@@ -77,9 +71,6 @@ class _Pass:
     unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
     prescaled: Mapping[int, tuple[float, float]] = field(default_factory=dict)  # id(module) -> (c_q, c_k): the
     # factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
-
-
-_current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("attention_viz_long_pass", default=None)
 
 
 # -- the attention function of the pass
@@ -113,15 +104,11 @@ def _rule_of(run: _Pass, module: torch.nn.Module, mask: torch.Tensor | None, Q: 
     return rule, (mask[0, 0, :, :K] if rule == "mask" else None), on_cpu
 
 
-def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                    attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                    **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention-function contract during a long pass: query [1, H, T, d], key/value [1, H_kv, K, d]
-    -> (output [1, T, H, d], no weights); the summaries and what recomputes the weights kept on the way. Outside a
-    long pass (another thread's call on the same model) it is the model's own implementation, ours."""
-    run = _current.get()
-    if run is None:  # the wrapped model's own: Eq. 1 with its switches
-        return eq1_attention(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    -> (output [1, T, H, d], no weights); the summaries and what recomputes the weights kept on the way."""
     for name in ("softcap", "s_aux", "sinks"):
         if kwargs.get(name) is not None:
             raise LongRunError(f"the long pass does not cover attention with {name}")
@@ -134,8 +121,9 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
     name = run.keys.get(id(module))
-    if run.switches and name in run.switches:  # heads switched off before the model's W_O
-        output = run.switches[name](output.transpose(0, 1)[None])[0].transpose(0, 1)
+    probe = run.trace.get(name) if run.trace else None
+    if probe is not None:  # heads switched off before the model's W_O
+        output = probe.attended(q, k, v, None, output.transpose(0, 1)[None])[0].transpose(0, 1)
     if name is not None:
         run.kept.put(name, "q", q)
         run.kept.put(name, "k", k)
@@ -145,13 +133,9 @@ def long_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     return output[None].contiguous(), None  # (1, T, H, d_v)
 
 
-def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:
+def long_mask(run: _Pass, *args, mask_function=None, attention_mask=None, **kwargs) -> torch.Tensor | None:
     """transformers' mask-function contract during a long pass: sdpa_mask with the pass's mask switches, None for a
-    plain causal mask or every key (the pass notes which: `_Pass.unmasked`), else materialised; outside a long pass,
-    the wrapped model's own mask function."""
-    run = _current.get()
-    if run is None:  # the wrapped model's own
-        return switched_mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
+    plain causal mask or every key (the pass notes which: `_Pass.unmasked`), else materialised."""
     mask = mask_under(run.variation, args, kwargs, mask_function, attention_mask, skips=True)
     if mask is None:  # sdpa_mask's default rule is causal
         causal = run.variation.causal_mask and mask_function in (None, causal_mask_function)
@@ -159,34 +143,8 @@ def long_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> torch
     return mask
 
 
-AttentionInterface.register(LONG_IMPLEMENTATION, long_attention)
-AttentionMaskInterface.register(LONG_IMPLEMENTATION, long_mask)
-
-
-# -- the model's implementation, switched for the length of the passes that need it
-
-_lock = threading.Lock()
-_holders: dict[int, list] = {}  # id(model) -> [passes in flight, the implementation to restore]
-
-
-@contextlib.contextmanager
-def _long_implementation(model: torch.nn.Module) -> Iterator[None]:
-    """The model runs long_attention while at least one long pass is in flight (another thread's ordinary call
-    meanwhile goes through long_attention's fallback: the same as the model's own); then its own again."""
-    with _lock:
-        holder = _holders.setdefault(id(model), [0, model.config._attn_implementation])
-        if holder[0] == 0:
-            holder[1] = model.config._attn_implementation
-            implement(model, LONG_IMPLEMENTATION)
-        holder[0] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            holder[0] -= 1
-            if holder[0] == 0:
-                implement(model, holder[1])
-                del _holders[id(model)]
+_Pass.attention = long_attention  # what hub.attention's registered functions hand a long pass's calls to
+_Pass.mask = long_mask
 
 
 class TextCutWarning(UserWarning):
@@ -214,12 +172,12 @@ def reading(model, count: int, most: int | None = None) -> tuple[int, str]:
     return read, f"Read the first {read:,} of the text's {count:,} tokens: {why}"
 
 
-def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, switches: dict | None = None,
+def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, trace: Trace | None = None,
              rows: int = ROWS, keep: str = "disk", last_logits: bool = False,
              prescaled: Mapping[int, tuple[float, float]] | None = None, most: int | None = None,
              warn: bool = True) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
-    [T] / [1, T], under `variation` with the heads' `switches` (model's head_switches) -> LongRun. last_logits: the
+    [T] / [1, T], under `variation` with the heads' switches `trace` (model's probes) -> LongRun. last_logits: the
     output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
     4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model
     reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states).
@@ -253,16 +211,13 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         forward, inputs = model.model, model.model_inputs(ids, None, None)
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
-    run = _Pass(variation, keys, switches, Kept(keep), rows, prescaled=prescaled or {})
-    with _long_implementation(model.model), torch.inference_mode():
-        token = _current.set(run)
+    run = _Pass(variation, keys, trace, Kept(keep), rows, prescaled=prescaled or {})
+    with switched(run), torch.inference_mode():
         try:
             outputs = forward(**inputs)
         except Exception:
             run.kept.close()
             raise
-        finally:
-            _current.reset(token)
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
     reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
     return LongRun(logits, run.summaries, run.layers, run.kept, model.map_keys, length=read, reads=reads,

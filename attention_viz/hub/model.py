@@ -10,7 +10,7 @@ Layouts: an encoder-decoder model (Marian, BART) has all three kinds of map; an 
 `encoder.{i}.self_attn`; a decoder-only model (GPT-2, Llama) only `decoder.{i}.self_attn`, over the prompt and
 what it wrote. Switches, as in core.model (one core.variation.Variation, variation=..., or its fields as keywords in
 the public calls: forward, greedy_decode, head_outputs, value_flows, value_norms; the passes under them take the
-Variation only, and build the heads' switches from it in one place, _switches):
+Variation only, and build the heads' switches from it in one place, probes):
     scale         "sqrt_dk" (the model's own factor on QKᵀ, 1/√d_k in most models) | "none" | positive float
     causal_mask   the decoder's mask of future positions (off: every position sees every other)
     padding_mask  hide padded keys (the tokenizer's <pad>; the attention mask given)
@@ -22,16 +22,19 @@ Variation only, and build the heads' switches from it in one place, _switches):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Collection
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from attention_viz.core.ablation import recorders, switches
+from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Kernel, Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
-from attention_viz.core.model import PAPER
-from attention_viz.core.variation import Variation, variation_of
+from attention_viz.core.protocol import Abilities
+from attention_viz.core.trace import Trace, Traced, trace
+from attention_viz.core.trace import kept as trace_kept
+from attention_viz.core.variation import PAPER, Variation, variation_of
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
 from attention_viz.hub.decoding import greedy
@@ -52,11 +55,9 @@ class TextTooLongError(ValueError):
 
 
 @dataclass(frozen=True)
-class Recorded:
-    """One pass's logits and maps, and what else it recorded: the pass (its masks, factors and kept q, k, v)."""
+class Recorded(Traced):
+    """One traced pass (core.trace.Traced) and its Pass: the masks it applied, its factors on QKᵀ, sinks' shares."""
 
-    logits: torch.Tensor
-    maps: AttentionMaps
     run: Pass
 
     @property
@@ -74,24 +75,12 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Encoding:
-    """A text as the model's tokenizer cuts it: ids (special tokens included) and the model's own pieces."""
+    """A text as the model's tokenizer cuts it: ids (special tokens included) and the model's own pieces (a picture:
+    its pixels and its tokens' labels)."""
 
-    ids: torch.Tensor           # [S] long
+    ids: torch.Tensor           # [S] long (a picture's pixel values [C, H, W], a recording's features [mels, frames])
     tokens: list[str]
-
-
-@dataclass(frozen=True)
-class Abilities:
-    """What a wrapped model can do besides recording its maps: from its layout and whether it has an output head.
-
-    Every model runs `forward` and records its maps. A checkpoint saved without its head (`BertModel`, the
-    sentence-embedding models, `GPT2Model`) loads too; its forward gives the last hidden states, and it writes and
-    fills nothing."""
-
-    writes_text: bool           # greedy_decode writes text: an encoder-decoder or decoder-only model with its LM head
-    fills_masks: bool           # forward's logits score the vocabulary at each position: an encoder's masked-LM head
-    causal: bool                # it has decoder self-attention under a causal mask (the causal_mask switch acts)
-    position_bias: bool = False  # it adds a position bias to QKᵀ (T5): the position_bias switch acts
+    note: str = ""              # what reading it changed: a picture resized, a recording cut to the model's window
 
 
 class PretrainedTransformer:
@@ -103,10 +92,12 @@ class PretrainedTransformer:
 
     Args:
         model: a transformers PreTrainedModel whose attention goes through transformers' attention interface.
-        tokenizer: its tokenizer (a transformers tokenizer).
+        tokenizer: its tokenizer (a transformers tokenizer); None for an image model.
         name: what the app calls it (default: the model's name_or_path).
         kernel: Eq. 1's implementation: attention_viz.fast's kernel, bit-identical to core's reference and no slower
             than transformers' eager attention (docs/real_models.md); use_kernel(core's) runs the reference itself.
+        modality: an image model's hub.images.Patches (its image processor and patch grid): it reads pixel_values
+            [B, C, H, W] where a text model reads ids, and its maps are over its special tokens and patches.
 
     Wrapping proves the model (hub.proof): a probe through our Eq. 1 and through its own eager attention, every map
     and the output compared; `fidelity` keeps the figures, and a model beyond float tolerance is refused
@@ -117,16 +108,20 @@ class PretrainedTransformer:
     `scaling_note` a sentence on the scale switch where that factor is 1 ("" otherwise).
     """
 
-    def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention) -> None:
+    pretrained = True  # read from a checkpoint with its own tokenizer (core.protocol)
+
+    def __init__(self, model, tokenizer, name: str | None = None, kernel: Kernel = fast_attention, *,
+                 modality=None) -> None:
         family = family_of(model.config)  # refusals known from the config alone
         self.model = model
         self.tokenizer = tokenizer
+        self.modality = modality  # how a picture or a recording becomes tokens (hub.images.Patches, hub.speech.Frames); None: text
         self.kernel = kernel
         route(model)  # a family outside transformers' attention interface (Bloom's ALiBi) brought through it
         implement(model, IMPLEMENTATION)
         model.eval()
         try:
-            proof = prove(model, family, kernel)
+            proof = prove(model, family, kernel, modality)
         except UnsupportedModelError:
             raise
         except Exception as error:  # noqa: BLE001 - whatever its own code raises on the probe: refused, naming it
@@ -154,11 +149,12 @@ class PretrainedTransformer:
         self.d_model = int(getattr(text_config, "hidden_size", 0) or getattr(text_config, "d_model", 0)
                            or first.output.size(-2) * first.output.size(-1))
         self.d_k = int(first.query[-1])
-        self.vocab_size = int(text_config.vocab_size)
+        self.vocab_size = int(text_config.vocab_size) if getattr(text_config, "vocab_size", None) else None  # images: none
         head = model.get_output_embeddings() is not None  # the language-model or masked-LM head: logits over V
-        self.abilities = Abilities(writes_text=head and self.layout != "encoder",
-                                   fills_masks=head and self.layout == "encoder",
-                                   causal=self.layout != "encoder",
+        writes = head and self.layout != "encoder"
+        self.abilities = Abilities(writes_text=writes, fills_masks=head and self.layout == "encoder",
+                                   causal=self.layout != "encoder", d_k_fixed=True,
+                                   scored_on="text" if writes else None,
                                    position_bias="position_bias" in self.fidelity.honoured)
         self.factor = proof.factor  # the model's own factor on QKᵀ: 1/√d_k in most models, 1 in T5
         self.scaling_note = unscaled_note(self.family, self.factor, self.d_k)
@@ -186,7 +182,7 @@ class PretrainedTransformer:
 
     @property
     def pad_id(self) -> int | None:
-        return self.tokenizer.pad_token_id
+        return self.tokenizer.pad_token_id if self.tokenizer is not None else None
 
     def n_layers(self, kind: str) -> int:
         """Layers with attention of this kind (0 for a kind the model does not have)."""
@@ -253,8 +249,15 @@ class PretrainedTransformer:
 
     # -- text
 
-    def encode(self, text: str) -> Encoding:
-        """The text's ids as the model takes them (special tokens added as the tokenizer adds them) and its pieces."""
+    def encode(self, text) -> Encoding:
+        """The text's ids as the model takes them (special tokens added as the tokenizer adds them) and its pieces;
+        an image model's: a picture's pixels [C, H, W] as its image processor gives them (hub.images.read_image reads
+        it: a PIL image, an array, a path or a file's bytes) and its tokens' labels (specials, then the patches); a
+        speech model's: a recording's log-mel features [mels, frames] (hub.speech.read_audio: a path, a file's bytes,
+        or (samples, rate)) and the encoder positions' times; `note` says what reading it changed."""
+        if self.modality is not None:
+            values, note = self.modality.read(text)
+            return Encoding(values[0], self.modality.tokens(), note)
         ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0]  # (S,)
         return Encoding(ids, self.pieces(ids.tolist()))
 
@@ -283,35 +286,23 @@ class PretrainedTransformer:
             return torch.ones_like(ids)
         return (ids != self.pad_id).long()
 
-    def head_switches(self, heads_off=None, ablation: str = "zero", head_means=None, gates=None) -> dict | None:
-        """core.ablation.switches for this model's keys (ValueError naming what is wrong); None: nothing changes."""
-        return switches({key: self.n_heads for key in self._keys.values()}, heads_off, ablation, head_means, gates)
-
-    def _switches(self, variation: Variation, head_means=None, gates=None) -> dict | None:
-        """head_switches for a variation's heads off (head_means: mean ablation's; gates: per-row gates, for the
-        one-pass gradient estimate and batched variants), as core.model's."""
-        return self.head_switches(variation.off, variation.ablation, head_means, gates)
-
-    def _pass(self, variation: Variation, record: bool = True, head_means=None, gates=None,
-              keep_heads: bool = False) -> Pass:
-        """The Pass of one call under `variation`, its heads' switches built here; keep_heads: every attention's heads'
-        outputs kept too (core.ablation.recorders, under the variation's heads off), as core.model._recorded."""
-        built = self._switches(variation, head_means, gates)
-        if keep_heads:
-            kept = recorders(sorted(self._keys.values()))
-            for key, switch in (built or {}).items():
-                kept[key] = replace(switch, record={})
-            built = kept
-        return Pass(variation, self._keys, record, switches=built, kernel=self.kernel, prescaled=self._prescaled)
+    def probes(self, variation: Variation = PAPER, head_means=None, gates=None, keep: Collection[str] = (),
+               at: Collection[str] | None = None) -> Trace | None:
+        """The probes of one pass (core.trace): the variation's heads off (core.ablation.switches, with head_means or
+        per-row gates; ValueError naming what is wrong) and the points `keep` at the keys `at`; None: a plain pass."""
+        if not (variation.heads_off or gates or keep):
+            return None  # the plain pass
+        keys = list(self._keys.values())
+        heads = switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
+        return trace(keys, heads, keep, at)
 
     def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
-                 values: bool = False):
-        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches (recording
-        the maps into the Pass it yields when record=True, and every attention's values with values=True): for
-        passes of a part of the model."""
-        run = self._pass(variation, record, head_means, gates)
-        run.values = {} if values else None
-        return switched(run)
+                 keep: Collection[str] = (), at: Collection[str] | None = None):
+        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches, recording
+        the maps into the Pass it yields when record=True and keeping core.trace's points `keep` at the keys `at`
+        (probes): every pass of the model, or of a part of it, runs in one."""
+        return switched(Pass(variation, self._keys, record, trace=self.probes(variation, head_means, gates, keep, at),
+                             kernel=self.kernel, prescaled=self._prescaled))
 
     def forward(
         self,
@@ -337,29 +328,23 @@ class PretrainedTransformer:
         the tokens that are not <pad>.
         """
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation, position_bias)
-        recorded = self.forward_pass(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
-                                     head_means=head_means)
+        recorded = self.traced(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
+                               head_means=head_means)
         return recorded.logits, recorded.maps
 
-    def forward_pass(
-        self,
-        input_ids: torch.Tensor,
-        decoder_input_ids: torch.Tensor | None = None,
-        *,
-        variation: Variation = PAPER,
-        attention_mask: torch.Tensor | None = None,
-        head_means: dict[str, torch.Tensor] | None = None,
-        gates: dict[str, torch.Tensor] | None = None,
-        inputs_of: str | None = None,
-        values: bool = False,
-    ) -> Recorded:
-        """forward under `variation` (its heads off with head_means, or per-row gates: core.ablation), with everything
-        the pass recorded: the masks applied, for the map key inputs_of its q, k, v, and with values=True every
-        attention's values."""
-        run = self._pass(variation, head_means=head_means, gates=gates)
-        run.inputs = inputs_of
-        run.values = {} if values else None
-        return self._run(run, input_ids, decoder_input_ids, attention_mask)
+    def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+               variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
+               head_means=None, gates=None, attention_mask: torch.Tensor | None = None) -> Recorded:
+        """forward under `variation` (its heads off with head_means, or per-row gates), keeping core.trace's points
+        `keep` at the map keys `at` (None: every key), with the masks it applied, its factors on QKᵀ and the sinks'
+        shares (core.protocol)."""
+        context = self.switched(variation_of(variation), head_means=head_means, gates=gates, record=True, keep=keep,
+                                at=at)
+        kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
+        with context as run:
+            outputs = self.model(**kwargs)
+        logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
+        return Recorded(logits, self._maps(run), trace_kept(run.trace), run)
 
     def step_maps(self, input_ids: torch.Tensor | None, decoder_input_ids: torch.Tensor, *, variation: Variation = PAPER,
                   head_means: dict[str, torch.Tensor] | None = None) -> list[dict[str, np.ndarray]]:
@@ -372,23 +357,23 @@ class PretrainedTransformer:
         for t in range(decoder_input_ids.size(1)):
             prefix = decoder_input_ids[:, : t + 1]  # (1, t + 1)
             args = (input_ids, prefix) if self.layout == "encoder-decoder" else (prefix,)
-            maps = self.forward_pass(*args, variation=variation, head_means=head_means).maps.to_numpy()
+            maps = self.traced(*args, variation=variation, head_means=head_means).maps.to_numpy()
             steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
         return steps
 
-    def _run(self, run: Pass, input_ids, decoder_input_ids, attention_mask) -> Recorded:
-        """One full pass of the model under `run`."""
-        kwargs = self.model_inputs(input_ids, decoder_input_ids, attention_mask)
-        with switched(run):
-            outputs = self.model(**kwargs)
-        logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-        return Recorded(logits, self._maps(run), run)
-
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
-        """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of)."""
-        self.check_positions(input_ids.size(-1))
-        attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        """The keyword arguments of one full pass of the model (attention_mask defaults to padding_of); a model of
+        another modality takes what its modality reads in place of ids: an image model its pixel_values
+        [B, C, H, W], a speech model its input_features [B, mels, frames] (model.encode(...).ids[None])."""
+        if self.modality is not None:
+            self.modality.check(input_ids)
+            if attention_mask is not None:
+                raise ValueError(f"{self.family.name} reads {self.modality.input_name} whole: give no attention_mask.")
+            kwargs = {self.modality.input_name: input_ids}
+        else:
+            self.check_positions(input_ids.size(-1))
+            attention_mask = self.padding_of(input_ids) if attention_mask is None else attention_mask
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.layout == "encoder-decoder":
             if decoder_input_ids is None:
                 raise ValueError(f"{self.family.name} is an encoder-decoder model: give decoder_input_ids.")
@@ -405,9 +390,9 @@ class PretrainedTransformer:
                      padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
         """Every attention's heads' outputs [B, H, Q, d_v] before the model's W_O in forward: what mean ablation
         averages (core.ablation.mean_outputs). The variation's heads off apply."""
-        run = self._pass(variation_of(variation, scale, causal_mask, padding_mask), keep_heads=True)
-        self._run(run, input_ids, decoder_input_ids, attention_mask)
-        return {key: switch.record["heads"] for key, switch in run.switches.items()}
+        kept = self.traced(input_ids, decoder_input_ids, variation=variation_of(variation, scale, causal_mask,
+                           padding_mask), keep=("heads",), attention_mask=attention_mask).kept
+        return {key: kept[key]["heads"] for key in sorted(kept)}
 
     def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
@@ -417,8 +402,10 @@ class PretrainedTransformer:
         """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
         with the model's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        run, norms = self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)
-        return {key: run.maps[key] * norms[key][:, :, None, :] for key in norms}
+        recorded = self.traced(input_ids, decoder_input_ids, variation=variation, keep=("v",),
+                               attention_mask=attention_mask, head_means=head_means)
+        norms = self.norms_of(recorded.kept)
+        return {key: recorded.maps[key] * norms[key][:, :, None, :] for key in norms}
 
     def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
@@ -428,21 +415,17 @@ class PretrainedTransformer:
         """‖v_j^h W_O^h‖ per map key [B, H, K] in forward with these switches: how far key j's value would move the
         output through head h at weight 1."""
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        return self._value_norms(input_ids, decoder_input_ids, attention_mask, variation, head_means)[1]
+        return self.norms_of(self.traced(input_ids, decoder_input_ids, variation=variation, keep=("v",),
+                                         attention_mask=attention_mask, head_means=head_means).kept)
 
-    def _value_norms(self, input_ids, decoder_input_ids, attention_mask, variation: Variation, head_means):
-        run = self.forward_pass(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
-                                head_means=head_means, values=True).run
-        return run, self.norms_of(run)
-
-    def norms_of(self, run: Pass) -> dict[str, torch.Tensor]:
-        """‖v_j^h W_O^h‖ per map key [B, H, K] from a pass that kept its values (forward_pass or greedy_pass with
-        values=True)."""
+    def norms_of(self, kept: dict[str, dict]) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ per map key [B, H, K] from what a pass kept (its values "v": traced with keep=("v",), or
+        greedy_pass with values=True)."""
         norms = {}
-        for key in sorted(run.maps, key=_key_order):
+        for key in sorted(kept, key=_key_order):
             w_o = self.w_o(key)  # (D, H·d)
             H, d = self.n_heads, w_o.size(1) // self.n_heads
-            norms[key] = torch.einsum("bhkv,dhv->bhkd", run.values[key], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
+            norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
         return norms
 
     def w_o(self, key: str) -> torch.Tensor:
@@ -510,7 +493,10 @@ class PretrainedTransformer:
         if not self.abilities.writes_text:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
-        self.check_positions(input_ids.size(-1))
+        if self.modality is not None:
+            self.modality.check(input_ids)
+        else:
+            self.check_positions(input_ids.size(-1))
         room = self.room(input_ids.size(-1))
         if room is not None and max_new_tokens > room:
             prompt = 1 if self.layout == "encoder-decoder" else input_ids.size(-1)
@@ -521,7 +507,7 @@ class PretrainedTransformer:
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
                                         variation=variation, reuse_keys=reuse_keys, head_means=head_means,
                                         values=values)
-        return written, Recorded(logits, self._maps(final), final)
+        return written, Recorded(logits, self._maps(final), trace_kept(final.trace), final)
 
     def __repr__(self) -> str:
         layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())
@@ -541,7 +527,7 @@ class PretrainedTransformer:
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
-        return long.long_run(self, self._keys, ids_or_text, variation, self._switches(variation, head_means),
+        return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
 

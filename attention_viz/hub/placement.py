@@ -187,5 +187,6 @@ def input_device(model) -> torch.device:
     execution = getattr(getattr(embedding, "_hf_hook", None), "execution_device", None)
     if execution is not None:
         return torch.device("cuda", execution) if isinstance(execution, int) else torch.device(execution)
-    device = embedding.weight.device
+    weight = getattr(embedding, "weight", None)  # an image model's patch embedding holds its weight in a convolution
+    device = weight.device if isinstance(weight, torch.Tensor) else next(embedding.parameters()).device
     return torch.device("cpu") if device.type == "meta" else device

@@ -60,6 +60,7 @@ class Fidelity:
     tolerance: float            # what both figures must stay within
     honoured: tuple[str, ...] = ()  # what the model's attention adds to Eq. 1 and ours computed ("softcap", "s_aux",
                                     # "position_bias")
+    source: str = ""            # what the probe's rows were where not text: "pictures", "recordings" (seeded, random)
 
     @property
     def proven(self) -> bool:
@@ -74,7 +75,14 @@ class Fidelity:
         """The measured differences and what was probed, as a phrase."""
         added = f", with its {' and '.join(NAMED[h] for h in self.honoured)}" if self.honoured else ""
         return (f"maps within {_figure(self.maps)}, {self.output} within {_figure(self.outputs)} of transformers' "
-                f"eager attention{added} ({self.dtype}, {self.rows} rows of {self.tokens} tokens, one padded)")
+                f"eager attention{added} ({self.dtype}, {self.probed})")
+
+    @property
+    def probed(self) -> str:
+        """What the probe was, as a phrase."""
+        if self.source:
+            return f"{self.rows} random {self.source} of {self.tokens} tokens"
+        return f"{self.rows} rows of {self.tokens} tokens, one padded"
 
 
 def _figure(x: float) -> str:
@@ -146,10 +154,18 @@ def vocabulary_size(model) -> int:
     return rows
 
 
-def prove(model, family: Family, kernel: Kernel) -> Proof:
+def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
     """Probe a transformers model (set to our implementation, in eval mode) -> its Proof; UnsupportedModelError
-    naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention."""
-    kwargs = probe_inputs(model, family.layout == "encoder-decoder")
+    naming what our Eq. 1 would not honour, or the figures where it disagrees with eager attention. modality
+    (hub.images.Patches, hub.speech.Frames): a model that reads pictures or sound, probed on two seeded inputs of
+    its kind in place of the source's ids."""
+    encoder_decoder = family.layout == "encoder-decoder"
+    kwargs = probe_inputs(model, encoder_decoder) if modality is None or encoder_decoder else {}
+    lengths = LENGTHS
+    if modality is not None:  # its own kind of input in place of the source's ids (a decoder's ids stay)
+        kwargs.pop("input_ids", None), kwargs.pop("attention_mask", None)
+        kwargs[modality.input_name] = modality.probe(2, input_device(model), next(model.parameters()).dtype)
+        lengths = (modality.length, LENGTHS[1])
     run = Pass(Variation(), record=False, kernel=kernel, probe=[])
     linears: list = []
     head_input: list = []
@@ -174,13 +190,13 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
         for hook in hooks:
             hook.remove()
     calls = tuple(run.probe)
-    found = w_o_of(discovered(model, calls, family, LENGTHS), calls, linears)
+    found = w_o_of(discovered(model, calls, family, lengths), calls, linears)
     output, name = _output(ours)
     eager_maps, eager = _eager(model, found, calls, kwargs)
     reference, _ = _output(eager)
     tolerance = TOLERANCE.get(output.dtype, 1e-4)
     keys = dict(found.keys)
-    real = kwargs["attention_mask"].bool()  # (B, S): the probe's tokens that are not padding
+    real = kwargs["attention_mask"].bool() if modality is None else None  # (B, S): the probe's tokens not padding
     source = found.layout != "encoder-decoder"  # whether the output's positions are the source's
     worst = 0.0
     for call in calls:
@@ -188,15 +204,15 @@ def prove(model, family: Family, kernel: Kernel) -> Proof:
         theirs = eager_maps.get(key)
         if theirs is None or theirs.shape != call.weights.shape:
             raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
-        rows = real[:, None, :, None] if source or key.startswith("encoder.") else True  # (B, 1, S, 1)
+        rows = real[:, None, :, None] if real is not None and (source or key.startswith("encoder.")) else True
         worst = max(worst, min(_largest(ours - theirs, rows)
                                for ours in sink_conventions(call.weights, "s_aux" in call.honoured)))
-    rows = real[:, :, None] if source else True  # (B, S, 1)
+    rows = real[:, :, None] if real is not None and source else True  # (B, S, 1)
     outputs = _largest(output - reference, rows) / max(1.0, _largest(reference, rows))
     honoured = tuple(sorted({h for call in calls for h in call.honoured}))
     kinds = tuple(dict.fromkeys(k.split(".")[0] + "." + k.split(".")[2] for _, k in found.keys))
-    fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), LENGTHS[0], 2, kinds,
-                        tolerance, honoured)
+    fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), lengths[0], 2, kinds,
+                        tolerance, honoured, getattr(modality, "probed", ""))
     if not fidelity.proven:
         raise UnsupportedModelError(f"{found.name} with our Eq. 1 inside does not reproduce its own eager attention: "
                                     f"{fidelity.figures()}, beyond the tolerance {tolerance:.0e}.")

@@ -118,9 +118,9 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
 
 def norms_of(model: PretrainedTransformer, recorded) -> dict[str, np.ndarray] | None:
     """The value norms [H, K] per key of a recorded pass that kept its values, else None."""
-    if recorded.run.values is None:
+    if not recorded.kept:
         return None
-    return {key: value[0].float().cpu().numpy() for key, value in model.norms_of(recorded.run).items()}
+    return {key: value[0].float().cpu().numpy() for key, value in model.norms_of(recorded.kept).items()}
 
 
 def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variation, head_means: dict | None,
@@ -130,11 +130,11 @@ def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variati
     ids = src[0].tolist()
     if model.layout == "encoder-decoder":
         src_ids, tgt_ids = ids, [model.start_id]
-        recorded = model.forward_pass(src, torch.tensor([tgt_ids], device=src.device), variation=variation,
-                                      head_means=head_means, values=values)
+        recorded = model.traced(src, torch.tensor([tgt_ids], device=src.device), variation=variation,
+                                head_means=head_means, keep=("v",) if values else ())
     else:
         src_ids, tgt_ids = (ids, []) if model.layout == "encoder" else ([], ids)
-        recorded = model.forward_pass(src, variation=variation, head_means=head_means, values=values)
+        recorded = model.traced(src, variation=variation, head_means=head_means, keep=("v",) if values else ())
     output, filled = fill_masks(model, ids, recorded.logits) if model.abilities.fills_masks else ("", [])
     if not model.abilities.fills_masks:
         notes.append(f"This {model.family.name} checkpoint has no output head: it writes no text and fills no "

@@ -24,8 +24,7 @@ import torch
 
 from attention_viz.core.ablation import ABLATIONS, mean_outputs
 from attention_viz.core.attention import target_mask
-from attention_viz.core.maps import map_key
-from attention_viz.core.model import PAPER, Transformer
+from attention_viz.core.model import PAPER, Transformer, decoder_probes
 from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tasks import heldout_strings, make_batch, task_max_len
 from attention_viz.data.tokenizer import CharTokenizer
@@ -69,11 +68,7 @@ class HeadImportance:
 
 def attention_keys(model: Transformer) -> list[str]:
     """The model's map keys in our order."""
-    c = model.config
-    keys = [map_key("encoder", i, "self_attn") for i in range(c.n_encoder_layers)]
-    for i in range(c.n_decoder_layers):
-        keys += [map_key("decoder", i, "self_attn"), map_key("decoder", i, "cross_attn")]
-    return keys
+    return model.map_keys
 
 
 @torch.no_grad()
@@ -93,9 +88,8 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
     distinct = list(dict.fromkeys(signatures))  # the encoder runs needed
     encoder_gates = variant_gates(encoder_keys, model.config.n_heads, [set(s) for s in distinct], rows,
                                   next(model.parameters()).dtype, batch.src.device)
-    ablation = variation.ablation
-    switched = model.head_switches(gates=encoder_gates, ablation=ablation, head_means=means)
-    memory, src_mask, _ = model.encode(batch.src.repeat(len(distinct), 1), variation, switched)  # (U·rows, S, D)
+    probes = model.probes(variation, means, encoder_gates)
+    memory, src_mask, _ = model.encode(batch.src.repeat(len(distinct), 1), variation, probes)  # (U·rows, S, D)
     memories = dict(zip(distinct, memory.split(rows)))
     src_mask = src_mask[:rows] if src_mask is not None else None  # (rows, 1, 1, S): the same for every variant
     tgt_mask = target_mask(batch.tgt_in, pad, variation.causal_mask, variation.padding_mask)  # (rows, 1, T, T)
@@ -116,11 +110,9 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
                 heads_off = {}
                 for key, h in here:
                     heads_off.setdefault(key, []).append(h)
-                layer_switches = model.head_switches(heads_off or None, ablation, means) or {}
+                layer_probes = model.probes(replace(variation, heads_off=heads_off), means)
                 computed[after], _, _ = layer(states[prefixes[v]], memories[signatures[v]], tgt_mask, src_mask,
-                                              variation,
-                                              layer_switches.get(map_key("decoder", i, "self_attn")),
-                                              layer_switches.get(map_key("decoder", i, "cross_attn")))
+                                              variation, *decoder_probes(layer_probes, i))
             prefixes[v] = after
         states = computed
     real = batch.tgt_out != tokenizer.pad_id  # (rows, T)
@@ -156,7 +148,7 @@ def head_importance(
     models, or an empty list of texts. variation: scale and ablation (and the masks) as one core.variation.Variation;
     its heads off are refused, since every head is switched off in turn here.
     """
-    if hasattr(model, "family"):  # a real model: attention_viz.hub.PretrainedTransformer
+    if model.pretrained:  # a real model (core.protocol): scored on the texts given
         return real_head_importance(model, list(texts or []), ablation=ablation)
     if task is None:
         raise ValueError("head_importance needs the task the model was trained on (e.g. task=\"reverse\")")

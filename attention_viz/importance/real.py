@@ -154,7 +154,7 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, variation: 
 def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, variation: Variation = PAPER,
                      head_means=None, gates=None) -> torch.Tensor:
     """log p(target) at the rows' scored positions (targets [B, T] != -100), row by row -> [R], under `variation`
-    (with head_means and per-row gates, as forward_pass takes them).
+    (with head_means and per-row gates, as traced takes them).
 
     encoded: an encoder-decoder model's encoder states [B, S, D], which its decoder reads (ids unused); None for a
     decoder-only model. head: the output head (W, b) when the logits are exactly h Wᵀ + b (_linear_head): then the
@@ -171,7 +171,7 @@ def _scored_logprobs(model, head, ids, mask, decoder, targets, encoded, variatio
     if encoded is not None:
         logits = decoder_logits(model, encoded, decoder, attention_mask=mask, **switches)  # (B, T, V)
     else:
-        logits = model.forward_pass(ids, decoder, attention_mask=mask, **switches).logits  # (B, T, V)
+        logits = model.traced(ids, decoder, attention_mask=mask, **switches).logits  # (B, T, V)
     logp = torch.log_softmax(_wide(logits), -1)  # (B, T, V)
     return logp.gather(-1, targets.clamp_min(0)[..., None])[..., 0][real]  # (R,)
 
@@ -308,7 +308,7 @@ def _real_michel(model, ids, mask, decoder, targets, keys, variation: Variation,
     dtype = next(model.model.parameters()).dtype
     gates = {key: torch.ones(N, H, dtype=dtype, device=ids.device, requires_grad=True) for key in keys}
     with torch.enable_grad():
-        logits = model.forward_pass(ids, decoder, variation=variation, attention_mask=mask, head_means=means,
+        logits = model.traced(ids, decoder, variation=variation, attention_mask=mask, head_means=means,
                                     gates=gates).logits
         logp = torch.log_softmax(_wide(logits), -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0]
         real = (targets != -100).to(logp.dtype)
@@ -325,7 +325,7 @@ def _wide(logits: torch.Tensor) -> torch.Tensor:
 
 def encoder_states(model, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
                    variation: Variation = PAPER, head_means=None, gates=None) -> torch.Tensor:
-    """An encoder-decoder model's encoder alone under `variation` (with head_means and gates, as forward_pass takes
+    """An encoder-decoder model's encoder alone under `variation` (with head_means and gates, as traced takes
     them; heads off in the decoder do nothing here): its last hidden states [B, S, D], what the decoder's
     cross-attention reads (decoder_logits takes them)."""
     if model.layout != "encoder-decoder":
@@ -339,8 +339,8 @@ def decoder_logits(model, encoder_states: torch.Tensor, decoder_input_ids: torch
                    attention_mask: torch.Tensor, variation: Variation = PAPER, head_means=None, gates=None
                    ) -> torch.Tensor:
     """An encoder-decoder model's decoder on given encoder states [B, S, D] (attention_mask [B, S]: the source's
-    tokens) under `variation` (with head_means and gates, as forward_pass takes them): the logits [B, T, V]. On
-    encoder_states' own encoder pass they equal forward_pass's logits, so variants that differ in decoder heads only
+    tokens) under `variation` (with head_means and gates, as traced takes them): the logits [B, T, V]. On
+    encoder_states' own encoder pass they equal traced's logits, so variants that differ in decoder heads only
     can share one encoder pass."""
     with model.switched(variation, head_means=head_means, gates=gates):
         return model.model(encoder_outputs=model.encoder_output(encoder_states), attention_mask=attention_mask,
@@ -350,8 +350,8 @@ def decoder_logits(model, encoder_states: torch.Tensor, decoder_input_ids: torch
 def final_states(model, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                  attention_mask: torch.Tensor | None = None, variation: Variation = PAPER, head_means=None,
                  gates=None) -> torch.Tensor:
-    """forward_pass without its output head: the base model's last hidden states [B, T, D] (the decoder's, for an
-    encoder-decoder model) under `variation` (with head_means and gates), what output_head turns into forward_pass's
+    """traced without its output head: the base model's last hidden states [B, T, D] (the decoder's, for an
+    encoder-decoder model) under `variation` (with head_means and gates), what output_head turns into traced's
     logits. No map is recorded."""
     kwargs = model.model_inputs(input_ids, decoder_input_ids, attention_mask)
     with model.switched(variation, head_means=head_means, gates=gates):

@@ -36,7 +36,7 @@ from attention_viz.data.tokenizer import DEFAULT_MAX_LEN, CharTokenizer
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
 from attention_viz.service.checks import check_choice, shown
 from attention_viz.service.hub_model import RealEntry
-from attention_viz.service.models import AttentionModel, Entry, HeadMeans, ModelControls
+from attention_viz.service.models import Entry, HeadMeans, ModelControls, ServedModel
 from attention_viz.service.own_model import FamilyEntry, OwnModel, UntrainedEntry
 from attention_viz.service.requests import Member, Settings
 from attention_viz.service.real_models import RealModels, RealShape
@@ -317,7 +317,7 @@ class Catalog:
         raise ValueError(f"{COMPATIBILITY_LABEL} {shown(compatibility)} applies only to the study's models ({study}); "
                          f"leave it empty for {model!r}.")
 
-    def attention_model(self, which: Settings | str, means: HeadMeans | None = None) -> AttentionModel:
+    def attention_model(self, which: Settings | str, means: HeadMeans | None = None) -> ServedModel:
         """The model a Settings runs (its entry's), or that a shipped checkpoint's name or a real model's key names,
         as the service asks it (service.models): ours (OwnModel) or a real one (HubModel, loaded on first use).
         means: mean ablation's reference, cached by the caller (service.runs.Runs.head_means); default, computed

@@ -1,4 +1,4 @@
-"""A real model as the service asks it (service.models.AttentionModel): a loaded attention_viz.hub model (its own
+"""A real model as the service asks it (service.models.ServedModel): a loaded attention_viz.hub model (its own
 tokenizer, its maps under our keys, the masks as it applies them) and the real models' run line; and a real model's
 picker entry (RealEntry, a service.models.Entry) with the controls it gets (service.models.ModelControls), from its
 shape.
@@ -77,16 +77,17 @@ class HubModel:
         """Its pass arguments under `settings` (models.pass_arguments, its own head means)."""
         return pass_arguments(settings, self._means, heads)
 
-    def _pass(self, run: Run, settings: Settings, inputs_of: str | None = None):
-        """One pass on `run`'s source and decoder input under `settings`' switches (hub Recorded)."""
+    def _pass(self, run: Run, settings: Settings, keep: tuple[str, ...] = (), at: tuple[str, ...] | None = None):
+        """One pass on `run`'s source and decoder input under `settings`' switches, keeping core.trace's points `keep`
+        at the map keys `at` (hub Recorded)."""
         model = self.model
         switches = self._switches(settings)
         src = torch.tensor([run.src_ids], device=model.device)  # (1, S)
         tgt = torch.tensor([run.tgt_ids], device=model.device)  # (1, T)
         with torch.inference_mode(), self.busy:
             if model.layout == "encoder-decoder":
-                return model.forward_pass(src, tgt, inputs_of=inputs_of, **switches)
-            return model.forward_pass(src if model.layout == "encoder" else tgt, inputs_of=inputs_of, **switches)
+                return model.traced(src, tgt, keep=keep, at=at, **switches)
+            return model.traced(src if model.layout == "encoder" else tgt, keep=keep, at=at, **switches)
 
     def run(self, settings: Settings) -> Run:
         """Its own tokens, output, maps and masks (attention_viz.hub.text_run)."""
@@ -127,8 +128,8 @@ class HubModel:
         """From the q, k, v its attention received (after any rotary positions), the mask it applied and the position
         bias it added (T5's: in the "masked" step, added before the mask); "sqrt_dk" is the model's own factor."""
         key, head, settings = kind_key(request.kind, request.layer), request.head, run.settings
-        recorded = self._pass(run, settings, inputs_of=key)
-        kept = recorded.run.kept
+        recorded = self._pass(run, settings, keep=("q", "k", "v"), at=(key,))
+        kept = recorded.kept[key]
         q, k, v = kept["q"][0, head], kept["k"][0, head], kept["v"][0, head]  # (Q, d_k), (K, d_k), (K, d_v)
         mask = recorded.masks.get(key)
         head_mask = None if mask is None else torch.broadcast_to(mask, (1, 1, q.size(0), k.size(0)))[0, 0]  # (Q, K)

@@ -1,4 +1,4 @@
-"""What the service asks of a model, whichever kind it is: the protocol AttentionModel, and what it answers with.
+"""What the service asks of a model, whichever kind it is: the protocol ServedModel, and what it answers with.
 
 Two kinds of model satisfy it: our own Transformer with our character tokenizer (service.own_model.OwnModel) and a
 real model loaded through transformers (service.hub_model.HubModel). The catalog hands out the one a Settings or a
@@ -7,11 +7,11 @@ cannot do (write text, fill masks, switch its scaling) is its Abilities.
 
 Each picker entry is an Entry (Catalog.entry hands out the one a model key names): it answers what the picker, the
 controls and the requests ask before any model runs (its d_k values, its shape, the text it reads, the member a
-request runs, its ModelControls) and hands out its AttentionModel. Three kinds: a trained family and the untrained
+request runs, its ModelControls) and hands out its ServedModel. Three kinds: a trained family and the untrained
 model (service.own_model), a real model (service.hub_model). The controls a picker entry gets (its d_k, layer and
 head ranges, what the text box says, which switches show) are a ModelControls; which switches act is read from the
 same Abilities the model answers, so a kind says it once. A fourth kind of model brings its own module with an Entry
-and an AttentionModel, and a line in Catalog.entries; the views ask the catalog and never branch on the kind.
+and a ServedModel, and a line in Catalog.entries; the views ask the catalog and never branch on the kind.
 
 Axes: L layers, H heads, Q query positions, K key positions.
 """
@@ -29,6 +29,7 @@ import torch
 from attention_viz.core.attention import attention_masks
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.maps import KINDS, head_statistics, kind_key, split_kind, stack_kind
+from attention_viz.core.protocol import Abilities
 from attention_viz.service.requests import HeadRequest, Member, Settings, parse_head
 
 HeadMeans = Callable[[Settings], dict[str, torch.Tensor]]  # settings -> each head's mean output [H, d_v] per map key
@@ -40,21 +41,6 @@ def pass_arguments(settings: Settings, means: HeadMeans, heads: bool = True) -> 
     if not (heads and settings.heads_off):
         return {"variation": replace(settings.variation, heads_off=(), ablation="zero")}
     return {"variation": settings.variation, "head_means": means(settings) if settings.ablation == "mean" else None}
-
-
-@dataclass(frozen=True)
-class Abilities:
-    """What a model can do besides recording its maps, and which switches act on it."""
-
-    writes_text: bool           # greedy decoding writes text (an encoder, or a checkpoint without its head: no)
-    fills_masks: bool           # it fills its mask token (an encoder with its masked-LM head)
-    causal: bool                # it has decoder self-attention under a causal mask (the causal switch acts)
-    compatibility: str          # §3.2.1: "dot_product" (Eq. 1) or "additive"
-    scalings: tuple[str, ...]   # the scalings it can switch (SCALE_CHOICES keys); () when it has no 1/√d_k to remove
-    d_k_fixed: bool             # its weights fix d_k (a real model); else the d_k control moves through models
-    scored_on: str | None       # its heads are scored on "task" (held-out strings) or "text" (the text in the box);
-                                # None: they cannot be scored, and unscored says why
-    unscored: str = ""          # why its heads cannot be scored (scored_on None), a sentence naming what to pick
 
 
 @dataclass(frozen=True)
@@ -92,9 +78,10 @@ class ModelControls:
         return self.abilities.causal
 
 
-class AttentionModel(Protocol):
-    """What the service asks of a model (module docstring). Settings carry the switches of a pass; `means` given
-    to a model (HeadMeans) answers mean ablation's reference, computed and cached by service.runs.Runs."""
+class ServedModel(Protocol):
+    """What the service asks of a model (module docstring), around a core.protocol.AttentionModel. Settings carry the
+    switches of a pass; `means` given to a model (HeadMeans) answers mean ablation's reference, computed and cached by
+    service.runs.Runs."""
 
     abilities: Abilities
     shape: object               # layers, heads and widths: a TransformerConfig (ours) or a RealShape
@@ -176,8 +163,8 @@ class Entry(Protocol):
     def member(self, text: str, d_k: int, d_model: int, n_heads: int) -> Member:
         """What it runs for these checked values: the model settled, the text it reads, its map keys."""
 
-    def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> AttentionModel:
-        """Its model for `settings` (service.models.AttentionModel); None: the entry's only model (a real one)."""
+    def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> ServedModel:
+        """Its model for `settings` (service.models.ServedModel); None: the entry's only model (a real one)."""
 
 
 @dataclass(frozen=True)

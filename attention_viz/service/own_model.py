@@ -1,4 +1,4 @@
-"""Our own models as the service asks them (service.models.AttentionModel): a shipped checkpoint or the untrained
+"""Our own models as the service asks them (service.models.ServedModel): a shipped checkpoint or the untrained
 Transformer, our character tokenizer and the checkpoint's card; and our picker entries (service.models.Entry):
 FamilyEntry, a trained family whose d_k control moves through its members, and UntrainedEntry, random weights of any
 size within the limits, with the controls each gets (service.models.ModelControls).

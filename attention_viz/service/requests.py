@@ -14,7 +14,7 @@ from typing import Protocol
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Scale
-from attention_viz.core.maps import KINDS, kind_key
+from attention_viz.core.maps import KINDS, keys_of
 from attention_viz.core.variation import HeadsOff, Variation
 from attention_viz.service.checks import (
     check_bool,
@@ -186,14 +186,7 @@ def parse_settings(
 def model_keys(config) -> dict[str, int]:
     """Every map key of a model (a TransformerConfig or a real model's shape) -> its number of heads, in order."""
     kinds = getattr(config, "kinds", tuple(KINDS))
-    keys = {}
-    for i in range(config.n_encoder_layers if "encoder.self_attn" in kinds else 0):
-        keys[kind_key("encoder.self_attn", i)] = config.n_heads
-    for i in range(config.n_decoder_layers):
-        for kind in ("decoder.self_attn", "decoder.cross_attn"):
-            if kind in kinds:
-                keys[kind_key(kind, i)] = config.n_heads
-    return keys
+    return dict.fromkeys(keys_of(config.n_encoder_layers, config.n_decoder_layers, kinds), config.n_heads)
 
 
 def parse_heads_off(value: object, keys: dict[str, int]) -> tuple[tuple[str, tuple[int, ...]], ...]:

@@ -2,7 +2,7 @@
 
 A control that only changes the view (kind, layer, head, colour scale) never reruns the model: runs are cached
 by the Settings that change the computation. Each run is asked of the model the settings name, as the service asks
-any model (service.models.AttentionModel: ours or a real one, whichever it is).
+any model (service.models.ServedModel: ours or a real one, whichever it is).
 
 Axes: L layers, H heads, Q query positions, K key positions.
 """
@@ -20,7 +20,7 @@ from attention_viz.core.maps import kind_key
 from attention_viz.service.catalog import Catalog, SizedCache
 from attention_viz.service.checks import check_choice
 from attention_viz.service.limits import COMPARISONS, RUN_CACHE_BYTES
-from attention_viz.service.models import AttentionModel, Run, Steps
+from attention_viz.service.models import Run, ServedModel, Steps
 from attention_viz.service.requests import Settings, parse_head, parse_settings
 
 
@@ -68,7 +68,7 @@ class Runs:
         """requests.parse_settings against this server's models (raw control values -> Settings)."""
         return parse_settings(self.catalog, *args, **kwargs)
 
-    def attention_model(self, settings: Settings) -> AttentionModel:
+    def attention_model(self, settings: Settings) -> ServedModel:
         """The model `settings` runs as the service asks it (service.models), its heads' means from this cache."""
         return self.catalog.attention_model(settings, self.head_means)
 

@@ -157,7 +157,7 @@ def real_output(run: Run) -> str:
 
 def run_notes(run: Run, about: list[str]) -> str:
     """Markdown notes on a run: `about` (the model's own notes on it: which model, d_k, how it was trained, the output
-    against the task; its AttentionModel.notes), then the scaling and masks."""
+    against the task; its ServedModel.notes), then the scaling and masks."""
     s = run.settings
     lines = list(about)
     scores = ADDITIVE if s.compatibility == "additive" else "QKᵀ"

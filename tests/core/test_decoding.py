@@ -262,7 +262,7 @@ def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread)
     the steps keep, token by token, up to float rounding; a <pad> among them is hidden from the later positions as
     the steps hide it, and without the padding mask it is not."""
     from attention_viz.core.layers import positional_encoding
-    from attention_viz.core.model import decoder_switches
+    from attention_viz.core.model import decoder_probes
     from attention_viz.core.variation import variation_of
     from attention_viz.fast import decode as fast_decode
 
@@ -271,7 +271,7 @@ def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread)
     memory, src_mask, _ = model.encode(torch.tensor([[3, 4, 3]]))
     memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in model.decoder.layers]
     pe = positional_encoding(8, c.d_model, "cpu")
-    switches = [decoder_switches(None, i) for i in range(c.n_decoder_layers)]
+    switches = [decoder_probes(None, i) for i in range(c.n_decoder_layers)]
     x = torch.tensor([[BOS, 3, PAD, 4, 3]])
     for padding_mask in (True, False):
         variation = variation_of(padding_mask=padding_mask)

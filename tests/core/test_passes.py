@@ -58,12 +58,12 @@ def test_the_flat_passes_are_the_modules_bit_for_bit(one_thread):
             ours = []
             for encode, decode in ((model.encode, model.decode),
                                    (lambda *a: passes.encode(model, *a), lambda *a: passes.decode(model, *a))):
-                kept = model._recording(model._switches(variation, case.get("head_means"), case.get("gates")))
+                kept = model.probes(variation, case.get("head_means"), case.get("gates"), keep=("v", "heads"))
                 with torch.inference_mode():
                     memory, src_mask, enc_weights = encode(src, variation, kept)
                     logits, self_weights, cross_weights = decode(tgt, memory, src_mask, variation, kept)
                 ours.append((memory, logits, [*enc_weights, *self_weights, *cross_weights],
-                             {key: (switch.record["values"], switch.record["heads"]) for key, switch in kept.items()}))
+                             {key: (probe.kept["v"], probe.kept["heads"]) for key, probe in kept.items()}))
             (memory, logits, maps, records), (flat_memory, flat_logits, flat_maps, flat_records) = ours
             assert torch.equal(memory, flat_memory) and torch.equal(logits, flat_logits), case
             assert len(maps) == len(flat_maps) and all(torch.equal(a, b) for a, b in zip(maps, flat_maps)), case

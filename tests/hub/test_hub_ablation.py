@@ -133,7 +133,7 @@ def check_value_flows(model, family):
     proj, transposed = w_o(model, family, key)
     weight = proj.weight.T if transposed else proj.weight  # (D, H·d)
     with torch.no_grad():
-        recorded = model.forward_pass(ids, decoder, inputs_of=key).run.kept["v"]  # (B, H, K, d), as attention used it
+        recorded = model.traced(ids, decoder, keep=("v",), at=(key,)).kept[key]["v"]  # (B, H, K, d), as attention used it
     d = model.d_k
     B, H, Q, K = maps[key].shape
     expected = torch.zeros(B, H, Q, K, dtype=torch.float64)
@@ -161,13 +161,13 @@ def test_value_norms_follow_the_heads_switched_off_and_give_the_flows(tiny_folde
 
 
 def test_the_encoder_alone_then_the_decoder_give_the_whole_passs_logits(tiny_folders):
-    """What real_head_importance shares between variants: encoder_states then decoder_logits equal forward_pass,
+    """What real_head_importance shares between variants: encoder_states then decoder_logits equal traced,
     heads off in both stacks; the encoder alone sees only its own switches."""
     model = load_pretrained(tiny_folders["marian"], dtype=torch.float64)
     ids, decoder = inputs(model, "marian")
     off = Variation("none", heads_off={"encoder.1.self_attn": [0], "decoder.0.cross_attn": [1, 2]})
     with torch.no_grad():
-        whole = model.forward_pass(ids, decoder, variation=off).logits
+        whole = model.traced(ids, decoder, variation=off).logits
         states = encoder_states(model, ids, variation=off)
         split = decoder_logits(model, states, decoder, attention_mask=model.padding_of(ids), variation=off)
         plain = decoder_logits(model, encoder_states(model, ids, variation=Variation("none")), decoder,

@@ -213,9 +213,9 @@ def test_gemma2s_sliding_window_and_soft_cap_and_its_scaling_switched_off():
     ids = torch.tensor([[3, 5, 9, 11, 7, 2, 4, 6, 8, 10]])
     key = "decoder.0.self_attn"
     for scale in ("sqrt_dk", "none"):
-        recorded = model.forward_pass(ids, attention_mask=torch.ones_like(ids),
-                                      variation=model_variation(scale), inputs_of=key)
-        q, k = recorded.run.kept["q"], recorded.run.kept["k"]  # (1, H, T, d)
+        recorded = model.traced(ids, attention_mask=torch.ones_like(ids), variation=model_variation(scale),
+                                keep=("q", "k"), at=(key,))
+        q, k = recorded.kept[key]["q"], recorded.kept[key]["k"]  # (1, H, T, d)
         factor = recorded.run.factors[key] if scale == "sqrt_dk" else 1.0
         cap = model.model.config.attn_logit_softcapping
         logits = cap * torch.tanh(q @ k.transpose(-2, -1) * factor / cap)
@@ -238,14 +238,14 @@ def test_opts_q_scaled_before_the_attention_function_is_undone_by_the_scale_swit
     key, module = "decoder.0.self_attn", model.model.model.decoder.layers[0].self_attn
     seen = []
     handle = module.q_proj.register_forward_hook(lambda m, args, out: seen.append(out))
-    recorded = model.forward_pass(ids, attention_mask=torch.ones_like(ids), variation=model_variation("none"),
-                                  inputs_of=key)
+    recorded = model.traced(ids, attention_mask=torch.ones_like(ids), variation=model_variation("none"),
+                            keep=("q", "k"), at=(key,))
     handle.remove()
     q = seen[0].view(1, ids.size(1), 4, d_k).transpose(1, 2)  # (1, H, T, d): q_proj(x), before OPT's factor
-    torch.testing.assert_close(recorded.run.kept["q"], q)
+    torch.testing.assert_close(recorded.kept[key]["q"], q)
     assert recorded.run.factors[key] == pytest.approx(d_k ** -0.5)
     causal = torch.ones(ids.size(1), ids.size(1), dtype=torch.bool).tril()
-    logits = (q @ recorded.run.kept["k"].transpose(-2, -1)).masked_fill(~causal, float("-inf"))
+    logits = (q @ recorded.kept[key]["k"].transpose(-2, -1)).masked_fill(~causal, float("-inf"))
     torch.testing.assert_close(recorded.maps[key], torch.softmax(logits, -1), atol=1e-6, rtol=1e-5)
     for layer in model.model.model.decoder.layers:
         layer.self_attn.scaling = 1.0
@@ -273,7 +273,7 @@ def model_variation(scale):
 def test_gpt_oss_sinks_take_a_share_of_each_row_kept_beside_the_map():
     model = PretrainedTransformer(tiny("gpt_oss"), Pieces())
     ids = torch.tensor([[3, 5, 9, 11, 7, 2]])
-    recorded = model.forward_pass(ids, attention_mask=torch.ones_like(ids))
+    recorded = model.traced(ids, attention_mask=torch.ones_like(ids))
     for key in model.map_keys:
         weights, sink = recorded.maps[key], recorded.run.sinks[key]  # (1, H, T, T), (1, H, T)
         assert (sink > 0).all() and (weights.sum(-1) < 1).all()

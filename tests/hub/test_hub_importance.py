@@ -159,7 +159,7 @@ def test_the_fused_log_probabilities_equal_the_log_softmax_of_forwards_logits(ti
     keys = model.map_keys
     off = Variation(heads_off={keys[0]: [1], keys[-1]: [0, 2], keys[len(keys) // 2]: [3]})
     with torch.no_grad():
-        logits = model.forward_pass(ids, decoder, attention_mask=mask, variation=off).logits  # (N, T, V)
+        logits = model.traced(ids, decoder, attention_mask=mask, variation=off).logits  # (N, T, V)
         expected = torch.log_softmax(logits, -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0][real]
         got = importance._scored_logprobs(model, head, ids, mask, decoder, targets, None, off)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)

@@ -29,9 +29,9 @@ def real_reference(model, texts, scale) -> tuple[dict, dict]:
             decoder = torch.cat([torch.tensor([[model.start_id]]), written[:, :-1]], dim=1)
         for key in model.map_keys:
             with torch.no_grad():
-                recorded = model.forward_pass(src, decoder, variation=Variation(scale), inputs_of=key)
-            q = recorded.run.kept["q"][0].transpose(0, 1).double().numpy()  # (Q, H, d)
-            k = recorded.run.kept["k"][0].transpose(0, 1).double().numpy()  # (K, H, d)
+                recorded = model.traced(src, decoder, variation=Variation(scale), keep=("q", "k"), at=(key,))
+            q = recorded.kept[key]["q"][0].transpose(0, 1).double().numpy()  # (Q, H, d)
+            k = recorded.kept[key]["k"][0].transpose(0, 1).double().numpy()  # (K, H, d)
             per_key.setdefault(key, []).append((q, k, key.startswith("decoder") and key.endswith("self_attn")))
             p = recorded.maps[key][0].double()  # (H, Q, K)
             entropies.setdefault(key, []).append(-torch.xlogy(p, p).sum(-1))  # (H, Q)

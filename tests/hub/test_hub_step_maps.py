@@ -25,7 +25,7 @@ def test_each_step_is_the_pass_on_its_prefix(tiny_folders, family):
             assert len(steps) == tgt.size(1)
             for t, step in enumerate(steps):
                 args = (src, tgt[:, : t + 1]) if src is not None else (tgt[:, : t + 1],)
-                alone = model.forward_pass(*args, variation=variation).maps.to_numpy()
+                alone = model.traced(*args, variation=variation).maps.to_numpy()
                 decoder = {key: value[0] for key, value in alone.items() if key.startswith("decoder.")}
                 assert step.keys() == decoder.keys() and decoder
                 for key, value in decoder.items():

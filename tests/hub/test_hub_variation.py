@@ -11,6 +11,8 @@ import torch
 pytest.importorskip("transformers")
 
 from attention_viz.core.ablation import mean_outputs, switches  # noqa: E402
+from attention_viz.core.protocol import AttentionModel  # noqa: E402
+from attention_viz.core.trace import kept, trace  # noqa: E402
 from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.hub import load_pretrained  # noqa: E402
 from attention_viz.hub.attention import Pass, switched  # noqa: E402
@@ -30,6 +32,7 @@ def inputs(model, family):
 @pytest.mark.parametrize("family", list(HEADS_OFF))
 def test_the_keyword_front_and_the_value_give_the_same_pass_bit_for_bit(tiny_folders, family):
     model = load_pretrained(tiny_folders[family])
+    assert isinstance(model, AttentionModel) and model.pretrained  # core.protocol, as our Transformer
     ids, decoder = inputs(model, family)
     for keywords in (dict(scale="none", causal_mask=False), dict(scale=0.7, padding_mask=False),
                      dict(heads_off=HEADS_OFF[family]), dict(heads_off=HEADS_OFF[family], ablation="mean")):
@@ -47,7 +50,7 @@ def test_the_keyword_front_and_the_value_give_the_same_pass_bit_for_bit(tiny_fol
                   model.value_flows(ids, decoder, head_means=means, variation=v))
             equal(model.head_outputs(ids, decoder, **masks), model.head_outputs(ids, decoder,
                                                                                 variation=Variation(**masks)))
-            recorded = model.forward_pass(ids, decoder, variation=v, head_means=means)  # the pass under forward
+            recorded = model.traced(ids, decoder, variation=v, head_means=means)  # the pass under forward
             equal(model.forward(ids, decoder, head_means=means, **keywords), (recorded.logits, recorded.maps))
         with pytest.raises(ValueError, match="not both"):
             model.forward(ids, decoder, scale="none", variation=v)
@@ -69,18 +72,19 @@ def test_the_keyword_front_and_the_value_give_the_same_pass_bit_for_bit(tiny_fol
             real_head_means(model, ["the cat"], max_new_tokens=3).values()))  # the value reaches the pass
 
 
-def prebuilt(model, run_variation: Variation, heads: dict | None) -> Pass:
-    """A Pass as the attention takes it, its switches built by hand (core.ablation.switches) and its variation's
-    heads off left empty: the heads off reach the attention only through the switches given."""
+def prebuilt(model, run_variation: Variation, heads: dict | None, keep: tuple[str, ...] = ()) -> Pass:
+    """A Pass as the attention takes it, its switches built by hand (core.ablation.switches, as core.trace's probes
+    keeping `keep`) and its variation's heads off left empty: the heads off reach the attention only through the
+    switches given."""
     keys = {id(module): key for name, module in model.model.named_modules()
             if (key := model.family.key_of(name)) is not None}
-    return Pass(run_variation, keys, switches=heads)
+    return Pass(run_variation, keys, trace=trace(list(keys.values()), heads, keep))
 
 
 @pytest.mark.parametrize("family", list(HEADS_OFF))
 def test_mean_ablation_given_by_the_variation_alone_equals_prebuilt_switches(tiny_folders, family):
     """Heads off given only by the Variation (mean ablation, head_means beside it) through every pass that takes
-    them (forward_pass, run_text's decode, run_value_norms, the scoring's encoder, decoder and final states) give bit
+    them (traced, run_text's decode, run_value_norms, the scoring's encoder, decoder and final states) give bit
     for bit the maps and logits that switches built by hand and handed to the attention give; an encoder's head off
     reaches the decoder through the states."""
     model = load_pretrained(tiny_folders[family])
@@ -93,10 +97,10 @@ def test_mean_ablation_given_by_the_variation_alone_equals_prebuilt_switches(tin
         run = prebuilt(model, plain, heads)
         with switched(run):
             expected = model.model(**model.model_inputs(ids, decoder, None)).logits
-        recorded = model.forward_pass(ids, decoder, variation=v, head_means=means)
+        recorded = model.traced(ids, decoder, variation=v, head_means=means)
         equal(recorded.logits, expected)
         equal(dict(recorded.maps.items()), {key: run.maps[key] for key in recorded.maps})
-        assert not torch.equal(expected, model.forward_pass(ids, decoder, variation=plain).logits)
+        assert not torch.equal(expected, model.traced(ids, decoder, variation=plain).logits)
 
         with switched(prebuilt(model, plain, heads)):
             hidden = model.model.base_model(**model.model_inputs(ids, decoder, None)).last_hidden_state
@@ -114,13 +118,12 @@ def test_mean_ablation_given_by_the_variation_alone_equals_prebuilt_switches(tin
     text = run_text(model, "the cat sat on the mat", max_new_tokens=4, variation=v, head_means=means, values=True)
     ran = [torch.tensor([list(x)]) for x in (text.src_ids, text.tgt_ids) if x] + [None]  # the last step's pass
     with torch.no_grad():
-        run = prebuilt(model, plain, heads)
-        run.values = {}
+        run = prebuilt(model, plain, heads, keep=("v",))
         with switched(run):
             model.model(**model.model_inputs(ran[0], ran[1], None))
     for key, weights in run.maps.items():  # the decode's last pass: its encoder once, then the decoder
         torch.testing.assert_close(torch.from_numpy(text.maps[key]), weights[0], atol=0, rtol=0, msg=key)
     norms = run_value_norms(model, text.src_ids, text.tgt_ids, variation=v, head_means=means)
-    for key, value in model.norms_of(run).items():
+    for key, value in model.norms_of(kept(run.trace)).items():
         torch.testing.assert_close(torch.from_numpy(norms[key]), value[0], atol=0, rtol=0, msg=key)
         torch.testing.assert_close(torch.from_numpy(text.norms[key]), value[0], atol=0, rtol=0, msg=key)

@@ -323,19 +323,30 @@ def test_refusals_say_what_is_wrong(tiny_folder):
         big.region(big.keys[0], 0, slice(0, 300), slice(0, 10))
 
 
-def test_outside_a_long_pass_its_functions_are_the_models_own():
-    """Another thread's forward while the model runs long_attention (outside any long pass) records what forward
-    records under the model's own implementation."""
-    from attention_viz.hub.long import LONG_IMPLEMENTATION
+def test_a_long_pass_leaves_the_model_as_it_is():
+    """The model keeps its implementation, ours, during a long pass and after it, and another thread's forward in
+    the middle of one is forward's own, bit for bit: the pass lives in its caller's context, never on the model."""
+    import threading
 
     model = tiny_llama()
     ids = torch.randint(0, 64, (1, 30), generator=torch.Generator().manual_seed(5))
     logits, maps = model.forward(ids, scale="none")
-    model.model.set_attn_implementation(LONG_IMPLEMENTATION)
+    during = []
+
+    def meanwhile(module, args, output):  # inside the long pass's first layer
+        if not during:
+            during.append(model.model.config._attn_implementation)
+            thread = threading.Thread(target=lambda: during.append(model.forward(ids, scale="none")))
+            thread.start()
+            thread.join()
+
+    handle = model.model.model.layers[0].register_forward_hook(meanwhile)
     try:
-        switched_logits, switched_maps = model.forward(ids, scale="none")
+        run = model.long_run(ids)
     finally:
-        model.model.set_attn_implementation("attention_viz")
+        handle.remove()
+    assert during[0] == "attention_viz" == model.model.config._attn_implementation and run.summaries
+    switched_logits, switched_maps = during[1]
     torch.testing.assert_close(switched_logits, logits, rtol=0, atol=0)
     for key, weights in maps.items():
         torch.testing.assert_close(switched_maps[key], weights, rtol=0, atol=0)

@@ -81,7 +81,7 @@ def test_t5s_kin_run_with_their_position_bias_as_transformers_eager_computes_the
     assert ours.factor == 1.0 and "not by 1/√d_k" in ours.scaling_note and "W_Q" in ours.scaling_note
 
     ids, mask, decoder = batch(ours)
-    recorded = ours.forward_pass(ids, decoder, attention_mask=mask)
+    recorded = ours.traced(ids, decoder, attention_mask=mask)
     assert_same(recorded.logits, recorded.maps, eager(theirs, ids, mask, decoder))
 
     # B, per map key: every self-attention's, as the model computes it; its cross-attention adds none
@@ -93,7 +93,7 @@ def test_t5s_kin_run_with_their_position_bias_as_transformers_eager_computes_the
         torch.testing.assert_close(recorded.biases[key], own_bias(theirs, names[key], Q, K), atol=0, rtol=0)
 
     # the switch: B taken out, as transformers computes the model with its bias tables zeroed
-    off = ours.forward_pass(ids, decoder, attention_mask=mask, variation=Variation(position_bias=False))
+    off = ours.traced(ids, decoder, attention_mask=mask, variation=Variation(position_bias=False))
     assert off.biases == {}
     zeroed = copy.deepcopy(theirs)
     with torch.no_grad():
@@ -145,8 +145,9 @@ def test_t5s_scale_switch_acts_on_its_factor_of_1_and_its_own_qk_is_measured(tmp
     assert list(stats) == ours.map_keys
     first = stats["encoder.0.self_attn"]
     assert first.d_k == ours.d_k and first.n_pairs > 0 and bool((first.logit_var > 0).all())
-    q, k = (ours.forward_pass(ids[:1, : int(mask[0].sum())], decoder[:1], inputs_of="encoder.0.self_attn")
-            .run.kept[name] for name in ("q", "k"))
+    kept = ours.traced(ids[:1, : int(mask[0].sum())], decoder[:1], keep=("q", "k"),
+                       at=("encoder.0.self_attn",)).kept["encoder.0.self_attn"]
+    q, k = kept["q"], kept["k"]
     assert first.logits[0, 0] == pytest.approx(float(q[0, 0, 0] @ k[0, 0, 0]), rel=1e-5)  # head 0, (query 0, key 0)
 
     with pytest.raises(LongRunError, match="position bias"):  # the long pass computes no bias: said, not wrong
@@ -167,7 +168,7 @@ def test_byt5_a_t5_config_with_its_byte_tokenizer_loads_from_its_folder_and_runs
     ours = load_pretrained(folder)
     assert len(ours.encode("Grüße").ids) == len("Grüße".encode()) + 1  # a token a byte, then </s>
     ids, mask, decoder = batch(ours)
-    recorded = ours.forward_pass(ids, decoder, attention_mask=mask)
+    recorded = ours.traced(ids, decoder, attention_mask=mask)
     assert_same(recorded.logits, recorded.maps, eager(theirs, ids, mask, decoder))
     assert sorted(recorded.biases) == sorted(key for key in ours.map_keys if key.endswith("self_attn"))
 
@@ -194,7 +195,7 @@ def test_blooms_alibi_is_routed_through_our_eq1_as_a_position_bias(tmp_path):
             torch.testing.assert_close(maps[key][keep[:, None, :].expand(-1, ours.n_heads, -1)],
                                        expected[keep[:, None, :].expand(-1, ours.n_heads, -1)], atol=1e-5, rtol=0)
 
-    recorded = ours.forward_pass(ids, attention_mask=mask)
+    recorded = ours.traced(ids, attention_mask=mask)
     real_rows(recorded.logits, recorded.maps, eager_bloom(theirs))
     # B: each head's slope times the key's position (counted over the row's real tokens), one row for every query
     slopes = torch.tensor([2 ** (-8 * (h + 1) / ours.n_heads) for h in range(ours.n_heads)])
@@ -203,7 +204,7 @@ def test_blooms_alibi_is_routed_through_our_eq1_as_a_position_bias(tmp_path):
     assert sorted(recorded.biases) == ours.map_keys
     torch.testing.assert_close(recorded.biases["decoder.0.self_attn"], expected)
 
-    off = ours.forward_pass(ids, attention_mask=mask, variation=Variation(position_bias=False))
+    off = ours.traced(ids, attention_mask=mask, variation=Variation(position_bias=False))
     flat = copy.deepcopy(theirs)
     flat.transformer.build_alibi_tensor = lambda m, heads, dtype: torch.zeros(m.size(0) * heads, 1, m.size(1),
                                                                               dtype=dtype)

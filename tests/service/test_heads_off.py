@@ -206,7 +206,7 @@ def test_a_real_model_runs_with_heads_off_and_mean_ablation(real_views):
     model = runs.catalog.real.get("hub:tiny-marian")
     run = runs.run(off)
     with torch.inference_mode():
-        direct = model.forward_pass(torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids]),
+        direct = model.traced(torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids]),
                                     variation=off.variation)
     for key, value in direct.maps.to_numpy().items():
         np.testing.assert_allclose(run.maps[key], value[0], atol=1e-5)

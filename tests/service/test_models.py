@@ -1,4 +1,4 @@
-"""One model protocol (service.models.AttentionModel): both kinds of model answer every question the service asks
+"""One model protocol (service.models.ServedModel): both kinds of model answer every question the service asks
 with the protocol's own signature, say what they can do in their Abilities, and the views ask the protocol: a model
 of a kind the service has never seen, handed out by the catalog, is what the views compute with and describe, and
 its controls (ModelControls) are its kind's own answer, with the switches its Abilities say. Each picker entry
@@ -15,14 +15,14 @@ pytest.importorskip("transformers")
 
 from attention_viz.service.catalog import Catalog  # noqa: E402
 from attention_viz.service.hub_model import HubModel, RealEntry  # noqa: E402
-from attention_viz.service.models import Abilities, AttentionModel, Entry, ModelControls  # noqa: E402
+from attention_viz.service.models import Abilities, Entry, ModelControls, ServedModel  # noqa: E402
 from attention_viz.service.own_model import FamilyEntry, OwnModel, UntrainedEntry  # noqa: E402
 from attention_viz.service.runs import Runs  # noqa: E402
 from attention_viz.service.views import Views  # noqa: E402
 from attention_viz.webui.handlers import Handlers  # noqa: E402
 from devtools.hub_models import save_tiny  # noqa: E402
 
-QUESTIONS = [name for name in vars(AttentionModel) if not name.startswith("_")]
+QUESTIONS = [name for name in vars(ServedModel) if not name.startswith("_")]
 ENTRY_QUESTIONS = [name for name in vars(Entry) if not name.startswith("_")]
 
 
@@ -42,7 +42,7 @@ def settings(views, model, text="the cat sat", d_k=16):
 def test_each_kind_answers_every_question_of_the_protocol_with_its_signature(implementation):
     assert {"keys", "tokens", "run", "steps", "head_importance", "qk_statistics", "notes"} <= set(QUESTIONS)
     for name in QUESTIONS:
-        asked = inspect.getattr_static(AttentionModel, name)
+        asked = inspect.getattr_static(ServedModel, name)
         given = inspect.getattr_static(implementation, name)
         if callable(asked):
             assert list(inspect.signature(given).parameters) == list(inspect.signature(asked).parameters), name
@@ -66,7 +66,7 @@ def test_the_catalog_hands_out_the_kind_a_settings_or_key_names_and_its_abilitie
     untrained = catalog.attention_model(settings(real_views, "untrained"))
     marian = catalog.attention_model(settings(real_views, "hub:tiny-marian"))
     for model in (ours, untrained, marian):  # abilities, shape, sink: answered by every instance
-        for name in AttentionModel.__annotations__:
+        for name in ServedModel.__annotations__:
             assert getattr(model, name, None) is not None, (type(model).__name__, name)
     bert = catalog.attention_model("hub:tiny-bert")
     assert isinstance(ours, OwnModel) and isinstance(untrained, OwnModel)

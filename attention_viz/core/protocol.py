@@ -1,0 +1,55 @@
+"""What every model answers, ours (core.model.Transformer) and a real one (hub.PretrainedTransformer): AttentionModel
+and its Abilities. Research code asks it, never the model's type.
+
+    traced = model.traced(ids, decoder_ids, variation=Variation(scale="none"), keep=("q", "k"))   # core.trace's points
+
+input_ids [B, S]: an encoder-decoder model's source (ours always is one), or the text of a model of one stack;
+decoder_input_ids [B, T]: an encoder-decoder model's decoder input, None otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from attention_viz.core.attention import SCALE_MODES
+from attention_viz.core.trace import Traced
+from attention_viz.core.variation import PAPER, Variation
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What a model can do besides recording its maps, and which switches act on it."""
+
+    writes_text: bool           # greedy decoding writes text (an encoder, or a checkpoint without its head: no)
+    fills_masks: bool           # it fills its mask token (an encoder with its masked-LM head)
+    causal: bool                # it has decoder self-attention under a causal mask (the causal switch acts)
+    compatibility: str = "dot_product"  # §3.2.1: "dot_product" (Eq. 1) or "additive"
+    scalings: tuple[str, ...] = SCALE_MODES  # the scalings it can switch; () when it has no 1/√d_k to remove
+    d_k_fixed: bool = False     # its weights fix d_k (a real model); else the d_k control moves through models
+    scored_on: str | None = None  # its heads are scored on "task" (held-out strings) or "text" (a text given);
+                                  # None: they cannot be scored, and unscored says why
+    unscored: str = ""          # why its heads cannot be scored (scored_on None), a sentence naming what to pick
+    position_bias: bool = False  # it adds a position bias to QKᵀ (T5, ALiBi): the position_bias switch acts
+
+
+@runtime_checkable
+class AttentionModel(Protocol):
+    """A model whose every attention runs core's pipeline, with its maps under our keys (module docstring)."""
+
+    pretrained: bool            # read from a checkpoint with its own tokenizer (hub); False: ours, our characters
+    abilities: Abilities
+
+    @property
+    def map_keys(self) -> list[str]:
+        """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
+
+    def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+               variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
+               head_means: Mapping[str, torch.Tensor] | None = None,
+               gates: Mapping[str, torch.Tensor] | None = None) -> Traced:
+        """One pass under `variation` (its heads off with head_means, or per-row gates), keeping core.trace's points
+        `keep` at the map keys `at` (None: every key): its logits, every map and what was kept."""

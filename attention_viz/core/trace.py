@@ -1,0 +1,77 @@
+"""One traced pass: named probe points per map key, where a pass's interventions act and its recorders keep.
+
+    traced = model.traced(src, tgt, variation=variation, keep=("v", "heads"))   # ours or a real model's
+    traced.kept["decoder.1.cross_attn"]["heads"]        # [B, H, Q, d_v]: each head's output before W_O
+
+The points of one attention, in the order a pass reaches them: inputs (query [B, Q, D], key, value [B, K, D], mask:
+what it receives; ours), q, k, v per head [B, H, Q|K, d] as Eq. 1 reads them (a real model's q, k as its projections
+give them, grouped keys and values repeated), weights [B, H, Q, K] and heads [B, H, Q, d_v] (each head's output before
+W_O and any switch). Interventions act at heads (core.ablation.HeadSwitch: heads off by zero or mean, gates). A pass
+that switches and keeps nothing has no probes (None): the plain pass, bit for bit. Probes belong to one call, never
+to the model, so two users of one shared model never meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+from attention_viz.core.ablation import HeadSwitch
+from attention_viz.core.maps import AttentionMaps
+
+POINTS = ("inputs", "q", "k", "v", "weights", "heads")
+
+
+@dataclass
+class Probe:
+    """One attention's probe points in one pass: the switch on its heads' outputs, and the points it keeps."""
+
+    switch: HeadSwitch | None = None
+    keep: frozenset[str] = frozenset()
+    kept: dict[str, object] = field(default_factory=dict)
+
+    def __call__(self, point: str, value: object) -> None:
+        """The pass at `point`: its value kept where asked."""
+        if point in self.keep:
+            self.kept[point] = value
+
+    def attended(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
+                 heads: torch.Tensor) -> torch.Tensor:
+        """Eq. 1's points kept where asked; heads [B, H, Q, d_v] -> the same, switched."""
+        if self.keep:
+            for point, value in (("q", q), ("k", k), ("v", v), ("weights", weights), ("heads", heads)):
+                self(point, value)
+        return heads if self.switch is None else self.switch(heads)
+
+
+Trace = dict[str, Probe]  # map key -> its probe
+
+
+def trace(keys: Collection[str], switches: Mapping[str, HeadSwitch] | None = None, keep: Collection[str] = (),
+          at: Collection[str] | None = None) -> Trace | None:
+    """The probes of one pass over a model's map keys: its heads' switches (core.ablation.switches) and the points
+    `keep` kept at the keys `at` (None: every key); None when nothing is switched or kept."""
+    keep = frozenset(keep)
+    if not keep <= set(POINTS):
+        raise ValueError(f"a pass keeps the points {', '.join(POINTS)}; got {sorted(keep - set(POINTS))}")
+    if not switches and not keep:
+        return None
+    switches, kept_at = switches or {}, {key: keep if at is None or key in at else frozenset() for key in keys}
+    return {key: Probe(switches.get(key), kept_at[key]) for key in keys if key in switches or kept_at[key]}
+
+
+def kept(probes: Trace | None) -> dict[str, dict[str, object]]:
+    """Map key -> point -> what the probes of a pass kept (keys that kept nothing left out)."""
+    return {key: probe.kept for key, probe in (probes or {}).items() if probe.kept}
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One traced pass: logits [B, T, V] (a model without an output head: its last states), every map, and what its
+    probes kept (map key -> point -> value)."""
+
+    logits: torch.Tensor
+    maps: AttentionMaps
+    kept: dict[str, dict[str, object]]

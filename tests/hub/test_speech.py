@@ -1,0 +1,108 @@
+"""Whisper through our Eq. 1: a recording read, resampled and cut by well-kept libraries, proven on load, every map
+(encoder, decoder, cross) equal to transformers' eager attention, the transcript written as Whisper's own `generate`
+writes it (language detected, forced task, no timestamps), and bad recordings refused with the fault named."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from attention_viz.hub import load_pretrained
+from attention_viz.hub.speech import AudioRefusedError, read_audio
+from devtools.hub_models import save_tiny_whisper
+
+
+@pytest.fixture(scope="module")
+def whisper_folder(tmp_path_factory):
+    return save_tiny_whisper(tmp_path_factory.mktemp("speech") / "whisper")
+
+
+def wav(seconds: float, rate: int = 22050, channels: int = 1, fmt: str = "WAV") -> bytes:
+    import soundfile
+
+    t = np.arange(int(seconds * rate)) / rate
+    tone = (0.3 * np.sin(2 * np.pi * 330 * t) * np.exp(-t)).astype(np.float32)
+    data = np.stack([tone] * channels, 1) if channels > 1 else tone
+    out = io.BytesIO()
+    soundfile.write(out, data, rate, format=fmt)
+    return out.getvalue()
+
+
+def test_every_map_equals_eager_and_the_transcript_is_generates(whisper_folder):
+    model = load_pretrained(whisper_folder, dtype=torch.float64)
+    assert model.fidelity.proven and model.fidelity.source == "recordings" and model.layout == "encoder-decoder"
+    encoding = model.encode(wav(0.7, rate=22050, channels=2))  # resampled to 16 kHz, mixed down, padded to 1 s
+    assert encoding.note == "" and encoding.ids.shape == (80, 100) and len(encoding.tokens) == 50
+    assert encoding.tokens[:2] == ["0.00 s", "0.02 s"]
+    features = encoding.ids[None].double()
+    written, maps = model.greedy_decode(features, max_new_tokens=8)
+    hf = model.model
+    hf.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            generated = hf.generate(features, do_sample=False, num_beams=1, max_new_tokens=8,
+                                    return_dict_in_generate=True)["sequences"]
+            prompt = generated[:, : generated.size(1) - written.size(1)]
+            decoder = torch.cat([prompt, written[:, :-1]], 1)
+            eager = hf(input_features=features, decoder_input_ids=decoder, output_attentions=True)
+    finally:
+        hf.set_attn_implementation("attention_viz")
+    assert torch.equal(generated[:, prompt.size(1):], written)
+    assert model.tokenizer.convert_ids_to_tokens(prompt[0].tolist())[0] == "<|startoftranscript|>"
+    for kind, theirs in (("encoder.{}.self_attn", eager.encoder_attentions),
+                         ("decoder.{}.self_attn", eager.decoder_attentions),
+                         ("decoder.{}.cross_attn", eager.cross_attentions)):
+        for i, weights in enumerate(theirs):
+            torch.testing.assert_close(maps[kind.format(i)], weights, rtol=0, atol=1e-6)
+    assert maps["decoder.1.cross_attn"].shape == (1, 4, decoder.size(1), 50)
+
+
+def test_a_forced_task_and_a_named_language_are_written_as_generate_writes_them(whisper_folder, tmp_path):
+    import shutil
+
+    from transformers import GenerationConfig
+
+    folder = tmp_path / "whisper-forced"
+    shutil.copytree(whisper_folder, folder)
+    config = GenerationConfig.from_pretrained(folder)
+    config.forced_decoder_ids = [[1, None], [2, config.task_to_id["translate"]]]  # whisper-tiny's kind of config
+    config.save_pretrained(folder)
+    model = load_pretrained(folder)
+    features = model.encode(wav(0.5)).ids[None]
+    for language in (None, "de"):
+        model.model.generation_config.language = language
+        written, _ = model.greedy_decode(features, max_new_tokens=5)
+        model.model.set_attn_implementation("eager")
+        try:
+            generated = model.model.generate(features, do_sample=False, num_beams=1, max_new_tokens=5)
+        finally:
+            model.model.set_attn_implementation("attention_viz")
+        assert torch.equal(generated[:, -written.size(1):], written), language
+
+
+def test_a_long_recording_is_cut_to_the_window_and_says_so(whisper_folder, tmp_path):
+    model = load_pretrained(whisper_folder)
+    path = tmp_path / "long.flac"
+    path.write_bytes(wav(95.0, rate=8000, fmt="FLAC"))
+    encoding = model.encode(path)
+    assert encoding.note == ("Read the first 1.0 s of the recording's 1:35: the model hears 1.0 s at once.")
+    samples, note = read_audio(path, 16000, 1.0)
+    assert len(samples) == 16000 and note == encoding.note
+
+
+def test_bad_recordings_and_features_are_refused_naming_the_fault(whisper_folder, tmp_path):
+    with pytest.raises(AudioRefusedError, match="not a recording"):
+        read_audio(b"GIF89a not a sound" * 10, 16000, 30)
+    damaged = wav(1.0, fmt="FLAC")
+    with pytest.raises(AudioRefusedError, match="damaged|not a recording"):
+        read_audio(damaged[:200] + b"\x00" * 100, 16000, 30)
+    with pytest.raises(AudioRefusedError, match="no recording at 'absent.wav'"):
+        read_audio(tmp_path / "absent.wav", 16000, 30)
+    with pytest.raises(AudioRefusedError, match="not finite"):
+        read_audio((np.array([0.0, np.nan, 0.1]), 16000), 16000, 30)
+    model = load_pretrained(whisper_folder)
+    with pytest.raises(ValueError, match=r"input_features of shape \[B, 80, 100\].*got \(1, 80, 50\)"):
+        model.forward(torch.zeros(1, 80, 50), torch.tensor([[model.start_id]]))

@@ -95,8 +95,7 @@ class Pass:
                                                                           # attend, broadcastable to [B, 1, Q, K])
     sinks: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the weight each row gave its learned
                                                                   # sink [B, H, Q] (1 - the row's sum; sink models only)
-    trace: Trace | None = None  # map key -> core.trace.Probe: the variation's heads off (+ means, gates) and the
-                                # points kept (q, k as the model's projections give them), as the model builds them
+    trace: Trace | None = None  # map key -> core.trace.Probe: the heads off (+ means, gates), the points kept
     kernel: Kernel = scaled_dot_product_attention  # Eq. 1: core's reference, or a bit-identical kernel (fast)
     probe: list[Call] | None = None  # when given: every call, in order (hub.proof's probe pass)
     prescaled: dict[int, tuple[float, float]] = field(default_factory=dict)  # id(attention module) -> (c_q, c_k):

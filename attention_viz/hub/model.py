@@ -56,11 +56,6 @@ class Recorded(Traced):
 
     run: Pass
 
-    @property
-    def masks(self) -> dict[str, torch.Tensor | None]:
-        """Map key -> the mask that attention applied (True = may attend, broadcastable to [B, 1, Q, K]) or None."""
-        return self.run.masks
-
 
 @dataclass(frozen=True)
 class Encoding:

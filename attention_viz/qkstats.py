@@ -191,8 +191,7 @@ def _padded(rows: list[torch.Tensor], pad: int, device) -> tuple[torch.Tensor, t
 
 
 def _allowed(key: str, src_real: torch.Tensor, tgt_real: torch.Tensor | None) -> torch.Tensor:
-    """The pooled pairs [B, Q, K] of one map key: real queries × real keys, causal for a decoder's self-attention
-    (the queries and keys of an encoder, or of a model of one stack, are its text's)."""
+    """The pooled pairs [B, Q, K] of one map key: real queries × real keys, causal for a decoder's self-attention."""
     stack, _, name = key.split(".")
     if stack == "encoder" or tgt_real is None:
         query_real = key_real = src_real

@@ -12,6 +12,7 @@ Inference-time switches are arguments of the forward pass, never state on the mo
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from collections.abc import Collection
 
@@ -26,7 +27,7 @@ from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
 from attention_viz.core.maps import AttentionMaps, keys_of, kind_key, map_key, split_kind
 from attention_viz.core.protocol import Abilities
-from attention_viz.core.trace import Probe, Trace, Traced, trace
+from attention_viz.core.trace import Probe, Stop, Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
 from attention_viz.core.variation import PAPER, Variation, variation_of
 
@@ -150,8 +151,11 @@ class Transformer(nn.Module):
         what the probes kept (core.trace's points `keep` at the map keys `at`, None: every key)."""
         if decoder_input_ids is None:
             raise ValueError("our Transformer is an encoder-decoder model: give decoder_input_ids (tgt)")
-        src, tgt, variation = input_ids, decoder_input_ids, variation_of(variation)
-        probes = self.probes(variation, head_means, gates, keep, at)
+        variation = variation_of(variation)
+        return self._pass(input_ids, decoder_input_ids, variation, self.probes(variation, head_means, gates, keep, at))
+
+    def _pass(self, src: torch.Tensor, tgt: torch.Tensor, variation: Variation, probes: Trace | None) -> Traced:
+        """One pass of src [B, S] and tgt [B, T] under `variation` with its probes."""
         masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
         memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
                                            probes)
@@ -260,14 +264,17 @@ class Transformer(nn.Module):
         forward(src, tgt, ...) with the same switches (heads off in the layers below included); mask is forward's
         (broadcastable to [B, H, Q, K], or None).
 
-        The "inputs" point of one traced pass (core.trace). With the module's `project` and `attention_steps`
+        The "inputs" point of one traced pass (core.trace), which stops there. With the module's `project` and `attention_steps`
         this recomputes Eq. 1's intermediates of one head (the weights are forward's map; eval mode, no dropout).
         """
         self.attention_module(kind, layer)  # checks kind and layer
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
         key = kind_key(kind, layer)
-        traced = self.traced(src, tgt, variation=variation, keep=("inputs",), at=(key,), head_means=head_means)
-        return traced.kept[key]["inputs"]
+        probes = self.probes(variation, head_means, keep=("inputs",), at=(key,))
+        probes[key].stop = True
+        with contextlib.suppress(Stop):  # the pass ends at those inputs: nothing after them is run
+            self._pass(src, tgt, variation, probes)
+        return probes[key].kept["inputs"]
 
     @torch.no_grad()
     def greedy_decode(

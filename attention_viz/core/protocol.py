@@ -1,10 +1,6 @@
 """What every model answers, ours (core.model.Transformer) and a real one (hub.PretrainedTransformer): AttentionModel
-and its Abilities. Research code asks it, never the model's type.
-
-    traced = model.traced(ids, decoder_ids, variation=Variation(scale="none"), keep=("q", "k"))   # core.trace's points
-
-input_ids [B, S]: an encoder-decoder model's source (ours always is one), or the text of a model of one stack;
-decoder_input_ids [B, T]: an encoder-decoder model's decoder input, None otherwise.
+and its Abilities; research code asks it, never the model's type. input_ids [B, S]: an encoder-decoder model's source
+(ours always is one), or the text of a model of one stack; decoder_input_ids [B, T]: an encoder-decoder's, else None.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ The points of one attention, in the order a pass reaches them: inputs (query [B,
 what it receives; ours), q, k, v per head [B, H, Q|K, d] as Eq. 1 reads them (a real model's q, k as its projections
 give them, grouped keys and values repeated), weights [B, H, Q, K] and heads [B, H, Q, d_v] (each head's output before
 W_O and any switch). Interventions act at heads (core.ablation.HeadSwitch: heads off by zero or mean, gates). A pass
-that switches and keeps nothing has no probes (None): the plain pass, bit for bit. Probes belong to one call, never
-to the model, so two users of one shared model never meet.
+that switches and keeps nothing has no probes (None): the plain pass, bit for bit. Probes belong to one call.
 """
 
 from __future__ import annotations
@@ -24,6 +23,10 @@ from attention_viz.core.maps import AttentionMaps
 POINTS = ("inputs", "q", "k", "v", "weights", "heads")
 
 
+class Stop(Exception):
+    """Raised by a probe that stops its pass (Probe.stop) once it has kept every point it keeps."""
+
+
 @dataclass
 class Probe:
     """One attention's probe points in one pass: the switch on its heads' outputs, and the points it keeps."""
@@ -31,11 +34,14 @@ class Probe:
     switch: HeadSwitch | None = None
     keep: frozenset[str] = frozenset()
     kept: dict[str, object] = field(default_factory=dict)
+    stop: bool = False  # the pass ends here once every point is kept (Stop): what comes after it is never run
 
     def __call__(self, point: str, value: object) -> None:
         """The pass at `point`: its value kept where asked."""
         if point in self.keep:
             self.kept[point] = value
+            if self.stop and self.kept.keys() >= self.keep:
+                raise Stop
 
     def attended(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
                  heads: torch.Tensor) -> torch.Tensor:

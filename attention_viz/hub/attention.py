@@ -98,8 +98,7 @@ class Pass:
     biases: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the position bias B added to its
     # scaled QKᵀ as the model computed it, broadcastable to [B, H, Q, K] (T5's [1, H, Q, K], Bloom's ALiBi
     # [B, H, 1, K]; where the model adds one and the position_bias switch is on)
-    trace: Trace | None = None  # map key -> core.trace.Probe: the variation's heads off (+ means, gates) and the
-                                # points kept (q, k as the model's projections give them), as the model builds them
+    trace: Trace | None = None  # map key -> core.trace.Probe: the heads off (+ means, gates), the points kept
     kernel: Kernel = scaled_dot_product_attention  # Eq. 1: core's reference, or a bit-identical kernel (fast)
     probe: list[Call] | None = None  # when given: every call, in order (hub.proof's probe pass)
     prescaled: dict[int, tuple[float, float]] = field(default_factory=dict)  # id(attention module) -> (c_q, c_k):

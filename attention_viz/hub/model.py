@@ -61,11 +61,6 @@ class Recorded(Traced):
     run: Pass
 
     @property
-    def masks(self) -> dict[str, torch.Tensor | None]:
-        """Map key -> the mask that attention applied (True = may attend, broadcastable to [B, 1, Q, K]) or None."""
-        return self.run.masks
-
-    @property
     def biases(self) -> dict[str, torch.Tensor]:
         """Map key -> the position bias B its attention added to the scaled QKᵀ, broadcastable to [B, H, Q, K] (T5's
         relative positions [1, H, Q, K], Bloom's ALiBi [B, H, 1, K]); only the attentions that add one, none with the

@@ -113,7 +113,7 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
         notes.append(f"no end token within {max_new_tokens} tokens: the output is unfinished")
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
                    tuple(model.pieces(out_ids)), tuple(out_ids), model.decode(out_ids), finished,
-                   numpy_maps(maps), dense_masks(maps, recorded.masks), tuple(notes), norms_of(model, recorded))
+                   numpy_maps(maps), dense_masks(maps, recorded.run.masks), tuple(notes), norms_of(model, recorded))
 
 
 def norms_of(model: PretrainedTransformer, recorded) -> dict[str, np.ndarray] | None:
@@ -143,9 +143,8 @@ def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variati
         notes.append(f"{model.family.name} is an encoder: it writes no text. Put its mask token "
                      f"{model.tokenizer.mask_token or ''} in the text to see what it fills in.".replace("  ", " "))
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
-                   tuple(filled), (), output, True, numpy_maps(recorded.maps), dense_masks(recorded.maps,
-                                                                                         recorded.masks), tuple(notes),
-                   norms_of(model, recorded))
+                   tuple(filled), (), output, True, numpy_maps(recorded.maps),
+                   dense_masks(recorded.maps, recorded.run.masks), tuple(notes), norms_of(model, recorded))
 
 
 def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, variation: Variation = PAPER,

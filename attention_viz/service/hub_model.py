@@ -114,7 +114,7 @@ class HubModel:
         from attention_viz.hub.text_run import dense_masks
 
         recorded = self._pass(run, settings)
-        return dense_masks(recorded.maps, recorded.masks)
+        return dense_masks(recorded.maps, recorded.run.masks)
 
     def step_maps(self, run: Run) -> list[dict[str, np.ndarray]]:
         model = self.model
@@ -131,7 +131,7 @@ class HubModel:
         recorded = self._pass(run, settings, keep=("q", "k", "v"), at=(key,))
         kept = recorded.kept[key]
         q, k, v = kept["q"][0, head], kept["k"][0, head], kept["v"][0, head]  # (Q, d_k), (K, d_k), (K, d_v)
-        mask = recorded.masks.get(key)
+        mask = recorded.run.masks.get(key)
         head_mask = None if mask is None else torch.broadcast_to(mask, (1, 1, q.size(0), k.size(0)))[0, 0]  # (Q, K)
         factor = (recorded.run.factors[key] if settings.scale == "sqrt_dk"
                   else scale_factor(settings.scale, q.size(-1)))

@@ -79,9 +79,8 @@ class ModelControls:
 
 
 class ServedModel(Protocol):
-    """What the service asks of a model (module docstring), around a core.protocol.AttentionModel. Settings carry the
-    switches of a pass; `means` given to a model (HeadMeans) answers mean ablation's reference, computed and cached by
-    service.runs.Runs."""
+    """What the service asks of a model (module docstring). Settings carry the switches of a pass; `means` given
+    to a model (HeadMeans) answers mean ablation's reference, computed and cached by service.runs.Runs."""
 
     abilities: Abilities
     shape: object               # layers, heads and widths: a TransformerConfig (ours) or a RealShape

@@ -52,13 +52,18 @@ def test_a_traced_pass_keeps_what_each_attention_computed(seed):
 
 def test_keep_at_some_keys_and_the_plain_pass():
     model, src, tgt = random_case(1)
-    key = model.map_keys[-1]
+    key, key0 = model.map_keys[-1], model.map_keys[0]
     with torch.no_grad():
         traced = model.traced(src, tgt, keep=("v",), at=(key,))
         assert list(traced.kept) == [key] and list(traced.kept[key]) == ["v"]
         assert model.probes(PAPER) is None and model.traced(src, tgt).kept == {}
         assert torch.equal(model.attention_inputs(src, tgt, "decoder.cross_attn", 0)[1],
                            model.traced(src, tgt, keep=("inputs",)).kept["decoder.0.cross_attn"]["inputs"][1])
+        ran = []  # attention_inputs' pass stops at those inputs: nothing after them runs
+        handle = model.decoder.layers[0].register_forward_pre_hook(lambda *args: ran.append(1))
+        query = model.attention_inputs(src, tgt, "encoder.self_attn", 0)[0]
+        handle.remove()
+        assert not ran and torch.equal(query, model.traced(src, tgt, keep=("inputs",)).kept[key0]["inputs"][0])
     with pytest.raises(ValueError, match="keeps the points inputs, q, k, v, weights, heads; got \\['logits'\\]"):
         trace(model.map_keys, keep=("logits",))
 

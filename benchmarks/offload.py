@@ -36,6 +36,7 @@ are checked against sdpa's on 64 tokens.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -119,8 +120,9 @@ def loaded(shape: str, place: str, dtype: torch.dtype, folder: Path | None, offl
         return PretrainedTransformer(hf, Ids(), name=f"llama-{shape}")
     from attention_viz.hub import load_pretrained
 
-    return load_pretrained(saved(shape, dtype, folder), device_map=device_map(place, SHAPES[shape]["num_hidden_layers"]),
-                           offload_folder=offload, dtype=dtype)
+    layers = SHAPES[shape]["num_hidden_layers"]
+    return load_pretrained(saved(shape, dtype, folder), device_map=device_map(place, layers), offload_folder=offload,
+                           dtype=dtype)
 
 
 def ids_of(T: int, vocabulary: int, seed: int = 0) -> torch.Tensor:
@@ -232,27 +234,26 @@ def run(shape: str = "tiny", place: str = "disk", dtype: torch.dtype = torch.flo
     return result
 
 
-def _median(values: list[float]) -> float:
-    values = sorted(values)
-    return values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-
-
 def report(result: dict) -> str:
     """One table: time and peak memory of each candidate at each length, and the ratios."""
     headers = ["T", "sdpa, s", "long, s (x sdpa)", "sdpa CPU s", "long CPU s (x)", "sdpa peak, MiB",
-               "long peak, MiB (x sdpa)", "resident before, MiB"]
+               "long peak, MiB (x sdpa)", "resident before, MiB", "whole peak: sdpa, long, MiB (x)"]
     cuda = result["place"] == "cuda"
     if cuda:
         headers += ["sdpa device peak, MiB", "long device peak, MiB (x)"]
     rows = []
     for r in result["passes"]:
-        med = {n: {k: _median([v[k] for v in r[n]]) for k in r[n][0] if k != "hwm_reset"} for n in ("sdpa", "long")}
+        med = {n: {k: statistics.median(v[k] for v in r[n]) for k in r[n][0] if k != "hwm_reset"}
+               for n in ("sdpa", "long")}
         grow = {n: (med[n]["peak_bytes"] - med[n]["before_bytes"]) / 2**20 for n in med}
         row = [r["tokens"], f"{med['sdpa']['wall_s']:.1f}",
                f"{med['long']['wall_s']:.1f} ({med['long']['wall_s'] / med['sdpa']['wall_s']:.2f}x)",
-               f"{med['sdpa']['cpu_s']:.1f}", f"{med['long']['cpu_s']:.1f} ({med['long']['cpu_s'] / med['sdpa']['cpu_s']:.2f}x)",
+               f"{med['sdpa']['cpu_s']:.1f}",
+               f"{med['long']['cpu_s']:.1f} ({med['long']['cpu_s'] / med['sdpa']['cpu_s']:.2f}x)",
                f"+{grow['sdpa']:.0f}", f"+{grow['long']:.0f} ({grow['long'] / max(grow['sdpa'], 1e-9):.2f}x)",
-               f"{med['sdpa']['before_bytes'] / 2**20:.0f}"]
+               f"{med['sdpa']['before_bytes'] / 2**20:.0f}",
+               f"{med['sdpa']['peak_bytes'] / 2**20:.0f}, {med['long']['peak_bytes'] / 2**20:.0f} "
+               f"({med['long']['peak_bytes'] / med['sdpa']['peak_bytes']:.2f}x)"]
         if cuda:
             dev = {n: (med[n]["device_peak_bytes"] - med[n]["device_before_bytes"]) / 2**20 for n in med}
             row += [f"+{dev['sdpa']:.0f}", f"+{dev['long']:.0f} ({dev['long'] / max(dev['sdpa'], 1e-9):.2f}x)"]

@@ -23,7 +23,7 @@ DEFAULT_SECTIONS = ("kernel", "model", "memory", "explorer")
 SECTIONS = (*DEFAULT_SECTIONS, "page", "hub")
 # `python -m benchmarks NAME ...`: the module benchmarks.NAME's main(argv), with options of its own
 COMMANDS = ("classroom", "payloads", "decode", "replicas", "fairness", "page", "explorer", "hub", "long",
-            "importance", "trained", "live", "research", "longclass", "export", "modalities")
+            "importance", "trained", "live", "research", "longclass", "export", "modalities", "offload")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -45,12 +45,18 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     their keys, never repeated; q scaled once and laid out [H_kv, T, n_rep, d], so the rows are a view), in base 2 (log₂e folded into the factor: exp2 is cheaper than exp, and
     2^(s·log₂e) = e^s); t = s − max, e = 2^t; then e @ V, Σ e, Σ e·j, Σ e·t and the weights on the first, previous
     and own position go into per-row arrays [H_kv, T, n_rep], and every statistic is formed from them once, after
-    the last block. A hidden cell's score is the dtype's lowest number rather than −∞: its e is 0 all the same, and
-    0·t stays 0 (0·(−∞) would be NaN); a row with every key hidden (rule "mask") is set to 0 at the end.
+    the last block. Half-precision q, k and v (bfloat16, float16) are taken to float32 first: the scores, the softmax,
+    lse and every statistic in float32 (transformers' eager attention takes its softmax in float32, PyTorch's fused
+    kernels keep their scores there), the output handed back in the given dtype. A hidden cell's score is the dtype's
+    lowest number rather than −∞: its e is 0 all the same, and 0·t stays 0
+    (0·(−∞) would be NaN); a row with every key hidden (rule "mask") is set to 0 at the end.
     """
     H, T, d = q.shape
     H_kv, K, d_v = v.shape
     n_rep = H // H_kv
+    given = q.dtype
+    if given in (torch.float16, torch.bfloat16):  # computed in float32, handed back in the dtype given
+        q, k, v = q.float(), k.float(), v.float()
     workspace = {} if workspace is None else workspace
     size = H * min(rows, T) * K
     scores, exps = _buffer(workspace, "scores", size, q), _buffer(workspace, "exps", size, q)
@@ -123,4 +129,4 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     }
     sums = {stat: torch.where(some, values, 0.0).sum(-1, dtype=torch.float64).reshape(H)
             for stat, values in rows_stats.items()}
-    return output.view(T, H, d_v), lse.reshape(H, T), sums
+    return output.view(T, H, d_v).to(given), lse.reshape(H, T), sums

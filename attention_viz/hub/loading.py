@@ -289,7 +289,7 @@ def check_tokenizer(model, tokenizer, shown: str) -> None:
 def load_pretrained(
     name_or_path: str | Path,
     *,
-    device: str | torch.device = "auto",
+    device: str | torch.device | None = None,
     dtype: torch.dtype = torch.float32,
     device_map: str | dict | None = None,
     offload_folder: str | Path | None = None,
@@ -300,8 +300,8 @@ def load_pretrained(
     """A Hub id ("Helsinki-NLP/opus-mt-en-de") or a local folder, loaded with its tokenizer and wrapped.
 
     Args:
-        device: "auto" (CUDA when present), "cpu", "cuda", ... (the whole model on one device; unused with a
-            device_map).
+        device: "auto" (CUDA when present; the default), "cpu", "cuda", ... (the whole model on one device; not
+            with a device_map, which says where everything goes).
         dtype: the weights' dtype (float32 by default; float64 for exact references; bfloat16 or float16 to halve
             the memory).
         device_map: placement by accelerate, as transformers' from_pretrained takes it: "auto" (GPUs, then the
@@ -316,7 +316,8 @@ def load_pretrained(
             Of its kinds: UnsafeWeightsError (the weights are pickled only), UnsupportedModelError (a family whose
             attention cannot go through our Eq. 1), ModelUnavailableError (not a folder, not cached, and not
             downloadable from here). A placement that cannot be (a device that is not here, a module the model
-            does not have, an offload folder that cannot be written, a dtype a device cannot run) is refused too.
+            does not have, an offload folder that cannot be written, a dtype a device cannot run, weights that do
+            not fit where they are to go, a device beside a device map) is refused too, before any weight is read.
     """
     local_only = offline() if local_files_only is None else bool(local_files_only)
     path = Path(name_or_path).expanduser()
@@ -331,7 +332,7 @@ def load_pretrained(
             step = "its model could not be built from its config.json, weights and preprocessor_config.json"
             return _load_modality(folder, config, shown, device, dtype, device_map, offload_folder, options)
         family_of(config)  # refuse an unsupported configuration before any weight is read
-        placement = placed(device, device_map, offload_folder, dtype, model_class(config), config, shown)
+        placement = placed(device, device_map, offload_folder, dtype, model_class(config), config, shown, folder)
         step = "its model could not be built from its config.json and weights"
         model, loading = model_class(config).from_pretrained(
             folder, config=config, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
@@ -340,8 +341,8 @@ def load_pretrained(
         step = "its tokenizer could not be built from its files"
         tokenizer = AutoTokenizer.from_pretrained(folder, **options)
         check_tokenizer(model, tokenizer, shown)
-        step = f"it could not be wrapped and placed on {device}"
-        model = model if device_map is not None else model.to(resolve_device(device))
+        step = f"it could not be wrapped and placed on {device or 'auto'}"
+        model = model if device_map is not None else model.to(resolve_device(device or "auto"))
         return PretrainedTransformer(model, tokenizer, name=shown)
     except UnsupportedModelError as error:  # the family's own reason (family_of, the wrapper): named here
         raise refused(shown, str(error), UnsupportedModelError) from None
@@ -364,7 +365,7 @@ def _load_modality(folder: Path, config, shown: str, device, dtype, device_map, 
     else:
         own, auto_class = images.vision_config(config), images.model_class(config)
     family_of(own)
-    placement = placed(device, device_map, offload_folder, dtype, auto_class, own, shown)
+    placement = placed(device, device_map, offload_folder, dtype, auto_class, own, shown, folder)
     model, loading = auto_class.from_pretrained(
         folder, config=own, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
         output_loading_info=True, ignore_mismatched_sizes=True, **placement, **options)
@@ -375,18 +376,33 @@ def _load_modality(folder: Path, config, shown: str, device, dtype, device_map, 
         check_tokenizer(model, tokenizer, shown)
     else:
         modality = images.Patches.of(own, AutoImageProcessor.from_pretrained(folder, **options))
-    model = model if device_map is not None else model.to(resolve_device(device))
+    model = model if device_map is not None else model.to(resolve_device(device or "auto"))
     return PretrainedTransformer(model, tokenizer, name=shown, modality=modality)
 
 
-def placed(device, device_map, offload_folder, dtype, auto_class, config, shown: str) -> dict:
+def placed(device, device_map, offload_folder, dtype, auto_class, config, shown: str, folder: Path) -> dict:
     """from_pretrained's placement arguments, each checked before any weight is read (hub.placement); a placement
-    that cannot be is refused with what to change. No device map: none (the model is moved to `device` whole)."""
+    that cannot be is refused with what to change. No device map: none (the model is moved to `device` whole, its
+    weights' bytes, from its safetensors headers, within the device's free memory)."""
     from attention_viz.hub import placement
 
+    if device_map is not None and device is not None:
+        raise refused(shown, f"it was given both device={device!r} and a device_map; give one of them (a device_map "
+                             "says where every layer goes; device_map={'': " f"{str(device)!r}" "} puts the whole "
+                             "model on one device)")
     if device_map is None:
         try:
-            placement.check_dtype(dtype, [resolve_device(device)])
+            where = resolve_device(device or "auto")
+            placement.check_dtype(dtype, [where])
+            if where.type in ("cpu", "cuda"):  # the places accelerate sizes
+                size = placement.header_bytes(sorted(folder.glob("*.safetensors")), dtype)
+                free = placement.room().get("cpu" if where.type == "cpu" else where.index or 0, size)
+                if size > free:
+                    raise ValueError(f"its weights are {placement.shown_bytes(size)} in "
+                                     f"{str(dtype).removeprefix('torch.')}, and {where} has "
+                                     f"{placement.shown_bytes(free)} free; load it with device_map='auto' and an "
+                                     "offload_folder (the layers beyond memory read from disk), or in a smaller "
+                                     "dtype")
         except ValueError as error:
             raise refused(shown, str(error)) from None
         return {}

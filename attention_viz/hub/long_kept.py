@@ -59,7 +59,7 @@ class Kept:
             return
         self.where[key, name] = (self.size, tuple(tensor.shape), tensor.dtype)
         for part in tensor:  # a head at a time: no copy of the whole
-            data = part.contiguous().cpu().numpy()
+            data = part.contiguous().cpu().view(-1).view(torch.uint8).numpy()  # its bytes (numpy has no bfloat16)
             os.pwrite(self.file.fileno(), memoryview(data).cast("B"), self.size)
             self.size += data.nbytes
 
@@ -73,8 +73,8 @@ class Kept:
         item = torch.empty((), dtype=dtype).element_size()
         count = max(stop - start, 0) * width
         data = os.pread(self.file.fileno(), count * item, offset + (head * T + start) * width * item)
-        array = np.frombuffer(data, dtype=torch.empty((), dtype=dtype).numpy().dtype).copy()
-        return torch.from_numpy(array).view(-1, *shape[2:])
+        array = np.frombuffer(data, dtype=np.uint8).copy()
+        return torch.from_numpy(array).view(dtype).view(-1, *shape[2:])
 
     def close(self) -> None:
         if self.file is not None:
@@ -150,7 +150,8 @@ class LongRun:
         q = self._kept.rows(key, "q", head, slice(r0, r1))  # (R, d)
         k = self._kept.rows(key, "k", head // layer.n_rep, slice(c0, c1))  # (C, d)
         lse = self._kept.rows(key, "lse", head, slice(r0, r1))  # (R,)
-        s = torch.matmul(q * layer.factor, k.T)  # (R, C)
+        wide = torch.promote_types(q.dtype, torch.float32)  # half-precision q and k: scores in float32, as the pass's
+        s = torch.matmul(q.to(wide) * layer.factor, k.to(wide).T)  # (R, C)
         # a weight is at most 1; recomputed in float32 from kept q, k and an lse the pass summed its own way (base 2),
         # a row's one dominant weight comes out up to ~2e-5 above it (1.0000153 seen on MiniLM): clamped to 1
         weights = torch.exp(s - lse[:, None]).clamp_(max=1.0)

@@ -11,12 +11,23 @@ Before that, `check_placement` refuses, with a sentence naming what to change:
 - a map naming a module the model does not have, or leaving some of its weights without a place (checked on a copy
   of the model built on PyTorch's meta device: no weight is read or allocated);
 - layers mapped to "disk" with no offload folder, or an offload folder that cannot be written;
-- a dtype one of the devices cannot run (a tiny matmul and softmax in that dtype, tried on each device).
+- a dtype one of the devices cannot run (a tiny matmul and softmax in that dtype, tried on each device);
+- weights that do not fit where they are to go (`check_room`): each weight's bytes in the dtype asked for, from the
+  model built on the meta device (or, for a model loaded whole on one device, from its safetensors headers), summed
+  per place, against each GPU's free memory and the CPU's available memory as accelerate reads them
+  (`accelerate.utils.get_max_memory`), and against the offload folder's free disk for what transformers writes
+  there. Layers on disk are read from the model's own safetensors files, so only the weights transformers converts
+  while loading (a mixture of experts' merged experts) are written to the offload folder; a strategy ("auto", ...)
+  fills the GPUs, then the CPU, then disk, and is refused only when what spills to disk would be written there and
+  the folder has no room for it.
 """
 
 from __future__ import annotations
 
+import math
+import shutil
 import tempfile
+from itertools import chain
 from pathlib import Path
 
 import torch
@@ -85,13 +96,17 @@ def check_devices(device_map) -> list[torch.device]:
     return devices or [torch.device("cpu")]
 
 
-def check_modules(device_map: dict, model_class, config) -> None:
-    """ValueError when a map names a module the model (built on the meta device: no weight read) does not have, or
-    leaves one of its weights without a place."""
+def empty_model(model_class, config) -> torch.nn.Module:
+    """The model built on PyTorch's meta device: its modules and weights' shapes, no weight read or allocated."""
     from accelerate import init_empty_weights
 
     with init_empty_weights():
-        empty = model_class.from_config(config)
+        return model_class.from_config(config)
+
+
+def check_modules(device_map: dict, empty: torch.nn.Module) -> None:
+    """ValueError when a map names a module the model (`empty`, built on the meta device: no weight read) does not
+    have, or leaves one of its weights without a place."""
     modules = {name for name, _ in empty.named_modules()}  # and its tensors, which transformers places by name
     tensors = {name for name, _ in empty.named_parameters()} | {name for name, _ in empty.named_buffers()}
     unknown = [name for name in device_map if name not in modules | tensors]
@@ -141,6 +156,108 @@ def check_dtype(dtype, devices: list[torch.device]) -> None:
                              "torch.float32 or torch.bfloat16 there") from None
 
 
+def shown_bytes(n: int) -> str:
+    """A size as a message gives it: "16.1 GB", "310 MB", "12 kB"."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}" if n < 10 * size else f"{n / size:.0f} {unit}"
+    return f"{n} B"
+
+
+def weight_bytes(empty: torch.nn.Module, dtype: torch.dtype) -> dict[str, int]:
+    """Each weight's bytes as loaded in `dtype` (a floating weight in it, another in its own dtype), by name, from
+    the model built on the meta device (`empty`: shapes only)."""
+    return {name: t.numel() * (dtype.itemsize if t.is_floating_point() else t.element_size())
+            for name, t in chain(empty.named_parameters(), empty.named_buffers())}
+
+
+def header_bytes(files, dtype: torch.dtype) -> int:
+    """The bytes of every tensor in these safetensors files as loaded in `dtype`, from their headers alone."""
+    from safetensors import safe_open
+
+    total = 0
+    for file in files:
+        with safe_open(str(file), framework="pt") as stored:
+            for name in stored.keys():
+                piece = stored.get_slice(name)
+                kind = piece.get_dtype()  # "F32", "BF16", "I64", "BOOL", "F8_E4M3", ...
+                bits = int("".join(c for c in kind.split("_")[0] if c.isdigit()) or 8)
+                size = dtype.itemsize if kind.startswith(("F", "BF")) else bits // 8
+                total += math.prod(piece.get_shape()) * size
+    return total
+
+
+def room(offload_folder=None) -> dict:
+    """Bytes free for weights: {GPU index: free memory, "cpu": available memory} as accelerate reads them (its
+    `get_max_memory`), and "disk": the offload folder's free disk (absent without a folder)."""
+    from accelerate.utils import get_max_memory
+
+    free = {place: int(n) for place, n in get_max_memory().items() if isinstance(place, int) or place == "cpu"}
+    if offload_folder is not None:
+        folder = Path(offload_folder).expanduser()
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        free["disk"] = shutil.disk_usage(folder).free
+    return free
+
+
+def place_key(place):
+    """A device map's value as room() names places: a GPU index, "cpu" or "disk"."""
+    device = target(place, repr)
+    if device == "disk" or device.type != "cuda":
+        return device if device == "disk" else device.type
+    return device.index or 0
+
+
+def written_to_disk(empty: torch.nn.Module) -> bool:
+    """Whether transformers converts this model's weights while loading them (a WeightConverter: a mixture of
+    experts' merged experts), and so writes those it offloads to the offload folder instead of reading them from
+    the model's own safetensors files."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter
+
+        return any(isinstance(step, WeightConverter) for step in get_model_conversion_mapping(empty) or ())
+    except (ImportError, AttributeError, TypeError):
+        return True  # not known: counted against the folder, the safe side
+
+
+def check_room(device_map, sizes: dict[str, int], free: dict, written: bool, dtype: torch.dtype) -> None:
+    """ValueError when the weights (`sizes`: name -> bytes) do not fit where `device_map` puts them: a place's share
+    against its free bytes (`free`, room()'s), disk's against the offload folder's only when `written` (transformers
+    writes them there; otherwise it reads them from the model's own files). A strategy: the GPUs and the CPU first,
+    what spills over on disk."""
+    total = sum(sizes.values())
+    kind = str(dtype).removeprefix("torch.")
+    if isinstance(device_map, str):
+        memory = sum(n for place, n in free.items() if place != "disk")
+        spill = total - memory
+        if spill > 0 and written and spill > free.get("disk", 0):
+            where = (f"its offload folder's disk has {shown_bytes(free['disk'])} free" if "disk" in free
+                     else "no offload_folder was given")
+            raise ValueError(f"its weights are {shown_bytes(total)} in {kind}; this machine's memory holds "
+                             f"{shown_bytes(memory)}, and the {shown_bytes(spill)} left over are converted while "
+                             f"loading and written to disk, but {where}; name an offload_folder on a disk with "
+                             "room, or load it in a smaller dtype")
+        return
+    need: dict = {}
+    for name, n in sizes.items():
+        keys = [key for key in device_map if key == "" or name == key or name.startswith(f"{key}.")]
+        if keys:
+            place = place_key(device_map[max(keys, key=len)])
+            need[place] = need.get(place, 0) + n
+    for place, n in need.items():
+        if (place == "disk" and not written) or place not in free:
+            continue  # read from the model's own safetensors files, where they are; a device accelerate does not size
+        if n > free.get(place, 0):
+            shown = f"cuda:{place}" if isinstance(place, int) else place
+            space = "its offload folder's disk" if place == "disk" else shown
+            instead = ("name an offload_folder on a disk with room" if place == "disk" else
+                       "map some of its layers to 'disk' (with an offload_folder), or load it in a smaller dtype")
+            raise ValueError(f"its device map puts {shown_bytes(n)} of its {shown_bytes(total)} of weights ({kind}) "
+                             f"on {shown}, and {space} has {shown_bytes(free.get(place, 0))} free; {instead}")
+
+
 def check_placement(device_map, offload_folder, dtype, model_class, config):
     """Every check above, before any weight is read; ValueError with the reason, for the loader to refuse with.
     Returns the map as transformers takes it (a device alone: {"": device})."""
@@ -151,10 +268,12 @@ def check_placement(device_map, offload_folder, dtype, model_class, config):
     elif isinstance(device_map, (int, torch.device)):
         device_map = {"": device_map}
     devices = check_devices(device_map)
+    empty = empty_model(model_class, config)
     if isinstance(device_map, dict):
-        check_modules(device_map, model_class, config)
+        check_modules(device_map, empty)
     check_offload(device_map, offload_folder)
     check_dtype(dtype, devices)
+    check_room(device_map, weight_bytes(empty, dtype), room(offload_folder), written_to_disk(empty), dtype)
     return device_map
 
 

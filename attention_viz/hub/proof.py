@@ -74,8 +74,12 @@ class Fidelity:
     def figures(self) -> str:
         """The measured differences and what was probed, as a phrase."""
         added = f", with its {' and '.join(NAMED[h] for h in self.honoured)}" if self.honoured else ""
+        bits = SIGNIFICANT_BITS.get(self.dtype)
+        half = (f"; both in {self.dtype}, which rounds each weight to {bits} significant bits (within "
+                f"{2.0 ** -bits:.2%} of exact arithmetic): the figures say how closely ours follows eager in that dtype"
+                if bits else "")
         return (f"maps within {_figure(self.maps)}, {self.output} within {_figure(self.outputs)} of transformers' "
-                f"eager attention{added} ({self.dtype}, {self.probed})")
+                f"eager attention{added} ({self.dtype}, {self.probed}{half})")
 
     @property
     def probed(self) -> str:
@@ -91,6 +95,8 @@ def _figure(x: float) -> str:
 
 
 NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks", "position_bias": "position bias"}
+# A half-precision dtype's significant bits (its unit roundoff is 2^-bits): what the fidelity line says of it.
+SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}
 # Config fields by which a model changes its logits after lm_head (Gemma 2's cap, Cohere's and Granite's scales).
 LOGIT_CHANGES = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 

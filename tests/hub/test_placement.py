@@ -117,14 +117,22 @@ def test_the_long_pass_under_disk_offload_equals_the_model_in_memory(tiny_folder
                     == theirs.region(key, head, slice(40, 70), slice(0, 70))).all()
 
 
-def test_half_precision_under_a_placement_passes_the_proof(tiny_folder, tmp_path):
-    """bfloat16 with layers on disk: the proof on load passes, and forward runs in bfloat16 as the model loaded
-    whole in bfloat16 does, bit for bit."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_precision_under_a_placement_passes_the_proof(tiny_folder, tmp_path, dtype):
+    """bfloat16 and float16 with layers on disk: the proof on load passes, forward runs in the dtype as the model
+    loaded whole in it does, and so does the long pass (its logits, a region, every summary), bit for bit."""
     folder = tiny_folder("llama")
-    placed = load_pretrained(folder, device_map=split(folder), offload_folder=tmp_path, dtype=torch.bfloat16)
-    in_memory = load_pretrained(folder, device="cpu", dtype=torch.bfloat16)
-    assert placed.fidelity == in_memory.fidelity
+    placed = load_pretrained(folder, device_map=split(folder), offload_folder=tmp_path, dtype=dtype)
+    in_memory = load_pretrained(folder, device="cpu", dtype=dtype)
+    assert placed.fidelity == in_memory.fidelity and placed.fidelity.dtype == str(dtype).removeprefix("torch.")
     assert_same_pass(placed, in_memory, "llama")
+    ids = torch.randint(5, 60, (1, 50), generator=torch.Generator().manual_seed(6))  # (1, 50)
+    ours, theirs = placed.long_run(ids, rows=16), in_memory.long_run(ids, rows=16)
+    assert ours.logits.dtype == dtype and torch.equal(ours.logits, theirs.logits)
+    for key in placed.map_keys:
+        assert all((ours.summaries[key][name] == theirs.summaries[key][name]).all() for name in theirs.summaries[key])
+        assert (ours.region(key, 1, slice(20, 50), slice(0, 50)) == theirs.region(key, 1, slice(20, 50),
+                                                                                    slice(0, 50))).all()
 
 
 def test_an_offloaded_weight_that_is_not_finite_is_refused(tiny_folder, tmp_path):
@@ -188,6 +196,79 @@ def test_an_offload_folder_that_cannot_be_written_is_refused(tiny_folder, tmp_pa
     assert not (blocked / "offload").exists()
 
 
+def test_a_device_beside_a_device_map_is_refused(tiny_folder, no_weights_read):
+    """device and device_map both say where the model goes: one of them, named."""
+    with pytest.raises(ModelRefusedError, match=r"given both device='cpu' and a device_map; give one of them .*"
+                                                r"device_map=\{'': 'cpu'\} puts the whole model on one device"):
+        load_pretrained(tiny_folder("llama"), device="cpu", device_map="auto")
+
+
+@pytest.fixture
+def small_machine(monkeypatch):
+    """room() as a machine with 1 kB of memory and 2 kB of free disk: what the checks read, nothing else."""
+    from attention_viz.hub import placement
+
+    def room(offload_folder=None):
+        return {"cpu": 1000} | ({"disk": 2000} if offload_folder is not None else {})
+
+    monkeypatch.setattr(placement, "room", room)
+    return placement
+
+
+def test_weights_that_do_not_fit_are_refused_before_any_weight_is_read(tiny_folder, tmp_path, small_machine,
+                                                                      no_weights_read):
+    """The whole model on the CPU, by a device or by a map, on a machine with 1 kB free: refused with its bytes and
+    what to change; a map that puts it on disk instead is not (its layers are read from its own safetensors files)."""
+    folder = tiny_folder("llama")
+    total = small_machine.header_bytes(sorted(folder.glob("*.safetensors")), torch.float32)
+    shown = small_machine.shown_bytes(total)
+    with pytest.raises(ModelRefusedError, match=rf"its weights are {shown} in float32, and cpu has 1\.0 kB free; "
+                                                r"load it with device_map='auto' and an offload_folder"):
+        load_pretrained(folder, device="cpu")
+    with pytest.raises(ModelRefusedError, match=r"its device map puts .* of its .* of weights \(bfloat16\) on cpu, "
+                                                r"and cpu has 1\.0 kB free; map some of its layers to 'disk'"):
+        load_pretrained(folder, device_map={"": "cpu"}, dtype=torch.bfloat16)
+
+
+def test_a_model_on_disk_needs_no_room_in_the_offload_folder_unless_it_is_converted(tiny_folder, tmp_path,
+                                                                                    small_machine):
+    """Layers on disk are read from the model's own files: a full map to disk loads on a machine with 1 kB free.
+    Weights transformers converts while loading are written to the folder: then the folder's free disk counts, for a
+    map and for a strategy (what spills over the memory)."""
+    config = transformers.AutoConfig.from_pretrained(tiny_folder("llama"))
+    empty = small_machine.empty_model(model_class(config), config)
+    assert not small_machine.written_to_disk(empty)  # a Llama's weights load as they are stored
+    sizes = small_machine.weight_bytes(empty, torch.float32)
+    small_machine.check_room({"": "disk"}, sizes, {"cpu": 1000, "disk": 2000}, False, torch.float32)
+    with pytest.raises(ValueError, match=r"puts .* on disk, and its offload folder's disk has 2\.0 kB free; name an "
+                                         "offload_folder on a disk with room"):
+        small_machine.check_room({"": "disk"}, sizes, {"cpu": 1000, "disk": 2000}, True, torch.float32)
+    with pytest.raises(ValueError, match=r"this machine's memory holds 1\.0 kB, and the .* left over are converted "
+                                         r"while loading and written to disk, but no offload_folder was given"):
+        small_machine.check_room("auto", sizes, {"cpu": 1000}, True, torch.float32)
+    small_machine.check_room("auto", sizes, {"cpu": 1000}, False, torch.float32)  # spilled to disk, read in place
+    placed = load_pretrained(tiny_folder("llama"), device_map={"": "disk"}, offload_folder=tmp_path / "offload")
+    assert all(p.device.type == "meta" for p in placed.model.parameters())
+
+
+def test_the_bytes_checked_are_the_weights_loaded(tiny_folder):
+    """The safetensors headers and the model built on the meta device give the bytes of the weights loaded, in the
+    dtype asked for; a mixture of experts (merged experts) is one whose offloaded weights are written to disk."""
+    from attention_viz.hub import placement
+
+    folder = tiny_folder("llama")
+    for dtype in (torch.float32, torch.bfloat16):
+        model = load_pretrained(folder, device="cpu", dtype=dtype).model
+        loaded = sum(p.numel() * p.element_size() for p in model.parameters())
+        assert placement.header_bytes(sorted(folder.glob("*.safetensors")), dtype) == loaded
+        empty = placement.empty_model(model_class(model.config), model.config)
+        parameters = {name for name, _ in empty.named_parameters()}
+        assert sum(n for name, n in placement.weight_bytes(empty, dtype).items() if name in parameters) == loaded
+    mixtral = transformers.MixtralConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1, num_local_experts=2)
+    assert placement.written_to_disk(placement.empty_model(transformers.AutoModelForCausalLM, mixtral))
+
+
 def test_placement_checks_build_the_model_on_the_meta_device_only(tiny_folder):
     """check_placement on a model's config alone (no folder read beyond its config): a good map passes and comes
     back as transformers takes it; a device alone becomes {"": device}."""
@@ -215,3 +296,57 @@ def test_head_importance_under_disk_offload_agrees_with_the_model_in_memory(tiny
     for key in theirs.drop:
         np.testing.assert_allclose(ours.drop[key], theirs.drop[key], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(ours.gradient[key], theirs.gradient[key], rtol=1e-4, atol=1e-5)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+
+
+def on_gpu_cpu_and_disk(folder) -> dict:
+    """split()'s map with the embeddings and layer 0 on the first GPU: a GPU, the CPU and disk in one model."""
+    device_map = split(folder)
+    device_map.update({key: 0 for key in device_map if key.endswith((".layers.0", "embed_tokens"))})
+    return device_map
+
+
+@cuda
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_a_model_over_a_gpu_the_cpu_and_disk_is_its_eager_self_under_the_same_placement(tiny_folder, tmp_path, dtype):
+    """Layer 0 and the embeddings on cuda:0, the other layers on the CPU and disk: the proof passes, forward's maps
+    are transformers' eager maps under the same placement and dtype (the proof's tolerance), and the long pass's
+    regions are forward's maps."""
+    from attention_viz.hub.proof import TOLERANCE
+
+    folder = tiny_folder("llama")
+    placed = load_pretrained(folder, device_map=on_gpu_cpu_and_disk(folder), offload_folder=tmp_path, dtype=dtype)
+    assert placed.fidelity.proven and placed.device == torch.device("cuda", 0)
+    ids = torch.randint(5, 60, (1, 40), generator=torch.Generator().manual_seed(8))  # (1, 40)
+    logits, maps = placed.forward(ids)
+    placed.model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            eager = placed.model(input_ids=ids.to(placed.device), output_attentions=True, use_cache=False)
+    finally:
+        placed.model.set_attn_implementation("attention_viz")
+    for layer, theirs in enumerate(eager.attentions):
+        assert float((maps[f"decoder.{layer}.self_attn"].float() - theirs.float()).abs().max()) <= TOLERANCE[dtype]
+    run = placed.long_run(ids, rows=16)
+    for key in placed.map_keys:
+        region = torch.from_numpy(run.region(key, 2, slice(0, 40), slice(0, 40)))
+        assert float((region - maps[key][0, 2].float().cpu()).abs().max()) <= TOLERANCE[dtype]
+
+
+@cuda
+@pytest.mark.cuda
+def test_a_gpu_past_those_present_and_a_gpu_too_small_are_refused(tiny_folder, monkeypatch, no_weights_read):
+    """The GPU after the last one present, and a map putting the whole model on a GPU with 1 kB free."""
+    from attention_viz.hub import placement
+
+    count = torch.cuda.device_count()
+    with pytest.raises(ModelRefusedError, match=rf"placed on {count}, but this machine has {count} CUDA GPU"):
+        load_pretrained(tiny_folder("llama"), device_map={"": count})
+    monkeypatch.setattr(placement, "room", lambda offload_folder=None: {0: 1000, "cpu": 10**12})
+    with pytest.raises(ModelRefusedError, match=r"on cuda:0, and cuda:0 has 1\.0 kB free; map some of its layers"):
+        load_pretrained(tiny_folder("llama"), device_map={"": 0})
+    with pytest.raises(ModelRefusedError, match=r"and cuda:0 has 1\.0 kB free; load it with device_map='auto'"):
+        load_pretrained(tiny_folder("llama"), device="cuda:0")

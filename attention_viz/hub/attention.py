@@ -95,6 +95,8 @@ class Pass:
                                                                           # attend, broadcastable to [B, 1, Q, K])
     sinks: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the weight each row gave its learned
                                                                   # sink [B, H, Q] (1 - the row's sum; sink models only)
+    added: dict[str, dict] = field(default_factory=dict)  # map key -> what else its attention adds to Eq. 1, as
+    # handed: {"softcap": c or None, "sink": the sinks' logits [H] or None} (Gemma 2, gpt-oss; the steps view's)
     biases: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the position bias B added to its
     # scaled QKᵀ as the model computed it, broadcastable to [B, H, Q, K] (T5's [1, H, Q, K], Bloom's ALiBi
     # [B, H, 1, K]; where the model adds one and the position_bias switch is on)
@@ -220,6 +222,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
             run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
         if bias is not None:
             run.biases[name] = bias  # (1 or B, H, Q or 1, K): what the position bias adds to the scaled QKᵀ
+        if softcap is not None or sink is not None:
+            run.added[name] = {"softcap": softcap, "sink": sink}  # the cap c and the sinks' logits [H], as handed
     output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)
     if run.probe is not None:
         honoured = tuple(n for n in HONOURED if (given if n == "position_bias" else kwargs.get(n)) is not None)

@@ -125,8 +125,9 @@ class HubModel:
             return model.step_maps(src, tgt, **switches)
 
     def steps(self, run: Run, request: HeadRequest) -> Steps:
-        """From the q, k, v its attention received (after any rotary positions), the mask it applied and the position
-        bias it added (T5's: in the "masked" step, added before the mask); "sqrt_dk" is the model's own factor."""
+        """From the q, k, v its attention received (after any rotary positions), the mask it applied and what else it
+        adds to Eq. 1: a position bias (T5's: in the "masked" step, added before the mask), a soft cap (Gemma 2), its
+        sink (gpt-oss: the row's weights sum to 1 less the sink's share); "sqrt_dk" is the model's own factor."""
         key, head, settings = kind_key(request.kind, request.layer), request.head, run.settings
         recorded = self._pass(run, settings, keep=("q", "k", "v"), at=(key,))
         kept = recorded.kept[key]
@@ -136,11 +137,15 @@ class HubModel:
         factor = (recorded.run.factors[key] if settings.scale == "sqrt_dk"
                   else scale_factor(settings.scale, q.size(-1)))
         bias = recorded.run.biases.get(key)  # (1, H, Q, K) or None
+        added = recorded.run.added.get(key, {})  # a soft cap (Gemma 2), sinks (gpt-oss)
+        sink = added.get("sink")
         with torch.inference_mode():
             intermediates: dict[str, torch.Tensor] = {}
-            attention(q, k, v, head_mask, factor, bias=None if bias is None else bias[0, head], steps=intermediates)
+            attention(q[None], k[None], v[None], head_mask, factor, bias=None if bias is None else bias[0, head],
+                      softcap=added.get("softcap"), sink=None if sink is None else sink[head:head + 1],
+                      steps=intermediates)  # one head as [1, Q, ·]: a sink joins its rows as the model's
         queries, keys = run.tokens(request.kind)
-        arrays = {name: t.float().cpu().numpy() for name, t in intermediates.items()}
+        arrays = {name: t[0].float().cpu().numpy() for name, t in intermediates.items()}
         return Steps(arrays, queries, keys, factor)
 
     def value_norms(self, run: Run) -> dict[str, np.ndarray]:

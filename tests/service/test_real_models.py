@@ -148,6 +148,24 @@ def test_t5s_steps_add_its_position_bias_and_its_controls_say_it_has_no_1_over_s
     assert own["d_k"] == 16 and own["numbers"]["data"][-1][1] > 0  # pairs pooled
 
 
+@pytest.mark.parametrize("model_type", ["gemma2", "gpt_oss"])
+def test_steps_of_a_soft_capped_or_sinking_model_end_on_its_own_map(model_type, tmp_path, one_thread):
+    """Gemma 2 caps its logits, gpt-oss's rows give a share to a learned sink: the steps apply both, as its map."""
+    from devtools import tiny_archs
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    views = Views(Runs(Catalog(hub_models=[str(tiny_archs.save(model_type, tmp_path / f"tiny-{model_type}"))])))
+    s = settings(views, f"hub:tiny-{model_type}")
+    run = views.runs.run(s)
+    for head in (0, 1):
+        steps = views.runs.steps(s, "decoder.self_attn", 1, head)
+        np.testing.assert_allclose(steps.arrays["weights"], run.head("decoder.self_attn", 1, head), atol=1e-6)
+    if model_type == "gemma2":
+        assert "capped" in steps.arrays and np.abs(steps.arrays["capped"]).max() < 50  # within the cap
+    else:
+        assert steps.arrays["weights"].sum(-1).max() < 1  # the sink's share taken from every row
+
+
 def test_comparisons_and_the_switches_on_a_real_model(views):
     s = settings(views, "hub:tiny-marian", pads=2)
     scaling = views.runs.compare(s, "scaling", "encoder.self_attn", 0, 0)

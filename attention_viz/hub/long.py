@@ -151,19 +151,13 @@ class TextCutWarning(UserWarning):
     """A long pass read the first tokens of a longer text (its message is the run's `note`)."""
 
 
-def positions(model) -> int | None:
-    """The positions a PretrainedTransformer has (model.positions): the most tokens it reads at once; None where its
-    config names none."""
-    return model.positions
-
-
 def reading(model, count: int, most: int | None = None) -> tuple[int, str]:
     """The one rule of how many of a text's `count` tokens a long pass of `model` reads (the package's long_run, the
     app's Long text tab and show(model, long_text) all ask it): its positions, and `most` where fewer; with the
     sentence that says so when some are left out ("" when it reads them all), naming the model by model.name."""
     if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
         raise LongRunError(f"most must be a positive whole number of tokens or None, got {most!r}")
-    ends = positions(model)
+    ends = model.positions
     read = min([count] + [cap for cap in (ends, most) if cap])
     if read == count:
         return read, ""

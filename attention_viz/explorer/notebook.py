@@ -121,6 +121,37 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
                 notes=notes, title=f"“{text}” on {model.name}", decode=decode, value_norms=result.norms)
 
 
+def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True, max_new_tokens: int = 40) -> dict:
+    """A picture through an image model, or a recording through Whisper (model.modality: hub.images, hub.speech),
+    packed as run_pretrained packs a text: the encoder's tokens are its special tokens and patches, or its times;
+    Whisper writes its transcript greedily, its decoder rows the prompt and what it wrote."""
+    variation = Variation(scale, causal_mask)  # checked before any work
+    encoding = model.encode(source)  # the modality's refusals name the fault
+    inputs = encoding.ids[None].to(model.device)  # (1, C, H, W) or (1, mels, frames)
+    notes = [f"{model.name} ({model.family.name}, real model): scale {scale}; causal mask "
+             f"{'on' if causal_mask else 'off'}", f"Our Eq. 1 inside it: {model.fidelity}.",
+             *([encoding.note] if encoding.note else [])]
+    with torch.inference_mode():
+        if not model.abilities.writes_text:
+            recorded, target, output, decode = model.traced(inputs, variation=variation), [], "", None
+        else:
+            written, recorded = model.greedy_pass(inputs, max_new_tokens, variation=variation)
+            out = written[0].tolist()
+            rows = recorded.maps[model.map_keys[-1]].size(-2)  # the decoder's input: its prompt and all but the last
+            encoded = model.model.get_encoder()(**{model.modality.input_name: inputs})
+            start = torch.tensor([[model.start_id]], device=model.device)
+            prompt = model.modality.prompt(model.model, encoded, start)[0].tolist()
+            target = model.pieces((prompt + out)[:rows])
+            output = model.decode(out)
+            decode = {"written": [""] * (len(prompt) - 1) + model.pieces(out)[: rows - len(prompt) + 1], "steps": None}
+    maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
+    masks = {key.split(".")[0] + "." + key.split(".")[2]: torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
+             .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}
+    what = "picture" if model.modality.input_name == "pixel_values" else "recording"
+    return pack(maps, encoding.tokens, target, masks=masks, output=output, notes=notes,
+                title=f"a {what} on {model.name}", decode=decode)
+
+
 def run_long(model, text: str, budget: int = LONG_BYTES, **switches) -> dict:
     """A real model's long pass over `text` (hub.long; as many tokens as its positions hold), packed for the long
     view with every head's overview embedded within `budget` bytes (no server: its zoom is drawn from those)."""
@@ -155,12 +186,16 @@ def show(model_or_maps: AttentionModel | Mapping[str, np.ndarray], text: str | S
     show(model, "abc")                       greedy-decode "abc" and show every map (run_model's options apply)
     show(real_model, "Hello")                a real model (attention_viz.hub.PretrainedTransformer): its own tokens,
                                              every map it has (run_pretrained's options apply)
+    show(image_model, "cat.jpg")             a picture (a path, bytes, PIL image or array) through an image model, a
+                                             recording through Whisper: their tokens are patches or times (run_media)
     show(real_model, long_text)              a text of more than LONG_FROM tokens through a model of one stack (or
                                              long=True): every head's summary and overview, a zoom drawn from the
                                              embedded blocks (run_long: at most LONG_BYTES of them)
     show(maps, source_tokens, target_tokens) maps: key -> [H, Q, K] (a batch axis of 1 is dropped), e.g.
                                              AttentionMaps.to_numpy() of one forward pass
     """
+    if isinstance(model_or_maps, AttentionModel) and getattr(model_or_maps, "modality", None) is not None:
+        return View(run_media(model_or_maps, text, **run_options), height=height)  # a picture or a recording
     if isinstance(model_or_maps, AttentionModel) and model_or_maps.pretrained:
         if not isinstance(text, str) or not text:
             raise ValueError("show(model, text): text must be a non-empty string")

@@ -156,3 +156,13 @@ def test_the_picture_the_model_read_comes_back_from_its_pixels_and_an_overlay_is
     _, maps = model.forward(encoding.ids[None])
     path = av.save_overlay(seen, av.rollout(maps)[0], model.modality, tmp_path / "rollout.svg")
     assert "[DIST]" in path.read_text()  # the specials' weights named as text
+
+
+def test_show_draws_a_pictures_maps_over_its_patches(image_folders):
+    import attention_viz as av
+
+    model = load_pretrained(image_folders["dinov2_with_registers"])
+    view = av.show(model, picture(3))
+    tokens = view.payload["tokens"]["source"]
+    assert tokens[:5] == ["[CLS]", "[REG0]", "[REG1]", "[REG2]", "[REG3]"] and tokens[5] == "patch 0,0"
+    assert "random pictures" in " ".join(view.payload["notes"]) and view.payload["tokens"]["target"] == []

@@ -106,3 +106,14 @@ def test_bad_recordings_and_features_are_refused_naming_the_fault(whisper_folder
     model = load_pretrained(whisper_folder)
     with pytest.raises(ValueError, match=r"input_features of shape \[B, 80, 100\].*got \(1, 80, 50\)"):
         model.forward(torch.zeros(1, 80, 50), torch.tensor([[model.start_id]]))
+
+
+def test_show_draws_a_recordings_maps_its_transcript_written_after_the_prompt(whisper_folder):
+    import attention_viz as av
+
+    model = load_pretrained(whisper_folder)
+    view = av.show(model, wav(2.0), max_new_tokens=4)
+    payload = view.payload
+    assert payload["tokens"]["source"][:2] == ["0.00 s", "0.02 s"]
+    assert payload["tokens"]["target"][0] == "<|startoftranscript|>"
+    assert any("Read the first 1.0 s of the recording's 2.0 s" in note for note in payload["notes"])

@@ -143,7 +143,8 @@ def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True,
             prompt = model.modality.prompt(model.model, encoded, start)[0].tolist()
             target = model.pieces((prompt + out)[:rows])
             output = model.decode(out)
-            decode = {"written": [""] * (len(prompt) - 1) + model.pieces(out)[: rows - len(prompt) + 1], "steps": None}
+            written = decode_written(model.pieces(out), target, True)  # the prompt's steps write its next token
+            decode = None if written is None else {"written": written, "steps": None}
     maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
     masks = {key.split(".")[0] + "." + key.split(".")[2]: torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
              .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}

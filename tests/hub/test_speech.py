@@ -115,5 +115,7 @@ def test_show_draws_a_recordings_maps_its_transcript_written_after_the_prompt(wh
     view = av.show(model, wav(2.0), max_new_tokens=4)
     payload = view.payload
     assert payload["tokens"]["source"][:2] == ["0.00 s", "0.02 s"]
-    assert payload["tokens"]["target"][0] == "<|startoftranscript|>"
+    target = payload["tokens"]["target"]
+    assert target[0] == "<|startoftranscript|>" and len(payload["decode"]["written"]) == len(target)
+    assert payload["decode"]["written"][0] == target[1]  # the prompt's first step writes its next token
     assert any("Read the first 1.0 s of the recording's 2.0 s" in note for note in payload["notes"])

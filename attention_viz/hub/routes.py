@@ -9,6 +9,13 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
 
     BloomAttention   ALiBi: each head h adds m_h·j to the logit of key position j (m_h its slope: 2^(-8h/H) for
                      H a power of two), handed over as the position bias [B, H, 1, K]; the factor 1/√d_k on QKᵀ
+    GPTNeoSelfAttention  no 1/√d_k (its factor on QKᵀ is 1); local layers see the last window_size positions only
+                     (its own causal buffer, kept with the pass's mask; the causal switch off drops both, as it drops
+                     a sliding window elsewhere)
+    Attention (the original GPT's, `openai-gpt`)  1/√d_k where built with scale (every layer of the model), its
+                     causal rule a buffer of ones and zeros (kept with the pass's mask, dropped with the causal switch)
+    Attention (FSMT's: fairseq's WMT19 models)  time first; its padding and causal masks its own arguments, each
+                     dropped with its switch
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -20,7 +27,10 @@ import types
 import torch
 import torch.nn.functional as F
 
+from transformers.cache_utils import EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from attention_viz.hub.attention import as_allowed, current
 
 ROUTED = "_attention_viz_routed"  # set on a model whose attention modules route() changed
 
@@ -55,7 +65,113 @@ def bloom_attention(module, config, hidden_states: torch.Tensor, residual: torch
     return attended, weights
 
 
-ROUTES = {"BloomAttention": bloom_attention}
+def gpt_neo_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                      layer_past=None, use_cache: bool = False, output_attentions: bool = False, **kwargs):
+    """GPTNeoSelfAttention.forward with its softmax(QKᵀ + mask) computed by our Eq. 1: hidden_states [B, Q, D] ->
+    (output [B, Q, D], weights [B, H, Q, K]). Its QKᵀ has no factor (handed over as 1); its buffer `bias` [1, 1, P, P]
+    is the causal rule, within window_size positions on a local layer."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, attention_mask, layer_past, use_cache, output_attentions,
+                                    **kwargs)
+    B, Q, _ = hidden_states.shape
+    q, k, v = (module._split_heads(project(hidden_states), module.num_heads, module.head_dim)  # (B, H, Q, d)
+               for project in (module.q_proj, module.k_proj, module.v_proj))
+    if layer_past is not None:
+        k, v = layer_past.update(k, v, module.layer_id)
+    K = k.size(2)
+    if causal_on():  # the model's own rule (within its window on a local layer), with the pass's mask (padding)
+        rule = module.bias[:, :, K - Q: K, :K]  # (1, 1, Q, K), True = may attend
+        attention_mask = rule if attention_mask is None else as_allowed(attention_mask) & rule
+    dropout = module.attn_dropout.p if module.training else 0.0
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]  # our Eq. 1 (or hub.long's pass)
+    output, weights = attend(module, q, k, v, attention_mask, scaling=1.0, dropout=dropout)  # (B, Q, H, d), ...
+    return module.resid_dropout(module.out_proj(output.reshape(B, Q, -1))), weights
+
+
+def openai_gpt_attention(module, config, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                         output_attentions: bool = False):
+    """The original GPT's Attention.forward with its softmax(QKᵀ/√d + mask) computed by our Eq. 1: x [B, Q, D] ->
+    [output [B, Q, D]] (+ [weights [B, H, Q, K]] when asked, as its own). It hides a cell by adding −10⁴, whose
+    exponential is 0 in float32 and float64 as our −∞'s is."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, x, attention_mask, output_attentions)
+    B, Q, _ = x.shape
+    q, k, v = (module.split_heads(part) for part in module.c_attn(x).split(module.split_size, dim=2))  # (B, H, Q, d)
+    attention_mask = as_allowed(attention_mask) if kept("padding_mask") else None  # its own 2D mask, extended
+    if causal_on():
+        rule = module.bias[:, :, :Q, :Q] > 0  # (1, 1, Q, Q), True = may attend
+        attention_mask = rule if attention_mask is None else attention_mask & rule
+    dropout = module.attn_dropout.p if module.training else 0.0
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=v.size(-1) ** -0.5 if module.scale else 1.0,
+                             dropout=dropout)  # (B, Q, H, d), (B, H, Q, K)
+    output = module.resid_dropout(module.c_proj(output.reshape(B, Q, -1)))
+    return [output, weights] if output_attentions else [output]
+
+
+def fsmt_attention(module, config, query: torch.Tensor, key: torch.Tensor | None,
+                   key_padding_mask: torch.Tensor | None = None, layer_state=None, attn_mask: torch.Tensor | None = None,
+                   output_attentions: bool = False, **kwargs):
+    """FSMT's Attention.forward (fairseq's WMT19 translation models: time first) with softmax(QKᵀ/√d + masks) computed
+    by our Eq. 1: query [Q, B, D], key [K, B, D] (cross-attention; self-attention reads query) -> (output [Q, B, D],
+    weights [B, H, Q, K] or None). Its masks: key_padding_mask [B, K] (True = padding), attn_mask [Q, K] (additive:
+    the decoder's causal mask). Keys and values are kept in its cache as its own forward keeps them."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, query, key, key_padding_mask, layer_state, attn_mask, output_attentions,
+                                    **kwargs)
+    Q, B, D = query.shape
+    H, d, cross = module.num_heads, module.head_dim, module.encoder_decoder_attention
+    cache, updated = layer_state, False
+    if isinstance(layer_state, EncoderDecoderCache):
+        cache = layer_state.cross_attention_cache if cross else layer_state.self_attention_cache
+        updated = bool(layer_state.is_updated.get(module.layer_idx))
+    if cross and updated:  # the source's keys and values, kept at the first step
+        k, v = cache.layers[module.layer_idx].keys, cache.layers[module.layer_idx].values
+    else:
+        states = key if cross else query  # (K, B, D)
+        k, v = (project(states).view(-1, B, H, d).permute(1, 2, 0, 3) for project in (module.k_proj, module.v_proj))
+        if layer_state is not None:
+            k, v = cache.update(k, v, module.layer_idx, kwargs=kwargs)
+            if cross:
+                layer_state.is_updated[module.layer_idx] = True
+    q = module.q_proj(query).view(Q, B, H, d).permute(1, 2, 0, 3)  # (B, H, Q, d)
+    mask = None
+    if key_padding_mask is not None and key_padding_mask.dim() > 0 and kept("padding_mask"):
+        mask = ~key_padding_mask.bool()[:, None, None, :]  # (B, 1, 1, K), True = may attend
+    if attn_mask is not None and kept("causal_mask"):
+        causal = as_allowed(attn_mask)  # (Q, K)
+        mask = causal if mask is None else mask & causal
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, mask, scaling=module.scaling,
+                             dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    output = module.out_proj(output.reshape(B, Q, D).transpose(0, 1))  # (Q, B, D)
+    return output, weights if output_attentions else None
+
+
+def kept(mask: str) -> bool:
+    """Whether the pass in flight (ours or hub.long's) keeps this mask ("causal_mask", "padding_mask"); outside a
+    pass, the model's own."""
+    variation = getattr(current(), "variation", None)
+    return variation is None or getattr(variation, mask)
+
+
+def causal_on() -> bool:
+    """Whether the pass in flight keeps the causal mask (kept("causal_mask"))."""
+    return kept("causal_mask")
+
+
+MODELS = "transformers.models."
+ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by class, as transformers names it
+          MODELS + "gpt_neo.modeling_gpt_neo.GPTNeoSelfAttention": gpt_neo_attention,
+          MODELS + "openai.modeling_openai.Attention": openai_gpt_attention,
+          MODELS + "fsmt.modeling_fsmt.Attention": fsmt_attention}
+BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
+                           # built under eager (transformers' own classes), then routed
+
+
+def built_under(config, implementation: str) -> str:
+    """The implementation a model of this config is built under: eager for BUILT_EAGER's types, else `implementation`."""
+    return "eager" if config.model_type in BUILT_EAGER else implementation
 
 
 def route(model) -> int:
@@ -64,7 +180,7 @@ def route(model) -> int:
     config = model.config
     routed = 0
     for module in model.modules():
-        forward = ROUTES.get(type(module).__name__)
+        forward = ROUTES.get(f"{type(module).__module__}.{type(module).__name__}")
         if forward is not None and "forward" not in vars(module):
             module.forward = types.MethodType(
                 lambda self, *args, _forward=forward, **kwargs: _forward(self, config, *args, **kwargs), module)

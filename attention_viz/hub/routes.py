@@ -16,6 +16,7 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
                      causal rule a buffer of ones and zeros (kept with the pass's mask, dropped with the causal switch)
     Attention (FSMT's: fairseq's WMT19 models)  time first; its padding and causal masks its own arguments, each
                      dropped with its switch
+    MegatronBertSelfAttention, RemBertSelfAttention  BERT's self-attention from before the interface, in encoders
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -121,19 +122,9 @@ def fsmt_attention(module, config, query: torch.Tensor, key: torch.Tensor | None
                                     **kwargs)
     Q, B, D = query.shape
     H, d, cross = module.num_heads, module.head_dim, module.encoder_decoder_attention
-    cache, updated = layer_state, False
-    if isinstance(layer_state, EncoderDecoderCache):
-        cache = layer_state.cross_attention_cache if cross else layer_state.self_attention_cache
-        updated = bool(layer_state.is_updated.get(module.layer_idx))
-    if cross and updated:  # the source's keys and values, kept at the first step
-        k, v = cache.layers[module.layer_idx].keys, cache.layers[module.layer_idx].values
-    else:
-        states = key if cross else query  # (K, B, D)
-        k, v = (project(states).view(-1, B, H, d).permute(1, 2, 0, 3) for project in (module.k_proj, module.v_proj))
-        if layer_state is not None:
-            k, v = cache.update(k, v, module.layer_idx, kwargs=kwargs)
-            if cross:
-                layer_state.is_updated[module.layer_idx] = True
+    states = key if cross else query  # (K, B, D)
+    k, v = cached(layer_state, module.layer_idx, cross, kwargs, lambda: tuple(
+        project(states).view(-1, B, H, d).permute(1, 2, 0, 3) for project in (module.k_proj, module.v_proj)))
     q = module.q_proj(query).view(Q, B, H, d).permute(1, 2, 0, 3)  # (B, H, Q, d)
     mask = None
     if key_padding_mask is not None and key_padding_mask.dim() > 0 and kept("padding_mask"):
@@ -146,6 +137,49 @@ def fsmt_attention(module, config, query: torch.Tensor, key: torch.Tensor | None
                              dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
     output = module.out_proj(output.reshape(B, Q, D).transpose(0, 1))  # (Q, B, D)
     return output, weights if output_attentions else None
+
+
+def bert_self_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                        encoder_hidden_states: torch.Tensor | None = None, cache=None, output_attentions: bool = False,
+                        **kwargs):
+    """The self-attention BERT had before the interface (MegatronBERT's, RemBERT's) with softmax(QKᵀ/√d + mask)
+    computed by our Eq. 1: hidden_states [B, Q, D] -> (context [B, Q, H·d], weights [B, H, Q, K]). An encoder's mask
+    is its padding; a decoder's (is_decoder) holds padding and the causal rule in one additive mask that the switches
+    could not take apart: it runs its own code, outside the interface, and the probe refuses it so."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS or module.is_decoder:
+        return type(module).forward(module, hidden_states, attention_mask, encoder_hidden_states, cache,
+                                    output_attentions, **kwargs)
+    B, Q, _ = hidden_states.shape
+    d, cross = module.attention_head_size, encoder_hidden_states is not None
+    states = encoder_hidden_states if cross else hidden_states  # (B, K, D)
+
+    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
+        return x.view(B, -1, module.num_attention_heads, d).transpose(1, 2)
+
+    q = heads(module.query(hidden_states))
+    k, v = cached(cache, module.layer_idx, cross, kwargs, lambda: (heads(module.key(states)), heads(module.value(states))))
+    mask = as_allowed(attention_mask) if attention_mask is not None and kept("padding_mask") else None
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, mask, scaling=d ** -0.5,
+                             dropout=module.dropout.p if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    return output.reshape(B, Q, -1), weights
+
+
+def cached(cache, layer: int, cross: bool, kwargs: dict, computed) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values [B, H, K, d] as the model's own forward keeps them in transformers' cache: a cross-attention's
+    read back once kept (its source's, from the first step on), else computed (`computed()`) and added to it."""
+    own, updated = cache, False
+    if isinstance(cache, EncoderDecoderCache):
+        own = cache.cross_attention_cache if cross else cache.self_attention_cache
+        updated = bool(cache.is_updated.get(layer))
+    if cross and updated:
+        return own.layers[layer].keys, own.layers[layer].values
+    k, v = computed()
+    if cache is not None:
+        k, v = own.update(k, v, layer, kwargs=kwargs)
+        if cross and isinstance(cache, EncoderDecoderCache):
+            cache.is_updated[layer] = True
+    return k, v
 
 
 def kept(mask: str) -> bool:
@@ -164,7 +198,9 @@ MODELS = "transformers.models."
 ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by class, as transformers names it
           MODELS + "gpt_neo.modeling_gpt_neo.GPTNeoSelfAttention": gpt_neo_attention,
           MODELS + "openai.modeling_openai.Attention": openai_gpt_attention,
-          MODELS + "fsmt.modeling_fsmt.Attention": fsmt_attention}
+          MODELS + "fsmt.modeling_fsmt.Attention": fsmt_attention,
+          MODELS + "megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention": bert_self_attention,
+          MODELS + "rembert.modeling_rembert.RemBertSelfAttention": bert_self_attention}
 BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
                            # built under eager (transformers' own classes), then routed
 

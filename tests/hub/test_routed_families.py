@@ -18,7 +18,8 @@ from attention_viz.hub.routes import ROUTED  # noqa: E402
 from devtools import tiny_archs  # noqa: E402
 
 FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  # each family's own factor on QKᵀ
-           "fsmt": lambda d_k: d_k ** -0.5}
+           "fsmt": lambda d_k: d_k ** -0.5, "megatron-bert": lambda d_k: d_k ** -0.5,
+           "rembert": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +133,34 @@ def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind,
     with pytest.raises(AssertionError):  # the switch changes the maps: the comparison below can fail
         assert_same(on, unmasked, mask)
     assert_same(off, unmasked, mask)
+
+
+@pytest.mark.parametrize("kind", ["megatron-bert", "rembert"])
+def test_berts_self_attention_from_before_the_interface_takes_the_scale_switch(kind, monkeypatch):
+    """MegatronBERT's and RemBERT's self-attention divide by math.sqrt(d) in their own code (no factor to set): the
+    scale switch off equals their eager model with that square root made 1; the padding switch off equals it given
+    no attention mask."""
+    import copy
+    import importlib
+    from types import SimpleNamespace
+
+    from attention_viz.hub import PretrainedTransformer
+
+    theirs, tokenizer = tiny_archs.tiny(kind)
+    ours = PretrainedTransformer(copy.deepcopy(theirs), tokenizer)
+    ids, mask, _ = padded(ours, decoder=False)
+
+    def encoder_eager(model, attention_mask):
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=attention_mask, output_attentions=True)
+        logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+        return logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)}
+
+    assert_same(ours.forward(ids), encoder_eager(theirs, mask), mask)
+    assert_same(ours.forward(ids, padding_mask=False), encoder_eager(theirs, None), None)
+    unscaled = ours.forward(ids, scale="none")
+    module = importlib.import_module(type(theirs).__module__)
+    with pytest.raises(AssertionError):
+        assert_same(unscaled, encoder_eager(theirs, mask), mask)
+    monkeypatch.setattr(module, "math", SimpleNamespace(sqrt=lambda x: 1.0))
+    assert_same(unscaled, encoder_eager(theirs, mask), mask)

@@ -110,6 +110,10 @@ def check_config(family: Family, config) -> None:
     if getattr(config, "add_cross_attention", False) and family.layout != "encoder-decoder":
         raise UnsupportedModelError(f"a {family.name} model with added cross-attention is not supported: its "
                                     "cross-attention reads an encoder it does not have.")
+    if getattr(config, "use_prompt", False):  # MVP's prompts
+        raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
+                                    "and values go before every attention's own, so a map's keys are not the text's "
+                                    "tokens.")
     if family.layout == "encoder-decoder":
         heads = {getattr(config, "encoder_attention_heads", None), getattr(config, "decoder_attention_heads", None)}
         if len(heads) != 1:

@@ -17,6 +17,7 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
     Attention (FSMT's: fairseq's WMT19 models)  time first; its padding and causal masks its own arguments, each
                      dropped with its switch
     MegatronBertSelfAttention, RemBertSelfAttention  BERT's self-attention from before the interface, in encoders
+    XGLMAttention, TrOCRAttention, MvpAttention  BART's attention from before the interface (MVP without prompts)
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -165,6 +166,34 @@ def bert_self_attention(module, config, hidden_states: torch.Tensor, attention_m
     return output.reshape(B, Q, -1), weights
 
 
+def bart_attention(module, config, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
+                   cache=None, attention_mask: torch.Tensor | None = None, attn_prompt: torch.Tensor | None = None,
+                   output_attentions: bool = False, **kwargs):
+    """BART's attention from before the interface (XGLM's, TrOCR's, MVP's) with softmax(QKᵀ/√d + mask) computed by
+    our Eq. 1: hidden_states [B, Q, D] (key_value_states [B, S, D] for cross-attention) -> (output [B, Q, D], weights
+    [B, H, Q, K]). Its mask comes from transformers' mask functions (the pass's switches on it where that is ours).
+    MVP's prompts (attn_prompt) are refused on load (hub.families): only its eager code takes them."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        extra = {"output_attentions": output_attentions}
+        if attn_prompt is not None:
+            extra["attn_prompt"] = attn_prompt
+        return type(module).forward(module, hidden_states, key_value_states, cache, attention_mask, **extra, **kwargs)
+    B, Q, _ = hidden_states.shape
+    cross = key_value_states is not None
+    states = key_value_states if cross else hidden_states  # (B, K, D)
+
+    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
+        return x.view(B, -1, module.num_heads, module.head_dim).transpose(1, 2)
+
+    q = heads(module.q_proj(hidden_states))
+    k, v = cached(cache, module.layer_idx, cross, kwargs, lambda: (heads(module.k_proj(states)),
+                                                                     heads(module.v_proj(states))))
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=module.scaling,
+                             dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    return module.out_proj(output.reshape(B, Q, -1)), weights
+
+
 def cached(cache, layer: int, cross: bool, kwargs: dict, computed) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [B, H, K, d] as the model's own forward keeps them in transformers' cache: a cross-attention's
     read back once kept (its source's, from the first step on), else computed (`computed()`) and added to it."""
@@ -200,7 +229,10 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "openai.modeling_openai.Attention": openai_gpt_attention,
           MODELS + "fsmt.modeling_fsmt.Attention": fsmt_attention,
           MODELS + "megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention": bert_self_attention,
-          MODELS + "rembert.modeling_rembert.RemBertSelfAttention": bert_self_attention}
+          MODELS + "rembert.modeling_rembert.RemBertSelfAttention": bert_self_attention,
+          MODELS + "xglm.modeling_xglm.XGLMAttention": bart_attention,
+          MODELS + "trocr.modeling_trocr.TrOCRAttention": bart_attention,
+          MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention}
 BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
                            # built under eager (transformers' own classes), then routed
 

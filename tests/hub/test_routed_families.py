@@ -19,7 +19,8 @@ from devtools import tiny_archs  # noqa: E402
 
 FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  # each family's own factor on QKᵀ
            "fsmt": lambda d_k: d_k ** -0.5, "megatron-bert": lambda d_k: d_k ** -0.5,
-           "rembert": lambda d_k: d_k ** -0.5}
+           "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
+           "mvp": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +165,18 @@ def test_berts_self_attention_from_before_the_interface_takes_the_scale_switch(k
         assert_same(unscaled, encoder_eager(theirs, mask), mask)
     monkeypatch.setattr(module, "math", SimpleNamespace(sqrt=lambda x: 1.0))
     assert_same(unscaled, encoder_eager(theirs, mask), mask)
+
+
+def test_mvp_with_prompts_is_refused_naming_them():
+    """MVP's prompts put learned keys before every attention's own: refused by name, before the probe."""
+    import copy
+
+    from transformers import MvpForConditionalGeneration
+
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    plain, tokenizer = tiny_archs.tiny("mvp")
+    config = copy.deepcopy(plain.config)
+    config.use_prompt, config.prompt_length, config.prompt_mid_dim = True, 3, 16
+    with pytest.raises(UnsupportedModelError, match="with prompts \\(use_prompt\\) is not supported"):
+        PretrainedTransformer(MvpForConditionalGeneration(config).eval(), tokenizer)

@@ -18,6 +18,7 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
                      dropped with its switch
     MegatronBertSelfAttention, RemBertSelfAttention  BERT's self-attention from before the interface, in encoders
     XGLMAttention, TrOCRAttention, MvpAttention  BART's attention from before the interface (MVP without prompts)
+    MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -194,6 +195,34 @@ def bart_attention(module, config, hidden_states: torch.Tensor, key_value_states
     return module.out_proj(output.reshape(B, Q, -1)), weights
 
 
+def xlm_attention(module, config, input: torch.Tensor, mask: torch.Tensor, kv: torch.Tensor | None = None,
+                  cache=None, output_attentions: bool = False, **kwargs):
+    """XLM's and Flaubert's MultiHeadAttention.forward with softmax(QKᵀ/√d + mask) computed by our Eq. 1: input
+    [B, Q, D] (kv [B, S, D] for cross-attention) -> (output [B, Q, D],) (+ (weights [B, H, Q, K],) when asked). Its
+    mask, 1 = may attend: [B, K] (the padding) or [B, Q, K] (a causal model's causal rule), each dropped with its
+    switch."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, input, mask, kv, cache, output_attentions, **kwargs)
+    B, Q, _ = input.shape
+    cross = kv is not None
+    states = kv if cross else input  # (B, K, D)
+
+    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
+        return x.view(B, -1, module.n_heads, module.head_dim).transpose(1, 2)
+
+    q = heads(module.q_lin(input))
+    k, v = cached(cache, module.layer_id, cross, kwargs, lambda: (heads(module.k_lin(states)),
+                                                                    heads(module.v_lin(states))))
+    allowed = None
+    if mask is not None and kept("causal_mask" if mask.dim() == 3 else "padding_mask"):
+        allowed = (mask != 0).view(B, 1, Q if mask.dim() == 3 else 1, -1)  # (B, 1, Q or 1, K)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, allowed, scaling=module.head_dim ** -0.5,
+                             dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    output = module.out_lin(output.reshape(B, Q, -1))
+    return (output, weights) if output_attentions else (output,)
+
+
 def cached(cache, layer: int, cross: bool, kwargs: dict, computed) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [B, H, K, d] as the model's own forward keeps them in transformers' cache: a cross-attention's
     read back once kept (its source's, from the first step on), else computed (`computed()`) and added to it."""
@@ -232,7 +261,9 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "rembert.modeling_rembert.RemBertSelfAttention": bert_self_attention,
           MODELS + "xglm.modeling_xglm.XGLMAttention": bart_attention,
           MODELS + "trocr.modeling_trocr.TrOCRAttention": bart_attention,
-          MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention}
+          MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention,
+          MODELS + "xlm.modeling_xlm.MultiHeadAttention": xlm_attention,
+          MODELS + "flaubert.modeling_flaubert.MultiHeadAttention": xlm_attention}
 BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
                            # built under eager (transformers' own classes), then routed
 

@@ -20,7 +20,7 @@ from devtools import tiny_archs  # noqa: E402
 FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  # each family's own factor on QKᵀ
            "fsmt": lambda d_k: d_k ** -0.5, "megatron-bert": lambda d_k: d_k ** -0.5,
            "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
-           "mvp": lambda d_k: d_k ** -0.5}
+           "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def assert_same(ours: tuple, theirs: tuple, real: torch.Tensor) -> None:
 @pytest.mark.parametrize("kind", ["fsmt", "openai-gpt"])
 def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind, monkeypatch):
     """FSMT and the original GPT build their masks themselves (not through transformers' mask interface): the
-    padding switch off equals eager given no attention mask; the causal switch off equals eager with its own causal
+    padding switch off equals eager given a mask of ones; the causal switch off equals eager with its own causal
     rule made all-seeing (FSMT's causal mask of zeros; the original GPT's buffer of ones), on a padded batch."""
     import copy
 
@@ -114,7 +114,8 @@ def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind,
     ours = PretrainedTransformer(copy.deepcopy(theirs), tokenizer)
     ids, mask, decoder = padded(ours, decoder=kind == "fsmt")
     assert_same(ours.forward(ids, decoder), eager(theirs, ids, mask, decoder), mask)
-    assert_same(ours.forward(ids, decoder, padding_mask=False), eager(theirs, ids, None, decoder), None)
+    assert_same(ours.forward(ids, decoder, padding_mask=False), eager(theirs, ids, torch.ones_like(mask), decoder),
+                None)
     on, off = ours.forward(ids, decoder), ours.forward(ids, decoder, causal_mask=False)  # before eager is changed
     if kind == "fsmt":
         prepare = fsmt._prepare_fsmt_decoder_inputs
@@ -136,11 +137,12 @@ def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind,
     assert_same(off, unmasked, mask)
 
 
-@pytest.mark.parametrize("kind", ["megatron-bert", "rembert"])
-def test_berts_self_attention_from_before_the_interface_takes_the_scale_switch(kind, monkeypatch):
-    """MegatronBERT's and RemBERT's self-attention divide by math.sqrt(d) in their own code (no factor to set): the
-    scale switch off equals their eager model with that square root made 1; the padding switch off equals it given
-    no attention mask."""
+@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert"])
+def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(kind, monkeypatch):
+    """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention divide by math.sqrt(d) in their own code (no factor
+    to set): the scale switch off equals their eager model with that square root made 1; the padding switch off
+    equals it given a mask of ones (XLM's and Flaubert's: their attention's mask of ones, their hidden states still
+    zeroed at the padding, which is no part of attention)."""
     import copy
     import importlib
     from types import SimpleNamespace
@@ -158,9 +160,17 @@ def test_berts_self_attention_from_before_the_interface_takes_the_scale_switch(k
         return logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)}
 
     assert_same(ours.forward(ids), encoder_eager(theirs, mask), mask)
-    assert_same(ours.forward(ids, padding_mask=False), encoder_eager(theirs, None), None)
-    unscaled = ours.forward(ids, scale="none")
+    unpadded = ours.forward(ids, padding_mask=False)
     module = importlib.import_module(type(theirs).__module__)
+    if hasattr(module, "get_masks"):  # XLM's, Flaubert's: (the mask its hidden states are multiplied by, attention's)
+        get_masks = module.get_masks
+        with monkeypatch.context() as patched:
+            patched.setattr(module, "get_masks", lambda *args, **kwargs: (
+                lambda masks: (masks[0], torch.ones_like(masks[1])))(get_masks(*args, **kwargs)))
+            assert_same(unpadded, encoder_eager(theirs, mask), None)
+    else:
+        assert_same(unpadded, encoder_eager(theirs, torch.ones_like(mask)), None)
+    unscaled = ours.forward(ids, scale="none")
     with pytest.raises(AssertionError):
         assert_same(unscaled, encoder_eager(theirs, mask), mask)
     monkeypatch.setattr(module, "math", SimpleNamespace(sqrt=lambda x: 1.0))

@@ -19,6 +19,7 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
     MegatronBertSelfAttention, RemBertSelfAttention  BERT's self-attention from before the interface, in encoders
     XGLMAttention, TrOCRAttention, MvpAttention  BART's attention from before the interface (MVP without prompts)
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
+    MPNetSelfAttention  a relative-position bias (T5's buckets) on QKᵀ/√d_k, handed over as the position bias
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -223,6 +224,25 @@ def xlm_attention(module, config, input: torch.Tensor, mask: torch.Tensor, kv: t
     return (output, weights) if output_attentions else (output,)
 
 
+def mpnet_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                    position_bias: torch.Tensor | None = None, output_attentions: bool = False, **kwargs):
+    """MPNetSelfAttention.forward with softmax(QKᵀ/√d + B + mask) computed by our Eq. 1, B its relative-position bias
+    (T5's buckets, one table for the stack, computed by its encoder) handed over as the position bias: hidden_states
+    [B, Q, D] -> (output [B, Q, D],) (+ (weights [B, H, Q, K],) when asked)."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, attention_mask, position_bias, output_attentions, **kwargs)
+    B, Q, _ = hidden_states.shape
+    d = module.attention_head_size
+    q, k, v = (project(hidden_states).view(B, Q, -1, d).transpose(1, 2)  # (B, H, Q, d)
+               for project in (module.q, module.k, module.v))
+    mask = as_allowed(attention_mask) if attention_mask is not None and kept("padding_mask") else None
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, mask, scaling=d ** -0.5, position_bias=position_bias,
+                             dropout=module.dropout.p if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    output = module.o(output.reshape(B, Q, -1))
+    return (output, weights) if output_attentions else (output,)
+
+
 def cached(cache, layer: int, cross: bool, kwargs: dict, computed) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [B, H, K, d] as the model's own forward keeps them in transformers' cache: a cross-attention's
     read back once kept (its source's, from the first step on), else computed (`computed()`) and added to it."""
@@ -263,7 +283,8 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "trocr.modeling_trocr.TrOCRAttention": bart_attention,
           MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention,
           MODELS + "xlm.modeling_xlm.MultiHeadAttention": xlm_attention,
-          MODELS + "flaubert.modeling_flaubert.MultiHeadAttention": xlm_attention}
+          MODELS + "flaubert.modeling_flaubert.MultiHeadAttention": xlm_attention,
+          MODELS + "mpnet.modeling_mpnet.MPNetSelfAttention": mpnet_attention}
 BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
                            # built under eager (transformers' own classes), then routed
 

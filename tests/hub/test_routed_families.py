@@ -14,13 +14,15 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from attention_viz.hub import load_pretrained  # noqa: E402
+from attention_viz.hub.long_kept import LongRunError  # noqa: E402
 from attention_viz.hub.routes import ROUTED  # noqa: E402
 from devtools import tiny_archs  # noqa: E402
 
 FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  # each family's own factor on QKᵀ
            "fsmt": lambda d_k: d_k ** -0.5, "megatron-bert": lambda d_k: d_k ** -0.5,
            "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
-           "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5}
+           "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5,
+           "mpnet": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,10 @@ def test_a_routed_family_loads_is_proven_and_its_long_pass_equals_its_maps(loade
     assert model.factor == pytest.approx(FACTORS[kind](model.d_k))
     ids = torch.randint(5, 100, (1, 24), generator=torch.Generator().manual_seed(0))
     _, maps = model.forward(ids, ids[:, :4] if model.layout == "encoder-decoder" else None)
+    if model.abilities.position_bias:  # MPNet's: the long pass does not add a position bias
+        with pytest.raises(LongRunError, match="position bias"):
+            model.long_run(ids, warn=False)
+        return
     run = model.long_run(ids, warn=False)  # an encoder-decoder reads the page with its encoder
     try:
         assert run.keys == [key for key in model.map_keys if model.layout != "encoder-decoder"
@@ -137,7 +143,7 @@ def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind,
     assert_same(off, unmasked, mask)
 
 
-@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert"])
+@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet"])
 def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(kind, monkeypatch):
     """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention divide by math.sqrt(d) in their own code (no factor
     to set): the scale switch off equals their eager model with that square root made 1; the padding switch off
@@ -173,7 +179,9 @@ def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(
     unscaled = ours.forward(ids, scale="none")
     with pytest.raises(AssertionError):
         assert_same(unscaled, encoder_eager(theirs, mask), mask)
-    monkeypatch.setattr(module, "math", SimpleNamespace(sqrt=lambda x: 1.0))
+    import math
+
+    monkeypatch.setattr(module, "math", SimpleNamespace(**{**vars(math), "sqrt": lambda x: 1.0}))
     assert_same(unscaled, encoder_eager(theirs, mask), mask)
 
 
@@ -190,3 +198,19 @@ def test_mvp_with_prompts_is_refused_naming_them():
     config.use_prompt, config.prompt_length, config.prompt_mid_dim = True, 3, 16
     with pytest.raises(UnsupportedModelError, match="with prompts \\(use_prompt\\) is not supported"):
         PretrainedTransformer(MvpForConditionalGeneration(config).eval(), tokenizer)
+
+
+def test_mpnets_relative_position_bias_is_kept_and_switched_like_t5s(loaded):
+    """MPNet adds T5's bucketed relative-position bias to QKᵀ/√d_k: its abilities say so, B is kept per map key equal
+    to its encoder's compute_position_bias, and position_bias=False equals the maps with it left out."""
+    model = loaded["mpnet"]
+    assert model.abilities.position_bias
+    ids = torch.randint(5, 100, (1, 10), generator=torch.Generator().manual_seed(2))
+    traced = model.traced(ids)
+    hidden = model.model.get_input_embeddings()(ids)
+    own = model.model.base_model.encoder.compute_position_bias(hidden)  # (1, H, Q, K)
+    for key in model.map_keys:
+        torch.testing.assert_close(traced.biases[key].detach().expand_as(own), own.detach(), msg=key)
+    _, with_bias = model.forward(ids)
+    _, without = model.forward(ids, position_bias=False)
+    assert not torch.allclose(with_bias[model.map_keys[0]], without[model.map_keys[0]])

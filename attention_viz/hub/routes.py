@@ -20,6 +20,7 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
     XGLMAttention, TrOCRAttention, MvpAttention  BART's attention from before the interface (MVP without prompts)
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
     MPNetSelfAttention  a relative-position bias (T5's buckets) on QKᵀ/√d_k, handed over as the position bias
+    RoFormerSelfAttention  BERT's with rotary positions on q and k (and v where rotary_value), in encoders
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -199,6 +200,28 @@ def bart_attention(module, config, hidden_states: torch.Tensor, key_value_states
     return module.out_proj(output.reshape(B, Q, -1)), weights
 
 
+def roformer_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                       sinusoidal_pos: torch.Tensor | None = None, *args, **kwargs):
+    """RoFormerSelfAttention.forward (BERT's, with rotary positions applied to q and k, and v where rotary_value)
+    with softmax(QKᵀ/√d + mask) computed by our Eq. 1, in encoders: hidden_states [B, Q, D] -> (context [B, Q, H·d],
+    weights [B, H, Q, K]). A decoder (is_decoder) runs its own code, as bert_self_attention's."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS or module.is_decoder:
+        return type(module).forward(module, hidden_states, attention_mask, sinusoidal_pos, *args, **kwargs)
+    B, Q, _ = hidden_states.shape
+    d = module.attention_head_size
+    q, k, v = (project(hidden_states).view(B, Q, -1, d).transpose(1, 2)  # (B, H, Q, d)
+               for project in (module.query, module.key, module.value))
+    if sinusoidal_pos is not None:
+        q, k, *rotated = module.apply_rotary_position_embeddings(sinusoidal_pos, q, k, *([v] if module.rotary_value
+                                                                                           else []))
+        v = rotated[0] if rotated else v
+    mask = as_allowed(attention_mask) if attention_mask is not None and kept("padding_mask") else None
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, mask, scaling=d ** -0.5,
+                             dropout=module.dropout.p if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    return output.reshape(B, Q, -1), weights
+
+
 def xlm_attention(module, config, input: torch.Tensor, mask: torch.Tensor, kv: torch.Tensor | None = None,
                   cache=None, output_attentions: bool = False, **kwargs):
     """XLM's and Flaubert's MultiHeadAttention.forward with softmax(QKᵀ/√d + mask) computed by our Eq. 1: input
@@ -287,7 +310,8 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention,
           MODELS + "xlm.modeling_xlm.MultiHeadAttention": xlm_attention,
           MODELS + "flaubert.modeling_flaubert.MultiHeadAttention": xlm_attention,
-          MODELS + "mpnet.modeling_mpnet.MPNetSelfAttention": mpnet_attention}
+          MODELS + "mpnet.modeling_mpnet.MPNetSelfAttention": mpnet_attention,
+          MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention}
 BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
                            # built under eager (transformers' own classes), then routed
 

@@ -16,7 +16,8 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
                      causal rule a buffer of ones and zeros (kept with the pass's mask, dropped with the causal switch)
     Attention (FSMT's: fairseq's WMT19 models)  time first; its padding and causal masks its own arguments, each
                      dropped with its switch
-    MegatronBertSelfAttention, RemBertSelfAttention  BERT's self-attention from before the interface, in encoders
+    MegatronBertSelfAttention, RemBertSelfAttention, TapasSelfAttention  BERT's self-attention from before the
+                     interface, in encoders
     XGLMAttention, TrOCRAttention, MvpAttention  BART's attention from before the interface (MVP without prompts)
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
     MPNetSelfAttention  a relative-position bias (T5's buckets) on QKᵀ/√d_k, handed over as the position bias
@@ -149,7 +150,7 @@ def fsmt_attention(module, config, query: torch.Tensor, key: torch.Tensor | None
 def bert_self_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                         encoder_hidden_states: torch.Tensor | None = None, cache=None, output_attentions: bool = False,
                         **kwargs):
-    """The self-attention BERT had before the interface (MegatronBERT's, RemBERT's) with softmax(QKᵀ/√d + mask)
+    """The self-attention BERT had before the interface (MegatronBERT's, RemBERT's, TAPAS's) with softmax(QKᵀ/√d + mask)
     computed by our Eq. 1: hidden_states [B, Q, D] -> (context [B, Q, H·d], weights [B, H, Q, K]). An encoder's mask
     is its padding; a decoder's (is_decoder) holds padding and the causal rule in one additive mask that the switches
     could not take apart: it runs its own code, outside the interface, and the probe refuses it so."""
@@ -305,6 +306,7 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "fsmt.modeling_fsmt.Attention": fsmt_attention,
           MODELS + "megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention": bert_self_attention,
           MODELS + "rembert.modeling_rembert.RemBertSelfAttention": bert_self_attention,
+          MODELS + "tapas.modeling_tapas.TapasSelfAttention": bert_self_attention,
           MODELS + "xglm.modeling_xglm.XGLMAttention": bart_attention,
           MODELS + "trocr.modeling_trocr.TrOCRAttention": bart_attention,
           MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention,

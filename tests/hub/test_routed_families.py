@@ -22,7 +22,8 @@ FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  #
            "fsmt": lambda d_k: d_k ** -0.5, "megatron-bert": lambda d_k: d_k ** -0.5,
            "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
            "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5,
-           "mpnet": lambda d_k: d_k ** -0.5, "roformer": lambda d_k: d_k ** -0.5}
+           "mpnet": lambda d_k: d_k ** -0.5, "roformer": lambda d_k: d_k ** -0.5,
+           "tapas": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind,
     assert_same(off, unmasked, mask)
 
 
-@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet", "roformer"])
+@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet", "roformer", "tapas"])
 def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(kind, monkeypatch):
     """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention divide by math.sqrt(d) in their own code (no factor
     to set): the scale switch off equals their eager model with that square root made 1; the padding switch off

@@ -36,7 +36,7 @@ from attention_viz.core.trace import Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
 from attention_viz.core.variation import PAPER, Variation, variation_of
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
-from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
+from attention_viz.hub.attention import IMPLEMENTATION, RECORDED, Pass, switched
 from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of, unscaled_note
 from attention_viz.hub.placement import input_device, weight_of
@@ -282,22 +282,23 @@ class PretrainedTransformer:
         return (ids != self.pad_id).long()
 
     def probes(self, variation: Variation = PAPER, head_means=None, gates=None, keep: Collection[str] = (),
-               at: Collection[str] | None = None) -> Trace | None:
+               at: Collection[str] | None = None, records: Collection[str] = ()) -> Trace | None:
         """The probes of one pass (core.trace): the variation's heads off (core.ablation.switches, with head_means or
-        per-row gates; ValueError naming what is wrong) and the points `keep` at the keys `at`; None: a plain pass."""
-        if not (variation.heads_off or gates or keep):
+        per-row gates; ValueError naming what is wrong), the points `keep` at the keys `at` and `records` at every
+        key; None: a plain pass."""
+        if not (variation.heads_off or gates or keep or records):
             return None  # the plain pass
         keys = list(self._keys.values())
         heads = switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
-        return trace(keys, heads, keep, at)
+        return trace(keys, heads, keep, at, records)
 
     def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
                  keep: Collection[str] = (), at: Collection[str] | None = None):
-        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches, recording
-        the maps into the Pass it yields when record=True and keeping core.trace's points `keep` at the keys `at`
-        (probes): every pass of the model, or of a part of it, runs in one."""
-        return switched(Pass(variation, self._keys, record, trace=self.probes(variation, head_means, gates, keep, at),
-                             kernel=self.kernel, prescaled=self._prescaled))
+        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches, its probes
+        recording the maps (hub.attention.RECORDED) into the Pass it yields when record=True and keeping core.trace's
+        points `keep` at the keys `at`: every pass of the model, or of a part of it, runs in one."""
+        probes = self.probes(variation, head_means, gates, keep, at, RECORDED if record else ())
+        return switched(Pass(variation, self._keys, probes, self.kernel, prescaled=self._prescaled))
 
     def forward(
         self,

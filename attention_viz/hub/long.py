@@ -41,16 +41,16 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from transformers.masking_utils import causal_mask_function
 
-from attention_viz.core.trace import Trace
+from attention_viz.core.trace import Trace, recorded
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
 from attention_viz.hub.attention import as_allowed, factors, mask_under, position_bias, switched
-from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
+from attention_viz.hub.long_kept import Kept, KeptAt, KeptLayer, LongRun, LongRunError
 
+RECORDS = ("q", "k", "lse", "layer", "summaries")  # what a long pass's probes keep at every attention (module docstring)
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
                       "decoder and cross-attention are not part of a page's read")
 
@@ -61,11 +61,9 @@ class _Pass:
 
     variation: Variation
     keys: Mapping[int, str]                       # id(attention module) -> map key
-    trace: Trace | None                           # map key -> core.trace.Probe: the heads switched off
+    trace: Trace                                  # map key -> core.trace.Probe: the heads switched off, RECORDS
     kept: Kept
     rows: int = ROWS
-    layers: dict[str, KeptLayer] = field(default_factory=dict)
-    summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     rules: dict[int, tuple[torch.Tensor, str, torch.Tensor | None]] = field(default_factory=dict)
     # id(mask) -> (the mask, its rule, its [T, K] on the CPU for rule "mask": what regions read)
     unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
@@ -120,16 +118,12 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
     rule, allowed, allowed_cpu = _rule_of(run, module, as_allowed(attention_mask), query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
-    name = run.keys.get(id(module))
-    probe = run.trace.get(name) if run.trace else None
-    if probe is not None:  # heads switched off before the model's W_O
+    probe = run.trace.get(run.keys.get(id(module)))
+    if probe is not None:  # what it records (RECORDS), heads switched off before the model's W_O
+        probe("lse", lse)
+        probe("layer", KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu))
+        probe("summaries", {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()})
         output = probe.attended(q, k, v, None, output.transpose(0, 1)[None])[0].transpose(0, 1)
-    if name is not None:
-        run.kept.put(name, "q", q)
-        run.kept.put(name, "k", k)
-        run.kept.put(name, "lse", lse)
-        run.layers[name] = KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu)
-        run.summaries[name] = {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()}
     return output[None].contiguous(), None  # (1, T, H, d_v)
 
 
@@ -166,12 +160,12 @@ def reading(model, count: int, most: int | None = None) -> tuple[int, str]:
     return read, f"Read the first {read:,} of the text's {count:,} tokens: {why}"
 
 
-def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, trace: Trace | None = None,
+def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, trace: Trace,
              rows: int = ROWS, keep: str = "disk", last_logits: bool = False,
              prescaled: Mapping[int, tuple[float, float]] | None = None, most: int | None = None,
              warn: bool = True) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
-    [T] / [1, T], under `variation` with the heads' switches `trace` (model's probes) -> LongRun. last_logits: the
+    [T] / [1, T], under `variation` with its probes `trace` (model.probes, recording RECORDS) -> LongRun. last_logits: the
     output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
     4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model
     reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states).
@@ -206,6 +200,8 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
     run = _Pass(variation, keys, trace, Kept(keep), rows, prescaled=prescaled or {})
+    for key, probe in trace.items():  # q, k and lse kept by the run (on disk or in memory), the rest by the probe
+        probe.kept = KeptAt(run.kept, key)
     with switched(run), torch.inference_mode():
         try:
             outputs = forward(**inputs)
@@ -214,5 +210,5 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
             raise
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
     reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
-    return LongRun(logits, run.summaries, run.layers, run.kept, model.map_keys, length=read, reads=reads,
-                   given=given, note=note)
+    return LongRun(logits, recorded(trace, "summaries"), recorded(trace, "layer"), run.kept, model.map_keys,
+                   length=read, reads=reads, given=given, note=note)

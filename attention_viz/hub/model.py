@@ -523,7 +523,8 @@ class PretrainedTransformer:
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
-        return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means),
+        return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means,
+                                                                                   records=long.RECORDS),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
 

@@ -371,8 +371,8 @@ class MultiHeadAttention(nn.Module):
 
     def scores(self, q: torch.Tensor, k: torch.Tensor, scale: Scale = "sqrt_dk") -> torch.Tensor:
         """The softmax's logits before masking: q [B, H, Q, d_k], k [B, H, K, d_k] -> [B, H, Q, K]."""
-        scores = self.compatibility.scores(q, k)  # (B, H, Q, K)
-        return scores * scale_factor(scale, q.size(-1)) if self.compatibility.scaled else scores
+        factor = scale_factor(scale, q.size(-1)) if self.compatibility.scaled else 1.0
+        return scaled(self.compatibility.scores(q, k), factor)  # (B, H, Q, K)
 
     def project(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor

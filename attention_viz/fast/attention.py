@@ -32,19 +32,11 @@ from attention_viz.fast import hugepages
 MANY_SCORES = 2**15
 
 
-def scaled_dot_product_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: Scale = "sqrt_dk",
-    dropout_p: float = 0.0,
-    *,
-    compatibility: Compatibility = DOT_PRODUCT,
-    bias: torch.Tensor | None = None,
-    softcap: float | None = None,
-    sink: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                                 scale: Scale = "sqrt_dk", dropout_p: float = 0.0, *,
+                                 compatibility: Compatibility = DOT_PRODUCT, bias: torch.Tensor | None = None,
+                                 softcap: float | None = None, sink: torch.Tensor | None = None
+                                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """core.attention.attention computed bit for bit in fewer passes (each stage in place)."""
     shape = _scores_shape(q, k)
     if (compatibility is not DOT_PRODUCT

@@ -3,10 +3,11 @@ weights never kept (hub.long runs it inside a real model and keeps what recomput
 
     output, lse, stats = attend(q, k, v, factor, "causal")   # q [H, T, d], k and v [H_kv, T, d]
 
-A block's scores [H, R, K] are computed, summarised, used for the output and dropped. Opt-in speed like the rest of
-`fast`: exponentials in base 2 (log₂e folded into the factor), grouped heads reading their shared keys unrepeated,
-key blocks past a causal block's last row never computed. Axes: H query heads, H_kv key/value heads, R query rows
-of a block, T positions, K keys, d head width.
+A block's scores [H, R, K] are computed, summarised, used for the output and dropped; the pipeline's stages
+(core.attention's `scaled`, `hide`) scale q and hide a block's cells, the softmax is the kernel's own (its sums kept
+per row). Opt-in speed like the rest of `fast`: exponentials in base 2 (log₂e folded into the factor), grouped heads
+reading their shared keys unrepeated, key blocks past a causal block's last row never computed. Axes: H query heads,
+H_kv key/value heads, R query rows of a block, T positions, K keys, d head width.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ that builds each layer's mask. Both are registered under IMPLEMENTATION. The att
 attention_viz.core.attention.scaled_dot_product_attention, the reference the rest of the package proves, so
 every attention of a real model goes through the same code as our own Transformer's.
 
-The switches of one forward pass (a core.variation.Variation) and the recorder of its maps travel in a
-context variable set by `switched(...)` for the length of that call: the functions transformers calls cannot
+The switches of one forward pass (a core.variation.Variation) and its probes (core.trace: what it records, RECORDED,
+and keeps) travel in a context variable set by `switched(...)` for the length of that call: the functions transformers calls cannot
 be handed our arguments, and a context variable belongs to the thread (or task) that set it, so two users of
 one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own
 eager attention: its scaling, its masks, nothing recorded.
@@ -104,37 +104,25 @@ class Pass:
     prescaled: dict[int, tuple[float, float]] = field(default_factory=dict)  # id(attention module) -> (c_q, c_k):
     # the factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
 
-    @property
-    def maps(self) -> dict[str, torch.Tensor]:
-        return recorded(self.trace, "weights")
-
-    @property
-    def factors(self) -> dict[str, float]:
-        return recorded(self.trace, "factor")
-
-    @property
-    def masks(self) -> dict[str, torch.Tensor | None]:
-        return recorded(self.trace, "mask")
-
-    @property
-    def biases(self) -> dict[str, torch.Tensor]:
-        return {key: bias for key, bias in recorded(self.trace, "bias").items() if bias is not None}
+    maps = property(lambda self: recorded(self.trace, "weights"))
+    factors = property(lambda self: recorded(self.trace, "factor"))
+    masks = property(lambda self: recorded(self.trace, "mask"))
+    biases = property(lambda self: {key: b for key, b in recorded(self.trace, "bias").items() if b is not None})
 
     @property
     def added(self) -> dict[str, dict]:
         """Map key -> {"softcap": c or None, "sink": the sinks' logits [H] or None}, where either was handed."""
         caps, sinks = recorded(self.trace, "softcap"), recorded(self.trace, "sink")
-        return {key: {"softcap": caps[key], "sink": sinks[key]} for key in caps
-                if caps[key] is not None or sinks[key] is not None}
+        return {key: {"softcap": caps[key], "sink": sinks[key]} for key in caps if caps[key] is not None
+                or sinks[key] is not None}
 
-    @property
-    def sinks(self) -> dict[str, torch.Tensor]:
-        """Map key -> the weight each row gave its learned sink [B, H, Q] (1 - the row's sum; sink models only)."""
-        return {key: 1 - self.maps[key].sum(-1) for key, sink in recorded(self.trace, "sink").items()
-                if sink is not None}
+    attention = mask = None  # another kind of pass's own attention and mask functions (hub.long's), as methods
+    # map key -> the weight each row gave its learned sink [B, H, Q] (1 - the row's sum; sink models only)
+    sinks = property(lambda self: {key: 1 - self.maps[key].sum(-1) for key, sink in recorded(self.trace, "sink").items()
+                                   if sink is not None})
 
 
-# The pass in flight in this thread or task: a Pass, or hub.long's, which has its own `attention` and `mask`
+# The pass in flight in this thread or task: a Pass (hub.long's has its own `attention` and `mask`)
 _current: contextvars.ContextVar = contextvars.ContextVar("attention_viz_pass", default=None)
 
 
@@ -215,7 +203,7 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     cap.
     """
     run = _current.get()
-    if run is not None and not isinstance(run, Pass):  # another kind of pass (hub.long's): its own attention
+    if run is not None and run.attention is not None:  # another kind of pass (hub.long's): its own attention
         return run.attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     if run is not None and run.probe is not None:
         check_arguments(kwargs, attention_mask)
@@ -260,7 +248,7 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     """transformers' mask-function contract: its sdpa_mask with this pass's mask switches, materialised unless it
     hides nothing (full attention and no padding: None, which Eq. 1 reads as nothing hidden)."""
     run = _current.get()
-    if run is not None and not isinstance(run, Pass):  # another kind of pass (hub.long's): its own masks
+    if run is not None and run.mask is not None:  # another kind of pass (hub.long's): its own masks
         return run.mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
     return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask)
 

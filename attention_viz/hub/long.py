@@ -8,9 +8,9 @@
 
 During the pass every attention runs `long_attention` (hub.attention's registered function hands it a long pass's
 calls; the model stays as it is): its output from exact softmax over blocks of query rows (a block's scores
-[H, rows, K] computed, summarised, used, dropped), and per head the summaries of its rows. It keeps, per attention,
-q after the model's rotary [H, T, d], the keys [H_kv, T, d] (grouped keys not repeated), each row's log-sum-exp of
-its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i)
+[H, rows, K] computed, summarised, used, dropped). Its probes (core.trace) keep, per attention (RECORDS), the
+summaries of each head's rows, q after the model's rotary [H, T, d], the keys [H_kv, T, d] (grouped keys not
+repeated), each row's log-sum-exp of its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i)
 wherever the mask allows it: any region or overview is recomputed exactly from a few rows of q and k (hub.long_kept:
 Kept, and LongRun's views). The kept numbers go to a temporary file (keep="disk", the default: the process holds what
 one layer needs) or stay in memory (keep="memory").
@@ -47,7 +47,7 @@ from transformers.masking_utils import causal_mask_function
 from attention_viz.core.trace import Trace, recorded
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import as_allowed, factors, mask_under, position_bias, switched
+from attention_viz.hub.attention import Pass, as_allowed, factors, mask_under, position_bias, switched
 from attention_viz.hub.long_kept import Kept, KeptAt, KeptLayer, LongRun, LongRunError
 
 RECORDS = ("q", "k", "lse", "layer", "summaries")  # what a long pass's probes keep at every attention (module docstring)
@@ -56,19 +56,15 @@ READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder 
 
 
 @dataclass
-class _Pass:
-    """One long pass in flight: its switches, the map keys of its attention modules, what it keeps and sums."""
+class _Pass(Pass):
+    """One long pass in flight (a hub.attention.Pass with its own attention and mask functions, below): what it keeps
+    besides its probes' points, and its masks' rules."""
 
-    variation: Variation
-    keys: Mapping[int, str]                       # id(attention module) -> map key
-    trace: Trace                                  # map key -> core.trace.Probe: the heads switched off, RECORDS
-    kept: Kept
+    kept: Kept | None = None
     rows: int = ROWS
     rules: dict[int, tuple[torch.Tensor, str, torch.Tensor | None]] = field(default_factory=dict)
     # id(mask) -> (the mask, its rule, its [T, K] on the CPU for rule "mask": what regions read)
     unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
-    prescaled: Mapping[int, tuple[float, float]] = field(default_factory=dict)  # id(module) -> (c_q, c_k): the
-    # factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
 
 
 # -- the attention function of the pass
@@ -199,7 +195,7 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         forward, inputs = model.model, model.model_inputs(ids, None, None)
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
-    run = _Pass(variation, keys, trace, Kept(keep), rows, prescaled=prescaled or {})
+    run = _Pass(variation, keys, trace, prescaled=prescaled or {}, kept=Kept(keep), rows=rows)
     for key, probe in trace.items():  # q, k and lse kept by the run (on disk or in memory), the rest by the probe
         probe.kept = KeptAt(run.kept, key)
     with switched(run), torch.inference_mode():

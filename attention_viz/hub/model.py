@@ -56,16 +56,19 @@ class TextTooLongError(ValueError):
 
 @dataclass(frozen=True)
 class Recorded(Traced):
-    """One traced pass (core.trace.Traced) and its Pass: the masks it applied, its factors on QKᵀ, sinks' shares."""
+    """One traced pass (core.trace.Traced) and its Pass, whose probes recorded the masks it applied, its factors on
+    QKᵀ, the sinks' shares and (`biases`) the position bias each attention added (hub.attention.RECORDED)."""
 
     run: Pass
+    biases = property(lambda self: self.run.biases)  # map key -> B [1 or B, H, Q or 1, K], where one was added
 
-    @property
-    def biases(self) -> dict[str, torch.Tensor]:
-        """Map key -> the position bias B its attention added to the scaled QKᵀ, broadcastable to [B, H, Q, K] (T5's
-        relative positions [1, H, Q, K], Bloom's ALiBi [B, H, 1, K]); only the attentions that add one, none with the
-        position_bias switch off."""
-        return self.run.biases
+    @classmethod
+    def of(cls, logits: torch.Tensor, run: Pass) -> Recorded:
+        """A pass's logits and its Pass: its maps in our key order (every encoder layer, then each decoder layer's
+        self and cross)."""
+        maps = run.maps
+        return cls(logits, AttentionMaps({key: maps[key] for key in sorted(maps, key=_key_order)}),
+                   trace_kept(run.trace), run)
 
 
 @dataclass(frozen=True)
@@ -340,7 +343,7 @@ class PretrainedTransformer:
         with context as run:
             outputs = self.model(**kwargs)
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-        return Recorded(logits, self._maps(run), trace_kept(run.trace), run)
+        return Recorded.of(logits, run)
 
     def step_maps(self, input_ids: torch.Tensor | None, decoder_input_ids: torch.Tensor, *, variation: Variation = PAPER,
                   head_means: dict[str, torch.Tensor] | None = None) -> list[dict[str, np.ndarray]]:
@@ -431,10 +434,6 @@ class PretrainedTransformer:
         weight = weight_of(module)  # an offloaded layer's read where it is kept
         return weight.T if transposed else weight
 
-    def _maps(self, run: Pass) -> AttentionMaps:
-        """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""
-        return AttentionMaps({key: run.maps[key] for key in sorted(run.maps, key=_key_order)})
-
     @torch.no_grad()
     def greedy_decode(
         self,
@@ -503,7 +502,7 @@ class PretrainedTransformer:
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
                                         variation=variation, reuse_keys=reuse_keys, head_means=head_means,
                                         values=values)
-        return written, Recorded(logits, self._maps(final), trace_kept(final.trace), final)
+        return written, Recorded.of(logits, final)
 
     def __repr__(self) -> str:
         layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())

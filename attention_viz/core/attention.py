@@ -185,20 +185,10 @@ def compatibility_of(name: str, w: torch.Tensor | None = None) -> Compatibility:
     raise ValueError(f"compatibility must be 'dot_product' or 'additive', got {name!r}")
 
 
-def attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: Scale = "sqrt_dk",
-    dropout_p: float = 0.0,
-    *,
-    compatibility: Compatibility = DOT_PRODUCT,
-    bias: torch.Tensor | None = None,
-    softcap: float | None = None,
-    sink: torch.Tensor | None = None,
-    steps: dict[str, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+              scale: Scale = "sqrt_dk", dropout_p: float = 0.0, *, compatibility: Compatibility = DOT_PRODUCT,
+              bias: torch.Tensor | None = None, softcap: float | None = None, sink: torch.Tensor | None = None,
+              steps: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 1, softmax(QKᵀ·scale)V, and what models add to it, returning (output, weights).
 
     Args:

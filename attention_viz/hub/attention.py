@@ -7,9 +7,9 @@ attention_viz.core.attention.scaled_dot_product_attention, the reference the res
 every attention of a real model goes through the same code as our own Transformer's.
 
 The switches of one forward pass (a core.variation.Variation) and its probes (core.trace: what it records, RECORDED,
-and keeps) travel in a context variable set by `switched(...)` for the length of that call: the functions transformers calls cannot
-be handed our arguments, and a context variable belongs to the thread (or task) that set it, so two users of
-one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own
+and keeps) travel in a context variable set by `switched(...)` for the length of that call: the functions
+transformers calls cannot be handed our arguments, and a context variable belongs to the thread (or task) that set
+it, so two users of one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own
 eager attention: its scaling, its masks, nothing recorded.
 
 Axes: B batch, H query heads, H_kv key/value heads (grouped-query attention), Q queries, K keys, d head width.
@@ -93,8 +93,8 @@ RECORDED = ("weights", "factor", "mask", "bias", "softcap", "sink")
 @dataclass
 class Pass:
     """The switches of one forward pass and its probes (core.trace), which keep what it records: map key -> weights
-    [B, H, Q, K] and what its attention was given (RECORDED), read as `maps`, `factors`, `masks`, `biases`, `added`,
-    `sinks`."""
+    [B, H, Q, K] and what its attention was given (RECORDED), read as `maps`, `factors`, `masks`, `biases`, `sinks`
+    (the soft cap and the sinks' logits: run.trace[key].kept)."""
 
     variation: Variation = field(default_factory=Variation)  # scale, masks, heads off
     keys: dict[int, str] = field(default_factory=dict)    # id(attention module) -> map key
@@ -108,13 +108,6 @@ class Pass:
     factors = property(lambda self: recorded(self.trace, "factor"))
     masks = property(lambda self: recorded(self.trace, "mask"))
     biases = property(lambda self: {key: b for key, b in recorded(self.trace, "bias").items() if b is not None})
-
-    @property
-    def added(self) -> dict[str, dict]:
-        """Map key -> {"softcap": c or None, "sink": the sinks' logits [H] or None}, where either was handed."""
-        caps, sinks = recorded(self.trace, "softcap"), recorded(self.trace, "sink")
-        return {key: {"softcap": caps[key], "sink": sinks[key]} for key in caps if caps[key] is not None
-                or sinks[key] is not None}
 
     attention = mask = None  # another kind of pass's own attention and mask functions (hub.long's), as methods
     # map key -> the weight each row gave its learned sink [B, H, Q] (1 - the row's sum; sink models only)

@@ -10,8 +10,8 @@ During the pass every attention runs `long_attention` (hub.attention's registere
 calls; the model stays as it is): its output from exact softmax over blocks of query rows (a block's scores
 [H, rows, K] computed, summarised, used, dropped). Its probes (core.trace) keep, per attention (RECORDS), the
 summaries of each head's rows, q after the model's rotary [H, T, d], the keys [H_kv, T, d] (grouped keys not
-repeated), each row's log-sum-exp of its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i)
-wherever the mask allows it: any region or overview is recomputed exactly from a few rows of q and k (hub.long_kept:
+repeated), each row's log-sum-exp of its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight
+is exp(q_i·k_j·factor − lse_i) wherever the mask allows it: any region or overview is recomputed exactly from a few rows of q and k (hub.long_kept:
 Kept, and LongRun's views). The kept numbers go to a temporary file (keep="disk", the default: the process holds what
 one layer needs) or stay in memory (keep="memory").
 

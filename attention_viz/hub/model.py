@@ -303,21 +303,11 @@ class PretrainedTransformer:
         probes = self.probes(variation, head_means, gates, keep, at, RECORDED if record else ())
         return switched(Pass(variation, self._keys, probes, self.kernel, prescaled=self._prescaled))
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        decoder_input_ids: torch.Tensor | None = None,
-        *,
-        attention_mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
-        heads_off: dict[str, list[int]] | None = None,
-        ablation: str = "zero",
-        head_means: dict[str, torch.Tensor] | None = None,
-        variation: Variation | None = None,
-        position_bias: bool = True,
-    ) -> tuple[torch.Tensor, AttentionMaps]:
+    def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
+                position_bias: bool = True) -> tuple[torch.Tensor, AttentionMaps]:
         """One pass -> (logits [B, T, V] (or the last hidden states for a model without a head), every map).
         heads_off, ablation, head_means: heads switched off before the model's W_O, as for our Transformer
         (core.ablation); their maps are still recorded.
@@ -435,22 +425,11 @@ class PretrainedTransformer:
         return weight.T if transposed else weight
 
     @torch.no_grad()
-    def greedy_decode(
-        self,
-        input_ids: torch.Tensor,
-        max_new_tokens: int,
-        *,
-        attention_mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
-        reuse_keys: bool = True,
-        heads_off: dict[str, list[int]] | None = None,
-        ablation: str = "zero",
-        head_means: dict[str, torch.Tensor] | None = None,
-        variation: Variation | None = None,
-        position_bias: bool = True,
-    ) -> tuple[torch.Tensor, AttentionMaps]:
+    def greedy_decode(self, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mask: torch.Tensor | None = None,
+                      scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
+                      reuse_keys: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                      head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
+                      position_bias: bool = True) -> tuple[torch.Tensor, AttentionMaps]:
         """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
 
         As `generate(num_beams=1, do_sample=False)` with the model's generation config (its banned tokens, forced
@@ -471,17 +450,10 @@ class PretrainedTransformer:
         return written, recorded.maps
 
     @torch.no_grad()
-    def greedy_pass(
-        self,
-        input_ids: torch.Tensor,
-        max_new_tokens: int,
-        *,
-        variation: Variation = PAPER,
-        attention_mask: torch.Tensor | None = None,
-        reuse_keys: bool = True,
-        head_means: dict[str, torch.Tensor] | None = None,
-        values: bool = False,
-    ) -> tuple[torch.Tensor, Recorded]:
+    def greedy_pass(self, input_ids: torch.Tensor, max_new_tokens: int, *, variation: Variation = PAPER,
+                    attention_mask: torch.Tensor | None = None, reuse_keys: bool = True,
+                    head_means: dict[str, torch.Tensor] | None = None, values: bool = False
+                    ) -> tuple[torch.Tensor, Recorded]:
         """greedy_decode under `variation` (its heads off, with head_means for mean ablation, at every step), with
         everything its last full pass recorded (the encoder's maps and masks included, and with values=True every
         attention's values, for norms_of)."""

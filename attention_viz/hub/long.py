@@ -49,6 +49,7 @@ from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
 from attention_viz.hub.attention import Pass, as_allowed, factors, mask_under, position_bias, switched
 from attention_viz.hub.long_kept import Kept, KeptAt, KeptLayer, LongRun, LongRunError
+from attention_viz.hub.positions import reading
 
 RECORDS = ("q", "k", "lse", "layer", "summaries")  # what a long pass's probes keep at every attention (module docstring)
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
@@ -139,21 +140,6 @@ _Pass.mask = long_mask
 
 class TextCutWarning(UserWarning):
     """A long pass read the first tokens of a longer text (its message is the run's `note`)."""
-
-
-def reading(model, count: int, most: int | None = None) -> tuple[int, str]:
-    """The one rule of how many of a text's `count` tokens a long pass of `model` reads (the package's long_run, the
-    app's Long text tab and show(model, long_text) all ask it): its positions, and `most` where fewer; with the
-    sentence that says so when some are left out ("" when it reads them all), naming the model by model.name."""
-    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
-        raise LongRunError(f"most must be a positive whole number of tokens or None, got {most!r}")
-    ends = model.positions
-    read = min([count] + [cap for cap in (ends, most) if cap])
-    if read == count:
-        return read, ""
-    why = (f"{model.name}'s positions end at {ends:,}." if ends and (most is None or ends <= most)
-           else f"a page is at most {most:,} tokens.")
-    return read, f"Read the first {read:,} of the text's {count:,} tokens: {why}"
 
 
 def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, trace: Trace,

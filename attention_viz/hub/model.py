@@ -40,6 +40,7 @@ from attention_viz.hub.attention import IMPLEMENTATION, RECORDED, Pass, switched
 from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of, unscaled_note
 from attention_viz.hub.placement import input_device, weight_of
+from attention_viz.hub import positions as rules
 from attention_viz.hub.proof import Fidelity, prove
 from attention_viz.hub.routes import implement, route
 
@@ -48,10 +49,6 @@ KIND_OF_LAYOUT = {
     "encoder": ("encoder.self_attn",),
     "decoder": ("decoder.self_attn",),
 }
-
-
-class TextTooLongError(ValueError):
-    """More tokens than the model's positions: the message names the limit and what to do instead."""
 
 
 @dataclass(frozen=True)
@@ -187,37 +184,9 @@ class PretrainedTransformer:
         split_kind(kind)
         return self.layers.get(kind, 0)
 
-    @property
-    def positions(self) -> int | None:
-        """The positions the model has (its config's max_position_embeddings or n_positions): the most tokens it
-        reads at once; None where its config names none."""
-        config = self.model.config
-        config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        for name in ("max_position_embeddings", "n_positions"):
-            value = getattr(config, name, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-        return None
-
-    def room(self, tokens: int) -> int | None:
-        """The most tokens a greedy decode can write after an input of `tokens` within the model's positions (the
-        decoder's input at the last step is the prompt, or the start token, and every written token but the last);
-        None where the config names no positions."""
-        if self.positions is None:
-            return None
-        return self.positions - (1 if self.layout == "encoder-decoder" else tokens) + 1
-
-    def check_positions(self, tokens: int, what: str = "The input") -> None:
-        """TextTooLongError unless `tokens` positions fit the model's (a model whose config names none is not
-        checked): what a pass of more would meet is the model's own IndexError or a size mismatch; ValueError for no
-        tokens at all (a reshape error inside the model)."""
-        if tokens < 1:
-            raise ValueError(f"{what} has no tokens: give at least one (model.encode(text).ids[None]).")
-        most = self.positions
-        if most is not None and tokens > most:
-            raise TextTooLongError(f"{what} has {tokens:,} tokens; {self.name} reads at most {most:,} positions at "
-                                   f"once. Give at most {most:,} (input_ids[:, :{most}]), or read a text at length: "
-                                   f"model.long_run(text) reads its first {most:,} tokens and says so.")
+    positions = property(rules.positions)  # the most tokens it reads at once, None where its config names none
+    room = rules.room  # the most tokens a greedy decode can write after an input of `tokens`
+    check_positions = rules.check  # TextTooLongError unless `tokens` fit its positions
 
     @property
     def start_id(self) -> int:
@@ -464,13 +433,7 @@ class PretrainedTransformer:
             self.modality.check(input_ids)
         else:
             self.check_positions(input_ids.size(-1))
-        room = self.room(input_ids.size(-1))
-        if room is not None and max_new_tokens > room:
-            prompt = 1 if self.layout == "encoder-decoder" else input_ids.size(-1)
-            raise TextTooLongError(f"{self.name}'s decoder reads at most {self.positions:,} positions at once"
-                                   + (f" and the prompt has {prompt:,} tokens" if prompt > 1 else "")
-                                   + f": it can write at most {room:,} tokens; ask for max_new_tokens={room}"
-                                   + (", or shorten the prompt." if prompt > 1 else "."))
+        rules.check_room(self, input_ids.size(-1), max_new_tokens)
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
                                         variation=variation, reuse_keys=reuse_keys, head_means=head_means,
                                         values=values)

@@ -22,7 +22,8 @@ import torch
 from attention_viz.core.maps import AttentionMaps
 from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation
-from attention_viz.hub.model import PretrainedTransformer, TextTooLongError, _kind_of
+from attention_viz.hub.model import PretrainedTransformer, _kind_of
+from attention_viz.hub.positions import TextTooLongError
 
 
 def check_length(model: PretrainedTransformer, tokens: int) -> None:

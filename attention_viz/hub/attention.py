@@ -7,10 +7,10 @@ attention_viz.core.attention.scaled_dot_product_attention, the reference the res
 every attention of a real model goes through the same code as our own Transformer's.
 
 The switches of one forward pass (a core.variation.Variation) and its probes (core.trace: what it records, RECORDED,
-and keeps) travel in a context variable set by `switched(...)` for the length of that call: the functions
-transformers calls cannot be handed our arguments, and a context variable belongs to the thread (or task) that set
-it, so two users of one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own
-eager attention: its scaling, its masks, nothing recorded.
+and keeps) travel in a context variable set by `switched(...)` for the length of that call: the functions transformers
+calls cannot be handed our arguments, and a context variable belongs to the thread (or task) that set it, so two users
+of one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own eager
+attention: its scaling, its masks, nothing recorded.
 
 Axes: B batch, H query heads, H_kv key/value heads (grouped-query attention), Q queries, K keys, d head width.
 Masks are built by transformers' own sdpa_mask (boolean, True = may attend: our convention), materialised unless

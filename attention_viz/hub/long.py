@@ -11,9 +11,9 @@ calls; the model stays as it is): its output from exact softmax over blocks of q
 [H, rows, K] computed, summarised, used, dropped). Its probes (core.trace) keep, per attention (RECORDS), the
 summaries of each head's rows, q after the model's rotary [H, T, d], the keys [H_kv, T, d] (grouped keys not
 repeated), each row's log-sum-exp of its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight
-is exp(q_i·k_j·factor − lse_i) wherever the mask allows it: any region or overview is recomputed exactly from a few rows of q and k (hub.long_kept:
-Kept, and LongRun's views). The kept numbers go to a temporary file (keep="disk", the default: the process holds what
-one layer needs) or stay in memory (keep="memory").
+is exp(q_i·k_j·factor − lse_i) wherever the mask allows it: any region or overview is recomputed exactly from a few
+rows of q and k (hub.long_kept: Kept, and LongRun's views). The kept numbers go to a temporary file (keep="disk",
+the default: the process holds what one layer needs) or stay in memory (keep="memory").
 
 Summaries, per head, each the mean over the T query rows of a row's:
     entropy         −Σⱼ pᵢⱼ log pᵢⱼ (nats)
@@ -147,13 +147,13 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
              prescaled: Mapping[int, tuple[float, float]] | None = None, most: int | None = None,
              warn: bool = True) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
-    [T] / [1, T], under `variation` with its probes `trace` (model.probes, recording RECORDS) -> LongRun. last_logits: the
-    output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
-    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model
-    reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states).
-    prescaled: id(attention module) -> the factors (c_q, c_k) it puts on q and k itself (the model's proof finds
-    them), which the scale switch takes out as forward does. A text of more tokens than the model's positions (or
-    `most`) is read up to them (`reading`): the run says so (LongRun.note, given), and warns it unless warn=False."""
+    [T] / [1, T], under `variation` with its probes `trace` (model.probes, recording RECORDS) -> LongRun. last_logits:
+    the output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
+    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model reads
+    the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states). prescaled:
+    id(attention module) -> the factors (c_q, c_k) it puts on q and k itself (the model's proof finds them), which the
+    scale switch takes out as forward does. A text of more tokens than the model's positions (or `most`) is read up to
+    them (`reading`): the run says so (LongRun.note, given), and warns it unless warn=False."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise LongRunError(f"rows must be a positive whole number, got {rows!r}")
     if isinstance(ids_or_text, str):

@@ -34,17 +34,20 @@ def room(model, tokens: int) -> int | None:
     return model.positions - (1 if model.layout == "encoder-decoder" else tokens) + 1
 
 
-def check(model, tokens: int, what: str = "The input") -> None:
+def check(model, tokens: int, what: str = "The input", text: bool = False) -> None:
     """TextTooLongError unless `tokens` positions fit the model's (a model whose config names none is not checked):
     what a pass of more would meet is the model's own IndexError or a size mismatch; ValueError for no tokens at all
-    (a reshape error inside the model)."""
-    if tokens < 1:
+    (a reshape error inside the model). text: a text's tokens (hub.text_run's, the app's), the advice for a text and
+    no tokens left to the pass."""
+    if tokens < 1 and not text:
         raise ValueError(f"{what} has no tokens: give at least one (model.encode(text).ids[None]).")
     most = model.positions
     if most is not None and tokens > most:
+        advice = (f"Shorten it, or read it at length: show(model, text, long=True), or model.long_run(text), which "
+                  f"reads the first {most:,}." if text else f"Give at most {most:,} (input_ids[:, :{most}]), or read "
+                  f"a text at length: model.long_run(text) reads its first {most:,} tokens and says so.")
         raise TextTooLongError(f"{what} has {tokens:,} tokens; {model.name} reads at most {most:,} positions at "
-                               f"once. Give at most {most:,} (input_ids[:, :{most}]), or read a text at length: "
-                               f"model.long_run(text) reads its first {most:,} tokens and says so.")
+                               f"once. {advice}")
 
 
 def check_room(model, tokens: int, max_new_tokens: int) -> None:

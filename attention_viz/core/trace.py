@@ -74,9 +74,8 @@ def trace(keys: Collection[str], switches: Mapping[str, HeadSwitch] | None = Non
 
 def kept(probes: Trace | None) -> dict[str, dict[str, object]]:
     """Map key -> point -> what the probes of a pass kept of the points asked (keys that kept none left out)."""
-    asked = {key: {point: value for point, value in probe.kept.items() if point in probe.keep}
-             for key, probe in (probes or {}).items()}
-    return {key: points for key, points in asked.items() if points}
+    return {key: points for key, probe in (probes or {}).items()
+            if (points := {point: value for point, value in probe.kept.items() if point in probe.keep})}
 
 
 def recorded(probes: Trace | None, point: str) -> dict[str, object]:

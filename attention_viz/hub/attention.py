@@ -211,10 +211,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     given = position_bias(kwargs.get("position_bias"))  # (1 or B, H, Q, K) or None
     bias = given if run is None or run.variation.position_bias else None
     kernel = run.kernel if run is not None else scaled_dot_product_attention
-    if softcap is None and sink is None and bias is None:
-        output, weights = kernel(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
-    else:
-        output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink, bias=bias)
+    output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink, bias=bias)
+    # (B, H, Q, d), (B, H, Q, K)
     if run is None:
         return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
     probe = run.trace.get(run.keys.get(id(module))) if run.trace else None

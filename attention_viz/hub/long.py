@@ -48,7 +48,7 @@ from attention_viz.core.trace import Trace, recorded
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
 from attention_viz.hub.attention import Pass, as_allowed, factors, mask_under, position_bias, switched
-from attention_viz.hub.long_kept import Kept, KeptAt, KeptLayer, LongRun, LongRunError
+from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
 from attention_viz.hub.positions import reading
 
 RECORDS = ("q", "k", "lse", "layer", "summaries")  # what a long pass's probes keep at every attention (module docstring)
@@ -115,12 +115,15 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
     rule, allowed, allowed_cpu = _rule_of(run, module, as_allowed(attention_mask), query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
-    probe = run.trace.get(run.keys.get(id(module)))
+    name = run.keys.get(id(module))
+    probe = run.trace.get(name)
     if probe is not None:  # what it records (RECORDS), heads switched off before the model's W_O
         probe("lse", lse)
         probe("layer", KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu))
         probe("summaries", {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()})
         output = probe.attended(q, k, v, None, output.transpose(0, 1)[None])[0].transpose(0, 1)
+        for point in ("q", "k", "lse"):  # to the run's Kept (on disk or in memory), one attention's at a time
+            run.kept.put(name, point, probe.kept.pop(point))
     return output[None].contiguous(), None  # (1, T, H, d_v)
 
 
@@ -182,8 +185,6 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
     run = _Pass(variation, keys, trace, prescaled=prescaled or {}, kept=Kept(keep), rows=rows)
-    for key, probe in trace.items():  # q, k and lse kept by the run (on disk or in memory), the rest by the probe
-        probe.kept = KeptAt(run.kept, key)
     with switched(run), torch.inference_mode():
         try:
             outputs = forward(**inputs)

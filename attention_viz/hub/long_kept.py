@@ -81,21 +81,6 @@ class Kept:
             self._closer()
 
 
-class KeptAt(dict):
-    """One attention's points as a long pass's probe keeps them (core.trace.Probe.kept): q, k and lse into the run's
-    Kept, the rest (its summaries, its KeptLayer) here."""
-
-    def __init__(self, kept: Kept, key: str) -> None:
-        super().__init__()
-        self.kept, self.key = kept, key
-
-    def __setitem__(self, point: str, value: object) -> None:
-        if point in ("q", "k", "lse"):
-            self.kept.put(self.key, point, value)
-        else:
-            super().__setitem__(point, value)
-
-
 @dataclass
 class KeptLayer:
     """What one attention's weights are recomputed from, besides its kept q, k and lse."""

@@ -130,9 +130,6 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
     written = seq[:, prompt_length:]  # (B, n)
     with model.switched(variation, head_means=head_means, record=True, keep=keep) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
-    if model.layout == "encoder-decoder":
-        for name in ("maps", "masks", "factors", "biases"):
-            getattr(final, name).update(getattr(encoder_run, name))
-        if values:  # the encoder's values, kept by its own pass
-            final.trace.update({key: probe for key, probe in encoder_run.trace.items() if probe.kept})
+    if model.layout == "encoder-decoder":  # the encoder's probes, from its own pass, after the decoder's
+        final.trace = {key: probe for run in (final, encoder_run) for key, probe in run.trace.items() if probe.kept}
     return written, final, outputs.logits

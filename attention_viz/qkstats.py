@@ -43,6 +43,7 @@ import torch
 
 from attention_viz.core.attention import Scale
 from attention_viz.core.model import Transformer
+from attention_viz.core.maps import MapKey
 from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tokenizer import CharTokenizer
@@ -192,13 +193,13 @@ def _padded(rows: list[torch.Tensor], pad: int, device) -> tuple[torch.Tensor, t
 
 def _allowed(key: str, src_real: torch.Tensor, tgt_real: torch.Tensor | None) -> torch.Tensor:
     """The pooled pairs [B, Q, K] of one map key: real queries × real keys, causal for a decoder's self-attention."""
-    stack, _, name = key.split(".")
-    if stack == "encoder" or tgt_real is None:
+    key = MapKey.parse(key)
+    if key.stack == "encoder" or tgt_real is None:
         query_real = key_real = src_real
     else:
-        query_real, key_real = tgt_real, (tgt_real if name == "self_attn" else src_real)
+        query_real, key_real = tgt_real, (tgt_real if key.name == "self_attn" else src_real)
     allowed = query_real[:, :, None] & key_real[:, None, :]  # (B, Q, K)
-    if f"{stack}.{name}" == "decoder.self_attn":
+    if key.kind == "decoder.self_attn":
         Q, K = allowed.shape[1:]
         allowed = allowed & torch.ones(Q, K, dtype=torch.bool, device=allowed.device).tril()
     return allowed
@@ -208,16 +209,10 @@ def _allowed(key: str, src_real: torch.Tensor, tgt_real: torch.Tensor | None) ->
 def _our_inputs(model: Transformer, texts: list[str], tokenizer: CharTokenizer, variation: Variation,
                 max_new_tokens: int | None):
     """(src [B, S], tgt [B, T], their real positions, the pass's options): the texts and what ours writes for each."""
-    config = model.config
     device = next(model.parameters()).device
-    pad, steps = config.pad_id, max_new_tokens or tokenizer.max_len + 1
     sources = [torch.tensor(tokenizer.encode(t).ids, device=device) for t in texts]  # (S_b,) each, <eos> ended
-    targets = []
-    for src in sources:  # decoded alone: what the model writes for this text
-        written, _ = model.greedy_decode(src[None], steps, tokenizer.bos_id, tokenizer.eos_id, variation=variation)
-        targets.append(torch.cat([src.new_tensor([tokenizer.bos_id]), written[0, :-1]]))  # (T_b,) <bos> + output
-    src, src_real = _padded(sources, pad, device)  # (B, S)
-    tgt, tgt_real = _padded(targets, pad, device)  # (B, T)
+    src, src_real = _padded(sources, model.config.pad_id, device)  # (B, S)
+    tgt, tgt_real = _written(model, sources, max_new_tokens or tokenizer.max_len + 1, variation, model.config.pad_id)
     model.eval()
     return src, tgt, src_real, tgt_real, {}
 
@@ -228,11 +223,16 @@ def _real_inputs(model, texts: list[str], variation: Variation, max_new_tokens: 
     device, pad = model.device, model.pad_id if model.pad_id is not None else 0
     sources = [model.encode(t).ids.to(device) for t in texts]  # (S_b,) each
     ids, src_real = _padded(sources, pad, device)  # (B, S)
-    decoder_ids = tgt_real = None
-    if model.layout == "encoder-decoder":
-        targets = []
-        for src in sources:  # decoded alone: what the model writes for this text
-            written, _ = model.greedy_decode(src[None], max_new_tokens, variation=variation)
-            targets.append(torch.cat([src.new_tensor([model.start_id]), written[0, :-1]]))  # (T_b,)
-        decoder_ids, tgt_real = _padded(targets, pad, device)  # (B, T)
+    decoder_ids, tgt_real = (_written(model, sources, max_new_tokens, variation, pad)
+                             if model.layout == "encoder-decoder" else (None, None))
     return ids, decoder_ids, src_real, tgt_real, {"attention_mask": src_real.long()}
+
+
+def _written(model: AttentionModel, sources: list[torch.Tensor], steps: int, variation: Variation, pad: int):
+    """Decoder ids [B, T] (the model's start token, then what it writes for each source, decoded alone, but the last)
+    and their real positions [B, T]."""
+    targets = []
+    for src in sources:
+        written, _ = model.greedy_decode(src[None], steps, variation=variation)
+        targets.append(torch.cat([src.new_tensor([model.start_id]), written[0, :-1]]))  # (T_b,)
+    return _padded(targets, pad, sources[0].device)

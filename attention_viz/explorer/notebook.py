@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from attention_viz.core.attention import Scale
+from attention_viz.core.maps import kind_of
 from attention_viz.core.model import Transformer
 from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation
@@ -75,10 +76,9 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
     model.eval()
     try:
         with torch.inference_mode():
-            generated, maps = model.greedy_decode(src, max_len=steps, bos_id=tok.bos_id, eos_id=tok.eos_id,
-                                                  variation=variation)
+            generated, maps = model.greedy_decode(src, steps, variation=variation)
             out_ids = generated[0].tolist()
-            tgt = torch.tensor([[tok.bos_id] + out_ids[:-1]], device=device)  # (1, T)
+            tgt = torch.tensor([[model.start_id] + out_ids[:-1]], device=device)  # (1, T)
             norms = {key: value[0].float().cpu().numpy() for key, value in  # what flows: the maps x these
                      model.value_norms(src, tgt, variation=variation).items()}
             step_maps = None
@@ -146,7 +146,7 @@ def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True,
             written = decode_written(model.pieces(out), target, True)  # the prompt's steps write its next token
             decode = None if written is None else {"written": written, "steps": None}
     maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
-    masks = {key.split(".")[0] + "." + key.split(".")[2]: torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
+    masks = {kind_of(key): torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
              .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}
     what = "picture" if model.modality.input_name == "pixel_values" else "recording"
     return pack(maps, encoding.tokens, target, masks=masks, output=output, notes=notes,

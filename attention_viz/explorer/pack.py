@@ -23,7 +23,7 @@ Payload format, version "attention_viz.explorer/1":
           "queries": "source" | "target",  # which token list labels the rows (Q) ...
           "keys":    "source" | "target",  # ... and the columns (K)
           "layers":  L,
-          "maps":    [b64, ...],           # one per layer i (key map_key(stack, i, name)): base64 of
+          "maps":    [b64, ...],           # one per layer i (key kind_key(kind, i)): base64 of
                                            # uint16 little-endian values, [H, Q, K] row-major
           "mask":    ["1110", ...],        # Q strings of K characters: "1" may attend, "0" masked
           "stats":   {"entropy": [[H floats] x L], "max_weight": ..., "mean_distance": ...,
@@ -67,7 +67,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from attention_viz.core.maps import AXES, KINDS, head_statistics, map_key, token_masks
+from attention_viz.core.maps import AXES, KINDS, MapKey, head_statistics, kind_key, layers_of, token_masks
 
 FORMAT = "attention_viz.explorer/1"
 # The view a run opens on: the last layer of encoder-decoder attention, where a trained model's alignment
@@ -77,15 +77,6 @@ QUANT = 65535  # uint16 steps per unit weight
 STAT_NAMES = ("entropy", "max_weight", "mean_distance", "diagonal")
 STAT_DECIMALS = 4
 NORM_DIGITS = 4  # significant digits of a value's norm ‖v_j^h W_O^h‖ (any size: a real model's can be in the 100s)
-
-
-def kind_layers(maps: Mapping[str, object], kind: str) -> int:
-    """How many consecutive layers 0, 1, ... of this kind the maps hold."""
-    stack, name = kind.split(".")
-    n = 0
-    while map_key(stack, n, name) in maps:
-        n += 1
-    return n
 
 
 def default_masks(source: Sequence[str], target: Sequence[str], causal_mask: bool = True,
@@ -113,6 +104,14 @@ def quantise(weights: np.ndarray) -> np.ndarray:
     if not np.isfinite(weights).all():
         raise ValueError("attention weights must be finite to be packed")
     return np.rint(np.clip(weights, 0.0, 1.0) * QUANT).astype("<u2")
+
+
+def _parses(key: str) -> bool:
+    """Whether a map's key is one (core.maps.MapKey)."""
+    try:
+        return bool(MapKey.parse(key))
+    except ValueError:
+        return False
 
 
 def _b64(weights: np.ndarray) -> str:
@@ -157,27 +156,25 @@ def pack(
     """
     tokens = {"source": [str(t) for t in source_tokens], "target": [str(t) for t in target_tokens]}
     masks = masks or {}
-    unknown = [key for key in maps if key.count(".") != 2 or key.split(".", 1)[0] + "." + key.rsplit(".", 1)[1]
-               not in KINDS]
+    unknown = [key for key in maps if not _parses(key)]
     if unknown:
-        raise ValueError(f"unknown map keys {unknown}; keys look like {map_key('encoder', 0, 'self_attn')!r}")
+        raise ValueError(f"unknown map keys {unknown}; keys look like {str(MapKey('encoder', 0, 'self_attn'))!r}")
     kinds, n_heads = [], None
     for kind, label in KINDS.items():
-        n_layers = kind_layers(maps, kind)
+        n_layers = layers_of(maps, kind)
         if n_layers == 0:
             continue
-        stack, name = kind.split(".")
         q_axis, k_axis = AXES[kind]
         shape = (len(tokens[q_axis]), len(tokens[k_axis]))
-        layers = [np.asarray(maps[map_key(stack, i, name)]) for i in range(n_layers)]
+        layers = [np.asarray(maps[kind_key(kind, i)]) for i in range(n_layers)]
         for i, weights in enumerate(layers):
             if weights.ndim != 3 or weights.shape[1:] != shape:
-                raise ValueError(f"{map_key(stack, i, name)} has shape {list(weights.shape)}, expected "
+                raise ValueError(f"{kind_key(kind, i)} has shape {list(weights.shape)}, expected "
                                  f"[heads, {shape[0]}, {shape[1]}] ({q_axis} x {k_axis} tokens)")
             if n_heads is None:
                 n_heads = weights.shape[0]
             elif weights.shape[0] != n_heads:
-                raise ValueError(f"{map_key(stack, i, name)} has {weights.shape[0]} heads, the others {n_heads}")
+                raise ValueError(f"{kind_key(kind, i)} has {weights.shape[0]} heads, the others {n_heads}")
         allowed = np.ones(shape, dtype=bool) if masks.get(kind) is None else np.asarray(masks[kind], dtype=bool)
         if allowed.shape != shape:
             raise ValueError(f"mask of {kind} has shape {list(allowed.shape)}, expected {list(shape)}")
@@ -193,7 +190,7 @@ def pack(
         if stacks and kind in stacks:
             entry["stack"] = _stack(kind, stacks[kind], shape)
         if value_norms is not None:
-            entry["norms"] = [_norms(value_norms, map_key(stack, i, name), (n_heads, shape[1]))
+            entry["norms"] = [_norms(value_norms, kind_key(kind, i), (n_heads, shape[1]))
                               for i in range(n_layers)]
         kinds.append(entry)
     if not kinds:
@@ -286,13 +283,12 @@ def _decode(decode: Mapping, kinds: list[dict], tokens: Mapping[str, list[str]],
         for entry in kinds:
             if entry["queries"] != "target":
                 continue
-            stack, name = entry["kind"].split(".")
             width = t + 1 if entry["keys"] == "target" else n_source
             layers = []
             for i in range(entry["layers"]):
-                weights = np.asarray(maps[map_key(stack, i, name)])
+                weights = np.asarray(maps[kind_key(entry["kind"], i)])
                 if weights.shape != (n_heads, t + 1, width):
-                    raise ValueError(f"step {t}'s {map_key(stack, i, name)} has shape {list(weights.shape)}, "
+                    raise ValueError(f"step {t}'s {kind_key(entry['kind'], i)} has shape {list(weights.shape)}, "
                                      f"expected {[n_heads, t + 1, width]}")
                 layers.append(_b64(weights))
             step[entry["kind"]] = layers
@@ -308,12 +304,11 @@ def unpack(payload: Mapping) -> tuple[dict[str, np.ndarray], dict[str, np.ndarra
     maps, masks = {}, {}
     n_heads, quant = payload["n_heads"], payload["quant"]
     for entry in payload["kinds"]:
-        stack, name = entry["kind"].split(".")
         q = len(payload["tokens"][entry["queries"]])
         k = len(payload["tokens"][entry["keys"]])
         for i, data in enumerate(entry["maps"]):
             steps = np.frombuffer(base64.b64decode(data), dtype="<u2").reshape(n_heads, q, k)
-            maps[map_key(stack, i, name)] = (steps / quant).astype(np.float32)
+            maps[kind_key(entry["kind"], i)] = (steps / quant).astype(np.float32)
         masks[entry["kind"]] = np.array([[c == "1" for c in row] for row in entry["mask"]], dtype=bool).reshape(q, k)
     return maps, masks
 

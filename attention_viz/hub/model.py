@@ -30,7 +30,7 @@ import torch
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Kernel, Scale
-from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
+from attention_viz.core.maps import KINDS, AttentionMaps, MapKey, in_order, kind_of
 from attention_viz.core.protocol import Abilities
 from attention_viz.core.trace import Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
@@ -132,7 +132,7 @@ class PretrainedTransformer:
         self._prescaled = {id(modules[module_name]): c for module_name, c in proof.prescaled.items()}
         self._w_o = {key: (modules[name], transposed) for key, name, transposed in self.family.w_o}
         self.kinds = KIND_OF_LAYOUT[self.family.layout]
-        self.layers = {kind: sum(1 for key in self._keys.values() if _kind_of(key) == kind) for kind in self.kinds}
+        self.layers = {kind: sum(1 for key in self._keys.values() if kind_of(key) == kind) for kind in self.kinds}
         if not all(self.layers.values()):
             absent = [kind for kind, n in self.layers.items() if not n]
             raise UnsupportedModelError(f"{self.family.name} is an encoder-decoder model without {absent[0]} "
@@ -168,7 +168,7 @@ class PretrainedTransformer:
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
-        return sorted(self._keys.values(), key=_key_order)
+        return in_order(self._keys.values())
 
     @property
     def device(self) -> torch.device:
@@ -181,7 +181,7 @@ class PretrainedTransformer:
 
     def n_layers(self, kind: str) -> int:
         """Layers with attention of this kind (0 for a kind the model does not have)."""
-        split_kind(kind)
+        MapKey.of(kind, 0)  # KeyError for an unknown kind
         return self.layers.get(kind, 0)
 
     @property
@@ -353,7 +353,7 @@ class PretrainedTransformer:
             prefix = decoder_input_ids[:, : t + 1]  # (1, t + 1)
             args = (input_ids, prefix) if self.layout == "encoder-decoder" else (prefix,)
             maps = self.traced(*args, variation=variation, head_means=head_means).maps.to_numpy()
-            steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
+            steps.append({key: value[0] for key, value in maps.items() if MapKey.parse(key).stack == "decoder"})
         return steps
 
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
@@ -417,7 +417,7 @@ class PretrainedTransformer:
         """‖v_j^h W_O^h‖ per map key [B, H, K] from what a pass kept (its values "v": traced with keep=("v",), or
         greedy_pass with values=True)."""
         norms = {}
-        for key in sorted(kept, key=_key_order):
+        for key in in_order(kept):
             w_o = self.w_o(key)  # (D, H·d)
             H, d = self.n_heads, w_o.size(1) // self.n_heads
             norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
@@ -432,7 +432,7 @@ class PretrainedTransformer:
 
     def _maps(self, run: Pass) -> AttentionMaps:
         """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""
-        return AttentionMaps({key: run.maps[key] for key in sorted(run.maps, key=_key_order)})
+        return AttentionMaps({key: run.maps[key] for key in in_order(run.maps)})
 
     @torch.no_grad()
     def greedy_decode(
@@ -525,14 +525,3 @@ class PretrainedTransformer:
         return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
-
-def _kind_of(key: str) -> str:
-    """"decoder.3.cross_attn" -> "decoder.cross_attn"."""
-    stack, _, name = key.split(".")
-    return f"{stack}.{name}"
-
-
-def _key_order(key: str) -> tuple[int, int, int]:
-    """Sort keys as core.model.collect_maps orders them: encoder layers, then each decoder layer's self, cross."""
-    stack, layer, name = key.split(".")
-    return (0 if stack == "encoder" else 1, int(layer), 0 if name == "self_attn" else 1)

@@ -210,6 +210,25 @@ def weight_on(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
         return np.where(n > 0, np.where(rows, on, 0.0).sum(-1) / np.maximum(n, 1), np.nan)
 
 
+@dataclass(frozen=True)
+class InputAxis:
+    """What a model reads, as the axis its maps' positions lie on: a text's tokens, a picture's patches (its special
+    tokens, then the grid row by row) or a recording's frames (the encoder's time axis), each position labelled."""
+
+    name: str                             # "tokens", "patches" or "frames"
+    labels: tuple[str, ...]               # one per position
+    grid: tuple[int, int] | None = None   # patches: the grid's (rows, columns), after the special tokens
+    seconds: float | None = None          # frames: the seconds one position spans
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(str(label) for label in self.labels))
+
+
+def axis_of(labels: "InputAxis | Sequence[str]") -> InputAxis:
+    """An axis as given, or a text's tokens as one."""
+    return labels if isinstance(labels, InputAxis) else InputAxis("tokens", tuple(labels))
+
+
 # The token lists that label each kind's (query, key) axes: "source" is what the encoder read, "target" the decoder's
 # input (a decoder-only model's text).
 AXES = {
@@ -237,15 +256,17 @@ def token_masks(source: Sequence[str], target: Sequence[str], causal_mask: bool 
 
 
 class TextMaps(Mapping[str, np.ndarray]):
-    """One example's maps with its tokens: key -> [H, Q, K] float32, the source and target tokens, the masks applied
-    (kind -> [Q, K] bool, True = may attend), the output and the settings it ran with. A Mapping of its maps, so
-    whatever takes maps (rollout, pattern scores, show, save_figure) takes it, and finds its tokens on it."""
+    """One example's maps with its inputs: key -> [H, Q, K] float32, the source and target axes (InputAxis: a text's
+    tokens, or what the model read of a picture or a recording; source_tokens and target_tokens their labels), the
+    masks applied (kind -> [Q, K] bool, True = may attend), the output and the settings it ran with. A Mapping of its
+    maps, so whatever takes maps (rollout, pattern scores, show, save_figure) takes it, and finds its tokens on it."""
 
-    def __init__(self, maps: Mapping, source_tokens: Sequence[str] = (), target_tokens: Sequence[str] = (),
+    def __init__(self, maps: Mapping, source: InputAxis | Sequence[str] = (), target: InputAxis | Sequence[str] = (),
                  masks: Mapping[str, np.ndarray] | None = None, output: str = "",
                  settings: Mapping[str, str] | None = None) -> None:
         self.maps = {key: _one_example(key, value) for key, value in maps.items()}
-        self.source_tokens, self.target_tokens = list(source_tokens), list(target_tokens)
+        self.source, self.target = axis_of(source), axis_of(target)
+        self.source_tokens, self.target_tokens = list(self.source.labels), list(self.target.labels)
         self.masks = {kind: np.asarray(mask, dtype=bool) for kind, mask in (masks or {}).items()}
         self.output = output
         self.settings = dict(settings or {})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import torch
 from torch import nn
@@ -25,7 +25,7 @@ from attention_viz.core.attention import (SCALE_MODES, Kernel, MultiHeadAttentio
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
-from attention_viz.core.maps import AttentionMaps, MapKey, keys_of, kind_key, map_key
+from attention_viz.core.maps import AttentionMaps, InputAxis, MapKey, keys_of, kind_key, map_key
 from attention_viz.core.protocol import Abilities
 from attention_viz.core.trace import Probe, Stop, Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
@@ -126,6 +126,10 @@ class Transformer(nn.Module):
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
         return keys_of(self.config.n_encoder_layers, self.config.n_decoder_layers)
+
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What it reads, as an axis (core.protocol): a text's tokens, our characters."""
+        return InputAxis("tokens", tuple(tokens))
 
     @property
     def start_id(self) -> int:

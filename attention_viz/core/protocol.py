@@ -5,14 +5,14 @@ and its Abilities; research code asks it, never the model's type. input_ids [B, 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
 from attention_viz.core.attention import SCALE_MODES
-from attention_viz.core.maps import AttentionMaps
+from attention_viz.core.maps import AttentionMaps, InputAxis
 from attention_viz.core.trace import Traced
 from attention_viz.core.variation import PAPER, Variation
 
@@ -46,6 +46,10 @@ class AttentionModel(Protocol):
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
+
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What the model reads (the encoder's input, or a decoder-only model's text) as an axis: a text's `tokens`, or
+        its modality's own, a picture's patches or a recording's frames (`tokens` then unused)."""
 
     def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,

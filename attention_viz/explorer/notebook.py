@@ -87,7 +87,7 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
                              for step in model.step_maps(src, tgt, variation=variation)]
     finally:
         model.train(was_training)
-    source, target = tok.tokens(src_ids), tok.tokens([tok.bos_id] + out_ids[:-1])
+    source, target = tok.tokens(src_ids), tok.tokens([model.start_id] + out_ids[:-1])
     arrays = {key: value[0] for key, value in maps.to_numpy().items()}  # key -> (H, Q, K)
     notes = [f"scale: {scale}; causal mask {'on' if causal_mask else 'off'}; "
              f"padding mask {'on' if padding_mask else 'off'}"]
@@ -148,8 +148,8 @@ def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True,
     maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
     masks = {kind_of(key): torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
              .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}
-    what = "picture" if model.modality.input_name == "pixel_values" else "recording"
-    return pack(maps, encoding.tokens, target, masks=masks, output=output, notes=notes,
+    what = "picture" if model.input_axis().name == "patches" else "recording"
+    return pack(maps, model.input_axis(), target, masks=masks, output=output, notes=notes,
                 title=f"a {what} on {model.name}", decode=decode)
 
 
@@ -195,7 +195,7 @@ def show(model_or_maps: AttentionModel | Mapping[str, np.ndarray], text: str | S
     show(maps, source_tokens, target_tokens) maps: key -> [H, Q, K] (a batch axis of 1 is dropped), e.g.
                                              AttentionMaps.to_numpy() of one forward pass
     """
-    if isinstance(model_or_maps, AttentionModel) and getattr(model_or_maps, "modality", None) is not None:
+    if isinstance(model_or_maps, AttentionModel) and model_or_maps.input_axis().name != "tokens":
         return View(run_media(model_or_maps, text, **run_options), height=height)  # a picture or a recording
     if isinstance(model_or_maps, AttentionModel) and model_or_maps.pretrained:
         if not isinstance(text, str) or not text:

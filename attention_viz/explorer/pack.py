@@ -13,6 +13,10 @@ Payload format, version "attention_viz.explorer/1":
       "output": str,                       # the model's output text ("" when there is none)
       "notes":  [str, ...],                # short lines shown under the output
       "tokens": {"source": [str, ...], "target": [str, ...]},
+      "source_axis": {"name": "patches", "grid": [rows, columns]} | {"name": "frames", "seconds": float},
+                                           # only when the source is not a text's tokens (core.maps.InputAxis): a
+                                           # picture's patch grid (after its special tokens), a recording's seconds
+                                           # per position
       "n_heads": H,
       "quant": 65535,                      # weight w travels as the integer round(w * quant)
       "opening": {"kind": str, "layer": int, "head": 0},   # the view the explorer opens on (see OPENING)
@@ -67,7 +71,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from attention_viz.core.maps import AXES, KINDS, MapKey, head_statistics, kind_key, layers_of, token_masks
+from attention_viz.core.maps import (AXES, KINDS, InputAxis, MapKey, axis_of, head_statistics, kind_key, layers_of,
+                                     token_masks)
 
 FORMAT = "attention_viz.explorer/1"
 # The view a run opens on: the last layer of encoder-decoder attention, where a trained model's alignment
@@ -120,8 +125,8 @@ def _b64(weights: np.ndarray) -> str:
 
 def pack(
     maps: Mapping[str, np.ndarray],
-    source_tokens: Sequence[str],
-    target_tokens: Sequence[str] = (),
+    source_tokens: InputAxis | Sequence[str],
+    target_tokens: InputAxis | Sequence[str] = (),
     masks: Mapping[str, np.ndarray] | None = None,
     output: str = "",
     notes: Sequence[str] = (),
@@ -138,7 +143,8 @@ def pack(
     Args:
         maps: map key ("encoder.0.self_attn", ...) -> [H, Q, K] weights (numpy or anything np.asarray takes).
             A kind is included when layer 0 of it is present; layers must run 0, 1, ... without gaps.
-        source_tokens, target_tokens: the axis labels; each map's Q and K must match them (see AXES).
+        source_tokens, target_tokens: the axes (core.maps.InputAxis) or a text's tokens; each map's Q and K must
+            match their labels (see AXES).
         masks: kind -> [Q, K] bool, True = may attend; a kind left out has no masked cell.
         output, notes, title: text shown with the views.
         scores: kind -> {"values": {name: [L, H]}, "labels": {name: str}, "chance": {name: float}, "look_for": str}
@@ -154,7 +160,8 @@ def pack(
     Raises:
         ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
     """
-    tokens = {"source": [str(t) for t in source_tokens], "target": [str(t) for t in target_tokens]}
+    source, target = axis_of(source_tokens), axis_of(target_tokens)
+    tokens = {"source": list(source.labels), "target": list(target.labels)}
     masks = masks or {}
     unknown = [key for key in maps if not _parses(key)]
     if unknown:
@@ -201,6 +208,9 @@ def pack(
         "tokens": tokens, "n_heads": n_heads, "quant": QUANT, "kinds": kinds,
         "opening": {"kind": opening["kind"], "layer": opening["layers"] - 1, "head": 0},
     }
+    if source.name != "tokens":
+        payload["source_axis"] = {"name": source.name, **({"grid": list(source.grid)} if source.grid else {}),
+                                  **({"seconds": source.seconds} if source.seconds is not None else {})}
     if decode is not None:
         payload["decode"] = _decode(decode, kinds, tokens, n_heads)
     if heads_off:

@@ -22,7 +22,7 @@ Variation only, and build the heads' switches from it in one place, probes):
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,7 @@ import torch
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Kernel, Scale
-from attention_viz.core.maps import KINDS, AttentionMaps, MapKey, in_order, kind_of
+from attention_viz.core.maps import KINDS, AttentionMaps, InputAxis, MapKey, in_order, kind_of
 from attention_viz.core.protocol import Abilities
 from attention_viz.core.trace import Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
@@ -170,6 +170,10 @@ class PretrainedTransformer:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
         return in_order(self._keys.values())
 
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What it reads, as an axis (core.protocol): its modality's patches or frames, else a text's `tokens`."""
+        return self.modality.axis() if self.modality is not None else InputAxis("tokens", tuple(tokens))
+
     @property
     def device(self) -> torch.device:
         """Where inputs go: the device of the input embedding (layers placed by a device map may be elsewhere)."""
@@ -238,7 +242,7 @@ class PretrainedTransformer:
         """Tokens that end a greedy decode."""
         generation = getattr(self.model, "generation_config", None)  # a model without a head has none
         eos = generation.eos_token_id if generation is not None else None
-        if eos is None:
+        if eos is None and self.tokenizer is not None:  # a picture's model has no tokenizer
             eos = self.tokenizer.eos_token_id
         return set(eos if isinstance(eos, list) else [] if eos is None else [eos])
 

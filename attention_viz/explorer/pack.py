@@ -71,8 +71,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from attention_viz.core.maps import (AXES, KINDS, InputAxis, MapKey, axis_of, head_statistics, kind_key, layers_of,
-                                     token_masks)
+from attention_viz.core.maps import AXES, KINDS, InputAxis, axis_of, head_statistics, kind_key, layers_of, token_masks
 
 FORMAT = "attention_viz.explorer/1"
 # The view a run opens on: the last layer of encoder-decoder attention, where a trained model's alignment
@@ -109,14 +108,6 @@ def quantise(weights: np.ndarray) -> np.ndarray:
     if not np.isfinite(weights).all():
         raise ValueError("attention weights must be finite to be packed")
     return np.rint(np.clip(weights, 0.0, 1.0) * QUANT).astype("<u2")
-
-
-def _parses(key: str) -> bool:
-    """Whether a map's key is one (core.maps.MapKey)."""
-    try:
-        return bool(MapKey.parse(key))
-    except ValueError:
-        return False
 
 
 def _b64(weights: np.ndarray) -> str:
@@ -163,9 +154,11 @@ def pack(
     source, target = axis_of(source_tokens), axis_of(target_tokens)
     tokens = {"source": list(source.labels), "target": list(target.labels)}
     masks = masks or {}
-    unknown = [key for key in maps if not _parses(key)]
+    known = {kind_key(kind, i) for kind in KINDS for i in range(layers_of(maps, kind))}  # layers 0, 1, ... of a kind
+    unknown = [key for key in maps if key not in known]
     if unknown:
-        raise ValueError(f"unknown map keys {unknown}; keys look like {str(MapKey('encoder', 0, 'self_attn'))!r}")
+        raise ValueError(f"unknown map keys {unknown}; keys look like {kind_key('encoder.self_attn', 0)!r}, each kind's "
+                         "layers 0, 1, ... without a gap")
     kinds, n_heads = [], None
     for kind, label in KINDS.items():
         n_layers = layers_of(maps, kind)

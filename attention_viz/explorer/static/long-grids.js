@@ -6,7 +6,7 @@
   "use strict";
   const L = global.AttentionLong = global.AttentionLong || {};
   if (L.grids) return;
-  const P = global.AttentionPalette, esc = global.AttentionShared.escapeHtml; // palette.js, shared.js: loaded first
+  const P = global.AttentionPalette, esc = global.AttentionShared.escapeHtml; // both loaded first
   const GRIDS = [  // each statistic's grid: its name, its title, how its colour bar's top is written
     ["first_token", "weight on the first token (the sink)", (v) => L.run.fmt(v)],  // a weight, as the maps' bars
     ["entropy", "entropy (nats)", (v) => v.toFixed(2)],

@@ -30,10 +30,9 @@
     const ctx = canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, w, h);
-    for (let r = 0; r < R; r++) for (let c = 0; c < C; c++) {
-      ctx.fillStyle = P.css(P.viridis(scale.level(values[r * C + c])));
-      ctx.fillRect(gutter + c * cell, gutter + r * cell, cell, cell);
-    }
+    const one = Object.assign(global.document.createElement("canvas"), {width: C, height: R}); // a pixel a cell
+    P.paint(one.getContext("2d"), R, C, (r, c) => P.viridis(scale.level(values[r * C + c])));
+    ctx.imageSmoothingEnabled = false; ctx.drawImage(one, gutter, gutter, cell * C, cell * R); // each a square
     if (labels) {
       const size = Math.min(12, Math.max(10, cell - 2));
       ctx.font = `${size}px sans-serif`; ctx.fillStyle = "#111"; ctx.textBaseline = "middle";

@@ -220,13 +220,10 @@ class InputAxis:
     grid: tuple[int, int] | None = None   # patches: the grid's (rows, columns), after the special tokens
     seconds: float | None = None          # frames: the seconds one position spans
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "labels", tuple(str(label) for label in self.labels))
-
 
 def axis_of(labels: "InputAxis | Sequence[str]") -> InputAxis:
     """An axis as given, or a text's tokens as one."""
-    return labels if isinstance(labels, InputAxis) else InputAxis("tokens", tuple(labels))
+    return labels if isinstance(labels, InputAxis) else InputAxis("tokens", tuple(str(label) for label in labels))
 
 
 # The token lists that label each kind's (query, key) axes: "source" is what the encoder read, "target" the decoder's

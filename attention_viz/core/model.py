@@ -25,7 +25,7 @@ from attention_viz.core.attention import (SCALE_MODES, Kernel, MultiHeadAttentio
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
-from attention_viz.core.maps import AttentionMaps, InputAxis, MapKey, keys_of, kind_key, map_key
+from attention_viz.core.maps import AttentionMaps, InputAxis, MapKey, axis_of, keys_of, kind_key, map_key
 from attention_viz.core.protocol import Abilities
 from attention_viz.core.trace import Probe, Stop, Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
@@ -129,7 +129,7 @@ class Transformer(nn.Module):
 
     def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
         """What it reads, as an axis (core.protocol): a text's tokens, our characters."""
-        return InputAxis("tokens", tuple(tokens))
+        return axis_of(tokens)
 
     @property
     def start_id(self) -> int:

@@ -30,7 +30,7 @@ import torch
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Kernel, Scale
-from attention_viz.core.maps import KINDS, AttentionMaps, InputAxis, MapKey, in_order, kind_of
+from attention_viz.core.maps import KINDS, AttentionMaps, InputAxis, MapKey, axis_of, in_order, kind_of
 from attention_viz.core.protocol import Abilities
 from attention_viz.core.trace import Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
@@ -172,7 +172,7 @@ class PretrainedTransformer:
 
     def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
         """What it reads, as an axis (core.protocol): its modality's patches or frames, else a text's `tokens`."""
-        return self.modality.axis() if self.modality is not None else InputAxis("tokens", tuple(tokens))
+        return self.modality.axis() if self.modality is not None else axis_of(tokens)
 
     @property
     def device(self) -> torch.device:

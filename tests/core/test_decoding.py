@@ -287,3 +287,20 @@ def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread)
         for (k, v), (step_k, step_v) in zip(kept, past):
             torch.testing.assert_close(k, step_k, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(v, step_v, rtol=1e-5, atol=1e-6)
+
+
+def test_the_start_and_end_tokens_are_the_models_own(one_thread):
+    """greedy_decode (core.protocol's one signature) starts from the model's start_id and stops at its eos_ids, both
+    from its config: the maps are those of a pass over start + the written tokens but the last."""
+    from attention_viz.core.protocol import AttentionModel
+
+    for seed in range(4):
+        model = random_model(seed, bos_id=3, eos_id=4)
+        assert isinstance(model, AttentionModel) and (model.start_id, model.eos_ids) == (3, {4})
+        src = torch.randint(3, model.config.vocab_size, (1, 4), generator=torch.Generator().manual_seed(seed))
+        written, maps = model.greedy_decode(src, 6)
+        tokens = written[0].tolist()
+        assert 4 not in tokens[:-1] and (tokens[-1] == 4 or len(tokens) == 6)
+        _, forward = model(src, torch.tensor([[3] + tokens[:-1]]))
+        for key in maps:
+            torch.testing.assert_close(maps[key], forward[key], atol=1e-6, rtol=1e-5)

@@ -307,15 +307,11 @@ class Transformer(nn.Module):
         variation: Variation | None = None,
         value_norms: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
-        """Generate up to max_new_tokens per row, most likely first, from start_id until one of eos_ids (core.protocol);
-        returns (tokens [B, n], maps of the last step).
-        value_norms: a dict to fill with ‖v_j^h W_O^h‖ per map key [B, H, K] of the pass the maps come from, what
-        value_norms(src, <bos> + tokens but the last) gives, without a second pass.
-        heads_off or gates (with ablation and head_means) switch heads off at every step, as in forward; gates of
-        shape [B, H] give each row its own heads.
-
-        Generated tokens exclude <bos>; a row that has emitted <eos> is padded with pad_id after it.
-        The returned decoder maps have one query row per generated token: row t is the step that produced token t.
+        """core.protocol's greedy decoding, from <bos> to <eos> (start_id, eos_ids): (tokens [B, n], maps of the last
+        step); a row that has emitted <eos> is padded with pad_id after it. value_norms: a dict to fill with
+        ‖v_j^h W_O^h‖ per map key [B, H, K] of the pass the maps come from (value_norms of <bos> + tokens but the last,
+        without a second pass). heads_off or gates (with ablation and head_means) switch heads off at every step, as
+        in forward; gates of shape [B, H] give each row its own heads.
 
         reuse_keys: under the causal mask, each step runs the decoder on the new position only, keeping every
         layer's self-attention keys and values and the memory's cross-attention ones (O(n) instead of O(n²));

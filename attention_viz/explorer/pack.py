@@ -157,8 +157,8 @@ def pack(
     known = {kind_key(kind, i) for kind in KINDS for i in range(layers_of(maps, kind))}  # layers 0, 1, ... of a kind
     unknown = [key for key in maps if key not in known]
     if unknown:
-        raise ValueError(f"unknown map keys {unknown}; keys look like {kind_key('encoder.self_attn', 0)!r}, each kind's "
-                         "layers 0, 1, ... without a gap")
+        raise ValueError(f"unknown map keys {unknown}; keys look like {kind_key('encoder.self_attn', 0)!r}, "
+                         "each kind's layers 0, 1, ... without a gap")
     kinds, n_heads = [], None
     for kind, label in KINDS.items():
         n_layers = layers_of(maps, kind)

@@ -455,13 +455,10 @@ class PretrainedTransformer:
         variation: Variation | None = None,
         position_bias: bool = True,
     ) -> tuple[torch.Tensor, AttentionMaps]:
-        """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
-
-        As `generate(num_beams=1, do_sample=False)` with the model's generation config (its banned tokens, forced
-        first and last tokens, minimum length and repetition rules). The returned tokens exclude the decoder's start
-        token (or the prompt); a finished row is padded with <pad> (else its end token). The maps come from one full
-        pass over the decoder's input, which is the start token (or the prompt) and every written token but the
-        last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
+        """core.protocol's greedy decoding -> (tokens [B, n], maps of the last step), as `generate(num_beams=1,
+        do_sample=False)` with the model's generation config (its banned tokens, forced first and last tokens, minimum
+        length and repetition rules); a finished row is padded with <pad> (else its end token). A decoder-only model's
+        decoder row t is the step that wrote token t - len(prompt) + 1.
         reuse_keys: under the causal mask, each step runs the newest position only, keeping the earlier ones' keys and
         values (transformers' cache); without the causal mask every step reruns the whole decoder.
         A decoder-only model's positions come from the attention mask, as generate's (a left-padded row starts at 0;

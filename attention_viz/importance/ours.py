@@ -67,11 +67,6 @@ class HeadImportance:
                 for key in self.keys for h in range(self.n_heads)]
 
 
-def attention_keys(model: Transformer) -> list[str]:
-    """The model's map keys in our order."""
-    return model.map_keys
-
-
 @torch.no_grad()
 def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], variants: list[set[tuple[str, int]]],
                     variation: Variation, means) -> tuple[np.ndarray, np.ndarray]:
@@ -170,7 +165,7 @@ def head_importance(
     dtype = next(model.parameters()).dtype
     batch = make_batch(texts, task, tokenizer)
     batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
-    keys, H, rows = attention_keys(model), model.config.n_heads, len(texts)
+    keys, H, rows = model.map_keys, model.config.n_heads, len(texts)
     means = batch_head_means(model, batch, tokenizer.pad_id, variation) if ablation == "mean" else None
     try:
         # every head alone off, after the baseline (variant 0)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attention_viz.analysis.runs import EXTRA_DECODE_STEPS
 from attention_viz.core.attention import Scale
 from attention_viz.core.maps import kind_of
 from attention_viz.core.model import Transformer
@@ -28,7 +29,6 @@ from attention_viz.explorer.long_pack import pack_long, pack_offline
 from attention_viz.explorer.pack import decode_written, default_masks, pack
 
 _counter = itertools.count()
-EXTRA_DECODE_STEPS = 4  # a model may run past the text's length by this many tokens before it is stopped
 LONG_FROM = 256         # a real model's text of more tokens than this is shown as a long run (show(..., long=None))
 LONG_BYTES = 8 * 2**20  # a long view's embedded overviews at most this many bytes (every head's, at one side)
 

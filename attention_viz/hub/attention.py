@@ -121,6 +121,11 @@ def switched(settings) -> Iterator:
         _current.reset(token)
 
 
+def current():
+    """The pass in flight in this thread or task (a Pass, hub.long's, or None outside one)."""
+    return _current.get()
+
+
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     """Grouped-query attention's shared keys or values for every query head: [B, H_kv, K, d] -> [B, H, K, d]."""
     if n_rep == 1:

@@ -134,26 +134,3 @@ def test_show_an_encoder_decoder_long_reads_the_page_with_its_encoder(tiny_folde
                                f"end at 256. {READS_WITH_ENCODER}.")
 
 
-
-def test_a_notebooks_long_view_draws_in_a_browser_and_opens_a_region_from_its_blocks(tiny_folder, page, tmp_path):
-    """The saved page of show(model, long_text), offline in Chromium: every head's grids, the overview, and a region
-    opened with the keyboard, drawn from the embedded overview and said to be."""
-    from playwright.sync_api import expect
-
-    from attention_viz.explorer.notebook import show
-
-    model = load_pretrained(tiny_folder("gpt2"), device="cpu")
-    path = show(model, "the cat sat on the mat and the model reads every word of the sentence. " * 12).save(
-        tmp_path / "long.html")
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(path.as_uri())
-    view = page.locator(".av-long")
-    expect(view.locator(".av-long-cell")).to_have_count(3 * 2 * 4)  # three grids of 2 layers x 4 heads
-    expect(view.locator(".av-long-chosen")).to_contain_text("head 0: sink")
-    view.locator(".av-long-cell").nth(5).click()  # another head: its overview from the payload, no server
-    expect(view.locator(".av-long-chosen")).to_contain_text("head 1: sink")
-    view.locator(".av-long-overview").press("ArrowRight")
-    view.locator(".av-long-overview").press("Enter")
-    expect(view.locator(".av-long-regionnote")).to_contain_text("Offline: each cell one weight")
-    assert view.locator(".av-long-regioncanvas").evaluate("c => c.width") > 0 and not errors

@@ -37,6 +37,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from attention_viz.hub.attention import as_allowed, current
 
 ROUTED = "_attention_viz_routed"  # set on a model whose attention modules route() changed
+CAUSAL = "_attention_viz_causal"  # set on an attention module that is causal whatever mask its forward is handed
 
 
 def bloom_attention(module, config, hidden_states: torch.Tensor, residual: torch.Tensor, alibi: torch.Tensor,
@@ -132,8 +133,10 @@ def fsmt_attention(module, config, query: torch.Tensor, key: torch.Tensor | None
     mask = None
     if key_padding_mask is not None and key_padding_mask.dim() > 0 and kept("padding_mask"):
         mask = ~key_padding_mask.bool()[:, None, None, :]  # (B, 1, 1, K), True = may attend
-    if attn_mask is not None and kept("causal_mask"):
-        causal = as_allowed(attn_mask)  # (Q, K)
+    if kept("causal_mask") and (attn_mask is not None or getattr(module, CAUSAL, False)):
+        K = k.size(2)  # its own causal mask, or where its forward built none (a pass given encoder_outputs) the rule
+        causal = as_allowed(attn_mask) if attn_mask is not None else (  # (Q, K)
+            torch.ones(Q, K, dtype=torch.bool, device=q.device).tril(K - Q))
         mask = causal if mask is None else mask & causal
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
     output, weights = attend(module, q, k, v, mask, scaling=module.scaling,
@@ -305,6 +308,10 @@ def route(model) -> int:
             module.forward = types.MethodType(
                 lambda self, *args, _forward=forward, **kwargs: _forward(self, config, *args, **kwargs), module)
             routed += 1
+    for name, module in model.named_modules():  # FSMT's decoder self-attention: causal even where its forward
+        if type(module).__name__ == "FSMTDecoder":  # builds no mask (given encoder_outputs, not input_ids)
+            for layer in module.layers:
+                setattr(layer.self_attn, CAUSAL, True)
     if routed:
         setattr(model, ROUTED, True)
     return routed

@@ -214,3 +214,18 @@ def test_mpnets_relative_position_bias_is_kept_and_switched_like_t5s(loaded):
     _, with_bias = model.forward(ids)
     _, without = model.forward(ids, position_bias=False)
     assert not torch.allclose(with_bias[model.map_keys[0]], without[model.map_keys[0]])
+
+
+def test_fsmts_decoder_stays_causal_in_a_pass_given_its_encoders_output(loaded):
+    """FSMT's forward builds its decoder's causal mask only when given input_ids without a cache; greedy decoding's
+    last pass (the maps') hands it the encoder's output instead: the route keeps the decoder causal there too, and
+    those maps equal forward's on the same tokens."""
+    model = loaded["fsmt"]
+    ids = torch.randint(5, 60, (1, 7), generator=torch.Generator().manual_seed(3))
+    written, maps = model.greedy_decode(ids, 5)
+    decoder = torch.cat([torch.full((1, 1), model.start_id), written[:, :-1]], 1)  # what the last pass read
+    _, direct = model.forward(ids, decoder)
+    for key, weights in maps.items():
+        if key.startswith("decoder.") and key.endswith("self_attn"):
+            assert bool((weights[0].triu(1) == 0).all()), key
+        torch.testing.assert_close(weights, direct[key], atol=1e-6, rtol=0, msg=key)

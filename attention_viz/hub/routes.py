@@ -23,6 +23,7 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
     MPNetSelfAttention  a relative-position bias (T5's buckets) on QKᵀ/√d_k, handed over as the position bias
     RoFormerSelfAttention  BERT's with rotary positions on q and k (and v where rotary_value), in encoders
+    GPTNeoXJapaneseAttention  rotary positions on part of q and k; W_O's bias added by its layer after
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -196,6 +197,32 @@ def bart_attention(module, config, hidden_states: torch.Tensor, key_value_states
     return module.out_proj(output.reshape(B, Q, -1)), weights
 
 
+def gpt_neox_japanese_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None,
+                                position_ids=None, layer_past=None, use_cache: bool = False,
+                                output_attentions: bool = False, position_embeddings=None, **kwargs):
+    """GPTNeoXJapaneseAttention.forward with softmax(QKᵀ/√d + mask) computed by our Eq. 1: hidden_states [B, Q, D] ->
+    (output [B, Q, D] before its bias, weights [B, H, Q, K], the bias its layer adds after). Rotary positions on the
+    first rotary_ndims of q and k; its mask from transformers' mask interface."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, attention_mask, position_ids, layer_past, use_cache,
+                                    output_attentions, position_embeddings, **kwargs)
+    from transformers.models.gpt_neox_japanese.modeling_gpt_neox_japanese import apply_rotary_pos_emb
+
+    B, Q, _ = hidden_states.shape
+    d, r = module.head_size, module.rotary_ndims
+    qkv = module.query_key_value(hidden_states).view(B, Q, module.num_attention_heads, 3 * d)
+    q, k, v = (qkv[..., i * d: (i + 1) * d].permute(0, 2, 1, 3) for i in range(3))  # (B, H, Q, d)
+    cos, sin = position_embeddings
+    q_rot, k_rot = apply_rotary_pos_emb(q[..., :r], k[..., :r], cos, sin)
+    q, k = torch.cat((q_rot, q[..., r:]), dim=-1), torch.cat((k_rot, k[..., r:]), dim=-1)
+    if layer_past is not None:
+        k, v = layer_past.update(k, v, module.layer_idx)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=1.0 / module.norm_factor,
+                             dropout=module.attention_dropout.p if module.training else 0.0)  # (B, Q, H, d), ...
+    return module.dense(output.reshape(B, Q, -1)), weights, module.dense_bias
+
+
 def roformer_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                        sinusoidal_pos: torch.Tensor | None = None, *args, **kwargs):
     """RoFormerSelfAttention.forward (BERT's, with rotary positions applied to q and k, and v where rotary_value)
@@ -309,7 +336,8 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "xlm.modeling_xlm.MultiHeadAttention": xlm_attention,
           MODELS + "flaubert.modeling_flaubert.MultiHeadAttention": xlm_attention,
           MODELS + "mpnet.modeling_mpnet.MPNetSelfAttention": mpnet_attention,
-          MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention}
+          MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention,
+          MODELS + "gpt_neox_japanese.modeling_gpt_neox_japanese.GPTNeoXJapaneseAttention": gpt_neox_japanese_attention}
 BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
                            # built under eager (transformers' own classes), then routed
 

@@ -166,3 +166,17 @@ def test_show_draws_a_pictures_maps_over_its_patches(image_folders):
     tokens = view.payload["tokens"]["source"]
     assert tokens[:5] == ["[CLS]", "[REG0]", "[REG1]", "[REG2]", "[REG3]"] and tokens[5] == "patch 0,0"
     assert "random pictures" in " ".join(view.payload["notes"]) and view.payload["tokens"]["target"] == []
+
+
+def test_the_long_pass_reads_a_picture_every_map_as_in_memory(tmp_path):
+    """model.long_run(picture): an image model's every map through the long pass (blocks of 16 query rows), its
+    summaries, regions and overviews equal to one pass in memory; its output the model's own."""
+    from tests.hub.test_long import assert_long_equals
+
+    model = load_pretrained(save_tiny_image("deit", tmp_path / "deit", image_size=64), dtype=torch.float64)
+    run = model.long_run(picture(2), rows=16)
+    output, maps = model.forward(model.encode(picture(2)).ids[None].double())
+    assert run.length == run.given == model.modality.length == 66 and run.reads == ""
+    assert "picture is read at 64 x 64" in run.note
+    torch.testing.assert_close(run.logits, output, rtol=1e-9, atol=1e-9)
+    assert_long_equals(run, dict(maps), size=5)

@@ -22,6 +22,8 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
     MPNetSelfAttention  a relative-position bias (T5's buckets) on QKᵀ/√d_k, handed over as the position bias
     RoFormerSelfAttention  BERT's with rotary positions on q and k (and v where rotary_value), in encoders
+    BeitAttention    in the interface, but its relative position bias (a layer's own, one shared by the stack) comes
+                     added into its attention mask: taken out of it and handed over as the position bias
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -270,6 +272,19 @@ def mpnet_attention(module, config, hidden_states: torch.Tensor, attention_mask:
     return (output, weights) if output_attentions else (output,)
 
 
+def beit_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
+    """BeitAttention.forward with softmax(QKᵀ/√d + B + mask) computed by our Eq. 1, B its relative position bias
+    (each layer's own table, and one shared by the stack, each [1, H, T, T], added into the attention mask by its
+    layer and its model) handed over as the position bias, the mask keeping only what it hides: hidden_states
+    [B, T, D] -> (output [B, T, D], weights [B, H, T, T])."""
+    if config._attn_implementation in ALL_ATTENTION_FUNCTIONS and attention_mask is not None and \
+            attention_mask.is_floating_point():
+        allowed = as_allowed(attention_mask)  # (B or 1, 1 or H, T, T), True = may attend
+        kwargs["position_bias"] = attention_mask.masked_fill(~allowed, 0)  # B (1, H, T, T): the finite part
+        attention_mask = None if bool(allowed.all()) else allowed
+    return type(module).forward(module, hidden_states, attention_mask, **kwargs)  # its attention function: ours
+
+
 def cached(cache, layer: int, cross: bool, kwargs: dict, computed) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [B, H, K, d] as the model's own forward keeps them in transformers' cache: a cross-attention's
     read back once kept (its source's, from the first step on), else computed (`computed()`) and added to it."""
@@ -313,7 +328,8 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "xlm.modeling_xlm.MultiHeadAttention": xlm_attention,
           MODELS + "flaubert.modeling_flaubert.MultiHeadAttention": xlm_attention,
           MODELS + "mpnet.modeling_mpnet.MPNetSelfAttention": mpnet_attention,
-          MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention}
+          MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention,
+          MODELS + "beit.modeling_beit.BeitAttention": beit_attention}
 BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
                            # built under eager (transformers' own classes), then routed
 

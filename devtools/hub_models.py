@@ -342,6 +342,7 @@ IMAGE_FAMILIES = {
     "vit": ("ViTModel", "ViTConfig", {}),
     "deit": ("DeiTModel", "DeiTConfig", {}),
     "beit": ("BeitModel", "BeitConfig", {}),
+    "data2vec-vision": ("Data2VecVisionModel", "Data2VecVisionConfig", {}),
     "dinov2": ("Dinov2Model", "Dinov2Config", {}),
     "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig", {"num_register_tokens": 4}),
     "clip": ("CLIPModel", "CLIPConfig", {}),

@@ -17,7 +17,7 @@ from attention_viz.hub.images import MAX_PIXELS, ImageRefusedError, read_image
 from attention_viz.hub.loading import ModelRefusedError
 from devtools.hub_models import IMAGE_FAMILIES, save_tiny_image
 
-SPECIALS = {"vit": 1, "deit": 2, "beit": 1, "dinov2": 1, "dinov2_with_registers": 5, "clip": 1, "siglip": 0}
+SPECIALS = {"vit": 1, "deit": 2, "beit": 1, "data2vec-vision": 1, "dinov2": 1, "dinov2_with_registers": 5, "clip": 1, "siglip": 0}
 
 
 @pytest.fixture(scope="module")

@@ -178,3 +178,26 @@ def test_show_long_draws_the_encoders_long_view_over_the_time_axis(long_whisper)
     assert "Read the first 3.0 s" in payload["note"] and "recording with its encoder" in payload["note"]
     assert payload["title"].endswith("150 positions, 2 maps x 4 heads") and payload["offline"]["maps"]
     assert av.show(long_whisper, wav(1.0), max_new_tokens=2).payload.get("kind") != "long"  # unless asked
+
+
+def test_pattern_scores_and_save_figure_on_a_recordings_maps(whisper_folder, tmp_path):
+    """maps_of(whisper, recording): every map with the times and the transcript's tokens; pattern scores on every
+    kind (cross-attention's first token: the weight on 0.00 s), against the maps by hand; pattern_scores(model) says
+    why not; save_figure draws a cross-attention head with the times on its keys."""
+    import attention_viz as av
+
+    model = load_pretrained(whisper_folder)
+    run = av.maps_of(model, wav(0.8), max_new_tokens=4)
+    assert run.source_tokens[:2] == ["0.00 s", "0.02 s"] and run.target_tokens[0] == "<|startoftranscript|>"
+    assert run.settings["input"] == "a recording" and run.settings["model"] == model.name
+    scores = av.pattern_scores(run)
+    assert sorted(scores.scores) == ["decoder.cross_attn", "decoder.self_attn", "encoder.self_attn"]
+    assert sorted(scores.scores["decoder.cross_attn"]) == ["first"]
+    for i in range(2):
+        cross = run[f"decoder.{i}.cross_attn"]  # (H, T, 50)
+        np.testing.assert_allclose(scores.scores["decoder.cross_attn"]["first"][i], cross[:, :, 0].mean(-1),
+                                   rtol=1e-5)
+    with pytest.raises(ValueError, match="reads recordings, not random tokens"):
+        av.pattern_scores(model)
+    svg = av.save_figure(run, "decoder.1.cross_attn", 2, tmp_path / "cross.svg").read_text()
+    assert "0.00 s" in svg and "0.48 s" in svg and "a recording" in svg  # the times on its keys, thinned

@@ -60,7 +60,6 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
                     {"model": "attention_viz Transformer", **settings})
 
 
-
 def _media_maps(model, source, variation: Variation, max_new_tokens: int | None) -> TextMaps:
     """maps_of a picture through an image model, or a recording through Whisper: its tokens, masks, transcript."""
     from attention_viz.hub.text_run import run_media  # the hub extra: a real model means it is installed

@@ -359,8 +359,9 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention,
           MODELS + "beit.modeling_beit.BeitAttention": beit_attention,
           MODELS + "data2vec.modeling_data2vec_vision.Data2VecVisionSelfAttention": data2vec_vision_attention}
-BUILT_EAGER = {"gpt_neo", "data2vec-vision"}  # model types whose modules choose their attention class by the implementation when built:
-                           # built under eager (transformers' own classes), then routed
+BUILT_EAGER = {"gpt_neo", "data2vec-vision"}  # model types whose modules choose their attention class by the
+                                              # implementation when built: built under eager (transformers' own
+                                              # classes), then routed
 
 
 def built_under(config, implementation: str) -> str:

@@ -112,7 +112,8 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
         if kwargs.get(name) is not None:
             raise LongRunError(f"the long pass does not cover attention with {name}")
     if position_bias(kwargs.get("position_bias")) is not None:
-        raise LongRunError("the long pass does not cover attention with a position bias (T5's relative positions)")
+        raise LongRunError("the long pass does not cover attention with a position bias (T5's or BEiT's relative "
+                           "positions, Bloom's ALiBi)")
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
     factor = float(factors(run, module, query, scaling)[1])  # the factor on QKᵀ, as hub.attention's

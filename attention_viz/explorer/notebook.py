@@ -19,7 +19,6 @@ import torch
 
 from attention_viz.analysis.runs import EXTRA_DECODE_STEPS
 from attention_viz.core.attention import Scale
-from attention_viz.core.maps import kind_of
 from attention_viz.core.model import Transformer
 from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation

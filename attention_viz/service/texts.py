@@ -162,8 +162,10 @@ def run_notes(run: Run, about: list[str]) -> str:
     s = run.settings
     lines = list(about)
     scores = ADDITIVE if s.compatibility == "additive" else "QKᵀ"
+    unscaled = getattr(run.config, "scaling_note", "") and s.scale == "sqrt_dk"  # T5: its own factor is 1
+    scaled = "×1, the model's own factor (it has no 1/√d_k)" if unscaled else scaling_text(s)
     lines.append(
-        f"Scores {scores} {scaling_text(s)}; {causal_text(s, 'decoder.self_attn' in run.kinds)}; "
+        f"Scores {scores} {scaled}; {causal_text(s, 'decoder.self_attn' in run.kinds)}; "
         f"{s.pad_tokens} pad token{'s' if s.pad_tokens != 1 else ''} with the padding mask "
         f"{'on' if s.padding_mask else 'off'}. Hatched cells are masked (weight exactly 0)."
     )

@@ -302,7 +302,7 @@ class Handlers:
             "d_k": c.d_k,
             "untrained_box": gr.update(visible=c.untrained),
             "scale_mode": gr.update(value=scale if scale and c.scaling_applies else c.scale_mode,
-                                    interactive=c.scaling_applies, info=c.scale_info or None),
+                                    interactive=c.scaling_applies, info=c.scale_info),  # "" clears it
             "dk_note": prose_html(c.d_k_note),
             "compatibility": gr.update(value=c.compatibility, visible=c.study),
             "dk_trained": gr.update(choices=[str(v) for v in c.trained_d_ks],

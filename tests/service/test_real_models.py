@@ -181,6 +181,7 @@ def test_t5s_position_bias_travels_to_the_explorer_as_maps_of_its_own_and_its_sw
     view = views.visualize(off)
     assert view.run["position_bias"] is False and view.run["settings"]["position_bias"] is False
     assert not unpack_biases(view.run) and "Position bias taken out" in view.info
+    assert "Scores QKᵀ ×1, the model's own factor (it has no 1/√d_k)" in view.info  # not ×1/√d_k
     run_off = views.runs.run(off)
     with torch.inference_mode():
         bare = model.traced(torch.tensor([run_off.src_ids]), torch.tensor([run_off.tgt_ids]),

@@ -50,6 +50,10 @@ heads_off, ablation (last, optional in /visualize, /steps, /compare and /export,
     switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or {map key: [heads]},
     and "zero" (their outputs set to 0) or "mean" (each one's mean output over reference texts); the packed run then
     has "heads_off" and "ablation", and every view is computed with those heads off (service.requests.parse_heads_off).
+position_bias (last, optional in the same four, after ablation): False takes out the position bias B a model adds to
+    QKᵀ (T5, Bloom's ALiBi; a model without one runs as it is); the packed run then has "position_bias": false. Such a
+    model's run carries B per kind ("bias", explorer/pack.py; explorer.unpack_biases) and /compare takes
+    "position_bias" (on − off).
 /importance (the ten settings, compatibility, heads_off (ignored), ablation) -> importance: every head switched off
     alone, Michel's one-pass estimate and the prune curve, as a dict (format "attention_viz.importance/1",
     documented in attention_viz/service/heads_view.py); the untrained model is refused (no task to score on).

@@ -18,14 +18,19 @@ import copy
 import torch
 
 from attention_viz.hub.proof import sink_conventions
-from attention_viz.hub.routes import implement, route
+from attention_viz.hub.routes import implement, needs_mask, route
 
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
                 "proj", "attn_out")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
-SCALINGS = ("scaling", "scale", "inv_norm_factor")  # CLIP's attention keeps `scale`, Bloom's `inv_norm_factor`
+SCALINGS = ("scaling", "scale", "inv_norm_factor", "softmax_scale")  # CLIP's attention keeps `scale`, Bloom's
+                                                                     # `inv_norm_factor`, MPT's `softmax_scale`
+# attention modules whose factor on QKᵀ alone no attribute sets: no eager reference for the scale switch
+SCALED_IN_CODE = {"FalconAttention": "Falcon's eager attention scales QKᵀ in its code (by √d_k where rotary; with "
+                                     "ALiBi its inv_norm_factor scales QKᵀ + A together): no attribute sets the factor "
+                                     "on QKᵀ alone"}
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -70,7 +75,12 @@ def _register_spy() -> None:
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(SPY, _spy_attention)
-    AttentionMaskInterface.register(SPY, sdpa_mask)  # boolean masks, True = may attend
+    def spy_mask(*args, **kwargs):  # boolean masks, True = may attend; a tensor where the model reads one (MPT)
+        if needs_mask(kwargs.get("config")):
+            kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
+        return sdpa_mask(*args, **kwargs)
+
+    AttentionMaskInterface.register(SPY, spy_mask)
 
 
 def spied(model, inputs: dict) -> list:
@@ -133,6 +143,8 @@ def unscaled(model, calls: list):
     changed = copy.deepcopy(model)
     for name, *_ in calls:
         module = changed.get_submodule(name)
+        if type(module).__name__ in SCALED_IN_CODE:
+            raise NotApplicable(SCALED_IN_CODE[type(module).__name__])
         found = [attribute for attribute in SCALINGS if isinstance(getattr(module, attribute, None), (int, float))]
         if not found:
             raise LookupError(f"{type(module).__name__} keeps no {' or '.join(SCALINGS)} attribute")
@@ -147,7 +159,8 @@ def bias_zeroed(model):
     changed = copy.deepcopy(model)
     tables = [module for name, module in changed.named_modules() if name.endswith("relative_attention_bias")]
     alibi = [module for module in changed.modules() if hasattr(type(module), "build_alibi_tensor")]
-    if not tables and not alibi:
+    mpt = [module for module in changed.modules() if hasattr(type(module), "build_mpt_alibi_tensor")]
+    if not tables and not alibi and not mpt:
         raise NotApplicable("its position bias is not read from a relative_attention_bias table or ALiBi's")
     with torch.no_grad():
         for table in tables:
@@ -155,6 +168,9 @@ def bias_zeroed(model):
     for module in alibi:  # Bloom's: each head's slope times the key's position, from the 2D attention mask
         module.build_alibi_tensor = lambda mask, heads, dtype: torch.zeros(mask.size(0) * heads, 1, mask.size(1),
                                                                            dtype=dtype, device=mask.device)
+    for module in mpt:  # MPT's: built once for max_seq_len positions, [H, 1, max_seq_len]
+        module.build_mpt_alibi_tensor = lambda heads, length, *args, device=None, **kwargs: torch.zeros(
+            heads, 1, length, device=device)
     return changed
 
 

@@ -38,6 +38,7 @@ from transformers.masking_utils import (AttentionMaskInterface, bidirectional_ma
 from attention_viz.core.attention import Kernel, Scale, scale_factor, scaled_dot_product_attention
 from attention_viz.core.trace import Trace
 from attention_viz.core.variation import Variation
+from attention_viz.hub.routes import needs_mask
 
 IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
 
@@ -243,20 +244,23 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     run = _current.get()
     if run is not None and not isinstance(run, Pass):  # another kind of pass (hub.long's): its own masks
         return run.mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
-    return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask)
+    return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask,
+                      dense=needs_mask(kwargs.get("config")))
 
 
 def mask_under(variation: Variation | None, args: tuple, kwargs: dict, mask_function: Callable | None,
-               attention_mask: torch.Tensor | None, skips: bool = False) -> torch.Tensor | None:
+               attention_mask: torch.Tensor | None, skips: bool = False, dense: bool = False) -> torch.Tensor | None:
     """sdpa_mask(*args, **kwargs) under a pass's mask switches (None: the model's own masks): the padding mask off
     drops the 2D padding mask, the causal mask off replaces the causal rule by the bidirectional one (a sliding window
     goes with it). skips False: materialised unless it hides nothing (None); True: also None where sdpa_mask leaves a
-    plain causal or full mask unbuilt (hub.long's kernel knows them by rule)."""
+    plain causal or full mask unbuilt (hub.long's kernel knows them by rule). dense: never None (a model whose code
+    reads its mask as a tensor, hub.routes.needs_mask)."""
     if variation is not None and not variation.padding_mask:
         attention_mask = None
     if variation is not None and not variation.causal_mask:
         mask_function = bidirectional_mask_function
-    if not skips and bidirectional(mask_function) and (attention_mask is None or bool(attention_mask.all())):
+    if not skips and not dense and bidirectional(mask_function) and (attention_mask is None or
+                                                                     bool(attention_mask.all())):
         return None
     causal = mask_function is None or mask_function is causal_mask_function  # sdpa_mask's default is causal
     kwargs.update(allow_is_causal_skip=skips and causal,

@@ -35,6 +35,7 @@ from attention_viz.hub.attention import IMPLEMENTATION
 from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.model import PretrainedTransformer
 from attention_viz.hub.proof import vocabulary_size
+from attention_viz.hub.routes import built_with
 
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # What a download fetches from a Hub repository: configs, safetensors weights and tokenizer files, never a pickle.
@@ -335,7 +336,8 @@ def load_pretrained(
         placement = placed(device, device_map, offload_folder, dtype, model_class(config), config, shown, folder)
         step = "its model could not be built from its config.json and weights"
         model, loading = model_class(config).from_pretrained(
-            folder, config=config, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
+            folder, config=config, use_safetensors=True, dtype=dtype,
+            attn_implementation=built_with(config, IMPLEMENTATION),
             output_loading_info=True, ignore_mismatched_sizes=True, **placement, **options)
         check_model(model, loading, shown)
         step = "its tokenizer could not be built from its files"

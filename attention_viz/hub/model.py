@@ -522,6 +522,9 @@ class PretrainedTransformer:
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
+        if self.abilities.position_bias:  # before any pass: MPT's model code would fail on the long pass's masks
+            raise long.LongRunError("the long pass does not cover attention with a position bias (T5's relative "
+                                    "positions, ALiBi)")
         return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 

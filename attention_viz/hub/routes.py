@@ -9,12 +9,20 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
 
     BloomAttention   ALiBi: each head h adds m_h·j to the logit of key position j (m_h its slope: 2^(-8h/H) for
                      H a power of two), handed over as the position bias [B, H, 1, K]; the factor 1/√d_k on QKᵀ
+    MptAttention     ALiBi as MPT builds it once for max_seq_len positions, m_h·(j − (K − 1)), the last K columns
+                     [1, H, 1, K]; its softmax_scale on QKᵀ (and its clip_qkv); its mask is True where hidden, as its
+                     model turns the mask function's into booleans (`.to(torch.bool)`: our mask, True = may attend,
+                     passes through unchanged, so it must be a tensor: DENSE_MASKS)
+    FalconAttention  rotary positions (Falcon-7B/40B: no bias) or ALiBi (Falcon-RW): its eager attention adds the
+                     slopes twice, (QKᵀ + A)/√d_k in its logits and A/√d_k folded into its mask by its model, so the
+                     bias handed over is 2·A/√d_k [B, H, 1, K], A = m_h·j (j counting a row's real tokens, as Bloom's)
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
 
 from __future__ import annotations
 
+import math
 import types
 
 import torch
@@ -55,7 +63,89 @@ def bloom_attention(module, config, hidden_states: torch.Tensor, residual: torch
     return attended, weights
 
 
-ROUTES = {"BloomAttention": bloom_attention}
+def mpt_attention(module, config, hidden_states: torch.Tensor, position_bias: torch.Tensor, cache=None,
+                  attention_mask: torch.Tensor | None = None, **kwargs):
+    """MptAttention.forward with softmax(QKᵀ·softmax_scale + ALiBi, masked) computed by our Eq. 1: hidden_states
+    [B, Q, D], position_bias [H, 1, max_seq_len] -> (output [B, Q, D], weights [B, H, Q, K])."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, position_bias, cache=cache, attention_mask=attention_mask,
+                                    **kwargs)
+    B, Q, _ = hidden_states.shape
+    mixed = module.Wqkv(hidden_states)
+    if module.clip_qkv:
+        mixed = mixed.clamp(min=-module.clip_qkv, max=module.clip_qkv)
+    q, k, v = (x.reshape(B, Q, module.n_heads, module.head_dim).transpose(1, 2) for x in mixed.chunk(3, dim=2))
+    if cache is not None:
+        k, v = cache.update(k, v, module.layer_idx, kwargs=kwargs)  # (B, H, K, d)
+    bias = None
+    if position_bias is not None:
+        K = k.size(2)
+        bias = position_bias[:, max(0, position_bias.size(1) - (Q if cache is None else Q + cache.get_seq_length())):,
+                             max(0, position_bias.size(2) - K):][None]  # (1, H, 1, K), as MPT slices it
+    dropout = module.attn_dropout_p if module.training else 0.0
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=module.softmax_scale, dropout=dropout,
+                             position_bias=bias)  # (B, Q, H, d), (B, H, Q, K)
+    return module.out_proj(output.reshape(B, Q, -1)), weights  # W_O (out_proj) reads (B, Q, H·d)
+
+
+def falcon_attention(module, config, hidden_states: torch.Tensor, alibi: torch.Tensor | None,
+                     attention_mask: torch.Tensor | None, position_ids=None, layer_past=None, use_cache: bool = False,
+                     output_attentions: bool = False, position_embeddings=None, **kwargs):
+    """FalconAttention.forward with its softmax computed by our Eq. 1: rotary q and k and no bias, or ALiBi as its
+    eager attention adds it (twice: the module docstring): hidden_states [B, Q, D], alibi [B·H, 1, K] or None ->
+    (output [B, Q, D], weights [B, H, Q, K])."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, alibi, attention_mask, position_ids, layer_past, use_cache,
+                                    output_attentions, position_embeddings, **kwargs)
+    from transformers.models.falcon.modeling_falcon import apply_rotary_pos_emb
+
+    B, Q, _ = hidden_states.shape
+    H, d = module.num_heads, module.head_dim
+    H_kv = H if module.new_decoder_architecture else module.num_kv_heads
+    q, k, v = module._split_heads(module.query_key_value(hidden_states))  # (B, Q, H or H_kv, d) each
+    q = q.transpose(1, 2).reshape(B, H, Q, d)
+    k, v = (x.transpose(1, 2).reshape(B, H_kv, Q, d) for x in (k, v))
+    if alibi is None:
+        cos, sin = position_embeddings
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+    if layer_past is not None:
+        k, v = layer_past.update(k, v, module.layer_idx)  # (B, H_kv, K, d)
+    bias = None
+    if alibi is not None:
+        slopes = alibi.view(B, H, 1, -1)  # A: (B, H, 1, K)
+        folded = slopes / math.sqrt(config.hidden_size // H)  # what its model folds into the mask where it may attend
+        if attention_mask is not None and attention_mask.is_floating_point():
+            hidden = attention_mask <= torch.finfo(attention_mask.dtype).min / 2
+            folded = attention_mask.masked_fill(hidden, 0)  # (B, H, Q, K)
+            attention_mask = ~hidden[:, :1]  # (B, 1, Q, K): the same cells hidden in every head
+        bias = slopes * module.inv_norm_factor + folded  # (QKᵀ + A)·s + A/√d_k, less QKᵀ·s
+    dropout = module.attention_dropout.p if module.training and alibi is not None else 0.0
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=module.inv_norm_factor, dropout=dropout,
+                             **({} if bias is None else {"position_bias": bias}))  # (B, Q, H, d), (B, H, Q, K)
+    return module.dense(output.reshape(B, Q, H * d)), weights  # W_O (dense) reads (B, Q, H·d)
+
+
+ROUTES = {"BloomAttention": bloom_attention, "MptAttention": mpt_attention, "FalconAttention": falcon_attention}
+# the model types whose model code needs its mask as a tensor (MPT's `.to(torch.bool)`): never None, even where it
+# hides nothing (hub.attention.mask_under's `dense`)
+DENSE_MASKS = frozenset({"mpt"})
+
+
+# the model types whose layers pick their attention class by the implementation's name (Falcon's
+# FALCON_ATTENTION_CLASSES): built under eager, their modules then routed and the implementation set (implement)
+BUILT_EAGER = frozenset({"falcon"})
+
+
+def built_with(config, name: str) -> str:
+    """The implementation to build a model of this config under: `name`, or eager for BUILT_EAGER's types."""
+    return "eager" if getattr(config, "model_type", None) in BUILT_EAGER else name
+
+
+def needs_mask(config) -> bool:
+    """Whether this model's code reads its mask as a tensor whatever it hides (DENSE_MASKS)."""
+    return getattr(config, "model_type", None) in DENSE_MASKS
 
 
 def route(model) -> int:

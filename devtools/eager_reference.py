@@ -4,7 +4,8 @@ A spy registered in transformers' attention interface (SPY) finds the attention 
 each module it is handed, with its heads, its value width and the keyword arguments beyond q, k, v (sliding_window,
 softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
 `unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
-`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`) and ALiBi (Bloom's),
+`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`), ALiBi (Bloom's, MPT's) and
+DeBERTa's position terms,
 `heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), and `eager_pass` runs
 the eager model with output_attentions=True.
 
@@ -30,7 +31,9 @@ SCALINGS = ("scaling", "scale", "inv_norm_factor", "softmax_scale")  # CLIP's at
 # attention modules whose factor on QKᵀ alone no attribute sets: no eager reference for the scale switch
 SCALED_IN_CODE = {"FalconAttention": "Falcon's eager attention scales QKᵀ in its code (by √d_k where rotary; with "
                                      "ALiBi its inv_norm_factor scales QKᵀ + A together): no attribute sets the factor "
-                                     "on QKᵀ alone"}
+                                     "on QKᵀ alone",
+                  "DisentangledSelfAttention": "DeBERTa's attention divides QKᵀ and its position terms by √(d·f) "
+                                               "in its code: no attribute sets the factor on QKᵀ alone"}
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -67,6 +70,8 @@ def _shown(value) -> str:
     """An argument as the table names it (a tensor by its shape)."""
     if isinstance(value, torch.Tensor):
         return f"tensor{list(value.shape)}"
+    if isinstance(value, dict):  # DeBERTa's bias_terms: by their names
+        return "{" + ", ".join(map(str, value)) + "}"
     return repr(value)[:40]
 
 
@@ -160,7 +165,8 @@ def bias_zeroed(model):
     tables = [module for name, module in changed.named_modules() if name.endswith("relative_attention_bias")]
     alibi = [module for module in changed.modules() if hasattr(type(module), "build_alibi_tensor")]
     mpt = [module for module in changed.modules() if hasattr(type(module), "build_mpt_alibi_tensor")]
-    if not tables and not alibi and not mpt:
+    deberta = [module for module in changed.modules() if hasattr(type(module), "disentangled_attention_bias")]
+    if not tables and not alibi and not mpt and not deberta:
         raise NotApplicable("its position bias is not read from a relative_attention_bias table or ALiBi's")
     with torch.no_grad():
         for table in tables:
@@ -168,6 +174,8 @@ def bias_zeroed(model):
     for module in alibi:  # Bloom's: each head's slope times the key's position, from the 2D attention mask
         module.build_alibi_tensor = lambda mask, heads, dtype: torch.zeros(mask.size(0) * heads, 1, mask.size(1),
                                                                            dtype=dtype, device=mask.device)
+    for module in deberta:  # DeBERTa's position terms (c2p + p2c): none, c2c alone over √(d·f) still
+        module.disentangled_attention_bias = lambda *args, **kwargs: 0
     for module in mpt:  # MPT's: built once for max_seq_len positions, [H, 1, max_seq_len]
         module.build_mpt_alibi_tensor = lambda heads, length, *args, device=None, **kwargs: torch.zeros(
             heads, 1, length, device=device)

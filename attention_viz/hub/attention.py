@@ -53,6 +53,7 @@ CARRIED = frozenset({
     "sliding_window", "is_causal", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "position_ids",
     "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
     "return_dict", "cache_position", "deterministic", "layer_idx",
+    "bias_terms",  # the position bias's terms, apart (hub.routes: DeBERTa's c2p, p2c), kept beside it
 })
 REFUSED = {
     "sinks": "attention sinks with a position bias",
@@ -101,6 +102,8 @@ class Pass:
     biases: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the position bias B added to its
     # scaled QKᵀ as the model computed it, broadcastable to [B, H, Q, K] (T5's [1, H, Q, K], Bloom's ALiBi
     # [B, H, 1, K]; where the model adds one and the position_bias switch is on)
+    terms: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # map key -> the score terms its
+    # attention sums before the softmax, each [B, H, Q, K] as added: DeBERTa's {"c2c": QKᵀ·s, "c2p", "p2c"}
     trace: Trace | None = None  # map key -> core.trace.Probe: the heads off (+ means, gates), the points kept
     kernel: Kernel = scaled_dot_product_attention  # Eq. 1: core's reference, or a bit-identical kernel (fast)
     probe: list[Call] | None = None  # when given: every call, in order (hub.proof's probe pass)
@@ -120,6 +123,12 @@ def switched(settings) -> Iterator:
         yield settings
     finally:
         _current.reset(token)
+
+
+def variation_now() -> Variation | None:
+    """The switches of the pass in flight in this thread or task (None outside one): for a route whose model builds
+    its own masks (hub.routes)."""
+    return getattr(_current.get(), "variation", None)
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -223,6 +232,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
             run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
         if bias is not None:
             run.biases[name] = bias  # (1 or B, H, Q or 1, K): what the position bias adds to the scaled QKᵀ
+            if kwargs.get("bias_terms"):  # its terms apart, and the content term they are added to
+                run.terms[name] = {"c2c": query @ k.transpose(-1, -2) * scale, **kwargs["bias_terms"]}
         if softcap is not None or sink is not None:
             run.added[name] = {"softcap": softcap, "sink": sink}  # the cap c and the sinks' logits [H], as handed
     output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)

@@ -67,6 +67,13 @@ class Recorded(Traced):
         position_bias switch off."""
         return self.run.biases
 
+    @property
+    def terms(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Map key -> the score terms its attention sums before the mask and the softmax, each [B, H, Q, K]: DeBERTa's
+        content-to-content {"c2c": QKᵀ·s, "c2p": content-to-position, "p2c": position-to-content} (c2p + p2c its
+        position bias, `biases`); only models whose scores have terms, none with the position_bias switch off."""
+        return self.run.terms
+
 
 @dataclass(frozen=True)
 class Encoding:

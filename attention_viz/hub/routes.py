@@ -5,7 +5,7 @@ a forward for its attention module that computes q, k, v and the bias as the mod
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will not switch such a model's
 implementation (`set_attn_implementation` refuses a model outside the interface), so `implement` sets its config's
-directly, which its mask function and its routes read. Routed (ROUTES, by the attention module's class name):
+directly, which its mask function and its routes read. Routed (ROUTES, by the attention module's class and its modeling file):
 
     BloomAttention   ALiBi: each head h adds m_h·j to the logit of key position j (m_h its slope: 2^(-8h/H) for
                      H a power of two), handed over as the position bias [B, H, 1, K]; the factor 1/√d_k on QKᵀ
@@ -16,6 +16,12 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
     FalconAttention  rotary positions (Falcon-7B/40B: no bias) or ALiBi (Falcon-RW): its eager attention adds the
                      slopes twice, (QKᵀ + A)/√d_k in its logits and A/√d_k folded into its mask by its model, so the
                      bias handed over is 2·A/√d_k [B, H, 1, K], A = m_h·j (j counting a row's real tokens, as Bloom's)
+    DisentangledSelfAttention   DeBERTa v2/v3: scores = c2c + c2p + p2c, each over √(d·f) (f = 1 + its position
+                     terms): content-to-content QKᵀ (our Eq. 1's, its factor 1/√(d·f)), content-to-position
+                     q_i·P_k[δ(i, j)] and position-to-content k_j·P_q[δ(j, i)] (P the relative-position embeddings
+                     through W_K and W_Q, or their own projections), handed over as the position bias c2p + p2c
+                     [B, H, Q, K] with each term beside it (bias_terms, kept as Pass.terms); its mask is its own
+                     (a padding mask, not the mask function's), so the padding switch acts here
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -127,7 +133,72 @@ def falcon_attention(module, config, hidden_states: torch.Tensor, alibi: torch.T
     return module.dense(output.reshape(B, Q, H * d)), weights  # W_O (dense) reads (B, Q, H·d)
 
 
-ROUTES = {"BloomAttention": bloom_attention, "MptAttention": mpt_attention, "FalconAttention": falcon_attention}
+def deberta_terms(module, q: torch.Tensor, k: torch.Tensor, relative_pos, rel_embeddings: torch.Tensor,
+                  scale: torch.Tensor) -> dict[str, torch.Tensor]:
+    """DeBERTa v2's position terms as its disentangled_attention_bias computes them, each kept apart: q, k [B·H, Q or
+    K, d] -> {"c2p", "p2c": [B·H, Q, K] over √(d·f)} (those its pos_att_type names)."""
+    from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position, build_rpos
+
+    if relative_pos is None:
+        relative_pos = build_relative_position(q, k, bucket_size=module.position_buckets,
+                                               max_position=module.max_relative_positions)
+    relative_pos = relative_pos.reshape((1,) * (4 - relative_pos.dim()) + tuple(relative_pos.shape))  # (·, ·, Q, K)
+    relative_pos = relative_pos.to(device=q.device, dtype=torch.long)
+    span, H, n = module.pos_ebd_size, module.num_attention_heads, q.size(0)
+    rel = rel_embeddings[0: span * 2, :].unsqueeze(0)  # (1, 2·span, D)
+    terms = {}
+    if "c2p" in module.pos_att_type:  # q_i · P_k[i - j]: each query against the key's relative position
+        proj = module.key_proj if module.share_att_key else module.pos_key_proj
+        pos_key = module.transpose_for_scores(proj(rel), H).repeat(n // H, 1, 1)  # (B·H, 2·span, d)
+        index = torch.clamp(relative_pos + span, 0, span * 2 - 1).squeeze(0).expand([n, q.size(1), k.size(1)])
+        terms["c2p"] = torch.gather(torch.bmm(q, pos_key.transpose(-1, -2)), -1, index) / scale.to(q.dtype)
+    if "p2c" in module.pos_att_type:  # k_j · P_q[j - i]: each key against the query's relative position
+        proj = module.query_proj if module.share_att_key else module.pos_query_proj
+        pos_query = module.transpose_for_scores(proj(rel), H).repeat(n // H, 1, 1)  # (B·H, 2·span, d)
+        r_pos = build_rpos(q, k, relative_pos, module.max_relative_positions, module.position_buckets)  # as it calls
+        index = torch.clamp(-r_pos + span, 0, span * 2 - 1).squeeze(0).expand([n, k.size(1), k.size(1)])
+        terms["p2c"] = torch.gather(torch.bmm(k, pos_query.transpose(-1, -2)), -1, index).transpose(-1, -2) \
+            / scale.to(q.dtype)
+    return terms
+
+
+def deberta_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                      output_attentions: bool = False, query_states=None, relative_pos=None, rel_embeddings=None):
+    """DebertaV2's DisentangledSelfAttention.forward with softmax(c2c + c2p + p2c, masked) computed by our Eq. 1:
+    hidden_states [B, N, D], attention_mask [B, 1, N, N] (1 = may attend) -> (context [B, N, H·d], weights
+    [B, H, N, N])."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, attention_mask, output_attentions, query_states,
+                                    relative_pos, rel_embeddings)
+    from transformers.models.deberta_v2.modeling_deberta_v2 import scaled_size_sqrt
+
+    from attention_viz.hub.attention import variation_now
+
+    H = module.num_attention_heads
+    B, N = hidden_states.shape[:2]
+    q = module.transpose_for_scores(module.query_proj(hidden_states if query_states is None else query_states), H)
+    k = module.transpose_for_scores(module.key_proj(hidden_states), H)  # (B·H, N, d)
+    v = module.transpose_for_scores(module.value_proj(hidden_states), H)
+    scale = scaled_size_sqrt(q, 1 + sum(t in module.pos_att_type for t in ("c2p", "p2c")))  # √(d·f)
+    terms = {}
+    if module.relative_attention:
+        terms = deberta_terms(module, q, k, relative_pos, module.pos_dropout(rel_embeddings), scale)
+    terms = {name: t.view(B, H, *t.shape[-2:]) for name, t in terms.items()}  # each (B, H, Q, K)
+    bias = sum(terms.values()) if terms else None
+    variation = variation_now()
+    mask = None if variation is not None and not variation.padding_mask else attention_mask.bool()  # (B, 1, N, N)
+    dropout = module.dropout.p if module.training else 0.0
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    q, k, v = (x.view(B, H, -1, x.size(-1)) for x in (q, k, v))  # (B, H, N, d)
+    output, weights = attend(module, q, k, v, mask, scaling=float(1 / scale), dropout=dropout,
+                             **({} if bias is None else {"position_bias": bias, "bias_terms": terms}))
+    return output.reshape(B, output.size(1), -1), (weights if output_attentions else None)  # (B, N, H·d)
+
+
+# by the attention module's class, named with its modeling file (DeBERTa v1's class has v2's name, not its code)
+ROUTES = {"modeling_bloom.BloomAttention": bloom_attention, "modeling_mpt.MptAttention": mpt_attention,
+          "modeling_falcon.FalconAttention": falcon_attention,
+          "modeling_deberta_v2.DisentangledSelfAttention": deberta_attention}
 # the model types whose model code needs its mask as a tensor (MPT's `.to(torch.bool)`): never None, even where it
 # hides nothing (hub.attention.mask_under's `dense`)
 DENSE_MASKS = frozenset({"mpt"})
@@ -154,7 +225,7 @@ def route(model) -> int:
     config = model.config
     routed = 0
     for module in model.modules():
-        forward = ROUTES.get(type(module).__name__)
+        forward = ROUTES.get(f"{type(module).__module__.rsplit('.', 1)[-1]}.{type(module).__name__}")
         if forward is not None and "forward" not in vars(module):
             module.forward = types.MethodType(
                 lambda self, *args, _forward=forward, **kwargs: _forward(self, config, *args, **kwargs), module)

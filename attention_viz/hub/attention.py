@@ -54,6 +54,7 @@ CARRIED = frozenset({
     "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
     "return_dict", "cache_position", "deterministic", "layer_idx",
     "bias_terms",  # the position bias's terms, apart (hub.routes: DeBERTa's c2p, p2c), kept beside it
+    "mask_is_padding",  # the mask handed is the model's own padding mask (hub.routes: DeBERTa's): the switch lifts it
 })
 REFUSED = {
     "sinks": "attention sinks with a position bias",
@@ -123,12 +124,6 @@ def switched(settings) -> Iterator:
         yield settings
     finally:
         _current.reset(token)
-
-
-def variation_now() -> Variation | None:
-    """The switches of the pass in flight in this thread or task (None outside one): for a route whose model builds
-    its own masks (hub.routes)."""
-    return getattr(_current.get(), "variation", None)
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -207,6 +202,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     n_rep = query.size(1) // key.size(1)
     k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (B, H, K, d)
     mask = as_allowed(attention_mask)
+    if kwargs.get("mask_is_padding") and run is not None and not run.variation.padding_mask:
+        mask = None  # a model's own padding mask (DeBERTa's, not the mask function's): lifted by the padding switch
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
     softcap, sink = kwargs.get("softcap"), kwargs.get("s_aux")

@@ -21,7 +21,8 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
                      q_i·P_k[δ(i, j)] and position-to-content k_j·P_q[δ(j, i)] (P the relative-position embeddings
                      through W_K and W_Q, or their own projections), handed over as the position bias c2p + p2c
                      [B, H, Q, K] with each term beside it (bias_terms, kept as Pass.terms); its mask is its own
-                     (a padding mask, not the mask function's), so the padding switch acts here
+                     padding mask, not the mask function's: handed as such (mask_is_padding), the padding switch
+                     lifts it
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -172,8 +173,6 @@ def deberta_attention(module, config, hidden_states: torch.Tensor, attention_mas
                                     relative_pos, rel_embeddings)
     from transformers.models.deberta_v2.modeling_deberta_v2 import scaled_size_sqrt
 
-    from attention_viz.hub.attention import variation_now
-
     H = module.num_attention_heads
     B, N = hidden_states.shape[:2]
     q = module.transpose_for_scores(module.query_proj(hidden_states if query_states is None else query_states), H)
@@ -185,12 +184,11 @@ def deberta_attention(module, config, hidden_states: torch.Tensor, attention_mas
         terms = deberta_terms(module, q, k, relative_pos, module.pos_dropout(rel_embeddings), scale)
     terms = {name: t.view(B, H, *t.shape[-2:]) for name, t in terms.items()}  # each (B, H, Q, K)
     bias = sum(terms.values()) if terms else None
-    variation = variation_now()
-    mask = None if variation is not None and not variation.padding_mask else attention_mask.bool()  # (B, 1, N, N)
     dropout = module.dropout.p if module.training else 0.0
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
     q, k, v = (x.view(B, H, -1, x.size(-1)) for x in (q, k, v))  # (B, H, N, d)
-    output, weights = attend(module, q, k, v, mask, scaling=float(1 / scale), dropout=dropout,
+    output, weights = attend(module, q, k, v, attention_mask.bool(), scaling=float(1 / scale), dropout=dropout,
+                             mask_is_padding=True,  # (B, 1, N, N), its own: the padding switch lifts it
                              **({} if bias is None else {"position_bias": bias, "bias_terms": terms}))
     return output.reshape(B, output.size(1), -1), (weights if output_attentions else None)  # (B, N, H·d)
 

@@ -193,6 +193,30 @@ def test_t5s_position_bias_travels_to_the_explorer_as_maps_of_its_own_and_its_sw
     assert compared.labels == ("position bias on", "position bias off") and np.abs(compared.difference).max() > 0
 
 
+def test_debertas_position_terms_travel_as_its_position_bias_and_its_steps_end_on_its_map(tmp_path, one_thread):
+    """DeBERTa v3 (routed, hub.routes): the explorer's B is c2p + p2c as the model kept them; its steps add them."""
+    import torch
+
+    from attention_viz.explorer import unpack_biases
+    from devtools import tiny_archs
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    views = Views(Runs(Catalog(hub_models=[str(tiny_archs.save("deberta-v2", tmp_path / "tiny-deberta"))])))
+    s = settings(views, "hub:tiny-deberta", text="the cat sat on the mat")
+    run, payload = views.runs.run(s), views.visualize(s).run
+    model = views.runs.catalog.real.get("hub:tiny-deberta")
+    with torch.inference_mode():
+        traced = model.traced(torch.tensor([run.src_ids]))
+    biases = unpack_biases(payload)
+    assert sorted(biases) == sorted(traced.biases) == model.map_keys
+    for key, bias in biases.items():
+        terms = traced.terms[key]
+        np.testing.assert_allclose(bias, (terms["c2p"] + terms["p2c"])[0].numpy(), atol=1e-6)
+    steps = views.runs.steps(s, "encoder.self_attn", 1, 2)
+    np.testing.assert_allclose(steps.arrays["weights"], run.head("encoder.self_attn", 1, 2), atol=1e-6)
+    assert views.runs.catalog.controls("hub:tiny-deberta", 16, 0, 0, None).bias_applies
+
+
 def test_a_model_without_a_position_bias_runs_as_it_is_whatever_the_switch_says(views):
     s = settings(views, "hub:tiny-marian")
     off = views.runs.settings(s.text, s.model, 64, "sqrt_dk", 1.0, True, True, 0, 64, 4, position_bias=False)

@@ -126,6 +126,17 @@ def switched(settings) -> Iterator:
         _current.reset(token)
 
 
+def key_of(run, module: torch.nn.Module) -> str | None:
+    """The map key of this call of `module` in a pass (this module's Pass or hub.long's, whose `keys` give id(module)
+    -> a key, or a tuple of keys in run order for a module shared by layers, ALBERT's: each run its layer's)."""
+    name = run.keys.get(id(module))
+    if isinstance(name, tuple):
+        runs = run.__dict__.setdefault("_runs", {})  # id(module) -> its runs so far in this pass
+        count = runs[id(module)] = runs.get(id(module), -1) + 1
+        name = name[count % len(name)]
+    return name
+
+
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     """Grouped-query attention's shared keys or values for every query head: [B, H_kv, K, d] -> [B, H, K, d]."""
     if n_rep == 1:
@@ -216,7 +227,7 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
         output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink, bias=bias)
     if run is None:
         return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
-    name = run.keys.get(id(module))
+    name = key_of(run, module)
     probe = run.trace.get(name) if run.trace else None
     if probe is not None:  # its points kept (q, k as the model's projections give them), heads switched off before W_O
         q_kept, k_kept = (query / c_q, k / c_k) if probe.keep & {"q", "k"} else (query, k)

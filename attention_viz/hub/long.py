@@ -48,7 +48,7 @@ from transformers.masking_utils import causal_mask_function
 from attention_viz.core.trace import Trace
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import as_allowed, factors, mask_under, position_bias, switched
+from attention_viz.hub.attention import as_allowed, factors, key_of, mask_under, position_bias, switched
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
 
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
@@ -120,7 +120,7 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
     rule, allowed, allowed_cpu = _rule_of(run, module, as_allowed(attention_mask), query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
-    name = run.keys.get(id(module))
+    name = key_of(run, module)
     probe = run.trace.get(name) if run.trace else None
     if probe is not None:  # heads switched off before the model's W_O
         output = probe.attended(q, k, v, None, output.transpose(0, 1)[None])[0].transpose(0, 1)

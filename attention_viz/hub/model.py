@@ -135,11 +135,15 @@ class PretrainedTransformer:
         self.linear_head = proof.linear_head  # buffers added to lm_head(h) when the logits are exactly that, or None
         self.name = name or getattr(model.config, "name_or_path", "") or self.family.name
         modules = dict(model.named_modules())
-        self._keys = {id(modules[module_name]): key for module_name, key in self.family.keys}
+        runs: dict[int, list[str]] = {}  # a module shared by layers (ALBERT) runs once per layer: a key per run
+        for module_name, key in self.family.keys:
+            runs.setdefault(id(modules[module_name]), []).append(key)
+        self._keys = {module: keys[0] if len(keys) == 1 else tuple(keys) for module, keys in runs.items()}
+        self._all_keys = [key for _, key in self.family.keys]  # every map key, in call order
         self._prescaled = {id(modules[module_name]): c for module_name, c in proof.prescaled.items()}
         self._w_o = {key: (modules[name], transposed) for key, name, transposed in self.family.w_o}
         self.kinds = KIND_OF_LAYOUT[self.family.layout]
-        self.layers = {kind: sum(1 for key in self._keys.values() if _kind_of(key) == kind) for kind in self.kinds}
+        self.layers = {kind: sum(1 for key in self._all_keys if _kind_of(key) == kind) for kind in self.kinds}
         if not all(self.layers.values()):
             absent = [kind for kind, n in self.layers.items() if not n]
             raise UnsupportedModelError(f"{self.family.name} is an encoder-decoder model without {absent[0]} "
@@ -175,7 +179,7 @@ class PretrainedTransformer:
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
-        return sorted(self._keys.values(), key=_key_order)
+        return sorted(self._all_keys, key=_key_order)
 
     @property
     def device(self) -> torch.device:
@@ -294,7 +298,7 @@ class PretrainedTransformer:
         per-row gates; ValueError naming what is wrong) and the points `keep` at the keys `at`; None: a plain pass."""
         if not (variation.heads_off or gates or keep):
             return None  # the plain pass
-        keys = list(self._keys.values())
+        keys = list(self._all_keys)
         heads = switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
         return trace(keys, heads, keep, at)
 

@@ -32,10 +32,10 @@ from transformers import (
 from attention_viz.core.device import resolve_device
 from attention_viz.hub import images, speech
 from attention_viz.hub.attention import IMPLEMENTATION
+from attention_viz.hub.routes import built_under
 from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.model import PretrainedTransformer
 from attention_viz.hub.proof import vocabulary_size
-from attention_viz.hub.routes import built_with
 
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # What a download fetches from a Hub repository: configs, safetensors weights and tokenizer files, never a pickle.
@@ -337,8 +337,8 @@ def load_pretrained(
         step = "its model could not be built from its config.json and weights"
         model, loading = model_class(config).from_pretrained(
             folder, config=config, use_safetensors=True, dtype=dtype,
-            attn_implementation=built_with(config, IMPLEMENTATION),
-            output_loading_info=True, ignore_mismatched_sizes=True, **placement, **options)
+            attn_implementation=built_under(config, IMPLEMENTATION), output_loading_info=True,
+            ignore_mismatched_sizes=True, **placement, **options)
         check_model(model, loading, shown)
         step = "its tokenizer could not be built from its files"
         tokenizer = AutoTokenizer.from_pretrained(folder, **options)

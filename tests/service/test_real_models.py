@@ -600,5 +600,5 @@ def test_a_family_from_before_the_interface_runs_in_the_app_as_any_real_model(mo
     for layer in range(2):
         steps = views.runs.steps(s, kind, layer, 1)
         np.testing.assert_allclose(steps.arrays["weights"], run.head(kind, layer, 1), atol=1e-6)
-    note = views.runs.catalog.controls(key, 16, 0, 0, None).d_k_note
+    note = views.runs.catalog.controls(key, 16, 0, 0, None).scale_info  # under the scaling control
     assert ("multiplies QKᵀ by 1" in note) == (model_type == "gpt_neo")

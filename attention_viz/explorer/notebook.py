@@ -125,31 +125,19 @@ def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True,
     """A picture through an image model, or a recording through Whisper (model.modality: hub.images, hub.speech),
     packed as run_pretrained packs a text: the encoder's tokens are its special tokens and patches, or its times;
     Whisper writes its transcript greedily, its decoder rows the prompt and what it wrote."""
+    from attention_viz.hub.media_run import run_media as media_pass  # the hub extra: a real model means it is installed
+
     variation = Variation(scale, causal_mask)  # checked before any work
-    encoding = model.encode(source)  # the modality's refusals name the fault
-    inputs = encoding.ids[None].to(model.device)  # (1, C, H, W) or (1, mels, frames)
+    run = media_pass(model, source, variation, max_new_tokens)  # the modality's refusals name the fault
     notes = [f"{model.name} ({model.family.name}, real model): scale {scale}; causal mask "
              f"{'on' if causal_mask else 'off'}", f"Our Eq. 1 inside it: {model.fidelity}.",
-             *([encoding.note] if encoding.note else [])]
-    with torch.inference_mode():
-        if not model.abilities.writes_text:
-            recorded, target, output, decode = model.traced(inputs, variation=variation), [], "", None
-        else:
-            written, recorded = model.greedy_pass(inputs, max_new_tokens, variation=variation)
-            out = written[0].tolist()
-            rows = recorded.maps[model.map_keys[-1]].size(-2)  # the decoder's input: its prompt and all but the last
-            encoded = model.model.get_encoder()(**{model.modality.input_name: inputs})
-            start = torch.tensor([[model.start_id]], device=model.device)
-            prompt = model.modality.prompt(model.model, encoded, start)[0].tolist()
-            target = model.pieces((prompt + out)[:rows])
-            output = model.decode(out)
-            written = decode_written(model.pieces(out), target, True)  # the prompt's steps write its next token
-            decode = None if written is None else {"written": written, "steps": None}
-    maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
-    masks = {key.split(".")[0] + "." + key.split(".")[2]: torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
-             .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}
+             *([run.note] if run.note else [])]
+    decode = None
+    if model.abilities.writes_text:
+        written = decode_written(list(run.written), list(run.target), True)  # the prompt's steps write its next token
+        decode = None if written is None else {"written": written, "steps": None}
     what = "picture" if model.modality.input_name == "pixel_values" else "recording"
-    return pack(maps, encoding.tokens, target, masks=masks, output=output, notes=notes,
+    return pack(run.maps, list(run.source), list(run.target), masks=run.masks, output=run.output, notes=notes,
                 title=f"a {what} on {model.name}", decode=decode)
 
 

@@ -124,7 +124,7 @@ class Lesson:
         writes text (an encoder-decoder or a decoder, whose heads can be scored by their output); with one_stack, the
         first of one stack (which reads the whole page, where an encoder-decoder reads it with its encoder). None
         when none."""
-        for key in self.real.keys:
+        for key in self.real.text_keys:
             if one_stack and not self.real.one_stack(key):
                 continue
             try:
@@ -141,7 +141,7 @@ class Lesson:
         page read at length in the Long text tab). The count depends on the set-up alone, never on
         what loading found (a reader's "of 13" holds from the first step to the last): a real step whose model cannot
         be had, or a heads step with no model that writes text, says so in its place."""
-        if not self.real.keys:
+        if not self.real.text_keys:
             return self.TITLES
         return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE, LONG_TITLE)
 
@@ -320,7 +320,7 @@ class Lesson:
                        live={"task": "reverse", "d_k": d_k, "arm": "dot"})
 
     def _no_real(self, step: LessonStep) -> LessonStep:
-        names = ", ".join(code(key[len(HUB_PREFIX):]) for key in self.real.keys)
+        names = ", ".join(code(key[len(HUB_PREFIX):]) for key in self.real.text_keys)
         return replace(step, title=NO_REAL_TITLE, tab="transformer",
                        text=f"This server is set up with real models ({names}), but none can be had now: picking "
                             "one in the model picker says why. The lesson's other steps stand; try again later.")

@@ -155,6 +155,7 @@ class RealModels:
         self._loading: dict[str, _Loading] = {}
         self._lock = threading.Lock()
         self._lines = {key: RunLine() for key in self.keys}  # picker value -> that model's run line
+        self._reads: dict[str, str] = {}  # picker value -> what its config says it reads (reads)
         if self.missing_extra:
             logger.warning("real models %s were asked for, but the hub extra is not installed: %s",
                            configured(names), EXTRA)
@@ -197,6 +198,29 @@ class RealModels:
         from attention_viz.hub.loading import stacks  # the hub extra: installed wherever a real model is set up
 
         return stacks(self.names[display_name(key)])
+
+    def reads(self, key: str) -> str | None:
+        """What the model `key` reads by its config, read from its folder or the cache (hub.loading.reads: "text",
+        "pictures" or "recordings"), nothing loaded; None where it cannot be read so (it is offered as a text model,
+        and loading it says what it is)."""
+        known = self._reads.get(key)
+        if known is None:
+            from attention_viz.hub.loading import reads  # the hub extra, as in stacks
+
+            known = reads(self.names[display_name(key)])
+            if known is not None:
+                self._reads[key] = known  # a config read once is kept; an unknown one is asked again
+        return known
+
+    @property
+    def text_keys(self) -> list[str]:
+        """The models that read text (or whose config cannot be read before loading), in set-up order."""
+        return [key for key in self.keys if self.reads(key) in ("text", None)]
+
+    @property
+    def media_keys(self) -> list[str]:
+        """The models that read pictures or recordings (their configs say so), in set-up order."""
+        return [key for key in self.keys if self.reads(key) in ("pictures", "recordings")]
 
     def get(self, key: str, progress: Callable[[float, str], None] | None = None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;

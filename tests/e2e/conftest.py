@@ -38,3 +38,18 @@ def real_models_app(tmp_path_factory):
                save_tiny("marian", root / "wide-marian", d_model=256, n_heads=16, layers=3)]
     with running_app(root / "app.log", [UNREACHABLE, *folders], HF_HOME=str(root / "hf-home")) as server:
         yield server.base, root / "app.log"
+
+
+@pytest.fixture(scope="session")
+def media_app(tmp_path_factory):
+    """`python app.py` set up with a tiny DeiT (class and distillation tokens), a tiny Whisper (a 1 s window) and a
+    tiny Marian, random weights, saved offline, the Hub off: its base URL, its log and the folder of its files. Shared
+    by the pictures-and-sound client and browser tests (tests/e2e/test_media_*.py)."""
+    pytest.importorskip("transformers")
+    from devtools.hub_models import save_tiny, save_tiny_image, save_tiny_whisper
+
+    root = tmp_path_factory.mktemp("media")
+    folders = [save_tiny_image("deit", root / "tiny-deit"), save_tiny_whisper(root / "tiny-whisper"),
+               save_tiny("marian", root / "tiny-marian")]
+    with running_app(root / "app.log", folders, HF_HOME=str(root / "hf-home")) as server:
+        yield server.base, root / "app.log", root

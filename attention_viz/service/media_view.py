@@ -1,0 +1,254 @@
+"""Pictures and recordings through the real models that read them (hub.images, hub.speech): the Pictures and sound
+tab's views, drawn on the server as content-named PNG files (service.pngstore).
+
+    media = MediaViews(real_models, png_store)
+    media.choices()                                   # [(label, "hub:google/vit-base-patch16-224"), ...]
+    media.view("hub:google/vit-base-patch16-224", upload_path, "sqrt_dk", 1.0, layer=11, head=3, query=0)
+    # {"overlay": png, "heads": png, "rollout": png, "specials": markdown, "notes": markdown}        a picture
+    # {"alignment": png, "encoder": png, "notes": markdown (the transcript first)}                    a recording
+
+- A picture: the chosen head's row of one token (the class token, or the patch clicked) over the picture as the model
+  read it (draw.overlay.overlay_pixels: a click on it finds its patch, query_at); every head of the layer from that
+  token, each a panel (draw.overlay.overlay_figure); the rollout over the layers from it; the special tokens' weights
+  (class, distillation, registers) as a table of their own, since they have no place in the picture.
+- A recording: the transcript Whisper writes greedily; the chosen decoder layer's and head's encoder-decoder
+  attention, one row per decoder step under the log-mel spectrogram on one time axis (the alignment); the chosen
+  encoder head's self-attention over time (kept pooled to MEDIA_POOLED a side, by each block's largest weight).
+- The scaling switches as on text (1/√d_k, off, a custom factor); d_k is the model's own (its weights fix it).
+- Runs: one per (model, file, scaling), MEDIA_RUNS_KEPT of them for all visitors (least recently used dropped),
+  each computed on the model's run line (service.real_models): one piece of a model's work at a time, as the queue's
+  line for that model (server/admission.py) already orders them. Every refusal is a ValueError whose sentence names
+  the limit or the fault (hub.images, hub.speech: not a picture, damaged, too many pixels, too large; a recording
+  longer than the model's window is cut, and the notes say so).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attention_viz.core.rollout import rollout
+from attention_viz.core.variation import Variation
+from attention_viz.draw.overlay import overlay_figure, overlay_pixels
+from attention_viz.draw.spectrogram import alignment_figure, pooled, self_attention_figure
+from attention_viz.explorer.pack import decode_written
+from attention_viz.service.checks import check_choice, check_float, check_int, shown
+from attention_viz.service.limits import (FACTOR_RANGE, MEDIA_NEW_TOKENS, MEDIA_OVERLAY_SIDE, MEDIA_POOLED,
+                                          MEDIA_RUNS_KEPT, SCALE_CHOICES, SCALE_LABELS)
+from attention_viz.service.pngstore import PngStore
+from attention_viz.service.real_models import RealModels, display_name
+
+PICTURES, RECORDINGS = "pictures", "recordings"
+
+
+@dataclass
+class _Kept:
+    """One run of a picture or a recording, as its views need it."""
+
+    run: object                      # hub.media_run.MediaRun (a recording's encoder maps pooled)
+    seen: np.ndarray | None = None   # a picture as the model read it [H, W, 3] uint8
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class MediaViews:
+    """The views of pictures and recordings on one server's real models (thread-safe)."""
+
+    def __init__(self, real: RealModels, store: PngStore, kept: int = MEDIA_RUNS_KEPT) -> None:
+        self.real, self.store, self.kept = real, store, kept
+        self._runs: OrderedDict[tuple, _Kept] = OrderedDict()  # run key -> kept, least recently used first
+        self._lock = threading.Lock()  # guards _runs only (never held across a pass or a drawing)
+
+    def choices(self) -> list[tuple[str, str]]:
+        """(label, value) of the real models set up here that read pictures or recordings (their configs say so)."""
+        return [(f"{self.real.label(key)[:-len(' (real model)')]} ({self.real.reads(key)})", key)
+                for key in self.real.media_keys]
+
+    def reads(self, key: object) -> str:
+        """PICTURES or RECORDINGS: what the model `key` reads (a ValueError for a model not offered here)."""
+        if key not in self.real.media_keys:
+            offered = ", ".join(display_name(k) for k in self.real.media_keys) or "none"
+            raise ValueError(f"Unknown model {shown(key)} for pictures and recordings; this server's: {offered}.")
+        return self.real.reads(key)
+
+    def model(self, key: object):
+        """The loaded model `key` (loading it first if need be; its refusal as a ValueError)."""
+        self.reads(key)
+        return self.real.get(key)
+
+    def shape(self, key: object) -> tuple[int, int]:
+        """(layers, heads) as the views offer them (n_layers), from the loaded model or else its config (nothing
+        loaded: the page is built with them)."""
+        self.reads(key)
+        if self.real.loaded(key):
+            model = self.real.get(key)
+            return n_layers(model), model.n_heads
+        from attention_viz.hub.images import vision_config  # the hub extra: its config was read to offer the model
+        from attention_viz.hub.loading import cached_config
+
+        config = cached_config(self.real.names[display_name(key)])
+        vision = vision_config(config)
+        if vision is not None:
+            return int(vision.num_hidden_layers), int(vision.num_attention_heads)
+        return (min(int(config.encoder_layers), int(config.decoder_layers)),
+                min(int(config.encoder_attention_heads), int(config.decoder_attention_heads)))
+
+    def query_at(self, key: object, x: object, y: object) -> int:
+        """The token a click at pixel (x, y) of the overlay picks: the patch under it (its index among the tokens)."""
+        model = self.model(key)
+        patches = model.modality
+        if self.reads(key) != PICTURES:
+            raise ValueError(f"{display_name(key)} reads recordings: there is no patch to click.")
+        side = patches.patch * zoom_of(patches)
+        rows, columns = patches.grid
+        row = check_int("the row clicked", int(y) // side if isinstance(y, (int, float)) else y, 0, rows - 1)
+        column = check_int("the column clicked", int(x) // side if isinstance(x, (int, float)) else x, 0, columns - 1)
+        return len(patches.specials) + row * columns + column
+
+    def view(self, key: object, path: object, scale_mode: object = "sqrt_dk", factor: object = 1.0,
+             layer: object = 0, head: object = 0, query: object = 0) -> dict:
+        """The views of the file at `path` (an upload the server took) through the model `key`, at these settings."""
+        reads, model = self.reads(key), self.model(key)
+        if not isinstance(path, str) or not path:
+            raise ValueError("Upload a picture first (or use the sample)." if reads == PICTURES
+                             else "Record or upload a recording first.")
+        mode = check_choice("scaling", scale_mode, SCALE_CHOICES)
+        custom = check_float("custom scale factor", factor, *FACTOR_RANGE)
+        variation = Variation(custom if mode == "custom" else mode)
+        layer = check_int("layer", layer, 0, n_layers(model) - 1)
+        head = check_int("head", head, 0, model.n_heads - 1)
+        kept = self._run(key, model, reads, path, variation)
+        what = f"d_k = {model.d_k}: this model's own (its weights fix it); scaling: " + (
+            f"a factor of {custom:g}" if mode == "custom" else SCALE_LABELS[mode])
+        if reads == PICTURES:
+            query = check_int("query token", query, 0, model.modality.length - 1)
+            return self._picture(model, kept, layer, head, query, what)
+        return self._recording(model, kept, layer, head, what)
+
+    # -- the runs
+
+    def _run(self, key: str, model, reads: str, path: str, variation: Variation) -> _Kept:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            raise ValueError("The file is no longer on the server: upload it again.") from None
+        run_key = (key, path, stat.st_size, stat.st_mtime_ns, variation)
+        with self._lock:
+            kept = self._runs.get(run_key)
+            if kept is None:
+                kept = self._runs[run_key] = _Kept(None)
+            self._runs.move_to_end(run_key)
+            while len(self._runs) > self.kept:
+                self._runs.popitem(last=False)
+        with kept.lock:  # one asker computes it; the others wait for it (the model's line orders them anyway)
+            if kept.run is None:
+                try:
+                    kept.run, kept.seen = self._compute(key, model, reads, path, variation)
+                except Exception:
+                    with self._lock:
+                        self._runs.pop(run_key, None)
+                    raise
+        return kept
+
+    def _compute(self, key: str, model, reads: str, path: str, variation: Variation):
+        from attention_viz.hub.media_run import run_media  # the hub extra: a real model means it is installed
+
+        with self.real.line(key):
+            try:
+                run = run_media(model, path, variation, MEDIA_NEW_TOKENS)
+            except ValueError as refusal:
+                raise ValueError(misfit(path, reads, display_name(key)) or f"Not read: {str(refusal).rstrip('.')}.") from None
+        if reads == PICTURES:
+            return run, model.modality.seen(run.inputs)
+        maps = {key: pooled(value, MEDIA_POOLED) if key.startswith("encoder.") else value
+                for key, value in run.maps.items()}  # 1,500 x 1,500 a head: the view draws at most MEDIA_POOLED
+        return type(run)(**{**run.__dict__, "maps": maps}), None
+
+    # -- the views
+
+    def _picture(self, model, kept: _Kept, layer: int, head: int, query: int, what: str) -> dict:
+        patches, run = model.modality, kept.run
+        specials, grid = list(patches.specials), patches.grid
+        weights = run.maps[f"encoder.{layer}.self_attn"]  # (H, T, T)
+        looks = run.source[query]
+        marked = query - len(specials) if query >= len(specials) else None
+        overlay = overlay_pixels(kept.seen, weights[head, query], grid, len(specials), marked, zoom_of(patches))
+        heads = overlay_figure(kept.seen, weights[:, query], grid, specials,
+                               [f"H{h}" for h in range(weights.shape[0])], f"layer {layer}: where {looks} looks")
+        mixed = rollout({k: v[None] for k, v in run.maps.items()})[0]  # (T, T)
+        rolled = overlay_figure(kept.seen, mixed[query][None], grid, specials, ["rollout"],
+                                f"rollout over {n_layers(model)} layers from {looks}")
+        notes = (f"**{model.name}** ({model.family.name}): {patches.length} tokens, "
+                 f"{len(specials) and ', '.join(specials) + ' and '}{grid[0]} x {grid[1]} patches of {patches.patch} px. "
+                 f"Layer {layer}, head {head}, from **{looks}**: the colour is each patch's weight ÷ the largest on "
+                 f"a patch ({weights[head, query, len(specials):].max():.3f}); click a patch to look from it. {what}. "
+                 f"Our Eq. 1 inside it: {model.fidelity}." + (f" {run.note}" if run.note else ""))
+        return {"overlay": self.store.png_file(overlay), "heads": self.store.figure_file(heads),
+                "rollout": self.store.figure_file(rolled), "specials": specials_table(weights[:, query], specials,
+                                                                                     looks, layer),
+                "notes": notes, "query": query}
+
+    def _recording(self, model, kept: _Kept, layer: int, head: int, what: str) -> dict:
+        frames, run = model.modality, kept.run
+        features = run.inputs[0].float().numpy()  # (mels, frames)
+        cross = run.maps[f"decoder.{layer}.cross_attn"][head]  # (Q, K)
+        rows = decode_written(list(run.written), list(run.target), True) or list(run.target)  # what each row writes
+        alignment = alignment_figure(features, cross, rows, frames.seconds,
+                                     f"decoder layer {layer}, head {head}: each row's encoder-decoder attention")
+        encoder = run.maps[f"encoder.{layer}.self_attn"][head]  # (≤ MEDIA_POOLED, ≤ MEDIA_POOLED)
+        drawn = self_attention_figure(encoder, frames.seconds, f"encoder layer {layer}, head {head}")
+        step = frames.seconds / frames.positions
+        notes = (f"**Transcript**: “{run.output.strip() or '(nothing written)'}”\n\n"
+                 f"**{model.name}** ({model.family.name}): {frames.positions:,} encoder positions of "
+                 f"{step * 1000:.0f} ms ({frames.seconds:g} s heard at once); the decoder's {len(run.target)} rows "
+                 f"are its prompt and what it wrote. The encoder's map is drawn at {encoder.shape[0]} x "
+                 f"{encoder.shape[1]} cells, each block's largest weight. {what}. "
+                 f"Our Eq. 1 inside it: {model.fidelity}." + (f" {run.note}" if run.note else ""))
+        return {"alignment": self.store.figure_file(alignment), "encoder": self.store.figure_file(drawn),
+                "notes": notes}
+
+
+def n_layers(model) -> int:
+    """The layers a view's slider offers: the encoder's (an image model), or those both of Whisper's stacks have."""
+    encoder, decoder = model.n_layers("encoder.self_attn"), model.n_layers("decoder.self_attn")
+    return min(encoder, decoder) if decoder else encoder
+
+
+def zoom_of(patches) -> int:
+    """The whole factor the overlay's picture is zoomed by: about MEDIA_OVERLAY_SIDE pixels on its longer side."""
+    return max(1, MEDIA_OVERLAY_SIDE // max(patches.size))
+
+
+def specials_table(rows: np.ndarray, specials: list[str], looks: str, layer: int) -> str:
+    """rows [H, T]: each head's weight from the token that looks on each special token and on the patches together,
+    as a Markdown table (the special tokens have no place in the picture)."""
+    if not specials:
+        return "This model has no special tokens: every token is a patch (a pooling head of its own reads them)."
+    header = "| head | " + " | ".join(f"`{s}`" for s in specials) + " | every patch |\n"
+    line = "|---|" + "---:|" * (len(specials) + 1) + "\n"
+    body = "".join(f"| H{h} | " + " | ".join(f"{w:.3f}" for w in row[:len(specials)])
+                   + f" | {row[len(specials):].sum():.3f} |\n" for h, row in enumerate(rows))
+    return f"Layer {layer}: the weight {looks} gives each special token, and all patches together.\n\n" + header \
+        + line + body
+
+
+def misfit(path: str, reads: str, name: str) -> str | None:
+    """A sentence where the file is of the other kind (a picture given to a speech model, or the reverse)."""
+    if reads == RECORDINGS:
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(path):  # the header only
+                return f"This file is a picture; {name} reads recordings. Pick an image model, or give it a recording."
+        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+            return None
+    import soundfile
+
+    try:
+        soundfile.info(path)
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError):
+        return None
+    return f"This file is a recording; {name} reads pictures. Pick a speech model, or give it a picture."

@@ -59,14 +59,15 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
         with gr.Row():
             overlay = gr.Image(label="The chosen head, from the chosen token (click a patch)", interactive=False,
                                elem_id="media_overlay", format="png", height=460)
-            rollout = gr.Image(label="Rollout over the layers, from the same token", interactive=False,
-                               elem_id="media_rollout", format="png")
-        heads_grid = gr.Image(label="Every head of the layer", interactive=False, elem_id="media_heads", format="png")
+            rollout = gr.Image(label="Rollout over the layers, from the same token", show_label=False,
+                               interactive=False, elem_id="media_rollout", format="png")  # its title says it
+        heads_grid = gr.Image(label="Every head of the layer", show_label=False, interactive=False,
+                              elem_id="media_heads", format="png")
         specials = prose("", elem_id="media_specials")
     with gr.Column(visible=not pictures) as recording_views:
         alignment = gr.Image(label="The transcript's alignment: each step's encoder-decoder attention over the sound",
-                             interactive=False, elem_id="media_alignment", format="png")
-        encoder = gr.Image(label="The encoder's self-attention over time", interactive=False,
+                             show_label=False, interactive=False, elem_id="media_alignment", format="png")
+        encoder = gr.Image(label="The encoder's self-attention over time", show_label=False, interactive=False,
                            elem_id="media_encoder", format="png")
     components = {"overlay": overlay, "heads": heads_grid, "rollout": rollout, "specials": specials,
                   "alignment": alignment, "encoder": encoder, "notes": notes, "query": query, "layer": layer,

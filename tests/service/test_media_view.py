@@ -1,0 +1,114 @@
+"""The Pictures and sound tab's service (service.media_view) and what it draws with (draw.overlay.overlay_pixels,
+draw.spectrogram.pooled): on tiny real-format models saved offline (a DeiT, a Whisper, a Marian)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+import soundfile  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from attention_viz.core.variation import Variation  # noqa: E402
+from attention_viz.draw.overlay import ALPHA, MARK_RGB, overlay_pixels  # noqa: E402
+from attention_viz.draw.raster import colormap_lut  # noqa: E402
+from attention_viz.draw.spectrogram import pooled  # noqa: E402
+from attention_viz.hub.media_run import run_media  # noqa: E402
+from attention_viz.service.catalog import Catalog  # noqa: E402
+from attention_viz.service.media_view import MediaViews  # noqa: E402
+from attention_viz.service.pngstore import PngStore  # noqa: E402
+from devtools.hub_models import save_tiny, save_tiny_image, save_tiny_whisper  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    root = tmp_path_factory.mktemp("media-view")
+    folders = [save_tiny("marian", root / "tiny-marian"), save_tiny_image("deit", root / "tiny-deit"),
+               save_tiny_whisper(root / "tiny-whisper")]
+    catalog = Catalog(root / "none", hub_models=[str(f) for f in folders])
+    picture = root / "scene.png"
+    Image.fromarray(np.random.default_rng(1).integers(0, 256, (40, 56, 3), dtype=np.uint8)).save(picture)
+    soundfile.write(root / "tone.wav", 0.3 * np.sin(np.arange(8000) / 3).astype(np.float32), 16000)
+    return MediaViews(catalog.real, PngStore(root / "png")), catalog, root
+
+
+def test_pictures_and_recordings_go_to_their_tab_and_text_to_the_text_pickers_by_their_configs(media):
+    views, catalog, _ = media
+    assert views.choices() == [("tiny-deit (pictures)", "hub:tiny-deit"), ("tiny-whisper (recordings)",
+                                                                          "hub:tiny-whisper")]
+    assert [value for _, value in catalog.real_choices] == ["hub:tiny-marian"]
+    assert [e.key for e in catalog.entries() if hasattr(e, "key")] == ["hub:tiny-marian", "untrained"]
+    with pytest.raises(ValueError, match="Unknown model"):
+        catalog.check_model("hub:tiny-whisper")  # the Transformer tab's API refuses it: it reads no text
+    # the sliders' ranges from the configs, nothing loaded; then equal to the loaded models'
+    assert views.shape("hub:tiny-deit") == (2, 4) and views.shape("hub:tiny-whisper") == (2, 4)
+    assert not catalog.real.loaded("hub:tiny-deit")
+    with pytest.raises(ValueError, match="Unknown model 'hub:tiny-marian' for pictures and recordings"):
+        views.reads("hub:tiny-marian")
+
+
+def test_a_pictures_views_are_its_maps_rows_over_the_patches_the_rollout_and_the_specials_apart(media):
+    views, catalog, root = media
+    model = catalog.real.get("hub:tiny-deit")
+    run = run_media(model, str(root / "scene.png"), Variation("none"))
+    answer = views.view("hub:tiny-deit", str(root / "scene.png"), "none", 1.0, 1, 3, 7)
+    weights = run.maps["encoder.1.self_attn"]  # (H, T, T)
+    drawn = np.asarray(Image.open(answer["overlay"]))
+    seen = model.modality.seen(run.inputs)
+    assert drawn.shape == (448, 448, 3)
+    np.testing.assert_array_equal(drawn, overlay_pixels(seen, weights[3, 7], (4, 4), 2, 5, 14))
+    table = [[float(x) for x in line.strip("| ").split(" | ")[1:]] for line in answer["specials"].splitlines()
+             if line.startswith("| H")]
+    assert len(table) == 4
+    for h, row in enumerate(table):  # each head's weight on [CLS], [DIST] and every patch, from patch 1,1
+        np.testing.assert_allclose(row, [weights[h, 7, 0], weights[h, 7, 1], weights[h, 7, 2:].sum()], atol=6e-4)
+    assert "from **patch 1,1**" in answer["notes"] and "off (plain q·k)" in answer["notes"]
+    assert views.query_at("hub:tiny-deit", 447, 447) == 17 and views.query_at("hub:tiny-deit", 0, 0) == 2
+    assert views.query_at("hub:tiny-deit", 8 * 14 + 1, 0) == 3  # one patch (8 px) to the right, zoomed 14 times
+    with pytest.raises(ValueError, match="query token"):
+        views.view("hub:tiny-deit", str(root / "scene.png"), query=18)
+
+
+def test_a_run_is_computed_once_for_its_file_and_scaling_and_kept_within_the_bound(media, monkeypatch):
+    views, catalog, root = media
+    import attention_viz.hub.media_run as media_run
+
+    calls = []
+    real_run = media_run.run_media
+    monkeypatch.setattr(media_run, "run_media", lambda *a, **k: calls.append(a[2]) or real_run(*a, **k))
+    path = str(root / "scene.png")
+    for head in range(4):
+        views.view("hub:tiny-deit", path, "custom", 0.5, 0, head, 0)
+    views.view("hub:tiny-deit", path, "custom", 0.25, 0, 0, 0)
+    assert calls == [Variation(0.5), Variation(0.25)]
+    for factor in np.linspace(0.1, 0.9, views.kept + 2):
+        views.view("hub:tiny-deit", path, "custom", float(factor), 0, 0, 0)
+    assert len(views._runs) == views.kept
+
+
+def test_a_recordings_alignment_rows_are_what_each_step_writes_and_its_encoder_map_is_pooled(media):
+    views, catalog, root = media
+    answer = views.view("hub:tiny-whisper", str(root / "tone.wav"), "sqrt_dk", 1.0, 1, 2)
+    assert answer["notes"].startswith("**Transcript**: “") and "50 encoder positions of 20 ms" in answer["notes"]
+    assert set(answer) == {"alignment", "encoder", "notes"}
+    with pytest.raises(ValueError, match="Record or upload a recording first"):
+        views.view("hub:tiny-whisper", None)
+
+
+def test_pooled_keeps_each_blocks_largest_weight_and_overlay_pixels_blend_the_colour_of_each_patch():
+    rng = np.random.default_rng(0)
+    maps = rng.random((2, 1500, 1500))
+    small = pooled(maps, 500)
+    assert small.shape == (2, 500, 500) and small[1, 7, 9] == maps[1, 21:24, 27:30].max()
+    odd = pooled(maps[:, :1001, :1001], 500)  # blocks of 3, the last one short
+    assert odd.shape == (2, 334, 334) and odd[0, -1, -1] == maps[0, 999:1001, 999:1001].max()
+    assert pooled(maps[:, :50, :50], 500) is not None and pooled(maps[:, :50, :50], 500).shape == (2, 50, 50)
+    picture = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    row = np.array([0.5, 0.1, 0.2, 0.0, 0.2])  # one special token, then 2 x 2 patches
+    image = overlay_pixels(picture, row, (2, 2), 1, marked=3, zoom=2)
+    assert image.shape == (32, 32, 3)
+    colour = colormap_lut()[255].astype(float)  # patch (0, 1) holds the patches' largest weight
+    np.testing.assert_array_equal(image[4, 20], np.rint(ALPHA * colour + (1 - ALPHA) * picture[2, 10]))
+    assert (image[31, 31] == MARK_RGB).all() and (image[16, 16] == MARK_RGB).all()  # patch (1, 1) outlined

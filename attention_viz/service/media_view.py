@@ -28,6 +28,7 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from importlib import resources
 
 import numpy as np
 
@@ -66,6 +67,19 @@ class MediaViews:
         """(label, value) of the real models set up here that read pictures or recordings (their configs say so)."""
         return [(f"{self.real.label(key)[:-len(' (real model)')]} ({self.real.reads(key)})", key)
                 for key in self.real.media_keys]
+
+    @property
+    def picture_keys(self) -> list[str]:
+        """The models set up here that read pictures, in set-up order."""
+        return [key for key in self.real.media_keys if self.real.reads(key) == PICTURES]
+
+    def sample(self) -> str:
+        """The sample picture (a scene drawn for the app: data/sample_picture.png) as a file of the PNG store, which
+        the app serves: the picture input's first value, and the lesson's."""
+        from PIL import Image
+
+        with Image.open(resources.files("attention_viz.data").joinpath("sample_picture.png")) as image:
+            return self.store.png_file(np.asarray(image.convert("RGB")))
 
     def reads(self, key: object) -> str:
         """PICTURES or RECORDINGS: what the model `key` reads (a ValueError for a model not offered here)."""
@@ -107,6 +121,13 @@ class MediaViews:
         row = check_int("the row clicked", int(y) // side if isinstance(y, (int, float)) else y, 0, rows - 1)
         column = check_int("the column clicked", int(x) // side if isinstance(x, (int, float)) else x, 0, columns - 1)
         return len(patches.specials) + row * columns + column
+
+    def run(self, key: object, path: str, scale_mode: object = "sqrt_dk", factor: object = 1.0):
+        """The run views are drawn from (hub.media_run.MediaRun; a recording's encoder maps pooled), kept as view's."""
+        reads, model = self.reads(key), self.model(key)
+        mode = check_choice("scaling", scale_mode, SCALE_CHOICES)
+        custom = check_float("custom scale factor", factor, *FACTOR_RANGE)
+        return self._run(key, model, reads, path, Variation(custom if mode == "custom" else mode)).run
 
     def view(self, key: object, path: object, scale_mode: object = "sqrt_dk", factor: object = 1.0,
              layer: object = 0, head: object = 0, query: object = 0) -> dict:

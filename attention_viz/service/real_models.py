@@ -3,7 +3,8 @@
 The set-up names Hub ids or local folders (`ATTENTION_VIZ_HUB_MODELS="Helsinki-NLP/opus-mt-en-de"`, or the
 `names` argument); the picker offers exactly those, as "hub:" + the name, and a visitor can never make the server
 load anything else. On a Hugging Face Space (SPACE_ID set) with nothing named, the paper's own task is offered:
-SPACE_DEFAULT (opus-mt-en-de and SmolLM2-135M), which the Space's front matter preloads. Without the hub extra (transformers) the list is empty and
+SPACE_DEFAULT (opus-mt-en-de, SmolLM2-135M, DINOv2-small and whisper-tiny), which the Space's front matter
+preloads. Without the hub extra (transformers) the list is empty and
 `missing_extra` says how to add it.
 
 Locks, and why none can stall the server:
@@ -37,9 +38,12 @@ from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX, WARM_REAL_E
 logger = logging.getLogger(__name__)
 
 EXTRA = 'pip install "attention_viz[hub]" (transformers and sentencepiece)'
-# A Space's real models when none is named (its front matter preloads them): the paper's own task, and a small
-# trained decoder that reads a page (8,192 positions; the Long text tab)
-SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M")
+# A Space's real models when none is named (its front matter preloads them): the paper's own task, a small trained
+# decoder that reads a page (8,192 positions; the Long text tab), a small trained ViT-class image encoder (DINOv2-small,
+# 22 M parameters, Apache-2.0: its class token's attention finds the objects) and Whisper's smallest (39 M, Apache-2.0)
+# for the Pictures and sound tab
+SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M", "facebook/dinov2-small",
+                 "openai/whisper-tiny")
 LOAD_WAIT_S = 60.0       # a visitor waits this long for a model being loaded, then hears it is still loading
 RETRY_AFTER_S = 60.0     # a model that could not be downloaded is tried again after this long
 BUSY_WAIT_S = 120.0      # a wait for a real model's run line ends with a message after this long

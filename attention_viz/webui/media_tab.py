@@ -10,15 +10,12 @@ page changes.
 
 from __future__ import annotations
 
-from importlib import resources
-
 import gradio as gr
 
 from attention_viz.service import FACTOR_RANGE, SCALE_CHOICES, MediaViews
 from attention_viz.webui.handling import handler, named
 from attention_viz.webui.widgets import PRIVATE, RAW, prose, prose_html
 
-SAMPLE = str(resources.files("attention_viz.data").joinpath("sample_picture.png"))  # drawn for the app: ours
 ABOUT = """Attention on **pictures** and **sound**, with the same Eq. 1 as on text. An image model (ViT, DeiT, BEiT,
 DINOv2, CLIP's or SigLIP's vision tower) cuts a picture into square patches, each a token, after its special tokens
 (the class token, DeiT's distillation token, DINOv2's registers). Whisper hears 30 s of sound as 1,500 tokens of 20 ms
@@ -43,7 +40,7 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
         factor = gr.Number(1.0, minimum=FACTOR_RANGE[0], maximum=FACTOR_RANGE[1], label="Custom factor",
                            elem_id="media_factor", scale=1, min_width=120)
     with gr.Row():
-        picture = gr.Image(SAMPLE, type="filepath", sources=["upload", "clipboard"], visible=pictures,
+        picture = gr.Image(media.sample(), type="filepath", sources=["upload", "clipboard"], visible=pictures,
                            label="A picture (a scene drawn for this app; upload your own)", elem_id="media_picture",
                            height=260)
         recording = gr.Audio(sources=["upload", "microphone"], type="filepath", visible=not pictures,
@@ -84,7 +81,20 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
                    **RAW, **PRIVATE)
     model.input(named(handler(MediaHandlers(media).switch), toggled), model, list(toggled.values()), **RAW,
                 api_name="media_model")
-    return {"model": model, "picture": picture, "recording": recording, "notes": notes}
+    return {**components, **toggled, "model": model, "scale": scale, "factor": factor}
+
+
+def lesson_state(media: MediaViews, asked: dict) -> dict:
+    """A lesson step's state of this tab (service.lesson_media), by the lesson's names ("media_" + this tab's): the
+    model and its input in sight, the picture, the controls, and the views the step's numbers come from."""
+    pictures = media.reads(asked["model"]) == "pictures"
+    handlers = MediaHandlers(media)
+    state = {**handlers.switch(asked["model"]), **handlers.shown(asked["model"], asked["answer"]),
+             "model": asked["model"], "picture": asked["picture"], "scale": asked["scale"],
+             "layer": gr.update(maximum=media.shape(asked["model"])[0] - 1, value=asked["layer"]),
+             "head": gr.update(maximum=media.shape(asked["model"])[1] - 1, value=asked["head"]),
+             "query": gr.update(visible=pictures, value=asked["query"])}
+    return {f"media_{name}": value for name, value in state.items()}
 
 
 class MediaHandlers:

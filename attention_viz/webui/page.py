@@ -9,7 +9,7 @@ import threading
 
 import gradio as gr
 
-from attention_viz.service import (LAB_D_K, LAB_KEYS, MEDIA_UPLOAD_BYTES, Lesson, MediaViews, Runs, Views,
+from attention_viz.service import (LAB_D_K, LAB_KEYS, MEDIA_UPLOAD_BYTES, Lesson, Runs, Views,
                                    warms_real_steps)
 from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
@@ -77,9 +77,9 @@ def build_app(views: Views | None = None) -> gr.Blocks:
             media = None
             if takes_uploads(views):  # pictures and recordings: where the server has a model that reads them
                 with gr.Tab("Pictures and sound", id="media"):
-                    media = media_tab.render(demo, MediaViews(views.runs.catalog.real, views.store))
+                    media = media_tab.render(demo, views.media)
         if lesson is not None:
-            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training, long)
+            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training, long, media)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
     # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,

@@ -112,3 +112,25 @@ def test_pooled_keeps_each_blocks_largest_weight_and_overlay_pixels_blend_the_co
     colour = colormap_lut()[255].astype(float)  # patch (0, 1) holds the patches' largest weight
     np.testing.assert_array_equal(image[4, 20], np.rint(ALPHA * colour + (1 - ALPHA) * picture[2, 10]))
     assert (image[31, 31] == MARK_RGB).all() and (image[16, 16] == MARK_RGB).all()  # patch (1, 1) outlined
+
+
+def test_the_lessons_picture_steps_quote_the_class_tokens_rows_of_the_view_they_open(media):
+    from attention_viz.core.maps import head_statistics
+    from attention_viz.service import Lesson, Runs, Views
+
+    _, catalog, _ = media
+    views = Views(Runs(catalog))
+    lesson = Lesson(views)
+    assert lesson.titles[-2:] == ("Where a picture's class token looks", "Take the 1/√d_k out of a vision Transformer")
+    assert len(lesson) == len(Lesson.TITLES) + 4 + 2  # the text model's four real steps, then the pictures'
+    scaled, unscaled = lesson.step(len(lesson) - 2), lesson.step(len(lesson) - 1)
+    assert scaled.tab == unscaled.tab == "media" and scaled.media["scale"] == "sqrt_dk"
+    assert unscaled.media["scale"] == "none" and scaled.media["head"] == unscaled.media["head"]
+    rows = {s: views.media.run("hub:tiny-deit", scaled.media["picture"], s).maps["encoder.1.self_attn"][:, 0]
+            for s in ("sqrt_dk", "none")}
+    entropy = {s: head_statistics(r[:, None, :])["entropy"] for s, r in rows.items()}
+    head = int(entropy["sqrt_dk"].argmin())
+    assert scaled.media["head"] == head and f"In the last layer, 1, the class token `[CLS]` of head {head}" in scaled.text
+    assert f"{rows['sqrt_dk'][head][2:].sum():.2f} of its weight on the patches" in scaled.text
+    assert ", ".join(f"{e:.2f}" for e in entropy["none"]) in unscaled.text
+    assert "off (plain q·k)" in unscaled.media["answer"]["notes"] and unscaled.media["answer"]["query"] == 0

@@ -74,7 +74,7 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
     inputs = [model, picture, recording, scale, factor, layer, head, query]
     show = named(handler(MediaHandlers(media).view), components)
     for trigger in (read.click, picture.upload, recording.upload, recording.stop_recording, layer.release,
-                    head.release, query.submit, scale.input):
+                    head.release, query.submit, scale.input, factor.submit):
         trigger(show, inputs, list(components.values()), api_name="media_view" if trigger == read.click else None,
                 **RAW, **({} if trigger == read.click else PRIVATE))
     overlay.select(named(handler(MediaHandlers(media).clicked), components), inputs, list(components.values()),

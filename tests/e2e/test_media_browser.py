@@ -78,3 +78,25 @@ def test_a_recording_on_whisper_shows_its_transcript_aligned_and_a_picture_given
     settle(page)
     assert page.locator("#media_notes").inner_text() == before  # nothing else on the page changed
     expect(page.locator("#media_alignment img")).to_be_visible()
+
+
+def test_the_lessons_picture_steps_open_the_tab_on_the_class_token_then_without_the_scaling(page: Page, media_app):
+    """The lesson on a server with an image model ends with two steps in the Pictures and sound tab (after our nine
+    and the text model's four): they set the model, layer, head, token and scaling and bring the views they quote."""
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.goto(media_app[0] + "/")
+    page.locator("#lesson").get_by_text("A guided lesson").click()
+    total = 15
+    for step in range(1, total):
+        page.locator("#lesson_next").click()
+        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of {total}", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_text")).to_contain_text("Where a picture's class token looks")
+    expect(page.get_by_role("tab", name="Pictures and sound")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#media_notes")).to_contain_text("from [CLS]", timeout=TIMEOUT_MS)
+    expect(page.locator("#media_scale input[value=sqrt_dk]")).to_be_checked()
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "media_lesson.png"))
+    page.locator("#lesson_next").click()
+    expect(page.locator("#lesson_text")).to_contain_text(f"Step {total} of {total}", timeout=TIMEOUT_MS)
+    expect(page.locator("#media_scale input[value=none]")).to_be_checked()
+    expect(page.locator("#media_notes")).to_contain_text("off (plain q·k)", timeout=TIMEOUT_MS)

@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -197,6 +198,25 @@ def rss_kib(pid: int | str = "self") -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             out[key] = int(value.split()[0])
     return out
+
+
+def status(field: str) -> int:
+    """A field of this process's /proc/self/status in bytes (VmRSS, VmHWM)."""
+    return int(next(line for line in open("/proc/self/status") if line.startswith(field)).split()[1]) * 1024
+
+
+def reset_peak() -> bool:
+    """VmHWM (the peak resident set) back to the resident set now; False where the kernel does not allow it."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_bytes(reset: bool) -> int:
+    """The peak resident set since reset_peak() (or, where it could not reset, since the process started)."""
+    return status("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def watch_rss(pid: int, stop: threading.Event, samples: list[tuple[float, float]], every_s: float = 1.0) -> None:

@@ -171,28 +171,22 @@ def timings(model, sizes, rounds: int, against: str | None = None) -> list[dict]
 
 
 PROBE = """
-import sys, resource, torch
+import sys, torch
 sys.path.insert(0, {root!r})
 torch.set_num_threads({threads})
 if {tuned!r}:
     from attention_viz.server.runtime import tune_malloc
     tune_malloc()
+from benchmarks.common import peak_bytes, reset_peak, status
 from benchmarks.long import build, ids_of, candidates
-def status(field):
-    return int(next(l for l in open('/proc/self/status') if l.startswith(field)).split()[1]) * 1024
 model = build()
 call = candidates(model, ids_of(16), [{name!r}], {against!r})[{name!r}]
 call()
 call = candidates(model, ids_of({tokens}), [{name!r}], {against!r})[{name!r}]
 before = status('VmRSS')
-try:
-    open('/proc/self/clear_refs', 'w').write('5')  # VmHWM back to the resident set now
-    reset = True
-except OSError:
-    reset = False
+reset = reset_peak()
 result = call()
-peak = status('VmHWM') if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(before, peak, status('VmRSS'), int(reset))
+print(before, peak_bytes(reset), status('VmRSS'), int(reset))
 """
 
 

@@ -152,14 +152,13 @@ def calls(model, ids: torch.Tensor, rows: int) -> dict:
 
 
 PROBE = """
-import json, resource, sys, time, torch
+import json, sys, time, torch
 sys.path.insert(0, {root!r})
 torch.set_num_threads({threads})
 from attention_viz.server.runtime import tune_malloc
 tune_malloc()
+from benchmarks.common import peak_bytes, reset_peak, status
 from benchmarks.offload import calls, ids_of, loaded, SHAPES
-def status(field):
-    return int(next(l for l in open('/proc/self/status') if l.startswith(field)).split()[1]) * 1024
 dtype = getattr(torch, {dtype!r})
 model = loaded({shape!r}, {place!r}, dtype, {folder!r}, {offload!r})
 vocabulary = SHAPES[{shape!r}]['vocab_size']
@@ -171,11 +170,7 @@ calls(model, ids_of(16, vocabulary), {rows})[{name!r}]()
 call = calls(model, ids_of({tokens}, vocabulary), {rows})[{name!r}]
 cuda = torch.cuda.is_available() and model.device.type == 'cuda'
 before = status('VmRSS')
-try:
-    open('/proc/self/clear_refs', 'w').write('5')  # VmHWM back to the resident set now
-    reset = True
-except OSError:
-    reset = False
+reset = reset_peak()
 if cuda:
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -185,8 +180,7 @@ call()
 if cuda:
     torch.cuda.synchronize()
 out.update(wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0, before_bytes=before,
-           peak_bytes=status('VmHWM') if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-           hwm_reset=reset)
+           peak_bytes=peak_bytes(reset), hwm_reset=reset)
 if cuda:
     out.update(device_before_bytes=allocated, device_peak_bytes=torch.cuda.max_memory_allocated())
 print(json.dumps(out))

@@ -187,12 +187,37 @@ def header_bytes(files, dtype: torch.dtype) -> int:
     return total
 
 
+def container_free(root: str | Path = "/sys/fs/cgroup") -> int | None:
+    """Bytes the container's memory limit leaves free (its cgroup's limit less what it uses, the page cache it can drop
+    not counted), or None where no limit is set: the host's available memory, which accelerate reads, is not what a
+    container (a Space, a pod) may use. cgroup v2 (memory.max) or v1 (memory/memory.limit_in_bytes)."""
+    root = Path(root)
+    for limit, used, stat, cache in ((root / "memory.max", root / "memory.current", root / "memory.stat",
+                                      "inactive_file"),
+                                     (root / "memory" / "memory.limit_in_bytes", root / "memory" / "memory.usage_in_bytes",
+                                      root / "memory" / "memory.stat", "total_inactive_file")):
+        try:
+            most, now = limit.read_text().strip(), int(used.read_text())
+        except (OSError, ValueError):
+            continue
+        if most == "max" or not most.isdigit() or int(most) >= 2**60:  # no limit (v1 writes one near 2^63)
+            return None
+        stats = dict(line.split() for line in stat.read_text().splitlines() if line.count(" ") == 1) \
+            if stat.exists() else {}
+        return max(0, int(most) - now + int(stats.get(cache, 0)))
+    return None
+
+
 def room(offload_folder=None) -> dict:
     """Bytes free for weights: {GPU index: free memory, "cpu": available memory} as accelerate reads them (its
-    `get_max_memory`), and "disk": the offload folder's free disk (absent without a folder)."""
+    `get_max_memory`), the CPU's no more than the container's limit leaves (container_free), and "disk": the offload
+    folder's free disk (absent without a folder)."""
     from accelerate.utils import get_max_memory
 
     free = {place: int(n) for place, n in get_max_memory().items() if isinstance(place, int) or place == "cpu"}
+    container = container_free()
+    if container is not None and "cpu" in free:
+        free["cpu"] = min(free["cpu"], container)
     if offload_folder is not None:
         folder = Path(offload_folder).expanduser()
         while not folder.exists() and folder != folder.parent:

@@ -213,7 +213,8 @@ class Catalog:
     Args:
         models_dir: folder of checkpoints (default: the shipped attention_viz/data/models); its subfolder study/,
             when there, holds the compatibility study's members (families "study/<arm>").
-        device: where models run; the app uses the CPU.
+        device: where our models run; the app uses the CPU. Real models run where RealModels puts them (a GPU where
+            the server has one, or the operator's ATTENTION_VIZ_DEVICE).
         hub_models: the real models this server offers (Hub ids or local folders; service.real_models), default
             the environment's ATTENTION_VIZ_HUB_MODELS; none without the hub extra.
     """
@@ -239,7 +240,7 @@ class Catalog:
         self._checkpoint = functools.lru_cache(maxsize=None)(self._load_checkpoint)
         self._snapshots = functools.lru_cache(maxsize=None)(self._read_snapshots)
         self._untrained = SizedCache(self._build_untrained, UNTRAINED_CACHE_BYTES, parameter_bytes)
-        self.real = RealModels(hub_models, device)
+        self.real = RealModels(hub_models)
         self._family_entries = [FamilyEntry(family, self.cards, self.tokenizer, self.device, self.trained)
                                 for family in families]
         self._untrained_entry = UntrainedEntry(self.tokenizer, self.device, self.untrained)

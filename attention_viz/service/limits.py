@@ -99,6 +99,8 @@ KEPT_PNGS = 2048               # image files kept for the app to serve (content-
 HUB_MODELS_ENV = "ATTENTION_VIZ_HUB_MODELS"  # comma-separated Hub ids or local folders the server is set up with
 WARM_REAL_ENV = "ATTENTION_VIZ_WARM_REAL"  # "1": the lesson's real steps computed at start, in the background
 #                                            (loading their models); "0": at their first use; unset: on a Space only
+REAL_DEVICE_ENV = "ATTENTION_VIZ_DEVICE"  # where real models run: "auto" (unset: a GPU where the server has one, else
+#                                         the CPU), "cpu", "cuda", "cuda:1"; our own models run on the CPU
 HUB_PREFIX = "hub:"            # the model picker's value of a real model: "hub:" + the id or folder as set up
 REAL_TEXT_CHARS = 500          # a real model's text: at most this many characters ...
 REAL_SOURCE_TOKENS = 64        # ... and this many tokens as its tokenizer cuts it (special tokens included)
@@ -115,8 +117,12 @@ def real_new_tokens(source_tokens: int, has_source: bool) -> int:
 
 # ----------------------------------------------------------------------------- a real model at length (service/long_runs.py)
 
-LONG_TOKENS = 4096             # a page read at once: at most this many tokens (fewer where the model's positions end)
-LONG_TEXT_CHARS = 40_000       # ... of a text of at most this many characters (~10 characters a token at most)
+LONG_TOKENS = 4096             # a page read at once on the CPU: at most this many tokens (fewer where the model's
+                               # positions end) ...
+LONG_TOKENS_GPU = 32_768       # ... on a GPU: this many, fewer where the device's free memory holds fewer
+LONG_DEVICE_SHARE = 0.5        # the share of a GPU's free memory (after the weights) one long pass may take
+LONG_TEXT_CHARS = 40_000       # a page of at most this many characters for LONG_TOKENS (~10 characters a token at
+                               # most), as many more for more tokens
 LONG_KEPT_BYTES = 1536 * 2**20  # kept long runs (q, k, lse on the temporary disk), all visitors together; the least
                                # recently used is dropped first (SmolLM2-135M at 4,096 tokens keeps 364 MiB)
 LONG_KEPT_ENV = "ATTENTION_VIZ_LONG_KEPT_MB"  # the operator's budget for them instead, in MiB

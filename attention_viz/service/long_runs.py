@@ -10,8 +10,10 @@
 - **The budget**: what every kept run holds (its q, k and lse, on the temporary disk: LongRun.kept_bytes) counts
   against LONG_KEPT_BYTES for all visitors together; a new run drops the least recently used ones until it fits. A
   view of a dropped run is told so ("dropped to make room"), and the visitor reads the text again.
-- **Positions**: a model reads at most LONG_TOKENS, fewer where its positions end (BERT's and opus-mt's 512): the
-  rest of the text is left, and the payload says how many tokens were read of how many. An encoder-decoder model
+- **Positions**: a model reads at most LONG_TOKENS on the CPU, LONG_TOKENS_GPU on a GPU (fewer where the device's free
+  memory holds fewer: `page_tokens`), and fewer where its positions end (BERT's and opus-mt's 512): the rest of the
+  text is left, and the payload says how many tokens were read of how many. A GPU server's kept runs get half the
+  temporary disk's free space (at least LONG_KEPT_BYTES): a page of 32k tokens keeps eight times a 4k one's. An encoder-decoder model
   reads the page with its encoder (hub.long), and the payload's note says so.
 - **Shared reads** (`shared`): a page every visitor asks for alike (the guided lesson's) is read once and its kept run
   answered to all of them while it is kept; dropped, the next asker reads it again.
@@ -24,14 +26,17 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
+import tempfile
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from attention_viz.explorer.long_pack import pack_long, pack_overview, pack_region
 from attention_viz.service.checks import shown
-from attention_viz.service.limits import (LONG_KEPT_BYTES, LONG_KEPT_ENV, LONG_OVERVIEW, LONG_TEXT_CHARS, LONG_TOKENS,
-                                          LONG_VIEWS_AT_ONCE, LONG_WAIT_S)
+from attention_viz.service.limits import (LONG_DEVICE_SHARE, LONG_KEPT_BYTES, LONG_KEPT_ENV, LONG_OVERVIEW,
+                                          LONG_TEXT_CHARS, LONG_TOKENS, LONG_TOKENS_GPU, LONG_VIEWS_AT_ONCE,
+                                          LONG_WAIT_S)
 from attention_viz.service.real_models import RealModels, RunLine, display_name
 
 logger = logging.getLogger(__name__)
@@ -39,15 +44,66 @@ REGION_MAX = 256   # hub.long_kept.REGION_MAX: a region's side at most
 DROPPED_KEPT = 4096  # ids of dropped runs remembered, to tell their visitors why
 
 
-def kept_budget() -> int:
-    """The kept runs' budget: LONG_KEPT_BYTES, or the operator's LONG_KEPT_ENV (MiB) where set (more disk)."""
+def on_gpu(device) -> bool:
+    """Whether the server's real models run on a GPU (their device, as RealModels holds it)."""
+    return str(device).startswith("cuda")
+
+
+def kept_budget(device="cpu") -> int:
+    """The kept runs' budget: the operator's LONG_KEPT_ENV (MiB) where set; else LONG_KEPT_BYTES, or on a GPU server
+    half the temporary disk's free space where that is more (its pages are up to LONG_TOKENS_GPU tokens)."""
     value = os.environ.get(LONG_KEPT_ENV, "").strip()
+    default = LONG_KEPT_BYTES
+    if on_gpu(device):
+        default = max(default, shutil.disk_usage(tempfile.gettempdir()).free // 2)
     try:
-        return int(float(value) * 2**20) if value else LONG_KEPT_BYTES
+        return int(float(value) * 2**20) if value else default
     except ValueError:
         logger.warning("%s=%r is not a number of MiB; the kept long runs get %d MiB", LONG_KEPT_ENV, value,
-                       LONG_KEPT_BYTES // 2**20)
-        return LONG_KEPT_BYTES
+                       default // 2**20)
+        return default
+
+
+def page_limit(device="cpu") -> int:
+    """The most tokens a page may have on this server, any model: LONG_TOKENS on the CPU, LONG_TOKENS_GPU on a GPU."""
+    return LONG_TOKENS_GPU if on_gpu(device) else LONG_TOKENS
+
+
+def text_limit(device="cpu") -> int:
+    """The most characters a page may have: LONG_TEXT_CHARS for LONG_TOKENS tokens, as many more for more."""
+    return LONG_TEXT_CHARS * page_limit(device) // LONG_TOKENS
+
+
+def pass_bytes_per_token(model) -> int:
+    """The device memory a long pass of `model` takes per token it reads, about (hub.long keeps q, k and lse off the
+    device; what stays is one layer's working set): the residual stream and its norms (4 x d_model), q, k, v
+    ((H + 2 H_kv) d_k), the feed-forward's inner states (3 x d_ff), in the weights' dtype; and a block of query rows'
+    scores and exponentials against every key (2 x H x ROWS, float32)."""
+    from attention_viz.fast.blockwise import ROWS
+
+    config = model.model.config
+    config = getattr(config, "text_config", None) or config
+    d_model = model.d_model
+    d_ff = next((getattr(config, name) for name in ("intermediate_size", "ffn_dim", "d_ff", "n_inner")
+                 if isinstance(getattr(config, name, None), int)), 4 * d_model)
+    kv = getattr(config, "num_key_value_heads", None) or model.n_heads
+    item = next(model.model.parameters()).element_size()
+    return item * (4 * d_model + (model.n_heads + 2 * kv) * model.d_k + 3 * d_ff) + 4 * 2 * model.n_heads * ROWS
+
+
+def page_tokens(model, free_bytes: int | None = None) -> int:
+    """The most tokens `model` reads of a page on this server (its positions aside: hub.long's `reading` takes them
+    out): page_limit of its device; on a GPU, fewer where LONG_DEVICE_SHARE of the device's free memory
+    (`free_bytes`, else torch's reading of it) holds fewer (pass_bytes_per_token)."""
+    most = page_limit(model.device)
+    if not on_gpu(model.device):
+        return most
+    if free_bytes is None:
+        import torch
+
+        free_bytes, _ = torch.cuda.mem_get_info(model.device)
+    fits = int(free_bytes * LONG_DEVICE_SHARE) // pass_bytes_per_token(model)
+    return max(1, min(most, fits))
 
 
 class LongRefusal(ValueError):
@@ -82,7 +138,8 @@ class LongRuns:
 
     def __init__(self, real: RealModels, budget: int | None = None, wait_s: float = LONG_WAIT_S) -> None:
         self.real = real
-        self.budget = budget if budget is not None else kept_budget()
+        self.budget = budget if budget is not None else kept_budget(real.device)
+        self.tokens, self.chars = page_limit(real.device), text_limit(real.device)  # a page at most, any model
         self._line = RunLine(wait_s)  # one long pass at a time, the whole server
         self._views = threading.BoundedSemaphore(LONG_VIEWS_AT_ONCE)
         self._lock = threading.Lock()  # guards _kept and _dropped only (never held across a pass or a view)
@@ -109,20 +166,21 @@ class LongRuns:
         labels, the middle layer's first head's overview), with its run's id ("run") for later views."""
         if not isinstance(text, str) or not text.strip():
             raise LongRefusal("Paste a text to read (up to a few pages).")
-        if len(text) > LONG_TEXT_CHARS:
+        if len(text) > self.chars:
             raise LongRefusal(f"The text has {len(text):,} characters; a page read at once is at most "
-                              f"{LONG_TEXT_CHARS:,}. Shorten it.")
+                              f"{self.chars:,}. Shorten it.")
         model = self.real.get(model_key)
         name = display_name(model_key)
         from attention_viz.hub.long import reading  # the hub extra, as below
         from attention_viz.hub.words import words_of
 
         ids = model.encode(text).ids  # (S,)
-        read, _ = reading(model, int(ids.numel()), most=LONG_TOKENS)  # the pass's own rule, for its room
         with self._line:
+            most = page_tokens(model)  # what the device holds now, the one pass on it
+            read, _ = reading(model, int(ids.numel()), most=most)  # the pass's own rule, for its room
             self._make_room(kept_estimate(model, read))  # the pass writes its numbers as it goes: room first
             # the views need no logits (not T x V of them); the page says what was read (run.note), not a warning
-            run = model.long_run(ids, last_logits=True, most=LONG_TOKENS, warn=False)
+            run = model.long_run(ids, last_logits=True, most=most, warn=False)
             run.logits = None
         try:
             words = words_of(model.tokenizer, ids[:run.length].tolist())

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_viz.service.checks import shown
-from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX, WARM_REAL_ENV
+from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX, REAL_DEVICE_ENV, WARM_REAL_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,20 @@ def configured(names: Sequence[str] | str | None = None) -> list[str]:
     if isinstance(names, str):
         names = names.split(",")
     return list(dict.fromkeys(name.strip() for name in names if name and name.strip()))
+
+
+def real_device(device: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """Where the server's real models run: `device`, else the operator's REAL_DEVICE_ENV, else "auto" (a GPU where
+    the server has one, else the CPU), as a device name; a device that is not here is refused at start."""
+    from attention_viz.core.device import resolve_device
+
+    asked = device if device is not None else (environ.get(REAL_DEVICE_ENV, "").strip() or "auto")
+    try:
+        return str(resolve_device(asked))
+    except ValueError as error:  # a GPU asked for where there is none
+        raise ValueError(f"{REAL_DEVICE_ENV}: {error}; set it to auto or cpu") from None
+    except RuntimeError:  # not a device's name
+        raise ValueError(f"{REAL_DEVICE_ENV}={asked!r} is not a device; set it to auto, cpu, cuda or cuda:N") from None
 
 
 def hub_installed() -> bool:
@@ -147,12 +161,12 @@ class _Loading:
 class RealModels:
     """The real models of one server, by picker value ("hub:" + name); thread-safe, each loaded once."""
 
-    def __init__(self, names: Sequence[str] | str | None = None, device: str = "cpu",
+    def __init__(self, names: Sequence[str] | str | None = None, device: str | None = None,
                  load_wait_s: float = LOAD_WAIT_S, retry_after_s: float = RETRY_AFTER_S) -> None:
         # picker name -> what to load: a Hub id as it is, a local folder by its own name (no server path on the page)
         self.names = display_names(configured(names)) if hub_installed() else {}
         self.missing_extra = bool(configured(names)) and not hub_installed()
-        self.device = device
+        self.device = real_device(device)
         self.load_wait_s, self.retry_after_s = load_wait_s, retry_after_s
         self._models: dict[str, object] = {}
         self._errors: dict[str, tuple[str, float | None]] = {}  # key -> (message, when it may be tried again)

@@ -13,7 +13,7 @@ import gradio as gr
 
 from attention_viz.explorer.html import asset
 from attention_viz.server.admission import LONG
-from attention_viz.service import LONG_TEXT_CHARS, LONG_TOKENS, Views
+from attention_viz.service import Views
 from attention_viz.webui.explorer_view import MOUNT_CLASS
 from attention_viz.webui.handlers import Handlers
 from attention_viz.webui.scripts import call, on_load
@@ -21,7 +21,7 @@ from attention_viz.webui.widgets import PRIVATE, RAW, prose
 
 VIEW = "long_view"
 REFUSED = "Not read: the last text was refused (its message says why); these views are the last page's."
-ABOUT = f"""Paste a page (up to {LONG_TOKENS:,} tokens, fewer where the model's positions end) and a real model reads it
+ABOUT = """Paste a page (up to {tokens:,} tokens, fewer where the model's positions end) and a real model reads it
 in one pass. You see **every head's summary** (its weight on the first token, the *sink*; its entropy; how far back it
 looks) and the chosen head's **whole map** shrunk to at most 512 x 512 cells. **Drag a rectangle** on the map to open
 that region's exact weights, and point at a cell to read one."""
@@ -51,11 +51,11 @@ def choices_of(views: Views) -> list[tuple[str, str]]:
 
 def render(demo: gr.Blocks, handlers: Handlers, views: Views, choices: list[tuple[str, str]]) -> dict:
     """The tab's widgets and wiring, inside the current gr.Tab; `choices`: choices_of(views), at least one."""
-    prose(ABOUT)
+    prose(ABOUT.format(tokens=views.long.tokens))  # the server's page: more tokens on a GPU (service.long_runs)
     with gr.Row():
         model = gr.Dropdown(choices, value=choices[0][1] if choices else None, label="Real model",
                             elem_id="long_model", scale=1, min_width=240)
-    text = gr.Textbox(lines=8, max_lines=16, max_length=LONG_TEXT_CHARS, label="A page of text",
+    text = gr.Textbox(lines=8, max_lines=16, max_length=views.long.chars, label="A page of text",
                       placeholder="Paste an essay, an article, a chapter...", elem_id="long_text")
     read = gr.Button("Read the page", variant="primary", elem_id="long_read")
     view = long_view(handlers)

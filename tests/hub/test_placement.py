@@ -350,3 +350,25 @@ def test_a_gpu_past_those_present_and_a_gpu_too_small_are_refused(tiny_folder, m
         load_pretrained(tiny_folder("llama"), device_map={"": 0})
     with pytest.raises(ModelRefusedError, match=r"and cuda:0 has 1\.0 kB free; load it with device_map='auto'"):
         load_pretrained(tiny_folder("llama"), device="cuda:0")
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_a_containers_memory_limit_bounds_what_the_cpu_holds(tmp_path, monkeypatch, version):
+    """A container (a Space, a pod) limited to 16 GB on a bigger host: the CPU's room is what its cgroup leaves (the
+    limit less its use, the page cache it can drop given back), not the host's available memory; no limit: None."""
+    from attention_viz.hub import placement
+
+    memory = tmp_path if version == "v2" else tmp_path / "memory"
+    memory.mkdir(exist_ok=True)
+    names = (("memory.max", "memory.current", "inactive_file") if version == "v2" else
+             ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"))
+    (memory / names[0]).write_text(f"{16 * 2**30}\n")
+    (memory / names[1]).write_text(f"{6 * 2**30}\n")
+    (memory / "memory.stat").write_text(f"anon 1\n{names[2]} {2**30}\nfile 7\n")
+    assert placement.container_free(tmp_path) == 11 * 2**30
+    with monkeypatch.context() as patched:
+        patched.setattr(placement, "container_free", lambda: 11 * 2**30)
+        assert placement.room()["cpu"] <= 11 * 2**30
+    (memory / names[0]).write_text("max\n" if version == "v2" else f"{2**63 - 4096}\n")
+    assert placement.container_free(tmp_path) is None
+    assert placement.container_free(tmp_path / "absent") is None

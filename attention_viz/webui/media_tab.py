@@ -55,17 +55,23 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
         prose(PICTURE_HELP)
         with gr.Row():
             overlay = gr.Image(label="The chosen head, from the chosen token (click a patch)", interactive=False,
-                               elem_id="media_overlay", format="png", height=460)
+                               elem_id="media_overlay", format="png", height=460,
+                               alt_text="The chosen head's weights from the chosen token over the picture; a click "
+                                        "on a patch looks from it")
             rollout = gr.Image(label="Rollout over the layers, from the same token", show_label=False,
-                               interactive=False, elem_id="media_rollout", format="png")  # its title says it
+                               interactive=False, elem_id="media_rollout", format="png",  # its title says it
+                               alt_text="The rollout over every layer from the same token, over the picture")
         heads_grid = gr.Image(label="Every head of the layer", show_label=False, interactive=False,
-                              elem_id="media_heads", format="png")
+                              elem_id="media_heads", format="png",
+                              alt_text="Every head of the layer from the same token, a panel each over the picture")
         specials = prose("", elem_id="media_specials")
     with gr.Column(visible=not pictures) as recording_views:
         alignment = gr.Image(label="The transcript's alignment: each step's encoder-decoder attention over the sound",
-                             show_label=False, interactive=False, elem_id="media_alignment", format="png")
+                             show_label=False, interactive=False, elem_id="media_alignment", format="png",
+                             alt_text="The spectrogram, and under it each step's encoder-decoder attention over time")
         encoder = gr.Image(label="The encoder's self-attention over time", show_label=False, interactive=False,
-                           elem_id="media_encoder", format="png")
+                           elem_id="media_encoder", format="png",
+                           alt_text="The chosen encoder head's self-attention, time against time")
     components = {"overlay": overlay, "heads": heads_grid, "rollout": rollout, "specials": specials,
                   "alignment": alignment, "encoder": encoder, "notes": notes, "query": query, "layer": layer,
                   "head": head}

@@ -68,6 +68,10 @@ def test_a_recording_on_whisper_shows_its_transcript_aligned_and_a_picture_given
     expect(page.locator("#media_alignment img")).to_be_visible()
     settle(page)
     page.screenshot(path=str(SCREENSHOTS / "media_recording.png"), full_page=True)
+    from tests.e2e.test_accessibility import report, violations
+
+    found = violations(page)  # WCAG 2.1 A/AA, the recording's views on show
+    assert not found, report(found)
     before = page.locator("#media_notes").inner_text()
     page.locator("#media_recording button[aria-label='Clear']").first.click()
     page.locator("#media_recording input[type=file]").set_input_files(
@@ -100,3 +104,15 @@ def test_the_lessons_picture_steps_open_the_tab_on_the_class_token_then_without_
     expect(page.locator("#lesson_text")).to_contain_text(f"Step {total} of {total}", timeout=TIMEOUT_MS)
     expect(page.locator("#media_scale input[value=none]")).to_be_checked()
     expect(page.locator("#media_notes")).to_contain_text("off (plain q·k)", timeout=TIMEOUT_MS)
+
+
+def test_axe_finds_no_wcag_violation_in_the_tab_with_a_picture_read(page: Page, media_app):
+    """axe-core's WCAG 2.1 A/AA rules (tests/e2e/test_accessibility.py's) on the tab with a picture's views on show."""
+    from tests.e2e.test_accessibility import report, violations
+
+    open_tab(page, media_app[0] + "/")
+    page.locator("#media_read").click()
+    expect(page.locator("#media_specials table")).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+    found = violations(page)
+    assert not found, report(found)

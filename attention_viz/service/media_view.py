@@ -222,11 +222,16 @@ class MediaViews:
         encoder = run.maps[f"encoder.{layer}.self_attn"][head]  # (≤ MEDIA_POOLED, ≤ MEDIA_POOLED)
         drawn = self_attention_figure(encoder, frames.seconds, f"encoder layer {layer}, head {head}")
         step = frames.seconds / frames.positions
+        named = [tuple(pair) for pair in getattr(model.model.generation_config, "alignment_heads", None) or []]
+        among = ("" if not named else
+                 f" Its generation config names {len(named)} alignment heads, whose rows word timestamps are read from "
+                 f"({', '.join(f'L{layer}·H{head}' for layer, head in named)}): this one is "
+                 f"{'one of them' if (layer, head) in named else 'not among them'}.")
         notes = (f"**Transcript**: “{run.output.strip() or '(nothing written)'}”\n\n"
                  f"**{model.name}** ({model.family.name}): {frames.positions:,} encoder positions of "
                  f"{step * 1000:.0f} ms ({frames.seconds:g} s heard at once); the decoder's {len(run.target)} rows "
                  f"are its prompt and what it wrote. The encoder's map is drawn at {encoder.shape[0]} x "
-                 f"{encoder.shape[1]} cells, each block's largest weight. {what}. "
+                 f"{encoder.shape[1]} cells, each block's largest weight.{among} {what}. "
                  f"Our Eq. 1 inside it: {model.fidelity}." + (f" {run.note}" if run.note else ""))
         return {"alignment": self.store.figure_file(alignment), "encoder": self.store.figure_file(drawn),
                 "notes": notes}

@@ -92,7 +92,16 @@ def test_a_recordings_alignment_rows_are_what_each_step_writes_and_its_encoder_m
     views, catalog, root = media
     answer = views.view("hub:tiny-whisper", str(root / "tone.wav"), "sqrt_dk", 1.0, 1, 2)
     assert answer["notes"].startswith("**Transcript**: “") and "50 encoder positions of 20 ms" in answer["notes"]
-    assert set(answer) == {"alignment", "encoder", "notes"}
+    assert set(answer) == {"alignment", "encoder", "notes"} and "alignment heads" not in answer["notes"]
+    model = catalog.real.get("hub:tiny-whisper")
+    model.model.generation_config.alignment_heads = [[1, 2], [0, 3]]  # as whisper-tiny's config names its own
+    try:
+        named = views.view("hub:tiny-whisper", str(root / "tone.wav"), "sqrt_dk", 1.0, 1, 2)["notes"]
+        other = views.view("hub:tiny-whisper", str(root / "tone.wav"), "sqrt_dk", 1.0, 1, 1)["notes"]
+    finally:
+        del model.model.generation_config.alignment_heads
+    assert "names 2 alignment heads" in named and "(L1·H2, L0·H3): this one is one of them" in named
+    assert "this one is not among them" in other
     with pytest.raises(ValueError, match="Record or upload a recording first"):
         views.view("hub:tiny-whisper", None)
 

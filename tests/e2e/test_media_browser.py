@@ -116,3 +116,25 @@ def test_axe_finds_no_wcag_violation_in_the_tab_with_a_picture_read(page: Page, 
     settle(page)
     found = violations(page)
     assert not found, report(found)
+
+
+def test_a_recording_from_the_microphone_is_transcribed(browser_type, browser_type_launch_args, media_app):
+    """The microphone, as a person records: Chromium's fake capture device (a beep) granted, Record, Stop; the page
+    sends the recording (WAV) up and Whisper's views come back."""
+    args = [*browser_type_launch_args.get("args", []), "--use-fake-device-for-media-stream",
+            "--use-fake-ui-for-media-stream"]
+    browser = browser_type.launch(**{**browser_type_launch_args, "args": args})
+    try:
+        page = browser.new_context(permissions=["microphone"], viewport={"width": 1280, "height": 1000}).new_page()
+        page.goto(media_app[0] + "/")
+        page.get_by_role("tab", name="Pictures and sound").click()
+        page.locator("#media_model input").click()
+        page.get_by_role("option", name="tiny-whisper (recordings)").click()
+        page.locator("#media_recording").get_by_label("Record audio").click()
+        page.locator("#media_recording button", has_text="Record").first.click()
+        page.wait_for_timeout(1500)  # a second and a half of the fake device's beeps
+        page.locator("#media_recording button", has_text="Stop").first.click()
+        expect(page.locator("#media_notes")).to_contain_text("Transcript", timeout=TIMEOUT_MS)
+        expect(page.locator("#media_alignment img")).to_be_visible()
+    finally:
+        browser.close()

@@ -181,7 +181,8 @@ class MediaViews:
             try:
                 run = run_media(model, path, variation, MEDIA_NEW_TOKENS)
             except ValueError as refusal:
-                raise ValueError(misfit(path, reads, display_name(key)) or f"Not read: {str(refusal).rstrip('.')}.") from None
+                said = misfit(path, reads, display_name(key)) or f"Not read: {str(refusal).rstrip('.')}."
+                raise ValueError(said) from None
         if reads == PICTURES:
             return run, model.modality.seen(run.inputs)
         maps = {key: pooled(value, MEDIA_POOLED) if key.startswith("encoder.") else value
@@ -203,7 +204,8 @@ class MediaViews:
         rolled = overlay_figure(kept.seen, mixed[query][None], grid, specials, ["rollout"],
                                 f"rollout over {n_layers(model)} layers from {looks}")
         notes = (f"**{model.name}** ({model.family.name}): {patches.length} tokens, "
-                 f"{len(specials) and ', '.join(specials) + ' and '}{grid[0]} x {grid[1]} patches of {patches.patch} px. "
+                 f"{len(specials) and ', '.join(specials) + ' and '}{grid[0]} x {grid[1]} patches of "
+                 f"{patches.patch} px. "
                  f"Layer {layer}, head {head}, from **{looks}**: the colour is each patch's weight ÷ the largest on "
                  f"a patch ({weights[head, query, len(specials):].max():.3f}); click a patch to look from it. {what}. "
                  f"Our Eq. 1 inside it: {model.fidelity}." + (f" {run.note}" if run.note else ""))

@@ -54,5 +54,7 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible, input[type=
 }}
 #{MODEL_PICKER} input {{ padding-right: 28px; text-overflow: ellipsis; }}
 #explorer_view > .html-container {{ padding-top: 0; }}
-.gradio-container .timestamps #time, .gradio-container .timestamps #duration, .gradio-container .playback > span {{ color: var(--body-text-color-subdued); }}
+.gradio-container .timestamps #time, .gradio-container .timestamps #duration, .gradio-container .playback > span {{
+  color: var(--body-text-color-subdued);
+}}
 """

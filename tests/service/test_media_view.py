@@ -130,7 +130,8 @@ def test_the_lessons_picture_steps_quote_the_class_tokens_rows_of_the_view_they_
     _, catalog, _ = media
     views = Views(Runs(catalog))
     lesson = Lesson(views)
-    assert lesson.titles[-2:] == ("Where a picture's class token looks", "Take the 1/√d_k out of a vision Transformer")
+    assert lesson.titles[-2:] == ("Where a picture's class token looks",
+                                  "Take the 1/√d_k out of a vision Transformer")
     assert len(lesson) == len(Lesson.TITLES) + 4 + 2  # the text model's four real steps, then the pictures'
     scaled, unscaled = lesson.step(len(lesson) - 2), lesson.step(len(lesson) - 1)
     assert scaled.tab == unscaled.tab == "media" and scaled.media["scale"] == "sqrt_dk"
@@ -139,7 +140,8 @@ def test_the_lessons_picture_steps_quote_the_class_tokens_rows_of_the_view_they_
             for s in ("sqrt_dk", "none")}
     entropy = {s: head_statistics(r[:, None, :])["entropy"] for s, r in rows.items()}
     head = int(entropy["sqrt_dk"].argmin())
-    assert scaled.media["head"] == head and f"In the last layer, 1, the class token `[CLS]` of head {head}" in scaled.text
+    assert scaled.media["head"] == head
+    assert f"In the last layer, 1, the class token `[CLS]` of head {head}" in scaled.text
     assert f"{rows['sqrt_dk'][head][2:].sum():.2f} of its weight on the patches" in scaled.text
     assert ", ".join(f"{e:.2f}" for e in entropy["none"]) in unscaled.text
     assert "off (plain q·k)" in unscaled.media["answer"]["notes"] and unscaled.media["answer"]["query"] == 0

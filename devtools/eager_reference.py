@@ -5,7 +5,8 @@ each module it is handed, with its heads, its value width and the keyword argume
 softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
 `unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
 `bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`) and ALiBi (Bloom's),
-`heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), and `eager_pass` runs
+`heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), `causal_lifted` lets a
+module's own causal buffer (GPT-Neo's) see everything, and `eager_pass` runs
 the eager model with output_attentions=True.
 
 Axes: B batch, H query heads, Q queries, K keys, d head width.
@@ -129,14 +130,32 @@ def heads_zeroed(model, calls: list, heads: list[int]):
 
 
 def unscaled(model, calls: list):
-    """A copy of the model with every attention module's factor on QKᵀ (SCALINGS: `scaling`, or CLIP's `scale`) 1.0."""
+    """A copy of the model with every attention module's factor on QKᵀ (SCALINGS: `scaling`, or CLIP's `scale`) 1.0
+    (where it hands the attention function 1 and keeps no factor, it has none to take out)."""
     changed = copy.deepcopy(model)
-    for name, *_ in calls:
+    for name, _, _, scaling, _ in calls:
         module = changed.get_submodule(name)
         found = [attribute for attribute in SCALINGS if isinstance(getattr(module, attribute, None), (int, float))]
+        if not found and scaling == 1.0:  # no factor to take out (GPT-Neo's QKᵀ has none): the model as it is
+            continue
         if not found:
             raise LookupError(f"{type(module).__name__} keeps no {' or '.join(SCALINGS)} attribute")
-        setattr(module, found[0], 1.0)
+        # a flag (the original GPT's `scale`: divide by √d or not) off; a factor 1
+        setattr(module, found[0], False if isinstance(getattr(module, found[0]), bool) else 1.0)
+    return changed
+
+
+def causal_lifted(model):
+    """The model, or where its attention modules keep a causal rule of their own (a buffer `bias` [1, 1, P, P]: GPT-Neo's
+    boolean one, within a window on its local layers; the original GPT's of ones and zeros), a copy with that rule
+    letting every position see every other: what a 4D mask of zeros cannot lift."""
+    owned = [(name, buffer) for name, buffer in model.named_buffers() if name.endswith(".bias")
+             and buffer.dim() == 4 and buffer.shape[:2] == (1, 1)]
+    if not owned:
+        return model
+    changed = copy.deepcopy(model)
+    for name, _ in owned:
+        changed.get_buffer(name).fill_(1)
     return changed
 
 

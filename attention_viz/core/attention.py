@@ -185,20 +185,10 @@ def compatibility_of(name: str, w: torch.Tensor | None = None) -> Compatibility:
     raise ValueError(f"compatibility must be 'dot_product' or 'additive', got {name!r}")
 
 
-def attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: Scale = "sqrt_dk",
-    dropout_p: float = 0.0,
-    *,
-    compatibility: Compatibility = DOT_PRODUCT,
-    bias: torch.Tensor | None = None,
-    softcap: float | None = None,
-    sink: torch.Tensor | None = None,
-    steps: dict[str, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+              scale: Scale = "sqrt_dk", dropout_p: float = 0.0, *, compatibility: Compatibility = DOT_PRODUCT,
+              bias: torch.Tensor | None = None, softcap: float | None = None, sink: torch.Tensor | None = None,
+              steps: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 1, softmax(QKᵀ·scale)V, and what models add to it, returning (output, weights).
 
     Args:
@@ -237,31 +227,51 @@ def weights_of(scores: torch.Tensor, factor: float = 1.0, mask: torch.Tensor | N
     hidden, softmax (with a sink), 0 where hidden (a row with every key hidden is NaN before). inplace: each stage
     written into `scores` (no autograd; attention_viz.fast's kernel); steps: as `attention`'s (not in place)."""
     raw = scores
-    if factor != 1.0:
-        scores = scores.mul_(factor) if inplace else scores * factor
-    scaled = capped = scores
-    if softcap is not None:
-        scores = capped = soft_capped(scores, softcap, inplace)
-    if bias is not None:
-        scores = scores.add_(bias) if inplace else scores + bias
-    biased = scores
-    if mask is not None:
-        hidden = ~mask
-        scores = scores.masked_fill_(hidden, float("-inf")) if inplace else scores.masked_fill(hidden, float("-inf"))
-    weights = softmax(scores, sink, inplace)
-    if mask is not None:
-        weights = weights.masked_fill_(hidden, 0.0) if inplace else weights.masked_fill(hidden, 0.0)
+    scores = scaled_scores = scaled(scores, factor, scores if inplace else None)
+    scores = capped = soft_capped(scores, softcap, inplace)
+    scores = biased = added(scores, bias, inplace)
+    hidden = None if mask is None else ~mask
+    scores = hide(scores, hidden, float("-inf"), inplace)
+    weights = hide(softmax(scores, sink, inplace), hidden, 0.0, inplace)
     if steps is not None:
-        steps.update(scores=raw, scaled=scaled, **({"capped": capped} if softcap is not None else {}),
+        steps.update(scores=raw, scaled=scaled_scores, **({"capped": capped} if softcap is not None else {}),
                      **({"biased": biased} if bias is not None else {}), masked=scores, weights=weights)
     return weights
 
 
-def soft_capped(scores: torch.Tensor, softcap: float, inplace: bool = False) -> torch.Tensor:
+# -- the stages, each one function: the pipeline above runs them on the whole scores, attention_viz.fast's kernels
+# in place and over blocks of rows (each stage returns its input itself where it has nothing to do)
+
+
+def scaled(x: torch.Tensor, factor: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """x·factor (scores, or q before QKᵀ), written into `out` where given (x itself: in place)."""
+    if factor != 1.0:
+        return torch.mul(x, factor, out=out)
+    return x if out is None or out is x else out.copy_(x)
+
+
+def soft_capped(scores: torch.Tensor, softcap: float | None, inplace: bool = False) -> torch.Tensor:
     """c·tanh(x / c): logits kept within (−c, c)."""
+    if softcap is None:
+        return scores
     if inplace:
         return scores.div_(softcap).tanh_().mul_(softcap)
     return torch.tanh(scores / softcap) * softcap
+
+
+def added(scores: torch.Tensor, bias: torch.Tensor | None, inplace: bool = False) -> torch.Tensor:
+    """scores + B, a bias broadcastable to them (a position bias)."""
+    if bias is None:
+        return scores
+    return scores.add_(bias) if inplace else scores + bias
+
+
+def hide(x: torch.Tensor, hidden: torch.Tensor | None, value: float, inplace: bool = False) -> torch.Tensor:
+    """`value` where `hidden` (a boolean broadcastable to x, True = hidden: the mask inverted): −∞ on the scores
+    before the softmax, 0 on the weights after it (a long pass: the dtype's lowest number on its scores)."""
+    if hidden is None:
+        return x
+    return x.masked_fill_(hidden, value) if inplace else x.masked_fill(hidden, value)
 
 
 def softmax(logits: torch.Tensor, sink: torch.Tensor | None = None, inplace: bool = False) -> torch.Tensor:
@@ -351,8 +361,8 @@ class MultiHeadAttention(nn.Module):
 
     def scores(self, q: torch.Tensor, k: torch.Tensor, scale: Scale = "sqrt_dk") -> torch.Tensor:
         """The softmax's logits before masking: q [B, H, Q, d_k], k [B, H, K, d_k] -> [B, H, Q, K]."""
-        scores = self.compatibility.scores(q, k)  # (B, H, Q, K)
-        return scores * scale_factor(scale, q.size(-1)) if self.compatibility.scaled else scores
+        factor = scale_factor(scale, q.size(-1)) if self.compatibility.scaled else 1.0
+        return scaled(self.compatibility.scores(q, k), factor)  # (B, H, Q, K)
 
     def project(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor

@@ -35,10 +35,12 @@ class Probe:
     keep: frozenset[str] = frozenset()
     kept: dict[str, object] = field(default_factory=dict)
     stop: bool = False  # the pass ends here once every point is kept (Stop): what comes after it is never run
+    records: frozenset[str] = frozenset()  # points the pass records for itself (its maps, what it added: a real
+    # model's, hub.attention.RECORDED; a long pass's summaries, q, k and lse), kept beside those asked
 
     def __call__(self, point: str, value: object) -> None:
-        """The pass at `point`: its value kept where asked."""
-        if point in self.keep:
+        """The pass at `point`: its value kept where asked or recorded."""
+        if point in self.keep or point in self.records:
             self.kept[point] = value
             if self.stop and self.kept.keys() >= self.keep:
                 raise Stop
@@ -46,7 +48,7 @@ class Probe:
     def attended(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
                  heads: torch.Tensor) -> torch.Tensor:
         """Eq. 1's points kept where asked; heads [B, H, Q, d_v] -> the same, switched."""
-        if self.keep:
+        if self.keep or self.records:
             for point, value in (("q", q), ("k", k), ("v", v), ("weights", weights), ("heads", heads)):
                 self(point, value)
         return heads if self.switch is None else self.switch(heads)
@@ -56,21 +58,30 @@ Trace = dict[str, Probe]  # map key -> its probe
 
 
 def trace(keys: Collection[str], switches: Mapping[str, HeadSwitch] | None = None, keep: Collection[str] = (),
-          at: Collection[str] | None = None) -> Trace | None:
-    """The probes of one pass over a model's map keys: its heads' switches (core.ablation.switches) and the points
-    `keep` kept at the keys `at` (None: every key); None when nothing is switched or kept."""
-    keep = frozenset(keep)
+          at: Collection[str] | None = None, records: Collection[str] = ()) -> Trace | None:
+    """The probes of one pass over a model's map keys: its heads' switches (core.ablation.switches), the points
+    `keep` kept at the keys `at` (None: every key) and those the pass records for itself at every key (`records`);
+    None when nothing is switched, kept or recorded."""
+    keep, records = frozenset(keep), frozenset(records)
     if not keep <= set(POINTS):
         raise ValueError(f"a pass keeps the points {', '.join(POINTS)}; got {sorted(keep - set(POINTS))}")
-    if not switches and not keep:
+    if not switches and not keep and not records:
         return None
     switches, kept_at = switches or {}, {key: keep if at is None or key in at else frozenset() for key in keys}
-    return {key: Probe(switches.get(key), kept_at[key]) for key in keys if key in switches or kept_at[key]}
+    return {key: Probe(switches.get(key), kept_at[key], records=records) for key in keys
+            if key in switches or kept_at[key] or records}
 
 
 def kept(probes: Trace | None) -> dict[str, dict[str, object]]:
-    """Map key -> point -> what the probes of a pass kept (keys that kept nothing left out)."""
-    return {key: probe.kept for key, probe in (probes or {}).items() if probe.kept}
+    """Map key -> point -> what the probes of a pass kept of the points asked (keys that kept none left out)."""
+    return {key: points for key, probe in (probes or {}).items()
+            if (points := {point: value for point, value in probe.kept.items() if point in probe.keep})}
+
+
+def recorded(probes: Trace | None, point: str) -> dict[str, object]:
+    """Map key -> the value recorded at `point` by the probes of a pass (where it reached that point), in their
+    order."""
+    return {key: probe.kept[point] for key, probe in (probes or {}).items() if point in probe.kept}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from attention_viz.core import attention as reference
-from attention_viz.core.attention import DOT_PRODUCT, Compatibility, Scale, scale_factor, soft_capped, softmax
+from attention_viz.core.attention import (DOT_PRODUCT, Compatibility, Scale, added, hide, scale_factor, scaled,
+                                         soft_capped, softmax)
 from attention_viz.fast import hugepages
 
 # From this many scores on (all heads together) the weights are computed by _many_weights, which streams the
@@ -31,19 +32,11 @@ from attention_viz.fast import hugepages
 MANY_SCORES = 2**15
 
 
-def scaled_dot_product_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: Scale = "sqrt_dk",
-    dropout_p: float = 0.0,
-    *,
-    compatibility: Compatibility = DOT_PRODUCT,
-    bias: torch.Tensor | None = None,
-    softcap: float | None = None,
-    sink: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                                 scale: Scale = "sqrt_dk", dropout_p: float = 0.0, *,
+                                 compatibility: Compatibility = DOT_PRODUCT, bias: torch.Tensor | None = None,
+                                 softcap: float | None = None, sink: torch.Tensor | None = None
+                                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """core.attention.attention computed bit for bit in fewer passes (each stage in place)."""
     shape = _scores_shape(q, k)
     if (compatibility is not DOT_PRODUCT
@@ -67,26 +60,23 @@ def _many_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, f
                   sink: torch.Tensor | None = None) -> torch.Tensor:
     """The weights streamed fewer times, on huge pages when large (see the module's docstring)."""
     exact = factor == 1.0 or math.frexp(factor)[0] == 0.5  # a power of two: scaling never rounds
-    if factor != 1.0 and exact:
-        q = q * factor  # (..., Q, d_k)
+    if exact:
+        q = scaled(q, factor)  # (..., Q, d_k)
     keys_t = k.transpose(-2, -1)  # (..., d_k, K)
     if math.prod(shape) * q.element_size() >= hugepages.MIN_BYTES:
         scores = torch.matmul(q, keys_t, out=hugepages.empty(shape, q))  # (..., Q, K)
     else:
         scores = torch.matmul(q, keys_t)  # (..., Q, K)
     if not exact:
-        scores.mul_(factor)
-    if softcap is not None:
-        scores = soft_capped(scores, softcap, inplace=True)
-    if bias is not None:
-        scores.add_(bias)
+        scaled(scores, factor, out=scores)
+    added(soft_capped(scores, softcap, inplace=True), bias, inplace=True)
     if mask is not None:
         torch.where(mask, scores, scores.new_full((), float("-inf")), out=scores)
     weights = softmax(scores, sink, inplace=True)
     if mask is not None:
         live = mask.any(-1, keepdim=True)  # (..., Q, 1): rows that may attend to some key
         if weights.device.type != "cpu" or not bool(live.all()):  # no host sync on an accelerator
-            weights.masked_fill_(~live, 0.0)
+            hide(weights, ~live, 0.0, inplace=True)
     return weights
 
 

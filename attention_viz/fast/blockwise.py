@@ -3,16 +3,18 @@ weights never kept (hub.long runs it inside a real model and keeps what recomput
 
     output, lse, stats = attend(q, k, v, factor, "causal")   # q [H, T, d], k and v [H_kv, T, d]
 
-A block's scores [H, R, K] are computed, summarised, used for the output and dropped. Opt-in speed like the rest of
-`fast`: exponentials in base 2 (log₂e folded into the factor), grouped heads reading their shared keys unrepeated,
-key blocks past a causal block's last row never computed. Axes: H query heads, H_kv key/value heads, R query rows
-of a block, T positions, K keys, d head width.
+A block's scores [H, R, K] are computed, summarised, used for the output and dropped; the pipeline's stages
+(core.attention's `scaled`, `hide`) scale q and hide a block's cells, the softmax is the kernel's own (its sums kept
+per row). Opt-in speed like the rest of `fast`: exponentials in base 2 (log₂e folded into the factor), grouped heads
+reading their shared keys unrepeated, key blocks past a causal block's last row never computed. Axes: H query heads,
+H_kv key/value heads, R query rows of a block, T positions, K keys, d head width.
 """
 
 from __future__ import annotations
 
 import torch
 
+from attention_viz.core.attention import hide, scaled
 from attention_viz.fast import hugepages
 
 STATISTICS = ("entropy", "max_weight", "mean_distance", "first_token", "previous_token", "self")
@@ -61,8 +63,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     size = H * min(rows, T) * K
     scores, exps = _buffer(workspace, "scores", size, q), _buffer(workspace, "exps", size, q)
     hidden = torch.finfo(q.dtype).min
-    qs = torch.mul(q.view(H_kv, n_rep, T, d).transpose(1, 2), factor * LOG2E,  # base 2; a block's rows a view
-                   out=_buffer(workspace, "q", H * T * d, q)[:H * T * d].view(H_kv, T, n_rep, d))
+    qs = scaled(q.view(H_kv, n_rep, T, d).transpose(1, 2), factor * LOG2E,  # base 2; a block's rows a view
+                out=_buffer(workspace, "q", H * T * d, q)[:H * T * d].view(H_kv, T, n_rep, d))
     k_t = k.transpose(1, 2)  # (H_kv, d, K)
     j = torch.arange(K, dtype=q.dtype, device=q.device)
     output = q.new_empty(T, H_kv, n_rep, d_v)  # Σⱼ eⱼvⱼ until the end
@@ -78,9 +80,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
         s = torch.bmm(qs[:, r0:r1].view(H_kv, R * n_rep, d), k_t[:, :, :end],  # a block's rows: a view of qs
                       out=scores[:block].view(H_kv, R * n_rep, end)).view(H_kv, R, n_rep, end)  # base-2 scores
         if rule == "causal":
-            s[..., r0:r1].masked_fill_(upper[:R, :, :R], hidden)
+            hide(s[..., r0:r1], upper[:R, :, :R], hidden, inplace=True)
         elif rule == "mask":
-            s.masked_fill_(~allowed[r0:r1, None, :end], hidden)
+            hide(s, ~allowed[r0:r1, None, :end], hidden, inplace=True)
         m = torch.amax(s, -1, keepdim=True)  # (H_kv, R, n_rep, 1)
         top[:, r0:r1] = m[..., 0]
         t = s.sub_(m)  # <= 0

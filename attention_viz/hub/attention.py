@@ -6,11 +6,11 @@ that builds each layer's mask. Both are registered under IMPLEMENTATION. The att
 attention_viz.core.attention.scaled_dot_product_attention, the reference the rest of the package proves, so
 every attention of a real model goes through the same code as our own Transformer's.
 
-The switches of one forward pass (a core.variation.Variation) and the recorder of its maps travel in a
-context variable set by `switched(...)` for the length of that call: the functions transformers calls cannot
-be handed our arguments, and a context variable belongs to the thread (or task) that set it, so two users of
-one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own
-eager attention: its scaling, its masks, nothing recorded.
+The switches of one forward pass (a core.variation.Variation) and its probes (core.trace: what it records, RECORDED,
+and keeps) travel in a context variable set by `switched(...)` for the length of that call: the functions transformers
+calls cannot be handed our arguments, and a context variable belongs to the thread (or task) that set it, so two users
+of one shared model never see each other's settings. Outside `switched`, the functions behave as the model's own eager
+attention: its scaling, its masks, nothing recorded.
 
 Axes: B batch, H query heads, H_kv key/value heads (grouped-query attention), Q queries, K keys, d head width.
 Masks are built by transformers' own sdpa_mask (boolean, True = may attend: our convention), materialised unless
@@ -36,7 +36,7 @@ from transformers.masking_utils import (AttentionMaskInterface, bidirectional_ma
                                        sdpa_mask)
 
 from attention_viz.core.attention import Kernel, Scale, scale_factor, scaled_dot_product_attention
-from attention_viz.core.trace import Trace
+from attention_viz.core.trace import Trace, recorded
 from attention_viz.core.variation import Variation
 
 IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
@@ -82,32 +82,40 @@ class Call:
     k: torch.Tensor | None = None
 
 
+# What a recording pass keeps at every attention (core.trace's probes, Probe.records): the weights (its map), and
+# what Eq. 1 was given there: the model's own factor on QKᵀ, the mask applied (True = may attend, broadcastable to
+# [B, 1, Q, K]; None where nothing is hidden), the position bias B added to the scaled QKᵀ as the model computed it
+# (broadcastable to [B, H, Q, K]: T5's [1, H, Q, K], Bloom's ALiBi [B, H, 1, K]; None where it adds none or the
+# position_bias switch is off), the soft cap c (Gemma 2) and the sinks' logits [H] (gpt-oss), None where not handed.
+RECORDED = ("weights", "factor", "mask", "bias", "softcap", "sink")
+
+
 @dataclass
 class Pass:
-    """The switches of one forward pass and what it records: map key -> weights [B, H, Q, K]."""
+    """The switches of one forward pass and its probes (core.trace), which keep what it records: map key -> weights
+    [B, H, Q, K] and what its attention was given (RECORDED), read as `maps`, `factors`, `masks`, `biases`, `sinks`
+    (the soft cap and the sinks' logits: run.trace[key].kept)."""
 
     variation: Variation = field(default_factory=Variation)  # scale, masks, heads off
     keys: dict[int, str] = field(default_factory=dict)    # id(attention module) -> map key
-    record: bool = True
-    maps: dict[str, torch.Tensor] = field(default_factory=dict)
-    factors: dict[str, float] = field(default_factory=dict)  # map key -> the model's own factor on QKᵀ
-    masks: dict[str, torch.Tensor | None] = field(default_factory=dict)  # map key -> the mask applied (True = may
-                                                                          # attend, broadcastable to [B, 1, Q, K])
-    sinks: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the weight each row gave its learned
-                                                                  # sink [B, H, Q] (1 - the row's sum; sink models only)
-    added: dict[str, dict] = field(default_factory=dict)  # map key -> what else its attention adds to Eq. 1, as
-    # handed: {"softcap": c or None, "sink": the sinks' logits [H] or None} (Gemma 2, gpt-oss; the steps view's)
-    biases: dict[str, torch.Tensor] = field(default_factory=dict)  # map key -> the position bias B added to its
-    # scaled QKᵀ as the model computed it, broadcastable to [B, H, Q, K] (T5's [1, H, Q, K], Bloom's ALiBi
-    # [B, H, 1, K]; where the model adds one and the position_bias switch is on)
     trace: Trace | None = None  # map key -> core.trace.Probe: the heads off (+ means, gates), the points kept
     kernel: Kernel = scaled_dot_product_attention  # Eq. 1: core's reference, or a bit-identical kernel (fast)
     probe: list[Call] | None = None  # when given: every call, in order (hub.proof's probe pass)
     prescaled: dict[int, tuple[float, float]] = field(default_factory=dict)  # id(attention module) -> (c_q, c_k):
     # the factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
 
+    maps = property(lambda self: recorded(self.trace, "weights"))
+    factors = property(lambda self: recorded(self.trace, "factor"))
+    masks = property(lambda self: recorded(self.trace, "mask"))
+    biases = property(lambda self: {key: b for key, b in recorded(self.trace, "bias").items() if b is not None})
 
-# The pass in flight in this thread or task: a Pass, or hub.long's, which has its own `attention` and `mask`
+    attention = mask = None  # another kind of pass's own attention and mask functions (hub.long's), as methods
+    # map key -> the weight each row gave its learned sink [B, H, Q] (1 - the row's sum; sink models only)
+    sinks = property(lambda self: {key: 1 - self.maps[key].sum(-1) for key, sink in recorded(self.trace, "sink").items()
+                                   if sink is not None})
+
+
+# The pass in flight in this thread or task: a Pass (hub.long's has its own `attention` and `mask`)
 _current: contextvars.ContextVar = contextvars.ContextVar("attention_viz_pass", default=None)
 
 
@@ -119,6 +127,11 @@ def switched(settings) -> Iterator:
         yield settings
     finally:
         _current.reset(token)
+
+
+def current():
+    """The pass in flight in this thread or task (a Pass, hub.long's, or None outside one)."""
+    return _current.get()
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -183,12 +196,12 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     (output [B, Q, H, d] as transformers expects it, weights [B, H, Q, K]). A soft cap (`softcap`, Gemma 2) caps
     the scaled logits; learned sinks (`s_aux` [H], gpt-oss) join each row's softmax, and what they take is recorded
     beside the map. A position bias (`position_bias` [1 or B, H, Q, K], T5's relative positions) is added to the
-    scaled logits, as the model's eager attention adds it, and recorded beside the map (Pass.biases), unless the
+    scaled logits, as the model's eager attention adds it, and recorded beside the map (RECORDED), unless the
     pass's position_bias switch is off. Under the scale switch the model's own factor on QKᵀ is replaced, inside the
     cap.
     """
     run = _current.get()
-    if run is not None and not isinstance(run, Pass):  # another kind of pass (hub.long's): its own attention
+    if run is not None and run.attention is not None:  # another kind of pass (hub.long's): its own attention
         return run.attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     if run is not None and run.probe is not None:
         check_arguments(kwargs, attention_mask)
@@ -203,27 +216,17 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     given = position_bias(kwargs.get("position_bias"))  # (1 or B, H, Q, K) or None
     bias = given if run is None or run.variation.position_bias else None
     kernel = run.kernel if run is not None else scaled_dot_product_attention
-    if softcap is None and sink is None and bias is None:
-        output, weights = kernel(query, k, v, mask, scale, dropout)  # (B, H, Q, d), (B, H, Q, K)
-    else:
-        output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink, bias=bias)
+    output, weights = kernel(query, k, v, mask, scale, dropout, softcap=softcap, sink=sink, bias=bias)
+    # (B, H, Q, d), (B, H, Q, K)
     if run is None:
         return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
-    name = run.keys.get(id(module))
-    probe = run.trace.get(name) if run.trace else None
-    if probe is not None:  # its points kept (q, k as the model's projections give them), heads switched off before W_O
+    probe = run.trace.get(run.keys.get(id(module))) if run.trace else None
+    if probe is not None:  # what Eq. 1 was given and its points kept (q, k as the model's projections give them),
+        for point, value in (("factor", float(own)), ("mask", mask), ("bias", bias), ("softcap", softcap),
+                             ("sink", sink)):  # (1 or B, H, Q or 1, K): the position bias added to the scaled QKᵀ
+            probe(point, value)
         q_kept, k_kept = (query / c_q, k / c_k) if probe.keep & {"q", "k"} else (query, k)
-        output = probe.attended(q_kept, k_kept, v, weights, output)
-    if run.record and name is not None:
-        run.maps[name] = weights
-        run.factors[name] = float(own)
-        run.masks[name] = mask
-        if sink is not None:
-            run.sinks[name] = 1 - weights.sum(-1)  # (B, H, Q): the share each row gave its sink
-        if bias is not None:
-            run.biases[name] = bias  # (1 or B, H, Q or 1, K): what the position bias adds to the scaled QKᵀ
-        if softcap is not None or sink is not None:
-            run.added[name] = {"softcap": softcap, "sink": sink}  # the cap c and the sinks' logits [H], as handed
+        output = probe.attended(q_kept, k_kept, v, weights, output)  # heads switched off before W_O
     output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)
     if run.probe is not None:
         honoured = tuple(n for n in HONOURED if (given if n == "position_bias" else kwargs.get(n)) is not None)
@@ -241,7 +244,7 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     """transformers' mask-function contract: its sdpa_mask with this pass's mask switches, materialised unless it
     hides nothing (full attention and no padding: None, which Eq. 1 reads as nothing hidden)."""
     run = _current.get()
-    if run is not None and not isinstance(run, Pass):  # another kind of pass (hub.long's): its own masks
+    if run is not None and run.mask is not None:  # another kind of pass (hub.long's): its own masks
         return run.mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
     return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask)
 

@@ -92,7 +92,8 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
     eos = torch.tensor(sorted(model.eos_ids), dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     fill = model.pad_id if model.pad_id is not None else min(model.eos_ids, default=0)
-    keeps_logits = "logits_to_keep" in inspect.signature(model.model.forward).parameters
+    takes = inspect.signature(model.model.forward).parameters
+    keeps_logits = "logits_to_keep" in takes
 
     def decoder_pass(ids: torch.Tensor, cache=None, new: int | None = None, last_logits: bool = False):
         """The model's outputs on the decoder input ids [B, t] (the prompt's padding kept for a decoder); with a
@@ -111,8 +112,9 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
                            position_ids=positions(mask)[:, -run_ids.size(1):], **options)
 
     # Under the causal mask an earlier position never sees a later one, so each step runs the newest position
-    # only against the kept keys and values (transformers' cache); without it every step reruns them all.
-    cache, new = None, (seq.size(1) if reuse_keys and variation.causal_mask else None)
+    # only against the kept keys and values (transformers' cache); without it, or in a model that keeps none (the
+    # original GPT), every step reruns them all.
+    cache, new = None, (seq.size(1) if reuse_keys and variation.causal_mask and "cache" in takes else None)
     for _ in range(int(max_new_tokens)):
         with model.switched(variation, head_means=head_means):
             outputs = decoder_pass(seq, cache, new)
@@ -128,9 +130,6 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
     written = seq[:, prompt_length:]  # (B, n)
     with model.switched(variation, head_means=head_means, record=True, keep=keep) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
-    if model.layout == "encoder-decoder":
-        for name in ("maps", "masks", "factors", "biases"):
-            getattr(final, name).update(getattr(encoder_run, name))
-        if values:  # the encoder's values, kept by its own pass
-            final.trace.update({key: probe for key, probe in encoder_run.trace.items() if probe.kept})
+    if model.layout == "encoder-decoder":  # the encoder's probes, from its own pass, after the decoder's
+        final.trace = {key: probe for run in (final, encoder_run) for key, probe in run.trace.items() if probe.kept}
     return written, final, outputs.logits

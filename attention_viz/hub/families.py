@@ -54,9 +54,19 @@ class Family:
 
 
 # Known before anything runs: model types whose attention is not Eq. 1 (the probe would refuse them too, later).
+_STATE_SPACE = "it is a state-space model: its tokens are mixed by a recurrence, with no attention weights to show"
 REFUSED = {
     "longt5": "LongT5's encoder attends within local blocks (and to transient global tokens) in attention of its "
               "own, outside transformers' attention interface, so our Eq. 1 cannot run inside it",
+    # no softmax attention at all, or one that is not Eq. 1 over every key: a property of the model
+    "mamba": _STATE_SPACE, "mamba2": _STATE_SPACE, "falcon_mamba": _STATE_SPACE,
+    "rwkv": "it is a recurrent model: its time mixing keeps a running state, with no attention weights to show",
+    "xlstm": "it is a recurrent model (extended LSTM cells), with no attention weights to show",
+    "fnet": "it mixes tokens by Fourier transforms, with no attention weights to show",
+    "reformer": "its LSH attention lets each query see only the keys hashed into its bucket, chosen anew each pass",
+    "nystromformer": "its attention is a Nyström approximation of softmax attention through landmarks, not Eq. 1",
+    "yoso": "its attention is approximated by sampling with locality-sensitive hashing, not Eq. 1's softmax",
+    "mra": "its attention is a multi-resolution approximation of softmax attention, not Eq. 1",
 }
 
 # What a model whose factor on QKᵀ is 1 does instead of 1/√d_k, by model type (T5's kin fold it into W_Q's
@@ -110,6 +120,10 @@ def check_config(family: Family, config) -> None:
     if getattr(config, "add_cross_attention", False) and family.layout != "encoder-decoder":
         raise UnsupportedModelError(f"a {family.name} model with added cross-attention is not supported: its "
                                     "cross-attention reads an encoder it does not have.")
+    if getattr(config, "use_prompt", False):  # MVP's prompts
+        raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
+                                    "and values go before every attention's own, so a map's keys are not the text's "
+                                    "tokens.")
     if family.layout == "encoder-decoder":
         heads = {getattr(config, "encoder_attention_heads", None), getattr(config, "decoder_attention_heads", None)}
         if len(heads) != 1:

@@ -32,6 +32,7 @@ from transformers import (
 from attention_viz.core.device import resolve_device
 from attention_viz.hub import images, speech
 from attention_viz.hub.attention import IMPLEMENTATION
+from attention_viz.hub.routes import built_under
 from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.model import PretrainedTransformer
 from attention_viz.hub.proof import vocabulary_size
@@ -335,8 +336,9 @@ def load_pretrained(
         placement = placed(device, device_map, offload_folder, dtype, model_class(config), config, shown, folder)
         step = "its model could not be built from its config.json and weights"
         model, loading = model_class(config).from_pretrained(
-            folder, config=config, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
-            output_loading_info=True, ignore_mismatched_sizes=True, **placement, **options)
+            folder, config=config, use_safetensors=True, dtype=dtype,
+            attn_implementation=built_under(config, IMPLEMENTATION), output_loading_info=True,
+            ignore_mismatched_sizes=True, **placement, **options)
         check_model(model, loading, shown)
         step = "its tokenizer could not be built from its files"
         tokenizer = AutoTokenizer.from_pretrained(folder, **options)

@@ -8,12 +8,12 @@
 
 During the pass every attention runs `long_attention` (hub.attention's registered function hands it a long pass's
 calls; the model stays as it is): its output from exact softmax over blocks of query rows (a block's scores
-[H, rows, K] computed, summarised, used, dropped), and per head the summaries of its rows. It keeps, per attention,
-q after the model's rotary [H, T, d], the keys [H_kv, T, d] (grouped keys not repeated), each row's log-sum-exp of
-its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight is exp(q_i·k_j·factor − lse_i)
-wherever the mask allows it: any region or overview is recomputed exactly from a few rows of q and k (hub.long_kept:
-Kept, and LongRun's views). The kept numbers go to a temporary file (keep="disk", the default: the process holds what
-one layer needs) or stay in memory (keep="memory").
+[H, rows, K] computed, summarised, used, dropped). Its probes (core.trace) keep, per attention (RECORDS), the
+summaries of each head's rows, q after the model's rotary [H, T, d], the keys [H_kv, T, d] (grouped keys not
+repeated), each row's log-sum-exp of its scaled, masked scores [H, T], the factor on QKᵀ and the mask, so a weight
+is exp(q_i·k_j·factor − lse_i) wherever the mask allows it: any region or overview is recomputed exactly from a few
+rows of q and k (hub.long_kept: Kept, and LongRun's views). The kept numbers go to a temporary file (keep="disk",
+the default: the process holds what one layer needs) or stay in memory (keep="memory").
 
 Summaries, per head, each the mean over the T query rows of a row's:
     entropy         −Σⱼ pᵢⱼ log pᵢⱼ (nats)
@@ -41,36 +41,31 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from transformers.masking_utils import causal_mask_function
 
-from attention_viz.core.trace import Trace
+from attention_viz.core.trace import Trace, recorded
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import as_allowed, factors, mask_under, position_bias, switched
+from attention_viz.hub.attention import Pass, as_allowed, factors, mask_under, position_bias, switched
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
+from attention_viz.hub.positions import reading
 
+RECORDS = ("q", "k", "lse", "layer", "summaries")  # what a long pass's probes keep at every attention (module docstring)
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
                       "decoder and cross-attention are not part of a page's read")
 
 
 @dataclass
-class _Pass:
-    """One long pass in flight: its switches, the map keys of its attention modules, what it keeps and sums."""
+class _Pass(Pass):
+    """One long pass in flight (a hub.attention.Pass with its own attention and mask functions, below): what it keeps
+    besides its probes' points, and its masks' rules."""
 
-    variation: Variation
-    keys: Mapping[int, str]                       # id(attention module) -> map key
-    trace: Trace | None                           # map key -> core.trace.Probe: the heads switched off
-    kept: Kept
+    kept: Kept | None = None
     rows: int = ROWS
-    layers: dict[str, KeptLayer] = field(default_factory=dict)
-    summaries: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     rules: dict[int, tuple[torch.Tensor, str, torch.Tensor | None]] = field(default_factory=dict)
     # id(mask) -> (the mask, its rule, its [T, K] on the CPU for rule "mask": what regions read)
     unmasked: set[str] = field(default_factory=set)  # what a mask left unbuilt (None) meant: "causal", "full"
-    prescaled: Mapping[int, tuple[float, float]] = field(default_factory=dict)  # id(module) -> (c_q, c_k): the
-    # factors its module put on q and k before handing them over (OPT's q·scaling), which the scale switch undoes
 
 
 # -- the attention function of the pass
@@ -121,15 +116,14 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
     name = run.keys.get(id(module))
-    probe = run.trace.get(name) if run.trace else None
-    if probe is not None:  # heads switched off before the model's W_O
+    probe = run.trace.get(name)
+    if probe is not None:  # what it records (RECORDS), heads switched off before the model's W_O
+        probe("lse", lse)
+        probe("layer", KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu))
+        probe("summaries", {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()})
         output = probe.attended(q, k, v, None, output.transpose(0, 1)[None])[0].transpose(0, 1)
-    if name is not None:
-        run.kept.put(name, "q", q)
-        run.kept.put(name, "k", k)
-        run.kept.put(name, "lse", lse)
-        run.layers[name] = KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu)
-        run.summaries[name] = {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()}
+        for point in ("q", "k", "lse"):  # to the run's Kept (on disk or in memory), one attention's at a time
+            run.kept.put(name, point, probe.kept.pop(point))
     return output[None].contiguous(), None  # (1, T, H, d_v)
 
 
@@ -151,33 +145,18 @@ class TextCutWarning(UserWarning):
     """A long pass read the first tokens of a longer text (its message is the run's `note`)."""
 
 
-def reading(model, count: int, most: int | None = None) -> tuple[int, str]:
-    """The one rule of how many of a text's `count` tokens a long pass of `model` reads (the package's long_run, the
-    app's Long text tab and show(model, long_text) all ask it): its positions, and `most` where fewer; with the
-    sentence that says so when some are left out ("" when it reads them all), naming the model by model.name."""
-    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
-        raise LongRunError(f"most must be a positive whole number of tokens or None, got {most!r}")
-    ends = model.positions
-    read = min([count] + [cap for cap in (ends, most) if cap])
-    if read == count:
-        return read, ""
-    why = (f"{model.name}'s positions end at {ends:,}." if ends and (most is None or ends <= most)
-           else f"a page is at most {most:,} tokens.")
-    return read, f"Read the first {read:,} of the text's {count:,} tokens: {why}"
-
-
-def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, trace: Trace | None = None,
+def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, trace: Trace,
              rows: int = ROWS, keep: str = "disk", last_logits: bool = False,
              prescaled: Mapping[int, tuple[float, float]] | None = None, most: int | None = None,
              warn: bool = True) -> LongRun:
     """One long pass of a PretrainedTransformer `model` (its attention modules' map keys `keys`) over a text or ids
-    [T] / [1, T], under `variation` with the heads' switches `trace` (model's probes) -> LongRun. last_logits: the
-    output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
-    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model
-    reads the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states).
-    prescaled: id(attention module) -> the factors (c_q, c_k) it puts on q and k itself (the model's proof finds
-    them), which the scale switch takes out as forward does. A text of more tokens than the model's positions (or
-    `most`) is read up to them (`reading`): the run says so (LongRun.note, given), and warns it unless warn=False."""
+    [T] / [1, T], under `variation` with its probes `trace` (model.probes, recording RECORDS) -> LongRun. last_logits:
+    the output head on the last position only, where the model's forward takes logits_to_keep (a decoder's logits at
+    4,096 tokens over a 49,152-word vocabulary are 805 MB; the maps do not need them). An encoder-decoder model reads
+    the text with its encoder alone (its encoder.* maps; the run's logits are the encoder's last states). prescaled:
+    id(attention module) -> the factors (c_q, c_k) it puts on q and k itself (the model's proof finds them), which the
+    scale switch takes out as forward does. A text of more tokens than the model's positions (or `most`) is read up to
+    them (`reading`): the run says so (LongRun.note, given), and warns it unless warn=False."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise LongRunError(f"rows must be a positive whole number, got {rows!r}")
     if isinstance(ids_or_text, str):
@@ -205,7 +184,7 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         forward, inputs = model.model, model.model_inputs(ids, None, None)
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
-    run = _Pass(variation, keys, trace, Kept(keep), rows, prescaled=prescaled or {})
+    run = _Pass(variation, keys, trace, prescaled=prescaled or {}, kept=Kept(keep), rows=rows)
     with switched(run), torch.inference_mode():
         try:
             outputs = forward(**inputs)
@@ -214,5 +193,5 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
             raise
     logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
     reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
-    return LongRun(logits, run.summaries, run.layers, run.kept, model.map_keys, length=read, reads=reads,
-                   given=given, note=note)
+    return LongRun(logits, recorded(trace, "summaries"), recorded(trace, "layer"), run.kept, model.map_keys,
+                   length=read, reads=reads, given=given, note=note)

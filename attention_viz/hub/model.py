@@ -36,10 +36,11 @@ from attention_viz.core.trace import Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
 from attention_viz.core.variation import PAPER, Variation, variation_of
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
-from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched
+from attention_viz.hub.attention import IMPLEMENTATION, RECORDED, Pass, switched
 from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of, unscaled_note
 from attention_viz.hub.placement import input_device, weight_of
+from attention_viz.hub import positions as rules
 from attention_viz.hub.proof import Fidelity, prove
 from attention_viz.hub.routes import implement, route
 
@@ -50,22 +51,21 @@ KIND_OF_LAYOUT = {
 }
 
 
-class TextTooLongError(ValueError):
-    """More tokens than the model's positions: the message names the limit and what to do instead."""
-
-
 @dataclass(frozen=True)
 class Recorded(Traced):
-    """One traced pass (core.trace.Traced) and its Pass: the masks it applied, its factors on QKᵀ, sinks' shares."""
+    """One traced pass (core.trace.Traced) and its Pass, whose probes recorded the masks it applied, its factors on
+    QKᵀ, the sinks' shares and (`biases`) the position bias each attention added (hub.attention.RECORDED)."""
 
     run: Pass
+    biases = property(lambda self: self.run.biases)  # map key -> B [1 or B, H, Q or 1, K], where one was added
 
-    @property
-    def biases(self) -> dict[str, torch.Tensor]:
-        """Map key -> the position bias B its attention added to the scaled QKᵀ, broadcastable to [B, H, Q, K] (T5's
-        relative positions [1, H, Q, K], Bloom's ALiBi [B, H, 1, K]); only the attentions that add one, none with the
-        position_bias switch off."""
-        return self.run.biases
+    @classmethod
+    def of(cls, logits: torch.Tensor, run: Pass) -> Recorded:
+        """A pass's logits and its Pass: its maps in our key order (every encoder layer, then each decoder layer's
+        self and cross)."""
+        maps = run.maps
+        return cls(logits, AttentionMaps({key: maps[key] for key in sorted(maps, key=_key_order)}),
+                   trace_kept(run.trace), run)
 
 
 @dataclass(frozen=True)
@@ -184,37 +184,9 @@ class PretrainedTransformer:
         split_kind(kind)
         return self.layers.get(kind, 0)
 
-    @property
-    def positions(self) -> int | None:
-        """The positions the model has (its config's max_position_embeddings or n_positions): the most tokens it
-        reads at once; None where its config names none."""
-        config = self.model.config
-        config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        for name in ("max_position_embeddings", "n_positions"):
-            value = getattr(config, name, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-        return None
-
-    def room(self, tokens: int) -> int | None:
-        """The most tokens a greedy decode can write after an input of `tokens` within the model's positions (the
-        decoder's input at the last step is the prompt, or the start token, and every written token but the last);
-        None where the config names no positions."""
-        if self.positions is None:
-            return None
-        return self.positions - (1 if self.layout == "encoder-decoder" else tokens) + 1
-
-    def check_positions(self, tokens: int, what: str = "The input") -> None:
-        """TextTooLongError unless `tokens` positions fit the model's (a model whose config names none is not
-        checked): what a pass of more would meet is the model's own IndexError or a size mismatch; ValueError for no
-        tokens at all (a reshape error inside the model)."""
-        if tokens < 1:
-            raise ValueError(f"{what} has no tokens: give at least one (model.encode(text).ids[None]).")
-        most = self.positions
-        if most is not None and tokens > most:
-            raise TextTooLongError(f"{what} has {tokens:,} tokens; {self.name} reads at most {most:,} positions at "
-                                   f"once. Give at most {most:,} (input_ids[:, :{most}]), or read a text at length: "
-                                   f"model.long_run(text) reads its first {most:,} tokens and says so.")
+    positions = property(rules.positions)  # the most tokens it reads at once, None where its config names none
+    room = rules.room  # the most tokens a greedy decode can write after an input of `tokens`
+    check_positions = rules.check  # TextTooLongError unless `tokens` fit its positions
 
     @property
     def start_id(self) -> int:
@@ -282,38 +254,29 @@ class PretrainedTransformer:
         return (ids != self.pad_id).long()
 
     def probes(self, variation: Variation = PAPER, head_means=None, gates=None, keep: Collection[str] = (),
-               at: Collection[str] | None = None) -> Trace | None:
+               at: Collection[str] | None = None, records: Collection[str] = ()) -> Trace | None:
         """The probes of one pass (core.trace): the variation's heads off (core.ablation.switches, with head_means or
-        per-row gates; ValueError naming what is wrong) and the points `keep` at the keys `at`; None: a plain pass."""
-        if not (variation.heads_off or gates or keep):
+        per-row gates; ValueError naming what is wrong), the points `keep` at the keys `at` and `records` at every
+        key; None: a plain pass."""
+        if not (variation.heads_off or gates or keep or records):
             return None  # the plain pass
         keys = list(self._keys.values())
         heads = switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
-        return trace(keys, heads, keep, at)
+        return trace(keys, heads, keep, at, records)
 
     def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
                  keep: Collection[str] = (), at: Collection[str] | None = None):
-        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches, recording
-        the maps into the Pass it yields when record=True and keeping core.trace's points `keep` at the keys `at`
-        (probes): every pass of the model, or of a part of it, runs in one."""
-        return switched(Pass(variation, self._keys, record, trace=self.probes(variation, head_means, gates, keep, at),
-                             kernel=self.kernel, prescaled=self._prescaled))
+        """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches, its probes
+        recording the maps (hub.attention.RECORDED) into the Pass it yields when record=True and keeping core.trace's
+        points `keep` at the keys `at`: every pass of the model, or of a part of it, runs in one."""
+        probes = self.probes(variation, head_means, gates, keep, at, RECORDED if record else ())
+        return switched(Pass(variation, self._keys, probes, self.kernel, prescaled=self._prescaled))
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        decoder_input_ids: torch.Tensor | None = None,
-        *,
-        attention_mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
-        heads_off: dict[str, list[int]] | None = None,
-        ablation: str = "zero",
-        head_means: dict[str, torch.Tensor] | None = None,
-        variation: Variation | None = None,
-        position_bias: bool = True,
-    ) -> tuple[torch.Tensor, AttentionMaps]:
+    def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
+                padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
+                position_bias: bool = True) -> tuple[torch.Tensor, AttentionMaps]:
         """One pass -> (logits [B, T, V] (or the last hidden states for a model without a head), every map).
         heads_off, ablation, head_means: heads switched off before the model's W_O, as for our Transformer
         (core.ablation); their maps are still recorded.
@@ -339,7 +302,7 @@ class PretrainedTransformer:
         with context as run:
             outputs = self.model(**kwargs)
         logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-        return Recorded(logits, self._maps(run), trace_kept(run.trace), run)
+        return Recorded.of(logits, run)
 
     def step_maps(self, input_ids: torch.Tensor | None, decoder_input_ids: torch.Tensor, *, variation: Variation = PAPER,
                   head_means: dict[str, torch.Tensor] | None = None) -> list[dict[str, np.ndarray]]:
@@ -430,27 +393,12 @@ class PretrainedTransformer:
         weight = weight_of(module)  # an offloaded layer's read where it is kept
         return weight.T if transposed else weight
 
-    def _maps(self, run: Pass) -> AttentionMaps:
-        """The recorded maps in our key order (every encoder layer, then each decoder layer's self and cross)."""
-        return AttentionMaps({key: run.maps[key] for key in sorted(run.maps, key=_key_order)})
-
     @torch.no_grad()
-    def greedy_decode(
-        self,
-        input_ids: torch.Tensor,
-        max_new_tokens: int,
-        *,
-        attention_mask: torch.Tensor | None = None,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
-        reuse_keys: bool = True,
-        heads_off: dict[str, list[int]] | None = None,
-        ablation: str = "zero",
-        head_means: dict[str, torch.Tensor] | None = None,
-        variation: Variation | None = None,
-        position_bias: bool = True,
-    ) -> tuple[torch.Tensor, AttentionMaps]:
+    def greedy_decode(self, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mask: torch.Tensor | None = None,
+                      scale: Scale = "sqrt_dk", causal_mask: bool = True, padding_mask: bool = True,
+                      reuse_keys: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
+                      head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
+                      position_bias: bool = True) -> tuple[torch.Tensor, AttentionMaps]:
         """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
 
         As `generate(num_beams=1, do_sample=False)` with the model's generation config (its banned tokens, forced
@@ -471,17 +419,10 @@ class PretrainedTransformer:
         return written, recorded.maps
 
     @torch.no_grad()
-    def greedy_pass(
-        self,
-        input_ids: torch.Tensor,
-        max_new_tokens: int,
-        *,
-        variation: Variation = PAPER,
-        attention_mask: torch.Tensor | None = None,
-        reuse_keys: bool = True,
-        head_means: dict[str, torch.Tensor] | None = None,
-        values: bool = False,
-    ) -> tuple[torch.Tensor, Recorded]:
+    def greedy_pass(self, input_ids: torch.Tensor, max_new_tokens: int, *, variation: Variation = PAPER,
+                    attention_mask: torch.Tensor | None = None, reuse_keys: bool = True,
+                    head_means: dict[str, torch.Tensor] | None = None, values: bool = False
+                    ) -> tuple[torch.Tensor, Recorded]:
         """greedy_decode under `variation` (its heads off, with head_means for mean ablation, at every step), with
         everything its last full pass recorded (the encoder's maps and masks included, and with values=True every
         attention's values, for norms_of)."""
@@ -492,17 +433,11 @@ class PretrainedTransformer:
             self.modality.check(input_ids)
         else:
             self.check_positions(input_ids.size(-1))
-        room = self.room(input_ids.size(-1))
-        if room is not None and max_new_tokens > room:
-            prompt = 1 if self.layout == "encoder-decoder" else input_ids.size(-1)
-            raise TextTooLongError(f"{self.name}'s decoder reads at most {self.positions:,} positions at once"
-                                   + (f" and the prompt has {prompt:,} tokens" if prompt > 1 else "")
-                                   + f": it can write at most {room:,} tokens; ask for max_new_tokens={room}"
-                                   + (", or shorten the prompt." if prompt > 1 else "."))
+        rules.check_room(self, input_ids.size(-1), max_new_tokens)
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
                                         variation=variation, reuse_keys=reuse_keys, head_means=head_means,
                                         values=values)
-        return written, Recorded(logits, self._maps(final), trace_kept(final.trace), final)
+        return written, Recorded.of(logits, final)
 
     def __repr__(self) -> str:
         layers = ", ".join(f"{kind}: {n}" for kind, n in self.layers.items())
@@ -522,7 +457,8 @@ class PretrainedTransformer:
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
-        return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means),
+        return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means,
+                                                                                   records=long.RECORDS),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
 

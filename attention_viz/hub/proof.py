@@ -172,7 +172,7 @@ def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
         kwargs.pop("input_ids", None), kwargs.pop("attention_mask", None)
         kwargs[modality.input_name] = modality.probe(2, input_device(model), next(model.parameters()).dtype)
         lengths = (modality.length, LENGTHS[1])
-    run = Pass(Variation(), record=False, kernel=kernel, probe=[])
+    run = Pass(Variation(), kernel=kernel, probe=[])
     linears: list = []
     head_input: list = []
     base_output: list = []
@@ -243,7 +243,7 @@ def _prescaled(inputs: dict[int, tuple], kernel: Kernel, calls, names: dict[int,
         handed_the_same = not isinstance(own, float) or abs(own - call.scaling) <= 1e-6 * abs(call.scaling)
         if handed_the_same or id(module) not in inputs:
             continue
-        run = Pass(Variation(), record=False, kernel=kernel, probe=[])
+        run = Pass(Variation(), kernel=kernel, probe=[])
         args, kwargs = inputs[id(module)]
         try:
             module.scaling = 1.0

@@ -22,17 +22,7 @@ import torch
 from attention_viz.core.maps import AttentionMaps
 from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation
-from attention_viz.hub.model import PretrainedTransformer, TextTooLongError, _kind_of
-
-
-def check_length(model: PretrainedTransformer, tokens: int) -> None:
-    """TextTooLongError unless `tokens` of text fit the model's positions (model.positions; a model that names none
-    is not checked)."""
-    most = model.positions
-    if most is not None and tokens > most:
-        raise TextTooLongError(f"The text has {tokens:,} tokens; {model.name} reads at most {most:,} positions at "
-                               f"once. Shorten it, or read it at length: show(model, text, long=True), or "
-                               f"model.long_run(text), which reads the first {most:,}.")
+from attention_viz.hub.model import PretrainedTransformer, _kind_of
 
 
 @dataclass(frozen=True)
@@ -92,7 +82,7 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
     step, with head_means for mean ablation) and keep every map of the last step; values: also the value norms of
     that pass (what run_value_norms gives, without a pass of its own)."""
     src, notes = source_ids(model, text, pad_tokens)
-    check_length(model, src.size(1))
+    model.check_positions(src.size(1), "The text", text=True)
     if not model.abilities.writes_text:
         return one_pass(model, src, variation, head_means, notes, values)
     room = model.room(src.size(1))

@@ -130,19 +130,15 @@ class HubModel:
         sink (gpt-oss: the row's weights sum to 1 less the sink's share); "sqrt_dk" is the model's own factor."""
         key, head, settings = kind_key(request.kind, request.layer), request.head, run.settings
         recorded = self._pass(run, settings, keep=("q", "k", "v"), at=(key,))
-        kept = recorded.kept[key]
-        q, k, v = kept["q"][0, head], kept["k"][0, head], kept["v"][0, head]  # (Q, d_k), (K, d_k), (K, d_v)
-        mask = recorded.run.masks.get(key)
+        given = recorded.run.trace[key].kept  # what the pass kept there and recorded (hub.attention.RECORDED)
+        q, k, v = given["q"][0, head], given["k"][0, head], given["v"][0, head]  # (Q, d_k), (K, d_k), (K, d_v)
+        mask, bias, sink = given["mask"], given["bias"], given["sink"]  # bias (1, H, Q, K), sinks' logits [H] or None
         head_mask = None if mask is None else torch.broadcast_to(mask, (1, 1, q.size(0), k.size(0)))[0, 0]  # (Q, K)
-        factor = (recorded.run.factors[key] if settings.scale == "sqrt_dk"
-                  else scale_factor(settings.scale, q.size(-1)))
-        bias = recorded.run.biases.get(key)  # (1, H, Q, K) or None
-        added = recorded.run.added.get(key, {})  # a soft cap (Gemma 2), sinks (gpt-oss)
-        sink = added.get("sink")
+        factor = given["factor"] if settings.scale == "sqrt_dk" else scale_factor(settings.scale, q.size(-1))
         with torch.inference_mode():
             intermediates: dict[str, torch.Tensor] = {}
             attention(q[None], k[None], v[None], head_mask, factor, bias=None if bias is None else bias[0, head],
-                      softcap=added.get("softcap"), sink=None if sink is None else sink[head:head + 1],
+                      softcap=given["softcap"], sink=None if sink is None else sink[head:head + 1],
                       steps=intermediates)  # one head as [1, Q, ·]: a sink joins its rows as the model's
         queries, keys = run.tokens(request.kind)
         arrays = {name: t[0].float().cpu().numpy() for name, t in intermediates.items()}

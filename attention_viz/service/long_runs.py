@@ -171,7 +171,7 @@ class LongRuns:
                               f"{self.chars:,}. Shorten it.")
         model = self.real.get(model_key)
         name = display_name(model_key)
-        from attention_viz.hub.long import reading  # the hub extra, as below
+        from attention_viz.hub.positions import reading  # the hub extra, as below
         from attention_viz.hub.words import words_of
 
         ids = model.encode(text).ids  # (S,)

@@ -15,7 +15,7 @@ from attention_viz.core.protocol import AttentionModel  # noqa: E402
 from attention_viz.core.trace import kept, trace  # noqa: E402
 from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.hub import load_pretrained  # noqa: E402
-from attention_viz.hub.attention import Pass, switched  # noqa: E402
+from attention_viz.hub.attention import RECORDED, Pass, switched  # noqa: E402
 from attention_viz.hub.text_run import run_text, run_value_norms  # noqa: E402
 from attention_viz.importance.real import decoder_logits, encoder_states, final_states, real_head_means  # noqa: E402
 from tests.core.test_variation import equal  # noqa: E402 - bit for bit, through tuples, dicts and maps
@@ -78,7 +78,7 @@ def prebuilt(model, run_variation: Variation, heads: dict | None, keep: tuple[st
     switches given."""
     keys = {id(module): key for name, module in model.model.named_modules()
             if (key := model.family.key_of(name)) is not None}
-    return Pass(run_variation, keys, trace=trace(list(keys.values()), heads, keep))
+    return Pass(run_variation, keys, trace=trace(list(keys.values()), heads, keep, records=RECORDED))
 
 
 @pytest.mark.parametrize("family", list(HEADS_OFF))

@@ -217,6 +217,30 @@ def test_attend_in_float32_is_the_float64_softmax_to_float32_rounding(rule):
         np.testing.assert_allclose(sums[name].numpy() / 37, value, rtol=2e-5, atol=2e-6, err_msg=name)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("rule", ["causal", "full", "mask"])
+def test_attend_on_the_pipelines_stages_gives_the_numbers_it_gave_before_bit_for_bit(rule, dtype):
+    """attend, its scale and mask run by core.attention's stage functions, against its own code from before
+    (tests/hub/blockwise_before.py): output, lse and every statistic bit for bit, over grouped heads, blocks that
+    do not divide the rows, more keys than rows, a row with every key hidden, factors of 1 and ln 2 (log₂e·factor
+    exactly 1)."""
+    from attention_viz.fast.blockwise import attend
+
+    from tests.blockwise_before import attend as attend_before
+
+    g = torch.Generator().manual_seed(7)
+    for H, H_kv, T, K, rows, factor in [(4, 2, 37, 37, 8, 0.5), (3, 3, 21, 21, 64, 1.0), (6, 2, 19, 19, 5, 0.125),
+                                        (2, 1, 13, 13, 4, 1 / 1.4426950408889634)]:
+        q, k, v = (torch.randn(shape, generator=g, dtype=torch.float64).to(dtype) * 2
+                   for shape in [(H, T, 8), (H_kv, K, 8), (H_kv, K, 8)])
+        allowed = torch.rand(T, K, generator=g) < 0.6 if rule == "mask" else None
+        if allowed is not None:
+            allowed[3] = False  # row 3 sees nothing
+        now, before = attend(q, k, v, factor, rule, allowed, rows), attend_before(q, k, v, factor, rule, allowed, rows)
+        assert torch.equal(now[0], before[0]) and torch.equal(now[1], before[1])
+        assert all(torch.equal(now[2][name], before[2][name]) for name in STATISTICS)
+
+
 @pytest.mark.parametrize("rule", ["causal", "full", "mask"])
 def test_attend_makes_every_tensor_on_the_device_of_q(rule):
     """attend on another device than the CPU: every tensor it takes, makes or gives is on q's (the meta device

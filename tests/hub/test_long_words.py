@@ -121,7 +121,7 @@ def test_show_an_encoder_decoder_long_reads_the_page_with_its_encoder(tiny_folde
     both (the same sentences as the app's Long text tab)."""
     from attention_viz.explorer.notebook import show
     from attention_viz.hub.long import READS_WITH_ENCODER
-    from attention_viz.hub.text_run import TextTooLongError
+    from attention_viz.hub import TextTooLongError
 
     model = load_pretrained(tiny_folder("marian"), device="cpu")
     text = "the cat sat on the mat and the model reads every word of the sentence. " * 12

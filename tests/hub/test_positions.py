@@ -14,7 +14,8 @@ import torch
 pytest.importorskip("transformers")
 
 from attention_viz.hub import TextTooLongError, load_pretrained  # noqa: E402
-from attention_viz.hub.long import TextCutWarning, reading  # noqa: E402
+from attention_viz.hub.long import TextCutWarning  # noqa: E402
+from attention_viz.hub.positions import reading  # noqa: E402
 from attention_viz.hub.long_kept import LongRunError  # noqa: E402
 
 KINDS = {"bert": "encoder", "gpt2": "decoder", "llama": "decoder", "marian": "encoder-decoder"}

@@ -500,3 +500,25 @@ def test_a_real_runs_value_norms_come_from_its_own_pass_and_equal_a_pass_of_thei
         for key, value in separate.items():
             np.testing.assert_allclose(run.norms[key], value, rtol=1e-5, atol=1e-6, err_msg=f"{model} {switches}")
         assert views.runs.value_norms(run) is run.norms  # no second pass
+
+
+@pytest.mark.parametrize("model_type, kind", [("gpt_neo", "decoder.self_attn"), ("fsmt", "decoder.cross_attn"),
+                                              ("mpnet", "encoder.self_attn"), ("xlm", "encoder.self_attn")])
+def test_a_family_from_before_the_interface_runs_in_the_app_as_any_real_model(model_type, kind, tmp_path, one_thread):
+    """Families routed through the interface (hub.routes) in the app: a run, its steps ending on its own map (GPT-Neo's
+    local window and its factor 1, MPNet's position bias, FSMT's causal decoder in the pass given its encoder's
+    output), the scaling note where it has none to take out."""
+    from devtools import tiny_archs
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    key = f"hub:tiny-{model_type}"
+    views = Views(Runs(Catalog(hub_models=[str(tiny_archs.save(model_type, tmp_path / f"tiny-{model_type}"))])))
+    s = settings(views, key)
+    run = views.runs.run(s)
+    layers = sorted(k for k in run.maps if k.endswith(kind.split(".")[1]) and k.startswith(kind.split(".")[0]))
+    assert len(layers) == 2  # the tiny models' two layers of this kind
+    for layer in range(2):
+        steps = views.runs.steps(s, kind, layer, 1)
+        np.testing.assert_allclose(steps.arrays["weights"], run.head(kind, layer, 1), atol=1e-6)
+    note = views.runs.catalog.controls(key, 16, 0, 0, None).d_k_note
+    assert ("multiplies QKᵀ by 1" in note) == (model_type == "gpt_neo")

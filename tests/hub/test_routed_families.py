@@ -1,0 +1,232 @@
+"""Families whose attention does not go through transformers' attention interface, routed through it (hub.routes):
+each loads from a saved folder and is proven on load, its routed attention is the model's own rule (GPT-Neo's
+local window, the original GPT's causal buffer), and its long pass equals its maps. Each switch against transformers'
+own eager model (maps, scale, causal, heads off, greedy decoding) is devtools.coverage's, run for every type by
+tests/hub/test_coverage.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from attention_viz.hub import load_pretrained  # noqa: E402
+from attention_viz.hub.long_kept import LongRunError  # noqa: E402
+from attention_viz.hub.routes import ROUTED  # noqa: E402
+from devtools import tiny_archs  # noqa: E402
+
+FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  # each family's own factor on QKᵀ
+           "fsmt": lambda d_k: d_k ** -0.5, "megatron-bert": lambda d_k: d_k ** -0.5,
+           "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
+           "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5,
+           "mpnet": lambda d_k: d_k ** -0.5, "roformer": lambda d_k: d_k ** -0.5,
+           "tapas": lambda d_k: d_k ** -0.5}
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("routed")
+    return {kind: load_pretrained(tiny_archs.save(kind, root / kind)) for kind in FACTORS}
+
+
+@pytest.mark.parametrize("kind", list(FACTORS))
+def test_a_routed_family_loads_is_proven_and_its_long_pass_equals_its_maps(loaded, kind):
+    model = loaded[kind]
+    assert model.fidelity.proven and getattr(model.model, ROUTED, False), model.fidelity
+    assert model.factor == pytest.approx(FACTORS[kind](model.d_k))
+    ids = torch.randint(5, 100, (1, 24), generator=torch.Generator().manual_seed(0))
+    _, maps = model.forward(ids, ids[:, :4] if model.layout == "encoder-decoder" else None)
+    if model.abilities.position_bias:  # MPNet's: the long pass does not add a position bias
+        with pytest.raises(LongRunError, match="position bias"):
+            model.long_run(ids, warn=False)
+        return
+    run = model.long_run(ids, warn=False)  # an encoder-decoder reads the page with its encoder
+    try:
+        assert run.keys == [key for key in model.map_keys if model.layout != "encoder-decoder"
+                            or key.startswith("encoder.")]
+        for key in run.keys:
+            for head in range(model.n_heads):
+                region = np.asarray(run.region(key, head, slice(0, 24), slice(0, 24)))
+                np.testing.assert_allclose(region, maps[key][0, head].detach().numpy(), atol=1e-5, err_msg=key)
+    finally:
+        run.close()
+
+
+def test_gpt_neos_local_layers_see_their_window_and_its_qk_has_no_factor(loaded):
+    """GPT-Neo's tiny model: layer 0 global, layer 1 local with a window of 4: the local map gives keys 4 or more
+    back exactly 0 while the global one does not; without the causal mask both see every position; its scale switch
+    says its factor is 1."""
+    model = loaded["gpt_neo"]
+    window = model.model.config.window_size
+    assert model.model.config.attention_layers == ["global", "local"] and window == 4
+    ids = torch.randint(5, 100, (1, 12), generator=torch.Generator().manual_seed(1))
+    _, maps = model.forward(ids)
+    far = torch.ones(12, 12, dtype=torch.bool).tril(-window)  # key j at least `window` before query i
+    assert bool((maps["decoder.1.self_attn"][0][:, far] == 0).all())
+    assert bool((maps["decoder.0.self_attn"][0][:, far] > 0).all())
+    _, open_maps = model.forward(ids, causal_mask=False)
+    for key in model.map_keys:
+        assert bool((open_maps[key] > 0).all()), key
+    assert "multiplies QKᵀ by 1" in model.scaling_note
+
+
+def padded(model, decoder: bool):
+    """Two texts as one right-padded batch: ids [2, S] and their attention mask; an encoder-decoder's decoder input."""
+    rows = [model.encode(text).ids for text in ("Attention is all you need.", "Hi")]
+    S = max(len(row) for row in rows)
+    ids = torch.full((2, S), model.pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+    return ids, (ids != model.pad_id).long(), (torch.randint(5, 60, (2, 5)) if decoder else None)
+
+
+def eager(model, ids, mask, decoder=None):
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False,
+                    **({"decoder_input_ids": decoder} if decoder is not None else {}))
+    if decoder is None:
+        return out.logits, {f"decoder.{i}.self_attn": a for i, a in enumerate(out.attentions)}
+    maps = {f"encoder.{i}.self_attn": a for i, a in enumerate(out.encoder_attentions)}
+    maps |= {f"decoder.{i}.self_attn": a for i, a in enumerate(out.decoder_attentions)}
+    return out.logits, maps | {f"decoder.{i}.cross_attn": a for i, a in enumerate(out.cross_attentions)}
+
+
+def assert_same(ours: tuple, theirs: tuple, real: torch.Tensor) -> None:
+    """Logits and every map on the real (unpadded) rows the same, to float32's rounding."""
+    (logits, maps), (own_logits, own_maps) = ours, theirs
+    assert sorted(maps.keys()) == sorted(own_maps)
+    for key, weights in own_maps.items():
+        rows = real if key.startswith("encoder.") or "decoder" not in key and real is not None else None
+        a, b = maps[key].detach(), weights
+        if rows is not None and a.size(-2) == rows.size(-1):
+            a, b = a[rows.bool()[:, None, :, None].expand_as(a)], b[rows.bool()[:, None, :, None].expand_as(b)]
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=key)
+    torch.testing.assert_close(logits.detach(), own_logits, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["fsmt", "openai-gpt"])
+def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind, monkeypatch):
+    """FSMT and the original GPT build their masks themselves (not through transformers' mask interface): the
+    padding switch off equals eager given a mask of ones; the causal switch off equals eager with its own causal
+    rule made all-seeing (FSMT's causal mask of zeros; the original GPT's buffer of ones), on a padded batch."""
+    import copy
+
+    import transformers.models.fsmt.modeling_fsmt as fsmt
+    from attention_viz.hub import PretrainedTransformer
+
+    theirs, tokenizer = tiny_archs.tiny(kind)
+    ours = PretrainedTransformer(copy.deepcopy(theirs), tokenizer)
+    ids, mask, decoder = padded(ours, decoder=kind == "fsmt")
+    assert_same(ours.forward(ids, decoder), eager(theirs, ids, mask, decoder), mask)
+    assert_same(ours.forward(ids, decoder, padding_mask=False), eager(theirs, ids, torch.ones_like(mask), decoder),
+                None)
+    on, off = ours.forward(ids, decoder), ours.forward(ids, decoder, causal_mask=False)  # before eager is changed
+    if kind == "fsmt":
+        prepare = fsmt._prepare_fsmt_decoder_inputs
+
+        def no_causal(*args, **kwargs):
+            decoder_ids, padding, causal = prepare(*args, **kwargs)
+            return decoder_ids, padding, torch.zeros_like(causal)
+
+        monkeypatch.setattr(fsmt, "_prepare_fsmt_decoder_inputs", no_causal)
+        lifted = theirs
+    else:
+        lifted = copy.deepcopy(theirs)
+        for module in lifted.modules():
+            if type(module).__name__ == "Attention":
+                module.bias.fill_(1)
+    unmasked = eager(lifted, ids, mask, decoder)
+    with pytest.raises(AssertionError):  # the switch changes the maps: the comparison below can fail
+        assert_same(on, unmasked, mask)
+    assert_same(off, unmasked, mask)
+
+
+@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet", "roformer", "tapas"])
+def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(kind, monkeypatch):
+    """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention divide by math.sqrt(d) in their own code (no factor
+    to set): the scale switch off equals their eager model with that square root made 1; the padding switch off
+    equals it given a mask of ones (XLM's and Flaubert's: their attention's mask of ones, their hidden states still
+    zeroed at the padding, which is no part of attention)."""
+    import copy
+    import importlib
+    from types import SimpleNamespace
+
+    from attention_viz.hub import PretrainedTransformer
+
+    theirs, tokenizer = tiny_archs.tiny(kind)
+    ours = PretrainedTransformer(copy.deepcopy(theirs), tokenizer)
+    ids, mask, _ = padded(ours, decoder=False)
+
+    def encoder_eager(model, attention_mask):
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=attention_mask, output_attentions=True)
+        logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+        return logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)}
+
+    assert_same(ours.forward(ids), encoder_eager(theirs, mask), mask)
+    unpadded = ours.forward(ids, padding_mask=False)
+    module = importlib.import_module(type(theirs).__module__)
+    if hasattr(module, "get_masks"):  # XLM's, Flaubert's: (the mask its hidden states are multiplied by, attention's)
+        get_masks = module.get_masks
+        with monkeypatch.context() as patched:
+            patched.setattr(module, "get_masks", lambda *args, **kwargs: (
+                lambda masks: (masks[0], torch.ones_like(masks[1])))(get_masks(*args, **kwargs)))
+            assert_same(unpadded, encoder_eager(theirs, mask), None)
+    else:
+        assert_same(unpadded, encoder_eager(theirs, torch.ones_like(mask)), None)
+    unscaled = ours.forward(ids, scale="none")
+    with pytest.raises(AssertionError):
+        assert_same(unscaled, encoder_eager(theirs, mask), mask)
+    import math
+
+    monkeypatch.setattr(module, "math", SimpleNamespace(**{**vars(math), "sqrt": lambda x: 1.0}))
+    assert_same(unscaled, encoder_eager(theirs, mask), mask)
+
+
+def test_mvp_with_prompts_is_refused_naming_them():
+    """MVP's prompts put learned keys before every attention's own: refused by name, before the probe."""
+    import copy
+
+    from transformers import MvpForConditionalGeneration
+
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    plain, tokenizer = tiny_archs.tiny("mvp")
+    config = copy.deepcopy(plain.config)
+    config.use_prompt, config.prompt_length, config.prompt_mid_dim = True, 3, 16
+    with pytest.raises(UnsupportedModelError, match="with prompts \\(use_prompt\\) is not supported"):
+        PretrainedTransformer(MvpForConditionalGeneration(config).eval(), tokenizer)
+
+
+def test_mpnets_relative_position_bias_is_kept_and_switched_like_t5s(loaded):
+    """MPNet adds T5's bucketed relative-position bias to QKᵀ/√d_k: its abilities say so, B is kept per map key equal
+    to its encoder's compute_position_bias, and position_bias=False equals the maps with it left out."""
+    model = loaded["mpnet"]
+    assert model.abilities.position_bias
+    ids = torch.randint(5, 100, (1, 10), generator=torch.Generator().manual_seed(2))
+    traced = model.traced(ids)
+    hidden = model.model.get_input_embeddings()(ids)
+    own = model.model.base_model.encoder.compute_position_bias(hidden)  # (1, H, Q, K)
+    for key in model.map_keys:
+        torch.testing.assert_close(traced.biases[key].detach().expand_as(own), own.detach(), msg=key)
+    _, with_bias = model.forward(ids)
+    _, without = model.forward(ids, position_bias=False)
+    assert not torch.allclose(with_bias[model.map_keys[0]], without[model.map_keys[0]])
+
+
+def test_fsmts_decoder_stays_causal_in_a_pass_given_its_encoders_output(loaded):
+    """FSMT's forward builds its decoder's causal mask only when given input_ids without a cache; greedy decoding's
+    last pass (the maps') hands it the encoder's output instead: the route keeps the decoder causal there too, and
+    those maps equal forward's on the same tokens."""
+    model = loaded["fsmt"]
+    ids = torch.randint(5, 60, (1, 7), generator=torch.Generator().manual_seed(3))
+    written, maps = model.greedy_decode(ids, 5)
+    decoder = torch.cat([torch.full((1, 1), model.start_id), written[:, :-1]], 1)  # what the last pass read
+    _, direct = model.forward(ids, decoder)
+    for key, weights in maps.items():
+        if key.startswith("decoder.") and key.endswith("self_attn"):
+            assert bool((weights[0].triu(1) == 0).all()), key
+        torch.testing.assert_close(weights, direct[key], atol=1e-6, rtol=0, msg=key)

@@ -16,8 +16,9 @@ tab's views, drawn on the server as content-named PNG files (service.pngstore).
   encoder head's self-attention over time (kept pooled to MEDIA_POOLED a side, by each block's largest weight).
 - The scaling switches as on text (1/√d_k, off, a custom factor); d_k is the model's own (its weights fix it).
 - Runs: one per (model, file, scaling), MEDIA_RUNS_KEPT of them for all visitors (least recently used dropped),
-  each computed on the model's run line (service.real_models): one piece of a model's work at a time, as the queue's
-  line for that model (server/admission.py) already orders them. Every refusal is a ValueError whose sentence names
+  each computed once, on the model's run line (service.real_models): one piece of a model's work at a time, as the
+  queue's line for that model (server/admission.py) already orders them; a second asker of the same run waits for it
+  holding no lock (at most BUSY_WAIT_S). No lock is held across a pass, a file read or a drawing. Every refusal is a ValueError whose sentence names
   the limit or the fault (hub.images, hub.speech: not a picture, damaged, too many pixels, too large; a recording
   longer than the model's window is cut, and the notes say so).
 """
@@ -41,7 +42,7 @@ from attention_viz.service.checks import check_choice, check_float, check_int, s
 from attention_viz.service.limits import (FACTOR_RANGE, MEDIA_NEW_TOKENS, MEDIA_OVERLAY_SIDE, MEDIA_POOLED,
                                           MEDIA_RUNS_KEPT, SCALE_CHOICES, SCALE_LABELS)
 from attention_viz.service.pngstore import PngStore
-from attention_viz.service.real_models import RealModels, display_name
+from attention_viz.service.real_models import BUSY_WAIT_S, RealModels, display_name
 
 PICTURES, RECORDINGS = "pictures", "recordings"
 
@@ -52,7 +53,8 @@ class _Kept:
 
     run: object                      # hub.media_run.MediaRun (a recording's encoder maps pooled)
     seen: np.ndarray | None = None   # a picture as the model read it [H, W, 3] uint8
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    done: threading.Event = field(default_factory=threading.Event)  # set once computed, or refused
+    refusal: str = ""                # why it could not be computed, for those who waited for it
 
 
 class MediaViews:
@@ -159,19 +161,29 @@ class MediaViews:
         run_key = (key, path, stat.st_size, stat.st_mtime_ns, variation)
         with self._lock:
             kept = self._runs.get(run_key)
-            if kept is None:
+            computes = kept is None
+            if computes:
                 kept = self._runs[run_key] = _Kept(None)
             self._runs.move_to_end(run_key)
             while len(self._runs) > self.kept:
                 self._runs.popitem(last=False)
-        with kept.lock:  # one asker computes it; the others wait for it (the model's line orders them anyway)
+        if not computes:  # another asker computes it: wait for it, holding nothing
+            if not kept.done.wait(BUSY_WAIT_S):
+                raise ValueError(f"This model is busy with other visitors' work (over {BUSY_WAIT_S:.0f} s): try "
+                                 "again in a minute.")
             if kept.run is None:
-                try:
-                    kept.run, kept.seen = self._compute(key, model, reads, path, variation)
-                except Exception:
-                    with self._lock:
-                        self._runs.pop(run_key, None)
-                    raise
+                raise ValueError(kept.refusal)
+            return kept
+        try:
+            kept.run, kept.seen = self._compute(key, model, reads, path, variation)
+        except Exception as error:
+            kept.refusal = str(error) if isinstance(error, ValueError) else "The server could not read it."
+            with self._lock:
+                if self._runs.get(run_key) is kept:
+                    del self._runs[run_key]
+            raise
+        finally:
+            kept.done.set()
         return kept
 
     def _compute(self, key: str, model, reads: str, path: str, variation: Variation):

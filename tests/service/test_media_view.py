@@ -145,3 +145,54 @@ def test_the_lessons_picture_steps_quote_the_class_tokens_rows_of_the_view_they_
     assert f"{rows['sqrt_dk'][head][2:].sum():.2f} of its weight on the patches" in scaled.text
     assert ", ".join(f"{e:.2f}" for e in entropy["none"]) in unscaled.text
     assert "off (plain q·k)" in unscaled.media["answer"]["notes"] and unscaled.media["answer"]["query"] == 0
+
+
+def test_two_askers_of_one_new_run_share_one_pass_and_a_refusal_reaches_both(media, monkeypatch):
+    """The second asker waits for the first one's pass (holding no lock) and draws from it; a file the first finds
+    refused is refused to the second with the same sentence, and not kept."""
+    import threading
+
+    import attention_viz.hub.media_run as media_run
+
+    views, _, root = media
+    started, release, calls = threading.Event(), threading.Event(), []
+    real_run = media_run.run_media
+
+    def slow(*args, **kwargs):
+        calls.append(args[1])
+        started.set()
+        release.wait(60)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(media_run, "run_media", slow)
+    bad = root / "bad.png"
+    bad.write_bytes(b"not a picture at all")
+    for path, factor in ((str(root / "scene.png"), 0.75), (str(bad), 0.75)):
+        started.clear()
+        release.clear()
+        answers = []
+
+        def ask():
+            try:
+                answers.append(views.view("hub:tiny-deit", path, "custom", factor, 0, 1, 0)["overlay"])
+            except ValueError as refusal:
+                answers.append(str(refusal))
+
+        first = threading.Thread(target=ask)
+        first.start()
+        assert started.wait(60)
+        second = threading.Thread(target=ask)
+        second.start()
+        kept = next(kept for key, kept in views._runs.items() if key[1] == path)
+        for _ in range(6000):  # until the second asker waits on the first one's pass (CPython's Event internals)
+            if kept.done._cond._waiters:
+                break
+            threading.Event().wait(0.01)
+        assert kept.done._cond._waiters, "the second asker never waited for the first one's pass"
+        release.set()
+        first.join(60)
+        second.join(60)
+        assert len(answers) == 2 and answers[0] == answers[1]
+    assert calls == [str(root / "scene.png"), str(bad)]  # one pass each
+    assert answers[0].startswith("Not read: the file is not a picture")
+    assert not any(key[1] == str(bad) for key in views._runs)  # a refused run is not kept

@@ -183,7 +183,7 @@ def test_two_askers_of_one_new_run_share_one_pass_and_a_refusal_reaches_both(med
         assert started.wait(60)
         second = threading.Thread(target=ask)
         second.start()
-        kept = next(kept for key, kept in views._runs.items() if key[1] == path)
+        kept = next(kept for key, kept in views._runs.items() if key[1] == path and key[4] == Variation(factor))
         for _ in range(6000):  # until the second asker waits on the first one's pass (CPython's Event internals)
             if kept.done._cond._waiters:
                 break

@@ -95,22 +95,23 @@ class MediaViews:
         self.reads(key)
         return self.real.get(key)
 
-    def shape(self, key: object) -> tuple[int, int]:
-        """(layers, heads) as the views offer them (n_layers), from the loaded model or else its config (nothing
+    def shape(self, key: object) -> tuple[int, int, int]:
+        """(layers, heads, d_k) as the views offer them (n_layers), from the loaded model or else its config (nothing
         loaded: the page is built with them)."""
         self.reads(key)
         if self.real.loaded(key):
             model = self.real.get(key)
-            return n_layers(model), model.n_heads
+            return n_layers(model), model.n_heads, model.d_k
         from attention_viz.hub.images import vision_config  # the hub extra: its config was read to offer the model
         from attention_viz.hub.loading import cached_config
 
         config = cached_config(self.real.names[display_name(key)])
         vision = vision_config(config)
         if vision is not None:
-            return int(vision.num_hidden_layers), int(vision.num_attention_heads)
-        return (min(int(config.encoder_layers), int(config.decoder_layers)),
-                min(int(config.encoder_attention_heads), int(config.decoder_attention_heads)))
+            heads = int(vision.num_attention_heads)
+            return int(vision.num_hidden_layers), heads, int(vision.hidden_size) // heads
+        heads = min(int(config.encoder_attention_heads), int(config.decoder_attention_heads))
+        return min(int(config.encoder_layers), int(config.decoder_layers)), heads, int(config.d_model) // heads
 
     def query_at(self, key: object, x: object, y: object) -> int:
         """The token a click at pixel (x, y) of the overlay picks: the patch under it (its index among the tokens)."""

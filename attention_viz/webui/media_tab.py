@@ -31,7 +31,7 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
     choices = media.choices()
     first = choices[0][1]
     pictures = media.reads(first) == "pictures"
-    layers, heads = media.shape(first)
+    layers, heads, d_k = media.shape(first)
     prose(ABOUT)
     with gr.Row():
         model = gr.Dropdown(choices, value=first, label="Model", elem_id="media_model", scale=2, min_width=240)
@@ -39,6 +39,8 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
                          label="Scaling of q·k", elem_id="media_scale", scale=2)
         factor = gr.Number(1.0, minimum=FACTOR_RANGE[0], maximum=FACTOR_RANGE[1], label="Custom factor",
                            elem_id="media_factor", scale=1, min_width=120)
+        d_k_box = gr.Number(d_k, interactive=False, label="d_k: this model's own", elem_id="media_d_k", scale=1,
+                            min_width=120)  # its weights fix it, as a real model's on text
     with gr.Row():
         picture = gr.Image(media.sample(), type="filepath", sources=["upload", "clipboard"], visible=pictures,
                            label="A picture (a scene drawn for this app; upload your own)", elem_id="media_picture",
@@ -76,7 +78,7 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
                   "alignment": alignment, "encoder": encoder, "notes": notes, "query": query, "layer": layer,
                   "head": head}
     toggled = {"picture": picture, "recording": recording, "picture_views": picture_views,
-               "recording_views": recording_views, "query": query, "layer": layer, "head": head}
+               "recording_views": recording_views, "query": query, "layer": layer, "head": head, "d_k": d_k_box}
     inputs = [model, picture, recording, scale, factor, layer, head, query]
     show = named(handler(MediaHandlers(media).view), components)
     for trigger in (read.click, picture.upload, recording.upload, recording.stop_recording, layer.release,
@@ -125,14 +127,14 @@ class MediaHandlers:
     def switch(self, model) -> dict:
         """Another model: its input and its views in sight, the sliders' ranges its own."""
         pictures = self.media.reads(model) == "pictures"
-        layers, heads = self.media.shape(model)
-        return {"picture": gr.update(visible=pictures), "recording": gr.update(visible=not pictures),
+        layers, heads, d_k = self.media.shape(model)
+        return {"d_k": d_k, "picture": gr.update(visible=pictures), "recording": gr.update(visible=not pictures),
                 "picture_views": gr.update(visible=pictures), "recording_views": gr.update(visible=not pictures),
                 "query": gr.update(visible=pictures, value=0),
                 "layer": gr.update(maximum=layers - 1, value=layers - 1), "head": gr.update(maximum=heads - 1, value=0)}
 
     def shown(self, model, answer: dict) -> dict:
-        layers, heads = self.media.shape(model)
+        layers, heads, _ = self.media.shape(model)
         shown = {name: value for name, value in answer.items() if name in (*PICTURE_VIEWS, *RECORDING_VIEWS)}
         for name in ("specials", "notes"):
             if name in shown or name in answer:

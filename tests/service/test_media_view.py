@@ -43,8 +43,9 @@ def test_pictures_and_recordings_go_to_their_tab_and_text_to_the_text_pickers_by
     with pytest.raises(ValueError, match="Unknown model"):
         catalog.check_model("hub:tiny-whisper")  # the Transformer tab's API refuses it: it reads no text
     # the sliders' ranges from the configs, nothing loaded; then equal to the loaded models'
-    assert views.shape("hub:tiny-deit") == (2, 4) and views.shape("hub:tiny-whisper") == (2, 4)
+    assert views.shape("hub:tiny-deit") == (2, 4, 8) and views.shape("hub:tiny-whisper") == (2, 4, 8)
     assert not catalog.real.loaded("hub:tiny-deit")
+    assert views.shape("hub:tiny-deit") == (2, 4, views.model("hub:tiny-deit").d_k)  # loaded: the same
     with pytest.raises(ValueError, match="Unknown model 'hub:tiny-marian' for pictures and recordings"):
         views.reads("hub:tiny-marian")
 

@@ -37,9 +37,11 @@ from attention_viz.core.rollout import rollout
 from attention_viz.core.variation import Variation
 from attention_viz.draw.overlay import overlay_figure, overlay_pixels
 from attention_viz.draw.spectrogram import alignment_figure, pooled, self_attention_figure
-from attention_viz.explorer.pack import decode_written
+from attention_viz.explorer.html import explorer_html
+from attention_viz.explorer.pack import decode_written, pack
 from attention_viz.service.checks import check_choice, check_float, check_int, shown
-from attention_viz.service.limits import (FACTOR_RANGE, MEDIA_NEW_TOKENS, MEDIA_OVERLAY_SIDE, MEDIA_POOLED,
+from attention_viz.service.exports import ExportFolder
+from attention_viz.service.limits import (EXPORT_PAGE_BYTES, FACTOR_RANGE, MEDIA_NEW_TOKENS, MEDIA_OVERLAY_SIDE, MEDIA_POOLED,
                                           MEDIA_RUNS_KEPT, SCALE_CHOICES, SCALE_LABELS)
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.real_models import BUSY_WAIT_S, RealModels, display_name
@@ -60,8 +62,9 @@ class _Kept:
 class MediaViews:
     """The views of pictures and recordings on one server's real models (thread-safe)."""
 
-    def __init__(self, real: RealModels, store: PngStore, kept: int = MEDIA_RUNS_KEPT) -> None:
-        self.real, self.store, self.kept = real, store, kept
+    def __init__(self, real: RealModels, store: PngStore, exports: ExportFolder | None = None,
+                 kept: int = MEDIA_RUNS_KEPT) -> None:
+        self.real, self.store, self.exports, self.kept = real, store, exports, kept
         self._runs: OrderedDict[tuple, _Kept] = OrderedDict()  # run key -> kept, least recently used first
         self._lock = threading.Lock()  # guards _runs only (never held across a pass or a drawing)
 
@@ -145,12 +148,33 @@ class MediaViews:
         layer = check_int("layer", layer, 0, n_layers(model) - 1)
         head = check_int("head", head, 0, model.n_heads - 1)
         kept = self._run(key, model, reads, path, variation)
-        what = f"d_k = {model.d_k}: this model's own (its weights fix it); scaling: " + (
-            f"a factor of {custom:g}" if mode == "custom" else SCALE_LABELS[mode])
+        what = f"d_k = {model.d_k}: this model's own (its weights fix it); scaling: {run_scale(mode, custom)}"
         if reads == PICTURES:
             query = check_int("query token", query, 0, model.modality.length - 1)
             return self._picture(model, kept, layer, head, query, what)
         return self._recording(model, kept, layer, head, what)
+
+    def explorer(self, key: object, path: object, scale_mode: object = "sqrt_dk", factor: object = 1.0,
+                 client: str | None = None) -> list:
+        """A picture's run as the explorer's one HTML file (every map of every layer and head over the tokens, offline,
+        as av.show draws it), written to the export folder counted against `client`; its path, in a list. A recording
+        is refused: its 1,500 x 1,500 encoder maps are kept pooled, and make no file of a size to open."""
+        if self.reads(key) != PICTURES:
+            raise ValueError("The explorer page is a picture's: a recording's encoder maps (1,500 x 1,500 a head) "
+                             "are too large for one file; av.show(model, recording) draws them in a notebook.")
+        if not isinstance(path, str) or not path:
+            raise ValueError("Upload a picture first (or use the sample).")
+        model, run = self.model(key), self.run(key, path, scale_mode, factor)
+        notes = [f"{model.name} ({model.family.name}, real model), scaling {run_scale(scale_mode, factor)}",
+                 f"Our Eq. 1 inside it: {model.fidelity}.", *([run.note] if run.note else [])]
+        page = explorer_html(pack(run.maps, list(run.source), [], masks=run.masks, notes=notes,
+                                  title=f"a picture on {model.name}"), document=True, title="attention explorer")
+        data = page.encode()
+        if len(data) > EXPORT_PAGE_BYTES:
+            raise ValueError(f"This model's explorer page would be {len(data) / 2**20:.0f} MB, past the export's "
+                             f"{EXPORT_PAGE_BYTES / 2**20:.0f} MB: av.show(model, picture) draws it in a notebook.")
+        return [str(p) for p in self.exports.write({f"{display_name(key).replace('/', '_')}_explorer.html": data},
+                                                   client)]
 
     # -- the runs
 
@@ -250,6 +274,11 @@ class MediaViews:
                  f"Our Eq. 1 inside it: {model.fidelity}." + (f" {run.note}" if run.note else ""))
         return {"alignment": self.store.figure_file(alignment), "encoder": self.store.figure_file(drawn),
                 "notes": notes}
+
+
+def run_scale(scale_mode: object, factor: object) -> str:
+    """The scaling as the notes name it (values checked by the run before)."""
+    return f"a factor of {float(factor):g}" if scale_mode == "custom" else SCALE_LABELS[scale_mode]
 
 
 def n_layers(model) -> int:

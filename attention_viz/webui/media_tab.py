@@ -67,6 +67,11 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
                               elem_id="media_heads", format="png",
                               alt_text="Every head of the layer from the same token, a panel each over the picture")
         specials = prose("", elem_id="media_specials")
+        with gr.Row():
+            explore = gr.Button("Every map in the explorer (one HTML file, offline)", elem_id="media_explore",
+                                size="sm")
+            page_file = gr.File(label="The explorer page", elem_id="media_explorer_file", interactive=False,
+                                visible=False)  # shown with its file (an empty file list fails WCAG)
     with gr.Column(visible=not pictures) as recording_views:
         alignment = gr.Image(label="The transcript's alignment: each step's encoder-decoder attention over the sound",
                              show_label=False, interactive=False, elem_id="media_alignment", format="png",
@@ -87,6 +92,8 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
                 **RAW, **({} if trigger == read.click else PRIVATE))
     overlay.select(named(handler(MediaHandlers(media).clicked), components), inputs, list(components.values()),
                    **RAW, **PRIVATE)
+    explore.click(handler(MediaHandlers(media).explorer), [model, picture, scale, factor], page_file,
+                  api_name="media_explorer", **RAW)
     model.input(named(handler(MediaHandlers(media).switch), toggled), model, list(toggled.values()), **RAW,
                 api_name="media_model")
     return {**components, **toggled, "model": model, "scale": scale, "factor": factor}
@@ -117,6 +124,11 @@ class MediaHandlers:
         upload = picture if reads == "pictures" else recording
         answer = self.media.view(model, path_of(upload), scale, factor, layer, head, query)
         return self.shown(model, answer)
+
+    def explorer(self, model, picture, scale, factor, request: gr.Request = None):
+        """The picture's run as the explorer's one HTML file (counted against the page's session), in sight."""
+        paths = self.media.explorer(model, path_of(picture), scale, factor, getattr(request, "session_hash", None))
+        return gr.update(value=paths, visible=True)
 
     def clicked(self, model, picture, recording, scale, factor, layer, head, query, event: gr.SelectData) -> dict:
         """A click on the overlay: the views from the patch under it."""

@@ -4,6 +4,7 @@ tests/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,9 @@ def test_the_sample_picture_read_then_a_clicked_patch_looks_from_there(page: Pag
     expect(page.locator("#media_query input")).to_have_value("17")  # the specials' 2, then the 16th patch
     settle(page)
     page.locator("#media_overlay").screenshot(path=str(SCREENSHOTS / "media_clicked.png"))
+    page.locator("#media_explore").click()  # every map, in the explorer's offline page
+    expect(page.locator("#media_explorer_file a").first).to_have_attribute("href", re.compile(r"_explorer\.html$"),
+                                                                       timeout=TIMEOUT_MS)
 
 
 def test_a_recording_on_whisper_shows_its_transcript_aligned_and_a_picture_given_to_it_is_refused(page: Page,

@@ -151,3 +151,15 @@ def test_an_upload_past_the_limit_is_refused_naming_it_and_a_small_one_is_taken(
     assert too_big.status_code == 413 and "16 MiB" in too_big.text
     small = httpx.post(upload, files={"files": ("small.png", io.BytesIO(b"\0" * 1000), "image/png")}, timeout=60)
     assert small.status_code == 200
+
+
+def test_the_explorer_page_of_a_picture_comes_back_as_one_html_file(media, tmp_path):
+    client, _, _ = media
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (50, 30), (200, 30, 30)).save(picture)
+    page = client.predict("hub:tiny-deit", handle_file(str(picture)), "sqrt_dk", 1.0, api_name="/media_explorer")
+    page = page["value"] if isinstance(page, dict) else page  # the file list, shown (an update)
+    path = page[0] if isinstance(page, list) else page
+    path = path.get("path") if isinstance(path, dict) else path
+    text = open(path, encoding="utf-8").read()
+    assert str(path).endswith("tiny-deit_explorer.html") and "patch 0,0" in text and "[CLS]" in text

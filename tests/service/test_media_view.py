@@ -197,3 +197,20 @@ def test_two_askers_of_one_new_run_share_one_pass_and_a_refusal_reaches_both(med
     assert calls == [str(root / "scene.png"), str(bad)]  # one pass each
     assert answers[0].startswith("Not read: the file is not a picture")
     assert not any(key[1] == str(bad) for key in views._runs)  # a refused run is not kept
+
+
+def test_a_pictures_run_opens_in_the_explorer_as_one_offline_file_and_a_recording_is_refused_saying_why(media):
+    from attention_viz.service.exports import ExportFolder
+
+    views, catalog, root = media
+    exports = ExportFolder()
+    try:
+        with_exports = MediaViews(catalog.real, views.store, exports)
+        path, = with_exports.explorer("hub:tiny-deit", str(root / "scene.png"), "none", 1.0, client="page")
+        page = open(path, encoding="utf-8").read()
+        assert path.endswith("tiny-deit_explorer.html") and "<script" in page and "http" not in page.split("<body")[0]
+        assert "patch 3,3" in page and "[DIST]" in page and "off (plain q·k)" in page
+        with pytest.raises(ValueError, match="a recording's encoder maps"):
+            with_exports.explorer("hub:tiny-whisper", str(root / "tone.wav"))
+    finally:
+        exports.close()

@@ -33,7 +33,7 @@ def open_tab(page: Page, url: str) -> None:
     expect(page.locator("#media_picture img")).to_be_visible(timeout=TIMEOUT_MS)  # the sample, already there
 
 
-def test_the_sample_picture_read_then_a_clicked_patch_looks_from_there(page: Page, media_app):
+def test_the_sample_picture_read_then_a_clicked_patch_looks_from_there(page: Page, media_app, tmp_path):
     SCREENSHOTS.mkdir(exist_ok=True)
     open_tab(page, media_app[0] + "/")
     page.locator("#media_read").click()
@@ -54,6 +54,16 @@ def test_the_sample_picture_read_then_a_clicked_patch_looks_from_there(page: Pag
     page.locator("#media_explore").click()  # every map, in the explorer's offline page
     expect(page.locator("#media_explorer_file a").first).to_have_attribute("href", re.compile(r"_explorer\.html$"),
                                                                        timeout=TIMEOUT_MS)
+    # a damaged picture (a PNG cut short) passes the page's own check of its type: the server refuses it, saying so,
+    # and the views stay the last picture's
+    damaged = tmp_path / "damaged.png"
+    damaged.write_bytes((Path(__file__).resolve().parents[2] / "attention_viz" / "data" / "sample_picture.png")
+                        .read_bytes()[:200])
+    before = page.locator("#media_notes").inner_text()
+    page.locator("#media_picture button[aria-label='Remove Image']").click()
+    page.locator("#media_picture input[type=file]").set_input_files(str(damaged))
+    expect(page.locator("[data-testid=toast-body]")).to_contain_text("the picture is damaged", timeout=TIMEOUT_MS)
+    assert page.locator("#media_notes").inner_text() == before
 
 
 def test_a_recording_on_whisper_shows_its_transcript_aligned_and_a_picture_given_to_it_is_refused(page: Page,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import torch
 from torch import nn
@@ -25,7 +25,7 @@ from attention_viz.core.attention import (SCALE_MODES, Kernel, MultiHeadAttentio
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
-from attention_viz.core.maps import AttentionMaps, keys_of, kind_key, map_key, split_kind
+from attention_viz.core.maps import AttentionMaps, InputAxis, MapKey, axis_of, keys_of, kind_key, map_key
 from attention_viz.core.protocol import Abilities
 from attention_viz.core.trace import Probe, Stop, Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
@@ -126,6 +126,20 @@ class Transformer(nn.Module):
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
         return keys_of(self.config.n_encoder_layers, self.config.n_decoder_layers)
+
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What it reads, as an axis (core.protocol): a text's tokens, our characters."""
+        return axis_of(tokens)
+
+    @property
+    def start_id(self) -> int:
+        """The decoder's first input token (<bos>): greedy decoding starts from it (core.protocol)."""
+        return self.config.bos_id
+
+    @property
+    def eos_ids(self) -> set[int]:
+        """Tokens that end a greedy decode (<eos>)."""
+        return {self.config.eos_id}
 
     @property
     def abilities(self) -> Abilities:
@@ -249,11 +263,11 @@ class Transformer(nn.Module):
 
     def attention_module(self, kind: str, layer: int) -> MultiHeadAttention:
         """The MultiHeadAttention behind kind ("encoder.self_attn", ...) and layer, i.e. behind map kind_key(kind, layer)."""
-        stack, name = split_kind(kind)
-        layers = self.encoder.layers if stack == "encoder" else self.decoder.layers
+        key = MapKey.of(kind, layer)
+        layers = self.encoder.layers if key.stack == "encoder" else self.decoder.layers
         if not 0 <= layer < len(layers):
-            raise IndexError(f"{stack} layer {layer} does not exist; the model has {len(layers)}")
-        return getattr(layers[layer], name)
+            raise IndexError(f"{key.stack} layer {layer} does not exist; the model has {len(layers)}")
+        return getattr(layers[layer], key.name)
 
     def attention_inputs(
         self, src: torch.Tensor, tgt: torch.Tensor, kind: str, layer: int, *, scale: Scale = "sqrt_dk",
@@ -280,9 +294,8 @@ class Transformer(nn.Module):
     def greedy_decode(
         self,
         src: torch.Tensor,
-        max_len: int,
-        bos_id: int,
-        eos_id: int,
+        max_new_tokens: int,
+        *,
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
@@ -291,32 +304,28 @@ class Transformer(nn.Module):
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
         gates: dict[str, torch.Tensor] | None = None,
-        *,
         variation: Variation | None = None,
         value_norms: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
-        """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
-        value_norms: a dict to fill with ‖v_j^h W_O^h‖ per map key [B, H, K] of the pass the maps come from, what
-        value_norms(src, <bos> + tokens but the last) gives, without a second pass.
-        heads_off or gates (with ablation and head_means) switch heads off at every step, as in forward; gates of
-        shape [B, H] give each row its own heads.
-
-        Generated tokens exclude <bos>; a row that has emitted <eos> is padded with pad_id after it.
-        The returned decoder maps have one query row per generated token: row t is the step that produced token t.
+        """core.protocol's greedy decoding, from <bos> to <eos> (start_id, eos_ids): (tokens [B, n], maps of the last
+        step); a row that has emitted <eos> is padded with pad_id after it. value_norms: a dict to fill with
+        ‖v_j^h W_O^h‖ per map key [B, H, K] of the pass the maps come from (value_norms of <bos> + tokens but the last,
+        without a second pass). heads_off or gates (with ablation and head_means) switch heads off at every step, as
+        in forward; gates of shape [B, H] give each row its own heads.
 
         reuse_keys: under the causal mask, each step runs the decoder on the new position only, keeping every
         layer's self-attention keys and values and the memory's cross-attention ones (O(n) instead of O(n²));
         the maps then come from one full pass over the decoder input, as the last step of the plain loop
         computes them. Without the causal mask earlier positions see later ones, so every step reruns them all.
         """
-        if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
-            raise ValueError(f"max_len must be a whole number of at least 1, got {max_len!r}")  # nothing to decode
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a whole number of at least 1, got {max_new_tokens!r}")
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
         probes = self.probes(variation, head_means, gates)
         kept = self.probes(variation, head_means, gates, ("v",)) if value_norms is not None else probes
         memory, src_mask, enc_weights = self.encode(src, variation, kept)
         B = src.size(0)
-        tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+        tgt = torch.full((B, 1), self.start_id, dtype=torch.long, device=src.device)  # (B, 1)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
 
         def append(logits: torch.Tensor) -> bool:
@@ -324,14 +333,14 @@ class Transformer(nn.Module):
             nonlocal tgt, done
             next_token = logits.argmax(-1).masked_fill(done, self.config.pad_id)  # (B,)
             tgt = torch.cat([tgt, next_token[:, None]], dim=1)  # (B, t + 1)
-            done = done | (next_token == eos_id)
+            done = done | (next_token == self.config.eos_id)
             return bool(done.all())
 
         if reuse_keys and variation.causal_mask:
             memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in self.decoder.layers]
             past: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.decoder.layers)
-            pe = positional_encoding(max_len, self.config.d_model, src.device)  # (max_len, D)
-            for t in range(max_len):
+            pe = positional_encoding(max_new_tokens, self.config.d_model, src.device)  # (max_new_tokens, D)
+            for t in range(max_new_tokens):
                 y = self.dropout(self.tgt_embed(tgt[:, -1:]) + pe[t])  # (B, 1, D): the newest position only
                 # the last query row of decode's self mask: <pad> keys hidden (an untrained model may emit <pad>)
                 self_mask = make_padding_mask(tgt, self.config.pad_id) if variation.padding_mask else None
@@ -349,7 +358,7 @@ class Transformer(nn.Module):
 
         self_weights: list[torch.Tensor] = []
         cross_weights: list[torch.Tensor] = []
-        for _ in range(max_len):  # the last pass's records are the maps' (its decoder input is tgt but the last)
+        for _ in range(max_new_tokens):  # the last pass's records are the maps' (its decoder input is tgt but the last)
             logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, variation, kept)
             if append(logits[:, -1]):
                 break

@@ -5,13 +5,14 @@ and its Abilities; research code asks it, never the model's type. input_ids [B, 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
 from attention_viz.core.attention import SCALE_MODES
+from attention_viz.core.maps import AttentionMaps, InputAxis
 from attention_viz.core.trace import Traced
 from attention_viz.core.variation import PAPER, Variation
 
@@ -38,10 +39,17 @@ class AttentionModel(Protocol):
 
     pretrained: bool            # read from a checkpoint with its own tokenizer (hub); False: ours, our characters
     abilities: Abilities
+    eos_ids: set[int]           # the tokens that end a greedy decode
+    # start_id: int, the decoder's first input token, where greedy decoding starts (an encoder-decoder's: a model of
+    # one stack refuses with a sentence, its decoder input being its text, so isinstance does not ask for it)
 
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
+
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What the model reads (the encoder's input, or a decoder-only model's text) as an axis: a text's `tokens`, or
+        its modality's own, a picture's patches or a recording's frames (`tokens` then unused)."""
 
     def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
@@ -49,3 +57,9 @@ class AttentionModel(Protocol):
                gates: Mapping[str, torch.Tensor] | None = None) -> Traced:
         """One pass under `variation` (its heads off with head_means, or per-row gates), keeping core.trace's points
         `keep` at the map keys `at` (None: every key): its logits, every map and what was kept."""
+
+    def greedy_decode(self, input_ids: torch.Tensor, max_new_tokens: int, *, variation: Variation | None = None,
+                      head_means: Mapping[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, AttentionMaps]:
+        """Up to max_new_tokens per row, the most likely first, from start_id (or a decoder-only model's prompt) until
+        one of eos_ids, under `variation` at every step -> (tokens [B, n] without the start, maps of the pass over the
+        decoder input that wrote them: row t of a decoder map is the step that wrote token t)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from attention_viz.core.maps import InputAxis, kind_of
 from attention_viz.core.variation import Variation
 
 
@@ -24,7 +25,8 @@ class MediaRun:
     """What one pass of a picture or a recording gives the views."""
 
     inputs: torch.Tensor = field(repr=False)           # what the model read: [1, C, H, W] pixels, [1, mels, frames]
-    source: tuple[str, ...]                            # the encoder's tokens (specials, patches; or times)
+    axis: InputAxis                                    # the encoder's positions: patches (a grid) or frames (times)
+    source: tuple[str, ...]                            # their labels (specials, patches; or times)
     target: tuple[str, ...]                            # the decoder's rows: Whisper's prompt and what it wrote, ()
     written: tuple[str, ...]                           # the tokens written (the end token included when written)
     output: str                                        # the transcript, special tokens left out ("" for a picture)
@@ -50,7 +52,7 @@ def run_media(model, source, variation: Variation, max_new_tokens: int = 40) -> 
             prompt = model.modality.prompt(model.model, encoded, start)[0].tolist()
             target, output, written = model.pieces((prompt + out)[:rows]), model.decode(out), model.pieces(out)
     maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
-    masks = {key.split(".")[0] + "." + key.split(".")[2]: torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
-             .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}
-    return MediaRun(inputs.cpu(), tuple(encoding.tokens), tuple(target), tuple(written), output, maps, masks,
-                    encoding.note)
+    masks = {kind_of(key): torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0].cpu().numpy()
+             for key, mask in recorded.run.masks.items() if mask is not None}
+    return MediaRun(inputs.cpu(), model.input_axis(), tuple(encoding.tokens), tuple(target), tuple(written), output,
+                    maps, masks, encoding.note)

@@ -22,7 +22,7 @@ Variation only, and build the heads' switches from it in one place, probes):
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,7 @@ import torch
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Kernel, Scale
-from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
+from attention_viz.core.maps import KINDS, AttentionMaps, InputAxis, MapKey, axis_of, in_order, kind_of
 from attention_viz.core.protocol import Abilities
 from attention_viz.core.trace import Trace, Traced, trace
 from attention_viz.core.trace import kept as trace_kept
@@ -64,7 +64,7 @@ class Recorded(Traced):
         """A pass's logits and its Pass: its maps in our key order (every encoder layer, then each decoder layer's
         self and cross)."""
         maps = run.maps
-        return cls(logits, AttentionMaps({key: maps[key] for key in sorted(maps, key=_key_order)}),
+        return cls(logits, AttentionMaps({key: maps[key] for key in in_order(maps)}),
                    trace_kept(run.trace), run)
 
 
@@ -132,7 +132,7 @@ class PretrainedTransformer:
         self._prescaled = {id(modules[module_name]): c for module_name, c in proof.prescaled.items()}
         self._w_o = {key: (modules[name], transposed) for key, name, transposed in self.family.w_o}
         self.kinds = KIND_OF_LAYOUT[self.family.layout]
-        self.layers = {kind: sum(1 for key in self._keys.values() if _kind_of(key) == kind) for kind in self.kinds}
+        self.layers = {kind: sum(1 for key in self._keys.values() if kind_of(key) == kind) for kind in self.kinds}
         if not all(self.layers.values()):
             absent = [kind for kind, n in self.layers.items() if not n]
             raise UnsupportedModelError(f"{self.family.name} is an encoder-decoder model without {absent[0]} "
@@ -168,7 +168,11 @@ class PretrainedTransformer:
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
-        return sorted(self._keys.values(), key=_key_order)
+        return in_order(self._keys.values())
+
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What it reads, as an axis (core.protocol): its modality's patches or frames, else a text's `tokens`."""
+        return self.modality.axis() if self.modality is not None else axis_of(tokens)
 
     @property
     def device(self) -> torch.device:
@@ -181,7 +185,7 @@ class PretrainedTransformer:
 
     def n_layers(self, kind: str) -> int:
         """Layers with attention of this kind (0 for a kind the model does not have)."""
-        split_kind(kind)
+        MapKey.of(kind, 0)  # KeyError for an unknown kind
         return self.layers.get(kind, 0)
 
     positions = property(rules.positions)  # the most tokens it reads at once, None where its config names none
@@ -210,7 +214,7 @@ class PretrainedTransformer:
         """Tokens that end a greedy decode."""
         generation = getattr(self.model, "generation_config", None)  # a model without a head has none
         eos = generation.eos_token_id if generation is not None else None
-        if eos is None:
+        if eos is None and self.tokenizer is not None:  # a picture's model has no tokenizer
             eos = self.tokenizer.eos_token_id
         return set(eos if isinstance(eos, list) else [] if eos is None else [eos])
 
@@ -316,7 +320,7 @@ class PretrainedTransformer:
             prefix = decoder_input_ids[:, : t + 1]  # (1, t + 1)
             args = (input_ids, prefix) if self.layout == "encoder-decoder" else (prefix,)
             maps = self.traced(*args, variation=variation, head_means=head_means).maps.to_numpy()
-            steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
+            steps.append({key: value[0] for key, value in maps.items() if MapKey.parse(key).stack == "decoder"})
         return steps
 
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
@@ -380,7 +384,7 @@ class PretrainedTransformer:
         """‖v_j^h W_O^h‖ per map key [B, H, K] from what a pass kept (its values "v": traced with keep=("v",), or
         greedy_pass with values=True)."""
         norms = {}
-        for key in sorted(kept, key=_key_order):
+        for key in in_order(kept):
             w_o = self.w_o(key)  # (D, H·d)
             H, d = self.n_heads, w_o.size(1) // self.n_heads
             norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
@@ -399,13 +403,10 @@ class PretrainedTransformer:
                       reuse_keys: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
                       head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
                       position_bias: bool = True) -> tuple[torch.Tensor, AttentionMaps]:
-        """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
-
-        As `generate(num_beams=1, do_sample=False)` with the model's generation config (its banned tokens, forced
-        first and last tokens, minimum length and repetition rules). The returned tokens exclude the decoder's start
-        token (or the prompt); a finished row is padded with <pad> (else its end token). The maps come from one full
-        pass over the decoder's input, which is the start token (or the prompt) and every written token but the
-        last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
+        """core.protocol's greedy decoding -> (tokens [B, n], maps of the last step), as `generate(num_beams=1,
+        do_sample=False)` with the model's generation config (its banned tokens, forced first and last tokens, minimum
+        length and repetition rules); a finished row is padded with <pad> (else its end token). A decoder-only model's
+        decoder row t is the step that wrote token t - len(prompt) + 1.
         reuse_keys: under the causal mask, each step runs the newest position only, keeping the earlier ones' keys and
         values (transformers' cache); without the causal mask every step reruns the whole decoder.
         A decoder-only model's positions come from the attention mask, as generate's (a left-padded row starts at 0;
@@ -461,14 +462,3 @@ class PretrainedTransformer:
                                                                                    records=long.RECORDS),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
-
-def _kind_of(key: str) -> str:
-    """"decoder.3.cross_attn" -> "decoder.cross_attn"."""
-    stack, _, name = key.split(".")
-    return f"{stack}.{name}"
-
-
-def _key_order(key: str) -> tuple[int, int, int]:
-    """Sort keys as core.model.collect_maps orders them: encoder layers, then each decoder layer's self, cross."""
-    stack, layer, name = key.split(".")
-    return (0 if stack == "encoder" else 1, int(layer), 0 if name == "self_attn" else 1)

@@ -16,8 +16,9 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
                      causal rule a buffer of ones and zeros (kept with the pass's mask, dropped with the causal switch)
     Attention (FSMT's: fairseq's WMT19 models)  time first; its padding and causal masks its own arguments, each
                      dropped with its switch
-    MegatronBertSelfAttention, RemBertSelfAttention, TapasSelfAttention  BERT's self-attention from before the
-                     interface, in encoders
+    MegatronBertSelfAttention, RemBertSelfAttention, TapasSelfAttention, BigBirdSelfAttention  BERT's
+                     self-attention from before the interface, in encoders (BigBird's full attention; its block-sparse
+                     one is refused by hub.families)
     XGLMAttention, TrOCRAttention, MvpAttention  BART's attention from before the interface (MVP without prompts)
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
     MPNetSelfAttention  a relative-position bias (T5's buckets) on QKᵀ/√d_k, handed over as the position bias
@@ -148,24 +149,18 @@ def fsmt_attention(module, config, query: torch.Tensor, key: torch.Tensor | None
 
 
 def bert_self_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                        encoder_hidden_states: torch.Tensor | None = None, cache=None, output_attentions: bool = False,
-                        **kwargs):
-    """The self-attention BERT had before the interface (MegatronBERT's, RemBERT's, TAPAS's) with softmax(QKᵀ/√d + mask)
-    computed by our Eq. 1: hidden_states [B, Q, D] -> (context [B, Q, H·d], weights [B, H, Q, K]). An encoder's mask
-    is its padding; a decoder's (is_decoder) holds padding and the causal rule in one additive mask that the switches
-    could not take apart: it runs its own code, outside the interface, and the probe refuses it so."""
+                        *args, **kwargs):
+    """The self-attention BERT had before the interface (MegatronBERT's, RemBERT's, TAPAS's, BigBird's full one) with
+    softmax(QKᵀ/√d + mask) computed by our Eq. 1, in encoders: hidden_states [B, Q, D] -> (context [B, Q, H·d],
+    weights [B, H, Q, K]); its mask is the padding. A decoder's (is_decoder) holds padding and the causal rule in one
+    additive mask that the switches could not take apart: it runs its own code, outside the interface, and the probe
+    refuses it so (an encoder has no cache and no cross-attention)."""
     if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS or module.is_decoder:
-        return type(module).forward(module, hidden_states, attention_mask, encoder_hidden_states, cache,
-                                    output_attentions, **kwargs)
+        return type(module).forward(module, hidden_states, attention_mask, *args, **kwargs)
     B, Q, _ = hidden_states.shape
-    d, cross = module.attention_head_size, encoder_hidden_states is not None
-    states = encoder_hidden_states if cross else hidden_states  # (B, K, D)
-
-    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
-        return x.view(B, -1, module.num_attention_heads, d).transpose(1, 2)
-
-    q = heads(module.query(hidden_states))
-    k, v = cached(cache, module.layer_idx, cross, kwargs, lambda: (heads(module.key(states)), heads(module.value(states))))
+    d = module.attention_head_size
+    q, k, v = (project(hidden_states).view(B, Q, -1, d).transpose(1, 2)  # (B, H, Q, d)
+               for project in (module.query, module.key, module.value))
     mask = as_allowed(attention_mask) if attention_mask is not None and kept("padding_mask") else None
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
     output, weights = attend(module, q, k, v, mask, scaling=d ** -0.5,
@@ -307,6 +302,7 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention": bert_self_attention,
           MODELS + "rembert.modeling_rembert.RemBertSelfAttention": bert_self_attention,
           MODELS + "tapas.modeling_tapas.TapasSelfAttention": bert_self_attention,
+          MODELS + "big_bird.modeling_big_bird.BigBirdSelfAttention": bert_self_attention,
           MODELS + "xglm.modeling_xglm.XGLMAttention": bart_attention,
           MODELS + "trocr.modeling_trocr.TrOCRAttention": bart_attention,
           MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention,

@@ -167,7 +167,7 @@ class MediaViews:
         model, run = self.model(key), self.run(key, path, scale_mode, factor)
         notes = [f"{model.name} ({model.family.name}, real model), scaling {run_scale(scale_mode, factor)}",
                  f"Our Eq. 1 inside it: {model.fidelity}.", *([run.note] if run.note else [])]
-        page = explorer_html(pack(run.maps, list(run.source), [], masks=run.masks, notes=notes,
+        page = explorer_html(pack(run.maps, run.axis, [], masks=run.masks, notes=notes,
                                   title=f"a picture on {model.name}"), document=True, title="attention explorer")
         data = page.encode()
         if len(data) > EXPORT_PAGE_BYTES:

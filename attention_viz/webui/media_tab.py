@@ -85,16 +85,17 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
     toggled = {"picture": picture, "recording": recording, "picture_views": picture_views,
                "recording_views": recording_views, "query": query, "layer": layer, "head": head, "d_k": d_k_box}
     inputs = [model, picture, recording, scale, factor, layer, head, query]
-    show = named(handler(MediaHandlers(media).view), components)
+    handlers = MediaHandlers(media)
+    show = named(handler(handlers.view), components)
     for trigger in (read.click, picture.upload, recording.upload, recording.stop_recording, layer.release,
                     head.release, query.submit, scale.input, factor.submit):
         trigger(show, inputs, list(components.values()), api_name="media_view" if trigger == read.click else None,
                 **RAW, **({} if trigger == read.click else PRIVATE))
-    overlay.select(named(handler(MediaHandlers(media).clicked), components), inputs, list(components.values()),
+    overlay.select(named(handler(handlers.clicked), components), inputs, list(components.values()),
                    **RAW, **PRIVATE)
-    explore.click(handler(MediaHandlers(media).explorer), [model, picture, scale, factor], page_file,
+    explore.click(handler(handlers.explorer), [model, picture, scale, factor], page_file,
                   api_name="media_explorer", **RAW)
-    model.input(named(handler(MediaHandlers(media).switch), toggled), model, list(toggled.values()), **RAW,
+    model.input(named(handler(handlers.switch), toggled), model, list(toggled.values()), **RAW,
                 api_name="media_model")
     return {**components, **toggled, "model": model, "scale": scale, "factor": factor}
 

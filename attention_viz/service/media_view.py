@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
@@ -53,8 +53,10 @@ PICTURES, RECORDINGS = "pictures", "recordings"
 class _Kept:
     """One run of a picture or a recording, as its views need it."""
 
-    run: object                      # hub.media_run.MediaRun (a recording's encoder maps pooled)
-    seen: np.ndarray | None = None   # a picture as the model read it [H, W, 3] uint8
+    run: object                      # hub.text_run.TextRun of the picture or recording (a recording's encoder maps
+    #                                  pooled); its notes say what reading it changed
+    values: np.ndarray | None = None  # what the model read: a picture as it saw it [H, W, 3] uint8, or a recording's
+    #                                   log-mel features [mels, frames]
     done: threading.Event = field(default_factory=threading.Event)  # set once computed, or refused
     refusal: str = ""                # why it could not be computed, for those who waited for it
 
@@ -129,7 +131,7 @@ class MediaViews:
         return len(patches.specials) + row * columns + column
 
     def run(self, key: object, path: str, scale_mode: object = "sqrt_dk", factor: object = 1.0):
-        """The run views are drawn from (hub.media_run.MediaRun; a recording's encoder maps pooled), kept as view's."""
+        """The run views are drawn from (hub.text_run.TextRun; a recording's encoder maps pooled), kept as view's."""
         reads, model = self.reads(key), self.model(key)
         mode = check_choice("scaling", scale_mode, SCALE_CHOICES)
         custom = check_float("custom scale factor", factor, *FACTOR_RANGE)
@@ -166,8 +168,8 @@ class MediaViews:
             raise ValueError("Upload a picture first (or use the sample).")
         model, run = self.model(key), self.run(key, path, scale_mode, factor)
         notes = [f"{model.name} ({model.family.name}, real model), scaling {run_scale(scale_mode, factor)}",
-                 f"Our Eq. 1 inside it: {model.fidelity}.", *([run.note] if run.note else [])]
-        page = explorer_html(pack(run.maps, run.axis, [], masks=run.masks, notes=notes,
+                 f"Our Eq. 1 inside it: {model.fidelity}.", *run.notes]
+        page = explorer_html(pack(run.maps, model.input_axis(), [], masks=run.masks, notes=notes,
                                   title=f"a picture on {model.name}"), document=True, title="attention explorer")
         data = page.encode()
         if len(data) > EXPORT_PAGE_BYTES:
@@ -200,7 +202,7 @@ class MediaViews:
                 raise ValueError(kept.refusal)
             return kept
         try:
-            kept.run, kept.seen = self._compute(key, model, reads, path, variation)
+            kept.run, kept.values = self._compute(key, model, reads, path, variation)
         except Exception as error:
             kept.refusal = str(error) if isinstance(error, ValueError) else "The server could not read it."
             with self._lock:
@@ -212,19 +214,28 @@ class MediaViews:
         return kept
 
     def _compute(self, key: str, model, reads: str, path: str, variation: Variation):
-        from attention_viz.hub.media_run import run_media  # the hub extra: a real model means it is installed
+        """The run and what the model read, the file decoded once (within the modality's limits) for both."""
+        from attention_viz.hub import images, speech, text_run  # the hub extra: a real model means it is installed
 
         with self.real.line(key):
             try:
-                run = run_media(model, path, variation, MEDIA_NEW_TOKENS)
+                if reads == PICTURES:
+                    source, cut = images.read_image(path), ""
+                else:  # the window's samples at the model's rate, and where a longer recording was cut
+                    samples, cut = speech.read_audio(path, model.modality.rate, model.modality.seconds)
+                    source = (samples, model.modality.rate)
+                run = text_run.run_media(model, source, max_new_tokens=MEDIA_NEW_TOKENS, variation=variation)
+                values = model.encode(source).ids  # what the run read: [C, H, W] pixels or [mels, frames]
             except ValueError as refusal:
                 said = misfit(path, reads, display_name(key)) or f"Not read: {str(refusal).rstrip('.')}."
                 raise ValueError(said) from None
+        if cut:
+            run = replace(run, notes=(cut, *run.notes))
         if reads == PICTURES:
-            return run, model.modality.seen(run.inputs)
+            return run, model.modality.seen(values)
         maps = {key: pooled(value, MEDIA_POOLED) if key.startswith("encoder.") else value
                 for key, value in run.maps.items()}  # 1,500 x 1,500 a head: the view draws at most MEDIA_POOLED
-        return type(run)(**{**run.__dict__, "maps": maps}), None
+        return replace(run, maps=maps), values.float().cpu().numpy()
 
     # -- the views
 
@@ -232,20 +243,20 @@ class MediaViews:
         patches, run = model.modality, kept.run
         specials, grid = list(patches.specials), patches.grid
         weights = run.maps[f"encoder.{layer}.self_attn"]  # (H, T, T)
-        looks = run.source[query]
+        looks = run.src_tokens[query]
         marked = query - len(specials) if query >= len(specials) else None
-        overlay = overlay_pixels(kept.seen, weights[head, query], grid, len(specials), marked, zoom_of(patches))
-        heads = overlay_figure(kept.seen, weights[:, query], grid, specials,
+        overlay = overlay_pixels(kept.values, weights[head, query], grid, len(specials), marked, zoom_of(patches))
+        heads = overlay_figure(kept.values, weights[:, query], grid, specials,
                                [f"H{h}" for h in range(weights.shape[0])], f"layer {layer}: where {looks} looks")
         mixed = rollout({k: v[None] for k, v in run.maps.items()})[0]  # (T, T)
-        rolled = overlay_figure(kept.seen, mixed[query][None], grid, specials, ["rollout"],
+        rolled = overlay_figure(kept.values, mixed[query][None], grid, specials, ["rollout"],
                                 f"rollout over {n_layers(model)} layers from {looks}")
         notes = (f"**{model.name}** ({model.family.name}): {patches.length} tokens, "
                  f"{len(specials) and ', '.join(specials) + ' and '}{grid[0]} x {grid[1]} patches of "
                  f"{patches.patch} px. "
                  f"Layer {layer}, head {head}, from **{looks}**: the colour is each patch's weight ÷ the largest on "
                  f"a patch ({weights[head, query, len(specials):].max():.3f}); click a patch to look from it. {what}. "
-                 f"Our Eq. 1 inside it: {model.fidelity}." + (f" {run.note}" if run.note else ""))
+                 f"Our Eq. 1 inside it: {model.fidelity}." + "".join(f" {note}" for note in run.notes))
         return {"overlay": self.store.png_file(overlay), "heads": self.store.figure_file(heads),
                 "rollout": self.store.figure_file(rolled), "specials": specials_table(weights[:, query], specials,
                                                                                      looks, layer),
@@ -253,9 +264,9 @@ class MediaViews:
 
     def _recording(self, model, kept: _Kept, layer: int, head: int, what: str) -> dict:
         frames, run = model.modality, kept.run
-        features = run.inputs[0].float().numpy()  # (mels, frames)
+        features = kept.values  # (mels, frames)
         cross = run.maps[f"decoder.{layer}.cross_attn"][head]  # (Q, K)
-        rows = decode_written(list(run.written), list(run.target), True) or list(run.target)  # what each row writes
+        rows = decode_written(list(run.written), list(run.tgt_tokens), True) or list(run.tgt_tokens)  # each row writes
         alignment = alignment_figure(features, cross, rows, frames.seconds,
                                      f"decoder layer {layer}, head {head}: each row's encoder-decoder attention")
         encoder = run.maps[f"encoder.{layer}.self_attn"][head]  # (≤ MEDIA_POOLED, ≤ MEDIA_POOLED)
@@ -268,10 +279,10 @@ class MediaViews:
                  f"{'one of them' if (layer, head) in named else 'not among them'}.")
         notes = (f"**Transcript**: “{run.output.strip() or '(nothing written)'}”\n\n"
                  f"**{model.name}** ({model.family.name}): {frames.positions:,} encoder positions of "
-                 f"{step * 1000:.0f} ms ({frames.seconds:g} s heard at once); the decoder's {len(run.target)} rows "
+                 f"{step * 1000:.0f} ms ({frames.seconds:g} s heard at once); the decoder's {len(run.tgt_tokens)} rows "
                  f"are its prompt and what it wrote. The encoder's map is drawn at {encoder.shape[0]} x "
                  f"{encoder.shape[1]} cells, each block's largest weight.{among} {what}. "
-                 f"Our Eq. 1 inside it: {model.fidelity}." + (f" {run.note}" if run.note else ""))
+                 f"Our Eq. 1 inside it: {model.fidelity}." + "".join(f" {note}" for note in run.notes))
         return {"alignment": self.store.figure_file(alignment), "encoder": self.store.figure_file(drawn),
                 "notes": notes}
 

@@ -23,7 +23,7 @@ FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  #
            "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
            "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5,
            "mpnet": lambda d_k: d_k ** -0.5, "roformer": lambda d_k: d_k ** -0.5,
-           "tapas": lambda d_k: d_k ** -0.5}
+           "tapas": lambda d_k: d_k ** -0.5, "gpt_neox_japanese": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")

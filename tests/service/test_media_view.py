@@ -15,7 +15,7 @@ from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.draw.overlay import ALPHA, MARK_RGB, overlay_pixels  # noqa: E402
 from attention_viz.draw.raster import colormap_lut  # noqa: E402
 from attention_viz.draw.spectrogram import pooled  # noqa: E402
-from attention_viz.hub.media_run import run_media  # noqa: E402
+from attention_viz.hub.text_run import run_media  # noqa: E402
 from attention_viz.service.catalog import Catalog  # noqa: E402
 from attention_viz.service.media_view import MediaViews  # noqa: E402
 from attention_viz.service.pngstore import PngStore  # noqa: E402
@@ -53,11 +53,11 @@ def test_pictures_and_recordings_go_to_their_tab_and_text_to_the_text_pickers_by
 def test_a_pictures_views_are_its_maps_rows_over_the_patches_the_rollout_and_the_specials_apart(media):
     views, catalog, root = media
     model = catalog.real.get("hub:tiny-deit")
-    run = run_media(model, str(root / "scene.png"), Variation("none"))
+    run = run_media(model, str(root / "scene.png"), max_new_tokens=1, variation=Variation("none"))
     answer = views.view("hub:tiny-deit", str(root / "scene.png"), "none", 1.0, 1, 3, 7)
     weights = run.maps["encoder.1.self_attn"]  # (H, T, T)
     drawn = np.asarray(Image.open(answer["overlay"]))
-    seen = model.modality.seen(run.inputs)
+    seen = model.modality.seen(model.encode(str(root / "scene.png")).ids)
     assert drawn.shape == (448, 448, 3)
     np.testing.assert_array_equal(drawn, overlay_pixels(seen, weights[3, 7], (4, 4), 2, 5, 14))
     table = [[float(x) for x in line.strip("| ").split(" | ")[1:]] for line in answer["specials"].splitlines()
@@ -74,11 +74,11 @@ def test_a_pictures_views_are_its_maps_rows_over_the_patches_the_rollout_and_the
 
 def test_a_run_is_computed_once_for_its_file_and_scaling_and_kept_within_the_bound(media, monkeypatch):
     views, catalog, root = media
-    import attention_viz.hub.media_run as media_run
+    import attention_viz.hub.text_run as text_run
 
     calls = []
-    real_run = media_run.run_media
-    monkeypatch.setattr(media_run, "run_media", lambda *a, **k: calls.append(a[2]) or real_run(*a, **k))
+    real_run = text_run.run_media
+    monkeypatch.setattr(text_run, "run_media", lambda *a, **k: calls.append(k["variation"]) or real_run(*a, **k))
     path = str(root / "scene.png")
     for head in range(4):
         views.view("hub:tiny-deit", path, "custom", 0.5, 0, head, 0)
@@ -153,19 +153,20 @@ def test_two_askers_of_one_new_run_share_one_pass_and_a_refusal_reaches_both(med
     refused is refused to the second with the same sentence, and not kept."""
     import threading
 
-    import attention_viz.hub.media_run as media_run
+    import attention_viz.hub.images as images
 
     views, _, root = media
     started, release, calls = threading.Event(), threading.Event(), []
-    real_run = media_run.run_media
+    real_read = images.read_image
 
     def slow(*args, **kwargs):
-        calls.append(args[1])
-        started.set()
-        release.wait(60)
-        return real_run(*args, **kwargs)
+        if isinstance(args[0], str):  # the file's one read (the run's own reads take the picture it gave)
+            calls.append(args[0])
+            started.set()
+            release.wait(60)
+        return real_read(*args, **kwargs)
 
-    monkeypatch.setattr(media_run, "run_media", slow)
+    monkeypatch.setattr(images, "read_image", slow)
     bad = root / "bad.png"
     bad.write_bytes(b"not a picture at all")
     for path, factor in ((str(root / "scene.png"), 0.75), (str(bad), 0.75)):

@@ -101,6 +101,7 @@ class Transformer(Passes, nn.Module):
         if config.share_embeddings:
             self.generator.weight = self.src_embed.lookup.weight
         self.dropout = nn.Dropout(config.dropout)
+        self._keys = keys_of(config.n_encoder_layers, config.n_decoder_layers)
         for name, p in self.named_parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
@@ -124,7 +125,7 @@ class Transformer(Passes, nn.Module):
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
-        return keys_of(self.config.n_encoder_layers, self.config.n_decoder_layers)
+        return list(self._keys)
 
     @property
     def abilities(self) -> Abilities:

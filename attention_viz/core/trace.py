@@ -51,7 +51,8 @@ class Probe:
         """Eq. 1's points kept where asked; heads [B, H, Q, d_v] -> the same, switched."""
         if self.keep or self.records:
             for point, value in (("q", q), ("k", k), ("v", v), ("weights", weights), ("heads", heads)):
-                self(point, value)
+                if point in self.keep or point in self.records:
+                    self(point, value)
         return heads if self.switch is None else self.switch(heads)
 
 
@@ -68,9 +69,9 @@ def trace(keys: Collection[str], switches: Mapping[str, HeadSwitch] | None = Non
         raise ValueError(f"a pass keeps the points {', '.join(POINTS)}; got {sorted(keep - set(POINTS))}")
     if not switches and not keep and not records:
         return None
-    switches, kept_at = switches or {}, {key: keep if at is None or key in at else frozenset() for key in keys}
-    return {key: Probe(switches.get(key), kept_at[key], records=records) for key in keys
-            if key in switches or kept_at[key] or records}
+    switches = switches or {}
+    return {key: Probe(switches.get(key), kept, records=records) for key in keys
+            if (kept := keep if at is None or key in at else frozenset()) or records or key in switches}
 
 
 def kept(probes: Trace | None) -> dict[str, dict[str, object]]:

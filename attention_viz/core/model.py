@@ -26,8 +26,8 @@ from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
 from attention_viz.core.maps import AttentionMaps, keys_of, kind_key, map_key, split_kind
-from attention_viz.core.protocol import Abilities
-from attention_viz.core.trace import Passes, Probe, Stop, Trace, Traced, recorded
+from attention_viz.core.protocol import Abilities, Passes
+from attention_viz.core.trace import Probe, Stop, Trace, Traced, recorded
 from attention_viz.core.trace import kept as trace_kept
 from attention_viz.core.variation import PAPER, Variation, variation_of
 
@@ -85,7 +85,7 @@ class Decoder(nn.Module):
 
 
 class Transformer(Passes, nn.Module):
-    """The paper's encoder-decoder model; `forward` returns (logits, AttentionMaps) (core.trace.Passes: forward,
+    """The paper's encoder-decoder model; `forward` returns (logits, AttentionMaps) (core.protocol.Passes: forward,
     head_outputs, value_norms, value_flows over its traced pass)."""
 
     pretrained = False  # ours: our characters, no checkpoint of the Hub (core.protocol)

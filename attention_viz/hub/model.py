@@ -30,8 +30,8 @@ import torch
 
 from attention_viz.core.attention import Kernel, Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
-from attention_viz.core.protocol import Abilities
-from attention_viz.core.trace import Passes, Traced
+from attention_viz.core.protocol import Abilities, Passes
+from attention_viz.core.trace import Traced
 from attention_viz.core.trace import kept as trace_kept
 from attention_viz.core.variation import PAPER, Variation, variation_of
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention

@@ -4,7 +4,7 @@
     model, card = av.load_model("reverse")                    # a shipped model (av.list_models())
     tok = av.CharTokenizer()
     src = torch.tensor([tok.encode("hello").ids])
-    out, maps = model.greedy_decode(src, max_len=8, bos_id=tok.bos_id, eos_id=tok.eos_id)
+    out, maps = model.greedy_decode(src, 8)                   # from <bos> until <eos>: the model's start_id, eos_ids
     maps["decoder.0.cross_attn"]                              # [B, H, Q, K]
     av.show(model, "hello")                                   # every map, drawn in the browser (Jupyter)
     real = av.load_pretrained("Helsinki-NLP/opus-mt-en-de")   # a real model, our Eq. 1 inside (the hub extra)

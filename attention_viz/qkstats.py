@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from attention_viz.core.attention import Scale
-from attention_viz.core.model import Transformer
+from attention_viz.core.maps import MapKey, kind_of
 from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tokenizer import CharTokenizer
@@ -165,13 +165,10 @@ def qk_statistics(model, texts: str | Sequence[str], *, tokenizer: CharTokenizer
                          f"not {type(model).__name__}")
     if model.abilities.compatibility != "dot_product":
         raise ValueError(f"this model's attention is {model.abilities.compatibility}: it has no q·k to measure")
-    if model.pretrained:
-        if tokenizer is not None:
-            raise ValueError("a real model reads text with its own tokenizer: give no tokenizer")
-        inputs = _real_inputs(model, texts, variation, max_new_tokens or REAL_MAX_NEW_TOKENS)
-    else:
-        inputs = _our_inputs(model, texts, tokenizer or CharTokenizer(), variation, max_new_tokens)
-    ids, decoder_ids, src_real, tgt_real, options = inputs
+    if model.pretrained and tokenizer is not None:
+        raise ValueError("a real model reads text with its own tokenizer: give no tokenizer")
+    ids, decoder_ids, src_real, tgt_real, options = _inputs(model, texts, tokenizer or CharTokenizer(), variation,
+                                                            max_new_tokens)
     with torch.no_grad():  # one pass keeps every attention's q and k
         kept = model.traced(ids, decoder_ids, variation=variation, keep=("q", "k"), **options).kept
     return {key: pair_statistics(kept[key]["q"], kept[key]["k"], _allowed(key, src_real, tgt_real), keep_logits)
@@ -192,47 +189,36 @@ def _padded(rows: list[torch.Tensor], pad: int, device) -> tuple[torch.Tensor, t
 
 def _allowed(key: str, src_real: torch.Tensor, tgt_real: torch.Tensor | None) -> torch.Tensor:
     """The pooled pairs [B, Q, K] of one map key: real queries × real keys, causal for a decoder's self-attention."""
-    stack, _, name = key.split(".")
-    if stack == "encoder" or tgt_real is None:
+    key = MapKey.parse(key)
+    if key.stack == "encoder" or tgt_real is None:
         query_real = key_real = src_real
     else:
-        query_real, key_real = tgt_real, (tgt_real if name == "self_attn" else src_real)
+        query_real, key_real = tgt_real, (tgt_real if key.name == "self_attn" else src_real)
     allowed = query_real[:, :, None] & key_real[:, None, :]  # (B, Q, K)
-    if f"{stack}.{name}" == "decoder.self_attn":
+    if key.kind == "decoder.self_attn":
         Q, K = allowed.shape[1:]
         allowed = allowed & torch.ones(Q, K, dtype=torch.bool, device=allowed.device).tril()
     return allowed
 
 
 @torch.no_grad()
-def _our_inputs(model: Transformer, texts: list[str], tokenizer: CharTokenizer, variation: Variation,
-                max_new_tokens: int | None):
-    """(src [B, S], tgt [B, T], their real positions, the pass's options): the texts and what ours writes for each."""
-    config = model.config
-    device = next(model.parameters()).device
-    pad, steps = config.pad_id, max_new_tokens or tokenizer.max_len + 1
-    sources = [torch.tensor(tokenizer.encode(t).ids, device=device) for t in texts]  # (S_b,) each, <eos> ended
-    targets = []
-    for src in sources:  # decoded alone: what the model writes for this text
-        written, _ = model.greedy_decode(src[None], steps, tokenizer.bos_id, tokenizer.eos_id, variation=variation)
-        targets.append(torch.cat([src.new_tensor([tokenizer.bos_id]), written[0, :-1]]))  # (T_b,) <bos> + output
-    src, src_real = _padded(sources, pad, device)  # (B, S)
-    tgt, tgt_real = _padded(targets, pad, device)  # (B, T)
-    model.eval()
-    return src, tgt, src_real, tgt_real, {}
-
-
-@torch.no_grad()
-def _real_inputs(model, texts: list[str], variation: Variation, max_new_tokens: int):
-    """The same for a real model (hub.PretrainedTransformer): decoder ids [B, T] for an encoder-decoder, else None."""
-    device, pad = model.device, model.pad_id if model.pad_id is not None else 0
-    sources = [model.encode(t).ids.to(device) for t in texts]  # (S_b,) each
+def _inputs(model: AttentionModel, texts: list[str], tokenizer: CharTokenizer, variation: Variation,
+            max_new_tokens: int | None):
+    """(ids [B, S], an encoder-decoder's decoder ids [B, T] (else None), their real positions, the pass's options):
+    the texts as the model reads them (ours: our characters, <eos> ended) and, decoded alone, what it writes for each:
+    its start token, then every written token but the last."""
+    if model.pretrained:  # its own tokenizer
+        device, pad, steps = model.device, model.pad_id if model.pad_id is not None else 0, REAL_MAX_NEW_TOKENS
+        sources = [model.encode(t).ids.to(device) for t in texts]  # (S_b,) each
+    else:
+        device, pad, steps = next(model.parameters()).device, model.config.pad_id, tokenizer.max_len + 1
+        sources = [torch.tensor(tokenizer.encode(t).ids, device=device) for t in texts]  # (S_b,) each
     ids, src_real = _padded(sources, pad, device)  # (B, S)
     decoder_ids = tgt_real = None
-    if model.layout == "encoder-decoder":
-        targets = []
-        for src in sources:  # decoded alone: what the model writes for this text
-            written, _ = model.greedy_decode(src[None], max_new_tokens, variation=variation)
-            targets.append(torch.cat([src.new_tensor([model.start_id]), written[0, :-1]]))  # (T_b,)
-        decoder_ids, tgt_real = _padded(targets, pad, device)  # (B, T)
-    return ids, decoder_ids, src_real, tgt_real, {"attention_mask": src_real.long()}
+    if any(kind_of(key) == "decoder.cross_attn" for key in model.map_keys):  # an encoder-decoder: it writes
+        written = [model.greedy_decode(src[None], max_new_tokens or steps, variation=variation)[0] for src in sources]
+        decoder_ids, tgt_real = _padded([torch.cat([src.new_tensor([model.start_id]), w[0, :-1]])
+                                         for src, w in zip(sources, written)], pad, device)  # (B, T)
+    if not model.pretrained:
+        model.eval()
+    return ids, decoder_ids, src_real, tgt_real, {"attention_mask": src_real.long()} if model.pretrained else {}

@@ -57,10 +57,9 @@ def run(n_texts: int = 40, rounds: int = 5) -> dict:
                     for src, max_len, off, guess in todo:
                         kwargs = dict(heads_off=off, value_norms={})
                         if how == "reference":
-                            network.greedy_decode(src, max_len, tok.bos_id, tok.eos_id, **kwargs)
+                            network.greedy_decode(src, max_len, **kwargs)
                         else:
-                            flat_decode(network, src, max_len, tok.bos_id, tok.eos_id, **kwargs,
-                                        guess=guess if how == "guessed" else None)
+                            flat_decode(network, src, max_len, **kwargs, guess=guess if how == "guessed" else None)
             return all_texts
 
         medians = cpu_medians({how: decoding(how) for how in ("reference", "flat", "guessed")}, rounds, warmup=1)

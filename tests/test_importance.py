@@ -36,8 +36,7 @@ def alone(model, tokenizer, texts, heads_off, **options):
     """(exact match, mean loss per token) with these heads off, in a run of its own."""
     batch = make_batch(texts, "reverse", tokenizer)
     with torch.no_grad():
-        tokens, _ = model.greedy_decode(batch.src, max_len=tokenizer.max_len + 1, bos_id=tokenizer.bos_id,
-                                        eos_id=tokenizer.eos_id, heads_off=heads_off, **options)
+        tokens, _ = model.greedy_decode(batch.src, tokenizer.max_len + 1, heads_off=heads_off, **options)
         logits, _ = model(batch.src, batch.tgt_in, heads_off=heads_off, **options)
     exact = np.mean([tokenizer.decode(row) == target("reverse", t) for row, t in zip(tokens.tolist(), texts)])
     losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=tokenizer.pad_id,

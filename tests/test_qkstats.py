@@ -43,7 +43,7 @@ def our_reference(model, texts, tokenizer, scale, steps) -> dict:
     per_key = {}
     for text in texts:
         src = torch.tensor([tokenizer.encode(text).ids])  # (1, S)
-        written, _ = model.greedy_decode(src, steps, tokenizer.bos_id, tokenizer.eos_id, scale=scale)
+        written, _ = model.greedy_decode(src, steps, scale=scale)
         tgt = torch.cat([torch.tensor([[tokenizer.bos_id]]), written[:, :-1]], dim=1)  # (1, T)
         for key, (q, k) in projections(model, src, tgt, scale).items():
             per_key.setdefault(key, []).append((q, k, key.endswith("self_attn") and key.startswith("decoder")))
@@ -126,7 +126,7 @@ def test_the_scaled_entropy_is_the_maps_entropy_under_1_over_sqrt_dk():
     entropies = {}
     for text in ["zyx", "hello"]:  # the maps' rows of each text alone (every row's keys are the pooled ones)
         src = torch.tensor([tokenizer.encode(text).ids])
-        written, _ = model.greedy_decode(src, card["max_len"] + 1, tokenizer.bos_id, tokenizer.eos_id)
+        written, _ = model.greedy_decode(src, card["max_len"] + 1)
         tgt = torch.cat([torch.tensor([[tokenizer.bos_id]]), written[:, :-1]], dim=1)
         with torch.no_grad():
             _, maps = model(src, tgt)

@@ -52,7 +52,7 @@ def repeated_pass(model, n: int, seed: int) -> tuple[TextMaps, list[int], list[i
                 _, maps = model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
         finally:
             model.train(was_training)
-        return TextMaps(maps, tok.tokens(src_ids), tok.tokens(tgt_ids)), src_ids, tgt_ids
+        return TextMaps(maps, model.input_axis(tok.tokens(src_ids)), tok.tokens(tgt_ids)), src_ids, tgt_ids
     tokenizer = model.tokenizer
     special = set(tokenizer.all_special_ids)
     size = min(model.vocab_size, len(tokenizer))
@@ -69,7 +69,7 @@ def repeated_pass(model, n: int, seed: int) -> tuple[TextMaps, list[int], list[i
         else:
             _, maps = model.forward(torch.tensor([ids], device=device))
             src_ids, tgt_ids = (ids, []) if model.layout == "encoder" else ([], ids)
-    return TextMaps(maps, model.pieces(src_ids), model.pieces(tgt_ids)), src_ids, tgt_ids
+    return TextMaps(maps, model.input_axis(model.pieces(src_ids)), model.pieces(tgt_ids)), src_ids, tgt_ids
 
 
 def pattern_scores(model_or_maps, source: Sequence[Hashable] = (), target: Sequence[Hashable] = (), *,

@@ -37,7 +37,7 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
         from attention_viz.hub.text_run import run_text  # the hub extra: a real model means it is installed
 
         run = run_text(model, text, max_new_tokens=max_new_tokens or REAL_NEW_TOKENS, variation=variation)
-        return TextMaps(run.maps, run.src_tokens, run.tgt_tokens, run.masks, run.output,
+        return TextMaps(run.maps, model.input_axis(run.src_tokens), run.tgt_tokens, run.masks, run.output,
                         {"model": model.name, **settings})
     tok = CharTokenizer(max_len=max(DEFAULT_MAX_LEN, len(text)))
     device = next(model.parameters()).device
@@ -46,12 +46,12 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
     model.eval()
     try:
         with torch.inference_mode():
-            generated, maps = model.greedy_decode(src, max_len=max_new_tokens or len(text) + 1 + EXTRA_DECODE_STEPS, bos_id=tok.bos_id,
-                                                  eos_id=tok.eos_id, variation=variation)
+            generated, maps = model.greedy_decode(src, max_new_tokens or len(text) + 1 + EXTRA_DECODE_STEPS,
+                                                  variation=variation)
     finally:
         model.train(was_training)
     out_ids = generated[0].tolist()
-    source, target = tok.tokens(src[0].tolist()), tok.tokens([tok.bos_id] + out_ids[:-1])
-    return TextMaps(maps, source, target, token_masks(source, target, causal_mask, padding_mask), tok.decode(out_ids),
-                    {"model": "attention_viz Transformer", **settings})
+    source, target = tok.tokens(src[0].tolist()), tok.tokens([model.start_id] + out_ids[:-1])
+    return TextMaps(maps, model.input_axis(source), target, token_masks(source, target, causal_mask, padding_mask),
+                    tok.decode(out_ids), {"model": "attention_viz Transformer", **settings})
 

@@ -22,6 +22,8 @@ class TransformerConfig:
     d_ff: int = 2048             # inner width of the position-wise feed-forward network
     dropout: float = 0.1         # P_drop, on sub-layer outputs, embeddings and attention weights
     pad_id: int = 0              # token id the padding mask hides
+    bos_id: int = 1              # the decoder's first input token: greedy decoding starts from it
+    eos_id: int = 2              # the token that ends a greedy decode
     share_embeddings: bool = True  # §3.4: one matrix for both embeddings and the pre-softmax projection
     final_norm: bool = False     # an extra LayerNorm after each stack (nn.Transformer has it; the paper does not)
     layer_norm_eps: float = 1e-5
@@ -40,6 +42,10 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id must be a token id below vocab_size, got {self.pad_id!r}")
+        for name in ("bos_id", "eos_id"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a token id (a whole number of at least 0), got {value!r}")
         for name in ("encoder_final_norm", "decoder_final_norm"):
             if not (getattr(self, name) is None or isinstance(getattr(self, name), bool)):
                 raise ValueError(f"{name} must be True, False or None, got {getattr(self, name)!r}")
@@ -67,7 +73,7 @@ class TransformerConfig:
     def to_dict(self) -> dict:
         """Plain JSON-ready dict; `TransformerConfig(**d)` rebuilds it. Unset per-stack overrides, and §3.2.1's
         options at their defaults (dot product, Xavier), are left out, so a config without them has the same dict
-        (and card) as before they existed."""
+        (and card) as before they existed; so are the start and end tokens at our tokenizer's (<bos> 1, <eos> 2)."""
         left_out = {"encoder_final_norm": None, "decoder_final_norm": None,
-                    "compatibility": "dot_product", "init": "xavier"}
+                    "compatibility": "dot_product", "init": "xavier", "bos_id": 1, "eos_id": 2}
         return {k: v for k, v in asdict(self).items() if not (k in left_out and v == left_out[k])}

@@ -28,23 +28,71 @@ KINDS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class MapKey:
+    """One attention's map key as a value: MapKey("decoder", 1, "cross_attn") is "decoder.1.cross_attn"; parse reads
+    one (and refuses anything else), str writes it, kind is its kind of KINDS ("decoder.cross_attn")."""
+
+    stack: str  # "encoder" or "decoder"
+    layer: int
+    name: str   # "self_attn" or "cross_attn"
+
+    @classmethod
+    def parse(cls, key: object) -> "MapKey":
+        """A key read once; ValueError for anything that is not one (e.g. "decoder.1.cross_attn")."""
+        parts = key.split(".") if isinstance(key, str) else []
+        if len(parts) != 3 or f"{parts[0]}.{parts[2]}" not in KINDS or not parts[1].isdigit():
+            raise ValueError(f"{key!r} is not a map key: keys look like 'encoder.0.self_attn' "
+                             f"(a kind of {', '.join(KINDS)} with its layer)")
+        return cls(parts[0], int(parts[1]), parts[2])
+
+    @classmethod
+    def of(cls, kind: str, layer: int) -> "MapKey":
+        """Layer `layer`'s key of a kind of KINDS; KeyError for an unknown kind."""
+        if kind not in KINDS:
+            raise KeyError(f"unknown attention kind {kind!r}; choose one of {list(KINDS)}")
+        stack, name = kind.split(".")
+        return cls(stack, layer, name)
+
+    @property
+    def kind(self) -> str:
+        return f"{self.stack}.{self.name}"
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        """Its place in our order (keys_of's): encoder layers, then each decoder layer's self, cross."""
+        return (self.stack != "encoder", self.layer, self.name != "self_attn")
+
+    def __str__(self) -> str:
+        return f"{self.stack}.{self.layer}.{self.name}"
+
+
 def map_key(stack: str, layer: int, name: str) -> str:
     """The key of one layer's map, e.g. map_key("decoder", 1, "cross_attn") == "decoder.1.cross_attn"."""
-    return f"{stack}.{layer}.{name}"
-
-
-def split_kind(kind: str) -> tuple[str, str]:
-    """A kind of KINDS split into (stack, name), e.g. "decoder.cross_attn" -> ("decoder", "cross_attn")."""
-    if kind not in KINDS:
-        raise KeyError(f"unknown attention kind {kind!r}; choose one of {list(KINDS)}")
-    stack, name = kind.split(".")
-    return stack, name
+    return str(MapKey(stack, layer, name))
 
 
 def kind_key(kind: str, layer: int) -> str:
     """The key of one layer's map of a kind, e.g. kind_key("decoder.cross_attn", 1) == "decoder.1.cross_attn"."""
-    stack, name = split_kind(kind)
-    return map_key(stack, layer, name)
+    return str(MapKey.of(kind, layer))
+
+
+def kind_of(key: str) -> str:
+    """A map key's kind: "decoder.3.cross_attn" -> "decoder.cross_attn" (ValueError for what is not a key)."""
+    return MapKey.parse(key).kind
+
+
+def in_order(keys) -> list[str]:
+    """Map keys sorted into our order (MapKey.order)."""
+    return sorted(keys, key=lambda key: MapKey.parse(key).order)
+
+
+def layers_of(keys, kind: str) -> int:
+    """How many consecutive layers 0, 1, ... of a kind the keys (or maps) hold."""
+    n = 0
+    while kind_key(kind, n) in keys:
+        n += 1
+    return n
 
 
 def keys_of(n_encoder_layers: int, n_decoder_layers: int, kinds: Sequence[str] = tuple(KINDS)) -> list[str]:
@@ -61,11 +109,7 @@ def stack_kind(maps: Mapping[str, ArrayT], kind: str, n_layers: int | None = Non
     per-example [H, Q, K] gives [L, H, Q, K]). n_layers None takes layers 0, 1, ... while their keys exist;
     an integer asks for exactly that many and raises KeyError if one is missing.
     """
-    if n_layers is None:
-        n_layers = 0
-        while kind_key(kind, n_layers) in maps:
-            n_layers += 1
-    layers = [maps[kind_key(kind, i)] for i in range(n_layers)]
+    layers = [maps[kind_key(kind, i)] for i in range(layers_of(maps, kind) if n_layers is None else n_layers)]
     if not layers:
         raise KeyError(f"no maps of kind {kind!r}")
     return torch.stack(layers) if isinstance(layers[0], torch.Tensor) else np.stack(layers)
@@ -166,6 +210,22 @@ def weight_on(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
         return np.where(n > 0, np.where(rows, on, 0.0).sum(-1) / np.maximum(n, 1), np.nan)
 
 
+@dataclass(frozen=True)
+class InputAxis:
+    """What a model reads, as the axis its maps' positions lie on: a text's tokens, a picture's patches (its special
+    tokens, then the grid row by row) or a recording's frames (the encoder's time axis), each position labelled."""
+
+    name: str                             # "tokens", "patches" or "frames"
+    labels: tuple[str, ...]               # one per position
+    grid: tuple[int, int] | None = None   # patches: the grid's (rows, columns), after the special tokens
+    seconds: float | None = None          # frames: the seconds one position spans
+
+
+def axis_of(labels: "InputAxis | Sequence[str]") -> InputAxis:
+    """An axis as given, or a text's tokens as one."""
+    return labels if isinstance(labels, InputAxis) else InputAxis("tokens", tuple(str(label) for label in labels))
+
+
 # The token lists that label each kind's (query, key) axes: "source" is what the encoder read, "target" the decoder's
 # input (a decoder-only model's text).
 AXES = {
@@ -193,15 +253,17 @@ def token_masks(source: Sequence[str], target: Sequence[str], causal_mask: bool 
 
 
 class TextMaps(Mapping[str, np.ndarray]):
-    """One example's maps with its tokens: key -> [H, Q, K] float32, the source and target tokens, the masks applied
-    (kind -> [Q, K] bool, True = may attend), the output and the settings it ran with. A Mapping of its maps, so
-    whatever takes maps (rollout, pattern scores, show, save_figure) takes it, and finds its tokens on it."""
+    """One example's maps with its inputs: key -> [H, Q, K] float32, the source and target axes (InputAxis: a text's
+    tokens, or what the model read of a picture or a recording; source_tokens and target_tokens their labels), the
+    masks applied (kind -> [Q, K] bool, True = may attend), the output and the settings it ran with. A Mapping of its
+    maps, so whatever takes maps (rollout, pattern scores, show, save_figure) takes it, and finds its tokens on it."""
 
-    def __init__(self, maps: Mapping, source_tokens: Sequence[str] = (), target_tokens: Sequence[str] = (),
+    def __init__(self, maps: Mapping, source: InputAxis | Sequence[str] = (), target: InputAxis | Sequence[str] = (),
                  masks: Mapping[str, np.ndarray] | None = None, output: str = "",
                  settings: Mapping[str, str] | None = None) -> None:
         self.maps = {key: _one_example(key, value) for key, value in maps.items()}
-        self.source_tokens, self.target_tokens = list(source_tokens), list(target_tokens)
+        self.source, self.target = axis_of(source), axis_of(target)
+        self.source_tokens, self.target_tokens = list(self.source.labels), list(self.target.labels)
         self.masks = {kind: np.asarray(mask, dtype=bool) for kind, mask in (masks or {}).items()}
         self.output = output
         self.settings = dict(settings or {})
@@ -261,15 +323,15 @@ def head_grid(maps: Mapping, key: str, head: int | None = None, index: int = 0) 
     if not isinstance(key, str):
         raise ValueError(f"key must be a map key like 'encoder.0.self_attn' or a kind like 'encoder.self_attn', "
                          f"got {key!r}")
-    parts = key.split(".")
-    if len(parts) == 2 and key in KINDS:
-        kind, layers = key, []
-        while kind_key(kind, len(layers)) in maps:
-            layers.append(len(layers))
-    elif len(parts) == 3 and f"{parts[0]}.{parts[2]}" in KINDS and parts[1].isdigit():
-        kind, layers = f"{parts[0]}.{parts[2]}", [int(parts[1])]
+    if key in KINDS:
+        kind, layers = key, list(range(layers_of(maps, key)))
     else:
-        raise ValueError(f"{key!r} is neither a map key (e.g. 'encoder.0.self_attn') nor a kind ({', '.join(KINDS)})")
+        try:
+            where = MapKey.parse(key)
+        except ValueError:
+            raise ValueError(f"{key!r} is neither a map key (e.g. 'encoder.0.self_attn') nor a kind "
+                             f"({', '.join(KINDS)})") from None
+        kind, layers = where.kind, [where.layer]
     if not layers or kind_key(kind, layers[0]) not in maps:
         raise ValueError(f"these maps have no {key!r}; they have {', '.join(list(maps)[:6])}")
     weights = []

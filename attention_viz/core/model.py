@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import torch
 from torch import nn
@@ -25,7 +25,7 @@ from attention_viz.core.attention import (SCALE_MODES, Kernel, MultiHeadAttentio
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
-from attention_viz.core.maps import AttentionMaps, keys_of, kind_key, map_key, split_kind
+from attention_viz.core.maps import AttentionMaps, InputAxis, MapKey, axis_of, keys_of, kind_key, map_key
 from attention_viz.core.protocol import Abilities, Passes
 from attention_viz.core.trace import Probe, Stop, Trace, Traced, recorded
 from attention_viz.core.trace import kept as trace_kept
@@ -127,6 +127,20 @@ class Transformer(Passes, nn.Module):
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
         return list(self._keys)
 
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What it reads, as an axis (core.protocol): a text's tokens, our characters."""
+        return axis_of(tokens)
+
+    @property
+    def start_id(self) -> int:
+        """The decoder's first input token (<bos>): greedy decoding starts from it (core.protocol)."""
+        return self.config.bos_id
+
+    @property
+    def eos_ids(self) -> set[int]:
+        """Tokens that end a greedy decode (<eos>)."""
+        return {self.config.eos_id}
+
     @property
     def abilities(self) -> Abilities:
         """It writes text, has a causal mask, and scales QKᵀ unless its attention is additive."""
@@ -138,8 +152,8 @@ class Transformer(Passes, nn.Module):
 
     def w_o(self, key: str) -> torch.Tensor:
         """W_O [D, H·d_v] of the attention with this map key (the columns that head h's output meets)."""
-        stack, layer, name = key.split(".")
-        return self.attention_module(f"{stack}.{name}", int(layer)).out_proj.weight
+        key = MapKey.parse(key)
+        return self.attention_module(key.kind, key.layer).out_proj.weight
 
     def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
@@ -179,11 +193,11 @@ class Transformer(Passes, nn.Module):
 
     def attention_module(self, kind: str, layer: int) -> MultiHeadAttention:
         """The MultiHeadAttention behind kind ("encoder.self_attn", ...) and layer, i.e. behind map kind_key(kind, layer)."""
-        stack, name = split_kind(kind)
-        layers = self.encoder.layers if stack == "encoder" else self.decoder.layers
+        key = MapKey.of(kind, layer)
+        layers = self.encoder.layers if key.stack == "encoder" else self.decoder.layers
         if not 0 <= layer < len(layers):
-            raise IndexError(f"{stack} layer {layer} does not exist; the model has {len(layers)}")
-        return getattr(layers[layer], name)
+            raise IndexError(f"{key.stack} layer {layer} does not exist; the model has {len(layers)}")
+        return getattr(layers[layer], key.name)
 
     def attention_inputs(
         self, src: torch.Tensor, tgt: torch.Tensor, kind: str, layer: int, *, scale: Scale = "sqrt_dk",
@@ -210,9 +224,8 @@ class Transformer(Passes, nn.Module):
     def greedy_decode(
         self,
         src: torch.Tensor,
-        max_len: int,
-        bos_id: int,
-        eos_id: int,
+        max_new_tokens: int,
+        *,
         scale: Scale = "sqrt_dk",
         causal_mask: bool = True,
         padding_mask: bool = True,
@@ -221,32 +234,28 @@ class Transformer(Passes, nn.Module):
         ablation: str = "zero",
         head_means: dict[str, torch.Tensor] | None = None,
         gates: dict[str, torch.Tensor] | None = None,
-        *,
         variation: Variation | None = None,
         value_norms: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, AttentionMaps]:
-        """Generate up to max_len tokens per row, most likely first; returns (tokens [B, n], maps of the last step).
-        value_norms: a dict to fill with ‖v_j^h W_O^h‖ per map key [B, H, K] of the pass the maps come from, what
-        value_norms(src, <bos> + tokens but the last) gives, without a second pass.
-        heads_off or gates (with ablation and head_means) switch heads off at every step, as in forward; gates of
-        shape [B, H] give each row its own heads.
-
-        Generated tokens exclude <bos>; a row that has emitted <eos> is padded with pad_id after it.
-        The returned decoder maps have one query row per generated token: row t is the step that produced token t.
+        """core.protocol's greedy decoding, from <bos> to <eos> (start_id, eos_ids): (tokens [B, n], maps of the last
+        step); a row that has emitted <eos> is padded with pad_id after it. value_norms: a dict to fill with
+        ‖v_j^h W_O^h‖ per map key [B, H, K] of the pass the maps come from (value_norms of <bos> + tokens but the last,
+        without a second pass). heads_off or gates (with ablation and head_means) switch heads off at every step, as
+        in forward; gates of shape [B, H] give each row its own heads.
 
         reuse_keys: under the causal mask, each step runs the decoder on the new position only, keeping every
         layer's self-attention keys and values and the memory's cross-attention ones (O(n) instead of O(n²));
         the maps then come from one full pass over the decoder input, as the last step of the plain loop
         computes them. Without the causal mask earlier positions see later ones, so every step reruns them all.
         """
-        if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
-            raise ValueError(f"max_len must be a whole number of at least 1, got {max_len!r}")  # nothing to decode
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a whole number of at least 1, got {max_new_tokens!r}")
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
         probes = self.probes(variation, head_means, gates)  # the steps': they record nothing
         kept = self.probes(variation, head_means, gates, ("v",) if value_norms is not None else (), records=RECORDS)
         memory, src_mask = self.encode(src, variation, kept)
         B = src.size(0)
-        tgt = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+        tgt = torch.full((B, 1), self.start_id, dtype=torch.long, device=src.device)  # (B, 1)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
 
         def append(logits: torch.Tensor) -> bool:
@@ -254,14 +263,14 @@ class Transformer(Passes, nn.Module):
             nonlocal tgt, done
             next_token = logits.argmax(-1).masked_fill(done, self.config.pad_id)  # (B,)
             tgt = torch.cat([tgt, next_token[:, None]], dim=1)  # (B, t + 1)
-            done = done | (next_token == eos_id)
+            done = done | (next_token == self.config.eos_id)
             return bool(done.all())
 
         if reuse_keys and variation.causal_mask:
             memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in self.decoder.layers]
             past: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.decoder.layers)
-            pe = positional_encoding(max_len, self.config.d_model, src.device)  # (max_len, D)
-            for t in range(max_len):
+            pe = positional_encoding(max_new_tokens, self.config.d_model, src.device)  # (max_new_tokens, D)
+            for t in range(max_new_tokens):
                 y = self.dropout(self.tgt_embed(tgt[:, -1:]) + pe[t])  # (B, 1, D): the newest position only
                 # the last query row of decode's self mask: <pad> keys hidden (an untrained model may emit <pad>)
                 self_mask = make_padding_mask(tgt, self.config.pad_id) if variation.padding_mask else None
@@ -276,7 +285,7 @@ class Transformer(Passes, nn.Module):
             self.decode(tgt[:, :-1], memory, src_mask, variation, kept)
             return tgt[:, 1:], self.recorded_maps(kept, value_norms)
 
-        for _ in range(max_len):  # the last pass's records are the maps' (its decoder input is tgt but the last)
+        for _ in range(max_new_tokens):  # the last pass's records are the maps' (its decoder input is tgt but the last)
             if append(self.decode(tgt, memory, src_mask, variation, kept)[:, -1]):
                 break
         return tgt[:, 1:], self.recorded_maps(kept, value_norms)
@@ -308,7 +317,7 @@ class Transformer(Passes, nn.Module):
         for t in range(tgt.size(1)):
             self.decode(tgt[:, : t + 1], memory, src_mask, variation, probes)
             steps.append(AttentionMaps({key: w for key, w in recorded(probes, "weights").items()
-                                        if key.startswith("decoder.")}))
+                                        if MapKey.parse(key).stack == "decoder"}))
         return steps
 
 

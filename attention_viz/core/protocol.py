@@ -5,7 +5,7 @@ and its Abilities; research code asks it, never the model's type. input_ids [B, 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -13,7 +13,7 @@ import torch
 
 from attention_viz.core.ablation import switches
 from attention_viz.core.attention import SCALE_MODES
-from attention_viz.core.maps import AttentionMaps
+from attention_viz.core.maps import AttentionMaps, InputAxis, in_order
 from attention_viz.core.trace import Trace, Traced, trace
 from attention_viz.core.variation import PAPER, Variation, variation_of
 
@@ -40,10 +40,17 @@ class AttentionModel(Protocol):
 
     pretrained: bool            # read from a checkpoint with its own tokenizer (hub); False: ours, our characters
     abilities: Abilities
+    eos_ids: set[int]           # the tokens that end a greedy decode
+    # start_id: int, the decoder's first input token, where greedy decoding starts (an encoder-decoder's: a model of
+    # one stack refuses with a sentence, its decoder input being its text, so isinstance does not ask for it)
 
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
+
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What the model reads (the encoder's input, or a decoder-only model's text) as an axis: a text's `tokens`, or
+        its modality's own, a picture's patches or a recording's frames (`tokens` then unused)."""
 
     def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
@@ -51,6 +58,12 @@ class AttentionModel(Protocol):
                gates: Mapping[str, torch.Tensor] | None = None) -> Traced:
         """One pass under `variation` (its heads off with head_means, or per-row gates), keeping core.trace's points
         `keep` at the map keys `at` (None: every key): its logits, every map and what was kept."""
+
+    def greedy_decode(self, input_ids: torch.Tensor, max_new_tokens: int, *, variation: Variation | None = None,
+                      head_means: Mapping[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, AttentionMaps]:
+        """Up to max_new_tokens per row, the most likely first, from start_id (or a decoder-only model's prompt) until
+        one of eos_ids, under `variation` at every step -> (tokens [B, n] without the start, maps of the pass over the
+        decoder input that wrote them: row t of a decoder map is the step that wrote token t)."""
 
 
 SWITCHES = ("scale", "causal_mask", "padding_mask", "heads_off", "ablation", "position_bias")  # Variation's fields
@@ -75,7 +88,7 @@ class Passes:
         """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward: what mean ablation averages
         (core.ablation.mean_outputs). The variation's heads off apply."""
         kept = self._traced(input_ids, decoder_input_ids, variation, keywords, ("heads",)).kept
-        return {key: kept[key]["heads"] for key in self.map_keys if key in kept}
+        return {key: kept[key]["heads"] for key in in_order(kept)}
 
     def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                     variation: Variation | None = None, **keywords) -> dict[str, torch.Tensor]:
@@ -96,11 +109,10 @@ class Passes:
         model's repeated for every query head, as they are used), W_O^h being the columns of W_O [D, H·d_v] that
         head h's output meets."""
         norms = {}
-        for key in self.map_keys:
-            if key in kept:
-                w_o = self.w_o(key)  # (D, H·d_v)
-                w_o = w_o.view(-1, self.n_heads, w_o.size(1) // self.n_heads)  # (D, H, d_v)
-                norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o).norm(dim=-1)  # (B, H, K)
+        for key in in_order(kept):
+            w_o = self.w_o(key)  # (D, H·d_v)
+            w_o = w_o.view(-1, self.n_heads, w_o.size(1) // self.n_heads)  # (D, H, d_v)
+            norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o).norm(dim=-1)  # (B, H, K)
         return norms
 
     def probes(self, variation: Variation, head_means=None, gates=None, keep: Collection[str] = (),
@@ -117,6 +129,6 @@ class Passes:
     def _traced(self, input_ids, decoder_input_ids, variation: Variation | None, keywords: dict,
                 keep: Collection[str] = ()) -> Traced:
         """`traced` under the variation or the switches among `keywords`, the rest of them handed on."""
-        switches = {name: keywords.pop(name) for name in SWITCHES if name in keywords}
-        return self.traced(input_ids, decoder_input_ids, variation=variation_of(variation, **switches), keep=keep,
+        given = {name: keywords.pop(name) for name in SWITCHES if name in keywords}
+        return self.traced(input_ids, decoder_input_ids, variation=variation_of(variation, **given), keep=keep,
                            **keywords)

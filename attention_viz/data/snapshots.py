@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attention_viz.core.maps import kind_of
 from attention_viz.data.checkpoints import shipped_models_dir
 
 FORMAT = "attention_viz.snapshots/1"
@@ -74,14 +75,15 @@ class Snapshots:
     def lengths(self, key: str, probe: int) -> tuple[int, int]:
         """(queries, keys) of one probe's map under `key`, without padding."""
         src, tgt = len(self.meta["src_tokens"][probe]), len(self.meta["tgt_tokens"][probe])
-        return (src, src) if key.startswith("encoder.") else (tgt, src) if key.endswith("cross_attn") else (tgt, tgt)
+        kind = kind_of(key)
+        return (src, src) if kind == "encoder.self_attn" else (tgt, src) if kind == "decoder.cross_attn" else (tgt, tgt)
 
     def allowed(self, key: str) -> np.ndarray:
         """bool [P, 1, Q, K]: the entries the masks let a query attend to (the rest are exactly 0 at every step).
 
         Keys are real tokens (padding mask); in the decoder's self-attention, also not after the query (causal)."""
         _, n_probes, _, n_q, n_k = self.quantised[key].shape
-        decoder_self = key.startswith("decoder.") and key.endswith(".self_attn")
+        decoder_self = kind_of(key) == "decoder.self_attn"
         q, k = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
         rows = []
         for probe in range(n_probes):

@@ -44,7 +44,9 @@ SHARED = ("palette.js", "shared.js")
 CHARTS = "charts.js"  # the SVG charts' pieces: before the views that draw charts (lab.js, heads.js), not the explorer
 # The explorer, in load order: headmap.js (large heads), then its parts (each adds one object to AttentionExplorer),
 # then explorer.js, which mounts them.
-LONG = "long.js"  # a real model's reading of a page (long_pack.py's payload): after SHARED
+# A real model's reading of a page (long_pack.py's payload), after SHARED: its parts (each adds one object to
+# AttentionLong), then long.js, which mounts them.
+LONG = ("long-run.js", "long-grids.js", "long-overview.js", "long-region.js", "long.js")
 EXPLORER = ("headmap.js", "explorer-run.js", "explorer-grid.js", "explorer-head.js", "explorer-kept.js",
             "explorer-scores.js", "explorer-decode.js", "explorer-headsoff.js", "explorer-tips.js", "explorer.js")
 
@@ -121,7 +123,7 @@ def long_html(payload: Mapping, root_id: str = "long", document: bool = False, t
         f"<style>{asset('long.css')}</style>\n"
         f"<div id=\"{root_id}\" data-av-long=\"{data_id}\"></div>\n"
         f"<script type=\"application/json\" id=\"{data_id}\">{to_json(payload)}</script>\n"
-        f"<script>{_script(script(LONG))}</script>\n"
+        f"<script>{_script(script(''.join(asset(name) for name in LONG)))}</script>\n"
         "<script>AttentionLong.mountAll(document);</script>\n"
     )
     if not document:

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attention_viz.analysis.runs import EXTRA_DECODE_STEPS
 from attention_viz.core.attention import Scale
+from attention_viz.core.maps import kind_of
 from attention_viz.core.model import Transformer
 from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation
@@ -27,7 +29,6 @@ from attention_viz.explorer.long_pack import pack_long, pack_offline
 from attention_viz.explorer.pack import decode_written, default_masks, pack
 
 _counter = itertools.count()
-EXTRA_DECODE_STEPS = 4  # a model may run past the text's length by this many tokens before it is stopped
 LONG_FROM = 256         # a real model's text of more tokens than this is shown as a long run (show(..., long=None))
 LONG_BYTES = 8 * 2**20  # a long view's embedded overviews at most this many bytes (every head's, at one side)
 
@@ -75,10 +76,9 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
     model.eval()
     try:
         with torch.inference_mode():
-            generated, maps = model.greedy_decode(src, max_len=steps, bos_id=tok.bos_id, eos_id=tok.eos_id,
-                                                  variation=variation)
+            generated, maps = model.greedy_decode(src, steps, variation=variation)
             out_ids = generated[0].tolist()
-            tgt = torch.tensor([[tok.bos_id] + out_ids[:-1]], device=device)  # (1, T)
+            tgt = torch.tensor([[model.start_id] + out_ids[:-1]], device=device)  # (1, T)
             norms = {key: value[0].float().cpu().numpy() for key, value in  # what flows: the maps x these
                      model.value_norms(src, tgt, variation=variation).items()}
             step_maps = None
@@ -87,7 +87,7 @@ def run_model(model: Transformer, text: str, scale: Scale = "sqrt_dk", causal_ma
                              for step in model.step_maps(src, tgt, variation=variation)]
     finally:
         model.train(was_training)
-    source, target = tok.tokens(src_ids), tok.tokens([tok.bos_id] + out_ids[:-1])
+    source, target = tok.tokens(src_ids), tok.tokens([model.start_id] + out_ids[:-1])
     arrays = {key: value[0] for key, value in maps.to_numpy().items()}  # key -> (H, Q, K)
     notes = [f"scale: {scale}; causal mask {'on' if causal_mask else 'off'}; "
              f"padding mask {'on' if padding_mask else 'off'}"]
@@ -146,10 +146,10 @@ def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True,
             written = decode_written(model.pieces(out), target, True)  # the prompt's steps write its next token
             decode = None if written is None else {"written": written, "steps": None}
     maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
-    masks = {key.split(".")[0] + "." + key.split(".")[2]: torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
+    masks = {kind_of(key): torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
              .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}
-    what = "picture" if model.modality.input_name == "pixel_values" else "recording"
-    return pack(maps, encoding.tokens, target, masks=masks, output=output, notes=notes,
+    what = "picture" if model.input_axis().name == "patches" else "recording"
+    return pack(maps, model.input_axis(), target, masks=masks, output=output, notes=notes,
                 title=f"a {what} on {model.name}", decode=decode)
 
 
@@ -195,7 +195,7 @@ def show(model_or_maps: AttentionModel | Mapping[str, np.ndarray], text: str | S
     show(maps, source_tokens, target_tokens) maps: key -> [H, Q, K] (a batch axis of 1 is dropped), e.g.
                                              AttentionMaps.to_numpy() of one forward pass
     """
-    if isinstance(model_or_maps, AttentionModel) and getattr(model_or_maps, "modality", None) is not None:
+    if isinstance(model_or_maps, AttentionModel) and model_or_maps.input_axis().name != "tokens":
         return View(run_media(model_or_maps, text, **run_options), height=height)  # a picture or a recording
     if isinstance(model_or_maps, AttentionModel) and model_or_maps.pretrained:
         if not isinstance(text, str) or not text:

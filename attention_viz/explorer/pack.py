@@ -13,6 +13,10 @@ Payload format, version "attention_viz.explorer/1":
       "output": str,                       # the model's output text ("" when there is none)
       "notes":  [str, ...],                # short lines shown under the output
       "tokens": {"source": [str, ...], "target": [str, ...]},
+      "source_axis": {"name": "patches", "grid": [rows, columns]} | {"name": "frames", "seconds": float},
+                                           # only when the source is not a text's tokens (core.maps.InputAxis): a
+                                           # picture's patch grid (after its special tokens), a recording's seconds
+                                           # per position
       "n_heads": H,
       "quant": 65535,                      # weight w travels as the integer round(w * quant)
       "opening": {"kind": str, "layer": int, "head": 0},   # the view the explorer opens on (see OPENING)
@@ -23,7 +27,7 @@ Payload format, version "attention_viz.explorer/1":
           "queries": "source" | "target",  # which token list labels the rows (Q) ...
           "keys":    "source" | "target",  # ... and the columns (K)
           "layers":  L,
-          "maps":    [b64, ...],           # one per layer i (key map_key(stack, i, name)): base64 of
+          "maps":    [b64, ...],           # one per layer i (key kind_key(kind, i)): base64 of
                                            # uint16 little-endian values, [H, Q, K] row-major
           "mask":    ["1110", ...],        # Q strings of K characters: "1" may attend, "0" masked
           "stats":   {"entropy": [[H floats] x L], "max_weight": ..., "mean_distance": ...,
@@ -67,7 +71,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from attention_viz.core.maps import AXES, KINDS, head_statistics, map_key, token_masks
+from attention_viz.core.maps import AXES, KINDS, InputAxis, axis_of, head_statistics, kind_key, layers_of, token_masks
 
 FORMAT = "attention_viz.explorer/1"
 # The view a run opens on: the last layer of encoder-decoder attention, where a trained model's alignment
@@ -77,15 +81,6 @@ QUANT = 65535  # uint16 steps per unit weight
 STAT_NAMES = ("entropy", "max_weight", "mean_distance", "diagonal")
 STAT_DECIMALS = 4
 NORM_DIGITS = 4  # significant digits of a value's norm ‖v_j^h W_O^h‖ (any size: a real model's can be in the 100s)
-
-
-def kind_layers(maps: Mapping[str, object], kind: str) -> int:
-    """How many consecutive layers 0, 1, ... of this kind the maps hold."""
-    stack, name = kind.split(".")
-    n = 0
-    while map_key(stack, n, name) in maps:
-        n += 1
-    return n
 
 
 def default_masks(source: Sequence[str], target: Sequence[str], causal_mask: bool = True,
@@ -121,8 +116,8 @@ def _b64(weights: np.ndarray) -> str:
 
 def pack(
     maps: Mapping[str, np.ndarray],
-    source_tokens: Sequence[str],
-    target_tokens: Sequence[str] = (),
+    source_tokens: InputAxis | Sequence[str],
+    target_tokens: InputAxis | Sequence[str] = (),
     masks: Mapping[str, np.ndarray] | None = None,
     output: str = "",
     notes: Sequence[str] = (),
@@ -139,7 +134,8 @@ def pack(
     Args:
         maps: map key ("encoder.0.self_attn", ...) -> [H, Q, K] weights (numpy or anything np.asarray takes).
             A kind is included when layer 0 of it is present; layers must run 0, 1, ... without gaps.
-        source_tokens, target_tokens: the axis labels; each map's Q and K must match them (see AXES).
+        source_tokens, target_tokens: the axes (core.maps.InputAxis) or a text's tokens; each map's Q and K must
+            match their labels (see AXES).
         masks: kind -> [Q, K] bool, True = may attend; a kind left out has no masked cell.
         output, notes, title: text shown with the views.
         scores: kind -> {"values": {name: [L, H]}, "labels": {name: str}, "chance": {name: float}, "look_for": str}
@@ -155,29 +151,30 @@ def pack(
     Raises:
         ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
     """
-    tokens = {"source": [str(t) for t in source_tokens], "target": [str(t) for t in target_tokens]}
+    source, target = axis_of(source_tokens), axis_of(target_tokens)
+    tokens = {"source": list(source.labels), "target": list(target.labels)}
     masks = masks or {}
-    unknown = [key for key in maps if key.count(".") != 2 or key.split(".", 1)[0] + "." + key.rsplit(".", 1)[1]
-               not in KINDS]
+    known = {kind_key(kind, i) for kind in KINDS for i in range(layers_of(maps, kind))}  # layers 0, 1, ... of a kind
+    unknown = [key for key in maps if key not in known]
     if unknown:
-        raise ValueError(f"unknown map keys {unknown}; keys look like {map_key('encoder', 0, 'self_attn')!r}")
+        raise ValueError(f"unknown map keys {unknown}; keys look like {kind_key('encoder.self_attn', 0)!r}, "
+                         "each kind's layers 0, 1, ... without a gap")
     kinds, n_heads = [], None
     for kind, label in KINDS.items():
-        n_layers = kind_layers(maps, kind)
+        n_layers = layers_of(maps, kind)
         if n_layers == 0:
             continue
-        stack, name = kind.split(".")
         q_axis, k_axis = AXES[kind]
         shape = (len(tokens[q_axis]), len(tokens[k_axis]))
-        layers = [np.asarray(maps[map_key(stack, i, name)]) for i in range(n_layers)]
+        layers = [np.asarray(maps[kind_key(kind, i)]) for i in range(n_layers)]
         for i, weights in enumerate(layers):
             if weights.ndim != 3 or weights.shape[1:] != shape:
-                raise ValueError(f"{map_key(stack, i, name)} has shape {list(weights.shape)}, expected "
+                raise ValueError(f"{kind_key(kind, i)} has shape {list(weights.shape)}, expected "
                                  f"[heads, {shape[0]}, {shape[1]}] ({q_axis} x {k_axis} tokens)")
             if n_heads is None:
                 n_heads = weights.shape[0]
             elif weights.shape[0] != n_heads:
-                raise ValueError(f"{map_key(stack, i, name)} has {weights.shape[0]} heads, the others {n_heads}")
+                raise ValueError(f"{kind_key(kind, i)} has {weights.shape[0]} heads, the others {n_heads}")
         allowed = np.ones(shape, dtype=bool) if masks.get(kind) is None else np.asarray(masks[kind], dtype=bool)
         if allowed.shape != shape:
             raise ValueError(f"mask of {kind} has shape {list(allowed.shape)}, expected {list(shape)}")
@@ -193,7 +190,7 @@ def pack(
         if stacks and kind in stacks:
             entry["stack"] = _stack(kind, stacks[kind], shape)
         if value_norms is not None:
-            entry["norms"] = [_norms(value_norms, map_key(stack, i, name), (n_heads, shape[1]))
+            entry["norms"] = [_norms(value_norms, kind_key(kind, i), (n_heads, shape[1]))
                               for i in range(n_layers)]
         kinds.append(entry)
     if not kinds:
@@ -204,6 +201,9 @@ def pack(
         "tokens": tokens, "n_heads": n_heads, "quant": QUANT, "kinds": kinds,
         "opening": {"kind": opening["kind"], "layer": opening["layers"] - 1, "head": 0},
     }
+    if source.name != "tokens":
+        payload["source_axis"] = {"name": source.name, **({"grid": list(source.grid)} if source.grid else {}),
+                                  **({"seconds": source.seconds} if source.seconds is not None else {})}
     if decode is not None:
         payload["decode"] = _decode(decode, kinds, tokens, n_heads)
     if heads_off:
@@ -286,13 +286,12 @@ def _decode(decode: Mapping, kinds: list[dict], tokens: Mapping[str, list[str]],
         for entry in kinds:
             if entry["queries"] != "target":
                 continue
-            stack, name = entry["kind"].split(".")
             width = t + 1 if entry["keys"] == "target" else n_source
             layers = []
             for i in range(entry["layers"]):
-                weights = np.asarray(maps[map_key(stack, i, name)])
+                weights = np.asarray(maps[kind_key(entry["kind"], i)])
                 if weights.shape != (n_heads, t + 1, width):
-                    raise ValueError(f"step {t}'s {map_key(stack, i, name)} has shape {list(weights.shape)}, "
+                    raise ValueError(f"step {t}'s {kind_key(entry['kind'], i)} has shape {list(weights.shape)}, "
                                      f"expected {[n_heads, t + 1, width]}")
                 layers.append(_b64(weights))
             step[entry["kind"]] = layers
@@ -308,12 +307,11 @@ def unpack(payload: Mapping) -> tuple[dict[str, np.ndarray], dict[str, np.ndarra
     maps, masks = {}, {}
     n_heads, quant = payload["n_heads"], payload["quant"]
     for entry in payload["kinds"]:
-        stack, name = entry["kind"].split(".")
         q = len(payload["tokens"][entry["queries"]])
         k = len(payload["tokens"][entry["keys"]])
         for i, data in enumerate(entry["maps"]):
             steps = np.frombuffer(base64.b64decode(data), dtype="<u2").reshape(n_heads, q, k)
-            maps[map_key(stack, i, name)] = (steps / quant).astype(np.float32)
+            maps[kind_key(entry["kind"], i)] = (steps / quant).astype(np.float32)
         masks[entry["kind"]] = np.array([[c == "1" for c in row] for row in entry["mask"]], dtype=bool).reshape(q, k)
     return maps, masks
 

@@ -35,20 +35,21 @@ from attention_viz.fast.passes import step
 
 
 @torch.no_grad()
-def greedy_decode(network: Transformer, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int,
-                  scale="sqrt_dk", causal_mask: bool = True, padding_mask: bool = True, heads_off=None,
-                  ablation: str = "zero", head_means=None, gates=None, *, variation=None,
-                  value_norms: dict[str, torch.Tensor] | None = None, guess: Sequence[int] | None = None):
-    """network.greedy_decode(src, ...) (reuse_keys=True), bit for bit, with the steps written out flat.
+def greedy_decode(network: Transformer, src: torch.Tensor, max_new_tokens: int, *, scale="sqrt_dk",
+                  causal_mask: bool = True, padding_mask: bool = True, heads_off=None, ablation: str = "zero",
+                  head_means=None, gates=None, variation=None, value_norms: dict[str, torch.Tensor] | None = None,
+                  guess: Sequence[int] | None = None):
+    """network.greedy_decode(src, max_new_tokens, ...) (reuse_keys=True), bit for bit, with the steps written out
+    flat.
 
     guess: token ids the decode is expected to write (a trained model's task answer, <eos> last), for one source
     (B = 1): checked by one teacher-forced pass, which is the maps' own pass when it holds (see verified)."""
     variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-    c = network.config
+    c, max_len, bos_id, eos_id = network.config, max_new_tokens, network.start_id, network.config.eos_id
     if (network.training or not variation.causal_mask or c.compatibility != "dot_product"
             or isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1):
-        return network.greedy_decode(src, max_len, bos_id, eos_id, variation=variation, head_means=head_means,
-                                     gates=gates, value_norms=value_norms)
+        return network.greedy_decode(src, max_len, variation=variation, head_means=head_means, gates=gates,
+                                     value_norms=value_norms)
     probes = network.probes(variation, head_means, gates)  # the steps': they record nothing
     kept = network.probes(variation, head_means, gates, ("v",) if value_norms is not None else (), records=RECORDS)
     memory, src_mask = passes.encode(network, src, variation, kept)

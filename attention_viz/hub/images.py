@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attention_viz.core.maps import InputAxis
+
 MAX_PIXELS = 40_000_000  # a picture with more is refused from its header, before it is decoded (~120 MB as RGB)
 MAX_BYTES = 64 * 2**20   # an encoded file larger than this is refused before it is opened
 
@@ -111,6 +113,10 @@ class Patches:
         """Each token's label, in the encoder's order: the specials, then "patch row,column" row by row."""
         rows, columns = self.grid
         return [*self.specials, *(f"patch {r},{c}" for r in range(rows) for c in range(columns))]
+
+    def axis(self) -> InputAxis:
+        """The encoder's positions as core's input axis: its tokens' labels and the patch grid."""
+        return InputAxis("patches", tuple(self.tokens()), grid=self.grid)
 
     def probe(self, batch: int, device, dtype=torch.float32) -> torch.Tensor:
         """Seeded pixels [batch, C, H, W] of unit scale, for the proof on load."""

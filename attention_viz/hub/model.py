@@ -22,14 +22,14 @@ Variation only, and build the heads' switches from it in one place, probes):
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from attention_viz.core.attention import Kernel, Scale
-from attention_viz.core.maps import KINDS, AttentionMaps, split_kind
+from attention_viz.core.maps import KINDS, AttentionMaps, InputAxis, MapKey, axis_of, in_order, kind_of
 from attention_viz.core.protocol import Abilities, Passes
 from attention_viz.core.trace import Traced
 from attention_viz.core.trace import kept as trace_kept
@@ -63,7 +63,7 @@ class Recorded(Traced):
         """A pass's logits and its Pass: its maps in our key order (every encoder layer, then each decoder layer's
         self and cross)."""
         maps = run.maps
-        return cls(logits, AttentionMaps({key: maps[key] for key in sorted(maps, key=_key_order)}),
+        return cls(logits, AttentionMaps({key: maps[key] for key in in_order(maps)}),
                    trace_kept(run.trace), run)
 
 
@@ -131,7 +131,7 @@ class PretrainedTransformer(Passes):
         self._prescaled = {id(modules[module_name]): c for module_name, c in proof.prescaled.items()}
         self._w_o = {key: (modules[name], transposed) for key, name, transposed in self.family.w_o}
         self.kinds = KIND_OF_LAYOUT[self.family.layout]
-        self.layers = {kind: sum(1 for key in self._keys.values() if _kind_of(key) == kind) for kind in self.kinds}
+        self.layers = {kind: sum(1 for key in self._keys.values() if kind_of(key) == kind) for kind in self.kinds}
         if not all(self.layers.values()):
             absent = [kind for kind, n in self.layers.items() if not n]
             raise UnsupportedModelError(f"{self.family.name} is an encoder-decoder model without {absent[0]} "
@@ -167,7 +167,11 @@ class PretrainedTransformer(Passes):
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
-        return sorted(self._keys.values(), key=_key_order)
+        return in_order(self._keys.values())
+
+    def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
+        """What it reads, as an axis (core.protocol): its modality's patches or frames, else a text's `tokens`."""
+        return self.modality.axis() if self.modality is not None else axis_of(tokens)
 
     @property
     def device(self) -> torch.device:
@@ -180,7 +184,7 @@ class PretrainedTransformer(Passes):
 
     def n_layers(self, kind: str) -> int:
         """Layers with attention of this kind (0 for a kind the model does not have)."""
-        split_kind(kind)
+        MapKey.of(kind, 0)  # KeyError for an unknown kind
         return self.layers.get(kind, 0)
 
     positions = property(rules.positions)  # the most tokens it reads at once, None where its config names none
@@ -209,7 +213,7 @@ class PretrainedTransformer(Passes):
         """Tokens that end a greedy decode."""
         generation = getattr(self.model, "generation_config", None)  # a model without a head has none
         eos = generation.eos_token_id if generation is not None else None
-        if eos is None:
+        if eos is None and self.tokenizer is not None:  # a picture's model has no tokenizer
             eos = self.tokenizer.eos_token_id
         return set(eos if isinstance(eos, list) else [] if eos is None else [eos])
 
@@ -286,7 +290,7 @@ class PretrainedTransformer(Passes):
             prefix = decoder_input_ids[:, : t + 1]  # (1, t + 1)
             args = (input_ids, prefix) if self.layout == "encoder-decoder" else (prefix,)
             maps = self.traced(*args, variation=variation, head_means=head_means).maps.to_numpy()
-            steps.append({key: value[0] for key, value in maps.items() if key.startswith("decoder.")})
+            steps.append({key: value[0] for key, value in maps.items() if MapKey.parse(key).stack == "decoder"})
         return steps
 
     def model_inputs(self, input_ids, decoder_input_ids, attention_mask) -> dict:
@@ -326,13 +330,10 @@ class PretrainedTransformer(Passes):
                       reuse_keys: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
                       head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
                       position_bias: bool = True) -> tuple[torch.Tensor, AttentionMaps]:
-        """Write up to max_new_tokens per row, most likely first -> (tokens [B, n], maps of the last step).
-
-        As `generate(num_beams=1, do_sample=False)` with the model's generation config (its banned tokens, forced
-        first and last tokens, minimum length and repetition rules). The returned tokens exclude the decoder's start
-        token (or the prompt); a finished row is padded with <pad> (else its end token). The maps come from one full
-        pass over the decoder's input, which is the start token (or the prompt) and every written token but the
-        last: decoder row t is the step that wrote token t (for a decoder-only model, row len(prompt) - 1 + t).
+        """core.protocol's greedy decoding -> (tokens [B, n], maps of the last step), as `generate(num_beams=1,
+        do_sample=False)` with the model's generation config (its banned tokens, forced first and last tokens, minimum
+        length and repetition rules); a finished row is padded with <pad> (else its end token). A decoder-only model's
+        decoder row t is the step that wrote token t - len(prompt) + 1.
         reuse_keys: under the causal mask, each step runs the newest position only, keeping the earlier ones' keys and
         values (transformers' cache); without the causal mask every step reruns the whole decoder.
         A decoder-only model's positions come from the attention mask, as generate's (a left-padded row starts at 0;
@@ -388,14 +389,3 @@ class PretrainedTransformer(Passes):
                                                                                    records=long.RECORDS),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)
 
-
-def _kind_of(key: str) -> str:
-    """"decoder.3.cross_attn" -> "decoder.cross_attn"."""
-    stack, _, name = key.split(".")
-    return f"{stack}.{name}"
-
-
-def _key_order(key: str) -> tuple[int, int, int]:
-    """Sort keys in our order (core.maps.keys_of): encoder layers, then each decoder layer's self, cross."""
-    stack, layer, name = key.split(".")
-    return (0 if stack == "encoder" else 1, int(layer), 0 if name == "self_attn" else 1)

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_viz.core.attention import Kernel
+from attention_viz.core.maps import MapKey, kind_key, kind_of
 from attention_viz.core.variation import Variation
 from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredArgument, switched
 from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
@@ -210,13 +211,13 @@ def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
         theirs = eager_maps.get(key)
         if theirs is None or theirs.shape != call.weights.shape:
             raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
-        rows = real[:, None, :, None] if real is not None and (source or key.startswith("encoder.")) else True
+        rows = real[:, None, :, None] if real is not None and (source or MapKey.parse(key).stack == "encoder") else True
         worst = max(worst, min(_largest(ours - theirs, rows)
                                for ours in sink_conventions(call.weights, "s_aux" in call.honoured)))
     rows = real[:, :, None] if real is not None and source else True  # (B, S, 1)
     outputs = _largest(output - reference, rows) / max(1.0, _largest(reference, rows))
     honoured = tuple(sorted({h for call in calls for h in call.honoured}))
-    kinds = tuple(dict.fromkeys(k.split(".")[0] + "." + k.split(".")[2] for _, k in found.keys))
+    kinds = tuple(dict.fromkeys(kind_of(k) for _, k in found.keys))
     fidelity = Fidelity(worst, outputs, name, str(output.dtype).removeprefix("torch."), lengths[0], 2, kinds,
                         tolerance, honoured, getattr(modality, "probed", ""))
     if not fidelity.proven:
@@ -330,7 +331,7 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
         for hook in hooks:
             hook.remove()
         implement(model, IMPLEMENTATION)
-    ours = Counter(key.split(".")[0] + "." + key.split(".")[2] for _, key in family.keys)
+    ours = Counter(kind_of(key) for _, key in family.keys)
     for attribute, kind in (("attentions", None), ("encoder_attentions", "encoder.self_attn"),
                             ("decoder_attentions", "decoder.self_attn"), ("cross_attentions", "decoder.cross_attn")):
         kind = kind or f"{family.layout}.self_attn"
@@ -340,9 +341,8 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
             raise UnsupportedModelError(f"its eager attention gives {given} maps of {kind.replace('.', ' ')}, but "
                                         f"{ours[kind]} of its layers go through transformers' attention interface "
                                         "(the others, linear attention or a recurrence, cannot run our Eq. 1).")
-        stack, name = kind.split(".")
         for layer, weights_of_layer in enumerate(found):  # what hooks could not see
-            weights.setdefault(f"{stack}.{layer}.{name}", weights_of_layer)
+            weights.setdefault(kind_key(kind, layer), weights_of_layer)
     return weights, eager
 
 

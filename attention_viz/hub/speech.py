@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attention_viz.core.maps import InputAxis
+
 MAX_BYTES = 512 * 2**20  # an encoded file larger than this is refused unread (a recording is read by its start)
 SPEECH_TYPES = ("whisper",)
 
@@ -128,6 +130,10 @@ class Frames:
         """Each encoder position's label: the time it starts at."""
         step = self.seconds / self.positions
         return [f"{i * step:.2f} s" for i in range(self.positions)]
+
+    def axis(self) -> InputAxis:
+        """The encoder's positions as core's input axis: each one's time and the seconds it spans."""
+        return InputAxis("frames", tuple(self.tokens()), seconds=self.seconds / self.positions)
 
     def probe(self, batch: int, device, dtype=torch.float32) -> torch.Tensor:
         """Seeded features [batch, mels, frames] of log-mel scale, for the proof on load."""

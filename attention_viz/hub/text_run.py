@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attention_viz.core.maps import AttentionMaps
+from attention_viz.core.maps import AttentionMaps, kind_of
 from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation
-from attention_viz.hub.model import PretrainedTransformer, _kind_of
+from attention_viz.hub.model import PretrainedTransformer
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def dense_masks(maps: AttentionMaps, masks: dict[str, torch.Tensor | None]) -> d
     """Kind -> [Q, K] bool of batch element 0: the mask layer 0 of each kind applied (all True where None)."""
     dense = {}
     for key, weights in maps.items():
-        kind = _kind_of(key)
+        kind = kind_of(key)
         if kind in dense:
             continue
         Q, K = weights.shape[-2:]

@@ -10,10 +10,10 @@ ours.py scores our models on their task's strings (exact match and loss); real.p
 """
 
 from attention_viz.importance.common import ONE_POINT, spearman, variant_gates
-from attention_viz.importance.ours import (HELDOUT_STRINGS, HeadImportance, attention_keys, batch_head_means,
-                                           head_importance, head_means, michel)
+from attention_viz.importance.ours import (HELDOUT_STRINGS, HeadImportance, batch_head_means, head_importance,
+                                           head_means, michel)
 from attention_viz.importance.real import RealHeadImportance, RealPartial, real_head_importance, real_head_means
 
-__all__ = ["HELDOUT_STRINGS", "ONE_POINT", "HeadImportance", "RealHeadImportance", "RealPartial", "attention_keys",
-           "batch_head_means", "head_importance", "head_means", "michel", "real_head_importance", "real_head_means",
-           "spearman", "variant_gates"]
+__all__ = ["HELDOUT_STRINGS", "ONE_POINT", "HeadImportance", "RealHeadImportance", "RealPartial", "batch_head_means",
+           "head_importance", "head_means", "michel", "real_head_importance", "real_head_means", "spearman",
+           "variant_gates"]

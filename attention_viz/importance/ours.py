@@ -24,6 +24,7 @@ import torch
 
 from attention_viz.core.ablation import ABLATIONS, mean_outputs
 from attention_viz.core.attention import target_mask
+from attention_viz.core.maps import MapKey
 from attention_viz.core.model import PAPER, Transformer, decoder_probes
 from attention_viz.core.variation import Variation, variation_of
 from attention_viz.data.tasks import heldout_strings, make_batch, task_max_len
@@ -66,11 +67,6 @@ class HeadImportance:
                 for key in self.keys for h in range(self.n_heads)]
 
 
-def attention_keys(model: Transformer) -> list[str]:
-    """The model's map keys in our order."""
-    return model.map_keys
-
-
 @torch.no_grad()
 def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], variants: list[set[tuple[str, int]]],
                     variation: Variation, means) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +79,7 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
     decoder layer once per distinct set of heads off up to it (two variants that differ only in layer 1 share
     layer 0), so the grid of every head alone costs little more than a few passes."""
     rows, pad = batch.src.size(0), model.config.pad_id
-    encoder_keys = [key for key in keys if key.startswith("encoder.")]
+    encoder_keys = [key for key in keys if MapKey.parse(key).stack == "encoder"]
     signatures = [frozenset(head for head in off if head[0] in encoder_keys) for off in variants]
     distinct = list(dict.fromkeys(signatures))  # the encoder runs needed
     encoder_gates = variant_gates(encoder_keys, model.config.n_heads, [set(s) for s in distinct], rows,
@@ -96,7 +92,8 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
     layers = model.decoder.layers
 
     def off_in(off: set, layer: int) -> frozenset:
-        return frozenset(head for head in off if head[0].startswith(f"decoder.{layer}."))
+        return frozenset(head for head in off if MapKey.parse(head[0]) in (MapKey("decoder", layer, "self_attn"),
+                                                                             MapKey("decoder", layer, "cross_attn")))
 
     prefixes = [(sig,) for sig in signatures]
     start = model._embed(model.tgt_embed, batch.tgt_in)  # (rows, T, D): every variant's decoder input
@@ -168,7 +165,7 @@ def head_importance(
     dtype = next(model.parameters()).dtype
     batch = make_batch(texts, task, tokenizer)
     batch = type(batch)(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device))
-    keys, H, rows = attention_keys(model), model.config.n_heads, len(texts)
+    keys, H, rows = model.map_keys, model.config.n_heads, len(texts)
     means = batch_head_means(model, batch, tokenizer.pad_id, variation) if ablation == "mean" else None
     try:
         # every head alone off, after the baseline (variant 0)
@@ -207,7 +204,8 @@ def batch_head_means(model: Transformer, batch, pad_id: int, variation: Variatio
     plain = replace(variation, heads_off=(), ablation="zero")
     with torch.no_grad():
         outputs = model.head_outputs(batch.src, batch.tgt_in, variation=plain)
-    query_masks = {key: (batch.src if key.startswith("encoder") else batch.tgt_in) != pad_id for key in outputs}
+    query_masks = {key: (batch.src if MapKey.parse(key).stack == "encoder" else batch.tgt_in) != pad_id
+                   for key in outputs}
     return mean_outputs(outputs, query_masks)
 
 

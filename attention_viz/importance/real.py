@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from attention_viz.core.ablation import ABLATIONS, mean_outputs
+from attention_viz.core.maps import MapKey
 from attention_viz.core.model import PAPER
 from attention_viz.core.variation import Variation
 from attention_viz.fast.logprob import target_log_probs
@@ -126,7 +127,7 @@ def _real_scores(model, ids, mask, decoder, targets, keys, variants, variation: 
     dtype = next(model.model.parameters()).dtype
     scored = targets != -100  # (N, T)
     shared = model.layout == "encoder-decoder"
-    encoder_keys = [key for key in keys if key.startswith("encoder.")] if shared else []
+    encoder_keys = [key for key in keys if MapKey.parse(key).stack == "encoder"] if shared else []
     decoder_keys = [key for key in keys if key not in encoder_keys]
     signature = lambda off: frozenset(head for head in off if head[0] in encoder_keys)  # noqa: E731
     step = max(1, chunk // N)
@@ -297,7 +298,7 @@ def _real_means(model, ids, mask, decoder, targets, variation: Variation = PAPER
                                      variation=replace(variation, heads_off=(), ablation="zero"))
     real = mask.bool()  # (N, S)
     decoded = (targets != -100) if decoder is not None else real  # (N, T): the start token and the written ones
-    return mean_outputs(outputs, {key: real if key.startswith("encoder") or decoder is None else decoded
+    return mean_outputs(outputs, {key: real if MapKey.parse(key).stack == "encoder" or decoder is None else decoded
                                   for key in outputs})
 
 

@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from attention_viz.core.maps import KINDS, split_kind
+from attention_viz.core.maps import KINDS, layers_of
 from attention_viz.importance import RealPartial
 from attention_viz.service.checks import check_choice
 from attention_viz.service.exports import ExportFolder, one_line
@@ -177,8 +177,7 @@ def _numbers(settings: Settings, imp, n_heads: int, real: bool) -> dict:
     scale = 100.0 if not real else 1.0  # exact match in points
     kinds = []
     for kind, label in KINDS.items():
-        stack, name = split_kind(kind)
-        layers = sum(1 for key in imp.keys if key.startswith(stack + ".") and key.endswith("." + name))
+        layers = layers_of(imp.keys, kind)
         if layers:
             kinds.append({"kind": kind, "label": label, "layers": layers})
     return {

@@ -24,6 +24,7 @@ from importlib import resources
 
 import numpy as np
 
+from attention_viz.core.maps import MapKey, kind_key
 from attention_viz.service.checks import check_int
 from attention_viz.service.heads_view import most_important
 from attention_viz.service.limits import HUB_PREFIX, LAB_TABLE
@@ -200,7 +201,7 @@ class Lesson:
         controls, packed = self._reverse(16, "sqrt_dk")
         layer, head, _, _ = _best_alignment(packed)
         cross = self.runs.run(self.runs.settings(TEXT, "reverse/sqrt_dk", 16, "sqrt_dk")).maps[
-            f"decoder.{layer}.cross_attn"][head]  # (T, S)
+            kind_key("decoder.cross_attn", layer)][head]  # (T, S)
         written = packed["decode"]["written"]
         source = packed["tokens"]["source"]
         lines = [f"step {t + 1} writes {code(written[t])} looking most at source {code(source[int(cross[t].argmax())])} "
@@ -217,7 +218,7 @@ class Lesson:
         drop, key, head, free = most_important(scores)
         off = heads_off_text(((key, (head,)),))
         without = self.views.visualize(self.runs.settings(TEXT, "reverse/sqrt_dk", 16, "sqrt_dk", heads_off=off)).run
-        stack, layer, name = key.split(".")
+        where = MapKey.parse(key)
         text = (f"§3.2.2 gives the model {scores['n_heads']} heads per attention, each free to look at something else. "
                 f"Are they all needed? Each of its {scores['total']} heads was switched off alone (its output set to "
                 f"0 before W_O) on {scores['texts']} held-out strings, where the model gets {scores['baseline']:.0f}% "
@@ -227,7 +228,7 @@ class Lesson:
                 "map, still computed, is marked off. Press **✂ switch heads off** to try others, **Every head on** "
                 "to bring them back, and the **Which heads matter** tab for every head's score and the prune curve.")
         return replace(step, text=text, controls={**controls, "heads_off": off}, view="heads",
-                       explorer={"kind": f"{stack}.{name}", "layer": int(layer), "head": head})
+                       explorer={"kind": where.kind, "layer": where.layer, "head": head})
 
     def _unscaled(self, step: LessonStep) -> LessonStep:
         sizes = self.runs.catalog.d_k_choices("reverse/sqrt_dk")
@@ -386,7 +387,7 @@ class Lesson:
         every = self.views.visualize(settings).run
         without = self.views.visualize(self.runs.settings(REAL_TEXT, key, d_k, "sqrt_dk", heads_off=off)).run
         name = every["settings"]["checkpoint"]
-        stack, layer, kind = attention.split(".")
+        where = MapKey.parse(attention)
         outcome = (f"the output stays {code(every['output'])}" if every["output"] == without["output"] else
                    f"the output changes from {code(every['output'])} to {code(without['output'])}")
         text = (f"*{HEADS_TITLE}* again, on {code(name)}: each of its {scores['total']} heads switched off alone, "
@@ -397,7 +398,7 @@ class Lesson:
                 f"most heads of trained translation models could go. That head is switched off now, and {outcome}.")
         return replace(step, text=text, controls={"text": REAL_TEXT, "model": key, "d_k": d_k, "scale": "sqrt_dk",
                                                   "heads_off": off}, view="heads",
-                       explorer={"kind": f"{stack}.{kind}", "layer": int(layer), "head": head})
+                       explorer={"kind": where.kind, "layer": where.layer, "head": head})
 
     def _long(self, step: LessonStep) -> LessonStep:
         key = self.real_model(one_stack=True) or self.real_model()  # a model of one stack reads the whole page

@@ -32,6 +32,7 @@ import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
+from attention_viz.core.maps import MapKey
 from attention_viz.explorer.long_pack import pack_long, pack_overview, pack_region
 from attention_viz.service.checks import shown
 from attention_viz.service.limits import (LONG_DEVICE_SHARE, LONG_KEPT_BYTES, LONG_KEPT_ENV, LONG_OVERVIEW,
@@ -129,7 +130,7 @@ def kept_estimate(model, length: int) -> int:
     config = model.model.config
     kv = getattr(config, "num_key_value_heads", None) or model.n_heads
     item = next(model.model.parameters()).element_size()
-    read = [key for key in model.map_keys if model.layout != "encoder-decoder" or key.startswith("encoder.")]
+    read = [key for key in model.map_keys if model.layout != "encoder-decoder" or MapKey.parse(key).stack == "encoder"]
     return len(read) * ((model.n_heads + kv) * model.d_k + model.n_heads) * length * item
 
 

@@ -28,7 +28,7 @@ import torch
 
 from attention_viz.core.attention import attention_masks
 from attention_viz.core.config import TransformerConfig
-from attention_viz.core.maps import KINDS, head_statistics, kind_key, split_kind, stack_kind
+from attention_viz.core.maps import KINDS, head_statistics, MapKey, kind_key, stack_kind
 from attention_viz.core.protocol import Abilities
 from attention_viz.service.requests import HeadRequest, Member, Settings, parse_head
 
@@ -201,7 +201,7 @@ class Run:
 
     def n_layers(self, kind: str) -> int:
         """Number of layers that have attention of this kind."""
-        stack, _ = split_kind(kind)
+        stack = MapKey.of(kind, 0).stack
         return self.config.n_encoder_layers if stack == "encoder" else self.config.n_decoder_layers
 
     def weights(self, kind: str) -> np.ndarray:
@@ -249,7 +249,7 @@ class Run:
 
     def mask(self, kind: str) -> np.ndarray:
         """[Q, K] bool in the package's convention, True = may attend: the mask the model applied (drawn grey)."""
-        split_kind(kind)  # KeyError for an unknown kind
+        MapKey.of(kind, 0)  # KeyError for an unknown kind
         return self.masks[kind]
 
     def statistics(self, kind: str) -> list[list[float]]:

@@ -102,11 +102,10 @@ class OwnModel:
         with torch.inference_mode():
             # the reference's decode, bit for bit, with less Python per step, its task's answer checked first as a
             # guess (attention_viz.fast.decode)
-            generated, maps = fast_greedy_decode(self.network, src, max_len=max_len, bos_id=tok.bos_id,
-                                                 eos_id=tok.eos_id, **self._switches(settings), value_norms=norms,
-                                                 guess=guess)
+            generated, maps = fast_greedy_decode(self.network, src, max_len, **self._switches(settings),
+                                                 value_norms=norms, guess=guess)
         out_ids = generated[0].tolist()
-        tgt_ids = [tok.bos_id] + out_ids[:-1]  # the decoder input whose maps greedy_decode returned
+        tgt_ids = [self.network.start_id] + out_ids[:-1]  # the decoder input whose maps greedy_decode returned
         arrays = frozen({key: value[0] for key, value in maps.to_numpy().items()})  # key -> (H, Q, K)
         return Run(
             settings=settings, config=self.shape, card=card,

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from attention_viz.core.maps import kind_key, kind_of
 from attention_viz.qkstats import QKStatistics
 from attention_viz.service.catalog import Catalog
 from attention_viz.service.checks import check_bool, check_choice, check_int, shown
@@ -102,8 +103,7 @@ class OwnQK:
         stats = self.statistics(model)
         layers: dict[str, int] = {}
         for key in stats:
-            stack, _, name = key.split(".")
-            layers[f"{stack}.{name}"] = layers.get(f"{stack}.{name}", 0) + 1
+            layers[kind_of(key)] = layers.get(kind_of(key), 0) + 1
         first = next(iter(stats.values()))
         return {"kinds": list(layers), "layers": layers, "heads": first.n_heads, "d_k": first.d_k}
 
@@ -121,8 +121,7 @@ class OwnQK:
     def _view(self, model: str, kind: str, layer: int, head: int, scaled: bool) -> dict:
         """view's answer for checked values (kept: shared by every page that asks, never mutated)."""
         shape = self.shape(model)
-        stack, name = kind.split(".")
-        key = f"{stack}.{layer}.{name}"
+        key = kind_key(kind, layer)
         s = self.statistics(model)[key]
         return {
             "model": model,

@@ -16,20 +16,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from attention_viz.core.flow import MAX_FLOW_TOKENS, attention_flow
-from attention_viz.core.maps import kind_key
+from attention_viz.core.maps import kind_key, layers_of
 from attention_viz.core.rollout import rollout
 from attention_viz.service.limits import FLOW_WORK
 
 RESIDUAL = 0.5  # the paper's share of the residual connection in each layer's mixing matrix
 STACK_KINDS = {"encoder": "encoder.self_attn", "decoder": "decoder.self_attn"}
-
-
-def stack_layers(maps: Mapping, stack: str) -> int:
-    """How many self-attention layers the stack has in these maps (0: none)."""
-    n = 0
-    while kind_key(STACK_KINDS[stack], n) in maps:
-        n += 1
-    return n
 
 
 def flow_refusal(n_layers: int, n_tokens: int) -> str | None:
@@ -52,7 +44,7 @@ def stack_views(maps: Mapping[str, np.ndarray], encoder_decoder: bool) -> dict[s
     """
     out = {}
     for stack, kind in STACK_KINDS.items():
-        n_layers = stack_layers(maps, stack)
+        n_layers = layers_of(maps, STACK_KINDS[stack])
         if not n_layers:
             continue
         n_tokens = np.asarray(maps[kind_key(kind, 0)]).shape[-1]

@@ -34,7 +34,7 @@ import base64
 
 import numpy as np
 
-from attention_viz.core.maps import KINDS, weight_on
+from attention_viz.core.maps import KINDS, MapKey, kind_of, weight_on
 from attention_viz.data.snapshots import LEVELS
 from attention_viz.data.tasks import alignment
 from attention_viz.explorer.pack import AXES
@@ -65,7 +65,7 @@ def arm_data(arm: str, label: str, model: str, meta: dict, quantised: dict[str, 
     """One arm of the view from snapshots: meta as data.snapshots' JSON (steps, probes, task, train, probe),
     quantised[key] uint8 [n_steps, P, H, Q, K]. Alignment: cross-attention's weight on the task's alignment per
     step, the mean over probes (each probe's row t holds the weight on the source positions it is written from)."""
-    cross = [key for key in quantised if key.endswith("cross_attn")]
+    cross = [key for key in quantised if kind_of(key) == "decoder.cross_attn"]
     score = []
     for s in range(len(meta["steps"])):
         per_probe = []
@@ -95,9 +95,9 @@ def view_data(meta: dict, keys: list[str], arms: list[dict], d_k: int, d_ks: lis
     """The whole view (this module's format) from the first arm's snapshot meta and the packed arms."""
     kinds = []
     for key in keys:
-        stack, layer, name = key.split(".")
-        queries, key_axis = AXES[f"{stack}.{name}"]
-        kinds.append({"key": key, "kind": f"{stack}.{name}", "label": f"{KINDS[f'{stack}.{name}']}, layer {layer}",
+        where = MapKey.parse(key)
+        queries, key_axis = AXES[where.kind]
+        kinds.append({"key": key, "kind": where.kind, "label": f"{KINDS[where.kind]}, layer {where.layer}",
                       "queries": queries, "keys": key_axis})
     kinds.sort(key=lambda k: (k["kind"] != "decoder.cross_attn", k["key"]))  # the telling one first
     steps = list(meta["steps"])

@@ -116,9 +116,7 @@ def exact_match(
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]
         src = make_batch(chunk, task, tokenizer).src.to(device)
-        tokens, _ = model.greedy_decode(
-            src, max_len=tokenizer.max_len + 1, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, scale=scale
-        )
+        tokens, _ = model.greedy_decode(src, tokenizer.max_len + 1, scale=scale)
         hits += sum(tokenizer.decode(row) == target(task, text) for row, text in zip(tokens.tolist(), chunk))
     return hits / len(texts)
 

@@ -18,7 +18,7 @@ from attention_viz import labview
 from attention_viz.explorer.html import CHARTS, EXPLORER, LONG, SHARED, asset
 
 # In load order: what every view needs, the explorer, the charts' pieces and the other views, then the page's calls.
-SCRIPTS = (*(("explorer", name) for name in (*SHARED, *EXPLORER, CHARTS, "steps.js", "heads.js", LONG)),
+SCRIPTS = (*(("explorer", name) for name in (*SHARED, *EXPLORER, CHARTS, "steps.js", "heads.js", *LONG)),
            ("labview", "lab.js"), ("labview", "study.js"), ("labview", "training.js"), ("webui", "page.js"))
 
 

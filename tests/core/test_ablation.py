@@ -65,8 +65,8 @@ def test_nothing_off_is_bit_identical_to_the_plain_pass():
             again, again_maps = model(src, tgt, heads_off=empty)
             assert torch.equal(logits, again)
             assert all(torch.equal(maps[k], again_maps[k]) for k in maps)
-        out, dmaps = model.greedy_decode(src, 5, bos_id=1, eos_id=2)
-        out2, dmaps2 = model.greedy_decode(src, 5, bos_id=1, eos_id=2, heads_off={})
+        out, dmaps = model.greedy_decode(src, 5)
+        out2, dmaps2 = model.greedy_decode(src, 5, heads_off={})
         assert torch.equal(out, out2) and all(torch.equal(dmaps[k], dmaps2[k]) for k in dmaps)
 
 
@@ -144,9 +144,9 @@ def test_greedy_decoding_with_heads_off_keeps_keys_as_it_reruns_them():
     model, src, _ = model_and_batch()
     off = {"decoder.1.self_attn": [1], "encoder.0.self_attn": [0, 3]}
     with torch.no_grad():
-        kept, maps_kept = model.greedy_decode(src, 6, bos_id=1, eos_id=2, heads_off=off)
-        rerun, maps_rerun = model.greedy_decode(src, 6, bos_id=1, eos_id=2, heads_off=off, reuse_keys=False)
-        _, plain_maps = model.greedy_decode(src, 6, bos_id=1, eos_id=2)
+        kept, maps_kept = model.greedy_decode(src, 6, heads_off=off)
+        rerun, maps_rerun = model.greedy_decode(src, 6, heads_off=off, reuse_keys=False)
+        _, plain_maps = model.greedy_decode(src, 6)
     assert torch.equal(kept, rerun)
     for key in maps_kept:
         torch.testing.assert_close(maps_kept[key], maps_rerun[key], atol=1e-12, rtol=0)

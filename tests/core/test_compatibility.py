@@ -94,7 +94,7 @@ def test_an_additive_model_records_every_map_and_decodes():
     cross = maps["decoder.0.cross_attn"]
     assert cross.shape == (2, cfg.n_heads, 4, 5) and (cross[1, :, :, 3:] == 0).all()
     torch.testing.assert_close(cross.sum(-1), torch.ones(2, cfg.n_heads, 4))
-    tokens, _ = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2)
+    tokens, _ = model.greedy_decode(src, 6)
     assert tokens.shape[0] == 2
 
 

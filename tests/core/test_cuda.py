@@ -42,7 +42,7 @@ def test_model_and_maps_on_cuda_match_cpu():
     for key in maps:
         assert maps_gpu[key].is_cuda
         torch.testing.assert_close(maps_gpu[key].cpu(), maps[key], atol=1e-4, rtol=1e-4)
-    tokens, _ = gpu.greedy_decode(src.cuda(), max_len=5, bos_id=1, eos_id=2)
+    tokens, _ = gpu.greedy_decode(src.cuda(), 5)
     assert tokens.is_cuda
 
 

@@ -7,13 +7,13 @@ from attention_viz import Transformer, TransformerConfig
 PAD, BOS, EOS = 0, 1, 2
 
 
-def random_model(seed: int) -> Transformer:
+def random_model(seed: int, **config) -> Transformer:
     """A tiny untrained model with a seed-chosen shape: untrained models emit <pad> now and then."""
     g = torch.Generator().manual_seed(seed)
     pick = lambda *options: options[int(torch.randint(len(options), (1,), generator=g))]  # noqa: E731
     config = TransformerConfig(vocab_size=pick(5, 6), n_encoder_layers=pick(1, 2), n_decoder_layers=pick(1, 2, 3),
                                d_model=16, n_heads=pick(1, 2, 4), d_k=pick(4, 8), d_v=pick(4, 8), d_ff=32,
-                               dropout=0.0, final_norm=bool(seed % 2))
+                               dropout=0.0, final_norm=bool(seed % 2), **config)
     torch.manual_seed(seed)
     return Transformer(config).eval()
 
@@ -34,8 +34,8 @@ def test_reusing_keys_agrees_with_full_passes_when_the_model_emits_pad(one_threa
         src = torch.randint(3, model.config.vocab_size, (8, 5), generator=torch.Generator().manual_seed(seed))
         src[1, 3:] = PAD
         for padding_mask in (True, False):
-            kept, kept_maps = model.greedy_decode(src, 8, BOS, EOS, padding_mask=padding_mask)
-            rerun, rerun_maps = model.greedy_decode(src, 8, BOS, EOS, padding_mask=padding_mask, reuse_keys=False)
+            kept, kept_maps = model.greedy_decode(src, 8, padding_mask=padding_mask)
+            rerun, rerun_maps = model.greedy_decode(src, 8, padding_mask=padding_mask, reuse_keys=False)
             assert torch.equal(kept, rerun), (seed, padding_mask)
             for key in kept_maps:
                 torch.testing.assert_close(kept_maps[key], rerun_maps[key], atol=1e-6, rtol=1e-5)
@@ -46,10 +46,10 @@ def test_reusing_keys_agrees_with_full_passes_when_the_model_emits_pad(one_threa
 def test_reusing_keys_agrees_when_bos_is_the_pad_token(one_thread):
     """With bos_id == pad_id the first key is hidden in both paths alike (all-zero first rows, never NaN)."""
     for seed in range(6):
-        model = random_model(seed)
+        model = random_model(seed, bos_id=PAD)
         src = torch.randint(3, model.config.vocab_size, (2, 4), generator=torch.Generator().manual_seed(seed))
-        kept, _ = model.greedy_decode(src, 6, PAD, EOS)
-        rerun, _ = model.greedy_decode(src, 6, PAD, EOS, reuse_keys=False)
+        kept, _ = model.greedy_decode(src, 6)
+        rerun, _ = model.greedy_decode(src, 6, reuse_keys=False)
         assert torch.equal(kept, rerun)
 
 
@@ -61,7 +61,7 @@ def test_step_maps_are_each_steps_own_pass(one_thread):
         model = random_model(seed)
         src = torch.randint(3, model.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(seed))
         for causal in (True, False):
-            generated, maps = model.greedy_decode(src, 7, BOS, EOS, causal_mask=causal, reuse_keys=False)
+            generated, maps = model.greedy_decode(src, 7, causal_mask=causal, reuse_keys=False)
             tgt = torch.cat([torch.full((2, 1), BOS), generated[:, :-1]], dim=1)  # (2, T): the last step's input
             steps = model.step_maps(src, tgt, causal_mask=causal)
             assert len(steps) == tgt.size(1)
@@ -92,9 +92,9 @@ def test_a_decode_of_no_tokens_is_refused_with_a_message_either_way():
     src = torch.randint(3, model.config.vocab_size, (2, 5))
     for max_len in (0, -3, 2.5, True):
         for causal_mask in (True, False):
-            with pytest.raises(ValueError, match="max_len must be a whole number of at least 1"):
-                model.greedy_decode(src, max_len=max_len, bos_id=1, eos_id=2, causal_mask=causal_mask)
-    tokens, _ = model.greedy_decode(src, max_len=1, bos_id=1, eos_id=2)
+            with pytest.raises(ValueError, match="max_new_tokens must be a whole number of at least 1"):
+                model.greedy_decode(src, max_len, causal_mask=causal_mask)
+    tokens, _ = model.greedy_decode(src, 1)
     assert tokens.shape == (2, 1)
 
 
@@ -120,8 +120,8 @@ def test_the_fast_decode_is_the_reference_bit_for_bit(one_thread):
                  dict(gates={key: torch.rand(3, c.n_heads, generator=g)}), dict(causal_mask=False)]
         for case in cases:
             norms, fast_norms = {}, {}
-            tokens, maps = model.greedy_decode(src, 7, BOS, EOS, value_norms=norms, **case)
-            fast_tokens, fast_maps = greedy_decode(model, src, 7, BOS, EOS, value_norms=fast_norms, **case)
+            tokens, maps = model.greedy_decode(src, 7, value_norms=norms, **case)
+            fast_tokens, fast_maps = greedy_decode(model, src, 7, value_norms=fast_norms, **case)
             assert torch.equal(tokens, fast_tokens), (seed, case)
             assert list(maps) == list(fast_maps) and list(norms) == list(fast_norms)
             for name in maps:
@@ -151,7 +151,7 @@ def test_a_guessed_decode_is_the_reference_bit_for_bit(one_thread, monkeypatch):
                      dict(heads_off={key: [c.n_heads - 1]}, ablation="mean",
                           head_means={key: torch.randn(c.n_heads, c.d_v, generator=g)})):
             norms = {}
-            tokens, maps = model.greedy_decode(src, 6, BOS, EOS, value_norms=norms, **case)
+            tokens, maps = model.greedy_decode(src, 6, value_norms=norms, **case)
             right = tokens[0].tolist()
             if EOS in right:
                 right = right[:right.index(EOS) + 1]
@@ -162,7 +162,7 @@ def test_a_guessed_decode_is_the_reference_bit_for_bit(one_thread, monkeypatch):
                                 ("too long", right + [3] * 4), ("random", random_ids), ("empty", [])):
                 steps.clear()
                 guessed_norms = {}
-                guessed, guessed_maps = fast_decode.greedy_decode(model, src, 6, BOS, EOS, value_norms=guessed_norms,
+                guessed, guessed_maps = fast_decode.greedy_decode(model, src, 6, value_norms=guessed_norms,
                                                                   guess=guess, **case)
                 assert torch.equal(tokens, guessed), (seed, case, name)
                 assert list(maps) == list(guessed_maps) and list(norms) == list(guessed_norms)
@@ -196,14 +196,14 @@ def test_a_wrong_guess_is_mended_by_passes_on_the_shipped_model(one_thread, monk
     src = torch.tensor([tok.encode("transformer").ids])  # (1, S)
     answer = tok.encode(target_or_none(card["task"], "transformer")).ids
     norms, guessed_norms = {}, {}
-    tokens, maps = model.greedy_decode(src, 16, tok.bos_id, tok.eos_id, heads_off={"decoder.0.self_attn": [0]},
+    tokens, maps = model.greedy_decode(src, 16, heads_off={"decoder.0.self_attn": [0]},
                                        value_norms=norms)
     assert tok.decode(tokens[0].tolist()) == "rmmrofsnart" != tok.decode(answer)
     passes, steps = [], []
     verified, step = fast_decode.verified, fast_decode.step
     monkeypatch.setattr(fast_decode, "verified", lambda *a: passes.append(a[6]) or verified(*a))
     monkeypatch.setattr(fast_decode, "step", lambda *a: steps.append(1) or step(*a))
-    guessed, guessed_maps = fast_decode.greedy_decode(model, src, 16, tok.bos_id, tok.eos_id, guess=answer,
+    guessed, guessed_maps = fast_decode.greedy_decode(model, src, 16, guess=answer,
                                                       heads_off={"decoder.0.self_attn": [0]},
                                                       value_norms=guessed_norms)
     assert len(passes) == 2 and passes[0] == answer and passes[1][:2] == tokens[0, :2].tolist() and not steps
@@ -220,7 +220,7 @@ def test_a_decode_resumed_from_a_guess_steps_from_the_start_where_a_step_is_not_
 
     model = random_model(5)
     src = torch.tensor([[3, 4, 3, 4]])
-    tokens, _ = model.greedy_decode(src, 6, BOS, EOS)
+    tokens, _ = model.greedy_decode(src, 6)
     right = tokens[0].tolist()
     assert len(right) >= 3 and EOS not in right[:2]
     calls = []
@@ -232,7 +232,7 @@ def test_a_decode_resumed_from_a_guess_steps_from_the_start_where_a_step_is_not_
     monkeypatch.setattr(fast_decode, "step", lambda layer, y, memory, past, *a: steps.append(past is not None)
                         or step(layer, y, memory, past, *a))
     wrong = right[:1] + [(right[1] + 1) % model.config.vocab_size]
-    guessed, _ = fast_decode.greedy_decode(model, src, 6, BOS, EOS, guess=wrong)
+    guessed, _ = fast_decode.greedy_decode(model, src, 6, guess=wrong)
     assert torch.equal(tokens, guessed)
     n_layers = model.config.n_decoder_layers  # one step on from the settled two, then the reference's n steps
     assert len(calls) == 2 and steps.count(True) == n_layers + (len(right) - 1) * n_layers
@@ -287,3 +287,20 @@ def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread)
         for (k, v), (step_k, step_v) in zip(kept, past):
             torch.testing.assert_close(k, step_k, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(v, step_v, rtol=1e-5, atol=1e-6)
+
+
+def test_the_start_and_end_tokens_are_the_models_own(one_thread):
+    """greedy_decode (core.protocol's one signature) starts from the model's start_id and stops at its eos_ids, both
+    from its config: the maps are those of a pass over start + the written tokens but the last."""
+    from attention_viz.core.protocol import AttentionModel
+
+    for seed in range(4):
+        model = random_model(seed, bos_id=3, eos_id=4)
+        assert isinstance(model, AttentionModel) and (model.start_id, model.eos_ids) == (3, {4})
+        src = torch.randint(3, model.config.vocab_size, (1, 4), generator=torch.Generator().manual_seed(seed))
+        written, maps = model.greedy_decode(src, 6)
+        tokens = written[0].tolist()
+        assert 4 not in tokens[:-1] and (tokens[-1] == 4 or len(tokens) == 6)
+        _, forward = model(src, torch.tensor([[3] + tokens[:-1]]))
+        for key in maps:
+            torch.testing.assert_close(maps[key], forward[key], atol=1e-6, rtol=1e-5)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attention_viz import AttentionMaps, Transformer, TransformerConfig
-from attention_viz.core.maps import KINDS, kind_key, map_key, split_kind, stack_kind, weight_on
+from attention_viz.core.maps import KINDS, MapKey, in_order, keys_of, kind_key, kind_of, layers_of, map_key, stack_kind, weight_on
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +42,21 @@ def test_kind_key_builds_the_map_keys():
     assert kind_key("encoder.self_attn", 0) == "encoder.0.self_attn" == map_key("encoder", 0, "self_attn")
     assert kind_key("decoder.self_attn", 2) == "decoder.2.self_attn"
     assert kind_key("decoder.cross_attn", 1) == "decoder.1.cross_attn"
-    assert split_kind("decoder.cross_attn") == ("decoder", "cross_attn")
     with pytest.raises(KeyError):
         kind_key("encoder.cross_attn", 0)
+
+
+def test_a_map_key_is_parsed_once_into_its_parts_and_written_back():
+    key = MapKey.parse("decoder.1.cross_attn")
+    assert (key.stack, key.layer, key.name, key.kind) == ("decoder", 1, "cross_attn", "decoder.cross_attn")
+    assert str(key) == "decoder.1.cross_attn" and MapKey.of("decoder.cross_attn", 1) == key
+    assert kind_of("encoder.12.self_attn") == "encoder.self_attn"
+    for bad in ("encoder.self_attn", "encoder.x.self_attn", "encoder.0.cross_attn", "decoder.1.cross_attn.q", 3, ""):
+        with pytest.raises(ValueError, match="is not a map key"):
+            MapKey.parse(bad)
+    keys = keys_of(2, 3)
+    assert in_order(reversed(keys)) == keys == [str(MapKey.parse(k)) for k in keys]
+    assert layers_of(keys, "decoder.cross_attn") == 3 and layers_of(keys[:1], "encoder.self_attn") == 1
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

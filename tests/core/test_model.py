@@ -130,7 +130,7 @@ def test_switches_change_the_computation_without_state():
 def test_greedy_decode_agrees_with_teacher_forcing():
     model = small_model(seed=3)
     src, _ = batch()
-    tokens, maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2)
+    tokens, maps = model.greedy_decode(src, 6)
     assert tokens.shape[0] == 2 and 1 <= tokens.shape[1] <= 6
     tgt_in = torch.cat([torch.ones(2, 1, dtype=torch.long), tokens[:, :-1]], dim=1)
     logits, forced = model(src, tgt_in)
@@ -150,9 +150,9 @@ def test_greedy_decode_reusing_keys_matches_rerunning_every_step(seed, scale):
     full_passes = []
     decode = model.decode
     model.decode = lambda tgt, *args: full_passes.append(tgt.size(1)) or decode(tgt, *args)
-    fast, fast_maps = model.greedy_decode(src, max_len=7, bos_id=1, eos_id=2, scale=scale)
+    fast, fast_maps = model.greedy_decode(src, 7, scale=scale)
     assert full_passes == [fast.size(1)]  # one pass over the decoder input, for the maps
-    slow, slow_maps = model.greedy_decode(src, max_len=7, bos_id=1, eos_id=2, scale=scale, reuse_keys=False)
+    slow, slow_maps = model.greedy_decode(src, 7, scale=scale, reuse_keys=False)
     assert full_passes[1:] == list(range(1, slow.size(1) + 1))  # every step reruns every position
     assert torch.equal(fast, slow)
     assert list(fast_maps) == list(slow_maps)
@@ -168,9 +168,9 @@ def test_greedy_decode_gives_the_value_norms_of_its_maps_pass_as_a_second_pass_d
     model = small_model(seed=2)
     src, _ = batch()
     norms: dict = {}
-    tokens, maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=causal_mask,
+    tokens, maps = model.greedy_decode(src, 6, causal_mask=causal_mask,
                                        heads_off=heads_off, value_norms=norms)
-    plain, plain_maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=causal_mask,
+    plain, plain_maps = model.greedy_decode(src, 6, causal_mask=causal_mask,
                                             heads_off=heads_off)
     assert torch.equal(tokens, plain) and all(torch.equal(maps[key], plain_maps[key]) for key in maps)  # unchanged
     tgt_in = torch.cat([torch.ones(2, 1, dtype=torch.long), tokens[:, :-1]], dim=1)  # (B, T)
@@ -186,8 +186,8 @@ def test_greedy_decode_without_the_causal_mask_reruns_every_step():
     is taken whatever reuse_keys says."""
     model = small_model(seed=1)
     src, _ = batch()
-    kept, kept_maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=False)
-    rerun, rerun_maps = model.greedy_decode(src, max_len=6, bos_id=1, eos_id=2, causal_mask=False, reuse_keys=False)
+    kept, kept_maps = model.greedy_decode(src, 6, causal_mask=False)
+    rerun, rerun_maps = model.greedy_decode(src, 6, causal_mask=False, reuse_keys=False)
     assert torch.equal(kept, rerun)
     for key in kept_maps:
         assert torch.equal(kept_maps[key], rerun_maps[key])
@@ -198,7 +198,7 @@ def test_greedy_decode_stops_at_eos():
     with torch.no_grad():  # force <eos> (id 2) to win every step
         model.generator.bias.zero_()
         model.generator.bias[2] = 1e4
-    tokens, _ = model.greedy_decode(torch.tensor([[4, 5, 6]]), max_len=10, bos_id=1, eos_id=2)
+    tokens, _ = model.greedy_decode(torch.tensor([[4, 5, 6]]), 10)
     assert tokens.tolist() == [[2]]
 
 

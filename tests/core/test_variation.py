@@ -115,8 +115,8 @@ def test_the_keyword_front_and_the_value_give_the_same_pass_bit_for_bit(switches
     with torch.no_grad():
         equal(model(src, tgt, head_means=means, **switches), model(src, tgt, head_means=means, variation=v))
         for reuse in (True, False):
-            equal(model.greedy_decode(src, 5, 1, 2, reuse_keys=reuse, head_means=means, **switches),
-                  model.greedy_decode(src, 5, 1, 2, reuse_keys=reuse, head_means=means, variation=v))
+            equal(model.greedy_decode(src, 5, reuse_keys=reuse, head_means=means, **switches),
+                  model.greedy_decode(src, 5, reuse_keys=reuse, head_means=means, variation=v))
         equal(model.step_maps(src, tgt, head_means=means, **switches),
               model.step_maps(src, tgt, head_means=means, variation=v))
         for kind in ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"):
@@ -137,4 +137,4 @@ def test_a_value_and_keywords_together_are_refused_before_any_work():
     with pytest.raises(ValueError, match="not both"):
         model(src, tgt, scale="none", variation=Variation())
     with pytest.raises(ValueError, match="not both"):
-        model.greedy_decode(src, 3, 1, 2, heads_off={"encoder.0.self_attn": [0]}, variation=Variation())
+        model.greedy_decode(src, 3, heads_off={"encoder.0.self_attn": [0]}, variation=Variation())

@@ -165,4 +165,7 @@ def test_show_draws_a_pictures_maps_over_its_patches(image_folders):
     view = av.show(model, picture(3))
     tokens = view.payload["tokens"]["source"]
     assert tokens[:5] == ["[CLS]", "[REG0]", "[REG1]", "[REG2]", "[REG3]"] and tokens[5] == "patch 0,0"
+    axis = model.input_axis()  # the patches as an axis: its labels the payload's, its grid the payload's too
+    assert axis.name == "patches" and list(axis.labels) == tokens and axis.grid == model.modality.grid
+    assert view.payload["source_axis"] == {"name": "patches", "grid": list(model.modality.grid)}
     assert "random pictures" in " ".join(view.payload["notes"]) and view.payload["tokens"]["target"] == []

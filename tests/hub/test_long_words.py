@@ -133,3 +133,4 @@ def test_show_an_encoder_decoder_long_reads_the_page_with_its_encoder(tiny_folde
     assert payload["note"] == (f"Read the first 256 of the text's {payload['of']:,} tokens: {model.name}'s positions "
                                f"end at 256. {READS_WITH_ENCODER}.")
 
+

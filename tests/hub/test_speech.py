@@ -115,6 +115,9 @@ def test_show_draws_a_recordings_maps_its_transcript_written_after_the_prompt(wh
     view = av.show(model, wav(2.0), max_new_tokens=4)
     payload = view.payload
     assert payload["tokens"]["source"][:2] == ["0.00 s", "0.02 s"]
+    axis = model.input_axis()  # the time axis: its labels the payload's, 0.02 s a position
+    assert axis.name == "frames" and list(axis.labels) == payload["tokens"]["source"]
+    assert payload["source_axis"] == {"name": "frames", "seconds": axis.seconds} and abs(axis.seconds - 0.02) < 1e-9
     target = payload["tokens"]["target"]
     assert target[0] == "<|startoftranscript|>" and len(payload["decode"]["written"]) == len(target)
     assert payload["decode"]["written"][0] == target[1]  # the prompt's first step writes its next token

@@ -108,8 +108,7 @@ def test_a_run_with_heads_off_is_the_models_own_decode_with_them_off(runs):
     src = torch.tensor([run.src_ids])
     tok = runs.tokenizer
     with torch.inference_mode():
-        written, _ = model.greedy_decode(src, max_len=len(s.text) + 5, bos_id=tok.bos_id, eos_id=tok.eos_id,
-                                         heads_off=s.off)
+        written, _ = model.greedy_decode(src, len(s.text) + 5, heads_off=s.off)
         _, direct = model(src, torch.tensor([run.tgt_ids]), heads_off=s.off)
     assert run.output == tok.decode(written[0].tolist())
     for key, value in direct.to_numpy().items():

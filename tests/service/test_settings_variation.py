@@ -55,7 +55,6 @@ def test_a_run_is_the_models_greedy_decode_under_the_settings_variation(runs):
     model, _ = own(runs, s)
     src = torch.tensor([run.src_ids])
     with torch.inference_mode():
-        written, maps = model.greedy_decode(src, len(run.generated), runs.tokenizer.bos_id, runs.tokenizer.eos_id,
-                                            variation=s.variation)
+        written, maps = model.greedy_decode(src, len(run.generated), variation=s.variation)
     assert [runs.tokenizer.tokens(written[0].tolist())] == [list(run.generated)]
     assert all((maps[key][0].numpy() == run.maps[key]).all() for key in run.maps)

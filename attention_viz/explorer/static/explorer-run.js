@@ -128,7 +128,7 @@
   }
 
   // the server's key of one map ("decoder.1.cross_attn"), and the heads this run switched off
-  const keyOf = (kind, l) => { const [stack, name] = kind.split("."); return `${stack}.${l}.${name}`; };
+  const keyOf = global.AttentionShared.mapKey;
   const isOff = (x, k, l, h) => !!(x.data.off[keyOf(k.kind, l)] && x.data.off[keyOf(k.kind, l)].has(h));
   const layerOff = (x, k, l) => !!x.data.off[keyOf(k.kind, l)] && x.data.off[keyOf(k.kind, l)].size === x.data.H;
   const kindOff = (x, k) => Array.from({length: k.layers}, (_, l) => l).every((l) => layerOff(x, k, l));

@@ -30,7 +30,7 @@
   const BLANK = " ".repeat(CELL_CH);
 
   const esc = global.AttentionShared.escapeHtml; // shared.js, loaded first
-  const ink = global.AttentionPalette.ink; // palette.js, loaded first
+  const {ink, paint} = global.AttentionPalette; // palette.js, loaded first
 
   function textStyle(runs) {
     /* one row's text colour: one colour, or a background clipped to the text with a stop per run of cells */
@@ -59,17 +59,19 @@
     const labels = Array.from(view.querySelectorAll(".av-hm-query"));
     const shownText = new Array(Q).fill(null), shownStyle = new Array(Q).fill(null);
     canvas.width = K; canvas.height = Q; // one pixel per cell, scaled up by CSS without smoothing
-    const ctx = canvas.getContext("2d"), image = ctx.createImageData(K, Q), pixels = image.data;
+    const ctx = canvas.getContext("2d"), cells = new Array(Q * K);
 
     function draw(cell, now) {
       /* the cells' colours (masked cells transparent over the hatch), then each row's text where it changed */
+      paint(ctx, Q, K, (q, j) => {
+        const c = cells[q * K + j] = cell(q, j);
+        return c === null ? null : c ? c[0] : FUTURE;
+      });
       for (let q = 0; q < Q; q++) {
         let text = "";
         const runs = []; // [colour, first cell, past the last cell] of the row's text
-        for (let j = 0; j < K; j++) {
-          const c = cell(q, j), p = 4 * (q * K + j), rgb = c ? c[0] : FUTURE;
-          pixels[p] = rgb[0]; pixels[p + 1] = rgb[1]; pixels[p + 2] = rgb[2]; pixels[p + 3] = c === null ? 0 : 255;
-          if (small) continue;
+        for (let j = 0; j < K && !small; j++) {
+          const c = cells[q * K + j];
           text += c ? (c[1] + BLANK).slice(0, CELL_CH) : BLANK;
           const colour = c ? ink(c[0]) : null, last = runs[runs.length - 1];
           if (last && (colour === null || colour === last[0])) last[2] = j + 1;
@@ -87,7 +89,6 @@
         rowEls[q].classList.toggle("av-now", q === now);
         labels[q].classList.toggle("av-now", q === now);
       }
-      ctx.putImageData(image, 0, 0);
     }
 
     function cellAt(event) {

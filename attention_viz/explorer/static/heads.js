@@ -8,18 +8,17 @@
 (function (global) {
   "use strict";
   if (global.AttentionHeads) return;
-  const {escapeHtml, inline} = global.AttentionShared; // shared.js, loaded first
+  const {escapeHtml, inline, mapKey} = global.AttentionShared; // shared.js, loaded first
   const W = 560, H = 230, PAD = {left: 56, right: 14, top: 12, bottom: 40}; // the prune curve's viewBox and margins
 
   function fmt(data, v) { return data.unit === "points" ? `${v.toFixed(1)}` : v.toFixed(3); }
 
   function tables(data) {
-    const keyOf = (kind, l) => { const [stack, name] = kind.split("."); return `${stack}.${l}.${name}`; };
     const top = Math.max(1e-9, ...Object.values(data.drop).flat().filter((v) => v !== null));
     return data.kinds.map((k) => {
       let rows = "";
       for (let l = 0; l < k.layers; l++) {
-        const key = keyOf(k.kind, l);
+        const key = mapKey(k.kind, l);
         rows += `<tr><th scope="row">L${l}</th>` + data.drop[key].map((v, h) => {
           if (v === null) return `<td class="av-pending" title="${escapeHtml(key)} head ${h}: not scored yet">…</td>`;
           const share = Math.max(0, Math.min(1, v / top));

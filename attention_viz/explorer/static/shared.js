@@ -3,6 +3,8 @@
  *   AttentionShared.escapeHtml(s)          // text safe inside HTML and inside a quoted attribute
  *   AttentionShared.shown(token)           // a token as a label: a space becomes "␣" (it must stay visible)
  *   AttentionShared.inline(s)              // escaped, then **bold** and `code` (Markdown's code spans) as HTML
+ *   AttentionShared.mapKey(kind, layer)    // the server's key of one map (core.maps.MapKey): the format's one place
+ *                                          // here, e.g. mapKey("decoder.cross_attn", 1) === "decoder.1.cross_attn"
  *   AttentionShared.bytes(b64)             // base64 -> its bytes, a Uint8Array: a packed map's uint16 or float32
  *                                          // values are read through its .buffer (little-endian, as every browser's)
  *   AttentionShared.stepBarHtml({play, prev, next, slider, status})   // the bar's markup: play, ◀, slider, ▶, status
@@ -26,6 +28,8 @@
     body.trim() ? body.slice(1, -1) : body}</code>`;
   const inline = (s) => escapeHtml(s).replace(/(?<!`)(`+)(?!`)([\s\S]*?[^`])\1(?!`)|\*\*([^*`]+)\*\*/g,
     (m, fence, body, bold) => (fence ? codeSpan(body) : `<b>${bold}</b>`));
+
+  const mapKey = (kind, layer) => { const [stack, name] = kind.split("."); return `${stack}.${layer}.${name}`; };
 
   function bytes(b64) {
     const raw = atob(b64), out = new Uint8Array(raw.length);
@@ -83,6 +87,6 @@
     return {play: play, pause: pause, playing: () => timer !== null, mark: mark, ui: ui};
   }
 
-  global.AttentionShared = {escapeHtml: escapeHtml, shown: shown, inline: inline, bytes: bytes,
+  global.AttentionShared = {escapeHtml: escapeHtml, shown: shown, inline: inline, mapKey: mapKey, bytes: bytes,
     stepBarHtml: stepBarHtml, stepBar: stepBar, PLAY: PLAY, PAUSE: PAUSE};
 })(window);

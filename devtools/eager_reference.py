@@ -26,7 +26,8 @@ SPY = "coverage_spy"  # the name the spy is registered under
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
                 "proj", "attn_out")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
-SCALINGS = ("scaling", "scale", "inv_norm_factor")  # CLIP's attention keeps `scale`, Bloom's `inv_norm_factor`
+SCALINGS = ("scaling", "scale", "inv_norm_factor", "norm_factor")  # CLIP: `scale`, Bloom: `inv_norm_factor`,
+# GPT-NeoX-Japanese: `norm_factor`, which it divides by (1 is no factor either way)
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}

@@ -342,6 +342,7 @@ IMAGE_FAMILIES = {
     "vit": ("ViTModel", "ViTConfig", {}),
     "deit": ("DeiTModel", "DeiTConfig", {}),
     "beit": ("BeitModel", "BeitConfig", {}),
+    "data2vec-vision": ("Data2VecVisionModel", "Data2VecVisionConfig", {}),
     "dinov2": ("Dinov2Model", "Dinov2Config", {}),
     "dinov2_with_registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig", {"num_register_tokens": 4}),
     "clip": ("CLIPModel", "CLIPConfig", {}),
@@ -350,15 +351,15 @@ IMAGE_FAMILIES = {
 
 
 def save_tiny_image(family: str, folder: Path, *, seed: int = 0, d_model: int = 32, n_heads: int = 4,
-                    layers: int = 2, image_size: int = 32, patch_size: int = 8) -> Path:
+                    layers: int = 2, image_size: int = 32, patch_size: int = 8, **fields) -> Path:
     """A small vision encoder of this family (random weights, INIT_STD), saved as its checkpoints are: config.json,
     model.safetensors and the image processor's preprocessor_config.json (ViT's resize-and-normalise to
-    image_size), no tokenizer."""
+    image_size), no tokenizer. fields: more of its vision config's fields (BEiT's use_relative_position_bias)."""
     import transformers
 
     model_name, config_name, extra = IMAGE_FAMILIES[family]
     vision = dict(image_size=image_size, patch_size=patch_size, hidden_size=d_model, num_hidden_layers=layers,
-                  num_attention_heads=n_heads, intermediate_size=2 * d_model, **extra)
+                  num_attention_heads=n_heads, intermediate_size=2 * d_model, **(extra | fields))
     if family in ("clip", "siglip"):
         text = dict(hidden_size=d_model, num_hidden_layers=1, num_attention_heads=n_heads,
                     intermediate_size=2 * d_model, vocab_size=64, bos_token_id=0, eos_token_id=1, pad_token_id=1)

@@ -81,10 +81,17 @@ def pattern_scores(model_or_maps, source: Sequence[Hashable] = (), target: Seque
     pattern_scores(maps, source, target)        maps (AttentionMaps of one example, or key -> [H, Q, K]) and the
                                                 tokens they were made from: source = the encoder's, target = the
                                                 decoder's input (a decoder-only model's text); ids or strings
-    pattern_scores(text_maps)                   a TextMaps (maps_of(model, text)): its own tokens and masks
+    pattern_scores(text_maps)                   a TextMaps (maps_of(model, text)): its own tokens and masks; a
+                                                picture's or a recording's (maps_of(model, picture)): previous
+                                                patch in reading order or previous 20 ms, the first token ([CLS], 0 s)
 
     Returns PatternScores: scores[kind][pattern] is [L, H]; chance, the evenly spread head's; .table(), .best().
     """
+    if isinstance(model_or_maps, AttentionModel) and getattr(model_or_maps, "modality", None) is not None:
+        what = model_or_maps.modality.probed[:-1]  # "picture", "recording"
+        raise ValueError(f"{model_or_maps.name} reads {what}s, not random tokens of a vocabulary: score its maps of "
+                         f"a {what}, pattern_scores(maps_of(model, {what})) (duplicate and induction count only where "
+                         "tokens repeat, as in a transcript)")
     if isinstance(model_or_maps, AttentionModel):
         text_maps, src_ids, tgt_ids = repeated_pass(model_or_maps, n, seed)
         scored = pattern_scores_of_maps(text_maps, src_ids, tgt_ids, masks, patterns)

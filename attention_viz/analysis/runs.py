@@ -24,10 +24,14 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
     """Every map of `text` through `model` (ours or a real one) with its tokens and masks, batch element 0.
 
     A greedy decode of up to max_new_tokens (default: ours len(text) + 5, a real model 40; one pass for an encoder). The settings it ran with are kept on the result (figures write them).
+    A model of another modality takes what it reads in place of the text (a picture, a recording): its source tokens
+    are its special tokens and patches, or its positions' times (hub.text_run.run_media).
     """
     if not isinstance(model, AttentionModel):  # core.protocol: ours, or a real model
         raise ValueError(f"expected an attention_viz Transformer or a real model from load_pretrained, got "
                          f"{type(model).__name__}")
+    if getattr(model, "modality", None) is not None:  # a picture or a recording (hub.images, hub.speech)
+        return _media_maps(model, text, Variation(scale, causal_mask, padding_mask), max_new_tokens)
     if not isinstance(text, str) or not text:
         raise ValueError("the text must be a non-empty string")
     variation = Variation(scale, causal_mask, padding_mask)  # checked before any work
@@ -55,3 +59,12 @@ def maps_of(model, text: str, *, scale: Scale = "sqrt_dk", causal_mask: bool = T
     return TextMaps(maps, model.input_axis(source), target, token_masks(source, target, causal_mask, padding_mask),
                     tok.decode(out_ids), {"model": "attention_viz Transformer", **settings})
 
+
+def _media_maps(model, source, variation: Variation, max_new_tokens: int | None) -> TextMaps:
+    """maps_of a picture through an image model, or a recording through Whisper: its tokens, masks, transcript."""
+    from attention_viz.hub.text_run import run_media  # the hub extra: a real model means it is installed
+
+    run = run_media(model, source, max_new_tokens=max_new_tokens or REAL_NEW_TOKENS, variation=variation)
+    settings = {"model": model.name, "input": f"a {model.modality.probed[:-1]}", "scale": str(variation.scale),
+                "causal mask": "on" if variation.causal_mask else "off"}
+    return TextMaps(run.maps, run.src_tokens, run.tgt_tokens, run.masks, run.output, settings)

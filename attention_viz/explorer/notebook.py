@@ -19,7 +19,6 @@ import torch
 
 from attention_viz.analysis.runs import EXTRA_DECODE_STEPS
 from attention_viz.core.attention import Scale
-from attention_viz.core.maps import kind_of
 from attention_viz.core.model import Transformer
 from attention_viz.core.protocol import AttentionModel
 from attention_viz.core.variation import Variation
@@ -125,46 +124,40 @@ def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True,
     """A picture through an image model, or a recording through Whisper (model.modality: hub.images, hub.speech),
     packed as run_pretrained packs a text: the encoder's tokens are its special tokens and patches, or its times;
     Whisper writes its transcript greedily, its decoder rows the prompt and what it wrote."""
+    from attention_viz.hub.text_run import run_media as media_run  # the hub extra: a real model means it is installed
+
     variation = Variation(scale, causal_mask)  # checked before any work
-    encoding = model.encode(source)  # the modality's refusals name the fault
-    inputs = encoding.ids[None].to(model.device)  # (1, C, H, W) or (1, mels, frames)
+    result = media_run(model, source, max_new_tokens=max_new_tokens, variation=variation)
     notes = [f"{model.name} ({model.family.name}, real model): scale {scale}; causal mask "
              f"{'on' if causal_mask else 'off'}", f"Our Eq. 1 inside it: {model.fidelity}.",
-             *([encoding.note] if encoding.note else [])]
-    with torch.inference_mode():
-        if not model.abilities.writes_text:
-            recorded, target, output, decode = model.traced(inputs, variation=variation), [], "", None
-        else:
-            written, recorded = model.greedy_pass(inputs, max_new_tokens, variation=variation)
-            out = written[0].tolist()
-            rows = recorded.maps[model.map_keys[-1]].size(-2)  # the decoder's input: its prompt and all but the last
-            encoded = model.model.get_encoder()(**{model.modality.input_name: inputs})
-            start = torch.tensor([[model.start_id]], device=model.device)
-            prompt = model.modality.prompt(model.model, encoded, start)[0].tolist()
-            target = model.pieces((prompt + out)[:rows])
-            output = model.decode(out)
-            written = decode_written(model.pieces(out), target, True)  # the prompt's steps write its next token
-            decode = None if written is None else {"written": written, "steps": None}
-    maps = {key: value[0].float().cpu().numpy() for key, value in recorded.maps.items()}
-    masks = {kind_of(key): torch.broadcast_to(mask, (1, 1, *maps[key].shape[-2:]))[0, 0]
-             .cpu().numpy() for key, mask in recorded.run.masks.items() if mask is not None}
-    what = "picture" if model.input_axis().name == "patches" else "recording"
-    return pack(maps, model.input_axis(), target, masks=masks, output=output, notes=notes,
+             *result.notes]
+    decode = None
+    if model.abilities.writes_text:
+        written = decode_written(list(result.written), list(result.tgt_tokens), True)  # the prompt's steps write
+        decode = None if written is None else {"written": written, "steps": None}  # its next token
+    axis = model.input_axis()  # the picture's patches or the recording's times, with their labels
+    what = "picture" if axis.name == "patches" else "recording"
+    return pack(result.maps, axis, list(result.tgt_tokens), masks=result.masks, output=result.output, notes=notes,
                 title=f"a {what} on {model.name}", decode=decode)
 
 
-def run_long(model, text: str, budget: int = LONG_BYTES, **switches) -> dict:
-    """A real model's long pass over `text` (hub.long; as many tokens as its positions hold), packed for the long
-    view with every head's overview embedded within `budget` bytes (no server: its zoom is drawn from those)."""
-    from attention_viz.hub.words import words_of
+def run_long(model, text, budget: int = LONG_BYTES, **switches) -> dict:
+    """A real model's long pass over `text` (hub.long; as many tokens as its positions hold; a speech model's
+    recording, read by its encoder over its time axis), packed for the long view with every head's overview embedded
+    within `budget` bytes (no server: its zoom is drawn from those)."""
+    from attention_viz.hub.words import labels, words_of
 
-    ids = model.encode(text).ids  # (S,)
-    run = model.long_run(ids, warn=False, **switches)  # the first tokens its positions hold: the view says so
+    if model.input_axis().name != "tokens":  # a recording (a picture): its positions' times as its words
+        run = model.long_run(text, **switches)  # read whole (a recording cut to the window: its note says so)
+        words, what = labels(model.modality.tokens()), "positions"
+    else:
+        ids = model.encode(text).ids  # (S,)
+        run = model.long_run(ids, warn=False, **switches)  # the first tokens its positions hold: the view says so
+        words, what = words_of(model.tokenizer, ids[:run.length].tolist()), "tokens"
     try:
         maps = f"{len(run.keys)} map{'' if len(run.keys) == 1 else 's'}"
-        title = f"{model.name}: {run.length:,} tokens, {maps} x {run.n_heads} heads"
-        payload = pack_long(run, words_of(model.tokenizer, ids[:run.length].tolist()), read=run.length,
-                            of=run.given, note=run.note, title=title)
+        title = f"{model.name}: {run.length:,} {what}, {maps} x {run.n_heads} heads"
+        payload = pack_long(run, words, read=run.length, of=run.given, note=run.note, title=title)
         payload["offline"] = pack_offline(run, budget)
     finally:
         run.close()
@@ -188,7 +181,8 @@ def show(model_or_maps: AttentionModel | Mapping[str, np.ndarray], text: str | S
     show(real_model, "Hello")                a real model (attention_viz.hub.PretrainedTransformer): its own tokens,
                                              every map it has (run_pretrained's options apply)
     show(image_model, "cat.jpg")             a picture (a path, bytes, PIL image or array) through an image model, a
-                                             recording through Whisper: their tokens are patches or times (run_media)
+                                             recording through Whisper: their tokens are patches or times (run_media;
+                                             long=True: the encoder's long view over them, run_long)
     show(real_model, long_text)              a text of more than LONG_FROM tokens through a model of one stack (or
                                              long=True): every head's summary and overview, a zoom drawn from the
                                              embedded blocks (run_long: at most LONG_BYTES of them)
@@ -196,6 +190,8 @@ def show(model_or_maps: AttentionModel | Mapping[str, np.ndarray], text: str | S
                                              AttentionMaps.to_numpy() of one forward pass
     """
     if isinstance(model_or_maps, AttentionModel) and model_or_maps.input_axis().name != "tokens":
+        if run_options.pop("long", None):  # the encoder's positions through the long pass, as a text's (run_long)
+            return View(run_long(model_or_maps, text, **run_options), height=height)
         return View(run_media(model_or_maps, text, **run_options), height=height)  # a picture or a recording
     if isinstance(model_or_maps, AttentionModel) and model_or_maps.pretrained:
         if not isinstance(text, str) or not text:

@@ -67,6 +67,19 @@ REFUSED = {
     "nystromformer": "its attention is a Nyström approximation of softmax attention through landmarks, not Eq. 1",
     "yoso": "its attention is approximated by sampling with locality-sensitive hashing, not Eq. 1's softmax",
     "mra": "its attention is a multi-resolution approximation of softmax attention, not Eq. 1",
+    # softmax attention, but not over one sequence's every key, or mixed with what is not attention
+    "longformer": "each token attends within a sliding window of its own, and global tokens with projections of "
+                  "their own (query_global, key_global, value_global), computed in overlapping chunks",
+    "led": "its encoder's attention is Longformer's: a sliding window of its own and global tokens with projections "
+           "of their own",
+    "funnel": "it pools its sequence between blocks (queries shorter than their keys) and adds relative-position "
+              "terms of its own (Transformer-XL's) to QKᵀ",
+    "convbert": "part of each layer's heads are span-based dynamic convolutions, joined with its attention heads "
+                "before W_O",
+    "prophetnet": "its decoder's n-stream self-attention predicts several future tokens at once, each stream with "
+                  "positions of its own",
+    "recurrent_gemma": "most of its layers are recurrent blocks (RG-LRU) with no attention weights, between local "
+                       "attention layers",
 }
 
 # What a model whose factor on QKᵀ is 1 does instead of 1/√d_k, by model type (T5's kin fold it into W_Q's
@@ -120,6 +133,10 @@ def check_config(family: Family, config) -> None:
     if getattr(config, "add_cross_attention", False) and family.layout != "encoder-decoder":
         raise UnsupportedModelError(f"a {family.name} model with added cross-attention is not supported: its "
                                     "cross-attention reads an encoder it does not have.")
+    if getattr(config, "attention_type", None) == "block_sparse":  # BigBird's, BigBird-Pegasus's
+        raise UnsupportedModelError(f"a {family.name} model with block-sparse attention is not supported: each query "
+                                    "sees its window's, a few random and the global blocks of keys, not every key "
+                                    "(attention_type='original_full' reads every key).")
     if getattr(config, "use_prompt", False):  # MVP's prompts
         raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
                                     "and values go before every attention's own, so a map's keys are not the text's "

@@ -1,6 +1,7 @@
-"""Images as a vision encoder reads them (ViT, DeiT, BEiT, DINOv2, the vision towers of CLIP and SigLIP): a picture
-read within limits, made into pixels by the model's own image processor (transformers'), and the tokens its encoder
-attends over: the special tokens first (class, distillation, registers), then the patches, row by row.
+"""Images as a vision encoder reads them (ViT, DeiT, BEiT and Data2VecVision, DINOv2, the vision towers of CLIP and
+SigLIP): a picture read within limits, made into pixels by the model's own image processor (transformers'), and the
+tokens its encoder attends over: the special tokens first (class, distillation, registers), then the patches, row by
+row.
 
     patches = Patches.of(model.config, processor)
     pixels, note = patches.read("cat.jpg")             # [1, C, H, W], what model.forward takes for an image model
@@ -29,6 +30,7 @@ SPECIALS = {
     "vit": ("[CLS]",),
     "deit": ("[CLS]", "[DIST]"),  # the class token, then the distillation token
     "beit": ("[CLS]",),
+    "data2vec-vision": ("[CLS]",),  # BEiT's architecture, trained by data2vec
     "dinov2": ("[CLS]",),
     "dinov2_with_registers": ("[CLS]", "registers"),
     "clip_vision_model": ("[CLS]",),

@@ -369,7 +369,7 @@ def _load_modality(folder: Path, config, shown: str, device, dtype, device_map, 
     family_of(own)
     placement = placed(device, device_map, offload_folder, dtype, auto_class, own, shown, folder)
     model, loading = auto_class.from_pretrained(
-        folder, config=own, use_safetensors=True, dtype=dtype, attn_implementation=IMPLEMENTATION,
+        folder, config=own, use_safetensors=True, dtype=dtype, attn_implementation=built_under(own, IMPLEMENTATION),
         output_loading_info=True, ignore_mismatched_sizes=True, **placement, **options)
     check_model(model, loading, shown)
     if speech.is_speech(config):

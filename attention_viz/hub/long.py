@@ -30,7 +30,9 @@ kept as its rule, and under the causal rule the keys after a block's last row ar
 sliding window, a padded key) is built once per pass and kind of layer, [T, K], and kept.
 
 An encoder-decoder model reads the text with its encoder alone (its encoder.* maps; the decoder and cross-attention
-are no part of a page's read). A batch of one; the model in eval mode. Axes: H query heads, H_kv key/value heads, R query rows of a block, T
+are no part of a page's read). A model of another modality reads what its modality makes (model.modality): Whisper
+its recording's features with its encoder alone (1,500 positions for 30 s), an image model its pixels; every position
+is read. A batch of one; the model in eval mode. Axes: H query heads, H_kv key/value heads, R query rows of a block, T
 positions, K keys, d head width.
 """
 
@@ -54,6 +56,8 @@ from attention_viz.hub.positions import reading
 RECORDS = ("q", "k", "lse", "layer", "summaries")  # what a long pass's probes keep at every attention (module docstring)
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
                       "decoder and cross-attention are not part of a page's read")
+READS_RECORDING = ("A speech model reads the recording with its encoder (every layer's self-attention); its decoder "
+                   "and cross-attention are not part of this read")
 
 
 @dataclass
@@ -108,7 +112,8 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
         if kwargs.get(name) is not None:
             raise LongRunError(f"the long pass does not cover attention with {name}")
     if position_bias(kwargs.get("position_bias")) is not None:
-        raise LongRunError("the long pass does not cover attention with a position bias (T5's relative positions)")
+        raise LongRunError("the long pass does not cover attention with a position bias (T5's or BEiT's relative "
+                           "positions, Bloom's ALiBi)")
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
     factor = float(factors(run, module, query, scaling)[1])  # the factor on QKᵀ, as hub.attention's
@@ -159,6 +164,8 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
     them (`reading`): the run says so (LongRun.note, given), and warns it unless warn=False."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise LongRunError(f"rows must be a positive whole number, got {rows!r}")
+    if model.modality is not None:  # a recording or a picture: its encoder reads it whole
+        return _media_run(model, keys, ids_or_text, variation, trace, rows, keep, prescaled, most)
     if isinstance(ids_or_text, str):
         ids = model.encode(ids_or_text).ids[None]
     else:
@@ -184,14 +191,57 @@ def long_run(model, keys: Mapping[int, str], ids_or_text, variation: Variation, 
         forward, inputs = model.model, model.model_inputs(ids, None, None)
         if last_logits and "logits_to_keep" in inspect.signature(model.model.forward).parameters:
             inputs["logits_to_keep"] = 1
-    run = _Pass(variation, keys, trace, prescaled=prescaled or {}, kept=Kept(keep), rows=rows)
+    logits, kept = _read(forward, inputs, _Pass(variation, keys, trace, prescaled=prescaled or {}, kept=Kept(keep),
+                                                rows=rows))
+    reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
+    return LongRun(logits, recorded(trace, "summaries"), recorded(trace, "layer"), kept, model.map_keys,
+                   length=read, reads=reads, given=given, note=note)
+
+
+def _media_run(model, keys: Mapping[int, str], source, variation: Variation, trace: Trace, rows: int, keep: str,
+               prescaled: Mapping[int, tuple[float, float]] | None, most: int | None) -> LongRun:
+    """long_run of a model of another modality (model.modality: hub.speech's Frames, hub.images' Patches): source is
+    what its modality reads (a recording, a picture; cut or resized by it, which the run's note says) or the values
+    model.encode gives, [1, ...] or without the batch axis. A speech model reads it with its encoder alone (READS_
+    RECORDING; Whisper's 1,500 positions for 30 s), an image model with the whole of it; every position is read."""
+    modality = model.modality
+    if most is not None and most < modality.length:
+        raise LongRunError(f"{model.family.name} reads its {modality.length:,} positions whole; `most` cuts texts only")
+    if isinstance(source, torch.Tensor):
+        values, note = source, ""
+        try:
+            modality.check(values[None])  # without its batch axis: [mels, frames], [C, H, W]
+            values = values[None]
+        except ValueError:
+            pass
+    else:
+        encoding = model.encode(source)  # the modality's refusals name the fault
+        values, note = encoding.ids[None], encoding.note
+    try:
+        modality.check(values)
+    except ValueError as error:
+        raise LongRunError(str(error)) from None
+    if values.size(0) != 1:
+        raise LongRunError(f"the long pass takes one {modality.probed[:-1]} at a time (a batch of one)")
+    values = values.to(model.device, model.model.dtype)  # as the model's weights (features are read in float32)
+    inputs, forward, reads = {modality.input_name: values}, model.model, ""
+    if model.layout == "encoder-decoder":  # the recording is read by the encoder alone
+        if any(not key.startswith("encoder.") for key in variation.off or {}):
+            raise LongRunError(f"{READS_RECORDING}: switch off heads of encoder.* maps only")
+        forward, reads = model.model.get_encoder(), READS_RECORDING
+    logits, kept = _read(forward, inputs, _Pass(variation, keys, trace, prescaled=prescaled or {}, kept=Kept(keep),
+                                                rows=rows))
+    T = modality.length
+    return LongRun(logits, recorded(trace, "summaries"), recorded(trace, "layer"), kept, model.map_keys,
+                   length=T, reads=reads, given=T, note=note)
+
+
+def _read(forward, inputs: dict, run: _Pass) -> tuple[torch.Tensor, Kept]:
+    """forward(**inputs) as the long pass `run` -> (its logits, or last hidden states; what its probes kept)."""
     with switched(run), torch.inference_mode():
         try:
             outputs = forward(**inputs)
         except Exception:
             run.kept.close()
             raise
-    logits = outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state
-    reads = READS_WITH_ENCODER if model.layout == "encoder-decoder" else ""
-    return LongRun(logits, recorded(trace, "summaries"), recorded(trace, "layer"), run.kept, model.map_keys,
-                   length=read, reads=reads, given=given, note=note)
+    return (outputs.logits if getattr(outputs, "logits", None) is not None else outputs.last_hidden_state), run.kept

@@ -375,7 +375,8 @@ class PretrainedTransformer(Passes):
                  keep: str = "disk", last_logits: bool = False, most: int | None = None, warn: bool = True,
                  **switches):
         """One pass at length (hub.long): per-head summaries, and any map's region or overview recomputed exactly
-        from the q and k it kept; the switches as forward's (keywords or variation). A text, or ids [T] / [1, T].
+        from the q and k it kept; the switches as forward's (keywords or variation). A text, or ids [T] / [1, T]; a
+        speech (image) model's recording (picture) or its features (pixels), read whole: Whisper's by its encoder.
         last_logits: logits of the last position only (where the model takes logits_to_keep).
 
         A text longer than the model's positions (or than `most` tokens) is read up to them: the run's `length` is

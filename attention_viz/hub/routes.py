@@ -16,12 +16,18 @@ directly, which its mask function and its routes read. Routed (ROUTES, by the at
                      causal rule a buffer of ones and zeros (kept with the pass's mask, dropped with the causal switch)
     Attention (FSMT's: fairseq's WMT19 models)  time first; its padding and causal masks its own arguments, each
                      dropped with its switch
-    MegatronBertSelfAttention, RemBertSelfAttention, TapasSelfAttention  BERT's self-attention from before the
-                     interface, in encoders
+    MegatronBertSelfAttention, RemBertSelfAttention, TapasSelfAttention, BigBirdSelfAttention  BERT's
+                     self-attention from before the interface, in encoders (BigBird's full attention; its block-sparse
+                     one is refused by hub.families)
     XGLMAttention, TrOCRAttention, MvpAttention  BART's attention from before the interface (MVP without prompts)
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
     MPNetSelfAttention  a relative-position bias (T5's buckets) on QKᵀ/√d_k, handed over as the position bias
     RoFormerSelfAttention  BERT's with rotary positions on q and k (and v where rotary_value), in encoders
+    GPTNeoXJapaneseAttention  rotary positions on part of q and k; W_O's bias added by its layer after
+    BeitAttention    in the interface, but its relative position bias (a layer's own, one shared by the stack) comes
+                     added into its attention mask: taken out of it and handed over as the position bias
+    Data2VecVisionSelfAttention  BEiT's from before the interface: its relative position bias (its own table's and
+                     its encoder's shared one) handed over as the position bias
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -148,24 +154,18 @@ def fsmt_attention(module, config, query: torch.Tensor, key: torch.Tensor | None
 
 
 def bert_self_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                        encoder_hidden_states: torch.Tensor | None = None, cache=None, output_attentions: bool = False,
-                        **kwargs):
-    """The self-attention BERT had before the interface (MegatronBERT's, RemBERT's, TAPAS's) with softmax(QKᵀ/√d + mask)
-    computed by our Eq. 1: hidden_states [B, Q, D] -> (context [B, Q, H·d], weights [B, H, Q, K]). An encoder's mask
-    is its padding; a decoder's (is_decoder) holds padding and the causal rule in one additive mask that the switches
-    could not take apart: it runs its own code, outside the interface, and the probe refuses it so."""
+                        *args, **kwargs):
+    """The self-attention BERT had before the interface (MegatronBERT's, RemBERT's, TAPAS's, BigBird's full one) with
+    softmax(QKᵀ/√d + mask) computed by our Eq. 1, in encoders: hidden_states [B, Q, D] -> (context [B, Q, H·d],
+    weights [B, H, Q, K]); its mask is the padding. A decoder's (is_decoder) holds padding and the causal rule in one
+    additive mask that the switches could not take apart: it runs its own code, outside the interface, and the probe
+    refuses it so (an encoder has no cache and no cross-attention)."""
     if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS or module.is_decoder:
-        return type(module).forward(module, hidden_states, attention_mask, encoder_hidden_states, cache,
-                                    output_attentions, **kwargs)
+        return type(module).forward(module, hidden_states, attention_mask, *args, **kwargs)
     B, Q, _ = hidden_states.shape
-    d, cross = module.attention_head_size, encoder_hidden_states is not None
-    states = encoder_hidden_states if cross else hidden_states  # (B, K, D)
-
-    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
-        return x.view(B, -1, module.num_attention_heads, d).transpose(1, 2)
-
-    q = heads(module.query(hidden_states))
-    k, v = cached(cache, module.layer_idx, cross, kwargs, lambda: (heads(module.key(states)), heads(module.value(states))))
+    d = module.attention_head_size
+    q, k, v = (project(hidden_states).view(B, Q, -1, d).transpose(1, 2)  # (B, H, Q, d)
+               for project in (module.query, module.key, module.value))
     mask = as_allowed(attention_mask) if attention_mask is not None and kept("padding_mask") else None
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
     output, weights = attend(module, q, k, v, mask, scaling=d ** -0.5,
@@ -199,6 +199,32 @@ def bart_attention(module, config, hidden_states: torch.Tensor, key_value_states
     output, weights = attend(module, q, k, v, attention_mask, scaling=module.scaling,
                              dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
     return module.out_proj(output.reshape(B, Q, -1)), weights
+
+
+def gpt_neox_japanese_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None,
+                                position_ids=None, layer_past=None, use_cache: bool = False,
+                                output_attentions: bool = False, position_embeddings=None, **kwargs):
+    """GPTNeoXJapaneseAttention.forward with softmax(QKᵀ/√d + mask) computed by our Eq. 1: hidden_states [B, Q, D] ->
+    (output [B, Q, D] before its bias, weights [B, H, Q, K], the bias its layer adds after). Rotary positions on the
+    first rotary_ndims of q and k; its mask from transformers' mask interface."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, attention_mask, position_ids, layer_past, use_cache,
+                                    output_attentions, position_embeddings, **kwargs)
+    from transformers.models.gpt_neox_japanese.modeling_gpt_neox_japanese import apply_rotary_pos_emb
+
+    B, Q, _ = hidden_states.shape
+    d, r = module.head_size, module.rotary_ndims
+    qkv = module.query_key_value(hidden_states).view(B, Q, module.num_attention_heads, 3 * d)
+    q, k, v = (qkv[..., i * d: (i + 1) * d].permute(0, 2, 1, 3) for i in range(3))  # (B, H, Q, d)
+    cos, sin = position_embeddings
+    q_rot, k_rot = apply_rotary_pos_emb(q[..., :r], k[..., :r], cos, sin)
+    q, k = torch.cat((q_rot, q[..., r:]), dim=-1), torch.cat((k_rot, k[..., r:]), dim=-1)
+    if layer_past is not None:
+        k, v = layer_past.update(k, v, module.layer_idx)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=1.0 / module.norm_factor,
+                             dropout=module.attention_dropout.p if module.training else 0.0)  # (B, Q, H, d), ...
+    return module.dense(output.reshape(B, Q, -1)), weights, module.dense_bias
 
 
 def roformer_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -270,6 +296,45 @@ def mpnet_attention(module, config, hidden_states: torch.Tensor, attention_mask:
     return (output, weights) if output_attentions else (output,)
 
 
+def beit_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
+    """BeitAttention.forward with softmax(QKᵀ/√d + B + mask) computed by our Eq. 1, B its relative position bias
+    (each layer's own table, and one shared by the stack, each [1, H, T, T], added into the attention mask by its
+    layer and its model) handed over as the position bias, the mask keeping only what it hides: hidden_states
+    [B, T, D] -> (output [B, T, D], weights [B, H, T, T])."""
+    if config._attn_implementation in ALL_ATTENTION_FUNCTIONS and attention_mask is not None and \
+            attention_mask.is_floating_point():
+        allowed = as_allowed(attention_mask)  # (B or 1, 1 or H, T, T), True = may attend
+        kwargs["position_bias"] = attention_mask.masked_fill(~allowed, 0)  # B (1, H, T, T): the finite part
+        attention_mask = None if bool(allowed.all()) else allowed
+    return type(module).forward(module, hidden_states, attention_mask, **kwargs)  # its attention function: ours
+
+
+def data2vec_vision_attention(module, config, hidden_states: torch.Tensor, output_attentions: bool = False,
+                              relative_position_bias: torch.Tensor | None = None,
+                              interpolate_pos_encoding: bool = False, resolution: tuple[int, int] | None = None):
+    """Data2VecVisionSelfAttention.forward (BEiT's from before the interface) with softmax(QKᵀ/√d + B) computed by
+    our Eq. 1, B its relative position bias (its own table's, plus the one its encoder shares, each [1, H, T, T]) handed
+    over as the position bias: hidden_states [B, T, D] -> (context [B, T, H·d],) (+ (weights [B, H, T, T],) when
+    asked)."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, output_attentions, relative_position_bias,
+                                    interpolate_pos_encoding, resolution)
+    B, T, _ = hidden_states.shape
+    d = module.attention_head_size
+    q, k, v = (project(hidden_states).view(B, T, -1, d).transpose(1, 2)  # (B, H, T, d)
+               for project in (module.query, module.key, module.value))
+    bias = relative_position_bias  # the encoder's shared one (1, H, T, T), or None
+    if module.has_relative_position_bias:
+        window = (resolution[0] // config.patch_size, resolution[1] // config.patch_size)
+        own = module.relative_position_bias(window, interpolate_pos_encoding, dim_size=T)  # (1, H, T, T)
+        bias = own if bias is None else own + bias
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, None, scaling=d ** -0.5, position_bias=bias,
+                             dropout=module.dropout.p if module.training else 0.0)  # (B, T, H, d), (B, H, T, T)
+    context = output.reshape(B, T, -1)
+    return (context, weights) if output_attentions else (context,)
+
+
 def cached(cache, layer: int, cross: bool, kwargs: dict, computed) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [B, H, K, d] as the model's own forward keeps them in transformers' cache: a cross-attention's
     read back once kept (its source's, from the first step on), else computed (`computed()`) and added to it."""
@@ -307,15 +372,20 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention": bert_self_attention,
           MODELS + "rembert.modeling_rembert.RemBertSelfAttention": bert_self_attention,
           MODELS + "tapas.modeling_tapas.TapasSelfAttention": bert_self_attention,
+          MODELS + "big_bird.modeling_big_bird.BigBirdSelfAttention": bert_self_attention,
           MODELS + "xglm.modeling_xglm.XGLMAttention": bart_attention,
           MODELS + "trocr.modeling_trocr.TrOCRAttention": bart_attention,
           MODELS + "mvp.modeling_mvp.MvpAttention": bart_attention,
           MODELS + "xlm.modeling_xlm.MultiHeadAttention": xlm_attention,
           MODELS + "flaubert.modeling_flaubert.MultiHeadAttention": xlm_attention,
           MODELS + "mpnet.modeling_mpnet.MPNetSelfAttention": mpnet_attention,
-          MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention}
-BUILT_EAGER = {"gpt_neo"}  # model types whose modules choose their attention class by the implementation when built:
-                           # built under eager (transformers' own classes), then routed
+          MODELS + "roformer.modeling_roformer.RoFormerSelfAttention": roformer_attention,
+          MODELS + "gpt_neox_japanese.modeling_gpt_neox_japanese.GPTNeoXJapaneseAttention": gpt_neox_japanese_attention,
+          MODELS + "beit.modeling_beit.BeitAttention": beit_attention,
+          MODELS + "data2vec.modeling_data2vec_vision.Data2VecVisionSelfAttention": data2vec_vision_attention}
+BUILT_EAGER = {"gpt_neo", "data2vec-vision"}  # model types whose modules choose their attention class by the
+                                              # implementation when built: built under eager (transformers' own
+                                              # classes), then routed
 
 
 def built_under(config, implementation: str) -> str:

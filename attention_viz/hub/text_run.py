@@ -1,4 +1,5 @@
-"""One text through a real model, as the views need it: tokens, output, every map and the masks it applied.
+"""One text through a real model, as the views need it: tokens, output, every map and the masks it applied (a
+picture or a recording through a model of that modality: run_media).
 
 The same shape as the app's runs of our own models (service.runs.Run): the source is what the encoder reads,
 the target is the decoder's input of the last step (its start token, or the prompt, then every written token
@@ -104,6 +105,35 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
                    tuple(model.pieces(out_ids)), tuple(out_ids), model.decode(out_ids), finished,
                    numpy_maps(maps), dense_masks(maps, recorded.run.masks), tuple(notes), norms_of(model, recorded))
+
+
+@torch.inference_mode()
+def run_media(model: PretrainedTransformer, source, *, max_new_tokens: int, variation: Variation = PAPER
+              ) -> TextRun:
+    """A picture through an image model, or a recording through Whisper (model.modality: what it reads, its refusals),
+    as run_text runs a text: the source is the encoder's tokens (its special tokens and patches, or its positions'
+    times; no ids); an image model runs one pass; Whisper writes greedily, its target the prompt its generate writes
+    (hub.speech) and every written token but the last. The note of what reading changed (a picture resized, a
+    recording cut to the model's window) is the run's first note."""
+    encoding = model.encode(source)
+    inputs = encoding.ids[None].to(model.device, model.model.dtype)  # (1, C, H, W) or (1, mels, frames)
+    notes = [encoding.note] if encoding.note else []
+    if not model.abilities.writes_text:
+        recorded = model.traced(inputs, variation=variation)
+        return TextRun((), (), tuple(encoding.tokens), (), (), (), "", True, numpy_maps(recorded.maps),
+                       dense_masks(recorded.maps, recorded.run.masks), tuple(notes))
+    written, recorded = model.greedy_pass(inputs, max_new_tokens, variation=variation)
+    out_ids = written[0].tolist()
+    rows = recorded.maps[model.map_keys[-1]].size(-2)  # the decoder's input: its prompt and all but the last
+    encoded = model.model.get_encoder()(**{model.modality.input_name: inputs})
+    prompt = model.modality.prompt(model.model, encoded, torch.tensor([[model.start_id]], device=model.device))
+    tgt_ids = (prompt[0].tolist() + out_ids)[:rows]
+    finished = any(i in model.eos_ids for i in out_ids)
+    if not finished:
+        notes.append(f"no end token within {max_new_tokens} tokens: the output is unfinished")
+    return TextRun((), tuple(tgt_ids), tuple(encoding.tokens), tuple(model.pieces(tgt_ids)),
+                   tuple(model.pieces(out_ids)), tuple(out_ids), model.decode(out_ids), finished,
+                   numpy_maps(recorded.maps), dense_masks(recorded.maps, recorded.run.masks), tuple(notes))
 
 
 def norms_of(model: PretrainedTransformer, recorded) -> dict[str, np.ndarray] | None:

@@ -90,3 +90,9 @@ def words_of(tokenizer, ids: Sequence[int]) -> Words:
         else:
             words.append(_text(tokenizer, [str(p) for p in raw[first:last]]).strip() or pieces[first])
     return Words(pieces, word_of, words, starts)
+
+
+def labels(tokens: Sequence[str]) -> Words:
+    """Tokens that are no text, each a word of its own: a recording's times ("0.02 s"), a picture's patches."""
+    tokens = [str(t) for t in tokens]
+    return Words(tokens, list(range(len(tokens))), tokens, list(range(len(tokens))))

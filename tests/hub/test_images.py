@@ -17,7 +17,7 @@ from attention_viz.hub.images import MAX_PIXELS, ImageRefusedError, read_image
 from attention_viz.hub.loading import ModelRefusedError
 from devtools.hub_models import IMAGE_FAMILIES, save_tiny_image
 
-SPECIALS = {"vit": 1, "deit": 2, "beit": 1, "dinov2": 1, "dinov2_with_registers": 5, "clip": 1, "siglip": 0}
+SPECIALS = {"vit": 1, "deit": 2, "beit": 1, "data2vec-vision": 1, "dinov2": 1, "dinov2_with_registers": 5, "clip": 1, "siglip": 0}
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +169,46 @@ def test_show_draws_a_pictures_maps_over_its_patches(image_folders):
     assert axis.name == "patches" and list(axis.labels) == tokens and axis.grid == model.modality.grid
     assert view.payload["source_axis"] == {"name": "patches", "grid": list(model.modality.grid)}
     assert "random pictures" in " ".join(view.payload["notes"]) and view.payload["tokens"]["target"] == []
+
+
+def test_the_long_pass_reads_a_picture_every_map_as_in_memory(tmp_path):
+    """model.long_run(picture): an image model's every map through the long pass (blocks of 16 query rows), its
+    summaries, regions and overviews equal to one pass in memory; its output the model's own."""
+    from tests.hub.test_long import assert_long_equals
+
+    model = load_pretrained(save_tiny_image("deit", tmp_path / "deit", image_size=64), dtype=torch.float64)
+    run = model.long_run(picture(2), rows=16)
+    output, maps = model.forward(model.encode(picture(2)).ids[None].double())
+    assert run.length == run.given == model.modality.length == 66 and run.reads == ""
+    assert "picture is read at 64 x 64" in run.note
+    torch.testing.assert_close(run.logits, output, rtol=1e-9, atol=1e-9)
+    assert_long_equals(run, dict(maps), size=5)
+
+
+def test_pattern_scores_and_save_figure_on_a_pictures_maps(image_folders, tmp_path):
+    """maps_of(model, picture): the picture's maps with its tokens; their pattern scores are the weight on the class
+    token (first) and on the previous patch in reading order, by hand; duplicate and induction count nothing (no
+    token repeats); pattern_scores(model) says why it cannot draw random tokens; save_figure writes the tokens."""
+    import attention_viz as av
+
+    model = load_pretrained(image_folders["deit"], dtype=torch.float64)
+    run = av.maps_of(model, picture(3))
+    assert run.source_tokens[:3] == ["[CLS]", "[DIST]", "patch 0,0"] and run.target_tokens == []
+    assert run.settings["input"] == "a picture" and run.settings["model"] == model.name
+    _, maps = model.forward(model.encode(picture(3)).ids[None].double())
+    scores = av.pattern_scores(run)
+    assert list(scores.scores) == ["encoder.self_attn"]
+    for i in range(2):
+        weights = maps[f"encoder.{i}.self_attn"][0].detach().numpy()  # (H, T, T)
+        np.testing.assert_allclose(scores.scores["encoder.self_attn"]["first"][i], weights[:, :, 0].mean(-1),
+                                   rtol=1e-6)
+        previous = np.stack([np.diagonal(w, -1).mean() for w in weights])
+        np.testing.assert_allclose(scores.scores["encoder.self_attn"]["previous"][i], previous, rtol=1e-6)
+    for pattern in ("duplicate", "induction"):
+        assert np.isnan(scores.scores["encoder.self_attn"][pattern]).all()
+    with pytest.raises(ValueError, match=r"reads pictures, not random tokens.*pattern_scores\(maps_of\(model, "
+                                         r"picture\)\)"):
+        av.pattern_scores(model)
+    path = av.save_figure(run, "encoder.1.self_attn", 0, tmp_path / "head.svg")
+    svg = path.read_text()
+    assert "patch 3,3" in svg and "[DIST]" in svg and "a picture" in svg

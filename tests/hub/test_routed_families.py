@@ -23,7 +23,7 @@ FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  #
            "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
            "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5,
            "mpnet": lambda d_k: d_k ** -0.5, "roformer": lambda d_k: d_k ** -0.5,
-           "tapas": lambda d_k: d_k ** -0.5}
+           "tapas": lambda d_k: d_k ** -0.5, "gpt_neox_japanese": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +230,26 @@ def test_fsmts_decoder_stays_causal_in_a_pass_given_its_encoders_output(loaded):
         if key.startswith("decoder.") and key.endswith("self_attn"):
             assert bool((weights[0].triu(1) == 0).all()), key
         torch.testing.assert_close(weights, direct[key], atol=1e-6, rtol=0, msg=key)
+
+
+def test_bigbirds_full_attention_is_routed_and_its_block_sparse_one_refused_by_name():
+    """BigBird with attention_type='original_full' is BERT's self-attention: routed, its maps and output equal its
+    eager model's on a padded batch; block-sparse (its default) is refused naming what each query sees."""
+    import copy
+
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    sparse, tokenizer = tiny_archs.tiny("big_bird")
+    with pytest.raises(UnsupportedModelError, match="block-sparse attention is not supported"):
+        PretrainedTransformer(copy.deepcopy(sparse), tokenizer)
+    config = copy.deepcopy(sparse.config)
+    config.attention_type = "original_full"
+    torch.manual_seed(0)
+    theirs = type(sparse)(config).eval()
+    ours = PretrainedTransformer(copy.deepcopy(theirs), tokenizer)
+    assert ours.fidelity.proven and getattr(ours.model, ROUTED, False)
+    ids, mask, _ = padded(ours, decoder=False)
+    with torch.no_grad():
+        out = theirs(input_ids=ids, attention_mask=mask, output_attentions=True)
+    own = (out.logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)})
+    assert_same(ours.forward(ids), own, mask)

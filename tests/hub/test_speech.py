@@ -122,3 +122,85 @@ def test_show_draws_a_recordings_maps_its_transcript_written_after_the_prompt(wh
     assert target[0] == "<|startoftranscript|>" and len(payload["decode"]["written"]) == len(target)
     assert payload["decode"]["written"][0] == target[1]  # the prompt's first step writes its next token
     assert any("Read the first 1.0 s of the recording's 2.0 s" in note for note in payload["notes"])
+
+
+@pytest.fixture(scope="module")
+def long_whisper(tmp_path_factory):
+    """A tiny Whisper hearing 3 s at once: 150 encoder positions, in float64."""
+    folder = save_tiny_whisper(tmp_path_factory.mktemp("speech-long") / "whisper", seconds=3)
+    return load_pretrained(folder, dtype=torch.float64)
+
+
+def test_the_long_pass_reads_a_recording_with_the_encoder_every_map_as_in_memory(long_whisper):
+    """model.long_run(features): the encoder's 150 positions through the long pass, blocks of 32 query rows; every
+    encoder map's summaries, regions and overviews equal the maps of one pass in memory (and transformers' eager
+    encoder's), under the switches too; the run's output is the encoder's last states and it says what read it."""
+    from attention_viz.hub.long import READS_RECORDING, LongRunError
+    from tests.hub.test_long import assert_long_equals
+
+    model = long_whisper
+    encoding = model.encode(wav(2.2))
+    features = encoding.ids[None].double()  # (1, 80, 300)
+    start = torch.tensor([[model.start_id]])
+    encoder_keys = [key for key in model.map_keys if key.startswith("encoder.")]
+    for switches in ({}, {"scale": "none"}, {"heads_off": {"encoder.0.self_attn": [1, 2]}}):
+        run = model.long_run(features, rows=32, **switches)
+        _, maps = model.forward(features, start, **switches)
+        assert run.length == run.given == 150 and run.keys == encoder_keys and run.note == ""
+        assert run.reads == READS_RECORDING and "recording with its encoder" in run.reads
+        assert_long_equals(run, {key: maps[key] for key in encoder_keys}, size=11)
+        run.close()
+    hf = model.model
+    hf.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            eager = hf.get_encoder()(input_features=features, output_attentions=True)
+    finally:
+        hf.set_attn_implementation("attention_viz")
+    run = model.long_run(encoding.ids, keep="memory")  # features without the batch axis
+    torch.testing.assert_close(run.logits, eager.last_hidden_state, rtol=1e-9, atol=1e-9)
+    assert_long_equals(run, {f"encoder.{i}.self_attn": a for i, a in enumerate(eager.attentions)}, size=16)
+    cut = model.long_run(wav(4.5))  # a recording: read by the modality, cut to the window, and said so
+    assert cut.length == 150 and cut.note.startswith("Read the first 3.0 s of the recording's 4.5 s")
+    with pytest.raises(LongRunError, match="encoder.. maps only"):
+        model.long_run(features, heads_off={"decoder.0.cross_attn": [0]})
+    with pytest.raises(LongRunError, match=r"input_features of shape \[B, 80, 300\]"):
+        model.long_run(torch.zeros(1, 80, 100, dtype=torch.float64))
+    with pytest.raises(LongRunError, match="one recording at a time"):
+        model.long_run(features.repeat(2, 1, 1))
+    assert model.model.config._attn_implementation == "attention_viz"
+
+
+def test_show_long_draws_the_encoders_long_view_over_the_time_axis(long_whisper):
+    import attention_viz as av
+
+    payload = av.show(long_whisper, wav(4.5), long=True).payload
+    assert payload["kind"] == "long" and payload["read"] == payload["of"] == payload["length"] == 150
+    assert payload["pieces"][:2] == ["0.00 s", "0.02 s"] and payload["words"][149] == "2.98 s"
+    assert payload["keys"] == ["encoder.0.self_attn", "encoder.1.self_attn"]
+    assert "Read the first 3.0 s" in payload["note"] and "recording with its encoder" in payload["note"]
+    assert payload["title"].endswith("150 positions, 2 maps x 4 heads") and payload["offline"]["maps"]
+    assert av.show(long_whisper, wav(1.0), max_new_tokens=2).payload.get("kind") != "long"  # unless asked
+
+
+def test_pattern_scores_and_save_figure_on_a_recordings_maps(whisper_folder, tmp_path):
+    """maps_of(whisper, recording): every map with the times and the transcript's tokens; pattern scores on every
+    kind (cross-attention's first token: the weight on 0.00 s), against the maps by hand; pattern_scores(model) says
+    why not; save_figure draws a cross-attention head with the times on its keys."""
+    import attention_viz as av
+
+    model = load_pretrained(whisper_folder)
+    run = av.maps_of(model, wav(0.8), max_new_tokens=4)
+    assert run.source_tokens[:2] == ["0.00 s", "0.02 s"] and run.target_tokens[0] == "<|startoftranscript|>"
+    assert run.settings["input"] == "a recording" and run.settings["model"] == model.name
+    scores = av.pattern_scores(run)
+    assert sorted(scores.scores) == ["decoder.cross_attn", "decoder.self_attn", "encoder.self_attn"]
+    assert sorted(scores.scores["decoder.cross_attn"]) == ["first"]
+    for i in range(2):
+        cross = run[f"decoder.{i}.cross_attn"]  # (H, T, 50)
+        np.testing.assert_allclose(scores.scores["decoder.cross_attn"]["first"][i], cross[:, :, 0].mean(-1),
+                                   rtol=1e-5)
+    with pytest.raises(ValueError, match="reads recordings, not random tokens"):
+        av.pattern_scores(model)
+    svg = av.save_figure(run, "decoder.1.cross_attn", 2, tmp_path / "cross.svg").read_text()
+    assert "0.00 s" in svg and "0.48 s" in svg and "a recording" in svg  # the times on its keys, thinned

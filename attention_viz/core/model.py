@@ -14,6 +14,7 @@ Inference-time switches are arguments of the forward pass, never state on the mo
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 from collections.abc import Collection, Sequence
 
@@ -52,7 +53,7 @@ class Encoder(nn.Module):
     ) -> torch.Tensor:
         """x [B, S, D] -> memory [B, S, D]; each layer's weights [B, H, S, S] recorded by its probe."""
         for i, layer in enumerate(self.layers):
-            x = layer(x, mask, variation, (probes or {}).get(map_key("encoder", i, "self_attn")))
+            x = layer(x, mask, variation, encoder_probe(probes, i))
         return self.norm(x) if self.norm is not None else x
 
 
@@ -321,8 +322,21 @@ class Transformer(Passes, nn.Module):
         return steps
 
 
+@functools.cache
+def layer_keys(stack: str, layer: int) -> tuple[str, ...]:
+    """The map keys of one layer's attentions, made once: an encoder layer's (self), a decoder layer's (self, cross)."""
+    return tuple(map_key(stack, layer, name) for name in ("self_attn", "cross_attn")[:1 if stack == "encoder" else 2])
+
+
+def encoder_probe(probes: Trace | None, layer: int) -> Probe | None:
+    """The self-attention's probe of one encoder layer."""
+    return probes.get(layer_keys("encoder", layer)[0]) if probes else None
+
+
 def decoder_probes(probes: Trace | None, layer: int) -> tuple[Probe | None, Probe | None]:
     """(self-attention's, cross-attention's) probe of one decoder layer."""
-    probes = probes or {}
-    return probes.get(map_key("decoder", layer, "self_attn")), probes.get(map_key("decoder", layer, "cross_attn"))
+    if not probes:
+        return None, None
+    self_key, cross_key = layer_keys("decoder", layer)
+    return probes.get(self_key), probes.get(cross_key)
 

@@ -123,7 +123,8 @@ class Passes:
         if not (variation.heads_off or gates or keep or records):
             return None  # the plain pass
         keys = self.map_keys
-        heads = switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
+        heads = (switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
+                 if variation.heads_off or gates else None)
         return trace(keys, heads, keep, at, records)
 
     def _traced(self, input_ids, decoder_input_ids, variation: Variation | None, keywords: dict,

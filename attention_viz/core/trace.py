@@ -21,13 +21,14 @@ from attention_viz.core.ablation import HeadSwitch
 from attention_viz.core.maps import AttentionMaps
 
 POINTS = ("inputs", "q", "k", "v", "weights", "heads")
+_POINTS = frozenset(POINTS)
 
 
 class Stop(Exception):
     """Raised by a probe that stops its pass (Probe.stop) once it has kept every point it keeps."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Probe:
     """One attention's probe points in one pass: the switch on its heads' outputs, and the points it keeps."""
 
@@ -37,10 +38,14 @@ class Probe:
     stop: bool = False  # the pass ends here once every point is kept (Stop): what comes after it is never run
     records: frozenset[str] = frozenset()  # points the pass records for itself (its maps, "weights"; what a real
     # model's added, hub.attention.RECORDED; a long pass's summaries, q, k and lse), kept beside those asked
+    points: frozenset[str] = field(init=False)  # keep | records: every point it keeps
+
+    def __post_init__(self) -> None:
+        self.points = self.keep | self.records
 
     def __call__(self, point: str, value: object) -> None:
         """The pass at `point`: its value kept where asked or recorded."""
-        if point in self.keep or point in self.records:
+        if point in self.points:
             self.kept[point] = value
             if self.stop and self.kept.keys() >= self.keep:
                 raise Stop
@@ -48,9 +53,9 @@ class Probe:
     def attended(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
                  heads: torch.Tensor) -> torch.Tensor:
         """Eq. 1's points kept where asked; heads [B, H, Q, d_v] -> the same, switched."""
-        if self.keep or self.records:
+        if self.points:
             for point, value in (("q", q), ("k", k), ("v", v), ("weights", weights), ("heads", heads)):
-                if point in self.keep or point in self.records:
+                if point in self.points:
                     self(point, value)
         return heads if self.switch is None else self.switch(heads)
 
@@ -64,8 +69,8 @@ def trace(keys: Collection[str], switches: Mapping[str, HeadSwitch] | None = Non
     `keep` kept at the keys `at` (None: every key) and those the pass records for itself at every key (`records`);
     None when nothing is switched, kept or recorded."""
     keep, records = frozenset(keep), frozenset(records)
-    if not keep <= set(POINTS):
-        raise ValueError(f"a pass keeps the points {', '.join(POINTS)}; got {sorted(keep - set(POINTS))}")
+    if not keep <= _POINTS:
+        raise ValueError(f"a pass keeps the points {', '.join(POINTS)}; got {sorted(keep - _POINTS)}")
     if not switches and not keep and not records:
         return None
     switches = switches or {}

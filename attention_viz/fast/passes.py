@@ -21,8 +21,7 @@ import torch.nn.functional as F
 
 from attention_viz.core.attention import MultiHeadAttention, source_mask, target_mask
 from attention_viz.core.layers import DecoderLayer, Embeddings, positional_encoding
-from attention_viz.core.maps import map_key
-from attention_viz.core.model import Transformer, decoder_probes
+from attention_viz.core.model import Transformer, decoder_probes, encoder_probe
 from attention_viz.core.trace import Probe, Trace
 from attention_viz.core.variation import Variation
 
@@ -44,8 +43,7 @@ def encode(network: Transformer, src: torch.Tensor, variation: Variation,
     for i, layer in enumerate(network.encoder.layers):
         sa = layer.self_attn
         attended = attend(sa, heads(sa, x, sa.q_proj, sa.d_k), heads(sa, x, sa.k_proj, sa.d_k),
-                             heads(sa, x, sa.v_proj, sa.d_v), src_mask, variation.scale,
-                             (probes or {}).get(map_key("encoder", i, "self_attn")))
+                          heads(sa, x, sa.v_proj, sa.d_v), src_mask, variation.scale, encoder_probe(probes, i))
         x = norm(layer.norm1, x + attended)
         x = norm(layer.norm2, x + feed_forward(layer, x))
     if network.encoder.norm is not None:

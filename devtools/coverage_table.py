@@ -72,6 +72,8 @@ def special_of(model, calls: list) -> str:
         found.append("top-k sparse")
     if any("position_bias" in c[4] or "relative" in " ".join(c[4]) for c in calls):
         found.append("position bias")
+    if any("bias_terms" in c[4] for c in calls):
+        found.append("disentangled (c2c, c2p, p2c)")
     other = kinds - {"full_attention", "sliding_attention", "chunked_attention", "attention"}
     if other:
         found.append("hybrid (" + ", ".join(sorted(other)) + ")")

@@ -4,7 +4,8 @@ A spy registered in transformers' attention interface (SPY) finds the attention 
 each module it is handed, with its heads, its value width and the keyword arguments beyond q, k, v (sliding_window,
 softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
 `unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
-`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`) and ALiBi (Bloom's),
+`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`), ALiBi (Bloom's, MPT's) and
+DeBERTa's position terms,
 `heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), `causal_lifted` lets a
 module's own causal buffer (GPT-Neo's) see everything, and `eager_pass` runs
 the eager model with output_attentions=True.
@@ -19,6 +20,7 @@ import copy
 import torch
 
 from attention_viz.hub.proof import sink_conventions
+from attention_viz.hub.attention import needs_mask
 from attention_viz.hub.routes import implement, route
 
 SPY = "coverage_spy"  # the name the spy is registered under
@@ -26,8 +28,15 @@ SPY = "coverage_spy"  # the name the spy is registered under
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
                 "proj", "attn_out")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
-SCALINGS = ("scaling", "scale", "inv_norm_factor", "norm_factor")  # CLIP: `scale`, Bloom: `inv_norm_factor`,
-# GPT-NeoX-Japanese: `norm_factor`, which it divides by (1 is no factor either way)
+SCALINGS = ("scaling", "scale", "inv_norm_factor", "softmax_scale", "norm_factor")  # CLIP's attention keeps
+# `scale`, Bloom's `inv_norm_factor`, MPT's `softmax_scale`; GPT-NeoX-Japanese's `norm_factor` it divides by (1 is no
+# factor either way)
+# attention modules whose factor on QKᵀ alone no attribute sets: no eager reference for the scale switch
+SCALED_IN_CODE = {"FalconAttention": "Falcon's eager attention scales QKᵀ in its code (by √d_k where rotary; with "
+                                     "ALiBi its inv_norm_factor scales QKᵀ + A together): no attribute sets the factor "
+                                     "on QKᵀ alone",
+                  "DisentangledSelfAttention": "DeBERTa's attention divides QKᵀ and its position terms by √(d·f) "
+                                               "in its code: no attribute sets the factor on QKᵀ alone"}
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -64,6 +73,8 @@ def _shown(value) -> str:
     """An argument as the table names it (a tensor by its shape)."""
     if isinstance(value, torch.Tensor):
         return f"tensor{list(value.shape)}"
+    if isinstance(value, dict):  # DeBERTa's bias_terms: by their names
+        return "{" + ", ".join(map(str, value)) + "}"
     return repr(value)[:40]
 
 
@@ -72,7 +83,12 @@ def _register_spy() -> None:
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(SPY, _spy_attention)
-    AttentionMaskInterface.register(SPY, sdpa_mask)  # boolean masks, True = may attend
+    def spy_mask(*args, **kwargs):  # boolean masks, True = may attend; a tensor where the model reads one (MPT)
+        if needs_mask(kwargs.get("config")):
+            kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
+        return sdpa_mask(*args, **kwargs)
+
+    AttentionMaskInterface.register(SPY, spy_mask)
 
 
 def spied(model, inputs: dict) -> list:
@@ -136,6 +152,8 @@ def unscaled(model, calls: list):
     changed = copy.deepcopy(model)
     for name, _, _, scaling, _ in calls:
         module = changed.get_submodule(name)
+        if type(module).__name__ in SCALED_IN_CODE:
+            raise NotApplicable(SCALED_IN_CODE[type(module).__name__])
         found = [attribute for attribute in SCALINGS if isinstance(getattr(module, attribute, None), (int, float))]
         if not found and scaling == 1.0:  # no factor to take out (GPT-Neo's QKᵀ has none): the model as it is
             continue
@@ -167,7 +185,9 @@ def bias_zeroed(model):
     changed = copy.deepcopy(model)
     tables = [module for name, module in changed.named_modules() if name.endswith("relative_attention_bias")]
     alibi = [module for module in changed.modules() if hasattr(type(module), "build_alibi_tensor")]
-    if not tables and not alibi:
+    mpt = [module for module in changed.modules() if hasattr(type(module), "build_mpt_alibi_tensor")]
+    deberta = [module for module in changed.modules() if hasattr(type(module), "disentangled_attention_bias")]
+    if not tables and not alibi and not mpt and not deberta:
         raise NotApplicable("its position bias is not read from a relative_attention_bias table or ALiBi's")
     with torch.no_grad():
         for table in tables:
@@ -175,6 +195,11 @@ def bias_zeroed(model):
     for module in alibi:  # Bloom's: each head's slope times the key's position, from the 2D attention mask
         module.build_alibi_tensor = lambda mask, heads, dtype: torch.zeros(mask.size(0) * heads, 1, mask.size(1),
                                                                            dtype=dtype, device=mask.device)
+    for module in deberta:  # DeBERTa's position terms (c2p + p2c): none, c2c alone over √(d·f) still
+        module.disentangled_attention_bias = lambda *args, **kwargs: 0
+    for module in mpt:  # MPT's: built once for max_seq_len positions, [H, 1, max_seq_len]
+        module.build_mpt_alibi_tensor = lambda heads, length, *args, device=None, **kwargs: torch.zeros(
+            heads, 1, length, device=device)
     return changed
 
 

@@ -294,6 +294,10 @@ QUIRKS: dict[str, dict] = {
     "inkling2_text": {"unpadded_vocab_size": VOCAB, "sliding_window_size": 4},
     "inkling2_loop_text": {"unpadded_vocab_size": VOCAB, "sliding_window_size": 4},
     "muse_spark_text": {"moe_hidden_size": 32},
+    # DeBERTa v3's layout (the default config has no relative attention): both position terms, shared projections,
+    # log buckets past 4 positions
+    "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "position_buckets": 8,
+                   "share_att_key": True, "norm_rel_ebd": "layer_norm"},
     "luke": {"entity_vocab_size": 16, "entity_emb_size": 16},
     "roc_bert": {"pronunciation_embed_dim": 16, "pronunciation_vocab_size": 32, "shape_embed_dim": 16,
                  "shape_vocab_size": 32},

@@ -10,7 +10,8 @@ notebook.show(model, "text") / show(maps, tokens, ...)               -> the expl
 
 from attention_viz.explorer.html import asset, explorer_html, head_view_id, steps_html
 from attention_viz.explorer.notebook import View, run_model, show
-from attention_viz.explorer.pack import FORMAT, QUANT, default_masks, pack, payload_bytes, to_json, unpack
+from attention_viz.explorer.pack import (FORMAT, QUANT, default_masks, pack, payload_bytes, to_json, unpack,
+                                        unpack_biases)
 from attention_viz.explorer.steps import (
     COMPARE_FORMAT,
     STEPS_FORMAT,
@@ -22,4 +23,4 @@ from attention_viz.explorer.steps import (
 
 __all__ = ["COMPARE_FORMAT", "FORMAT", "QUANT", "STEPS_FORMAT", "View", "asset", "compare_arrays", "default_masks",
            "explorer_html", "head_view_id", "pack", "pack_compare", "pack_steps", "payload_bytes", "run_model",
-           "show", "steps_arrays", "steps_html", "to_json", "unpack"]
+           "show", "steps_arrays", "steps_html", "to_json", "unpack", "unpack_biases"]

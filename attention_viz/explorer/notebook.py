@@ -117,7 +117,8 @@ def run_pretrained(model, text: str, scale: Scale = "sqrt_dk", causal_mask: bool
         if not causal_mask:
             decode["steps"] = pretrained_steps(model, result, variation)
     return pack(result.maps, result.src_tokens, result.tgt_tokens, masks=result.masks, output=result.output,
-                notes=notes, title=f"“{text}” on {model.name}", decode=decode, value_norms=result.norms)
+                notes=notes, title=f"“{text}” on {model.name}", decode=decode, value_norms=result.norms,
+                biases=result.biases)  # a position bias (T5, ALiBi): the explorer's "position bias B"
 
 
 def run_media(model, source, scale: Scale = "sqrt_dk", causal_mask: bool = True, max_new_tokens: int = 40) -> dict:

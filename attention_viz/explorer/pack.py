@@ -39,6 +39,11 @@ Payload format, version "attention_viz.explorer/1":
           "scores":  {                     # only when given (service.scores): each head's weight on a pattern
                       "values": {"alignment" | "previous" | "first" | "eos": [[H floats or null] x L]},
                       "labels": {name: str}, "chance": {name: float}, "look_for": str}
+          "bias":    {                     # only where given: the position bias B the kind's attentions add to the
+                      "maps": [b64 | i | null, ...],  # scaled QKᵀ (T5's relative positions, ALiBi), per layer:
+                                           # base64 of float32 little-endian [H, Q, K], i: the same as layer i's,
+                                           # null: that layer adds none (B = 0)
+                      "range": float}      # the largest |B| over the kind's cells that may attend (its colour scale)
           "stack":   {                     # only when given, self-attention kinds (service.stacks): the whole stack
                       "rollout": b64,      # read as one mixing: rollout [Q, K] (Q = K = T), uint16 as the maps
                       "flow": b64 | null,  # attention flow [T, T] (rows normalised), null where not computed ...
@@ -48,6 +53,7 @@ Payload format, version "attention_viz.explorer/1":
       ],
       "heads_off": {key: [h, ...]},        # only when given: heads switched off before W_O (their maps are
       "ablation": "zero" | "mean",         # still computed), and what they pass on instead
+      "position_bias": false,              # only when given false: the model's position bias was taken out of this run
       "decode": {                          # only when given: the greedy decode, one step per target token
         "written":  [str, ...],            # step t reads target token t and writes written[t]
         "per_step": bool,                  # false: step t's rows are rows 0..t of the maps above (the causal
@@ -128,6 +134,8 @@ def pack(
     ablation: str = "zero",
     value_norms: Mapping[str, np.ndarray] | None = None,
     stacks: Mapping[str, Mapping] | None = None,
+    biases: Mapping[str, np.ndarray] | None = None,
+    position_bias: bool | None = None,
 ) -> dict:
     """Pack every map of a run into the explorer's payload (the format in this module's docstring).
 
@@ -147,6 +155,8 @@ def pack(
             none: the explorer's "what flows" view.
         stacks: self-attention kind -> {"rollout": [T, T], "flow": [T, T] or None, "note": str, "flow_note": str}
             (service.stacks.stack_views): the explorer's rollout and attention flow views.
+        biases: map key -> [H, Q, K] the position bias B that attention added to its scaled QKᵀ (a key left out
+            added none): the explorer's "position bias" view. position_bias False: a model's bias switched off.
 
     Raises:
         ValueError: on a shape that disagrees with the tokens or between heads, or non-finite weights.
@@ -189,6 +199,9 @@ def pack(
             entry["scores"] = _scores(kind, scores[kind], (n_layers, n_heads))
         if stacks and kind in stacks:
             entry["stack"] = _stack(kind, stacks[kind], shape)
+        if biases and any(kind_key(kind, i) in biases for i in range(n_layers)):
+            entry["bias"] = _biases(biases, [kind_key(kind, i) for i in range(n_layers)], (n_heads, *shape),
+                                    allowed)
         if value_norms is not None:
             entry["norms"] = [_norms(value_norms, kind_key(kind, i), (n_heads, shape[1]))
                               for i in range(n_layers)]
@@ -212,6 +225,8 @@ def pack(
                 raise ValueError(f"heads_off names {key} heads {list(heads)}, which the maps do not have")
         payload["heads_off"] = {key: sorted(int(h) for h in heads) for key, heads in heads_off.items() if heads}
         payload["ablation"] = str(ablation)
+    if position_bias is False:
+        payload["position_bias"] = False
     return payload
 
 
@@ -234,6 +249,47 @@ def _norms(value_norms: Mapping[str, np.ndarray], key: str, shape: tuple[int, in
     flat = norms.ravel().tolist()  # one %-format of them all, then split: f"{v:.4g}" read back, at half the cost
     numbers = list(map(float, ((f"%.{NORM_DIGITS}g " * len(flat)) % tuple(flat)).split()))
     return [numbers[i:i + shape[1]] for i in range(0, len(numbers), shape[1])] if shape[1] else [[] for _ in norms]
+
+
+def _biases(biases: Mapping[str, np.ndarray], keys: list[str], shape: tuple[int, int, int],
+            allowed: np.ndarray) -> dict:
+    """One kind's position biases as JSON: per layer float32 base64, a layer equal to an earlier one by its index
+    (T5's stack shares one B), null where it adds none; range: the largest |B| where a query may attend."""
+    maps: list[str | int | None] = []
+    seen: dict[bytes, int] = {}
+    largest = 0.0
+    for i, key in enumerate(keys):
+        if key not in biases:
+            maps.append(None)
+            continue
+        bias = np.asarray(biases[key], dtype="<f4")
+        if bias.shape != shape:
+            raise ValueError(f"the position bias of {key} has shape {list(bias.shape)}, expected {list(shape)}")
+        if not np.isfinite(bias).all():
+            raise ValueError(f"the position bias of {key} must be finite to be packed")
+        data = np.ascontiguousarray(bias).tobytes()
+        if data in seen:
+            maps.append(seen[data])
+            continue
+        seen[data] = i
+        maps.append(base64.b64encode(data).decode("ascii"))
+        shown = np.abs(bias[:, allowed]) if allowed.any() else np.abs(bias)
+        largest = max(largest, float(shown.max(initial=0.0)))
+    return {"maps": maps, "range": largest}
+
+
+def unpack_biases(payload: Mapping) -> dict[str, np.ndarray]:
+    """The payload's position biases: key -> float32 [H, Q, K] (a layer that adds none left out)."""
+    out = {}
+    n_heads = payload["n_heads"]
+    for entry in payload["kinds"]:
+        q, k = len(payload["tokens"][entry["queries"]]), len(payload["tokens"][entry["keys"]])
+        layers = entry.get("bias", {}).get("maps", [])
+        for i, data in enumerate(layers):
+            data = layers[data] if isinstance(data, int) else data
+            if data is not None:
+                out[kind_key(entry["kind"], i)] = np.frombuffer(base64.b64decode(data), dtype="<f4").reshape(n_heads, q, k)
+    return out
 
 
 def _stack(kind: str, stack: Mapping, shape: tuple[int, int]) -> dict:

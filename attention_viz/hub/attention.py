@@ -52,6 +52,7 @@ CARRIED = frozenset({
     "sliding_window", "is_causal", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "position_ids",
     "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
     "return_dict", "cache_position", "deterministic", "layer_idx",
+    "bias_terms",  # the position bias's terms, apart (hub.routes: DeBERTa's c2p, p2c), kept beside it
 })
 REFUSED = {
     "sinks": "attention sinks with a position bias",
@@ -87,7 +88,8 @@ class Call:
 # [B, 1, Q, K]; None where nothing is hidden), the position bias B added to the scaled QKᵀ as the model computed it
 # (broadcastable to [B, H, Q, K]: T5's [1, H, Q, K], Bloom's ALiBi [B, H, 1, K]; None where it adds none or the
 # position_bias switch is off), the soft cap c (Gemma 2) and the sinks' logits [H] (gpt-oss), None where not handed.
-RECORDED = ("weights", "factor", "mask", "bias", "softcap", "sink")
+# DeBERTa's score terms apart (hub.routes hands them as bias_terms): {"c2c": QKᵀ·s, "c2p", "p2c"}, each [B, H, Q, K].
+RECORDED = ("weights", "factor", "mask", "bias", "softcap", "sink", "terms")
 
 
 @dataclass
@@ -108,6 +110,7 @@ class Pass:
     factors = property(lambda self: recorded(self.trace, "factor"))
     masks = property(lambda self: recorded(self.trace, "mask"))
     biases = property(lambda self: {key: b for key, b in recorded(self.trace, "bias").items() if b is not None})
+    terms = property(lambda self: {key: t for key, t in recorded(self.trace, "terms").items() if t is not None})
 
     attention = mask = None  # another kind of pass's own attention and mask functions (hub.long's), as methods
     # map key -> the weight each row gave its learned sink [B, H, Q] (1 - the row's sum; sink models only)
@@ -132,6 +135,29 @@ def switched(settings) -> Iterator:
 def current():
     """The pass in flight in this thread or task (a Pass, hub.long's, or None outside one)."""
     return _current.get()
+
+
+def key_of(run, module: torch.nn.Module) -> str | None:
+    """The map key of this call of `module` in a pass (this module's Pass or hub.long's, whose `keys` give id(module)
+    -> a key, or a tuple of keys in run order for a module shared by layers, ALBERT's: each run its layer's)."""
+    name = run.keys.get(id(module))
+    if isinstance(name, tuple):
+        runs = run.__dict__.setdefault("_runs", {})  # id(module) -> its runs so far in this pass
+        count = runs[id(module)] = runs.get(id(module), -1) + 1
+        name = name[count % len(name)]
+    return name
+
+
+def kept(mask: str) -> bool:
+    """Whether the pass in flight (ours or hub.long's) keeps this mask ("causal_mask", "padding_mask"); outside a
+    pass, the model's own (a routed family's forward asks, hub.routes)."""
+    variation = getattr(current(), "variation", None)
+    return variation is None or getattr(variation, mask)
+
+
+def causal_on() -> bool:
+    """Whether the pass in flight keeps the causal mask (kept("causal_mask"))."""
+    return kept("causal_mask")
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -220,11 +246,14 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     # (B, H, Q, d), (B, H, Q, K)
     if run is None:
         return output.transpose(1, 2).contiguous(), weights  # (B, Q, H, d)
-    probe = run.trace.get(run.keys.get(id(module))) if run.trace else None
+    probe = run.trace.get(key_of(run, module)) if run.trace else None
     if probe is not None:  # what Eq. 1 was given and its points kept (q, k as the model's projections give them),
+        terms = kwargs.get("bias_terms") if bias is not None and "terms" in probe.records | probe.keep else None
+        if terms:  # its score terms apart, and the content term they are added to
+            terms = {"c2c": query @ k.transpose(-1, -2) * scale, **terms}
         for point, value in (("factor", float(own)), ("mask", mask), ("bias", bias), ("softcap", softcap),
-                             ("sink", sink)):  # (1 or B, H, Q or 1, K): the position bias added to the scaled QKᵀ
-            probe(point, value)
+                             ("sink", sink), ("terms", terms or None)):  # bias: (1 or B, H, Q or 1, K), added to the
+            probe(point, value)                                        # scaled QKᵀ
         q_kept, k_kept = (query / c_q, k / c_k) if probe.keep & {"q", "k"} else (query, k)
         output = probe.attended(q_kept, k_kept, v, weights, output)  # heads switched off before W_O
     output = output.transpose(1, 2).contiguous()  # (B, Q, H, d)
@@ -246,20 +275,33 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     run = _current.get()
     if run is not None and run.mask is not None:  # another kind of pass (hub.long's): its own masks
         return run.mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
-    return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask)
+    return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask,
+                      dense=needs_mask(kwargs.get("config")))
+
+
+# the model types whose model code reads the mask function's mask as a tensor whatever it hides (MPT's
+# `.to(torch.bool)`, hub.routes): never None for them
+DENSE_MASKS = frozenset({"mpt"})
+
+
+def needs_mask(config) -> bool:
+    """Whether this model's code reads its mask as a tensor whatever it hides (DENSE_MASKS)."""
+    return getattr(config, "model_type", None) in DENSE_MASKS
 
 
 def mask_under(variation: Variation | None, args: tuple, kwargs: dict, mask_function: Callable | None,
-               attention_mask: torch.Tensor | None, skips: bool = False) -> torch.Tensor | None:
+               attention_mask: torch.Tensor | None, skips: bool = False, dense: bool = False) -> torch.Tensor | None:
     """sdpa_mask(*args, **kwargs) under a pass's mask switches (None: the model's own masks): the padding mask off
     drops the 2D padding mask, the causal mask off replaces the causal rule by the bidirectional one (a sliding window
     goes with it). skips False: materialised unless it hides nothing (None); True: also None where sdpa_mask leaves a
-    plain causal or full mask unbuilt (hub.long's kernel knows them by rule)."""
+    plain causal or full mask unbuilt (hub.long's kernel knows them by rule). dense: never None (a model whose code
+    reads its mask as a tensor: needs_mask)."""
     if variation is not None and not variation.padding_mask:
         attention_mask = None
     if variation is not None and not variation.causal_mask:
         mask_function = bidirectional_mask_function
-    if not skips and bidirectional(mask_function) and (attention_mask is None or bool(attention_mask.all())):
+    if not skips and not dense and bidirectional(mask_function) and (attention_mask is None or
+                                                                     bool(attention_mask.all())):
         return None
     causal = mask_function is None or mask_function is causal_mask_function  # sdpa_mask's default is causal
     kwargs.update(allow_is_causal_skip=skips and causal,

@@ -173,10 +173,6 @@ def discovered(model, calls, family: Family, lengths: tuple[int, int]) -> Family
         raise UnsupportedModelError(f"{family.name}'s attention does not go through transformers' attention "
                                     "interface, so our Eq. 1 cannot run inside it.")
     names = {id(module): name for name, module in model.named_modules()}
-    twice = [m for m, n in Counter(id(c.module) for c in calls).items() if n > 1]
-    if twice:
-        raise UnsupportedModelError(f"its attention module {names.get(twice[0], '?')} runs more than once in a pass "
-                                    "(layers that share weights): one map cannot stand for each of its runs.")
     heads = {c.query[1] for c in calls}
     if len(heads) != 1:
         raise UnsupportedModelError(f"its attention layers have different numbers of heads ({sorted(heads)}); the "

@@ -49,9 +49,12 @@ from transformers.masking_utils import causal_mask_function
 from attention_viz.core.trace import Trace, recorded
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
-from attention_viz.hub.attention import Pass, as_allowed, factors, mask_under, position_bias, switched
+from attention_viz.hub.attention import Pass, as_allowed, factors, key_of, mask_under, position_bias, switched
 from attention_viz.hub.long_kept import Kept, KeptLayer, LongRun, LongRunError
 from attention_viz.hub.positions import reading
+
+BIAS_REFUSED = ("the long pass does not cover attention with a position bias (T5's or BEiT's relative positions, "
+                "ALiBi)")  # refused before any pass (hub.model), and by the pass itself
 
 RECORDS = ("q", "k", "lse", "layer", "summaries")  # what a long pass's probes keep at every attention (module docstring)
 READS_WITH_ENCODER = ("An encoder-decoder model reads the page with its encoder (every layer's self-attention); its "
@@ -112,15 +115,14 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
         if kwargs.get(name) is not None:
             raise LongRunError(f"the long pass does not cover attention with {name}")
     if position_bias(kwargs.get("position_bias")) is not None:
-        raise LongRunError("the long pass does not cover attention with a position bias (T5's or BEiT's relative "
-                           "positions, Bloom's ALiBi)")
+        raise LongRunError(BIAS_REFUSED)
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
     factor = float(factors(run, module, query, scaling)[1])  # the factor on QKᵀ, as hub.attention's
     rule, allowed, allowed_cpu = _rule_of(run, module, as_allowed(attention_mask), query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
     output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
-    name = run.keys.get(id(module))
+    name = key_of(run, module)
     probe = run.trace.get(name)
     if probe is not None:  # what it records (RECORDS), heads switched off before the model's W_O
         probe("lse", lse)

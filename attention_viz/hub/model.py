@@ -57,6 +57,9 @@ class Recorded(Traced):
 
     run: Pass
     biases = property(lambda self: self.run.biases)  # map key -> B [1 or B, H, Q or 1, K], where one was added
+    # map key -> the score terms its attention sums before the mask and the softmax, each [B, H, Q, K]: DeBERTa's
+    # {"c2c": QKᵀ·s, "c2p": content-to-position, "p2c": position-to-content} (c2p + p2c its `biases`)
+    terms = property(lambda self: self.run.terms)
 
     @classmethod
     def of(cls, logits: torch.Tensor, run: Pass) -> Recorded:
@@ -127,11 +130,15 @@ class PretrainedTransformer(Passes):
         self.linear_head = proof.linear_head  # buffers added to lm_head(h) when the logits are exactly that, or None
         self.name = name or getattr(model.config, "name_or_path", "") or self.family.name
         modules = dict(model.named_modules())
-        self._keys = {id(modules[module_name]): key for module_name, key in self.family.keys}
+        runs: dict[int, list[str]] = {}  # a module shared by layers (ALBERT) runs once per layer: a key per run
+        for module_name, key in self.family.keys:
+            runs.setdefault(id(modules[module_name]), []).append(key)
+        self._keys = {module: keys[0] if len(keys) == 1 else tuple(keys) for module, keys in runs.items()}
+        self._all_keys = [key for _, key in self.family.keys]  # every map key, in call order
         self._prescaled = {id(modules[module_name]): c for module_name, c in proof.prescaled.items()}
         self._w_o = {key: (modules[name], transposed) for key, name, transposed in self.family.w_o}
         self.kinds = KIND_OF_LAYOUT[self.family.layout]
-        self.layers = {kind: sum(1 for key in self._keys.values() if kind_of(key) == kind) for kind in self.kinds}
+        self.layers = {kind: sum(1 for key in self._all_keys if kind_of(key) == kind) for kind in self.kinds}
         if not all(self.layers.values()):
             absent = [kind for kind, n in self.layers.items() if not n]
             raise UnsupportedModelError(f"{self.family.name} is an encoder-decoder model without {absent[0]} "
@@ -167,7 +174,7 @@ class PretrainedTransformer(Passes):
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
-        return in_order(self._keys.values())
+        return in_order(self._all_keys)
 
     def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
         """What it reads, as an axis (core.protocol): its modality's patches or frames, else a text's `tokens`."""
@@ -386,6 +393,8 @@ class PretrainedTransformer(Passes):
         from attention_viz.hub import long
 
         variation = variation_of(variation, **switches)
+        if self.abilities.position_bias:  # before any pass: MPT's model code would fail on the long pass's masks
+            raise long.LongRunError(long.BIAS_REFUSED)
         return long.long_run(self, self._keys, ids_or_text, variation, self.probes(variation, head_means,
                                                                                    records=long.RECORDS),
                              rows or long.ROWS, keep, last_logits, self._prescaled, most=most, warn=warn)

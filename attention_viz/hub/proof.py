@@ -181,7 +181,8 @@ def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
     hooks = [m.register_forward_pre_hook(lambda m, args: linears.append((len(run.probe), names[id(m)], m, args[0])))
              for m in model.modules() if _linear(m) and m is not model.get_output_embeddings()]
     scaled: dict[int, tuple] = {}  # id(module with a `scaling` attribute) -> its (args, kwargs) in the probe pass
-    hooks += [m.register_forward_pre_hook(lambda m, args, kw: scaled.setdefault(id(m), (args, kw)), with_kwargs=True)
+    hooks += [m.register_forward_pre_hook(lambda m, args, kw: scaled.setdefault(id(m), (args, kw)) and None,
+                                          with_kwargs=True)  # None: a pre-hook's answer would replace the inputs
               for m in model.modules() if isinstance(getattr(m, "scaling", None), float)]
     head = model.get_output_embeddings()
     if head is not None:
@@ -202,12 +203,10 @@ def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
     eager_maps, eager = _eager(model, found, calls, kwargs)
     reference, _ = _output(eager)
     tolerance = TOLERANCE.get(output.dtype, 1e-4)
-    keys = dict(found.keys)
     real = kwargs["attention_mask"].bool() if modality is None else None  # (B, S): the probe's tokens not padding
     source = found.layout != "encoder-decoder"  # whether the output's positions are the source's
     worst = 0.0
-    for call in calls:
-        key = keys[names[id(call.module)]]
+    for call, (_, key) in zip(calls, found.keys):  # in call order: a shared module's runs each their own key
         theirs = eager_maps.get(key)
         if theirs is None or theirs.shape != call.weights.shape:
             raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
@@ -313,16 +312,23 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
     modules = {name: module for name, module in model.named_modules()}
     weights: dict[str, torch.Tensor] = {}
 
-    def keep(key, shape):
+    def keep(runs):
+        """runs: (key, shape) of each of the module's runs in a pass (a module shared by layers runs more than once)"""
+        count = [0]
+
         def hook(module, args, out):  # its weights: the last of what it gives back beside its output of their shape
+            key, shape = runs[min(count[0], len(runs) - 1)]
+            count[0] += 1
             found = [x for x in out[1:] if isinstance(x, torch.Tensor) and x.shape == shape] if isinstance(
                 out, tuple) else []  # T5's gives (output, position bias, weights)
             if found:
                 weights[key] = found[-1]
         return hook
 
-    hooks = [modules[name].register_forward_hook(keep(key, call.weights.shape))
-             for (name, key), call in zip(family.keys, calls)]
+    runs: dict[str, list] = {}
+    for (name, key), call in zip(family.keys, calls):
+        runs.setdefault(name, []).append((key, call.weights.shape))
+    hooks = [modules[name].register_forward_hook(keep(each)) for name, each in runs.items()]
     implement(model, "eager")
     try:
         with torch.no_grad():

@@ -42,6 +42,8 @@ class TextRun:
     masks: dict[str, np.ndarray] = field(repr=False)  # kind -> [Q, K] bool, True = may attend, as applied
     notes: tuple[str, ...] = ()
     norms: dict[str, np.ndarray] | None = field(default=None, repr=False)  # with values=True: key -> ‖v W_O‖ [H, K]
+    biases: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # key -> the position bias B [H, Q, K]
+                                        # float32 it added to its scaled QKᵀ (T5, ALiBi; where it adds one)
 
 
 def dense_masks(maps: AttentionMaps, masks: dict[str, torch.Tensor | None]) -> dict[str, np.ndarray]:
@@ -57,6 +59,17 @@ def dense_masks(maps: AttentionMaps, masks: dict[str, torch.Tensor | None]) -> d
             mask.detach().cpu(), (weights.size(0), 1, Q, K))[0, 0]
         dense[kind] = full.numpy().copy()
     return dense
+
+
+def numpy_biases(maps: AttentionMaps, biases: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Key -> the position bias [H, Q, K] float32 of batch element 0, as wide as its map (ALiBi's one row, the same
+    for every query, repeated)."""
+    out = {}
+    for key, bias in biases.items():
+        H, Q, K = maps[key].shape[1:]
+        row = bias[0].detach().float().cpu()  # (H, Q or 1, K)
+        out[key] = torch.broadcast_to(row, (H, Q, K)).numpy().copy()
+    return out
 
 
 def numpy_maps(maps: AttentionMaps) -> dict[str, np.ndarray]:
@@ -104,7 +117,8 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
         notes.append(f"no end token within {max_new_tokens} tokens: the output is unfinished")
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
                    tuple(model.pieces(out_ids)), tuple(out_ids), model.decode(out_ids), finished,
-                   numpy_maps(maps), dense_masks(maps, recorded.run.masks), tuple(notes), norms_of(model, recorded))
+                   numpy_maps(maps), dense_masks(maps, recorded.run.masks), tuple(notes), norms_of(model, recorded),
+                   numpy_biases(maps, recorded.run.biases))
 
 
 @torch.inference_mode()
@@ -164,7 +178,8 @@ def one_pass(model: PretrainedTransformer, src: torch.Tensor, variation: Variati
                      f"{model.tokenizer.mask_token or ''} in the text to see what it fills in.".replace("  ", " "))
     return TextRun(tuple(src_ids), tuple(tgt_ids), tuple(model.pieces(src_ids)), tuple(model.pieces(tgt_ids)),
                    tuple(filled), (), output, True, numpy_maps(recorded.maps),
-                   dense_masks(recorded.maps, recorded.run.masks), tuple(notes), norms_of(model, recorded))
+                   dense_masks(recorded.maps, recorded.run.masks), tuple(notes), norms_of(model, recorded),
+                   numpy_biases(recorded.maps, recorded.run.biases))
 
 
 def run_value_norms(model: PretrainedTransformer, src_ids, tgt_ids, *, variation: Variation = PAPER,

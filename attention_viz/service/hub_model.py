@@ -50,7 +50,7 @@ def hub_abilities(shape: RealShape) -> Abilities:
     return Abilities(writes_text=shape.writes_text, fills_masks=shape.fills_masks,
                      causal="decoder.self_attn" in shape.kinds, compatibility="dot_product",
                      scalings=tuple(SCALE_CHOICES), d_k_fixed=True, scored_on="text" if shape.writes_text else None,
-                     unscored=unscored)
+                     unscored=unscored, position_bias=shape.position_bias)
 
 
 class HubModel:
@@ -98,12 +98,12 @@ class HubModel:
         with self.busy:
             result = run_text(self.model, settings.text, max_new_tokens=budget, pad_tokens=settings.pad_tokens,
                               values=True, **switches)  # what flows from the maps' own pass
-        frozen(result.maps), frozen(result.masks), frozen(result.norms or {})
+        frozen(result.maps), frozen(result.masks), frozen(result.norms or {}), frozen(result.biases)
         return Run(
             settings=settings, config=self.shape, card=None,
             src_ids=result.src_ids, tgt_ids=result.tgt_ids, src_tokens=result.src_tokens, tgt_tokens=result.tgt_tokens,
             generated=result.written, output=result.output, finished=result.finished, expected=None,
-            maps=result.maps, applied=result.masks, notes=result.notes, norms=result.norms,
+            maps=result.maps, applied=result.masks, notes=result.notes, norms=result.norms, biases=result.biases,
         )
 
     def teacher_forced_maps(self, run: Run, settings: Settings) -> dict[str, np.ndarray]:
@@ -213,7 +213,7 @@ class RealEntry:
                              f"{REAL_SOURCE_TOKENS}. Shorten it.")
         shape = served.shape
         return Member(display_name(self.key), shape.d_k, shape.d_model, shape.n_heads, text, None, "dot_product",
-                      served.keys, self.label)
+                      served.keys, self.label, shape.position_bias)
 
     def attention_model(self, settings: Settings | None, means: HeadMeans | None = None) -> HubModel:
         """Itself, whatever the settings (loaded on first use)."""
@@ -228,8 +228,7 @@ def real_controls(key: str, shape: RealShape, layer: int, head: int) -> ModelCon
     return ModelControls(
         hub_abilities(shape), False, shape.d_k, log, log + 1, 1.0, max_layer, shape.n_heads - 1, min(layer, max_layer),
         min(head, shape.n_heads - 1), "sqrt_dk",
-        f"d_k = {shape.d_k}: this model's own (its weights fix it); the scaling and the masks still switch."
-        + (f" {shape.scaling_note}" if shape.scaling_note else ""),
+        f"d_k = {shape.d_k}: this model's own (its weights fix it); the scaling and the masks still switch.",
         trained_d_ks=(shape.d_k,),
         text_info=(f"{display_name(key)} is a real {shape.family} model ({shape.about}). It reads any text its "
                    f"tokenizer handles, up to {REAL_SOURCE_TOKENS} of its tokens ({REAL_TEXT_CHARS} characters), "
@@ -237,6 +236,7 @@ def real_controls(key: str, shape: RealShape, layer: int, head: int) -> ModelCon
         text_label=f"Text (up to {REAL_SOURCE_TOKENS} tokens of this model)",
         d_k_label="d_k: this model's own",
         examples=REAL_EXAMPLES,
+        scale_info=shape.scaling_note,
     )
 
 

@@ -28,7 +28,9 @@ COMPARISONS = {
     "scaling": ("scaled by 1/√d_k", "unscaled"),
     "causal_mask": ("causal mask on", "causal mask off"),
     "padding_mask": ("padding mask on", "padding mask off"),
+    "position_bias": ("position bias on", "position bias off"),  # a model that adds one to QKᵀ (T5, ALiBi)
 }
+POSITION_BIAS_LABEL = "position bias B added to QKᵀ (the model's own sense of word order)"
 ABLATIONS = {"zero": "zero (Michel's gate ξ_h = 0)", "mean": "its mean output (over reference texts)"}
 HEADS_OFF_CHARS = 4000         # the heads-off text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") at most
 MEAN_REFERENCE_STRINGS = 50    # mean ablation's reference batch: a task's first held-out strings (copy's, untrained)

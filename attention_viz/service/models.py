@@ -66,11 +66,17 @@ class ModelControls:
     text_label: str = ""                # the text box's label (its limits); "" keeps the page's own
     d_k_label: str = "d_k: the sizes this model was trained at"  # the trained sizes' radio
     examples: tuple[str, ...] = ()      # the example texts offered with this model (EXAMPLES, by what it reads)
+    scale_info: str = ""                # under the scaling control: what a model without 1/√d_k does instead (T5)
 
     @property
     def scaling_applies(self) -> bool:
         """The scaling control changes something: False for additive attention (no 1/√d_k to remove)."""
         return bool(self.abilities.scalings)
+
+    @property
+    def bias_applies(self) -> bool:
+        """The position bias control acts: the model adds a position bias to QKᵀ (T5, ALiBi)."""
+        return self.abilities.position_bias
 
     @property
     def causal_applies(self) -> bool:
@@ -189,6 +195,9 @@ class Run:
     norms: dict[str, np.ndarray] | None = field(default=None, repr=False, hash=False, compare=False)
     # ‖v_j^h W_O^h‖ per key [H, K] of the run's own pass, when the model computed them with its maps (a real model's:
     # its decode's last pass keeps its values); None: asked of the model when needed
+    biases: dict[str, np.ndarray] | None = field(default=None, repr=False, hash=False, compare=False)
+    # the position bias B each attention added to its scaled QKᵀ (key -> [H, Q, K]; a real model's T5 or ALiBi,
+    # where the position_bias switch is on); None or a key left out: it added none
 
     @property
     def kinds(self) -> list[str]:

@@ -110,6 +110,7 @@ class RealShape:
     fidelity: str = ""          # its proof on load, one line (attention_viz.hub's Fidelity: "proven on load: ...")
     name: str = ""              # what the picker calls it ("all-MiniLM-L6-v2"), in sentences that name the model
     scaling_note: str = ""      # where its own factor on QKᵀ is 1 (T5): what it does instead of 1/√d_k, in a sentence
+    position_bias: bool = False  # it adds a position bias to QKᵀ (T5, ALiBi): the position_bias switch acts
 
     @property
     def d_v(self) -> int:
@@ -289,7 +290,7 @@ class RealModels:
                          model.n_layers("decoder.self_attn"), model.n_heads, model.d_k, model.d_model,
                          model.family.about, tuple(model.kinds), sink_token(model.tokenizer),
                          model.abilities.writes_text, model.abilities.fills_masks, str(model.fidelity),
-                         display_name(key), model.scaling_note)
+                         display_name(key), model.scaling_note, model.abilities.position_bias)
 
 
 def sink_token(tokenizer) -> str:

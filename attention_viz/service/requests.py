@@ -84,6 +84,10 @@ class Settings:
         return self.variation.ablation
 
     @property
+    def position_bias(self) -> bool:
+        return self.variation.position_bias
+
+    @property
     def off(self) -> dict[str, list[int]] | None:
         """heads_off as the model's forward argument ({map key: [heads]}), None when every head is on."""
         return self.variation.off
@@ -95,7 +99,7 @@ class Settings:
                 "scale": v.scale, "causal_mask": v.causal_mask, "padding_mask": v.padding_mask,
                 "pad_tokens": self.pad_tokens, "d_model": self.d_model, "n_heads": self.n_heads,
                 "compatibility": self.compatibility, "typed": self.typed, "name": self.name, "heads_off": v.heads_off,
-                "ablation": v.ablation}
+                "ablation": v.ablation, **({} if v.position_bias else {"position_bias": False})}
 
     @property
     def n_off(self) -> int:
@@ -116,6 +120,7 @@ class Member:
     keys: dict[str, int]        # every map key -> its number of heads, in the model's order
     name: str = ""              # the model as a person knows it: the picker's label, with what tells this member apart
                                 # (a trained family's d_k, the untrained model's sizes)
+    position_bias: bool = False  # it adds a position bias to QKᵀ (T5, ALiBi): the position_bias switch acts
 
 
 class Models(Protocol):
@@ -151,6 +156,7 @@ def parse_settings(
     compatibility: object = None,
     heads_off: object = None,
     ablation: object = None,
+    position_bias: object = None,
 ) -> Settings:
     """Validate raw control values into Settings; a trained family's d_k snaps to its nearest member.
 
@@ -160,6 +166,8 @@ def parse_settings(
 
     heads_off: heads switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or
     {map key: [heads]}; None or "" for none (parse_heads_off). ablation: "zero" (None: the default) or "mean".
+    position_bias: False takes out the bias a model adds to QKᵀ (T5's relative positions, ALiBi); None: True. A model
+    that adds none runs as it is (its Variation keeps True: nothing to take out, one run cached).
 
     Raises:
         ValueError: with a message for the user, naming the input and its allowed values.
@@ -178,7 +186,8 @@ def parse_settings(
     scale: Scale = "none" if member.compatibility == "additive" else factor if mode == "custom" else mode
     ablation = check_choice("ablation", "zero" if ablation in (None, "") else ablation, ABLATIONS)
     off = parse_heads_off(heads_off, member.keys)
-    variation = Variation(scale, causal_mask, padding_mask, off, ablation if off else "zero")
+    bias = check_bool("position bias", True if position_bias is None else position_bias) or not member.position_bias
+    variation = Variation(scale, causal_mask, padding_mask, off, ablation if off else "zero", bias)
     return Settings(member.text, model, member.checkpoint, member.d_k, variation, pad_tokens, member.d_model,
                     member.n_heads, member.compatibility, member.typed, member.name)
 

@@ -121,6 +121,9 @@ class Runs:
         what = check_choice("comparison", what, {key: key.replace("_", " ") for key in COMPARISONS})
         run = self.run(settings)
         request = parse_head(run.config, kind, layer, head)
+        if what == "position_bias" and not self.attention_model(settings).abilities.position_bias:
+            raise ValueError("This model adds no position bias to QKᵀ: there is none to switch off. Compare it on a "
+                             "model that adds one (T5, Bloom).")
         if what == "scaling":
             a, b = settings.switched(scale="sqrt_dk"), settings.switched(scale="none")
         else:

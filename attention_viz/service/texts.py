@@ -121,7 +121,8 @@ def settings_record(settings: Settings) -> dict:
     return {"text": settings.text, "model": settings.model, "checkpoint": settings.checkpoint, "d_k": settings.d_k,
             "scale": scale, "causal_mask": settings.causal_mask, "padding_mask": settings.padding_mask,
             "pad_tokens": settings.pad_tokens, "d_model": settings.d_model, "n_heads": settings.n_heads,
-            "heads_off": {key: list(heads) for key, heads in settings.heads_off}, "ablation": settings.ablation}
+            "heads_off": {key: list(heads) for key, heads in settings.heads_off}, "ablation": settings.ablation,
+            **({} if settings.position_bias else {"position_bias": False})}
 
 
 def alphabet_text(alphabet: str) -> str:
@@ -161,8 +162,10 @@ def run_notes(run: Run, about: list[str]) -> str:
     s = run.settings
     lines = list(about)
     scores = ADDITIVE if s.compatibility == "additive" else "QKᵀ"
+    unscaled = getattr(run.config, "scaling_note", "") and s.scale == "sqrt_dk"  # T5: its own factor is 1
+    scaled = "×1, the model's own factor (it has no 1/√d_k)" if unscaled else scaling_text(s)
     lines.append(
-        f"Scores {scores} {scaling_text(s)}; {causal_text(s, 'decoder.self_attn' in run.kinds)}; "
+        f"Scores {scores} {scaled}; {causal_text(s, 'decoder.self_attn' in run.kinds)}; "
         f"{s.pad_tokens} pad token{'s' if s.pad_tokens != 1 else ''} with the padding mask "
         f"{'on' if s.padding_mask else 'off'}. Hatched cells are masked (weight exactly 0)."
     )
@@ -258,6 +261,9 @@ def real_notes(run: Run) -> list[str]:
                      "maps flatten or sharpen and the output change.")
         if same_as(s):
             lines.append(same_as(s))
+    if not s.position_bias:
+        lines.append("Position bias taken out (B = 0): each map is softmax(QKᵀ·s) without the B the model adds; "
+                     "B is its only sense of word order (it has no other positions).")
     if not s.causal_mask and "decoder.self_attn" in run.kinds:
         lines.append("Causal mask lifted: every position now sees the ones after it, which the model never saw in "
                      "training.")

@@ -159,7 +159,8 @@ class Views:
                       output=run.output, notes=notes, title=run_title(run), scores=scores,
                       decode=self._decode(run), heads_off=settings.off, ablation=settings.ablation,
                       value_norms=self.runs.value_norms(run),
-                      stacks=stack_views(run.maps, encoder_decoder=bool(run.src_ids and run.tgt_ids)))
+                      stacks=stack_views(run.maps, encoder_decoder=bool(run.src_ids and run.tgt_ids)),
+                      biases=run.biases, position_bias=settings.position_bias)
         packed["settings"] = settings_record(settings)
         return packed
 

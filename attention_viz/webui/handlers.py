@@ -50,6 +50,10 @@ heads_off, ablation (last, optional in /visualize, /steps, /compare and /export,
     switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or {map key: [heads]},
     and "zero" (their outputs set to 0) or "mean" (each one's mean output over reference texts); the packed run then
     has "heads_off" and "ablation", and every view is computed with those heads off (service.requests.parse_heads_off).
+position_bias (last, optional in the same four, after ablation): False takes out the position bias B a model adds to
+    QKᵀ (T5, Bloom's ALiBi; a model without one runs as it is); the packed run then has "position_bias": false. Such a
+    model's run carries B per kind ("bias", explorer/pack.py; explorer.unpack_biases) and /compare takes
+    "position_bias" (on − off).
 /importance (the ten settings, compatibility, heads_off (ignored), ablation) -> importance: every head switched off
     alone, Michel's one-pass estimate and the prune curve, as a dict (format "attention_viz.importance/1",
     documented in attention_viz/service/heads_view.py); the untrained model is refused (no task to score on).
@@ -302,7 +306,7 @@ class Handlers:
             "d_k": c.d_k,
             "untrained_box": gr.update(visible=c.untrained),
             "scale_mode": gr.update(value=scale if scale and c.scaling_applies else c.scale_mode,
-                               interactive=c.scaling_applies),
+                                    interactive=c.scaling_applies, info=c.scale_info),  # "" clears it
             "dk_note": prose_html(c.d_k_note),
             "compatibility": gr.update(value=c.compatibility, visible=c.study),
             "dk_trained": gr.update(choices=[str(v) for v in c.trained_d_ks],
@@ -310,7 +314,8 @@ class Handlers:
                                     visible=not c.untrained),
             "text": gr.update(info=c.text_info, label=c.text_label or text_label(self.runs.catalog)),
             "causal_mask": gr.update(visible=c.causal_applies),
-            "comparison": gr.update(choices=comparison_choices(c.causal_applies)),
+            "position_bias": gr.update(value=True, visible=c.bias_applies),
+            "comparison": gr.update(choices=comparison_choices(c.causal_applies, c.bias_applies)),
             "examples": gr.update(choices=list(c.examples), value=None),
             "score_heads": gr.update(interactive=not c.abilities.unscored),
             "score_export": gr.update(interactive=not c.abilities.unscored),
@@ -356,7 +361,8 @@ class Handlers:
                  "scale_mode": scale, "custom_factor": factor, "causal_mask": settings.causal_mask,
                  "padding_mask": settings.padding_mask, "pad_tokens": settings.pad_tokens,
                  "d_model": settings.d_model, "n_heads": settings.n_heads,
-                 "heads_off": heads_off_text(settings.heads_off), "ablation": settings.ablation}
+                 "heads_off": heads_off_text(settings.heads_off), "ablation": settings.ablation,
+                 "position_bias": settings.position_bias}
         view, controls = self.views.visualize(settings), self.controls_of(c, scale)
         return {
             **controls, **shown, "scale_mode": controls["scale_mode"],  # the radio set as controls_of sets it
@@ -365,6 +371,7 @@ class Handlers:
             "text": gr.update(value=shown["text"], info=c.text_info,
                               label=c.text_label or text_label(self.runs.catalog)),
             "causal_mask": gr.update(value=settings.causal_mask, visible=c.causal_applies),
+            "position_bias": gr.update(value=settings.position_bias, visible=c.bias_applies),
             "view": view.run, "output": view.output, "info": prose_html(view.info),
             "views": gr.update(selected="heatmaps"), "active": "heatmaps",
             "run_key": run_key(*(shown[name] for name in ROUTED)),  # the run on screen: no control asks it again
@@ -438,9 +445,11 @@ class Handlers:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 
-def comparison_choices(causal_applies: bool = True) -> list[tuple[str, str]]:
-    """The Compare tab's modes: a switch on − off (the causal mask's only where it acts), or another text or model."""
-    return [*((f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items() if causal_applies or key != "causal_mask"),
+def comparison_choices(causal_applies: bool = True, bias_applies: bool = False) -> list[tuple[str, str]]:
+    """The Compare tab's modes: a switch on − off (the causal mask's and the position bias's only where they act), or
+    another text or model."""
+    acts = {"causal_mask": causal_applies, "position_bias": bias_applies}
+    return [*((f"{a} − {b}", key) for key, (a, b) in COMPARISONS.items() if acts.get(key, True)),
             *((label, key) for key, label in PAIRS.items())]
 
 

@@ -14,7 +14,8 @@ import inspect
 SETTINGS = ("text", "model", "d_k", "scale_mode", "custom_factor", "causal_mask", "padding_mask", "pad_tokens",
             "d_model", "n_heads")
 HEAD = ("kind", "layer", "head")  # the head chosen in the explorer
-EXTRA = ("compatibility", "heads_off", "ablation")  # optional in the API: an older client leaves them out
+EXTRA = ("compatibility", "heads_off", "ablation", "position_bias")  # optional in the API: an older client leaves
+                                                                      # them out
 SIDE_B = ("other_text", "other_model")  # Compare's second text or model, optional too
 OPTIONAL = frozenset((*EXTRA, *SIDE_B))
 
@@ -49,6 +50,7 @@ class Inputs:
     compatibility: object = None
     heads_off: object = None
     ablation: object = None
+    position_bias: object = None
     other_text: object = None
     other_model: object = None
 
@@ -57,9 +59,9 @@ class Inputs:
         return {name: getattr(self, name) for name in names}
 
     def settings(self, heads: bool = True) -> dict[str, object]:
-        """requests.parse_settings' keyword arguments: the ten settings and the compatibility, and (heads) the heads
-        switched off and the ablation."""
-        return self.pick((*SETTINGS, *(EXTRA if heads else EXTRA[:1])))
+        """requests.parse_settings' keyword arguments: the ten settings, the compatibility and the position bias, and
+        (heads) the heads switched off and the ablation."""
+        return self.pick((*SETTINGS, *(EXTRA if heads else (n for n in EXTRA if n not in ("heads_off", "ablation")))))
 
 
 def takes(names: tuple[str, ...]):

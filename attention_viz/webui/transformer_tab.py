@@ -31,6 +31,7 @@ from attention_viz.service import (
     HUB_PREFIX,
     PAD_TOKENS_RANGE,
     PAIR_TEXTS,
+    POSITION_BIAS_LABEL,
     SCALE_CHOICES,
     STUDY_ARMS,
     Views,
@@ -83,9 +84,9 @@ NEAREST_TRAINED_JS = call("nearestTrained", Raw("d"), Raw("current"), params="d,
 LESSON_SETS = ("dk_log", "d_k", "untrained_box", "scale_mode", "dk_note", "compatibility", "dk_trained", "text",
                "causal_mask", "comparison", "examples", "heads_off", "model", "last_model", "run_key", "score_heads",
                "score_export", "score_note", "custom_factor", "padding_mask", "pad_tokens", "d_model", "n_heads",
-               "ablation", "view", "output", "info", "views", "active", "importance")
+               "ablation", "view", "output", "info", "views", "active", "importance", "position_bias")
 # what a new model (or number of heads) sets, by name (handlers.model_controls), and the run's counter after them
-MODEL_SETS = LESSON_SETS[:18]
+MODEL_SETS = (*LESSON_SETS[:18], "position_bias")
 MODEL_INPUTS = ("model", "d_k", "n_heads", "last_model", "run_tick")  # handlers.model_controls' values
 
 
@@ -145,11 +146,15 @@ def settings_column(demo: gr.Blocks, views: Views, controls0, view0) -> dict:
                              label="d_k, query/key width per head", elem_id="dk")
         c["dk_note"] = prose(controls0.d_k_note, elem_id="dk_note")
         c["scale_mode"] = gr.Radio([(label, key) for key, label in SCALE_CHOICES.items()],
-                                   value=controls0.scale_mode, label="Scaling of QKᵀ", elem_id="scale")
+                                   value=controls0.scale_mode, label="Scaling of QKᵀ", elem_id="scale",
+                                   info=controls0.scale_info or None)
         c["custom_factor"] = gr.Number(value=1.0, minimum=FACTOR_RANGE[0], maximum=FACTOR_RANGE[1],
                                        label="custom factor (when scaling = custom)", elem_id="factor",
                                        **factor_state(controls0.scale_mode))
         c["causal_mask"] = gr.Checkbox(value=True, label="causal mask (decoder self-attention)", elem_id="causal")
+        # only for a model that adds a position bias to QKᵀ (T5, ALiBi); optional in the API, after ablation
+        c["position_bias"] = gr.Checkbox(value=True, label=POSITION_BIAS_LABEL, elem_id="position_bias",
+                                         visible=controls0.bias_applies)
         c["padding_mask"] = gr.Checkbox(value=True, label="padding mask", elem_id="padding")
         c["pad_tokens"] = gr.Slider(*PAD_TOKENS_RANGE, value=0, step=1, label="pad tokens after the text",
                                     elem_id="pads")
@@ -163,6 +168,7 @@ def settings_column(demo: gr.Blocks, views: Views, controls0, view0) -> dict:
         if hasattr(demo, "optional"):  # after compatibility, also optional in the API
             demo.optional(c["heads_off"])
             demo.optional(c["ablation"])
+            demo.optional(c["position_bias"])
     return c
 
 
@@ -298,7 +304,7 @@ def wire_runs(handlers: Handlers, c: dict) -> None:
     # answer brought the run with its controls: their change events send nothing more), at its place in run_key's
     # list (ROUTED). The factor applies only while the scaling is custom: else its change sends nothing.
     for name, kind in (("text", "string"), ("d_k", "number"), ("scale_mode", "string"), ("custom_factor", "number"),
-                       ("causal_mask", "boolean"), ("padding_mask", "boolean")):
+                       ("causal_mask", "boolean"), ("padding_mask", "boolean"), ("position_bias", "boolean")):
         route_unless_shown(c[name].change, c[name], ROUTED.index(name), kind, c["run_key"], c["run_tick"],
                            gate=(c["scale_mode"], CUSTOM) if name == "custom_factor" else None)
     # whatever sets the scaling (a person, a lesson's step, a new model), the factor box is typed in only when custom

@@ -38,3 +38,20 @@ def real_models_app(tmp_path_factory):
                save_tiny("marian", root / "wide-marian", d_model=256, n_heads=16, layers=3)]
     with running_app(root / "app.log", [UNREACHABLE, *folders], HF_HOME=str(root / "hf-home")) as server:
         yield server.base, root / "app.log"
+
+
+@pytest.fixture(scope="session")
+def bias_models_app(tmp_path_factory):
+    """`python app.py` set up with real models that add a position bias to QKᵀ, tiny T5 (learned relative positions)
+    and tiny Bloom (ALiBi), and one that adds none, tiny GPT-2: random weights, saved offline (devtools.tiny_archs,
+    devtools.hub_models), the Hub off. (base URL, folders by name), shared by the position bias's client and browser
+    tests."""
+    pytest.importorskip("transformers")
+    from devtools import tiny_archs
+    from devtools.hub_models import save_tiny
+
+    root = tmp_path_factory.mktemp("bias")
+    folders = {"t5": tiny_archs.save("t5", root / "tiny-t5"), "bloom": tiny_archs.save("bloom", root / "tiny-bloom"),
+               "gpt2": save_tiny("gpt2", root / "tiny-gpt2")}
+    with running_app(root / "app.log", list(folders.values()), HF_HOME=str(root / "hf-home")) as server:
+        yield server.base, folders

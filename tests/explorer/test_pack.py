@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attention_viz.core.maps import KINDS, head_statistics, map_key
-from attention_viz.explorer import explorer_html, pack, payload_bytes, show, to_json, unpack
+from attention_viz.explorer import explorer_html, pack, payload_bytes, show, to_json, unpack, unpack_biases
 from attention_viz.explorer.pack import QUANT, default_masks
 
 STEP = 0.5 / QUANT  # the largest quantisation error
@@ -103,6 +103,33 @@ def test_value_norms_travel_per_kind_and_layer_to_four_significant_digits():
                          ({**norms, "encoder.0.self_attn": np.full((3, 5), np.nan)}, "finite")):
         with pytest.raises(ValueError, match=message):
             pack(maps, source, target, value_norms=bad)
+
+
+def test_position_biases_travel_exactly_once_per_distinct_layer_with_their_range_where_queries_may_attend():
+    rng = np.random.default_rng(4)
+    maps = random_maps(rng)
+    source, target = list("abcde"), list("wxyz")
+    shared = (rng.standard_normal((3, 4, 4)) * 5).astype(np.float32)  # T5: one B a stack, shared by its layers
+    shared[1, 0, 3] = -100.0  # a future key's: masked, left out of the range
+    biases = {"encoder.0.self_attn": (rng.standard_normal((3, 5, 5)) * 3).astype(np.float32),  # layer 1 adds none
+              "decoder.0.self_attn": shared, "decoder.1.self_attn": shared.copy()}
+    masks = default_masks(source, target)
+    payload = pack(maps, source, target, masks=masks, biases=biases)
+    kinds = {entry["kind"]: entry for entry in payload["kinds"]}
+    assert kinds["encoder.self_attn"]["bias"]["maps"][1] is None and kinds["decoder.self_attn"]["bias"]["maps"][1] == 0
+    assert "bias" not in kinds["decoder.cross_attn"] and "position_bias" not in payload
+    back = unpack_biases(json.loads(to_json(payload)))
+    assert sorted(back) == sorted(biases)
+    for key, bias in biases.items():
+        np.testing.assert_array_equal(back[key], bias)  # float32, exact
+    causal = masks["decoder.self_attn"]  # the range counts the cells a query may attend only
+    assert kinds["decoder.self_attn"]["bias"]["range"] == pytest.approx(float(np.abs(shared[:, causal]).max()))
+    assert np.abs(shared).max() > np.abs(shared[:, causal]).max()  # (the test can tell the two apart)
+    assert pack(maps, source, target, biases={}, position_bias=False)["position_bias"] is False
+    for bad, message in (({"encoder.0.self_attn": np.ones((3, 4, 4))}, r"shape \[3, 4, 4\], expected \[3, 5, 5\]"),
+                         ({"encoder.0.self_attn": np.full((3, 5, 5), np.inf)}, "finite")):
+        with pytest.raises(ValueError, match=message):
+            pack(maps, source, target, biases=bad)
 
 
 def test_masks_norms_and_scores_are_written_as_read_one_by_one():

@@ -2,7 +2,8 @@
 importance, what flows, the notebook view, pattern scores and the long pass, on tiny offline models of Gemma 2 (a
 soft cap), Qwen3 (q/k norms), gpt-oss and Granite-SWA (learned sinks, in eager maps of either convention),
 DeepSeek-V3 (values narrower than queries), ModernBERT (an encoder with local layers) and NLLB-MoE (an
-encoder-decoder of experts, whose decoder reads router logits off the encoder's output). Each number is checked
+encoder-decoder of experts, whose decoder reads router logits off the encoder's output) and Falcon (outside the
+interface, routed through it by hub.routes). Each number is checked
 against the model's own maps, not only for existing."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from attention_viz.importance import real_head_importance  # noqa: E402
 from attention_viz.qkstats import qk_statistics  # noqa: E402
 from devtools import tiny_archs  # noqa: E402
 
-KINDS = ["gemma2", "qwen3", "gpt_oss", "granite_swa", "deepseek_v3", "modernbert", "nllb-moe"]
+KINDS = ["gemma2", "qwen3", "gpt_oss", "granite_swa", "deepseek_v3", "modernbert", "nllb-moe", "falcon"]
 TEXT = "the cat sat on the mat and the dog"
 
 

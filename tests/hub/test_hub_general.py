@@ -302,11 +302,6 @@ def test_longt5_is_refused_naming_its_local_attention_by_its_type_and_by_the_pro
         PretrainedTransformer(tiny("longt5"), Pieces())
 
 
-def test_layers_that_share_one_attention_module_are_refused():
-    with pytest.raises(UnsupportedModelError, match="runs more than once in a pass"):
-        PretrainedTransformer(tiny("albert"), Pieces())
-
-
 def test_an_argument_eq1_would_not_honour_is_refused_by_its_name():
     with pytest.raises(hub_attention.UnhonouredArgument, match="handed window_bias .*does not know"):
         hub_attention.check_arguments({"window_bias": torch.zeros(1), "sliding_window": 4, "softcap": None}, None)

@@ -228,3 +228,19 @@ def test_blooms_alibi_is_routed_through_our_eq1_as_a_position_bias(tmp_path):
     for reuse_keys in (True, False):
         written, _ = ours.greedy_decode(src, 5, reuse_keys=reuse_keys)
         assert written.tolist() == expected_tokens[:, : written.size(1)].tolist() and written.size(1) > 0
+
+
+def test_the_notebook_view_of_t5_carries_its_position_bias_for_the_explorer(tmp_path):
+    from attention_viz.explorer import unpack_biases
+    from attention_viz.explorer.notebook import run_pretrained
+
+    ours, _ = loaded("t5", tmp_path)
+    payload = run_pretrained(ours, TEXTS[0], max_new_tokens=3)
+    biases = unpack_biases(payload)
+    S, T = len(payload["tokens"]["source"]), len(payload["tokens"]["target"])
+    assert {key.split(".")[0] for key in biases} == {"encoder", "decoder"} and not any("cross" in k for k in biases)
+    for key, bias in biases.items():
+        Q = S if key.startswith("encoder") else T
+        module = next(name for name, k in ours.family.keys if k == key)
+        expected = own_bias(ours.model, module, Q, Q)  # (1, H, Q, Q)
+        torch.testing.assert_close(torch.from_numpy(bias.copy()), expected[0], atol=0, rtol=0)

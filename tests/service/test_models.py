@@ -165,7 +165,7 @@ def test_a_third_kind_gets_its_controls_from_its_own_answer_with_no_branch_in_th
     assert len(asked) == 1  # bad input never reaches the kind
     out = Handlers(views).controls_of(c, "none")
     assert out["causal_mask"]["visible"] is False and "causal_mask" not in [key for _, key in out["comparison"]["choices"]]
-    assert out["scale_mode"] == {"__type__": "update", "value": "sqrt_dk", "interactive": False}
+    assert out["scale_mode"] == {"__type__": "update", "value": "sqrt_dk", "interactive": False, "info": ""}
     assert out["text"]["label"] == "Text (a stranger's)" and out["dk_trained"]["choices"] == ["8"]
     assert views.model_controls("reverse/sqrt_dk", 16).causal_applies  # our kinds answer as before
 

@@ -142,10 +142,90 @@ def test_t5s_steps_add_its_position_bias_and_its_controls_say_it_has_no_1_over_s
         steps = views.runs.steps(s, kind, 1, 1)
         np.testing.assert_allclose(steps.arrays["weights"], run.head(kind, 1, 1), atol=1e-6)
         assert steps.factor == 1.0 and not np.array_equal(steps.arrays["masked"], steps.arrays["scaled"])
-    note = views.runs.catalog.controls("hub:tiny-t5", 16, 0, 0, None).d_k_note
-    assert "T5 multiplies QKᵀ by 1, not by 1/√d_k" in note and "W_Q" in note
+    controls = views.runs.catalog.controls("hub:tiny-t5", 16, 0, 0, None)
+    note = controls.scale_info  # under the scaling control, where the switch it is about is
+    assert "T5 multiplies QKᵀ by 1, not by 1/√d_k" in note and "W_Q" in note and controls.bias_applies
     own = views.own_qk.view("hub:tiny-t5", "decoder.cross_attn", 1, 2, False)  # the lab's "this model's own q·k"
     assert own["d_k"] == 16 and own["numbers"]["data"][-1][1] > 0  # pairs pooled
+
+
+def test_t5s_position_bias_travels_to_the_explorer_as_maps_of_its_own_and_its_switch_takes_it_out(tmp_path, one_thread):
+    """The payload's B per layer and head equals the model's own (model.traced(...).biases, proven equal to
+    compute_bias in tests/hub/test_position_bias.py); position_bias=False reruns without it, says so and compares."""
+    import torch
+
+    from attention_viz.core.variation import Variation
+    from attention_viz.explorer import unpack_biases
+    from devtools import tiny_archs
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    views = Views(Runs(Catalog(hub_models=[str(tiny_archs.save("t5", tmp_path / "tiny-t5"))])))
+    s = settings(views, "hub:tiny-t5")
+    run, payload = views.runs.run(s), views.visualize(s).run
+    model = views.runs.catalog.real.get("hub:tiny-t5")
+    with torch.inference_mode():
+        traced = model.traced(torch.tensor([run.src_ids]), torch.tensor([run.tgt_ids]))
+    biases = unpack_biases(payload)
+    assert sorted(biases) == sorted(traced.biases) and not any("cross" in key for key in biases)
+    for key, bias in traced.biases.items():
+        np.testing.assert_array_equal(biases[key], bias[0].numpy())  # float32, exact
+    kinds = {k["kind"]: k for k in payload["kinds"]}
+    assert "bias" not in kinds["decoder.cross_attn"]  # T5's cross-attention adds none
+    encoder = kinds["encoder.self_attn"]["bias"]
+    assert encoder["maps"][1:] == [0] * (len(encoder["maps"]) - 1)  # one B a stack, shared by its layers: sent once
+    assert encoder["range"] == pytest.approx(float(np.abs(biases["encoder.0.self_attn"]).max()))
+    assert "position_bias" not in payload and "position_bias" not in payload["settings"]
+
+    off = views.runs.settings(s.text, s.model, 64, "sqrt_dk", 1.0, True, True, 0, 64, 4, position_bias=False)
+    assert not off.position_bias and off.as_record()["position_bias"] is False
+    view = views.visualize(off)
+    assert view.run["position_bias"] is False and view.run["settings"]["position_bias"] is False
+    assert not unpack_biases(view.run) and "Position bias taken out" in view.info
+    assert "Scores QKᵀ ×1, the model's own factor (it has no 1/√d_k)" in view.info  # not ×1/√d_k
+    run_off = views.runs.run(off)
+    with torch.inference_mode():
+        bare = model.traced(torch.tensor([run_off.src_ids]), torch.tensor([run_off.tgt_ids]),
+                            variation=Variation(position_bias=False))
+    for key in ("encoder.0.self_attn", "decoder.1.self_attn", "decoder.1.cross_attn"):
+        np.testing.assert_allclose(run_off.maps[key], bare.maps[key][0].numpy(), atol=1e-6)
+    assert not np.allclose(run_off.maps["encoder.0.self_attn"], run.maps["encoder.0.self_attn"])
+    compared = views.runs.compare(s, "position_bias", "encoder.self_attn", 1, 0)
+    assert compared.labels == ("position bias on", "position bias off") and np.abs(compared.difference).max() > 0
+
+
+def test_debertas_position_terms_travel_as_its_position_bias_and_its_steps_end_on_its_map(tmp_path, one_thread):
+    """DeBERTa v3 (routed, hub.routes): the explorer's B is c2p + p2c as the model kept them; its steps add them."""
+    import torch
+
+    from attention_viz.explorer import unpack_biases
+    from devtools import tiny_archs
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    views = Views(Runs(Catalog(hub_models=[str(tiny_archs.save("deberta-v2", tmp_path / "tiny-deberta"))])))
+    s = settings(views, "hub:tiny-deberta", text="the cat sat on the mat")
+    run, payload = views.runs.run(s), views.visualize(s).run
+    model = views.runs.catalog.real.get("hub:tiny-deberta")
+    with torch.inference_mode():
+        traced = model.traced(torch.tensor([run.src_ids]))
+    biases = unpack_biases(payload)
+    assert sorted(biases) == sorted(traced.biases) == model.map_keys
+    for key, bias in biases.items():
+        terms = traced.terms[key]
+        np.testing.assert_allclose(bias, (terms["c2p"] + terms["p2c"])[0].numpy(), atol=1e-6)
+    steps = views.runs.steps(s, "encoder.self_attn", 1, 2)
+    np.testing.assert_allclose(steps.arrays["weights"], run.head("encoder.self_attn", 1, 2), atol=1e-6)
+    assert views.runs.catalog.controls("hub:tiny-deberta", 16, 0, 0, None).bias_applies
+
+
+def test_a_model_without_a_position_bias_runs_as_it_is_whatever_the_switch_says(views):
+    s = settings(views, "hub:tiny-marian")
+    off = views.runs.settings(s.text, s.model, 64, "sqrt_dk", 1.0, True, True, 0, 64, 4, position_bias=False)
+    assert off == s  # nothing to take out: the same run, cached once
+    with pytest.raises(ValueError, match="adds no position bias"):
+        views.runs.compare(s, "position_bias", "encoder.self_attn", 0, 0)
+    with pytest.raises(ValueError, match="position bias must be true or false"):
+        views.runs.settings(s.text, s.model, 64, "sqrt_dk", 1.0, True, True, 0, 64, 4, position_bias="maybe")
+    assert not views.runs.catalog.controls("hub:tiny-marian", 64, 0, 0, None).bias_applies
 
 
 @pytest.mark.parametrize("model_type", ["gemma2", "gpt_oss"])
@@ -520,5 +600,5 @@ def test_a_family_from_before_the_interface_runs_in_the_app_as_any_real_model(mo
     for layer in range(2):
         steps = views.runs.steps(s, kind, layer, 1)
         np.testing.assert_allclose(steps.arrays["weights"], run.head(kind, layer, 1), atol=1e-6)
-    note = views.runs.catalog.controls(key, 16, 0, 0, None).d_k_note
+    note = views.runs.catalog.controls(key, 16, 0, 0, None).scale_info  # under the scaling control
     assert ("multiplies QKᵀ by 1" in note) == (model_type == "gpt_neo")

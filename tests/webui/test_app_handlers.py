@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE = dict(text="attention", model="reverse/sqrt_dk", d_k=16, scale_mode="sqrt_dk", custom_factor=1.0,
             causal_mask=True, padding_mask=True, pad_tokens=0, d_model=64, n_heads=4,
             kind="encoder.self_attn", layer=0, head=0, colour_scale="absolute")
-OPTIONAL = ["compatibility", "heads_off", "ablation"]  # every endpoint's last inputs, which clients may leave out
+OPTIONAL = ["compatibility", "heads_off", "ablation", "position_bias"]  # every endpoint's last inputs, which clients may leave out
 SETTINGS_KEYS = list(BASE)[:10]  # /visualize takes these; kind, layer, head and colour are the browser's
 
 
@@ -81,7 +81,7 @@ def test_visualize_takes_no_view_control(handlers):
 
     parameters = inspect.signature(handlers.visualize).parameters
     # the study's picker and the heads switched off, last and optional
-    assert list(parameters) == [*SETTINGS_KEYS, "compatibility", "heads_off", "ablation"]
+    assert list(parameters) == [*SETTINGS_KEYS, "compatibility", "heads_off", "ablation", "position_bias"]
     assert parameters["compatibility"].default is parameters["heads_off"].default is None
 
 
@@ -161,7 +161,7 @@ def test_a_lesson_step_sets_every_control_and_brings_its_run_in_one_answer():
     assert target["reveal"] == "heads"  # the head scores' table it quotes, brought into sight (lesson_panel.PARTS)
     every_control = {"text", "model", "d_k", "dk_log", "dk_trained", "scale_mode", "custom_factor", "causal_mask",
                      "padding_mask", "pad_tokens", "heads_off", "ablation", "compatibility", "untrained_box", "d_model",
-                     "n_heads", "examples"}
+                     "n_heads", "examples", "position_bias"}
     assert every_control <= out.keys()
     nxt = handlers.lesson(3)  # the next step: every head on again, the largest d_k, unscaled
     assert nxt["heads_off"] == "" and nxt["d_k"] == max(map(int, nxt["dk_trained"]["choices"]))
@@ -434,7 +434,8 @@ def test_build_app_names_its_endpoints_and_bounds_its_queue(runs):
     assert [(p["parameter_name"], p["parameter_has_default"]) for p in compare[-2:]] == [("other_text", True),
                                                                                        ("other_model", True)]
     for name in ("/visualize", "/steps", "/compare", "/export"):  # old clients may leave it out
-        last = endpoints[name]["parameters"][-5:-2] if name == "/compare" else endpoints[name]["parameters"][-3:]
+        n = len(OPTIONAL)
+        last = endpoints[name]["parameters"][-n - 2:-2] if name == "/compare" else endpoints[name]["parameters"][-n:]
         assert [(p["parameter_name"], p["parameter_has_default"]) for p in last] == [(n, True) for n in OPTIONAL]
         assert last[0]["parameter_default"] is None
     assert [p["parameter_name"] for p in endpoints["/dk_lab"]["parameters"]] == ["d_k", "n_keys", "scaled"]

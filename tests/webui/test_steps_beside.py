@@ -24,11 +24,12 @@ def handlers(views):
 
 def asked(model: str, text: str, d_k, kind: str, layer: int, head: int, heads_off: str = "", ablation: str = "zero",
           **settings) -> list:
-    """/steps' values in its order (the page's settings, kind, layer, head, compatibility, heads off, ablation)."""
+    """/steps' values in its order (the page's settings, kind, layer, head, compatibility, heads off, ablation,
+    position bias)."""
     values = {"scale": "sqrt_dk", "factor": 1.0, "causal": True, "padding": True, "pads": 0, "d_model": 64,
               "n_heads": 4, **settings}
     return [text, model, d_k, values["scale"], values["factor"], values["causal"], values["padding"], values["pads"],
-            values["d_model"], values["n_heads"], kind, layer, head, None, heads_off, ablation]
+            values["d_model"], values["n_heads"], kind, layer, head, None, heads_off, ablation, True]
 
 
 def test_steps_beside_the_queue_are_what_steps_answers_once_the_run_is_kept(handlers, views):

@@ -51,7 +51,8 @@
     if (k.queries !== "target") {
       return text + ` ${escapeHtml(k.label)} ran once, before the first step: it is the same at every step.`;
     }
-    const w = E.run.weightsOf(x, k, state.layer), row = (state.head * k.Q + t) * k.K;
+    const w = E.run.biasing(x, k) ? E.run.weightsAt(x, k, state.layer, t) // where it looks: its weights, not B
+      : E.run.weightsOf(x, k, state.layer), row = (state.head * k.Q + t) * k.K;
     let top = 0;
     for (let j = 1; j < k.K; j++) if (w[row + j] > w[row + top]) top = j;
     text += ` Head L${state.layer}·H${state.head} looks most at ${k.keys} ${top} ` +

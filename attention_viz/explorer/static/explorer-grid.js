@@ -40,16 +40,16 @@
     /* one tile's canvas: a pixel per weight, masked cells grey, cells not computed yet at step t lighter */
     const run = E.run, l = +tile.dataset.layer, h = +tile.dataset.head;
     const offset = h * k.Q * k.K, w = run.weightsOf(x, k, l), maxima = run.rowMaxima(w, offset, k.Q, k.K);
+    const tone = run.toneOf(x, k);
     global.AttentionPalette.paint(tile.querySelector("canvas").getContext("2d"), k.Q, k.K, (q, j) =>
-      (run.future(k, t, q, j) ? FUTURE : k.allowed[q][j]
-        ? run.LUT[run.level(run.position(x.state.scale, w[offset + q * k.K + j], maxima[q]))] : MASKED));
+      (run.future(k, t, q, j) ? FUTURE : k.allowed[q][j] ? tone(w[offset + q * k.K + j], maxima[q]) : MASKED));
   }
 
   function draw(x, rebuild) {
     /* one canvas per (layer, head): a pixel per weight, scaled up by CSS; the tiles are built for a new kind
        (rebuild), and repainted where they are for a new colour scale or decode step, or a kind shown before */
     const run = E.run, ui = x.ui, k = x.data.kinds[x.state.kind], t = run.stepping(x, k);
-    const key = `${x.state.scale} ${t} ${run.flowing(x, k)} ${run.stacked(x, k) && x.state.show}`;
+    const key = `${x.state.scale} ${t} ${run.flowing(x, k)} ${run.biasing(x, k)} ${run.stacked(x, k) && x.state.show}`;
     let tiles = ui.grid.querySelectorAll(".av-tile");
     if (!rebuild && tiles.length && x.gridPainted === key) { markSelected(x); return; } // a kept kind, as it was
     if (rebuild || !tiles.length) {
@@ -97,9 +97,24 @@
     });
   }
 
+  function biasLegend(k) {
+    /* the diverging bar of a position bias: −range, 0, +range, and what B is */
+    const run = E.run, r = k.bias.range, digits = r >= 10 ? 1 : 2;
+    const stops = Array.from({length: 11}, (_, i) => run.css(run.BIAS_LUT[Math.round(i * (run.BIAS_LUT.length - 1) / 10)]));
+    return `<span class="av-colourbar"><span class="av-bar" style="background:linear-gradient(90deg,${stops.join(",")})">` +
+      `</span><span class="av-ticks"><span>−${r.toFixed(digits)}</span><span>0</span><span>+${r.toFixed(digits)}</span>` +
+      `</span></span><span class="av-scale-name">position bias B added to QKᵀ·s before the softmax: blue lowers a ` +
+      `score, red raises it (±the largest |B| of ${escapeHtml(k.label)})</span>`;
+  }
+
   function legend(x) {
     /* the colour bar under the grid, with the scale's ticks and name, and the masked cells' key */
     const run = E.run, data = x.data;
+    if (data && run.biasing(x, data.kinds[x.state.kind])) {
+      x.ui.legend.innerHTML = biasLegend(data.kinds[x.state.kind]) +
+        `<span class="av-masked-key"><span class="av-swatch av-masked"></span>masked: may not attend (weight 0)</span>`;
+      return;
+    }
     const stops = Array.from({length: 11}, (_, i) => run.css(run.colour(i / 10))).join(",");
     const ticks = {linear: ["0", "0.5", "1"], log: ["≤0.001", "0.03", "1"], row: ["0", "½ row max", "row max"]}[x.state.scale];
     x.ui.legend.innerHTML = `<span class="av-colourbar"><span class="av-bar" style="background:linear-gradient(90deg,${stops})">` +

@@ -80,7 +80,20 @@
   }
 
   function caption(x, k) {
+    if (x.state.show === "bias") return biasCaption(x, k);
     return x.state.show in E.run.STACK_SHOWS ? stackCaption(x, k) : weightsCaption(x, k);
+  }
+
+  function biasCaption(x, k) {
+    /* the position bias view's caption: what B is, or why this kind shows its weights instead */
+    if (!E.run.biasing(x, k)) {
+      return `<b class="av-flow-caption">${escapeHtml(k.label)} adds no position bias (B = 0).</b> Showing the ` +
+        "weights: " + weightsCaption(x, k);
+    }
+    return `${escapeHtml(k.label)} · layer ${x.state.layer} · head ${x.state.head} · <b class="av-flow-caption">` +
+      `position bias B</b> <span>(what the model adds to each score of QKᵀ·s before the mask and the softmax, by ` +
+      `where the query and the key are; rows: queries, ${AXES[k.queries] || k.queries}; columns: keys, ` +
+      `${AXES[k.keys] || k.keys})</span>`;
   }
 
   function weightsCaption(x, k) {
@@ -96,14 +109,14 @@
   function fillTable(x, k, w, offset, maxima, t) {
     /* each cell is written only where it changes: a head switch leaves most "0.00" cells as they are, and
        every write would lay the table out again (the widest table has ~1,400 cells) */
-    const run = E.run, table = x.table, drawn = table.shown;
+    const run = E.run, table = x.table, drawn = table.shown, tone = run.toneOf(x, k, true);
     table.cells.forEach(([td, index, q, j], c) => {
       let css, text, title, cls;
       if (run.future(k, t, q, j)) {
         css = ""; text = ""; title = `not computed yet at step ${t + 1}`; cls = "av-future";
       } else {
         const value = w[offset + index];
-        css = run.LUT_CSS[run.level(run.position(x.state.scale, value, maxima[q]))]; title = value.toFixed(4); cls = "";
+        css = tone(value, maxima[q]); title = value.toFixed(4); cls = "";
         text = table.small ? "" : value.toFixed(2);
       }
       const was = drawn[c];
@@ -134,16 +147,18 @@
     const shownAs = large ? x.map : x.table;
     shownAs.caption.innerHTML = caption(x, k);
     sayWideSoon(x);
-    const painted = `${state.layer} ${state.head} ${state.scale} ${t} ${run.flowing(x, k)} ${run.stacked(x, k) && state.show}`; // what the view's cells show
+    const painted = `${state.layer} ${state.head} ${state.scale} ${t} ${run.flowing(x, k)} ${run.biasing(x, k)} ` +
+      `${run.stacked(x, k) && state.show}`; // what the view's cells show
     if (shownAs.painted === painted) return; // a kept kind's head view, as it was left
     shownAs.painted = painted;
     const maxima = run.rowMaxima(w, offset, k.Q, k.K);
     if (large) {
+      const tone = run.toneOf(x, k);
       x.map.draw((q, j) => {
         if (run.future(k, t, q, j)) return false;
         if (!k.allowed[q][j]) return null;
         const value = w[offset + q * k.K + j];
-        return [run.LUT[run.level(run.position(state.scale, value, maxima[q]))], value.toFixed(2)];
+        return [tone(value, maxima[q]), value.toFixed(2)];
       }, t);
       return;
     }

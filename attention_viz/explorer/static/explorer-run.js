@@ -3,6 +3,8 @@
  *
  *   AttentionExplorer.run.prepare(payload)        -> the kept run (kinds by name, each with weights[layer])
  *   AttentionExplorer.run.weightsOf(x, k, l)      -> [H * Q * K] what the maps show for kind k, layer l, at x's step
+ *   AttentionExplorer.run.toneOf(x, k, css)       -> (value, row max) -> its colour ([r, g, b], or css: a cell's style):
+ *                                                    a weight on the colour scale, a position bias on the diverging bar
  * `x` is one mounted explorer's context (explorer.js: its state, its kept run as x.data).
  */
 (function (global) {
@@ -17,6 +19,23 @@
   const LUT = Array.from({length: LEVELS}, (_, i) => colour(i / (LEVELS - 1)));
   const LUT_CSS = LUT.map((rgb) => `background:${css(rgb)};color:${ink(rgb)}`);
   const level = (t) => Math.round(Math.min(Math.max(t, 0), 1) * (LEVELS - 1));
+  // a position bias B is signed: the diverging bar (blue −, white 0, red +), ±the kind's largest |B|
+  const BIAS_LUT = Array.from({length: LEVELS}, (_, i) => global.AttentionPalette.diverging(2 * i / (LEVELS - 1) - 1));
+  const BIAS_CSS = BIAS_LUT.map((rgb) => `background:${css(rgb)};color:${ink(rgb)}`);
+
+  function decodeBias(b64) {
+    /* base64 of little-endian float32 -> Float32Array (copied: base64's bytes need not sit 4-aligned) */
+    const bytes = global.AttentionShared.bytes(b64);
+    return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+  }
+  function biasOf(entry, H, Q, K) {
+    /* a kind's position bias: {range, layers[l] = Float32Array [H * Q * K]}; a layer that adds none holds zeros */
+    if (!entry.bias) return null;
+    const maps = entry.bias.maps, layers = [];
+    maps.forEach((data, l) => layers.push(typeof data === "number" ? layers[data]
+      : data === null ? new Float32Array(H * Q * K) : decodeBias(data)));
+    return {range: entry.bias.range, layers: layers};
+  }
 
   function decode(b64, quant) {
     /* base64 of little-endian uint16 -> Float32Array of weights */
@@ -35,6 +54,7 @@
         queryTokens: queries, keyTokens: keys, Q: queries.length, K: keys.length,
         weights: entry.maps.map((b64) => decode(b64, payload.quant)),
         norms: entry.norms || null, // [layer][head][key]: ‖v_j W_O^h‖
+        bias: biasOf(entry, payload.n_heads, queries.length, keys.length), // the position bias B added to QKᵀ
         allowed: entry.mask.map((row) => Array.from(row, (c) => c === "1")),
         // the whole stack read as one mixing (service.stacks): rollout and, where computed, flow, each [Q * K]
         stack: entry.stack ? {rollout: decode(entry.stack.rollout, payload.quant),
@@ -72,12 +92,24 @@
   }
   const future = (k, t, q, j) => t >= 0 && (q > t || (k.keys === "target" && j > t)); // not computed at step t
   const flowing = (x, k) => x.state.show === "flows" && x.data.canFlow && !!k.norms;
+  const biasing = (x, k) => x.state.show === "bias" && !!k.bias; // the position bias B instead of the weights
   // the stack views: one [T, T] map for the whole stack of a self-attention kind, the same for every layer and head
   const STACK_SHOWS = {rollout: "rollout", flow: "attention flow"};
   const stackMap = (x, k) => (x.state.show in STACK_SHOWS && k.stack ? k.stack[x.state.show] : null);
   const stacked = (x, k) => !!stackMap(x, k);
-  const weightsOf = (x, k, l) => (stacked(x, k) ? stackAt(x, k) : flowing(x, k) ? flowsAt(x, k, l, stepping(x, k))
-    : weightsAt(x, k, l, stepping(x, k)));
+  const weightsOf = (x, k, l) => (stacked(x, k) ? stackAt(x, k) : biasing(x, k) ? k.bias.layers[l]
+    : flowing(x, k) ? flowsAt(x, k, l, stepping(x, k)) : weightsAt(x, k, l, stepping(x, k)));
+
+  function toneOf(x, k, asCss) {
+    /* what colours a value of kind k as the explorer shows it: a position bias on the diverging bar (±k.bias.range),
+       else a weight under the colour scale (its row's maximum for "row") */
+    if (biasing(x, k)) {
+      const lut = asCss ? BIAS_CSS : BIAS_LUT, range = k.bias.range > 0 ? k.bias.range : 1;
+      return (value) => lut[level((value / range + 1) / 2)];
+    }
+    const lut = asCss ? LUT_CSS : LUT, scale = x.state.scale;
+    return (value, rowMax) => lut[level(position(scale, value, rowMax))];
+  }
 
   function stackAt(x, k) {
     /* [H * Q * K] the stack's map, repeated for every head, so the head view draws it at any head's offset */
@@ -134,6 +166,6 @@
   const kindOff = (x, k) => Array.from({length: k.layers}, (_, l) => l).every((l) => layerOff(x, k, l));
 
   E.run = {prepare: prepare, decode: decode, rowMaxima: rowMaxima, position: position, stepping: stepping, future: future,
-    flowing: flowing, stacked: stacked, STACK_SHOWS: STACK_SHOWS, weightsOf: weightsOf, weightsAt: weightsAt, flowsAt: flowsAt, keyOf: keyOf, isOff: isOff,
+    flowing: flowing, biasing: biasing, toneOf: toneOf, BIAS_LUT: BIAS_LUT, stacked: stacked, STACK_SHOWS: STACK_SHOWS, weightsOf: weightsOf, weightsAt: weightsAt, flowsAt: flowsAt, keyOf: keyOf, isOff: isOff,
     layerOff: layerOff, kindOff: kindOff, LUT: LUT, LUT_CSS: LUT_CSS, level: level, colour: colour, ink: ink, css: css};
 })(window);

@@ -13,6 +13,7 @@
     /* the hovered cell of the chosen head: its weight, and with what flows, its share, the norm and the weight */
     const run = E.run, state = x.state, k = x.data.kinds[state.kind], t = run.stepping(x, k);
     const index = (state.head * k.Q + q) * k.K + j, weight = run.weightsAt(x, k, state.layer, t)[index];
+    if (run.biasing(x, k)) return `position bias B ${run.weightsOf(x, k, state.layer)[index].toFixed(4)} (weight ${weight.toFixed(4)})`;
     if (run.stacked(x, k)) return `${run.STACK_SHOWS[state.show]} ${run.weightsOf(x, k, state.layer)[index].toFixed(4)} of output token ${q}`;
     if (!run.flowing(x, k)) return `weight ${weight.toFixed(4)}`;
     return `${run.flowsAt(x, k, state.layer, t)[index].toFixed(4)} of the row's flow (weight ${weight.toFixed(4)} × ` +

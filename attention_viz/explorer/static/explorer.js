@@ -1,7 +1,8 @@
 /* explorer.js: draws one packed run (attention_viz/explorer/pack.py) in the browser.
  *
  *   AttentionExplorer.mount(container, payload, {rootId: "explorer", headViewId: "head_view"})
- *     -> controller {select(kind, layer, head), setScale(name), setShow("weights" | "flows" | "rollout" | "flow"),
+ *     -> controller {select(kind, layer, head), setScale(name),
+ *                    setShow("weights" | "flows" | "rollout" | "flow" | "bias"),
  *                    setPayload(payload (object or JSON) or null), setStep(t or null), play(), pause(),
  *                    openOn({kind, layer, head}) (now, and for the next run), markStale(message or null),
  *                    state: {kind, layer, head, scale, show}}
@@ -51,11 +52,13 @@
   // what the maps show: the weights α, or what flows (Kobayashi et al. 2020): α_ij·‖v_j W_O^h‖, as each row's
   // share (the server sends ‖v_j W_O^h‖ per head and key; a run without them offers the weights only)
   // ... or a self-attention stack read as one mixing (Abnar & Zuidema 2020): its rollout, or its attention flow
+  // ... or the position bias B a model adds to QKᵀ (T5's relative positions, ALiBi), a signed map of its own
   const SHOWS = {weights: "attention weights α", flows: "what flows (α·‖v W_O‖)", rollout: "rollout of the stack",
-    flow: "attention flow of the stack"};
+    flow: "attention flow of the stack", bias: "position bias B (added to QKᵀ)"};
   // a view the payload offers but this run cannot show stays listed, disabled, and the line under the controls says why
   const FLOWS_OFF = "What flows is off for this run: with the causal mask off, the decoder's maps change at every " +
     "decode step, and the value norms are the finished run's.";
+  const BIAS_OFF = "The position bias is switched off for this run (B = 0): switch it on to see it.";
   const MAX_MEASURES = 2000; // performance measures kept before they are cleared (a long session stays small)
 
   function shell(root, rootId, headViewId, stepId, scoresId) {
@@ -237,8 +240,11 @@
     // stacks); showOff: those this run cannot show, each with why (listed, disabled, the reason under the controls)
     const stacks = Object.values(data.kinds).filter((k) => k.stack);
     const norms = Object.values(data.kinds).some((k) => k.norms);
-    data.shows = ["weights", ...(norms ? ["flows"] : []), ...(stacks.length ? ["rollout", "flow"] : [])];
+    const biased = Object.values(data.kinds).some((k) => k.bias) || next.position_bias === false;
+    data.shows = ["weights", ...(norms ? ["flows"] : []), ...(stacks.length ? ["rollout", "flow"] : []),
+      ...(biased ? ["bias"] : [])];
     data.showOff = {};
+    if (next.position_bias === false) data.showOff.bias = BIAS_OFF;
     if (norms && !data.canFlow) data.showOff.flows = FLOWS_OFF;
     if (stacks.length && !stacks.some((k) => k.stack.flow)) {
       data.showOff.flow = stacks.map((k) => k.stack.flowNote).find(Boolean) || "No attention flow for this run.";

@@ -231,17 +231,21 @@ def test_kubectl_renders_the_kustomization_offline():
 
 def test_a_real_model_loads_offline_from_a_hub_cache_as_the_volume_holds_it(tmp_path):
     """The Space's models (SPACE_DEFAULT, nothing named, SPACE_ID set) from HF_HOME as the Hub's cache lays them out,
-    the Hub off: opus-mt-en-de (a tiny Marian under its name) loads, and SmolLM2-135M (a tiny Llama-class model with
-    its 8,192 positions under its name) reads a page past 256 tokens. One process for both (its start is most of the
-    cost)."""
+    the Hub off: opus-mt-en-de (a tiny Marian under its name) loads, SmolLM2-135M (a tiny Llama-class model with
+    its 8,192 positions under its name) reads a page past 256 tokens, and dinov2-small and whisper-tiny (a tiny DINOv2
+    and a tiny Whisper under their names) are the Pictures and sound tab's, read by their configs, a picture and a
+    recording shown. One process for all (its start is most of the cost)."""
     pytest.importorskip("transformers")
-    from devtools.hub_models import save_tiny
+    from devtools.hub_models import save_tiny, save_tiny_image, save_tiny_whisper
 
     revision = "0" * 40
     hub = tmp_path / "hf" / "hub"
-    for name, family in (("Helsinki-NLP--opus-mt-en-de", "marian"), ("HuggingFaceTB--SmolLM2-135M", "llama")):
+    for name, family in (("Helsinki-NLP--opus-mt-en-de", "marian"), ("HuggingFaceTB--SmolLM2-135M", "llama"),
+                         ("facebook--dinov2-small", "dinov2"), ("openai--whisper-tiny", "whisper")):
         repo = hub / f"models--{name}"
-        folder = save_tiny(family, repo / "snapshots" / revision)
+        snapshot = repo / "snapshots" / revision
+        folder = (save_tiny_image(family, snapshot) if family == "dinov2" else save_tiny_whisper(snapshot)
+                  if family == "whisper" else save_tiny(family, snapshot))
         if family == "llama":
             config = json.loads((folder / "config.json").read_text())
             (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 8192}))
@@ -251,16 +255,24 @@ def test_a_real_model_loads_offline_from_a_hub_cache_as_the_volume_holds_it(tmp_
               "from attention_viz.service.long_runs import LongRuns; c = Catalog(); "
               "m = c.real.get('hub:Helsinki-NLP/opus-mt-en-de'); "
               "p = LongRuns(c.real).read('hub:HuggingFaceTB/SmolLM2-135M', 'the cat sat on the mat. ' * 60); "
-              "print(json.dumps([c.real.keys, m.family.name, p['read'], p['of'], p['note']]))")
+              "from attention_viz.service.media_view import MediaViews; from attention_viz.service.pngstore import "
+              "PngStore; import pathlib, numpy, soundfile; v = MediaViews(c.real, PngStore(pathlib.Path('png'))); "
+              "soundfile.write('a.wav', numpy.zeros(8000, 'float32'), 16000); "
+              "pic = str(pathlib.Path(__import__('attention_viz').__file__).parent / 'data' / 'sample_picture.png'); "
+              "a = v.view('hub:facebook/dinov2-small', pic); b = v.view('hub:openai/whisper-tiny', 'a.wav'); "
+              "print(json.dumps([c.real.keys, m.family.name, p['read'], p['of'], p['note'], c.real.text_keys, "
+              "v.choices(), a['query'], 'Transcript' in b['notes']]))")
     environ = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
                "SPACE_ID": "someone/attention_viz"}
     environ.pop("ATTENTION_VIZ_HUB_MODELS", None)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environ, cwd=tmp_path,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    keys, family, read, of, note = json.loads(done.stdout.strip().split("\n")[-1])
-    assert keys == ["hub:Helsinki-NLP/opus-mt-en-de", "hub:HuggingFaceTB/SmolLM2-135M"] and family == "Marian"
+    keys, family, read, of, note, text, media, query, transcribed = json.loads(done.stdout.strip().split("\n")[-1])
+    assert keys == ["hub:Helsinki-NLP/opus-mt-en-de", "hub:HuggingFaceTB/SmolLM2-135M", "hub:facebook/dinov2-small",
+                    "hub:openai/whisper-tiny"] and family == "Marian"
     assert read == of > 256 and note == ""  # every token read: its positions go past 256
+    assert text == keys[:2] and [value for _, value in media] == keys[2:] and query == 0 and transcribed
 
 def test_the_space_preloads_exactly_the_models_it_offers():
     """The README's front matter (the Space's preload_from_hub) names SPACE_DEFAULT, the models a Space offers."""

@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from attention_viz.draw.raster import WEIGHT_CMAP
+from attention_viz.draw.raster import WEIGHT_CMAP, colour_index, colormap_lut
 from attention_viz.draw.vector import LABEL_PT, PAGE_WIDTH, TICK_PT, TITLE_PT, write_figure
 
 ALPHA = 0.6       # the weights' colour over the picture
 PANEL = 1.6       # inches a panel's side takes in a grid
 COLUMNS = 4       # panels per row at most
+MARK_RGB = (255, 64, 64)  # the outline of the patch that looks, in overlay_pixels
 
 
 def query_rows(weights: np.ndarray, query: int) -> np.ndarray:
@@ -36,6 +37,33 @@ def query_rows(weights: np.ndarray, query: int) -> np.ndarray:
     if not 0 <= query < weights.shape[1]:
         raise ValueError(f"query {query} is not one of the map's {weights.shape[1]} tokens")
     return weights[:, query]
+
+
+def overlay_pixels(picture: np.ndarray, row: np.ndarray, grid: tuple[int, int], n_special: int,
+                   marked: int | None = None, zoom: int = 1) -> np.ndarray:
+    """One query's row [T] over the picture [H, W, 3] uint8, as pixels [H·zoom, W·zoom, 3] uint8: each patch coloured
+    by its weight ÷ the row's largest on a patch (WEIGHT_CMAP, ALPHA over the picture), the patch `marked` (its index
+    among the patches) outlined. Every pixel stays where the model saw it (zoomed), so a click finds its patch."""
+    rows, columns = grid
+    if row.shape != (n_special + rows * columns,):
+        raise ValueError(f"the row has {row.shape[0]} weights, not {n_special} special tokens and {rows} x {columns} "
+                         "patches")
+    weights = np.asarray(row[n_special:], dtype=np.float64).reshape(grid)
+    top = weights.max()
+    colours = colormap_lut()[colour_index(weights / top if top > 0 else weights)]  # (rows, columns, 3)
+    height, width = picture.shape[:2]
+    cover = np.repeat(np.repeat(colours, height // rows, axis=0), width // columns, axis=1)  # (H, W, 3)
+    blended = np.rint(ALPHA * cover + (1 - ALPHA) * picture.astype(np.float64)).astype(np.uint8)
+    image = np.repeat(np.repeat(blended, zoom, axis=0), zoom, axis=1)  # (H·zoom, W·zoom, 3)
+    if marked is not None:
+        side_y, side_x = height // rows * zoom, width // columns * zoom
+        top_y, left = marked // columns * side_y, marked % columns * side_x
+        edge = max(2, zoom)
+        for y0, y1, x0, x1 in ((top_y, top_y + edge, left, left + side_x), (top_y + side_y - edge, top_y + side_y,
+                               left, left + side_x), (top_y, top_y + side_y, left, left + edge),
+                               (top_y, top_y + side_y, left + side_x - edge, left + side_x)):
+            image[y0:y1, x0:x1] = MARK_RGB
+    return image
 
 
 def overlay_figure(picture: np.ndarray, rows: np.ndarray, grid: tuple[int, int], specials: Sequence[str],

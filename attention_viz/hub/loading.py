@@ -455,8 +455,23 @@ def one_stack(name: str) -> bool:
 def stacks(name: str) -> int | None:
     """How many stacks the config of `name` says the model has (2: an encoder-decoder model, else 1), read from the
     folder or the cache and never fetched; None where it cannot be read (not cached, not a model)."""
+    config = cached_config(name)
+    return None if config is None else 2 if getattr(config, "is_encoder_decoder", False) else 1
+
+
+def reads(name: str) -> str | None:
+    """What the model of `name` reads, by its config read as `stacks` reads it: "pictures" (an image model),
+    "recordings" (a speech model) or "text"; None where its config cannot be read so."""
+    config = cached_config(name)
+    if config is None:
+        return None
+    return "pictures" if images.vision_config(config) is not None else "recordings" if speech.is_speech(config) \
+        else "text"
+
+
+def cached_config(name: str):
+    """The config of `name` from its folder or the cache, never fetched; None where it cannot be read so."""
     try:
-        config = AutoConfig.from_pretrained(name, local_files_only=True)
+        return AutoConfig.from_pretrained(name, local_files_only=True)
     except Exception:  # noqa: BLE001 - not cached, not a model: unknown
         return None
-    return 2 if getattr(config, "is_encoder_decoder", False) else 1

@@ -27,11 +27,12 @@ logger = logging.getLogger(__name__)
 NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False}
 
 
-def server_app_kwargs(catalog: Catalog | None = None) -> dict:
+def server_app_kwargs(catalog: Catalog | None = None, uploads: int = 0) -> dict:
     """Gradio's launch(app_kwargs=...) for the app: its FastAPI app with BodyLimit and PageCompression as its own
     (who may join the queue is decided in the queue: server/admission.py), unknown endpoints answered 404, no
-    telemetry asked for on each request, and, given the server's catalog, GET /healthz."""
-    kwargs = {"middleware": [Middleware(BodyLimit), Middleware(PageCompression)],
+    telemetry asked for on each request, and, given the server's catalog, GET /healthz. uploads: the bytes an upload
+    may take (0: the server takes none, and an upload is held to the body limit)."""
+    kwargs = {"middleware": [Middleware(BodyLimit, uploads=uploads), Middleware(PageCompression)],
               "exception_handlers": {gradio.FnIndexInferError: unknown_endpoint, KeyError: unknown_endpoint},
               "telemetry": NO_TELEMETRY}
     if catalog is not None:

@@ -15,7 +15,7 @@ FACE = {
     "Views": "views", "text_label": "views", "Runs": "runs", "warms_real_steps": "real_models",
     "Settings": "requests", "heads_off_text": "requests", "check_int": "checks", "ModelControls": "models",
     "Lesson": "lesson", "LiveTrainer": "live", "KIND_LABELS": "qk_view", "OwnQK": "qk_view", "PAIRS": "pairs",
-    "PAIR_TEXTS": "pairs",
+    "PAIR_TEXTS": "pairs", "MediaViews": "media_view",
 }
 
 

@@ -282,8 +282,10 @@ class Catalog:
 
     def entries(self) -> list[Entry]:
         """Every picker entry in the picker's order, each answering for its kind: the trained families (FamilyEntry),
-        the real models set up (RealEntry, none loaded to list them), the untrained model (UntrainedEntry)."""
-        return [*self._family_entries, *(RealEntry(key, self.real) for key in self.real.keys), self._untrained_entry]
+        the real models set up that read text (RealEntry, none loaded to list them; the Pictures and sound tab offers
+        the others), the untrained model (UntrainedEntry)."""
+        return [*self._family_entries, *(RealEntry(key, self.real) for key in self.real.text_keys),
+                self._untrained_entry]
 
     def d_k_choices(self, model: str) -> list[int]:
         """The trained d_k values of a family, a real model's own, or [] for the untrained model (free d_k)."""
@@ -356,8 +358,8 @@ class Catalog:
 
     @property
     def real_choices(self) -> list[tuple[str, str]]:
-        """(label, value) pairs of the real models set up here, in set-up order (none loaded to say them)."""
-        return [(self.real.label(k), k) for k in self.real.keys]
+        """(label, value) pairs of the real models set up here that read text, in set-up order (none loaded)."""
+        return [(self.real.label(k), k) for k in self.real.text_keys]
 
     @property
     def rng_lock(self) -> threading.Lock:

@@ -2,7 +2,8 @@
 scales by 1/√d_k (footnote 4, in numbers and in a trained model's own q and k), and more on a real model when the
 server is set up with one (service.real_models): the 1/√d_k taken out of it, footnote 4 in its own q and k, which
 of its heads matter (when it writes text), and where its heads look in a page read at length (the Long text tab: the
-sink, a head on the previous token; a model of one stack preferred, which reads the whole page).
+sink, a head on the previous token; a model of one stack preferred, which reads the whole page); and, where it has an
+image model, where a picture's class token looks and what taking 1/√d_k out does to it (service.lesson_media).
 
 A step is a state, not a sequence of side effects: it says which tab to open and sets every control its view
 depends on (a Transformer step: the whole Settings of its run, so nothing is left from an earlier step), and writes
@@ -27,6 +28,7 @@ import numpy as np
 from attention_viz.core.maps import MapKey, kind_key
 from attention_viz.service.checks import check_int
 from attention_viz.service.heads_view import most_important
+from attention_viz.service.lesson_media import IMAGE_TITLE, IMAGE_UNSCALED_TITLE, image_step
 from attention_viz.service.limits import HUB_PREFIX, LAB_TABLE
 from attention_viz.service.real_models import display_name
 from attention_viz.service.requests import Settings, heads_off_text
@@ -52,7 +54,7 @@ class LessonStep:
 
     index: int
     title: str
-    tab: str                                      # "transformer", "lab", "training" or "long"
+    tab: str                                      # "transformer", "lab", "training", "long" or "media"
     text: str = ""
     controls: dict = field(default_factory=dict)  # the Transformer tab: text, model, d_k, scale (when it applies),
     #                                               heads_off (text, as parse_heads_off reads it; "" for none)
@@ -65,6 +67,8 @@ class LessonStep:
     live: dict | None = None                      # train it yourself: task, d_k, arm
     long: dict | None = None                      # the Long text tab: model, text, and its view's payload (the
     #                                               kept run's, with the chosen head's overview)
+    media: dict | None = None                     # the Pictures and sound tab: model, picture, scale, layer, head,
+    #                                               query, and its views (service.media_view's answer)
 
 
 @lru_cache(maxsize=1)
@@ -125,7 +129,7 @@ class Lesson:
         writes text (an encoder-decoder or a decoder, whose heads can be scored by their output); with one_stack, the
         first of one stack (which reads the whole page, where an encoder-decoder reads it with its encoder). None
         when none."""
-        for key in self.real.keys:
+        for key in self.real.text_keys:
             if one_stack and not self.real.one_stack(key):
                 continue
             try:
@@ -138,13 +142,13 @@ class Lesson:
 
     @property
     def titles(self) -> tuple[str, ...]:
-        """The steps' titles: ours, then the four real steps when the server is set up with real models (the last, a
-        page read at length in the Long text tab). The count depends on the set-up alone, never on
-        what loading found (a reader's "of 13" holds from the first step to the last): a real step whose model cannot
+        """The steps' titles: ours, the four real steps when the server is set up with real models that read text (the
+        page read at length in the Long text tab), then the two on pictures where it has an image model. The count
+        depends on the set-up alone, never on what loading found (a reader's "of 13" holds from the first step to the last): a real step whose model cannot
         be had, or a heads step with no model that writes text, says so in its place."""
-        if not self.real.keys:
-            return self.TITLES
-        return (*self.TITLES, REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE, LONG_TITLE)
+        real = (REAL_TITLE, REAL_QK_TITLE, REAL_HEADS_TITLE, LONG_TITLE) if self.real.text_keys else ()
+        pictures = (IMAGE_TITLE, IMAGE_UNSCALED_TITLE) if self.views.media.picture_keys else ()
+        return (*self.TITLES, *real, *pictures)
 
     def __len__(self) -> int:
         return len(self.titles)
@@ -165,7 +169,8 @@ class Lesson:
                  "Scaled and unscaled, side by side in training": self._training,
                  "Meet additive attention": self._additive, "Train one yourself": self._live,
                  REAL_TITLE: self._real, REAL_QK_TITLE: self._real_qk, REAL_HEADS_TITLE: self._real_heads,
-                 LONG_TITLE: self._long}[titles[index]]
+                 LONG_TITLE: self._long, IMAGE_TITLE: lambda step: image_step(self, step, scaled=True),
+                 IMAGE_UNSCALED_TITLE: lambda step: image_step(self, step, scaled=False)}[titles[index]]
         step = build(LessonStep(index, titles[index], "transformer"))
         if step.tab == "transformer" and step.controls and step.settings is None:
             step = replace(step, settings=self.settings_of(step.controls))
@@ -321,7 +326,7 @@ class Lesson:
                        live={"task": "reverse", "d_k": d_k, "arm": "dot"})
 
     def _no_real(self, step: LessonStep) -> LessonStep:
-        names = ", ".join(code(key[len(HUB_PREFIX):]) for key in self.real.keys)
+        names = ", ".join(code(key[len(HUB_PREFIX):]) for key in self.real.text_keys)
         return replace(step, title=NO_REAL_TITLE, tab="transformer",
                        text=f"This server is set up with real models ({names}), but none can be had now: picking "
                             "one in the model picker says why. The lesson's other steps stand; try again later.")

@@ -3,7 +3,8 @@
 The set-up names Hub ids or local folders (`ATTENTION_VIZ_HUB_MODELS="Helsinki-NLP/opus-mt-en-de"`, or the
 `names` argument); the picker offers exactly those, as "hub:" + the name, and a visitor can never make the server
 load anything else. On a Hugging Face Space (SPACE_ID set) with nothing named, the paper's own task is offered:
-SPACE_DEFAULT (opus-mt-en-de and SmolLM2-135M), which the Space's front matter preloads. Without the hub extra (transformers) the list is empty and
+SPACE_DEFAULT (opus-mt-en-de, SmolLM2-135M, DINOv2-small and whisper-tiny), which the Space's front matter
+preloads. Without the hub extra (transformers) the list is empty and
 `missing_extra` says how to add it.
 
 Locks, and why none can stall the server:
@@ -37,9 +38,12 @@ from attention_viz.service.limits import HUB_MODELS_ENV, HUB_PREFIX, REAL_DEVICE
 logger = logging.getLogger(__name__)
 
 EXTRA = 'pip install "attention_viz[hub]" (transformers and sentencepiece)'
-# A Space's real models when none is named (its front matter preloads them): the paper's own task, and a small
-# trained decoder that reads a page (8,192 positions; the Long text tab)
-SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M")
+# A Space's real models when none is named (its front matter preloads them): the paper's own task, a small trained
+# decoder that reads a page (8,192 positions; the Long text tab), a small trained ViT-class image encoder (DINOv2-small,
+# 22 M parameters, Apache-2.0: its class token's attention finds the objects) and Whisper's smallest (39 M, Apache-2.0)
+# for the Pictures and sound tab
+SPACE_DEFAULT = ("Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M", "facebook/dinov2-small",
+                 "openai/whisper-tiny")
 LOAD_WAIT_S = 60.0       # a visitor waits this long for a model being loaded, then hears it is still loading
 RETRY_AFTER_S = 60.0     # a model that could not be downloaded is tried again after this long
 BUSY_WAIT_S = 120.0      # a wait for a real model's run line ends with a message after this long
@@ -170,6 +174,7 @@ class RealModels:
         self._loading: dict[str, _Loading] = {}
         self._lock = threading.Lock()
         self._lines = {key: RunLine() for key in self.keys}  # picker value -> that model's run line
+        self._reads: dict[str, str] = {}  # picker value -> what its config says it reads (reads)
         if self.missing_extra:
             logger.warning("real models %s were asked for, but the hub extra is not installed: %s",
                            configured(names), EXTRA)
@@ -212,6 +217,29 @@ class RealModels:
         from attention_viz.hub.loading import stacks  # the hub extra: installed wherever a real model is set up
 
         return stacks(self.names[display_name(key)])
+
+    def reads(self, key: str) -> str | None:
+        """What the model `key` reads by its config, read from its folder or the cache (hub.loading.reads: "text",
+        "pictures" or "recordings"), nothing loaded; None where it cannot be read so (it is offered as a text model,
+        and loading it says what it is)."""
+        known = self._reads.get(key)
+        if known is None:
+            from attention_viz.hub.loading import reads  # the hub extra, as in stacks
+
+            known = reads(self.names[display_name(key)])
+            if known is not None:
+                self._reads[key] = known  # a config read once is kept; an unknown one is asked again
+        return known
+
+    @property
+    def text_keys(self) -> list[str]:
+        """The models that read text (or whose config cannot be read before loading), in set-up order."""
+        return [key for key in self.keys if self.reads(key) in ("text", None)]
+
+    @property
+    def media_keys(self) -> list[str]:
+        """The models that read pictures or recordings (their configs say so), in set-up order."""
+        return [key for key in self.keys if self.reads(key) in ("pictures", "recordings")]
 
     def get(self, key: str, progress: Callable[[float, str], None] | None = None):
         """The wrapped model (attention_viz.hub.PretrainedTransformer) for a picker value, loaded on first use;

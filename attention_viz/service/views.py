@@ -22,6 +22,7 @@ from attention_viz.draw import png, raster, sheet, vector
 from attention_viz.explorer.html import explorer_html
 from attention_viz.explorer.pack import decode_written, pack
 from attention_viz.service.long_runs import LongRuns
+from attention_viz.service.media_view import MediaViews
 from attention_viz.service.scores import score_kind, task_alignment
 from attention_viz.service.stacks import stack_views
 from attention_viz.explorer.steps import pack_compare, pack_pair, pack_steps
@@ -96,6 +97,7 @@ class Views:
         self.lab = LabData()
         self.own_qk = OwnQK(runs.catalog)  # the lab's "this model's own q·k" (footnote 4 on a trained model)
         self.long = LongRuns(runs.catalog.real)  # a real model reading a page: its line, its kept runs' budget
+        self.media = MediaViews(runs.catalog.real, self.store, self.exports)  # pictures and recordings (the models that read them)
         self._packed = SizedCache(self._pack, PACKED_CACHE_BYTES, packed_size)
         self._training = functools.lru_cache(maxsize=8)(lambda d_k: training_view.training_data(self.runs.catalog, d_k))
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)

@@ -104,6 +104,7 @@ from attention_viz.service import (
 )
 from attention_viz.server.liveness import WATCH
 from attention_viz.server.runtime import release_free_memory
+from attention_viz.webui import media_tab
 from attention_viz.webui.handling import handler, run_key, shown_reason
 from attention_viz.webui.inputs import COMPARE, EXPORT, ROUTED, STEPS, VISUALIZE, Inputs, takes
 from attention_viz.webui.widgets import prose_html
@@ -388,8 +389,8 @@ class Handlers:
         last = len(self.lesson_steps) - 1
         # what the step's numbers come from, by name (lesson_panel.PARTS says where it is on the page)
         reveal = next((name for name, on in (("live", step.live), ("training", step.training), ("own_qk", step.own_qk),
-                                             ("lab", step.lab), ("long", step.long), ("heads", step.view == "heads"))
-                       if on), None)
+                                             ("lab", step.lab), ("long", step.long), ("media", step.media),
+                                             ("heads", step.view == "heads")) if on), None)
         out: dict[str, object] = {
             "lesson_index": step.index, "lesson_text": prose_html(step.text), "tabs": gr.update(selected=step.tab),
             # the explorer's head to open, and the part of the view the step's numbers come from, to bring into sight
@@ -426,6 +427,8 @@ class Handlers:
             out |= {"live_task": step.live["task"], "live_dk": str(step.live["d_k"]), "live_arm": step.live["arm"]}
         if step.long:  # the Long text tab: its model, its text, and the kept run's view as its read would answer
             out |= {"long_model": step.long["model"], "long_text": step.long["text"], "long_view": step.long["payload"]}
+        if step.media:  # the Pictures and sound tab: its controls, and the views the step quotes
+            out |= media_tab.lesson_state(self.views.media, step.media)
         return out
 
     @handler

@@ -39,6 +39,7 @@ PARTS = {
     "long": [["#long_view .av-long-grid[data-stat=first_token]", "#long_view .av-long-chosen"],
              ["#long_view .av-long-chosen"], ["#long_view"]],
     "heads": [["#heads_view .av-imp-box"], ["#heads_view"]],  # the head scores' table
+    "media": [["#media_overlay"], ["#media_notes"]],  # the picture the step's numbers are drawn over
 }
 BAR = "#lesson"
 MORE = "2.5em"  # the height of the fade at the foot of the step's text while more of it is below
@@ -95,7 +96,7 @@ def moved(handlers: Handlers, index: object, move: int) -> int:
 
 
 def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab: dict, training: dict,
-         long: dict | None = None) -> None:
+         long: dict | None = None, media: dict | None = None) -> None:
     """Next / Back -> handlers.lesson, one request: the step's text, tab, controls and views by name (the Long text
     tab's, `long`, where the page has it); then the explorer's head, in the browser. The lesson's events wait on their own line, real steps included: a real step's
     answer is computed once and shared, and a class behind one address would pass the real models' line's bound per
@@ -112,6 +113,7 @@ def wire(handlers: Handlers, lesson: dict, tabs: gr.Tabs, transformer: dict, lab
         **{f"training_{name}": training[name] for name in ("shown", "d_k", "view")},
         **{name: training[name] for name in ("live_task", "live_dk", "live_arm")},
         **{f"long_{name}": long[name] for name in ("model", "text", "view") if long},
+        **{f"media_{name}": component for name, component in (media or {}).items()},
     }
     step = named(handlers.lesson, named_outputs)
     for button, move in ((lesson["forward"], 1), (lesson["back"], -1)):

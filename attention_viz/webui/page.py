@@ -9,7 +9,8 @@ import threading
 
 import gradio as gr
 
-from attention_viz.service import LAB_D_K, LAB_KEYS, Lesson, Runs, Views, warms_real_steps
+from attention_viz.service import (LAB_D_K, LAB_KEYS, MEDIA_UPLOAD_BYTES, Lesson, Runs, Views,
+                                   warms_real_steps)
 from attention_viz.server import admission, runtime, sessions
 from attention_viz.server.answers import Blocks, quick_root_urls
 from attention_viz.server.gradio_internals import (keep_idle_connections, keep_no_analytics, read_signatures_once,
@@ -17,7 +18,8 @@ from attention_viz.server.gradio_internals import (keep_idle_connections, keep_n
 from attention_viz.server.http import server_app_kwargs
 from attention_viz.server.routes import check_logins_at_once, keep_route_matches
 from attention_viz.server.static import files_first
-from attention_viz.webui import lab_tab, lesson_panel, long_tab, scripts, theme, training_tab, transformer_tab
+from attention_viz.webui import (lab_tab, lesson_panel, long_tab, media_tab, scripts, theme, training_tab,
+                                 transformer_tab)
 from attention_viz.webui.handlers import Handlers, opening_settings, ping
 from attention_viz.webui.widgets import prose
 
@@ -72,8 +74,12 @@ def build_app(views: Views | None = None) -> gr.Blocks:
             if long_choices:
                 with gr.Tab("Long text", id="long"):
                     long = long_tab.render(demo, handlers, views, long_choices)
+            media = None
+            if takes_uploads(views):  # pictures and recordings: where the server has a model that reads them
+                with gr.Tab("Pictures and sound", id="media"):
+                    media = media_tab.render(demo, views.media)
         if lesson is not None:
-            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training, long)
+            lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training, long, media)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor
     # A bounded line of waiting events, served one at a time per listener; a waiting page shows its place and an
     # estimate ("queue: 12/40 | 1.1/4.3s"), told as it joins and then every STATUS_EVERY_S; past QUEUE_SIZE,
@@ -82,7 +88,8 @@ def build_app(views: Views | None = None) -> gr.Blocks:
     # direct POST /gradio_api/run/<name> at once, on no line; it answers 404 and says to join the queue instead).
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY, status_update_rate=STATUS_EVERY_S,
                api_open=False)
-    admission.install(demo, transformer["model"], lab["own_model"], real=views.runs.catalog.real.keys)
+    pickers = (transformer["model"], lab["own_model"], *((media["model"],) if media else ()))
+    admission.install(demo, *pickers, real=views.runs.catalog.real.keys)
     wake_on_events(demo, WAKE_MOST_S, PROGRESS_S)
     return demo
 
@@ -117,12 +124,17 @@ def warm_up(views: Views, real: bool = False) -> None:
         Lesson(views).warm_up(real=real)
 
 
+def takes_uploads(views: Views) -> bool:
+    """Whether the server takes uploads: where it has a real model that reads pictures or recordings."""
+    return bool(views.runs.catalog.real.media_keys)
+
+
 def launch(demo: gr.Blocks, views: Views) -> None:
     """Start serving `demo` (build_app's) without blocking, as main() does."""
     # Each session's first event shares the page's config instead of rebuilding it, and keeps no values.
     sessions.share_session_configs(demo)
-    # show_error=False: no internal text reaches users; max_file_size=0: the app takes no uploads, so it stores
-    # none; share=False: never a public tunnel, whatever GRADIO_SHARE says.
+    # show_error=False: no internal text reaches users; max_file_size: 0 (the app takes no uploads, so it stores
+    # none) unless the server has a model that reads pictures or recordings (MEDIA_UPLOAD_BYTES each); share=False: never a public tunnel, whatever GRADIO_SHARE says.
     # state_session_capacity: the sessions Gradio keeps, a bounded few (server/sessions.py).
     # app_kwargs: the body limit, the page compressed, /healthz, unknown endpoints answered 404 (server/http.py);
     # then Gradio's own front-end files answered from memory after their first answer (server/static.py).
@@ -131,9 +143,10 @@ def launch(demo: gr.Blocks, views: Views) -> None:
     # enable_monitoring=False: no /monitoring page (it printed its key to the log, and its summary was anyone's to
     # read), and so no record of each event and no summary of them after each (server/gradio_internals.py,
     # keep_no_analytics).
-    app, _, _ = demo.launch(show_error=False, max_file_size=0, share=False, footer_links=["api"], enable_monitoring=False,
-                            prevent_thread_lock=True, state_session_capacity=sessions.SESSIONS_KEPT,
-                            app_kwargs=server_app_kwargs(views.runs.catalog), theme=theme.THEME,
+    uploads = MEDIA_UPLOAD_BYTES if takes_uploads(views) else 0
+    app, _, _ = demo.launch(show_error=False, max_file_size=uploads, share=False, footer_links=["api"],
+                            enable_monitoring=False, prevent_thread_lock=True, state_session_capacity=sessions.SESSIONS_KEPT,
+                            app_kwargs=server_app_kwargs(views.runs.catalog, uploads), theme=theme.THEME,
                             css=theme.CSS + lesson_panel.CSS,
                             head=scripts.head())
     keep_no_analytics(demo)

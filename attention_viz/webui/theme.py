@@ -31,11 +31,15 @@ TALL_VIEWS = ("lab_view", "explorer_view")
 # accepted input) and the toast gives the message; Gradio's own "Error" badge, centred over each of them, covered
 # that very text ("...the messag[Error] change."). Their error status is not drawn; the toast stays.
 SAY_REFUSAL = ("output", "info", "explorer_view", "steps_view", "steps_text", "compare_view", "compare_text",
-               "heads_view", "lab_view", "lab_numbers")
+               "heads_view", "lab_view", "lab_numbers",
+               # the Pictures and sound tab: a refused file leaves its views as they were, the toast says why
+               *(f"media_{name}" for name in ("notes", "overlay", "heads", "rollout", "specials", "alignment",
+                                             "encoder", "query", "layer", "head")))
 # A checked radio under the pointer: Gradio's hover colour (white) replaced its checked one, and its white dot vanished
 # (white on white) while the pointer rested on the choice just clicked, e.g. "custom factor" as its factor is typed.
 # The model picker's caret sits over the end of its box: a long name ends before it, with an ellipsis.
 # The explorer starts at the top of its tab (it has its own padding): every pixel counts on a 768 px high screen.
+# The recording's player writes its times and speed in zinc-300 on white (1.9:1): the softer text's colour instead.
 MODEL_PICKER = "model"
 # A checked radio or checkbox looks the same focused or not, and a range slider shows nothing: an outline each
 # (only for keyboard focus, :focus-visible, so a click draws none).
@@ -53,4 +57,7 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible, input[type=
 }}
 #{MODEL_PICKER} input {{ padding-right: 28px; text-overflow: ellipsis; }}
 #explorer_view > .html-container {{ padding-top: 0; }}
+.gradio-container .timestamps #time, .gradio-container .timestamps #duration, .gradio-container .playback > span {{
+  color: var(--body-text-color-subdued);
+}}
 """

@@ -503,3 +503,51 @@ def test_a_body_past_the_limit_is_refused_before_the_app_reads_it():
     assert status == 413 and b"Request too large" in body
     status, body = post([b"x" * 600] * 3, None)  # chunked, no length: refused once past the limit
     assert status == 413 and seen == [900]
+
+
+def test_an_upload_streams_through_up_to_its_own_limit_where_the_server_takes_uploads():
+    """body_limit.BodyLimit(uploads=n): Gradio's upload route takes a body up to n (+ UPLOAD_SLACK), handed on as it
+    comes (never held whole); one declared larger is refused with 413 naming the limit in MiB, one that grows past it
+    unannounced is cut (the app hears a disconnect); every other route keeps the small limit, and a server that takes
+    no uploads holds the upload route to it too."""
+    from attention_viz.server.body_limit import UPLOAD_PATH, UPLOAD_SLACK, BodyLimit
+
+    heard = []
+
+    async def app(scope, receive, send):
+        body, messages = b"", []
+        while True:
+            message = await receive()
+            messages.append(message["type"])
+            body += message.get("body", b"")
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        heard.append((len(body), messages[-1]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    def post(path: str, chunks: list[bytes], declared: int | None, uploads: int) -> int:
+        headers = [(b"content-length", str(declared).encode())] if declared is not None else []
+        scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
+        queue = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+        sent = []
+
+        async def receive():
+            return queue.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, BodyLimit(app, limit=1000, uploads=uploads)(scope, receive, send)).result()
+        body = b"".join(m.get("body", b"") for m in sent[1:])
+        assert sent[0]["status"] == 200 or b"at most 1 MiB" in body or b"500 characters" in body
+        return sent[0]["status"]
+
+    chunk = b"x" * 65536
+    assert post(UPLOAD_PATH, [chunk] * 16, 2**20, 2**20) == 200 and heard[-1] == (2**20, "http.request")
+    assert post(UPLOAD_PATH, [chunk], 2**20 + UPLOAD_SLACK + 1, 2**20) == 413 and len(heard) == 1
+    post(UPLOAD_PATH, [chunk] * 20, None, 2**20)  # no length, and more than it may send: cut after 1 MiB + slack
+    assert heard[-1] == (2**20 + UPLOAD_SLACK, "http.disconnect")
+    assert post("/gradio_api/queue/join", [chunk], 65536, 2**20) == 413  # elsewhere the small limit holds
+    assert post(UPLOAD_PATH, [chunk], 65536, 0) == 413 and len(heard) == 2  # a server that takes no uploads

@@ -124,10 +124,15 @@ def test_warming_up_with_real_builds_the_real_steps_too(monkeypatch):
 
     built = []
     monkeypatch.setattr(Lesson, "step", lambda self, index: built.append(index))
-    real = SimpleNamespace(keys=["hub:some"], one_stack=lambda key: True)  # the long text's step too
-    lesson = Lesson(SimpleNamespace(runs=SimpleNamespace(catalog=SimpleNamespace(real=real))))
+    real = SimpleNamespace(keys=["hub:some"], text_keys=["hub:some"], one_stack=lambda key: True)  # the long text's
+    media = SimpleNamespace(picture_keys=[])                                                       # step too
+    lesson = Lesson(SimpleNamespace(runs=SimpleNamespace(catalog=SimpleNamespace(real=real)), media=media))
     lesson.warm_up()
     assert built == list(range(len(Lesson.TITLES)))
     built.clear()
     lesson.warm_up(real=True)
     assert built == list(range(len(Lesson.TITLES) + 4)) == list(range(len(lesson)))
+    media.picture_keys = ["hub:vit"]  # an image model too: its two steps last
+    built.clear()
+    lesson.warm_up(real=True)
+    assert built == list(range(len(Lesson.TITLES) + 6)) == list(range(len(lesson)))

@@ -204,7 +204,8 @@ def test_a_space_offers_the_papers_task_without_any_setting(monkeypatch):
     monkeypatch.delenv("SPACE_ID", raising=False)
     assert configured() == []  # locally nothing is fetched unless named
     monkeypatch.setenv("SPACE_ID", "someone/attention_viz")
-    assert configured() == ["Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M"]
+    assert configured() == ["Helsinki-NLP/opus-mt-en-de", "HuggingFaceTB/SmolLM2-135M", "facebook/dinov2-small",
+                            "openai/whisper-tiny"]
     monkeypatch.setenv("ATTENTION_VIZ_HUB_MODELS", "")
     assert configured() == []  # set, even empty, the operator's word wins
     monkeypatch.setenv("ATTENTION_VIZ_HUB_MODELS", "gpt2")
@@ -226,7 +227,8 @@ def test_a_space_without_its_model_cached_refuses_it_cleanly_and_serves_the_rest
     monkeypatch.setenv("SPACE_ID", "someone/attention_viz")
     monkeypatch.setenv("HF_HOME", os.devnull + "-nothing-cached")
     views = Views(Runs(Catalog()))
-    assert views.runs.catalog.real.keys == ["hub:Helsinki-NLP/opus-mt-en-de", "hub:HuggingFaceTB/SmolLM2-135M"]
+    assert views.runs.catalog.real.keys == ["hub:Helsinki-NLP/opus-mt-en-de", "hub:HuggingFaceTB/SmolLM2-135M",
+                                            "hub:facebook/dinov2-small", "hub:openai/whisper-tiny"]
     with pytest.raises(ValueError, match="opus-mt-en-de. is not in this machine.s Hugging Face cache"):
         within(60, views.runs.settings, "hello", "hub:Helsinki-NLP/opus-mt-en-de", 64)
     assert views.visualize(views.runs.settings("hello", "reverse/sqrt_dk", 16)).run["output"] == "olleh"

@@ -1,0 +1,154 @@
+"""Pictures and sound in the page, as a person uses them: Debian's Chromium through Playwright against the app set up
+with a tiny DeiT, a tiny Whisper and a tiny Marian (tests/e2e/conftest.py's media_app). Screenshots go to
+tests/screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from playwright.sync_api import Page, expect
+
+pytest.importorskip("transformers")
+
+import soundfile  # noqa: E402
+
+pytestmark = pytest.mark.browser
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
+TIMEOUT_MS = 60_000
+
+
+def settle(page: Page) -> None:
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=status-tracker]')].every(e => e.classList.contains('hide'))",
+        timeout=TIMEOUT_MS)
+
+
+def open_tab(page: Page, url: str) -> None:
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.goto(url)
+    page.get_by_role("tab", name="Pictures and sound").click()
+    expect(page.locator("#media_picture img")).to_be_visible(timeout=TIMEOUT_MS)  # the sample, already there
+
+
+def test_the_sample_picture_read_then_a_clicked_patch_looks_from_there(page: Page, media_app, tmp_path):
+    SCREENSHOTS.mkdir(exist_ok=True)
+    open_tab(page, media_app[0] + "/")
+    page.locator("#media_read").click()
+    expect(page.locator("#media_notes")).to_contain_text("from [CLS]", timeout=TIMEOUT_MS)
+    expect(page.locator("#media_specials table")).to_contain_text("[DIST]")
+    for view in ("#media_overlay img", "#media_heads img", "#media_rollout img"):
+        expect(page.locator(view)).to_be_visible()
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "media_picture.png"), full_page=True)
+    drawn = page.locator("#media_overlay img")
+    box = drawn.bounding_box()
+    # the bottom right patch of the 4 x 4 grid: its centre, in the image as drawn (7/8 of its sides)
+    drawn.click(position={"x": box["width"] * 7 / 8, "y": box["height"] * 7 / 8})
+    expect(page.locator("#media_notes")).to_contain_text("from patch 3,3", timeout=TIMEOUT_MS)
+    expect(page.locator("#media_query input")).to_have_value("17")  # the specials' 2, then the 16th patch
+    settle(page)
+    page.locator("#media_overlay").screenshot(path=str(SCREENSHOTS / "media_clicked.png"))
+    page.locator("#media_explore").click()  # every map, in the explorer's offline page
+    expect(page.locator("#media_explorer_file a").first).to_have_attribute("href", re.compile(r"_explorer\.html$"),
+                                                                       timeout=TIMEOUT_MS)
+    # a damaged picture (a PNG cut short) passes the page's own check of its type: the server refuses it, saying so,
+    # and the views stay the last picture's
+    damaged = tmp_path / "damaged.png"
+    damaged.write_bytes((Path(__file__).resolve().parents[2] / "attention_viz" / "data" / "sample_picture.png")
+                        .read_bytes()[:200])
+    before = page.locator("#media_notes").inner_text()
+    page.locator("#media_picture button[aria-label='Remove Image']").click()
+    page.locator("#media_picture input[type=file]").set_input_files(str(damaged))
+    expect(page.locator("[data-testid=toast-body]")).to_contain_text("the picture is damaged", timeout=TIMEOUT_MS)
+    assert page.locator("#media_notes").inner_text() == before
+
+
+def test_a_recording_on_whisper_shows_its_transcript_aligned_and_a_picture_given_to_it_is_refused(page: Page,
+                                                                                                  media_app,
+                                                                                                  tmp_path):
+    rate = 16000
+    t = np.arange(rate // 2) / rate
+    soundfile.write(tmp_path / "tone.wav", (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32), rate)
+    open_tab(page, media_app[0] + "/")
+    page.locator("#media_model input").click()
+    page.get_by_role("option", name="tiny-whisper (recordings)").click()
+    expect(page.locator("#media_recording")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#media_picture")).to_be_hidden()
+    page.locator("#media_recording input[type=file]").set_input_files(str(tmp_path / "tone.wav"))
+    expect(page.locator("#media_notes")).to_contain_text("Transcript", timeout=TIMEOUT_MS)
+    expect(page.locator("#media_alignment img")).to_be_visible()
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "media_recording.png"), full_page=True)
+    from tests.e2e.test_accessibility import report, violations
+
+    found = violations(page)  # WCAG 2.1 A/AA, the recording's views on show
+    assert not found, report(found)
+    before = page.locator("#media_notes").inner_text()
+    page.locator("#media_recording button[aria-label='Clear']").first.click()
+    page.locator("#media_recording input[type=file]").set_input_files(
+        str(Path(__file__).resolve().parents[2] / "attention_viz" / "data" / "sample_picture.png"))
+    # the page's own check refuses it before it is sent (the server's sentence for the API: test_media_client.py)
+    expect(page.locator("[data-testid=toast-body]")).to_contain_text("Invalid file type: sample_picture.png",
+                                                                     timeout=TIMEOUT_MS)
+    settle(page)
+    assert page.locator("#media_notes").inner_text() == before  # nothing else on the page changed
+    expect(page.locator("#media_alignment img")).to_be_visible()
+
+
+def test_the_lessons_picture_steps_open_the_tab_on_the_class_token_then_without_the_scaling(page: Page, media_app):
+    """The lesson on a server with an image model ends with two steps in the Pictures and sound tab (after our nine
+    and the text model's four): they set the model, layer, head, token and scaling and bring the views they quote."""
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.goto(media_app[0] + "/")
+    page.locator("#lesson").get_by_text("A guided lesson").click()
+    total = 15
+    for step in range(1, total):
+        page.locator("#lesson_next").click()
+        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of {total}", timeout=TIMEOUT_MS)
+    expect(page.locator("#lesson_text")).to_contain_text("Where a picture's class token looks")
+    expect(page.get_by_role("tab", name="Pictures and sound")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#media_notes")).to_contain_text("from [CLS]", timeout=TIMEOUT_MS)
+    expect(page.locator("#media_scale input[value=sqrt_dk]")).to_be_checked()
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "media_lesson.png"))
+    page.locator("#lesson_next").click()
+    expect(page.locator("#lesson_text")).to_contain_text(f"Step {total} of {total}", timeout=TIMEOUT_MS)
+    expect(page.locator("#media_scale input[value=none]")).to_be_checked()
+    expect(page.locator("#media_notes")).to_contain_text("off (plain q·k)", timeout=TIMEOUT_MS)
+
+
+def test_axe_finds_no_wcag_violation_in_the_tab_with_a_picture_read(page: Page, media_app):
+    """axe-core's WCAG 2.1 A/AA rules (tests/e2e/test_accessibility.py's) on the tab with a picture's views on show."""
+    from tests.e2e.test_accessibility import report, violations
+
+    open_tab(page, media_app[0] + "/")
+    page.locator("#media_read").click()
+    expect(page.locator("#media_specials table")).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+    found = violations(page)
+    assert not found, report(found)
+
+
+def test_a_recording_from_the_microphone_is_transcribed(browser_type, browser_type_launch_args, media_app):
+    """The microphone, as a person records: Chromium's fake capture device (a beep) granted, Record, Stop; the page
+    sends the recording (WAV) up and Whisper's views come back."""
+    args = [*browser_type_launch_args.get("args", []), "--use-fake-device-for-media-stream",
+            "--use-fake-ui-for-media-stream"]
+    browser = browser_type.launch(**{**browser_type_launch_args, "args": args})
+    try:
+        page = browser.new_context(permissions=["microphone"], viewport={"width": 1280, "height": 1000}).new_page()
+        page.goto(media_app[0] + "/")
+        page.get_by_role("tab", name="Pictures and sound").click()
+        page.locator("#media_model input").click()
+        page.get_by_role("option", name="tiny-whisper (recordings)").click()
+        page.locator("#media_recording").get_by_label("Record audio").click()
+        page.locator("#media_recording button", has_text="Record").first.click()
+        page.wait_for_timeout(1500)  # a second and a half of the fake device's beeps
+        page.locator("#media_recording button", has_text="Stop").first.click()
+        expect(page.locator("#media_notes")).to_contain_text("Transcript", timeout=TIMEOUT_MS)
+        expect(page.locator("#media_alignment img")).to_be_visible()
+    finally:
+        browser.close()

@@ -397,13 +397,6 @@ class MultiHeadAttention(nn.Module):
         concat = heads.transpose(1, 2).reshape(q.size(0), q.size(2), -1)  # (B, Q, H·d_v)
         return self.out_proj(concat), weights
 
-    def value_norms(self, v: torch.Tensor) -> torch.Tensor:
-        """‖v_j^h W_O^h‖: how much key j's value moves the output through head h (Kobayashi et al. 2020):
-        v [B, H, K, d_v] -> [B, H, K]. W_O^h is W_O's block of columns that head h's output meets."""
-        H, d_v = self.n_heads, self.d_v
-        w_o = self.out_proj.weight.view(-1, H, d_v)  # (D, H, d_v): W_O's columns, head by head
-        return torch.einsum("bhkv,dhv->bhkd", v, w_o).norm(dim=-1)  # (B, H, K)
-
     def forward(
         self,
         query: torch.Tensor,

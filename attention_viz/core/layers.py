@@ -70,12 +70,11 @@ class EncoderLayer(nn.Module):
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None, variation: Variation, probe: Probe | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """x [B, S, D], mask -> [B, H, S, S] -> (x [B, S, D], self-attention weights [B, H, S, S])."""
-        attended, weights = self.self_attn(x, x, x, mask, variation.scale, probe)
-        x = self.norm1(x + self.dropout(attended))
-        x = self.norm2(x + self.dropout(self.feed_forward(x)))
-        return x, weights
+    ) -> torch.Tensor:
+        """x [B, S, D], mask -> [B, H, S, S] -> x [B, S, D]; the self-attention's weights [B, H, S, S] go to the
+        probe (core.trace)."""
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask, variation.scale, probe)[0]))
+        return self.norm2(x + self.dropout(self.feed_forward(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -101,27 +100,13 @@ class DecoderLayer(nn.Module):
         variation: Variation,
         self_probe: Probe | None = None,
         cross_probe: Probe | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S])."""
-        y, self_weights = self.self_block(y, self_mask, variation, self_probe)
-        y, cross_weights = self.cross_block(y, memory, cross_mask, variation, cross_probe)
-        y = self.norm3(y + self.dropout(self.feed_forward(y)))
-        return y, self_weights, cross_weights
-
-    def self_block(
-        self, y: torch.Tensor, self_mask: torch.Tensor | None, variation: Variation, probe: Probe | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """First sub-layer: y [B, T, D] -> (norm1(y + self-attention) [B, T, D], weights [B, H, T, T])."""
-        attended, weights = self.self_attn(y, y, y, self_mask, variation.scale, probe)
-        return self.norm1(y + self.dropout(attended)), weights
-
-    def cross_block(
-        self, y: torch.Tensor, memory: torch.Tensor, cross_mask: torch.Tensor | None, variation: Variation,
-        probe: Probe | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Second sub-layer: y [B, T, D], memory [B, S, D] -> (norm2(y + attention to memory), weights [B, H, T, S])."""
-        attended, weights = self.cross_attn(y, memory, memory, cross_mask, variation.scale, probe)
-        return self.norm2(y + self.dropout(attended)), weights
+    ) -> torch.Tensor:
+        """y [B, T, D], memory [B, S, D] -> y [B, T, D]; the self [B, H, T, T] and cross weights [B, H, T, S] go to
+        the probes (core.trace)."""
+        y = self.norm1(y + self.dropout(self.self_attn(y, y, y, self_mask, variation.scale, self_probe)[0]))
+        y = self.norm2(y + self.dropout(self.cross_attn(y, memory, memory, cross_mask, variation.scale,
+                                                        cross_probe)[0]))
+        return self.norm3(y + self.dropout(self.feed_forward(y)))
 
     def step(
         self,

@@ -1,4 +1,5 @@
-"""The encoder-decoder Transformer (§3.1, Figure 1): one forward pass returns the logits and every attention map.
+"""The encoder-decoder Transformer (§3.1, Figure 1): one forward pass returns the logits and every attention map,
+recorded by its probes (core.trace, RECORDS) as a real model's are.
 
 Axes: B batch, S source positions, T target positions, D d_model, V vocabulary.
 Inference-time switches are arguments of the forward pass, never state on the modules: one core.variation.Variation
@@ -13,23 +14,25 @@ Inference-time switches are arguments of the forward pass, never state on the mo
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 from collections.abc import Collection, Sequence
 
 import torch
 from torch import nn
 
-from attention_viz.core.ablation import switches
 from attention_viz.core.attention import (SCALE_MODES, Kernel, MultiHeadAttention, Scale, attention_masks, source_mask,
                                           target_mask)
 from attention_viz.core.attention import padding_mask as make_padding_mask
 from attention_viz.core.config import TransformerConfig
 from attention_viz.core.layers import DecoderLayer, Embeddings, EncoderLayer, positional_encoding
 from attention_viz.core.maps import AttentionMaps, InputAxis, MapKey, axis_of, keys_of, kind_key, map_key
-from attention_viz.core.protocol import Abilities
-from attention_viz.core.trace import Probe, Stop, Trace, Traced, trace
+from attention_viz.core.protocol import Abilities, Passes
+from attention_viz.core.trace import Probe, Stop, Trace, Traced, recorded
 from attention_viz.core.trace import kept as trace_kept
 from attention_viz.core.variation import PAPER, Variation, variation_of
+
+RECORDS = ("weights",)  # what our model's pass records for itself at every attention (core.trace): its map
 
 
 class Encoder(nn.Module):
@@ -47,13 +50,11 @@ class Encoder(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None, variation: Variation = PAPER,
         probes: Trace | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """x [B, S, D] -> (memory [B, S, D], self-attention weights per layer [B, H, S, S])."""
-        weights = []
+    ) -> torch.Tensor:
+        """x [B, S, D] -> memory [B, S, D]; each layer's weights [B, H, S, S] recorded by its probe."""
         for i, layer in enumerate(self.layers):
-            x, w = layer(x, mask, variation, (probes or {}).get(map_key("encoder", i, "self_attn")))
-            weights.append(w)
-        return (self.norm(x) if self.norm is not None else x), weights
+            x = layer(x, mask, variation, encoder_probe(probes, i))
+        return self.norm(x) if self.norm is not None else x
 
 
 class Decoder(nn.Module):
@@ -76,18 +77,17 @@ class Decoder(nn.Module):
         cross_mask: torch.Tensor | None = None,
         variation: Variation = PAPER,
         probes: Trace | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """y [B, T, D], memory [B, S, D] -> (y [B, T, D], self weights [B, H, T, T], cross weights [B, H, T, S] per layer)."""
-        self_weights, cross_weights = [], []
+    ) -> torch.Tensor:
+        """y [B, T, D], memory [B, S, D] -> y [B, T, D]; each layer's self [B, H, T, T] and cross weights
+        [B, H, T, S] recorded by its probes."""
         for i, layer in enumerate(self.layers):
-            y, sw, cw = layer(y, memory, self_mask, cross_mask, variation, *decoder_probes(probes, i))
-            self_weights.append(sw)
-            cross_weights.append(cw)
-        return (self.norm(y) if self.norm is not None else y), self_weights, cross_weights
+            y = layer(y, memory, self_mask, cross_mask, variation, *decoder_probes(probes, i))
+        return self.norm(y) if self.norm is not None else y
 
 
-class Transformer(nn.Module):
-    """The paper's encoder-decoder model; `forward` returns (logits, AttentionMaps)."""
+class Transformer(Passes, nn.Module):
+    """The paper's encoder-decoder model; `forward` returns (logits, AttentionMaps) (core.protocol.Passes: forward,
+    head_outputs, value_norms, value_flows over its traced pass)."""
 
     pretrained = False  # ours: our characters, no checkpoint of the Hub (core.protocol)
 
@@ -102,6 +102,7 @@ class Transformer(nn.Module):
         if config.share_embeddings:
             self.generator.weight = self.src_embed.lookup.weight
         self.dropout = nn.Dropout(config.dropout)
+        self._keys = keys_of(config.n_encoder_layers, config.n_decoder_layers)
         for name, p in self.named_parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
@@ -125,7 +126,7 @@ class Transformer(nn.Module):
     @property
     def map_keys(self) -> list[str]:
         """Every attention's map key, in our order (encoder layers, then each decoder layer's self, cross)."""
-        return keys_of(self.config.n_encoder_layers, self.config.n_decoder_layers)
+        return list(self._keys)
 
     def input_axis(self, tokens: Sequence[str] = ()) -> InputAxis:
         """What it reads, as an axis (core.protocol): a text's tokens, our characters."""
@@ -148,118 +149,48 @@ class Transformer(nn.Module):
         return Abilities(writes_text=True, fills_masks=False, causal=True, compatibility=self.config.compatibility,
                          scalings=() if additive else SCALE_MODES)
 
-    def probes(self, variation: Variation = PAPER, head_means=None, gates=None, keep: Collection[str] = (),
-               at: Collection[str] | None = None) -> Trace | None:
-        """The probes of one pass (core.trace): the variation's heads off (core.ablation.switches, with head_means or
-        per-row gates; ValueError naming what is wrong) and the points `keep` at the keys `at`; None: a plain pass."""
-        if not (variation.heads_off or gates or keep):
-            return None  # the plain pass
-        keys = self.map_keys
-        heads = switches(dict.fromkeys(keys, self.config.n_heads), variation.off, variation.ablation, head_means, gates)
-        return trace(keys, heads, keep, at)
+    n_heads = property(lambda self: self.config.n_heads)
+
+    def w_o(self, key: str) -> torch.Tensor:
+        """W_O [D, H·d_v] of the attention with this map key (the columns that head h's output meets)."""
+        key = MapKey.parse(key)
+        return self.attention_module(key.kind, key.layer).out_proj.weight
 
     def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
                head_means=None, gates=None) -> Traced:
-        """One pass of src [B, S] and tgt [B, T] under `variation` (core.protocol): logits [B, T, V], every map and
-        what the probes kept (core.trace's points `keep` at the map keys `at`, None: every key)."""
+        """One pass of src [B, S] and tgt [B, T] under `variation` (core.protocol): logits [B, T, V], every map (its
+        probes record the weights) and what the probes kept (core.trace's points `keep` at the map keys `at`, None:
+        every key)."""
         if decoder_input_ids is None:
             raise ValueError("our Transformer is an encoder-decoder model: give decoder_input_ids (tgt)")
         variation = variation_of(variation)
-        return self._pass(input_ids, decoder_input_ids, variation, self.probes(variation, head_means, gates, keep, at))
+        probes = self.probes(variation, head_means, gates, keep, at, RECORDS)
+        logits = self._pass(input_ids, decoder_input_ids, variation, probes)
+        return Traced(logits, AttentionMaps(recorded(probes, "weights")), trace_kept(probes))
 
-    def _pass(self, src: torch.Tensor, tgt: torch.Tensor, variation: Variation, probes: Trace | None) -> Traced:
-        """One pass of src [B, S] and tgt [B, T] under `variation` with its probes."""
+    def _pass(self, src: torch.Tensor, tgt: torch.Tensor, variation: Variation, probes: Trace | None) -> torch.Tensor:
+        """One pass of src [B, S] and tgt [B, T] under `variation` with its probes -> logits [B, T, V]."""
         masks = attention_masks(src, tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
-        memory, enc_weights = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation,
-                                           probes)
-        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory,
-                                                      masks["decoder.self_attn"], masks["decoder.cross_attn"],
-                                                      variation, probes)
-        maps = collect_maps(enc_weights, self_weights, cross_weights)
-        return Traced(self.generator(y), maps, trace_kept(probes))  # (B, T, V), maps, map key -> point -> value
+        memory = self.encoder(self._embed(self.src_embed, src), masks["encoder.self_attn"], variation, probes)
+        y = self.decoder(self._embed(self.tgt_embed, tgt), memory, masks["decoder.self_attn"],
+                         masks["decoder.cross_attn"], variation, probes)
+        return self.generator(y)  # (B, T, V)
 
-    def value_flows(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-                    head_means: dict[str, torch.Tensor] | None = None, *, variation: Variation | None = None
-                    ) -> dict[str, torch.Tensor]:
-        """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K]
-        in forward(src, tgt): a head that looks hard at a key whose value carries almost nothing shows it."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        traced = self.traced(src, tgt, variation=variation, keep=("v",), head_means=head_means)
-        norms = self._value_norms(traced.kept)
-        return {key: weights * norms[key][:, :, None, :] for key, weights in traced.maps.items()}
-
-    def value_norms(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-                    head_means: dict[str, torch.Tensor] | None = None, *, variation: Variation | None = None
-                    ) -> dict[str, torch.Tensor]:
-        """‖v_j^h W_O^h‖ per map key [B, H, K] in forward(src, tgt) with these switches: how far key j's value
-        would move the output through head h at weight 1 (value_flows is the maps times these)."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        return self._value_norms(self.traced(src, tgt, variation=variation, keep=("v",), head_means=head_means).kept)
-
-    def _value_norms(self, kept: dict[str, dict]) -> dict[str, torch.Tensor]:
-        """‖v_j^h W_O^h‖ [B, H, K] per map key of a pass that kept its values ("v")."""
-        modules = [layer.self_attn for layer in self.encoder.layers]
-        modules += [module for layer in self.decoder.layers for module in (layer.self_attn, layer.cross_attn)]
-        attention = dict(zip(self.map_keys, modules))  # map key -> its MultiHeadAttention
-        return {key: attention[key].value_norms(points["v"]) for key, points in kept.items()}
-
-    def head_outputs(self, src: torch.Tensor, tgt: torch.Tensor, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True, *, variation: Variation | None = None) -> dict[str, torch.Tensor]:
-        """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward(src, tgt): what mean ablation
-        averages (core.ablation.mean_outputs). The variation's heads off apply."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask)
-        kept = self.traced(src, tgt, variation=variation, keep=("heads",)).kept
-        return {key: points["heads"] for key, points in kept.items()}
-
-    def encode(
-        self, src: torch.Tensor, variation: Variation = PAPER, probes: Trace | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
-        """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None, encoder weights per layer).
-        probes: the pass's (core.trace), built once by the caller (probes(variation, ...))."""
+    def encode(self, src: torch.Tensor, variation: Variation = PAPER, probes: Trace | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """src [B, S] -> (memory [B, S, D], source mask [B, 1, 1, S] or None); each layer's weights recorded by the
+        probes of the pass (core.trace), built once by the caller (probes(variation, ...))."""
         src_mask = source_mask(src, self.config.pad_id, variation.padding_mask)  # (B, 1, 1, S) or None
-        memory, weights = self.encoder(self._embed(self.src_embed, src), src_mask, variation, probes)
-        return memory, src_mask, weights
+        return self.encoder(self._embed(self.src_embed, src), src_mask, variation, probes), src_mask
 
-    def decode(
-        self,
-        tgt: torch.Tensor,
-        memory: torch.Tensor,
-        src_mask: torch.Tensor | None,
-        variation: Variation = PAPER,
-        probes: Trace | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """tgt [B, T] -> (logits [B, T, V], decoder self weights, cross weights per layer)."""
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None,
+               variation: Variation = PAPER, probes: Trace | None = None) -> torch.Tensor:
+        """tgt [B, T] -> logits [B, T, V]; the decoder's self and cross weights recorded by the probes."""
         tgt_mask = target_mask(tgt, self.config.pad_id, variation.causal_mask, variation.padding_mask)
         # (T, T), (B, 1, [1|T], T) or None
-        y, self_weights, cross_weights = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask,
-                                                      variation, probes)
-        return self.generator(y), self_weights, cross_weights
-
-    def forward(
-        self,
-        src: torch.Tensor,
-        tgt: torch.Tensor,
-        scale: Scale = "sqrt_dk",
-        causal_mask: bool = True,
-        padding_mask: bool = True,
-        heads_off: dict[str, list[int]] | None = None,
-        ablation: str = "zero",
-        head_means: dict[str, torch.Tensor] | None = None,
-        gates: dict[str, torch.Tensor] | None = None,
-        *,
-        variation: Variation | None = None,
-    ) -> tuple[torch.Tensor, AttentionMaps]:
-        """src [B, S], tgt [B, T] token ids -> (logits [B, T, V], every attention map of this pass).
-
-        variation: the switches as one core.variation.Variation, or give them as keywords (scale ... ablation).
-        heads_off, ablation, head_means, gates: heads switched off before W_O (core.ablation); their maps are still
-        recorded as computed."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        traced = self.traced(src, tgt, variation=variation, head_means=head_means, gates=gates)
-        return traced.logits, traced.maps  # (B, T, V), maps
+        return self.generator(self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask, src_mask, variation,
+                                           probes))
 
     def attention_module(self, kind: str, layer: int) -> MultiHeadAttention:
         """The MultiHeadAttention behind kind ("encoder.self_attn", ...) and layer, i.e. behind map kind_key(kind, layer)."""
@@ -321,9 +252,9 @@ class Transformer(nn.Module):
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be a whole number of at least 1, got {max_new_tokens!r}")
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        probes = self.probes(variation, head_means, gates)
-        kept = self.probes(variation, head_means, gates, ("v",)) if value_norms is not None else probes
-        memory, src_mask, enc_weights = self.encode(src, variation, kept)
+        probes = self.probes(variation, head_means, gates)  # the steps': they record nothing
+        kept = self.probes(variation, head_means, gates, ("v",) if value_norms is not None else (), records=RECORDS)
+        memory, src_mask = self.encode(src, variation, kept)
         B = src.size(0)
         tgt = torch.full((B, 1), self.start_id, dtype=torch.long, device=src.device)  # (B, 1)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
@@ -352,24 +283,20 @@ class Transformer(nn.Module):
                     y = self.decoder.norm(y)
                 if append(self.generator(y[:, -1])):
                     break
-            _, self_weights, cross_weights = self.decode(tgt[:, :-1], memory, src_mask, variation, kept)
-            return tgt[:, 1:], self._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept,
-                                                value_norms)
+            self.decode(tgt[:, :-1], memory, src_mask, variation, kept)
+            return tgt[:, 1:], self.recorded_maps(kept, value_norms)
 
-        self_weights: list[torch.Tensor] = []
-        cross_weights: list[torch.Tensor] = []
         for _ in range(max_new_tokens):  # the last pass's records are the maps' (its decoder input is tgt but the last)
-            logits, self_weights, cross_weights = self.decode(tgt, memory, src_mask, variation, kept)
-            if append(logits[:, -1]):
+            if append(self.decode(tgt, memory, src_mask, variation, kept)[:, -1]):
                 break
-        return tgt[:, 1:], self._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept, value_norms)
+        return tgt[:, 1:], self.recorded_maps(kept, value_norms)
 
-    def _with_norms(self, maps: AttentionMaps, kept: Trace | None,
-                    value_norms: dict[str, torch.Tensor] | None) -> AttentionMaps:
-        """maps, value_norms filled (when a dict) from the values kept by the pass that computed them."""
+    def recorded_maps(self, probes: Trace, value_norms: dict[str, torch.Tensor] | None = None) -> AttentionMaps:
+        """The maps the probes of a pass recorded (RECORDS), in our key order; value_norms filled (when a dict) from
+        the values they kept ("v")."""
         if value_norms is not None:
-            value_norms.update(self._value_norms(trace_kept(kept)))
-        return maps
+            value_norms.update(self.norms_of(trace_kept(probes)))
+        return AttentionMaps(recorded(probes, "weights"))
 
     @torch.no_grad()
     def step_maps(
@@ -385,26 +312,31 @@ class Transformer(nn.Module):
         positions, so later ones never change it); without it, every earlier row changes as each new token arrives.
         """
         variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        probes = self.probes(variation, head_means)
-        memory, src_mask, _ = self.encode(src, variation, probes)
+        probes = self.probes(variation, head_means, records=RECORDS)
+        memory, src_mask = self.encode(src, variation, probes)
         steps = []
         for t in range(tgt.size(1)):
-            _, self_weights, cross_weights = self.decode(tgt[:, : t + 1], memory, src_mask, variation, probes)
-            steps.append(collect_maps([], self_weights, cross_weights))
+            self.decode(tgt[:, : t + 1], memory, src_mask, variation, probes)
+            steps.append(AttentionMaps({key: w for key, w in recorded(probes, "weights").items()
+                                        if MapKey.parse(key).stack == "decoder"}))
         return steps
+
+
+@functools.cache
+def layer_keys(stack: str, layer: int) -> tuple[str, ...]:
+    """The map keys of one layer's attentions, made once: an encoder layer's (self), a decoder layer's (self, cross)."""
+    return tuple(map_key(stack, layer, name) for name in ("self_attn", "cross_attn")[:1 if stack == "encoder" else 2])
+
+
+def encoder_probe(probes: Trace | None, layer: int) -> Probe | None:
+    """The self-attention's probe of one encoder layer."""
+    return probes.get(layer_keys("encoder", layer)[0]) if probes else None
+
 
 def decoder_probes(probes: Trace | None, layer: int) -> tuple[Probe | None, Probe | None]:
     """(self-attention's, cross-attention's) probe of one decoder layer."""
-    probes = probes or {}
-    return probes.get(map_key("decoder", layer, "self_attn")), probes.get(map_key("decoder", layer, "cross_attn"))
+    if not probes:
+        return None, None
+    self_key, cross_key = layer_keys("decoder", layer)
+    return probes.get(self_key), probes.get(cross_key)
 
-
-def collect_maps(
-    enc_weights: list[torch.Tensor], self_weights: list[torch.Tensor], cross_weights: list[torch.Tensor]
-) -> AttentionMaps:
-    """Name every layer's weights with the stable keys of maps.py."""
-    maps = {map_key("encoder", i, "self_attn"): w for i, w in enumerate(enc_weights)}
-    for i, (sw, cw) in enumerate(zip(self_weights, cross_weights)):
-        maps[map_key("decoder", i, "self_attn")] = sw
-        maps[map_key("decoder", i, "cross_attn")] = cw
-    return AttentionMaps(maps)

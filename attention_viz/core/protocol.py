@@ -11,10 +11,11 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from attention_viz.core.ablation import switches
 from attention_viz.core.attention import SCALE_MODES
-from attention_viz.core.maps import AttentionMaps, InputAxis
-from attention_viz.core.trace import Traced
-from attention_viz.core.variation import PAPER, Variation
+from attention_viz.core.maps import AttentionMaps, InputAxis, in_order
+from attention_viz.core.trace import Trace, Traced, trace
+from attention_viz.core.variation import PAPER, Variation, variation_of
 
 
 @dataclass(frozen=True)
@@ -63,3 +64,72 @@ class AttentionModel(Protocol):
         """Up to max_new_tokens per row, the most likely first, from start_id (or a decoder-only model's prompt) until
         one of eos_ids, under `variation` at every step -> (tokens [B, n] without the start, maps of the pass over the
         decoder input that wrote them: row t of a decoder map is the step that wrote token t)."""
+
+
+SWITCHES = ("scale", "causal_mask", "padding_mask", "heads_off", "ablation", "position_bias")  # Variation's fields
+
+
+class Passes:
+    """What a model answers from one traced pass, written once for ours and a real model over what both have
+    (AttentionModel: `traced`, `map_keys`; and `n_heads`, `w_o(key)`). The switches as one Variation (variation=...)
+    or its fields as keywords (SWITCHES); other keywords (head_means, gates, a real model's attention_mask) go to
+    `traced`. input_ids [B, S], decoder_input_ids [B, T] as core.protocol reads them."""
+
+    def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                variation: Variation | None = None, **keywords) -> tuple[torch.Tensor, AttentionMaps]:
+        """One pass -> (logits [B, T, V] (a model without an output head: its last states), every map). Heads
+        switched off (heads_off, ablation, head_means, or per-row gates: core.ablation) pass their replacement to
+        W_O; their maps are still recorded as computed."""
+        traced = self._traced(input_ids, decoder_input_ids, variation, keywords)
+        return traced.logits, traced.maps
+
+    def head_outputs(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                     variation: Variation | None = None, **keywords) -> dict[str, torch.Tensor]:
+        """Every attention's heads' outputs [B, H, Q, d_v] before W_O in forward: what mean ablation averages
+        (core.ablation.mean_outputs). The variation's heads off apply."""
+        kept = self._traced(input_ids, decoder_input_ids, variation, keywords, ("heads",)).kept
+        return {key: kept[key]["heads"] for key in in_order(kept)}
+
+    def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                    variation: Variation | None = None, **keywords) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ per map key [B, H, K] in forward with these switches: how far key j's value would move the
+        output through head h at weight 1 (value_flows is the maps times these)."""
+        return self.norms_of(self._traced(input_ids, decoder_input_ids, variation, keywords, ("v",)).kept)
+
+    def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
+                    variation: Variation | None = None, **keywords) -> dict[str, torch.Tensor]:
+        """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K]
+        in forward: a head that looks hard at a key whose value carries almost nothing shows it."""
+        traced = self._traced(input_ids, decoder_input_ids, variation, keywords, ("v",))
+        norms = self.norms_of(traced.kept)
+        return {key: traced.maps[key] * norms[key][:, :, None, :] for key in norms}
+
+    def norms_of(self, kept: dict[str, dict]) -> dict[str, torch.Tensor]:
+        """‖v_j^h W_O^h‖ per map key [B, H, K] from what a pass kept (its values "v", [B, H, K, d_v]: a grouped-query
+        model's repeated for every query head, as they are used), W_O^h being the columns of W_O [D, H·d_v] that
+        head h's output meets."""
+        norms = {}
+        for key in in_order(kept):
+            w_o = self.w_o(key)  # (D, H·d_v)
+            w_o = w_o.view(-1, self.n_heads, w_o.size(1) // self.n_heads)  # (D, H, d_v)
+            norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o).norm(dim=-1)  # (B, H, K)
+        return norms
+
+    def probes(self, variation: Variation, head_means=None, gates=None, keep: Collection[str] = (),
+               at: Collection[str] | None = None, records: Collection[str] = ()) -> Trace | None:
+        """The probes of one pass: the variation's heads off (core.ablation.switches, with head_means or per-row
+        gates; ValueError naming what is wrong), the points `keep` at the keys `at` and `records` at every key;
+        None: a plain pass."""
+        if not (variation.heads_off or gates or keep or records):
+            return None  # the plain pass
+        keys = self.map_keys
+        heads = (switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
+                 if variation.heads_off or gates else None)
+        return trace(keys, heads, keep, at, records)
+
+    def _traced(self, input_ids, decoder_input_ids, variation: Variation | None, keywords: dict,
+                keep: Collection[str] = ()) -> Traced:
+        """`traced` under the variation or the switches among `keywords`, the rest of them handed on."""
+        given = {name: keywords.pop(name) for name in SWITCHES if name in keywords}
+        return self.traced(input_ids, decoder_input_ids, variation=variation_of(variation, **given), keep=keep,
+                           **keywords)

@@ -21,13 +21,14 @@ from attention_viz.core.ablation import HeadSwitch
 from attention_viz.core.maps import AttentionMaps
 
 POINTS = ("inputs", "q", "k", "v", "weights", "heads")
+_POINTS = frozenset(POINTS)
 
 
 class Stop(Exception):
     """Raised by a probe that stops its pass (Probe.stop) once it has kept every point it keeps."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Probe:
     """One attention's probe points in one pass: the switch on its heads' outputs, and the points it keeps."""
 
@@ -35,12 +36,16 @@ class Probe:
     keep: frozenset[str] = frozenset()
     kept: dict[str, object] = field(default_factory=dict)
     stop: bool = False  # the pass ends here once every point is kept (Stop): what comes after it is never run
-    records: frozenset[str] = frozenset()  # points the pass records for itself (its maps, what it added: a real
-    # model's, hub.attention.RECORDED; a long pass's summaries, q, k and lse), kept beside those asked
+    records: frozenset[str] = frozenset()  # points the pass records for itself (its maps, "weights"; what a real
+    # model's added, hub.attention.RECORDED; a long pass's summaries, q, k and lse), kept beside those asked
+    points: frozenset[str] = field(init=False)  # keep | records: every point it keeps
+
+    def __post_init__(self) -> None:
+        self.points = self.keep | self.records
 
     def __call__(self, point: str, value: object) -> None:
         """The pass at `point`: its value kept where asked or recorded."""
-        if point in self.keep or point in self.records:
+        if point in self.points:
             self.kept[point] = value
             if self.stop and self.kept.keys() >= self.keep:
                 raise Stop
@@ -48,9 +53,10 @@ class Probe:
     def attended(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
                  heads: torch.Tensor) -> torch.Tensor:
         """Eq. 1's points kept where asked; heads [B, H, Q, d_v] -> the same, switched."""
-        if self.keep or self.records:
+        if self.points:
             for point, value in (("q", q), ("k", k), ("v", v), ("weights", weights), ("heads", heads)):
-                self(point, value)
+                if point in self.points:
+                    self(point, value)
         return heads if self.switch is None else self.switch(heads)
 
 
@@ -63,13 +69,13 @@ def trace(keys: Collection[str], switches: Mapping[str, HeadSwitch] | None = Non
     `keep` kept at the keys `at` (None: every key) and those the pass records for itself at every key (`records`);
     None when nothing is switched, kept or recorded."""
     keep, records = frozenset(keep), frozenset(records)
-    if not keep <= set(POINTS):
-        raise ValueError(f"a pass keeps the points {', '.join(POINTS)}; got {sorted(keep - set(POINTS))}")
+    if not keep <= _POINTS:
+        raise ValueError(f"a pass keeps the points {', '.join(POINTS)}; got {sorted(keep - _POINTS)}")
     if not switches and not keep and not records:
         return None
-    switches, kept_at = switches or {}, {key: keep if at is None or key in at else frozenset() for key in keys}
-    return {key: Probe(switches.get(key), kept_at[key], records=records) for key in keys
-            if key in switches or kept_at[key] or records}
+    switches = switches or {}
+    return {key: Probe(switches.get(key), kept, records=records) for key in keys
+            if (kept := keep if at is None or key in at else frozenset()) or records or key in switches}
 
 
 def kept(probes: Trace | None) -> dict[str, dict[str, object]]:
@@ -92,3 +98,4 @@ class Traced:
     logits: torch.Tensor
     maps: AttentionMaps
     kept: dict[str, dict[str, object]]
+

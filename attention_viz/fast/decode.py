@@ -28,7 +28,7 @@ import torch
 
 from attention_viz.core.attention import causal_mask as make_causal_mask
 from attention_viz.core.attention import padding_mask as make_padding_mask
-from attention_viz.core.model import Transformer, collect_maps, decoder_probes
+from attention_viz.core.model import RECORDS, Transformer, decoder_probes
 from attention_viz.core.variation import variation_of
 from attention_viz.fast import passes
 from attention_viz.fast.passes import step
@@ -50,9 +50,9 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_new_tokens: int, 
             or isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1):
         return network.greedy_decode(src, max_len, variation=variation, head_means=head_means, gates=gates,
                                      value_norms=value_norms)
-    probes = network.probes(variation, head_means, gates)
-    kept = network.probes(variation, head_means, gates, ("v",)) if value_norms is not None else probes
-    memory, src_mask, enc_weights = passes.encode(network, src, variation, kept)
+    probes = network.probes(variation, head_means, gates)  # the steps': they record nothing
+    kept = network.probes(variation, head_means, gates, ("v",) if value_norms is not None else (), records=RECORDS)
+    memory, src_mask = passes.encode(network, src, variation, kept)
     B = src.size(0)
     layers = network.decoder.layers
     memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in layers]
@@ -67,7 +67,7 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_new_tokens: int, 
             y = network.tgt_embed(tgt[:, -1:]) + pe[t]  # (B, 1, D): the newest position only
             self_mask = make_padding_mask(tgt, c.pad_id) if variation.padding_mask else None  # (B, 1, 1, t + 1)
             for i, layer in enumerate(layers):
-                y, past[i], _ = step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
+                y, past[i] = step(layer, y, memory_kv[i], past[i], src_mask, variation.scale, self_mask,
                                      *layer_probes[i])
             if network.decoder.norm is not None:
                 y = passes.norm(network.decoder.norm, y)
@@ -84,19 +84,17 @@ def greedy_decode(network: Transformer, src: torch.Tensor, max_new_tokens: int, 
     tgt = None
     if guess is not None and B == 1:
         settled, found = settle(network, memory, memory_kv, src_mask, variation, kept, guess, max_len, bos_id, eos_id)
-        if found is not None:
-            self_weights, cross_weights = found
+        if found:  # the last pass was the maps' own
             tokens = torch.tensor([settled], dtype=torch.long, device=src.device)  # (1, n)
-            return tokens, network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept,
-                                               value_norms)
+            return tokens, network.recorded_maps(kept, value_norms)
         if settled:  # decode on from the tokens the passes settled, their keys and values from one pass of the steps
             tgt = torch.tensor([[bos_id] + settled], dtype=torch.long, device=src.device)  # (1, P + 1)
             past = _prefix(network, tgt[:, :-1], pe, memory_kv, src_mask, variation, layer_probes)
             tgt = tgt if settled[-1] == eos_id else steps(tgt, past, checked=True)
     if tgt is None:  # no guess, or decoding on from one was not clear: the reference's own steps
         tgt = steps(torch.full((B, 1), bos_id, dtype=torch.long, device=src.device), [None] * len(layers), False)
-    _, self_weights, cross_weights = passes.decode(network, tgt[:, :-1], memory, src_mask, variation, kept, memory_kv)
-    return tgt[:, 1:], network._with_norms(collect_maps(enc_weights, self_weights, cross_weights), kept, value_norms)
+    passes.decode(network, tgt[:, :-1], memory, src_mask, variation, kept, memory_kv)
+    return tgt[:, 1:], network.recorded_maps(kept, value_norms)
 
 
 MARGIN = 1e-4  # a most likely token counts as settled only where it leads the next by MARGIN · (1 + |its logit|)
@@ -114,14 +112,14 @@ def leads(logits: torch.Tensor) -> torch.Tensor:
 def settle(network: Transformer, memory, memory_kv, src_mask, variation, probes, guess: Sequence[int],
            max_len: int, bos_id: int, eos_id: int):
     """verified, again on a new guess for as long as the guess goes wrong and the pass settles more tokens: (the
-    tokens settled, (self, cross weights) of the pass where its guess is the whole decode, else None).
+    tokens settled, whether the last pass's guess is the whole decode: its probes then hold the maps).
 
     The new guess is the tokens settled, then the pass's own most likely tokens after them (Jacobi iteration of the
     teacher-forced pass): each pass settles at least one more token, and often the rest, where heads switched off
     change a token of the task's answer and what follows it follows from that token."""
     settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, probes, guess, max_len,
                                          bos_id, eos_id)
-    while found is None and settled and settled[-1] != eos_id and len(settled) < len(predicted):
+    while not found and settled and settled[-1] != eos_id and len(settled) < len(predicted):
         before = len(settled)
         settled, found, predicted = verified(network, memory, memory_kv, src_mask, variation, probes,
                                              settled + predicted[before:], max_len, bos_id, eos_id)
@@ -133,7 +131,7 @@ def settle(network: Transformer, memory, memory_kv, src_mask, variation, probes,
 def verified(network: Transformer, memory, memory_kv, src_mask, variation, probes, guess: Sequence[int],
              max_len: int, bos_id: int, eos_id: int):
     """One teacher-forced pass on <bos> + guess (cut after its first <eos> and at max_len): (the tokens it settles,
-    (self, cross weights) of the pass where the guess is the whole decode, else None, the pass's most likely tokens).
+    whether the guess is the whole decode (the probes then hold the maps' records), the pass's most likely tokens).
 
     Settled: the pass's most likely tokens, each with a clear lead (leads), as long as they agree with the guess, and
     the first that does not; greedy decoding writes these first. The guess is the whole decode where every one
@@ -142,10 +140,9 @@ def verified(network: Transformer, memory, memory_kv, src_mask, variation, probe
     if eos_id in guess:
         guess = guess[:guess.index(eos_id) + 1]
     if not guess:
-        return [], None, []
+        return [], False, []
     x = torch.tensor([[bos_id] + guess[:-1]], dtype=torch.long, device=memory.device)  # (1, n)
-    logits, self_weights, cross_weights = passes.decode(network, x, memory, src_mask, variation, probes,
-                                                        memory_kv)  # (1, n, V)
+    logits = passes.decode(network, x, memory, src_mask, variation, probes, memory_kv)  # (1, n, V)
     predicted = logits[0].argmax(-1).tolist()
     settled = []
     for token, clear, expected in zip(predicted, leads(logits[0]).tolist(), guess):
@@ -155,8 +152,8 @@ def verified(network: Transformer, memory, memory_kv, src_mask, variation, probe
         if token != expected or token == eos_id:
             break
     if settled == guess and (guess[-1] == eos_id or len(guess) == max_len):
-        return settled, (self_weights, cross_weights), predicted
-    return settled, None, predicted
+        return settled, True, predicted
+    return settled, False, predicted
 
 
 def _prefix(network: Transformer, x: torch.Tensor, pe: torch.Tensor, memory_kv, src_mask, variation,
@@ -169,6 +166,6 @@ def _prefix(network: Transformer, x: torch.Tensor, pe: torch.Tensor, memory_kv, 
     y = network.tgt_embed(x) + pe[:x.size(1)]  # (1, P, D)
     past = []
     for i, layer in enumerate(network.decoder.layers):
-        y, kv, _ = step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *layer_probes[i])
+        y, kv = step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *layer_probes[i])
         past.append(kv)
     return past

@@ -21,8 +21,7 @@ import torch.nn.functional as F
 
 from attention_viz.core.attention import MultiHeadAttention, source_mask, target_mask
 from attention_viz.core.layers import DecoderLayer, Embeddings, positional_encoding
-from attention_viz.core.maps import map_key
-from attention_viz.core.model import Transformer, decoder_probes
+from attention_viz.core.model import Transformer, decoder_probes, encoder_probe
 from attention_viz.core.trace import Probe, Trace
 from attention_viz.core.variation import Variation
 
@@ -34,32 +33,29 @@ def flat(network: Transformer) -> bool:
 
 
 def encode(network: Transformer, src: torch.Tensor, variation: Variation,
-           probes: Trace | None = None) -> tuple[torch.Tensor, torch.Tensor | None, list]:
+           probes: Trace | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """network.encode(src, variation, probes), bit for bit: src [B, S] -> (memory [B, S, D], source mask
-    [B, 1, 1, S] or None, encoder weights [B, H, S, S] per layer)."""
+    [B, 1, 1, S] or None); the probes record as the modules' pass records."""
     if not flat(network):
         return network.encode(src, variation, probes)
     src_mask = source_mask(src, network.config.pad_id, variation.padding_mask)  # (B, 1, 1, S) or None
     x = embed(network.src_embed, src)  # (B, S, D)
-    weights = []
     for i, layer in enumerate(network.encoder.layers):
         sa = layer.self_attn
-        attended, w = attend(sa, heads(sa, x, sa.q_proj, sa.d_k), heads(sa, x, sa.k_proj, sa.d_k),
-                             heads(sa, x, sa.v_proj, sa.d_v), src_mask, variation.scale,
-                             (probes or {}).get(map_key("encoder", i, "self_attn")))
+        attended = attend(sa, heads(sa, x, sa.q_proj, sa.d_k), heads(sa, x, sa.k_proj, sa.d_k),
+                          heads(sa, x, sa.v_proj, sa.d_v), src_mask, variation.scale, encoder_probe(probes, i))
         x = norm(layer.norm1, x + attended)
         x = norm(layer.norm2, x + feed_forward(layer, x))
-        weights.append(w)
     if network.encoder.norm is not None:
         x = norm(network.encoder.norm, x)
-    return x, src_mask, weights
+    return x, src_mask
 
 
 def decode(network: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None,
            variation: Variation, probes: Trace | None = None, memory_kv: list | None = None
-           ) -> tuple[torch.Tensor, list, list]:
-    """network.decode(tgt, memory, src_mask, variation, probes), bit for bit: tgt [B, T] -> (logits [B, T, V],
-    self weights [B, H, T, T], cross weights [B, H, T, S] per layer). memory_kv: each layer's cross-attention keys
+           ) -> torch.Tensor:
+    """network.decode(tgt, memory, src_mask, variation, probes), bit for bit: tgt [B, T] -> logits [B, T, V].
+    memory_kv: each layer's cross-attention keys
     and values of the memory (project_keys_values), when the caller keeps them."""
     if not flat(network):
         return network.decode(tgt, memory, src_mask, variation, probes)
@@ -68,42 +64,35 @@ def decode(network: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src_ma
         memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in layers]
     mask = target_mask(tgt, network.config.pad_id, variation.causal_mask, variation.padding_mask)
     y = embed(network.tgt_embed, tgt)  # (B, T, D)
-    self_weights, cross_weights = [], []
     for i, layer in enumerate(layers):
-        y, _, (sw, cw) = step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask,
-                              *decoder_probes(probes, i))
-        self_weights.append(sw)
-        cross_weights.append(cw)
+        y, _ = step(layer, y, memory_kv[i], None, src_mask, variation.scale, mask, *decoder_probes(probes, i))
     if network.decoder.norm is not None:
         y = norm(network.decoder.norm, y)
-    return linear(network.generator, y), self_weights, cross_weights  # (B, T, V)
+    return linear(network.generator, y)  # (B, T, V)
 
 
 def step(layer: DecoderLayer, y: torch.Tensor, memory_kv, past_kv, cross_mask, scale, self_mask, self_probe=None,
-         cross_probe=None) -> tuple[torch.Tensor, tuple, tuple]:
+         cross_probe=None) -> tuple[torch.Tensor, tuple]:
     """DecoderLayer.step in eval mode (past_kv None and y every position: the layer's forward): y [B, Q, D] ->
-    (y [B, Q, D], past_kv + these positions' keys and values [B, H, t + Q, d], (self, cross) weights)."""
+    (y [B, Q, D], past_kv + these positions' keys and values [B, H, t + Q, d])."""
     sa, ca = layer.self_attn, layer.cross_attn
     k, v = heads(sa, y, sa.k_proj, sa.d_k), heads(sa, y, sa.v_proj, sa.d_v)  # (B, H, Q, d_k), (B, H, Q, d_v)
     if past_kv is not None:
         k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)  # (B, H, t + Q, ...)
-    attended, self_weights = attend(sa, heads(sa, y, sa.q_proj, sa.d_k), k, v, self_mask, scale, self_probe)
-    y = norm(layer.norm1, y + attended)
-    attended, cross_weights = attend(ca, heads(ca, y, ca.q_proj, ca.d_k), *memory_kv, cross_mask, scale,
-                                     cross_probe)
-    y = norm(layer.norm2, y + attended)
-    y = norm(layer.norm3, y + feed_forward(layer, y))
-    return y, (k, v), (self_weights, cross_weights)
+    y = norm(layer.norm1, y + attend(sa, heads(sa, y, sa.q_proj, sa.d_k), k, v, self_mask, scale, self_probe))
+    y = norm(layer.norm2, y + attend(ca, heads(ca, y, ca.q_proj, ca.d_k), *memory_kv, cross_mask, scale,
+                                     cross_probe))
+    return norm(layer.norm3, y + feed_forward(layer, y)), (k, v)
 
 
 def attend(attention: MultiHeadAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, scale,
-           probe: Probe | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """MultiHeadAttention.attend in eval mode (dot product): q [B, H, Q, d_k] -> (out [B, Q, D], weights
-    [B, H, Q, K]); the probe keeps and switches as attend's does."""
+           probe: Probe | None) -> torch.Tensor:
+    """MultiHeadAttention.attend in eval mode (dot product): q [B, H, Q, d_k] -> out [B, Q, D]; the probe
+    records, keeps and switches as attend's does."""
     out, weights = attention.kernel(q, k, v, mask, scale, 0.0)  # (B, H, Q, d_v), (B, H, Q, K)
     if probe is not None:
         out = probe.attended(q, k, v, weights, out)
-    return linear(attention.out_proj, out.transpose(1, 2).reshape(q.size(0), q.size(2), -1)), weights
+    return linear(attention.out_proj, out.transpose(1, 2).reshape(q.size(0), q.size(2), -1))
 
 
 def heads(attention: MultiHeadAttention, x: torch.Tensor, projection, width: int) -> torch.Tensor:

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attention_viz.core.ablation import switches
 from attention_viz.core.attention import Kernel, Scale
 from attention_viz.core.maps import KINDS, AttentionMaps, InputAxis, MapKey, axis_of, in_order, kind_of
-from attention_viz.core.protocol import Abilities
-from attention_viz.core.trace import Trace, Traced, trace
+from attention_viz.core.protocol import Abilities, Passes
+from attention_viz.core.trace import Traced
 from attention_viz.core.trace import kept as trace_kept
 from attention_viz.core.variation import PAPER, Variation, variation_of
 from attention_viz.fast.attention import scaled_dot_product_attention as fast_attention
@@ -81,7 +80,7 @@ class Encoding:
     note: str = ""              # what reading it changed: a picture resized, a recording cut to the model's window
 
 
-class PretrainedTransformer:
+class PretrainedTransformer(Passes):
     """A transformers model whose every attention runs our Eq. 1 and records its map under our keys.
 
     Wrapping sets the model's attention implementation to ours (`config._attn_implementation`) and puts it in
@@ -264,17 +263,6 @@ class PretrainedTransformer:
             return torch.ones_like(ids)
         return (ids != self.pad_id).long()
 
-    def probes(self, variation: Variation = PAPER, head_means=None, gates=None, keep: Collection[str] = (),
-               at: Collection[str] | None = None, records: Collection[str] = ()) -> Trace | None:
-        """The probes of one pass (core.trace): the variation's heads off (core.ablation.switches, with head_means or
-        per-row gates; ValueError naming what is wrong), the points `keep` at the keys `at` and `records` at every
-        key; None: a plain pass."""
-        if not (variation.heads_off or gates or keep or records):
-            return None  # the plain pass
-        keys = list(self._all_keys)
-        heads = switches(dict.fromkeys(keys, self.n_heads), variation.off, variation.ablation, head_means, gates)
-        return trace(keys, heads, keep, at, records)
-
     def switched(self, variation: Variation = PAPER, *, head_means=None, gates=None, record: bool = False,
                  keep: Collection[str] = (), at: Collection[str] | None = None):
         """A `with` block in which the transformers model's own calls run our Eq. 1 under these switches, its probes
@@ -282,24 +270,6 @@ class PretrainedTransformer:
         points `keep` at the keys `at`: every pass of the model, or of a part of it, runs in one."""
         probes = self.probes(variation, head_means, gates, keep, at, RECORDED if record else ())
         return switched(Pass(variation, self._keys, probes, self.kernel, prescaled=self._prescaled))
-
-    def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
-                attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-                head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None,
-                position_bias: bool = True) -> tuple[torch.Tensor, AttentionMaps]:
-        """One pass -> (logits [B, T, V] (or the last hidden states for a model without a head), every map).
-        heads_off, ablation, head_means: heads switched off before the model's W_O, as for our Transformer
-        (core.ablation); their maps are still recorded.
-
-        input_ids [B, S] is the source of an encoder-decoder model, the text of an encoder or of a decoder-only model;
-        decoder_input_ids [B, T] the decoder's input (encoder-decoder models only). attention_mask [B, S] defaults to
-        the tokens that are not <pad>.
-        """
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation, position_bias)
-        recorded = self.traced(input_ids, decoder_input_ids, variation=variation, attention_mask=attention_mask,
-                               head_means=head_means)
-        return recorded.logits, recorded.maps
 
     def traced(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
                variation: Variation = PAPER, keep: Collection[str] = (), at: Collection[str] | None = None,
@@ -353,49 +323,6 @@ class PretrainedTransformer:
         if self.layout != "encoder":
             kwargs["use_cache"] = False
         return kwargs
-
-    def head_outputs(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
-                     attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                     padding_mask: bool = True, variation: Variation | None = None) -> dict[str, torch.Tensor]:
-        """Every attention's heads' outputs [B, H, Q, d_v] before the model's W_O in forward: what mean ablation
-        averages (core.ablation.mean_outputs). The variation's heads off apply."""
-        kept = self.traced(input_ids, decoder_input_ids, variation=variation_of(variation, scale, causal_mask,
-                           padding_mask), keep=("heads",), attention_mask=attention_mask).kept
-        return {key: kept[key]["heads"] for key in sorted(kept)}
-
-    def value_flows(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
-                    attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-                    head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None
-                    ) -> dict[str, torch.Tensor]:
-        """What flows, not only the weight (Kobayashi et al. 2020): per map key, α_ij · ‖v_j^h W_O^h‖ [B, H, Q, K],
-        with the model's own W_O (a grouped-query model's values repeated for every query head, as they are used)."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        recorded = self.traced(input_ids, decoder_input_ids, variation=variation, keep=("v",),
-                               attention_mask=attention_mask, head_means=head_means)
-        norms = self.norms_of(recorded.kept)
-        return {key: recorded.maps[key] * norms[key][:, :, None, :] for key in norms}
-
-    def value_norms(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None, *,
-                    attention_mask: torch.Tensor | None = None, scale: Scale = "sqrt_dk", causal_mask: bool = True,
-                    padding_mask: bool = True, heads_off: dict[str, list[int]] | None = None, ablation: str = "zero",
-                    head_means: dict[str, torch.Tensor] | None = None, variation: Variation | None = None
-                    ) -> dict[str, torch.Tensor]:
-        """‖v_j^h W_O^h‖ per map key [B, H, K] in forward with these switches: how far key j's value would move the
-        output through head h at weight 1."""
-        variation = variation_of(variation, scale, causal_mask, padding_mask, heads_off, ablation)
-        return self.norms_of(self.traced(input_ids, decoder_input_ids, variation=variation, keep=("v",),
-                                         attention_mask=attention_mask, head_means=head_means).kept)
-
-    def norms_of(self, kept: dict[str, dict]) -> dict[str, torch.Tensor]:
-        """‖v_j^h W_O^h‖ per map key [B, H, K] from what a pass kept (its values "v": traced with keep=("v",), or
-        greedy_pass with values=True)."""
-        norms = {}
-        for key in in_order(kept):
-            w_o = self.w_o(key)  # (D, H·d)
-            H, d = self.n_heads, w_o.size(1) // self.n_heads
-            norms[key] = torch.einsum("bhkv,dhv->bhkd", kept[key]["v"], w_o.view(-1, H, d)).norm(dim=-1)  # (B, H, K)
-        return norms
 
     def w_o(self, key: str) -> torch.Tensor:
         """The W_O of the attention with this map key, as [D, H·d] (the columns that head h's output meets): the

@@ -85,7 +85,7 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
     encoder_gates = variant_gates(encoder_keys, model.config.n_heads, [set(s) for s in distinct], rows,
                                   next(model.parameters()).dtype, batch.src.device)
     probes = model.probes(variation, means, encoder_gates)
-    memory, src_mask, _ = model.encode(batch.src.repeat(len(distinct), 1), variation, probes)  # (U·rows, S, D)
+    memory, src_mask = model.encode(batch.src.repeat(len(distinct), 1), variation, probes)  # (U·rows, S, D)
     memories = dict(zip(distinct, memory.split(rows)))
     src_mask = src_mask[:rows] if src_mask is not None else None  # (rows, 1, 1, S): the same for every variant
     tgt_mask = target_mask(batch.tgt_in, pad, variation.causal_mask, variation.padding_mask)  # (rows, 1, T, T)
@@ -108,7 +108,7 @@ def _exact_and_loss(model: Transformer, batch, tokenizer, keys: list[str], varia
                 for key, h in here:
                     heads_off.setdefault(key, []).append(h)
                 layer_probes = model.probes(replace(variation, heads_off=heads_off), means)
-                computed[after], _, _ = layer(states[prefixes[v]], memories[signatures[v]], tgt_mask, src_mask,
+                computed[after] = layer(states[prefixes[v]], memories[signatures[v]], tgt_mask, src_mask,
                                               variation, *decoder_probes(layer_probes, i))
             prefixes[v] = after
         states = computed

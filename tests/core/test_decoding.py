@@ -250,11 +250,11 @@ def test_a_guess_is_not_taken_where_two_tokens_are_nearly_tied(one_thread):
         model.generator.weight.zero_()
         if model.generator.bias is not None:
             model.generator.bias.zero_()
-        memory, src_mask, _ = model.encode(torch.tensor([[3, 4, 3]]))
+        memory, src_mask = model.encode(torch.tensor([[3, 4, 3]]))
         memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in model.decoder.layers]
         settled, found, predicted = verified(model, memory, memory_kv, src_mask, variation_of(), None, [0, 0, 0, 0], 4,
                                              BOS, EOS)
-    assert settled == [] and found is None and predicted == [0, 0, 0, 0]
+    assert settled == [] and not found and predicted == [0, 0, 0, 0]
 
 
 def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread):
@@ -268,7 +268,7 @@ def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread)
 
     model = random_model(4)
     c = model.config
-    memory, src_mask, _ = model.encode(torch.tensor([[3, 4, 3]]))
+    memory, src_mask = model.encode(torch.tensor([[3, 4, 3]]))
     memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in model.decoder.layers]
     pe = positional_encoding(8, c.d_model, "cpu")
     switches = [decoder_probes(None, i) for i in range(c.n_decoder_layers)]
@@ -282,8 +282,8 @@ def test_the_keys_of_settled_tokens_are_the_steps_own_up_to_rounding(one_thread)
                 y = model.tgt_embed(x[:, t:t + 1]) + pe[t]
                 mask = fast_decode.make_padding_mask(x[:, :t + 1], PAD) if padding_mask else None
                 for i, layer in enumerate(model.decoder.layers):
-                    y, past[i], _ = fast_decode.step(layer, y, memory_kv[i], past[i], src_mask, "sqrt_dk", mask,
-                                                     *switches[i])
+                    y, past[i] = fast_decode.step(layer, y, memory_kv[i], past[i], src_mask, "sqrt_dk", mask,
+                                                  *switches[i])
         for (k, v), (step_k, step_v) in zip(kept, past):
             torch.testing.assert_close(k, step_k, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(v, step_v, rtol=1e-5, atol=1e-6)

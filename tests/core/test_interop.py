@@ -54,8 +54,7 @@ def assert_same_outputs(ref: nn.Transformer, ours, dtype=torch.float32, seed=1):
                        tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, dtype=dtype), tgt_is_causal=True)
         expected = expected if ref.batch_first else expected.transpose(0, 1)
         src_mask = ~src_pad[:, None, None, :]
-        memory, _ = ours.encoder(src, src_mask)
-        out, _, _ = ours.decoder(tgt, memory, causal, src_mask)
+        out = ours.decoder(tgt, ours.encoder(src, src_mask), causal, src_mask)
     assert out.dtype == dtype
     torch.testing.assert_close(out, expected, **TOLERANCE[dtype])
 

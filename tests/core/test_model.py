@@ -9,6 +9,8 @@ from torch import nn
 
 from attention_viz import KINDS, AttentionMaps, Transformer, TransformerConfig, head_statistics
 from attention_viz.core.interop import transformer_from_torch
+from attention_viz.core.trace import recorded
+from attention_viz.core.variation import PAPER
 
 PAD = 0
 
@@ -41,8 +43,11 @@ def test_encoder_and_decoder_match_nn_transformer(final_norm):
         ref_out = ref.decoder(tgt, ref_memory, tgt_mask=tgt_causal, memory_key_padding_mask=src_pad,
                               tgt_is_causal=True)
         src_mask = ~src_pad[:, None, None, :]
-        memory, enc_weights = ours.encoder(src, src_mask)
-        out, self_w, cross_w = ours.decoder(tgt, memory, torch.ones(5, 5, dtype=torch.bool).tril(), src_mask)
+        probes = ours.probes(PAPER, records=("weights",))
+        memory = ours.encoder(src, src_mask, probes=probes)
+        out = ours.decoder(tgt, memory, torch.ones(5, 5, dtype=torch.bool).tril(), src_mask, probes=probes)
+        maps = AttentionMaps(recorded(probes, "weights"))
+        enc_weights, self_w, cross_w = (maps.kind(kind).unbind(0) for kind in KINDS)
     keep = ~src_pad  # PyTorch's fast path leaves padded positions of the memory at 0
     torch.testing.assert_close(memory[keep], ref_memory[keep], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)

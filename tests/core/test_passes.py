@@ -8,6 +8,7 @@ import torch
 
 from attention_viz import Transformer, TransformerConfig
 from attention_viz.core.layers import positional_encoding
+from attention_viz.core.trace import recorded
 from attention_viz.core.variation import variation_of
 from attention_viz.fast import attention as fast_attention
 from attention_viz.fast import passes
@@ -58,11 +59,12 @@ def test_the_flat_passes_are_the_modules_bit_for_bit(one_thread):
             ours = []
             for encode, decode in ((model.encode, model.decode),
                                    (lambda *a: passes.encode(model, *a), lambda *a: passes.decode(model, *a))):
-                kept = model.probes(variation, case.get("head_means"), case.get("gates"), keep=("v", "heads"))
+                kept = model.probes(variation, case.get("head_means"), case.get("gates"), keep=("v", "heads"),
+                                    records=("weights",))
                 with torch.inference_mode():
-                    memory, src_mask, enc_weights = encode(src, variation, kept)
-                    logits, self_weights, cross_weights = decode(tgt, memory, src_mask, variation, kept)
-                ours.append((memory, logits, [*enc_weights, *self_weights, *cross_weights],
+                    memory, src_mask = encode(src, variation, kept)
+                    logits = decode(tgt, memory, src_mask, variation, kept)
+                ours.append((memory, logits, list(recorded(kept, "weights").values()),
                              {key: (probe.kept["v"], probe.kept["heads"]) for key, probe in kept.items()}))
             (memory, logits, maps, records), (flat_memory, flat_logits, flat_maps, flat_records) = ours
             assert torch.equal(memory, flat_memory) and torch.equal(logits, flat_logits), case
@@ -80,13 +82,13 @@ def test_the_flat_decode_pass_uses_the_memorys_keys_a_caller_kept(one_thread):
     src, tgt = torch.tensor([[3, 4, 3]]), torch.tensor([[1, 3, 4]])
     variation = variation_of()
     with torch.inference_mode():
-        memory, src_mask, _ = passes.encode(model, src, variation)
+        memory, src_mask = passes.encode(model, src, variation)
         memory_kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in model.decoder.layers]
         kept = passes.decode(model, tgt, memory, src_mask, variation, None, memory_kv)
         zeroed = [(torch.zeros_like(k), torch.zeros_like(v)) for k, v in memory_kv]
         other = passes.decode(model, tgt, memory, src_mask, variation, None, zeroed)
         plain = model.decode(tgt, memory, src_mask, variation)
-    assert torch.equal(kept[0], plain[0]) and not torch.equal(other[0], plain[0])
+    assert torch.equal(kept, plain) and not torch.equal(other, plain)
 
 
 def test_where_the_flat_passes_do_not_apply_they_are_the_modules_pass(one_thread):
@@ -100,12 +102,12 @@ def test_where_the_flat_passes_do_not_apply_they_are_the_modules_pass(one_thread
         assert not passes.flat(network)
         torch.manual_seed(0)
         with torch.no_grad():
-            memory, src_mask, _ = network.encode(src, variation)
-            logits = network.decode(tgt, memory, src_mask, variation)[0]
+            memory, src_mask = network.encode(src, variation)
+            logits = network.decode(tgt, memory, src_mask, variation)
         torch.manual_seed(0)
         with torch.no_grad():
-            flat_memory, flat_mask, _ = passes.encode(network, src, variation)
-            flat_logits = passes.decode(network, tgt, flat_memory, flat_mask, variation)[0]
+            flat_memory, flat_mask = passes.encode(network, src, variation)
+            flat_logits = passes.decode(network, tgt, flat_memory, flat_mask, variation)
         assert torch.equal(memory, flat_memory) and torch.equal(logits, flat_logits)
 
 

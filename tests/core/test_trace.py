@@ -73,3 +73,22 @@ def test_our_model_answers_the_protocol_and_other_things_do_not():
     assert isinstance(model, AttentionModel) and not model.pretrained and model.abilities.writes_text
     assert model.abilities.scalings == ("sqrt_dk", "none") and model.abilities.compatibility == "dot_product"
     assert not any(isinstance(thing, AttentionModel) for thing in ({}, "model", model.encoder, None))
+
+
+def test_value_norms_are_each_values_length_through_its_heads_columns_of_w_o():
+    """Passes.value_norms (one for ours and a real model): ‖v_j^h W_O^h‖ [B, H, K], against a float64 loop over the
+    heads with W_O^h the d_v columns head h's output meets; value_flows are the maps times them."""
+    model, src, tgt = random_case(6)  # 3 heads of d_v = 5
+    variation = Variation(heads_off={model.map_keys[0]: [1]})
+    with torch.no_grad():
+        traced = model.traced(src, tgt, variation=variation, keep=("v",))
+        norms = model.value_norms(src, tgt, variation=variation)
+        flows = model.value_flows(src, tgt, variation=variation)
+    assert list(norms) == list(flows) == model.map_keys
+    d_v = model.config.d_v
+    for key, points in traced.kept.items():
+        w_o = model.w_o(key).double()  # (D, H·d_v)
+        expected = torch.stack([(points["v"][:, h].double() @ w_o[:, h * d_v:(h + 1) * d_v].T).norm(dim=-1)
+                                for h in range(model.n_heads)], dim=1)  # (B, H, K)
+        torch.testing.assert_close(norms[key].double(), expected)
+        assert torch.equal(flows[key], traced.maps[key] * norms[key][:, :, None, :])

@@ -164,6 +164,10 @@ class Student:
         # the steps view's (an app before it asked the steps through the queue only: none)
         steps_view = next((c for c in config["components"] if c["id"] == self.ids.get("steps_view")), {})
         self.steps_answer = next(iter(steps_view.get("props", {}).get("server_fns") or []), None)
+        # the switches the page offers to compare (the radio's choices: those that act on its model), else every one
+        radio = next((c for c in config["components"] if c["id"] == self.ids.get("comparison")), {})
+        self.comparisons = [choice[1] for choice in radio.get("props", {}).get("choices") or []
+                            if choice[1] in COMPARISONS] or list(COMPARISONS)
         missing = [name for name, dep in self.api.items() if dep is None]
         if missing:
             raise RuntimeError(f"the app has no endpoint named {missing}")
@@ -258,7 +262,7 @@ class Student:
             return await self.lesson_step()
         head = {name: self.values[self.ids[name]] for name in ("kind", "layer", "head")}
         if action == "compare":
-            set_("comparison", rng.choice(list(COMPARISONS)))
+            set_("comparison", rng.choice(self.comparisons))
             seconds, (answer, text) = await self.call(self.dependency("compare"), "comparison")
             label = COMPARISONS[self.values[self.ids["comparison"]]][0]
             return seconds, head_problem(answer, head, COMPARE_FORMAT) or (f"compare: text lacks {label!r}" if label

@@ -109,9 +109,14 @@ def refused(page: Page) -> None:
     """A refused input: every view marked stale, the refusal's note."""
     page.locator("#text input, #text textarea").first.fill("x" * 200)
     expect(page.locator("#explorer .av-stale-note")).to_be_visible(timeout=TIMEOUT_MS)
+    toast_settled(page)
+
+
+def toast_settled(page: Page) -> None:
+    """A refusal's toast shown: it and the stale fade come in animated, so axe scans their final colours, not a frame
+    halfway (under load a frame halfway read as grey text); short animations only: a spinner runs for ever, and the
+    toast's countdown bar until it closes."""
     page.locator("[data-testid=toast-body]").first.wait_for(timeout=TIMEOUT_MS)
-    # the toast and the stale fade come in animated: scan their final colours, not a frame halfway (short animations
-    # only: a spinner runs for ever, and the toast's countdown bar until it closes)
     page.wait_for_function("() => document.getAnimations().filter((a) => a.effect && "
                            "a.effect.getComputedTiming().duration < 2000).every((a) => a.playState !== 'running')",
                            timeout=TIMEOUT_MS)
@@ -174,6 +179,7 @@ def lab_stale(page: Page) -> None:
     lab(page)
     set_number(page, "lab_dk", "0")
     expect(page.locator("#lab_numbers")).to_have_attribute("data-av-stale", "true", timeout=TIMEOUT_MS)
+    toast_settled(page)
 
 
 def training(page: Page) -> None:

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from attention_viz.hub.attention import as_allowed, kept
+from attention_viz.hub.routes_older import projected
 
 
 def bloom_attention(module, config, hidden_states: torch.Tensor, residual: torch.Tensor, alibi: torch.Tensor,
@@ -73,8 +74,7 @@ def mpnet_attention(module, config, hidden_states: torch.Tensor, attention_mask:
         return type(module).forward(module, hidden_states, attention_mask, position_bias, output_attentions, **kwargs)
     B, Q, _ = hidden_states.shape
     d = module.attention_head_size
-    q, k, v = (project(hidden_states).view(B, Q, -1, d).transpose(1, 2)  # (B, H, Q, d)
-               for project in (module.q, module.k, module.v))
+    q, k, v = projected(hidden_states, None, (module.q, module.k, module.v), d)  # (B, H, Q, d) each
     mask = as_allowed(attention_mask) if attention_mask is not None and kept("padding_mask") else None
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
     output, weights = attend(module, q, k, v, mask, scaling=d ** -0.5, position_bias=position_bias,
@@ -108,8 +108,7 @@ def data2vec_vision_attention(module, config, hidden_states: torch.Tensor, outpu
                                     interpolate_pos_encoding, resolution)
     B, T, _ = hidden_states.shape
     d = module.attention_head_size
-    q, k, v = (project(hidden_states).view(B, T, -1, d).transpose(1, 2)  # (B, H, T, d)
-               for project in (module.query, module.key, module.value))
+    q, k, v = projected(hidden_states, None, (module.query, module.key, module.value), d)  # (B, H, T, d) each
     bias = relative_position_bias  # the encoder's shared one (1, H, T, T), or None
     if module.has_relative_position_bias:
         window = (resolution[0] // config.patch_size, resolution[1] // config.patch_size)

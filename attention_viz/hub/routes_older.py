@@ -119,8 +119,7 @@ def bert_self_attention(module, config, hidden_states: torch.Tensor, attention_m
         return type(module).forward(module, hidden_states, attention_mask, *args, **kwargs)
     B, Q, _ = hidden_states.shape
     d = module.attention_head_size
-    q, k, v = (project(hidden_states).view(B, Q, -1, d).transpose(1, 2)  # (B, H, Q, d)
-               for project in (module.query, module.key, module.value))
+    q, k, v = projected(hidden_states, None, (module.query, module.key, module.value), d)  # (B, H, Q, d) each
     mask = as_allowed(attention_mask) if attention_mask is not None and kept("padding_mask") else None
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
     output, weights = attend(module, q, k, v, mask, scaling=d ** -0.5,
@@ -141,15 +140,8 @@ def bart_attention(module, config, hidden_states: torch.Tensor, key_value_states
             extra["attn_prompt"] = attn_prompt
         return type(module).forward(module, hidden_states, key_value_states, cache, attention_mask, **extra, **kwargs)
     B, Q, _ = hidden_states.shape
-    cross = key_value_states is not None
-    states = key_value_states if cross else hidden_states  # (B, K, D)
-
-    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
-        return x.view(B, -1, module.num_heads, module.head_dim).transpose(1, 2)
-
-    q = heads(module.q_proj(hidden_states))
-    k, v = cached(cache, module.layer_idx, cross, kwargs, lambda: (heads(module.k_proj(states)),
-                                                                     heads(module.v_proj(states))))
+    q, k, v = projected(hidden_states, key_value_states, (module.q_proj, module.k_proj, module.v_proj),
+                        module.head_dim, cache, module.layer_idx, kwargs)
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
     output, weights = attend(module, q, k, v, attention_mask, scaling=module.scaling,
                              dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
@@ -191,8 +183,7 @@ def roformer_attention(module, config, hidden_states: torch.Tensor, attention_ma
         return type(module).forward(module, hidden_states, attention_mask, sinusoidal_pos, *args, **kwargs)
     B, Q, _ = hidden_states.shape
     d = module.attention_head_size
-    q, k, v = (project(hidden_states).view(B, Q, -1, d).transpose(1, 2)  # (B, H, Q, d)
-               for project in (module.query, module.key, module.value))
+    q, k, v = projected(hidden_states, None, (module.query, module.key, module.value), d)  # (B, H, Q, d) each
     if sinusoidal_pos is not None:
         q, k, *rotated = module.apply_rotary_position_embeddings(sinusoidal_pos, q, k, *([v] if module.rotary_value
                                                                                            else []))
@@ -213,15 +204,8 @@ def xlm_attention(module, config, input: torch.Tensor, mask: torch.Tensor, kv: t
     if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
         return type(module).forward(module, input, mask, kv, cache, output_attentions, **kwargs)
     B, Q, _ = input.shape
-    cross = kv is not None
-    states = kv if cross else input  # (B, K, D)
-
-    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
-        return x.view(B, -1, module.n_heads, module.head_dim).transpose(1, 2)
-
-    q = heads(module.q_lin(input))
-    k, v = cached(cache, module.layer_id, cross, kwargs, lambda: (heads(module.k_lin(states)),
-                                                                    heads(module.v_lin(states))))
+    q, k, v = projected(input, kv, (module.q_lin, module.k_lin, module.v_lin), module.head_dim, cache,
+                        module.layer_id, kwargs)
     allowed = None
     if mask is not None and kept("causal_mask" if mask.dim() == 3 else "padding_mask"):
         allowed = (mask != 0).view(B, 1, Q if mask.dim() == 3 else 1, -1)  # (B, 1, Q or 1, K)
@@ -230,6 +214,22 @@ def xlm_attention(module, config, input: torch.Tensor, mask: torch.Tensor, kv: t
                              dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
     output = module.out_lin(output.reshape(B, Q, -1))
     return (output, weights) if output_attentions else (output,)
+
+
+def projected(hidden_states: torch.Tensor, states: torch.Tensor | None, projections, d: int, cache=None,
+              layer: int | None = None, kwargs: dict | None = None) -> tuple[torch.Tensor, ...]:
+    """q from hidden_states [B, Q, D] and k, v from states [B, K, D] (a cross-attention's source; None: hidden_states)
+    through the module's projections (W_Q, W_K, W_V), each [B, H, T, d]; k and v kept in and read back from
+    transformers' cache as the model's own forward does (cached)."""
+    B = hidden_states.size(0)
+    w_q, w_k, w_v = projections
+    cross, states = states is not None, hidden_states if states is None else states
+
+    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H·d) -> (B, H, T, d)
+        return x.view(B, x.size(1), -1, d).transpose(1, 2)
+
+    k, v = cached(cache, layer, cross, kwargs or {}, lambda: (heads(w_k(states)), heads(w_v(states))))
+    return heads(w_q(hidden_states)), k, v
 
 
 def cached(cache, layer: int, cross: bool, kwargs: dict, computed) -> tuple[torch.Tensor, torch.Tensor]:

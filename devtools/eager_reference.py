@@ -187,7 +187,8 @@ def bias_zeroed(model):
     alibi = [module for module in changed.modules() if hasattr(type(module), "build_alibi_tensor")]
     mpt = [module for module in changed.modules() if hasattr(type(module), "build_mpt_alibi_tensor")]
     deberta = [module for module in changed.modules() if hasattr(type(module), "disentangled_attention_bias")]
-    if not tables and not alibi and not mpt and not deberta:
+    deberta_v1 = [module for module in changed.modules() if hasattr(type(module), "disentangled_att_bias")]
+    if not tables and not alibi and not mpt and not deberta and not deberta_v1:
         raise NotApplicable("its position bias is not read from a relative_attention_bias table or ALiBi's")
     with torch.no_grad():
         for table in tables:
@@ -197,6 +198,8 @@ def bias_zeroed(model):
                                                                            dtype=dtype, device=mask.device)
     for module in deberta:  # DeBERTa's position terms (c2p + p2c): none, c2c alone over √(d·f) still
         module.disentangled_attention_bias = lambda *args, **kwargs: 0
+    for module in deberta_v1:  # v1's (its disentangled_att_bias)
+        module.disentangled_att_bias = lambda *args, **kwargs: 0
     for module in mpt:  # MPT's: built once for max_seq_len positions, [H, 1, max_seq_len]
         module.build_mpt_alibi_tensor = lambda heads, length, *args, device=None, **kwargs: torch.zeros(
             heads, 1, length, device=device)

@@ -298,6 +298,8 @@ QUIRKS: dict[str, dict] = {
     # log buckets past 4 positions
     "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "position_buckets": 8,
                    "share_att_key": True, "norm_rel_ebd": "layer_norm"},
+    # DeBERTa v1 as released (deberta-base): both position terms (its default config has no relative attention)
+    "deberta": {"relative_attention": True, "pos_att_type": ["c2p", "p2c"]},
     "luke": {"entity_vocab_size": 16, "entity_emb_size": 16},
     "roc_bert": {"pronunciation_embed_dim": 16, "pronunciation_vocab_size": 32, "shape_embed_dim": 16,
                  "shape_vocab_size": 32},

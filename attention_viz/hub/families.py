@@ -137,6 +137,10 @@ def check_config(family: Family, config) -> None:
         raise UnsupportedModelError(f"a {family.name} model with block-sparse attention is not supported: each query "
                                     "sees its window's, a few random and the global blocks of keys, not every key "
                                     "(attention_type='original_full' reads every key).")
+    if getattr(config, "talking_head", False):  # DeBERTa v1's talking heads
+        raise UnsupportedModelError(f"a {family.name} model with talking heads is not supported: each head's logits "
+                                    "are mixed with the other heads' before the softmax, and its weights after, so "
+                                    "a head's map is not softmax of its own q·k.")
     if getattr(config, "use_prompt", False):  # MVP's prompts
         raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
                                     "and values go before every attention's own, so a map's keys are not the text's "

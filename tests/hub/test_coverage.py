@@ -28,7 +28,6 @@ PRINCIPLED_REFUSALS = {
     # a bias added to QKᵀ that never reaches the attention function, or attention outside the interface
     "longt5": "local and transient-global attention outside the interface",
     "inkling_text": "layers of different head counts",
-    "deberta": "disentangled attention: content-to-position terms, outside the interface",
     # a softmax that is not Eq. 1's
     "gemma2": "a tanh soft-cap on the logits", "t5gemma": "a tanh soft-cap on the logits",
     "vaultgemma": "a tanh soft-cap on the logits",

@@ -21,12 +21,12 @@ import torch
 
 from attention_viz.hub.proof import sink_conventions
 from attention_viz.hub.attention import needs_mask
-from attention_viz.hub.routes import implement, route
+from attention_viz.hub.routes import SCORES_AS_ATTENTIONS, implement, route
 
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
-                "proj", "attn_out")
+                "proj", "attn_out", "post_attention.conv1d")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
 SCALINGS = ("scaling", "scale", "inv_norm_factor", "softmax_scale", "norm_factor")  # CLIP's attention keeps
 # `scale`, Bloom's `inv_norm_factor`, MPT's `softmax_scale`; GPT-NeoX-Japanese's `norm_factor` it divides by (1 is no
@@ -127,6 +127,10 @@ def w_o(model, name: str, width: int) -> tuple[torch.nn.Module, bool] | None:
                 return found, False
             if isinstance(found, Conv1D) and found.weight.size(0) == width:
                 return found, True
+            if type(found).__name__ == "QuantLinear" and found.in_features == width:  # I-BERT's, [out, in]
+                return found, False
+            if isinstance(found, torch.nn.Conv1d) and found.in_channels == width and found.groups == 1:
+                return found, False  # SqueezeBERT's post_attention.conv1d: [out, in, 1], columns as a Linear's
     return None
 
 
@@ -220,6 +224,8 @@ def eager_pass(model, inputs: dict) -> tuple[torch.Tensor, dict[str, list[torch.
     kinds = {kind: [a for a in (maps or ()) if a is not None] for kind, maps in kinds.items()}
     if not all(isinstance(a, torch.Tensor) for maps in kinds.values() for a in maps):
         raise NotApplicable("the eager model returns its attentions as other than one tensor a layer")
+    if model.config.model_type in SCORES_AS_ATTENTIONS:  # its scores before the softmax: the weights taken from them
+        kinds = {kind: [a.softmax(-1) for a in maps] for kind, maps in kinds.items()}
     return logits, kinds
 
 

@@ -137,6 +137,10 @@ def check_config(family: Family, config) -> None:
         raise UnsupportedModelError(f"a {family.name} model with block-sparse attention is not supported: each query "
                                     "sees its window's, a few random and the global blocks of keys, not every key "
                                     "(attention_type='original_full' reads every key).")
+    if getattr(config, "quant_mode", False):  # I-BERT's integer-only inference
+        raise UnsupportedModelError(f"a quantised {family.name} model (quant_mode) is not supported: its q, k and v are "
+                                    "rounded to 8-bit integers and its softmax is an integer polynomial approximation "
+                                    "(i-exp), not Eq. 1's softmax (quant_mode=False runs it in floating point).")
     if getattr(config, "talking_head", False):  # DeBERTa v1's talking heads
         raise UnsupportedModelError(f"a {family.name} model with talking heads is not supported: each head's logits "
                                     "are mixed with the other heads' before the softmax, and its weights after, so "
@@ -223,13 +227,16 @@ def w_o_of(family: Family, calls, inputs: list[tuple[int, str, torch.nn.Module, 
         width = out.size(-2) * out.size(-1)
         match = None
         for after, name, module, x in inputs:
-            if after <= i or x.numel() != out.numel() or x.size(-1) != width:
+            channels = 1 if isinstance(module, torch.nn.Conv1d) else -1  # SqueezeBERT's W_O reads [B, H·d_v, Q]
+            if after <= i or x.numel() != out.numel() or x.size(channels) != width:
                 continue
+            if channels == 1:
+                x = x.transpose(-1, -2)
             if x.data_ptr() == out.data_ptr() or torch.equal(x.reshape(out.shape), out):
                 match = (name, module)
                 break
         if match is None:
             raise UnsupportedModelError(f"no linear layer reads the output of its attention {key} unchanged, so its "
                                         "W_O (what heads off, value norms and head importance need) is not known.")
-        found.append((key, match[0], not isinstance(match[1], torch.nn.Linear)))  # Conv1D keeps [in, out]
+        found.append((key, match[0], type(match[1]).__name__ == "Conv1D"))  # Conv1D keeps [in, out]
     return Family(family.name, family.model_type, family.layout, family.about, family.keys, tuple(found))

@@ -329,6 +329,8 @@ class PretrainedTransformer(Passes):
         linear layer the probe found reading its output."""
         module, transposed = self._w_o[key]
         weight = weight_of(module)  # an offloaded layer's read where it is kept
+        if weight.dim() == 3:  # a kernel-1 Conv1d over channels (SqueezeBERT's), [D, H·d/g, 1]: g blocks on the diagonal
+            weight = torch.block_diag(*weight.squeeze(-1).chunk(module.groups, dim=0))
         return weight.T if transposed else weight
 
     @torch.no_grad()

@@ -36,7 +36,7 @@ from attention_viz.core.variation import Variation
 from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredArgument, switched
 from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
 from attention_viz.hub.placement import input_device, weight_of
-from attention_viz.hub.routes import implement
+from attention_viz.hub.routes import SCORES_AS_ATTENTIONS, implement
 
 LENGTHS = (8, 5)  # the probe's source (or text) tokens, and its decoder's input (an encoder-decoder model's)
 PADDED = 3        # the second row's last tokens that are padding
@@ -273,8 +273,10 @@ def _ratio(a: torch.Tensor, b: torch.Tensor) -> float | None:
 
 
 def _linear(module: torch.nn.Module) -> bool:
-    """A linear layer: torch's Linear or transformers' Conv1D (GPT-2's, weight [in, out])."""
-    return isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"
+    """A linear layer: torch's Linear, transformers' Conv1D (GPT-2's, weight [in, out]), I-BERT's QuantLinear
+    (unquantised: a Linear), or a kernel-1 Conv1d over channels (SqueezeBERT's: a linear map at each position)."""
+    return isinstance(module, torch.nn.Linear) or type(module).__name__ in ("Conv1D", "QuantLinear") or (
+        isinstance(module, torch.nn.Conv1d) and module.kernel_size == (1,))
 
 
 def _largest(difference: torch.Tensor, rows) -> float:
@@ -348,6 +350,8 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
                                         f"{ours[kind]} of its layers go through transformers' attention interface "
                                         "(the others, linear attention or a recurrence, cannot run our Eq. 1).")
         for layer, weights_of_layer in enumerate(found):  # what hooks could not see
+            if family.model_type in SCORES_AS_ATTENTIONS and isinstance(weights_of_layer, torch.Tensor):
+                weights_of_layer = weights_of_layer.softmax(-1)  # its scores, to the weights its code takes from them
             weights.setdefault(kind_key(kind, layer), weights_of_layer)
     return weights, eager
 

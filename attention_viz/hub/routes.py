@@ -2,8 +2,9 @@
 a forward for its attention module that computes q, k, v (and any bias) as the model does, hands them to our Eq. 1
 (hub.attention.eq1_attention, where the maps are recorded and the switches act) and goes on as the model does. The
 forwards: hub.routes_older (attention written before the interface: GPT-Neo, the original GPT, FSMT, BERT's and BART's
-older attention, XLM, RoFormer, GPT-NeoX-Japanese), hub.routes_bias (a position bias of their own: Bloom, MPT,
-Falcon, MPNet, BEiT, Data2VecVision), hub.deberta (DeBERTa's disentangled attention, v1 and v2/v3).
+older attention, XLM, RoFormer, GPT-NeoX-Japanese, I-BERT, SqueezeBERT, LUKE), hub.routes_bias (a position bias of
+their own: Bloom, MPT, Falcon, MPNet, BEiT, Data2VecVision), hub.deberta (DeBERTa's disentangled attention, v1 and
+v2/v3).
 
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will
@@ -20,8 +21,9 @@ from attention_viz.hub.deberta import deberta_attention, deberta_v1_attention
 from attention_viz.hub.routes_bias import (beit_attention, bloom_attention, data2vec_vision_attention,
                                            falcon_attention, mpnet_attention, mpt_attention)
 from attention_viz.hub.routes_older import (bart_attention, bert_self_attention, fsmt_attention,
-                                            gpt_neo_attention, gpt_neox_japanese_attention, mark_causal,
-                                            openai_gpt_attention, roformer_attention, xlm_attention)
+                                            gpt_neo_attention, gpt_neox_japanese_attention, ibert_attention,
+                                            luke_attention, mark_causal, openai_gpt_attention, roformer_attention,
+                                            squeezebert_attention, xlm_attention)
 
 ROUTED = "_attention_viz_routed"  # set on a model whose attention modules route() changed
 
@@ -47,7 +49,12 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "mpt.modeling_mpt.MptAttention": mpt_attention,
           MODELS + "falcon.modeling_falcon.FalconAttention": falcon_attention,
           MODELS + "deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": deberta_attention,
-          MODELS + "deberta.modeling_deberta.DisentangledSelfAttention": deberta_v1_attention}
+          MODELS + "deberta.modeling_deberta.DisentangledSelfAttention": deberta_v1_attention,
+          MODELS + "ibert.modeling_ibert.IBertSelfAttention": ibert_attention,
+          MODELS + "squeezebert.modeling_squeezebert.SqueezeBertSelfAttention": squeezebert_attention,
+          MODELS + "luke.modeling_luke.LukeSelfAttention": luke_attention}
+SCORES_AS_ATTENTIONS = {"squeezebert"}  # model types whose eager `attentions` are the scores before the softmax
+                                        # (QKᵀ/√d + mask, as its code returns them): the proof compares their softmax
 BUILT_EAGER = {"gpt_neo", "data2vec-vision", "falcon"}  # model types whose modules choose their attention class by
                                                         # the implementation when built: built under eager
                                                         # (transformers' own classes), then routed

@@ -15,7 +15,7 @@ import torch  # noqa: E402
 
 from attention_viz.hub import load_pretrained  # noqa: E402
 from attention_viz.hub.long_kept import LongRunError  # noqa: E402
-from attention_viz.hub.routes import ROUTED  # noqa: E402
+from attention_viz.hub.routes import ROUTED, SCORES_AS_ATTENTIONS  # noqa: E402
 from devtools import tiny_archs  # noqa: E402
 
 FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  # each family's own factor on QKᵀ
@@ -23,7 +23,8 @@ FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  #
            "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
            "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5,
            "mpnet": lambda d_k: d_k ** -0.5, "roformer": lambda d_k: d_k ** -0.5,
-           "tapas": lambda d_k: d_k ** -0.5, "gpt_neox_japanese": lambda d_k: d_k ** -0.5}
+           "tapas": lambda d_k: d_k ** -0.5, "gpt_neox_japanese": lambda d_k: d_k ** -0.5,
+           "ibert": lambda d_k: d_k ** -0.5, "squeezebert": lambda d_k: d_k ** -0.5, "luke": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -144,12 +145,14 @@ def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind,
     assert_same(off, unmasked, mask)
 
 
-@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet", "roformer", "tapas"])
+@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet", "roformer", "tapas",
+                                  "ibert", "squeezebert", "luke"])
 def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(kind, monkeypatch):
-    """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention divide by math.sqrt(d) in their own code (no factor
-    to set): the scale switch off equals their eager model with that square root made 1; the padding switch off
-    equals it given a mask of ones (XLM's and Flaubert's: their attention's mask of ones, their hidden states still
-    zeroed at the padding, which is no part of attention)."""
+    """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention (and I-BERT's, SqueezeBERT's, LUKE's) divide by
+    math.sqrt(d) in their own code (no factor to set): the scale switch off equals their eager model with that square
+    root made 1; the padding switch off equals it given a mask of ones (XLM's and Flaubert's: their attention's mask
+    of ones, their hidden states still zeroed at the padding, which is no part of attention). SqueezeBERT's eager
+    `attentions` are its scores before the softmax: compared after it."""
     import copy
     import importlib
     from types import SimpleNamespace
@@ -164,7 +167,8 @@ def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(
         with torch.no_grad():
             out = model(input_ids=ids, attention_mask=attention_mask, output_attentions=True)
         logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
-        return logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)}
+        return logits, {f"encoder.{i}.self_attn": a.softmax(-1) if kind in SCORES_AS_ATTENTIONS else a
+                        for i, a in enumerate(out.attentions)}
 
     assert_same(ours.forward(ids), encoder_eager(theirs, mask), mask)
     unpadded = ours.forward(ids, padding_mask=False)
@@ -253,3 +257,23 @@ def test_bigbirds_full_attention_is_routed_and_its_block_sparse_one_refused_by_n
         out = theirs(input_ids=ids, attention_mask=mask, output_attentions=True)
     own = (out.logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)})
     assert_same(ours.forward(ids), own, mask)
+
+
+def test_a_quantised_ibert_and_lukes_entity_inputs_are_refused_by_what_they_are(loaded):
+    """I-BERT with quant_mode (8-bit q, k, v and an integer softmax) is refused on load, naming it; LUKE's entity
+    inputs (entity-aware queries over words and entities) are refused with a sentence, its words-only pass proven."""
+    import copy
+
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    plain, tokenizer = tiny_archs.tiny("ibert")
+    config = copy.deepcopy(plain.config)
+    config.quant_mode = True
+    with pytest.raises(UnsupportedModelError, match="quantised IBert model \\(quant_mode\\) is not supported: its q, k"):
+        PretrainedTransformer(type(plain)(config).eval(), tokenizer)
+    luke = loaded["luke"]
+    ids = torch.randint(5, 100, (1, 6), generator=torch.Generator().manual_seed(4))
+    entities = torch.ones(1, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="LUKE's entity inputs are not supported: its entity tokens attend"):
+        luke.model(input_ids=ids, entity_ids=entities, entity_attention_mask=torch.ones_like(entities),
+                   entity_position_ids=torch.zeros(1, 2, 1, dtype=torch.long))

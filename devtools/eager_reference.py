@@ -4,8 +4,8 @@ A spy registered in transformers' attention interface (SPY) finds the attention 
 each module it is handed, with its heads, its value width and the keyword arguments beyond q, k, v (sliding_window,
 softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
 `unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
-`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`), ALiBi (Bloom's, MPT's) and
-DeBERTa's position terms,
+`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`), ALiBi (Bloom's, MPT's),
+DeBERTa's position terms and XLNet's position and segment terms,
 `heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), `causal_lifted` lets a
 module's own causal buffer (GPT-Neo's) see everything, and `eager_pass` runs
 the eager model with output_attentions=True.
@@ -16,6 +16,7 @@ Axes: B batch, H query heads, Q queries, K keys, d head width.
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import torch
 
@@ -36,7 +37,9 @@ SCALED_IN_CODE = {"FalconAttention": "Falcon's eager attention scales QKᵀ in i
                                      "ALiBi its inv_norm_factor scales QKᵀ + A together): no attribute sets the factor "
                                      "on QKᵀ alone",
                   "DisentangledSelfAttention": "DeBERTa's attention divides QKᵀ and its position terms by √(d·f) "
-                                               "in its code: no attribute sets the factor on QKᵀ alone"}
+                                               "in its code: no attribute sets the factor on QKᵀ alone",
+                  "XLNetRelativeAttention": "XLNet's scale multiplies its content, position and segment terms "
+                                            "together: no attribute sets the factor on QKᵀ alone"}
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -117,6 +120,9 @@ def w_o(model, name: str, width: int) -> tuple[torch.nn.Module, bool] | None:
 
     attention = model.get_submodule(name)
     parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+    own = getattr(attention, "o", None)  # XLNet's W_O: a parameter [D, H, d], its columns a view of it
+    if isinstance(own, torch.nn.Parameter) and own.dim() == 3 and own[0].numel() == width:
+        return SimpleNamespace(weight=own.data.flatten(1)), False
     for owner in (attention, parent):
         for child in HEAD_OUTPUTS:
             try:
@@ -192,7 +198,8 @@ def bias_zeroed(model):
     mpt = [module for module in changed.modules() if hasattr(type(module), "build_mpt_alibi_tensor")]
     deberta = [module for module in changed.modules() if hasattr(type(module), "disentangled_attention_bias")]
     deberta_v1 = [module for module in changed.modules() if hasattr(type(module), "disentangled_att_bias")]
-    if not tables and not alibi and not mpt and not deberta and not deberta_v1:
+    xlnet = [module for module in changed.modules() if hasattr(type(module), "rel_attn_core")]
+    if not tables and not alibi and not mpt and not deberta and not deberta_v1 and not xlnet:
         raise NotApplicable("its position bias is not read from a relative_attention_bias table or ALiBi's")
     with torch.no_grad():
         for table in tables:
@@ -204,6 +211,10 @@ def bias_zeroed(model):
         module.disentangled_attention_bias = lambda *args, **kwargs: 0
     for module in deberta_v1:  # v1's (its disentangled_att_bias)
         module.disentangled_att_bias = lambda *args, **kwargs: 0
+    for module in xlnet:  # XLNet's position term bd (rel_shift'ed) and segment term ef (its seg_embed): all 0
+        module.rel_shift_bnij = lambda x, klen=-1: x.new_zeros(*x.shape[:3], klen)
+        with torch.no_grad():
+            module.seg_embed.zero_()
     for module in mpt:  # MPT's: built once for max_seq_len positions, [H, 1, max_seq_len]
         module.build_mpt_alibi_tensor = lambda heads, length, *args, device=None, **kwargs: torch.zeros(
             heads, 1, length, device=device)

@@ -141,6 +141,11 @@ def check_config(family: Family, config) -> None:
         raise UnsupportedModelError(f"a quantised {family.name} model (quant_mode) is not supported: its q, k and v are "
                                     "rounded to 8-bit integers and its softmax is an integer polynomial approximation "
                                     "(i-exp), not Eq. 1's softmax (quant_mode=False runs it in floating point).")
+    if family.model_type == "xlnet" and getattr(config, "attn_type", "bi") != "bi":
+        raise UnsupportedModelError(f"an {family.name} model with attn_type={config.attn_type!r} is not supported: its "
+                                    "one mask holds its causal rule, its memory's reach and the padding together, "
+                                    "which the causal and padding switches cannot take apart (attn_type 'bi', as "
+                                    "released, is).")
     if getattr(config, "talking_head", False):  # DeBERTa v1's talking heads
         raise UnsupportedModelError(f"a {family.name} model with talking heads is not supported: each head's logits "
                                     "are mixed with the other heads' before the softmax, and its weights after, so "

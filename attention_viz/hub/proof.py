@@ -272,10 +272,14 @@ def _ratio(a: torch.Tensor, b: torch.Tensor) -> float | None:
     return c if torch.allclose(a, c * b, rtol=1e-4, atol=1e-6 * float(b.abs().max())) else None
 
 
+LINEAR_NAMES = ("Conv1D", "QuantLinear", "ParameterW_O")  # linear layers by their class's name
+
+
 def _linear(module: torch.nn.Module) -> bool:
     """A linear layer: torch's Linear, transformers' Conv1D (GPT-2's, weight [in, out]), I-BERT's QuantLinear
-    (unquantised: a Linear), or a kernel-1 Conv1d over channels (SqueezeBERT's: a linear map at each position)."""
-    return isinstance(module, torch.nn.Linear) or type(module).__name__ in ("Conv1D", "QuantLinear") or (
+    (unquantised: a Linear), a kernel-1 Conv1d over channels (SqueezeBERT's: a linear map at each position), or
+    hub.routes_bias.ParameterW_O (XLNet's W_O, a parameter)."""
+    return isinstance(module, torch.nn.Linear) or type(module).__name__ in LINEAR_NAMES or (
         isinstance(module, torch.nn.Conv1d) and module.kernel_size == (1,))
 
 

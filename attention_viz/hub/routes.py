@@ -3,8 +3,8 @@ a forward for its attention module that computes q, k, v (and any bias) as the m
 (hub.attention.eq1_attention, where the maps are recorded and the switches act) and goes on as the model does. The
 forwards: hub.routes_older (attention written before the interface: GPT-Neo, the original GPT, FSMT, BERT's and BART's
 older attention, XLM, RoFormer, GPT-NeoX-Japanese, I-BERT, SqueezeBERT, LUKE), hub.routes_bias (a position bias of
-their own: Bloom, MPT, Falcon, MPNet, BEiT, Data2VecVision), hub.deberta (DeBERTa's disentangled attention, v1 and
-v2/v3).
+their own: Bloom, MPT, Falcon, MPNet, BEiT, Data2VecVision, XLNet), hub.deberta (DeBERTa's disentangled attention, v1
+and v2/v3).
 
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will
@@ -18,8 +18,9 @@ from __future__ import annotations
 import types
 
 from attention_viz.hub.deberta import deberta_attention, deberta_v1_attention
-from attention_viz.hub.routes_bias import (beit_attention, bloom_attention, data2vec_vision_attention,
-                                           falcon_attention, mpnet_attention, mpt_attention)
+from attention_viz.hub.routes_bias import (W_O_OF_XLNET, ParameterW_O, beit_attention, bloom_attention,
+                                           data2vec_vision_attention, falcon_attention, mpnet_attention,
+                                           mpt_attention, xlnet_attention)
 from attention_viz.hub.routes_older import (bart_attention, bert_self_attention, fsmt_attention,
                                             gpt_neo_attention, gpt_neox_japanese_attention, ibert_attention,
                                             luke_attention, mark_causal, openai_gpt_attention, roformer_attention,
@@ -52,7 +53,8 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "deberta.modeling_deberta.DisentangledSelfAttention": deberta_v1_attention,
           MODELS + "ibert.modeling_ibert.IBertSelfAttention": ibert_attention,
           MODELS + "squeezebert.modeling_squeezebert.SqueezeBertSelfAttention": squeezebert_attention,
-          MODELS + "luke.modeling_luke.LukeSelfAttention": luke_attention}
+          MODELS + "luke.modeling_luke.LukeSelfAttention": luke_attention,
+          MODELS + "xlnet.modeling_xlnet.XLNetRelativeAttention": xlnet_attention}
 SCORES_AS_ATTENTIONS = {"squeezebert"}  # model types whose eager `attentions` are the scores before the softmax
                                         # (QKᵀ/√d + mask, as its code returns them): the proof compares their softmax
 BUILT_EAGER = {"gpt_neo", "data2vec-vision", "falcon"}  # model types whose modules choose their attention class by
@@ -70,8 +72,10 @@ def route(model) -> int:
     class untouched); returns how many were routed."""
     config = model.config
     routed = 0
-    for module in model.modules():
+    for module in list(model.modules()):
         forward = ROUTES.get(f"{type(module).__module__}.{type(module).__name__}")
+        if forward is xlnet_attention and not hasattr(module, W_O_OF_XLNET):  # its W_O, a parameter, as a layer
+            module.add_module(W_O_OF_XLNET, ParameterW_O(module, "o"))
         if forward is not None and "forward" not in vars(module):
             module.forward = types.MethodType(
                 lambda self, *args, _forward=forward, **kwargs: _forward(self, config, *args, **kwargs), module)

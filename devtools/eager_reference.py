@@ -27,7 +27,7 @@ from attention_viz.hub.routes import SCORES_AS_ATTENTIONS, implement, route
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
-                "proj", "attn_out", "post_attention.conv1d")
+                "proj", "attn_out", "post_attention.conv1d", "attention_out")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
 SCALINGS = ("scaling", "scale", "inv_norm_factor", "softmax_scale", "norm_factor")  # CLIP's attention keeps
 # `scale`, Bloom's `inv_norm_factor`, MPT's `softmax_scale`; GPT-NeoX-Japanese's `norm_factor` it divides by (1 is no
@@ -194,6 +194,8 @@ def bias_zeroed(model):
     mask) all 0: the bias it adds to QKᵀ is then all 0."""
     changed = copy.deepcopy(model)
     tables = [module for name, module in changed.named_modules() if name.endswith("relative_attention_bias")]
+    tables += [SimpleNamespace(weight=table) for name, table in changed.named_parameters()  # CPM-Ant's: a parameter
+               if name.endswith("relative_attention_bias")]
     alibi = [module for module in changed.modules() if hasattr(type(module), "build_alibi_tensor")]
     mpt = [module for module in changed.modules() if hasattr(type(module), "build_mpt_alibi_tensor")]
     deberta = [module for module in changed.modules() if hasattr(type(module), "disentangled_attention_bias")]

@@ -150,6 +150,12 @@ def check_config(family: Family, config) -> None:
         raise UnsupportedModelError(f"a {family.name} model with talking heads is not supported: each head's logits "
                                     "are mixed with the other heads' before the softmax, and its weights after, so "
                                     "a head's map is not softmax of its own q·k.")
+    if family.model_type == "cpmant" and getattr(config, "prompt_length", 0):
+        raise UnsupportedModelError(f"a {family.name} model with prompts (prompt_length {config.prompt_length}) is not "
+                                    "supported: it puts that many learned prompt tokens before the text in every "
+                                    "pass, so each map's queries and keys include them and the text's rows give them "
+                                    "weight (transformers' own attentions cut them off, leaving rows that do not sum "
+                                    "to 1).")
     if getattr(config, "use_prompt", False):  # MVP's prompts
         raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
                                     "and values go before every attention's own, so a map's keys are not the text's "

@@ -3,8 +3,8 @@ a forward for its attention module that computes q, k, v (and any bias) as the m
 (hub.attention.eq1_attention, where the maps are recorded and the switches act) and goes on as the model does. The
 forwards: hub.routes_older (attention written before the interface: GPT-Neo, the original GPT, FSMT, BERT's and BART's
 older attention, XLM, RoFormer, GPT-NeoX-Japanese, I-BERT, SqueezeBERT, LUKE), hub.routes_bias (a position bias of
-their own: Bloom, MPT, Falcon, MPNet, BEiT, Data2VecVision, XLNet), hub.deberta (DeBERTa's disentangled attention, v1
-and v2/v3).
+their own: Bloom, MPT, Falcon, MPNet, BEiT, Data2VecVision, XLNet, CPM-Ant), hub.deberta (DeBERTa's disentangled
+attention, v1 and v2/v3).
 
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will
@@ -19,7 +19,7 @@ import types
 
 from attention_viz.hub.deberta import deberta_attention, deberta_v1_attention
 from attention_viz.hub.routes_bias import (W_O_OF_XLNET, ParameterW_O, beit_attention, bloom_attention,
-                                           data2vec_vision_attention, falcon_attention, mpnet_attention,
+                                           cpmant_attention, data2vec_vision_attention, falcon_attention, mpnet_attention,
                                            mpt_attention, xlnet_attention)
 from attention_viz.hub.routes_older import (bart_attention, bert_self_attention, fsmt_attention,
                                             gpt_neo_attention, gpt_neox_japanese_attention, ibert_attention,
@@ -54,7 +54,8 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "ibert.modeling_ibert.IBertSelfAttention": ibert_attention,
           MODELS + "squeezebert.modeling_squeezebert.SqueezeBertSelfAttention": squeezebert_attention,
           MODELS + "luke.modeling_luke.LukeSelfAttention": luke_attention,
-          MODELS + "xlnet.modeling_xlnet.XLNetRelativeAttention": xlnet_attention}
+          MODELS + "xlnet.modeling_xlnet.XLNetRelativeAttention": xlnet_attention,
+          MODELS + "cpmant.modeling_cpmant.CpmAntAttention": cpmant_attention}
 SCORES_AS_ATTENTIONS = {"squeezebert"}  # model types whose eager `attentions` are the scores before the softmax
                                         # (QKᵀ/√d + mask, as its code returns them): the proof compares their softmax
 BUILT_EAGER = {"gpt_neo", "data2vec-vision", "falcon"}  # model types whose modules choose their attention class by

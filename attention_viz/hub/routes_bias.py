@@ -18,6 +18,8 @@ position_bias switch); under eager, the module's own code. Each family's own, by
     Data2VecVisionSelfAttention  BEiT's from before the interface: its relative position bias (its own table's and
                      its encoder's shared one) handed over as the position bias
 
+    CpmAntAttention  a segment-and-position bias (T5's buckets within a segment), computed by its model and
+                     handed over as the position bias; its own mask of its left padding (CPM-Ant with prompts refused)
     XLNetRelativeAttention  Transformer-XL's relative attention, its content stream: (ac + bd + ef)/√d, ac the
                      content term (QKᵀ with a per-head bias on q), bd the position term and ef the segment term
                      handed over as the position bias, each kept apart; its W_O a parameter (ParameterW_O)
@@ -249,3 +251,27 @@ def xlnet_attention(module, config, h: torch.Tensor, g: torch.Tensor | None, att
     attn_out = getattr(module, W_O_OF_XLNET)(output.reshape(B, Q, -1)).transpose(0, 1)  # (Q, B, D): its post_attention
     output_h = module.layer_norm(module.dropout(attn_out) + h)
     return (output_h, None, torch.einsum("bnij->ijbn", weights)) if output_attentions else (output_h, None)
+
+
+def cpmant_attention(module, config, hidden_q: torch.Tensor, hidden_kv: torch.Tensor, attention_mask: torch.Tensor,
+                     position_bias: torch.Tensor, output_attentions: bool = False, cache=None, use_cache=None,
+                     **kwargs):
+    """CpmAntAttention.forward with softmax(QKᵀ/√d + B, masked) computed by our Eq. 1, B its segment-and-position
+    bias (T5's buckets within a segment, a bucket per pair of segments across them; one table for the stack, computed
+    by its model) handed over as the position bias: hidden_q [B, Q, D], attention_mask [B, Q, K] (True = may attend:
+    its own, of its left padding) -> (output [B, Q, D], weights [B, H, Q, K] or None). Its prompts are refused on
+    load (hub.families): only a model without them runs here."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_q, hidden_kv, attention_mask, position_bias, output_attentions,
+                                    cache=cache, use_cache=use_cache, **kwargs)
+    B, Q, _ = hidden_q.shape
+    q = module.project_q(hidden_q).view(B, Q, module.num_heads, module.dim_head).transpose(1, 2)  # (B, H, Q, d)
+    k, v = (project(hidden_kv).view(B, -1, module.num_heads, module.dim_head).transpose(1, 2)
+            for project in (module.project_k, module.project_v))  # (B, H, K, d)
+    if cache is not None:
+        k, v = cache.update(k, v, module.layer_idx, kwargs=kwargs)
+    allowed = attention_mask.view(B, 1, Q, k.size(2)).bool() if kept("padding_mask") else None  # (B, 1, Q, K)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, allowed, scaling=module.dim_head ** -0.5, position_bias=position_bias,
+                             dropout=module.dropout.p if module.dropout is not None and module.training else 0.0)
+    return module.attention_out(output.reshape(B, Q, -1)), (weights if output_attentions else None)

@@ -334,3 +334,18 @@ def test_xlnets_relative_attention_is_eq1_with_its_position_and_segment_terms_as
     config.attn_type = "uni"
     with pytest.raises(UnsupportedModelError, match="attn_type='uni' is not supported: its one mask holds"):
         PretrainedTransformer(type(theirs)(config).eval(), tokenizer)
+
+
+def test_cpmant_is_routed_with_its_position_bias_and_refused_with_its_prompts(monkeypatch):
+    """CPM-Ant's segment-and-position bias is handed over as the position bias: without prompts (prompt_length 0)
+    every check of devtools.coverage passes against its eager model (maps, heads off, the bias off against its table
+    zeroed); as released, with prompt tokens before the text in every pass, it is refused naming them."""
+    from devtools import coverage
+
+    released = coverage.check("cpmant")
+    assert released.result == "refused" and "with prompts (prompt_length 32)" in released.reason, released
+    monkeypatch.setitem(tiny_archs.QUIRKS, "cpmant", {**tiny_archs.QUIRKS["cpmant"], "prompt_length": 0})
+    result = coverage.check("cpmant")
+    assert result.result == "passed", result
+    assert not result.checks["heads"].startswith("n/a") and not result.checks["bias"].startswith("n/a"), result
+    assert "position_bias" in result.fidelity.honoured

@@ -177,14 +177,21 @@ def unscaled(model, calls: list):
 def causal_lifted(model):
     """The model, or where its attention modules keep a causal rule of their own (a buffer `bias` [1, 1, P, P]: GPT-Neo's
     boolean one, within a window on its local layers; the original GPT's of ones and zeros), a copy with that rule
-    letting every position see every other: what a 4D mask of zeros cannot lift."""
+    letting every position see every other: what a 4D mask of zeros cannot lift; and where an encoder-decoder's
+    encoder has sliding-window layers (T5Gemma's, by its layer_types), a copy whose encoder layers are all full:
+    the decoder's mask of zeros does not reach the encoder, and the causal switch off lifts a window everywhere."""
     owned = [(name, buffer) for name, buffer in model.named_buffers() if name.endswith(".bias")
              and buffer.dim() == 4 and buffer.shape[:2] == (1, 1)]
-    if not owned:
+    encoder = model.get_encoder() if getattr(model.config, "is_encoder_decoder", False) else None
+    windowed = "sliding_attention" in (getattr(getattr(encoder, "config", None), "layer_types", None) or ())
+    if not owned and not windowed:
         return model
     changed = copy.deepcopy(model)
     for name, _ in owned:
         changed.get_buffer(name).fill_(1)
+    if windowed:
+        config = changed.get_encoder().config
+        config.layer_types = ["full_attention" if t == "sliding_attention" else t for t in config.layer_types]
     return changed
 
 

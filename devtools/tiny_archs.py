@@ -53,6 +53,8 @@ TINY = {
     "encoder_attention_heads": HEADS_N, "decoder_attention_heads": HEADS_N,
     "num_key_value_heads": KV_HEADS, "num_kv_heads": KV_HEADS, "n_kv_heads": KV_HEADS, "num_kv_groups": KV_HEADS,
     "head_dim": HEAD_DIM, "d_kv": HEAD_DIM, "attention_head_dim": HEAD_DIM, "kv_channels": HEAD_DIM,
+    # a sliding-window layer's own (Inkling's: as released, as many heads as its full layers)
+    "swa_num_attention_heads": HEADS_N, "swa_num_key_value_heads": KV_HEADS, "swa_head_dim": HEAD_DIM,
     # multi-head latent attention (DeepSeek's)
     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HEAD_DIM,
     "qk_head_dim": 16,

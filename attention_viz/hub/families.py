@@ -78,6 +78,12 @@ REFUSED = {
                 "before W_O",
     "prophetnet": "its decoder's n-stream self-attention predicts several future tokens at once, each stream with "
                   "positions of its own",
+    "pegasus_x": "its encoder's tokens attend within local blocks of block_size tokens (every other layer's blocks "
+                 "staggered by half a block) and to num_global_tokens learned global tokens that are not the text's, "
+                 "in attention of its own, so no map of its encoder is a row over the text's tokens",
+    "doge": "its dynamic mask attention adds to QKᵀ a weight of each key's content, exp(A·softplus(W_dt·v_j)) per head "
+            "(a bias of the key's value states, not of positions), and past keep_window_size keys keeps only the "
+            "keys it weighs highest",
     "recurrent_gemma": "most of its layers are recurrent blocks (RG-LRU) with no attention weights, between local "
                        "attention layers",
 }

@@ -95,7 +95,8 @@ def _figure(x: float) -> str:
     return "0" if x == 0 else f"{x:.0e}"
 
 
-NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks", "position_bias": "position bias"}
+NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks", "sinks": "attention sinks (a logit per query)",
+         "position_bias": "position bias"}
 # A half-precision dtype's significant bits (its unit roundoff is 2^-bits): what the fidelity line says of it.
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}
 # Config fields by which a model changes its logits after lm_head (Gemma 2's cap, Cohere's and Granite's scales).
@@ -131,7 +132,7 @@ def probe_inputs(model, encoder_decoder: bool) -> dict:
     ids[1, S - PADDED:] = pad
     kwargs = {"input_ids": ids, "attention_mask": mask}
     if encoder_decoder:
-        start = getattr(model.config, "decoder_start_token_id", None)
+        start = decoder_start(model)
         start = start if isinstance(start, int) and 0 <= start < V else 0
         decoder = (5 + torch.arange(2 * T) * 11) % V
         decoder = decoder.view(2, T).to(input_device(model))  # (2, T)
@@ -140,6 +141,19 @@ def probe_inputs(model, encoder_decoder: bool) -> dict:
     if "use_cache" in inspect.signature(model.forward).parameters or encoder_decoder:
         kwargs["use_cache"] = False
     return kwargs
+
+
+def decoder_start(model) -> int | None:
+    """An encoder-decoder model's first decoder token: its generation config's decoder_start_token_id, else its
+    config's, else its decoder config's bos_token_id (T5Gemma's, which its own _shift_right reads); None if none."""
+    generation = getattr(model, "generation_config", None)  # a base model without its head has none
+    decoder = getattr(model.config, "decoder", None)
+    for start in (getattr(generation, "decoder_start_token_id", None),
+                  getattr(model.config, "decoder_start_token_id", None), getattr(decoder, "bos_token_id", None)):
+        start = start[0] if isinstance(start, list) and start else start
+        if isinstance(start, int):
+            return start
+    return None
 
 
 def vocabulary_size(model) -> int:
@@ -212,7 +226,7 @@ def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
             raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
         rows = real[:, None, :, None] if real is not None and (source or MapKey.parse(key).stack == "encoder") else True
         worst = max(worst, min(_largest(ours - theirs, rows)
-                               for ours in sink_conventions(call.weights, "s_aux" in call.honoured)))
+                               for ours in sink_conventions(call.weights, bool({"s_aux", "sinks"} & set(call.honoured)))))
     rows = real[:, :, None] if real is not None and source else True  # (B, S, 1)
     outputs = _largest(output - reference, rows) / max(1.0, _largest(reference, rows))
     honoured = tuple(sorted({h for call in calls for h in call.honoured}))

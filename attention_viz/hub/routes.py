@@ -15,6 +15,7 @@ class, as transformers names it -> its forward.
 
 from __future__ import annotations
 
+import copy
 import types
 
 from attention_viz.hub.deberta import deberta_attention, deberta_v1_attention
@@ -58,6 +59,12 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "cpmant.modeling_cpmant.CpmAntAttention": cpmant_attention}
 SCORES_AS_ATTENTIONS = {"squeezebert"}  # model types whose eager `attentions` are the scores before the softmax
                                         # (QKᵀ/√d + mask, as its code returns them): the proof compares their softmax
+# Attention across depth, not tokens (Inkling 2's block attention residuals: at each token a learned query over the
+# states its earlier blocks left): through the interface, but no map of the text; each such module is given a copy
+# of the config under eager, so transformers' own eager function computes it in every pass, outside our Eq. 1.
+ACROSS_DEPTH = {MODELS + "inkling2.modeling_inkling2.Inkling2BlockAttentionResidual",
+                MODELS + "inkling2_loop.modeling_inkling2_loop.Inkling2LoopBlockAttentionResidual",
+                MODELS + "inkling2_loop.modeling_inkling2_loop.Inkling2LoopMessageAttentionResidual"}
 BUILT_EAGER = {"gpt_neo", "data2vec-vision", "falcon"}  # model types whose modules choose their attention class by
                                                         # the implementation when built: built under eager
                                                         # (transformers' own classes), then routed
@@ -74,7 +81,11 @@ def route(model) -> int:
     config = model.config
     routed = 0
     for module in list(model.modules()):
-        forward = ROUTES.get(f"{type(module).__module__}.{type(module).__name__}")
+        name = f"{type(module).__module__}.{type(module).__name__}"
+        if name in ACROSS_DEPTH and getattr(module, "config", None) is not None:
+            module.config = copy.copy(module.config)  # its own: implement() leaves it eager
+            module.config._attn_implementation = "eager"
+        forward = ROUTES.get(name)
         if forward is xlnet_attention and not hasattr(module, W_O_OF_XLNET):  # its W_O, a parameter, as a layer
             module.add_module(W_O_OF_XLNET, ParameterW_O(module, "o"))
         if forward is not None and "forward" not in vars(module):

@@ -72,6 +72,17 @@ def test_at_least_forty_architectures_pass():
     assert len(passed) >= REQUIRED, f"{len(passed)} pass: {passed}"
 
 
+@pytest.mark.parametrize("model_type, expected", [
+    ("t5gemma", "passed"),  # its decoder starts with its decoder config's bos, as its own _shift_right starts it
+    ("inkling_text", "passed"),  # its sliding-window layers' own heads, shrunk as its full layers' are
+    ("inkling2_text", "no linear layer reads the output"),  # its sinks per query honoured, its depth attention its own
+    ("doge", "a weight of each key's content"), ("pegasus_x", "learned global tokens that are not the text's"),
+])
+def test_a_refusal_names_what_the_model_does_not_a_limit_of_our_code(model_type, expected):
+    result = result_of(model_type)
+    assert (result.result if expected == "passed" else result.reason).find(expected) >= 0, result
+
+
 def test_principled_refusals_name_text_architectures_this_module_builds():
     built = {arch.model_type for arch in tiny_archs.text_architectures()}
     assert set(PRINCIPLED_REFUSALS) <= built, set(PRINCIPLED_REFUSALS) - built

@@ -27,9 +27,8 @@ REQUIRED = 40
 PRINCIPLED_REFUSALS = {
     # a bias added to QKᵀ that never reaches the attention function, or attention outside the interface
     "longt5": "local and transient-global attention outside the interface",
-    "inkling_text": "layers of different head counts",
     # a softmax that is not Eq. 1's
-    "gemma2": "a tanh soft-cap on the logits", "t5gemma": "a tanh soft-cap on the logits",
+    "gemma2": "a tanh soft-cap on the logits",
     "vaultgemma": "a tanh soft-cap on the logits",
     "gpt_oss": "attention sinks (s_aux): an extra logit per head", "flint": "attention sinks",
     "granite_swa": "attention sinks", "granitemoe_swa": "attention sinks", "mimo_v2_flash": "attention sinks",

@@ -234,7 +234,8 @@ def _checks(ours, model, inputs: dict, calls: list, layout: str):
     ids, decoder_ids = inputs["input_ids"], inputs.get("decoder_input_ids")
     args = (ids, decoder_ids) if layout == "encoder-decoder" else (ids,)
     keys = list(ours.map_keys)
-    sinks = "s_aux" in ours.fidelity.honoured  # eager may give the rows before the sink: either convention
+    sinks = bool({"s_aux", "sinks"} & set(ours.fidelity.honoured))  # eager may give the rows before the sink:
+    # either convention
 
     def maps():
         reference = _reference(lambda: eager_pass(model, inputs))

@@ -72,8 +72,9 @@ def special_of(model, calls: list) -> str:
         found.append("top-k sparse")
     if any("position_bias" in c[4] or "relative" in " ".join(c[4]) for c in calls):
         found.append("position bias")
-    if any("bias_terms" in c[4] for c in calls):
-        found.append("disentangled (c2c, c2p, p2c)")
+    terms = next((c[4]["bias_terms"].strip("{}") for c in calls if "bias_terms" in c[4]), None)  # "c2p, p2c"
+    if terms is not None:  # DeBERTa's disentangled terms, or XLNet's relative ones (bd: positions, ef: segments)
+        found.append("disentangled (c2c, c2p, p2c)" if "c2p" in terms else f"relative terms (c2c, {terms})")
     other = kinds - {"full_attention", "sliding_attention", "chunked_attention", "attention"}
     if other:
         found.append("hybrid (" + ", ".join(sorted(other)) + ")")

@@ -4,8 +4,8 @@ A spy registered in transformers' attention interface (SPY) finds the attention 
 each module it is handed, with its heads, its value width and the keyword arguments beyond q, k, v (sliding_window,
 softcap, s_aux, position_bias, ...), in call order, which is the order of eager's `attentions` tuples. From them:
 `unscaled` sets every attention module's `scaling` to 1.0 (the factor its forward hands the attention function),
-`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`), ALiBi (Bloom's, MPT's) and
-DeBERTa's position terms,
+`bias_zeroed` zeroes every relative-position bias table (T5's `relative_attention_bias`), ALiBi (Bloom's, MPT's),
+DeBERTa's position terms and XLNet's position and segment terms,
 `heads_zeroed` zeroes a head's columns of W_O (found by name: HEAD_OUTPUTS, the hand table), `causal_lifted` lets a
 module's own causal buffer (GPT-Neo's) see everything, and `eager_pass` runs
 the eager model with output_attentions=True.
@@ -16,17 +16,18 @@ Axes: B batch, H query heads, Q queries, K keys, d head width.
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import torch
 
 from attention_viz.hub.proof import sink_conventions
 from attention_viz.hub.attention import needs_mask
-from attention_viz.hub.routes import implement, route
+from attention_viz.hub.routes import SCORES_AS_ATTENTIONS, implement, route
 
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
-                "proj", "attn_out")
+                "proj", "attn_out", "post_attention.conv1d", "attention_out")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
 SCALINGS = ("scaling", "scale", "inv_norm_factor", "softmax_scale", "norm_factor")  # CLIP's attention keeps
 # `scale`, Bloom's `inv_norm_factor`, MPT's `softmax_scale`; GPT-NeoX-Japanese's `norm_factor` it divides by (1 is no
@@ -36,7 +37,9 @@ SCALED_IN_CODE = {"FalconAttention": "Falcon's eager attention scales QKᵀ in i
                                      "ALiBi its inv_norm_factor scales QKᵀ + A together): no attribute sets the factor "
                                      "on QKᵀ alone",
                   "DisentangledSelfAttention": "DeBERTa's attention divides QKᵀ and its position terms by √(d·f) "
-                                               "in its code: no attribute sets the factor on QKᵀ alone"}
+                                               "in its code: no attribute sets the factor on QKᵀ alone",
+                  "XLNetRelativeAttention": "XLNet's scale multiplies its content, position and segment terms "
+                                            "together: no attribute sets the factor on QKᵀ alone"}
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -117,6 +120,9 @@ def w_o(model, name: str, width: int) -> tuple[torch.nn.Module, bool] | None:
 
     attention = model.get_submodule(name)
     parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+    own = getattr(attention, "o", None)  # XLNet's W_O: a parameter [D, H, d], its columns a view of it
+    if isinstance(own, torch.nn.Parameter) and own.dim() == 3 and own[0].numel() == width:
+        return SimpleNamespace(weight=own.data.flatten(1)), False
     for owner in (attention, parent):
         for child in HEAD_OUTPUTS:
             try:
@@ -127,6 +133,10 @@ def w_o(model, name: str, width: int) -> tuple[torch.nn.Module, bool] | None:
                 return found, False
             if isinstance(found, Conv1D) and found.weight.size(0) == width:
                 return found, True
+            if type(found).__name__ == "QuantLinear" and found.in_features == width:  # I-BERT's, [out, in]
+                return found, False
+            if isinstance(found, torch.nn.Conv1d) and found.in_channels == width and found.groups == 1:
+                return found, False  # SqueezeBERT's post_attention.conv1d: [out, in, 1], columns as a Linear's
     return None
 
 
@@ -167,14 +177,21 @@ def unscaled(model, calls: list):
 def causal_lifted(model):
     """The model, or where its attention modules keep a causal rule of their own (a buffer `bias` [1, 1, P, P]: GPT-Neo's
     boolean one, within a window on its local layers; the original GPT's of ones and zeros), a copy with that rule
-    letting every position see every other: what a 4D mask of zeros cannot lift."""
+    letting every position see every other: what a 4D mask of zeros cannot lift; and where an encoder-decoder's
+    encoder has sliding-window layers (T5Gemma's, by its layer_types), a copy whose encoder layers are all full:
+    the decoder's mask of zeros does not reach the encoder, and the causal switch off lifts a window everywhere."""
     owned = [(name, buffer) for name, buffer in model.named_buffers() if name.endswith(".bias")
              and buffer.dim() == 4 and buffer.shape[:2] == (1, 1)]
-    if not owned:
+    encoder = model.get_encoder() if getattr(model.config, "is_encoder_decoder", False) else None
+    windowed = "sliding_attention" in (getattr(getattr(encoder, "config", None), "layer_types", None) or ())
+    if not owned and not windowed:
         return model
     changed = copy.deepcopy(model)
     for name, _ in owned:
         changed.get_buffer(name).fill_(1)
+    if windowed:
+        config = changed.get_encoder().config
+        config.layer_types = ["full_attention" if t == "sliding_attention" else t for t in config.layer_types]
     return changed
 
 
@@ -184,10 +201,14 @@ def bias_zeroed(model):
     mask) all 0: the bias it adds to QKᵀ is then all 0."""
     changed = copy.deepcopy(model)
     tables = [module for name, module in changed.named_modules() if name.endswith("relative_attention_bias")]
+    tables += [SimpleNamespace(weight=table) for name, table in changed.named_parameters()  # CPM-Ant's: a parameter
+               if name.endswith("relative_attention_bias")]
     alibi = [module for module in changed.modules() if hasattr(type(module), "build_alibi_tensor")]
     mpt = [module for module in changed.modules() if hasattr(type(module), "build_mpt_alibi_tensor")]
     deberta = [module for module in changed.modules() if hasattr(type(module), "disentangled_attention_bias")]
-    if not tables and not alibi and not mpt and not deberta:
+    deberta_v1 = [module for module in changed.modules() if hasattr(type(module), "disentangled_att_bias")]
+    xlnet = [module for module in changed.modules() if hasattr(type(module), "rel_attn_core")]
+    if not tables and not alibi and not mpt and not deberta and not deberta_v1 and not xlnet:
         raise NotApplicable("its position bias is not read from a relative_attention_bias table or ALiBi's")
     with torch.no_grad():
         for table in tables:
@@ -197,6 +218,12 @@ def bias_zeroed(model):
                                                                            dtype=dtype, device=mask.device)
     for module in deberta:  # DeBERTa's position terms (c2p + p2c): none, c2c alone over √(d·f) still
         module.disentangled_attention_bias = lambda *args, **kwargs: 0
+    for module in deberta_v1:  # v1's (its disentangled_att_bias)
+        module.disentangled_att_bias = lambda *args, **kwargs: 0
+    for module in xlnet:  # XLNet's position term bd (rel_shift'ed) and segment term ef (its seg_embed): all 0
+        module.rel_shift_bnij = lambda x, klen=-1: x.new_zeros(*x.shape[:3], klen)
+        with torch.no_grad():
+            module.seg_embed.zero_()
     for module in mpt:  # MPT's: built once for max_seq_len positions, [H, 1, max_seq_len]
         module.build_mpt_alibi_tensor = lambda heads, length, *args, device=None, **kwargs: torch.zeros(
             heads, 1, length, device=device)
@@ -217,6 +244,8 @@ def eager_pass(model, inputs: dict) -> tuple[torch.Tensor, dict[str, list[torch.
     kinds = {kind: [a for a in (maps or ()) if a is not None] for kind, maps in kinds.items()}
     if not all(isinstance(a, torch.Tensor) for maps in kinds.values() for a in maps):
         raise NotApplicable("the eager model returns its attentions as other than one tensor a layer")
+    if model.config.model_type in SCORES_AS_ATTENTIONS:  # its scores before the softmax: the weights taken from them
+        kinds = {kind: [a.softmax(-1) for a in maps] for kind, maps in kinds.items()}
     return logits, kinds
 
 

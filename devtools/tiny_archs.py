@@ -53,6 +53,8 @@ TINY = {
     "encoder_attention_heads": HEADS_N, "decoder_attention_heads": HEADS_N,
     "num_key_value_heads": KV_HEADS, "num_kv_heads": KV_HEADS, "n_kv_heads": KV_HEADS, "num_kv_groups": KV_HEADS,
     "head_dim": HEAD_DIM, "d_kv": HEAD_DIM, "attention_head_dim": HEAD_DIM, "kv_channels": HEAD_DIM,
+    # a sliding-window layer's own (Inkling's: as released, as many heads as its full layers)
+    "swa_num_attention_heads": HEADS_N, "swa_num_key_value_heads": KV_HEADS, "swa_head_dim": HEAD_DIM,
     # multi-head latent attention (DeepSeek's)
     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HEAD_DIM,
     "qk_head_dim": 16,
@@ -298,6 +300,8 @@ QUIRKS: dict[str, dict] = {
     # log buckets past 4 positions
     "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "position_buckets": 8,
                    "share_att_key": True, "norm_rel_ebd": "layer_norm"},
+    # DeBERTa v1 as released (deberta-base): both position terms (its default config has no relative attention)
+    "deberta": {"relative_attention": True, "pos_att_type": ["c2p", "p2c"]},
     "luke": {"entity_vocab_size": 16, "entity_emb_size": 16},
     "roc_bert": {"pronunciation_embed_dim": 16, "pronunciation_vocab_size": 32, "shape_embed_dim": 16,
                  "shape_vocab_size": 32},

@@ -275,11 +275,13 @@ def hide(x: torch.Tensor, hidden: torch.Tensor | None, value: float, inplace: bo
 
 
 def softmax(logits: torch.Tensor, sink: torch.Tensor | None = None, inplace: bool = False) -> torch.Tensor:
-    """softmax over each row's keys; with a sink [H], over the keys and the sink, the sink's share dropped.
+    """softmax over each row's keys; with a sink (a logit per head [H], gpt-oss's, or per head and query
+    [B or 1, H, Q, 1], Inkling 2's), over the keys and the sink, the sink's share dropped.
     Half-precision logits (bfloat16, float16) take it in float32, rounded once to their dtype (as transformers'
     eager attention takes it: softmax(..., dtype=torch.float32).to(query.dtype))."""
     if sink is not None:
-        sinks = sink.to(logits.dtype).reshape(-1, 1, 1).expand(*logits.shape[:-1], 1)  # (..., H, Q, 1)
+        sinks = sink.to(logits.dtype)
+        sinks = (sinks.reshape(-1, 1, 1) if sinks.dim() == 1 else sinks).expand(*logits.shape[:-1], 1)  # (..., H, Q, 1)
         logits = torch.cat([logits, sinks], dim=-1)  # (..., Q, K + 1)
     if logits.dtype in (torch.float16, torch.bfloat16):
         wide = torch.softmax(logits, dim=-1, dtype=torch.float32)

@@ -47,7 +47,7 @@ IMPLEMENTATION = "attention_viz"  # the name our functions are registered under
 # what the mask already holds (a sliding window, causality) or what only other kernels read (flash attention's
 # packed sequences, a layer's bookkeeping): eager attention ignores them too. Refused: a change to Eq. 1 that we do
 # not compute, named in the refusal. Anything else that is not None is refused as unknown, by its name.
-HONOURED = ("softcap", "s_aux", "position_bias")
+HONOURED = ("softcap", "s_aux", "sinks", "position_bias")
 CARRIED = frozenset({
     "sliding_window", "is_causal", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "position_ids",
     "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
@@ -55,7 +55,6 @@ CARRIED = frozenset({
     "bias_terms",  # the position bias's terms, apart (hub.routes: DeBERTa's c2p, p2c), kept beside it
 })
 REFUSED = {
-    "sinks": "attention sinks with a position bias",
     "indices": "attention over selected keys only (sparse attention)",
     "block_indices": "attention over selected blocks only (sparse attention)",
 }
@@ -220,8 +219,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
 
     query [B, H, Q, d], key/value [B, H_kv, K, d], mask broadcastable to [B, 1, Q, K] ->
     (output [B, Q, H, d] as transformers expects it, weights [B, H, Q, K]). A soft cap (`softcap`, Gemma 2) caps
-    the scaled logits; learned sinks (`s_aux` [H], gpt-oss) join each row's softmax, and what they take is recorded
-    beside the map. A position bias (`position_bias` [1 or B, H, Q, K], T5's relative positions) is added to the
+    the scaled logits; learned sinks (`s_aux` [H], gpt-oss; `sinks` [B, H, Q, 1], a logit per query, Inkling 2) join
+    each row's softmax, and what they take is recorded beside the map. A position bias (`position_bias` [1 or B, H, Q, K], T5's relative positions) is added to the
     scaled logits, as the model's eager attention adds it, and recorded beside the map (RECORDED), unless the
     pass's position_bias switch is off. Under the scale switch the model's own factor on QKᵀ is replaced, inside the
     cap.
@@ -238,7 +237,8 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     mask = as_allowed(attention_mask)
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
-    softcap, sink = kwargs.get("softcap"), kwargs.get("s_aux")
+    softcap = kwargs.get("softcap")
+    sink = kwargs.get("s_aux") if kwargs.get("s_aux") is not None else kwargs.get("sinks")  # [H], or [B, H, Q, 1]
     given = position_bias(kwargs.get("position_bias"))  # (1 or B, H, Q, K) or None
     bias = given if run is None or run.variation.position_bias else None
     kernel = run.kernel if run is not None else scaled_dot_product_attention

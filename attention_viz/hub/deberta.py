@@ -10,6 +10,9 @@ the relative position (log buckets past position_buckets / 2 in v3). c2p + p2c i
 each term beside it (bias_terms: hub.attention keeps them, with c2c, as a pass's `terms`). Its mask is its own padding
 mask, not the mask function's: the pass's padding switch lifts it here.
 
+DeBERTa v1 (deberta_v1_attention) is the same sum by other code: one in_proj for q, k and v with q_bias and v_bias
+added after, its relative embeddings within att_span of 0, P through pos_proj (c2p) and pos_q_proj (p2c, with a bias).
+
 Axes: B batch, H heads, N positions (Q queries, K keys), d head width.
 """
 
@@ -79,3 +82,55 @@ def deberta_attention(module, config, hidden_states: torch.Tensor, attention_mas
     output, weights = attend(module, q, k, v, mask, scaling=float(1 / scale), dropout=dropout,
                              **({} if bias is None else {"position_bias": bias, "bias_terms": terms}))
     return output.reshape(B, output.size(1), -1), (weights if output_attentions else None)  # (B, N, H·d)
+
+
+def deberta_v1_terms(module, q: torch.Tensor, k: torch.Tensor, relative_pos: torch.Tensor,
+                     rel_embeddings: torch.Tensor, scale: torch.Tensor) -> dict[str, torch.Tensor]:
+    """DeBERTa v1's position terms as its disentangled_att_bias computes them, each kept apart: q (with its q_bias),
+    k [B, H, N, d], relative_pos [(1,) Q, K] (i − j) -> {"c2p", "p2c": [B, H, Q, K] over √(d·f)} (those its
+    pos_att_type names). P the relative embeddings within att_span = min(N, max_relative_positions) of 0, through
+    pos_proj (c2p: W_K's) and pos_q_proj (p2c: W_Q's, with its bias)."""
+    relative_pos = relative_pos.reshape((1,) * (4 - relative_pos.dim()) + tuple(relative_pos.shape)).long()
+    span = min(max(q.size(-2), k.size(-2)), module.max_relative_positions)
+    rel = rel_embeddings[module.max_relative_positions - span: module.max_relative_positions + span, :].unsqueeze(0)
+    B, H, Q, K = q.size(0), q.size(1), q.size(-2), k.size(-2)
+    terms = {}
+    if "c2p" in module.pos_att_type:  # q_i · P_k[i − j]
+        pos_key = module.transpose_for_scores(module.pos_proj(rel))  # (1, H, 2·span, d)
+        index = torch.clamp(relative_pos + span, 0, span * 2 - 1).expand([B, H, Q, K])
+        terms["c2p"] = torch.gather(q @ pos_key.transpose(-1, -2), -1, index) / scale.to(q.dtype)
+    if "p2c" in module.pos_att_type:  # k_j · P_q[j − i]
+        pos_query = module.transpose_for_scores(module.pos_q_proj(rel))  # (1, H, 2·span, d)
+        index = torch.clamp(-relative_pos + span, 0, span * 2 - 1).expand([B, H, K, K])
+        terms["p2c"] = torch.gather(k @ pos_query.transpose(-1, -2).to(k.dtype), -1, index).transpose(-1, -2) \
+            / scale.to(q.dtype)
+    return terms
+
+
+def deberta_v1_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                         output_attentions: bool = False, query_states=None, relative_pos=None, rel_embeddings=None):
+    """Deberta's (v1) DisentangledSelfAttention.forward with softmax(c2c + c2p + p2c, masked) computed by our Eq. 1,
+    as deberta_attention's for v2/v3; v1 projects q, k, v with one in_proj and adds q_bias and v_bias after, and
+    takes its relative embeddings within att_span. hidden_states [B, N, D], attention_mask [B, 1, N, N] (1 = may
+    attend) -> (context [B, N, H·d], weights [B, H, N, N]). Talking heads are refused on load (hub.families);
+    query_states, which no model of transformers hands it, runs its own code."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS or query_states is not None:
+        return type(module).forward(module, hidden_states, attention_mask, output_attentions, query_states,
+                                    relative_pos, rel_embeddings)
+    from transformers.models.deberta.modeling_deberta import scaled_size_sqrt
+
+    q, k, v = module.transpose_for_scores(module.in_proj(hidden_states)).chunk(3, dim=-1)  # (B, H, N, d) each
+    q = q + module.transpose_for_scores(module.q_bias[None, None, :])
+    v = v + module.transpose_for_scores(module.v_bias[None, None, :])
+    scale = scaled_size_sqrt(q, 1 + len(module.pos_att_type))  # √(d·f)
+    terms = {}
+    if module.relative_attention and rel_embeddings is not None and relative_pos is not None:
+        terms = deberta_v1_terms(module, q, k, relative_pos, module.pos_dropout(rel_embeddings), scale)
+    bias = sum(terms.values()) if terms else None
+    variation = getattr(current(), "variation", None)  # its own padding mask (B, 1, N, N), lifted by the switch
+    mask = attention_mask.bool() if variation is None or variation.padding_mask else None
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, mask, scaling=float(1 / scale),
+                             dropout=module.dropout.p if module.training else 0.0,
+                             **({} if bias is None else {"position_bias": bias, "bias_terms": terms}))
+    return output.reshape(*output.shape[:2], -1), (weights if output_attentions else None)  # (B, N, H·d)

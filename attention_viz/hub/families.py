@@ -78,6 +78,12 @@ REFUSED = {
                 "before W_O",
     "prophetnet": "its decoder's n-stream self-attention predicts several future tokens at once, each stream with "
                   "positions of its own",
+    "pegasus_x": "its encoder's tokens attend within local blocks of block_size tokens (every other layer's blocks "
+                 "staggered by half a block) and to num_global_tokens learned global tokens that are not the text's, "
+                 "in attention of its own, so no map of its encoder is a row over the text's tokens",
+    "doge": "its dynamic mask attention adds to QKᵀ a weight of each key's content, exp(A·softplus(W_dt·v_j)) per head "
+            "(a bias of the key's value states, not of positions), and past keep_window_size keys keeps only the "
+            "keys it weighs highest",
     "recurrent_gemma": "most of its layers are recurrent blocks (RG-LRU) with no attention weights, between local "
                        "attention layers",
 }
@@ -137,6 +143,25 @@ def check_config(family: Family, config) -> None:
         raise UnsupportedModelError(f"a {family.name} model with block-sparse attention is not supported: each query "
                                     "sees its window's, a few random and the global blocks of keys, not every key "
                                     "(attention_type='original_full' reads every key).")
+    if getattr(config, "quant_mode", False):  # I-BERT's integer-only inference
+        raise UnsupportedModelError(f"a quantised {family.name} model (quant_mode) is not supported: its q, k and v are "
+                                    "rounded to 8-bit integers and its softmax is an integer polynomial approximation "
+                                    "(i-exp), not Eq. 1's softmax (quant_mode=False runs it in floating point).")
+    if family.model_type == "xlnet" and getattr(config, "attn_type", "bi") != "bi":
+        raise UnsupportedModelError(f"an {family.name} model with attn_type={config.attn_type!r} is not supported: its "
+                                    "one mask holds its causal rule, its memory's reach and the padding together, "
+                                    "which the causal and padding switches cannot take apart (attn_type 'bi', as "
+                                    "released, is).")
+    if getattr(config, "talking_head", False):  # DeBERTa v1's talking heads
+        raise UnsupportedModelError(f"a {family.name} model with talking heads is not supported: each head's logits "
+                                    "are mixed with the other heads' before the softmax, and its weights after, so "
+                                    "a head's map is not softmax of its own q·k.")
+    if family.model_type == "cpmant" and getattr(config, "prompt_length", 0):
+        raise UnsupportedModelError(f"a {family.name} model with prompts (prompt_length {config.prompt_length}) is not "
+                                    "supported: it puts that many learned prompt tokens before the text in every "
+                                    "pass, so each map's queries and keys include them and the text's rows give them "
+                                    "weight (transformers' own attentions cut them off, leaving rows that do not sum "
+                                    "to 1).")
     if getattr(config, "use_prompt", False):  # MVP's prompts
         raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
                                     "and values go before every attention's own, so a map's keys are not the text's "
@@ -219,13 +244,16 @@ def w_o_of(family: Family, calls, inputs: list[tuple[int, str, torch.nn.Module, 
         width = out.size(-2) * out.size(-1)
         match = None
         for after, name, module, x in inputs:
-            if after <= i or x.numel() != out.numel() or x.size(-1) != width:
+            channels = 1 if isinstance(module, torch.nn.Conv1d) else -1  # SqueezeBERT's W_O reads [B, H·d_v, Q]
+            if after <= i or x.numel() != out.numel() or x.size(channels) != width:
                 continue
+            if channels == 1:
+                x = x.transpose(-1, -2)
             if x.data_ptr() == out.data_ptr() or torch.equal(x.reshape(out.shape), out):
                 match = (name, module)
                 break
         if match is None:
             raise UnsupportedModelError(f"no linear layer reads the output of its attention {key} unchanged, so its "
                                         "W_O (what heads off, value norms and head importance need) is not known.")
-        found.append((key, match[0], not isinstance(match[1], torch.nn.Linear)))  # Conv1D keeps [in, out]
+        found.append((key, match[0], type(match[1]).__name__ == "Conv1D"))  # Conv1D keeps [in, out]
     return Family(family.name, family.model_type, family.layout, family.about, family.keys, tuple(found))

@@ -40,7 +40,7 @@ from attention_viz.hub.decoding import greedy
 from attention_viz.hub.families import Family, UnsupportedModelError, family_of, unscaled_note
 from attention_viz.hub.placement import input_device, weight_of
 from attention_viz.hub import positions as rules
-from attention_viz.hub.proof import Fidelity, prove
+from attention_viz.hub.proof import Fidelity, decoder_start, prove
 from attention_viz.hub.routes import implement, route
 
 KIND_OF_LAYOUT = {
@@ -205,12 +205,7 @@ class PretrainedTransformer(Passes):
         if self.layout != "encoder-decoder":
             raise ValueError(f"{self.name} is {'an encoder' if self.layout == 'encoder' else 'a decoder'}-only model: "
                              "it has no decoder start token (give its text as input_ids alone).")
-        generation = getattr(self.model, "generation_config", None)  # a base model without its head has none
-        start = generation.decoder_start_token_id if generation is not None else None
-        if start is None:
-            start = getattr(self.model.config, "decoder_start_token_id", None)
-        if isinstance(start, list):
-            start = start[0]
+        start = decoder_start(self.model)
         if start is None:
             raise UnsupportedModelError(f"{self.name} has no decoder_start_token_id.")
         return int(start)
@@ -329,6 +324,8 @@ class PretrainedTransformer(Passes):
         linear layer the probe found reading its output."""
         module, transposed = self._w_o[key]
         weight = weight_of(module)  # an offloaded layer's read where it is kept
+        if weight.dim() == 3:  # a kernel-1 Conv1d over channels (SqueezeBERT's), [D, H·d/g, 1]: g blocks on the diagonal
+            weight = torch.block_diag(*weight.squeeze(-1).chunk(module.groups, dim=0))
         return weight.T if transposed else weight
 
     @torch.no_grad()

@@ -36,7 +36,7 @@ from attention_viz.core.variation import Variation
 from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredArgument, switched
 from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
 from attention_viz.hub.placement import input_device, weight_of
-from attention_viz.hub.routes import implement
+from attention_viz.hub.routes import SCORES_AS_ATTENTIONS, implement
 
 LENGTHS = (8, 5)  # the probe's source (or text) tokens, and its decoder's input (an encoder-decoder model's)
 PADDED = 3        # the second row's last tokens that are padding
@@ -95,7 +95,8 @@ def _figure(x: float) -> str:
     return "0" if x == 0 else f"{x:.0e}"
 
 
-NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks", "position_bias": "position bias"}
+NAMED = {"softcap": "logit soft cap", "s_aux": "attention sinks", "sinks": "attention sinks (a logit per query)",
+         "position_bias": "position bias"}
 # A half-precision dtype's significant bits (its unit roundoff is 2^-bits): what the fidelity line says of it.
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}
 # Config fields by which a model changes its logits after lm_head (Gemma 2's cap, Cohere's and Granite's scales).
@@ -131,7 +132,7 @@ def probe_inputs(model, encoder_decoder: bool) -> dict:
     ids[1, S - PADDED:] = pad
     kwargs = {"input_ids": ids, "attention_mask": mask}
     if encoder_decoder:
-        start = getattr(model.config, "decoder_start_token_id", None)
+        start = decoder_start(model)
         start = start if isinstance(start, int) and 0 <= start < V else 0
         decoder = (5 + torch.arange(2 * T) * 11) % V
         decoder = decoder.view(2, T).to(input_device(model))  # (2, T)
@@ -140,6 +141,19 @@ def probe_inputs(model, encoder_decoder: bool) -> dict:
     if "use_cache" in inspect.signature(model.forward).parameters or encoder_decoder:
         kwargs["use_cache"] = False
     return kwargs
+
+
+def decoder_start(model) -> int | None:
+    """An encoder-decoder model's first decoder token: its generation config's decoder_start_token_id, else its
+    config's, else its decoder config's bos_token_id (T5Gemma's, which its own _shift_right reads); None if none."""
+    generation = getattr(model, "generation_config", None)  # a base model without its head has none
+    decoder = getattr(model.config, "decoder", None)
+    for start in (getattr(generation, "decoder_start_token_id", None),
+                  getattr(model.config, "decoder_start_token_id", None), getattr(decoder, "bos_token_id", None)):
+        start = start[0] if isinstance(start, list) and start else start
+        if isinstance(start, int):
+            return start
+    return None
 
 
 def vocabulary_size(model) -> int:
@@ -212,7 +226,7 @@ def prove(model, family: Family, kernel: Kernel, modality=None) -> Proof:
             raise UnsupportedModelError(f"transformers' eager attention gave no map of the shape ours has for {key}.")
         rows = real[:, None, :, None] if real is not None and (source or MapKey.parse(key).stack == "encoder") else True
         worst = max(worst, min(_largest(ours - theirs, rows)
-                               for ours in sink_conventions(call.weights, "s_aux" in call.honoured)))
+                               for ours in sink_conventions(call.weights, bool({"s_aux", "sinks"} & set(call.honoured)))))
     rows = real[:, :, None] if real is not None and source else True  # (B, S, 1)
     outputs = _largest(output - reference, rows) / max(1.0, _largest(reference, rows))
     honoured = tuple(sorted({h for call in calls for h in call.honoured}))
@@ -272,9 +286,15 @@ def _ratio(a: torch.Tensor, b: torch.Tensor) -> float | None:
     return c if torch.allclose(a, c * b, rtol=1e-4, atol=1e-6 * float(b.abs().max())) else None
 
 
+LINEAR_NAMES = ("Conv1D", "QuantLinear", "ParameterW_O")  # linear layers by their class's name
+
+
 def _linear(module: torch.nn.Module) -> bool:
-    """A linear layer: torch's Linear or transformers' Conv1D (GPT-2's, weight [in, out])."""
-    return isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"
+    """A linear layer: torch's Linear, transformers' Conv1D (GPT-2's, weight [in, out]), I-BERT's QuantLinear
+    (unquantised: a Linear), a kernel-1 Conv1d over channels (SqueezeBERT's: a linear map at each position), or
+    hub.routes_bias.ParameterW_O (XLNet's W_O, a parameter)."""
+    return isinstance(module, torch.nn.Linear) or type(module).__name__ in LINEAR_NAMES or (
+        isinstance(module, torch.nn.Conv1d) and module.kernel_size == (1,))
 
 
 def _largest(difference: torch.Tensor, rows) -> float:
@@ -348,6 +368,8 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
                                         f"{ours[kind]} of its layers go through transformers' attention interface "
                                         "(the others, linear attention or a recurrence, cannot run our Eq. 1).")
         for layer, weights_of_layer in enumerate(found):  # what hooks could not see
+            if family.model_type in SCORES_AS_ATTENTIONS and isinstance(weights_of_layer, torch.Tensor):
+                weights_of_layer = weights_of_layer.softmax(-1)  # its scores, to the weights its code takes from them
             weights.setdefault(kind_key(kind, layer), weights_of_layer)
     return weights, eager
 

@@ -2,8 +2,9 @@
 a forward for its attention module that computes q, k, v (and any bias) as the model does, hands them to our Eq. 1
 (hub.attention.eq1_attention, where the maps are recorded and the switches act) and goes on as the model does. The
 forwards: hub.routes_older (attention written before the interface: GPT-Neo, the original GPT, FSMT, BERT's and BART's
-older attention, XLM, RoFormer, GPT-NeoX-Japanese), hub.routes_bias (a position bias of their own: Bloom, MPT,
-Falcon, MPNet, BEiT, Data2VecVision), hub.deberta (DeBERTa v2/v3's disentangled attention).
+older attention, XLM, RoFormer, GPT-NeoX-Japanese, I-BERT, SqueezeBERT, LUKE), hub.routes_bias (a position bias of
+their own: Bloom, MPT, Falcon, MPNet, BEiT, Data2VecVision, XLNet, CPM-Ant), hub.deberta (DeBERTa's disentangled
+attention, v1 and v2/v3).
 
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will
@@ -14,14 +15,17 @@ class, as transformers names it -> its forward.
 
 from __future__ import annotations
 
+import copy
 import types
 
-from attention_viz.hub.deberta import deberta_attention
-from attention_viz.hub.routes_bias import (beit_attention, bloom_attention, data2vec_vision_attention,
-                                           falcon_attention, mpnet_attention, mpt_attention)
+from attention_viz.hub.deberta import deberta_attention, deberta_v1_attention
+from attention_viz.hub.routes_bias import (W_O_OF_XLNET, ParameterW_O, beit_attention, bloom_attention,
+                                           cpmant_attention, data2vec_vision_attention, falcon_attention, mpnet_attention,
+                                           mpt_attention, xlnet_attention)
 from attention_viz.hub.routes_older import (bart_attention, bert_self_attention, fsmt_attention,
-                                            gpt_neo_attention, gpt_neox_japanese_attention, mark_causal,
-                                            openai_gpt_attention, roformer_attention, xlm_attention)
+                                            gpt_neo_attention, gpt_neox_japanese_attention, ibert_attention,
+                                            luke_attention, mark_causal, openai_gpt_attention, roformer_attention,
+                                            squeezebert_attention, xlm_attention)
 
 ROUTED = "_attention_viz_routed"  # set on a model whose attention modules route() changed
 
@@ -46,7 +50,21 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "data2vec.modeling_data2vec_vision.Data2VecVisionSelfAttention": data2vec_vision_attention,
           MODELS + "mpt.modeling_mpt.MptAttention": mpt_attention,
           MODELS + "falcon.modeling_falcon.FalconAttention": falcon_attention,
-          MODELS + "deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": deberta_attention}
+          MODELS + "deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": deberta_attention,
+          MODELS + "deberta.modeling_deberta.DisentangledSelfAttention": deberta_v1_attention,
+          MODELS + "ibert.modeling_ibert.IBertSelfAttention": ibert_attention,
+          MODELS + "squeezebert.modeling_squeezebert.SqueezeBertSelfAttention": squeezebert_attention,
+          MODELS + "luke.modeling_luke.LukeSelfAttention": luke_attention,
+          MODELS + "xlnet.modeling_xlnet.XLNetRelativeAttention": xlnet_attention,
+          MODELS + "cpmant.modeling_cpmant.CpmAntAttention": cpmant_attention}
+SCORES_AS_ATTENTIONS = {"squeezebert"}  # model types whose eager `attentions` are the scores before the softmax
+                                        # (QKᵀ/√d + mask, as its code returns them): the proof compares their softmax
+# Attention across depth, not tokens (Inkling 2's block attention residuals: at each token a learned query over the
+# states its earlier blocks left): through the interface, but no map of the text; each such module is given a copy
+# of the config under eager, so transformers' own eager function computes it in every pass, outside our Eq. 1.
+ACROSS_DEPTH = {MODELS + "inkling2.modeling_inkling2.Inkling2BlockAttentionResidual",
+                MODELS + "inkling2_loop.modeling_inkling2_loop.Inkling2LoopBlockAttentionResidual",
+                MODELS + "inkling2_loop.modeling_inkling2_loop.Inkling2LoopMessageAttentionResidual"}
 BUILT_EAGER = {"gpt_neo", "data2vec-vision", "falcon"}  # model types whose modules choose their attention class by
                                                         # the implementation when built: built under eager
                                                         # (transformers' own classes), then routed
@@ -62,8 +80,14 @@ def route(model) -> int:
     class untouched); returns how many were routed."""
     config = model.config
     routed = 0
-    for module in model.modules():
-        forward = ROUTES.get(f"{type(module).__module__}.{type(module).__name__}")
+    for module in list(model.modules()):
+        name = f"{type(module).__module__}.{type(module).__name__}"
+        if name in ACROSS_DEPTH and getattr(module, "config", None) is not None:
+            module.config = copy.copy(module.config)  # its own: implement() leaves it eager
+            module.config._attn_implementation = "eager"
+        forward = ROUTES.get(name)
+        if forward is xlnet_attention and not hasattr(module, W_O_OF_XLNET):  # its W_O, a parameter, as a layer
+            module.add_module(W_O_OF_XLNET, ParameterW_O(module, "o"))
         if forward is not None and "forward" not in vars(module):
             module.forward = types.MethodType(
                 lambda self, *args, _forward=forward, **kwargs: _forward(self, config, *args, **kwargs), module)

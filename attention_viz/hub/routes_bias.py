@@ -18,6 +18,12 @@ position_bias switch); under eager, the module's own code. Each family's own, by
     Data2VecVisionSelfAttention  BEiT's from before the interface: its relative position bias (its own table's and
                      its encoder's shared one) handed over as the position bias
 
+    CpmAntAttention  a segment-and-position bias (T5's buckets within a segment), computed by its model and
+                     handed over as the position bias; its own mask of its left padding (CPM-Ant with prompts refused)
+    XLNetRelativeAttention  Transformer-XL's relative attention, its content stream: (ac + bd + ef)/√d, ac the
+                     content term (QKᵀ with a per-head bias on q), bd the position term and ef the segment term
+                     handed over as the position bias, each kept apart; its W_O a parameter (ParameterW_O)
+
 DeBERTa's disentangled attention, a bias of content-position terms, is hub.deberta's.
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
@@ -183,3 +189,89 @@ def falcon_attention(module, config, hidden_states: torch.Tensor, alibi: torch.T
     output, weights = attend(module, q, k, v, attention_mask, scaling=module.inv_norm_factor, dropout=dropout,
                              **({} if bias is None else {"position_bias": bias}))  # (B, Q, H, d), (B, H, Q, K)
     return module.dense(output.reshape(B, Q, H * d)), weights  # W_O (dense) reads (B, Q, H·d)
+
+
+class ParameterW_O(torch.nn.Module):
+    """W_O that an attention keeps as a parameter [D, H, d] (XLNet's `o`), as a linear layer the proof on load can
+    find reading the heads' outputs: `weight` is that parameter as [D, H·d] (a view: what is written to it is
+    written to the parameter). It holds no parameter of its own: the model's state dict is unchanged."""
+
+    def __init__(self, owner: torch.nn.Module, name: str):
+        super().__init__()
+        object.__setattr__(self, "_owner", owner)  # not a submodule: a copy of the model copies it with its own
+        self._name = name
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return getattr(self._owner, self._name).flatten(1)  # (D, H·d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (…, H·d) -> (…, D)
+        return F.linear(x, self.weight)
+
+
+W_O_OF_XLNET = "heads_out"  # the name of the ParameterW_O hub.routes gives each XLNet attention
+
+
+XLNET_TWO_STREAM = ("XLNet's two-stream attention is not supported: with target_mapping its query stream reads "
+                    "positions it must not see the content of, with queries of their own; run it without "
+                    "target_mapping (its content stream, what every other use of the model runs)")
+
+
+def xlnet_attention(module, config, h: torch.Tensor, g: torch.Tensor | None, attn_mask_h: torch.Tensor | None,
+                    attn_mask_g, r: torch.Tensor, seg_mat: torch.Tensor | None, mems=None, target_mapping=None,
+                    output_attentions: bool = False):
+    """XLNetRelativeAttention.forward's content stream with softmax((ac + bd + ef)·s, masked) computed by our Eq. 1
+    (Transformer-XL's relative attention): ac = (q + r_w_bias)·k the content term, handed over as QKᵀ; bd = (q +
+    r_r_bias)·R_j−i its position term (R the sinusoidal relative encodings through W_R, rel_shift'ed) and ef = (q +
+    r_s_bias)·S its segment term (S whether i and j are of one segment) handed over together as the position bias,
+    each kept apart (bias_terms "bd", "ef"); s = 1/√d multiplies all three. h [Q, B, D] time first, attn_mask_h
+    [Q, K, B, 1] (1 = hidden) -> (output_h [Q, B, D], None) (+ (weights [Q, K, B, H],) when asked: its layout). The
+    query stream (g, with target_mapping) is refused with XLNET_TWO_STREAM."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, h, g, attn_mask_h, attn_mask_g, r, seg_mat, mems, target_mapping,
+                                    output_attentions)
+    if g is not None:
+        raise ValueError(XLNET_TWO_STREAM + ".")
+    Q, B, _ = h.shape
+    cat = torch.cat([mems, h], dim=0) if mems is not None and mems.dim() > 1 else h  # (K, B, D)
+    q, k, v = (torch.einsum("ibh,hnd->ibnd", x, w) for x, w in ((h, module.q), (cat, module.k), (cat, module.v)))
+    k_r = torch.einsum("ibh,hnd->ibnd", r.type(module.r.dtype), module.r)  # (R, B, H, d): the relative encodings
+    bd = module.rel_shift_bnij(torch.einsum("ibnd,jbnd->bnij", q + module.r_r_bias, k_r), klen=k.size(0))
+    terms = {"bd": bd * module.scale}  # (B, H, Q, K)
+    if seg_mat is not None:
+        ef = torch.einsum("ibnd,snd->ibns", q + module.r_s_bias, module.seg_embed)
+        terms["ef"] = torch.einsum("ijbs,ibns->bnij", seg_mat, ef) * module.scale
+    allowed = None
+    if attn_mask_h is not None and kept("padding_mask"):
+        allowed = (attn_mask_h[..., 0] == 0).permute(2, 0, 1)[:, None]  # (B, 1, Q, K), True = may attend
+    q, k, v = ((q + module.r_w_bias).permute(1, 2, 0, 3), k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3))  # (B, H, ·, d)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, allowed, scaling=module.scale, position_bias=sum(terms.values()),
+                             bias_terms=terms, dropout=module.dropout.p if module.training else 0.0)
+    attn_out = getattr(module, W_O_OF_XLNET)(output.reshape(B, Q, -1)).transpose(0, 1)  # (Q, B, D): its post_attention
+    output_h = module.layer_norm(module.dropout(attn_out) + h)
+    return (output_h, None, torch.einsum("bnij->ijbn", weights)) if output_attentions else (output_h, None)
+
+
+def cpmant_attention(module, config, hidden_q: torch.Tensor, hidden_kv: torch.Tensor, attention_mask: torch.Tensor,
+                     position_bias: torch.Tensor, output_attentions: bool = False, cache=None, use_cache=None,
+                     **kwargs):
+    """CpmAntAttention.forward with softmax(QKᵀ/√d + B, masked) computed by our Eq. 1, B its segment-and-position
+    bias (T5's buckets within a segment, a bucket per pair of segments across them; one table for the stack, computed
+    by its model) handed over as the position bias: hidden_q [B, Q, D], attention_mask [B, Q, K] (True = may attend:
+    its own, of its left padding) -> (output [B, Q, D], weights [B, H, Q, K] or None). Its prompts are refused on
+    load (hub.families): only a model without them runs here."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_q, hidden_kv, attention_mask, position_bias, output_attentions,
+                                    cache=cache, use_cache=use_cache, **kwargs)
+    B, Q, _ = hidden_q.shape
+    q = module.project_q(hidden_q).view(B, Q, module.num_heads, module.dim_head).transpose(1, 2)  # (B, H, Q, d)
+    k, v = (project(hidden_kv).view(B, -1, module.num_heads, module.dim_head).transpose(1, 2)
+            for project in (module.project_k, module.project_v))  # (B, H, K, d)
+    if cache is not None:
+        k, v = cache.update(k, v, module.layer_idx, kwargs=kwargs)
+    allowed = attention_mask.view(B, 1, Q, k.size(2)).bool() if kept("padding_mask") else None  # (B, 1, Q, K)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, allowed, scaling=module.dim_head ** -0.5, position_bias=position_bias,
+                             dropout=module.dropout.p if module.dropout is not None and module.training else 0.0)
+    return module.attention_out(output.reshape(B, Q, -1)), (weights if output_attentions else None)

@@ -18,6 +18,9 @@ code. Each family's own, by its attention module:
     MultiHeadAttention (XLM's, Flaubert's)  a mask of the padding, or of a causal model's rule, each with its switch
     RoFormerSelfAttention  BERT's with rotary positions on q and k (and v where rotary_value), in encoders
     GPTNeoXJapaneseAttention  rotary positions on part of q and k; W_O's bias added by its layer after
+    IBertSelfAttention  BERT's, unquantised (quant_mode False); a quantised I-BERT is refused by hub.families
+    SqueezeBertSelfAttention  channels first, q, k, v by grouped kernel-1 convolutions; its W_O a convolution too
+    LukeSelfAttention  BERT's over word tokens; entity inputs refused (LUKE_ENTITIES)
 
 Axes: B batch, H heads, Q queries, K keys, d head width.
 """
@@ -214,6 +217,73 @@ def xlm_attention(module, config, input: torch.Tensor, mask: torch.Tensor, kv: t
                              dropout=module.dropout if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
     output = module.out_lin(output.reshape(B, Q, -1))
     return (output, weights) if output_attentions else (output,)
+
+
+def ibert_attention(module, config, hidden_states: torch.Tensor, hidden_states_scaling_factor=None,
+                    attention_mask: torch.Tensor | None = None, output_attentions: bool = False):
+    """I-BERT's IBertSelfAttention.forward, unquantised (quant_mode False: its QuantLinear is a Linear, its QuantAct
+    the identity, its IntSoftmax a softmax; a quantised model is refused on load, hub.families), with softmax(QKᵀ/√d
+    + mask) computed by our Eq. 1: hidden_states [B, Q, D] -> ((context [B, Q, H·d],) (+ (weights [B, H, Q, K],)
+    when asked), their scaling factors: None)."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS or module.quant_mode:  # eager: its own code
+        return type(module).forward(module, hidden_states, hidden_states_scaling_factor, attention_mask,
+                                    output_attentions)
+    B, Q, _ = hidden_states.shape
+    q, k, v = projected(hidden_states, None, tuple(
+        lambda x, w=w, a=a: a(w(x)[0])[0] for w, a in ((module.query, module.query_activation),
+                                                       (module.key, module.key_activation),
+                                                       (module.value, module.value_activation))),
+        module.attention_head_size)  # (B, H, Q, d) each
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=module.attention_head_size ** -0.5,
+                             dropout=module.dropout.p if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    context, _ = module.output_activation(output.reshape(B, Q, -1), None)
+    return ((context, weights), (None, None)) if output_attentions else ((context,), (None,))
+
+
+def squeezebert_attention(module, config, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None,
+                          output_attentions: bool = False):
+    """SqueezeBertSelfAttention.forward (channels first: q, k, v by kernel-1 grouped convolutions over the
+    channels, each a linear map per position) with softmax(QKᵀ/√d + mask) computed by our Eq. 1: hidden_states
+    [B, D, N] -> {"context_layer": [B, H·d, N]} (+ "attention_score": weights [B, H, N, N] when asked; its own eager
+    code gives the scores before the softmax there: hub.routes.SCORES_AS_ATTENTIONS)."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, attention_mask, output_attentions)
+    B, _, N = hidden_states.shape
+    q, k, v = (project(hidden_states).view(B, module.num_attention_heads, module.attention_head_size, N)
+               .transpose(-1, -2) for project in (module.query, module.key, module.value))  # (B, H, N, d) each
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=module.attention_head_size ** -0.5,
+                             dropout=module.dropout.p if module.training else 0.0)  # (B, N, H, d), (B, H, N, N)
+    result = {"context_layer": output.reshape(B, N, -1).transpose(1, 2)}  # (B, H·d, N): its W_O reads channels
+    if output_attentions:
+        result["attention_score"] = weights
+    return result
+
+
+LUKE_ENTITIES = ("LUKE's entity inputs are not supported: its entity tokens attend with queries of their own (and "
+                 "its words to them with others: entity-aware attention), so a map over words and entities is not "
+                 "one Eq. 1; give it words only (no entity_ids)")
+
+
+def luke_attention(module, config, word_hidden_states: torch.Tensor, entity_hidden_states: torch.Tensor | None,
+                   attention_mask: torch.Tensor | None = None, output_attentions: bool = False):
+    """LukeSelfAttention.forward over word tokens only (BERT's attention) with softmax(QKᵀ/√d + mask) computed by
+    our Eq. 1: word_hidden_states [B, Q, D] -> (context [B, Q, H·d], None) (+ (weights [B, H, Q, K],) when asked).
+    Entity inputs (entity_hidden_states) are refused with LUKE_ENTITIES."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, word_hidden_states, entity_hidden_states, attention_mask,
+                                    output_attentions)
+    if entity_hidden_states is not None:
+        raise ValueError(LUKE_ENTITIES + ".")
+    B, Q, _ = word_hidden_states.shape
+    d = module.attention_head_size
+    q, k, v = projected(word_hidden_states, None, (module.query, module.key, module.value), d)  # (B, H, Q, d)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, attention_mask, scaling=d ** -0.5,
+                             dropout=module.dropout.p if module.training else 0.0)  # (B, Q, H, d), (B, H, Q, K)
+    context = output.reshape(B, Q, -1)
+    return (context, None, weights) if output_attentions else (context, None)
 
 
 def projected(hidden_states: torch.Tensor, states: torch.Tensor | None, projections, d: int, cache=None,

@@ -217,3 +217,15 @@ def test_the_compatibility_function_is_chosen_once_and_runs_in_every_kernel():
             assert all(torch.equal(a, b) for a, b in zip(ref, got))
     with pytest.raises(ValueError, match="compatibility must be"):
         MultiHeadAttention(12, 3, 8, 4, compatibility="multiplicative")
+
+
+def test_a_sink_per_query_joins_its_own_rows_softmax():
+    """A sink logit per head and query ([B, H, Q, 1]: Inkling 2's, from each token's state) joins that row's softmax
+    only, in both kernels: the weights are softmax([logits, s])[:-1], float64 by hand."""
+    q, k, v = inputs()
+    sink = torch.randn(B, H, Q, 1, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    expected = torch.cat([q @ k.transpose(-1, -2) * 0.3, sink], dim=-1).softmax(-1)[..., :-1]
+    for kernel in (attention, fast.scaled_dot_product_attention):
+        out, weights = kernel(q, k, v, None, 0.3, sink=sink)
+        torch.testing.assert_close(weights, expected, rtol=0, atol=1e-12)
+        torch.testing.assert_close(out, expected @ v, rtol=0, atol=1e-12)

@@ -27,10 +27,8 @@ REQUIRED = 40
 PRINCIPLED_REFUSALS = {
     # a bias added to QKᵀ that never reaches the attention function, or attention outside the interface
     "longt5": "local and transient-global attention outside the interface",
-    "inkling_text": "layers of different head counts",
-    "deberta": "disentangled attention: content-to-position terms, outside the interface",
     # a softmax that is not Eq. 1's
-    "gemma2": "a tanh soft-cap on the logits", "t5gemma": "a tanh soft-cap on the logits",
+    "gemma2": "a tanh soft-cap on the logits",
     "vaultgemma": "a tanh soft-cap on the logits",
     "gpt_oss": "attention sinks (s_aux): an extra logit per head", "flint": "attention sinks",
     "granite_swa": "attention sinks", "granitemoe_swa": "attention sinks", "mimo_v2_flash": "attention sinks",
@@ -71,6 +69,17 @@ def test_at_least_forty_architectures_pass():
     results = [result_of(model_type) for model_type in MODEL_TYPES]
     passed = sorted(r.model_type for r in results if r.result == "passed")
     assert len(passed) >= REQUIRED, f"{len(passed)} pass: {passed}"
+
+
+@pytest.mark.parametrize("model_type, expected", [
+    ("t5gemma", "passed"),  # its decoder starts with its decoder config's bos, as its own _shift_right starts it
+    ("inkling_text", "passed"),  # its sliding-window layers' own heads, shrunk as its full layers' are
+    ("inkling2_text", "no linear layer reads the output"),  # its sinks per query honoured, its depth attention its own
+    ("doge", "a weight of each key's content"), ("pegasus_x", "learned global tokens that are not the text's"),
+])
+def test_a_refusal_names_what_the_model_does_not_a_limit_of_our_code(model_type, expected):
+    result = result_of(model_type)
+    assert (result.result if expected == "passed" else result.reason).find(expected) >= 0, result
 
 
 def test_principled_refusals_name_text_architectures_this_module_builds():

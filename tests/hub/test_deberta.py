@@ -128,3 +128,65 @@ def test_debertas_disentangled_attention_through_our_eq1_each_term_kept(models):
             cut.get_submodule(w_o_name).weight[:, ours.d_k:2 * ours.d_k] = 0  # head 1
     logits, maps = ours.forward(ids, attention_mask=mask, heads_off={key: [1] for key in ours.map_keys})
     assert_real_rows(ours, mask, logits, maps, eager(cut, ids, mask))
+
+
+def eager_v1_terms(model, ids, mask) -> list[dict[str, torch.Tensor]]:
+    """Per layer, the terms DeBERTa v1's eager attention sums, from its own module's code: c2c = (q/√(d·f))·k (q with
+    its q_bias), and disentangled_att_bias with one position term at a time, [B, H, Q, K] each."""
+    found = []
+
+    def hook(module, args, kwargs, _output):
+        hidden, relative_pos, rel = args[0], kwargs.get("relative_pos"), kwargs.get("rel_embeddings")
+        q, k, _ = module.transpose_for_scores(module.in_proj(hidden)).chunk(3, dim=-1)
+        q = q + module.transpose_for_scores(module.q_bias[None, None, :])
+        f = 1 + len(module.pos_att_type)
+        q = q / (q.size(-1) * f) ** 0.5
+        terms = {"c2c": q @ k.transpose(-1, -2)}
+        kinds = module.pos_att_type
+        for name in ("c2p", "p2c"):
+            module.pos_att_type = [name]  # one term at a time (this copy's module only)
+            terms[name] = module.disentangled_att_bias(q, k, relative_pos, rel, f)
+        module.pos_att_type = kinds
+        found.append(terms)
+
+    model = copy.deepcopy(model)
+    for module in model.modules():
+        if type(module).__name__ == "DisentangledSelfAttention":
+            module.register_forward_hook(hook, with_kwargs=True)
+    eager(model, ids, mask)
+    return found
+
+
+def test_deberta_v1s_disentangled_attention_through_our_eq1_each_term_kept(tmp_path):
+    """DeBERTa v1 (`deberta`: one in_proj, q_bias and v_bias, relative embeddings within att_span): proven on load,
+    each term as its eager attention computes it, maps and logits equal eager's, the position bias off equals eager
+    with no position terms."""
+    ours = load_pretrained(tiny_archs.save("deberta", tmp_path / "v1"))
+    theirs, _ = tiny_archs.tiny("deberta")
+    assert ours.fidelity.proven and ours.abilities.position_bias
+    assert ours.factor == pytest.approx((3 * ours.d_k) ** -0.5)
+    ids, mask = batch(ours)
+    recorded = ours.traced(ids, attention_mask=mask)
+    assert_real_rows(ours, mask, recorded.logits, recorded.maps, eager(theirs, ids, mask))
+    allowed = (mask[:, None, :, None] * mask[:, None, None, :]).bool().expand(-1, ours.n_heads, -1, -1)
+    for key, expected in zip(ours.map_keys, eager_v1_terms(theirs, ids, mask)):
+        terms = recorded.terms[key]
+        assert list(terms) == ["c2c", "c2p", "p2c"]
+        for name, term in terms.items():
+            torch.testing.assert_close(term[allowed], expected[name][allowed], atol=1e-5, rtol=1e-5, msg=name)
+        assert float(terms["p2c"].detach().abs().max()) > 1e-3 and float(terms["c2p"].detach().abs().max()) > 1e-3
+    off = ours.traced(ids, attention_mask=mask, variation=Variation(position_bias=False))
+    flat = copy.deepcopy(theirs)
+    for module in flat.modules():
+        if type(module).__name__ == "DisentangledSelfAttention":
+            module.disentangled_att_bias = lambda *args, **kwargs: 0  # c2c alone, over √(d·f) still
+    assert_real_rows(ours, mask, off.logits, off.maps, eager(flat, ids, mask))
+
+
+def test_deberta_with_talking_heads_is_refused_by_what_it_does():
+    from transformers import DebertaConfig
+
+    from attention_viz.hub.families import UnsupportedModelError, family_of
+
+    with pytest.raises(UnsupportedModelError, match="talking heads.*mixed with the other heads'"):
+        family_of(DebertaConfig(talking_head=True))

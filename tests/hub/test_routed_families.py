@@ -15,7 +15,7 @@ import torch  # noqa: E402
 
 from attention_viz.hub import load_pretrained  # noqa: E402
 from attention_viz.hub.long_kept import LongRunError  # noqa: E402
-from attention_viz.hub.routes import ROUTED  # noqa: E402
+from attention_viz.hub.routes import ROUTED, SCORES_AS_ATTENTIONS  # noqa: E402
 from devtools import tiny_archs  # noqa: E402
 
 FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  # each family's own factor on QKᵀ
@@ -23,7 +23,9 @@ FACTORS = {"gpt_neo": lambda d_k: 1.0, "openai-gpt": lambda d_k: d_k ** -0.5,  #
            "rembert": lambda d_k: d_k ** -0.5, "xglm": lambda d_k: d_k ** -0.5, "trocr": lambda d_k: d_k ** -0.5,
            "mvp": lambda d_k: d_k ** -0.5, "xlm": lambda d_k: d_k ** -0.5, "flaubert": lambda d_k: d_k ** -0.5,
            "mpnet": lambda d_k: d_k ** -0.5, "roformer": lambda d_k: d_k ** -0.5,
-           "tapas": lambda d_k: d_k ** -0.5, "gpt_neox_japanese": lambda d_k: d_k ** -0.5}
+           "tapas": lambda d_k: d_k ** -0.5, "gpt_neox_japanese": lambda d_k: d_k ** -0.5,
+           "ibert": lambda d_k: d_k ** -0.5, "squeezebert": lambda d_k: d_k ** -0.5, "luke": lambda d_k: d_k ** -0.5,
+           "xlnet": lambda d_k: d_k ** -0.5}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def test_a_routed_family_loads_is_proven_and_its_long_pass_equals_its_maps(loade
     assert model.factor == pytest.approx(FACTORS[kind](model.d_k))
     ids = torch.randint(5, 100, (1, 24), generator=torch.Generator().manual_seed(0))
     _, maps = model.forward(ids, ids[:, :4] if model.layout == "encoder-decoder" else None)
-    if model.abilities.position_bias:  # MPNet's: the long pass does not add a position bias
+    if model.abilities.position_bias:  # MPNet's, XLNet's: the long pass does not add a position bias
         with pytest.raises(LongRunError, match="position bias"):
             model.long_run(ids, warn=False)
         return
@@ -144,12 +146,14 @@ def test_the_padding_and_causal_switches_act_on_a_routed_familys_own_masks(kind,
     assert_same(off, unmasked, mask)
 
 
-@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet", "roformer", "tapas"])
+@pytest.mark.parametrize("kind", ["megatron-bert", "rembert", "xlm", "flaubert", "mpnet", "roformer", "tapas",
+                                  "ibert", "squeezebert", "luke"])
 def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(kind, monkeypatch):
-    """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention divide by math.sqrt(d) in their own code (no factor
-    to set): the scale switch off equals their eager model with that square root made 1; the padding switch off
-    equals it given a mask of ones (XLM's and Flaubert's: their attention's mask of ones, their hidden states still
-    zeroed at the padding, which is no part of attention)."""
+    """MegatronBERT's, RemBERT's, XLM's and Flaubert's attention (and I-BERT's, SqueezeBERT's, LUKE's) divide by
+    math.sqrt(d) in their own code (no factor to set): the scale switch off equals their eager model with that square
+    root made 1; the padding switch off equals it given a mask of ones (XLM's and Flaubert's: their attention's mask
+    of ones, their hidden states still zeroed at the padding, which is no part of attention). SqueezeBERT's eager
+    `attentions` are its scores before the softmax: compared after it."""
     import copy
     import importlib
     from types import SimpleNamespace
@@ -164,7 +168,8 @@ def test_encoders_from_before_the_interface_take_the_scale_and_padding_switches(
         with torch.no_grad():
             out = model(input_ids=ids, attention_mask=attention_mask, output_attentions=True)
         logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
-        return logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)}
+        return logits, {f"encoder.{i}.self_attn": a.softmax(-1) if kind in SCORES_AS_ATTENTIONS else a
+                        for i, a in enumerate(out.attentions)}
 
     assert_same(ours.forward(ids), encoder_eager(theirs, mask), mask)
     unpadded = ours.forward(ids, padding_mask=False)
@@ -253,3 +258,94 @@ def test_bigbirds_full_attention_is_routed_and_its_block_sparse_one_refused_by_n
         out = theirs(input_ids=ids, attention_mask=mask, output_attentions=True)
     own = (out.logits, {f"encoder.{i}.self_attn": a for i, a in enumerate(out.attentions)})
     assert_same(ours.forward(ids), own, mask)
+
+
+def test_a_quantised_ibert_and_lukes_entity_inputs_are_refused_by_what_they_are(loaded):
+    """I-BERT with quant_mode (8-bit q, k, v and an integer softmax) is refused on load, naming it; LUKE's entity
+    inputs (entity-aware queries over words and entities) are refused with a sentence, its words-only pass proven."""
+    import copy
+
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    plain, tokenizer = tiny_archs.tiny("ibert")
+    config = copy.deepcopy(plain.config)
+    config.quant_mode = True
+    with pytest.raises(UnsupportedModelError, match="quantised IBert model \\(quant_mode\\) is not supported: its q, k"):
+        PretrainedTransformer(type(plain)(config).eval(), tokenizer)
+    luke = loaded["luke"]
+    ids = torch.randint(5, 100, (1, 6), generator=torch.Generator().manual_seed(4))
+    entities = torch.ones(1, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="LUKE's entity inputs are not supported: its entity tokens attend"):
+        luke.model(input_ids=ids, entity_ids=entities, entity_attention_mask=torch.ones_like(entities),
+                   entity_position_ids=torch.zeros(1, 2, 1, dtype=torch.long))
+
+
+def test_xlnets_relative_attention_is_eq1_with_its_position_and_segment_terms_as_a_bias(loaded):
+    """XLNet's content stream: (ac + bd + ef)/√d, ac = (q + r_w_bias)·k through Eq. 1, bd (relative positions) and ef
+    (segments) the position bias, each kept apart; maps and logits equal eager's on a padded batch, bd equals what its
+    own rel_attn_core computes, the position bias off equals eager with bd and ef 0, a pass given token_type_ids (ef)
+    equals eager's; the query stream (target_mapping) and attn_type 'uni' are refused with a sentence."""
+    import copy
+
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    theirs, tokenizer = tiny_archs.tiny("xlnet")
+    ours = loaded["xlnet"]
+    ids, mask, _ = padded(ours, decoder=False)
+    own_bd = []
+
+    def core(module, q_head, k_head_h, v_head_h, k_head_r, seg_mat=None, attn_mask=None, output_attentions=False):
+        bd = torch.einsum("ibnd,jbnd->bnij", q_head + module.r_r_bias, k_head_r)
+        own_bd.append(module.rel_shift_bnij(bd, klen=k_head_h.size(0)) * module.scale)
+        return type(module).rel_attn_core(module, q_head, k_head_h, v_head_h, k_head_r, seg_mat, attn_mask,
+                                          output_attentions)
+
+    spied = copy.deepcopy(theirs)
+    for module in spied.modules():
+        if type(module).__name__ == "XLNetRelativeAttention":
+            module.rel_attn_core = core.__get__(module)
+    reference = eager(spied, ids, mask)
+    reference = (reference[0], {key.replace("decoder.", "encoder."): a for key, a in reference[1].items()})
+    traced = ours.traced(ids, attention_mask=mask)
+    assert_same((traced.logits, traced.maps), reference, mask)
+    real = mask.bool()[:, None, :, None] & mask.bool()[:, None, None, :]
+    for key, bd in zip(ours.map_keys, own_bd):
+        assert list(traced.terms[key]) == ["c2c", "bd"]
+        torch.testing.assert_close(traced.terms[key]["bd"][real.expand_as(bd)], bd[real.expand_as(bd)])
+    flat = copy.deepcopy(theirs)
+    for module in flat.modules():
+        if type(module).__name__ == "XLNetRelativeAttention":
+            module.rel_shift_bnij = lambda x, klen=-1: x.new_zeros(*x.shape[:3], klen)
+    off = eager(flat, ids, mask)
+    assert_same(ours.forward(ids, position_bias=False), (off[0], {k.replace("decoder.", "encoder."): a
+                                                                  for k, a in off[1].items()}), mask)
+    segments = torch.zeros_like(ids)
+    segments[:, 4:] = 1
+    with torch.no_grad():
+        direct = ours.model(input_ids=ids, attention_mask=mask, token_type_ids=segments, output_attentions=True)
+        own = theirs(input_ids=ids, attention_mask=mask, token_type_ids=segments, output_attentions=True)
+    torch.testing.assert_close(direct.logits[mask.bool()], own.logits[mask.bool()], atol=1e-4, rtol=1e-4)
+    for a, b in zip(direct.attentions, own.attentions):
+        torch.testing.assert_close(a[real.expand_as(a)], b[real.expand_as(b)], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="XLNet's two-stream attention is not supported: with target_mapping"):
+        ours.model(input_ids=ids[:1], perm_mask=torch.zeros(1, ids.size(1), ids.size(1)),
+                   target_mapping=torch.eye(ids.size(1))[None, :2])
+    config = copy.deepcopy(theirs.config)
+    config.attn_type = "uni"
+    with pytest.raises(UnsupportedModelError, match="attn_type='uni' is not supported: its one mask holds"):
+        PretrainedTransformer(type(theirs)(config).eval(), tokenizer)
+
+
+def test_cpmant_is_routed_with_its_position_bias_and_refused_with_its_prompts(monkeypatch):
+    """CPM-Ant's segment-and-position bias is handed over as the position bias: without prompts (prompt_length 0)
+    every check of devtools.coverage passes against its eager model (maps, heads off, the bias off against its table
+    zeroed); as released, with prompt tokens before the text in every pass, it is refused naming them."""
+    from devtools import coverage
+
+    released = coverage.check("cpmant")
+    assert released.result == "refused" and "with prompts (prompt_length 32)" in released.reason, released
+    monkeypatch.setitem(tiny_archs.QUIRKS, "cpmant", {**tiny_archs.QUIRKS["cpmant"], "prompt_length": 0})
+    result = coverage.check("cpmant")
+    assert result.result == "passed", result
+    assert not result.checks["heads"].startswith("n/a") and not result.checks["bias"].startswith("n/a"), result
+    assert "position_bias" in result.fidelity.honoured

@@ -583,11 +583,15 @@ def test_a_real_runs_value_norms_come_from_its_own_pass_and_equal_a_pass_of_thei
 
 
 @pytest.mark.parametrize("model_type, kind", [("gpt_neo", "decoder.self_attn"), ("fsmt", "decoder.cross_attn"),
-                                              ("mpnet", "encoder.self_attn"), ("xlm", "encoder.self_attn")])
+                                              ("mpnet", "encoder.self_attn"), ("xlm", "encoder.self_attn"),
+                                              ("deberta", "encoder.self_attn"), ("squeezebert", "encoder.self_attn"),
+                                              ("xlnet", "encoder.self_attn"), ("t5gemma", "decoder.cross_attn")])
 def test_a_family_from_before_the_interface_runs_in_the_app_as_any_real_model(model_type, kind, tmp_path, one_thread):
     """Families routed through the interface (hub.routes) in the app: a run, its steps ending on its own map (GPT-Neo's
     local window and its factor 1, MPNet's position bias, FSMT's causal decoder in the pass given its encoder's
-    output), the scaling note where it has none to take out."""
+    output, DeBERTa v1's position terms, SqueezeBERT's convolutions, XLNet's relative terms and its W_O parameter;
+    and T5Gemma, whose decoder starts with its decoder config's bos), the scaling note where it has none to take
+    out."""
     from devtools import tiny_archs
 
     os.environ["HF_HUB_OFFLINE"] = "1"

@@ -273,15 +273,21 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     """transformers' mask-function contract: its sdpa_mask with this pass's mask switches, materialised unless it
     hides nothing (full attention and no padding: None, which Eq. 1 reads as nothing hidden)."""
     run = _current.get()
-    if run is not None and run.mask is not None:  # another kind of pass (hub.long's): its own masks
+    additive = getattr(kwargs.get("config"), "model_type", None) in ADDITIVE_MASKS  # its routes build their masks
+    if run is not None and run.mask is not None and not additive:  # another kind of pass (hub.long's): its own
         return run.mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
-    return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask,
-                      dense=needs_mask(kwargs.get("config")))
+    dtype = kwargs.get("dtype", torch.float32)
+    mask = mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask,
+                      dense=additive or needs_mask(kwargs.get("config")))
+    return mask.logical_not().to(dtype) * torch.finfo(dtype).min if additive else mask
 
 
 # the model types whose model code reads the mask function's mask as a tensor whatever it hides (MPT's
 # `.to(torch.bool)`, hub.routes): never None for them
 DENSE_MASKS = frozenset({"mpt"})
+# the model types whose model code reads the values of an additive mask (0 may attend, the dtype's lowest hidden):
+# Longformer's takes its row [:, 0, 0, :] and writes its global tokens into it as the dtype's highest
+ADDITIVE_MASKS = frozenset({"longformer"})
 
 
 def needs_mask(config) -> bool:

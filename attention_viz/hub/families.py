@@ -68,10 +68,6 @@ REFUSED = {
     "yoso": "its attention is approximated by sampling with locality-sensitive hashing, not Eq. 1's softmax",
     "mra": "its attention is a multi-resolution approximation of softmax attention, not Eq. 1",
     # softmax attention, but not over one sequence's every key, or mixed with what is not attention
-    "longformer": "each token attends within a sliding window of its own, and global tokens with projections of "
-                  "their own (query_global, key_global, value_global), computed in overlapping chunks",
-    "led": "its encoder's attention is Longformer's: a sliding window of its own and global tokens with projections "
-           "of their own",
     "funnel": "it pools its sequence between blocks (queries shorter than their keys) and adds relative-position "
               "terms of its own (Transformer-XL's) to QKᵀ",
     "convbert": "part of each layer's heads are span-based dynamic convolutions, joined with its attention heads "

@@ -3,7 +3,8 @@ a forward for its attention module that computes q, k, v (and any bias) as the m
 (hub.attention.eq1_attention, where the maps are recorded and the switches act) and goes on as the model does. The
 forwards: hub.routes_older (attention written before the interface: GPT-Neo, the original GPT, FSMT, BERT's and BART's
 older attention, XLM, RoFormer, GPT-NeoX-Japanese), hub.routes_bias (a position bias of their own: Bloom, MPT,
-Falcon, MPNet, BEiT, Data2VecVision), hub.deberta (DeBERTa v2/v3's disentangled attention).
+Falcon, MPNet, BEiT, Data2VecVision), hub.deberta (DeBERTa v2/v3's disentangled attention), hub.routes_local (local
+attention of long-text models: Longformer, LED).
 
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will
@@ -19,6 +20,7 @@ import types
 from attention_viz.hub.deberta import deberta_attention
 from attention_viz.hub.routes_bias import (beit_attention, bloom_attention, data2vec_vision_attention,
                                            falcon_attention, mpnet_attention, mpt_attention)
+from attention_viz.hub.routes_local import led_decoder_attention, longformer_attention, mark_lengths
 from attention_viz.hub.routes_older import (bart_attention, bert_self_attention, fsmt_attention,
                                             gpt_neo_attention, gpt_neox_japanese_attention, mark_causal,
                                             openai_gpt_attention, roformer_attention, xlm_attention)
@@ -46,7 +48,10 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "data2vec.modeling_data2vec_vision.Data2VecVisionSelfAttention": data2vec_vision_attention,
           MODELS + "mpt.modeling_mpt.MptAttention": mpt_attention,
           MODELS + "falcon.modeling_falcon.FalconAttention": falcon_attention,
-          MODELS + "deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": deberta_attention}
+          MODELS + "deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": deberta_attention,
+          MODELS + "longformer.modeling_longformer.LongformerSelfAttention": longformer_attention,
+          MODELS + "led.modeling_led.LEDEncoderSelfAttention": longformer_attention,
+          MODELS + "led.modeling_led.LEDDecoderAttention": led_decoder_attention}
 BUILT_EAGER = {"gpt_neo", "data2vec-vision", "falcon"}  # model types whose modules choose their attention class by
                                                         # the implementation when built: built under eager
                                                         # (transformers' own classes), then routed
@@ -69,6 +74,7 @@ def route(model) -> int:
                 lambda self, *args, _forward=forward, **kwargs: _forward(self, config, *args, **kwargs), module)
             routed += 1
     mark_causal(model)
+    mark_lengths(model)
     if routed:
         setattr(model, ROUTED, True)
     return routed

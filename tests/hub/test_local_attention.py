@@ -1,0 +1,93 @@
+"""Long-text families' local attention routed through our Eq. 1 (hub.routes_local): Longformer's and LED's sliding
+window and global tokens, each map [B, H, T, T] equal to transformers' eager weights rebuilt from their own layout,
+exactly 0 outside the window, and the long pass's regions equal to the maps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from attention_viz.core.trace import trace  # noqa: E402
+from attention_viz.core.variation import Variation  # noqa: E402
+from attention_viz.hub import load_pretrained  # noqa: E402
+from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched  # noqa: E402
+from attention_viz.hub.routes import ROUTED, implement  # noqa: E402
+from attention_viz.hub.routes_local import dense_windows  # noqa: E402
+from devtools import tiny_archs  # noqa: E402
+
+KINDS = ("longformer", "led")
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("local")
+    return {kind: load_pretrained(tiny_archs.save(kind, root / kind)) for kind in KINDS}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_windowed_family_is_proven_its_maps_are_0_outside_the_window_and_its_long_pass_equals_them(loaded, kind):
+    """23 tokens (its model pads them to 24, a multiple of its window of 4): every map [1, H, 23, 23] gives a key more
+    than w = 2 positions away exactly 0 and every key within it more; the long pass's regions are the maps."""
+    model = loaded[kind]
+    assert model.fidelity.proven and getattr(model.model, ROUTED, False), model.fidelity
+    assert model.factor == pytest.approx(model.d_k ** -0.5)
+    ids = torch.randint(5, 100, (1, 23), generator=torch.Generator().manual_seed(0))
+    _, maps = model.forward(ids, ids[:, :4] if model.layout == "encoder-decoder" else None)
+    i = torch.arange(23)
+    far = (i[:, None] - i[None]).abs() > 2  # (T, T)
+    encoder = [key for key in model.map_keys if key.startswith("encoder.")]
+    assert encoder
+    for key in encoder:
+        assert maps[key].shape == (1, model.n_heads, 23, 23)
+        assert bool((maps[key][0][:, far] == 0).all()) and bool((maps[key][0][:, ~far] > 0).all()), key
+    run = model.long_run(ids, warn=False)
+    try:
+        assert run.keys == encoder
+        for key in run.keys:
+            for head in range(model.n_heads):
+                region = np.asarray(run.region(key, head, slice(0, 23), slice(0, 23)))
+                np.testing.assert_allclose(region, maps[key][0, head].detach().numpy(), atol=1e-5, err_msg=key)
+    finally:
+        run.close()
+
+
+def test_longformers_global_tokens_and_padding_equal_eager(loaded):
+    """Two rows of 11 tokens (padded to 12 by the model; the second row's last 3 padding), global tokens 0 and 5 in
+    the first row and 3 in the second: the logits at every text position and every map (eager's window layout and
+    global rows rebuilt [B, H, T, T]) equal transformers' eager attention; a global token's row sees every text key,
+    a local row its window and the global tokens."""
+    wrapped = loaded["longformer"]
+    model = wrapped.model
+    ids = torch.randint(5, 100, (2, 11), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, 8:] = 0
+    overall = torch.zeros(2, 11, dtype=torch.long)
+    overall[0, 0] = overall[0, 5] = overall[1, 3] = 1
+    keys = dict(wrapped.family.keys)
+    run = Pass(Variation(), keys={id(m): keys[n] for n, m in model.named_modules() if n in keys},
+               trace=trace(list(keys.values()), records=("weights",)))
+    inputs = {"input_ids": ids, "attention_mask": mask, "global_attention_mask": overall}
+    with torch.no_grad(), switched(run):
+        ours = model(**inputs)
+    implement(model, "eager")
+    try:
+        with torch.no_grad():
+            eager = model(**inputs, output_attentions=True)
+    finally:
+        implement(model, IMPLEMENTATION)
+    text = mask.bool()
+    assert float((ours.logits - eager.logits)[text].abs().max()) < 1e-4
+    assert len(run.maps) == len(eager.attentions) == 2
+    for layer, (key, weights) in enumerate(run.maps.items()):
+        assert weights.shape == (2, wrapped.n_heads, 11, 11)
+        theirs = dense_windows(eager.attentions[layer], 2, 11, overall.bool(),
+                               eager.global_attentions[layer].transpose(2, 3))
+        rows = text[:, None, :, None].expand_as(weights)
+        assert float((weights - theirs)[rows].abs().max()) < 1e-5, key
+        assert bool((weights[0, :, 5] > 0).all()) and bool((weights[1, :, 3, :8] > 0).all())  # global rows: every key
+        assert bool((weights[1, :, 3, 8:] == 0).all())  # ... but the padding
+        assert bool((weights[0, :, 9, [0, 5]] > 0).all()) and bool((weights[0, :, 9, 1:5] == 0).all())

@@ -91,3 +91,30 @@ def test_longformers_global_tokens_and_padding_equal_eager(loaded):
         assert bool((weights[0, :, 5] > 0).all()) and bool((weights[1, :, 3, :8] > 0).all())  # global rows: every key
         assert bool((weights[1, :, 3, 8:] == 0).all())  # ... but the padding
         assert bool((weights[0, :, 9, [0, 5]] > 0).all()) and bool((weights[0, :, 9, 1:5] == 0).all())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_padding_switch_off_equals_eager_given_a_mask_of_ones(loaded, kind):
+    """A right-padded batch (the padding mask built by the model's own code: Longformer's through transformers' mask
+    interface, LED's encoder's by its own function): with the padding switch off, the logits and the encoder's maps
+    equal eager's given a mask of ones; with it on, the padded keys get exactly 0."""
+    wrapped = loaded[kind]
+    ids = torch.randint(5, 100, (2, 11), generator=torch.Generator().manual_seed(2))
+    ids[1, 7:] = wrapped.pad_id
+    decoder = ids[:, :4] if wrapped.layout == "encoder-decoder" else None
+    logits, maps = wrapped.forward(ids, decoder, padding_mask=False)
+    implement(wrapped.model, "eager")
+    try:
+        with torch.no_grad():
+            eager = wrapped.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True,
+                                  **({"decoder_input_ids": decoder} if decoder is not None else {}))
+    finally:
+        implement(wrapped.model, IMPLEMENTATION)
+    assert float((logits.detach() - eager.logits).abs().max()) < 1e-4
+    theirs = eager.encoder_attentions if decoder is not None else eager.attentions
+    for layer, weights in enumerate(theirs):
+        rebuilt = dense_windows(weights, 2, 11)
+        assert float((maps[f"encoder.{layer}.self_attn"].detach() - rebuilt).abs().max()) < 1e-5
+    _, on = wrapped.forward(ids, decoder)
+    assert bool((on["encoder.0.self_attn"][1][..., 7:] == 0).all())
+    assert bool((maps["encoder.0.self_attn"][1][:, 5, 7] > 0).all())

@@ -130,9 +130,13 @@ def check_config(family: Family, config) -> None:
         raise UnsupportedModelError(f"a {family.name} model with added cross-attention is not supported: its "
                                     "cross-attention reads an encoder it does not have.")
     if getattr(config, "attention_type", None) == "block_sparse":  # BigBird's, BigBird-Pegasus's
-        raise UnsupportedModelError(f"a {family.name} model with block-sparse attention is not supported: each query "
-                                    "sees its window's, a few random and the global blocks of keys, not every key "
-                                    "(attention_type='original_full' reads every key).")
+        raise UnsupportedModelError(
+            f"a {family.name} model with block-sparse attention is not supported: a text of at most (5 + 2 × "
+            "num_random_blocks) × block_size tokens switches it to full attention for good (transformers' "
+            "set_attention_type('original_full') puts new attention modules in place of the loaded ones), so what a "
+            "longer text reads depends on the texts read before; and in eval its random blocks are all the first "
+            "block, whose keys each middle block's softmax counts 1 + num_random_blocks times "
+            "(attention_type='original_full' reads every key once).")
     if getattr(config, "use_prompt", False):  # MVP's prompts
         raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
                                     "and values go before every attention's own, so a map's keys are not the text's "

@@ -118,3 +118,48 @@ def test_the_padding_switch_off_equals_eager_given_a_mask_of_ones(loaded, kind):
     _, on = wrapped.forward(ids, decoder)
     assert bool((on["encoder.0.self_attn"][1][..., 7:] == 0).all())
     assert bool((maps["encoder.0.self_attn"][1][:, 5, 7] > 0).all())
+
+
+def test_what_block_sparse_bigbirds_refusal_says_is_what_transformers_does():
+    """The refusal's two facts, measured on transformers' own BigBird: in eval its block-sparse attention is softmax
+    over its window's and the global blocks with the first block's keys counted 1 + num_random_blocks times (Eq. 1
+    with log(1 + r) added there: equal to its output, where counting them once is not); a short text replaces its
+    attention modules with full ones for good."""
+    import math
+
+    from transformers import BigBirdConfig, BigBirdModel
+
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    torch.manual_seed(0)
+    H, d, b, r = 2, 8, 2, 2
+    config = BigBirdConfig(vocab_size=50, hidden_size=H * d, num_hidden_layers=1, num_attention_heads=H,
+                           intermediate_size=16, block_size=b, num_random_blocks=r, attention_type="block_sparse",
+                           max_position_embeddings=64, sep_token_id=2)
+    model = BigBirdModel(config).eval()
+    attention = model.encoder.layer[0].attention.self
+    seen = {}
+    attention.register_forward_hook(lambda m, args, kwargs, out: seen.update(x=kwargs.get("hidden_states", args[0] if
+                                                                                         args else None), out=out[0]),
+                                    with_kwargs=True)
+    with torch.no_grad():
+        model(torch.randint(5, 50, (1, 32), generator=torch.Generator().manual_seed(0)))
+    x = seen["x"]
+    T, n = x.size(1), x.size(1) // b
+    with torch.no_grad():
+        q, k, v = (p(x).view(1, T, H, d).transpose(1, 2) for p in (attention.query, attention.key, attention.value))
+    block = torch.arange(T) // b
+    allowed = ((block[:, None] - block[None]).abs() <= 1) | (block[:, None] % (n - 1) == 0) | (block[None] % (n - 1)
+                                                                                                  == 0)
+    differences = []
+    for counted in (1, 1 + r):
+        bias = torch.zeros(T, T)
+        bias[((block > 0) & (block < n - 1))[:, None] & (block[None] == 0)] = math.log(counted)
+        weights = (q @ k.transpose(-1, -2) / math.sqrt(d) + bias).masked_fill(~allowed, float("-inf")).softmax(-1)
+        differences.append(float(((weights @ v).transpose(1, 2).reshape(1, T, H * d) - seen["out"]).abs().max()))
+    assert differences[1] < 1e-5 < differences[0]
+    with torch.no_grad():
+        model(torch.randint(5, 50, (1, 8)))  # (5 + 2r)·b = 18 tokens or fewer: full attention from now on
+    assert model.encoder.layer[0].attention.self is not attention and model.attention_type == "original_full"
+    with pytest.raises(UnsupportedModelError, match=r"for good.*counts 1 \+ num_random_blocks times"):
+        PretrainedTransformer(BigBirdModel(config).eval(), None)

@@ -51,6 +51,7 @@ def special_of(model, calls: list) -> str:
         found.append("MLA")
     kinds = set(getattr(config, "layer_types", None) or [])
     if getattr(config, "sliding_window", None) or getattr(config, "attention_window", None) or \
+            getattr(config, "local_radius", None) or \
             any("sliding" in k for k in kinds) or \
             any("sliding_window" in c[4] for c in calls):
         found.append("sliding window")

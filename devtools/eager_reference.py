@@ -22,7 +22,7 @@ import torch
 from attention_viz.hub.proof import sink_conventions
 from attention_viz.hub.attention import ADDITIVE_MASKS, needs_mask
 from attention_viz.hub.routes import implement, route
-from attention_viz.hub.routes_local import dense_windows
+from attention_viz.hub.routes_local import dense_blocks, dense_windows
 
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
@@ -221,6 +221,8 @@ def eager_pass(model, inputs: dict) -> tuple[torch.Tensor, dict[str, list[torch.
     else:
         kinds = {"self_attn": out.attentions}
     kinds = {kind: [a for a in (maps or ()) if a is not None] for kind, maps in kinds.items()}
+    T = inputs["input_ids"].size(1) if "input_ids" in inputs else None  # LongT5's local blocks: [B, n, H, L, 3L]
+    kinds = {kind: [dense_blocks(a, T) if a.dim() == 5 else a for a in maps] for kind, maps in kinds.items()}
     windows = getattr(model.config, "attention_window", None)  # Longformer's, LED's encoder's: their own layout
     if isinstance(windows, (list, tuple)):
         kind = "encoder.self_attn" if "encoder.self_attn" in kinds else "self_attn"

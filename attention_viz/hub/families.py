@@ -56,8 +56,6 @@ class Family:
 # Known before anything runs: model types whose attention is not Eq. 1 (the probe would refuse them too, later).
 _STATE_SPACE = "it is a state-space model: its tokens are mixed by a recurrence, with no attention weights to show"
 REFUSED = {
-    "longt5": "LongT5's encoder attends within local blocks (and to transient global tokens) in attention of its "
-              "own, outside transformers' attention interface, so our Eq. 1 cannot run inside it",
     # no softmax attention at all, or one that is not Eq. 1 over every key: a property of the model
     "mamba": _STATE_SPACE, "mamba2": _STATE_SPACE, "falcon_mamba": _STATE_SPACE,
     "rwkv": "it is a recurrent model: its time mixing keeps a running state, with no attention weights to show",
@@ -81,7 +79,7 @@ REFUSED = {
 # What a model whose factor on QKᵀ is 1 does instead of 1/√d_k, by model type (T5's kin fold it into W_Q's
 # initialisation: T5PreTrainedModel._init_weights draws W_Q with std (d_model·d_k)^-½ and W_K with d_model^-½).
 WITHOUT_SCALING = dict.fromkeys(
-    ("t5", "mt5", "umt5", "switch_transformers"),
+    ("t5", "mt5", "umt5", "switch_transformers", "longt5"),
     "its 1/√d_k is folded into the initialisation of W_Q (drawn with standard deviation (d_model·d_k)^-½ where W_K "
     "has d_model^-½), so training starts with q·k of the size 1/√d_k would give",
 )
@@ -124,6 +122,10 @@ def family_of(config) -> Family:
     return family
 
 
+WHICH_ATTENTION = ("attention_type", "encoder_attention_type")  # config fields naming which attention a model runs
+                                                                # (BigBird's, LongT5's), read before any weight
+
+
 def check_config(family: Family, config) -> None:
     """Refuse configurations whose attention is not Eq. 1 the way we route it."""
     if getattr(config, "add_cross_attention", False) and family.layout != "encoder-decoder":
@@ -137,6 +139,11 @@ def check_config(family: Family, config) -> None:
             "longer text reads depends on the texts read before; and in eval its random blocks are all the first "
             "block, whose keys each middle block's softmax counts 1 + num_random_blocks times "
             "(attention_type='original_full' reads every key once).")
+    if getattr(config, "encoder_attention_type", None) == "transient-global":  # LongT5's TGlobal models
+        raise UnsupportedModelError(f"a {family.name} model with transient-global attention is not supported: its "
+                                    "encoder's keys include a transient global token per block of global_block_size "
+                                    "tokens (their sum, normed), so a map's keys are not the text's tokens "
+                                    "(encoder_attention_type='local' is).")
     if getattr(config, "use_prompt", False):  # MVP's prompts
         raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
                                     "and values go before every attention's own, so a map's keys are not the text's "

@@ -33,7 +33,7 @@ from attention_viz.core.device import resolve_device
 from attention_viz.hub import images, speech
 from attention_viz.hub.attention import IMPLEMENTATION
 from attention_viz.hub.routes import built_under
-from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
+from attention_viz.hub.families import WHICH_ATTENTION, ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.model import PretrainedTransformer
 from attention_viz.hub.proof import vocabulary_size
 
@@ -104,7 +104,8 @@ def check_folder(path: Path, shown: str | None = None) -> None:
     if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
         raise refused(shown, "its config.json names no model_type")
     try:  # a model known not to work, or one transformers does not know, before any weight is read
-        family_of(SimpleNamespace(model_type=raw["model_type"]))
+        family_of(SimpleNamespace(model_type=raw["model_type"], **{field: raw[field] for field in WHICH_ATTENTION
+                                                                   if field in raw}))
     except UnsupportedModelError as error:
         own_code = "; its own code (auto_map in config.json) is never run" if "auto_map" in raw else ""
         raise refused(shown, f"{str(error).rstrip('.')}{own_code}", UnsupportedModelError) from None

@@ -4,7 +4,7 @@ a forward for its attention module that computes q, k, v (and any bias) as the m
 forwards: hub.routes_older (attention written before the interface: GPT-Neo, the original GPT, FSMT, BERT's and BART's
 older attention, XLM, RoFormer, GPT-NeoX-Japanese), hub.routes_bias (a position bias of their own: Bloom, MPT,
 Falcon, MPNet, BEiT, Data2VecVision), hub.deberta (DeBERTa v2/v3's disentangled attention), hub.routes_local (local
-attention of long-text models: Longformer, LED).
+attention of long-text models: Longformer, LED, LongT5's local attention).
 
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will
@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import types
 
+from transformers import PretrainedConfig
+
 from attention_viz.hub.deberta import deberta_attention
 from attention_viz.hub.routes_bias import (beit_attention, bloom_attention, data2vec_vision_attention,
                                            falcon_attention, mpnet_attention, mpt_attention)
-from attention_viz.hub.routes_local import led_decoder_attention, longformer_attention, mark_lengths
+from attention_viz.hub.routes_local import (led_decoder_attention, longformer_attention, longt5_local_attention,
+                                           mark_lengths)
 from attention_viz.hub.routes_older import (bart_attention, bert_self_attention, fsmt_attention,
                                             gpt_neo_attention, gpt_neox_japanese_attention, mark_causal,
                                             openai_gpt_attention, roformer_attention, xlm_attention)
@@ -51,7 +54,8 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": deberta_attention,
           MODELS + "longformer.modeling_longformer.LongformerSelfAttention": longformer_attention,
           MODELS + "led.modeling_led.LEDEncoderSelfAttention": longformer_attention,
-          MODELS + "led.modeling_led.LEDDecoderAttention": led_decoder_attention}
+          MODELS + "led.modeling_led.LEDDecoderAttention": led_decoder_attention,
+          MODELS + "longt5.modeling_longt5.LongT5LocalAttention": longt5_local_attention}
 BUILT_EAGER = {"gpt_neo", "data2vec-vision", "falcon"}  # model types whose modules choose their attention class by
                                                         # the implementation when built: built under eager
                                                         # (transformers' own classes), then routed
@@ -81,9 +85,11 @@ def route(model) -> int:
 
 
 def implement(model, name: str) -> None:
-    """model.set_attn_implementation(name), or for a routed model (which transformers will not switch) its config's
+    """model.set_attn_implementation(name), or for a routed model (which transformers will not switch) its configs'
     implementation set directly."""
-    if getattr(model, ROUTED, False):
-        model.config._attn_implementation = name
+    if getattr(model, ROUTED, False):  # its config's, and its stacks' own copies (LongT5's decoder reads its own)
+        for config in {id(c): c for c in (model.config, *(getattr(m, "config", None) for m in model.modules()))
+                       if isinstance(c, PretrainedConfig)}.values():
+            config._attn_implementation = name
     else:
         model.set_attn_implementation(name)

@@ -92,6 +92,38 @@ def led_decoder_attention(module, config, hidden_states: torch.Tensor, key_value
     return output, weights, cache
 
 
+def longt5_local_attention(module, config, hidden_states: torch.Tensor, mask: torch.Tensor | None = None,
+                           position_bias: torch.Tensor | None = None, output_attentions: bool = False):
+    """LongT5LocalAttention.forward (its encoder's) with softmax(QKᵀ + B) within its radius computed by our Eq. 1 over
+    every key: hidden_states [B, T, D] -> (output [B, T, D], the position bias [1, H, T, T] its later layers reuse)
+    (+ weights [B, H, T, T] when asked). Query i sees key j where |i − j| ≤ local_radius; B is T5's bucketed
+    relative-position bias (its first layer's table, bidirectional), the factor on QKᵀ 1. mask [B, 1, blocks,
+    block_len, 3·block_len] is its own (True = may attend): the padding is read off its diagonal."""
+    if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
+        return type(module).forward(module, hidden_states, mask, position_bias, output_attentions)
+    B, T, _ = hidden_states.shape
+    L = module.block_len
+    q, k, v = projected(hidden_states, None, (module.q, module.k, module.v), module.key_value_proj_dim)  # (B, H, T, d)
+    i = torch.arange(T, device=q.device)
+    allowed = ((i[:, None] - i[None]).abs() < L).expand(B, T, T)  # (B, T, T): within local_radius
+    if mask is not None and kept("padding_mask"):
+        text = mask[:, 0, :, :, L:2 * L].diagonal(dim1=-2, dim2=-1).reshape(B, -1)[:, :T]  # (B, T) not padding
+        allowed = allowed & text[:, None, :] & text[:, :, None]
+    if position_bias is None:  # the first layer's: B[i, j] from the bucket of j − i, shared by the later layers
+        if module.has_relative_attention_bias:
+            buckets = module._relative_position_bucket(i[None] - i[:, None], bidirectional=not module.is_decoder,
+                                                       num_buckets=module.relative_attention_num_buckets,
+                                                       max_distance=module.relative_attention_max_distance)
+            position_bias = module.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # (1, H, T, T)
+        else:
+            position_bias = q.new_zeros(1, module.n_heads, T, T)
+    attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    output, weights = attend(module, q, k, v, allowed[:, None], scaling=1.0, position_bias=position_bias,
+                             dropout=module.dropout if module.training else 0.0)  # (B, T, H, d), (B, H, T, T)
+    outputs = (module.o(output.reshape(B, T, -1)), position_bias)
+    return outputs + (weights,) if output_attentions else outputs
+
+
 def mark_lengths(model) -> None:
     """A pre-hook on each module that pads its text to a multiple of its window (LongformerModel, LEDEncoder): the
     text's length T, before padding, for the routed attentions of its pass (_LENGTH)."""
@@ -128,9 +160,21 @@ def dense_windows(local: torch.Tensor, w: int, T: int, overall: torch.Tensor | N
     return dense[:, :, :T, :T]
 
 
+def dense_blocks(blocked: torch.Tensor, T: int) -> torch.Tensor:
+    """LongT5's local eager weights [B, blocks, H, L, 3L] (block n's queries on blocks n − 1, n, n + 1) -> [B, H, T, T]."""
+    B, n, H, L, _ = blocked.shape
+    dense = blocked.new_zeros(B, H, n, L, (n + 2) * L)  # key j at column j + L
+    for block in range(n):
+        dense[:, :, block, :, block * L:(block + 3) * L] = blocked[:, block]
+    return dense.reshape(B, H, n * L, (n + 2) * L)[:, :, :T, L:L + T]
+
+
 def eager_weights(module, kwargs: dict, out, shape: torch.Size) -> torch.Tensor | None:
     """The weights [B, H, T, T] (shape: ours) a routed module's eager forward gave in a layout of its own
-    (Longformer's: dense_windows), or None for a module whose weights are in ours."""
+    (Longformer's: dense_windows; LongT5's local blocks: dense_blocks), or None for a module whose weights are in
+    ours."""
+    if type(module).__name__ == "LongT5LocalAttention" and isinstance(out, tuple) and len(out) > 2:
+        return dense_blocks(out[2], shape[-1])
     if type(module).__name__ not in WINDOWED or not isinstance(out, tuple) or len(out) < 2:
         return None
     overall = kwargs.get("is_index_global_attn")

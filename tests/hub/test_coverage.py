@@ -26,7 +26,7 @@ REQUIRED = 40
 # interface is handed (or they have none). A wrapper may still accept one of them, provided it passes every check.
 PRINCIPLED_REFUSALS = {
     # a bias added to QKᵀ that never reaches the attention function, or attention outside the interface
-    "longt5": "local and transient-global attention outside the interface",
+    "longt5": "transient-global attention: a global token per block of tokens among the keys",
     "inkling_text": "layers of different head counts",
     "deberta": "disentangled attention: content-to-position terms, outside the interface",
     # a softmax that is not Eq. 1's

@@ -1,5 +1,5 @@
 """Long-text families' local attention routed through our Eq. 1 (hub.routes_local): Longformer's and LED's sliding
-window and global tokens, each map [B, H, T, T] equal to transformers' eager weights rebuilt from their own layout,
+window and global tokens, LongT5's local attention with its position bias, each map [B, H, T, T] equal to transformers' eager weights rebuilt from their own layout,
 exactly 0 outside the window, and the long pass's regions equal to the maps."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ KINDS = ("longformer", "led")
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     root = tmp_path_factory.mktemp("local")
-    return {kind: load_pretrained(tiny_archs.save(kind, root / kind)) for kind in KINDS}
+    return {kind: load_pretrained(tiny_archs.save(kind, root / kind)) for kind in (*KINDS, "longt5")}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -163,3 +163,33 @@ def test_what_block_sparse_bigbirds_refusal_says_is_what_transformers_does():
     assert model.encoder.layer[0].attention.self is not attention and model.attention_type == "original_full"
     with pytest.raises(UnsupportedModelError, match=r"for good.*counts 1 \+ num_random_blocks times"):
         PretrainedTransformer(BigBirdModel(config).eval(), None)
+
+
+def test_longt5s_local_attention_is_its_radius_with_t5s_bias_and_transient_global_is_refused(loaded):
+    """LongT5 (encoder_attention_type="local", local_radius 2): proven on load with its position bias; each encoder map
+    [1, H, T, T] gives a key more than 2 positions away exactly 0; the bias kept is T5's bucketed one, the same table
+    for both layers, B[i, j] a function of j − i; its factor on QKᵀ is 1 and the scaling note says so. A
+    transient-global LongT5 is refused naming its global tokens."""
+    from attention_viz.hub import PretrainedTransformer, UnsupportedModelError
+
+    model = loaded["longt5"]
+    assert model.fidelity.proven and "position_bias" in model.fidelity.honoured, model.fidelity
+    assert model.factor == 1.0 and "multiplies QKᵀ by 1" in model.scaling_note
+    ids = torch.randint(5, 100, (1, 13), generator=torch.Generator().manual_seed(3))
+    logits, maps = model.forward(ids, ids[:, :4])
+    i = torch.arange(13)
+    far = (i[:, None] - i[None]).abs() > 2
+    for layer in range(2):
+        weights = maps[f"encoder.{layer}.self_attn"][0]
+        assert weights.shape == (model.n_heads, 13, 13)
+        assert bool((weights[:, far] == 0).all()) and bool((weights[:, ~far] > 0).all())
+    biases = model.traced(ids, ids[:, :4]).biases
+    first, second = biases["encoder.0.self_attn"], biases["encoder.1.self_attn"]
+    assert torch.equal(first, second) and first.shape == (1, model.n_heads, 13, 13)
+    assert torch.equal(first[0, :, 3, 5], first[0, :, 7, 9]) and not torch.equal(first[0, :, 3, 5], first[0, :, 5, 3])
+    _, without = model.forward(ids, ids[:, :4], position_bias=False)
+    assert not torch.allclose(without["encoder.0.self_attn"], maps["encoder.0.self_attn"])
+    theirs, tokenizer = tiny_archs.tiny("longt5")
+    theirs.config.encoder_attention_type = "transient-global"
+    with pytest.raises(UnsupportedModelError, match="transient global token per block"):
+        PretrainedTransformer(theirs, tokenizer)

@@ -53,6 +53,7 @@ CARRIED = frozenset({
     "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
     "return_dict", "cache_position", "deterministic", "layer_idx",
     "bias_terms",  # the position bias's terms, apart (hub.routes: DeBERTa's c2p, p2c), kept beside it
+    "window",  # a local attention's mask as its rule (core.attention.Window, hub.routes_local), joined to the mask
 })
 REFUSED = {
     "sinks": "attention sinks with a position bias",
@@ -238,6 +239,11 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     mask = as_allowed(attention_mask)
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
+    window = kwargs.get("window")  # a local attention's rule (hub.routes_local): its [Q, K] mask built here
+    if window is not None:
+        positions = torch.arange(k.size(-2), device=k.device)
+        local = window.allowed(positions[k.size(-2) - query.size(2):], positions)[:, None]  # (B or 1, 1, Q, K)
+        mask = local if mask is None else mask & local
     softcap, sink = kwargs.get("softcap"), kwargs.get("s_aux")
     given = position_bias(kwargs.get("position_bias"))  # (1 or B, H, Q, K) or None
     bias = given if run is None or run.variation.position_bias else None

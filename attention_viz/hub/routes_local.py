@@ -25,6 +25,7 @@ import contextvars
 import torch
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from attention_viz.core.attention import Window
 from attention_viz.hub.attention import kept
 from attention_viz.hub.routes_older import bart_attention, projected
 
@@ -49,20 +50,15 @@ def longformer_attention(module, config, hidden_states: torch.Tensor, attention_
     H, d, w = module.num_heads, module.head_dim, module.one_sided_attn_window_size
     x = hidden_states[:, :T]
     q, k, v = projected(x, None, (module.query, module.key, module.value), d)  # (B, H, T, d) each
-    padding = is_index_masked[:, :T] if kept("padding_mask") else torch.zeros(B, T, dtype=torch.bool,
-                                                                               device=x.device)
     overall = is_index_global_attn[:, :T]  # (B, T): the global tokens
-    i = torch.arange(T, device=x.device)
-    allowed = ((i[:, None] - i[None]).abs() <= w) | overall[:, None, :]  # (B, T, T): window and global keys
     if is_global_attn:  # a global row sees every key, through the global projections, beside the local rows' q, k, v
-        allowed = allowed | overall[:, :, None]
         q_g, k_g, v_g = projected(x, None, (module.query_global, module.key_global, module.value_global), d)
         row = overall[:, None, :, None]  # (B, 1, T, 1)
         q = torch.cat((q * ~row, q_g * row), -1)  # (B, H, T, 2d)
         k, v = torch.cat((k, k_g), -1), torch.cat((v, v_g), -1)
-    allowed = allowed & ~padding[:, None, :] & ~padding[:, :, None]  # a pad sees nothing and is seen by none
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
-    output, weights = attend(module, q, k, v, allowed[:, None], scaling=d ** -0.5,
+    output, weights = attend(module, q, k, v, padded(is_index_masked[:, :T]), scaling=d ** -0.5,
+                             window=Window(w, overall if is_global_attn else None),
                              dropout=module.dropout if module.training else 0.0)  # (B, T, H, d or 2d), (B, H, T, T)
     if is_global_attn:  # each row's half: local rows' Σ p·v, global rows' Σ p·v_global
         output = torch.where(overall[:, :, None, None], output[..., d:], output[..., :d])
@@ -77,6 +73,14 @@ def longformer_attention(module, config, hidden_states: torch.Tensor, attention_
                             for b in range(B)])  # (B, H, G, T)
         outputs += (rows.transpose(2, 3),)  # as its encoder reads it: [B, H, T, G] after its transpose
     return outputs
+
+
+def padded(padding: torch.Tensor) -> torch.Tensor | None:
+    """The padding [B, T] (True = a pad) as a mask [B, 1, T, T] in which a pad sees nothing and is seen by none (as
+    eager's rows of pads are 0); None where there is none, or the pass's padding switch is off."""
+    if not kept("padding_mask") or not bool(padding.any()):
+        return None
+    return ~padding[:, None, None, :] & ~padding[:, None, :, None]
 
 
 def led_decoder_attention(module, config, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
@@ -105,10 +109,7 @@ def longt5_local_attention(module, config, hidden_states: torch.Tensor, mask: to
     L = module.block_len
     q, k, v = projected(hidden_states, None, (module.q, module.k, module.v), module.key_value_proj_dim)  # (B, H, T, d)
     i = torch.arange(T, device=q.device)
-    allowed = ((i[:, None] - i[None]).abs() < L).expand(B, T, T)  # (B, T, T): within local_radius
-    if mask is not None and kept("padding_mask"):
-        text = mask[:, 0, :, :, L:2 * L].diagonal(dim1=-2, dim2=-1).reshape(B, -1)[:, :T]  # (B, T) not padding
-        allowed = allowed & text[:, None, :] & text[:, :, None]
+    text = None if mask is None else mask[:, 0, :, :, L:2 * L].diagonal(dim1=-2, dim2=-1).reshape(B, -1)[:, :T]
     if position_bias is None:  # the first layer's: B[i, j] from the bucket of j − i, shared by the later layers
         if module.has_relative_attention_bias:
             buckets = module._relative_position_bucket(i[None] - i[:, None], bidirectional=not module.is_decoder,
@@ -118,7 +119,8 @@ def longt5_local_attention(module, config, hidden_states: torch.Tensor, mask: to
         else:
             position_bias = q.new_zeros(1, module.n_heads, T, T)
     attend = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
-    output, weights = attend(module, q, k, v, allowed[:, None], scaling=1.0, position_bias=position_bias,
+    output, weights = attend(module, q, k, v, None if text is None else padded(~text.bool()), scaling=1.0,
+                             window=Window(L - 1), position_bias=position_bias,
                              dropout=module.dropout if module.training else 0.0)  # (B, T, H, d), (B, H, T, T)
     outputs = (module.o(output.reshape(B, T, -1)), position_bias)
     return outputs + (weights,) if output_attentions else outputs

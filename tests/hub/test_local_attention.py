@@ -18,6 +18,7 @@ from attention_viz.hub.attention import IMPLEMENTATION, Pass, switched  # noqa: 
 from attention_viz.hub.routes import ROUTED, implement  # noqa: E402
 from attention_viz.hub.routes_local import dense_windows  # noqa: E402
 from devtools import tiny_archs  # noqa: E402
+from tests.hub.test_long import statistics  # noqa: E402
 
 KINDS = ("longformer", "led")
 
@@ -31,7 +32,8 @@ def loaded(tmp_path_factory):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_windowed_family_is_proven_its_maps_are_0_outside_the_window_and_its_long_pass_equals_them(loaded, kind):
     """23 tokens (its model pads them to 24, a multiple of its window of 4): every map [1, H, 23, 23] gives a key more
-    than w = 2 positions away exactly 0 and every key within it more; the long pass's regions are the maps."""
+    than w = 2 positions away exactly 0 and every key within it more; the long pass's summaries are the maps'
+    statistics and its regions the maps."""
     model = loaded[kind]
     assert model.fidelity.proven and getattr(model.model, ROUTED, False), model.fidelity
     assert model.factor == pytest.approx(model.d_k ** -0.5)
@@ -48,6 +50,9 @@ def test_a_windowed_family_is_proven_its_maps_are_0_outside_the_window_and_its_l
     try:
         assert run.keys == encoder
         for key in run.keys:
+            reference = statistics(maps[key][0].detach().double())
+            for name, values in reference.items():  # each head's statistics, formed in the pass under its window
+                np.testing.assert_allclose(run.summaries[key][name], values, rtol=1e-4, atol=1e-5, err_msg=name)
             for head in range(model.n_heads):
                 region = np.asarray(run.region(key, head, slice(0, 23), slice(0, 23)))
                 np.testing.assert_allclose(region, maps[key][0, head].detach().numpy(), atol=1e-5, err_msg=key)
@@ -193,3 +198,43 @@ def test_longt5s_local_attention_is_its_radius_with_t5s_bias_and_transient_globa
     theirs.config.encoder_attention_type = "transient-global"
     with pytest.raises(UnsupportedModelError, match="transient global token per block"):
         PretrainedTransformer(theirs, tokenizer)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_long_pass_at_length_keeps_the_window_as_its_rule_and_equals_eager(kind):
+    """2,048 tokens (positions widened to hold them): the long pass keeps each encoder attention's window as its rule
+    (no [T, K] mask), its output equals eager's forward, and a region across the window's edge equals eager's
+    weights, rebuilt [T, T] from its windowed layout."""
+    from attention_viz.hub import PretrainedTransformer
+
+    T = 2048
+    config = tiny_archs.tiny_config(kind)
+    for field in ("max_position_embeddings", "max_encoder_position_embeddings"):
+        if hasattr(config, field):
+            setattr(config, field, T + 2)  # Longformer's positions start after its padding index
+    theirs, tokenizer = tiny_archs.tiny(kind)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = type(theirs)(config).eval()
+    wrapped = PretrainedTransformer(model, tokenizer)
+    ids = torch.randint(5, 100, (1, T), generator=torch.Generator().manual_seed(4))
+    run = wrapped.long_run(ids, warn=False)
+    try:
+        layers = run._layers  # map key -> KeptLayer: what recomputes its weights
+        implement(model, "eager")
+        try:
+            with torch.no_grad():
+                eager = (model.get_encoder() if wrapped.layout == "encoder-decoder" else model)(
+                    input_ids=ids, output_attentions=True)
+        finally:
+            implement(model, IMPLEMENTATION)
+        reference = eager.last_hidden_state if wrapped.layout == "encoder-decoder" else eager.logits
+        assert run.length == T and float((run.logits - reference).abs().max()) < 1e-4
+        for layer, key in enumerate(run.keys):
+            assert layers[key].rule == "window" and layers[key].mask is None
+            dense = dense_windows(eager.attentions[layer], 2, T)  # (1, H, T, T)
+            for head in range(wrapped.n_heads):
+                region = np.asarray(run.region(key, head, slice(1000, 1100), slice(980, 1120)))
+                np.testing.assert_allclose(region, dense[0, head, 1000:1100, 980:1120].numpy(), atol=1e-5)
+    finally:
+        run.close()

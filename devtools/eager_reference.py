@@ -221,8 +221,9 @@ def eager_pass(model, inputs: dict) -> tuple[torch.Tensor, dict[str, list[torch.
     else:
         kinds = {"self_attn": out.attentions}
     kinds = {kind: [a for a in (maps or ()) if a is not None] for kind, maps in kinds.items()}
-    T = inputs["input_ids"].size(1) if "input_ids" in inputs else None  # LongT5's local blocks: [B, n, H, L, 3L]
-    kinds = {kind: [dense_blocks(a, T) if a.dim() == 5 else a for a in maps] for kind, maps in kinds.items()}
+    if model.config.model_type == "longt5":  # its encoder's local blocks: [B, n, H, L, 3L]
+        T = inputs["input_ids"].size(1)
+        kinds = {kind: [dense_blocks(a, T) if a.dim() == 5 else a for a in maps] for kind, maps in kinds.items()}
     windows = getattr(model.config, "attention_window", None)  # Longformer's, LED's encoder's: their own layout
     if isinstance(windows, (list, tuple)):
         kind = "encoder.self_attn" if "encoder.self_attn" in kinds else "self_attn"

@@ -37,9 +37,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
     """Exact softmax attention over blocks of query rows, with each row's statistics.
 
     q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i), "mask" (allowed
-    [T, K], True = may attend) or "window" (window: core.attention.Window, a local attention's rule, its block of the
-    mask built from it, no [T, K] mask kept) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
-    key masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
+    [T, K], True = may attend) or "window" (`window`, a core.attention.Window: each block's rows' mask built from its
+    rule, no [T, K] mask) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every key
+    masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
     (and q, scaled) are written into, on 2 MiB pages where it can (fresh memory for them each block costs more than the
     arithmetic); reused from block to block, and from call to call when the caller passes one. hub.long passes none:
     kept from layer to layer they would sit beside the MLP and the output head, 28 MB more at the pass's peak.

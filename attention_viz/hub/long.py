@@ -126,8 +126,8 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
     rule, allowed, allowed_cpu = ("window", None, None) if window is not None else _rule_of(
         run, module, as_allowed(attention_mask), query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
-    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows, window=window)  # (T, H, d_v), ...; its
-    # buffers freed after
+    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows,  # (T, H, d_v), ...; its buffers freed
+                               window=window)                               # after
     name = key_of(run, module)
     probe = run.trace.get(name)
     if probe is not None:  # what it records (RECORDS), heads switched off before the model's W_O

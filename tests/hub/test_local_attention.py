@@ -238,3 +238,32 @@ def test_the_long_pass_at_length_keeps_the_window_as_its_rule_and_equals_eager(k
                 np.testing.assert_allclose(region, dense[0, head, 1000:1100, 980:1120].numpy(), atol=1e-5)
     finally:
         run.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_scale_switch_off_equals_eager_with_its_square_root_made_1(loaded, kind, monkeypatch):
+    """Longformer's attention divides q by math.sqrt(head_dim) in its own code (LED's decoder keeps a `scaling`): the
+    scale switch off equals eager with that square root made 1 (and LED's decoder's scaling 1), logits and maps."""
+    import importlib
+    import math
+    from types import SimpleNamespace
+
+    wrapped = loaded[kind]
+    ids = torch.randint(5, 100, (1, 11), generator=torch.Generator().manual_seed(5))
+    decoder = ids[:, :4] if wrapped.layout == "encoder-decoder" else None
+    logits, maps = wrapped.forward(ids, decoder, scale="none")
+    theirs, _ = tiny_archs.tiny(kind)  # the weights the loaded folder holds, transformers' own code
+    for module in theirs.modules():
+        if type(module).__name__ == "LEDDecoderAttention":
+            module.scaling = 1.0
+    monkeypatch.setattr(importlib.import_module(type(theirs).__module__), "math",
+                        SimpleNamespace(**{**vars(math), "sqrt": lambda x: 1.0}))
+    with torch.no_grad():
+        eager = theirs(input_ids=ids, output_attentions=True,
+                       **({"decoder_input_ids": decoder} if decoder is not None else {}))
+    assert float((logits.detach() - eager.logits).abs().max()) < 1e-4
+    for layer, weights in enumerate(eager.encoder_attentions if decoder is not None else eager.attentions):
+        rebuilt = dense_windows(weights, 2, 11)
+        assert float((maps[f"encoder.{layer}.self_attn"].detach() - rebuilt).abs().max()) < 1e-5
+    scaled, _ = wrapped.forward(ids, decoder)
+    assert float((scaled.detach() - eager.logits).abs().max()) > 1e-3  # the switch changed something

@@ -39,8 +39,8 @@ def longformer_attention(module, config, hidden_states: torch.Tensor, attention_
                          is_index_masked: torch.Tensor | None = None, is_index_global_attn: torch.Tensor | None = None,
                          is_global_attn: bool | None = None, output_attentions: bool = False):
     """LongformerSelfAttention.forward (LED's encoder's too) with its windowed softmax computed by our Eq. 1 over every
-    key: hidden_states [B, P, D] -> (output [B, P, D],) (+ weights [B, T, H, T] when asked, which its encoder turns
-    [B, H, T, T]; + the global rows [B, H, G, T]). is_index_masked [B, P]: padding; is_index_global_attn [B, P]: the
+    key: hidden_states [B, P, D] -> (output [B, P, D],) (+ weights [B, P, H, P] when asked, 0 past the text, which
+    its encoder turns [B, H, P, P]; + the global rows [B, H, G, P]). is_index_masked [B, P]: padding; is_index_global_attn [B, P]: the
     global tokens."""
     if config._attn_implementation not in ALL_ATTENTION_FUNCTIONS:  # eager: transformers' own code
         return type(module).forward(module, hidden_states, attention_mask, is_index_masked, is_index_global_attn,
@@ -66,12 +66,13 @@ def longformer_attention(module, config, hidden_states: torch.Tensor, attention_
     out[:, :T] = output.reshape(B, T, D)
     if not output_attentions:
         return (out,)
-    outputs = (out, weights.transpose(1, 2))  # (B, T, H, T): its encoder transposes it back
+    weights = torch.nn.functional.pad(weights, (0, P - T, 0, P - T))  # (B, H, P, P): its model cuts the pads' rows
+    outputs = (out, weights.transpose(1, 2))  # (B, P, H, P): its encoder transposes it back
     if is_global_attn:
         G = int(overall.sum(-1).max())
-        rows = torch.stack([torch.nn.functional.pad(weights[b][:, overall[b]], (0, 0, 0, G - int(overall[b].sum())))
-                            for b in range(B)])  # (B, H, G, T)
-        outputs += (rows.transpose(2, 3),)  # as its encoder reads it: [B, H, T, G] after its transpose
+        rows = torch.stack([torch.nn.functional.pad(weights[b][:, :T][:, overall[b]],
+                                                    (0, 0, 0, G - int(overall[b].sum()))) for b in range(B)])
+        outputs += (rows,)  # (B, H, G, P) as eager's: its encoder gives them [B, H, P, G]
     return outputs
 
 
@@ -132,6 +133,8 @@ def mark_lengths(model) -> None:
     for module in model.modules():
         if hasattr(module, "_pad_to_window_size") and not getattr(module, HOOKED, False):
             module.register_forward_pre_hook(_note_length, with_kwargs=True)
+            module.register_forward_hook(lambda *_: _LENGTH.set(None) and None)  # after its pass: none (a hook's
+            # answer would replace the output)
             setattr(module, HOOKED, True)
 
 

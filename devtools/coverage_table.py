@@ -50,7 +50,9 @@ def special_of(model, calls: list) -> str:
     if getattr(config, "kv_lora_rank", None):
         found.append("MLA")
     kinds = set(getattr(config, "layer_types", None) or [])
-    if getattr(config, "sliding_window", None) or any("sliding" in k for k in kinds) or \
+    if getattr(config, "sliding_window", None) or getattr(config, "attention_window", None) or \
+            getattr(config, "local_radius", None) or \
+            any("sliding" in k for k in kinds) or \
             any("sliding_window" in c[4] for c in calls):
         found.append("sliding window")
     if getattr(config, "attention_chunk_size", None):

@@ -21,13 +21,14 @@ from types import SimpleNamespace
 import torch
 
 from attention_viz.hub.proof import sink_conventions
-from attention_viz.hub.attention import needs_mask
+from attention_viz.hub.attention import ADDITIVE_MASKS, needs_mask
 from attention_viz.hub.routes import SCORES_AS_ATTENTIONS, implement, route
+from attention_viz.hub.routes_local import dense_blocks, dense_windows
 
 SPY = "coverage_spy"  # the name the spy is registered under
 # W_O by its name in the attention module (or in its parent, for BERT's attention.output.dense): the hand table.
 HEAD_OUTPUTS = ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo", "Wo", "out", "output.dense", "o_dense",
-                "proj", "attn_out", "post_attention.conv1d", "attention_out")
+                "proj", "attn_out", "post_attention.conv1d", "attention_out", "output")
 # The attribute an attention module keeps its factor on QKᵀ in, and hands the attention function as `scaling`.
 SCALINGS = ("scaling", "scale", "inv_norm_factor", "softmax_scale", "norm_factor")  # CLIP's attention keeps
 # `scale`, Bloom's `inv_norm_factor`, MPT's `softmax_scale`; GPT-NeoX-Japanese's `norm_factor` it divides by (1 is no
@@ -39,7 +40,10 @@ SCALED_IN_CODE = {"FalconAttention": "Falcon's eager attention scales QKᵀ in i
                   "DisentangledSelfAttention": "DeBERTa's attention divides QKᵀ and its position terms by √(d·f) "
                                                "in its code: no attribute sets the factor on QKᵀ alone",
                   "XLNetRelativeAttention": "XLNet's scale multiplies its content, position and segment terms "
-                                            "together: no attribute sets the factor on QKᵀ alone"}
+                                            "together: no attribute sets the factor on QKᵀ alone",
+                  **dict.fromkeys(("LongformerSelfAttention", "LEDEncoderSelfAttention"),
+                                  "Longformer's attention divides q by √d_k in its code (math.sqrt(head_dim), the "
+                                  "head width its views need): no attribute sets the factor on QKᵀ alone")}
 STANDARD_KWARGS = {"dropout", "scaling", "position_ids", "cache_position", "output_attentions", "use_cache",
                    "is_causal", "past_key_values", "past_key_value", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k",
                    "max_length_q", "max_length_k"}
@@ -83,10 +87,12 @@ def _shown(value) -> str:
 
 def _register_spy() -> None:
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
     AttentionInterface.register(SPY, _spy_attention)
     def spy_mask(*args, **kwargs):  # boolean masks, True = may attend; a tensor where the model reads one (MPT)
+        if getattr(kwargs.get("config"), "model_type", None) in ADDITIVE_MASKS:  # a model that reads its values
+            return eager_mask(*args, **kwargs)
         if needs_mask(kwargs.get("config")):
             kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
         return sdpa_mask(*args, **kwargs)
@@ -242,6 +248,17 @@ def eager_pass(model, inputs: dict) -> tuple[torch.Tensor, dict[str, list[torch.
     else:
         kinds = {"self_attn": out.attentions}
     kinds = {kind: [a for a in (maps or ()) if a is not None] for kind, maps in kinds.items()}
+    if model.config.model_type == "longt5":  # its encoder's local blocks: [B, n, H, L, 3L]
+        T = inputs["input_ids"].size(1)
+        kinds = {kind: [dense_blocks(a, T) if a.dim() == 5 else a for a in maps] for kind, maps in kinds.items()}
+    windows = getattr(model.config, "attention_window", None)  # Longformer's, LED's encoder's: their own layout
+    if isinstance(windows, (list, tuple)):
+        kind = "encoder.self_attn" if "encoder.self_attn" in kinds else "self_attn"
+        overall = inputs.get("global_attention_mask")
+        rows = getattr(out, "encoder_global_attentions", None) or getattr(out, "global_attentions", None) or ()
+        kinds[kind] = [dense_windows(a, windows[i] // 2, a.size(-2), None if overall is None else overall.bool(),
+                                     rows[i].transpose(2, 3) if overall is not None else None)
+                       for i, a in enumerate(kinds[kind])]
     if not all(isinstance(a, torch.Tensor) for maps in kinds.values() for a in maps):
         raise NotApplicable("the eager model returns its attentions as other than one tensor a layer")
     if model.config.model_type in SCORES_AS_ATTENTIONS:  # its scores before the softmax: the weights taken from them

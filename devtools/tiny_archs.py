@@ -75,6 +75,7 @@ TINY = {
     # vocabulary, positions, windows
     "vocab_size": VOCAB, "max_position_embeddings": 64, "n_positions": 64, "n_ctx": 64,
     "sliding_window": 4, "sliding_window_size": 4, "local_attention": 4, "attention_chunk_size": 4, "rotary_dim": 8,
+    "attention_window": 4, "local_radius": 2,
     # special ids (the tokenizer's)
     "pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS, "decoder_start_token_id": BOS,
     "sep_token_id": EOS, "cls_token_id": BOS, "mask_token_id": MASK,

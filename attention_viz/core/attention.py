@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -77,6 +78,23 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Te
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """[B, 1, 1, K] mask from token ids [B, K]: keys that are padding may not be attended to."""
     return (ids != pad_id)[:, None, None, :]
+
+
+@dataclass(frozen=True)
+class Window:
+    """A local attention's mask as its rule (Longformer's sliding window, LongT5's radius): query i may attend to
+    key j where |i − j| ≤ radius, and every query to the global tokens and a global token to every key (`overall`
+    [B, K] bool, True = global; None: none). What a [T, T] mask would hold, built a block of rows at a time."""
+
+    radius: int
+    overall: torch.Tensor | None = None
+
+    def allowed(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """The mask of query positions rows [R] and key positions cols [C]: [B or 1, R, C], True = may attend."""
+        near = ((rows[:, None] - cols[None]).abs() <= self.radius)[None]  # (1, R, C)
+        if self.overall is None:
+            return near
+        return near | self.overall[:, None, cols] | self.overall[:, rows, None]  # (B, R, C)
 
 
 # The public names of the mask builders are also argument names below (and in the model): aliases keep them reachable.

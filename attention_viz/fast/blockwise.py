@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from attention_viz.core.attention import hide, scaled
+from attention_viz.core.attention import Window, hide, scaled
 from attention_viz.fast import hugepages
 
 STATISTICS = ("entropy", "max_weight", "mean_distance", "first_token", "previous_token", "self")
@@ -32,13 +32,14 @@ def _buffer(workspace: dict, name: str, size: int, like: torch.Tensor) -> torch.
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rule: str,
-           allowed: torch.Tensor | None = None, rows: int = ROWS, workspace: dict | None = None
-           ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+           allowed: torch.Tensor | None = None, rows: int = ROWS, workspace: dict | None = None,
+           window: Window | None = None) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Exact softmax attention over blocks of query rows, with each row's statistics.
 
-    q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i) or "mask" (allowed
-    [T, K], True = may attend) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every
-    key masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
+    q [H, T, d], k [H_kv, K, d], v [H_kv, K, d_v]; rule "full" (every key), "causal" (j <= i), "mask" (allowed
+    [T, K], True = may attend) or "window" (`window`, a core.attention.Window: each block's rows' mask built from its
+    rule, no [T, K] mask) -> (output [T, H, d_v] (transformers' layout), lse [H, T] (+inf on a row with every key
+    masked), {statistic: its sum over rows [H], float64}). workspace: a dict the blocks' scores and exponentials
     (and q, scaled) are written into, on 2 MiB pages where it can (fresh memory for them each block costs more than the
     arithmetic); reused from block to block, and from call to call when the caller passes one. hub.long passes none:
     kept from layer to layer they would sit beside the MLP and the output head, 28 MB more at the pass's peak.
@@ -83,6 +84,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, factor: float, rul
             hide(s[..., r0:r1], upper[:R, :, :R], hidden, inplace=True)
         elif rule == "mask":
             hide(s, ~allowed[r0:r1, None, :end], hidden, inplace=True)
+        elif rule == "window":
+            near = window.allowed(torch.arange(r0, r1, device=q.device), torch.arange(end, device=q.device))[0]
+            hide(s, ~near[:, None], hidden, inplace=True)  # (R, 1, K): outside its window, not a global token
         m = torch.amax(s, -1, keepdim=True)  # (H_kv, R, n_rep, 1)
         top[:, r0:r1] = m[..., 0]
         t = s.sub_(m)  # <= 0

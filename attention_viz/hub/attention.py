@@ -53,6 +53,7 @@ CARRIED = frozenset({
     "seq_idx", "num_items_in_batch", "output_attentions", "output_hidden_states", "output_router_logits", "use_cache",
     "return_dict", "cache_position", "deterministic", "layer_idx",
     "bias_terms",  # the position bias's terms, apart (hub.routes: DeBERTa's c2p, p2c), kept beside it
+    "window",  # a local attention's mask as its rule (core.attention.Window, hub.routes_local), joined to the mask
 })
 REFUSED = {
     "indices": "attention over selected keys only (sparse attention)",
@@ -237,6 +238,11 @@ def eq1_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     mask = as_allowed(attention_mask)
     if mask is not None and mask.size(-1) != k.size(-2):
         mask = mask[..., : k.size(-2)]  # a mask built for a longer key range than this layer holds, as eager slices it
+    window = kwargs.get("window")  # a local attention's rule (hub.routes_local): its [Q, K] mask built here
+    if window is not None:
+        positions = torch.arange(k.size(-2), device=k.device)
+        local = window.allowed(positions[k.size(-2) - query.size(2):], positions)[:, None]  # (B or 1, 1, Q, K)
+        mask = local if mask is None else mask & local
     softcap = kwargs.get("softcap")
     sink = kwargs.get("s_aux") if kwargs.get("s_aux") is not None else kwargs.get("sinks")  # [H], or [B, H, Q, 1]
     given = position_bias(kwargs.get("position_bias"))  # (1 or B, H, Q, K) or None
@@ -273,15 +279,21 @@ def switched_mask(*args, mask_function=None, attention_mask=None, **kwargs) -> t
     """transformers' mask-function contract: its sdpa_mask with this pass's mask switches, materialised unless it
     hides nothing (full attention and no padding: None, which Eq. 1 reads as nothing hidden)."""
     run = _current.get()
-    if run is not None and run.mask is not None:  # another kind of pass (hub.long's): its own masks
+    additive = getattr(kwargs.get("config"), "model_type", None) in ADDITIVE_MASKS  # its routes build their masks
+    if run is not None and run.mask is not None and not additive:  # another kind of pass (hub.long's): its own
         return run.mask(*args, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
-    return mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask,
-                      dense=needs_mask(kwargs.get("config")))
+    dtype = kwargs.get("dtype", torch.float32)
+    mask = mask_under(run.variation if run is not None else None, args, kwargs, mask_function, attention_mask,
+                      dense=additive or needs_mask(kwargs.get("config")))
+    return mask.logical_not().to(dtype) * torch.finfo(dtype).min if additive else mask
 
 
 # the model types whose model code reads the mask function's mask as a tensor whatever it hides (MPT's
 # `.to(torch.bool)`, hub.routes): never None for them
 DENSE_MASKS = frozenset({"mpt"})
+# the model types whose model code reads the values of an additive mask (0 may attend, the dtype's lowest hidden):
+# Longformer's takes its row [:, 0, 0, :] and writes its global tokens into it as the dtype's highest
+ADDITIVE_MASKS = frozenset({"longformer"})
 
 
 def needs_mask(config) -> bool:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import torch
 
 from attention_viz.hub import images, speech
-from attention_viz.hub.families import ModelRefusedError, UnsupportedModelError, family_of
+from attention_viz.hub.families import WHICH_ATTENTION, ModelRefusedError, UnsupportedModelError, family_of
 from attention_viz.hub.proof import vocabulary_size
 
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
@@ -71,7 +71,8 @@ def check_folder(path: Path, shown: str | None = None) -> None:
     if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
         raise refused(shown, "its config.json names no model_type")
     try:  # a model known not to work, or one transformers does not know, before any weight is read
-        family_of(SimpleNamespace(model_type=raw["model_type"]))
+        family_of(SimpleNamespace(model_type=raw["model_type"], **{field: raw[field] for field in WHICH_ATTENTION
+                                                                   if field in raw}))
     except UnsupportedModelError as error:
         own_code = "; its own code (auto_map in config.json) is never run" if "auto_map" in raw else ""
         raise refused(shown, f"{str(error).rstrip('.')}{own_code}", UnsupportedModelError) from None

@@ -56,8 +56,6 @@ class Family:
 # Known before anything runs: model types whose attention is not Eq. 1 (the probe would refuse them too, later).
 _STATE_SPACE = "it is a state-space model: its tokens are mixed by a recurrence, with no attention weights to show"
 REFUSED = {
-    "longt5": "LongT5's encoder attends within local blocks (and to transient global tokens) in attention of its "
-              "own, outside transformers' attention interface, so our Eq. 1 cannot run inside it",
     # no softmax attention at all, or one that is not Eq. 1 over every key: a property of the model
     "mamba": _STATE_SPACE, "mamba2": _STATE_SPACE, "falcon_mamba": _STATE_SPACE,
     "rwkv": "it is a recurrent model: its time mixing keeps a running state, with no attention weights to show",
@@ -68,10 +66,6 @@ REFUSED = {
     "yoso": "its attention is approximated by sampling with locality-sensitive hashing, not Eq. 1's softmax",
     "mra": "its attention is a multi-resolution approximation of softmax attention, not Eq. 1",
     # softmax attention, but not over one sequence's every key, or mixed with what is not attention
-    "longformer": "each token attends within a sliding window of its own, and global tokens with projections of "
-                  "their own (query_global, key_global, value_global), computed in overlapping chunks",
-    "led": "its encoder's attention is Longformer's: a sliding window of its own and global tokens with projections "
-           "of their own",
     "funnel": "it pools its sequence between blocks (queries shorter than their keys) and adds relative-position "
               "terms of its own (Transformer-XL's) to QKᵀ",
     "convbert": "part of each layer's heads are span-based dynamic convolutions, joined with its attention heads "
@@ -91,7 +85,7 @@ REFUSED = {
 # What a model whose factor on QKᵀ is 1 does instead of 1/√d_k, by model type (T5's kin fold it into W_Q's
 # initialisation: T5PreTrainedModel._init_weights draws W_Q with std (d_model·d_k)^-½ and W_K with d_model^-½).
 WITHOUT_SCALING = dict.fromkeys(
-    ("t5", "mt5", "umt5", "switch_transformers"),
+    ("t5", "mt5", "umt5", "switch_transformers", "longt5"),
     "its 1/√d_k is folded into the initialisation of W_Q (drawn with standard deviation (d_model·d_k)^-½ where W_K "
     "has d_model^-½), so training starts with q·k of the size 1/√d_k would give",
 )
@@ -134,15 +128,23 @@ def family_of(config) -> Family:
     return family
 
 
+WHICH_ATTENTION = ("attention_type", "encoder_attention_type")  # config fields naming which attention a model runs
+                                                                # (BigBird's, LongT5's), read before any weight
+
+
 def check_config(family: Family, config) -> None:
     """Refuse configurations whose attention is not Eq. 1 the way we route it."""
     if getattr(config, "add_cross_attention", False) and family.layout != "encoder-decoder":
         raise UnsupportedModelError(f"a {family.name} model with added cross-attention is not supported: its "
                                     "cross-attention reads an encoder it does not have.")
     if getattr(config, "attention_type", None) == "block_sparse":  # BigBird's, BigBird-Pegasus's
-        raise UnsupportedModelError(f"a {family.name} model with block-sparse attention is not supported: each query "
-                                    "sees its window's, a few random and the global blocks of keys, not every key "
-                                    "(attention_type='original_full' reads every key).")
+        raise UnsupportedModelError(
+            f"a {family.name} model with block-sparse attention is not supported: a text of at most (5 + 2 × "
+            "num_random_blocks) × block_size tokens switches it to full attention for good (transformers' "
+            "set_attention_type('original_full') puts new attention modules in place of the loaded ones), so what a "
+            "longer text reads depends on the texts read before; and in eval its random blocks are all the first "
+            "block, whose keys each middle block's softmax counts 1 + num_random_blocks times "
+            "(attention_type='original_full' reads every key once).")
     if getattr(config, "quant_mode", False):  # I-BERT's integer-only inference
         raise UnsupportedModelError(f"a quantised {family.name} model (quant_mode) is not supported: its q, k and v are "
                                     "rounded to 8-bit integers and its softmax is an integer polynomial approximation "
@@ -162,6 +164,11 @@ def check_config(family: Family, config) -> None:
                                     "pass, so each map's queries and keys include them and the text's rows give them "
                                     "weight (transformers' own attentions cut them off, leaving rows that do not sum "
                                     "to 1).")
+    if getattr(config, "encoder_attention_type", None) == "transient-global":  # LongT5's TGlobal models
+        raise UnsupportedModelError(f"a {family.name} model with transient-global attention is not supported: its "
+                                    "encoder's keys include a transient global token per block of global_block_size "
+                                    "tokens (their sum, normed), so a map's keys are not the text's tokens "
+                                    "(encoder_attention_type='local' is).")
     if getattr(config, "use_prompt", False):  # MVP's prompts
         raise UnsupportedModelError(f"a {family.name} model with prompts (use_prompt) is not supported: learned keys "
                                     "and values go before every attention's own, so a map's keys are not the text's "

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.masking_utils import causal_mask_function
 
+from attention_viz.core.attention import Window
 from attention_viz.core.trace import Trace, recorded
 from attention_viz.core.variation import Variation
 from attention_viz.fast.blockwise import ROWS, attend
@@ -119,14 +120,20 @@ def long_attention(run: _Pass, module: torch.nn.Module, query: torch.Tensor, key
     if query.size(0) != 1 or query.size(2) != key.size(2):
         raise LongRunError("the long pass takes a batch of one text, every position at once (no cache)")
     factor = float(factors(run, module, query, scaling)[1])  # the factor on QKᵀ, as hub.attention's
-    rule, allowed, allowed_cpu = _rule_of(run, module, as_allowed(attention_mask), query.size(2), key.size(2))
+    window = kwargs.get("window")  # a local attention's rule (hub.routes_local): kept as its rule, no [T, K] mask
+    if window is not None and attention_mask is not None:
+        raise LongRunError("the long pass takes a text without padding")
+    rule, allowed, allowed_cpu = ("window", None, None) if window is not None else _rule_of(
+        run, module, as_allowed(attention_mask), query.size(2), key.size(2))
     q, k, v = query[0], key[0], value[0]  # (H, T, d), (H_kv, K, d), (H_kv, K, d_v)
-    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows)  # (T, H, d_v), ...; its buffers freed after
+    output, lse, sums = attend(q, k, v, factor, rule, allowed, run.rows,  # (T, H, d_v), ...; its buffers freed
+                               window=window)                               # after
     name = key_of(run, module)
     probe = run.trace.get(name)
     if probe is not None:  # what it records (RECORDS), heads switched off before the model's W_O
         probe("lse", lse)
-        probe("layer", KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu))
+        on_cpu = window if window is None or window.overall is None else Window(window.radius, window.overall.cpu())
+        probe("layer", KeptLayer(factor, q.size(0) // k.size(0), rule, allowed_cpu, on_cpu))
         probe("summaries", {stat: (total / q.size(1)).cpu().numpy() for stat, total in sums.items()})
         output = probe.attended(q, k, v, None, output.transpose(0, 1)[None])[0].transpose(0, 1)
         for point in ("q", "k", "lse"):  # to the run's Kept (on disk or in memory), one attention's at a time

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attention_viz.core.attention import Window
+
 REGION_MAX = 256     # a region's largest side
 REDUCTIONS = ("max", "mean")
 
@@ -87,8 +89,9 @@ class KeptLayer:
 
     factor: float                   # the number QKᵀ was multiplied by
     n_rep: int                      # query heads per key/value head
-    rule: str                       # "causal", "full" or "mask"
+    rule: str                       # "causal", "full", "mask" or "window"
     mask: torch.Tensor | None       # [T, K] bool (True = may attend) for rule "mask"
+    window: Window | None = None    # a local attention's rule (core.attention.Window) for rule "window"
 
 
 class LongRun:
@@ -160,6 +163,8 @@ class LongRun:
             weights.masked_fill_(hidden, 0.0)
         elif layer.rule == "mask":
             weights.masked_fill_(~layer.mask[r0:r1, c0:c1], 0.0)
+        elif layer.rule == "window":
+            weights.masked_fill_(~layer.window.allowed(torch.arange(r0, r1), torch.arange(c0, c1))[0], 0.0)
         return weights
 
     def _rest(self, key: str, head: int, layer: KeptLayer, r0: int, r1: int) -> torch.Tensor:

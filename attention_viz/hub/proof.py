@@ -37,6 +37,7 @@ from attention_viz.hub.attention import IMPLEMENTATION, Call, Pass, UnhonouredAr
 from attention_viz.hub.families import Family, UnsupportedModelError, discovered, w_o_of
 from attention_viz.hub.placement import input_device, weight_of
 from attention_viz.hub.routes import SCORES_AS_ATTENTIONS, implement
+from attention_viz.hub.routes_local import eager_weights
 
 LENGTHS = (8, 5)  # the probe's source (or text) tokens, and its decoder's input (an encoder-decoder model's)
 PADDED = 3        # the second row's last tokens that are padding
@@ -336,10 +337,12 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
         """runs: (key, shape) of each of the module's runs in a pass (a module shared by layers runs more than once)"""
         count = [0]
 
-        def hook(module, args, out):  # its weights: the last of what it gives back beside its output of their shape
-            key, shape = runs[min(count[0], len(runs) - 1)]
+        def hook(module, args, kwargs, out):  # its weights: the last of what it gives back beside its output of
+            key, shape = runs[min(count[0], len(runs) - 1)]  # their shape (or rebuilt from a layout of its own)
             count[0] += 1
-            found = [x for x in out[1:] if isinstance(x, torch.Tensor) and x.shape == shape] if isinstance(
+            rebuilt = eager_weights(module, kwargs, out, shape)
+            found = [rebuilt] if rebuilt is not None else [
+                x for x in out[1:] if isinstance(x, torch.Tensor) and x.shape == shape] if isinstance(
                 out, tuple) else []  # T5's gives (output, position bias, weights)
             if found:
                 weights[key] = found[-1]
@@ -348,7 +351,7 @@ def _eager(model, family: Family, calls, kwargs) -> tuple[dict[str, torch.Tensor
     runs: dict[str, list] = {}
     for (name, key), call in zip(family.keys, calls):
         runs.setdefault(name, []).append((key, call.weights.shape))
-    hooks = [modules[name].register_forward_hook(keep(each)) for name, each in runs.items()]
+    hooks = [modules[name].register_forward_hook(keep(each), with_kwargs=True) for name, each in runs.items()]
     implement(model, "eager")
     try:
         with torch.no_grad():

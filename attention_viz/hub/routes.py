@@ -4,7 +4,8 @@ a forward for its attention module that computes q, k, v (and any bias) as the m
 forwards: hub.routes_older (attention written before the interface: GPT-Neo, the original GPT, FSMT, BERT's and BART's
 older attention, XLM, RoFormer, GPT-NeoX-Japanese, I-BERT, SqueezeBERT, LUKE), hub.routes_bias (a position bias of
 their own: Bloom, MPT, Falcon, MPNet, BEiT, Data2VecVision, XLNet, CPM-Ant), hub.deberta (DeBERTa's disentangled
-attention, v1 and v2/v3).
+attention, v1 and v2/v3), hub.routes_local (local attention of long-text models: Longformer, LED, LongT5's local
+attention).
 
 Only under an implementation registered in transformers' attention interface (ours, hub.long's, a spy's): under
 eager, which the proof on load compares with, the module runs its own forward, transformers' code. transformers will
@@ -18,10 +19,14 @@ from __future__ import annotations
 import copy
 import types
 
+from transformers import PretrainedConfig
+
 from attention_viz.hub.deberta import deberta_attention, deberta_v1_attention
 from attention_viz.hub.routes_bias import (W_O_OF_XLNET, ParameterW_O, beit_attention, bloom_attention,
                                            cpmant_attention, data2vec_vision_attention, falcon_attention, mpnet_attention,
                                            mpt_attention, xlnet_attention)
+from attention_viz.hub.routes_local import (led_decoder_attention, longformer_attention, longt5_local_attention,
+                                           mark_lengths)
 from attention_viz.hub.routes_older import (bart_attention, bert_self_attention, fsmt_attention,
                                             gpt_neo_attention, gpt_neox_japanese_attention, ibert_attention,
                                             luke_attention, mark_causal, openai_gpt_attention, roformer_attention,
@@ -56,7 +61,11 @@ ROUTES = {MODELS + "bloom.modeling_bloom.BloomAttention": bloom_attention,  # by
           MODELS + "squeezebert.modeling_squeezebert.SqueezeBertSelfAttention": squeezebert_attention,
           MODELS + "luke.modeling_luke.LukeSelfAttention": luke_attention,
           MODELS + "xlnet.modeling_xlnet.XLNetRelativeAttention": xlnet_attention,
-          MODELS + "cpmant.modeling_cpmant.CpmAntAttention": cpmant_attention}
+          MODELS + "cpmant.modeling_cpmant.CpmAntAttention": cpmant_attention,
+          MODELS + "longformer.modeling_longformer.LongformerSelfAttention": longformer_attention,
+          MODELS + "led.modeling_led.LEDEncoderSelfAttention": longformer_attention,
+          MODELS + "led.modeling_led.LEDDecoderAttention": led_decoder_attention,
+          MODELS + "longt5.modeling_longt5.LongT5LocalAttention": longt5_local_attention}
 SCORES_AS_ATTENTIONS = {"squeezebert"}  # model types whose eager `attentions` are the scores before the softmax
                                         # (QKᵀ/√d + mask, as its code returns them): the proof compares their softmax
 # Attention across depth, not tokens (Inkling 2's block attention residuals: at each token a learned query over the
@@ -93,15 +102,18 @@ def route(model) -> int:
                 lambda self, *args, _forward=forward, **kwargs: _forward(self, config, *args, **kwargs), module)
             routed += 1
     mark_causal(model)
+    mark_lengths(model)
     if routed:
         setattr(model, ROUTED, True)
     return routed
 
 
 def implement(model, name: str) -> None:
-    """model.set_attn_implementation(name), or for a routed model (which transformers will not switch) its config's
+    """model.set_attn_implementation(name), or for a routed model (which transformers will not switch) its configs'
     implementation set directly."""
-    if getattr(model, ROUTED, False):
-        model.config._attn_implementation = name
+    if getattr(model, ROUTED, False):  # its config's, and its stacks' own copies (LongT5's decoder reads its own)
+        for config in {id(c): c for c in (model.config, *(getattr(m, "config", None) for m in model.modules()))
+                       if isinstance(c, PretrainedConfig)}.values():
+            config._attn_implementation = name
     else:
         model.set_attn_implementation(name)

@@ -26,7 +26,7 @@ REQUIRED = 40
 # interface is handed (or they have none). A wrapper may still accept one of them, provided it passes every check.
 PRINCIPLED_REFUSALS = {
     # a bias added to QKᵀ that never reaches the attention function, or attention outside the interface
-    "longt5": "local and transient-global attention outside the interface",
+    "longt5": "transient-global attention: a global token per block of tokens among the keys",
     # a softmax that is not Eq. 1's
     "gemma2": "a tanh soft-cap on the logits",
     "vaultgemma": "a tanh soft-cap on the logits",

@@ -2,7 +2,7 @@
 inside, proven on load against its own eager attention. What the probe discovers (map keys, layout, W_O) equals
 what the old per-family tables said; architectures beyond them (Gemma 2's soft cap and sliding window, Qwen3's q/k
 norms, Phi-3, RoBERTa, gpt-oss's sinks and experts, OPT, GPT-NeoX, DeepSeek-V3's latent attention with values
-narrower than its queries) are proven; what Eq. 1 would not honour (LongT5's local attention outside the
+narrower than its queries) are proven; what Eq. 1 would not honour (LongT5's transient-global attention outside the
 interface, shared layers, an unknown argument, a model that disagrees with its eager attention) is refused by name.
 The tiny models are built here from their configs (hidden 32, 2 layers, 4 heads, vocabulary 128)."""
 
@@ -294,12 +294,12 @@ def test_marians_logits_are_proven_lm_head_plus_its_final_logits_bias(tiny_folde
 
 # ----------------------------------------------------------------------------- refusals, by name
 
-def test_longt5_is_refused_naming_its_local_attention_by_its_type_and_by_the_probe(monkeypatch):
-    with pytest.raises(UnsupportedModelError, match="attends within local blocks"):
-        PretrainedTransformer(tiny("longt5"), Pieces())
-    monkeypatch.setattr(families, "REFUSED", {})  # the probe alone still refuses it: its encoder's maps are not ours
-    with pytest.raises(UnsupportedModelError, match="gives 2 maps of encoder self_attn, but 0 of its layers go through"):
-        PretrainedTransformer(tiny("longt5"), Pieces())
+def test_longt5s_local_attention_is_proven_and_its_transient_global_one_refused_naming_its_global_tokens():
+    model = tiny("longt5")
+    assert PretrainedTransformer(model, Pieces()).fidelity.proven  # its local attention, routed (hub.routes_local)
+    model.config.encoder_attention_type = "transient-global"
+    with pytest.raises(UnsupportedModelError, match="transient global token per block"):
+        PretrainedTransformer(model, Pieces())
 
 
 def test_an_argument_eq1_would_not_honour_is_refused_by_its_name():

@@ -145,14 +145,15 @@ def unreadable_weights(folder):
     (folder / "model.safetensors").write_bytes(b"not safetensors")
 
 
-def test_longt5_is_refused_with_the_reason_before_any_weight_is_read(tmp_path):
+def test_a_transient_global_longt5_is_refused_with_the_reason_before_any_weight_is_read(tmp_path):
     folder = tmp_path / "longt5"
-    config = transformers.LongT5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4)
+    config = transformers.LongT5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4,
+                                       encoder_attention_type="transient-global")
     transformers.LongT5ForConditionalGeneration(config).save_pretrained(folder, safe_serialization=True)
-    with pytest.raises(UnsupportedModelError, match="longt5 models are not supported.*local blocks"):
+    with pytest.raises(UnsupportedModelError, match="transient-global attention is not supported.*global token"):
         load_pretrained(folder)
     unreadable_weights(folder)
-    with pytest.raises(UnsupportedModelError, match="local blocks"):
+    with pytest.raises(UnsupportedModelError, match="transient global token per block"):
         load_pretrained(folder)
 
 

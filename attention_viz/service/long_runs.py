@@ -2,6 +2,7 @@
 
     runs = LongRuns(real_models)
     payload = runs.read("hub:HuggingFaceTB/SmolLM2-135M", text)      # summaries, labels, one head's overview
+    run_id = runs.keep(long_run, "hub:openai/whisper-tiny")           # a run made elsewhere (a recording's encoder)
     runs.view({"run": payload["run"], "what": "region", "key": ..., "head": 2, "rows": [0, 256], "cols": [0, 256]})
 
 - **The line**: one long pass at a time on the whole server (`_line`), waited for at most LONG_WAIT_S. It does not
@@ -157,6 +158,11 @@ class LongRuns:
     def __len__(self) -> int:
         return len(self._kept)
 
+    def __contains__(self, run_id: object) -> bool:
+        """Whether the run `run_id` is kept (not dropped to make room, nor closed)."""
+        with self._lock:
+            return run_id in self._kept
+
     @property
     def dropped_count(self) -> int:
         """Runs dropped to make room (the last DROPPED_KEPT remembered)."""
@@ -192,7 +198,7 @@ class LongRuns:
         except Exception:
             run.close()
             raise
-        payload["run"] = self._keep(run, model_key)
+        payload["run"] = self.keep(run, model_key)
         payload["model"] = model_key
         return payload
 
@@ -242,8 +248,10 @@ class LongRuns:
         for old in dropped:
             old.run.close()
 
-    def _keep(self, run, model_key: str) -> str:
-        """File the run under a new id, within the budget (room made again for its actual size)."""
+    def keep(self, run, model_key: str) -> str:
+        """File a long run (hub.long_kept.LongRun; this page's, or a recording's encoder read by service.media_view)
+        under a new id, within the budget (room made for its actual size; a refusal, the run closed, if it never
+        fits): its views are then asked of `view` as a page's are."""
         size = int(run.kept_bytes)
         try:
             self._make_room(size)

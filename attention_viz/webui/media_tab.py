@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from collections.abc import Callable
+
 from attention_viz.service import FACTOR_RANGE, SCALE_CHOICES, MediaViews
 from attention_viz.webui.handling import handler, named
 from attention_viz.webui.widgets import PRIVATE, RAW, prose, prose_html
@@ -24,10 +26,15 @@ PICTURE_HELP = ("**Click a patch** of the first view to see where it looks, or t
                 "first special token, the class token). Every head of the layer and the rollout follow the same token.")
 PICTURE_VIEWS = ("overlay", "heads", "rollout", "specials")
 RECORDING_VIEWS = ("alignment", "encoder")
+ENCODER_HELP = ("**The encoder's self-attention**, time against time (each position 20 ms of the recording): every "
+                "head's summary, the chosen head's whole map, and **a rectangle dragged on it** opens that region's "
+                "exact weights, the times on its sides.")
 
 
-def render(demo: gr.Blocks, media: MediaViews) -> dict:
-    """The tab's widgets and wiring, inside the current gr.Tab (the server has at least one of media.choices())."""
+def render(demo: gr.Blocks, media: MediaViews, long_view: Callable[[str], gr.HTML]) -> dict:
+    """The tab's widgets and wiring, inside the current gr.Tab (the server has at least one of media.choices());
+    long_view(elem_id): the Long text tab's view (long_tab.long_view), for the encoder's self-attention: its
+    overviews and regions asked of the page's handlers as a page's are."""
     choices = media.choices()
     first = choices[0][1]
     pictures = media.reads(first) == "pictures"
@@ -76,16 +83,15 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
         alignment = gr.Image(label="The transcript's alignment: each step's encoder-decoder attention over the sound",
                              show_label=False, interactive=False, elem_id="media_alignment", format="png",
                              alt_text="The spectrogram, and under it each step's encoder-decoder attention over time")
-        encoder = gr.Image(label="The encoder's self-attention over time", show_label=False, interactive=False,
-                           elem_id="media_encoder", format="png",
-                           alt_text="The chosen encoder head's self-attention, time against time")
+        prose(ENCODER_HELP)
+        encoder = long_view("media_encoder")  # the Long text tab's view: regions asked of the kept run
     components = {"overlay": overlay, "heads": heads_grid, "rollout": rollout, "specials": specials,
                   "alignment": alignment, "encoder": encoder, "notes": notes, "query": query, "layer": layer,
                   "head": head}
     toggled = {"picture": picture, "recording": recording, "picture_views": picture_views,
                "recording_views": recording_views, "query": query, "layer": layer, "head": head, "d_k": d_k_box}
     inputs = [model, picture, recording, scale, factor, layer, head, query]
-    handlers = MediaHandlers(media)
+    handlers = MediaHandlers(media)  # the tab's own (the page's answer the long view, above)
     show = named(handler(handlers.view), components)
     for trigger in (read.click, picture.upload, recording.upload, recording.stop_recording, layer.release,
                     head.release, query.submit, scale.input, factor.submit):

@@ -50,10 +50,10 @@ def render(demo: gr.Blocks, media: MediaViews, long_view: Callable[[str], gr.HTM
                             min_width=120)  # its weights fix it, as a real model's on text
     with gr.Row():
         picture = gr.Image(media.sample(), type="filepath", sources=["upload", "clipboard"], visible=pictures,
-                           label="A picture (a scene drawn for this app; upload your own)", elem_id="media_picture",
+                           label="A picture: upload your own", elem_id="media_picture",
                            height=260)
         recording = gr.Audio(sources=["upload", "microphone"], type="filepath", visible=not pictures,
-                             label="A recording (upload one, or record with the microphone)", elem_id="media_recording")
+                             label="A recording: upload or record", elem_id="media_recording")
     with gr.Row():
         layer = gr.Slider(0, layers - 1, value=layers - 1, step=1, label="Layer", elem_id="media_layer")
         head = gr.Slider(0, heads - 1, value=0, step=1, label="Head", elem_id="media_head")
@@ -63,8 +63,8 @@ def render(demo: gr.Blocks, media: MediaViews, long_view: Callable[[str], gr.HTM
     with gr.Column(visible=pictures) as picture_views:
         prose(PICTURE_HELP)
         with gr.Row():
-            overlay = gr.Image(label="The chosen head, from the chosen token (click a patch)", interactive=False,
-                               elem_id="media_overlay", format="png", height=460,
+            overlay = gr.Image(label="The chosen head (click a patch)", interactive=False,
+                               elem_id="media_overlay", format="png", height=492,  # 448 px below its buttons
                                alt_text="The chosen head's weights from the chosen token over the picture; a click "
                                         "on a patch looks from it")
             rollout = gr.Image(label="Rollout over the layers, from the same token", show_label=False,

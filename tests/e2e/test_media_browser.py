@@ -148,6 +148,48 @@ def test_a_region_of_the_encoders_map_opens_with_its_exact_weights_and_the_times
     expect(view.locator(".av-long-chosen")).to_contain_text("encoder.1.self_attn, head 2", timeout=TIMEOUT_MS)
 
 
+CLEAR_OF_BUTTONS = """(id) => { const root = document.getElementById(id), img = root.querySelector("img");
+  const buttons = root.querySelector(".icon-button-wrapper").getBoundingClientRect(), drawn = img.getBoundingClientRect();
+  const label = root.querySelector("[data-testid=block-label]:not(.sr-only)");
+  const named = label ? label.getBoundingClientRect() : null;
+  return {below: drawn.top >= buttons.bottom - 1 && (!named || drawn.top >= named.bottom - 1),
+          labelFits: !named || (named.right <= buttons.left + 1 && label.scrollWidth <= label.clientWidth + 1),
+          natural: img.naturalWidth, width: Math.round(drawn.width)}; }"""
+
+
+def test_on_a_phone_every_figure_sits_below_its_buttons_and_the_wide_ones_keep_their_size(page: Page, media_app,
+                                                                                          tmp_path):
+    """390 x 844: Gradio's buttons (full screen, download, share) and an image's label float over its top; each of
+    the tab's figures starts below them (the rollout's title sat under them), the labels end before them, and the
+    wide figures (every head, the alignment) keep their drawn size, scrolling sideways inside their frame, so that
+    their labels stay readable; the page itself never scrolls sideways."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(media_app[0] + "/")
+    page.get_by_role("tab", name="Pictures and sound").click()
+    page.locator("#media_read").click()
+    expect(page.locator("#media_specials table")).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+    for view in ("media_overlay", "media_rollout", "media_heads"):
+        found = page.evaluate(CLEAR_OF_BUTTONS, view)
+        assert found["below"] and found["labelFits"], (view, found)
+    heads = page.evaluate(CLEAR_OF_BUTTONS, "media_heads")
+    assert heads["width"] == heads["natural"] > 390, heads  # its drawn size: scrolled, not shrunk
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+    rate = 16000
+    soundfile.write(tmp_path / "tone.wav", (0.3 * np.sin(np.arange(rate) / 3)).astype(np.float32), rate)
+    page.locator("#media_model input").click()
+    page.get_by_role("option", name="tiny-whisper (recordings)").click()
+    page.locator("#media_recording input[type=file]").set_input_files(str(tmp_path / "tone.wav"))
+    expect(page.locator("#media_notes")).to_contain_text("Transcript", timeout=TIMEOUT_MS)
+    settle(page)
+    found = page.evaluate(CLEAR_OF_BUTTONS, "media_alignment")
+    assert found["below"] and found["width"] == found["natural"] > 390, found
+    colour = page.locator("#media_encoder .av-long-colour").bounding_box()  # the long view's widest control
+    assert colour["x"] + colour["width"] <= 390 - 8, colour
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.screenshot(path=str(SCREENSHOTS / "media_phone_recording.png"), full_page=True)
+
+
 def test_the_lessons_picture_steps_open_the_tab_on_the_class_token_then_without_the_scaling(page: Page, media_app):
     """The lesson on a server with an image model ends with two steps in the Pictures and sound tab (after our nine
     and the text model's four): they set the model, layer, head, token and scaling and bring the views they quote."""

@@ -64,7 +64,7 @@ def render(demo: gr.Blocks, media: MediaViews, long_view: Callable[[str], gr.HTM
         prose(PICTURE_HELP)
         with gr.Row():
             overlay = gr.Image(label="The chosen head (click a patch)", interactive=False,
-                               elem_id="media_overlay", format="png", height=492,  # 448 px below its buttons
+                               elem_id="media_overlay", format="png",  # at its size (448 px), a phone's narrower
                                alt_text="The chosen head's weights from the chosen token over the picture; a click "
                                         "on a patch looks from it")
             rollout = gr.Image(label="Rollout over the layers, from the same token", show_label=False,

@@ -184,6 +184,51 @@ def test_bad_input_is_refused_with_a_sentence_and_no_trace(media, tmp_path, case
     assert "Traceback" not in log.read_text()
 
 
+def test_odd_pictures_are_read_as_a_viewer_shows_them(media, tmp_path):
+    """A 1 x 1 picture, grey, CMYK, 16-bit grey and an animated GIF are read (the notes say what reading changed):
+    16-bit grey as its 8-bit equal (its overlay the same file), an animation by its first frame, said."""
+    client, _, _ = media
+    rng = np.random.default_rng(5)
+    pictures = {"one.png": Image.new("RGB", (1, 1), (200, 30, 30)), "cmyk.jpg": Image.new("CMYK", (50, 40), (10, 200, 30, 5)),
+                "grey.png": Image.fromarray(rng.integers(0, 256, (40, 50), dtype=np.uint8), "L")}
+    for name, image in pictures.items():
+        answer = view(client, "hub:tiny-deit", picture=(image.save(tmp_path / name) or tmp_path / name))
+        assert Image.open(answer["overlay"]).size == (448, 448) and "picture is read at 32 x 32" in answer["notes"]
+    deep = rng.integers(0, 65536, (40, 50), dtype=np.uint16)
+    Image.fromarray(deep).save(tmp_path / "deep.png")
+    Image.fromarray(np.rint(deep / 257).astype(np.uint8), "L").save(tmp_path / "shallow.png")
+    deep_view, shallow_view = (view(client, "hub:tiny-deit", picture=tmp_path / f) for f in ("deep.png", "shallow.png"))
+    assert open(deep_view["overlay"], "rb").read() == open(shallow_view["overlay"], "rb").read()
+    frames = [Image.new("RGB", (40, 30), colour) for colour in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    frames[0].save(tmp_path / "first.png")
+    animated, first = (view(client, "hub:tiny-deit", picture=tmp_path / f) for f in ("anim.gif", "first.png"))
+    assert "an animation: its first frame of 3 is read" in animated["notes"]
+    assert open(animated["overlay"], "rb").read() == open(first["overlay"], "rb").read()
+
+
+def test_odd_recordings_are_heard_and_an_empty_one_is_refused(media, tmp_path):
+    """0.1 s and a silent 2 s are heard (the window padded); stereo at 48 kHz is heard as its channels' mean at the
+    model's 16 kHz (its encoder's map the same as that mono file's); a recording of no samples is refused."""
+    client, log, _ = media
+    rate = 16000
+    soundfile.write(tmp_path / "short.wav", (0.3 * np.sin(np.arange(rate // 10) / 3)).astype(np.float32), rate)
+    soundfile.write(tmp_path / "silent.wav", np.zeros(2 * rate, np.float32), rate)
+    for name in ("short.wav", "silent.wav"):
+        answer = view(client, "hub:tiny-whisper", recording=tmp_path / name)
+        assert "600 encoder positions" in answer["notes"] and answer["encoder"]["length"] == 600
+    t = np.arange(2 * 48000) / 48000
+    stereo = np.stack([0.3 * np.sin(2 * np.pi * 440 * t), 0.2 * np.sin(2 * np.pi * 660 * t)], 1).astype(np.float32)
+    soundfile.write(tmp_path / "stereo.wav", stereo, 48000, subtype="FLOAT")
+    soundfile.write(tmp_path / "mono.wav", stereo.mean(axis=1), 48000, subtype="FLOAT")
+    both, mono = (view(client, "hub:tiny-whisper", recording=tmp_path / f)["encoder"] for f in ("stereo.wav", "mono.wav"))
+    assert both["overview"]["data"] == mono["overview"]["data"] and both["stats"] == mono["stats"]
+    soundfile.write(tmp_path / "empty.wav", np.zeros(0, np.float32), rate)
+    with pytest.raises(AppError, match="the recording holds no samples"):
+        view(client, "hub:tiny-whisper", recording=tmp_path / "empty.wav")
+    assert "Traceback" not in log.read_text()
+
+
 def test_an_upload_past_the_limit_is_refused_naming_it_and_a_small_one_is_taken(media):
     client, _, _ = media
     upload = client.src.rstrip("/") + "/gradio_api/upload"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from attention_viz.service import FACTOR_RANGE, SCALE_CHOICES, MediaViews
 from attention_viz.webui.handling import handler, named
-from attention_viz.webui.widgets import PRIVATE, RAW, prose, prose_html
+from attention_viz.webui.widgets import PRIVATE, RAW, prose, prose_html, released
 
 ABOUT = """Attention on **pictures** and **sound**, with the same Eq. 1 as on text. An image model (ViT, DeiT, BEiT,
 DINOv2, CLIP's or SigLIP's vision tower) cuts a picture into square patches, each a token, after its special tokens
@@ -93,8 +93,8 @@ def render(demo: gr.Blocks, media: MediaViews, long_view: Callable[[str], gr.HTM
     inputs = [model, picture, recording, scale, factor, layer, head, query]
     handlers = MediaHandlers(media)  # the tab's own (the page's answer the long view, above)
     show = named(handler(handlers.view), components)
-    for trigger in (read.click, picture.upload, recording.upload, recording.stop_recording, layer.release,
-                    head.release, query.submit, scale.input, factor.submit):
+    for trigger in (read.click, picture.upload, recording.upload, recording.stop_recording, released(layer).change,
+                    released(head).change, query.submit, scale.input, factor.submit):
         trigger(show, inputs, list(components.values()), api_name="media_view" if trigger == read.click else None,
                 **RAW, **({} if trigger == read.click else PRIVATE))
     overlay.select(named(handler(handlers.clicked), components), inputs, list(components.values()),

@@ -53,6 +53,7 @@ from attention_viz.webui.widgets import (
     log2_slider_pair,
     prose,
     prose_html,
+    released,
     route_unless_shown,
 )
 
@@ -304,14 +305,15 @@ def wire_runs(handlers: Handlers, c: dict) -> None:
     # answer brought the run with its controls: their change events send nothing more), at its place in run_key's
     # list (ROUTED). The factor applies only while the scaling is custom: else its change sends nothing.
     for name, kind in (("text", "string"), ("d_k", "number"), ("scale_mode", "string"), ("custom_factor", "number"),
-                       ("causal_mask", "boolean"), ("padding_mask", "boolean"), ("position_bias", "boolean")):
-        route_unless_shown(c[name].change, c[name], ROUTED.index(name), kind, c["run_key"], c["run_tick"],
+                       ("causal_mask", "boolean"), ("padding_mask", "boolean"), ("position_bias", "boolean"),
+                       ("pad_tokens", "number"), ("d_model", "number")):
+        trigger = c[name].release if isinstance(c[name], gr.Slider) else c[name].change
+        route_unless_shown(trigger, c[name], ROUTED.index(name), kind, c["run_key"], c["run_tick"],
                            gate=(c["scale_mode"], CUSTOM) if name == "custom_factor" else None)
     # whatever sets the scaling (a person, a lesson's step, a new model), the factor box is typed in only when custom
     c["scale_mode"].change(None, c["scale_mode"], c["custom_factor"],
                            js=call("applies", Raw("s"), CUSTOM, FACTOR_OFF, params="s"), **PRIVATE)
-    gr.on([c["pad_tokens"].release, c["d_model"].release, c["heads_off"].submit, c["heads_apply"].click,
-           c["ablation"].input], **route)
+    gr.on([c["heads_off"].submit, c["heads_apply"].click, c["ablation"].input], **route)
     # The explorer's heads-off mode: a click puts the heads it asks in the box as JSON ({map key: [heads]}) and moves
     # the counter, in the browser; the run reads the box, as after Enter (so later changes keep their order)
     c["view"].heads_off(None, c["run_tick"], [c["heads_off"], c["run_tick"]],
@@ -339,8 +341,8 @@ def wire_model(handlers: Handlers, c: dict) -> None:
     # a person's pick only (a lesson step or a refusal sets the picker with everything else); "once": the picker
     # tells one pick twice, and the second, while the first is answered, is not sent
     picked = c["model"].input(controls, of(c, MODEL_INPUTS), outputs, trigger_mode="once", **PRIVATE)
-    heads = c["n_heads"].release(named(handlers.heads_controls, sets), of(c, ("model", "d_k", "n_heads", "run_tick")),
-                                 outputs, **PRIVATE)
+    heads = released(c["n_heads"]).change(named(handlers.heads_controls, sets),
+                                          of(c, ("model", "d_k", "n_heads", "run_tick")), outputs, **PRIVATE)
     compat_picked = c["compatibility"].input(handlers.pick_compatibility, of(c, ("model", "compatibility")),
                                              c["model"], **PRIVATE).success(controls, of(c, MODEL_INPUTS), outputs,
                                                                             **PRIVATE)

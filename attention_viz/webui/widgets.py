@@ -78,12 +78,16 @@ def route_unless_shown(trigger, control: gr.components.Component, index: int, ki
                        tick: gr.Textbox, gate: tuple[gr.components.Component, str] | None = None) -> None:
     """`trigger` (a listener of `control`, e.g. control.change) moves `tick` unless `control` holds the value at
     `index` of `shown` (route_one_js), in the browser. A gr.Number applies what is typed in it on Enter or when the
-    focus leaves it, never a part typed on the way ("0" of "0.25" would be refused, "6" of "64" run).
+    focus leaves it, never a part typed on the way ("0" of "0.25" would be refused, "6" of "64" run); a gr.Slider's
+    release (`trigger`) applies a value only once (see `released`).
     gate: (another control, a value): `control` applies only while that control holds that value, else nothing."""
     box = control.elem_id if isinstance(control, gr.Number) else None
     inputs = [control, shown, tick, *((gate[0],) if gate else ())]
     value = gate[1] if gate else None
-    trigger(None, inputs, [tick, shown], js=route_one_js(index, kind, box, gate=value), **PRIVATE)
+    slider = isinstance(control, gr.Slider)
+    trigger(None, inputs, [tick, shown], js=route_one_js(index, kind, control.elem_id if slider else box,
+                                                         "routeTyped" if slider else "routeOne", gate=value),
+            **PRIVATE)
     if box:
         control.blur(None, inputs, [tick, shown], js=route_one_js(index, kind, box, "routeTyped", value),
                      **PRIVATE)  # Enter tells it too (page.js)
@@ -93,3 +97,13 @@ def log2_slider_pair(log_slider: gr.Slider, number: gr.Number) -> None:
     """Keep a log₂ slider and its number in step, in the browser (no Python round trip)."""
     log_slider.release(None, log_slider, number, js=call("twoTo", Raw("x"), params="x"), **PRIVATE)
     number.input(None, number, log_slider, js=call("log2", Raw("d"), params="d"), **PRIVATE)
+
+
+def released(slider: gr.Slider) -> gr.Textbox:
+    """A counter that moves when `slider` is released at a value it did not hold when it last applied: its change is
+    the slider's event. Gradio fires a slider's release on every pointerup and blur of its number box, a click into
+    the box included; this applies each value once (page.js's released)."""
+    tick = gr.Textbox("0", visible=False)
+    slider.release(None, [slider, tick], tick, js=call("released", slider.elem_id, Raw("v"), Raw("t"), params="v, t"),
+                   **PRIVATE)
+    return tick

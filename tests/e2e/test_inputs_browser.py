@@ -74,6 +74,23 @@ def joins(page: Page) -> int:
     return page.evaluate(JOINS)
 
 
+def test_a_click_into_a_sliders_box_or_its_range_unmoved_sends_nothing(page: Page, app_url):
+    """Gradio fires a slider's release on every pointerup and blur of its number box: a click into the box, or on
+    the slider where it stands, leaving the box, is no new value and asks nothing of the server."""
+    open_app(page, app_url, untrained=True)  # the untrained model's d_model and heads sliders are live
+    settle(page)
+    before = joins(page)
+    for elem_id in ("pads", "d_model", "n_heads"):
+        page.locator(f"#{elem_id} input[type=number]").click()
+        page.locator(f"#{elem_id} input[type=number]").press("Tab")
+    page.wait_for_timeout(1500)
+    assert joins(page) == before
+    set_number(page, "pads", "3")  # a new value still runs, once
+    expect(page.locator("#info")).to_contain_text("3 pad tokens", timeout=TIMEOUT_MS)
+    settle(page)
+    assert joins(page) == before + 1
+
+
 @pytest.mark.parametrize("elem_id, typed", [("pads", "4"), ("dk", "64"), ("factor", "0.25")])
 def test_a_number_box_applies_on_enter_and_never_a_part_typed(page: Page, app_url, elem_id, typed):
     """A person types a number and presses Enter: it applies then, once (not when the box loses the focus later, not

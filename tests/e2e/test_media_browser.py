@@ -15,6 +15,8 @@ pytest.importorskip("transformers")
 
 import soundfile  # noqa: E402
 
+from tests.e2e.test_inputs_browser import joins  # noqa: E402
+
 pytestmark = pytest.mark.browser
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
 TIMEOUT_MS = 60_000
@@ -51,6 +53,12 @@ def test_the_sample_picture_read_then_a_clicked_patch_looks_from_there(page: Pag
     expect(page.locator("#media_query input")).to_have_value("17")  # the specials' 2, then the 16th patch
     settle(page)
     page.locator("#media_overlay").screenshot(path=str(SCREENSHOTS / "media_clicked.png"))
+    asked = joins(page)  # a click into the layer's or head's box, leaving it as it was, reads nothing again
+    for slider in ("#media_layer", "#media_head"):
+        page.locator(f"{slider} input[type=number]").click()
+        page.locator(f"{slider} input[type=number]").press("Tab")
+    page.wait_for_timeout(1500)
+    assert joins(page) == asked
     page.locator("#media_explore").click()  # every map, in the explorer's offline page
     expect(page.locator("#media_explorer_file a").first).to_have_attribute("href", re.compile(r"_explorer\.html$"),
                                                                        timeout=TIMEOUT_MS)

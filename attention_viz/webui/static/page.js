@@ -22,7 +22,8 @@
  *            labShown(elemId, shown), own(elemId, current),
  *            training(elemId, message)
  *   values:  bump(tick), routeOne(index, kind, value, shown, tick, box), routeTyped(index, kind, value, shown, tick,
- *            box) (a number box applies on Enter or leaving it, not while typed in), routeWhen(gated, open, route,
+ *            box) (a number box applies on Enter or leaving it, not while typed in), released(box, value, tick) (a
+ *            slider's release, once a value), routeWhen(gated, open, route,
  *            ...route's arguments) (only while another control holds `open`), applies(value, open, why),
  *            interactive(on),
  *            refreshIfOpen(active, tick),
@@ -243,6 +244,13 @@
     applied[box] = cast(kind, value);
     return routeOne(index, kind, value, shown, tick);
   }
+  function released(box, value, tick) {
+    /* a slider's release (Gradio fires one on every pointerup and blur of its number box): the counter moves only
+       for a value the slider did not hold when it last applied */
+    if (applied[box] === Number(value)) return tick;
+    applied[box] = Number(value);
+    return bump(tick);
+  }
   document.addEventListener("focusin", (event) => { // a number box's value as it takes the focus: what applies now
     const box = event.target, block = box instanceof HTMLInputElement && box.type === "number" && box.closest(".block[id]");
     if (block) applied[block.id] = Number(box.value);
@@ -303,7 +311,7 @@
     mountStudy: mountStudy, mountOwn: mountOwn, mountTraining: mountTraining, stale: stale, fresh: fresh,
     selection: selection, openOn: openOn, badges: badges, headsEmpty: headsEmpty, moreBelow: moreBelow, reveal: reveal, stepsAsk: stepsAsk, labAsk: labAsk, labPending: labPending,
     labStale: labStale, labCurrent: labCurrent, labShown: labShown, own: own, training: training, bump: bump,
-    routeOne: routeOne, routeTyped: routeTyped, routeWhen: routeWhen, applies: applies, interactive: interactive,
+    routeOne: routeOne, routeTyped: routeTyped, released: released, routeWhen: routeWhen, applies: applies, interactive: interactive,
     refreshIfOpen: refreshIfOpen,
     nearestTrained: nearestTrained, twoTo: twoTo, log2: log2, clearChoice: clearChoice, same: same, number: number,
     clearHeadsOff: clearHeadsOff, headsOffAsked: headsOffAsked};

@@ -269,7 +269,8 @@ class MediaViews:
             run.close()
             raise
         payload["seconds"] = model.input_axis().seconds  # each position's: the view writes its spans as times
-        payload["run"], payload["model"] = self.long.keep(run, key), key  # within the long runs' budget
+        again = "press Read it to read the recording again"  # its view reads the encoder again (_encoder_view)
+        payload["run"], payload["model"] = self.long.keep(run, key, again), key  # within the long runs' budget
         kept.encoder = payload
 
     def _encoder_view(self, key: str, model, kept: _Kept, layer: int, head: int) -> dict:

@@ -268,6 +268,6 @@ def test_a_recordings_encoder_regions_are_its_maps_exact_from_the_kept_q_and_k_a
     assert encoder["run"] not in views.long
     again = views.view(key, path, "custom", 0.5, 0, 1)["encoder"]
     assert again["run"] != encoder["run"] and again["run"] in views.long and again["overview"]["key"] == "encoder.0.self_attn"
-    assert "dropped" in views.long.view(asked)["error"]  # the page's old id says why; the new one answers
+    assert views.long.view(asked)["error"].endswith("press Read it to read the recording again.")  # the old id
     np.testing.assert_allclose(decoded(views.long.view({**asked, "run": again["run"]}), np.float32).reshape(256, 256),
                                full[100:356, 300:556], rtol=0, atol=2e-7)

@@ -16,7 +16,9 @@
 
   function drawGrids(view) {
     const p = view.state.payload, H = p.heads;
-    view.$(".av-long-grids").innerHTML = GRIDS.map(([name, title, format]) => {
+    const unit = p.seconds ? "positions" : "tokens";  // a recording's: its encoder's positions, not tokens of text
+    view.$(".av-long-grids").innerHTML = GRIDS.map(([name, named, format]) => {
+      const title = named.replace("(tokens)", `(${unit})`);
       const values = p.stats[name], top = Math.max(1e-12, ...values.flat());
       const rows = values.map((row, l) => `<div class="av-long-row"><span class="av-long-layer">${l}</span>${row.map((v, h) => {
         const rgb = P.viridis(v / top);
@@ -54,7 +56,7 @@
     const p = view.state.payload, l = p.keys.indexOf(view.state.key);
     const f = (name) => p.stats[name][l][view.state.head];
     view.$(".av-long-chosen").textContent = `${view.state.key}, head ${view.state.head}: sink ${f("first_token").toFixed(3)}, ` +
-      `entropy ${f("entropy").toFixed(2)} nats, mean distance ${f("mean_distance").toFixed(1)} tokens, ` +
+      `entropy ${f("entropy").toFixed(2)} nats, mean distance ${f("mean_distance").toFixed(1)} ${p.seconds ? "positions" : "tokens"}, ` +
       `previous token ${f("previous_token").toFixed(3)}`;
   }
 

@@ -122,7 +122,7 @@ def test_a_region_of_the_encoders_map_opens_with_its_exact_weights_and_the_times
     expect(view.locator(".av-long-title")).to_contain_text("600 positions of 20 ms (12 s), 2 layers x 4 heads",
                                                            timeout=TIMEOUT_MS)
     expect(view.locator(".av-long-chosen")).to_contain_text("encoder.1.self_attn, head 0")
-    expect(view.locator(".av-long-chosen")).to_contain_text(re.compile(r"mean distance \d+\.\d positions"))
+    expect(view.locator(".av-long-chosen")).to_contain_text(re.compile(r"mean distance \d+\.\d positions, previous position"))
     expect(view.locator(".av-long-grid[data-stat=mean_distance] figcaption")).to_have_text("mean distance (positions)")
     expect(view.locator(".av-long-labels")).to_be_hidden()  # its labels are its times: no words or pieces to pick
     expect(view.locator(".av-long-legend").nth(3)).to_contain_text("queries down, keys across, each 0.00-12.00 s")

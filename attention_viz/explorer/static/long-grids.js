@@ -53,11 +53,11 @@
       cell.setAttribute("aria-pressed", on ? "true" : "false");
       cell.tabIndex = on ? 0 : -1;
     });
-    const p = view.state.payload, l = p.keys.indexOf(view.state.key);
+    const p = view.state.payload, l = p.keys.indexOf(view.state.key), unit = p.seconds ? "position" : "token";
     const f = (name) => p.stats[name][l][view.state.head];
     view.$(".av-long-chosen").textContent = `${view.state.key}, head ${view.state.head}: sink ${f("first_token").toFixed(3)}, ` +
-      `entropy ${f("entropy").toFixed(2)} nats, mean distance ${f("mean_distance").toFixed(1)} ${p.seconds ? "positions" : "tokens"}, ` +
-      `previous token ${f("previous_token").toFixed(3)}`;
+      `entropy ${f("entropy").toFixed(2)} nats, mean distance ${f("mean_distance").toFixed(1)} ${unit}s, ` +
+      `previous ${unit} ${f("previous_token").toFixed(3)}`;
   }
 
   L.grids = {draw: drawGrids, markChosen: markChosen};

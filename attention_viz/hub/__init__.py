@@ -13,8 +13,9 @@ names the model and what is wrong, fit to show a visitor as it is.
 """
 
 from attention_viz.hub.attention import IMPLEMENTATION
+from attention_viz.hub.checks import UnsafeWeightsError
 from attention_viz.hub.families import Family, ModelRefusedError, UnsupportedModelError, family_of
-from attention_viz.hub.loading import ModelUnavailableError, UnsafeWeightsError, fetch, load_pretrained
+from attention_viz.hub.loading import ModelUnavailableError, fetch, load_pretrained
 from attention_viz.hub.model import Abilities, Encoding, PretrainedTransformer
 from attention_viz.hub.positions import TextTooLongError
 from attention_viz.hub.proof import Fidelity

@@ -4,76 +4,8 @@ The service checks every value (requests.py) and raises ValueError with a messag
 (webui/handling.py) turns that into a gr.Error, and nothing else happens here: no math, no drawing.
 
 The named endpoints (gradio_client: `Client(url).predict(..., api_name="/visualize")`; a refused input raises
-gradio_client.exceptions.AppError carrying the message):
-
-/visualize (text, model, d_k, scale_mode, custom_factor, causal_mask, padding_mask, pad_tokens, d_model, n_heads,
-    compatibility=None) -> (run, output, notes). model: a family key ("reverse/sqrt_dk", "reverse/none",
-    "copy/sqrt_dk", "sort/sqrt_dk", the study's "study/scaled_dot", "study/dot", "study/additive"), "untrained", or a
-    real model this server is set up with ("hub:" + its Hub id or folder name; ATTENTION_VIZ_HUB_MODELS).
-    compatibility (last, optional in every endpoint below): None or "" runs `model`; with a study model,
-    "scaled_dot", "dot" or "additive" runs the study's family of that compatibility function at the same d_k. One run of the model, with every map of every kind, layer and head:
-    run     dict, the packed run the page's explorer draws (format "attention_viz.explorer/1", documented in
-            attention_viz/explorer/pack.py): "title", "output", "notes" (list of Markdown lines),
-            "tokens" {"source", "target"}, "n_heads", "quant" (65535), "kinds" (one entry per attention kind:
-            "kind", "label", "queries"/"keys" (which token list labels rows and columns), "layers",
-            "maps" (per layer, base64 of uint16 little-endian [H, Q, K] weights x 65535), "mask" (Q strings of
-            K "1"/"0", "0" = masked), "stats" ({"entropy", "max_weight", "mean_distance", "diagonal"}, each
-            [layer][head]), "scores" (each head's weight on a pattern: "values" {"alignment" (a task model's
-            encoder-decoder attention), "previous", "first", "eos": [layer][head]}, "labels", "chance" and
-            "look_for", a sentence from those numbers)), "decode" ("written": the token each step writes;
-            "per_step": with the causal mask off, "steps" holds each step's own decoder maps, since earlier rows
-            change), and "settings" (the settings as used: text, model, checkpoint, d_k (a trained
-            family's nearest member), scale, causal_mask, padding_mask, pad_tokens, d_model, n_heads).
-            attention_viz.explorer.unpack(run) gives (maps: key -> float32 [H, Q, K], masks: kind -> bool [Q, K]).
-    output  str, the model's output (for an untrained model, a note that it means nothing).
-    notes   str, HTML (the notes' Markdown, rendered): model, d_k, scaling, masks, and the output against the
-            task's answer.
-    No image: the browser draws the grid of every layer x head and the chosen head from `run`.
-/steps (the ten settings above, kind, layer, head, compatibility) -> (steps, text): Figure 2 (left) for one head as numbers,
-    which the page draws one panel at a time: steps is a dict (format "attention_viz.steps/1", documented in
-    attention_viz/explorer/steps.py): "kind", "label", "layer", "head", "title", "queries"/"keys" (the tokens of
-    rows and columns), "d_k", "d_v", "factor", "scaling", "mask" ([Q][K] booleans, true = may attend), "panels"
-    (five {"key", "name", "values"}: scores QKᵀ, scaled, masked (null = −∞), softmax weights [Q][K], and
-    weights·V [Q][d_v]; float32 values written as their shortest decimals), "text" and "settings".
-    attention_viz.explorer.steps_arrays(steps) gives them as float32 arrays. text: HTML on each panel.
-/compare (the ten settings, kind, layer, head, comparison: "scaling" | "causal_mask" | "padding_mask", compatibility)
-    -> (comparison, text): the head with the switch on (a) and off (b), same input, as a dict (format
-    "attention_viz.compare/1"): the identity and tokens as above, "comparison", "labels" [on, off], "a", "b",
-    "difference" (a − b) [Q][K], "masks" [a's, b's], "largest" {"query", "key", "value"} or null, "mean_abs",
-    "outputs" [on, off], "text", "settings"; the page draws the difference as a red (more weight on) / blue table.
-    text: HTML on what changed and both outputs.
-/export (the ten settings, kind, layer, head, colour_scale: "absolute" | "per_head", compatibility) -> [9 paths]:
-    the grid of the kind and the head as PNG (settings in tEXt chunks), every map as .npz, the head as CSV, the grid
-    and the head as SVG and PDF (text kept as text), the run on screen as one HTML file (the explorer, offline). The
-    page's Export button first shows the five files but the figures (tens of ms), then asks /export for all nine.
-heads_off, ablation (last, optional in /visualize, /steps, /compare and /export, after compatibility): heads
-    switched off before W_O, as text ("decoder.1.cross_attn: 0 2; encoder.0.self_attn: all") or {map key: [heads]},
-    and "zero" (their outputs set to 0) or "mean" (each one's mean output over reference texts); the packed run then
-    has "heads_off" and "ablation", and every view is computed with those heads off (service.requests.parse_heads_off).
-position_bias (last, optional in the same four, after ablation): False takes out the position bias B a model adds to
-    QKᵀ (T5, Bloom's ALiBi; a model without one runs as it is); the packed run then has "position_bias": false. Such a
-    model's run carries B per kind ("bias", explorer/pack.py; explorer.unpack_biases) and /compare takes
-    "position_bias" (on − off).
-/importance (the ten settings, compatibility, heads_off (ignored), ablation) -> importance: every head switched off
-    alone, Michel's one-pass estimate and the prune curve, as a dict (format "attention_viz.importance/1",
-    documented in attention_viz/service/heads_view.py); the untrained model is refused (no task to score on).
-    A real model's scores stream: partial payloads (heads not yet scored as null, and "progress"), then the
-    payload; predict returns the payload, Client.submit's outputs() every one.
-/dk_lab (d_k, n_keys, scaled) -> (histogram, softmax, sweep, numbers): three PNG files and a table
-    {"headers": [...], "data": [[...], ...]} of footnote 4's numbers.
-/training (d_k) -> training: the compatibility study's three members (scaled dot product, plain dot product,
-    additive) at one trained d_k ("8", "32", "128", "512" or "1024"), step by step: a dict (format
-    "attention_viz.training/1", documented in attention_viz/service/training_view.py): "steps" (24 training steps,
-    0 to 1000), "probes" (5 texts) and their "tokens", "kinds", and per arm its "train" and "probe" loss, token
-    accuracy and exact match per step, its cross-attention "alignment" per step (weight on reverse's
-    anti-diagonal) and "maps" (base64 of uint8 [steps, probes, heads, Q, K] weights x 255).
-/live_train (task, d_k, compatibility) -> a stream of (training, message): train the study's small model live on
-    "reverse", "copy" or "sort" at d_k "8" .. "1024" with "scaled_dot", "dot" or "additive"; one run at a time across
-    all users (the message says your place in line while you wait), at most 600 steps or 55 s. training is the
-    /training format with one arm, growing by a snapshot each update; the last message says how it ended.
-/live_cancel () -> message: stops the caller's (the same client's) live run at its next step.
-/ping () -> "pong".
-kind is "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"; layer and head count from 0.
+gradio_client.exceptions.AppError carrying the message), every parameter and every field of what comes back:
+docs/http_api.md. Each is a method here, its inputs by name (webui/inputs.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from attention_viz.hub import (  # noqa: E402
     UnsupportedModelError,
     load_pretrained,
 )
-from attention_viz.hub.loading import shown_name  # noqa: E402
+from attention_viz.hub.checks import shown_name  # noqa: E402
 
 TOKENIZER_PREFIXES = ("tokenizer", "vocab", "merges", "source", "target", "special_tokens")
 

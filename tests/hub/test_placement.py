@@ -137,7 +137,7 @@ def test_half_precision_under_a_placement_passes_the_proof(tiny_folder, tmp_path
 
 def test_an_offloaded_weight_that_is_not_finite_is_refused(tiny_folder, tmp_path):
     """The check of the weights' values reads the offloaded ones from disk (no weight left unread)."""
-    from attention_viz.hub.loading import check_model
+    from attention_viz.hub.checks import check_model
 
     folder = tiny_folder("gpt2")
     model = model_class(transformers.AutoConfig.from_pretrained(folder)).from_pretrained(

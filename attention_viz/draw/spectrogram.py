@@ -1,6 +1,6 @@
 """Attention over a recording: the log-mel spectrogram a speech encoder read (hub.speech) with, under it on the same
-time axis, each written token's encoder-decoder attention (the alignment of words to time); and one encoder head's
-self-attention with time on both axes. matplotlib figures, drawn once per view.
+time axis, each written token's encoder-decoder attention (the alignment of words to time). A matplotlib figure,
+drawn once per view (the encoder's self-attention is the long view's: service.media_view).
 
 Axes: M mel bins, F feature frames (two per encoder position in Whisper), Q the decoder's rows, K encoder positions.
 """
@@ -17,20 +17,6 @@ from attention_viz.draw.vector import LABEL_PT, PAGE_WIDTH, TICK_PT, TITLE_PT
 
 ROW_INCHES = 0.16  # a token's row in the alignment
 MAX_ROWS = 60      # rows labelled at most (a longer transcript's labels thinned)
-
-
-def pooled(maps: np.ndarray, most: int) -> np.ndarray:
-    """maps [..., K, K] -> [..., k, k] with k <= most: each cell the largest weight of its block of ceil(K / most)
-    positions a side (a lone peak stays in sight; the last block may be short)."""
-    maps = np.asarray(maps)
-    side = maps.shape[-1]
-    block = -(-side // most)
-    if block == 1:
-        return maps
-    cells = -(-side // block)
-    padded = np.zeros((*maps.shape[:-2], cells * block, cells * block), dtype=maps.dtype)
-    padded[..., :side, :side] = maps  # weights are >= 0: zeros never win a block's max
-    return padded.reshape(*maps.shape[:-2], cells, block, cells, block).max(axis=(-3, -1))
 
 
 def alignment_figure(features: np.ndarray, weights: np.ndarray, tokens: Sequence[str], seconds: float,
@@ -64,23 +50,4 @@ def alignment_figure(features: np.ndarray, weights: np.ndarray, tokens: Sequence
     bar = fig.colorbar(image, ax=[spec, rows], fraction=0.04, pad=0.02)
     bar.set_label("weight ÷ the row's largest", fontsize=TICK_PT)
     bar.ax.tick_params(labelsize=TICK_PT)
-    return fig
-
-
-def self_attention_figure(weights: np.ndarray, seconds: float, title: str) -> Figure:
-    """weights [K, K] (one encoder head) -> the map with time on both axes (queries down, keys across), on the
-    absolute scale 0 → its largest weight, the colour bar saying it."""
-    weights = np.asarray(weights, dtype=np.float64)
-    fig = Figure(figsize=(4.6, 4.0))
-    ax = fig.add_subplot()
-    image = ax.imshow(weights, cmap=WEIGHT_CMAP, vmin=0, vmax=float(weights.max()) or 1.0,
-                      extent=(0, seconds, seconds, 0), interpolation="antialiased")
-    ax.set_xlabel("key: time (s)", fontsize=LABEL_PT)
-    ax.set_ylabel("query: time (s)", fontsize=LABEL_PT)
-    ax.set_title(title, fontsize=TITLE_PT)
-    ax.tick_params(labelsize=TICK_PT)
-    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    bar.set_label("weight", fontsize=TICK_PT)
-    bar.ax.tick_params(labelsize=TICK_PT)
-    fig.tight_layout()
     return fig

@@ -160,6 +160,8 @@ def run_long(model, text, budget: int = LONG_BYTES, **switches) -> dict:
         title = f"{model.name}: {run.length:,} {what}, {maps} x {run.n_heads} heads"
         payload = pack_long(run, words, read=run.length, of=run.given, note=run.note, title=title)
         payload["offline"] = pack_offline(run, budget)
+        if model.input_axis().seconds:  # a recording's: the view writes its spans as times
+            payload["seconds"] = model.input_axis().seconds
     finally:
         run.close()
     return payload

@@ -65,11 +65,12 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mask: torch.Tensor | None, variation,
-           reuse_keys: bool, head_means: dict | None, values: bool = False):
+           reuse_keys: bool, head_means: dict | None, values: bool = False, encoder_maps: bool = True):
     """The loop of model.greedy_pass (a PretrainedTransformer that writes text) -> (written [B, n], the Pass of the
     last full pass (the encoder's maps, masks, factors and biases included), that pass's logits). Every pass runs
     under `variation`, its heads off with head_means (mean ablation); values: the maps' passes keep their values
-    "v"."""
+    "v"; encoder_maps=False: an encoder-decoder's encoder pass records nothing (a recording's 1,500 x 1,500 maps a
+    head are not held: its long pass gives them by regions), the Pass holding the decoder's maps only."""
     keep = ("v",) if values else ()
     B, device = input_ids.size(0), input_ids.device
     if model.modality is not None:  # a recording's features: read whole, no mask
@@ -78,7 +79,7 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
         attention_mask = model.padding_of(input_ids) if attention_mask is None else attention_mask
         encoder_inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
     if model.layout == "encoder-decoder":
-        with model.switched(variation, head_means=head_means, record=True, keep=keep) as encoder_run:
+        with model.switched(variation, head_means=head_means, record=encoder_maps, keep=keep) as encoder_run:
             encoder_outputs = model.model.get_encoder()(**encoder_inputs)
         seq = torch.full((B, 1), model.start_id, dtype=torch.long, device=device)  # (B, 1)
         if model.modality is not None and hasattr(model.modality, "prompt"):  # Whisper: language, task, no times
@@ -130,6 +131,6 @@ def greedy(model, input_ids: torch.Tensor, max_new_tokens: int, *, attention_mas
     written = seq[:, prompt_length:]  # (B, n)
     with model.switched(variation, head_means=head_means, record=True, keep=keep) as final:
         outputs = decoder_pass(seq[:, :-1] if written.size(1) else seq, last_logits=True)
-    if model.layout == "encoder-decoder":  # the encoder's probes, from its own pass, after the decoder's
+    if model.layout == "encoder-decoder" and encoder_maps:  # the encoder's probes, from its own pass, after the decoder's
         final.trace = {key: probe for run in (final, encoder_run) for key, probe in run.trace.items() if probe.kept}
     return written, final, outputs.logits

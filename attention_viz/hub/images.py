@@ -132,6 +132,9 @@ class Patches:
         pixels = self.processor(images=image, return_tensors="pt")["pixel_values"]  # (1, C, H, W)
         note = (f"The {image.size[0]} x {image.size[1]} picture is read at {self.size[1]} x {self.size[0]} pixels, "
                 f"as the model's image processor makes it." if image.size != (self.size[1], self.size[0]) else "")
+        frames = image.info.get("frames", 1)  # an animation's (read_image): its first frame is read
+        if frames > 1:
+            note = f"The picture is an animation: its first frame of {frames} is read. {note}".rstrip()
         return pixels, note
 
     def seen(self, pixel_values: torch.Tensor) -> np.ndarray:
@@ -157,8 +160,8 @@ class Patches:
 
 
 def read_image(source):
-    """A picture as an RGB PIL image, from a PIL image, an array [H, W] or [H, W, 3 or 4] of uint8, a file path or
-    the file's bytes; ImageRefusedError naming the fault for a file that is not a picture, a corrupt one, or one past
+    """A picture as an RGB PIL image (an animation's first frame, its info["frames"] how many it has), from a PIL
+    image, an array [H, W] or [H, W, 3 or 4] of uint8, a file path or the file's bytes; ImageRefusedError naming the fault for a file that is not a picture, a corrupt one, or one past
     MAX_PIXELS (checked from its header, before it is decoded) or MAX_BYTES."""
     from PIL import Image, UnidentifiedImageError
 
@@ -199,6 +202,12 @@ def read_image(source):
         raise ImageRefusedError(f"the picture is {width:,} x {height:,} pixels ({width * height / 1e6:.0f} megapixels); "
                                 f"pictures are read up to {MAX_PIXELS / 1e6:.0f} megapixels: scale it down first")
     try:
-        return image.convert("RGB")  # decodes it
+        if image.mode.startswith("I;16") or image.mode == "I":  # 16-bit grey (PIL's convert would clip it at 255)
+            grey = np.asarray(image, dtype=np.float64) / 257  # decodes it: 0..65535 -> 0..255, as a viewer shows it
+            picture = Image.fromarray(np.clip(np.rint(grey), 0, 255).astype(np.uint8), "L").convert("RGB")
+        else:
+            picture = image.convert("RGB")  # decodes it (an animation's first frame)
+        picture.info["frames"] = getattr(image, "n_frames", None) or image.info.get("frames", 1)  # Patches.read says
+        return picture
     except (OSError, ValueError, Image.DecompressionBombError):
         raise ImageRefusedError("the picture is damaged: its data ends or breaks before the image does") from None

@@ -353,11 +353,12 @@ class PretrainedTransformer(Passes):
     @torch.no_grad()
     def greedy_pass(self, input_ids: torch.Tensor, max_new_tokens: int, *, variation: Variation = PAPER,
                     attention_mask: torch.Tensor | None = None, reuse_keys: bool = True,
-                    head_means: dict[str, torch.Tensor] | None = None, values: bool = False
-                    ) -> tuple[torch.Tensor, Recorded]:
+                    head_means: dict[str, torch.Tensor] | None = None, values: bool = False,
+                    encoder_maps: bool = True) -> tuple[torch.Tensor, Recorded]:
         """greedy_decode under `variation` (its heads off, with head_means for mean ablation, at every step), with
         everything its last full pass recorded (the encoder's maps and masks included, and with values=True every
-        attention's values, for norms_of)."""
+        attention's values, for norms_of); encoder_maps=False: the decoder's maps only (the encoder's, of a
+        recording, by regions from long_run)."""
         if not self.abilities.writes_text:
             what = "an encoder only" if self.layout == "encoder" else "saved without its output head"
             raise ValueError(f"{self.family.name} is {what}: it does not write text; use forward.")
@@ -368,7 +369,7 @@ class PretrainedTransformer(Passes):
         rules.check_room(self, input_ids.size(-1), max_new_tokens)
         written, final, logits = greedy(self, input_ids, max_new_tokens, attention_mask=attention_mask,
                                         variation=variation, reuse_keys=reuse_keys, head_means=head_means,
-                                        values=values)
+                                        values=values, encoder_maps=encoder_maps)
         return written, Recorded.of(logits, final)
 
     def __repr__(self) -> str:

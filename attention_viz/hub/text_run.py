@@ -122,13 +122,14 @@ def run_text(model: PretrainedTransformer, text: str, *, max_new_tokens: int, pa
 
 
 @torch.inference_mode()
-def run_media(model: PretrainedTransformer, source, *, max_new_tokens: int, variation: Variation = PAPER
-              ) -> TextRun:
+def run_media(model: PretrainedTransformer, source, *, max_new_tokens: int, variation: Variation = PAPER,
+              encoder_maps: bool = True) -> TextRun:
     """A picture through an image model, or a recording through Whisper (model.modality: what it reads, its refusals),
     as run_text runs a text: the source is the encoder's tokens (its special tokens and patches, or its positions'
     times; no ids); an image model runs one pass; Whisper writes greedily, its target the prompt its generate writes
     (hub.speech) and every written token but the last. The note of what reading changed (a picture resized, a
-    recording cut to the model's window) is the run's first note."""
+    recording cut to the model's window) is the run's first note. encoder_maps=False: Whisper's run holds its
+    decoder's and cross maps only (its encoder's, 1,500 x 1,500 a head, by regions from model.long_run)."""
     encoding = model.encode(source)
     inputs = encoding.ids[None].to(model.device, model.model.dtype)  # (1, C, H, W) or (1, mels, frames)
     notes = [encoding.note] if encoding.note else []
@@ -136,7 +137,7 @@ def run_media(model: PretrainedTransformer, source, *, max_new_tokens: int, vari
         recorded = model.traced(inputs, variation=variation)
         return TextRun((), (), tuple(encoding.tokens), (), (), (), "", True, numpy_maps(recorded.maps),
                        dense_masks(recorded.maps, recorded.run.masks), tuple(notes))
-    written, recorded = model.greedy_pass(inputs, max_new_tokens, variation=variation)
+    written, recorded = model.greedy_pass(inputs, max_new_tokens, variation=variation, encoder_maps=encoder_maps)
     out_ids = written[0].tolist()
     rows = recorded.maps[model.map_keys[-1]].size(-2)  # the decoder's input: its prompt and all but the last
     encoded = model.model.get_encoder()(**{model.modality.input_name: inputs})

@@ -139,7 +139,6 @@ MEDIA_UPLOAD_BYTES = 16 * 2**20  # an uploaded file at most (a phone's photo, 30
                                  # the temporary disk for an hour, which a pod has 1 GiB of); a recording is read by
                                  # its first 30 s, so a longer one is cut, and one past this is refused at upload
 MEDIA_RUNS_KEPT = 8            # picture and recording runs kept, all visitors together (a ViT-base run's maps: 22 MB;
-                               # a recording's encoder maps kept pooled to MEDIA_POOLED a side)
-MEDIA_POOLED = 500             # an encoder map over a recording's time axis kept at most this many cells a side
+                               # a recording's decoder and cross maps, its encoder's q, k and lse with the long runs)
 MEDIA_NEW_TOKENS = 40          # tokens a speech model writes at most (its transcript of 30 s, greedily)
 MEDIA_OVERLAY_SIDE = 448       # pixels the clickable overlay's picture is zoomed to, about (a whole zoom factor)

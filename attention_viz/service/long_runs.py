@@ -2,6 +2,7 @@
 
     runs = LongRuns(real_models)
     payload = runs.read("hub:HuggingFaceTB/SmolLM2-135M", text)      # summaries, labels, one head's overview
+    run_id = runs.keep(long_run, "hub:openai/whisper-tiny")           # a run made elsewhere (a recording's encoder)
     runs.view({"run": payload["run"], "what": "region", "key": ..., "head": 2, "rows": [0, 256], "cols": [0, 256]})
 
 - **The line**: one long pass at a time on the whole server (`_line`), waited for at most LONG_WAIT_S. It does not
@@ -116,6 +117,7 @@ class _Kept:
     run: object          # hub.long_kept.LongRun
     model: str           # its picker value
     bytes: int
+    again: str = "read the text again"  # what its visitor does once it is dropped
     users: int = 0       # views computing from it now: a dropped run is closed when the last one ends
     dropped: bool = False
 
@@ -145,7 +147,7 @@ class LongRuns:
         self._views = threading.BoundedSemaphore(LONG_VIEWS_AT_ONCE)
         self._lock = threading.Lock()  # guards _kept and _dropped only (never held across a pass or a view)
         self._kept: OrderedDict[str, _Kept] = OrderedDict()  # run id -> kept, least recently used first
-        self._dropped: deque[str] = deque(maxlen=DROPPED_KEPT)
+        self._dropped: deque[tuple[str, str]] = deque(maxlen=DROPPED_KEPT)  # (run id, what its visitor does)
         self._shared: dict[tuple[str, str], dict] = {}  # (model, text) -> the payload of its shared read
         self._reading: dict[tuple[str, str], threading.Event] = {}  # shared reads in flight, set when they end
 
@@ -156,6 +158,11 @@ class LongRuns:
 
     def __len__(self) -> int:
         return len(self._kept)
+
+    def __contains__(self, run_id: object) -> bool:
+        """Whether the run `run_id` is kept (not dropped to make room, nor closed)."""
+        with self._lock:
+            return run_id in self._kept
 
     @property
     def dropped_count(self) -> int:
@@ -192,7 +199,7 @@ class LongRuns:
         except Exception:
             run.close()
             raise
-        payload["run"] = self._keep(run, model_key)
+        payload["run"] = self.keep(run, model_key)
         payload["model"] = model_key
         return payload
 
@@ -235,15 +242,18 @@ class LongRuns:
             while self._kept and total + size > self.budget:
                 old_id, old = self._kept.popitem(last=False)
                 total -= old.bytes
-                self._dropped.append(old_id)
+                self._dropped.append((old_id, old.again))
                 old.dropped = True
                 if old.users == 0:
                     dropped.append(old)  # else the last view of it closes it
         for old in dropped:
             old.run.close()
 
-    def _keep(self, run, model_key: str) -> str:
-        """File the run under a new id, within the budget (room made again for its actual size)."""
+    def keep(self, run, model_key: str, again: str = "read the text again") -> str:
+        """File a long run (hub.long_kept.LongRun; this page's, or a recording's encoder read by service.media_view)
+        under a new id, within the budget (room made for its actual size; a refusal, the run closed, if it never
+        fits): its views are then asked of `view` as a page's are; `again`: what its visitor does once it is dropped,
+        as the refusal says it."""
         size = int(run.kept_bytes)
         try:
             self._make_room(size)
@@ -252,7 +262,7 @@ class LongRuns:
             raise
         run_id = secrets.token_urlsafe(12)
         with self._lock:
-            self._kept[run_id] = _Kept(run, model_key, size)
+            self._kept[run_id] = _Kept(run, model_key, size, again)
         return run_id
 
     def _get(self, run_id: object) -> _Kept:
@@ -263,10 +273,10 @@ class LongRuns:
                 self._kept.move_to_end(run_id)
                 kept.users += 1
                 return kept
-            dropped = run_id in self._dropped
-        if dropped:
+            again = next((again for dropped, again in self._dropped if dropped == run_id), None)
+        if again:
             raise LongRefusal("This run was dropped to make room for other visitors' texts (the server keeps "
-                              f"{self.budget / 2**20:.0f} MiB of long runs for everyone): read the text again.")
+                              f"{self.budget / 2**20:.0f} MiB of long runs for everyone): {again}.")
         raise LongRefusal("This run is no longer on the server (it may have restarted): read the text again.")
 
     def view(self, asked: object) -> dict:

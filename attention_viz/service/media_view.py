@@ -1,19 +1,23 @@
 """Pictures and recordings through the real models that read them (hub.images, hub.speech): the Pictures and sound
 tab's views, drawn on the server as content-named PNG files (service.pngstore).
 
-    media = MediaViews(real_models, png_store)
+    media = MediaViews(real_models, png_store, long_runs=long_runs)
     media.choices()                                   # [(label, "hub:google/vit-base-patch16-224"), ...]
     media.view("hub:google/vit-base-patch16-224", upload_path, "sqrt_dk", 1.0, layer=11, head=3, query=0)
     # {"overlay": png, "heads": png, "rollout": png, "specials": markdown, "notes": markdown}        a picture
-    # {"alignment": png, "encoder": png, "notes": markdown (the transcript first)}                    a recording
+    # {"alignment": png, "encoder": long payload, "notes": markdown (the transcript first)}           a recording
 
 - A picture: the chosen head's row of one token (the class token, or the patch clicked) over the picture as the model
   read it (draw.overlay.overlay_pixels: a click on it finds its patch, query_at); every head of the layer from that
   token, each a panel (draw.overlay.overlay_figure); the rollout over the layers from it; the special tokens' weights
   (class, distillation, registers) as a table of their own, since they have no place in the picture.
 - A recording: the transcript Whisper writes greedily; the chosen decoder layer's and head's encoder-decoder
-  attention, one row per decoder step under the log-mel spectrogram on one time axis (the alignment); the chosen
-  encoder head's self-attention over time (kept pooled to MEDIA_POOLED a side, by each block's largest weight).
+  attention, one row per decoder step under the log-mel spectrogram on one time axis (the alignment); the encoder's
+  self-attention as the Long text tab's view (explorer.long_pack's payload: every head's summary, the chosen head's
+  overview, exact regions asked of LongRuns.view): Whisper's encoder read by the long pass (hub.long: its q, k and
+  lse kept on the temporary disk, within service.long_runs' budget for every long run), its decoder by the greedy
+  pass, which records the decoder's maps only. No 1,500 x 1,500 map a head is held for all heads and layers: the
+  run holds the decoder's and cross maps, the features, and the kept run's id.
 - The scaling switches as on text (1/√d_k, off, a custom factor); d_k is the model's own (its weights fix it).
 - Runs: one per (model, file, scaling), MEDIA_RUNS_KEPT of them for all visitors (least recently used dropped),
   each computed once, on the model's run line (service.real_models): one piece of a model's work at a time, as the
@@ -36,13 +40,15 @@ import numpy as np
 from attention_viz.core.rollout import rollout
 from attention_viz.core.variation import Variation
 from attention_viz.draw.overlay import overlay_figure, overlay_pixels
-from attention_viz.draw.spectrogram import alignment_figure, pooled, self_attention_figure
+from attention_viz.draw.spectrogram import alignment_figure
 from attention_viz.explorer.html import explorer_html
+from attention_viz.explorer.long_pack import pack_long
 from attention_viz.explorer.pack import decode_written, pack
 from attention_viz.service.checks import check_choice, check_float, check_int, shown
 from attention_viz.service.exports import ExportFolder
-from attention_viz.service.limits import (EXPORT_PAGE_BYTES, FACTOR_RANGE, MEDIA_NEW_TOKENS, MEDIA_OVERLAY_SIDE, MEDIA_POOLED,
+from attention_viz.service.limits import (EXPORT_PAGE_BYTES, FACTOR_RANGE, MEDIA_NEW_TOKENS, MEDIA_OVERLAY_SIDE,
                                           MEDIA_RUNS_KEPT, SCALE_CHOICES, SCALE_LABELS)
+from attention_viz.service.long_runs import LongRuns
 from attention_viz.service.pngstore import PngStore
 from attention_viz.service.real_models import BUSY_WAIT_S, RealModels, display_name
 
@@ -53,10 +59,14 @@ PICTURES, RECORDINGS = "pictures", "recordings"
 class _Kept:
     """One run of a picture or a recording, as its views need it."""
 
-    run: object                      # hub.text_run.TextRun of the picture or recording (a recording's encoder maps
-    #                                  pooled); its notes say what reading it changed
+    run: object                      # hub.text_run.TextRun of the picture or recording (a recording's decoder and
+    #                                  cross maps only); its notes say what reading it changed
     values: np.ndarray | None = None  # what the model read: a picture as it saw it [H, W, 3] uint8, or a recording's
     #                                   log-mel features [mels, frames]
+    variation: Variation | None = None  # the run's switches (a recording's encoder is read again under them if its
+    #                                     kept long run was dropped)
+    encoder: dict | None = None      # a recording's encoder: pack_long's payload of its long run, with "run" (its id
+    #                                  in LongRuns) and "model"; no overview (each view asks for its head's)
     done: threading.Event = field(default_factory=threading.Event)  # set once computed, or refused
     refusal: str = ""                # why it could not be computed, for those who waited for it
 
@@ -65,8 +75,9 @@ class MediaViews:
     """The views of pictures and recordings on one server's real models (thread-safe)."""
 
     def __init__(self, real: RealModels, store: PngStore, exports: ExportFolder | None = None,
-                 kept: int = MEDIA_RUNS_KEPT) -> None:
+                 kept: int = MEDIA_RUNS_KEPT, long_runs: LongRuns | None = None) -> None:
         self.real, self.store, self.exports, self.kept = real, store, exports, kept
+        self.long = long_runs if long_runs is not None else LongRuns(real)  # a recording's encoder runs, kept there
         self._runs: OrderedDict[tuple, _Kept] = OrderedDict()  # run key -> kept, least recently used first
         self._lock = threading.Lock()  # guards _runs only (never held across a pass or a drawing)
 
@@ -154,7 +165,7 @@ class MediaViews:
         if reads == PICTURES:
             query = check_int("query token", query, 0, model.modality.length - 1)
             return self._picture(model, kept, layer, head, query, what)
-        return self._recording(model, kept, layer, head, what)
+        return self._recording(key, model, kept, layer, head, what)
 
     def explorer(self, key: object, path: object, scale_mode: object = "sqrt_dk", factor: object = 1.0,
                  client: str | None = None) -> list:
@@ -203,6 +214,9 @@ class MediaViews:
             return kept
         try:
             kept.run, kept.values = self._compute(key, model, reads, path, variation)
+            kept.variation = variation
+            if reads == RECORDINGS:
+                self._encoder(key, model, kept)
         except Exception as error:
             kept.refusal = str(error) if isinstance(error, ValueError) else "The server could not read it."
             with self._lock:
@@ -224,7 +238,8 @@ class MediaViews:
                 else:  # the window's samples at the model's rate, and where a longer recording was cut
                     samples, cut = speech.read_audio(path, model.modality.rate, model.modality.seconds)
                     source = (samples, model.modality.rate)
-                run = text_run.run_media(model, source, max_new_tokens=MEDIA_NEW_TOKENS, variation=variation)
+                run = text_run.run_media(model, source, max_new_tokens=MEDIA_NEW_TOKENS, variation=variation,
+                                         encoder_maps=reads == PICTURES)  # a recording's encoder: _encoder
                 values = model.encode(source).ids  # what the run read: [C, H, W] pixels or [mels, frames]
             except ValueError as refusal:
                 said = misfit(path, reads, display_name(key)) or f"Not read: {str(refusal).rstrip('.')}."
@@ -233,9 +248,43 @@ class MediaViews:
             run = replace(run, notes=(cut, *run.notes))
         if reads == PICTURES:
             return run, model.modality.seen(values)
-        maps = {key: pooled(value, MEDIA_POOLED) if key.startswith("encoder.") else value
-                for key, value in run.maps.items()}  # 1,500 x 1,500 a head: the view draws at most MEDIA_POOLED
-        return replace(run, maps=maps), values.float().cpu().numpy()
+        return run, values.float().cpu().numpy()
+
+    def _encoder(self, key: str, model, kept: _Kept) -> None:
+        """A recording's encoder read by the long pass (its q, k and lse kept on the temporary disk) and kept in
+        LongRuns, under the run's switches: kept.encoder its payload (summaries, labels: the positions' times)."""
+        import torch
+
+        from attention_viz.hub.words import labels  # the hub extra, as _compute's
+
+        with self.real.line(key):
+            run = model.long_run(torch.from_numpy(kept.values), kept.variation, keep="disk")  # (mels, frames) read
+        try:
+            frames = model.modality
+            step = frames.seconds / frames.positions
+            title = (f"{model.name}'s encoder: {run.length:,} positions of {step * 1000:.0f} ms ({frames.seconds:g} s), "
+                     f"{len(run.keys)} layers x {run.n_heads} heads")
+            payload = pack_long(run, labels(frames.tokens()), read=run.length, of=run.given, title=title)
+        except Exception:
+            run.close()
+            raise
+        payload["seconds"] = model.input_axis().seconds  # each position's: the view writes its spans as times
+        again = "press Read it to read the recording again"  # its view reads the encoder again (_encoder_view)
+        payload["run"], payload["model"] = self.long.keep(run, key, again), key  # within the long runs' budget
+        kept.encoder = payload
+
+    def _encoder_view(self, key: str, model, kept: _Kept, layer: int, head: int) -> dict:
+        """The long view's payload with the chosen encoder head's overview (LongRuns.view, as the page asks it); the
+        encoder read again where its kept run was dropped to make room for other long runs."""
+        for attempt in range(2):
+            payload = kept.encoder
+            overview = self.long.view({"run": payload["run"], "what": "overview", "key": f"encoder.{layer}.self_attn",
+                                       "head": head})
+            if "error" not in overview:
+                return {**payload, "overview": overview}
+            if attempt == 0 and payload["run"] not in self.long:
+                self._encoder(key, model, kept)
+        raise ValueError(overview["error"])
 
     # -- the views
 
@@ -262,15 +311,14 @@ class MediaViews:
                                                                                      looks, layer),
                 "notes": notes, "query": query}
 
-    def _recording(self, model, kept: _Kept, layer: int, head: int, what: str) -> dict:
+    def _recording(self, key: str, model, kept: _Kept, layer: int, head: int, what: str) -> dict:
         frames, run = model.modality, kept.run
         features = kept.values  # (mels, frames)
         cross = run.maps[f"decoder.{layer}.cross_attn"][head]  # (Q, K)
         rows = decode_written(list(run.written), list(run.tgt_tokens), True) or list(run.tgt_tokens)  # each row writes
         alignment = alignment_figure(features, cross, rows, frames.seconds,
                                      f"decoder layer {layer}, head {head}: each row's encoder-decoder attention")
-        encoder = run.maps[f"encoder.{layer}.self_attn"][head]  # (≤ MEDIA_POOLED, ≤ MEDIA_POOLED)
-        drawn = self_attention_figure(encoder, frames.seconds, f"encoder layer {layer}, head {head}")
+        encoder = self._encoder_view(key, model, kept, layer, head)
         step = frames.seconds / frames.positions
         named = [tuple(pair) for pair in getattr(model.model.generation_config, "alignment_heads", None) or []]
         among = ("" if not named else
@@ -280,11 +328,13 @@ class MediaViews:
         notes = (f"**Transcript**: “{run.output.strip() or '(nothing written)'}”\n\n"
                  f"**{model.name}** ({model.family.name}): {frames.positions:,} encoder positions of "
                  f"{step * 1000:.0f} ms ({frames.seconds:g} s heard at once); the decoder's {len(run.tgt_tokens)} rows "
-                 f"are its prompt and what it wrote. The encoder's map is drawn at {encoder.shape[0]} x "
-                 f"{encoder.shape[1]} cells, each block's largest weight.{among} {what}. "
+                 f"are its prompt and what it wrote. The encoder's self-attention below: every head's summary, the "
+                 f"chosen head's whole map at {encoder['overview']['side']} x {encoder['overview']['side']} cells "
+                 f"(each the largest weight of a block of {encoder['overview']['block']} x "
+                 f"{encoder['overview']['block']} positions), and the exact weights of any region dragged on it.{among} "
+                 f"{what}. "
                  f"Our Eq. 1 inside it: {model.fidelity}." + "".join(f" {note}" for note in run.notes))
-        return {"alignment": self.store.figure_file(alignment), "encoder": self.store.figure_file(drawn),
-                "notes": notes}
+        return {"alignment": self.store.figure_file(alignment), "encoder": encoder, "notes": notes}
 
 
 def run_scale(scale_mode: object, factor: object) -> str:

@@ -97,7 +97,8 @@ class Views:
         self.lab = LabData()
         self.own_qk = OwnQK(runs.catalog)  # the lab's "this model's own q·k" (footnote 4 on a trained model)
         self.long = LongRuns(runs.catalog.real)  # a real model reading a page: its line, its kept runs' budget
-        self.media = MediaViews(runs.catalog.real, self.store, self.exports)  # pictures and recordings (the models that read them)
+        # pictures and recordings (the models that read them); a recording's encoder runs kept with the long runs
+        self.media = MediaViews(runs.catalog.real, self.store, self.exports, long_runs=self.long)
         self._packed = SizedCache(self._pack, PACKED_CACHE_BYTES, packed_size)
         self._training = functools.lru_cache(maxsize=8)(lambda d_k: training_view.training_data(self.runs.catalog, d_k))
         self._grid = functools.lru_cache(maxsize=image_cache_size)(self._render_grid)

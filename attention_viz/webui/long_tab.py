@@ -27,15 +27,16 @@ looks) and the chosen head's **whole map** shrunk to at most 512 x 512 cells. **
 that region's exact weights, and point at a cell to read one."""
 
 
-def long_view(handlers: Handlers, **kwargs) -> gr.HTML:
-    """The long view: a gr.HTML whose value is the page's payload, with `long_view` as its server function."""
+def long_view(handlers: Handlers, elem_id: str = VIEW, **kwargs) -> gr.HTML:
+    """The long view: a gr.HTML whose value is a long run's payload (a page's; in the Pictures and sound tab a
+    recording's encoder), with `long_view` as its server function (LongRuns.view answers both)."""
 
     def long_view(asked: dict) -> dict:  # a function of its own: Gradio marks it (a bound method takes no mark)
         return handlers.long_view(asked)
 
     return gr.HTML(value=None, html_template=f'<div class="{MOUNT_CLASS}"></div>', css_template=asset("long.css"),
                    js_on_load=on_load("mountLong", {"view": long_view.__name__}, server=True),
-                   server_functions=[long_view], apply_default_css=False, elem_id=VIEW, padding=False,
+                   server_functions=[long_view], apply_default_css=False, elem_id=elem_id, padding=False,
                    container=False, **kwargs)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from collections.abc import Callable
+
 from attention_viz.service import FACTOR_RANGE, SCALE_CHOICES, MediaViews
 from attention_viz.webui.handling import handler, named
 from attention_viz.webui.widgets import PRIVATE, RAW, prose, prose_html, released
@@ -24,10 +26,15 @@ PICTURE_HELP = ("**Click a patch** of the first view to see where it looks, or t
                 "first special token, the class token). Every head of the layer and the rollout follow the same token.")
 PICTURE_VIEWS = ("overlay", "heads", "rollout", "specials")
 RECORDING_VIEWS = ("alignment", "encoder")
+ENCODER_HELP = ("**The encoder's self-attention**, time against time (each position 20 ms of the recording): every "
+                "head's summary, the chosen head's whole map, and **a rectangle dragged on it** opens that region's "
+                "exact weights, the times on its sides.")
 
 
-def render(demo: gr.Blocks, media: MediaViews) -> dict:
-    """The tab's widgets and wiring, inside the current gr.Tab (the server has at least one of media.choices())."""
+def render(demo: gr.Blocks, media: MediaViews, long_view: Callable[[str], gr.HTML]) -> dict:
+    """The tab's widgets and wiring, inside the current gr.Tab (the server has at least one of media.choices());
+    long_view(elem_id): the Long text tab's view (long_tab.long_view), for the encoder's self-attention: its
+    overviews and regions asked of the page's handlers as a page's are."""
     choices = media.choices()
     first = choices[0][1]
     pictures = media.reads(first) == "pictures"
@@ -43,10 +50,10 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
                             min_width=120)  # its weights fix it, as a real model's on text
     with gr.Row():
         picture = gr.Image(media.sample(), type="filepath", sources=["upload", "clipboard"], visible=pictures,
-                           label="A picture (a scene drawn for this app; upload your own)", elem_id="media_picture",
+                           label="A picture: upload your own", elem_id="media_picture",
                            height=260)
         recording = gr.Audio(sources=["upload", "microphone"], type="filepath", visible=not pictures,
-                             label="A recording (upload one, or record with the microphone)", elem_id="media_recording")
+                             label="A recording: upload or record", elem_id="media_recording")
     with gr.Row():
         layer = gr.Slider(0, layers - 1, value=layers - 1, step=1, label="Layer", elem_id="media_layer")
         head = gr.Slider(0, heads - 1, value=0, step=1, label="Head", elem_id="media_head")
@@ -56,8 +63,8 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
     with gr.Column(visible=pictures) as picture_views:
         prose(PICTURE_HELP)
         with gr.Row():
-            overlay = gr.Image(label="The chosen head, from the chosen token (click a patch)", interactive=False,
-                               elem_id="media_overlay", format="png", height=460,
+            overlay = gr.Image(label="The chosen head (click a patch)", interactive=False,
+                               elem_id="media_overlay", format="png",  # at its size (448 px), a phone's narrower
                                alt_text="The chosen head's weights from the chosen token over the picture; a click "
                                         "on a patch looks from it")
             rollout = gr.Image(label="Rollout over the layers, from the same token", show_label=False,
@@ -76,16 +83,15 @@ def render(demo: gr.Blocks, media: MediaViews) -> dict:
         alignment = gr.Image(label="The transcript's alignment: each step's encoder-decoder attention over the sound",
                              show_label=False, interactive=False, elem_id="media_alignment", format="png",
                              alt_text="The spectrogram, and under it each step's encoder-decoder attention over time")
-        encoder = gr.Image(label="The encoder's self-attention over time", show_label=False, interactive=False,
-                           elem_id="media_encoder", format="png",
-                           alt_text="The chosen encoder head's self-attention, time against time")
+        prose(ENCODER_HELP)
+        encoder = long_view("media_encoder")  # the Long text tab's view: regions asked of the kept run
     components = {"overlay": overlay, "heads": heads_grid, "rollout": rollout, "specials": specials,
                   "alignment": alignment, "encoder": encoder, "notes": notes, "query": query, "layer": layer,
                   "head": head}
     toggled = {"picture": picture, "recording": recording, "picture_views": picture_views,
                "recording_views": recording_views, "query": query, "layer": layer, "head": head, "d_k": d_k_box}
     inputs = [model, picture, recording, scale, factor, layer, head, query]
-    handlers = MediaHandlers(media)
+    handlers = MediaHandlers(media)  # the tab's own (the page's answer the long view, above)
     show = named(handler(handlers.view), components)
     for trigger in (read.click, picture.upload, recording.upload, recording.stop_recording, released(layer).change,
                     released(head).change, query.submit, scale.input, factor.submit):

@@ -77,7 +77,7 @@ def build_app(views: Views | None = None) -> gr.Blocks:
             media = None
             if takes_uploads(views):  # pictures and recordings: where the server has a model that reads them
                 with gr.Tab("Pictures and sound", id="media"):
-                    media = media_tab.render(demo, views.media)
+                    media = media_tab.render(demo, views.media, lambda elem_id: long_tab.long_view(handlers, elem_id))
         if lesson is not None:
             lesson_panel.wire(handlers, lesson, tabs, transformer, lab, training, long, media)
         gr.api(ping, api_name="ping")  # the protocol's own cost, for benchmarks/app.py's floor

@@ -41,6 +41,11 @@ SAY_REFUSAL = ("output", "info", "explorer_view", "steps_view", "steps_text", "c
 # The explorer starts at the top of its tab (it has its own padding): every pixel counts on a 768 px high screen.
 # The recording's player writes its times and speed in zinc-300 on white (1.9:1): the softer text's colour instead.
 MODEL_PICKER = "model"
+# The Pictures and sound tab's figures start below their label and Gradio's buttons, which float over an image's top
+# (a phone's narrow figure put its title under them). On a narrow screen the wide figures (every head, the alignment)
+# keep their drawn size, their labels readable, and scroll sideways inside their frame.
+MEDIA_FIGURES = ("media_overlay", "media_rollout", "media_heads", "media_alignment")
+MEDIA_WIDE = ("media_heads", "media_alignment")
 # A checked radio or checkbox looks the same focused or not, and a range slider shows nothing: an outline each
 # (only for keyboard focus, :focus-visible, so a click draws none).
 CSS = f"""
@@ -57,6 +62,12 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible, input[type=
 }}
 #{MODEL_PICKER} input {{ padding-right: 28px; text-overflow: ellipsis; }}
 #explorer_view > .html-container {{ padding-top: 0; }}
+{", ".join(f"#{view} .image-container" for view in MEDIA_FIGURES)} {{ padding-top: 32px; }}
+@media (max-width: 720px) {{
+  {", ".join(f"#{view} .image-container" for view in MEDIA_WIDE)} {{ overflow-x: auto; }}
+  {", ".join(f"#{view} img" for view in MEDIA_WIDE)} {{ max-width: none; width: auto; }}
+  {", ".join(f"#{view} .image-container > button" for view in MEDIA_WIDE)} {{ justify-content: safe center; }}
+}}
 .gradio-container .timestamps #time, .gradio-container .timestamps #duration, .gradio-container .playback > span {{
   color: var(--body-text-color-subdued);
 }}

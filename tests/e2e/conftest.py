@@ -59,14 +59,15 @@ def bias_models_app(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def media_app(tmp_path_factory):
-    """`python app.py` set up with a tiny DeiT (class and distillation tokens), a tiny Whisper (a 1 s window) and a
+    """`python app.py` set up with a tiny DeiT (class and distillation tokens), a tiny Whisper (a 12 s window: 600
+    encoder positions, its long view's overview in blocks of 2 x 2) and a
     tiny Marian, random weights, saved offline, the Hub off: its base URL, its log and the folder of its files. Shared
     by the pictures-and-sound client and browser tests (tests/e2e/test_media_*.py)."""
     pytest.importorskip("transformers")
     from devtools.hub_models import save_tiny, save_tiny_image, save_tiny_whisper
 
     root = tmp_path_factory.mktemp("media")
-    folders = [save_tiny_image("deit", root / "tiny-deit"), save_tiny_whisper(root / "tiny-whisper"),
+    folders = [save_tiny_image("deit", root / "tiny-deit"), save_tiny_whisper(root / "tiny-whisper", seconds=12),
                save_tiny("marian", root / "tiny-marian")]
     with running_app(root / "app.log", folders, HF_HOME=str(root / "hf-home")) as server:
         yield server.base, root / "app.log", root

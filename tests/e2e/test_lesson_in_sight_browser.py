@@ -20,7 +20,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 pytest.importorskip("transformers")
 
 from devtools.launcher import running_app  # noqa: E402
-from attention_viz.service import lesson  # noqa: E402
+from attention_viz.service import lesson, lesson_media  # noqa: E402
 from tests.e2e.conftest import SCREENSHOTS, UNREACHABLE  # noqa: E402
 from tests.e2e.test_browser import TIMEOUT_MS, settle  # noqa: E402
 
@@ -39,6 +39,7 @@ TARGETS = {
     lesson.REAL_QK_TITLE: "#own_qk table[data-role=own-numbers]",
     lesson.REAL_HEADS_TITLE: "#heads_view .av-imp-box", lesson.LONG_TITLE: "#long_view .av-long-chosen",
     lesson.NO_REAL_TITLE: None,
+    lesson_media.IMAGE_TITLE: "#media_overlay img", lesson_media.IMAGE_UNSCALED_TITLE: "#media_overlay img",
 }
 SHOTS = {1, 3, 5, 7, 9, 10, 13}
 BAR = "#lesson"
@@ -200,3 +201,37 @@ def test_every_step_in_sight_with_the_trained_minilm(page: Page, minilm_app, siz
 def test_every_step_in_sight_with_a_model_that_cannot_be_had(page: Page, unreachable_app, size):
     texts = walk(page, unreachable_app, size, "unreachable", {10, 13})
     assert len(texts) == 13 and all(lesson.NO_REAL_TITLE in text for text in texts[9:])
+
+
+PICTURE_SIZES = [(1366, 768), (390, 844)]
+
+
+@pytest.mark.parametrize("size", PICTURE_SIZES, ids=[f"{w}x{h}" for w, h in PICTURE_SIZES])
+def test_the_pictures_steps_in_sight_with_an_image_model(page: Page, media_app, size):
+    """A server with an image model (tests/e2e/conftest.py's media_app: a tiny DeiT, a tiny Whisper, a tiny Marian):
+    the lesson ends with its two steps on the sample picture, in the Pictures and sound tab; at a laptop's and a
+    phone's size each is in sight (its text from its start, Back and Next, the picture its numbers are drawn over,
+    below the bar, uncovered), the bar compact, the fade at the text's foot following it; Back brings the first of
+    them into sight again."""
+    width, height = size
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(media_app[0] + "/")
+    page.locator(BAR).get_by_text("A guided lesson").click()
+    for step in range(1, 16):
+        page.locator("#lesson_next").click()
+        expect(page.locator("#lesson_text")).to_contain_text(f"Step {step} of 15", timeout=TIMEOUT_MS)
+        if step < 14:
+            continue
+        settle(page)
+        text, where = page.locator("#lesson_text").inner_text(), f"pictures {width}x{height} step {step}"
+        assert page.evaluate(f"() => {TEXT_BOX}.scrollTop") == 0, where  # the step's text from its start
+        in_sight(page, target_of(text), where)
+        cue_follows(page, where)
+        assert page.locator(BAR).bounding_box()["height"] <= 0.4 * height, where
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"lesson-bar-pictures-{width}x{height}-step{step}.png"))
+    expect(page.locator("#media_scale input[value=none]")).to_be_checked()
+    page.locator("#lesson_prev").click()
+    expect(page.locator("#lesson_text")).to_contain_text("Step 14 of 15", timeout=TIMEOUT_MS)
+    settle(page)
+    in_sight(page, target_of(page.locator("#lesson_text").inner_text()), f"pictures {width}x{height} back")

@@ -106,6 +106,101 @@ def test_a_recording_on_whisper_shows_its_transcript_aligned_and_a_picture_given
     expect(page.locator("#media_alignment img")).to_be_visible()
 
 
+def test_a_region_of_the_encoders_map_opens_with_its_exact_weights_and_the_times_on_its_sides(page: Page, media_app,
+                                                                                             tmp_path):
+    """The encoder's self-attention as the Long text tab's view: a rectangle dragged on the chosen head's overview
+    (600 positions in blocks of 2 x 2) opens that region's exact weights, its title and tips in seconds; by keyboard
+    too; the head slider brings that head's overview."""
+    rate = 16000
+    t = np.arange(3 * rate) / rate
+    soundfile.write(tmp_path / "tone.wav", (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32), rate)
+    open_tab(page, media_app[0] + "/")
+    page.locator("#media_model input").click()
+    page.get_by_role("option", name="tiny-whisper (recordings)").click()
+    page.locator("#media_recording input[type=file]").set_input_files(str(tmp_path / "tone.wav"))
+    view = page.locator("#media_encoder .av-long")
+    expect(view.locator(".av-long-title")).to_contain_text("600 positions of 20 ms (12 s), 2 layers x 4 heads",
+                                                           timeout=TIMEOUT_MS)
+    expect(view.locator(".av-long-chosen")).to_contain_text("encoder.1.self_attn, head 0")
+    expect(view.locator(".av-long-chosen")).to_contain_text(re.compile(r"mean distance \d+\.\d positions, previous position"))
+    expect(view.locator(".av-long-grid[data-stat=mean_distance] figcaption")).to_have_text("mean distance (positions)")
+    expect(view.locator(".av-long-labels")).to_be_hidden()  # its labels are its times: no words or pieces to pick
+    expect(view.locator(".av-long-legend").nth(3)).to_contain_text("queries down, keys across, each 0.00-12.00 s")
+    settle(page)
+    canvas = view.locator(".av-long-overview")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.5)
+    expect(view.locator(".av-long-overtip")).to_contain_text(re.compile(
+        r"queries \d+\.\d\d-\d+\.\d\d s → keys \d+\.\d\d-\d+\.\d\d s: block max"))
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.6, steps=4)
+    page.mouse.up()
+    title = view.locator(".av-long-regiontitle")
+    expect(title).to_contain_text(re.compile(r"Queries \d+\.\d\d-\d+\.\d\d s \(down\) x keys \d+\.\d\d-\d+\.\d\d s "
+                                             r"\(across\) \(positions \d+-\d+ x \d+-\d+\) of encoder.1.self_attn, head 0"),
+                                  timeout=TIMEOUT_MS)
+    expect(view.locator(".av-long-regionnote")).to_have_text("Exact weights, recomputed for this region.")
+    region = view.locator(".av-long-regioncanvas")
+    region.scroll_into_view_if_needed()
+    rbox = region.bounding_box()
+    page.mouse.move(rbox["x"] + rbox["width"] * 0.7, rbox["y"] + rbox["height"] * 0.8)
+    expect(view.locator(".av-long-regiontip")).to_contain_text(re.compile(
+        r"query \d+ “\d+\.\d\d s” → key \d+ “\d+\.\d\d s”: weight \d"))
+    canvas.focus()  # by keyboard: a square of 48 positions moved by the arrow keys (600 / 32: 19 a step), Enter
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(title).to_contain_text("Queries 0.38-1.34 s (down) x keys 0.00-0.96 s (across) (positions 19-66 x 0-47)",
+                                  timeout=TIMEOUT_MS)
+    settle(page)
+    page.screenshot(path=str(SCREENSHOTS / "media_encoder_region.png"), full_page=True)
+    page.locator("#media_head input[type=number]").fill("2")
+    page.locator("#media_head input[type=number]").press("Tab")
+    expect(view.locator(".av-long-chosen")).to_contain_text("encoder.1.self_attn, head 2", timeout=TIMEOUT_MS)
+
+
+CLEAR_OF_BUTTONS = """(id) => { const root = document.getElementById(id), img = root.querySelector("img");
+  const buttons = root.querySelector(".icon-button-wrapper").getBoundingClientRect(), drawn = img.getBoundingClientRect();
+  const label = root.querySelector("[data-testid=block-label]:not(.sr-only)");
+  const named = label ? label.getBoundingClientRect() : null;
+  return {below: drawn.top >= buttons.bottom - 1 && (!named || drawn.top >= named.bottom - 1),
+          labelFits: !named || (named.right <= buttons.left + 1 && label.scrollWidth <= label.clientWidth + 1),
+          natural: img.naturalWidth, width: Math.round(drawn.width)}; }"""
+
+
+def test_on_a_phone_every_figure_sits_below_its_buttons_and_the_wide_ones_keep_their_size(page: Page, media_app,
+                                                                                          tmp_path):
+    """390 x 844: Gradio's buttons (full screen, download, share) and an image's label float over its top; each of
+    the tab's figures starts below them (the rollout's title sat under them), the labels end before them, and the
+    wide figures (every head, the alignment) keep their drawn size, scrolling sideways inside their frame, so that
+    their labels stay readable; the page itself never scrolls sideways."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(media_app[0] + "/")
+    page.get_by_role("tab", name="Pictures and sound").click()
+    page.locator("#media_read").click()
+    expect(page.locator("#media_specials table")).to_be_visible(timeout=TIMEOUT_MS)
+    settle(page)
+    for view in ("media_overlay", "media_rollout", "media_heads"):
+        found = page.evaluate(CLEAR_OF_BUTTONS, view)
+        assert found["below"] and found["labelFits"], (view, found)
+    heads = page.evaluate(CLEAR_OF_BUTTONS, "media_heads")
+    assert heads["width"] == heads["natural"] > 390, heads  # its drawn size: scrolled, not shrunk
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+    rate = 16000
+    soundfile.write(tmp_path / "tone.wav", (0.3 * np.sin(np.arange(rate) / 3)).astype(np.float32), rate)
+    page.locator("#media_model input").click()
+    page.get_by_role("option", name="tiny-whisper (recordings)").click()
+    page.locator("#media_recording input[type=file]").set_input_files(str(tmp_path / "tone.wav"))
+    expect(page.locator("#media_notes")).to_contain_text("Transcript", timeout=TIMEOUT_MS)
+    settle(page)
+    found = page.evaluate(CLEAR_OF_BUTTONS, "media_alignment")
+    assert found["below"] and found["width"] == found["natural"] > 390, found
+    colour = page.locator("#media_encoder .av-long-colour").bounding_box()  # the long view's widest control
+    assert colour["x"] + colour["width"] <= 390 - 8, colour
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.screenshot(path=str(SCREENSHOTS / "media_phone_recording.png"), full_page=True)
+
+
 def test_the_lessons_picture_steps_open_the_tab_on_the_class_token_then_without_the_scaling(page: Page, media_app):
     """The lesson on a server with an image model ends with two steps in the Pictures and sound tab (after our nine
     and the text model's four): they set the model, layer, head, token and scaling and bring the views they quote."""

@@ -4,6 +4,7 @@ refused with a sentence naming the fault or the limit, and no trace."""
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 import struct
@@ -101,16 +102,56 @@ def test_a_patch_looks_elsewhere_than_the_class_token_and_unscaled_attention_is_
     assert "off (plain q·k)" in unscaled["notes"] and unscaled["specials"] != from_class["specials"]
 
 
+def long_view_call(client, asked: dict) -> dict:
+    """The encoder's long view's server function, as the page calls it (POST /component_server)."""
+    component = next(c["id"] for c in config(client)["components"]
+                     if c.get("props", {}).get("elem_id") == "media_encoder")
+    answer = httpx.post(client.src.rstrip("/") + "/gradio_api/component_server/", json={
+        "data": asked, "component_id": component, "fn_name": "long_view", "session_hash": "media-test"}, timeout=30)
+    assert answer.status_code == 200
+    return answer.json()
+
+
 def test_a_recording_is_transcribed_and_aligned_and_a_long_one_is_cut_saying_so(media, tmp_path):
     client, _, _ = media
     answer = view(client, "hub:tiny-whisper", recording=wav(tmp_path / "tone.wav", 0.5))
     alignment, encoder, notes = answer["alignment"], answer["encoder"], answer["notes"]
     assert Image.open(alignment).size[1] > Image.open(alignment).size[0] * 0.8  # a row per written token
-    assert Image.open(encoder).size[0] > 300
-    assert notes.startswith("<p><strong>Transcript</strong>") and "50 encoder positions of 20 ms" in notes
+    assert encoder["kind"] == "long" and encoder["length"] == 600 and encoder["overview"]["side"] == 300
+    assert notes.startswith("<p><strong>Transcript</strong>") and "600 encoder positions of 20 ms" in notes
     assert "Read the first" not in notes
     long = view(client, "hub:tiny-whisper", recording=wav(tmp_path / "long.wav", 7200, rate=1000))  # two hours
-    assert "Read the first 1.0 s of the recording's 2:00:00" in long["notes"]
+    assert "Read the first 12.0 s of the recording's 2:00:00" in long["notes"]
+
+
+def test_a_region_of_the_encoders_map_is_its_exact_weights_over_the_times(media, tmp_path):
+    """The encoder's self-attention as the Long text tab's view: /media_view answers its payload (the times as its
+    labels, the chosen head's overview in blocks of 2 x 2), and a region asked as the page asks it is the weights of
+    one pass of the same model in memory (this process's), to float32 rounding, under the run's scaling."""
+    import torch
+
+    from attention_viz.core.variation import Variation
+    from attention_viz.hub import load_pretrained
+
+    client, _, root = media
+    recording = wav(tmp_path / "tone.wav", 3.0)
+    encoder = view(client, "hub:tiny-whisper", recording=recording, scale="custom", factor=0.25, layer=1,
+                   head=3)["encoder"]
+    assert encoder["pieces"][:3] == ["0.00 s", "0.02 s", "0.04 s"] and encoder["words"][-1] == "11.98 s"
+    assert (encoder["overview"]["key"], encoder["overview"]["head"], encoder["overview"]["block"]) == (
+        "encoder.1.self_attn", 3, 2)
+    asked = {"run": encoder["run"], "what": "region", "key": "encoder.1.self_attn", "head": 3, "rows": [40, 296],
+             "cols": [100, 356]}
+    region = long_view_call(client, asked)
+    weights = np.frombuffer(base64.b64decode(region["data"]), "<f4").reshape(256, 256)
+    model = load_pretrained(root / "tiny-whisper")
+    with torch.no_grad():
+        _, maps = model.forward(model.encode(str(recording)).ids[None], torch.tensor([[model.start_id]]),
+                                variation=Variation(0.25))
+    np.testing.assert_allclose(weights, maps["encoder.1.self_attn"][0, 3, 40:296, 100:356].numpy(), rtol=0,
+                               atol=2e-7)
+    assert "at most 256" in long_view_call(client, {**asked, "rows": [0, 300]})["error"]
+    assert "read the" in long_view_call(client, {**asked, "run": "gone"})["error"]
 
 
 @pytest.mark.parametrize("case", ["text as a picture", "damaged picture", "50 megapixels", "picture to Whisper",
@@ -140,6 +181,51 @@ def test_bad_input_is_refused_with_a_sentence_and_no_trace(media, tmp_path, case
     with pytest.raises(AppError) as refused:
         view(client, **kwargs)
     assert said in str(refused.value) and "Traceback" not in str(refused.value)
+    assert "Traceback" not in log.read_text()
+
+
+def test_odd_pictures_are_read_as_a_viewer_shows_them(media, tmp_path):
+    """A 1 x 1 picture, grey, CMYK, 16-bit grey and an animated GIF are read (the notes say what reading changed):
+    16-bit grey as its 8-bit equal (its overlay the same file), an animation by its first frame, said."""
+    client, _, _ = media
+    rng = np.random.default_rng(5)
+    pictures = {"one.png": Image.new("RGB", (1, 1), (200, 30, 30)), "cmyk.jpg": Image.new("CMYK", (50, 40), (10, 200, 30, 5)),
+                "grey.png": Image.fromarray(rng.integers(0, 256, (40, 50), dtype=np.uint8), "L")}
+    for name, image in pictures.items():
+        answer = view(client, "hub:tiny-deit", picture=(image.save(tmp_path / name) or tmp_path / name))
+        assert Image.open(answer["overlay"]).size == (448, 448) and "picture is read at 32 x 32" in answer["notes"]
+    deep = rng.integers(0, 65536, (40, 50), dtype=np.uint16)
+    Image.fromarray(deep).save(tmp_path / "deep.png")
+    Image.fromarray(np.rint(deep / 257).astype(np.uint8), "L").save(tmp_path / "shallow.png")
+    deep_view, shallow_view = (view(client, "hub:tiny-deit", picture=tmp_path / f) for f in ("deep.png", "shallow.png"))
+    assert open(deep_view["overlay"], "rb").read() == open(shallow_view["overlay"], "rb").read()
+    frames = [Image.new("RGB", (40, 30), colour) for colour in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    frames[0].save(tmp_path / "first.png")
+    animated, first = (view(client, "hub:tiny-deit", picture=tmp_path / f) for f in ("anim.gif", "first.png"))
+    assert "an animation: its first frame of 3 is read" in animated["notes"]
+    assert open(animated["overlay"], "rb").read() == open(first["overlay"], "rb").read()
+
+
+def test_odd_recordings_are_heard_and_an_empty_one_is_refused(media, tmp_path):
+    """0.1 s and a silent 2 s are heard (the window padded); stereo at 48 kHz is heard as its channels' mean at the
+    model's 16 kHz (its encoder's map the same as that mono file's); a recording of no samples is refused."""
+    client, log, _ = media
+    rate = 16000
+    soundfile.write(tmp_path / "short.wav", (0.3 * np.sin(np.arange(rate // 10) / 3)).astype(np.float32), rate)
+    soundfile.write(tmp_path / "silent.wav", np.zeros(2 * rate, np.float32), rate)
+    for name in ("short.wav", "silent.wav"):
+        answer = view(client, "hub:tiny-whisper", recording=tmp_path / name)
+        assert "600 encoder positions" in answer["notes"] and answer["encoder"]["length"] == 600
+    t = np.arange(2 * 48000) / 48000
+    stereo = np.stack([0.3 * np.sin(2 * np.pi * 440 * t), 0.2 * np.sin(2 * np.pi * 660 * t)], 1).astype(np.float32)
+    soundfile.write(tmp_path / "stereo.wav", stereo, 48000, subtype="FLOAT")
+    soundfile.write(tmp_path / "mono.wav", stereo.mean(axis=1), 48000, subtype="FLOAT")
+    both, mono = (view(client, "hub:tiny-whisper", recording=tmp_path / f)["encoder"] for f in ("stereo.wav", "mono.wav"))
+    assert both["overview"]["data"] == mono["overview"]["data"] and both["stats"] == mono["stats"]
+    soundfile.write(tmp_path / "empty.wav", np.zeros(0, np.float32), rate)
+    with pytest.raises(AppError, match="the recording holds no samples"):
+        view(client, "hub:tiny-whisper", recording=tmp_path / "empty.wav")
     assert "Traceback" not in log.read_text()
 
 

@@ -143,6 +143,30 @@ def test_bad_pictures_are_refused_with_the_fault_or_the_limit_named(tmp_path):
     assert read_image(path).size == (61, 45) and read_image(good.getvalue()).mode == "RGB"
 
 
+def test_a_16_bit_grey_picture_reads_at_its_full_scale_and_an_animation_by_its_first_frame_said(image_folders):
+    """16-bit grey (PNG's I;16) read as a viewer shows it, 0..65535 onto 0..255 (PIL's convert clipped it at 255: a
+    nearly white picture); an animated GIF read by its first frame, the note saying how many it has."""
+    from PIL import Image
+
+    grey = np.random.default_rng(3).integers(0, 65536, (30, 40), dtype=np.uint16)
+    wide = io.BytesIO()
+    Image.fromarray(grey).save(wide, format="PNG")
+    assert Image.open(io.BytesIO(wide.getvalue())).mode.startswith("I")
+    read = np.asarray(read_image(wide.getvalue()))
+    expected = np.rint(grey / 257).astype(np.uint8)
+    np.testing.assert_array_equal(read, np.repeat(expected[..., None], 3, axis=2))
+    frames = [Image.fromarray(picture(seed)) for seed in range(3)]
+    animation = io.BytesIO()
+    frames[0].save(animation, format="GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    first = Image.open(io.BytesIO(animation.getvalue())).convert("RGB")
+    np.testing.assert_array_equal(np.asarray(read_image(animation.getvalue())), np.asarray(first))
+    model = load_pretrained(image_folders["deit"])
+    note = model.encode(animation.getvalue()).note
+    assert note.startswith("The picture is an animation: its first frame of 3 is read. The 61 x 45 picture"), note
+    assert "animation" not in model.encode(wide.getvalue()).note
+    assert "first frame of 3" in model.encode(read_image(animation.getvalue())).note  # read once, then encoded
+
+
 def test_the_picture_the_model_read_comes_back_from_its_pixels_and_an_overlay_is_drawn_on_it(image_folders, tmp_path):
     import attention_viz as av
     from PIL import Image

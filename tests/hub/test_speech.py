@@ -180,6 +180,7 @@ def test_show_long_draws_the_encoders_long_view_over_the_time_axis(long_whisper)
     assert payload["keys"] == ["encoder.0.self_attn", "encoder.1.self_attn"]
     assert "Read the first 3.0 s" in payload["note"] and "recording with its encoder" in payload["note"]
     assert payload["title"].endswith("150 positions, 2 maps x 4 heads") and payload["offline"]["maps"]
+    assert payload["seconds"] == pytest.approx(0.02)  # each position's: the view writes its spans as times
     assert av.show(long_whisper, wav(1.0), max_new_tokens=2).payload.get("kind") != "long"  # unless asked
 
 

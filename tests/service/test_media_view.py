@@ -1,5 +1,6 @@
-"""The Pictures and sound tab's service (service.media_view) and what it draws with (draw.overlay.overlay_pixels,
-draw.spectrogram.pooled): on tiny real-format models saved offline (a DeiT, a Whisper, a Marian)."""
+"""The Pictures and sound tab's service (service.media_view) and what it draws with (draw.overlay.overlay_pixels): on
+tiny real-format models saved offline (a DeiT, a Whisper, a Marian; a Whisper hearing 12 s, 600 positions, for the
+encoder's long view)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import pytest
 pytest.importorskip("transformers")
 
 import soundfile  # noqa: E402
+import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from attention_viz.core.variation import Variation  # noqa: E402
 from attention_viz.draw.overlay import ALPHA, MARK_RGB, overlay_pixels  # noqa: E402
 from attention_viz.draw.raster import colormap_lut  # noqa: E402
-from attention_viz.draw.spectrogram import pooled  # noqa: E402
 from attention_viz.hub.text_run import run_media  # noqa: E402
 from attention_viz.service.catalog import Catalog  # noqa: E402
 from attention_viz.service.media_view import MediaViews  # noqa: E402
@@ -89,11 +90,12 @@ def test_a_run_is_computed_once_for_its_file_and_scaling_and_kept_within_the_bou
     assert len(views._runs) == views.kept
 
 
-def test_a_recordings_alignment_rows_are_what_each_step_writes_and_its_encoder_map_is_pooled(media):
+def test_a_recordings_alignment_rows_are_what_each_step_writes_and_its_encoder_is_the_long_view(media):
     views, catalog, root = media
     answer = views.view("hub:tiny-whisper", str(root / "tone.wav"), "sqrt_dk", 1.0, 1, 2)
     assert answer["notes"].startswith("**Transcript**: “") and "50 encoder positions of 20 ms" in answer["notes"]
     assert set(answer) == {"alignment", "encoder", "notes"} and "alignment heads" not in answer["notes"]
+    assert answer["encoder"]["kind"] == "long" and answer["encoder"]["run"] in views.long
     model = catalog.real.get("hub:tiny-whisper")
     model.model.generation_config.alignment_heads = [[1, 2], [0, 3]]  # as whisper-tiny's config names its own
     try:
@@ -107,14 +109,8 @@ def test_a_recordings_alignment_rows_are_what_each_step_writes_and_its_encoder_m
         views.view("hub:tiny-whisper", None)
 
 
-def test_pooled_keeps_each_blocks_largest_weight_and_overlay_pixels_blend_the_colour_of_each_patch():
+def test_overlay_pixels_blend_the_colour_of_each_patch():
     rng = np.random.default_rng(0)
-    maps = rng.random((2, 1500, 1500))
-    small = pooled(maps, 500)
-    assert small.shape == (2, 500, 500) and small[1, 7, 9] == maps[1, 21:24, 27:30].max()
-    odd = pooled(maps[:, :1001, :1001], 500)  # blocks of 3, the last one short
-    assert odd.shape == (2, 334, 334) and odd[0, -1, -1] == maps[0, 999:1001, 999:1001].max()
-    assert pooled(maps[:, :50, :50], 500) is not None and pooled(maps[:, :50, :50], 500).shape == (2, 50, 50)
     picture = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
     row = np.array([0.5, 0.1, 0.2, 0.0, 0.2])  # one special token, then 2 x 2 patches
     image = overlay_pixels(picture, row, (2, 2), 1, marked=3, zoom=2)
@@ -215,3 +211,63 @@ def test_a_pictures_run_opens_in_the_explorer_as_one_offline_file_and_a_recordin
             with_exports.explorer("hub:tiny-whisper", str(root / "tone.wav"))
     finally:
         exports.close()
+
+
+@pytest.fixture(scope="module")
+def long_media(tmp_path_factory):
+    """A Whisper hearing 12 s at once (600 encoder positions: the long view's overview in blocks of 2 x 2)."""
+    root = tmp_path_factory.mktemp("media-long")
+    catalog = Catalog(root / "none", hub_models=[str(save_tiny_whisper(root / "whisper-12s", seconds=12))])
+    t = np.arange(5 * 16000) / 16000
+    soundfile.write(root / "tone.wav", (0.3 * np.sin(2 * np.pi * 440 * t) * (t < 2.5)).astype(np.float32), 16000)
+    return MediaViews(catalog.real, PngStore(root / "png")), catalog, root
+
+
+def decoded(packed: dict, dtype) -> np.ndarray:
+    import base64
+
+    return np.frombuffer(base64.b64decode(packed["data"]), dtype=np.dtype(dtype).newbyteorder("<"))
+
+
+def test_a_recordings_encoder_regions_are_its_maps_exact_from_the_kept_q_and_k_and_no_full_map_is_held(long_media):
+    """The encoder's self-attention through the long pass: the payload's overview is each 2 x 2 block's largest weight
+    of the map one pass holds in memory, and a region asked as the page asks it (LongRuns.view) is that map's weights
+    to float32 rounding, under the run's scaling; the kept run holds the decoder's and cross maps only, and a run
+    dropped from the long runs' budget is read again at the next view."""
+    views, catalog, root = long_media
+    key, path = "hub:whisper-12s", str(root / "tone.wav")
+    answer = views.view(key, path, "custom", 0.5, 1, 2)
+    encoder = answer["encoder"]
+    assert encoder["kind"] == "long" and encoder["length"] == 600 and encoder["model"] == key
+    assert encoder["pieces"][:2] == ["0.00 s", "0.02 s"] and encoder["words"][599] == "11.98 s"
+    assert encoder["seconds"] == pytest.approx(0.02)  # each position's: the view writes its spans as times
+    assert encoder["keys"] == ["encoder.0.self_attn", "encoder.1.self_attn"] and encoder["heads"] == 4
+    overview = encoder["overview"]
+    assert (overview["key"], overview["head"], overview["block"], overview["side"]) == ("encoder.1.self_attn", 2, 2,
+                                                                                          300)
+    assert "300 x 300 cells (each the largest weight of a block of 2 x 2 positions)" in answer["notes"]
+    model = catalog.real.get(key)
+    features = model.encode(path).ids[None]  # (1, 80, 1200)
+    with torch.no_grad():
+        _, maps = model.forward(features, torch.tensor([[model.start_id]]), variation=Variation(0.5))
+    full = maps["encoder.1.self_attn"][0, 2].double().numpy()  # (600, 600), in memory
+    blocks = full.reshape(300, 2, 300, 2).max(axis=(1, 3))
+    cells = decoded(overview, np.uint16).reshape(300, 300) / 65535 * overview["top"]
+    np.testing.assert_allclose(cells, blocks, rtol=0, atol=overview["top"] / 65535)
+    asked = {"run": encoder["run"], "what": "region", "key": "encoder.1.self_attn", "head": 2, "rows": [100, 356],
+             "cols": [300, 556]}
+    region = views.long.view(asked)
+    np.testing.assert_allclose(decoded(region, np.float32).reshape(256, 256), full[100:356, 300:556], rtol=0,
+                               atol=2e-7)  # float32 rounding of weights <= 1
+    other = views.long.view({**asked, "key": "encoder.0.self_attn", "head": 0, "rows": [0, 40], "cols": [560, 600]})
+    np.testing.assert_allclose(decoded(other, np.float32).reshape(40, 40),
+                               maps["encoder.0.self_attn"][0, 0, :40, 560:].double().numpy(), rtol=0, atol=2e-7)
+    kept = next(kept for run_key, kept in views._runs.items() if run_key[1] == path)
+    assert sorted(kept.run.maps) == sorted(k for k in model.map_keys if not k.startswith("encoder."))
+    views.long._make_room(views.long.budget)  # every long run dropped, as other visitors' pages would
+    assert encoder["run"] not in views.long
+    again = views.view(key, path, "custom", 0.5, 0, 1)["encoder"]
+    assert again["run"] != encoder["run"] and again["run"] in views.long and again["overview"]["key"] == "encoder.0.self_attn"
+    assert views.long.view(asked)["error"].endswith("press Read it to read the recording again.")  # the old id
+    np.testing.assert_allclose(decoded(views.long.view({**asked, "run": again["run"]}), np.float32).reshape(256, 256),
+                               full[100:356, 300:556], rtol=0, atol=2e-7)

@@ -16,7 +16,9 @@
 
   function drawGrids(view) {
     const p = view.state.payload, H = p.heads;
-    view.$(".av-long-grids").innerHTML = GRIDS.map(([name, title, format]) => {
+    const unit = p.seconds ? "positions" : "tokens";  // a recording's: its encoder's positions, not tokens of text
+    view.$(".av-long-grids").innerHTML = GRIDS.map(([name, named, format]) => {
+      const title = named.replace("(tokens)", `(${unit})`);
       const values = p.stats[name], top = Math.max(1e-12, ...values.flat());
       const rows = values.map((row, l) => `<div class="av-long-row"><span class="av-long-layer">${l}</span>${row.map((v, h) => {
         const rgb = P.viridis(v / top);
@@ -51,11 +53,11 @@
       cell.setAttribute("aria-pressed", on ? "true" : "false");
       cell.tabIndex = on ? 0 : -1;
     });
-    const p = view.state.payload, l = p.keys.indexOf(view.state.key);
+    const p = view.state.payload, l = p.keys.indexOf(view.state.key), unit = p.seconds ? "position" : "token";
     const f = (name) => p.stats[name][l][view.state.head];
     view.$(".av-long-chosen").textContent = `${view.state.key}, head ${view.state.head}: sink ${f("first_token").toFixed(3)}, ` +
-      `entropy ${f("entropy").toFixed(2)} nats, mean distance ${f("mean_distance").toFixed(1)} tokens, ` +
-      `previous token ${f("previous_token").toFixed(3)}`;
+      `entropy ${f("entropy").toFixed(2)} nats, mean distance ${f("mean_distance").toFixed(1)} ${unit}s, ` +
+      `previous ${unit} ${f("previous_token").toFixed(3)}`;
   }
 
   L.grids = {draw: drawGrids, markChosen: markChosen};

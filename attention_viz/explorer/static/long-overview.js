@@ -55,8 +55,10 @@
     P.paint(canvas.getContext("2d"), n, n, (r, c) => P.viridis(scale.level(values[r * n + c])));
     const what = o.block === 1 ? "each cell one weight" : `each cell the ${o.reduce} of a ${o.block} x ${o.block} block of weights`;
     const sink = o.sink ? "" : "; the first token left out of every row, the rest renormalised";
+    const T = view.state.payload.length, axes = view.state.payload.seconds
+      ? `queries down, keys across, each ${L.run.span(view, 0, T)}` : "queries down, keys across";
     view.$(".av-long-overbox").nextElementSibling.innerHTML = legend(scale.top,
-      `queries down, keys across; ${what}${sink}; ${scale.said}`, L.run.fmt, scale.bottom, scale.log);
+      `${axes}; ${what}${sink}; ${scale.said}`, L.run.fmt, scale.bottom, scale.log);
   }
 
   // -- the overview's drag: a rectangle of positions, at most REGION_MAX a side
@@ -104,8 +106,8 @@
       const v = L.run.cells(o)[Math.floor(at.row / b) * o.side + Math.floor(at.col / b)];
       view.$(".av-long-overtip").textContent = b === 1
         ? `query ${L.run.said(view, at.row)} → key ${L.run.said(view, at.col)}: ${L.run.fmt(v)}`
-        : `queries ${Math.floor(at.row / b) * b}-${Math.min(view.state.payload.length, (Math.floor(at.row / b) + 1) * b) - 1}` +
-          ` → keys ${Math.floor(at.col / b) * b}-${Math.min(view.state.payload.length, (Math.floor(at.col / b) + 1) * b) - 1}:` +
+        : `queries ${L.run.span(view, Math.floor(at.row / b) * b, Math.min(view.state.payload.length, (Math.floor(at.row / b) + 1) * b))}` +
+          ` → keys ${L.run.span(view, Math.floor(at.col / b) * b, Math.min(view.state.payload.length, (Math.floor(at.col / b) + 1) * b))}:` +
           ` block ${o.reduce} ${L.run.fmt(v)} (drag to open exact weights)`;
     });
     canvas.tabIndex = 0;

@@ -50,7 +50,8 @@
     }
     view.state.cell = {size: cell, gutter: gutter};
     const exact = !g.block || g.block === 1;
-    view.$(".av-long-regiontitle").textContent = `Queries ${r0}-${r1 - 1} (down) x keys ${c0}-${c1 - 1} (across) of ${view.state.key}, head ${view.state.head}` +
+    const positions = view.state.payload.seconds ? ` (positions ${r0}-${r1 - 1} x ${c0}-${c1 - 1})` : "";
+    view.$(".av-long-regiontitle").textContent = `Queries ${L.run.span(view, r0, r1)} (down) x keys ${L.run.span(view, c0, c1)} (across)${positions} of ${view.state.key}, head ${view.state.head}` +
       (g.sink === false ? "; the first token left out of every row, the rest renormalised" : "");
     view.$(".av-long-regionnote").textContent = g.block
       ? (g.block === 1 ? "Offline: each cell one weight, kept to 1/65,535 of this map's top; the app, or run.region, gives them exactly."

@@ -1,8 +1,10 @@
 /* long-run.js: the long view's numbers, no drawing: a payload's cells decoded, a weight written, a position's label, and
  * what asking the server (or, in the notebook, the payload's own overviews) answers.
  *
- *   AttentionLong.run.cells(o)  .fmt(v)  .label(view, i, from)  .said(view, i)  .ask(view, extra)  .markStale(view, m)
- * `view` is one mounted view (long.js: {element, opts, $, state}).
+ *   AttentionLong.run.cells(o)  .fmt(v)  .label(view, i, from)  .said(view, i)  .span(view, a, b)  .ask(view, extra)
+ *   .markStale(view, m)
+ * `view` is one mounted view (long.js: {element, opts, $, state}). A recording's payload has `seconds` (each
+ * position's, its labels the times): span writes its positions a:b as times.
  */
 (function (global) {
   "use strict";
@@ -27,6 +29,12 @@
     /* position i for a tip: its index and its piece or word */
     const p = view.state.payload;
     return `${i} “${view.$(".av-long-labels").value === "pieces" ? label(view, i) : p.words[p.wordOf[i]]}”`;
+  }
+
+  function span(view, a, b) {
+    /* positions a to b - 1 as the titles write them: "8-55", or a recording's "0.16-1.12 s" (where b - 1 ends) */
+    const s = view.state.payload.seconds;
+    return s ? `${(a * s).toFixed(2)}-${(b * s).toFixed(2)} s` : `${a}-${b - 1}`;
   }
 
   function request(view, extra) {
@@ -68,5 +76,5 @@
     view.element.classList.toggle("av-long-isstale", !!message);
   }
 
-  L.run = {cells: cells, fmt: fmt, label: label, said: said, ask: ask, markStale: markStale};
+  L.run = {cells: cells, fmt: fmt, label: label, said: said, span: span, ask: ask, markStale: markStale};
 })(window);

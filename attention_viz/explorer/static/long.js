@@ -56,6 +56,7 @@
     view.$(".av-long-note").textContent = p.note || `Read all ${p.read.toLocaleString("en")} tokens.`;
     const offline = !view.opts.ask;
     view.$(".av-long-reduce").disabled = offline; view.$(".av-long-sink").disabled = offline;
+    view.$(".av-long-labels").closest("label").hidden = !!p.seconds;  // a recording's labels are its times: no choice
     if (offline) view.$(".av-long-help").textContent += " Offline: the overviews are block maxima with the first token kept.";
     view.$(".av-long-region").hidden = true; view.$(".av-long-drag").hidden = true;
     L.grids.draw(view);
